@@ -1,0 +1,63 @@
+# cosmoflow.h - build, test, demo.   make | make test | make demo | make MPI=0 | make HDF5=0
+CC      ?= cc
+CFLAGS  ?= -O2 -march=x86-64-v2 -g
+WARN     = -std=c99 -D_POSIX_C_SOURCE=200809L -Wall -Wextra
+OMP      = -fopenmp
+DEFS     = -DCF_USE_CBLAS -DCF_USE_ZLIB
+LIBS     = -lopenblas -lz -lm -lpthread
+
+# MPI and HDF5 are on when found (make MPI=0 / HDF5=0 turns them off)
+MPI  ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)
+HDF5 ?= $(if $(shell pkg-config --exists hdf5 2>/dev/null && echo y),1,0)
+ifeq ($(MPI),1)
+  TOOLCC = mpicc -cc=$(CC)
+  DEFS  += -DCF_USE_MPI
+else
+  TOOLCC = $(CC)
+endif
+ifeq ($(HDF5),1)
+  DEFS  += -DCF_USE_HDF5 $(shell pkg-config --cflags hdf5)
+  LIBS  += $(shell pkg-config --libs hdf5)
+endif
+
+TOOLS = cf-train cf-eval cf-convert cf-synth cf-check cf-bench
+BINS  = $(addprefix bin/,$(TOOLS))
+TESTS = bin/test_core bin/test_core_naive bin/test_compile bin/test_compile_cpp bin/test_static
+
+all: $(BINS)
+
+bin/%: tools/%.c tools/tool.h cosmoflow.h | bin
+	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) -I. -o $@ $< $(LIBS)
+
+bin/cf-%: tools/cf_%.c tools/tool.h cosmoflow.h | bin
+	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) -I. -o $@ $< $(LIBS)
+
+bin:
+	mkdir -p bin
+
+# ---- tests: kernels, gradients, PyTorch references, and the stb compile matrix
+bin/test_core: tests/test_core.c tests/check.h cosmoflow.h | bin
+	$(CC) $(WARN) $(CFLAGS) $(OMP) -DCF_USE_CBLAS -DCF_USE_ZLIB -I. -o $@ $< $(LIBS)
+bin/test_core_naive: tests/test_core.c tests/check.h cosmoflow.h | bin
+	$(CC) $(WARN) $(CFLAGS) -DCF_USE_ZLIB -I. -o $@ $< -lz -lm
+bin/test_compile: tests/compile_a.c tests/compile_b.c cosmoflow.h | bin
+	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -I. -o $@ tests/compile_a.c tests/compile_b.c -lm
+bin/test_compile_cpp: tests/compile_cpp.cpp tests/compile_b.c cosmoflow.h | bin
+	$(CXX) -std=c++11 -Wall -Wextra -Werror -I. -o $@ tests/compile_cpp.cpp -lm
+bin/test_static: tests/compile_static.c cosmoflow.h | bin
+	$(CC) -std=c99 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -DCF_STATIC -I. -o $@ $< -lm
+
+test: all $(TESTS)
+	@sh tests/run.sh
+
+demo: deps all
+	@sh tools/demo.sh
+
+# Installs the Debian packages when run as root and something is missing.
+deps:
+	@sh tools/deps.sh
+
+clean:
+	rm -rf bin
+
+.PHONY: all test demo deps clean

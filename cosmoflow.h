@@ -1,0 +1,2124 @@
+/* cosmoflow.h - a small, exact 2-D/3-D convolutional network framework in one C header.
+   Reproduces CosmoFlow (3-D CNN regression of cosmological parameters) and serves
+   DeepCAM-style 2-D networks.  No warranty; MIT licence at the end of the file.
+
+   USE
+     In exactly one C or C++ file:
+         #define CF_IMPLEMENTATION
+         #include "cosmoflow.h"
+     Everywhere else just #include "cosmoflow.h".
+
+   OPTIONS (define before the implementation include)
+     CF_USE_CBLAS   call cblas_sgemm (OpenBLAS); otherwise a naive sgemm is used.
+                    The naive sgemm is always compiled as cf_sgemm_naive: it is the test oracle.
+     CF_USE_MPI     data parallelism through MPI (cf_dist_*); otherwise one process.
+     CF_USE_ZLIB    gzip TFRecords (gzopen); without it only plain TFRecords are read.
+     CF_STATIC      make every function static (private copy per translation unit).
+     CF_MALLOC(n), CF_FREE(p)   allocator overrides (define both or neither).
+     CF_ASSERT(x)   internal-invariant check (default: assert).
+
+   CONVENTIONS
+     * Activations are float32 NCDHW; a 2-D network is the case D = 1.
+     * All parameters live in one buffer (net->params), their gradients in a second with the
+       same offsets (net->grads), the optimizer state in a third (net->opt).  Layers hold
+       offsets.  Data parallelism is one allreduce over net->grads.
+     * Kernels are plain functions over raw pointers with a shape comment; backward kernels
+       ACCUMULATE (+=) into gradients.  cf_net_zero_grad() clears them.
+     * Library functions never exit(): they return CF_OK (0) or CF_ERR (-1) and leave a
+       message in cf_failure_reason().
+
+   TABLE OF CONTENTS
+     1. Basics: errors, allocation, PRNG, CRC32C
+     2. Dense linear algebra: sgemm (naive + cblas)
+     3. Kernels: convolution (N-d im2col/col2im, tiled), pooling, dense, activations,
+                 dropout, losses
+     4. Networks: cfg parser, layout, forward, backward, initializers
+     5. Optimizer: Keras-form momentum SGD with L2 on chosen tensors
+     6. Files: .npy, checkpoints, weights directories, TFRecord + tf.train.Example
+     7. Distributed: MPI wrappers (one process without CF_USE_MPI)
+*/
+#ifndef CF_INCLUDE_COSMOFLOW_H
+#define CF_INCLUDE_COSMOFLOW_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CF_VERSION "0.1.0"
+
+#if defined(CF_STATIC) && defined(__GNUC__)
+#define CFDEF static __attribute__((unused))
+#elif defined(CF_STATIC)
+#define CFDEF static
+#else
+#ifdef __cplusplus
+#define CFDEF extern "C"
+#else
+#define CFDEF extern
+#endif
+#endif
+
+#define CF_OK 0
+#define CF_ERR (-1)
+#define CF_MAX_SRC 8      /* inputs of a route/add layer */
+#define CF_MAX_DIMS 8     /* .npy arrays */
+
+/* ---------------------------------------------------------------- 1. basics */
+CFDEF const char *cf_failure_reason(void);
+CFDEF int cf_fail(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/* splitmix64: a tiny seedable generator, identical on every platform */
+typedef struct { uint64_t s; } cf_rng;
+CFDEF cf_rng cf_rng_seed(uint64_t seed);
+CFDEF uint64_t cf_rng_u64(cf_rng *r);
+CFDEF float cf_rng_uniform(cf_rng *r);            /* [0, 1), 24 random bits */
+CFDEF double cf_rng_uniform64(cf_rng *r);         /* [0, 1), 53 random bits */
+CFDEF double cf_rng_normal(cf_rng *r);            /* N(0,1), Box-Muller */
+CFDEF uint64_t cf_hash64(uint64_t x);             /* splitmix64 finalizer (counter-based streams) */
+CFDEF uint32_t cf_crc32c(uint32_t crc, const void *data, size_t n);
+CFDEF uint32_t cf_crc32c_masked(const void *data, size_t n); /* TFRecord's mask */
+
+/* ---------------------------------------------------------------- 2. sgemm */
+/* Row-major C = alpha * op(A) * op(B) + beta * C;  op(A) is M x K, op(B) is K x N. */
+CFDEF void cf_sgemm(int transA, int transB, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta,
+                    float *C, int ldc);
+CFDEF void cf_sgemm_naive(int transA, int transB, int M, int N, int K, float alpha,
+                          const float *A, int lda, const float *B, int ldb, float beta,
+                          float *C, int ldc);
+
+/* ---------------------------------------------------------------- 3. kernels */
+typedef struct { int c, d, h, w; } cf_shape;   /* one sample; d = 1 for 2-D */
+CFDEF size_t cf_shape_size(cf_shape s);
+
+/* Geometry of a convolution or pooling window, per axis (0 = depth, 1 = height, 2 = width). */
+typedef struct {
+    int k[3];        /* kernel size */
+    int s[3];        /* stride */
+    int dil[3];      /* dilation */
+    int pb[3], pa[3];/* zero padding before / after */
+} cf_geom;
+CFDEF int cf_geom_out(const cf_geom *g, int axis, int in); /* output size along an axis */
+
+enum { CF_ACT_LINEAR, CF_ACT_RELU, CF_ACT_LEAKY, CF_ACT_TANH };
+
+/* x (B, C, D, H, W)  w (OC, C/groups, KD, KH, KW)  b (OC) or NULL  y (B, OC, OD, OH, OW)
+   col: workspace of ws_floats floats (the im2col tile; any size >= kernel volume * C/groups) */
+CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float *b,
+                           int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                           float *col, size_t ws_floats);
+/* dy (B, OC, OD, OH, OW); accumulates dx (may be NULL: skipped), dw, db (may be NULL).
+   col, dcol: two workspaces of ws_floats floats each. */
+CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                            const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                            int groups, float *col, float *dcol, size_t ws_floats);
+/* x (B, C, D, H, W) -> y (B, C, OD, OH, OW); max picks the first maximum of a window;
+   average divides by the number of in-bounds elements (TensorFlow's rule). */
+CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shape out,
+                           const cf_geom *g, int is_max);
+CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
+                            cf_shape in, cf_shape out, const cf_geom *g, int is_max);
+/* x (B, IN)  w (OUT, IN)  b (OUT) or NULL  y (B, OUT) */
+CFDEF void cf_dense_forward(float *y, const float *x, const float *w, const float *b,
+                            int B, int IN, int OUT);
+CFDEF void cf_dense_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                             const float *w, int B, int IN, int OUT);
+/* Elementwise activation in place on n values; backward turns dy into dy * f'(.) using the
+   OUTPUT y (valid for relu, leaky with slope > 0, tanh). */
+CFDEF void cf_act_forward(float *y, size_t n, int act, float slope);
+CFDEF void cf_act_backward(float *dy, const float *y, size_t n, int act, float slope);
+/* Inverted dropout: y = x * mask / (1 - rate); the mask is a hash of (seed, index), so it is
+   recomputed in backward instead of stored. */
+CFDEF void cf_dropout(float *y, const float *x, size_t n, float rate, uint64_t seed);
+/* Losses over n = B * outputs values; return the loss, write dL/dy into dy (may be NULL). */
+CFDEF double cf_loss_mse(float *dy, const float *y, const float *t, size_t n);
+CFDEF double cf_loss_l1(float *dy, const float *y, const float *t, size_t n);
+
+/* ---------------------------------------------------------------- 4. networks */
+enum {
+    CF_L_CONV, CF_L_MAXPOOL, CF_L_AVGPOOL, CF_L_DENSE, CF_L_FLATTEN, CF_L_DROPOUT,
+    CF_L_ACT, CF_L_SCALE, CF_L_ROUTE, CF_L_ADD, CF_L_NTYPES
+};
+enum { CF_INIT_GLOROT_UNIFORM, CF_INIT_KAIMING_UNIFORM, CF_INIT_KAIMING_NORMAL,
+       CF_INIT_TORCH, CF_INIT_ZEROS, CF_INIT_CONST };
+enum { CF_LOSS_MSE, CF_LOSS_L1 };
+
+typedef struct {
+    int type;
+    int line;                 /* line of its section in the cfg */
+    int src[CF_MAX_SRC];      /* input layer indices; -1 = network input */
+    int n_src;
+    cf_shape in, out;         /* per sample */
+    cf_geom g;                /* conv / pool geometry */
+    char pad_mode[16];        /* "same", "valid" or explicit (kept for --input-shape) */
+    int pad_spec[6];          /* explicit padding, as written */
+    int filters, groups, has_bias;
+    int act;  float slope;    /* fused activation (conv, dense, act layer) */
+    float factor;             /* scale layer */
+    float rate;               /* dropout rate */
+    int l2;                   /* 1: the optimizer's L2 applies to this layer's kernel */
+    int init, bias_init; float bias_value;
+    size_t w_off, w_n, b_off, b_n;  /* into params / grads / opt (b_n = 0: no bias) */
+    size_t y_off;             /* output, into acts (per batch) */
+    size_t dy_off;            /* output gradient, into dacts (liveness-planned) */
+    int last_use;             /* largest index of a layer reading this output */
+} cf_layer;
+
+typedef struct {
+    char *cfg_text;           /* the model text, embedded in checkpoints */
+    char *cfg_name;
+    cf_shape input;
+    int n_outputs;            /* per sample */
+    int loss;                 /* CF_LOSS_* */
+    int n_layers;
+    cf_layer *layers;
+    size_t n_params;
+    float *params, *grads, *opt;     /* same offsets; opt = momentum velocity */
+    int batch;                       /* what acts/dacts are sized for */
+    size_t n_acts, n_dacts;
+    float *acts, *dacts;
+    size_t ws_floats;                /* per im2col workspace */
+    float *ws;                       /* 2 * ws_floats */
+    const float *x;                  /* current input (B, C, D, H, W), caller's memory */
+    int training;                    /* dropout on */
+    uint64_t seed, step;             /* dropout masks hash (seed, step, layer) */
+} cf_net;
+
+/* Parse a cfg text (name used in error messages).  shape_override may be NULL.
+   Parameters are allocated and zero; call cf_net_init to draw the initial weights. */
+CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name,
+                       const cf_shape *shape_override);
+CFDEF int cf_net_load_cfg(cf_net *net, const char *path, const cf_shape *shape_override);
+CFDEF int cf_parse_shape(const char *s, cf_shape *out);     /* "CxDxHxW" or "CxHxW" */
+CFDEF void cf_net_free(cf_net *net);
+CFDEF void cf_net_init(cf_net *net, uint64_t seed);
+CFDEF int cf_net_set_batch(cf_net *net, int B);             /* (re)allocates activations */
+CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B);  /* returns output */
+CFDEF const float *cf_net_forward_from(cf_net *net, int first);       /* after forward() */
+/* dout (B, n_outputs): dL/d(output).  Accumulates into grads. */
+CFDEF void cf_net_backward(cf_net *net, const float *dout);
+CFDEF void cf_net_zero_grad(cf_net *net);
+CFDEF float *cf_net_output(cf_net *net, int layer);         /* acts of a layer */
+CFDEF const char *cf_layer_type_name(int type);
+CFDEF double cf_layer_flops(const cf_layer *l);             /* forward, per sample */
+/* Parameter tensors in network order: index -> layer, kind ("weight"/"bias"), offset,
+   count and PyTorch shape.  Returns the number of tensors, or -1 when i is out of range. */
+typedef struct { int layer; const char *kind; size_t off, n; int ndim; int shape[5]; } cf_tensor;
+CFDEF int cf_net_tensors(const cf_net *net, cf_tensor *out, int max);
+/* One step of loss + backward from a target (B, n_outputs); returns the loss. */
+CFDEF double cf_net_loss(cf_net *net, const float *target, float *dout);
+
+/* ---------------------------------------------------------------- 5. optimizer */
+/* Keras SGD: v = m*v - lr*(g + 2*l2*w [layers with l2=1]);  w += v */
+CFDEF void cf_sgd_step(cf_net *net, float lr, float momentum, float l2);
+
+/* ---------------------------------------------------------------- 6. files */
+enum { CF_F32, CF_I16, CF_U8, CF_I64 };
+typedef struct {
+    int dtype, ndim;
+    int64_t shape[CF_MAX_DIMS];
+    size_t count;             /* elements */
+    void *data;
+} cf_array;
+CFDEF size_t cf_dtype_size(int dtype);
+CFDEF int cf_npy_read(const char *path, cf_array *a);
+CFDEF int cf_npy_write(const char *path, const cf_array *a);      /* atomic */
+CFDEF void cf_array_free(cf_array *a);
+CFDEF int cf_npy_read_f32(const char *path, float **data, size_t *count); /* any float32 */
+
+/* Write to path.tmp.<pid>, flush, fsync, rename; on failure nothing at path changes. */
+typedef struct { FILE *f; char *path, *tmp; int failed; } cf_atomic_file;
+CFDEF int cf_atomic_open(cf_atomic_file *af, const char *path);
+CFDEF int cf_atomic_write(cf_atomic_file *af, const void *p, size_t n);
+CFDEF int cf_atomic_commit(cf_atomic_file *af);   /* always closes */
+CFDEF void cf_atomic_abort(cf_atomic_file *af);
+
+typedef struct { uint64_t step, epoch, seed; double best; } cf_train_state;
+CFDEF int cf_checkpoint_save(const char *path, const cf_net *net, const cf_train_state *st);
+/* Loads parameters and optimizer state into an already built net; the checkpoint's model
+   must have the same tensors.  st may be NULL. */
+CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st);
+/* Reads only the cfg text embedded in a checkpoint (malloc'd; caller frees with CF_FREE). */
+CFDEF int cf_checkpoint_cfg(const char *path, char **cfg_text, cf_shape *input);
+CFDEF int cf_weights_export(const cf_net *net, const char *dir);
+CFDEF int cf_weights_import(cf_net *net, const char *dir);
+/* Checkpoint or weights directory, whichever path is. */
+CFDEF int cf_weights_load(cf_net *net, const char *path);
+
+/* TFRecord: the whole file (gzip or plain) in memory, records walked in order. */
+typedef struct { unsigned char *buf; size_t len, pos; char *path; } cf_tfrecord;
+CFDEF int cf_tfrecord_open(cf_tfrecord *r, const char *path);
+/* 1: a record, 0: end of file, -1: error (reason names the file and offset) */
+CFDEF int cf_tfrecord_next(cf_tfrecord *r, const unsigned char **data, size_t *len);
+CFDEF void cf_tfrecord_close(cf_tfrecord *r);
+/* tf.train.Example feature lookups (map entries in any order; unknown fields skipped). */
+CFDEF int cf_example_bytes(const unsigned char *ex, size_t n, const char *key,
+                           const unsigned char **val, size_t *len);
+CFDEF int cf_example_floats(const unsigned char *ex, size_t n, const char *key,
+                            float *out, size_t max, size_t *count);
+/* Encoders, for writing synthetic data in the real format. */
+CFDEF size_t cf_example_encode(unsigned char *out, const char *xkey, const void *x, size_t xlen,
+                               const char *ykey, const float *y, size_t ny, int y_first);
+CFDEF size_t cf_tfrecord_frame(unsigned char *out, const unsigned char *rec, size_t n);
+CFDEF int cf_tfrecord_write(const char *path, const unsigned char *rec, size_t n, int gzip);
+
+/* CosmoFlow sample: int16 channels-last (S,S,S,4) + 4 labels, from a TFRecord or an
+   X_data.npy (its label from the matching X_label.npy). */
+typedef struct { int16_t *x; size_t count; int s, c; float y[8]; int ny; } cf_cosmo_sample;
+CFDEF int cf_cosmo_read(const char *path, cf_cosmo_sample *smp);
+CFDEF void cf_cosmo_free(cf_cosmo_sample *smp);
+/* log(1+x) and channels-last (S,S,S,C) -> (C,S,S,S) */
+CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int apply_log);
+
+/* ---------------------------------------------------------------- 7. distributed */
+CFDEF int cf_dist_init(int *argc, char ***argv);
+CFDEF void cf_dist_finalize(void);
+CFDEF int cf_dist_rank(void);
+CFDEF int cf_dist_size(void);
+CFDEF void cf_dist_allreduce_mean(float *buf, size_t n);   /* in place */
+CFDEF void cf_dist_allreduce_sum_d(double *buf, int n);
+CFDEF void cf_dist_bcast(float *buf, size_t n);            /* from rank 0 */
+CFDEF void cf_dist_abort(int code);
+CFDEF void cf_dist_barrier(void);
+
+#endif /* CF_INCLUDE_COSMOFLOW_H */
+
+/* ================================================================ implementation */
+#ifdef CF_IMPLEMENTATION
+#ifndef CF__IMPLEMENTED
+#define CF__IMPLEMENTED
+
+#include <stdlib.h>
+#include <string.h>
+#include <stdarg.h>
+#include <math.h>
+#include <errno.h>
+#include <ctype.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <dirent.h>
+
+#if defined(CF_MALLOC) && defined(CF_FREE)
+#elif !defined(CF_MALLOC) && !defined(CF_FREE)
+#define CF_MALLOC(n) malloc(n)
+#define CF_FREE(p) free(p)
+#else
+#error "define both CF_MALLOC and CF_FREE, or neither"
+#endif
+#ifndef CF_ASSERT
+#include <assert.h>
+#define CF_ASSERT(x) assert(x)
+#endif
+#ifdef CF_USE_CBLAS
+#include <cblas.h>
+#endif
+#ifdef CF_USE_MPI
+#include <mpi.h>
+#endif
+#ifdef CF_USE_ZLIB
+#include <zlib.h>
+#endif
+
+#ifdef _OPENMP
+#define CF__OMP(x) _Pragma(#x)
+#else
+#define CF__OMP(x)
+#endif
+#if defined(__cplusplus)
+#define CF__TLS thread_local
+#elif defined(__GNUC__)
+#define CF__TLS __thread
+#else
+#define CF__TLS
+#endif
+#define CF__NEW(T, n) ((T *)cf__calloc((size_t)(n), sizeof(T)))
+
+/* ================================================================ 1. basics */
+static CF__TLS char cf__err[1024];
+
+CFDEF const char *cf_failure_reason(void) { return cf__err[0] ? cf__err : "no error"; }
+
+CFDEF int cf_fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cf__err, sizeof cf__err, fmt, ap);
+    va_end(ap);
+    return CF_ERR;
+}
+
+/* zeroed allocation; NULL (with a reason) when n*size overflows or memory is short */
+static void *cf__calloc(size_t n, size_t size) {
+    void *p;
+    if (size && n > (size_t)-1 / size) { cf_fail("allocation of %zu x %zu bytes overflows", n, size); return NULL; }
+    size_t bytes = n * size > 0 ? n * size : 1;
+    p = CF_MALLOC(bytes);
+    if (!p) { cf_fail("out of memory allocating %zu bytes", bytes); return NULL; }
+    memset(p, 0, bytes);
+    return p;
+}
+
+static char *cf__strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = CF__NEW(char, n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+CFDEF cf_rng cf_rng_seed(uint64_t seed) { cf_rng r; r.s = seed; return r; }
+CFDEF uint64_t cf_hash64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+CFDEF uint64_t cf_rng_u64(cf_rng *r) { r->s += 0x9e3779b97f4a7c15ULL; return cf_hash64(r->s); }
+CFDEF float cf_rng_uniform(cf_rng *r) { return (float)(cf_rng_u64(r) >> 40) * (1.0f / 16777216.0f); }
+CFDEF double cf_rng_uniform64(cf_rng *r) { return (double)(cf_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0); }
+CFDEF double cf_rng_normal(cf_rng *r) {
+    double u1 = 1.0 - cf_rng_uniform64(r), u2 = cf_rng_uniform64(r); /* u1 in (0, 1] */
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* CRC32C (Castagnoli, reflected polynomial 0x82F63B78), bytewise table. */
+CFDEF uint32_t cf_crc32c(uint32_t crc, const void *data, size_t n) {
+    static uint32_t table[256];
+    static int ready = 0;
+    const unsigned char *p = (const unsigned char *)data;
+    size_t i;
+    if (!ready) {
+        uint32_t k, c; int j;
+        for (k = 0; k < 256; k++) {
+            c = k;
+            for (j = 0; j < 8; j++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+            table[k] = c;
+        }
+        ready = 1;  /* benign race: every thread writes the same table */
+    }
+    crc = ~crc;
+    for (i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+CFDEF uint32_t cf_crc32c_masked(const void *data, size_t n) {
+    uint32_t c = cf_crc32c(0, data, n);
+    return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+}
+
+/* ================================================================ 2. sgemm */
+static float cf__at(const float *M, int ld, int trans, int r, int c) {
+    return trans ? M[(size_t)c * ld + r] : M[(size_t)r * ld + c];
+}
+/* The definition, written for reading, not speed: C[i][j] = alpha*sum_k A[i][k]*B[k][j] + beta*C[i][j] */
+CFDEF void cf_sgemm_naive(int transA, int transB, int M, int N, int K, float alpha,
+                          const float *A, int lda, const float *B, int ldb, float beta,
+                          float *C, int ldc) {
+    int i, j, k;
+    for (i = 0; i < M; i++)
+        for (j = 0; j < N; j++) {
+            double acc = 0.0;
+            for (k = 0; k < K; k++) acc += (double)cf__at(A, lda, transA, i, k) * cf__at(B, ldb, transB, k, j);
+            float *c = &C[(size_t)i * ldc + j];
+            *c = (float)(alpha * acc + (beta == 0.0f ? 0.0f : beta * *c));
+        }
+}
+CFDEF void cf_sgemm(int transA, int transB, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta,
+                    float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+#ifdef CF_USE_CBLAS
+    if (K <= 0) { /* BLAS would be asked for an empty product: only the beta scaling remains */
+        int i, j;
+        for (i = 0; i < M; i++) for (j = 0; j < N; j++) C[(size_t)i * ldc + j] *= beta;
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
+                M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#else
+    cf_sgemm_naive(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
+}
+
+/* ================================================================ 3. kernels */
+CFDEF size_t cf_shape_size(cf_shape s) { return (size_t)s.c * s.d * s.h * s.w; }
+
+CFDEF int cf_geom_out(const cf_geom *g, int axis, int in) {
+    int span = g->dil[axis] * (g->k[axis] - 1) + 1;
+    int padded = in + g->pb[axis] + g->pa[axis];
+    if (padded < span) return 0;
+    return (padded - span) / g->s[axis] + 1;
+}
+
+/* im2col for one sample and a tile of output positions.
+   x: (C, D, H, W) with C = channels of this group;  col: (C*KD*KH*KW, n) where column j is
+   output position p0 + j (flattened over OD, OH, OW).  Out-of-bounds taps read zero. */
+static void cf__im2col(float *col, const float *x, int C, cf_shape in, cf_shape out,
+                       const cf_geom *g, size_t p0, size_t n) {
+    int KD = g->k[0], KH = g->k[1], KW = g->k[2];
+    int rows = C * KD * KH * KW;
+    int r;
+    CF__OMP(omp parallel for schedule(static))
+    for (r = 0; r < rows; r++) {
+        int kw = r % KW, kh = (r / KW) % KH, kd = (r / (KW * KH)) % KD, c = r / (KW * KH * KD);
+        const float *xc = x + (size_t)c * in.d * in.h * in.w;
+        float *dst = col + (size_t)r * n;
+        /* walk output positions with counters instead of a division per element */
+        size_t p = p0;
+        int ow = (int)(p % out.w), oh = (int)((p / out.w) % out.h), od = (int)(p / ((size_t)out.w * out.h));
+        size_t j;
+        for (j = 0; j < n; j++) {
+            int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
+            int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+            int iw = ow * g->s[2] - g->pb[2] + kw * g->dil[2];
+            dst[j] = (id >= 0 && id < in.d && ih >= 0 && ih < in.h && iw >= 0 && iw < in.w)
+                         ? xc[((size_t)id * in.h + ih) * in.w + iw] : 0.0f;
+            if (++ow == out.w) { ow = 0; if (++oh == out.h) { oh = 0; od++; } }
+        }
+    }
+}
+
+/* col2im: the adjoint of im2col; ADDS col back into dx (C, D, H, W).
+   Parallel over channels, so no two threads touch the same element of dx. */
+static void cf__col2im(float *dx, const float *col, int C, cf_shape in, cf_shape out,
+                       const cf_geom *g, size_t p0, size_t n) {
+    int KD = g->k[0], KH = g->k[1], KW = g->k[2], kvol = KD * KH * KW;
+    int c;
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        float *xc = dx + (size_t)c * in.d * in.h * in.w;
+        int kk;
+        for (kk = 0; kk < kvol; kk++) {
+            int kw = kk % KW, kh = (kk / KW) % KH, kd = kk / (KW * KH);
+            const float *src = col + ((size_t)c * kvol + kk) * n;
+            size_t p = p0, j;
+            int ow = (int)(p % out.w), oh = (int)((p / out.w) % out.h), od = (int)(p / ((size_t)out.w * out.h));
+            for (j = 0; j < n; j++) {
+                int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
+                int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+                int iw = ow * g->s[2] - g->pb[2] + kw * g->dil[2];
+                if (id >= 0 && id < in.d && ih >= 0 && ih < in.h && iw >= 0 && iw < in.w)
+                    xc[((size_t)id * in.h + ih) * in.w + iw] += src[j];
+                if (++ow == out.w) { ow = 0; if (++oh == out.h) { oh = 0; od++; } }
+            }
+        }
+    }
+}
+
+/* Columns per im2col tile: as many output positions as fit the workspace, at least one. */
+static size_t cf__tile(size_t rows, size_t P, size_t ws_floats) {
+    size_t n = ws_floats / (rows ? rows : 1);
+    if (n < 1) n = 1;
+    return n < P ? n : P;
+}
+
+CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float *b,
+                           int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                           float *col, size_t ws_floats) {
+    int Cg = in.c / groups, OCg = out.c / groups;
+    int K = Cg * g->k[0] * g->k[1] * g->k[2];
+    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats);
+    int bi, gi, oc;
+    for (bi = 0; bi < B; bi++) {
+        float *yb = y + (size_t)bi * out.c * P;
+        /* bias first, so every tile's gemm accumulates onto it (beta = 1) */
+        for (oc = 0; oc < out.c; oc++) {
+            float v = b ? b[oc] : 0.0f;
+            size_t p;
+            for (p = 0; p < P; p++) yb[(size_t)oc * P + p] = v;
+        }
+        size_t p0;
+        for (p0 = 0; p0 < P; p0 += tile) {
+            size_t n = P - p0 < tile ? P - p0 : tile;
+            for (gi = 0; gi < groups; gi++) {
+                cf__im2col(col, x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, Cg, in, out, g, p0, n);
+                /* y[g] (OCg, n) += w[g] (OCg, K) x col (K, n) */
+                cf_sgemm(0, 0, OCg, (int)n, K, 1.0f, w + (size_t)gi * OCg * K, K, col, (int)n, 1.0f,
+                         yb + (size_t)gi * OCg * P + p0, (int)P);
+            }
+        }
+    }
+}
+
+CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                            const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                            int groups, float *col, float *dcol, size_t ws_floats) {
+    int Cg = in.c / groups, OCg = out.c / groups;
+    int K = Cg * g->k[0] * g->k[1] * g->k[2];
+    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats);
+    int bi, gi, oc;
+    for (bi = 0; bi < B; bi++) {
+        const float *dyb = dy + (size_t)bi * out.c * P;
+        if (db)
+            for (oc = 0; oc < out.c; oc++) {
+                double s = 0.0;
+                size_t p;
+                for (p = 0; p < P; p++) s += dyb[(size_t)oc * P + p];
+                db[oc] += (float)s;
+            }
+        size_t p0;
+        for (p0 = 0; p0 < P; p0 += tile) {
+            size_t n = P - p0 < tile ? P - p0 : tile;
+            for (gi = 0; gi < groups; gi++) {
+                size_t xoff = bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
+                const float *dyg = dyb + (size_t)gi * OCg * P + p0;
+                /* dw[g] (OCg, K) += dy[g] (OCg, n) x col^T (n, K); col is recomputed, not stored */
+                cf__im2col(col, x + xoff, Cg, in, out, g, p0, n);
+                cf_sgemm(0, 1, OCg, K, (int)n, 1.0f, dyg, (int)P, col, (int)n, 1.0f, dw + (size_t)gi * OCg * K, K);
+                if (dx) {
+                    /* dcol (K, n) = w[g]^T (K, OCg) x dy[g] (OCg, n); then scatter-add into dx */
+                    cf_sgemm(1, 0, K, (int)n, OCg, 1.0f, w + (size_t)gi * OCg * K, K, dyg, (int)P, 0.0f, dcol, (int)n);
+                    cf__col2im(dx + xoff, dcol, Cg, in, out, g, p0, n);
+                }
+            }
+        }
+    }
+}
+
+CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shape out,
+                           const cf_geom *g, int is_max) {
+    int plane;
+    CF__OMP(omp parallel for schedule(static))
+    for (plane = 0; plane < B * in.c; plane++) {
+        const float *xp = x + (size_t)plane * in.d * in.h * in.w;
+        float *yp = y + (size_t)plane * out.d * out.h * out.w;
+        int od, oh, ow, kd, kh, kw;
+        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (ow = 0; ow < out.w; ow++) {
+            float best = -INFINITY; double sum = 0.0; int cnt = 0;
+            for (kd = 0; kd < g->k[0]; kd++) for (kh = 0; kh < g->k[1]; kh++) for (kw = 0; kw < g->k[2]; kw++) {
+                int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
+                int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+                int iw = ow * g->s[2] - g->pb[2] + kw * g->dil[2];
+                if (id < 0 || id >= in.d || ih < 0 || ih >= in.h || iw < 0 || iw >= in.w) continue;
+                float v = xp[((size_t)id * in.h + ih) * in.w + iw];
+                if (v > best) best = v;
+                sum += v; cnt++;
+            }
+            yp[((size_t)od * out.h + oh) * out.w + ow] = is_max ? best : (cnt ? (float)(sum / cnt) : 0.0f);
+        }
+    }
+}
+
+/* Max pooling's backward finds the window's first maximum again (equal to the stored output)
+   instead of keeping an argmax array: same answer, no memory. */
+CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
+                            cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
+    int plane;
+    CF__OMP(omp parallel for schedule(static))
+    for (plane = 0; plane < B * in.c; plane++) {
+        const float *xp = x + (size_t)plane * in.d * in.h * in.w;
+        float *dxp = dx + (size_t)plane * in.d * in.h * in.w;
+        const float *yp = y + (size_t)plane * out.d * out.h * out.w;
+        const float *dyp = dy + (size_t)plane * out.d * out.h * out.w;
+        int od, oh, ow, kd, kh, kw, pass;
+        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (ow = 0; ow < out.w; ow++) {
+            size_t o = ((size_t)od * out.h + oh) * out.w + ow;
+            int cnt = 0, done = 0;
+            /* pass 0 counts in-bounds taps (average); pass 1 distributes the gradient */
+            for (pass = 0; pass < 2 && !done; pass++)
+                for (kd = 0; kd < g->k[0] && !done; kd++) for (kh = 0; kh < g->k[1] && !done; kh++)
+                    for (kw = 0; kw < g->k[2] && !done; kw++) {
+                        int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
+                        int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+                        int iw = ow * g->s[2] - g->pb[2] + kw * g->dil[2];
+                        if (id < 0 || id >= in.d || ih < 0 || ih >= in.h || iw < 0 || iw >= in.w) continue;
+                        size_t i = ((size_t)id * in.h + ih) * in.w + iw;
+                        if (pass == 0) { cnt++; continue; }
+                        if (is_max) { if (xp[i] == yp[o]) { dxp[i] += dyp[o]; done = 1; } }
+                        else dxp[i] += dyp[o] / (float)cnt;
+                    }
+        }
+    }
+}
+
+CFDEF void cf_dense_forward(float *y, const float *x, const float *w, const float *b,
+                            int B, int IN, int OUT) {
+    int bi, o;
+    for (bi = 0; bi < B; bi++) for (o = 0; o < OUT; o++) y[(size_t)bi * OUT + o] = b ? b[o] : 0.0f;
+    /* y (B, OUT) += x (B, IN) x w^T (IN, OUT) */
+    cf_sgemm(0, 1, B, OUT, IN, 1.0f, x, IN, w, IN, 1.0f, y, OUT);
+}
+
+CFDEF void cf_dense_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                             const float *w, int B, int IN, int OUT) {
+    int bi, o;
+    if (db) for (bi = 0; bi < B; bi++) for (o = 0; o < OUT; o++) db[o] += dy[(size_t)bi * OUT + o];
+    cf_sgemm(1, 0, OUT, IN, B, 1.0f, dy, OUT, x, IN, 1.0f, dw, IN);      /* dw += dy^T x */
+    if (dx) cf_sgemm(0, 0, B, IN, OUT, 1.0f, dy, OUT, w, IN, 1.0f, dx, IN); /* dx += dy w */
+}
+
+CFDEF void cf_act_forward(float *y, size_t n, int act, float slope) {
+    size_t i;
+    switch (act) {
+    case CF_ACT_RELU: for (i = 0; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f; break;
+    case CF_ACT_LEAKY: for (i = 0; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : slope * y[i]; break;
+    case CF_ACT_TANH: for (i = 0; i < n; i++) y[i] = tanhf(y[i]); break;
+    default: break;
+    }
+}
+
+CFDEF void cf_act_backward(float *dy, const float *y, size_t n, int act, float slope) {
+    size_t i;
+    switch (act) {
+    case CF_ACT_RELU: for (i = 0; i < n; i++) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f; break;
+    case CF_ACT_LEAKY: for (i = 0; i < n; i++) dy[i] = y[i] > 0.0f ? dy[i] : slope * dy[i]; break;
+    case CF_ACT_TANH: for (i = 0; i < n; i++) dy[i] *= 1.0f - y[i] * y[i]; break;
+    default: break;
+    }
+}
+
+/* keep element i when hash(seed, i) >= rate; scale kept elements by 1/(1-rate).
+   Forward: y = dropout(x).  Backward: dx += dropout(dy) with the same seed (see cf_net_backward). */
+CFDEF void cf_dropout(float *y, const float *x, size_t n, float rate, uint64_t seed) {
+    float scale = rate < 1.0f ? 1.0f / (1.0f - rate) : 0.0f;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        float u = (float)(cf_hash64(seed ^ (0x9e3779b97f4a7c15ULL * (i + 1))) >> 40) * (1.0f / 16777216.0f);
+        y[i] = u >= rate ? x[i] * scale : 0.0f;
+    }
+}
+
+CFDEF double cf_loss_mse(float *dy, const float *y, const float *t, size_t n) {
+    double s = 0.0;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        double d = (double)y[i] - t[i];
+        s += d * d;
+        if (dy) dy[i] = (float)(2.0 * d / (double)n);
+    }
+    return s / (double)n;
+}
+
+CFDEF double cf_loss_l1(float *dy, const float *y, const float *t, size_t n) {
+    double s = 0.0;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        double d = (double)y[i] - t[i];
+        s += fabs(d);
+        if (dy) dy[i] = (float)((d > 0) - (d < 0)) / (float)n;
+    }
+    return s / (double)n;
+}
+
+/* ================================================================ 4. networks */
+static const char *cf__type_names[CF_L_NTYPES] = {
+    "conv", "maxpool", "avgpool", "dense", "flatten", "dropout", "activation", "scale", "route", "add"
+};
+CFDEF const char *cf_layer_type_name(int type) {
+    return type >= 0 && type < CF_L_NTYPES ? cf__type_names[type] : "?";
+}
+
+typedef struct { char *key, *val; int line; int used; } cf__kv;
+typedef struct { char *name; int line; cf__kv *kv; int n_kv; } cf__section;
+
+static char *cf__trim(char *s) {
+    char *e;
+    while (*s && isspace((unsigned char)*s)) s++;
+    e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1])) *--e = 0;
+    return s;
+}
+
+/* Splits the text into sections of key=value pairs.  buf is a private copy that owns the strings. */
+static int cf__split(char *buf, const char *name, cf__section **out, int *n_out) {
+    cf__section *secs = NULL;
+    int n = 0, cap = 0, line = 0;
+    char *p = buf;
+    while (p && *p) {
+        char *nl = strchr(p, '\n'), *s, *hash;
+        if (nl) *nl = 0;
+        line++;
+        hash = strchr(p, '#');
+        if (hash) *hash = 0;
+        s = cf__trim(p);
+        p = nl ? nl + 1 : NULL;
+        if (!*s) continue;
+        if (*s == '[') {
+            char *close = strchr(s, ']');
+            if (!close || *cf__trim(close + 1)) { CF_FREE(secs); return cf_fail("%s:%d: malformed section header '%s'", name, line, s); }
+            *close = 0;
+            if (n == cap) {
+                cf__section *ns = CF__NEW(cf__section, cap ? 2 * cap : 16);
+                if (!ns) { CF_FREE(secs); return CF_ERR; }
+                if (secs) memcpy(ns, secs, sizeof *ns * n);
+                CF_FREE(secs);
+                secs = ns; cap = cap ? 2 * cap : 16;
+            }
+            secs[n].name = cf__trim(s + 1); secs[n].line = line; secs[n].kv = NULL; secs[n].n_kv = 0;
+            n++;
+        } else {
+            char *eq = strchr(s, '=');
+            cf__section *sec;
+            if (!n) { CF_FREE(secs); return cf_fail("%s:%d: '%s' outside any [section]", name, line, s); }
+            if (!eq) { CF_FREE(secs); return cf_fail("%s:%d: expected key=value, got '%s'", name, line, s); }
+            *eq = 0;
+            sec = &secs[n - 1];
+            if (sec->n_kv % 16 == 0) {
+                cf__kv *nk = CF__NEW(cf__kv, sec->n_kv + 16);
+                if (!nk) { CF_FREE(secs); return CF_ERR; }
+                if (sec->kv) memcpy(nk, sec->kv, sizeof *nk * sec->n_kv);
+                CF_FREE(sec->kv);
+                sec->kv = nk;
+            }
+            sec->kv[sec->n_kv].key = cf__trim(s);
+            sec->kv[sec->n_kv].val = cf__trim(eq + 1);
+            sec->kv[sec->n_kv].line = line;
+            sec->kv[sec->n_kv].used = 0;
+            sec->n_kv++;
+        }
+    }
+    *out = secs; *n_out = n;
+    return CF_OK;
+}
+
+static cf__kv *cf__find(cf__section *s, const char *key) {
+    int i;
+    for (i = s->n_kv - 1; i >= 0; i--) if (!strcmp(s->kv[i].key, key)) { s->kv[i].used = 1; return &s->kv[i]; }
+    return NULL;
+}
+
+/* Integer list "a,b,c" or "axbxc"; returns the count or -1 */
+static int cf__ints(const char *v, int *out, int max) {
+    int n = 0;
+    const char *p = v;
+    while (*p) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || n == max || x < -1000000000L || x > 1000000000L) return -1;
+        out[n++] = (int)x;
+        p = end;
+        while (*p == ' ') p++;
+        if (*p == ',' || *p == 'x') p++;
+        else if (*p) return -1;
+    }
+    return n;
+}
+
+static int cf__get_int(cf__section *s, const char *name, const char *key, int def, int lo, int hi, int *out) {
+    cf__kv *kv = cf__find(s, key);
+    int v[1];
+    if (!kv) { *out = def; return CF_OK; }
+    if (cf__ints(kv->val, v, 1) != 1) return cf_fail("%s:%d: %s=%s is not an integer", name, kv->line, key, kv->val);
+    if (v[0] < lo || v[0] > hi) return cf_fail("%s:%d: %s=%d is out of range [%d, %d]", name, kv->line, key, v[0], lo, hi);
+    *out = v[0];
+    return CF_OK;
+}
+
+static int cf__get_float(cf__section *s, const char *name, const char *key, float def, float lo, float hi, float *out) {
+    cf__kv *kv = cf__find(s, key);
+    char *end;
+    double v;
+    if (!kv) { *out = def; return CF_OK; }
+    v = strtod(kv->val, &end);
+    if (end == kv->val || *end || !(v >= lo && v <= hi)) return cf_fail("%s:%d: %s=%s is not a number in [%g, %g]", name, kv->line, key, kv->val, lo, hi);
+    *out = (float)v;
+    return CF_OK;
+}
+
+static int cf__get_choice(cf__section *s, const char *name, const char *key, const char *const *choices,
+                          int n, int def, int *out) {
+    cf__kv *kv = cf__find(s, key);
+    int i;
+    if (!kv) { *out = def; return CF_OK; }
+    for (i = 0; i < n; i++) if (!strcmp(kv->val, choices[i])) { *out = i; return CF_OK; }
+    return cf_fail("%s:%d: %s=%s is not one of the known values (e.g. %s)", name, kv->line, key, kv->val, choices[0]);
+}
+
+/* Per-axis values: "3" -> all spatial axes; "3x3x3" (3-D) or "3x3" (2-D) -> one per axis.
+   For a 2-D network the depth axis is always 1. */
+static int cf__get_axes(cf__section *s, const char *name, const char *key, int def, int is2d, int lo, int out[3]) {
+    cf__kv *kv = cf__find(s, key);
+    int v[3], n, i;
+    out[0] = is2d ? 1 : def; out[1] = out[2] = def;
+    if (!kv) return CF_OK;
+    n = cf__ints(kv->val, v, 3);
+    if (n == 1) { out[0] = is2d ? 1 : v[0]; out[1] = out[2] = v[0]; }
+    else if (n == 2 && is2d) { out[1] = v[0]; out[2] = v[1]; }
+    else if (n == 3 && !is2d) { out[0] = v[0]; out[1] = v[1]; out[2] = v[2]; }
+    else return cf_fail("%s:%d: %s=%s: give one value or one per spatial axis (%s)", name, kv->line, key, kv->val, is2d ? "HxW" : "DxHxW");
+    for (i = 0; i < 3; i++) if (out[i] < lo || out[i] > 4096) return cf_fail("%s:%d: %s=%s is out of range", name, kv->line, key, kv->val);
+    return CF_OK;
+}
+
+CFDEF int cf_parse_shape(const char *s, cf_shape *out) {
+    int v[4], n = cf__ints(s, v, 4), i;
+    if (n == 3) { out->c = v[0]; out->d = 1; out->h = v[1]; out->w = v[2]; }
+    else if (n == 4) { out->c = v[0]; out->d = v[1]; out->h = v[2]; out->w = v[3]; }
+    else return cf_fail("shape '%s' is not CxDxHxW or CxHxW", s);
+    for (i = 0; i < n; i++) if (v[i] < 1 || v[i] > 65536) return cf_fail("shape '%s' has a dimension out of range", s);
+    if ((double)out->c * out->d * out->h * out->w > 2e9) return cf_fail("shape '%s' is too large", s);
+    return CF_OK;
+}
+
+/* Padding from the layer's pad mode for the current input size (TensorFlow's 'same' rule:
+   total = max((ceil(in/s) - 1)*s + span - in, 0), before = total/2, after = the rest). */
+static void cf__resolve_pad(cf_layer *l, int is2d) {
+    int a, in[3];
+    in[0] = l->in.d; in[1] = l->in.h; in[2] = l->in.w;
+    for (a = 0; a < 3; a++) {
+        int span = l->g.dil[a] * (l->g.k[a] - 1) + 1;
+        if (is2d && a == 0) { l->g.pb[0] = l->g.pa[0] = 0; continue; }
+        if (!strcmp(l->pad_mode, "same")) {
+            int o = (in[a] + l->g.s[a] - 1) / l->g.s[a];
+            int total = (o - 1) * l->g.s[a] + span - in[a];
+            if (total < 0) total = 0;
+            l->g.pb[a] = total / 2; l->g.pa[a] = total - total / 2;
+        } else if (!strcmp(l->pad_mode, "valid")) {
+            l->g.pb[a] = l->g.pa[a] = 0;
+        } else {
+            l->g.pb[a] = l->pad_spec[2 * a]; l->g.pa[a] = l->pad_spec[2 * a + 1];
+        }
+    }
+}
+
+static int cf__parse_pad(cf__section *s, const char *name, cf_layer *l, int is2d) {
+    cf__kv *kv = cf__find(s, "pad");
+    int v[6], n, i;
+    strcpy(l->pad_mode, "valid");
+    if (!kv) return CF_OK;
+    if (!strcmp(kv->val, "same") || !strcmp(kv->val, "valid")) { strcpy(l->pad_mode, kv->val); return CF_OK; }
+    strcpy(l->pad_mode, "explicit");
+    n = cf__ints(kv->val, v, 6);
+    for (i = 0; i < 6; i++) l->pad_spec[i] = 0;
+    if (n == 1) for (i = (is2d ? 2 : 0); i < 6; i++) l->pad_spec[i] = v[0];
+    else if (n == 2) for (i = (is2d ? 1 : 0); i < 3; i++) { l->pad_spec[2 * i] = v[0]; l->pad_spec[2 * i + 1] = v[1]; }
+    else if (n == 4 && is2d) for (i = 0; i < 4; i++) l->pad_spec[2 + i] = v[i];
+    else if (n == 6 && !is2d) for (i = 0; i < 6; i++) l->pad_spec[i] = v[i];
+    else return cf_fail("%s:%d: pad=%s: use same, valid, N, before,after or one before,after pair per axis", name, kv->line, kv->val);
+    for (i = 0; i < 6; i++) if (l->pad_spec[i] < 0 || l->pad_spec[i] > 4096) return cf_fail("%s:%d: pad=%s is out of range", name, kv->line, kv->val);
+    return CF_OK;
+}
+
+static const char *cf__act_names[] = { "linear", "relu", "leaky", "tanh" };
+static const char *cf__init_names[] = { "glorot_uniform", "kaiming_uniform", "kaiming_normal", "torch", "zeros" };
+static const char *cf__loss_names[] = { "mse", "l1" };
+
+/* One section -> one layer; shapes follow from its inputs. */
+static int cf__build_layer(cf_net *net, int idx, cf__section *s, const char *name) {
+    cf_layer *l = &net->layers[idx];
+    int is2d = net->input.d == 1, t, i, rc = CF_OK;
+    for (t = 0; t < CF_L_NTYPES; t++) if (!strcmp(s->name, cf__type_names[t])) break;
+    if (t == CF_L_NTYPES) return cf_fail("%s:%d: unknown section [%s]", name, s->line, s->name);
+    memset(l, 0, sizeof *l);
+    l->type = t; l->line = s->line; l->n_src = 1; l->src[0] = idx - 1;
+    if (t == CF_L_ROUTE || t == CF_L_ADD) {
+        cf__kv *kv = cf__find(s, "layers");
+        if (!kv) return cf_fail("%s:%d: [%s] needs layers=", name, s->line, s->name);
+        l->n_src = cf__ints(kv->val, l->src, CF_MAX_SRC);
+        if (l->n_src < 1) return cf_fail("%s:%d: layers=%s is not a list of up to %d layer indices", name, kv->line, kv->val, CF_MAX_SRC);
+        for (i = 0; i < l->n_src; i++) {
+            if (l->src[i] < 0) l->src[i] += idx;   /* -1 = the previous layer */
+            if (l->src[i] < 0 || l->src[i] >= idx) return cf_fail("%s:%d: layers=%s names a layer that is not before this one", name, kv->line, kv->val);
+        }
+    }
+    l->in = l->src[0] < 0 ? net->input : net->layers[l->src[0]].out;
+    l->out = l->in;
+    l->groups = 1; l->act = CF_ACT_LINEAR; l->factor = 1.0f;
+    switch (t) {
+    case CF_L_CONV: {
+        int d;
+        if ((rc = cf__get_int(s, name, "filters", 0, 1, 1 << 20, &l->filters)) || (rc = cf__get_axes(s, name, "size", 1, is2d, 1, l->g.k)) ||
+            (rc = cf__get_axes(s, name, "stride", 1, is2d, 1, l->g.s)) || (rc = cf__get_axes(s, name, "dilation", 1, is2d, 1, l->g.dil)) ||
+            (rc = cf__parse_pad(s, name, l, is2d)) || (rc = cf__get_int(s, name, "groups", 1, 1, 1 << 20, &l->groups)) ||
+            (rc = cf__get_int(s, name, "bias", 1, 0, 1, &l->has_bias)))
+            return rc;
+        if (!l->filters) return cf_fail("%s:%d: [conv] needs filters=", name, s->line);
+        if (l->in.c % l->groups || l->filters % l->groups)
+            return cf_fail("%s:%d: groups=%d does not divide %d input channels and %d filters", name, s->line, l->groups, l->in.c, l->filters);
+        cf__resolve_pad(l, is2d);
+        l->out.c = l->filters;
+        l->out.d = cf_geom_out(&l->g, 0, l->in.d); l->out.h = cf_geom_out(&l->g, 1, l->in.h); l->out.w = cf_geom_out(&l->g, 2, l->in.w);
+        d = l->in.c / l->groups * l->g.k[0] * l->g.k[1] * l->g.k[2];
+        l->w_n = (size_t)l->filters * d;
+        l->b_n = l->has_bias ? (size_t)l->filters : 0;
+        break;
+    }
+    case CF_L_MAXPOOL: case CF_L_AVGPOOL:
+        if ((rc = cf__get_axes(s, name, "size", 2, is2d, 1, l->g.k)) || (rc = cf__parse_pad(s, name, l, is2d))) return rc;
+        for (i = 0; i < 3; i++) { l->g.s[i] = l->g.k[i]; l->g.dil[i] = 1; }
+        if (cf__find(s, "stride") && (rc = cf__get_axes(s, name, "stride", 1, is2d, 1, l->g.s))) return rc;
+        cf__resolve_pad(l, is2d);
+        l->out.d = cf_geom_out(&l->g, 0, l->in.d); l->out.h = cf_geom_out(&l->g, 1, l->in.h); l->out.w = cf_geom_out(&l->g, 2, l->in.w);
+        break;
+    case CF_L_DENSE: {
+        if ((rc = cf__get_int(s, name, "outputs", 0, 1, 1 << 24, &l->filters)) || (rc = cf__get_int(s, name, "bias", 1, 0, 1, &l->has_bias))) return rc;
+        if (!l->filters) return cf_fail("%s:%d: [dense] needs outputs=", name, s->line);
+        l->w_n = (size_t)l->filters * cf_shape_size(l->in);
+        l->b_n = l->has_bias ? (size_t)l->filters : 0;
+        l->out.c = l->filters; l->out.d = l->out.h = l->out.w = 1;
+        break;
+    }
+    case CF_L_FLATTEN:
+        l->out.c = (int)cf_shape_size(l->in); l->out.d = l->out.h = l->out.w = 1;
+        break;
+    case CF_L_DROPOUT:
+        if ((rc = cf__get_float(s, name, "rate", 0.5f, 0.0f, 0.999f, &l->rate))) return rc;
+        break;
+    case CF_L_SCALE:
+        if ((rc = cf__get_float(s, name, "factor", 1.0f, -1e30f, 1e30f, &l->factor))) return rc;
+        break;
+    case CF_L_ROUTE:
+        l->out.c = 0;
+        for (i = 0; i < l->n_src; i++) {
+            cf_shape o = net->layers[l->src[i]].out;
+            if (o.d != l->in.d || o.h != l->in.h || o.w != l->in.w)
+                return cf_fail("%s:%d: [route] inputs differ in spatial size", name, s->line);
+            l->out.c += o.c;
+        }
+        break;
+    case CF_L_ADD:
+        for (i = 1; i < l->n_src; i++) {
+            cf_shape o = net->layers[l->src[i]].out;
+            if (o.c != l->in.c || o.d != l->in.d || o.h != l->in.h || o.w != l->in.w)
+                return cf_fail("%s:%d: [add] inputs differ in shape", name, s->line);
+        }
+        break;
+    default: break;
+    }
+    /* fused or stand-alone activation */
+    if (t == CF_L_CONV || t == CF_L_DENSE || t == CF_L_ACT) {
+        if ((rc = cf__get_choice(s, name, "activation", cf__act_names, 4, CF_ACT_LINEAR, &l->act)) ||
+            (rc = cf__get_float(s, name, "slope", 0.01f, 1e-6f, 1.0f, &l->slope)))
+            return rc;
+        if (l->act == CF_ACT_LEAKY && !cf__find(s, "slope"))
+            return cf_fail("%s:%d: activation=leaky needs slope= (Keras uses 0.3, PyTorch 0.01)", name, s->line);
+    }
+    if (t == CF_L_CONV || t == CF_L_DENSE) {
+        cf__kv *bi = cf__find(s, "bias_init");
+        if ((rc = cf__get_choice(s, name, "init", cf__init_names, 5, CF_INIT_GLOROT_UNIFORM, &l->init)) ||
+            (rc = cf__get_int(s, name, "l2", 0, 0, 1, &l->l2)))
+            return rc;
+        l->bias_init = CF_INIT_ZEROS;
+        if (bi) {
+            char *end;
+            if (!strcmp(bi->val, "zeros")) l->bias_init = CF_INIT_ZEROS;
+            else if (!strcmp(bi->val, "torch")) l->bias_init = CF_INIT_TORCH;
+            else {
+                l->bias_init = CF_INIT_CONST;
+                l->bias_value = (float)strtod(bi->val, &end);
+                if (end == bi->val || *end) return cf_fail("%s:%d: bias_init=%s: use zeros, torch or a number", name, bi->line, bi->val);
+            }
+        }
+    }
+    /* every key must have been understood: lookups mark what they read */
+    for (i = 0; i < s->n_kv; i++)
+        if (!s->kv[i].used) {
+            int j, dup = 0;
+            for (j = i + 1; j < s->n_kv; j++) dup |= !strcmp(s->kv[i].key, s->kv[j].key);
+            return cf_fail("%s:%d: %s key '%s' in [%s]", name, s->kv[i].line, dup ? "repeated" : "unknown", s->kv[i].key, s->name);
+        }
+    if (!l->out.c || !l->out.d || !l->out.h || !l->out.w)
+        return cf_fail("%s:%d: [%s] gets input %dx%dx%dx%d and would produce an empty output", name, s->line, s->name,
+                       l->in.c, l->in.d, l->in.h, l->in.w);
+    if ((double)cf_shape_size(l->out) > 2e9 || (double)l->w_n > 2e9)
+        return cf_fail("%s:%d: [%s] is too large", name, s->line, s->name);
+    return CF_OK;
+}
+
+/* Backward-time liveness of output gradients: dy[i] is live from the backward step of its
+   last consumer down to step i.  Greedy placement by size puts non-overlapping lives on
+   the same memory (for CosmoFlow the 128^3 gradients need ~300 MiB instead of ~400). */
+static size_t cf__plan_dacts(cf_net *net) {
+    int n = net->n_layers, i, j, placed = 0;
+    int *order = CF__NEW(int, n), *done = CF__NEW(int, n);
+    size_t total = 0;
+    if (!order || !done) { CF_FREE(order); CF_FREE(done); return (size_t)-1; }
+    for (i = 0; i < n; i++) order[i] = i;
+    for (i = 0; i < n; i++) for (j = i + 1; j < n; j++)   /* sort by size, largest first */
+        if (cf_shape_size(net->layers[order[j]].out) > cf_shape_size(net->layers[order[i]].out)) { int t = order[i]; order[i] = order[j]; order[j] = t; }
+    for (i = 0; i < n; i++) {
+        cf_layer *l = &net->layers[order[i]];
+        size_t sz = cf_shape_size(l->out) * net->batch, off = 0;
+        int lo = order[i], hi = l->last_use, moved = 1;
+        while (moved) {   /* first fit: bump past every placed, overlapping-in-time block we hit */
+            moved = 0;
+            for (j = 0; j < placed; j++) {
+                cf_layer *o = &net->layers[done[j]];
+                size_t osz = cf_shape_size(o->out) * net->batch;
+                if (done[j] <= hi && lo <= o->last_use && off < o->dy_off + osz && o->dy_off < off + sz) { off = o->dy_off + osz; moved = 1; }
+            }
+        }
+        l->dy_off = off;
+        done[placed++] = order[i];
+        if (off + sz > total) total = off + sz;
+    }
+    CF_FREE(order); CF_FREE(done);
+    return total;
+}
+
+CFDEF int cf_net_set_batch(cf_net *net, int B) {
+    int i;
+    size_t off = 0, na;
+    if (B < 1) return cf_fail("batch %d < 1", B);
+    if (B == net->batch && net->acts) return CF_OK;
+    CF_FREE(net->acts); CF_FREE(net->dacts);
+    net->acts = net->dacts = NULL;
+    net->batch = B;
+    for (i = 0; i < net->n_layers; i++) { net->layers[i].y_off = off; off += cf_shape_size(net->layers[i].out) * B; }
+    net->n_acts = off;
+    na = cf__plan_dacts(net);
+    if (na == (size_t)-1) return CF_ERR;
+    net->n_dacts = na;
+    net->acts = CF__NEW(float, net->n_acts);
+    net->dacts = CF__NEW(float, net->n_dacts);
+    if (!net->acts || !net->dacts) { net->batch = 0; return CF_ERR; }
+    return CF_OK;
+}
+
+CFDEF void cf_net_free(cf_net *net) {
+    CF_FREE(net->cfg_text); CF_FREE(net->cfg_name); CF_FREE(net->layers);
+    CF_FREE(net->params); CF_FREE(net->grads); CF_FREE(net->opt);
+    CF_FREE(net->acts); CF_FREE(net->dacts); CF_FREE(net->ws);
+    memset(net, 0, sizeof *net);
+}
+
+#ifndef CF_WS_FLOATS
+#define CF_WS_FLOATS ((size_t)8 << 20)   /* 32 MiB per im2col workspace (two are used) */
+#endif
+
+CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf_shape *shape_override) {
+    cf__section *secs = NULL;
+    int n_secs = 0, i, rc;
+    char *buf = cf__strdup(text);
+    size_t off = 0;
+    memset(net, 0, sizeof *net);
+    if (!buf) return CF_ERR;
+    rc = cf__split(buf, name, &secs, &n_secs);
+    if (rc) { CF_FREE(buf); return rc; }
+    if (!n_secs || strcmp(secs[0].name, "net")) { rc = cf_fail("%s:%d: the first section must be [net]", name, n_secs ? secs[0].line : 1); goto done; }
+    {
+        cf__kv *in = cf__find(&secs[0], "input");
+        if (!in) { rc = cf_fail("%s:%d: [net] needs input=CxDxHxW", name, secs[0].line); goto done; }
+        if (cf_parse_shape(in->val, &net->input)) { rc = cf_fail("%s:%d: input=%s: %s", name, in->line, in->val, cf_failure_reason()); goto done; }
+        if ((rc = cf__get_choice(&secs[0], name, "loss", cf__loss_names, 2, CF_LOSS_MSE, &net->loss))) goto done;
+        for (i = 0; i < secs[0].n_kv; i++)
+            if (!secs[0].kv[i].used) { rc = cf_fail("%s:%d: unknown key '%s' in [net]", name, secs[0].kv[i].line, secs[0].kv[i].key); goto done; }
+        if (shape_override) {
+            if ((shape_override->d == 1) != (net->input.d == 1) || shape_override->c != net->input.c) {
+                rc = cf_fail("%s: --input-shape %dx%dx%dx%d does not fit the model's input %dx%dx%dx%d (same channels and dimensionality needed)",
+                             name, shape_override->c, shape_override->d, shape_override->h, shape_override->w,
+                             net->input.c, net->input.d, net->input.h, net->input.w);
+                goto done;
+            }
+            net->input = *shape_override;
+        }
+    }
+    net->n_layers = n_secs - 1;
+    if (net->n_layers < 1) { rc = cf_fail("%s: no layers after [net]", name); goto done; }
+    net->layers = CF__NEW(cf_layer, net->n_layers);
+    if (!net->layers) { rc = CF_ERR; goto done; }
+    for (i = 0; i < net->n_layers; i++) {
+        cf_layer *l;
+        int j;
+        if ((rc = cf__build_layer(net, i, &secs[i + 1], name))) goto done;
+        l = &net->layers[i];
+        l->last_use = -1;
+        for (j = 0; j < l->n_src; j++) if (l->src[j] >= 0) net->layers[l->src[j]].last_use = i;
+        if (l->w_n) { l->w_off = off; off += l->w_n; }
+        if (l->b_n) { l->b_off = off; off += l->b_n; }
+    }
+    net->layers[net->n_layers - 1].last_use = net->n_layers;  /* the loss reads the output */
+    for (i = 0; i < net->n_layers; i++) if (net->layers[i].last_use < 0) net->layers[i].last_use = i;
+    net->n_outputs = (int)cf_shape_size(net->layers[net->n_layers - 1].out);
+    net->n_params = off;
+    net->params = CF__NEW(float, off); net->grads = CF__NEW(float, off); net->opt = CF__NEW(float, off);
+    net->cfg_text = cf__strdup(text); net->cfg_name = cf__strdup(name);
+    {   /* workspace: the largest im2col tile any conv needs, capped by CF_WS_FLOATS */
+        size_t ws = 1;
+        for (i = 0; i < net->n_layers; i++) {
+            cf_layer *l = &net->layers[i];
+            if (l->type == CF_L_CONV) {
+                size_t rows = (size_t)l->in.c / l->groups * l->g.k[0] * l->g.k[1] * l->g.k[2];
+                size_t need = rows * cf__tile(rows, (size_t)l->out.d * l->out.h * l->out.w, CF_WS_FLOATS);
+                if (need > ws) ws = need;
+            }
+        }
+        net->ws_floats = ws;
+        net->ws = CF__NEW(float, 2 * ws);
+    }
+    if (!net->params || !net->grads || !net->opt || !net->cfg_text || !net->cfg_name || !net->ws) rc = CF_ERR;
+    net->seed = 0;
+done:
+    if (secs) for (i = 0; i < n_secs; i++) CF_FREE(secs[i].kv);
+    CF_FREE(secs); CF_FREE(buf);
+    if (rc) { char keep[1024]; memcpy(keep, cf__err, sizeof keep); cf_net_free(net); memcpy(cf__err, keep, sizeof keep); }
+    return rc;
+}
+
+static char *cf__read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+    if (!f) { cf_fail("%s: %s", path, strerror(errno)); return NULL; }
+    if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) { fclose(f); cf_fail("%s: cannot read (not a regular file?)", path); return NULL; }
+    if (n > (64L << 20)) { fclose(f); cf_fail("%s: %ld bytes is too large for a text file", path, n); return NULL; }
+    buf = CF__NEW(char, (size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { CF_FREE(buf); buf = NULL; cf_fail("%s: read error", path); }
+    fclose(f);
+    if (buf && strlen(buf) != (size_t)n) { CF_FREE(buf); cf_fail("%s: contains a NUL byte: not a text file", path); return NULL; }
+    return buf;
+}
+
+CFDEF int cf_net_load_cfg(cf_net *net, const char *path, const cf_shape *shape_override) {
+    char *text = cf__read_text(path);
+    int rc;
+    if (!text) return CF_ERR;
+    rc = cf_net_parse(net, text, path, shape_override);
+    CF_FREE(text);
+    return rc;
+}
+
+/* fan_in / fan_out as PyTorch computes them: (C/groups)*kvol and OC*kvol */
+static void cf__init_tensor(float *p, size_t n, int kind, double fan_in, double fan_out, float value, cf_rng *r) {
+    size_t i;
+    double a;
+    switch (kind) {
+    case CF_INIT_GLOROT_UNIFORM: a = sqrt(6.0 / (fan_in + fan_out)); for (i = 0; i < n; i++) p[i] = (float)((2.0 * cf_rng_uniform64(r) - 1.0) * a); break;
+    case CF_INIT_KAIMING_UNIFORM: a = sqrt(6.0 / fan_in); for (i = 0; i < n; i++) p[i] = (float)((2.0 * cf_rng_uniform64(r) - 1.0) * a); break;
+    case CF_INIT_KAIMING_NORMAL: a = sqrt(2.0 / fan_in); for (i = 0; i < n; i++) p[i] = (float)(cf_rng_normal(r) * a); break;
+    case CF_INIT_TORCH: a = 1.0 / sqrt(fan_in); for (i = 0; i < n; i++) p[i] = (float)((2.0 * cf_rng_uniform64(r) - 1.0) * a); break;
+    case CF_INIT_CONST: for (i = 0; i < n; i++) p[i] = value; break;
+    default: for (i = 0; i < n; i++) p[i] = 0.0f; break;
+    }
+}
+
+CFDEF void cf_net_init(cf_net *net, uint64_t seed) {
+    int i;
+    net->seed = seed;
+    for (i = 0; i < net->n_layers; i++) {
+        cf_layer *l = &net->layers[i];
+        /* each layer's own stream: inserting a layer does not change the others' weights */
+        cf_rng r = cf_rng_seed(cf_hash64(seed * 0x100000001b3ULL + (uint64_t)i));
+        double kvol = (double)l->g.k[0] * l->g.k[1] * l->g.k[2], fan_in, fan_out;
+        if (!l->w_n) continue;
+        if (l->type == CF_L_CONV) { fan_in = (double)l->in.c / l->groups * kvol; fan_out = (double)l->filters * kvol; }
+        else { fan_in = (double)cf_shape_size(l->in); fan_out = l->filters; }
+        cf__init_tensor(net->params + l->w_off, l->w_n, l->init, fan_in, fan_out, 0.0f, &r);
+        if (l->b_n) cf__init_tensor(net->params + l->b_off, l->b_n, l->bias_init, fan_in, fan_out, l->bias_value, &r);
+    }
+    memset(net->opt, 0, net->n_params * sizeof(float));
+}
+
+CFDEF float *cf_net_output(cf_net *net, int layer) { return net->acts + net->layers[layer].y_off; }
+
+static const float *cf__in(cf_net *net, int src) { return src < 0 ? net->x : net->acts + net->layers[src].y_off; }
+
+static uint64_t cf__dropout_seed(const cf_net *net, int layer) {
+    return cf_hash64(net->seed ^ cf_hash64(net->step * 1000003ULL + (uint64_t)layer + 1));
+}
+
+static void cf__forward_layer(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    int B = net->batch, j;
+    const float *x = cf__in(net, l->src[0]);
+    float *y = net->acts + l->y_off;
+    float *W = net->params + l->w_off, *bias = l->b_n ? net->params + l->b_off : NULL;
+    size_t n_in = cf_shape_size(l->in) * B, n_out = cf_shape_size(l->out) * B, k;
+    switch (l->type) {
+    case CF_L_CONV:
+        cf_conv_forward(y, x, W, bias, B, l->in, l->out, &l->g, l->groups, net->ws, net->ws_floats);
+        cf_act_forward(y, n_out, l->act, l->slope);
+        break;
+    case CF_L_MAXPOOL: case CF_L_AVGPOOL:
+        cf_pool_forward(y, x, B, l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
+        break;
+    case CF_L_DENSE:
+        cf_dense_forward(y, x, W, bias, B, (int)cf_shape_size(l->in), l->filters);
+        cf_act_forward(y, n_out, l->act, l->slope);
+        break;
+    case CF_L_FLATTEN: memcpy(y, x, n_in * sizeof(float)); break;
+    case CF_L_DROPOUT:
+        if (net->training && l->rate > 0.0f) cf_dropout(y, x, n_in, l->rate, cf__dropout_seed(net, i));
+        else memcpy(y, x, n_in * sizeof(float));
+        break;
+    case CF_L_ACT: memcpy(y, x, n_in * sizeof(float)); cf_act_forward(y, n_out, l->act, l->slope); break;
+    case CF_L_SCALE: for (k = 0; k < n_out; k++) y[k] = l->factor * x[k]; break;
+    case CF_L_ROUTE: {   /* concatenate channels, sample by sample */
+        int b;
+        for (b = 0; b < B; b++) {
+            float *dst = y + (size_t)b * cf_shape_size(l->out);
+            for (j = 0; j < l->n_src; j++) {
+                cf_shape s = net->layers[l->src[j]].out;
+                size_t m = cf_shape_size(s);
+                memcpy(dst, cf__in(net, l->src[j]) + (size_t)b * m, m * sizeof(float));
+                dst += m;
+            }
+        }
+        break;
+    }
+    case CF_L_ADD:
+        memcpy(y, x, n_out * sizeof(float));
+        for (j = 1; j < l->n_src; j++) { const float *o = cf__in(net, l->src[j]); for (k = 0; k < n_out; k++) y[k] += o[k]; }
+        break;
+    default: CF_ASSERT(0);
+    }
+}
+
+CFDEF const float *cf_net_forward_from(cf_net *net, int first) {
+    int i;
+    for (i = first; i < net->n_layers; i++) cf__forward_layer(net, i);
+    return net->acts + net->layers[net->n_layers - 1].y_off;
+}
+
+CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B) {
+    if (cf_net_set_batch(net, B)) return NULL;
+    net->x = x;
+    return cf_net_forward_from(net, 0);
+}
+
+static void cf__backward_layer(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    int B = net->batch, j;
+    float *dy = net->dacts + l->dy_off;
+    const float *y = net->acts + l->y_off, *x = cf__in(net, l->src[0]);
+    float *dx = l->src[0] >= 0 ? net->dacts + net->layers[l->src[0]].dy_off : NULL;  /* no gradient for the input */
+    float *W = net->params + l->w_off, *dW = net->grads + l->w_off, *db = l->b_n ? net->grads + l->b_off : NULL;
+    size_t n_out = cf_shape_size(l->out) * B, k;
+    switch (l->type) {
+    case CF_L_CONV:
+        cf_act_backward(dy, y, n_out, l->act, l->slope);
+        cf_conv_backward(dx, dW, db, dy, x, W, B, l->in, l->out, &l->g, l->groups, net->ws, net->ws + net->ws_floats, net->ws_floats);
+        break;
+    case CF_L_MAXPOOL: case CF_L_AVGPOOL:
+        if (dx) cf_pool_backward(dx, dy, x, y, B, l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
+        break;
+    case CF_L_DENSE:
+        cf_act_backward(dy, y, n_out, l->act, l->slope);
+        cf_dense_backward(dx, dW, db, dy, x, W, B, (int)cf_shape_size(l->in), l->filters);
+        break;
+    case CF_L_ACT:
+        cf_act_backward(dy, y, n_out, l->act, l->slope);
+        if (dx) for (k = 0; k < n_out; k++) dx[k] += dy[k];
+        break;
+    case CF_L_FLATTEN: if (dx) for (k = 0; k < n_out; k++) dx[k] += dy[k]; break;
+    case CF_L_DROPOUT:
+        if (!dx) break;
+        if (net->training && l->rate > 0.0f) {
+            cf_dropout(dy, dy, n_out, l->rate, cf__dropout_seed(net, i));  /* same mask, same scale */
+        }
+        for (k = 0; k < n_out; k++) dx[k] += dy[k];
+        break;
+    case CF_L_SCALE: if (dx) for (k = 0; k < n_out; k++) dx[k] += l->factor * dy[k]; break;
+    case CF_L_ROUTE: {
+        int b;
+        for (b = 0; b < B; b++) {
+            const float *src = dy + (size_t)b * cf_shape_size(l->out);
+            for (j = 0; j < l->n_src; j++) {
+                cf_layer *s = &net->layers[l->src[j]];
+                size_t m = cf_shape_size(s->out);
+                float *d = net->dacts + s->dy_off + (size_t)b * m;
+                for (k = 0; k < m; k++) d[k] += src[k];
+                src += m;
+            }
+        }
+        break;
+    }
+    case CF_L_ADD:
+        for (j = 0; j < l->n_src; j++) { float *d = net->dacts + net->layers[l->src[j]].dy_off; for (k = 0; k < n_out; k++) d[k] += dy[k]; }
+        break;
+    default: CF_ASSERT(0);
+    }
+}
+
+CFDEF void cf_net_backward(cf_net *net, const float *dout) {
+    int i, j, n = net->n_layers;
+    for (i = n - 1; i >= 0; i--) {
+        /* a gradient's life begins at its last consumer's step (the output's at the first
+           step); it is accumulated, so it starts from zero */
+        for (j = 0; j < n; j++) {
+            int start = net->layers[j].last_use < n - 1 ? net->layers[j].last_use : n - 1;
+            if (start == i) memset(net->dacts + net->layers[j].dy_off, 0, cf_shape_size(net->layers[j].out) * net->batch * sizeof(float));
+        }
+        if (i == n - 1) memcpy(net->dacts + net->layers[i].dy_off, dout, (size_t)net->n_outputs * net->batch * sizeof(float));
+        cf__backward_layer(net, i);
+    }
+}
+
+CFDEF void cf_net_zero_grad(cf_net *net) { memset(net->grads, 0, net->n_params * sizeof(float)); }
+
+CFDEF double cf_net_loss(cf_net *net, const float *target, float *dout) {
+    const float *y = net->acts + net->layers[net->n_layers - 1].y_off;
+    size_t n = (size_t)net->n_outputs * net->batch;
+    return net->loss == CF_LOSS_L1 ? cf_loss_l1(dout, y, target, n) : cf_loss_mse(dout, y, target, n);
+}
+
+CFDEF double cf_layer_flops(const cf_layer *l) {
+    double P = (double)l->out.d * l->out.h * l->out.w;
+    switch (l->type) {
+    case CF_L_CONV: return 2.0 * l->in.c / l->groups * l->g.k[0] * l->g.k[1] * l->g.k[2] * l->out.c * P;
+    case CF_L_DENSE: return 2.0 * (double)cf_shape_size(l->in) * l->filters;
+    case CF_L_MAXPOOL: case CF_L_AVGPOOL: return (double)l->g.k[0] * l->g.k[1] * l->g.k[2] * cf_shape_size(l->out);
+    default: return (double)cf_shape_size(l->out);
+    }
+}
+
+CFDEF int cf_net_tensors(const cf_net *net, cf_tensor *out, int max) {
+    int i, n = 0, is2d = net->input.d == 1;
+    for (i = 0; i < net->n_layers; i++) {
+        const cf_layer *l = &net->layers[i];
+        cf_tensor t;
+        if (!l->w_n) continue;
+        memset(&t, 0, sizeof t);
+        t.layer = i; t.kind = "weight"; t.off = l->w_off; t.n = l->w_n;
+        if (l->type == CF_L_CONV) {
+            t.shape[0] = l->filters; t.shape[1] = l->in.c / l->groups;
+            if (is2d) { t.ndim = 4; t.shape[2] = l->g.k[1]; t.shape[3] = l->g.k[2]; }
+            else { t.ndim = 5; t.shape[2] = l->g.k[0]; t.shape[3] = l->g.k[1]; t.shape[4] = l->g.k[2]; }
+        } else { t.ndim = 2; t.shape[0] = l->filters; t.shape[1] = (int)cf_shape_size(l->in); }
+        if (out && n < max) out[n] = t;
+        n++;
+        if (l->b_n) {
+            memset(&t, 0, sizeof t);
+            t.layer = i; t.kind = "bias"; t.off = l->b_off; t.n = l->b_n; t.ndim = 1; t.shape[0] = (int)l->b_n;
+            if (out && n < max) out[n] = t;
+            n++;
+        }
+    }
+    return n;
+}
+
+/* ================================================================ 5. optimizer */
+CFDEF void cf_sgd_step(cf_net *net, float lr, float momentum, float l2) {
+    int i;
+    for (i = 0; i < net->n_layers; i++) {
+        cf_layer *l = &net->layers[i];
+        size_t k, off = l->w_off, n = l->w_n + l->b_n;   /* weight and bias are adjacent */
+        if (!n) continue;
+        for (k = 0; k < n; k++) {
+            float g = net->grads[off + k];
+            /* Keras kernel_regularizer l2: loss += l2*sum(w^2), so the gradient gains 2*l2*w */
+            if (l->l2 && l2 != 0.0f && k < l->w_n) g += 2.0f * l2 * net->params[off + k];
+            net->opt[off + k] = momentum * net->opt[off + k] - lr * g;
+            net->params[off + k] += net->opt[off + k];
+        }
+    }
+}
+
+/* ================================================================ 6. files */
+CFDEF size_t cf_dtype_size(int dtype) {
+    switch (dtype) { case CF_F32: return 4; case CF_I16: return 2; case CF_U8: return 1; case CF_I64: return 8; }
+    return 0;
+}
+static const char *cf__dtype_descr[] = { "<f4", "<i2", "|u1", "<i8" };
+
+CFDEF void cf_array_free(cf_array *a) { CF_FREE(a->data); memset(a, 0, sizeof *a); }
+
+CFDEF int cf_atomic_open(cf_atomic_file *af, const char *path) {
+    size_t n = strlen(path) + 32;
+    memset(af, 0, sizeof *af);
+    af->path = cf__strdup(path);
+    af->tmp = CF__NEW(char, n);
+    if (!af->path || !af->tmp) { CF_FREE(af->path); CF_FREE(af->tmp); return CF_ERR; }
+    snprintf(af->tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    af->f = fopen(af->tmp, "wb");
+    if (!af->f) {
+        int rc = cf_fail("%s: cannot create (%s)", af->tmp, strerror(errno));
+        CF_FREE(af->path); CF_FREE(af->tmp);
+        return rc;
+    }
+    return CF_OK;
+}
+CFDEF int cf_atomic_write(cf_atomic_file *af, const void *p, size_t n) {
+    if (af->failed) return CF_ERR;
+    if (n && fwrite(p, 1, n, af->f) != n) { af->failed = 1; return cf_fail("%s: write failed (%s)", af->path, strerror(errno)); }
+    return CF_OK;
+}
+CFDEF void cf_atomic_abort(cf_atomic_file *af) {
+    if (af->f) fclose(af->f);
+    if (af->tmp) remove(af->tmp);
+    CF_FREE(af->path); CF_FREE(af->tmp);
+    memset(af, 0, sizeof *af);
+}
+CFDEF int cf_atomic_commit(cf_atomic_file *af) {
+    int ok = !af->failed && fflush(af->f) == 0 && fsync(fileno(af->f)) == 0;
+    char reason[256];
+    snprintf(reason, sizeof reason, "%s", strerror(errno));
+    if (fclose(af->f) != 0) ok = 0;
+    af->f = NULL;
+    if (!ok) {
+        int rc = af->failed ? CF_ERR : cf_fail("%s: write failed (%s); the previous file is untouched", af->path, reason);
+        cf_atomic_abort(af);
+        return rc;
+    }
+    if (rename(af->tmp, af->path) != 0) {
+        int rc = cf_fail("%s: cannot rename into place (%s)", af->path, strerror(errno));
+        cf_atomic_abort(af);
+        return rc;
+    }
+    CF_FREE(af->path); CF_FREE(af->tmp);
+    return CF_OK;
+}
+
+/* .npy: "\x93NUMPY", version, header length (2 bytes in v1, 4 in v2/v3), then a Python
+   dict literal {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } padded to 64. */
+static int cf__npy_parse_header(const char *path, const char *h, cf_array *a) {
+    const char *d = strstr(h, "'descr'"), *fo = strstr(h, "'fortran_order'"), *sh = strstr(h, "'shape'");
+    int i;
+    if (!d || !fo || !sh) return cf_fail("%s: npy header lacks descr, fortran_order or shape", path);
+    d = strchr(d + 7, '\'');
+    a->dtype = -1;
+    for (i = 0; d && i < 4; i++) if (!strncmp(d + 1, cf__dtype_descr[i], 3) && d[4] == '\'') a->dtype = i;
+    if (d && !strncmp(d + 1, "<u1'", 4)) a->dtype = CF_U8;
+    if (a->dtype < 0) return cf_fail("%s: unsupported dtype %.8s (need <f4, <i2, |u1 or <i8, little-endian)", path, d ? d : "?");
+    fo = strchr(fo + 15, ':');
+    while (fo && (*fo == ':' || *fo == ' ')) fo++;
+    if (!fo || strncmp(fo, "False", 5)) return cf_fail("%s: Fortran-order arrays are not supported (save with C order)", path);
+    sh = strchr(sh + 7, '(');
+    if (!sh) return cf_fail("%s: malformed shape in npy header", path);
+    sh++;
+    a->ndim = 0; a->count = 1;
+    for (;;) {
+        char *end;
+        long long v;
+        while (*sh == ' ' || *sh == ',') sh++;
+        if (*sh == ')') break;
+        v = strtoll(sh, &end, 10);
+        if (end == sh || v < 0 || a->ndim == CF_MAX_DIMS) return cf_fail("%s: malformed or unsupported shape in npy header", path);
+        if (v && a->count > ((size_t)1 << 40) / (size_t)v) return cf_fail("%s: shape too large", path);
+        a->shape[a->ndim++] = v; a->count *= (size_t)v;
+        sh = end;
+    }
+    return CF_OK;
+}
+
+CFDEF int cf_npy_read(const char *path, cf_array *a) {
+    FILE *f = fopen(path, "rb");
+    unsigned char pre[12];
+    char *h = NULL;
+    size_t hlen, pos, need;
+    long fsize;
+    struct stat st;
+    memset(a, 0, sizeof *a);
+    if (!f) return cf_fail("%s: %s", path, strerror(errno));
+    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) { fclose(f); return cf_fail("%s: not a regular file", path); }
+    fsize = (long)st.st_size;
+    if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6)) { fclose(f); return cf_fail("%s: not an .npy file (bad magic)", path); }
+    if (pre[6] == 1) { hlen = pre[8] | (size_t)pre[9] << 8; pos = 10; }
+    else if (pre[6] == 2 || pre[6] == 3) {
+        if (fread(pre + 10, 1, 2, f) != 2) { fclose(f); return cf_fail("%s: truncated npy header", path); }
+        hlen = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24; pos = 12;
+    } else { fclose(f); return cf_fail("%s: npy version %d is not supported", path, pre[6]); }
+    if (hlen > 1 << 20 || pos + hlen > (size_t)fsize) { fclose(f); return cf_fail("%s: npy header length %zu is impossible", path, hlen); }
+    h = CF__NEW(char, hlen + 1);
+    if (!h) { fclose(f); return CF_ERR; }
+    if (fread(h, 1, hlen, f) != hlen) { CF_FREE(h); fclose(f); return cf_fail("%s: truncated npy header", path); }
+    if (cf__npy_parse_header(path, h, a)) { CF_FREE(h); fclose(f); return CF_ERR; }
+    CF_FREE(h);
+    need = a->count * cf_dtype_size(a->dtype);
+    if ((size_t)fsize - pos - hlen != need) {
+        fclose(f);
+        return cf_fail("%s: data is %ld bytes but the header's shape needs %zu (truncated or corrupt)", path, fsize - (long)(pos + hlen), need);
+    }
+    a->data = cf__calloc(need ? need : 1, 1);
+    if (!a->data) { fclose(f); return CF_ERR; }
+    if (need && fread(a->data, 1, need, f) != need) { fclose(f); cf_array_free(a); return cf_fail("%s: read error", path); }
+    fclose(f);
+    return CF_OK;
+}
+
+CFDEF int cf_npy_read_f32(const char *path, float **data, size_t *count) {
+    cf_array a;
+    if (cf_npy_read(path, &a)) return CF_ERR;
+    if (a.dtype != CF_F32) { cf_array_free(&a); return cf_fail("%s: dtype must be float32 (<f4)", path); }
+    *data = (float *)a.data; *count = a.count;
+    return CF_OK;
+}
+
+CFDEF int cf_npy_write(const char *path, const cf_array *a) {
+    char h[512];
+    unsigned char pre[10];
+    int n, i;
+    size_t total;
+    cf_atomic_file af;
+    n = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': (", cf__dtype_descr[a->dtype]);
+    for (i = 0; i < a->ndim; i++) n += snprintf(h + n, sizeof h - n, "%lld%s", (long long)a->shape[i], a->ndim == 1 ? "," : (i + 1 < a->ndim ? ", " : ""));
+    n += snprintf(h + n, sizeof h - n, "), }");
+    total = 10 + (size_t)n + 1;
+    while (total % 64) { h[n++] = ' '; total++; }   /* pad with spaces, end with newline */
+    h[n++] = '\n';
+    memcpy(pre, "\x93NUMPY\x01\x00", 8);
+    pre[8] = (unsigned char)(n & 0xff); pre[9] = (unsigned char)(n >> 8);
+    if (cf_atomic_open(&af, path)) return CF_ERR;
+    cf_atomic_write(&af, pre, 10);
+    cf_atomic_write(&af, h, (size_t)n);
+    cf_atomic_write(&af, a->data, a->count * cf_dtype_size(a->dtype));
+    return cf_atomic_commit(&af);
+}
+
+/* ---- checkpoints: "CFCKPT01", cfg text, shapes, state, params, optimizer state, CRC32C */
+typedef struct { FILE *f; uint32_t crc; int bad; } cf__rd;
+static int cf__rd_get(cf__rd *r, void *p, size_t n) {
+    if (r->bad || fread(p, 1, n, r->f) != n) { r->bad = 1; return CF_ERR; }
+    r->crc = cf_crc32c(r->crc, p, n);
+    return CF_OK;
+}
+static int cf__wr_put(cf_atomic_file *af, uint32_t *crc, const void *p, size_t n) {
+    *crc = cf_crc32c(*crc, p, n);
+    return cf_atomic_write(af, p, n);
+}
+
+CFDEF int cf_checkpoint_save(const char *path, const cf_net *net, const cf_train_state *st) {
+    cf_atomic_file af;
+    uint32_t crc = 0;
+    uint64_t u[6];
+    int32_t shp[4];
+    double best = st ? st->best : 0.0;
+    if (cf_atomic_open(&af, path)) return CF_ERR;
+    u[0] = strlen(net->cfg_text);
+    cf__wr_put(&af, &crc, "CFCKPT01", 8);
+    cf__wr_put(&af, &crc, &u[0], 8);
+    cf__wr_put(&af, &crc, net->cfg_text, (size_t)u[0]);
+    shp[0] = net->input.c; shp[1] = net->input.d; shp[2] = net->input.h; shp[3] = net->input.w;
+    cf__wr_put(&af, &crc, shp, sizeof shp);
+    u[1] = net->n_params; u[2] = st ? st->step : 0; u[3] = st ? st->epoch : 0; u[4] = st ? st->seed : net->seed; u[5] = 0;
+    cf__wr_put(&af, &crc, &u[1], 5 * 8);
+    cf__wr_put(&af, &crc, &best, 8);
+    cf__wr_put(&af, &crc, net->params, net->n_params * sizeof(float));
+    cf__wr_put(&af, &crc, net->opt, net->n_params * sizeof(float));
+    cf_atomic_write(&af, &crc, 4);
+    return cf_atomic_commit(&af);
+}
+
+static int cf__ckpt_header(cf__rd *r, const char *path, char **cfg, cf_shape *in) {
+    char magic[8];
+    uint64_t len;
+    int32_t shp[4];
+    if (cf__rd_get(r, magic, 8) || memcmp(magic, "CFCKPT01", 8)) return cf_fail("%s: not a cosmoflow.h checkpoint (bad magic)", path);
+    if (cf__rd_get(r, &len, 8) || len > (16u << 20)) return cf_fail("%s: corrupt checkpoint header", path);
+    *cfg = CF__NEW(char, (size_t)len + 1);
+    if (!*cfg) return CF_ERR;
+    if (cf__rd_get(r, *cfg, (size_t)len) || cf__rd_get(r, shp, sizeof shp)) { CF_FREE(*cfg); *cfg = NULL; return cf_fail("%s: truncated checkpoint", path); }
+    in->c = shp[0]; in->d = shp[1]; in->h = shp[2]; in->w = shp[3];
+    return CF_OK;
+}
+
+CFDEF int cf_checkpoint_cfg(const char *path, char **cfg_text, cf_shape *input) {
+    cf__rd r;
+    int rc;
+    r.crc = 0; r.bad = 0;
+    r.f = fopen(path, "rb");
+    if (!r.f) return cf_fail("%s: %s", path, strerror(errno));
+    rc = cf__ckpt_header(&r, path, cfg_text, input);
+    fclose(r.f);
+    return rc;
+}
+
+/* same tensors (layer, kind, shape) in the same order? */
+static int cf__same_model(const cf_net *a, const cf_net *b, const char *path) {
+    int na = cf_net_tensors(a, NULL, 0), nb = cf_net_tensors(b, NULL, 0), i, j, rc = CF_OK;
+    cf_tensor *ta = CF__NEW(cf_tensor, na + 1), *tb = CF__NEW(cf_tensor, nb + 1);
+    if (!ta || !tb) { CF_FREE(ta); CF_FREE(tb); return CF_ERR; }
+    cf_net_tensors(a, ta, na); cf_net_tensors(b, tb, nb);
+    if (na != nb || a->n_params != b->n_params)
+        rc = cf_fail("%s: made for a different model (%d tensors, %zu parameters; this model has %d tensors, %zu parameters)",
+                     path, nb, b->n_params, na, a->n_params);
+    for (i = 0; !rc && i < na; i++) {
+        int same = ta[i].layer == tb[i].layer && !strcmp(ta[i].kind, tb[i].kind) && ta[i].ndim == tb[i].ndim;
+        for (j = 0; same && j < ta[i].ndim; j++) same = ta[i].shape[j] == tb[i].shape[j];
+        if (!same) rc = cf_fail("%s: made for a different model: tensor %d (layer %d %s) differs in shape or kind", path, i, ta[i].layer, ta[i].kind);
+    }
+    CF_FREE(ta); CF_FREE(tb);
+    return rc;
+}
+
+CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st) {
+    cf__rd r;
+    char *cfg = NULL;
+    cf_shape in;
+    cf_net saved;
+    uint64_t u[5];
+    double best;
+    uint32_t crc_file, crc;
+    float *buf = NULL;
+    int rc;
+    r.crc = 0; r.bad = 0;
+    r.f = fopen(path, "rb");
+    if (!r.f) return cf_fail("%s: %s", path, strerror(errno));
+    if ((rc = cf__ckpt_header(&r, path, &cfg, &in))) { fclose(r.f); return rc; }
+    rc = cf_net_parse(&saved, cfg, path, &in);
+    CF_FREE(cfg);
+    if (rc) { fclose(r.f); return cf_fail("%s: embedded model does not parse: %s", path, cf_failure_reason()); }
+    rc = cf__same_model(net, &saved, path);
+    cf_net_free(&saved);
+    if (rc) { fclose(r.f); return rc; }
+    if (cf__rd_get(&r, u, sizeof u) || cf__rd_get(&r, &best, 8) || u[0] != net->n_params) { fclose(r.f); return cf_fail("%s: truncated or corrupt checkpoint", path); }
+    buf = CF__NEW(float, 2 * net->n_params + 1);
+    if (!buf) { fclose(r.f); return CF_ERR; }
+    if (cf__rd_get(&r, buf, 2 * net->n_params * sizeof(float))) { CF_FREE(buf); fclose(r.f); return cf_fail("%s: truncated checkpoint", path); }
+    crc = r.crc;
+    if (fread(&crc_file, 1, 4, r.f) != 4 || crc_file != crc || fgetc(r.f) != EOF) {
+        CF_FREE(buf); fclose(r.f);
+        return cf_fail("%s: checksum mismatch or trailing bytes: the checkpoint is corrupt", path);
+    }
+    fclose(r.f);
+    memcpy(net->params, buf, net->n_params * sizeof(float));
+    memcpy(net->opt, buf + net->n_params, net->n_params * sizeof(float));
+    CF_FREE(buf);
+    if (st) { st->step = u[1]; st->epoch = u[2]; st->seed = u[3]; st->best = best; }
+    net->seed = u[3];
+    return CF_OK;
+}
+
+static void cf__tensor_path(char *out, size_t n, const char *dir, int idx, const cf_tensor *t) {
+    snprintf(out, n, "%s/%03d_%d_%s.npy", dir, idx, t->layer, t->kind);
+}
+
+CFDEF int cf_weights_export(const cf_net *net, const char *dir) {
+    int nt = cf_net_tensors(net, NULL, 0), i, j;
+    cf_tensor *t = CF__NEW(cf_tensor, nt + 1);
+    char path[4096];
+    if (!t) return CF_ERR;
+    cf_net_tensors(net, t, nt);
+    if (mkdir(dir, 0777) && errno != EEXIST) { CF_FREE(t); return cf_fail("%s: cannot create directory (%s)", dir, strerror(errno)); }
+    for (i = 0; i < nt; i++) {
+        cf_array a;
+        memset(&a, 0, sizeof a);
+        a.dtype = CF_F32; a.ndim = t[i].ndim; a.count = t[i].n; a.data = net->params + t[i].off;
+        for (j = 0; j < a.ndim; j++) a.shape[j] = t[i].shape[j];
+        cf__tensor_path(path, sizeof path, dir, i, &t[i]);
+        if (cf_npy_write(path, &a)) { CF_FREE(t); return CF_ERR; }
+    }
+    CF_FREE(t);
+    return CF_OK;
+}
+
+CFDEF int cf_weights_import(cf_net *net, const char *dir) {
+    int nt = cf_net_tensors(net, NULL, 0), i, j, found = 0;
+    cf_tensor *t = CF__NEW(cf_tensor, nt + 1);
+    float *tmp = CF__NEW(float, net->n_params + 1);
+    char path[4096];
+    DIR *dd;
+    struct dirent *e;
+    if (!t || !tmp) { CF_FREE(t); CF_FREE(tmp); return CF_ERR; }
+    cf_net_tensors(net, t, nt);
+    dd = opendir(dir);
+    if (!dd) { CF_FREE(t); CF_FREE(tmp); return cf_fail("%s: %s", dir, strerror(errno)); }
+    while ((e = readdir(dd)))   /* count tensor files, so a directory for a bigger model is refused */
+        if (isdigit((unsigned char)e->d_name[0]) && strstr(e->d_name, ".npy")) found++;
+    closedir(dd);
+    if (found != nt) { CF_FREE(t); CF_FREE(tmp); return cf_fail("%s: holds %d tensor files; the model has %d tensors", dir, found, nt); }
+    for (i = 0; i < nt; i++) {
+        cf_array a;
+        int ok;
+        cf__tensor_path(path, sizeof path, dir, i, &t[i]);
+        if (cf_npy_read(path, &a)) { CF_FREE(t); CF_FREE(tmp); return CF_ERR; }
+        ok = a.dtype == CF_F32 && a.ndim == t[i].ndim;
+        for (j = 0; ok && j < a.ndim; j++) ok = a.shape[j] == t[i].shape[j];
+        if (!ok) {
+            char want[128]; int n = 0;
+            for (j = 0; j < t[i].ndim; j++) n += snprintf(want + n, sizeof want - n, "%s%d", j ? "x" : "", t[i].shape[j]);
+            cf_array_free(&a); CF_FREE(t); CF_FREE(tmp);
+            return cf_fail("%s: expected float32 of shape %s (PyTorch layout)", path, want);
+        }
+        memcpy(tmp + t[i].off, a.data, t[i].n * sizeof(float));
+        cf_array_free(&a);
+    }
+    memcpy(net->params, tmp, net->n_params * sizeof(float));   /* all or nothing */
+    CF_FREE(t); CF_FREE(tmp);
+    return CF_OK;
+}
+
+CFDEF int cf_weights_load(cf_net *net, const char *path) {
+    struct stat st;
+    if (stat(path, &st)) return cf_fail("%s: %s", path, strerror(errno));
+    return S_ISDIR(st.st_mode) ? cf_weights_import(net, path) : cf_checkpoint_load(path, net, NULL);
+}
+
+/* ---- TFRecord: uint64 length | uint32 masked crc(length) | data | uint32 masked crc(data) */
+static uint64_t cf__le64(const unsigned char *p) { uint64_t v = 0; int i; for (i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
+static uint32_t cf__le32(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+#ifndef CF_MAX_FILE_BYTES
+#define CF_MAX_FILE_BYTES ((size_t)1 << 31)   /* 2 GiB: larger inputs are refused, not allocated */
+#endif
+
+CFDEF int cf_tfrecord_open(cf_tfrecord *r, const char *path) {
+    size_t cap = 1 << 20, len = 0;
+    unsigned char *buf;
+    struct stat st;
+    memset(r, 0, sizeof *r);
+    if (stat(path, &st)) return cf_fail("%s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return cf_fail("%s: not a regular file", path);
+    buf = CF__NEW(unsigned char, cap);
+    if (!buf) return CF_ERR;
+#ifdef CF_USE_ZLIB
+    {   /* gzread reads gzip members and passes plain files through unchanged */
+        gzFile gz = gzopen(path, "rb");
+        int errnum = 0;
+        if (!gz) { CF_FREE(buf); return cf_fail("%s: %s", path, strerror(errno)); }
+        for (;;) {
+            int got;
+            if (len == cap) {
+                unsigned char *nb;
+                if (cap >= CF_MAX_FILE_BYTES) { gzclose(gz); CF_FREE(buf); return cf_fail("%s: decompresses to more than %zu bytes", path, CF_MAX_FILE_BYTES); }
+                nb = CF__NEW(unsigned char, 2 * cap);
+                if (!nb) { gzclose(gz); CF_FREE(buf); return CF_ERR; }
+                memcpy(nb, buf, len); CF_FREE(buf); buf = nb; cap *= 2;
+            }
+            got = gzread(gz, buf + len, (unsigned)(cap - len > (1u << 30) ? (1u << 30) : cap - len));
+            if (got < 0) { const char *m = gzerror(gz, &errnum); char keep[200]; snprintf(keep, sizeof keep, "%s", m); gzclose(gz); CF_FREE(buf); return cf_fail("%s: gzip stream is corrupt (%s)", path, keep); }
+            if (got == 0) break;
+            len += (size_t)got;
+        }
+        gzerror(gz, &errnum);
+        if (gzclose(gz) != Z_OK || errnum != Z_OK) { CF_FREE(buf); return cf_fail("%s: gzip stream is truncated or corrupt", path); }
+    }
+#else
+    {
+        FILE *f = fopen(path, "rb");
+        size_t got;
+        if (!f) { CF_FREE(buf); return cf_fail("%s: %s", path, strerror(errno)); }
+        if (st.st_size > 2 && ((size_t)st.st_size > CF_MAX_FILE_BYTES)) { fclose(f); CF_FREE(buf); return cf_fail("%s: too large", path); }
+        CF_FREE(buf);
+        cap = (size_t)st.st_size + 1;
+        buf = CF__NEW(unsigned char, cap);
+        if (!buf) { fclose(f); return CF_ERR; }
+        got = fread(buf, 1, cap, f);
+        fclose(f);
+        len = got;
+        if (len >= 2 && buf[0] == 0x1f && buf[1] == 0x8b) { CF_FREE(buf); return cf_fail("%s: gzip file, but built without zlib (CF_USE_ZLIB)", path); }
+    }
+#endif
+    r->buf = buf; r->len = len; r->pos = 0;
+    r->path = cf__strdup(path);
+    return r->path ? CF_OK : CF_ERR;
+}
+
+CFDEF int cf_tfrecord_next(cf_tfrecord *r, const unsigned char **data, size_t *len) {
+    uint64_t n;
+    size_t left = r->len - r->pos;
+    const unsigned char *p = r->buf + r->pos;
+    if (left == 0) return 0;
+    if (left < 12) return cf_fail("%s: truncated record header at offset %zu", r->path, r->pos);
+    n = cf__le64(p);
+    if (cf__le32(p + 8) != cf_crc32c_masked(p, 8)) return cf_fail("%s: length CRC mismatch at offset %zu (corrupt file)", r->path, r->pos);
+    if (n > left - 12 || left - 12 - n < 4) return cf_fail("%s: record at offset %zu claims %llu bytes, only %zu remain (truncated)", r->path, r->pos, (unsigned long long)n, left - 12);
+    if (cf__le32(p + 12 + n) != cf_crc32c_masked(p + 12, (size_t)n)) return cf_fail("%s: data CRC mismatch in record at offset %zu (corrupt file)", r->path, r->pos);
+    *data = p + 12; *len = (size_t)n;
+    r->pos += 16 + (size_t)n;
+    return 1;
+}
+
+CFDEF void cf_tfrecord_close(cf_tfrecord *r) { CF_FREE(r->buf); CF_FREE(r->path); memset(r, 0, sizeof *r); }
+
+/* protobuf wire format: tag = field << 3 | wire type; 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32 */
+static const unsigned char *cf__pb_varint(const unsigned char *p, const unsigned char *end, uint64_t *v) {
+    int shift = 0;
+    *v = 0;
+    while (p < end && shift < 64) {
+        *v |= (uint64_t)(*p & 0x7f) << shift;
+        if (!(*p++ & 0x80)) return p;
+        shift += 7;
+    }
+    return NULL;
+}
+/* Next field of a message in [*p, end): its number, wire type, and (for length-delimited and
+   fixed) its payload.  Returns 1, 0 at the end, -1 when malformed. */
+static int cf__pb_next(const unsigned char **p, const unsigned char *end, int *field, int *wire,
+                       const unsigned char **val, size_t *vlen) {
+    uint64_t tag, n;
+    if (*p >= end) return 0;
+    if (!(*p = cf__pb_varint(*p, end, &tag))) return -1;
+    *field = (int)(tag >> 3); *wire = (int)(tag & 7);
+    switch (*wire) {
+    case 0: *val = *p; if (!(*p = cf__pb_varint(*p, end, &n))) return -1; *vlen = 0; return 1;
+    case 1: n = 8; break;
+    case 5: n = 4; break;
+    case 2: if (!(*p = cf__pb_varint(*p, end, &n))) return -1; break;
+    default: return -1;   /* groups are not used by tf.train.Example */
+    }
+    if (n > (uint64_t)(end - *p)) return -1;
+    *val = *p; *vlen = (size_t)n; *p += n;
+    return 1;
+}
+
+/* Example{1: Features{1: repeated map entry{1: key, 2: Feature}}} -> the Feature of key */
+static int cf__example_feature(const unsigned char *ex, size_t n, const char *key,
+                               const unsigned char **feat, size_t *flen) {
+    const unsigned char *p = ex, *end = ex + n, *v, *q, *qe, *ev;
+    size_t vl, el;
+    int f, w, rc, f2, w2;
+    while ((rc = cf__pb_next(&p, end, &f, &w, &v, &vl)) == 1) {
+        if (f != 1 || w != 2) continue;                    /* Example.features */
+        q = v; qe = v + vl;
+        while ((rc = cf__pb_next(&q, qe, &f2, &w2, &ev, &el)) == 1) {
+            const unsigned char *e = ev, *ee = ev + el, *kv, *fv = NULL;
+            size_t kl = 0, fl = 0;
+            int f3, w3, rc3, has_key = 0;
+            if (f2 != 1 || w2 != 2) continue;               /* Features.feature map entry */
+            while ((rc3 = cf__pb_next(&e, ee, &f3, &w3, &kv, &vl)) == 1) {
+                if (f3 == 1 && w3 == 2) { has_key = vl == strlen(key) && !memcmp(kv, key, vl); kl = vl; }
+                else if (f3 == 2 && w3 == 2) { fv = kv; fl = vl; }
+            }
+            if (rc3 < 0) return cf_fail("malformed protobuf in a feature map entry");
+            (void)kl;
+            if (has_key && fv) { *feat = fv; *flen = fl; return 1; }
+        }
+        if (rc < 0) return cf_fail("malformed protobuf in Features");
+    }
+    if (rc < 0) return cf_fail("malformed protobuf in Example");
+    return cf_fail("feature '%s' is missing", key);
+}
+
+CFDEF int cf_example_bytes(const unsigned char *ex, size_t n, const char *key,
+                           const unsigned char **val, size_t *len) {
+    const unsigned char *feat, *p, *v, *q, *bv;
+    size_t fl, vl, bl;
+    int f, w, f2, w2;
+    if (cf__example_feature(ex, n, key, &feat, &fl) != 1) return CF_ERR;
+    p = feat;
+    while (cf__pb_next(&p, feat + fl, &f, &w, &v, &vl) == 1)
+        if (f == 1 && w == 2) {                               /* Feature.bytes_list */
+            q = v;
+            while (cf__pb_next(&q, v + vl, &f2, &w2, &bv, &bl) == 1)
+                if (f2 == 1 && w2 == 2) { *val = bv; *len = bl; return CF_OK; }
+        }
+    return cf_fail("feature '%s' is not a bytes list with a value", key);
+}
+
+CFDEF int cf_example_floats(const unsigned char *ex, size_t n, const char *key,
+                            float *out, size_t max, size_t *count) {
+    const unsigned char *feat, *p, *v, *q, *fv;
+    size_t fl, vl, l, k, got = 0;
+    int f, w, f2, w2, rc, found = 0;
+    if (cf__example_feature(ex, n, key, &feat, &fl) != 1) return CF_ERR;
+    p = feat;
+    while (cf__pb_next(&p, feat + fl, &f, &w, &v, &vl) == 1) {
+        if (f != 2 || w != 2) continue;                       /* Feature.float_list */
+        found = 1;
+        q = v;
+        while ((rc = cf__pb_next(&q, v + vl, &f2, &w2, &fv, &l)) == 1) {
+            if (f2 != 1) continue;
+            if (w2 == 5) l = 4;                               /* one unpacked float */
+            else if (w2 != 2 || l % 4) return cf_fail("feature '%s': malformed float list", key);
+            for (k = 0; k + 4 <= l; k += 4) {
+                uint32_t u = cf__le32(fv + k);
+                if (got >= max) return cf_fail("feature '%s' has more than %zu floats", key, max);
+                memcpy(&out[got++], &u, 4);
+            }
+        }
+        if (rc < 0) return cf_fail("feature '%s': malformed float list", key);
+    }
+    if (!found) return cf_fail("feature '%s' is not a float list", key);
+    *count = got;
+    return CF_OK;
+}
+
+static unsigned char *cf__put_varint(unsigned char *p, uint64_t v) {
+    while (v >= 0x80) { *p++ = (unsigned char)(v | 0x80); v >>= 7; }
+    *p++ = (unsigned char)v;
+    return p;
+}
+static size_t cf__varint_len(uint64_t v) { size_t n = 1; while (v >= 0x80) { v >>= 7; n++; } return n; }
+/* tag + length prefix of a length-delimited field */
+static unsigned char *cf__put_len(unsigned char *p, int field, size_t n) { *p++ = (unsigned char)(field << 3 | 2); return cf__put_varint(p, n); }
+static size_t cf__len_field(size_t n) { return 1 + cf__varint_len(n) + n; }
+
+/* Writes Example{features{x: bytes_list, y: packed float_list}}; out NULL returns the size. */
+CFDEF size_t cf_example_encode(unsigned char *out, const char *xkey, const void *x, size_t xlen,
+                               const char *ykey, const float *y, size_t ny, int y_first) {
+    size_t xk = strlen(xkey), yk = strlen(ykey);
+    size_t xfeat = cf__len_field(cf__len_field(xlen));                      /* Feature{bytes_list{value}} */
+    size_t yfeat = cf__len_field(cf__len_field(4 * ny));                    /* Feature{float_list{packed}} */
+    size_t xent = cf__len_field(xk) + cf__len_field(xfeat), yent = cf__len_field(yk) + cf__len_field(yfeat);
+    size_t feats = cf__len_field(xent) + cf__len_field(yent), total = cf__len_field(feats);
+    unsigned char *p = out;
+    int pass;
+    if (!out) return total;
+    p = cf__put_len(p, 1, feats);
+    for (pass = 0; pass < 2; pass++) {
+        if ((pass == 0) != (y_first != 0)) {   /* the x entry */
+            p = cf__put_len(p, 1, xent);
+            p = cf__put_len(p, 1, xk); memcpy(p, xkey, xk); p += xk;
+            p = cf__put_len(p, 2, xfeat);
+            p = cf__put_len(p, 1, cf__len_field(xlen));
+            p = cf__put_len(p, 1, xlen); memcpy(p, x, xlen); p += xlen;
+        } else {                               /* the y entry */
+            size_t k;
+            p = cf__put_len(p, 1, yent);
+            p = cf__put_len(p, 1, yk); memcpy(p, ykey, yk); p += yk;
+            p = cf__put_len(p, 2, yfeat);
+            p = cf__put_len(p, 2, cf__len_field(4 * ny));
+            p = cf__put_len(p, 1, 4 * ny);
+            for (k = 0; k < ny; k++) { memcpy(p, &y[k], 4); p += 4; }
+        }
+    }
+    return (size_t)(p - out);
+}
+
+CFDEF size_t cf_tfrecord_frame(unsigned char *out, const unsigned char *rec, size_t n) {
+    uint32_t c;
+    int i;
+    if (!out) return n + 16;
+    for (i = 0; i < 8; i++) out[i] = (unsigned char)((uint64_t)n >> (8 * i));
+    c = cf_crc32c_masked(out, 8); memcpy(out + 8, &c, 4);
+    memmove(out + 12, rec, n);
+    c = cf_crc32c_masked(out + 12, n); memcpy(out + 12 + n, &c, 4);
+    return n + 16;
+}
+
+CFDEF int cf_tfrecord_write(const char *path, const unsigned char *rec, size_t n, int gzip) {
+    cf_atomic_file af;
+    unsigned char *framed = CF__NEW(unsigned char, n + 16), *out = framed;
+    size_t outlen = n + 16;
+    int rc;
+    if (!framed) return CF_ERR;
+    cf_tfrecord_frame(framed, rec, n);
+#ifdef CF_USE_ZLIB
+    if (gzip) {   /* one gzip member, as TensorFlow's TFRecordWriter(options='GZIP') writes */
+        z_stream z;
+        memset(&z, 0, sizeof z);
+        outlen = deflateBound(&z, (uLong)(n + 16)) + 64;
+        out = CF__NEW(unsigned char, outlen);
+        if (!out || deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) { CF_FREE(out); CF_FREE(framed); return cf_fail("%s: zlib init failed", path); }
+        z.next_in = framed; z.avail_in = (uInt)(n + 16); z.next_out = out; z.avail_out = (uInt)outlen;
+        if (deflate(&z, Z_FINISH) != Z_STREAM_END) { deflateEnd(&z); CF_FREE(out); CF_FREE(framed); return cf_fail("%s: compression failed", path); }
+        outlen = z.total_out;
+        deflateEnd(&z);
+    }
+#else
+    if (gzip) { CF_FREE(framed); return cf_fail("%s: gzip output needs zlib (CF_USE_ZLIB)", path); }
+#endif
+    if ((rc = cf_atomic_open(&af, path)) == CF_OK) { cf_atomic_write(&af, out, outlen); rc = cf_atomic_commit(&af); }
+    if (out != framed) CF_FREE(out);
+    CF_FREE(framed);
+    return rc;
+}
+
+/* ---- CosmoFlow samples */
+static int cf__ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* x bytes -> (S,S,S,C) int16 with C = 4 */
+static int cf__cosmo_shape(const char *path, size_t count, int *S) {
+    int s = (int)floor(cbrt((double)count / 4.0) + 0.5);
+    if (count == 0 || (size_t)s * s * s * 4 != count) return cf_fail("%s: x holds %zu int16 values, not a (S,S,S,4) volume", path, count);
+    *S = s;
+    return CF_OK;
+}
+
+CFDEF int cf_cosmo_read(const char *path, cf_cosmo_sample *smp) {
+    memset(smp, 0, sizeof *smp);
+    smp->c = 4;
+    if (cf__ends_with(path, "_data.npy")) {   /* the submitters' numpy layout */
+        cf_array a, lab;
+        char *lp = CF__NEW(char, strlen(path) + 8);
+        size_t k;
+        if (!lp) return CF_ERR;
+        if (cf_npy_read(path, &a)) { CF_FREE(lp); return CF_ERR; }
+        if (a.dtype != CF_I16 || a.ndim != 4 || a.shape[3] != 4 || a.shape[0] != a.shape[1] || a.shape[1] != a.shape[2]) {
+            cf_array_free(&a); CF_FREE(lp);
+            return cf_fail("%s: expected int16 of shape (S,S,S,4)", path);
+        }
+        memcpy(lp, path, strlen(path) - 9);
+        strcpy(lp + strlen(path) - 9, "_label.npy");
+        if (cf_npy_read(lp, &lab)) { cf_array_free(&a); CF_FREE(lp); return CF_ERR; }
+        if (lab.dtype != CF_F32 || lab.count < 1 || lab.count > 8) {
+            cf_array_free(&a); cf_array_free(&lab);
+            { int rc = cf_fail("%s: expected float32 labels (1 to 8 values)", lp); CF_FREE(lp); return rc; }
+        }
+        for (k = 0; k < lab.count; k++) smp->y[k] = ((float *)lab.data)[k];
+        smp->ny = (int)lab.count;
+        smp->x = (int16_t *)a.data; smp->count = a.count; smp->s = (int)a.shape[0];
+        cf_array_free(&lab); CF_FREE(lp);
+        return CF_OK;
+    } else {
+        cf_tfrecord r;
+        const unsigned char *rec, *xb;
+        size_t rlen, xlen, ny = 0;
+        int rc;
+        if (cf_tfrecord_open(&r, path)) return CF_ERR;
+        rc = cf_tfrecord_next(&r, &rec, &rlen);
+        if (rc == 0) { cf_tfrecord_close(&r); return cf_fail("%s: no record in file", path); }
+        if (rc < 0) { cf_tfrecord_close(&r); return CF_ERR; }
+        if (cf_example_bytes(rec, rlen, "x", &xb, &xlen) || cf_example_floats(rec, rlen, "y", smp->y, 8, &ny)) {
+            char keep[1024]; memcpy(keep, cf__err, sizeof keep);
+            cf_tfrecord_close(&r);
+            return cf_fail("%s: %.900s", path, keep);
+        }
+        if (xlen % 2 || cf__cosmo_shape(path, xlen / 2, &smp->s)) { cf_tfrecord_close(&r); return xlen % 2 ? cf_fail("%s: x has an odd number of bytes", path) : CF_ERR; }
+        if (ny < 1) { cf_tfrecord_close(&r); return cf_fail("%s: y is empty", path); }
+        smp->ny = (int)ny;
+        smp->count = xlen / 2;
+        smp->x = CF__NEW(int16_t, smp->count);
+        if (!smp->x) { cf_tfrecord_close(&r); return CF_ERR; }
+        memcpy(smp->x, xb, xlen);   /* little-endian int16, as on every supported host */
+        cf_tfrecord_close(&r);
+        return CF_OK;
+    }
+}
+
+CFDEF void cf_cosmo_free(cf_cosmo_sample *smp) { CF_FREE(smp->x); memset(smp, 0, sizeof *smp); }
+
+CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int apply_log) {
+    size_t vox = (size_t)S * S * S, v;
+    int c;
+    for (v = 0; v < vox; v++)
+        for (c = 0; c < C; c++) {
+            float f = (float)x[v * C + c];
+            out[(size_t)c * vox + v] = apply_log ? log1pf(f) : f;
+        }
+}
+
+/* ================================================================ 7. distributed */
+#ifdef CF_USE_MPI
+CFDEF int cf_dist_init(int *argc, char ***argv) {
+    int inited = 0, provided;
+    MPI_Initialized(&inited);
+    if (!inited && MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) return cf_fail("MPI_Init_thread failed");
+    return CF_OK;
+}
+CFDEF void cf_dist_finalize(void) { int f = 0; MPI_Finalized(&f); if (!f) MPI_Finalize(); }
+CFDEF int cf_dist_rank(void) { int r = 0, i = 0; MPI_Initialized(&i); if (i) MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
+CFDEF int cf_dist_size(void) { int s = 1, i = 0; MPI_Initialized(&i); if (i) MPI_Comm_size(MPI_COMM_WORLD, &s); return s; }
+CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) {
+    int size = cf_dist_size();
+    size_t off = 0, k;
+    if (size == 1) return;
+    while (off < n) {   /* MPI counts are int: reduce in chunks of at most 2^30 */
+        int chunk = (int)(n - off > ((size_t)1 << 30) ? ((size_t)1 << 30) : n - off);
+        MPI_Allreduce(MPI_IN_PLACE, buf + off, chunk, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        off += (size_t)chunk;
+    }
+    for (k = 0; k < n; k++) buf[k] /= (float)size;
+}
+CFDEF void cf_dist_allreduce_sum_d(double *buf, int n) { if (cf_dist_size() > 1) MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); }
+CFDEF void cf_dist_bcast(float *buf, size_t n) {
+    size_t off = 0;
+    if (cf_dist_size() == 1) return;
+    while (off < n) {
+        int chunk = (int)(n - off > ((size_t)1 << 30) ? ((size_t)1 << 30) : n - off);
+        MPI_Bcast(buf + off, chunk, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        off += (size_t)chunk;
+    }
+}
+CFDEF void cf_dist_abort(int code) { int i = 0; MPI_Initialized(&i); if (i && cf_dist_size() > 1) MPI_Abort(MPI_COMM_WORLD, code); }
+CFDEF void cf_dist_barrier(void) { if (cf_dist_size() > 1) MPI_Barrier(MPI_COMM_WORLD); }
+#else
+CFDEF int cf_dist_init(int *argc, char ***argv) { (void)argc; (void)argv; return CF_OK; }
+CFDEF void cf_dist_finalize(void) {}
+CFDEF int cf_dist_rank(void) { return 0; }
+CFDEF int cf_dist_size(void) { return 1; }
+CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) { (void)buf; (void)n; }
+CFDEF void cf_dist_allreduce_sum_d(double *buf, int n) { (void)buf; (void)n; }
+CFDEF void cf_dist_bcast(float *buf, size_t n) { (void)buf; (void)n; }
+CFDEF void cf_dist_abort(int code) { (void)code; }
+CFDEF void cf_dist_barrier(void) {}
+#endif
+
+#endif /* CF__IMPLEMENTED */
+#endif /* CF_IMPLEMENTATION */
+
+/*
+MIT License. Copyright (c) 2026 the cosmoflow.h authors.
+Permission is hereby granted, free of charge, to any person obtaining a copy of this software
+and associated documentation files (the "Software"), to deal in the Software without
+restriction, including without limitation the rights to use, copy, modify, merge, publish,
+distribute, sublicense, and/or sell copies of the Software, and to permit persons to whom the
+Software is furnished to do so, subject to the following conditions: The above copyright
+notice and this permission notice shall be included in all copies or substantial portions of
+the Software.  THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND.
+*/

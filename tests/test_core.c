@@ -1,0 +1,603 @@
+/* Core tests: sgemm, convolution and pooling against direct loops, finite-difference gradient
+   checks of every layer type and of a whole network, the PyTorch reference dump, cfg errors,
+   checkpoints, PRNG/CRC test vectors, npy and TFRecord round trips, the real CosmoFlow records.
+   Built twice: with OpenBLAS (bin/test_core) and with the naive sgemm (bin/test_core_naive). */
+#define CF_IMPLEMENTATION
+#include "cosmoflow.h"
+#include "check.h"
+#include <stdlib.h>
+#include <string.h>
+
+static const char *tmpdir;
+static char tmpbuf[512];
+static const char *tmp(const char *name) { snprintf(tmpbuf, sizeof tmpbuf, "%s/%s", tmpdir, name); return tmpbuf; }
+
+static void fill(float *p, size_t n, cf_rng *r, float lo, float hi) {
+    size_t i;
+    for (i = 0; i < n; i++) p[i] = lo + (hi - lo) * cf_rng_uniform(r);
+}
+static float *rnd(size_t n, cf_rng *r) { float *p = (float *)calloc(n + 1, sizeof(float)); fill(p, n, r, -1, 1); return p; }
+
+/* ------------------------------------------------------------ direct-loop oracles */
+/* the definition of cross-correlation with zero padding, one output element at a time */
+static void conv_direct(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
+                        cf_shape out, const cf_geom *g, int groups) {
+    int n, oc, od, oh, ow, c, kd, kh, kw, Cg = in.c / groups, OCg = out.c / groups;
+    for (n = 0; n < B; n++) for (oc = 0; oc < out.c; oc++)
+    for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (ow = 0; ow < out.w; ow++) {
+        double s = b ? b[oc] : 0;
+        int gi = oc / OCg;
+        for (c = 0; c < Cg; c++) for (kd = 0; kd < g->k[0]; kd++) for (kh = 0; kh < g->k[1]; kh++) for (kw = 0; kw < g->k[2]; kw++) {
+            int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1], iw = ow * g->s[2] - g->pb[2] + kw * g->dil[2];
+            if (id < 0 || id >= in.d || ih < 0 || ih >= in.h || iw < 0 || iw >= in.w) continue;
+            s += (double)w[(((size_t)oc * Cg + c) * g->k[0] + kd) * g->k[1] * g->k[2] + kh * g->k[2] + kw] *
+                 x[((((size_t)n * in.c + gi * Cg + c) * in.d + id) * in.h + ih) * in.w + iw];
+        }
+        y[((((size_t)n * out.c + oc) * out.d + od) * out.h + oh) * out.w + ow] = (float)s;
+    }
+}
+/* an independent 2-D oracle (NCHW, weights (OC, C, KH, KW)), to show 3-D at depth 1 is 2-D */
+static void conv2d_direct(float *y, const float *x, const float *w, int B, int C, int H, int W, int OC,
+                          int KH, int KW, int sh, int sw, int ph, int pw, int OH, int OW) {
+    int n, oc, oh, ow, c, kh, kw;
+    for (n = 0; n < B; n++) for (oc = 0; oc < OC; oc++) for (oh = 0; oh < OH; oh++) for (ow = 0; ow < OW; ow++) {
+        double s = 0;
+        for (c = 0; c < C; c++) for (kh = 0; kh < KH; kh++) for (kw = 0; kw < KW; kw++) {
+            int ih = oh * sh - ph + kh, iw = ow * sw - pw + kw;
+            if (ih >= 0 && ih < H && iw >= 0 && iw < W) s += (double)w[((oc * C + c) * KH + kh) * KW + kw] * x[((n * C + c) * H + ih) * W + iw];
+        }
+        y[((n * OC + oc) * OH + oh) * OW + ow] = (float)s;
+    }
+}
+static void pool_direct(float *y, const float *x, int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
+    int p, od, oh, ow, kd, kh, kw;
+    for (p = 0; p < B * in.c; p++) for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (ow = 0; ow < out.w; ow++) {
+        double best = -1e30, s = 0; int cnt = 0;
+        for (kd = 0; kd < g->k[0]; kd++) for (kh = 0; kh < g->k[1]; kh++) for (kw = 0; kw < g->k[2]; kw++) {
+            int id = od * g->s[0] - g->pb[0] + kd, ih = oh * g->s[1] - g->pb[1] + kh, iw = ow * g->s[2] - g->pb[2] + kw;
+            if (id < 0 || id >= in.d || ih < 0 || ih >= in.h || iw < 0 || iw >= in.w) continue;
+            double v = x[(((size_t)p * in.d + id) * in.h + ih) * in.w + iw];
+            if (v > best) best = v;
+            s += v; cnt++;
+        }
+        y[(((size_t)p * out.d + od) * out.h + oh) * out.w + ow] = (float)(is_max ? best : s / cnt);
+    }
+}
+
+typedef struct { int B, C, D, H, W, OC, k[3], s[3], dil[3], pb[3], pa[3], groups; size_t ws; const char *what; } conv_case;
+static const conv_case conv_cases[] = {
+    {3, 2, 5, 6, 7, 3, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, 0, "non-cubic 3x3x3 same, batch 3"},
+    {2, 3, 6, 5, 7, 4, {2, 2, 2}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, 1, 0, "k2 stride 2, pad 0 before 1 after"},
+    {1, 2, 7, 7, 6, 2, {3, 3, 3}, {1, 1, 1}, {2, 2, 2}, {2, 2, 2}, {2, 2, 2}, 1, 0, "dilation 2"},
+    {2, 4, 4, 5, 6, 6, {3, 1, 2}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1}, {0, 0, 2}, 2, 0, "per-axis kernel/stride/dilation, groups 2"},
+    {3, 2, 5, 6, 7, 3, {3, 3, 3}, {2, 1, 2}, {1, 1, 1}, {0, 1, 2}, {2, 1, 0}, 1, 54, "tiny workspace: one column per tile"},
+};
+
+static void setup_case(const conv_case *cc, cf_shape *in, cf_shape *out, cf_geom *g) {
+    int a;
+    in->c = cc->C; in->d = cc->D; in->h = cc->H; in->w = cc->W;
+    for (a = 0; a < 3; a++) { g->k[a] = cc->k[a]; g->s[a] = cc->s[a]; g->dil[a] = cc->dil[a]; g->pb[a] = cc->pb[a]; g->pa[a] = cc->pa[a]; }
+    out->c = cc->OC; out->d = cf_geom_out(g, 0, in->d); out->h = cf_geom_out(g, 1, in->h); out->w = cf_geom_out(g, 2, in->w);
+}
+
+static void test_sgemm(void) {
+    cf_rng r = cf_rng_seed(1);
+    int ta, tb;
+    float A[2 * 3] = {1, 2, 3, 4, 5, 6}, Bm[3 * 2] = {7, 8, 9, 10, 11, 12}, C[4];
+    cf_sgemm(0, 0, 2, 2, 3, 1.0f, A, 3, Bm, 2, 0.0f, C, 2);
+    CHECK(C[0] == 58 && C[1] == 64 && C[2] == 139 && C[3] == 154, "sgemm 2x3 * 3x2 by hand: %g %g %g %g", C[0], C[1], C[2], C[3]);
+    for (ta = 0; ta < 2; ta++) for (tb = 0; tb < 2; tb++) {
+        int M = 17, N = 13, K = 29;
+        float *a = rnd((size_t)M * K, &r), *b = rnd((size_t)K * N, &r), *c1 = rnd((size_t)M * N, &r), *c2 = (float *)malloc(sizeof(float) * M * N);
+        memcpy(c2, c1, sizeof(float) * M * N);
+        cf_sgemm(ta, tb, M, N, K, 0.7f, a, ta ? M : K, b, tb ? K : N, 0.3f, c1, N);
+        cf_sgemm_naive(ta, tb, M, N, K, 0.7f, a, ta ? M : K, b, tb ? K : N, 0.3f, c2, N);
+        CHECK(check_relerr(c1, c2, (size_t)M * N) < 1e-5, "sgemm trans %d%d against the naive oracle", ta, tb);
+        free(a); free(b); free(c1); free(c2);
+    }
+}
+
+static void test_conv_oracle(void) {
+    cf_rng r = cf_rng_seed(2);
+    size_t i;
+    for (i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++) {
+        const conv_case *cc = &conv_cases[i];
+        cf_shape in, out; cf_geom g;
+        setup_case(cc, &in, &out, &g);
+        size_t nx = cf_shape_size(in) * cc->B, ny = cf_shape_size(out) * cc->B, nw = (size_t)cc->OC * cc->C / cc->groups * g.k[0] * g.k[1] * g.k[2];
+        size_t ws = cc->ws ? cc->ws : 1 << 16;
+        float *x = rnd(nx, &r), *w = rnd(nw, &r), *b = rnd(cc->OC, &r), *y1 = rnd(ny, &r), *y2 = rnd(ny, &r), *col = rnd(ws, &r);
+        cf_conv_forward(y1, x, w, b, cc->B, in, out, &g, cc->groups, col, ws);
+        conv_direct(y2, x, w, b, cc->B, in, out, &g, cc->groups);
+        CHECK(check_relerr(y1, y2, ny) < 1e-5, "conv forward vs direct loop: %s (err %g)", cc->what, check_relerr(y1, y2, ny));
+        free(x); free(w); free(b); free(y1); free(y2); free(col);
+    }
+    {   /* 2-D is the case D = 1: compare with the separate 2-D oracle (stride 2, pad 1) */
+        cf_shape in = {3, 1, 9, 8}, out; cf_geom g = {{1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}};
+        out.c = 5; out.d = 1; out.h = cf_geom_out(&g, 1, 9); out.w = cf_geom_out(&g, 2, 8);
+        float *x = rnd(2 * 3 * 72, &r), *w = rnd(5 * 3 * 9, &r), *y1 = rnd(2 * 5 * out.h * out.w, &r), *y2 = rnd(2 * 5 * out.h * out.w, &r), *col = rnd(1 << 14, &r);
+        cf_conv_forward(y1, x, w, NULL, 2, in, out, &g, 1, col, 1 << 14);
+        conv2d_direct(y2, x, w, 2, 3, 9, 8, 5, 3, 3, 2, 2, 1, 1, out.h, out.w);
+        CHECK(out.h == 5 && out.w == 4 && check_relerr(y1, y2, (size_t)2 * 5 * out.h * out.w) < 1e-5, "3-D conv at depth 1 equals the 2-D oracle");
+        free(x); free(w); free(y1); free(y2); free(col);
+    }
+    {   /* pooling against its oracle: max and average, stride 2 with padding, non-cubic */
+        cf_shape in = {2, 5, 6, 7}, out; cf_geom g = {{2, 3, 2}, {2, 2, 1}, {1, 1, 1}, {0, 1, 1}, {1, 1, 0}};
+        int is_max;
+        out = in; out.d = cf_geom_out(&g, 0, 5); out.h = cf_geom_out(&g, 1, 6); out.w = cf_geom_out(&g, 2, 7);
+        for (is_max = 0; is_max < 2; is_max++) {
+            size_t ny = 3 * cf_shape_size(out);
+            float *x = rnd(3 * cf_shape_size(in), &r), *y1 = rnd(ny, &r), *y2 = rnd(ny, &r);
+            cf_pool_forward(y1, x, 3, in, out, &g, is_max);
+            pool_direct(y2, x, 3, in, out, &g, is_max);
+            CHECK(check_relerr(y1, y2, ny) < 1e-6, "%s pool forward vs direct loop", is_max ? "max" : "average");
+            free(x); free(y1); free(y2);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ finite differences */
+typedef double (*loss_fn)(void *ctx);
+/* worst |numeric - analytic| over a tensor, relative to the tensor's largest analytic value */
+static double fd_check(loss_fn f, void *ctx, float *p, const float *grad, size_t n, double eps, size_t stride) {
+    double worst = 0, scale = 1e-3;
+    size_t i;
+    for (i = 0; i < n; i++) if (fabs(grad[i]) > scale) scale = fabs(grad[i]);
+    for (i = 0; i < n; i += stride) {
+        float keep = p[i];
+        double lp, lm, num;
+        double err, e2 = eps;
+        int tries;
+        /* kink guard: a ReLU/max-pool kink inside [w-eps, w+eps] spoils one step size but not
+           a ten times smaller one; a real error shows at both */
+        for (err = 1e30, tries = 0; tries < 2; tries++, e2 /= 10) {
+            p[i] = (float)(keep + e2); lp = f(ctx);
+            p[i] = (float)(keep - e2); lm = f(ctx);
+            p[i] = keep;
+            num = (lp - lm) / (2 * e2);
+            if (fabs(num - grad[i]) / scale < err) err = fabs(num - grad[i]) / scale;
+        }
+        if (err > worst) worst = err;
+    }
+    return worst;
+}
+static double dot(const float *a, const float *b, size_t n) { double s = 0; size_t i; for (i = 0; i < n; i++) s += (double)a[i] * b[i]; return s; }
+
+typedef struct { const conv_case *cc; cf_shape in, out; cf_geom g; float *x, *w, *b, *y, *R, *col; size_t ny; } conv_ctx;
+static double conv_loss(void *v) {
+    conv_ctx *c = (conv_ctx *)v;
+    cf_conv_forward(c->y, c->x, c->w, c->b, c->cc->B, c->in, c->out, &c->g, c->cc->groups, c->col, 1 << 16);
+    return dot(c->y, c->R, c->ny);
+}
+static void test_gradcheck_conv(void) {
+    cf_rng r = cf_rng_seed(3);
+    size_t i;
+    for (i = 0; i < sizeof conv_cases / sizeof *conv_cases; i++) {
+        conv_ctx c;
+        c.cc = &conv_cases[i];
+        setup_case(c.cc, &c.in, &c.out, &c.g);
+        size_t nx = cf_shape_size(c.in) * c.cc->B, nw = (size_t)c.cc->OC * c.cc->C / c.cc->groups * c.g.k[0] * c.g.k[1] * c.g.k[2];
+        size_t ws = c.cc->ws ? c.cc->ws : 1 << 16;
+        c.ny = cf_shape_size(c.out) * c.cc->B;
+        c.x = rnd(nx, &r); c.w = rnd(nw, &r); c.b = rnd(c.cc->OC, &r); c.y = rnd(c.ny, &r); c.R = rnd(c.ny, &r); c.col = rnd(1 << 16, &r);
+        float *dx = (float *)calloc(nx, 4), *dw = (float *)calloc(nw, 4), *db = (float *)calloc(c.cc->OC, 4), *c1 = rnd(ws, &r), *c2 = rnd(ws, &r);
+        /* backward with the case's own (possibly tiny) workspace: tiling must not change results */
+        cf_conv_backward(dx, dw, db, c.R, c.x, c.w, c.cc->B, c.in, c.out, &c.g, c.cc->groups, c1, c2, ws);
+        double ex = fd_check(conv_loss, &c, c.x, dx, nx, 1e-2, 1), ew = fd_check(conv_loss, &c, c.w, dw, nw, 1e-2, 1), eb = fd_check(conv_loss, &c, c.b, db, c.cc->OC, 1e-2, 1);
+        CHECK(ex < 2e-3 && ew < 2e-3 && eb < 2e-3, "conv gradcheck %s: dx %.2g dw %.2g db %.2g", c.cc->what, ex, ew, eb);
+        free(c.x); free(c.w); free(c.b); free(c.y); free(c.R); free(c.col); free(dx); free(dw); free(db); free(c1); free(c2);
+    }
+}
+
+/* elementwise and small layers through one context */
+typedef struct { int kind; float *x, *w, *b, *y, *R, *t; cf_shape in, out; cf_geom g; int B, IN, OUT; size_t n; float slope; } el_ctx;
+enum { K_MAX, K_AVG, K_DENSE, K_RELU, K_LEAKY, K_TANH, K_DROP, K_MSE, K_L1 };
+static const char *kind_names[] = { "maxpool", "avgpool", "dense", "relu", "leaky", "tanh", "dropout", "mse", "l1" };
+static double el_loss(void *v) {
+    el_ctx *c = (el_ctx *)v;
+    switch (c->kind) {
+    case K_MAX: case K_AVG: cf_pool_forward(c->y, c->x, c->B, c->in, c->out, &c->g, c->kind == K_MAX); break;
+    case K_DENSE: cf_dense_forward(c->y, c->x, c->w, c->b, c->B, c->IN, c->OUT); break;
+    case K_RELU: case K_LEAKY: case K_TANH:
+        memcpy(c->y, c->x, c->n * 4); cf_act_forward(c->y, c->n, c->kind == K_RELU ? CF_ACT_RELU : c->kind == K_LEAKY ? CF_ACT_LEAKY : CF_ACT_TANH, c->slope); break;
+    case K_DROP: cf_dropout(c->y, c->x, c->n, 0.4f, 77); break;
+    case K_MSE: return cf_loss_mse(NULL, c->x, c->t, c->n);
+    case K_L1: return cf_loss_l1(NULL, c->x, c->t, c->n);
+    }
+    return dot(c->y, c->R, c->kind == K_DENSE ? (size_t)c->B * c->OUT : c->kind <= K_AVG ? c->B * cf_shape_size(c->out) : c->n);
+}
+static void test_gradcheck_layers(void) {
+    cf_rng r = cf_rng_seed(4);
+    int kind;
+    for (kind = K_MAX; kind <= K_L1; kind++) {
+        el_ctx c;
+        size_t i, ny;
+        float *dx, *dw = NULL, *db = NULL;
+        double e, ew = 0, eb = 0;
+        memset(&c, 0, sizeof c);
+        c.kind = kind; c.B = 3; c.slope = 0.3f;
+        c.in.c = 2; c.in.d = 3; c.in.h = 5; c.in.w = 4;
+        c.n = c.B * cf_shape_size(c.in);
+        c.x = rnd(c.n, &r); c.t = rnd(c.n, &r);
+        /* distinct values at least 0.01 apart and away from 0: no kink or tie within eps */
+        for (i = 0; i < c.n; i++) c.x[i] = (float)((((i * 7919) % c.n) + 1) * 0.013 * (i % 2 ? 1 : -1));
+        if (kind == K_MAX || kind == K_AVG) {
+            cf_geom g = {{2, 2, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {1, 0, 1}};
+            c.g = g; c.out = c.in; c.out.d = cf_geom_out(&g, 0, 3); c.out.h = cf_geom_out(&g, 1, 5); c.out.w = cf_geom_out(&g, 2, 4);
+            ny = c.B * cf_shape_size(c.out);
+        } else if (kind == K_DENSE) {
+            c.IN = (int)cf_shape_size(c.in); c.OUT = 5;
+            c.w = rnd((size_t)c.IN * c.OUT, &r); c.b = rnd(c.OUT, &r);
+            ny = (size_t)c.B * c.OUT;
+        } else ny = c.n;
+        c.y = rnd(ny, &r); c.R = rnd(ny, &r);
+        dx = (float *)calloc(c.n, 4);
+        el_loss(&c);
+        switch (kind) {
+        case K_MAX: case K_AVG: cf_pool_backward(dx, c.R, c.x, c.y, c.B, c.in, c.out, &c.g, kind == K_MAX); break;
+        case K_DENSE:
+            dw = (float *)calloc((size_t)c.IN * c.OUT, 4); db = (float *)calloc(c.OUT, 4);
+            cf_dense_backward(dx, dw, db, c.R, c.x, c.w, c.B, c.IN, c.OUT); break;
+        case K_RELU: case K_LEAKY: case K_TANH: {
+            float *d = (float *)malloc(c.n * 4);
+            memcpy(d, c.R, c.n * 4);
+            cf_act_backward(d, c.y, c.n, kind == K_RELU ? CF_ACT_RELU : kind == K_LEAKY ? CF_ACT_LEAKY : CF_ACT_TANH, c.slope);
+            memcpy(dx, d, c.n * 4); free(d); break;
+        }
+        case K_DROP: cf_dropout(dx, c.R, c.n, 0.4f, 77); break;
+        case K_MSE: cf_loss_mse(dx, c.x, c.t, c.n); break;
+        case K_L1:
+            for (i = 0; i < c.n; i++) if (fabsf(c.x[i] - c.t[i]) < 0.05f) c.t[i] += 0.1f;   /* away from the kink */
+            cf_loss_l1(dx, c.x, c.t, c.n); break;
+        }
+        e = fd_check(el_loss, &c, c.x, dx, c.n, 1e-3, 1);
+        if (dw) { ew = fd_check(el_loss, &c, c.w, dw, (size_t)c.IN * c.OUT, 1e-3, 1); eb = fd_check(el_loss, &c, c.b, db, c.OUT, 1e-3, 1); }
+        CHECK(e < 2e-3 && ew < 2e-3 && eb < 2e-3, "%s gradcheck: dx %.2g dw %.2g db %.2g", kind_names[kind], e, ew, eb);
+        free(c.x); free(c.t); free(c.y); free(c.R); free(dx); free(c.w); free(c.b); free(dw); free(db);
+    }
+}
+
+/* ------------------------------------------------------------ whole networks */
+static const char *every_layer_cfg =
+    "# every layer type, odd shapes\n[net]\ninput=3x5x6x7\nloss=mse\n"
+    "[conv]\nfilters=4\nsize=3\npad=same\nactivation=leaky\nslope=0.3\n"          /* 0 */
+    "[conv]\nfilters=4\nsize=2\nstride=1\npad=same\nactivation=tanh\n"          /* 1 */
+    "[add]\nlayers=-1,-2\n"                                                     /* 2 */
+    "[conv]\nfilters=6\nsize=3\ndilation=2\npad=2\ngroups=2\nactivation=relu\nbias_init=0.1\n" /* 3 */
+    "[route]\nlayers=-1,0\n"                                                    /* 4 */
+    "[maxpool]\nsize=2\n"                                                       /* 5 */
+    "[conv]\nfilters=5\nsize=3\nstride=2\npad=0,1\nactivation=leaky\nslope=0.1\n" /* 6 */
+    "[avgpool]\nsize=2\nstride=1\npad=same\n"                                   /* 7 */
+    "[flatten]\n[dense]\noutputs=7\nactivation=leaky\nslope=0.2\nl2=1\n"      /* 8, 9 */
+    "[dropout]\nrate=0.3\n[activation]\nactivation=tanh\n"                      /* 10, 11 */
+    "[dense]\noutputs=3\n[scale]\nfactor=1.2\n";                                /* 12, 13 */
+
+typedef struct { cf_net *net; const float *x, *t; int B; } net_ctx;
+static double net_loss(void *v) {
+    net_ctx *c = (net_ctx *)v;
+    cf_net_forward(c->net, c->x, c->B);
+    return cf_net_loss(c->net, c->t, NULL);
+}
+static void test_gradcheck_net(void) {
+    cf_net net;
+    cf_rng r = cf_rng_seed(5);
+    int rc = cf_net_parse(&net, every_layer_cfg, "every-layer", NULL), i, B = 3;
+    CHECK(rc == CF_OK, "every-layer cfg parses: %s", cf_failure_reason());
+    if (rc) return;
+    cf_net_init(&net, 11);
+    net.training = 1; net.step = 5;  /* dropout on, with a mask that stays fixed during the check */
+    float *x = rnd(B * cf_shape_size(net.input), &r), *t = rnd((size_t)B * net.n_outputs, &r), *dout = rnd((size_t)B * net.n_outputs, &r);
+    net_ctx c = {&net, x, t, B};
+    net_loss(&c);
+    cf_net_zero_grad(&net);
+    cf_net_loss(&net, t, dout);
+    cf_net_backward(&net, dout);
+    {
+        float *g = (float *)malloc(net.n_params * 4);
+        memcpy(g, net.grads, net.n_params * 4);
+        for (i = 0; i < net.n_layers; i++) {
+            cf_layer *l = &net.layers[i];
+            double ew, eb = 0;
+            if (!l->w_n) continue;
+            ew = fd_check(net_loss, &c, net.params + l->w_off, g + l->w_off, l->w_n, 1e-3, 1);
+            if (l->b_n) eb = fd_check(net_loss, &c, net.params + l->b_off, g + l->b_off, l->b_n, 1e-3, 1);
+            CHECK(ew < 5e-3 && eb < 5e-3, "whole-network gradcheck, layer %d %s: weight %.2g bias %.2g", i, cf_layer_type_name(l->type), ew, eb);
+        }
+        free(g);
+    }
+    {   /* liveness plan: gradients alive at the same backward step never share memory */
+        int j, ok = 1;
+        size_t sum = 0;
+        for (i = 0; i < net.n_layers; i++) {
+            cf_layer *a = &net.layers[i];
+            sum += cf_shape_size(a->out) * B;
+            for (j = 0; j < net.n_layers; j++) {
+                cf_layer *b = &net.layers[j];
+                size_t na = cf_shape_size(a->out) * B, nb = cf_shape_size(b->out) * B;
+                if (i != j && i <= b->last_use && j <= a->last_use && a->dy_off < b->dy_off + nb && b->dy_off < a->dy_off + na) ok = 0;
+            }
+        }
+        CHECK(ok && net.n_dacts < sum, "gradient buffers: live ones disjoint, %zu floats planned for %zu", net.n_dacts, sum);
+    }
+    free(x); free(t); free(dout);
+    cf_net_free(&net);
+}
+
+/* ------------------------------------------------------------ the PyTorch reference */
+static float *load_f32(const char *dir, const char *name, size_t *n) {
+    char p[1024]; float *d = NULL; size_t cnt = 0;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    if (cf_npy_read_f32(p, &d, &cnt)) { printf("  %s\n", cf_failure_reason()); return NULL; }
+    if (n) *n = cnt;
+    return d;
+}
+static void test_pytorch_reference(void) {
+    const char *dir = "tests/ref/cosmo_ref";
+    cf_net net;
+    size_t nx, nt, ny, k;
+    char path[1024];
+    float lr = 0, mom = 0, l2 = 0;
+    int i, nt_tensors, B;
+    FILE *f;
+    if (cf_net_load_cfg(&net, "tests/ref/cosmo-ref.cfg", NULL)) { CHECK(0, "reference cfg: %s", cf_failure_reason()); return; }
+    CHECK(cf_weights_import(&net, "tests/ref/cosmo_ref/weights") == CF_OK, "import PyTorch weights: %s", cf_failure_reason());
+    float *x = load_f32(dir, "input.npy", &nx), *t = load_f32(dir, "target.npy", &nt), *yref = load_f32(dir, "output.npy", &ny);
+    if (!x || !t || !yref) { CHECK(0, "reference arrays missing"); cf_net_free(&net); return; }
+    B = (int)(nx / cf_shape_size(net.input));
+    snprintf(path, sizeof path, "%s/hyper.txt", dir);
+    f = fopen(path, "r");
+    CHECK(f && fscanf(f, "%f %f %f", &lr, &mom, &l2) == 3, "read hyper.txt");
+    if (f) fclose(f);
+    net.training = 0;   /* dropout off, as in the reference */
+    const float *y = cf_net_forward(&net, x, B);
+    CHECK(check_relerr(y, yref, ny) < 1e-4, "PyTorch reference: output (err %.2g)", check_relerr(y, yref, ny));
+    float *dout = (float *)malloc(ny * 4);
+    double loss = cf_net_loss(&net, t, dout), lref = 0;
+    snprintf(path, sizeof path, "%s/loss.txt", dir);
+    f = fopen(path, "r");
+    CHECK(f && fscanf(f, "%lf", &lref) == 1, "read loss.txt");
+    if (f) fclose(f);
+    CHECK(fabs(loss - lref) / fabs(lref) < 1e-4, "PyTorch reference: loss %.8g vs %.8g", loss, lref);
+    cf_net_zero_grad(&net);
+    cf_net_backward(&net, dout);
+    nt_tensors = cf_net_tensors(&net, NULL, 0);
+    cf_tensor *ts = (cf_tensor *)calloc(nt_tensors, sizeof *ts);
+    cf_net_tensors(&net, ts, nt_tensors);
+    for (i = 0; i < nt_tensors; i++) {
+        char name[256]; size_t n; float *g;
+        snprintf(name, sizeof name, "grad/%03d_%d_%s.npy", i, ts[i].layer, ts[i].kind);
+        g = load_f32(dir, name, &n);
+        CHECK(g && n == ts[i].n && check_relerr(net.grads + ts[i].off, g, n) < 1e-4, "PyTorch reference: gradient %s (err %.2g)", name, g ? check_relerr(net.grads + ts[i].off, g, n) : 1.0);
+        free(g);
+    }
+    /* 10 Keras-form momentum SGD steps with L2 on the dense kernels marked l2=1 */
+    for (k = 0; k < 10; k++) {
+        cf_net_forward(&net, x, B);
+        cf_net_loss(&net, t, dout);
+        cf_net_zero_grad(&net);
+        cf_net_backward(&net, dout);
+        cf_sgd_step(&net, lr, mom, l2);
+    }
+    for (i = 0; i < nt_tensors; i++) {
+        char name[256]; size_t n; float *w;
+        snprintf(name, sizeof name, "after10/%03d_%d_%s.npy", i, ts[i].layer, ts[i].kind);
+        w = load_f32(dir, name, &n);
+        CHECK(w && n == ts[i].n && check_relerr(net.params + ts[i].off, w, n) < 1e-4, "PyTorch reference: weights after 10 SGD steps %s (err %.2g)", name, w ? check_relerr(net.params + ts[i].off, w, n) : 1.0);
+        free(w);
+    }
+    free(ts); free(dout); free(x); free(t); free(yref);
+    cf_net_free(&net);
+}
+
+/* ------------------------------------------------------------ models and cfg errors */
+static void test_models(void) {
+    cf_net net;
+    cf_shape s;
+    CHECK(cf_net_load_cfg(&net, "models/cosmoflow.cfg", NULL) == CF_OK && net.n_params == 8907556, "cosmoflow.cfg has 8,907,556 parameters (%zu)", net.n_params);
+    cf_net_free(&net);
+    CHECK(cf_net_load_cfg(&net, "models/cosmoflow-v07.cfg", NULL) == CF_OK && net.n_params == 5597604, "cosmoflow-v07.cfg has 5,597,604 parameters (%zu)", net.n_params);
+    CHECK(net.layers[0].g.pb[0] == 0 && net.layers[0].g.pa[0] == 1, "v0.7: TF 'same' with kernel 2 pads 0 before, 1 after");
+    cf_net_free(&net);
+    cf_parse_shape("4x32x32x32", &s);
+    CHECK(cf_net_load_cfg(&net, "models/cosmoflow.cfg", &s) == CF_OK && net.layers[11].in.c == 512 && net.n_params == 8907556 - 32768 * 128 + 512 * 128,
+          "--input-shape 4x32x32x32 shrinks the first dense layer (%zu)", net.n_params);
+    cf_net_free(&net);
+    CHECK(cf_net_load_cfg(&net, "models/cosmoflow-small.cfg", NULL) == CF_OK, "cosmoflow-small.cfg parses: %s", cf_failure_reason());
+    cf_net_free(&net);
+}
+
+static void expect_cfg_error(const char *text, const char *want, const char *what) {
+    cf_net net;
+    int rc = cf_net_parse(&net, text, "bad.cfg", NULL);
+    CHECK(rc == CF_ERR && strstr(cf_failure_reason(), want), "cfg error, %s: got '%s', want '%s'", what, rc ? cf_failure_reason() : "success", want);
+    if (!rc) cf_net_free(&net);
+}
+static void test_cfg_errors(void) {
+    expect_cfg_error("[net]\ninput=1x8x8\n[conv]\nfilters=2\nsise=3\n", "bad.cfg:5: unknown key 'sise'", "unknown key");
+    expect_cfg_error("[net]\ninput=1x8x8\n[convolution]\nfilters=2\n", "bad.cfg:3: unknown section [convolution]", "unknown section");
+    expect_cfg_error("[net]\ninput=1x8x8\n[conv]\nfilters=2\nactivation=leaky\n", "bad.cfg:3: activation=leaky needs slope=", "leaky without slope");
+    expect_cfg_error("[net]\ninput=1x8x8\n[conv]\nfilters=2\nsize=9\n", "would produce an empty output", "kernel larger than input");
+    expect_cfg_error("[net]\ninput=1x8x8\n[conv]\nfilters=-2\n", "bad.cfg:4: filters=-2 is out of range", "negative filters");
+    expect_cfg_error("[net]\ninput=1x8x8\n[conv]\nfilters=2\npad=1,2,3\n", "bad.cfg:5: pad=1,2,3", "bad padding");
+    expect_cfg_error("[net]\ninput=1x8x8\n[route]\nlayers=3\n", "not before this one", "route to a later layer");
+    expect_cfg_error("[net]\ninput=0x8x8\n[flatten]\n", "bad.cfg:2: input=0x8x8", "zero dimension");
+    expect_cfg_error("[conv]\nfilters=2\n", "must be [net]", "missing [net]");
+    expect_cfg_error("[net]\ninput=1x8x8\n[conv]\nfilters=2\nfilters=3\n", "repeated key 'filters'", "repeated key");
+    expect_cfg_error("[net]\ninput=3x8x8\n[conv]\nfilters=4\ngroups=2\n", "groups=2 does not divide", "groups");
+}
+
+/* ------------------------------------------------------------ files */
+static void test_basics(void) {
+    cf_rng r = cf_rng_seed(1234567);
+    /* splitmix64 reference outputs for seed 1234567 (Vigna's test vector) */
+    uint64_t a = cf_rng_u64(&r), b = cf_rng_u64(&r);
+    CHECK(a == 6457827717110365317ULL && b == 3203168211198807973ULL, "splitmix64 test vector: %llu %llu", (unsigned long long)a, (unsigned long long)b);
+    CHECK(cf_crc32c(0, "123456789", 9) == 0xE3069283u, "CRC32C check value");
+}
+
+static void test_checkpoints(void) {
+    cf_net a, b, c;
+    cf_train_state st = {17, 3, 99, 0.5}, st2;
+    char path[512];
+    FILE *f;
+    long size;
+    snprintf(path, sizeof path, "%s", tmp("ck.cfck"));
+    cf_net_parse(&a, every_layer_cfg, "every-layer", NULL);
+    cf_net_init(&a, 1);
+    { cf_rng r = cf_rng_seed(7); fill(a.opt, a.n_params, &r, -1, 1); }
+    CHECK(cf_checkpoint_save(path, &a, &st) == CF_OK, "checkpoint save: %s", cf_failure_reason());
+    cf_net_parse(&b, every_layer_cfg, "every-layer", NULL);
+    CHECK(cf_checkpoint_load(path, &b, &st2) == CF_OK && !memcmp(a.params, b.params, a.n_params * 4) && !memcmp(a.opt, b.opt, a.n_params * 4) &&
+          st2.step == 17 && st2.epoch == 3 && st2.seed == 99, "checkpoint round trip: params, optimizer state, step, epoch, seed");
+    cf_net_load_cfg(&c, "models/cosmoflow-small.cfg", NULL);
+    CHECK(cf_checkpoint_load(path, &c, NULL) == CF_ERR && strstr(cf_failure_reason(), "different model"), "loading into another model: %s", cf_failure_reason());
+    cf_net_free(&c);
+    f = fopen(path, "rb"); fseek(f, 0, SEEK_END); size = ftell(f); fclose(f);
+    f = fopen(path, "r+b"); fseek(f, size / 2, SEEK_SET); { int ch = fgetc(f); fseek(f, size / 2, SEEK_SET); fputc(ch ^ 0xff, f); } fclose(f);
+    CHECK(cf_checkpoint_load(path, &b, NULL) == CF_ERR && strstr(cf_failure_reason(), "corrupt"), "flipped byte detected: %s", cf_failure_reason());
+    CHECK(cf_checkpoint_save("/nonexistent-dir/x.cfck", &a, &st) == CF_ERR, "save into a missing directory fails cleanly");
+    CHECK(cf_weights_export(&a, tmp("w")) == CF_OK && cf_weights_import(&b, tmp("w")) == CF_OK && !memcmp(a.params, b.params, a.n_params * 4), "weights export/import round trip");
+    cf_net_free(&a); cf_net_free(&b);
+}
+
+static void test_npy(void) {
+    int dt;
+    for (dt = CF_F32; dt <= CF_I64; dt++) {
+        cf_array a, b;
+        size_t i;
+        memset(&a, 0, sizeof a);
+        a.dtype = dt; a.ndim = 3; a.shape[0] = 2; a.shape[1] = 3; a.shape[2] = 5; a.count = 30;
+        a.data = calloc(30, 8);
+        for (i = 0; i < 30 * cf_dtype_size(dt); i++) ((unsigned char *)a.data)[i] = (unsigned char)(i * 37);
+        CHECK(cf_npy_write(tmp("a.npy"), &a) == CF_OK && cf_npy_read(tmp("a.npy"), &b) == CF_OK && b.dtype == dt && b.ndim == 3 &&
+              b.shape[2] == 5 && !memcmp(a.data, b.data, 30 * cf_dtype_size(dt)), "npy round trip dtype %d", dt);
+        free(a.data); cf_array_free(&b);
+    }
+    {   /* a version-2 header, written by hand */
+        FILE *f = fopen(tmp("v2.npy"), "wb");
+        const char *h = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
+        unsigned char pre[12] = {0x93, 'N', 'U', 'M', 'P', 'Y', 2, 0, 0, 0, 0, 0};
+        size_t hl = strlen(h) + 1, pad = (64 - (12 + hl) % 64) % 64;
+        float v[2] = {1.5f, -2.0f};
+        cf_array b;
+        pre[8] = (unsigned char)(hl + pad);
+        fwrite(pre, 1, 12, f); fwrite(h, 1, strlen(h), f);
+        while (pad--) fputc(' ', f);
+        fputc('\n', f); fwrite(v, 4, 2, f); fclose(f);
+        CHECK(cf_npy_read(tmp("v2.npy"), &b) == CF_OK && b.count == 2 && ((float *)b.data)[1] == -2.0f, "npy version 2 header: %s", cf_failure_reason());
+        cf_array_free(&b);
+        f = fopen(tmp("v2.npy"), "r+b"); fseek(f, -1, SEEK_END); ftruncate(fileno(f), ftell(f)); fclose(f);
+        CHECK(cf_npy_read(tmp("v2.npy"), &b) == CF_ERR && strstr(cf_failure_reason(), "truncated"), "truncated npy: %s", cf_failure_reason());
+    }
+}
+
+static void test_tfrecord(void) {
+    int16_t vol[2 * 2 * 2 * 4];
+    float y[4] = {0.25f, -0.5f, 0.75f, -1.0f};
+    int i, order, gz;
+    for (i = 0; i < 32; i++) vol[i] = (int16_t)(i * 3);
+    for (order = 0; order < 2; order++) for (gz = 0; gz < 2; gz++) {
+        size_t n = cf_example_encode(NULL, "x", vol, sizeof vol, "y", y, 4, order);
+        unsigned char *ex = (unsigned char *)malloc(n);
+        cf_cosmo_sample s;
+        cf_example_encode(ex, "x", vol, sizeof vol, "y", y, 4, order);
+        CHECK(cf_tfrecord_write(tmp("r.tfrecord"), ex, n, gz) == CF_OK, "tfrecord write");
+        CHECK(cf_cosmo_read(tmp("r.tfrecord"), &s) == CF_OK && s.s == 2 && s.ny == 4 && s.y[3] == -1.0f && !memcmp(s.x, vol, sizeof vol),
+              "tfrecord round trip (%s first, %s): %s", order ? "y" : "x", gz ? "gzip" : "plain", cf_failure_reason());
+        cf_cosmo_free(&s); free(ex);
+    }
+    {   /* unpacked floats (wire type 5), built by hand: Feature{float_list{1: fixed32, 1: fixed32}} */
+        unsigned char ex[64], *p = ex;
+        float v[2] = {3.5f, -7.25f}, out[4];
+        size_t cnt = 0;
+        *p++ = 0x0a; *p++ = 19;                  /* Example.features, 19 bytes */
+        *p++ = 0x0a; *p++ = 17;                  /* map entry */
+        *p++ = 0x0a; *p++ = 1; *p++ = 'y';       /* key */
+        *p++ = 0x12; *p++ = 12;                  /* value: Feature */
+        *p++ = 0x12; *p++ = 10;                  /* float_list */
+        *p++ = 0x0d; memcpy(p, &v[0], 4); p += 4;
+        *p++ = 0x0d; memcpy(p, &v[1], 4); p += 4;
+        CHECK(cf_example_floats(ex, (size_t)(p - ex), "y", out, 4, &cnt) == CF_OK && cnt == 2 && out[1] == -7.25f, "unpacked float list: %s", cf_failure_reason());
+        CHECK(cf_example_floats(ex, (size_t)(p - ex), "x", out, 4, &cnt) == CF_ERR && strstr(cf_failure_reason(), "missing"), "missing feature named");
+    }
+    {   /* damage: flipped byte, truncation, wrong length */
+        size_t n = cf_example_encode(NULL, "x", vol, sizeof vol, "y", y, 4, 0);
+        unsigned char *ex = (unsigned char *)malloc(n + 16);
+        cf_cosmo_sample s;
+        FILE *f;
+        cf_example_encode(ex, "x", vol, sizeof vol, "y", y, 4, 0);
+        cf_tfrecord_frame(ex, ex, n);
+        ex[30] ^= 1;
+        f = fopen(tmp("bad.tfrecord"), "wb"); fwrite(ex, 1, n + 16, f); fclose(f);
+        CHECK(cf_cosmo_read(tmp("bad.tfrecord"), &s) == CF_ERR && strstr(cf_failure_reason(), "data CRC mismatch"), "flipped byte: %s", cf_failure_reason());
+        ex[30] ^= 1;
+        f = fopen(tmp("bad.tfrecord"), "wb"); fwrite(ex, 1, n + 10, f); fclose(f);
+        CHECK(cf_cosmo_read(tmp("bad.tfrecord"), &s) == CF_ERR && strstr(cf_failure_reason(), "truncated"), "truncated: %s", cf_failure_reason());
+        ex[0] += 1;
+        f = fopen(tmp("bad.tfrecord"), "wb"); fwrite(ex, 1, n + 16, f); fclose(f);
+        CHECK(cf_cosmo_read(tmp("bad.tfrecord"), &s) == CF_ERR && strstr(cf_failure_reason(), "length CRC"), "wrong length: %s", cf_failure_reason());
+        free(ex);
+    }
+    {   /* x of the wrong size */
+        size_t n = cf_example_encode(NULL, "x", vol, 30, "y", y, 4, 0);
+        unsigned char *ex = (unsigned char *)malloc(n);
+        cf_cosmo_sample s;
+        cf_example_encode(ex, "x", vol, 30, "y", y, 4, 0);
+        cf_tfrecord_write(tmp("bad.tfrecord"), ex, n, 1);
+        CHECK(cf_cosmo_read(tmp("bad.tfrecord"), &s) == CF_ERR && strstr(cf_failure_reason(), "not a (S,S,S,4) volume"), "wrong x size: %s", cf_failure_reason());
+        free(ex);
+    }
+}
+
+static void test_real_records(void) {
+    const char *dir = getenv("CF_FIXTURES") ? getenv("CF_FIXTURES") : "../shared/fixtures/cosmoflow";
+    static const struct { const char *name; float y[4]; int max; long long sum; } rec[] = {
+        {"21688988_univ_ics_2019-03_a10018182_006.tfrecord", {-0.5267246f, -0.1341405f, 0.4718833f, -0.2802058f}, 1019, 8167296},
+        {"21688988_univ_ics_2019-03_a10021730_018.tfrecord", {-0.3603292f, 0.3273658f, -0.8659236f, 0.1242608f}, 1028, 9201850},
+    };
+    int i, k;
+    for (i = 0; i < 2; i++) {
+        char path[1024];
+        cf_cosmo_sample s;
+        long long sum = 0; int mx = -1, ok;
+        size_t v;
+        snprintf(path, sizeof path, "%s/%s", dir, rec[i].name);
+        if (access(path, R_OK)) { printf("skipped: real CosmoFlow record %s is absent\n", path); continue; }
+        ok = cf_cosmo_read(path, &s) == CF_OK;
+        CHECK(ok, "real record %s: %s", rec[i].name, cf_failure_reason());
+        if (!ok) continue;
+        for (v = 0; v < s.count; v++) { sum += s.x[v]; if (s.x[v] > mx) mx = s.x[v]; }
+        for (k = 0; k < 4; k++) ok = ok && fabsf(s.y[k] - rec[i].y[k]) < 1e-6f;
+        CHECK(s.s == 128 && ok && mx == rec[i].max && sum == rec[i].sum, "real record %s: S %d labels, max %d sum %lld", rec[i].name, s.s, mx, sum);
+        {   /* re-encoded with y before x, and unpacked: decodes the same */
+            size_t n = cf_example_encode(NULL, "x", s.x, s.count * 2, "y", s.y, 4, 1);
+            unsigned char *ex = (unsigned char *)malloc(n);
+            cf_cosmo_sample s2;
+            cf_example_encode(ex, "x", s.x, s.count * 2, "y", s.y, 4, 1);
+            cf_tfrecord_write(tmp("re.tfrecord"), ex, n, 1);
+            CHECK(cf_cosmo_read(tmp("re.tfrecord"), &s2) == CF_OK && !memcmp(s2.x, s.x, s.count * 2) && !memcmp(s2.y, s.y, 16), "real record re-encoded y-first decodes the same");
+            cf_cosmo_free(&s2); free(ex);
+        }
+        cf_cosmo_free(&s);
+    }
+}
+
+int main(void) {
+    char dir[] = "/tmp/cf-test-XXXXXX";
+    tmpdir = mkdtemp(dir);
+    test_basics();
+    test_sgemm();
+    test_conv_oracle();
+    test_gradcheck_conv();
+    test_gradcheck_layers();
+    test_gradcheck_net();
+    test_models();
+    test_cfg_errors();
+    test_pytorch_reference();
+    test_checkpoints();
+    test_npy();
+    test_tfrecord();
+    test_real_records();
+    {   char cmd[600]; snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir); if (system(cmd)) {} }
+    return check_summary();
+}
