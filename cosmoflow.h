@@ -168,7 +168,7 @@ typedef struct {
     int last_use;             /* largest index of a layer reading this output */
 } cf_layer;
 
-typedef struct {
+typedef struct cf_net {
     char *cfg_text;           /* the model text, embedded in checkpoints */
     char *cfg_name;
     cf_shape input;
@@ -186,6 +186,10 @@ typedef struct {
     const float *x;                  /* current input (B, C, D, H, W), caller's memory */
     int training;                    /* dropout on */
     uint64_t seed, step;             /* dropout masks hash (seed, step, layer) */
+    /* optional: called in backward just before layer i's own backward runs, when
+       dacts[i] holds the complete gradient of that layer's output (cf-check uses it) */
+    void (*backward_hook)(struct cf_net *net, int layer, void *ctx);
+    void *hook_ctx;
 } cf_net;
 
 /* Parse a cfg text (name used in error messages).  shape_override may be NULL.
@@ -273,6 +277,13 @@ CFDEF int cf_cosmo_read(const char *path, cf_cosmo_sample *smp);
 CFDEF void cf_cosmo_free(cf_cosmo_sample *smp);
 /* log(1+x) and channels-last (S,S,S,C) -> (C,S,S,S) */
 CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int apply_log);
+
+/* The references' sharding: a fresh permutation of all n files every epoch, identical on
+   every rank (same seed), then files[rank::size].  Writes the rank's indices into out
+   (n/size of them when drop_remainder, so every rank takes the same number of steps) and
+   returns their count.  shuffle = 0 keeps the order (validation). */
+CFDEF int cf_epoch_shard(int *out, int n, uint64_t seed, int epoch, int rank, int size,
+                         int shuffle, int drop_remainder);
 
 /* ---------------------------------------------------------------- 7. distributed */
 CFDEF int cf_dist_init(int *argc, char ***argv);
@@ -1331,6 +1342,7 @@ CFDEF void cf_net_backward(cf_net *net, const float *dout) {
             if (start == i) memset(net->dacts + net->layers[j].dy_off, 0, cf_shape_size(net->layers[j].out) * net->batch * sizeof(float));
         }
         if (i == n - 1) memcpy(net->dacts + net->layers[i].dy_off, dout, (size_t)net->n_outputs * net->batch * sizeof(float));
+        if (net->backward_hook) net->backward_hook(net, i, net->hook_ctx);
         cf__backward_layer(net, i);
     }
 }
@@ -2061,6 +2073,22 @@ CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int app
             float f = (float)x[v * C + c];
             out[(size_t)c * vox + v] = apply_log ? log1pf(f) : f;
         }
+}
+
+CFDEF int cf_epoch_shard(int *out, int n, uint64_t seed, int epoch, int rank, int size,
+                         int shuffle, int drop_remainder) {
+    int *perm = CF__NEW(int, n + 1), i, k = 0, per = n / size;
+    cf_rng r = cf_rng_seed(cf_hash64(seed ^ (0x5eedULL + (uint64_t)epoch * 0x9e3779b97f4a7c15ULL)));
+    if (!perm) return -1;
+    for (i = 0; i < n; i++) perm[i] = i;
+    if (shuffle)   /* Fisher-Yates with our generator: the same order on every platform */
+        for (i = n - 1; i > 0; i--) { int j = (int)(cf_rng_u64(&r) % (uint64_t)(i + 1)), t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
+    for (i = rank; i < n; i += size) {
+        if (drop_remainder && k == per) break;
+        out[k++] = perm[i];
+    }
+    CF_FREE(perm);
+    return k;
 }
 
 /* ================================================================ 7. distributed */

@@ -1,0 +1,78 @@
+#!/usr/bin/python3
+"""models/cosmoflow.cfg at --input-shape 4x32x32x32 against PyTorch, through the tools a user
+would use: weights made here in PyTorch -> cf-convert weights-import -> cf-check --dump ->
+output, loss and every gradient compared (relative error at most 1e-4, relative to each
+tensor's largest value).  Prints 'N passed, M failed'; exits 0 with a message when
+python3-torch is absent."""
+import os, subprocess, sys, tempfile
+try:
+    import numpy as np, torch, torch.nn.functional as F
+except ImportError:
+    print("skipped: python3-torch / python3-numpy not installed")
+    print("0 passed, 0 failed")
+    sys.exit(0)
+
+torch.manual_seed(1)
+dt = torch.float64
+B, S = 2, 32
+chans = [4, 32, 64, 128, 256, 512]
+tensors = []                      # (cfg layer index, kind, tensor)
+layer = 0
+for i in range(5):                # [conv], [maxpool] pairs: layers 0..9
+    cin, cout = chans[i], chans[i + 1]
+    lim = (6.0 / ((cin + cout) * 27)) ** 0.5
+    tensors += [(layer, "weight", (torch.rand(cout, cin, 3, 3, 3, dtype=dt) * 2 - 1) * lim),
+                (layer, "bias", (torch.rand(cout, dtype=dt) * 2 - 1) * 0.05)]
+    layer += 2
+flat = 512 * (S // 32) ** 3       # layer 10 is [flatten]
+for lay, (i, o) in [(11, (flat, 128)), (13, (128, 64)), (15, (64, 4))]:
+    lim = (6.0 / (i + o)) ** 0.5
+    tensors += [(lay, "weight", (torch.rand(o, i, dtype=dt) * 2 - 1) * lim), (lay, "bias", (torch.rand(o, dtype=dt) * 2 - 1) * 0.05)]
+
+tmp = tempfile.mkdtemp(prefix="cf-torch-")
+wdir = os.path.join(tmp, "weights"); os.makedirs(wdir)
+for k, (lay, kind, t) in enumerate(tensors):
+    np.save(os.path.join(wdir, "%03d_%d_%s.npy" % (k, lay, kind)), t.numpy().astype(np.float32))
+x = torch.log1p(torch.poisson(torch.ones(B, 4, S, S, S, dtype=dt)))
+y = torch.rand(B, 4, dtype=dt) * 2 - 1
+np.save(os.path.join(tmp, "x.npy"), x.numpy().astype(np.float32))
+np.save(os.path.join(tmp, "y.npy"), y.numpy().astype(np.float32))
+
+# the reference computation, in float64 on the float32-rounded values the C side reads
+w = [torch.tensor(np.load(os.path.join(wdir, "%03d_%d_%s.npy" % (k, l, kd))), dtype=dt, requires_grad=True) for k, (l, kd, _) in enumerate(tensors)]
+x = torch.tensor(np.load(os.path.join(tmp, "x.npy")), dtype=dt)
+y = torch.tensor(np.load(os.path.join(tmp, "y.npy")), dtype=dt)
+h = x
+for i in range(5):
+    h = F.max_pool3d(F.leaky_relu(F.conv3d(h, w[2 * i], w[2 * i + 1], padding=1), 0.3), 2)
+h = h.reshape(B, -1)
+h = F.leaky_relu(F.linear(h, w[10], w[11]), 0.3)
+h = F.leaky_relu(F.linear(h, w[12], w[13]), 0.3)
+out = torch.tanh(F.linear(h, w[14], w[15])) * 1.2
+loss = F.mse_loss(out, y)
+loss.backward()
+
+here = os.path.dirname(os.path.abspath(__file__))
+bin_ = os.path.join(here, "..", "bin")
+model = os.path.join(here, "..", "models", "cosmoflow.cfg")
+ck = os.path.join(tmp, "w.cfck")
+run = lambda *a: subprocess.run(a, check=True, stdout=subprocess.DEVNULL)
+run(os.path.join(bin_, "cf-convert"), "weights-import", "--model", model, "--input-shape", "4x32x32x32", "--npy", wdir, "--out", ck)
+run(os.path.join(bin_, "cf-check"), "--model", model, "--input-shape", "4x32x32x32", "--weights", ck,
+    "--input", os.path.join(tmp, "x.npy"), "--target", os.path.join(tmp, "y.npy"), "--dump", os.path.join(tmp, "dump"))
+
+passed = failed = 0
+def check(name, ours, ref):
+    global passed, failed
+    err = float(np.max(np.abs(ours.astype(np.float64) - ref)) / max(np.max(np.abs(ref)), 1e-30))
+    ok = err <= 1e-4
+    passed += ok; failed += not ok
+    print("%s %-28s relative error %.2e" % ("ok  " if ok else "FAIL", name, err))
+check("output", np.load(os.path.join(tmp, "dump", "output.npy")), out.detach().numpy())
+check("loss", np.array([float(open(os.path.join(tmp, "dump", "loss.txt")).read())]), np.array([loss.item()]))
+for k, (l, kd, _) in enumerate(tensors):
+    n = "%03d_%d_%s.npy" % (k, l, kd)
+    check("grad " + n, np.load(os.path.join(tmp, "dump", "grad", n)), w[k].grad.numpy())
+subprocess.run(["rm", "-rf", tmp])
+print("%d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)

@@ -1,0 +1,95 @@
+/* cf-bench: training-step throughput of a model (forward, backward, SGD update) on random
+   data, beside this machine's sgemm rate measured in the same run, and the peak memory. */
+#include "tool.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#ifdef CF_USE_CBLAS
+extern void openblas_set_num_threads(int);
+#endif
+
+static void usage(void) {
+    printf("usage: cf-bench [--model M.cfg] [--input-shape S] [--batch B] [--steps N] [--threads T]\n"
+           "  --model M.cfg     network (default models/cosmoflow.cfg)\n"
+           "  --input-shape S   CxDxHxW or CxHxW (default: the cfg's)\n"
+           "  --batch B         samples per step (default 1)\n"
+           "  --steps N         timed steps after one warm-up step (default 3)\n"
+           "  --threads T       OpenMP and OpenBLAS threads (default: as the environment sets)\n"
+           "  --no-sgemm        skip the sgemm peak measurement (reports 0)\n"
+           "last line: samples_per_s X gflops_per_s Y sgemm_peak_pct Z peak_rss_mb R\n");
+    exit(0);
+}
+
+/* best of 3 square 2048^3 products: the machine's practical sgemm peak, GFLOP/s */
+static double sgemm_peak(void) {
+    int n = 2048, r;
+    float *a = (float *)calloc((size_t)n * n, 4), *b = (float *)calloc((size_t)n * n, 4), *c = (float *)calloc((size_t)n * n, 4);
+    double best = 0;
+    for (r = 0; r < 4; r++) {
+        double t = now_s();
+        cf_sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        t = now_s() - t;
+        if (r && 2.0 * n * n * n / t / 1e9 > best) best = 2.0 * n * n * n / t / 1e9;
+    }
+    free(a); free(b); free(c);
+    return best;
+}
+
+int main(int argc, char **argv) {
+    const char *model = "models/cosmoflow.cfg";
+    int B = 1, steps = 3, threads = 0, i, has_shape = 0, do_sgemm = 1;
+    cf_shape shape;
+    cf_net net;
+    tool_name = "bench";
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) usage();
+        else if (!strcmp(a, "--version")) print_version();
+        else if (!strcmp(a, "--model")) model = flag_value(argc, argv, &i);
+        else if (!strcmp(a, "--input-shape")) { shape = flag_shape(a, flag_value(argc, argv, &i)); has_shape = 1; }
+        else if (!strcmp(a, "--batch")) B = (int)flag_long(a, flag_value(argc, argv, &i), 1, 4096);
+        else if (!strcmp(a, "--steps")) steps = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1000000);
+        else if (!strcmp(a, "--threads")) threads = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1024);
+        else if (!strcmp(a, "--no-sgemm")) do_sgemm = 0;
+        else die("%s: unknown flag (see --help)", a);
+    }
+    if (threads) {
+#ifdef _OPENMP
+        omp_set_num_threads(threads);
+#endif
+#ifdef CF_USE_CBLAS
+        openblas_set_num_threads(threads);
+#endif
+    }
+    TRY(cf_net_load_cfg(&net, model, has_shape ? &shape : NULL));
+    cf_net_init(&net, 1);
+    {
+        size_t nx = (size_t)B * cf_shape_size(net.input), ny = (size_t)B * net.n_outputs, k;
+        float *x = (float *)malloc(nx * 4), *t = (float *)malloc(ny * 4), *dout = (float *)malloc(ny * 4);
+        double flops = 0, t0 = 0, peak = do_sgemm ? sgemm_peak() : 0, dt;
+        cf_rng r = cf_rng_seed(3);
+        if (!x || !t || !dout) die("out of memory for the batch");
+        for (k = 0; k < nx; k++) x[k] = cf_rng_uniform(&r);
+        for (k = 0; k < ny; k++) t[k] = cf_rng_uniform(&r) * 2 - 1;
+        for (i = 0; i < net.n_layers; i++) flops += cf_layer_flops(&net.layers[i]);
+        flops *= 3.0 * B;   /* forward + backward-data + backward-weights */
+        net.training = 1;
+        for (i = 0; i <= steps; i++) {
+            if (i == 1) t0 = now_s();    /* step 0 warms up caches and allocates */
+            if (!cf_net_forward(&net, x, B)) die("%s", cf_failure_reason());
+            cf_net_loss(&net, t, dout);
+            cf_net_zero_grad(&net);
+            cf_net_backward(&net, dout);
+            cf_sgd_step(&net, 1e-6f, 0.9f, 0.0f);
+            net.step++;
+        }
+        dt = (now_s() - t0) / steps;
+        printf("model %s input %dx%dx%dx%d batch %d: %.3f s/step, %.1f GFLOP/step, sgemm peak %.1f GFLOP/s\n",
+               model, net.input.c, net.input.d, net.input.h, net.input.w, B, dt, flops / 1e9, peak);
+        printf("samples_per_s %.4f gflops_per_s %.1f sgemm_peak_pct %.1f peak_rss_mb %.0f\n",
+               B / dt, flops / dt / 1e9, peak > 0 ? 100.0 * flops / dt / 1e9 / peak : 0.0, peak_rss_mb());
+        free(x); free(t); free(dout);
+    }
+    cf_net_free(&net);
+    return 0;
+}
