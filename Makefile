@@ -26,10 +26,7 @@ TESTS = bin/test_core bin/test_core_naive bin/test_compile bin/test_compile_cpp 
 
 all: $(BINS)
 
-bin/%: tools/%.c tools/tool.h cosmoflow.h | bin
-	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) -I. -o $@ $< $(LIBS)
-
-bin/cf-%: tools/cf_%.c tools/tool.h cosmoflow.h | bin
+bin/cf-%: tools/cf_%.c tools/tool.h tools/draw.h cosmoflow.h | bin
 	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) -I. -o $@ $< $(LIBS)
 
 bin:

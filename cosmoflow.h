@@ -179,7 +179,8 @@ typedef struct cf_net {
     size_t n_params;
     float *params, *grads, *opt;     /* same offsets; opt = momentum velocity */
     int batch;                       /* what acts/dacts are sized for */
-    size_t n_acts, n_dacts;
+    size_t n_acts, n_dacts;          /* in use for this batch */
+    size_t cap_acts, cap_dacts;      /* allocated */
     float *acts, *dacts;
     size_t ws_floats;                /* per im2col workspace */
     float *ws;                       /* 2 * ws_floats */
@@ -269,6 +270,9 @@ CFDEF size_t cf_example_encode(unsigned char *out, const char *xkey, const void 
                                const char *ykey, const float *y, size_t ny, int y_first);
 CFDEF size_t cf_tfrecord_frame(unsigned char *out, const unsigned char *rec, size_t n);
 CFDEF int cf_tfrecord_write(const char *path, const unsigned char *rec, size_t n, int gzip);
+
+/* 8-bit RGB image (h rows of w*3 bytes) as a PNG, written atomically (needs CF_USE_ZLIB). */
+CFDEF int cf_png_write(const char *path, const unsigned char *rgb, int w, int h);
 
 /* CosmoFlow sample: int16 channels-last (S,S,S,4) + 4 labels, from a TFRecord or an
    X_data.npy (its label from the matching X_label.npy). */
@@ -462,9 +466,29 @@ CFDEF int cf_geom_out(const cf_geom *g, int axis, int in) {
     return (padded - span) / g->s[axis] + 1;
 }
 
+/* The output positions of a tile, p0 .. p0+n-1 (flattened over OD, OH, OW), are walked one
+   output row (fixed od, oh) at a time: within a row only ow changes, so each kernel tap reads
+   a strided run of one input row; the in-bounds part [t_lo, t_hi) is computed once instead of
+   testing every element. */
+typedef struct { int od, oh, ow0, len; } cf__seg;
+static int cf__next_seg(cf__seg *sg, size_t p, size_t left, cf_shape out) {
+    sg->ow0 = (int)(p % out.w);
+    sg->oh = (int)((p / out.w) % out.h);
+    sg->od = (int)(p / ((size_t)out.w * out.h));
+    sg->len = out.w - sg->ow0 < (long)left ? out.w - sg->ow0 : (int)left;
+    return sg->len;
+}
+/* in-bounds range of t in [0, len): 0 <= (ow0 + t)*s + off < W, off = tap offset - pad */
+static void cf__row_range(int ow0, int len, int s, int off, int W, int *lo, int *hi) {
+    int t0 = 0, t1 = len;
+    while (t0 < len && (ow0 + t0) * s + off < 0) t0++;
+    while (t1 > t0 && (ow0 + t1 - 1) * s + off >= W) t1--;
+    *lo = t0; *hi = t1;
+}
+
 /* im2col for one sample and a tile of output positions.
    x: (C, D, H, W) with C = channels of this group;  col: (C*KD*KH*KW, n) where column j is
-   output position p0 + j (flattened over OD, OH, OW).  Out-of-bounds taps read zero. */
+   output position p0 + j.  Out-of-bounds taps read zero. */
 static void cf__im2col(float *col, const float *x, int C, cf_shape in, cf_shape out,
                        const cf_geom *g, size_t p0, size_t n) {
     int KD = g->k[0], KH = g->k[1], KW = g->k[2];
@@ -475,17 +499,21 @@ static void cf__im2col(float *col, const float *x, int C, cf_shape in, cf_shape 
         int kw = r % KW, kh = (r / KW) % KH, kd = (r / (KW * KH)) % KD, c = r / (KW * KH * KD);
         const float *xc = x + (size_t)c * in.d * in.h * in.w;
         float *dst = col + (size_t)r * n;
-        /* walk output positions with counters instead of a division per element */
-        size_t p = p0;
-        int ow = (int)(p % out.w), oh = (int)((p / out.w) % out.h), od = (int)(p / ((size_t)out.w * out.h));
-        size_t j;
-        for (j = 0; j < n; j++) {
-            int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
-            int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
-            int iw = ow * g->s[2] - g->pb[2] + kw * g->dil[2];
-            dst[j] = (id >= 0 && id < in.d && ih >= 0 && ih < in.h && iw >= 0 && iw < in.w)
-                         ? xc[((size_t)id * in.h + ih) * in.w + iw] : 0.0f;
-            if (++ow == out.w) { ow = 0; if (++oh == out.h) { oh = 0; od++; } }
+        int sw = g->s[2], offw = kw * g->dil[2] - g->pb[2];
+        size_t j = 0;
+        cf__seg sg;
+        while (j < n && cf__next_seg(&sg, p0 + j, n - j, out)) {
+            int id = sg.od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = sg.oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+            float *d = dst + j;
+            int t, lo, hi;
+            if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) { memset(d, 0, sizeof(float) * sg.len); j += sg.len; continue; }
+            const float *src = xc + ((size_t)id * in.h + ih) * in.w + offw;   /* src[ow*sw] is the tap */
+            cf__row_range(sg.ow0, sg.len, sw, offw, in.w, &lo, &hi);
+            for (t = 0; t < lo; t++) d[t] = 0.0f;
+            if (sw == 1) memcpy(d + lo, src + sg.ow0 + lo, sizeof(float) * (hi - lo));
+            else for (t = lo; t < hi; t++) d[t] = src[(size_t)(sg.ow0 + t) * sw];
+            for (t = hi; t < sg.len; t++) d[t] = 0.0f;
+            j += sg.len;
         }
     }
 }
@@ -502,16 +530,21 @@ static void cf__col2im(float *dx, const float *col, int C, cf_shape in, cf_shape
         int kk;
         for (kk = 0; kk < kvol; kk++) {
             int kw = kk % KW, kh = (kk / KW) % KH, kd = kk / (KW * KH);
-            const float *src = col + ((size_t)c * kvol + kk) * n;
-            size_t p = p0, j;
-            int ow = (int)(p % out.w), oh = (int)((p / out.w) % out.h), od = (int)(p / ((size_t)out.w * out.h));
-            for (j = 0; j < n; j++) {
-                int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
-                int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
-                int iw = ow * g->s[2] - g->pb[2] + kw * g->dil[2];
-                if (id >= 0 && id < in.d && ih >= 0 && ih < in.h && iw >= 0 && iw < in.w)
-                    xc[((size_t)id * in.h + ih) * in.w + iw] += src[j];
-                if (++ow == out.w) { ow = 0; if (++oh == out.h) { oh = 0; od++; } }
+            const float *srcrow = col + ((size_t)c * kvol + kk) * n;
+            int sw = g->s[2], offw = kw * g->dil[2] - g->pb[2];
+            size_t j = 0;
+            cf__seg sg;
+            while (j < n && cf__next_seg(&sg, p0 + j, n - j, out)) {
+                int id = sg.od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = sg.oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+                int t, lo, hi;
+                if (id >= 0 && id < in.d && ih >= 0 && ih < in.h) {
+                    float *d = xc + ((size_t)id * in.h + ih) * in.w + offw;
+                    const float *s = srcrow + j;
+                    cf__row_range(sg.ow0, sg.len, sw, offw, in.w, &lo, &hi);
+                    if (sw == 1) for (t = lo; t < hi; t++) d[sg.ow0 + t] += s[t];
+                    else for (t = lo; t < hi; t++) d[(size_t)(sg.ow0 + t) * sw] += s[t];
+                }
+                j += sg.len;
             }
         }
     }
@@ -1063,17 +1096,23 @@ CFDEF int cf_net_set_batch(cf_net *net, int B) {
     size_t off = 0, na;
     if (B < 1) return cf_fail("batch %d < 1", B);
     if (B == net->batch && net->acts) return CF_OK;
-    CF_FREE(net->acts); CF_FREE(net->dacts);
-    net->acts = net->dacts = NULL;
+    /* offsets depend on B; memory is only reallocated when it has to grow, so a smaller
+       last batch (validation) costs no allocation */
     net->batch = B;
     for (i = 0; i < net->n_layers; i++) { net->layers[i].y_off = off; off += cf_shape_size(net->layers[i].out) * B; }
-    net->n_acts = off;
     na = cf__plan_dacts(net);
     if (na == (size_t)-1) return CF_ERR;
-    net->n_dacts = na;
-    net->acts = CF__NEW(float, net->n_acts);
-    net->dacts = CF__NEW(float, net->n_dacts);
-    if (!net->acts || !net->dacts) { net->batch = 0; return CF_ERR; }
+    if (off > net->cap_acts) {
+        CF_FREE(net->acts);
+        if (!(net->acts = CF__NEW(float, off))) { net->batch = 0; net->cap_acts = 0; return CF_ERR; }
+        net->cap_acts = off;
+    }
+    if (na > net->cap_dacts) {
+        CF_FREE(net->dacts);
+        if (!(net->dacts = CF__NEW(float, na))) { net->batch = 0; net->cap_dacts = 0; return CF_ERR; }
+        net->cap_dacts = na;
+    }
+    net->n_acts = off; net->n_dacts = na;
     return CF_OK;
 }
 
@@ -1669,6 +1708,7 @@ CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st) 
     CF_FREE(buf);
     if (st) { st->step = u[1]; st->epoch = u[2]; st->seed = u[3]; st->best = best; }
     net->seed = u[3];
+    net->step = u[1];   /* dropout masks continue where they stopped */
     return CF_OK;
 }
 
@@ -1996,6 +2036,43 @@ CFDEF int cf_tfrecord_write(const char *path, const unsigned char *rec, size_t n
     if (out != framed) CF_FREE(out);
     CF_FREE(framed);
     return rc;
+}
+
+/* ---- PNG: signature, IHDR, one IDAT (zlib of rows each prefixed by filter 0), IEND */
+#ifdef CF_USE_ZLIB
+static void cf__be32(unsigned char *p, uint32_t v) { p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16); p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v; }
+#endif
+CFDEF int cf_png_write(const char *path, const unsigned char *rgb, int w, int h) {
+#ifdef CF_USE_ZLIB
+    size_t row = (size_t)w * 3 + 1, raw_n = row * h;
+    unsigned char *raw = CF__NEW(unsigned char, raw_n), *z, hdr[13], len[4], crc[4];
+    uLongf zn = compressBound((uLong)raw_n);
+    cf_atomic_file af;
+    int y, k;
+    if (!raw) return CF_ERR;
+    for (y = 0; y < h; y++) { raw[y * row] = 0; memcpy(raw + y * row + 1, rgb + (size_t)y * w * 3, (size_t)w * 3); }
+    z = CF__NEW(unsigned char, zn);
+    if (!z || compress2(z, &zn, raw, (uLong)raw_n, 6) != Z_OK) { CF_FREE(raw); CF_FREE(z); return cf_fail("%s: PNG compression failed", path); }
+    CF_FREE(raw);
+    cf__be32(hdr, (uint32_t)w); cf__be32(hdr + 4, (uint32_t)h);
+    hdr[8] = 8; hdr[9] = 2; hdr[10] = hdr[11] = hdr[12] = 0;   /* 8-bit RGB, no interlace */
+    if (cf_atomic_open(&af, path)) { CF_FREE(z); return CF_ERR; }
+    cf_atomic_write(&af, "\x89PNG\r\n\x1a\n", 8);
+    for (k = 0; k < 3; k++) {
+        const char *type = k == 0 ? "IHDR" : k == 1 ? "IDAT" : "IEND";
+        const unsigned char *data = k == 0 ? hdr : z;
+        uint32_t n = k == 0 ? 13 : k == 1 ? (uint32_t)zn : 0;
+        uLong c = crc32(0, (const Bytef *)type, 4);
+        c = crc32(c, data, n);
+        cf__be32(len, n); cf__be32(crc, (uint32_t)c);
+        cf_atomic_write(&af, len, 4); cf_atomic_write(&af, type, 4); cf_atomic_write(&af, data, n); cf_atomic_write(&af, crc, 4);
+    }
+    CF_FREE(z);
+    return cf_atomic_commit(&af);
+#else
+    (void)rgb; (void)w; (void)h;
+    return cf_fail("%s: PNG output needs zlib (CF_USE_ZLIB)", path);
+#endif
 }
 
 /* ---- CosmoFlow samples */

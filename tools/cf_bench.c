@@ -41,6 +41,7 @@ int main(int argc, char **argv) {
     cf_shape shape;
     cf_net net;
     tool_name = "bench";
+    tool_init(argc, argv);
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) usage();

@@ -198,6 +198,7 @@ static void universe(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     tool_name = "convert";
+    tool_init(argc, argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) usage();
     if (!strcmp(argv[1], "--version")) print_version();
     if (has_flag(argc, argv, "--help")) usage();

@@ -1,0 +1,131 @@
+#!/bin/sh
+# The tools as a user runs them: contract lines, errors that name the file, no partial
+# outputs, deterministic synthesis, numpy interop, training resume, MLPerf log keys.
+# Last line: "N passed, M failed".
+cd "$(dirname "$0")/.." || exit 1
+B=bin
+T=$(mktemp -d /tmp/cf-tools-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+FIX=${CF_FIXTURES:-../shared/fixtures/cosmoflow}
+PY=/usr/bin/python3
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+check() { name=$1; shift; if "$@" >/dev/null 2>&1; then ok; else bad "$name"; fi; }
+# runs a command that must fail with a message containing $2 and leave no file $3
+must_fail() {
+    name=$1; want=$2; out=$3; shift 3
+    if "$@" >"$T/out.txt" 2>"$T/err.txt"; then bad "$name: succeeded"; return; fi
+    if ! grep -q -- "$want" "$T/err.txt"; then bad "$name: stderr lacks '$want': $(cat "$T/err.txt")"; return; fi
+    if [ -n "$out" ] && [ -e "$out" ]; then bad "$name: left $out behind"; return; fi
+    ok
+}
+has_numpy() { $PY -c 'import numpy' 2>/dev/null; }
+
+# ---- contract lines
+[ "$($B/cf-check --model models/cosmoflow.cfg --summary | tail -1)" = "params 8907556" ] && ok || bad "cosmoflow.cfg params"
+[ "$($B/cf-check --model models/cosmoflow-v07.cfg --summary | tail -1)" = "params 5597604" ] && ok || bad "cosmoflow-v07.cfg params"
+check "gradcheck cosmoflow-small at 16^3" $B/cf-check --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --gradcheck
+for t in train eval convert synth check bench; do
+    $B/cf-$t --help >"$T/h.txt" 2>&1 && grep -q -- "--" "$T/h.txt" && ok || bad "cf-$t --help"
+    $B/cf-$t --version | grep -q "$(sed -n 's/#define CF_VERSION "\(.*\)"/\1/p' cosmoflow.h)" && ok || bad "cf-$t --version"
+done
+
+# ---- bad input: clear errors naming the file, non-zero exit
+printf '[net]\ninput=4x8x8x8\n[conv]\nfilters=2\nkernel=3\n' > "$T/bad.cfg"
+must_fail "unknown cfg key" "bad.cfg:5: unknown key 'kernel'" "" $B/cf-check --model "$T/bad.cfg" --summary
+must_fail "missing cfg" "nope.cfg: No such file" "" $B/cf-check --model "$T/nope.cfg" --summary
+must_fail "unknown flag" "cf-check: --frobnicate: unknown flag" "" $B/cf-check --model models/cosmoflow.cfg --frobnicate
+must_fail "bad input shape" "--input-shape" "" $B/cf-check --model models/cosmoflow.cfg --input-shape 4x0x3x3 --summary
+
+# ---- synthesis: same seed, same bytes; parses with our reader; loads in numpy
+$B/cf-synth cosmo --out "$T/s1" --samples 3 --size 16 --seed 7 --spread 0.5 >/dev/null &&
+$B/cf-synth cosmo --out "$T/s2" --samples 3 --size 16 --seed 7 --spread 0.5 >/dev/null &&
+cmp -s "$T/s1/synth_7_000002.tfrecord" "$T/s2/synth_7_000002.tfrecord" && ok || bad "cf-synth: same seed, same bytes"
+$B/cf-synth cosmo --out "$T/s3" --samples 3 --size 16 --seed 8 --spread 0.5 >/dev/null
+cmp -s "$T/s1/synth_7_000002.tfrecord" "$T/s3/synth_8_000002.tfrecord" && bad "cf-synth: other seed, other bytes" || ok
+$B/cf-convert tfrecord2npy "$T"/s1/*.tfrecord --out "$T/n1" >/dev/null && [ "$(wc -l < "$T/n1/files_data.lst")" = 3 ] && ok || bad "tfrecord2npy of synthetic records"
+$B/cf-synth cosmo --out "$T/sn" --samples 2 --size 16 --seed 7 --spread 0.5 --format npy >/dev/null && cmp -s "$T/sn/synth_7_000001_data.npy" "$T/n1/synth_7_000001_data.npy" && ok || bad "npy format equals tfrecord2npy of the same universe"
+if has_numpy; then
+    $PY - "$T" <<'PYEOF' && ok || bad "numpy loads cf-synth/tfrecord2npy output with the right dtype, shape and labels"
+import sys, numpy as np
+t = sys.argv[1]
+x = np.load(t + "/n1/synth_7_000000_data.npy"); y = np.load(t + "/n1/synth_7_000000_label.npy")
+assert x.dtype == np.int16 and x.shape == (16, 16, 16, 4), (x.dtype, x.shape)
+assert y.dtype == np.float32 and y.shape == (4,) and np.all(np.abs(y) <= 1)
+assert 0.7 < x.mean() < 1.3 and 0.2 < (x == 0).mean() < 0.8, (x.mean(), (x == 0).mean())
+PYEOF
+else echo "skipped: numpy interop (python3-numpy absent)"; fi
+
+# ---- real records: tfrecord2npy keeps the int16 sum and maximum of the fixture README
+R1=$FIX/21688988_univ_ics_2019-03_a10018182_006.tfrecord
+if [ -r "$R1" ]; then
+    $B/cf-convert tfrecord2npy "$R1" --out "$T/real" >/dev/null && ok || bad "tfrecord2npy of a real record"
+    if has_numpy; then
+        $PY -c "
+import numpy as np
+x = np.load('$T/real/21688988_univ_ics_2019-03_a10018182_006_data.npy')
+y = np.load('$T/real/21688988_univ_ics_2019-03_a10018182_006_label.npy')
+assert x.shape == (128, 128, 128, 4) and x.dtype == np.int16
+assert int(x.astype(np.int64).sum()) == 8167296 and int(x.max()) == 1019, (x.sum(), x.max())
+assert abs(y[0] + 0.5267246) < 1e-6
+" && ok || bad "real record in numpy: sum 8,167,296 and max 1019"
+    fi
+    # damaged copies: each a clear error, and no output file appears
+    cp "$R1" "$T/flip.tfrecord"; printf '\377' | dd of="$T/flip.tfrecord" bs=1 seek=1000000 conv=notrunc 2>/dev/null
+    must_fail "flipped byte in a real record" "flip.tfrecord: gzip stream is" "$T/o1/flip_data.npy" $B/cf-convert tfrecord2npy "$T/flip.tfrecord" --out "$T/o1"
+    head -c 2000000 "$R1" > "$T/trunc.tfrecord"
+    must_fail "truncated real record" "trunc.tfrecord: gzip stream is truncated" "$T/o2/trunc_data.npy" $B/cf-convert tfrecord2npy "$T/trunc.tfrecord" --out "$T/o2"
+else
+    echo "skipped: real CosmoFlow records ($FIX absent)"
+fi
+must_fail "empty file" "empty.tfrecord: no record" "$T/o3/empty_data.npy" sh -c ": > '$T/empty.tfrecord'; $B/cf-convert tfrecord2npy '$T/empty.tfrecord' --out '$T/o3'"
+must_fail "directory given as a file" "not a regular file" "" $B/cf-convert tfrecord2npy "$T/s1/" --out "$T/o4"
+
+# ---- training: epoch lines, resume equals an uninterrupted run, LR schedule, MLPerf keys
+$B/cf-synth cosmo --out "$T/tr" --samples 16 --size 16 --seed 1 --spread 0.5 >/dev/null
+$B/cf-synth cosmo --out "$T/va" --samples 6 --size 16 --seed 2 --spread 0.5 >/dev/null
+TR="$B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train $T/tr --val $T/va --batch 4 --seed 3 --lr 0.01 --warmup-epochs 2 --decay 2:0.5,3:0.25 --no-progress"
+$TR --out "$T/full.cfck" --epochs 4 --mllog "$T/mll.txt" > "$T/full.txt" 2>/dev/null && ok || bad "cf-train runs"
+[ "$(grep -c '^epoch [0-9]* train_loss [0-9.e+-]* val_mae [0-9.e+-]* lr [0-9.e+-]* time [0-9.]*$' "$T/full.txt")" = 4 ] && ok || bad "four contract epoch lines: $(cat "$T/full.txt")"
+# lr(e) = lr + e (peak - lr)/warmup for e < warmup; then peak x factor of the largest k < e
+# (e from 0; global batch 4, base batch 64: peak = 0.01 * 4/64 = 0.000625)
+awk '{print $8}' "$T/full.txt" | tr '\n' ' ' | grep -q '^0.01 0.0053125 0.000625 0.0003125 $' && ok || bad "LR schedule: got $(awk '{print $8}' "$T/full.txt" | tr '\n' ' ')"
+$TR --out "$T/half.cfck" --epochs 2 > /dev/null 2>&1 && $TR --out "$T/half.cfck" --epochs 4 --resume "$T/half.cfck" > "$T/resumed.txt" 2>/dev/null &&
+cmp -s "$T/full.cfck" "$T/half.cfck" && ok || bad "2 epochs + resume to 4 gives the same checkpoint bytes as 4 epochs"
+[ "$(head -1 "$T/resumed.txt" | cut -d' ' -f2)" = 3 ] && ok || bad "resume continues at epoch 3"
+[ -e "$T/full.cfck.prev" ] && ok || bad "the previous checkpoint is kept as .prev"
+if has_numpy; then
+    $PY - "$T/mll.txt" <<'PYEOF' && ok || bad "MLPerf log: valid JSON per line, every required CosmoFlow key, in order"
+import json, sys
+keys = []
+for line in open(sys.argv[1]):
+    assert line.startswith(":::MLLOG "), line
+    d = json.loads(line[9:])
+    assert set(d) >= {"namespace", "time_ms", "event_type", "key", "value", "metadata"}, d
+    keys.append(d["key"])
+need = ["cache_clear", "init_start", "submission_benchmark", "submission_org", "submission_division", "submission_status",
+        "submission_platform", "init_stop", "run_start", "global_batch_size", "train_samples", "eval_samples",
+        "opt_name", "opt_base_learning_rate", "opt_learning_rate_warmup_epochs", "opt_learning_rate_warmup_factor",
+        "opt_learning_rate_decay_boundary_epochs", "opt_learning_rate_decay_factor",
+        "epoch_start", "eval_start", "eval_stop", "epoch_stop", "eval_error", "run_stop"]
+pos = [keys.index(k) for k in need]
+assert pos == sorted(pos), list(zip(need, pos))
+for k in ["submission_org", "init_stop", "run_start", "run_stop", "global_batch_size", "opt_name"]:
+    assert keys.count(k) == 1, k
+assert keys.count("eval_error") == 4
+PYEOF
+fi
+$B/cf-eval --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/full.cfck" --data "$T/va" --pred "$T/p.npy" --png "$T/png" --baseline "$T/tr" > "$T/eval.txt" 2>&1 &&
+tail -1 "$T/eval.txt" | grep -q '^mae [0-9.]*$' && [ -s "$T/png/scatter_sigma_8.png" ] && [ -s "$T/png/input_slice.png" ] && ok || bad "cf-eval: mae line, pictures: $(cat "$T/eval.txt")"
+must_fail "checkpoint for another model" "different model" "" $B/cf-eval --model models/cosmoflow-small.cfg --weights "$T/full.cfck" --data "$T/va"
+printf 'garbage' > "$T/junk.cfck"
+must_fail "corrupt checkpoint" "junk.cfck: not a cosmoflow.h checkpoint" "" $B/cf-eval --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/junk.cfck" --data "$T/va"
+# weights export -> import round trip is the identity
+$B/cf-convert weights-export --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/full.cfck" --out "$T/wd" >/dev/null &&
+$B/cf-convert weights-import --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --npy "$T/wd" --out "$T/w2.cfck" >/dev/null &&
+$B/cf-eval --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/w2.cfck" --data "$T/va" | tail -1 > "$T/m2.txt" &&
+[ "$(tail -1 "$T/eval.txt")" = "$(cat "$T/m2.txt")" ] && ok || bad "weights export/import keeps predictions"
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

@@ -1,0 +1,222 @@
+/* cf-synth cosmo: synthetic dark-matter universes in the real CosmoFlow format.
+
+   Physics (each step a textbook approximation, chosen so the labels are learnable from the
+   volume the way they are from N-body histograms, not planted as a code):
+   1. Labels u ~ U[-1,1]^4 for (Omega_m, sigma_8, n_s, H_0); physical value = centre*(1 + s*u)
+      with centres 0.3, 0.8, 0.96, 70 and s = 0.1 as in the real dataset (--spread widens it).
+   2. Linear matter power spectrum P(k) = A k^n_s T(k/Gamma)^2, BBKS transfer function, shape
+      parameter Gamma = Omega_m h, amplitude A such that the top-hat variance at 8 Mpc/h is
+      sigma_8^2.  Voxels are H_0/70 Mpc/h wide, as in the dataset (512 voxels = 512 H_0/70 Mpc/h).
+   3. A Gaussian random field with that spectrum (white noise -> FFT -> sqrt(P) -> inverse FFT),
+      smoothed over one voxel (the histogram's own resolution).
+   4. Four channels = redshifts 0, 0.5, 1.5, 3: the field times the linear growth factor
+      D(z; Omega_m) of a flat LambdaCDM universe (Carroll, Press & Turner 1992), D(0) = 1.
+   5. A lognormal density rho = exp(delta)/<exp(delta)> (mean 1) and Poisson particle counts
+      with 1 particle per voxel on average: int16 counts, most of them 0 or 1, a few hundreds.
+   Same seed, same bytes: every random number comes from cf_rng streams keyed by (seed, sample). */
+#include "tool.h"
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static void usage(void) {
+    printf("usage: cf-synth cosmo --out DIR --samples N [--size S] [--seed K] [--spread s] [--format tfrecord|npy]\n"
+           "  --out DIR          output directory (created)\n"
+           "  --samples N        number of universes\n"
+           "  --size S           voxels per side, a power of 2 (default 128, as the real data)\n"
+           "  --seed K           random seed (default 1); same seed, same bytes\n"
+           "  --spread s         label spread: physical = centre*(1 + s*u), u in [-1,1] (default 0.1, the real data's)\n"
+           "  --voxel V          voxel width in units of 70/H_0 Mpc (default 1, the real data's: 512 voxels =\n"
+           "                     512 H_0/70 Mpc/h); small demo volumes use 4 to keep the 8 Mpc/h scale inside the box\n"
+           "  --format F         tfrecord (gzip, one Example per file, default) or npy (X_data.npy, X_label.npy, lists)\n"
+           "  --prefix P         file name prefix (default 'synth')\n"
+           "  --stats            print count statistics (mean, zero fraction, max) per channel\n");
+    exit(0);
+}
+
+/* in-place radix-2 complex FFT of n points with stride (sign -1 forward, +1 inverse, unscaled) */
+static void fft1(double *re, double *im, int n, size_t stride, int sign) {
+    int i, j, len;
+    for (i = 1, j = 0; i < n; i++) {   /* bit reversal */
+        int bit = n >> 1;
+        for (; j & bit; bit >>= 1) j ^= bit;
+        j ^= bit;
+        if (i < j) {
+            double t = re[i * stride]; re[i * stride] = re[j * stride]; re[j * stride] = t;
+            t = im[i * stride]; im[i * stride] = im[j * stride]; im[j * stride] = t;
+        }
+    }
+    for (len = 2; len <= n; len <<= 1) {
+        double ang = sign * 2 * M_PI / len;
+        for (i = 0; i < n; i += len) for (j = 0; j < len / 2; j++) {
+            double wr = cos(ang * j), wi = sin(ang * j);
+            size_t a = (size_t)(i + j) * stride, b = (size_t)(i + j + len / 2) * stride;
+            double xr = re[b] * wr - im[b] * wi, xi = re[b] * wi + im[b] * wr;
+            re[b] = re[a] - xr; im[b] = im[a] - xi;
+            re[a] += xr; im[a] += xi;
+        }
+    }
+}
+/* 3-D FFT of an S^3 complex array, axis by axis */
+static void fft3(double *re, double *im, int S, int sign) {
+    size_t S2 = (size_t)S * S, a, b;
+    for (a = 0; a < S2; a++) fft1(re + a * S, im + a * S, S, 1, sign);                        /* x */
+    for (a = 0; a < (size_t)S; a++) for (b = 0; b < (size_t)S; b++) fft1(re + a * S2 + b, im + a * S2 + b, S, S, sign); /* y */
+    for (a = 0; a < S2; a++) fft1(re + a, im + a, S, S2, sign);                              /* z */
+}
+
+static double bbks(double q) {   /* Bardeen, Bond, Kaiser & Szalay (1986) transfer function */
+    if (q < 1e-8) return 1.0;
+    return log(1 + 2.34 * q) / (2.34 * q) * pow(1 + 3.89 * q + pow(16.1 * q, 2) + pow(5.46 * q, 3) + pow(6.71 * q, 4), -0.25);
+}
+static double pk_shape(double k, double ns, double gamma) { double t = bbks(k / gamma); return pow(k, ns) * t * t; }
+/* amplitude A with sigma(8 Mpc/h) = sigma8: sigma^2 = 1/(2 pi^2) int k^2 P(k) W(kR)^2 dk */
+static double pk_amplitude(double sigma8, double ns, double gamma) {
+    double s = 0, lk;
+    for (lk = -5; lk < 3; lk += 0.001) {   /* trapezoid in ln k from 1e-5 to 1e3 h/Mpc */
+        double k = exp(lk), x = 8 * k, w = 3 * (sin(x) - x * cos(x)) / (x * x * x);
+        s += k * k * k * pk_shape(k, ns, gamma) * w * w * 0.001 * log(10.0);
+    }
+    return sigma8 * sigma8 / (s / (2 * M_PI * M_PI));
+}
+/* linear growth, flat LambdaCDM, normalised to D(0) = 1 (Carroll, Press & Turner 1992) */
+static double growth_g(double om, double z) {
+    double a3 = pow(1 + z, 3), omz = om * a3 / (om * a3 + 1 - om), olz = 1 - omz;
+    return 2.5 * omz / (pow(omz, 4.0 / 7.0) - olz + (1 + omz / 2) * (1 + olz / 70));
+}
+static double growth(double om, double z) { return growth_g(om, z) / (growth_g(om, 0) * (1 + z)); }
+
+static int poisson(cf_rng *r, double lam) {
+    if (lam < 30) {   /* Knuth: multiply uniforms until below e^-lambda */
+        double L = exp(-lam), p = 1;
+        int k = 0;
+        do { k++; p *= cf_rng_uniform64(r); } while (p > L);
+        return k - 1;
+    } else {          /* normal approximation, fine at this size */
+        double v = lam + sqrt(lam) * cf_rng_normal(r);
+        return v < 0 ? 0 : (int)(v + 0.5);
+    }
+}
+
+static const double centre[4] = {0.3, 0.8, 0.96, 70.0};
+static const double redshift[4] = {0.0, 0.5, 1.5, 3.0};
+
+/* one universe: x (S,S,S,4) int16 channels-last, y 4 unit labels */
+static void universe(int16_t *x, float *y, int S, double spread, double voxel, uint64_t seed, long index) {
+    cf_rng r = cf_rng_seed(cf_hash64(seed * 0x9e3779b97f4a7c15ULL + (uint64_t)index));
+    size_t N = (size_t)S * S * S, v;
+    double par[4], *re = (double *)malloc(N * 8), *im = (double *)malloc(N * 8), *e = (double *)malloc(N * 8);
+    double om, s8, ns, h, dx, L, A, gamma;
+    int c, i, j, k;
+    for (c = 0; c < 4; c++) { y[c] = (float)(2 * cf_rng_uniform64(&r) - 1); par[c] = centre[c] * (1 + spread * y[c]); }
+    om = par[0]; s8 = par[1]; ns = par[2]; h = par[3] / 100;
+    dx = voxel * par[3] / 70.0;         /* voxel size, Mpc/h (1 Mpc in the real data) */
+    L = S * dx;
+    gamma = om * h;
+    A = pk_amplitude(s8, ns, gamma);
+    for (v = 0; v < N; v++) { re[v] = cf_rng_normal(&r); im[v] = 0; }
+    fft3(re, im, S, -1);
+    for (i = 0; i < S; i++) for (j = 0; j < S; j++) for (k = 0; k < S; k++) {
+        int fi = i <= S / 2 ? i : i - S, fj = j <= S / 2 ? j : j - S, fk = k <= S / 2 ? k : k - S;
+        double kk = 2 * M_PI / L * sqrt((double)fi * fi + (double)fj * fj + (double)fk * fk);
+        /* <|W_k|^2> = N; delta_k = W_k sqrt(P(k)/dx^3) gives <delta^2> = sum P / V = int P d^3k/(2pi)^3 */
+        double amp = kk > 0 ? sqrt(A * pk_shape(kk, ns, gamma) / (dx * dx * dx)) * exp(-0.5 * kk * kk * dx * dx) : 0;
+        size_t p = ((size_t)i * S + j) * S + k;
+        re[p] *= amp; im[p] *= amp;
+    }
+    fft3(re, im, S, +1);
+    for (v = 0; v < N; v++) re[v] /= (double)N;   /* the real part is the z = 0 linear field */
+    for (c = 0; c < 4; c++) {
+        double D = growth(om, redshift[c]), mean = 0;
+        for (v = 0; v < N; v++) { e[v] = exp(D * re[v]); mean += e[v]; }
+        mean /= (double)N;
+        for (v = 0; v < N; v++) { int n = poisson(&r, e[v] / mean); x[v * 4 + c] = (int16_t)(n > 32767 ? 32767 : n); }
+    }
+    free(re); free(im); free(e);
+}
+
+int main(int argc, char **argv) {
+    const char *out = NULL, *format = "tfrecord", *prefix = "synth";
+    long n = 0, i;
+    int S = 128, stats = 0, k;
+    double spread = 0.1, voxel = 1.0;
+    uint64_t seed = 1;
+    double zero[4] = {0}, sum[4] = {0}, mx[4] = {0};
+    tool_name = "synth";
+    tool_init(argc, argv);
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) usage();
+    if (!strcmp(argv[1], "--version")) print_version();
+    if (!strcmp(argv[1], "climate")) die("climate: the DeepCAM generator is not in this version (only 'cosmo')");
+    if (strcmp(argv[1], "cosmo")) die("%s: unknown kind (cosmo)", argv[1]);
+    for (k = 2; k < argc; k++) {
+        const char *a = argv[k];
+        if (!strcmp(a, "--help")) usage();
+        else if (!strcmp(a, "--out")) out = flag_value(argc, argv, &k);
+        else if (!strcmp(a, "--samples")) n = flag_long(a, flag_value(argc, argv, &k), 1, 100000000);
+        else if (!strcmp(a, "--size")) S = (int)flag_long(a, flag_value(argc, argv, &k), 4, 1024);
+        else if (!strcmp(a, "--seed")) seed = (uint64_t)flag_long(a, flag_value(argc, argv, &k), 0, 0x7fffffffL);
+        else if (!strcmp(a, "--spread")) spread = flag_double(a, flag_value(argc, argv, &k), 0, 0.9);
+        else if (!strcmp(a, "--voxel")) voxel = flag_double(a, flag_value(argc, argv, &k), 0.01, 100);
+        else if (!strcmp(a, "--format")) format = flag_value(argc, argv, &k);
+        else if (!strcmp(a, "--prefix")) prefix = flag_value(argc, argv, &k);
+        else if (!strcmp(a, "--stats")) stats = 1;
+        else die("%s: unknown flag (see --help)", a);
+    }
+    if (!out || !n) die("needs --out DIR and --samples N");
+    if (S & (S - 1)) die("--size: %d is not a power of 2", S);
+    if (strcmp(format, "tfrecord") && strcmp(format, "npy")) die("--format: '%s' is not tfrecord or npy", format);
+    if (mkdir(out, 0777) && errno != EEXIST) die("%s: %s", out, strerror(errno));
+    int failed = 0;
+    char err[1100] = "";
+    #pragma omp parallel for schedule(dynamic) reduction(+:zero[:4], sum[:4]) reduction(max:mx[:4])
+    for (i = 0; i < n; i++) {
+        size_t N = (size_t)S * S * S, v;
+        int16_t *x = (int16_t *)malloc(N * 8);
+        float y[4];
+        char path[4096];
+        int rc = CF_OK, c;
+        if (failed) { free(x); continue; }
+        universe(x, y, S, spread, voxel, seed, i);
+        if (!strcmp(format, "tfrecord")) {
+            size_t len = cf_example_encode(NULL, "x", x, N * 8, "y", y, 4, 0);
+            unsigned char *ex = (unsigned char *)malloc(len);
+            cf_example_encode(ex, "x", x, N * 8, "y", y, 4, 0);
+            snprintf(path, sizeof path, "%s/%s_%ld_%06ld.tfrecord", out, prefix, (long)seed, i);
+            rc = cf_tfrecord_write(path, ex, len, 1);
+            free(ex);
+        } else {
+            cf_array a;
+            memset(&a, 0, sizeof a);
+            a.dtype = CF_I16; a.ndim = 4; a.shape[0] = a.shape[1] = a.shape[2] = S; a.shape[3] = 4; a.count = N * 4; a.data = x;
+            snprintf(path, sizeof path, "%s/%s_%ld_%06ld_data.npy", out, prefix, (long)seed, i);
+            rc = cf_npy_write(path, &a);
+            a.dtype = CF_F32; a.ndim = 1; a.shape[0] = 4; a.count = 4; a.data = y;
+            snprintf(path, sizeof path, "%s/%s_%ld_%06ld_label.npy", out, prefix, (long)seed, i);
+            if (!rc) rc = cf_npy_write(path, &a);
+        }
+        if (rc) {
+            #pragma omp critical
+            { if (!failed) snprintf(err, sizeof err, "%s", cf_failure_reason()); failed = 1; }
+        }
+        for (v = 0; v < N; v++) for (c = 0; c < 4; c++) {
+            double val = x[v * 4 + c];
+            zero[c] += val == 0; sum[c] += val; if (val > mx[c]) mx[c] = val;
+        }
+        free(x);
+    }
+    if (failed) die("%s", err);
+    if (!strcmp(format, "npy")) {   /* the submitters' lists, as cf-convert tfrecord2npy writes them */
+        char cmd[8192];
+        snprintf(cmd, sizeof cmd, "cd '%s' && ls | grep '_data.npy$' | sort > files_data.lst && ls | grep '_label.npy$' | sort > files_label.lst", out);
+        if (system(cmd)) die("%s: cannot write the file lists", out);
+    }
+    if (stats) {
+        double N = (double)n * S * S * S;
+        for (k = 0; k < 4; k++) printf("channel %d (z = %.1f): mean %.3f zero %.1f %% max %.0f\n", k, redshift[k], sum[k] / N, 100 * zero[k] / N, mx[k]);
+    }
+    printf("cosmo: %ld universes of %d^3 x 4 (spread %g, seed %ld) -> %s\n", n, S, spread, (long)seed, out);
+    return 0;
+}

@@ -1,0 +1,272 @@
+/* cf-train: CosmoFlow training with the MLPerf HPC reference's defaults, on one process or
+   under mpirun (synchronous data parallelism: one gradient allreduce per step).
+   Reads gzip or plain TFRecords and the submitters' numpy layout, told apart by name. */
+#include "tool.h"
+#include <unistd.h>
+#include <sys/utsname.h>
+
+typedef struct {
+    const char *model, *train, *val, *out, *resume, *mllog;
+    int epochs, batch, has_shape, apply_log, n_train, n_val, progress;
+    uint64_t seed;
+    double target, lr, base_batch, warmup, momentum, l2, dropout;
+    int n_decay; double decay_epoch[16], decay_factor[16];
+    cf_shape shape;
+    int loss;                 /* -1: the cfg's */
+} options;
+
+static void usage(void) {
+    printf("usage: cf-train --model M.cfg --train DIR --val DIR --out CKPT [flags]\n"
+           "  --model M.cfg        network (required)\n"
+           "  --train DIR          training samples: *.tfrecord, *.tfrecord.gz (gzip or plain) or *_data.npy\n"
+           "  --val DIR            validation samples, same formats\n"
+           "  --out CKPT           checkpoint, rewritten atomically after every epoch (previous kept as CKPT.prev)\n"
+           "  --epochs E           upper bound on epochs (default 128)\n"
+           "  --batch B            samples per rank per step (default 4)\n"
+           "  --seed K             weights, shuffling, dropout (default 0)\n"
+           "  --resume CKPT        continue from a checkpoint: same weights, optimizer state, epoch and data order\n"
+           "  --target V           stop when validation MAE <= V (MLPerf: 0.124; default: run all epochs)\n"
+           "  --input-shape S      CxDxHxW, replaces the cfg's input size (e.g. 4x32x32x32)\n"
+           "  --lr X               base learning rate (default 0.001)\n"
+           "  --base-batch N       linear scaling: peak lr = lr * global batch / N (default 64)\n"
+           "  --warmup-epochs N    epochs from lr to the peak (default 4)\n"
+           "  --decay LIST         epoch:factor,... multipliers of the peak after the epoch (default 32:0.25,64:0.125)\n"
+           "  --momentum M         SGD momentum, Keras form v = m v - lr g (default 0.9)\n"
+           "  --l2 X               L2 on the kernels marked l2=1 in the cfg (default 0)\n"
+           "  --dropout P          rate of every dropout layer (default: the cfg's)\n"
+           "  --loss mse|l1        (default: the cfg's; CosmoFlow: mse)\n"
+           "  --no-log             feed raw counts instead of log(1 + x)\n"
+           "  --n-train N, --n-val N   use only the first N files of each directory\n"
+           "  --mllog FILE         MLPerf HPC ':::MLLOG' lines (closed division, CosmoFlow keys)\n"
+           "  --progress / --no-progress   progress bar on stderr (default: when stderr is a terminal)\n"
+           "stdout: one line per epoch 'epoch E train_loss L val_mae V lr X time T'\n");
+    exit(0);
+}
+
+static void parse_decay(options *o, const char *v) {
+    const char *p = v;
+    o->n_decay = 0;
+    while (*p) {
+        char *end;
+        double e = strtod(p, &end), f;
+        if (end == p || *end != ':' || o->n_decay == 16) die("--decay: '%s' is not epoch:factor,...", v);
+        p = end + 1;
+        f = strtod(p, &end);
+        if (end == p || f <= 0) die("--decay: '%s' is not epoch:factor,...", v);
+        o->decay_epoch[o->n_decay] = e; o->decay_factor[o->n_decay++] = f;
+        p = end;
+        if (*p == ',') p++; else if (*p) die("--decay: '%s' is not epoch:factor,...", v);
+    }
+}
+
+/* The reference's schedule (cosmoflow/utils/optimizers.py), epoch e counted from 0:
+   warm-up lr + e (peak - lr) / n_warmup for e < n_warmup, then peak times the factor of the
+   largest decay epoch k with k < e (strictly), 1 if none. */
+static double lr_at(const options *o, int e, int global_batch) {
+    double peak = o->lr * global_batch / o->base_batch, f = 1, best = -1;
+    int i;
+    if (e < o->warmup) return o->lr + e * (peak - o->lr) / o->warmup;
+    for (i = 0; i < o->n_decay; i++) if (o->decay_epoch[i] < e && o->decay_epoch[i] > best) { best = o->decay_epoch[i]; f = o->decay_factor[i]; }
+    return peak * f;
+}
+
+/* ---- MLPerf logging: one JSON object per line, rank 0 only */
+static FILE *mll;
+static void mllog(const char *event, const char *key, const char *value, int lineno, const char *meta) {
+    struct timespec t;
+    if (!mll) return;
+    clock_gettime(CLOCK_REALTIME, &t);
+    fprintf(mll, ":::MLLOG {\"namespace\": \"\", \"time_ms\": %lld, \"event_type\": \"%s\", \"key\": \"%s\", \"value\": %s, "
+            "\"metadata\": {\"file\": \"cf_train.c\", \"lineno\": %d%s%s}}\n",
+            (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000, event, key, value, lineno, meta ? ", " : "", meta ? meta : "");
+    fflush(mll);
+}
+#define EV(key, value) mllog("POINT_IN_TIME", key, value, __LINE__, NULL)
+
+static void progress(int on, int epoch, int done, int total, double t0) {
+    double el = now_s() - t0, rate = done / (el > 0 ? el : 1e-9);
+    int w = 30, k, fill = total ? done * w / total : 0;
+    if (!on) return;
+    fprintf(stderr, "\repoch %d [", epoch);
+    for (k = 0; k < w; k++) fputc(k < fill ? '=' : ' ', stderr);
+    fprintf(stderr, "] %d/%d  %.1f samples/s  %.0f s left ", done, total, rate, rate > 0 ? (total - done) / rate : 0.0);
+    if (done == total) fputs("\r\033[K", stderr);
+    fflush(stderr);
+}
+
+int main(int argc, char **argv) {
+    options o;
+    cf_net net;
+    cf_train_state st = {0, 0, 0, 0};
+    int i, rank, size, n_train, n_val, first_epoch = 1, e;
+    char **train_files, **val_files, buf[512], meta[128];
+    double t_start;
+    tool_name = "train";
+    tool_init(argc, argv);
+    memset(&o, 0, sizeof o);
+    o.epochs = 128; o.batch = 4; o.apply_log = 1; o.lr = 0.001; o.base_batch = 64; o.warmup = 4; o.momentum = 0.9;
+    o.dropout = -1; o.loss = -1; o.progress = isatty(2);
+    parse_decay(&o, "32:0.25,64:0.125");
+    if (has_flag(argc, argv, "--help") || has_flag(argc, argv, "-h")) usage();
+    if (has_flag(argc, argv, "--version")) print_version();
+    if (cf_dist_init(&argc, &argv)) die("%s", cf_failure_reason());
+    rank = cf_dist_rank(); size = cf_dist_size();
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--model")) o.model = flag_value(argc, argv, &i);
+        else if (!strcmp(a, "--train")) o.train = flag_value(argc, argv, &i);
+        else if (!strcmp(a, "--val")) o.val = flag_value(argc, argv, &i);
+        else if (!strcmp(a, "--out")) o.out = flag_value(argc, argv, &i);
+        else if (!strcmp(a, "--resume")) o.resume = flag_value(argc, argv, &i);
+        else if (!strcmp(a, "--mllog")) o.mllog = flag_value(argc, argv, &i);
+        else if (!strcmp(a, "--epochs")) o.epochs = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1000000);
+        else if (!strcmp(a, "--batch")) o.batch = (int)flag_long(a, flag_value(argc, argv, &i), 1, 65536);
+        else if (!strcmp(a, "--seed")) o.seed = (uint64_t)flag_long(a, flag_value(argc, argv, &i), 0, 0x7fffffffL);
+        else if (!strcmp(a, "--target")) o.target = flag_double(a, flag_value(argc, argv, &i), 0, 1e9);
+        else if (!strcmp(a, "--input-shape")) { o.shape = flag_shape(a, flag_value(argc, argv, &i)); o.has_shape = 1; }
+        else if (!strcmp(a, "--lr")) o.lr = flag_double(a, flag_value(argc, argv, &i), 0, 100);
+        else if (!strcmp(a, "--base-batch")) o.base_batch = flag_double(a, flag_value(argc, argv, &i), 1, 1e9);
+        else if (!strcmp(a, "--warmup-epochs")) o.warmup = (double)flag_long(a, flag_value(argc, argv, &i), 0, 1000000);
+        else if (!strcmp(a, "--decay")) parse_decay(&o, flag_value(argc, argv, &i));
+        else if (!strcmp(a, "--momentum")) o.momentum = flag_double(a, flag_value(argc, argv, &i), 0, 0.9999);
+        else if (!strcmp(a, "--l2")) o.l2 = flag_double(a, flag_value(argc, argv, &i), 0, 1e3);
+        else if (!strcmp(a, "--dropout")) o.dropout = flag_double(a, flag_value(argc, argv, &i), 0, 0.999);
+        else if (!strcmp(a, "--loss")) { const char *v = flag_value(argc, argv, &i); o.loss = !strcmp(v, "mse") ? CF_LOSS_MSE : !strcmp(v, "l1") ? CF_LOSS_L1 : -2; if (o.loss == -2) die("--loss: '%s' is not mse or l1", v); }
+        else if (!strcmp(a, "--no-log")) o.apply_log = 0;
+        else if (!strcmp(a, "--n-train")) o.n_train = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1 << 30);
+        else if (!strcmp(a, "--n-val")) o.n_val = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1 << 30);
+        else if (!strcmp(a, "--progress")) o.progress = 1;
+        else if (!strcmp(a, "--no-progress")) o.progress = 0;
+        else die("%s: unknown flag (see --help)", a);
+    }
+    if (!o.model || !o.train || !o.val || !o.out) die("needs --model, --train, --val and --out (see --help)");
+    if (rank) o.progress = 0;
+    if (rank == 0 && o.mllog && !(mll = fopen(o.mllog, "w"))) die("%s: %s", o.mllog, strerror(errno));
+    mllog("POINT_IN_TIME", "cache_clear", "true", __LINE__, NULL);
+    mllog("INTERVAL_START", "init_start", "null", __LINE__, NULL);
+
+    TRY(cf_net_load_cfg(&net, o.model, o.has_shape ? &o.shape : NULL));
+    if (net.input.d != net.input.h || net.input.h != net.input.w) die("%s: CosmoFlow input must be a cube, got %dx%dx%dx%d", o.model, net.input.c, net.input.d, net.input.h, net.input.w);
+    if (o.loss >= 0) net.loss = o.loss;
+    for (i = 0; i < net.n_layers; i++) if (o.dropout >= 0 && net.layers[i].type == CF_L_DROPOUT) net.layers[i].rate = (float)o.dropout;
+    cf_net_init(&net, o.seed);
+    st.seed = o.seed;
+    if (o.resume) {
+        TRY(cf_checkpoint_load(o.resume, &net, &st));
+        first_epoch = (int)st.epoch + 1;
+        o.seed = st.seed;
+    }
+    cf_dist_bcast(net.params, net.n_params);   /* rank 0's weights everywhere */
+    train_files = list_samples(o.train, &n_train);
+    val_files = list_samples(o.val, &n_val);
+    if (o.n_train && o.n_train < n_train) n_train = o.n_train;
+    if (o.n_val && o.n_val < n_val) n_val = o.n_val;
+    int global_batch = o.batch * size, steps = n_train / global_batch;
+    if (steps < 1) die("%s: %d training files are fewer than one global batch of %d", o.train, n_train, global_batch);
+    int *order = (int *)malloc(sizeof(int) * (n_train + n_val + 1));
+    size_t ny = (size_t)o.batch * net.n_outputs;
+    float *dout = (float *)malloc(ny * 4);
+    loader L;
+    loader_init(&L, train_files, net.input.d, net.input.c, net.n_outputs, o.batch, o.apply_log);
+
+    {   /* the run's constants, in the reference's order (COSMOFLOW-REFERENCE.md 4.2) */
+        struct utsname u;
+        uname(&u);
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)o.seed); EV("seed", buf);
+        snprintf(buf, sizeof buf, "%d", size); EV("number_of_ranks", buf);
+        EV("number_of_nodes", "1"); EV("accelerators_per_node", "0");
+        EV("submission_benchmark", "\"cosmoflow\""); EV("submission_org", "\"cosmoflow.h\"");
+        EV("submission_division", "\"closed\""); EV("submission_status", "\"onprem\"");
+        snprintf(buf, sizeof buf, "\"%s-cpu\"", u.machine); EV("submission_platform", buf);
+        mllog("INTERVAL_END", "init_stop", "null", __LINE__, NULL);
+        mllog("INTERVAL_START", "run_start", "null", __LINE__, NULL);
+        snprintf(buf, sizeof buf, "%d", global_batch); EV("global_batch_size", buf);
+        snprintf(buf, sizeof buf, "%d", steps * global_batch); EV("train_samples", buf);
+        snprintf(buf, sizeof buf, "%d", n_val); EV("eval_samples", buf);
+        mllog("INTERVAL_START", "staging_start", "null", __LINE__, NULL);
+        mllog("INTERVAL_END", "staging_stop", "null", __LINE__, NULL);
+        snprintf(buf, sizeof buf, "%g", o.l2); EV("opt_weight_decay", buf);
+        snprintf(buf, sizeof buf, "%g", o.dropout >= 0 ? o.dropout : 0.5); EV("dropout", buf);
+        EV("opt_name", "\"sgd\"");
+        snprintf(buf, sizeof buf, "%g", o.lr * global_batch / o.base_batch); EV("opt_base_learning_rate", buf);
+        snprintf(buf, sizeof buf, "%g", o.warmup); EV("opt_learning_rate_warmup_epochs", buf);
+        snprintf(buf, sizeof buf, "%g", global_batch / o.base_batch); EV("opt_learning_rate_warmup_factor", buf);
+        {
+            int n = snprintf(buf, sizeof buf, "[");
+            double mx = 0;
+            for (i = 0; i < o.n_decay; i++) { n += snprintf(buf + n, sizeof buf - n, "%s%g", i ? ", " : "", o.decay_epoch[i]); if (o.decay_factor[i] > mx) mx = o.decay_factor[i]; }
+            snprintf(buf + n, sizeof buf - n, "]");
+            EV("opt_learning_rate_decay_boundary_epochs", buf);
+            snprintf(buf, sizeof buf, "%g", mx); EV("opt_learning_rate_decay_factor", buf);
+        }
+    }
+
+    t_start = now_s();
+    int reached = 0;
+    for (e = first_epoch; e <= o.epochs && !reached; e++) {
+        double lr = lr_at(&o, e - 1, global_batch), t0 = now_s(), sums[3] = {0, 0, 0};
+        int n_local = cf_epoch_shard(order, n_train, o.seed, e, rank, size, 1, 1), s, nb, k;
+        float *x, *y;
+        snprintf(meta, sizeof meta, "\"epoch_num\": %d", e);
+        mllog("INTERVAL_START", "epoch_start", "null", __LINE__, meta);
+        net.training = 1;
+        L.files = train_files;
+        loader_begin(&L, order, n_local);
+        for (s = 0; s < steps; s++) {
+            double loss;
+            loader_next(&L, &x, &y, &nb);
+            if (nb != o.batch) die("internal: short training batch");
+            if (!cf_net_forward(&net, x, o.batch)) die("%s", cf_failure_reason());
+            loss = cf_net_loss(&net, y, dout);
+            if (!isfinite(loss)) die("epoch %d step %d: the loss is %g (non-finite); the last checkpoint %s is untouched", e, s + 1, loss, o.out);
+            cf_net_zero_grad(&net);
+            cf_net_backward(&net, dout);
+            cf_dist_allreduce_mean(net.grads, net.n_params);
+            cf_sgd_step(&net, (float)lr, (float)o.momentum, (float)o.l2);
+            net.step++;
+            sums[0] += loss;
+            progress(o.progress, e, (s + 1) * global_batch, steps * global_batch, t0);
+        }
+        /* validation: every file once, in order, sharded over ranks */
+        snprintf(meta, sizeof meta, "\"epoch_num\": %d", e);
+        mllog("INTERVAL_START", "eval_start", "null", __LINE__, meta);
+        net.training = 0;
+        n_local = cf_epoch_shard(order, n_val, 0, 0, rank, size, 0, 0);
+        L.files = val_files;
+        loader_begin(&L, order, n_local);
+        for (;;) {
+            const float *out;
+            loader_next(&L, &x, &y, &nb);
+            if (!nb) break;
+            if (!(out = cf_net_forward(&net, x, nb))) die("%s", cf_failure_reason());
+            for (k = 0; k < nb * net.n_outputs; k++) sums[1] += fabs((double)out[k] - y[k]);
+            sums[2] += nb * net.n_outputs;
+        }
+        sums[0] /= steps;
+        cf_dist_allreduce_sum_d(sums, 3);
+        double train_loss = sums[0] / size, val_mae = sums[1] / sums[2];
+        mllog("INTERVAL_END", "eval_stop", "null", __LINE__, meta);
+        mllog("INTERVAL_END", "epoch_stop", "null", __LINE__, meta);
+        snprintf(buf, sizeof buf, "%.6g", val_mae);
+        mllog("POINT_IN_TIME", "eval_error", buf, __LINE__, meta);
+        st.step = net.step; st.epoch = (uint64_t)e; st.seed = o.seed; st.best = val_mae;
+        if (rank == 0) {   /* keep the previous checkpoint: a crash mid-write loses nothing */
+            char prev[4096];
+            snprintf(prev, sizeof prev, "%s.prev", o.out);
+            if (access(o.out, F_OK) == 0 && rename(o.out, prev)) die("%s: cannot keep the previous checkpoint (%s)", o.out, strerror(errno));
+            TRY(cf_checkpoint_save(o.out, &net, &st));
+        }
+        printf("epoch %d train_loss %.6f val_mae %.6f lr %.6g time %.1f\n", e, train_loss, val_mae, lr, now_s() - t0);
+        fflush(stdout);
+        if (o.target > 0 && val_mae <= o.target) reached = 1;
+    }
+    snprintf(buf, sizeof buf, "\"status\": \"%s\"", reached || o.target <= 0 ? "success" : "aborted");
+    mllog("INTERVAL_END", "run_stop", "null", __LINE__, buf);
+    if (rank == 0) fprintf(stderr, "cf-train: %d epochs in %.1f s, checkpoint %s\n", e - first_epoch, now_s() - t_start, o.out);
+    loader_free(&L);
+    free(order); free(dout);
+    cf_net_free(&net);
+    if (mll) fclose(mll);
+    cf_dist_finalize();
+    return 0;
+}

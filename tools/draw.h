@@ -1,0 +1,68 @@
+/* A few drawing primitives for the tools' PNG pictures (scatter plots, slices): an RGB
+   canvas, rectangles, lines, dots, and a 3x5 pixel font.  No plotting dependency. */
+#ifndef CF_DRAW_H
+#define CF_DRAW_H
+#include <ctype.h>
+typedef struct { int w, h; unsigned char *px; } canvas;
+
+static canvas canvas_new(int w, int h) {
+    canvas c;
+    c.w = w; c.h = h;
+    c.px = (unsigned char *)malloc((size_t)w * h * 3);
+    if (!c.px) die("out of memory for a picture");
+    memset(c.px, 255, (size_t)w * h * 3);
+    return c;
+}
+static void put(canvas *c, int x, int y, unsigned rgb) {
+    if (x < 0 || y < 0 || x >= c->w || y >= c->h) return;
+    unsigned char *p = c->px + ((size_t)y * c->w + x) * 3;
+    p[0] = (unsigned char)(rgb >> 16); p[1] = (unsigned char)(rgb >> 8); p[2] = (unsigned char)rgb;
+}
+static void rect(canvas *c, int x0, int y0, int w, int h, unsigned rgb) { int x, y; for (y = y0; y < y0 + h; y++) for (x = x0; x < x0 + w; x++) put(c, x, y, rgb); }
+static void line(canvas *c, int x0, int y0, int x1, int y1, unsigned rgb) {   /* Bresenham */
+    int dx = abs(x1 - x0), dy = -abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1, err = dx + dy;
+    for (;;) {
+        put(c, x0, y0, rgb);
+        if (x0 == x1 && y0 == y1) break;
+        int e2 = 2 * err;
+        if (e2 >= dy) { err += dy; x0 += sx; }
+        if (e2 <= dx) { err += dx; y0 += sy; }
+    }
+}
+static void dot(canvas *c, int x, int y, unsigned rgb) { rect(c, x - 1, y - 1, 3, 3, rgb); }
+
+/* 3x5 glyphs, rows top to bottom, '1' = ink */
+static const char *glyph(int ch) {
+    static const char *tab[][2] = {
+        {"0", "111101101101111"}, {"1", "010110010010111"}, {"2", "111001111100111"}, {"3", "111001111001111"},
+        {"4", "101101111001001"}, {"5", "111100111001111"}, {"6", "111100111101111"}, {"7", "111001010010010"},
+        {"8", "111101111101111"}, {"9", "111101111001111"}, {"A", "010101111101101"}, {"B", "110101110101110"},
+        {"C", "011100100100011"}, {"D", "110101101101110"}, {"E", "111100110100111"}, {"F", "111100110100100"},
+        {"G", "011100101101011"}, {"H", "101101111101101"}, {"I", "111010010010111"}, {"J", "001001001101010"},
+        {"K", "101101110101101"}, {"L", "100100100100111"}, {"M", "101111111101101"}, {"N", "110101101101101"},
+        {"O", "010101101101010"}, {"P", "110101110100100"}, {"Q", "010101101110011"}, {"R", "110101110101101"},
+        {"S", "011100010001110"}, {"T", "111010010010010"}, {"U", "101101101101111"}, {"V", "101101101101010"},
+        {"W", "101101111111101"}, {"X", "101101010101101"}, {"Y", "101101010010010"}, {"Z", "111001010100111"},
+        {".", "000000000000010"}, {"-", "000000111000000"}, {":", "000010000010000"}, {"=", "000111000111000"},
+        {"_", "000000000000111"}, {"(", "001010010010001"}, {")", "100010010010100"}, {"/", "001001010100100"},
+        {"%", "101001010100101"}, {",", "000000000010100"}, {"+", "000010111010000"}, {"^", "010101000000000"},
+    };
+    size_t i;
+    ch = toupper(ch);
+    for (i = 0; i < sizeof tab / sizeof *tab; i++) if (tab[i][0][0] == ch) return tab[i][1];
+    return "000000000000000";
+}
+/* text at (x, y) with pixel size s; returns the x after the text */
+static int text(canvas *c, int x, int y, int s, unsigned rgb, const char *str) {
+    for (; *str; str++, x += 4 * s) {
+        const char *g = glyph(*str);
+        int r, k;
+        for (r = 0; r < 5; r++) for (k = 0; k < 3; k++) if (g[r * 3 + k] == '1') rect(c, x + k * s, y + r * s, s, s, rgb);
+    }
+    return x;
+}
+static void canvas_save(canvas *c, const char *path) {
+    if (cf_png_write(path, c->px, c->w, c->h)) die("%s", cf_failure_reason());
+    free(c->px);
+}
+#endif
