@@ -127,5 +127,34 @@ $B/cf-convert weights-import --model models/cosmoflow-small.cfg --input-shape 4x
 $B/cf-eval --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/w2.cfck" --data "$T/va" | tail -1 > "$T/m2.txt" &&
 [ "$(tail -1 "$T/eval.txt")" = "$(cat "$T/m2.txt")" ] && ok || bad "weights export/import keeps predictions"
 
+# ---- MPI: 2 ranks x batch 2 follow the same trajectory as 1 rank x batch 4
+if command -v mpirun >/dev/null 2>&1 && ldd $B/cf-train | grep -q mpi; then
+    TR2="$B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train $T/tr --val $T/va --seed 3 --lr 0.01 --warmup-epochs 0 --epochs 3 --no-progress"
+    $TR2 --batch 4 --out "$T/r1.cfck" > "$T/r1.txt" 2>/dev/null &&
+    mpirun -np 2 $TR2 --batch 2 --out "$T/r2.cfck" > "$T/r2.txt" 2>/dev/null && ok || bad "cf-train under mpirun -np 2"
+    for f in r1 r2; do $B/cf-convert weights-export --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/$f.cfck" --out "$T/w$f" >/dev/null; done
+    if has_numpy; then
+        $PY - "$T" <<'PYEOF' && ok || bad "1 rank x 4 and 2 ranks x 2: same weights after 3 epochs (relative 1e-4)"
+import sys, glob, os, numpy as np
+t = sys.argv[1]
+worst = 0
+for f in sorted(glob.glob(t + "/wr1/*.npy")):
+    a = np.load(f); b = np.load(t + "/wr2/" + os.path.basename(f))
+    worst = max(worst, float(np.abs(a - b).max() / np.abs(a).max()))
+print("  MPI: worst relative weight difference after 3 epochs (12 steps): %.2e" % worst)
+assert worst < 1e-4
+PYEOF
+    fi
+    v1=$(awk '{print $6}' "$T/r1.txt" | tail -1); v2=$(awk '{print $6}' "$T/r2.txt" | tail -1)
+    $PY -c "import sys; sys.exit(0 if abs($v1 - $v2) < 1e-5 else 1)" 2>/dev/null && ok || bad "validation MAE at 1 and 2 ranks: $v1 vs $v2"
+    # a failing rank ends the whole job with its rank and reason, promptly
+    mkdir -p "$T/badval"; cp "$T"/va/*.tfrecord "$T/badval/"; printf 'junk' > "$T/badval/synth_2_000003.tfrecord"
+    start=$(date +%s)
+    must_fail "a bad file under MPI ends every rank" "cf-train: rank [01]: .*synth_2_000003.tfrecord" "" timeout 60 mpirun -np 2 $B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train $T/tr --val $T/badval --batch 2 --epochs 1 --out "$T/r3.cfck" --no-progress
+    [ $(( $(date +%s) - start )) -lt 30 ] && ok || bad "MPI failure took more than 30 s"
+else
+    echo "skipped: MPI tests (no mpirun or a build without MPI)"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -30,7 +30,11 @@ static void usage(void) {
            "  --seed K           random seed (default 1); same seed, same bytes\n"
            "  --spread s         label spread: physical = centre*(1 + s*u), u in [-1,1] (default 0.1, the real data's)\n"
            "  --voxel V          voxel width in units of 70/H_0 Mpc (default 1, the real data's: 512 voxels =\n"
-           "                     512 H_0/70 Mpc/h); small demo volumes use 4 to keep the 8 Mpc/h scale inside the box\n"
+           "                     512 H_0/70 Mpc/h).  The particle density stays the real data's, so a voxel holds\n"
+           "                     V^3 particles on average: --size 32 --voxel 4 is a real 128^3 sample binned 4x4x4\n"
+           "  --fix LIST         hold parameters at their centre, label 0 (indices 0 Omega_m, 1 sigma_8, 2 n_s, 3 H_0)\n"
+           "  --fixed            fixed-amplitude fields (Angulo & Pontzen 2016): every Fourier mode gets the mean\n"
+           "                     power and a random phase, removing cosmic variance from small boxes (the demo)\n"
            "  --format F         tfrecord (gzip, one Example per file, default) or npy (X_data.npy, X_label.npy, lists)\n"
            "  --prefix P         file name prefix (default 'synth')\n"
            "  --stats            print count statistics (mean, zero fraction, max) per channel\n");
@@ -105,13 +109,15 @@ static const double centre[4] = {0.3, 0.8, 0.96, 70.0};
 static const double redshift[4] = {0.0, 0.5, 1.5, 3.0};
 
 /* one universe: x (S,S,S,4) int16 channels-last, y 4 unit labels */
+static int vary[4] = {1, 1, 1, 1};
+static int fixed_amplitude = 0;   /* --fixed: |W_k| = sqrt(N), random phases only */   /* --fix holds parameters at their centre (label 0) */
 static void universe(int16_t *x, float *y, int S, double spread, double voxel, uint64_t seed, long index) {
     cf_rng r = cf_rng_seed(cf_hash64(seed * 0x9e3779b97f4a7c15ULL + (uint64_t)index));
     size_t N = (size_t)S * S * S, v;
     double par[4], *re = (double *)malloc(N * 8), *im = (double *)malloc(N * 8), *e = (double *)malloc(N * 8);
-    double om, s8, ns, h, dx, L, A, gamma;
+    double om, s8, ns, h, dx, L, A, gamma, nbar = voxel * voxel * voxel;   /* particles per voxel: 1 per (70/H_0 Mpc)^3 */
     int c, i, j, k;
-    for (c = 0; c < 4; c++) { y[c] = (float)(2 * cf_rng_uniform64(&r) - 1); par[c] = centre[c] * (1 + spread * y[c]); }
+    for (c = 0; c < 4; c++) { y[c] = (float)(2 * cf_rng_uniform64(&r) - 1); if (!vary[c]) y[c] = 0; par[c] = centre[c] * (1 + spread * y[c]); }
     om = par[0]; s8 = par[1]; ns = par[2]; h = par[3] / 100;
     dx = voxel * par[3] / 70.0;         /* voxel size, Mpc/h (1 Mpc in the real data) */
     L = S * dx;
@@ -125,6 +131,10 @@ static void universe(int16_t *x, float *y, int S, double spread, double voxel, u
         /* <|W_k|^2> = N; delta_k = W_k sqrt(P(k)/dx^3) gives <delta^2> = sum P / V = int P d^3k/(2pi)^3 */
         double amp = kk > 0 ? sqrt(A * pk_shape(kk, ns, gamma) / (dx * dx * dx)) * exp(-0.5 * kk * kk * dx * dx) : 0;
         size_t p = ((size_t)i * S + j) * S + k;
+        if (fixed_amplitude) {   /* "fixed field": keep the phase, set |W_k|^2 to its mean N */
+            double m = sqrt(re[p] * re[p] + im[p] * im[p]);
+            if (m > 0) amp *= sqrt((double)N) / m;
+        }
         re[p] *= amp; im[p] *= amp;
     }
     fft3(re, im, S, +1);
@@ -133,7 +143,7 @@ static void universe(int16_t *x, float *y, int S, double spread, double voxel, u
         double D = growth(om, redshift[c]), mean = 0;
         for (v = 0; v < N; v++) { e[v] = exp(D * re[v]); mean += e[v]; }
         mean /= (double)N;
-        for (v = 0; v < N; v++) { int n = poisson(&r, e[v] / mean); x[v * 4 + c] = (int16_t)(n > 32767 ? 32767 : n); }
+        for (v = 0; v < N; v++) { int n = poisson(&r, nbar * e[v] / mean); x[v * 4 + c] = (int16_t)(n > 32767 ? 32767 : n); }
     }
     free(re); free(im); free(e);
 }
@@ -160,6 +170,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--seed")) seed = (uint64_t)flag_long(a, flag_value(argc, argv, &k), 0, 0x7fffffffL);
         else if (!strcmp(a, "--spread")) spread = flag_double(a, flag_value(argc, argv, &k), 0, 0.9);
         else if (!strcmp(a, "--voxel")) voxel = flag_double(a, flag_value(argc, argv, &k), 0.01, 100);
+        else if (!strcmp(a, "--fix")) {   /* e.g. --fix 0,3: Omega_m and H_0 at their centres */
+            const char *v = flag_value(argc, argv, &k);
+            for (; *v; v++) if (*v >= '0' && *v <= '3') vary[*v - '0'] = 0; else if (*v != ',') die("--fix: '%s' is not a list of parameter indices 0-3", v);
+        }
+        else if (!strcmp(a, "--fixed")) fixed_amplitude = 1;
         else if (!strcmp(a, "--format")) format = flag_value(argc, argv, &k);
         else if (!strcmp(a, "--prefix")) prefix = flag_value(argc, argv, &k);
         else if (!strcmp(a, "--stats")) stats = 1;
