@@ -1,6 +1,6 @@
 # cosmoflow.h - build, test, demo.   make | make test | make demo | make MPI=0 | make HDF5=0
 CC      ?= cc
-CFLAGS  ?= -O2 -march=x86-64-v2 -g
+CFLAGS  ?= -O3 -march=x86-64-v2 -g
 WARN     = -std=c99 -D_POSIX_C_SOURCE=200809L -Wall -Wextra
 OMP      = -fopenmp
 DEFS     = -DCF_USE_CBLAS -DCF_USE_ZLIB
@@ -22,7 +22,7 @@ endif
 
 TOOLS = cf-train cf-eval cf-convert cf-synth cf-check cf-bench
 BINS  = $(addprefix bin/,$(TOOLS))
-TESTS = bin/test_core bin/test_core_naive bin/test_compile bin/test_compile_cpp bin/test_static
+TESTS = bin/test_core bin/test_core_naive bin/test_compile bin/test_compile_cpp bin/test_static bin/vendor_example
 
 all: $(BINS)
 
@@ -43,6 +43,9 @@ bin/test_compile_cpp: tests/compile_cpp.cpp tests/compile_b.c cosmoflow.h | bin
 	$(CXX) -std=c++11 -Wall -Wextra -Werror -I. -o $@ tests/compile_cpp.cpp -lm
 bin/test_static: tests/compile_static.c cosmoflow.h | bin
 	$(CC) -std=c99 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -DCF_STATIC -I. -o $@ $< -lm
+
+bin/vendor_example: tests/vendor_example.c cosmoflow.h | bin
+	$(CC) -std=c99 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -I. -o $@ $< -lm
 
 test: all $(TESTS)
 	@sh tests/run.sh

@@ -620,9 +620,19 @@ CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, co
     }
 }
 
+/* Is every window of the pooling inside the input (no padding taps)?  Then the loops below
+   need no bounds tests; CosmoFlow's 2x2x2 stride-2 pools are this case. */
+static int cf__pool_inside(const cf_geom *g, cf_shape in, cf_shape out) {
+    int a, o[3], n[3];
+    o[0] = out.d; o[1] = out.h; o[2] = out.w; n[0] = in.d; n[1] = in.h; n[2] = in.w;
+    for (a = 0; a < 3; a++)
+        if (g->pb[a] != 0 || (o[a] - 1) * g->s[a] + (g->k[a] - 1) * g->dil[a] >= n[a]) return 0;
+    return 1;
+}
+
 CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shape out,
                            const cf_geom *g, int is_max) {
-    int plane;
+    int plane, inside = cf__pool_inside(g, in, out);
     CF__OMP(omp parallel for schedule(static))
     for (plane = 0; plane < B * in.c; plane++) {
         const float *xp = x + (size_t)plane * in.d * in.h * in.w;
@@ -630,6 +640,14 @@ CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shap
         int od, oh, ow, kd, kh, kw;
         for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (ow = 0; ow < out.w; ow++) {
             float best = -INFINITY; double sum = 0.0; int cnt = 0;
+            if (inside) {   /* fast path: all taps valid */
+                const float *w0 = xp + ((size_t)od * g->s[0] * in.h + (size_t)oh * g->s[1]) * in.w + (size_t)ow * g->s[2];
+                for (kd = 0; kd < g->k[0]; kd++) for (kh = 0; kh < g->k[1]; kh++) {
+                    const float *r = w0 + ((size_t)kd * g->dil[0] * in.h + (size_t)kh * g->dil[1]) * in.w;
+                    for (kw = 0; kw < g->k[2]; kw++) { float v = r[kw * g->dil[2]]; if (v > best) best = v; sum += v; }
+                }
+                cnt = g->k[0] * g->k[1] * g->k[2];
+            } else
             for (kd = 0; kd < g->k[0]; kd++) for (kh = 0; kh < g->k[1]; kh++) for (kw = 0; kw < g->k[2]; kw++) {
                 int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
                 int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
@@ -648,7 +666,7 @@ CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shap
    instead of keeping an argmax array: same answer, no memory. */
 CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
                             cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
-    int plane;
+    int plane, inside = cf__pool_inside(g, in, out);
     CF__OMP(omp parallel for schedule(static))
     for (plane = 0; plane < B * in.c; plane++) {
         const float *xp = x + (size_t)plane * in.d * in.h * in.w;
@@ -659,6 +677,19 @@ CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const fl
         for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (ow = 0; ow < out.w; ow++) {
             size_t o = ((size_t)od * out.h + oh) * out.w + ow;
             int cnt = 0, done = 0;
+            if (inside) {   /* fast path: all taps valid, one pass */
+                size_t w0 = ((size_t)od * g->s[0] * in.h + (size_t)oh * g->s[1]) * in.w + (size_t)ow * g->s[2];
+                float share = dyp[o] / (float)(g->k[0] * g->k[1] * g->k[2]);
+                for (kd = 0; kd < g->k[0] && !done; kd++) for (kh = 0; kh < g->k[1] && !done; kh++) {
+                    size_t r = w0 + ((size_t)kd * g->dil[0] * in.h + (size_t)kh * g->dil[1]) * in.w;
+                    for (kw = 0; kw < g->k[2] && !done; kw++) {
+                        size_t i = r + (size_t)kw * g->dil[2];
+                        if (!is_max) dxp[i] += share;
+                        else if (xp[i] == yp[o]) { dxp[i] += dyp[o]; done = 1; }
+                    }
+                }
+                continue;
+            }
             /* pass 0 counts in-bounds taps (average); pass 1 distributes the gradient */
             for (pass = 0; pass < 2 && !done; pass++)
                 for (kd = 0; kd < g->k[0] && !done; kd++) for (kh = 0; kh < g->k[1] && !done; kh++)

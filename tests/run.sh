@@ -21,6 +21,19 @@ run "the same with the naive sgemm" bin/test_core_naive
 run "compile: C99 -pedantic, two translation units" bin/test_compile
 run "compile: C++" bin/test_compile_cpp
 run "compile: CF_STATIC" bin/test_static
+run "the README's vendoring example" bin/vendor_example
+# make MPI=0 / HDF5=0: the tools build and start without MPI, libhdf5 or OpenBLAS (naive sgemm)
+nompi() {
+    d=$(mktemp -d /tmp/cf-nompi-XXXXXX); n=0; f=0
+    for t in train eval convert synth check bench; do
+        if cc -std=c99 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Werror -O1 -DCF_USE_ZLIB -I. -o "$d/cf-$t" "tools/cf_$t.c" -lz -lm -lpthread &&
+           "$d/cf-$t" --help >/dev/null; then n=$((n + 1)); else f=$((f + 1)); echo "FAIL: cf-$t without MPI/OpenBLAS/HDF5"; fi
+    done
+    [ "$("$d/cf-check" --model models/cosmoflow.cfg --summary | tail -1)" = "params 8907556" ] && n=$((n + 1)) || f=$((f + 1))
+    rm -rf "$d"
+    echo "$n passed, $f failed"
+}
+run "compile: tools without MPI, OpenBLAS, libhdf5" nompi
 run "models/cosmoflow.cfg against PyTorch through the tools" /usr/bin/python3 tests/torch_cosmoflow.py
 run "tools" sh tests/test_tools.sh
 echo "$total_pass passed, $total_fail failed"

@@ -42,6 +42,7 @@ static void scatter(const char *dir, int p, const float *pred, const float *trut
     snprintf(title, sizeof title, "%s  MAE %.3f", p < 4 ? par_names[p] : "output", mae);
     text(&c, x0, 10, 3, 0x000000, title);
     text(&c, x0 + W / 2 - 40, y0 + W + 22, 2, 0x333333, "TRUE (UNIT)");
+    text(&c, x0 + 4, y0 + 4, 2, 0x333333, "PREDICTED");
     snprintf(path, sizeof path, "%s/scatter_%s.png", dir, p < 4 ? par_names[p] : "output");
     canvas_save(&c, path);
 }
@@ -55,12 +56,12 @@ static void slice_png(const char *dir, const char *file) {
     S = s.s; cell = S >= 256 ? 1 : 256 / S;
     canvas c = canvas_new(4 * (S * cell + 10) + 10, S * cell + 40);
     for (ch = 0; ch < 4; ch++) {
-        double mx = 0;
+        double mx = 0, mn = 1e30;
         static const char *z[4] = {"Z = 0", "Z = 0.5", "Z = 1.5", "Z = 3"};
         int ox = 10 + ch * (S * cell + 10);
-        for (i = 0; i < S * S; i++) { double v = log1p(s.x[((size_t)(S / 2) * S * S + i) * 4 + ch]); if (v > mx) mx = v; }
-        for (i = 0; i < S; i++) for (j = 0; j < S; j++) {
-            double v = log1p(s.x[(((size_t)(S / 2) * S + i) * S + j) * 4 + ch]) / (mx > 0 ? mx : 1);
+        for (i = 0; i < S * S; i++) { double v = log1p(s.x[((size_t)(S / 2) * S * S + i) * 4 + ch]); if (v > mx) mx = v; if (v < mn) mn = v; }
+        for (i = 0; i < S; i++) for (j = 0; j < S; j++) {   /* dark = dense, stretched from min to max */
+            double v = (log1p(s.x[(((size_t)(S / 2) * S + i) * S + j) * 4 + ch]) - mn) / (mx > mn ? mx - mn : 1);
             unsigned g = (unsigned)(255 * (1 - v));
             rect(&c, ox + j * cell, 30 + i * cell, cell, cell, g << 16 | g << 8 | g);
         }

@@ -44,6 +44,7 @@ static void usage(void) {
 /* in-place radix-2 complex FFT of n points with stride (sign -1 forward, +1 inverse, unscaled) */
 static void fft1(double *re, double *im, int n, size_t stride, int sign) {
     int i, j, len;
+    double tw_re[512], tw_im[512];   /* n <= 1024 (--size) */
     for (i = 1, j = 0; i < n; i++) {   /* bit reversal */
         int bit = n >> 1;
         for (; j & bit; bit >>= 1) j ^= bit;
@@ -55,8 +56,9 @@ static void fft1(double *re, double *im, int n, size_t stride, int sign) {
     }
     for (len = 2; len <= n; len <<= 1) {
         double ang = sign * 2 * M_PI / len;
+        for (j = 0; j < len / 2; j++) { tw_re[j] = cos(ang * j); tw_im[j] = sin(ang * j); }  /* twiddles once per stage */
         for (i = 0; i < n; i += len) for (j = 0; j < len / 2; j++) {
-            double wr = cos(ang * j), wi = sin(ang * j);
+            double wr = tw_re[j], wi = tw_im[j];
             size_t a = (size_t)(i + j) * stride, b = (size_t)(i + j + len / 2) * stride;
             double xr = re[b] * wr - im[b] * wi, xi = re[b] * wi + im[b] * wr;
             re[b] = re[a] - xr; im[b] = im[a] - xi;

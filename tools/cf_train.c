@@ -256,8 +256,10 @@ int main(int argc, char **argv) {
             if (access(o.out, F_OK) == 0 && rename(o.out, prev)) die("%s: cannot keep the previous checkpoint (%s)", o.out, strerror(errno));
             TRY(cf_checkpoint_save(o.out, &net, &st));
         }
-        printf("epoch %d train_loss %.6f val_mae %.6f lr %.6g time %.1f\n", e, train_loss, val_mae, lr, now_s() - t0);
-        fflush(stdout);
+        if (rank == 0) {
+            printf("epoch %d train_loss %.6f val_mae %.6f lr %.6g time %.1f\n", e, train_loss, val_mae, lr, now_s() - t0);
+            fflush(stdout);
+        }
         if (o.target > 0 && val_mae <= o.target) reached = 1;
     }
     snprintf(buf, sizeof buf, "\"status\": \"%s\"", reached || o.target <= 0 ? "success" : "aborted");
