@@ -188,7 +188,7 @@ int main(int argc, char **argv) {
     if (mkdir(out, 0777) && errno != EEXIST) die("%s: %s", out, strerror(errno));
     int failed = 0;
     char err[1100] = "";
-    #pragma omp parallel for schedule(dynamic) reduction(+:zero[:4], sum[:4]) reduction(max:mx[:4])
+    TOOL_OMP(omp parallel for schedule(dynamic) reduction(+:zero[:4], sum[:4]) reduction(max:mx[:4]))
     for (i = 0; i < n; i++) {
         size_t N = (size_t)S * S * S, v;
         int16_t *x = (int16_t *)malloc(N * 8);
@@ -215,7 +215,7 @@ int main(int argc, char **argv) {
             if (!rc) rc = cf_npy_write(path, &a);
         }
         if (rc) {
-            #pragma omp critical
+            TOOL_OMP(omp critical)
             { if (!failed) snprintf(err, sizeof err, "%s", cf_failure_reason()); failed = 1; }
         }
         for (v = 0; v < N; v++) for (c = 0; c < 4; c++) {

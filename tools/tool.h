@@ -11,6 +11,12 @@
 #include <dirent.h>
 #include <pthread.h>
 
+/* OpenMP pragmas that vanish without -fopenmp (no unknown-pragma warnings) */
+#ifdef _OPENMP
+#define TOOL_OMP(x) _Pragma(#x)
+#else
+#define TOOL_OMP(x)
+#endif
 #if defined(__GNUC__)
 #define TOOL_UNUSED __attribute__((unused))
 #else
