@@ -106,7 +106,7 @@ TOOL_UNUSED static char **list_samples(const char *dir, int *n_out) {
 
 TOOL_UNUSED /* OpenBLAS (pthread build) and OpenMP each keep 2 threads on 2 cores; OpenMP's threads spin
    after every parallel region and steal the cores OpenBLAS needs next (measured here:
-   12 -> 40 samples/s for cosmoflow-small).  libgomp reads OMP_WAIT_POLICY when it loads, so
+   17 -> 35 samples/s for cosmoflow-small, 0.21 -> 0.35 for cosmoflow.cfg).  libgomp reads OMP_WAIT_POLICY when it loads, so
    the tool sets it and runs itself again, once, before anything else (MPI included). */
 TOOL_UNUSED static void tool_init(int argc, char **argv) {
     (void)argc;
