@@ -22,7 +22,7 @@ endif
 
 TOOLS = cf-train cf-eval cf-convert cf-synth cf-check cf-bench
 BINS  = $(addprefix bin/,$(TOOLS))
-TESTS = bin/test_core bin/test_core_naive bin/test_compile bin/test_compile_cpp bin/test_static bin/vendor_example
+TESTS = bin/test_core bin/test_core_naive bin/test_core_asan bin/test_compile bin/test_compile_cpp bin/test_static bin/vendor_example
 
 all: $(BINS)
 
@@ -50,6 +50,14 @@ bin/vendor_example: tests/vendor_example.c cosmoflow.h | bin
 test: all $(TESTS)
 	@sh tests/run.sh
 
+# The core tests under AddressSanitizer and UndefinedBehaviorSanitizer (naive sgemm, so the
+# sanitizers see every multiply; no OpenMP, whose runtime ASan does not model).
+bin/test_core_asan: tests/test_core.c tests/check.h cosmoflow.h | bin
+	$(CC) $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
+	    -DCF_USE_ZLIB -I. -o $@ $< -lz -lm
+test-asan: bin/test_core_asan
+	ASAN_OPTIONS=detect_leaks=1 bin/test_core_asan
+
 demo: deps all
 	@sh tools/demo.sh
 
@@ -60,4 +68,4 @@ deps:
 clean:
 	rm -rf bin
 
-.PHONY: all test demo deps clean
+.PHONY: all test test-asan demo deps clean

@@ -279,7 +279,8 @@ CFDEF int cf_png_write(const char *path, const unsigned char *rgb, int w, int h)
 typedef struct { int16_t *x; size_t count; int s, c; float y[8]; int ny; } cf_cosmo_sample;
 CFDEF int cf_cosmo_read(const char *path, cf_cosmo_sample *smp);
 CFDEF void cf_cosmo_free(cf_cosmo_sample *smp);
-/* log(1+x) and channels-last (S,S,S,C) -> (C,S,S,S) */
+/* channels-last (S,S,S,C) int16 -> (C,S,S,S) float: log(1 + x), or x / mean(x) when
+   apply_log = 0 (the two branches of the reference's _parse_data) */
 CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int apply_log);
 
 /* The references' sharding: a fresh permutation of all n files every epoch, identical on
@@ -2175,11 +2176,17 @@ CFDEF void cf_cosmo_free(cf_cosmo_sample *smp) { CF_FREE(smp->x); memset(smp, 0,
 
 CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int apply_log) {
     size_t vox = (size_t)S * S * S, v;
+    double sum = 0.0;
+    float scale = 1.0f;
     int c;
+    if (!apply_log) {   /* the reference's other branch: x / mean(x) over the whole sample */
+        for (v = 0; v < vox * C; v++) sum += x[v];
+        scale = sum > 0 ? (float)((double)(vox * C) / sum) : 1.0f;
+    }
     for (v = 0; v < vox; v++)
         for (c = 0; c < C; c++) {
             float f = (float)x[v * C + c];
-            out[(size_t)c * vox + v] = apply_log ? log1pf(f) : f;
+            out[(size_t)c * vox + v] = apply_log ? log1pf(f) : f * scale;
         }
 }
 

@@ -549,6 +549,19 @@ static void test_tfrecord(void) {
     }
 }
 
+static void test_cosmo_input(void) {
+    int16_t x[2 * 2 * 2 * 4];
+    float out[32], sum = 0;
+    int i;
+    for (i = 0; i < 32; i++) x[i] = (int16_t)(i % 5);
+    cf_cosmo_to_input(out, x, 2, 4, 1);
+    /* channels-last (S,S,S,4) -> (4,S,S,S): voxel 1 channel 2 is x[1*4 + 2] */
+    CHECK(fabsf(out[2 * 8 + 1] - log1pf((float)x[6])) < 1e-7f && fabsf(out[3 * 8 + 7] - log1pf((float)x[31])) < 1e-7f, "log(1 + x) and the channels-last transpose");
+    cf_cosmo_to_input(out, x, 2, 4, 0);
+    for (i = 0; i < 32; i++) sum += out[i];
+    CHECK(fabsf(sum / 32 - 1.0f) < 1e-6f && fabsf(out[2 * 8 + 1] - x[6] * 32.0f / 61.0f) < 1e-6f, "x / mean(x) branch (mean %g)", sum / 32);
+}
+
 static void test_real_records(void) {
     const char *dir = getenv("CF_FIXTURES") ? getenv("CF_FIXTURES") : "../shared/fixtures/cosmoflow";
     static const struct { const char *name; float y[4]; int max; long long sum; } rec[] = {
@@ -597,6 +610,7 @@ int main(void) {
     test_checkpoints();
     test_npy();
     test_tfrecord();
+    test_cosmo_input();
     test_real_records();
     {   char cmd[600]; snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir); if (system(cmd)) {} }
     return check_summary();

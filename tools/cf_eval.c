@@ -15,7 +15,7 @@ static void usage(void) {
            "  --pred FILE.npy     predictions, float32 (N, outputs), in sorted file order\n"
            "  --png DIR           scatter_<parameter>.png (predicted vs true) and input_slice.png\n"
            "  --baseline DIR      also report the MAE of predicting DIR's mean label (e.g. the training set)\n"
-           "  --no-log            feed raw counts instead of log(1 + x) (as in training)\n"
+           "  --no-log            x / mean(x) instead of log(1 + x), as in training\n"
            "last line: mae V\n");
     exit(0);
 }

@@ -35,7 +35,7 @@ static void usage(void) {
            "  --l2 X               L2 on the kernels marked l2=1 in the cfg (default 0)\n"
            "  --dropout P          rate of every dropout layer (default: the cfg's)\n"
            "  --loss mse|l1        (default: the cfg's; CosmoFlow: mse)\n"
-           "  --no-log             feed raw counts instead of log(1 + x)\n"
+           "  --no-log             x / mean(x) instead of log(1 + x) (the reference's apply_log: False)\n"
            "  --n-train N, --n-val N   use only the first N files of each directory\n"
            "  --mllog FILE         MLPerf HPC ':::MLLOG' lines (closed division, CosmoFlow keys)\n"
            "  --progress / --no-progress   progress bar on stderr (default: when stderr is a terminal)\n"
