@@ -22,7 +22,7 @@ endif
 
 TOOLS = cf-train cf-eval cf-convert cf-synth cf-check cf-bench
 BINS  = $(addprefix bin/,$(TOOLS))
-TESTS = bin/test_core bin/test_core_naive bin/test_core_asan bin/test_compile bin/test_compile_cpp bin/test_static bin/vendor_example
+TESTS = bin/test_core bin/test_core_naive bin/test_core_asan bin/test_compile bin/test_compile_cpp bin/test_static bin/vendor_example bin/test_augment
 
 all: $(BINS)
 
@@ -44,6 +44,8 @@ bin/test_compile_cpp: tests/compile_cpp.cpp tests/compile_b.c cosmoflow.h | bin
 bin/test_static: tests/compile_static.c cosmoflow.h | bin
 	$(CC) -std=c99 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -DCF_STATIC -I. -o $@ $< -lm
 
+bin/test_augment: tests/test_augment.c tools/tool.h cosmoflow.h | bin
+	$(CC) $(WARN) -O2 -DCF_USE_ZLIB -I. -o $@ $< -lz -lm -lpthread
 bin/vendor_example: tests/vendor_example.c cosmoflow.h | bin
 	$(CC) -std=c99 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -I. -o $@ $< -lm
 

@@ -12,6 +12,9 @@ static int check_summary(void) {
     return check_failed ? 1 : 0;
 }
 /* worst relative error of a against b, relative to max(|b|) over the tensor (floor tiny) */
+#if defined(__GNUC__)
+__attribute__((unused))
+#endif
 static double check_relerr(const float *a, const float *b, size_t n) {
     double worst = 0, scale = 1e-12;
     size_t i;

@@ -23,6 +23,7 @@ run "compile: C99 -pedantic, two translation units" bin/test_compile
 run "compile: C++" bin/test_compile_cpp
 run "compile: CF_STATIC" bin/test_static
 run "the README's vendoring example" bin/vendor_example
+run "training augmentation: the cube's 48 symmetries" bin/test_augment
 # make MPI=0 / HDF5=0: the tools build and start without MPI, libhdf5 or OpenBLAS (naive sgemm)
 nompi() {
     d=$(mktemp -d /tmp/cf-nompi-XXXXXX); n=0; f=0

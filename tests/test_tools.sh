@@ -85,7 +85,7 @@ must_fail "directory given as a file" "not a regular file" "" $B/cf-convert tfre
 # ---- training: epoch lines, resume equals an uninterrupted run, LR schedule, MLPerf keys
 $B/cf-synth cosmo --out "$T/tr" --samples 16 --size 16 --seed 1 --spread 0.5 >/dev/null
 $B/cf-synth cosmo --out "$T/va" --samples 6 --size 16 --seed 2 --spread 0.5 >/dev/null
-TR="$B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train $T/tr --val $T/va --batch 4 --seed 3 --lr 0.01 --warmup-epochs 2 --decay 2:0.5,3:0.25 --no-progress"
+TR="$B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train $T/tr --val $T/va --batch 4 --seed 3 --lr 0.01 --warmup-epochs 2 --decay 2:0.5,3:0.25 --augment --no-progress"
 $TR --out "$T/full.cfck" --epochs 4 --mllog "$T/mll.txt" > "$T/full.txt" 2>/dev/null && ok || bad "cf-train runs"
 [ "$(grep -c '^epoch [0-9]* train_loss [0-9.e+-]* val_mae [0-9.e+-]* lr [0-9.e+-]* time [0-9.]*$' "$T/full.txt")" = 4 ] && ok || bad "four contract epoch lines: $(cat "$T/full.txt")"
 # lr(e) = lr + e (peak - lr)/warmup for e < warmup; then peak x factor of the largest k < e
@@ -129,7 +129,7 @@ $B/cf-eval --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights
 
 # ---- MPI: 2 ranks x batch 2 follow the same trajectory as 1 rank x batch 4
 if command -v mpirun >/dev/null 2>&1 && ldd $B/cf-train | grep -q mpi; then
-    TR2="$B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train $T/tr --val $T/va --seed 3 --lr 0.01 --warmup-epochs 0 --epochs 3 --no-progress"
+    TR2="$B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train $T/tr --val $T/va --seed 3 --lr 0.01 --warmup-epochs 0 --epochs 3 --augment --no-progress"
     $TR2 --batch 4 --out "$T/r1.cfck" > "$T/r1.txt" 2>/dev/null &&
     mpirun -np 2 $TR2 --batch 2 --out "$T/r2.cfck" > "$T/r2.txt" 2>/dev/null && ok || bad "cf-train under mpirun -np 2"
     for f in r1 r2; do $B/cf-convert weights-export --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/$f.cfck" --out "$T/w$f" >/dev/null; done

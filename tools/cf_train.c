@@ -7,7 +7,7 @@
 
 typedef struct {
     const char *model, *train, *val, *out, *resume, *mllog;
-    int epochs, batch, has_shape, apply_log, n_train, n_val, progress;
+    int epochs, batch, has_shape, apply_log, n_train, n_val, progress, augment;
     uint64_t seed;
     double target, lr, base_batch, warmup, momentum, l2, dropout;
     int n_decay; double decay_epoch[16], decay_factor[16];
@@ -36,6 +36,8 @@ static void usage(void) {
            "  --dropout P          rate of every dropout layer (default: the cfg's)\n"
            "  --loss mse|l1        (default: the cfg's; CosmoFlow: mse)\n"
            "  --no-log             x / mean(x) instead of log(1 + x) (the reference's apply_log: False)\n"
+           "  --augment            a random one of the cube's 48 symmetries (axis permutation and flips) per\n"
+           "                       training sample, as the 2018 CosmoFlow code did (the MLPerf reference does not)\n"
            "  --n-train N, --n-val N   use only the first N files of each directory\n"
            "  --mllog FILE         MLPerf HPC ':::MLLOG' lines (closed division, CosmoFlow keys)\n"
            "  --progress / --no-progress   progress bar on stderr (default: when stderr is a terminal)\n"
@@ -133,6 +135,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--dropout")) o.dropout = flag_double(a, flag_value(argc, argv, &i), 0, 0.999);
         else if (!strcmp(a, "--loss")) { const char *v = flag_value(argc, argv, &i); o.loss = !strcmp(v, "mse") ? CF_LOSS_MSE : !strcmp(v, "l1") ? CF_LOSS_L1 : -2; if (o.loss == -2) die("--loss: '%s' is not mse or l1", v); }
         else if (!strcmp(a, "--no-log")) o.apply_log = 0;
+        else if (!strcmp(a, "--augment")) o.augment = 1;
         else if (!strcmp(a, "--n-train")) o.n_train = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1 << 30);
         else if (!strcmp(a, "--n-val")) o.n_val = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1 << 30);
         else if (!strcmp(a, "--progress")) o.progress = 1;
@@ -211,6 +214,7 @@ int main(int argc, char **argv) {
         mllog("INTERVAL_START", "epoch_start", "null", __LINE__, meta);
         net.training = 1;
         L.files = train_files;
+        L.augment = o.augment; L.aug_seed = cf_hash64(o.seed * 31 + (uint64_t)e);
         loader_begin(&L, order, n_local);
         for (s = 0; s < steps; s++) {
             double loss;
@@ -231,6 +235,7 @@ int main(int argc, char **argv) {
         snprintf(meta, sizeof meta, "\"epoch_num\": %d", e);
         mllog("INTERVAL_START", "eval_start", "null", __LINE__, meta);
         net.training = 0;
+        L.augment = 0;
         n_local = cf_epoch_shard(order, n_val, 0, 0, rank, size, 0, 0);
         L.files = val_files;
         loader_begin(&L, order, n_local);

@@ -41,7 +41,7 @@ TOOL_UNUSED static void die(const char *fmt, ...) {
 /* a library call failed: its reason already names the file and the problem */
 #define TRY(call) do { if ((call) != CF_OK) die("%s", cf_failure_reason()); } while (0)
 
-static const char *flag_value(int argc, char **argv, int *i) {
+TOOL_UNUSED static const char *flag_value(int argc, char **argv, int *i) {
     if (*i + 1 >= argc) die("%s: needs a value (see --help)", argv[*i]);
     return argv[++*i];
 }
@@ -124,8 +124,24 @@ TOOL_UNUSED static void print_version(void) { printf("cf-%s (cosmoflow.h) %s\n",
 /* ---------------------------------------------------------------- background loading
    One thread decodes the next batch (gunzip, protobuf, log1p, transpose) while the network
    computes on the current one.  The main thread alone calls MPI. */
+/* One of the cube's 48 symmetries (a permutation of the 3 axes and a flip of each), as the
+   2018 CosmoFlow code augments its volumes.  x, tmp: (C, S, S, S); code < 48 picks it. */
+static void cube_symmetry(float *x, float *tmp, int C, int S, int code) {
+    static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+    const int *p = perms[code % 6];
+    int flip = code / 6, c, i[3], o[3], a;
+    size_t vox = (size_t)S * S * S;
+    memcpy(tmp, x, sizeof(float) * C * vox);
+    for (c = 0; c < C; c++)
+        for (o[0] = 0; o[0] < S; o[0]++) for (o[1] = 0; o[1] < S; o[1]++) for (o[2] = 0; o[2] < S; o[2]++) {
+            for (a = 0; a < 3; a++) { i[p[a]] = o[a]; if (flip >> a & 1) i[p[a]] = S - 1 - o[a]; }
+            x[c * vox + ((size_t)o[0] * S + o[1]) * S + o[2]] = tmp[c * vox + ((size_t)i[0] * S + i[1]) * S + i[2]];
+        }
+}
+
 typedef struct {
     char **files; const int *order; int n_order, B, pos;  /* what to load */
+    int augment; uint64_t aug_seed; float *aug_tmp;         /* random cube symmetries (training) */
     int S, C, n_y, apply_log;                              /* expected sample shape */
     float *x[2], *y[2]; int slot, n_in_slot[2];            /* double buffer */
     pthread_t th; int running;
@@ -147,6 +163,9 @@ TOOL_UNUSED static void *loader_run(void *arg) {
             cf_cosmo_free(&smp); L->failed = 1; return NULL;
         }
         cf_cosmo_to_input(L->x[s] + (size_t)k * L->C * vox, smp.x, L->S, L->C, L->apply_log);
+        if (L->augment)   /* the symmetry depends on (seed, epoch, file): any rank count, resumable */
+            cube_symmetry(L->x[s] + (size_t)k * L->C * vox, L->aug_tmp, L->C, L->S,
+                          (int)(cf_hash64(L->aug_seed ^ (uint64_t)(L->order[L->pos + k] + 1) * 0x9e3779b97f4a7c15ULL) % 48));
         memcpy(L->y[s] + (size_t)k * L->n_y, smp.y, sizeof(float) * L->n_y);
         cf_cosmo_free(&smp);
         L->n_in_slot[s]++;
@@ -157,6 +176,7 @@ TOOL_UNUSED static void loader_init(loader *L, char **files, int S, int C, int n
     int s;
     memset(L, 0, sizeof *L);
     L->files = files; L->S = S; L->C = C; L->n_y = n_y; L->B = B; L->apply_log = apply_log;
+    L->aug_tmp = (float *)malloc(sizeof(float) * C * (size_t)S * S * S);
     for (s = 0; s < 2; s++) {
         L->x[s] = (float *)malloc(sizeof(float) * B * C * (size_t)S * S * S);
         L->y[s] = (float *)malloc(sizeof(float) * B * n_y);
@@ -184,5 +204,6 @@ TOOL_UNUSED static void loader_free(loader *L) {
     int s;
     if (L->running) pthread_join(L->th, NULL);
     for (s = 0; s < 2; s++) { free(L->x[s]); free(L->y[s]); }
+    free(L->aug_tmp);
 }
 #endif
