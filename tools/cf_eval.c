@@ -82,12 +82,9 @@ int main(int argc, char **argv) {
     tool_init(argc, argv);
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) usage();
-        else if (!strcmp(a, "--version")) print_version();
-        else if (!strcmp(a, "--model")) model = flag_value(argc, argv, &i);
+        if (common_flag(argc, argv, &i, usage, &model, &shape, &has_shape)) continue;
         else if (!strcmp(a, "--weights")) weights = flag_value(argc, argv, &i);
         else if (!strcmp(a, "--data")) data = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--input-shape")) { shape = flag_shape(a, flag_value(argc, argv, &i)); has_shape = 1; }
         else if (!strcmp(a, "--batch")) B = (int)flag_long(a, flag_value(argc, argv, &i), 1, 65536);
         else if (!strcmp(a, "--pred")) pred_path = flag_value(argc, argv, &i);
         else if (!strcmp(a, "--png")) png = flag_value(argc, argv, &i);

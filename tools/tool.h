@@ -118,8 +118,21 @@ TOOL_UNUSED static void tool_init(int argc, char **argv) {
     }
 }
 
-TOOL_UNUSED static int has_flag(int argc, char **argv, const char *f) { int i; for (i = 1; i < argc; i++) if (!strcmp(argv[i], f)) return 1; return 0; }
 TOOL_UNUSED static void print_version(void) { printf("cf-%s (cosmoflow.h) %s\n", tool_name, CF_VERSION); exit(0); }
+
+/* The flags every model tool reads the same way: --help, --version, --model M.cfg and
+   --input-shape S.  Returns 1 when argv[*i] was one of them (and consumed its value). */
+TOOL_UNUSED static int common_flag(int argc, char **argv, int *i, void (*usage)(void),
+                                   const char **model, cf_shape *shape, int *has_shape) {
+    const char *a = argv[*i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) usage();
+    if (!strcmp(a, "--version")) print_version();
+    if (!strcmp(a, "--model")) { *model = flag_value(argc, argv, i); return 1; }
+    if (!strcmp(a, "--input-shape")) { *shape = flag_shape(a, flag_value(argc, argv, i)); *has_shape = 1; return 1; }
+    return 0;
+}
+
+TOOL_UNUSED static int has_flag(int argc, char **argv, const char *f) { int i; for (i = 1; i < argc; i++) if (!strcmp(argv[i], f)) return 1; return 0; }
 
 /* ---------------------------------------------------------------- background loading
    One thread decodes the next batch (gunzip, protobuf, log1p, transpose) while the network
