@@ -60,6 +60,10 @@ bin/test_core_asan: tests/test_core.c tests/check.h cosmoflow.h | bin
 test-asan: bin/test_core_asan
 	ASAN_OPTIONS=detect_leaks=1 bin/test_core_asan
 
+# This project's training-step figures beside the PyTorch peer's, measured in the same run.
+bench: all
+	@sh bench/run.sh
+
 demo: deps all
 	@sh tools/demo.sh
 
@@ -70,4 +74,4 @@ deps:
 clean:
 	rm -rf bin
 
-.PHONY: all test test-asan demo deps clean
+.PHONY: all test test-asan bench demo deps clean

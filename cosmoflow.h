@@ -2208,13 +2208,22 @@ CFDEF int cf_epoch_shard(int *out, int n, uint64_t seed, int epoch, int rank, in
 
 /* ================================================================ 7. distributed */
 #ifdef CF_USE_MPI
+/* MPI starts only under a launcher (mpirun/mpiexec/srun set one of these); a program
+   started on its own is one rank without touching MPI, so it also runs where MPI cannot
+   start (no shared memory, a small ulimit, no network). */
+static int cf__launched(void) {
+    static const char *vars[] = {"PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_PROCID"};
+    size_t i;
+    for (i = 0; i < sizeof vars / sizeof *vars; i++) if (getenv(vars[i])) return 1;
+    return 0;
+}
 CFDEF int cf_dist_init(int *argc, char ***argv) {
     int inited = 0, provided;
     MPI_Initialized(&inited);
-    if (!inited && MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) return cf_fail("MPI_Init_thread failed");
+    if (!inited && cf__launched() && MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) return cf_fail("MPI_Init_thread failed");
     return CF_OK;
 }
-CFDEF void cf_dist_finalize(void) { int f = 0; MPI_Finalized(&f); if (!f) MPI_Finalize(); }
+CFDEF void cf_dist_finalize(void) { int i = 0, f = 0; MPI_Initialized(&i); MPI_Finalized(&f); if (i && !f) MPI_Finalize(); }
 CFDEF int cf_dist_rank(void) { int r = 0, i = 0; MPI_Initialized(&i); if (i) MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
 CFDEF int cf_dist_size(void) { int s = 1, i = 0; MPI_Initialized(&i); if (i) MPI_Comm_size(MPI_COMM_WORLD, &s); return s; }
 CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) {

@@ -95,6 +95,20 @@ $TR --out "$T/half.cfck" --epochs 2 > /dev/null 2>&1 && $TR --out "$T/half.cfck"
 cmp -s "$T/full.cfck" "$T/half.cfck" && ok || bad "2 epochs + resume to 4 gives the same checkpoint bytes as 4 epochs"
 [ "$(head -1 "$T/resumed.txt" | cut -d' ' -f2)" = 3 ] && ok || bad "resume continues at epoch 3"
 [ -e "$T/full.cfck.prev" ] && ok || bad "the previous checkpoint is kept as .prev"
+# kill -9 right after the first checkpoint appears, then --resume: same bytes as uninterrupted
+$TR --out "$T/k.cfck" --epochs 4 > /dev/null 2>&1 &
+pid=$!
+n=0; while [ ! -e "$T/k.cfck" ] && [ $n -lt 600 ]; do sleep 0.02; n=$((n + 1)); done
+kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+$TR --out "$T/k.cfck" --epochs 4 --resume "$T/k.cfck" > /dev/null 2>&1 && cmp -s "$T/full.cfck" "$T/k.cfck" && ok || bad "kill -9 then --resume ends with the uninterrupted run's bytes"
+# a corrupt newest checkpoint: --resume falls back to .prev and still ends the same
+cp "$T/half.cfck" "$T/c.cfck"; $TR --out "$T/c2.cfck" --epochs 2 > /dev/null 2>&1; cp "$T/c2.cfck" "$T/c3.cfck.prev"
+printf 'junk' > "$T/c3.cfck"
+$TR --out "$T/c3.cfck" --epochs 4 --resume "$T/c3.cfck" > /dev/null 2>"$T/c3.err" && grep -q "resuming from .*c3.cfck.prev" "$T/c3.err" && cmp -s "$T/full.cfck" "$T/c3.cfck" && ok || bad "corrupt checkpoint: resume from .prev: $(cat "$T/c3.err")"
+# a full disk (file-size limit) while writing a checkpoint: clear error, earlier checkpoint intact
+cp "$T/full.cfck" "$T/keep.cfck"; cp "$T/full.cfck" "$T/u.cfck"
+must_fail "file-size limit while checkpointing" "u.cfck.next: write failed" "$T/u.cfck.next" sh -c "ulimit -f 64; $TR --out '$T/u.cfck' --epochs 5 --resume '$T/u.cfck'"
+cmp -s "$T/keep.cfck" "$T/u.cfck" && [ -z "$(ls "$T" | grep 'u.cfck.*tmp')" ] && ok || bad "the earlier checkpoint is intact and no temporary file is left"
 if has_numpy; then
     $PY - "$T/mll.txt" <<'PYEOF' && ok || bad "MLPerf log: valid JSON per line, every required CosmoFlow key, in order"
 import json, sys

@@ -154,8 +154,18 @@ int main(int argc, char **argv) {
     for (i = 0; i < net.n_layers; i++) if (o.dropout >= 0 && net.layers[i].type == CF_L_DROPOUT) net.layers[i].rate = (float)o.dropout;
     cf_net_init(&net, o.seed);
     st.seed = o.seed;
-    if (o.resume) {
-        TRY(cf_checkpoint_load(o.resume, &net, &st));
+    if (o.resume) {   /* the newest valid one of CKPT.next (a crash before its rename), CKPT, CKPT.prev */
+        static const char *suffix[3] = {".next", "", ".prev"};
+        char path[4096], main_err[1100] = "";
+        int k, loaded = -1;
+        for (k = 0; k < 3 && loaded < 0; k++) {
+            snprintf(path, sizeof path, "%s%s", o.resume, suffix[k]);
+            if (k != 1 && access(path, R_OK)) continue;
+            if (cf_checkpoint_load(path, &net, &st) == CF_OK) loaded = k;
+            else if (k == 1) snprintf(main_err, sizeof main_err, "%s", cf_failure_reason());
+        }
+        if (loaded < 0) die("%s", main_err);
+        if (loaded == 2 && rank == 0) fprintf(stderr, "cf-train: %s; resuming from %s\n", main_err, path);
         first_epoch = (int)st.epoch + 1;
         o.seed = st.seed;
     }
@@ -255,11 +265,16 @@ int main(int argc, char **argv) {
         snprintf(buf, sizeof buf, "%.6g", val_mae);
         mllog("POINT_IN_TIME", "eval_error", buf, __LINE__, meta);
         st.step = net.step; st.epoch = (uint64_t)e; st.seed = o.seed; st.best = val_mae;
-        if (rank == 0) {   /* keep the previous checkpoint: a crash mid-write loses nothing */
-            char prev[4096];
+        if (rank == 0) {
+            /* the new checkpoint is complete on disk (CKPT.next, itself written atomically)
+               before the previous one moves to CKPT.prev: a crash or a full disk at any
+               moment leaves a valid CKPT or CKPT.prev, and --resume takes either */
+            char prev[4096], next[4096];
             snprintf(prev, sizeof prev, "%s.prev", o.out);
+            snprintf(next, sizeof next, "%s.next", o.out);
+            TRY(cf_checkpoint_save(next, &net, &st));
             if (access(o.out, F_OK) == 0 && rename(o.out, prev)) die("%s: cannot keep the previous checkpoint (%s)", o.out, strerror(errno));
-            TRY(cf_checkpoint_save(o.out, &net, &st));
+            if (rename(next, o.out)) die("%s: cannot move the new checkpoint into place (%s)", o.out, strerror(errno));
         }
         if (rank == 0) {
             printf("epoch %d train_loss %.6f val_mae %.6f lr %.6g time %.1f\n", e, train_loss, val_mae, lr, now_s() - t0);

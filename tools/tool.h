@@ -10,6 +10,7 @@
 #include <time.h>
 #include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
 
 /* OpenMP pragmas that vanish without -fopenmp (no unknown-pragma warnings) */
 #ifdef _OPENMP
@@ -110,6 +111,9 @@ TOOL_UNUSED /* OpenBLAS (pthread build) and OpenMP each keep 2 threads on 2 core
    the tool sets it and runs itself again, once, before anything else (MPI included). */
 TOOL_UNUSED static void tool_init(int argc, char **argv) {
     (void)argc;
+    /* past a file-size limit (ulimit -f) writes fail with EFBIG and we say so, instead of
+       the process dying silently from SIGXFSZ */
+    signal(SIGXFSZ, SIG_IGN);
     if (!getenv("OMP_WAIT_POLICY")) {
         char self[4096];
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
