@@ -219,6 +219,7 @@ int main(int argc, char **argv) {
     for (e = first_epoch; e <= o.epochs && !reached; e++) {
         double lr = lr_at(&o, e - 1, global_batch), t0 = now_s(), sums[3] = {0, 0, 0};
         int n_local = cf_epoch_shard(order, n_train, o.seed, e, rank, size, 1, 1), s, nb, k;
+        if (n_local > steps * o.batch) n_local = steps * o.batch;   /* whole batches only, as the reference */
         float *x, *y;
         snprintf(meta, sizeof meta, "\"epoch_num\": %d", e);
         mllog("INTERVAL_START", "epoch_start", "null", __LINE__, meta);

@@ -206,7 +206,11 @@ TOOL_UNUSED static void loader_start(loader *L) {
     L->running = 1;
 }
 /* begin an epoch over order[0..n) */
-TOOL_UNUSED static void loader_begin(loader *L, const int *order, int n) { L->order = order; L->n_order = n; L->pos = 0; L->slot = 0; loader_start(L); }
+TOOL_UNUSED static void loader_begin(loader *L, const int *order, int n) {
+    if (L->running) { pthread_join(L->th, NULL); L->running = 0; }   /* a prefetch nobody will use */
+    L->order = order; L->n_order = n; L->pos = 0; L->slot = 0;
+    loader_start(L);
+}
 /* the next batch (count in *nb, 0 at the end); starts loading the one after */
 TOOL_UNUSED static void loader_next(loader *L, float **x, float **y, int *nb) {
     int s = L->slot;
