@@ -300,6 +300,14 @@ CFDEF void cf_dist_allreduce_sum_d(double *buf, int n);
 CFDEF void cf_dist_bcast(float *buf, size_t n);            /* from rank 0 */
 CFDEF void cf_dist_abort(int code);
 CFDEF void cf_dist_barrier(void);
+/* Gradient averaging that overlaps backward: cf_dist_overlap_begin() before cf_net_backward
+   installs a backward hook that starts an MPI_Iallreduce on each finished suffix of
+   net->grads (layers are laid out in order and backward runs last to first) once it holds
+   at least bucket_floats values; cf_dist_overlap_end() reduces the rest, waits and divides
+   by the number of ranks.  Same result as cf_dist_allreduce_mean(net->grads, n_params).
+   One process: both do nothing. */
+CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats);
+CFDEF void cf_dist_overlap_end(cf_net *net);
 
 #endif /* CF_INCLUDE_COSMOFLOW_H */
 
@@ -2249,6 +2257,45 @@ CFDEF void cf_dist_bcast(float *buf, size_t n) {
 }
 CFDEF void cf_dist_abort(int code) { int i = 0; MPI_Initialized(&i); if (i && cf_dist_size() > 1) MPI_Abort(MPI_COMM_WORLD, code); }
 CFDEF void cf_dist_barrier(void) { if (cf_dist_size() > 1) MPI_Barrier(MPI_COMM_WORLD); }
+
+/* state of the overlapped reduction: the not-yet-started prefix is grads[0, end) */
+typedef struct { MPI_Request req[1024]; MPI_Status st[1024]; int n; size_t end, bucket; } cf__overlap;
+static cf__overlap cf__ov;
+static void cf__ov_start(float *buf, size_t lo, size_t hi) {
+    while (hi > lo) {   /* chunks fit an int count and the request table */
+        size_t n = hi - lo > ((size_t)1 << 30) ? ((size_t)1 << 30) : hi - lo;
+        if (cf__ov.n == 1024) { MPI_Waitall(cf__ov.n, cf__ov.req, cf__ov.st); cf__ov.n = 0; }
+        MPI_Iallreduce(MPI_IN_PLACE, buf + hi - n, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &cf__ov.req[cf__ov.n++]);
+        hi -= n;
+    }
+}
+/* called before layer i's backward: every layer after i is finished */
+static void cf__ov_hook(cf_net *net, int i, void *ctx) {
+    size_t done_from = net->n_params;
+    int j, flag;
+    (void)ctx;
+    for (j = i + 1; j < net->n_layers; j++) if (net->layers[j].w_n) { done_from = net->layers[j].w_off; break; }
+    if (done_from < cf__ov.end && cf__ov.end - done_from >= cf__ov.bucket) {
+        cf__ov_start(net->grads, done_from, cf__ov.end);
+        cf__ov.end = done_from;
+    }
+    if (cf__ov.n) MPI_Testall(cf__ov.n, cf__ov.req, &flag, cf__ov.st);   /* let MPI progress */
+}
+CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) {
+    cf__ov.n = 0; cf__ov.end = net->n_params; cf__ov.bucket = bucket_floats ? bucket_floats : 1;
+    net->backward_hook = cf_dist_size() > 1 ? cf__ov_hook : NULL;
+    net->hook_ctx = NULL;
+}
+CFDEF void cf_dist_overlap_end(cf_net *net) {
+    size_t k;
+    float inv;
+    net->backward_hook = NULL;
+    if (cf_dist_size() == 1) return;
+    cf__ov_start(net->grads, 0, cf__ov.end);
+    MPI_Waitall(cf__ov.n, cf__ov.req, cf__ov.st);
+    inv = (float)cf_dist_size();
+    for (k = 0; k < net->n_params; k++) net->grads[k] /= inv;   /* as cf_dist_allreduce_mean */
+}
 #else
 CFDEF int cf_dist_init(int *argc, char ***argv) { (void)argc; (void)argv; return CF_OK; }
 CFDEF void cf_dist_finalize(void) {}
@@ -2259,6 +2306,8 @@ CFDEF void cf_dist_allreduce_sum_d(double *buf, int n) { (void)buf; (void)n; }
 CFDEF void cf_dist_bcast(float *buf, size_t n) { (void)buf; (void)n; }
 CFDEF void cf_dist_abort(int code) { (void)code; }
 CFDEF void cf_dist_barrier(void) {}
+CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) { (void)net; (void)bucket_floats; }
+CFDEF void cf_dist_overlap_end(cf_net *net) { (void)net; }
 #endif
 
 #endif /* CF__IMPLEMENTED */

@@ -154,6 +154,7 @@ if command -v mpirun >/dev/null 2>&1 && ldd $B/cf-train | grep -q mpi; then
     TR2="$B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train $T/tr --val $T/va --seed 3 --lr 0.01 --warmup-epochs 0 --epochs 3 --augment --no-progress"
     $TR2 --batch 4 --out "$T/r1.cfck" > "$T/r1.txt" 2>/dev/null &&
     mpirun -np 2 $TR2 --batch 2 --out "$T/r2.cfck" > "$T/r2.txt" 2>/dev/null && ok || bad "cf-train under mpirun -np 2"
+    mpirun -np 2 $TR2 --batch 2 --overlap 1000 --out "$T/r2o.cfck" > /dev/null 2>&1 && cmp -s "$T/r2.cfck" "$T/r2o.cfck" && ok || bad "overlapped (Iallreduce buckets of 1000 floats) and blocking reduction give the same checkpoint"
     for f in r1 r2; do $B/cf-convert weights-export --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/$f.cfck" --out "$T/w$f" >/dev/null; done
     if has_numpy; then
         $PY - "$T" <<'PYEOF' && ok || bad "1 rank x 4 and 2 ranks x 2: same weights after 3 epochs (relative 1e-4)"

@@ -8,6 +8,7 @@
 typedef struct {
     const char *model, *train, *val, *out, *resume, *mllog;
     int epochs, batch, has_shape, apply_log, n_train, n_val, progress, augment;
+    long overlap;             /* 0: one blocking allreduce; else bucket size in floats */
     uint64_t seed;
     double target, lr, base_batch, warmup, momentum, l2, dropout;
     int n_decay; double decay_epoch[16], decay_factor[16];
@@ -38,6 +39,8 @@ static void usage(void) {
            "  --no-log             x / mean(x) instead of log(1 + x) (the reference's apply_log: False)\n"
            "  --augment            a random one of the cube's 48 symmetries (axis permutation and flips) per\n"
            "                       training sample, as the 2018 CosmoFlow code did (the MLPerf reference does not)\n"
+           "  --overlap N          average gradients with MPI_Iallreduce on buckets of >= N floats started\n"
+           "                       during backward (default: one blocking MPI_Allreduce after it)\n"
            "  --n-train N, --n-val N   use only the first N files of each directory\n"
            "  --mllog FILE         MLPerf HPC ':::MLLOG' lines (closed division, CosmoFlow keys)\n"
            "  --progress / --no-progress   progress bar on stderr (default: when stderr is a terminal)\n"
@@ -136,6 +139,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--loss")) { const char *v = flag_value(argc, argv, &i); o.loss = !strcmp(v, "mse") ? CF_LOSS_MSE : !strcmp(v, "l1") ? CF_LOSS_L1 : -2; if (o.loss == -2) die("--loss: '%s' is not mse or l1", v); }
         else if (!strcmp(a, "--no-log")) o.apply_log = 0;
         else if (!strcmp(a, "--augment")) o.augment = 1;
+        else if (!strcmp(a, "--overlap")) o.overlap = flag_long(a, flag_value(argc, argv, &i), 1, 1L << 30);
         else if (!strcmp(a, "--n-train")) o.n_train = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1 << 30);
         else if (!strcmp(a, "--n-val")) o.n_val = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1 << 30);
         else if (!strcmp(a, "--progress")) o.progress = 1;
@@ -235,8 +239,14 @@ int main(int argc, char **argv) {
             loss = cf_net_loss(&net, y, dout);
             if (!isfinite(loss)) die("epoch %d step %d: the loss is %g (non-finite); the last checkpoint %s is untouched", e, s + 1, loss, o.out);
             cf_net_zero_grad(&net);
-            cf_net_backward(&net, dout);
-            cf_dist_allreduce_mean(net.grads, net.n_params);
+            if (o.overlap) {   /* reductions start while backward still runs */
+                cf_dist_overlap_begin(&net, (size_t)o.overlap);
+                cf_net_backward(&net, dout);
+                cf_dist_overlap_end(&net);
+            } else {
+                cf_net_backward(&net, dout);
+                cf_dist_allreduce_mean(net.grads, net.n_params);
+            }
             cf_sgd_step(&net, (float)lr, (float)o.momentum, (float)o.l2);
             net.step++;
             sums[0] += loss;
