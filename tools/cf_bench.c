@@ -16,6 +16,8 @@ static void usage(void) {
            "  --steps N         timed steps after one warm-up step (default 3)\n"
            "  --threads T       OpenMP and OpenBLAS threads (default: as the environment sets)\n"
            "  --no-sgemm        skip the sgemm peak measurement (reports 0)\n"
+           "  --allreduce       also time the gradient averaging (run under mpirun: one MPI_Allreduce of\n"
+           "                    the whole gradient buffer, median of 7) and print 'allreduce_ms A grad_mb G ranks P'\n"
            "last line: samples_per_s X gflops_per_s Y sgemm_peak_pct Z peak_rss_mb R\n");
     exit(0);
 }
@@ -37,7 +39,7 @@ static double sgemm_peak(void) {
 
 int main(int argc, char **argv) {
     const char *model = "models/cosmoflow.cfg";
-    int B = 1, steps = 3, threads = 0, i, has_shape = 0, do_sgemm = 1;
+    int B = 1, steps = 3, threads = 0, i, has_shape = 0, do_sgemm = 1, do_ar = 0;
     cf_shape shape;
     cf_net net;
     tool_name = "bench";
@@ -49,6 +51,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--steps")) steps = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1000000);
         else if (!strcmp(a, "--threads")) threads = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1024);
         else if (!strcmp(a, "--no-sgemm")) do_sgemm = 0;
+        else if (!strcmp(a, "--allreduce")) do_ar = 1;
         else die("%s: unknown flag (see --help)", a);
     }
     if (threads) {
@@ -59,8 +62,23 @@ int main(int argc, char **argv) {
         openblas_set_num_threads(threads);
 #endif
     }
+    if (cf_dist_init(&argc, &argv)) die("%s", cf_failure_reason());
     TRY(cf_net_load_cfg(&net, model, has_shape ? &shape : NULL));
     cf_net_init(&net, 1);
+    if (do_ar) {   /* the communication of one data-parallel step, alone */
+        double t[7], tmp;
+        int a, b;
+        for (a = 0; a < 8; a++) {
+            double t0;
+            cf_dist_barrier();
+            t0 = now_s();
+            cf_dist_allreduce_mean(net.grads, net.n_params);
+            if (a) t[a - 1] = now_s() - t0;   /* the first one sets up buffers */
+        }
+        for (a = 0; a < 7; a++) for (b = a + 1; b < 7; b++) if (t[b] < t[a]) { tmp = t[a]; t[a] = t[b]; t[b] = tmp; }
+        if (cf_dist_rank() == 0)
+            printf("allreduce_ms %.3f grad_mb %.2f ranks %d\n", 1e3 * t[3], net.n_params * 4.0 / 1e6, cf_dist_size());
+    }
     {
         size_t nx = (size_t)B * cf_shape_size(net.input), ny = (size_t)B * net.n_outputs, k;
         float *x = (float *)malloc(nx * 4), *t = (float *)malloc(ny * 4), *dout = (float *)malloc(ny * 4);
@@ -82,12 +100,13 @@ int main(int argc, char **argv) {
             net.step++;
         }
         dt = (now_s() - t0) / steps;
-        printf("model %s input %dx%dx%dx%d batch %d: %.3f s/step, %.1f GFLOP/step, sgemm peak %.1f GFLOP/s\n",
+        if (cf_dist_rank() == 0) printf("model %s input %dx%dx%dx%d batch %d: %.3f s/step, %.1f GFLOP/step, sgemm peak %.1f GFLOP/s\n",
                model, net.input.c, net.input.d, net.input.h, net.input.w, B, dt, flops / 1e9, peak);
-        printf("samples_per_s %.4f gflops_per_s %.1f sgemm_peak_pct %.1f peak_rss_mb %.0f\n",
+        if (cf_dist_rank() == 0) printf("samples_per_s %.4f gflops_per_s %.1f sgemm_peak_pct %.1f peak_rss_mb %.0f\n",
                B / dt, flops / dt / 1e9, peak > 0 ? 100.0 * flops / dt / 1e9 / peak : 0.0, peak_rss_mb());
         free(x); free(t); free(dout);
     }
     cf_net_free(&net);
+    cf_dist_finalize();
     return 0;
 }

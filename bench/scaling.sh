@@ -1,0 +1,26 @@
+#!/bin/sh
+# Data-parallel scaling model for CosmoFlow, from figures measured here:
+#   T  = one training step of models/cosmoflow.cfg (128^3, batch 1 per rank), cf-bench, 1 rank
+#   n  = gradient bytes; the allreduce of them at 2 ranks on this machine (shared memory)
+# and stated network figures (one rank per node): latency ALPHA s, bandwidth BW bytes/s.
+# Ring allreduce: t(p) = ALPHA log2 p + 2 (p-1)/p n / BW.  Without overlap the step takes
+# T + t(p); with --overlap the reduction hides behind backward (about 2/3 of T), so only
+# max(0, t(p) - 2T/3) shows.  Efficiency = T / (step time).
+cd "$(dirname "$0")/.." || exit 1
+ALPHA=${ALPHA:-5e-6}; BW=${BW:-1.0e10}; FAST=${FAST:-50}
+step=$(bin/cf-bench --model models/cosmoflow.cfg --steps 1 --no-sgemm | sed -n 's/.*: \([0-9.]*\) s\/step.*/\1/p')
+ar=$(mpirun -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 bin/cf-bench --model models/cosmoflow.cfg --allreduce --steps 1 --no-sgemm 2>/dev/null | grep allreduce_ms)
+echo "measured: cosmoflow.cfg step (batch 1) $step s; 2-rank allreduce on this machine: $ar"
+echo "model: alpha $ALPHA s, bandwidth $BW B/s per node; a 'fast node' computes $FAST x faster than this one"
+echo "$ar" | awk -v T="$step" -v a="$ALPHA" -v bw="$BW" -v fast="$FAST" '{
+    n = $4 * 1e6
+    printf "%8s %12s %14s %14s %16s %16s\n", "nodes", "t_ar (ms)", "eff (ours)", "eff overlap", "eff fast node", "fast + overlap"
+    split("8 64 512 1024 8192", P, " ")
+    for (i = 1; i <= 5; i++) {
+        p = P[i]; t = a * log(p) / log(2) + 2 * (p - 1) / p * n / bw
+        Tf = T / fast
+        e1 = T / (T + t); e2 = T / (T + ((t - 2 * T / 3) > 0 ? t - 2 * T / 3 : 0))
+        e3 = Tf / (Tf + t); e4 = Tf / (Tf + ((t - 2 * Tf / 3) > 0 ? t - 2 * Tf / 3 : 0))
+        printf "%8d %12.2f %13.1f%% %13.1f%% %15.1f%% %15.1f%%\n", p, 1e3 * t, 100 * e1, 100 * e2, 100 * e3, 100 * e4
+    }
+}'
