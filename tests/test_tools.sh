@@ -82,6 +82,30 @@ fi
 must_fail "empty file" "empty.tfrecord: no record" "$T/o3/empty_data.npy" sh -c ": > '$T/empty.tfrecord'; $B/cf-convert tfrecord2npy '$T/empty.tfrecord' --out '$T/o3'"
 must_fail "directory given as a file" "not a regular file" "" $B/cf-convert tfrecord2npy "$T/s1/" --out "$T/o4"
 
+# ---- raw universes (HDF5) -> 64 sub-volumes, index 16a+4b+c, reference names
+if ldd $B/cf-convert | grep -q libhdf5 && cc -std=c99 -o "$T/make_universe" tests/make_universe.c $(pkg-config --cflags --libs hdf5) 2>/dev/null; then
+    mkdir -p "$T/sims/22098324"
+    "$T/make_universe" "$T/sims/22098324/univ_ics_2019-03_a1.hdf5" 16 &&
+    $B/cf-convert universe "$T/sims/22098324/univ_ics_2019-03_a1.hdf5" --out "$T/uni" > /dev/null &&
+    [ "$(ls "$T/uni" | wc -l)" = 64 ] && [ -e "$T/uni/22098324_univ_ics_2019-03_a1_037.tfrecord" ] && ok || bad "universe: 64 sub-volumes with the reference's names"
+    if has_numpy; then
+        $B/cf-convert tfrecord2npy "$T/uni/22098324_univ_ics_2019-03_a1_037.tfrecord" --out "$T/uni-npy" > /dev/null
+        # 37 = 16*2 + 4*1 + 1: block (a, b, c) = (2, 1, 1) of side 4, so voxel (0,0,0) is full[8, 4, 4]
+        $PY -c "
+import numpy as np
+x = np.load('$T/uni-npy/22098324_univ_ics_2019-03_a1_037_data.npy'); y = np.load('$T/uni-npy/22098324_univ_ics_2019-03_a1_037_label.npy')
+assert x.shape == (4, 4, 4, 4), x.shape
+code = lambda i, j, k, c: (i * 16 + j) * 16 + k + 1000 * c
+assert all(x[i, j, k, c] == code(8 + i, 4 + j, 4 + k, c) for i in range(4) for j in range(4) for k in range(4) for c in range(4))
+assert np.allclose(y, [0.25, -0.5, 0.75, -1.0])
+" && ok || bad "universe: sub-volume 37 holds block (2,1,1) of the universe and its labels"
+    fi
+    printf 'not hdf5' > "$T/sims/bad.hdf5"
+    must_fail "universe: not an HDF5 file" "bad.hdf5: not a readable HDF5 file" "" $B/cf-convert universe "$T/sims/bad.hdf5" --out "$T/uni2"
+else
+    echo "skipped: universe conversion (no libhdf5 in this build)"
+fi
+
 # ---- training: epoch lines, resume equals an uninterrupted run, LR schedule, MLPerf keys
 $B/cf-synth cosmo --out "$T/tr" --samples 16 --size 16 --seed 1 --spread 0.5 >/dev/null
 $B/cf-synth cosmo --out "$T/va" --samples 6 --size 16 --seed 2 --spread 0.5 >/dev/null
