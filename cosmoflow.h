@@ -265,9 +265,11 @@ CFDEF int cf_example_bytes(const unsigned char *ex, size_t n, const char *key,
                            const unsigned char **val, size_t *len);
 CFDEF int cf_example_floats(const unsigned char *ex, size_t n, const char *key,
                             float *out, size_t max, size_t *count);
-/* Encoders, for writing synthetic data in the real format. */
+/* Encoders, for writing synthetic data in the real format.  flags: CF_EX_Y_FIRST puts the y
+   map entry before x; CF_EX_UNPACKED writes y as one fixed32 field per float. */
+enum { CF_EX_Y_FIRST = 1, CF_EX_UNPACKED = 2 };
 CFDEF size_t cf_example_encode(unsigned char *out, const char *xkey, const void *x, size_t xlen,
-                               const char *ykey, const float *y, size_t ny, int y_first);
+                               const char *ykey, const float *y, size_t ny, int flags);
 CFDEF size_t cf_tfrecord_frame(unsigned char *out, const unsigned char *rec, size_t n);
 CFDEF int cf_tfrecord_write(const char *path, const unsigned char *rec, size_t n, int gzip);
 
@@ -2009,10 +2011,12 @@ static size_t cf__len_field(size_t n) { return 1 + cf__varint_len(n) + n; }
 
 /* Writes Example{features{x: bytes_list, y: packed float_list}}; out NULL returns the size. */
 CFDEF size_t cf_example_encode(unsigned char *out, const char *xkey, const void *x, size_t xlen,
-                               const char *ykey, const float *y, size_t ny, int y_first) {
+                               const char *ykey, const float *y, size_t ny, int flags) {
     size_t xk = strlen(xkey), yk = strlen(ykey);
+    int y_first = flags & CF_EX_Y_FIRST, unpacked = flags & CF_EX_UNPACKED;
+    size_t ylist = unpacked ? 5 * ny : cf__len_field(4 * ny);              /* FloatList body */
     size_t xfeat = cf__len_field(cf__len_field(xlen));                      /* Feature{bytes_list{value}} */
-    size_t yfeat = cf__len_field(cf__len_field(4 * ny));                    /* Feature{float_list{packed}} */
+    size_t yfeat = cf__len_field(ylist);                                    /* Feature{float_list{...}} */
     size_t xent = cf__len_field(xk) + cf__len_field(xfeat), yent = cf__len_field(yk) + cf__len_field(yfeat);
     size_t feats = cf__len_field(xent) + cf__len_field(yent), total = cf__len_field(feats);
     unsigned char *p = out;
@@ -2031,9 +2035,12 @@ CFDEF size_t cf_example_encode(unsigned char *out, const char *xkey, const void 
             p = cf__put_len(p, 1, yent);
             p = cf__put_len(p, 1, yk); memcpy(p, ykey, yk); p += yk;
             p = cf__put_len(p, 2, yfeat);
-            p = cf__put_len(p, 2, cf__len_field(4 * ny));
-            p = cf__put_len(p, 1, 4 * ny);
-            for (k = 0; k < ny; k++) { memcpy(p, &y[k], 4); p += 4; }
+            p = cf__put_len(p, 2, ylist);
+            if (!unpacked) p = cf__put_len(p, 1, 4 * ny);
+            for (k = 0; k < ny; k++) {
+                if (unpacked) *p++ = 0x0d;   /* field 1, wire type 5 (fixed32) */
+                memcpy(p, &y[k], 4); p += 4;
+            }
         }
     }
     return (size_t)(p - out);

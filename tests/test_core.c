@@ -496,14 +496,14 @@ static void test_tfrecord(void) {
     float y[4] = {0.25f, -0.5f, 0.75f, -1.0f};
     int i, order, gz;
     for (i = 0; i < 32; i++) vol[i] = (int16_t)(i * 3);
-    for (order = 0; order < 2; order++) for (gz = 0; gz < 2; gz++) {
+    for (order = 0; order < 4; order++) for (gz = 0; gz < 2; gz++) {   /* order: CF_EX_* flags */
         size_t n = cf_example_encode(NULL, "x", vol, sizeof vol, "y", y, 4, order);
         unsigned char *ex = (unsigned char *)malloc(n);
         cf_cosmo_sample s;
         cf_example_encode(ex, "x", vol, sizeof vol, "y", y, 4, order);
         CHECK(cf_tfrecord_write(tmp("r.tfrecord"), ex, n, gz) == CF_OK, "tfrecord write");
         CHECK(cf_cosmo_read(tmp("r.tfrecord"), &s) == CF_OK && s.s == 2 && s.ny == 4 && s.y[3] == -1.0f && !memcmp(s.x, vol, sizeof vol),
-              "tfrecord round trip (%s first, %s): %s", order ? "y" : "x", gz ? "gzip" : "plain", cf_failure_reason());
+              "tfrecord round trip (flags %d, %s): %s", order, gz ? "gzip" : "plain", cf_failure_reason());
         cf_cosmo_free(&s); free(ex);
     }
     {   /* unpacked floats (wire type 5), built by hand: Feature{float_list{1: fixed32, 1: fixed32}} */
@@ -582,13 +582,14 @@ static void test_real_records(void) {
         for (v = 0; v < s.count; v++) { sum += s.x[v]; if (s.x[v] > mx) mx = s.x[v]; }
         for (k = 0; k < 4; k++) ok = ok && fabsf(s.y[k] - rec[i].y[k]) < 1e-6f;
         CHECK(s.s == 128 && ok && mx == rec[i].max && sum == rec[i].sum, "real record %s: S %d labels, max %d sum %lld", rec[i].name, s.s, mx, sum);
-        {   /* re-encoded with y before x, and unpacked: decodes the same */
-            size_t n = cf_example_encode(NULL, "x", s.x, s.count * 2, "y", s.y, 4, 1);
+        for (k = 1; k <= 3; k++) {   /* re-encoded y before x (1), unpacked (2), both (3): decodes the same */
+            size_t n = cf_example_encode(NULL, "x", s.x, s.count * 2, "y", s.y, 4, k);
             unsigned char *ex = (unsigned char *)malloc(n);
             cf_cosmo_sample s2;
-            cf_example_encode(ex, "x", s.x, s.count * 2, "y", s.y, 4, 1);
+            cf_example_encode(ex, "x", s.x, s.count * 2, "y", s.y, 4, k);
             cf_tfrecord_write(tmp("re.tfrecord"), ex, n, 1);
-            CHECK(cf_cosmo_read(tmp("re.tfrecord"), &s2) == CF_OK && !memcmp(s2.x, s.x, s.count * 2) && !memcmp(s2.y, s.y, 16), "real record re-encoded y-first decodes the same");
+            CHECK(cf_cosmo_read(tmp("re.tfrecord"), &s2) == CF_OK && !memcmp(s2.x, s.x, s.count * 2) && !memcmp(s2.y, s.y, 16) && s2.ny == 4,
+                  "real record re-encoded (%s%s) decodes the same", k & 1 ? "y first" : "x first", k & 2 ? ", unpacked floats" : "");
             cf_cosmo_free(&s2); free(ex);
         }
         cf_cosmo_free(&s);
