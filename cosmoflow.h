@@ -1938,15 +1938,14 @@ static int cf__example_feature(const unsigned char *ex, size_t n, const char *ke
         q = v; qe = v + vl;
         while ((rc = cf__pb_next(&q, qe, &f2, &w2, &ev, &el)) == 1) {
             const unsigned char *e = ev, *ee = ev + el, *kv, *fv = NULL;
-            size_t kl = 0, fl = 0;
+            size_t fl = 0;
             int f3, w3, rc3, has_key = 0;
             if (f2 != 1 || w2 != 2) continue;               /* Features.feature map entry */
             while ((rc3 = cf__pb_next(&e, ee, &f3, &w3, &kv, &vl)) == 1) {
-                if (f3 == 1 && w3 == 2) { has_key = vl == strlen(key) && !memcmp(kv, key, vl); kl = vl; }
+                if (f3 == 1 && w3 == 2) has_key = vl == strlen(key) && !memcmp(kv, key, vl);
                 else if (f3 == 2 && w3 == 2) { fv = kv; fl = vl; }
             }
             if (rc3 < 0) return cf_fail("malformed protobuf in a feature map entry");
-            (void)kl;
             if (has_key && fv) { *feat = fv; *flen = fl; return 1; }
         }
         if (rc < 0) return cf_fail("malformed protobuf in Features");
