@@ -137,15 +137,60 @@ CFDEF void cf_dropout(float *y, const float *x, size_t n, float rate, uint64_t s
 /* Losses over n = B * outputs values; return the loss, write dL/dy into dy (may be NULL). */
 CFDEF double cf_loss_mse(float *dy, const float *y, const float *t, size_t n);
 CFDEF double cf_loss_l1(float *dy, const float *y, const float *t, size_t n);
+/* Batch normalization per channel over (B, P).  train = 1: normalize with the batch mean and
+   the biased variance, save mean and 1/sqrt(var + eps) for backward, and move the running
+   statistics: r += momentum * (batch - r), the variance unbiased (n/(n-1)), as PyTorch.
+   train = 0: normalize with the running statistics.
+   x, y (B, C, P)   gamma, beta, rmean, rvar, save_mean, save_invstd (C) */
+CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const float *beta,
+                         float *rmean, float *rvar, float *save_mean, float *save_invstd,
+                         int B, int C, size_t P, int train, float momentum, float eps);
+/* dy (B, C, P): the gradient after the fused activation's backward.  Accumulates dx (may be
+   NULL), dgamma, dbeta.  mean, invstd: the saved batch statistics (train = 1) or the
+   running mean and 1/sqrt(running var + eps) (train = 0). */
+CFDEF void cf_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                          const float *gamma, const float *mean, const float *invstd,
+                          int B, int C, size_t P, int train);
+/* Depthwise convolution (groups = C = OC): a direct loop over taps, since im2col would copy
+   every input value kvol times to feed a GEMM with one row.
+   x (B, C, D, H, W)  w (C, 1, KD, KH, KW)  b (C) or NULL  y (B, C, OD, OH, OW) */
+CFDEF void cf_dwconv_forward(float *y, const float *x, const float *w, const float *b,
+                             int B, cf_shape in, cf_shape out, const cf_geom *g);
+CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g);
+/* Transposed convolution (PyTorch ConvTranspose): the adjoint of a convolution.  g is the
+   geometry of the convolution that maps a y-shaped tensor to an x-shaped one, so
+   y = col2im(w^T x): one GEMM and a scatter.  Backward-data is that ordinary convolution.
+   x (B, C, D, H, W)  w (C, OC, KD, KH, KW)  b (OC) or NULL  y (B, OC, OD, OH, OW) */
+CFDEF void cf_deconv_forward(float *y, const float *x, const float *w, const float *b,
+                             int B, cf_shape in, cf_shape out, const cf_geom *g,
+                             float *col, size_t ws_floats);
+CFDEF void cf_deconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                              float *col, size_t ws_floats);
+/* Per-pixel weighted softmax cross-entropy averaged over all B*P pixels: the DeepCAM
+   reference's torch.mean of the weighted per-pixel losses (not divided by the sum of the
+   weights, unlike PyTorch's reduction='mean').  z (B, K, P) logits; labels (B, P) class ids
+   stored as floats; w (K) or NULL for 1.  dz (may be NULL) receives dL/dz.  Returns the loss,
+   or NAN when a label is not an integer in [0, K). */
+CFDEF double cf_loss_softmax_ce(float *dz, const float *z, const float *labels, const float *w,
+                                int B, int K, size_t P);
+/* pred[p] = argmax_k z[k, p] (the first maximum).  z (K, P) */
+CFDEF void cf_argmax_classes(int *pred, const float *z, int K, size_t P);
+/* Mean IoU of ONE sample as MLPerf DeepCAM: the mean over all K classes (background
+   included) of tp/(tp+fp+fn), a class absent from both prediction and label counting 1. */
+CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K);
 
 /* ---------------------------------------------------------------- 4. networks */
 enum {
     CF_L_CONV, CF_L_MAXPOOL, CF_L_AVGPOOL, CF_L_DENSE, CF_L_FLATTEN, CF_L_DROPOUT,
-    CF_L_ACT, CF_L_SCALE, CF_L_ROUTE, CF_L_ADD, CF_L_NTYPES
+    CF_L_ACT, CF_L_SCALE, CF_L_ROUTE, CF_L_ADD, CF_L_BATCHNORM, CF_L_DECONV, CF_L_GAP,
+    CF_L_BROADCAST, CF_L_AFFINE, CF_L_NTYPES
 };
 enum { CF_INIT_GLOROT_UNIFORM, CF_INIT_KAIMING_UNIFORM, CF_INIT_KAIMING_NORMAL,
        CF_INIT_TORCH, CF_INIT_ZEROS, CF_INIT_CONST };
-enum { CF_LOSS_MSE, CF_LOSS_L1 };
+enum { CF_LOSS_MSE, CF_LOSS_L1, CF_LOSS_SOFTMAX_CE };
+#define CF_MAX_CLASSES 16
 
 typedef struct {
     int type;
@@ -161,8 +206,12 @@ typedef struct {
     float factor;             /* scale layer */
     float rate;               /* dropout rate */
     int l2;                   /* 1: the optimizer's L2 applies to this layer's kernel */
+    int outpad[3];            /* deconv: output padding (extra rows at the end) */
+    int like;                 /* broadcast: the layer whose spatial size the output takes */
+    float momentum, eps;      /* batchnorm */
     int init, bias_init; float bias_value;
     size_t w_off, w_n, b_off, b_n;  /* into params / grads / opt (b_n = 0: no bias) */
+    size_t s_off, s_n;        /* batchnorm: running mean (C) then running var (C), into stats */
     size_t y_off;             /* output, into acts (per batch) */
     size_t dy_off;            /* output gradient, into dacts (liveness-planned) */
     int last_use;             /* largest index of a layer reading this output */
@@ -177,7 +226,13 @@ typedef struct cf_net {
     int n_layers;
     cf_layer *layers;
     size_t n_params;
-    float *params, *grads, *opt;     /* same offsets; opt = momentum velocity */
+    float *params, *grads, *opt;     /* same offsets; opt holds 2 * n_params: SGD's velocity,
+                                        or Adam's first moments then second moments */
+    size_t n_stats;                  /* batchnorm running statistics: not trained, saved */
+    float *stats, *bn_save;          /* bn_save: the batch mean and 1/std of the last forward */
+    int bn_train;                    /* batchnorm: 1 batch statistics (training), 0 running */
+    int n_targets;                   /* per sample: n_outputs, or H*W class ids (softmax_ce) */
+    float class_w[CF_MAX_CLASSES];   /* softmax_ce: per-class weights */
     int batch;                       /* what acts/dacts are sized for */
     size_t n_acts, n_dacts;          /* in use for this batch */
     size_t cap_acts, cap_dacts;      /* allocated */
@@ -212,7 +267,8 @@ CFDEF const char *cf_layer_type_name(int type);
 CFDEF double cf_layer_flops(const cf_layer *l);             /* forward, per sample */
 /* Parameter tensors in network order: index -> layer, kind ("weight"/"bias"), offset,
    count and PyTorch shape.  Returns the number of tensors, or -1 when i is out of range. */
-typedef struct { int layer; const char *kind; size_t off, n; int ndim; int shape[5]; } cf_tensor;
+typedef struct { int layer; const char *kind; size_t off, n; int ndim; int shape[5]; int stats; } cf_tensor;
+/* stats = 1: the tensor lives in net->stats (batchnorm running statistics; no gradient) */
 CFDEF int cf_net_tensors(const cf_net *net, cf_tensor *out, int max);
 /* One step of loss + backward from a target (B, n_outputs); returns the loss. */
 CFDEF double cf_net_loss(cf_net *net, const float *target, float *dout);
@@ -220,6 +276,30 @@ CFDEF double cf_net_loss(cf_net *net, const float *target, float *dout);
 /* ---------------------------------------------------------------- 5. optimizer */
 /* Keras SGD: v = m*v - lr*(g + 2*l2*w [layers with l2=1]);  w += v */
 CFDEF void cf_sgd_step(cf_net *net, float lr, float momentum, float l2);
+/* Adam as torch.optim.Adam (decoupled = 0: wd adds wd*w to the gradient) or AdamW
+   (decoupled = 1: w *= 1 - lr*wd first).  t: this step's number, counted from 1. */
+CFDEF void cf_adam_step(cf_net *net, float lr, float beta1, float beta2, float eps, float wd,
+                        int decoupled, uint64_t t);
+/* LAMB as NVIDIA apex FusedLAMB (the DeepCAM reference): gradients clipped to a global norm
+   of max_grad_norm (0: no clipping), Adam moments with bias correction, update
+   u = m^/(sqrt(v^)+eps) + wd*w, then per tensor w -= lr * (|w|/|u|) * u (the trust ratio
+   is 1 when a norm is 0 or wd = 0).  Returns the global gradient norm before clipping. */
+CFDEF double cf_lamb_step(cf_net *net, float lr, float beta1, float beta2, float eps, float wd,
+                          float max_grad_norm, uint64_t t);
+/* LARC (the 2018 climate code, clip mode): per tensor, g *= min(eta |w| / |g|, 1);
+   a tensor with a zero norm is left alone.  Run before the optimizer step. */
+CFDEF void cf_larc_scale(cf_net *net, float eta);
+/* Learning-rate schedules of the DeepCAM reference, per optimizer step.  Chained, exactly as
+   torch computes them (utils/schedulers.py): the lr of step k derives from step k-1's. */
+enum { CF_SCHED_MULTISTEP, CF_SCHED_COSINE };
+typedef struct {
+    int type;
+    double base_lr;
+    int warmup_steps; double warmup_factor;   /* linear warmup over the first steps */
+    int n_milestones; long milestones[16]; double gamma;   /* multistep */
+    long t_max; double eta_min;                            /* cosine */
+} cf_lr_sched;
+CFDEF double cf_lr_sched_at(const cf_lr_sched *s, uint64_t k);   /* k counted from 0 */
 
 /* ---------------------------------------------------------------- 6. files */
 enum { CF_F32, CF_I16, CF_U8, CF_I64 };
@@ -787,9 +867,244 @@ CFDEF double cf_loss_l1(float *dy, const float *y, const float *t, size_t n) {
     return s / (double)n;
 }
 
+/* ---- batch normalization.  Sums in double: a channel of a 768x1152 batch has ~10^6 terms. */
+CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const float *beta,
+                         float *rmean, float *rvar, float *save_mean, float *save_invstd,
+                         int B, int C, size_t P, int train, float momentum, float eps) {
+    int c;
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        double n = (double)B * P, mean, var;
+        float a, sh;
+        size_t p;
+        int b;
+        if (train) {
+            double s = 0.0, ss = 0.0;
+            for (b = 0; b < B; b++) { const float *xc = x + ((size_t)b * C + c) * P; for (p = 0; p < P; p++) s += xc[p]; }
+            mean = s / n;
+            for (b = 0; b < B; b++) { const float *xc = x + ((size_t)b * C + c) * P; for (p = 0; p < P; p++) { double d = xc[p] - mean; ss += d * d; } }
+            var = ss / n;   /* biased: what normalizes */
+            save_mean[c] = (float)mean;
+            save_invstd[c] = (float)(1.0 / sqrt(var + eps));
+            rmean[c] = (float)((1.0 - momentum) * rmean[c] + momentum * mean);
+            rvar[c] = (float)((1.0 - momentum) * rvar[c] + momentum * (n > 1 ? var * n / (n - 1) : var));  /* unbiased */
+            a = gamma[c] * save_invstd[c];
+            sh = (float)(beta[c] - mean * a);
+        } else {
+            float inv = (float)(1.0 / sqrt((double)rvar[c] + eps));
+            a = gamma[c] * inv;
+            sh = beta[c] - rmean[c] * a;
+        }
+        /* y = gamma (x - mean) invstd + beta = a x + sh */
+        for (b = 0; b < B; b++) {
+            const float *xc = x + ((size_t)b * C + c) * P;
+            float *yc = y + ((size_t)b * C + c) * P;
+            for (p = 0; p < P; p++) yc[p] = a * xc[p] + sh;
+        }
+    }
+}
+
+/* With xhat = (x - mean) invstd and n = B*P (train mode; the mean and variance depend on x):
+   dgamma = sum dy xhat,  dbeta = sum dy,
+   dx = gamma invstd (dy - dbeta/n - xhat dgamma/n).
+   Eval mode: the statistics are constants, dx = gamma invstd dy. */
+CFDEF void cf_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                          const float *gamma, const float *mean, const float *invstd,
+                          int B, int C, size_t P, int train) {
+    int c;
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        double sdy = 0.0, sdyx = 0.0, n = (double)B * P;
+        float m = mean[c], is = invstd[c], k, k1, k2;
+        size_t p;
+        int b;
+        for (b = 0; b < B; b++) {
+            const float *xc = x + ((size_t)b * C + c) * P, *dyc = dy + ((size_t)b * C + c) * P;
+            for (p = 0; p < P; p++) { sdy += dyc[p]; sdyx += dyc[p] * ((xc[p] - m) * is); }
+        }
+        dgamma[c] += (float)sdyx;
+        dbeta[c] += (float)sdy;
+        if (!dx) continue;
+        k = gamma[c] * is;
+        k1 = train ? (float)(sdy / n) : 0.0f;
+        k2 = train ? (float)(sdyx / n) : 0.0f;
+        for (b = 0; b < B; b++) {
+            const float *xc = x + ((size_t)b * C + c) * P, *dyc = dy + ((size_t)b * C + c) * P;
+            float *dxc = dx + ((size_t)b * C + c) * P;
+            for (p = 0; p < P; p++) dxc[p] += k * (dyc[p] - k1 - (xc[p] - m) * is * k2);
+        }
+    }
+}
+
+/* ---- depthwise convolution: for each output row and tap, one strided run of an input row
+   (the in-bounds part computed once by cf__row_range, as in im2col). */
+CFDEF void cf_dwconv_forward(float *y, const float *x, const float *w, const float *b,
+                             int B, cf_shape in, cf_shape out, const cf_geom *g) {
+    int C = in.c, c, KD = g->k[0], KH = g->k[1], KW = g->k[2];
+    size_t iv = (size_t)in.d * in.h * in.w, ov = (size_t)out.d * out.h * out.w;
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        const float *wc = w + (size_t)c * KD * KH * KW;
+        int bi, od, oh, kd, kh, kw, t, lo, hi;
+        for (bi = 0; bi < B; bi++) {
+            const float *xc = x + ((size_t)bi * C + c) * iv;
+            float *yc = y + ((size_t)bi * C + c) * ov;
+            size_t p;
+            for (p = 0; p < ov; p++) yc[p] = b ? b[c] : 0.0f;
+            for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
+                float *yr = yc + ((size_t)od * out.h + oh) * out.w;
+                for (kd = 0; kd < KD; kd++) {
+                    int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
+                    if (id < 0 || id >= in.d) continue;
+                    for (kh = 0; kh < KH; kh++) {
+                        int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+                        const float *xr;
+                        if (ih < 0 || ih >= in.h) continue;
+                        xr = xc + ((size_t)id * in.h + ih) * in.w;
+                        for (kw = 0; kw < KW; kw++) {
+                            int off = kw * g->dil[2] - g->pb[2], s = g->s[2];
+                            float wv = wc[(kd * KH + kh) * KW + kw];
+                            cf__row_range(0, out.w, s, off, in.w, &lo, &hi);
+                            for (t = lo; t < hi; t++) yr[t] += wv * xr[t * s + off];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g) {
+    int C = in.c, c, KD = g->k[0], KH = g->k[1], KW = g->k[2];
+    size_t iv = (size_t)in.d * in.h * in.w, ov = (size_t)out.d * out.h * out.w;
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {   /* a channel's dw and dx belong to one thread */
+        const float *wc = w + (size_t)c * KD * KH * KW;
+        float *dwc = dw + (size_t)c * KD * KH * KW;
+        int bi, od, oh, kd, kh, kw, t, lo, hi;
+        for (bi = 0; bi < B; bi++) {
+            const float *xc = x + ((size_t)bi * C + c) * iv, *dyc = dy + ((size_t)bi * C + c) * ov;
+            float *dxc = dx ? dx + ((size_t)bi * C + c) * iv : NULL;
+            size_t p;
+            if (db) { double s = 0.0; for (p = 0; p < ov; p++) s += dyc[p]; db[c] += (float)s; }
+            for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
+                const float *dyr = dyc + ((size_t)od * out.h + oh) * out.w;
+                for (kd = 0; kd < KD; kd++) {
+                    int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
+                    if (id < 0 || id >= in.d) continue;
+                    for (kh = 0; kh < KH; kh++) {
+                        int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+                        size_t row;
+                        if (ih < 0 || ih >= in.h) continue;
+                        row = ((size_t)id * in.h + ih) * in.w;
+                        for (kw = 0; kw < KW; kw++) {
+                            int off = kw * g->dil[2] - g->pb[2], s = g->s[2], k = (kd * KH + kh) * KW + kw;
+                            float wv = wc[k], acc = 0.0f;
+                            cf__row_range(0, out.w, s, off, in.w, &lo, &hi);
+                            for (t = lo; t < hi; t++) acc += dyr[t] * xc[row + t * s + off];
+                            dwc[k] += acc;
+                            if (dxc) for (t = lo; t < hi; t++) dxc[row + t * s + off] += wv * dyr[t];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ---- transposed convolution.  The GEMM runs over tiles of x's positions (the forward
+   convolution's output grid), so the col workspace stays bounded like im2col's. */
+CFDEF void cf_deconv_forward(float *y, const float *x, const float *w, const float *b,
+                             int B, cf_shape in, cf_shape out, const cf_geom *g,
+                             float *col, size_t ws_floats) {
+    int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
+    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
+    for (bi = 0; bi < B; bi++) {
+        const float *xb = x + (size_t)bi * in.c * P;
+        float *yb = y + (size_t)bi * out.c * Q;
+        for (oc = 0; oc < out.c; oc++) for (q = 0; q < Q; q++) yb[(size_t)oc * Q + q] = b ? b[oc] : 0.0f;
+        for (p0 = 0; p0 < P; p0 += tile) {
+            size_t n = P - p0 < tile ? P - p0 : tile;
+            /* col (K, n) = w^T (K, C) x x[:, p0:p0+n] (C, n); then scatter-add into y */
+            cf_sgemm(1, 0, K, (int)n, in.c, 1.0f, w, K, xb + p0, (int)P, 0.0f, col, (int)n);
+            cf__col2im(yb, col, out.c, out, in, g, p0, n);
+        }
+    }
+}
+
+CFDEF void cf_deconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                              float *col, size_t ws_floats) {
+    int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
+    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
+    for (bi = 0; bi < B; bi++) {
+        const float *xb = x + (size_t)bi * in.c * P, *dyb = dy + (size_t)bi * out.c * Q;
+        if (db) for (oc = 0; oc < out.c; oc++) { double s = 0.0; for (q = 0; q < Q; q++) s += dyb[(size_t)oc * Q + q]; db[oc] += (float)s; }
+        for (p0 = 0; p0 < P; p0 += tile) {
+            size_t n = P - p0 < tile ? P - p0 : tile;
+            cf__im2col(col, dyb, out.c, out, in, g, p0, n);          /* (K, n) */
+            /* dw (C, K) += x (C, n) x col^T (n, K);  dx (C, n) += w (C, K) x col (K, n) */
+            cf_sgemm(0, 1, in.c, K, (int)n, 1.0f, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
+            if (dx) cf_sgemm(0, 0, in.c, (int)n, K, 1.0f, w, K, col, (int)n, 1.0f, dx + (size_t)bi * in.c * P + p0, (int)P);
+        }
+    }
+}
+
+/* ---- segmentation loss and metric */
+CFDEF double cf_loss_softmax_ce(float *dz, const float *z, const float *labels, const float *w,
+                                int B, int K, size_t P) {
+    double total = 0.0, n = (double)B * P;
+    int bi, bad = 0;
+    for (bi = 0; bi < B; bi++) {
+        const float *zb = z + (size_t)bi * K * P, *lb = labels + (size_t)bi * P;
+        float *dzb = dz ? dz + (size_t)bi * K * P : NULL;
+        size_t p;
+        for (p = 0; p < P; p++) {
+            int k, y = (int)lb[p];
+            double mx = -INFINITY, se = 0.0, wy;
+            if (!(lb[p] >= 0.0f && lb[p] < (float)K) || (float)y != lb[p]) { bad = 1; continue; }
+            for (k = 0; k < K; k++) if (zb[(size_t)k * P + p] > mx) mx = zb[(size_t)k * P + p];
+            for (k = 0; k < K; k++) se += exp(zb[(size_t)k * P + p] - mx);
+            wy = w ? w[y] : 1.0;
+            /* -log softmax(z)_y = log sum exp(z - max) - (z_y - max) */
+            total += wy * (log(se) - (zb[(size_t)y * P + p] - mx));
+            if (dzb)   /* d/dz_k = w_y (softmax_k - [k == y]) / n */
+                for (k = 0; k < K; k++)
+                    dzb[(size_t)k * P + p] = (float)(wy * (exp(zb[(size_t)k * P + p] - mx) / se - (k == y)) / n);
+        }
+    }
+    return bad ? NAN : total / n;
+}
+
+CFDEF void cf_argmax_classes(int *pred, const float *z, int K, size_t P) {
+    size_t p;
+    int k;
+    for (p = 0; p < P; p++) {
+        int best = 0;
+        for (k = 1; k < K; k++) if (z[(size_t)k * P + p] > z[(size_t)best * P + p]) best = k;
+        pred[p] = best;
+    }
+}
+
+CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K) {
+    double iou = 0.0;
+    int k;
+    for (k = 0; k < K; k++) {
+        size_t tp = 0, fp = 0, fn = 0, i;
+        for (i = 0; i < n; i++) {
+            int p = pred[i] == k, g = (int)label[i] == k;
+            tp += p && g; fp += p && !g; fn += !p && g;
+        }
+        iou += tp + fp + fn ? (double)tp / (double)(tp + fp + fn) : 1.0;   /* empty union: 1 */
+    }
+    return iou / K;
+}
+
 /* ================================================================ 4. networks */
 static const char *cf__type_names[CF_L_NTYPES] = {
-    "conv", "maxpool", "avgpool", "dense", "flatten", "dropout", "activation", "scale", "route", "add"
+    "conv", "maxpool", "avgpool", "dense", "flatten", "dropout", "activation", "scale", "route", "add",
+    "batchnorm", "deconv", "gap", "broadcast", "affine"
 };
 CFDEF const char *cf_layer_type_name(int type) {
     return type >= 0 && type < CF_L_NTYPES ? cf__type_names[type] : "?";
@@ -978,7 +1293,7 @@ static int cf__parse_pad(cf__section *s, const char *name, cf_layer *l, int is2d
 
 static const char *cf__act_names[] = { "linear", "relu", "leaky", "tanh" };
 static const char *cf__init_names[] = { "glorot_uniform", "kaiming_uniform", "kaiming_normal", "torch", "zeros" };
-static const char *cf__loss_names[] = { "mse", "l1" };
+static const char *cf__loss_names[] = { "mse", "l1", "softmax_ce" };
 
 /* One section -> one layer; shapes follow from its inputs. */
 static int cf__build_layer(cf_net *net, int idx, cf__section *s, const char *name) {
@@ -1060,17 +1375,72 @@ static int cf__build_layer(cf_net *net, int idx, cf__section *s, const char *nam
                 return cf_fail("%s:%d: [add] inputs differ in shape", name, s->line);
         }
         break;
+    case CF_L_DECONV: {   /* output size: PyTorch's (in-1)*s - 2p + dil*(k-1) + 1 + output_padding */
+        int a, io[3], oo[3];
+        if ((rc = cf__get_int(s, name, "filters", 0, 1, 1 << 20, &l->filters)) || (rc = cf__get_axes(s, name, "size", 1, is2d, 1, l->g.k)) ||
+            (rc = cf__get_axes(s, name, "stride", 1, is2d, 1, l->g.s)) || (rc = cf__get_axes(s, name, "dilation", 1, is2d, 1, l->g.dil)) ||
+            (rc = cf__parse_pad(s, name, l, is2d)) || (rc = cf__get_axes(s, name, "output_padding", 0, is2d, 0, l->outpad)) ||
+            (rc = cf__get_int(s, name, "bias", 1, 0, 1, &l->has_bias)))
+            return rc;
+        if (!l->filters) return cf_fail("%s:%d: [deconv] needs filters=", name, s->line);
+        if (is2d) l->outpad[0] = 0;
+        io[0] = l->in.d; io[1] = l->in.h; io[2] = l->in.w;
+        for (a = 0; a < 3; a++) {
+            int span = l->g.dil[a] * (l->g.k[a] - 1) + 1, st = l->g.s[a];
+            if (l->outpad[a] && strcmp(l->pad_mode, "explicit"))
+                return cf_fail("%s:%d: output_padding needs an explicit pad=", name, s->line);
+            if (l->outpad[a] >= st && l->outpad[a] >= l->g.dil[a])
+                return cf_fail("%s:%d: output_padding must be smaller than the stride or the dilation", name, s->line);
+            if (!strcmp(l->pad_mode, "same")) {   /* TensorFlow conv2d_transpose 'same': out = in * stride */
+                int total = (io[a] - 1) * st + span - io[a] * st;
+                if (total < 0) total = 0;
+                oo[a] = io[a] * st; l->g.pb[a] = total / 2; l->g.pa[a] = total - total / 2;
+            } else {
+                l->g.pb[a] = l->pad_spec[2 * a];
+                l->g.pa[a] = l->pad_spec[2 * a + 1] - l->outpad[a];   /* output padding: rows not cropped at the end */
+                if (l->g.pa[a] < 0) return cf_fail("%s:%d: output_padding larger than the padding after is not supported", name, s->line);
+                oo[a] = (io[a] - 1) * st + span - l->g.pb[a] - l->g.pa[a];
+            }
+            if (is2d && a == 0) { oo[0] = 1; l->g.pb[0] = l->g.pa[0] = 0; }
+        }
+        l->out.c = l->filters; l->out.d = oo[0]; l->out.h = oo[1]; l->out.w = oo[2];
+        l->w_n = (size_t)l->in.c * l->filters * l->g.k[0] * l->g.k[1] * l->g.k[2];
+        l->b_n = l->has_bias ? (size_t)l->filters : 0;
+        break;
+    }
+    case CF_L_BATCHNORM:
+        if ((rc = cf__get_float(s, name, "momentum", 0.1f, 0.0f, 1.0f, &l->momentum)) ||
+            (rc = cf__get_float(s, name, "eps", 1e-5f, 0.0f, 1.0f, &l->eps)))
+            return rc;
+        l->w_n = l->b_n = (size_t)l->in.c;   /* gamma, beta */
+        l->s_n = 2 * (size_t)l->in.c;        /* running mean, running var */
+        break;
+    case CF_L_AFFINE:
+        l->w_n = l->b_n = (size_t)l->in.c;   /* per-channel weight and bias */
+        break;
+    case CF_L_GAP:
+        l->out.d = l->out.h = l->out.w = 1;
+        break;
+    case CF_L_BROADCAST: {
+        if ((rc = cf__get_int(s, name, "like", 0, -idx, idx - 1, &l->like))) return rc;
+        if (!cf__find(s, "like")) return cf_fail("%s:%d: [broadcast] needs like= (the layer whose spatial size to take)", name, s->line);
+        if (l->like < 0) l->like += idx;
+        if (l->like < 0 || l->like >= idx) return cf_fail("%s:%d: like= names a layer that is not before this one", name, s->line);
+        if (l->in.d != 1 || l->in.h != 1 || l->in.w != 1) return cf_fail("%s:%d: [broadcast] needs an input of spatial size 1 (e.g. after [gap])", name, s->line);
+        l->out.d = net->layers[l->like].out.d; l->out.h = net->layers[l->like].out.h; l->out.w = net->layers[l->like].out.w;
+        break;
+    }
     default: break;
     }
     /* fused or stand-alone activation */
-    if (t == CF_L_CONV || t == CF_L_DENSE || t == CF_L_ACT) {
+    if (t == CF_L_CONV || t == CF_L_DENSE || t == CF_L_ACT || t == CF_L_DECONV || t == CF_L_BATCHNORM || t == CF_L_AFFINE) {
         if ((rc = cf__get_choice(s, name, "activation", cf__act_names, 4, CF_ACT_LINEAR, &l->act)) ||
             (rc = cf__get_float(s, name, "slope", 0.01f, 1e-6f, 1.0f, &l->slope)))
             return rc;
         if (l->act == CF_ACT_LEAKY && !cf__find(s, "slope"))
             return cf_fail("%s:%d: activation=leaky needs slope= (Keras uses 0.3, PyTorch 0.01)", name, s->line);
     }
-    if (t == CF_L_CONV || t == CF_L_DENSE) {
+    if (t == CF_L_CONV || t == CF_L_DENSE || t == CF_L_DECONV) {
         cf__kv *bi = cf__find(s, "bias_init");
         if ((rc = cf__get_choice(s, name, "init", cf__init_names, 5, CF_INIT_GLOROT_UNIFORM, &l->init)) ||
             (rc = cf__get_int(s, name, "l2", 0, 0, 1, &l->l2)))
@@ -1161,6 +1531,7 @@ CFDEF int cf_net_set_batch(cf_net *net, int B) {
 CFDEF void cf_net_free(cf_net *net) {
     CF_FREE(net->cfg_text); CF_FREE(net->cfg_name); CF_FREE(net->layers);
     CF_FREE(net->params); CF_FREE(net->grads); CF_FREE(net->opt);
+    CF_FREE(net->stats); CF_FREE(net->bn_save);
     CF_FREE(net->acts); CF_FREE(net->dacts); CF_FREE(net->ws);
     memset(net, 0, sizeof *net);
 }
@@ -1168,6 +1539,35 @@ CFDEF void cf_net_free(cf_net *net) {
 #ifndef CF_WS_FLOATS
 #define CF_WS_FLOATS ((size_t)8 << 20)   /* 32 MiB per im2col workspace (two are used) */
 #endif
+
+/* softmax_ce: the classes are the output channels.  class_weights= a list, 'uniform', or
+   'reference' (the default for 3 classes): the DeepCAM reference's f^(-1/8) of its class
+   frequencies f = (0.98627, 0.000458, 0.01327) (background, cyclone, river). */
+static int cf__class_weights(cf_net *net, cf__section *s, const char *name) {
+    static const double freq[3] = {0.986267818390377, 0.0004578708870701058, 0.01327431072255291};
+    cf__kv *kv = cf__find(s, "class_weights");
+    int K = net->layers[net->n_layers - 1].out.c, k;
+    cf_layer *last = &net->layers[net->n_layers - 1];
+    net->n_targets = (int)((size_t)last->out.d * last->out.h * last->out.w);
+    if (K < 2 || K > CF_MAX_CLASSES) return cf_fail("%s: loss=softmax_ce needs 2 to %d output channels (classes), the last layer has %d", name, CF_MAX_CLASSES, K);
+    for (k = 0; k < K; k++) net->class_w[k] = 1.0f;
+    if ((!kv && K == 3) || (kv && !strcmp(kv->val, "reference"))) {
+        if (K != 3) return cf_fail("%s:%d: class_weights=reference is for 3 classes; the model has %d", name, kv->line, K);
+        for (k = 0; k < 3; k++) net->class_w[k] = (float)pow(freq[k], -0.125);
+    } else if (kv && strcmp(kv->val, "uniform")) {
+        const char *p = kv->val;
+        for (k = 0; k < K; k++) {
+            char *end;
+            double v = strtod(p, &end);
+            if (end == p || !(v >= 0 && v < 1e6)) break;
+            net->class_w[k] = (float)v;
+            p = end; while (*p == ' ') p++;
+            if (*p == ',') p++;
+        }
+        if (k != K || *p) return cf_fail("%s:%d: class_weights=%s: give reference, uniform or %d non-negative numbers", name, kv->line, kv->val, K);
+    }
+    return CF_OK;
+}
 
 CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf_shape *shape_override) {
     cf__section *secs = NULL;
@@ -1183,7 +1583,8 @@ CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf
         cf__kv *in = cf__find(&secs[0], "input");
         if (!in) { rc = cf_fail("%s:%d: [net] needs input=CxDxHxW", name, secs[0].line); goto done; }
         if (cf_parse_shape(in->val, &net->input)) { rc = cf_fail("%s:%d: input=%s: %s", name, in->line, in->val, cf_failure_reason()); goto done; }
-        if ((rc = cf__get_choice(&secs[0], name, "loss", cf__loss_names, 2, CF_LOSS_MSE, &net->loss))) goto done;
+        if ((rc = cf__get_choice(&secs[0], name, "loss", cf__loss_names, 3, CF_LOSS_MSE, &net->loss))) goto done;
+        if (cf__find(&secs[0], "class_weights") && net->loss != CF_LOSS_SOFTMAX_CE) { rc = cf_fail("%s: class_weights= needs loss=softmax_ce", name); goto done; }
         for (i = 0; i < secs[0].n_kv; i++)
             if (!secs[0].kv[i].used) { rc = cf_fail("%s:%d: unknown key '%s' in [net]", name, secs[0].kv[i].line, secs[0].kv[i].key); goto done; }
         if (shape_override) {
@@ -1209,27 +1610,37 @@ CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf
         for (j = 0; j < l->n_src; j++) if (l->src[j] >= 0) net->layers[l->src[j]].last_use = i;
         if (l->w_n) { l->w_off = off; off += l->w_n; }
         if (l->b_n) { l->b_off = off; off += l->b_n; }
+        if (l->s_n) { l->s_off = net->n_stats; net->n_stats += l->s_n; }
     }
     net->layers[net->n_layers - 1].last_use = net->n_layers;  /* the loss reads the output */
     for (i = 0; i < net->n_layers; i++) if (net->layers[i].last_use < 0) net->layers[i].last_use = i;
     net->n_outputs = (int)cf_shape_size(net->layers[net->n_layers - 1].out);
     net->n_params = off;
-    net->params = CF__NEW(float, off); net->grads = CF__NEW(float, off); net->opt = CF__NEW(float, off);
+    net->params = CF__NEW(float, off); net->grads = CF__NEW(float, off); net->opt = CF__NEW(float, 2 * off);
+    net->stats = CF__NEW(float, net->n_stats + 1); net->bn_save = CF__NEW(float, net->n_stats + 1);
+    net->n_targets = net->n_outputs;
+    if (net->loss == CF_LOSS_SOFTMAX_CE && (rc = cf__class_weights(net, &secs[0], name))) goto done;
     net->cfg_text = cf__strdup(text); net->cfg_name = cf__strdup(name);
     {   /* workspace: the largest im2col tile any conv needs, capped by CF_WS_FLOATS */
         size_t ws = 1;
         for (i = 0; i < net->n_layers; i++) {
             cf_layer *l = &net->layers[i];
+            size_t kvol = (size_t)l->g.k[0] * l->g.k[1] * l->g.k[2];
             if (l->type == CF_L_CONV) {
-                size_t rows = (size_t)l->in.c / l->groups * l->g.k[0] * l->g.k[1] * l->g.k[2];
+                size_t rows = (size_t)l->in.c / l->groups * kvol;
                 size_t need = rows * cf__tile(rows, (size_t)l->out.d * l->out.h * l->out.w, CF_WS_FLOATS);
+                if (need > ws) ws = need;
+            }
+            if (l->type == CF_L_DECONV) {   /* col rows: output channels x taps, over input positions */
+                size_t rows = (size_t)l->out.c * kvol;
+                size_t need = rows * cf__tile(rows, (size_t)l->in.d * l->in.h * l->in.w, CF_WS_FLOATS);
                 if (need > ws) ws = need;
             }
         }
         net->ws_floats = ws;
         net->ws = CF__NEW(float, 2 * ws);
     }
-    if (!net->params || !net->grads || !net->opt || !net->cfg_text || !net->cfg_name || !net->ws) rc = CF_ERR;
+    if (!net->params || !net->grads || !net->opt || !net->stats || !net->bn_save || !net->cfg_text || !net->cfg_name || !net->ws) rc = CF_ERR;
     net->seed = 0;
 done:
     if (secs) for (i = 0; i < n_secs; i++) CF_FREE(secs[i].kv);
@@ -1283,13 +1694,20 @@ CFDEF void cf_net_init(cf_net *net, uint64_t seed) {
         /* each layer's own stream: inserting a layer does not change the others' weights */
         cf_rng r = cf_rng_seed(cf_hash64(seed * 0x100000001b3ULL + (uint64_t)i));
         double kvol = (double)l->g.k[0] * l->g.k[1] * l->g.k[2], fan_in, fan_out;
+        if (l->type == CF_L_BATCHNORM || l->type == CF_L_AFFINE) {   /* identity: scale 1, shift 0 */
+            size_t c;
+            for (c = 0; c < l->w_n; c++) { net->params[l->w_off + c] = 1.0f; net->params[l->b_off + c] = 0.0f; }
+            for (c = 0; c < l->s_n / 2; c++) { net->stats[l->s_off + c] = 0.0f; net->stats[l->s_off + l->s_n / 2 + c] = 1.0f; }
+            continue;
+        }
         if (!l->w_n) continue;
         if (l->type == CF_L_CONV) { fan_in = (double)l->in.c / l->groups * kvol; fan_out = (double)l->filters * kvol; }
+        else if (l->type == CF_L_DECONV) { fan_in = (double)l->filters * kvol; fan_out = (double)l->in.c * kvol; }  /* PyTorch: weight.size(1) * kvol */
         else { fan_in = (double)cf_shape_size(l->in); fan_out = l->filters; }
         cf__init_tensor(net->params + l->w_off, l->w_n, l->init, fan_in, fan_out, 0.0f, &r);
         if (l->b_n) cf__init_tensor(net->params + l->b_off, l->b_n, l->bias_init, fan_in, fan_out, l->bias_value, &r);
     }
-    memset(net->opt, 0, net->n_params * sizeof(float));
+    memset(net->opt, 0, 2 * net->n_params * sizeof(float));
 }
 
 CFDEF float *cf_net_output(cf_net *net, int layer) { return net->acts + net->layers[layer].y_off; }
@@ -1300,6 +1718,9 @@ static uint64_t cf__dropout_seed(const cf_net *net, int layer) {
     return cf_hash64(net->seed ^ cf_hash64(net->step * 1000003ULL + (uint64_t)layer + 1));
 }
 
+/* groups = in channels = out channels: the direct depthwise kernel instead of im2col + GEMM */
+static int cf__depthwise(const cf_layer *l) { return l->groups > 1 && l->groups == l->in.c && l->filters == l->in.c; }
+
 static void cf__forward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     int B = net->batch, j;
@@ -1309,9 +1730,37 @@ static void cf__forward_layer(cf_net *net, int i) {
     size_t n_in = cf_shape_size(l->in) * B, n_out = cf_shape_size(l->out) * B, k;
     switch (l->type) {
     case CF_L_CONV:
-        cf_conv_forward(y, x, W, bias, B, l->in, l->out, &l->g, l->groups, net->ws, net->ws_floats);
+        if (cf__depthwise(l)) cf_dwconv_forward(y, x, W, bias, B, l->in, l->out, &l->g);
+        else cf_conv_forward(y, x, W, bias, B, l->in, l->out, &l->g, l->groups, net->ws, net->ws_floats);
         cf_act_forward(y, n_out, l->act, l->slope);
         break;
+    case CF_L_DECONV:
+        cf_deconv_forward(y, x, W, bias, B, l->in, l->out, &l->g, net->ws, net->ws_floats);
+        cf_act_forward(y, n_out, l->act, l->slope);
+        break;
+    case CF_L_BATCHNORM: {
+        float *st = net->stats + l->s_off, *sv = net->bn_save + l->s_off;
+        int C = l->in.c;
+        cf_bn_forward(y, x, W, bias, st, st + C, sv, sv + C, B, C, cf_shape_size(l->in) / C, net->bn_train, l->momentum, l->eps);
+        cf_act_forward(y, n_out, l->act, l->slope);
+        break;
+    }
+    case CF_L_AFFINE: {
+        size_t P = cf_shape_size(l->in) / l->in.c;
+        for (k = 0; k < n_out; k++) { size_t c = k / P % l->in.c; y[k] = W[c] * x[k] + bias[c]; }
+        cf_act_forward(y, n_out, l->act, l->slope);
+        break;
+    }
+    case CF_L_GAP: {   /* (B, C, P) -> (B, C) means */
+        size_t P = cf_shape_size(l->in) / l->in.c, p;
+        for (k = 0; k < n_out; k++) { double s = 0.0; for (p = 0; p < P; p++) s += x[k * P + p]; y[k] = (float)(s / P); }
+        break;
+    }
+    case CF_L_BROADCAST: {   /* (B, C) -> (B, C, P): every position gets its channel's value */
+        size_t P = cf_shape_size(l->out) / l->out.c, p;
+        for (k = 0; k < n_in; k++) for (p = 0; p < P; p++) y[k * P + p] = x[k];
+        break;
+    }
     case CF_L_MAXPOOL: case CF_L_AVGPOOL:
         cf_pool_forward(y, x, B, l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
         break;
@@ -1370,8 +1819,44 @@ static void cf__backward_layer(cf_net *net, int i) {
     switch (l->type) {
     case CF_L_CONV:
         cf_act_backward(dy, y, n_out, l->act, l->slope);
-        cf_conv_backward(dx, dW, db, dy, x, W, B, l->in, l->out, &l->g, l->groups, net->ws, net->ws + net->ws_floats, net->ws_floats);
+        if (cf__depthwise(l)) cf_dwconv_backward(dx, dW, db, dy, x, W, B, l->in, l->out, &l->g);
+        else cf_conv_backward(dx, dW, db, dy, x, W, B, l->in, l->out, &l->g, l->groups, net->ws, net->ws + net->ws_floats, net->ws_floats);
         break;
+    case CF_L_DECONV:
+        cf_act_backward(dy, y, n_out, l->act, l->slope);
+        cf_deconv_backward(dx, dW, db, dy, x, W, B, l->in, l->out, &l->g, net->ws, net->ws_floats);
+        break;
+    case CF_L_BATCHNORM: {
+        int C = l->in.c, c;
+        float *mean = net->bn_save + l->s_off, *inv = mean + C;
+        cf_act_backward(dy, y, n_out, l->act, l->slope);
+        if (!net->bn_train) {   /* eval mode: the running statistics are the constants */
+            const float *st = net->stats + l->s_off;
+            for (c = 0; c < C; c++) { mean[c] = st[c]; inv[c] = (float)(1.0 / sqrt((double)st[C + c] + l->eps)); }
+        }
+        cf_bn_backward(dx, dW, db, dy, x, W, mean, inv, B, C, cf_shape_size(l->in) / C, net->bn_train);
+        break;
+    }
+    case CF_L_AFFINE: {
+        size_t P = cf_shape_size(l->in) / l->in.c;
+        cf_act_backward(dy, y, n_out, l->act, l->slope);
+        for (k = 0; k < n_out; k++) {
+            size_t c = k / P % l->in.c;
+            dW[c] += dy[k] * x[k]; db[c] += dy[k];
+            if (dx) dx[k] += W[c] * dy[k];
+        }
+        break;
+    }
+    case CF_L_GAP: {
+        size_t P = cf_shape_size(l->in) / l->in.c, p;
+        if (dx) for (k = 0; k < n_out; k++) for (p = 0; p < P; p++) dx[k * P + p] += dy[k] / (float)P;
+        break;
+    }
+    case CF_L_BROADCAST: {
+        size_t P = cf_shape_size(l->out) / l->out.c, p, n_in = cf_shape_size(l->in) * B;
+        if (dx) for (k = 0; k < n_in; k++) { double s = 0.0; for (p = 0; p < P; p++) s += dy[k * P + p]; dx[k] += (float)s; }
+        break;
+    }
     case CF_L_MAXPOOL: case CF_L_AVGPOOL:
         if (dx) cf_pool_backward(dx, dy, x, y, B, l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
         break;
@@ -1433,6 +1918,10 @@ CFDEF void cf_net_zero_grad(cf_net *net) { memset(net->grads, 0, net->n_params *
 CFDEF double cf_net_loss(cf_net *net, const float *target, float *dout) {
     const float *y = net->acts + net->layers[net->n_layers - 1].y_off;
     size_t n = (size_t)net->n_outputs * net->batch;
+    if (net->loss == CF_LOSS_SOFTMAX_CE) {
+        const cf_layer *l = &net->layers[net->n_layers - 1];
+        return cf_loss_softmax_ce(dout, y, target, net->class_w, net->batch, l->out.c, (size_t)net->n_targets);
+    }
     return net->loss == CF_LOSS_L1 ? cf_loss_l1(dout, y, target, n) : cf_loss_mse(dout, y, target, n);
 }
 
@@ -1441,6 +1930,7 @@ CFDEF double cf_layer_flops(const cf_layer *l) {
     switch (l->type) {
     case CF_L_CONV: return 2.0 * l->in.c / l->groups * l->g.k[0] * l->g.k[1] * l->g.k[2] * l->out.c * P;
     case CF_L_DENSE: return 2.0 * (double)cf_shape_size(l->in) * l->filters;
+    case CF_L_DECONV: return 2.0 * (double)cf_shape_size(l->in) * l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2];
     case CF_L_MAXPOOL: case CF_L_AVGPOOL: return (double)l->g.k[0] * l->g.k[1] * l->g.k[2] * cf_shape_size(l->out);
     default: return (double)cf_shape_size(l->out);
     }
@@ -1451,19 +1941,30 @@ CFDEF int cf_net_tensors(const cf_net *net, cf_tensor *out, int max) {
     for (i = 0; i < net->n_layers; i++) {
         const cf_layer *l = &net->layers[i];
         cf_tensor t;
+        int bn = l->type == CF_L_BATCHNORM, k;
         if (!l->w_n) continue;
         memset(&t, 0, sizeof t);
-        t.layer = i; t.kind = "weight"; t.off = l->w_off; t.n = l->w_n;
-        if (l->type == CF_L_CONV) {
-            t.shape[0] = l->filters; t.shape[1] = l->in.c / l->groups;
+        t.layer = i; t.kind = bn ? "gamma" : "weight"; t.off = l->w_off; t.n = l->w_n;
+        if (l->type == CF_L_CONV || l->type == CF_L_DECONV) {
+            /* conv (OC, C/groups, k...), transposed conv (C, OC, k...) as PyTorch */
+            t.shape[0] = l->type == CF_L_CONV ? l->filters : l->in.c;
+            t.shape[1] = l->type == CF_L_CONV ? l->in.c / l->groups : l->filters;
             if (is2d) { t.ndim = 4; t.shape[2] = l->g.k[1]; t.shape[3] = l->g.k[2]; }
             else { t.ndim = 5; t.shape[2] = l->g.k[0]; t.shape[3] = l->g.k[1]; t.shape[4] = l->g.k[2]; }
-        } else { t.ndim = 2; t.shape[0] = l->filters; t.shape[1] = (int)cf_shape_size(l->in); }
+        } else if (bn || l->type == CF_L_AFFINE) { t.ndim = 1; t.shape[0] = (int)l->w_n; }
+        else { t.ndim = 2; t.shape[0] = l->filters; t.shape[1] = (int)cf_shape_size(l->in); }
         if (out && n < max) out[n] = t;
         n++;
         if (l->b_n) {
             memset(&t, 0, sizeof t);
-            t.layer = i; t.kind = "bias"; t.off = l->b_off; t.n = l->b_n; t.ndim = 1; t.shape[0] = (int)l->b_n;
+            t.layer = i; t.kind = bn ? "beta" : "bias"; t.off = l->b_off; t.n = l->b_n; t.ndim = 1; t.shape[0] = (int)l->b_n;
+            if (out && n < max) out[n] = t;
+            n++;
+        }
+        for (k = 0; k < 2 && l->s_n; k++) {   /* running mean, running var */
+            memset(&t, 0, sizeof t);
+            t.layer = i; t.kind = k ? "running_var" : "running_mean"; t.stats = 1;
+            t.off = l->s_off + k * (l->s_n / 2); t.n = l->s_n / 2; t.ndim = 1; t.shape[0] = (int)(l->s_n / 2);
             if (out && n < max) out[n] = t;
             n++;
         }
@@ -1486,6 +1987,107 @@ CFDEF void cf_sgd_step(cf_net *net, float lr, float momentum, float l2) {
             net->params[off + k] += net->opt[off + k];
         }
     }
+}
+
+/* One parameter tensor at a time (PyTorch's per-tensor norms): weight, then bias. */
+static int cf__next_tensor(const cf_net *net, int *i, int *part, size_t *off, size_t *n) {
+    for (; *i < net->n_layers; (*i)++, *part = 0) {
+        const cf_layer *l = &net->layers[*i];
+        if (*part == 0 && l->w_n) { *off = l->w_off; *n = l->w_n; *part = 1; return 1; }
+        if (*part <= 1 && l->b_n) { *off = l->b_off; *n = l->b_n; *part = 2; return 1; }
+    }
+    return 0;
+}
+
+CFDEF void cf_adam_step(cf_net *net, float lr, float beta1, float beta2, float eps, float wd,
+                        int decoupled, uint64_t t) {
+    size_t k, n = net->n_params;
+    float *m = net->opt, *v = net->opt + n;
+    double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
+    double step = lr / bc1, sq2 = sqrt(bc2);
+    for (k = 0; k < n; k++) {
+        float g = net->grads[k];
+        if (decoupled) net->params[k] *= 1.0f - lr * wd;
+        else g += wd * net->params[k];
+        m[k] = beta1 * m[k] + (1.0f - beta1) * g;
+        v[k] = beta2 * v[k] + (1.0f - beta2) * g * g;
+        /* torch: w -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps) */
+        net->params[k] -= (float)(step * m[k] / (sqrt((double)v[k]) / sq2 + eps));
+    }
+}
+
+CFDEF double cf_lamb_step(cf_net *net, float lr, float beta1, float beta2, float eps, float wd,
+                          float max_grad_norm, uint64_t t) {
+    size_t k, n = net->n_params, off, cnt;
+    float *m = net->opt, *v = net->opt + n;
+    double gn = 0.0, clip = 1.0, bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
+    int i = 0, part = 0;
+    for (k = 0; k < n; k++) gn += (double)net->grads[k] * net->grads[k];
+    gn = sqrt(gn);
+    if (max_grad_norm > 0 && gn > max_grad_norm) clip = gn / max_grad_norm;
+    while (cf__next_tensor(net, &i, &part, &off, &cnt)) {
+        double wn = 0.0, un = 0.0, ratio;
+        float *w = net->params + off, *mt = m + off, *vt = v + off;
+        const float *g = net->grads + off;
+        /* pass 1: moments, and the norms of w and of the update u (u is recomputed below,
+           not stored: no buffer the size of the model) */
+        for (k = 0; k < cnt; k++) {
+            float gk = (float)(g[k] / clip);
+            double u;
+            mt[k] = beta1 * mt[k] + (1.0f - beta1) * gk;
+            vt[k] = beta2 * vt[k] + (1.0f - beta2) * gk * gk;
+            u = (mt[k] / bc1) / (sqrt(vt[k] / bc2) + eps) + wd * w[k];
+            wn += (double)w[k] * w[k]; un += u * u;
+        }
+        wn = sqrt(wn); un = sqrt(un);
+        ratio = (wd != 0.0f && wn > 0.0 && un > 0.0) ? lr * wn / un : lr;
+        for (k = 0; k < cnt; k++) {
+            double u = (mt[k] / bc1) / (sqrt(vt[k] / bc2) + eps) + wd * w[k];
+            w[k] -= (float)(ratio * u);
+        }
+    }
+    return gn;
+}
+
+CFDEF void cf_larc_scale(cf_net *net, float eta) {
+    size_t k, off, cnt;
+    int i = 0, part = 0;
+    while (cf__next_tensor(net, &i, &part, &off, &cnt)) {
+        double wn = 0.0, gn = 0.0, s;
+        for (k = 0; k < cnt; k++) { wn += (double)net->params[off + k] * net->params[off + k]; gn += (double)net->grads[off + k] * net->grads[off + k]; }
+        if (wn == 0.0 || gn == 0.0) continue;
+        s = eta * sqrt(wn) / sqrt(gn);
+        if (s < 1.0) for (k = 0; k < cnt; k++) net->grads[off + k] *= (float)s;
+    }
+}
+
+/* The reference's torch schedulers, step by step.  Warmup (k <= W): base * k / W (factor 1) or
+   base * ((factor - 1) k / W + 1).  After it the lr is CHAINED from the previous step's:
+   multistep multiplies it by gamma at k = milestone + W + 1 (plain MultiStepLR, W = 0: at
+   k = milestone); cosine applies torch's recurrence with k - W.  Note the warmup's first step
+   has lr 0, as in the reference. */
+CFDEF double cf_lr_sched_at(const cf_lr_sched *s, uint64_t k) {
+    double lr = s->base_lr;
+    uint64_t j;
+    long W = s->warmup_steps;
+    for (j = 0; j <= k; j++) {
+        long e = (long)j;
+        if (W > 0 && e <= W) {
+            lr = s->warmup_factor == 1.0 ? s->base_lr * e / W : s->base_lr * ((s->warmup_factor - 1.0) * e / W + 1.0);
+            continue;
+        }
+        if (s->type == CF_SCHED_MULTISTEP) {
+            int m;
+            for (m = 0; m < s->n_milestones; m++) if (e == s->milestones[m] + (W > 0 ? W + 1 : 0)) lr *= s->gamma;
+        } else {
+            long T = s->t_max, ee = W > 0 ? e - W : e;
+            const double pi = 3.14159265358979323846;
+            if (ee == 0) continue;   /* torch: the first step keeps the base lr */
+            if ((ee - 1 - T) % (2 * T) == 0) lr = lr + (s->base_lr - s->eta_min) * (1.0 - cos(pi / T)) / 2.0;
+            else lr = (1.0 + cos(pi * ee / T)) / (1.0 + cos(pi * (ee - 1) / T)) * (lr - s->eta_min) + s->eta_min;
+        }
+    }
+    return lr;
 }
 
 /* ================================================================ 6. files */
@@ -1639,7 +2241,10 @@ CFDEF int cf_npy_write(const char *path, const cf_array *a) {
     return cf_atomic_commit(&af);
 }
 
-/* ---- checkpoints: "CFCKPT01", cfg text, shapes, state, params, optimizer state, CRC32C */
+/* ---- checkpoints: "CFCKPT02" | u64 cfg length | cfg text | i32 input C,D,H,W |
+   u64 n_params, step, epoch, seed, n_stats | f64 best | params | stats | optimizer state
+   (2 n_params) | CRC32C of everything before it.  ("CFCKPT01", the first format, had no
+   stats and n_params of optimizer state; it is still read.) */
 typedef struct { FILE *f; uint32_t crc; int bad; } cf__rd;
 static int cf__rd_get(cf__rd *r, void *p, size_t n) {
     if (r->bad || fread(p, 1, n, r->f) != n) { r->bad = 1; return CF_ERR; }
@@ -1659,25 +2264,28 @@ CFDEF int cf_checkpoint_save(const char *path, const cf_net *net, const cf_train
     double best = st ? st->best : 0.0;
     if (cf_atomic_open(&af, path)) return CF_ERR;
     u[0] = strlen(net->cfg_text);
-    cf__wr_put(&af, &crc, "CFCKPT01", 8);
+    cf__wr_put(&af, &crc, "CFCKPT02", 8);
     cf__wr_put(&af, &crc, &u[0], 8);
     cf__wr_put(&af, &crc, net->cfg_text, (size_t)u[0]);
     shp[0] = net->input.c; shp[1] = net->input.d; shp[2] = net->input.h; shp[3] = net->input.w;
     cf__wr_put(&af, &crc, shp, sizeof shp);
-    u[1] = net->n_params; u[2] = st ? st->step : 0; u[3] = st ? st->epoch : 0; u[4] = st ? st->seed : net->seed; u[5] = 0;
+    u[1] = net->n_params; u[2] = st ? st->step : 0; u[3] = st ? st->epoch : 0; u[4] = st ? st->seed : net->seed; u[5] = net->n_stats;
     cf__wr_put(&af, &crc, &u[1], 5 * 8);
     cf__wr_put(&af, &crc, &best, 8);
     cf__wr_put(&af, &crc, net->params, net->n_params * sizeof(float));
-    cf__wr_put(&af, &crc, net->opt, net->n_params * sizeof(float));
+    cf__wr_put(&af, &crc, net->stats, net->n_stats * sizeof(float));
+    cf__wr_put(&af, &crc, net->opt, 2 * net->n_params * sizeof(float));
     cf_atomic_write(&af, &crc, 4);
     return cf_atomic_commit(&af);
 }
 
-static int cf__ckpt_header(cf__rd *r, const char *path, char **cfg, cf_shape *in) {
+static int cf__ckpt_header(cf__rd *r, const char *path, char **cfg, cf_shape *in, int *version) {
     char magic[8];
     uint64_t len;
     int32_t shp[4];
-    if (cf__rd_get(r, magic, 8) || memcmp(magic, "CFCKPT01", 8)) return cf_fail("%s: not a cosmoflow.h checkpoint (bad magic)", path);
+    if (cf__rd_get(r, magic, 8) || memcmp(magic, "CFCKPT0", 7) || (magic[7] != '1' && magic[7] != '2'))
+        return cf_fail("%s: not a cosmoflow.h checkpoint (bad magic)", path);
+    *version = magic[7] - '0';
     if (cf__rd_get(r, &len, 8) || len > (16u << 20)) return cf_fail("%s: corrupt checkpoint header", path);
     *cfg = CF__NEW(char, (size_t)len + 1);
     if (!*cfg) return CF_ERR;
@@ -1688,11 +2296,11 @@ static int cf__ckpt_header(cf__rd *r, const char *path, char **cfg, cf_shape *in
 
 CFDEF int cf_checkpoint_cfg(const char *path, char **cfg_text, cf_shape *input) {
     cf__rd r;
-    int rc;
+    int rc, version;
     r.crc = 0; r.bad = 0;
     r.f = fopen(path, "rb");
     if (!r.f) return cf_fail("%s: %s", path, strerror(errno));
-    rc = cf__ckpt_header(&r, path, cfg_text, input);
+    rc = cf__ckpt_header(&r, path, cfg_text, input, &version);
     fclose(r.f);
     return rc;
 }
@@ -1724,21 +2332,26 @@ CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st) 
     double best;
     uint32_t crc_file, crc;
     float *buf = NULL;
-    int rc;
+    int rc, version;
+    size_t n_opt, n_stats, total;
     r.crc = 0; r.bad = 0;
     r.f = fopen(path, "rb");
     if (!r.f) return cf_fail("%s: %s", path, strerror(errno));
-    if ((rc = cf__ckpt_header(&r, path, &cfg, &in))) { fclose(r.f); return rc; }
+    if ((rc = cf__ckpt_header(&r, path, &cfg, &in, &version))) { fclose(r.f); return rc; }
     rc = cf_net_parse(&saved, cfg, path, &in);
     CF_FREE(cfg);
     if (rc) { fclose(r.f); return cf_fail("%s: embedded model does not parse: %s", path, cf_failure_reason()); }
     rc = cf__same_model(net, &saved, path);
     cf_net_free(&saved);
     if (rc) { fclose(r.f); return rc; }
-    if (cf__rd_get(&r, u, sizeof u) || cf__rd_get(&r, &best, 8) || u[0] != net->n_params) { fclose(r.f); return cf_fail("%s: truncated or corrupt checkpoint", path); }
-    buf = CF__NEW(float, 2 * net->n_params + 1);
+    if (cf__rd_get(&r, u, sizeof u) || cf__rd_get(&r, &best, 8) || u[0] != net->n_params || (version == 2 && u[4] != net->n_stats))
+        { fclose(r.f); return cf_fail("%s: truncated or corrupt checkpoint", path); }
+    n_stats = version == 2 ? net->n_stats : 0;
+    n_opt = version == 2 ? 2 * net->n_params : net->n_params;
+    total = net->n_params + n_stats + n_opt;
+    buf = CF__NEW(float, total + 1);
     if (!buf) { fclose(r.f); return CF_ERR; }
-    if (cf__rd_get(&r, buf, 2 * net->n_params * sizeof(float))) { CF_FREE(buf); fclose(r.f); return cf_fail("%s: truncated checkpoint", path); }
+    if (cf__rd_get(&r, buf, total * sizeof(float))) { CF_FREE(buf); fclose(r.f); return cf_fail("%s: truncated checkpoint", path); }
     crc = r.crc;
     if (fread(&crc_file, 1, 4, r.f) != 4 || crc_file != crc || fgetc(r.f) != EOF) {
         CF_FREE(buf); fclose(r.f);
@@ -1746,7 +2359,9 @@ CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st) 
     }
     fclose(r.f);
     memcpy(net->params, buf, net->n_params * sizeof(float));
-    memcpy(net->opt, buf + net->n_params, net->n_params * sizeof(float));
+    memcpy(net->stats, buf + net->n_params, n_stats * sizeof(float));
+    memset(net->opt, 0, 2 * net->n_params * sizeof(float));
+    memcpy(net->opt, buf + net->n_params + n_stats, n_opt * sizeof(float));
     CF_FREE(buf);
     if (st) { st->step = u[1]; st->epoch = u[2]; st->seed = u[3]; st->best = best; }
     net->seed = u[3];
@@ -1768,7 +2383,7 @@ CFDEF int cf_weights_export(const cf_net *net, const char *dir) {
     for (i = 0; i < nt; i++) {
         cf_array a;
         memset(&a, 0, sizeof a);
-        a.dtype = CF_F32; a.ndim = t[i].ndim; a.count = t[i].n; a.data = net->params + t[i].off;
+        a.dtype = CF_F32; a.ndim = t[i].ndim; a.count = t[i].n; a.data = (t[i].stats ? net->stats : net->params) + t[i].off;
         for (j = 0; j < a.ndim; j++) a.shape[j] = t[i].shape[j];
         cf__tensor_path(path, sizeof path, dir, i, &t[i]);
         if (cf_npy_write(path, &a)) { CF_FREE(t); return CF_ERR; }
@@ -1780,7 +2395,7 @@ CFDEF int cf_weights_export(const cf_net *net, const char *dir) {
 CFDEF int cf_weights_import(cf_net *net, const char *dir) {
     int nt = cf_net_tensors(net, NULL, 0), i, j, found = 0;
     cf_tensor *t = CF__NEW(cf_tensor, nt + 1);
-    float *tmp = CF__NEW(float, net->n_params + 1);
+    float *tmp = CF__NEW(float, net->n_params + net->n_stats + 1);   /* params, then stats */
     char path[4096];
     DIR *dd;
     struct dirent *e;
@@ -1805,10 +2420,11 @@ CFDEF int cf_weights_import(cf_net *net, const char *dir) {
             cf_array_free(&a); CF_FREE(t); CF_FREE(tmp);
             return cf_fail("%s: expected float32 of shape %s (PyTorch layout)", path, want);
         }
-        memcpy(tmp + t[i].off, a.data, t[i].n * sizeof(float));
+        memcpy(tmp + (t[i].stats ? net->n_params : 0) + t[i].off, a.data, t[i].n * sizeof(float));
         cf_array_free(&a);
     }
     memcpy(net->params, tmp, net->n_params * sizeof(float));   /* all or nothing */
+    memcpy(net->stats, tmp + net->n_params, net->n_stats * sizeof(float));
     CF_FREE(t); CF_FREE(tmp);
     return CF_OK;
 }

@@ -37,6 +37,7 @@ nompi() {
 }
 run "compile: tools without MPI, OpenBLAS, libhdf5" nompi
 run "models/cosmoflow.cfg against PyTorch through the tools" /usr/bin/python3 tests/torch_cosmoflow.py
+run "models/deepcam.cfg against PyTorch through the tools" /usr/bin/python3 tests/torch_deepcam.py
 run "tools" sh tests/test_tools.sh
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" = 0 ]

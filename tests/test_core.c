@@ -389,6 +389,140 @@ static void test_pytorch_reference(void) {
     cf_net_free(&net);
 }
 
+/* ------------------------------------------------------------ segmentation: PyTorch reference */
+static double read_number(const char *dir, const char *name) {
+    char p[1024]; double v = NAN; FILE *f;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    f = fopen(p, "r");
+    if (!f || fscanf(f, "%lf", &v) != 1) v = NAN;
+    if (f) fclose(f);
+    return v;
+}
+/* compare every tensor of kind-set (stats or trainable) with DIR/SUB/NNN_<layer>_<kind>.npy */
+static void compare_tensors(cf_net *net, const char *dir, const char *sub, int stats, const float *base, const char *what) {
+    int nt = cf_net_tensors(net, NULL, 0), i;
+    cf_tensor *ts = (cf_tensor *)calloc(nt, sizeof *ts);
+    cf_net_tensors(net, ts, nt);
+    for (i = 0; i < nt; i++) {
+        char name[256]; size_t n; float *r;
+        if (ts[i].stats != stats) continue;
+        snprintf(name, sizeof name, "%s/%03d_%d_%s.npy", sub, i, ts[i].layer, ts[i].kind);
+        r = load_f32(dir, name, &n);
+        CHECK(r && n == ts[i].n && check_relerr(base + ts[i].off, r, n) < 1e-4, "PyTorch reference: %s %s (err %.2g)", what, name,
+              r ? check_relerr(base + ts[i].off, r, n) : 1.0);
+        free(r);
+    }
+    free(ts);
+}
+static void test_seg_reference(void) {
+    const char *dir = "tests/ref/seg_ref";
+    cf_net net;
+    size_t nx, ny, nz, k;
+    int mode, B, step;
+    double hp[6] = {0, 0, 0, 0, 0, 0};
+    FILE *f = fopen("tests/ref/seg_ref/hyper.txt", "r");
+    CHECK(f && fscanf(f, "%lf %lf %lf %lf %lf %lf", &hp[0], &hp[1], &hp[2], &hp[3], &hp[4], &hp[5]) == 6, "read seg hyper.txt");
+    if (f) fclose(f);
+    if (cf_net_load_cfg(&net, "tests/ref/seg-layers.cfg", NULL)) { CHECK(0, "seg cfg: %s", cf_failure_reason()); return; }
+    float *x = load_f32(dir, "input.npy", &nx), *lab = load_f32(dir, "labels.npy", &ny);
+    if (!x || !lab) { CHECK(0, "seg reference arrays missing"); cf_net_free(&net); return; }
+    B = (int)(nx / cf_shape_size(net.input));
+    CHECK(net.n_targets == 80 && ny == (size_t)B * 80, "segmentation targets are H*W class ids per sample (%d)", net.n_targets);
+    CHECK(fabs(net.class_w[1] - 2.6146112) < 1e-6 && fabs(net.class_w[0] - 1.0017299) < 1e-6 && fabs(net.class_w[2] - 1.7164197) < 1e-6,
+          "default class weights are the reference's f^(-1/8)");
+    float *dout = (float *)malloc((size_t)B * net.n_outputs * 4);
+    for (mode = 0; mode < 2; mode++) {   /* 0: train-mode batch norm, 1: eval mode */
+        const char *m = mode ? "eval" : "train";
+        char name[64];
+        CHECK(cf_weights_import(&net, "tests/ref/seg_ref/weights") == CF_OK, "import seg weights: %s", cf_failure_reason());
+        net.bn_train = !mode; net.training = 0;
+        const float *z = cf_net_forward(&net, x, B);
+        snprintf(name, sizeof name, "output_%s.npy", m);
+        float *zr = load_f32(dir, name, &nz);
+        CHECK(zr && nz == (size_t)B * net.n_outputs && check_relerr(z, zr, nz) < 1e-4, "seg reference (%s): output (err %.2g)", m, zr ? check_relerr(z, zr, nz) : 1.0);
+        free(zr);
+        double loss = cf_net_loss(&net, lab, dout);
+        snprintf(name, sizeof name, "loss_%s.txt", m);
+        double lref = read_number(dir, name);
+        CHECK(fabs(loss - lref) < 1e-5 * fabs(lref), "seg reference (%s): weighted CE %.8g vs %.8g", m, loss, lref);
+        cf_net_zero_grad(&net);
+        cf_net_backward(&net, dout);
+        snprintf(name, sizeof name, "grad_%s", m);
+        compare_tensors(&net, dir, name, 0, net.grads, mode ? "eval-mode gradient" : "train-mode gradient");
+        if (!mode) compare_tensors(&net, dir, "stats_train", 1, net.stats, "running statistics after one training forward");
+    }
+    /* 5 AdamW steps (torch.optim.AdamW), then 5 LAMB steps (apex FusedLAMB), train mode */
+    for (mode = 0; mode < 2; mode++) {
+        cf_weights_import(&net, "tests/ref/seg_ref/weights");
+        memset(net.opt, 0, 2 * net.n_params * sizeof(float));
+        net.bn_train = 1;
+        for (step = 1; step <= 5; step++) {
+            cf_net_forward(&net, x, B);
+            cf_net_loss(&net, lab, dout);
+            cf_net_zero_grad(&net);
+            cf_net_backward(&net, dout);
+            if (mode == 0) cf_adam_step(&net, (float)hp[0], (float)hp[2], (float)hp[3], (float)hp[4], (float)hp[1], 1, (uint64_t)step);
+            else cf_lamb_step(&net, (float)hp[0], (float)hp[2], (float)hp[3], (float)hp[4], (float)hp[1], (float)hp[5], (uint64_t)step);
+        }
+        compare_tensors(&net, dir, mode ? "after_lamb" : "after_adamw", 0, net.params, mode ? "weights after 5 LAMB steps" : "weights after 5 AdamW steps");
+    }
+    for (k = 0; k < 1; k++) {   /* a label out of range is reported, not used as an index */
+        lab[0] = 3.0f;
+        CHECK(isnan(cf_net_loss(&net, lab, dout)), "softmax_ce: a label outside [0, K) gives NAN");
+    }
+    free(dout); free(x); free(lab);
+    cf_net_free(&net);
+}
+
+static void test_iou(void) {
+    /* 2x4 image; classes 0,1,2 */
+    float lab[8] = {0, 0, 1, 1, 2, 2, 0, 0};
+    int perfect[8] = {0, 0, 1, 1, 2, 2, 0, 0}, bg[8] = {0, 0, 0, 0, 0, 0, 0, 0}, half[8] = {0, 0, 1, 0, 2, 2, 2, 0};
+    float none[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    CHECK(fabs(cf_iou_sample(perfect, lab, 8, 3) - 1.0) < 1e-12, "IoU of a perfect prediction is 1");
+    /* background everywhere: bg tp 4 / union 8 = 0.5; classes 1, 2: 0 */
+    CHECK(fabs(cf_iou_sample(bg, lab, 8, 3) - 0.5 / 3) < 1e-12, "IoU of all-background: (0.5 + 0 + 0)/3 (%g)", cf_iou_sample(bg, lab, 8, 3));
+    /* bg: tp 3 (0,1,7), fp 1 (3), fn 1 (6) -> 3/5; class 1: tp 1 / (1+0+1) = 1/2; class 2: tp 2 / (2+1+0) = 2/3 */
+    CHECK(fabs(cf_iou_sample(half, lab, 8, 3) - (0.6 + 0.5 + 2.0 / 3) / 3) < 1e-12, "IoU by hand: (3/5 + 1/2 + 2/3)/3 (%g)", cf_iou_sample(half, lab, 8, 3));
+    /* classes 1 and 2 absent from both: each counts 1 */
+    CHECK(fabs(cf_iou_sample(bg, none, 8, 3) - 1.0) < 1e-12, "IoU: a class absent from prediction and label counts 1");
+    {
+        float z[2 * 3] = {0.1f, 0.9f, 0.5f, 0.5f, 0.2f, 0.1f};   /* (K=2, P=3) */
+        int p[3];
+        cf_argmax_classes(p, z, 2, 3);
+        CHECK(p[0] == 1 && p[1] == 0 && p[2] == 0, "argmax over classes, ties to the first");
+    }
+}
+
+static void test_schedules(void) {
+    cf_lr_sched s;
+    memset(&s, 0, sizeof s);
+    /* multistep, no warmup: torch MultiStepLR, lr * gamma at k = milestone */
+    s.type = CF_SCHED_MULTISTEP; s.base_lr = 1.0; s.gamma = 0.1; s.n_milestones = 2; s.milestones[0] = 3; s.milestones[1] = 5; s.warmup_factor = 1;
+    CHECK(cf_lr_sched_at(&s, 2) == 1.0 && fabs(cf_lr_sched_at(&s, 3) - 0.1) < 1e-15 && fabs(cf_lr_sched_at(&s, 5) - 0.01) < 1e-15,
+          "multistep: 1 at step 2, 0.1 at 3, 0.01 at 5");
+    /* with warmup 4: lr k/4 for k <= 4 (0 at the first step), milestones at m + 5 */
+    s.warmup_steps = 4;
+    CHECK(cf_lr_sched_at(&s, 0) == 0.0 && cf_lr_sched_at(&s, 2) == 0.5 && cf_lr_sched_at(&s, 4) == 1.0 && cf_lr_sched_at(&s, 7) == 1.0 &&
+          fabs(cf_lr_sched_at(&s, 8) - 0.1) < 1e-15 && fabs(cf_lr_sched_at(&s, 10) - 0.01) < 1e-15,
+          "multistep with warmup: the reference's MultiStepLRWarmup (milestones shifted by W + 1)");
+    /* cosine, no warmup: torch's chained CosineAnnealingLR equals the closed form inside a period */
+    memset(&s, 0, sizeof s);
+    s.type = CF_SCHED_COSINE; s.base_lr = 0.002; s.t_max = 10; s.eta_min = 0.0001; s.warmup_factor = 1;
+    {
+        int k, ok = 1;
+        for (k = 0; k <= 10; k++) {
+            double want = s.eta_min + (s.base_lr - s.eta_min) * (1 + cos(3.14159265358979323846 * k / 10)) / 2;
+            if (fabs(cf_lr_sched_at(&s, (uint64_t)k) - want) > 1e-12) ok = 0;
+        }
+        CHECK(ok, "cosine: eta_min + (base - eta_min)(1 + cos(pi k / T))/2 for k <= T");
+        s.warmup_steps = 3;
+        CHECK(fabs(cf_lr_sched_at(&s, 1) - 0.002 / 3) < 1e-15 && fabs(cf_lr_sched_at(&s, 3) - 0.002) < 1e-15 &&
+              fabs(cf_lr_sched_at(&s, 8) - (s.eta_min + (s.base_lr - s.eta_min) * (1 + cos(3.14159265358979323846 * 5 / 10)) / 2)) < 1e-12,
+              "cosine with warmup: the recurrence shifted by W");
+    }
+}
+
 /* ------------------------------------------------------------ models and cfg errors */
 static void test_models(void) {
     cf_net net;
@@ -608,6 +742,9 @@ int main(void) {
     test_models();
     test_cfg_errors();
     test_pytorch_reference();
+    test_seg_reference();
+    test_iou();
+    test_schedules();
     test_checkpoints();
     test_npy();
     test_tfrecord();

@@ -14,9 +14,11 @@ static void usage(void) {
            "  --seed K             weights and data for --gradcheck (default 1)\n"
            "  --dump DIR           write DIR/output.npy, DIR/loss.txt (with --target), DIR/grad/NNN_<layer>_<kind>.npy\n"
            "  --input x.npy        float32 input (N, C, D, H, W) or (N, C, H, W), for --dump\n"
-           "  --target y.npy       float32 targets (N, outputs), for --dump: adds loss and gradients\n"
+           "  --target y.npy       float32 targets, for --dump: adds loss and gradients; (N, outputs) for\n"
+           "                       regression, (N, H, W) class ids for segmentation (loss=softmax_ce)\n"
            "  --weights W          checkpoint or weights directory (default: initial weights from --seed)\n"
-           "  --mode train|eval    layer mode for --dump (default eval); dropout is off in both\n"
+           "  --mode train|eval    batch norm for --dump: batch statistics (train) or running ones (eval,\n"
+           "                       the default); dropout is off in both\n"
            "  --help, --version\n");
     exit(0);
 }
@@ -34,6 +36,7 @@ static void summary(cf_net *net) {
         flops += cf_layer_flops(l);
     }
     printf("forward GFLOP per sample %.3f (training step about 3x: %.3f)\n", flops / 1e9, 3 * flops / 1e9);
+    if (net->n_stats) printf("batchnorm running statistics %zu (not trained, not counted)\n", net->n_stats);
     printf("params %zu\n", net->n_params);
 }
 
@@ -73,16 +76,19 @@ static double fd(cf_net *net, float *p, const float *g, size_t n, int first, con
 }
 static int gradcheck(cf_net *net, int B, double tol, uint64_t seed) {
     cf_rng r = cf_rng_seed(seed);
-    size_t nx = B * cf_shape_size(net->input), ny = (size_t)B * net->n_outputs, k;
+    size_t nx = B * cf_shape_size(net->input), ny = (size_t)B * net->n_outputs, nt = (size_t)B * net->n_targets, k;
     float *x = (float *)malloc(nx * 4), *t = (float *)malloc(ny * 4), *dout = (float *)malloc(ny * 4), *g = (float *)malloc(net->n_params * 4 + 4);
     hook_ctx h;
     int i, bad = 0;
     for (k = 0; k < nx; k++) x[k] = cf_rng_uniform(&r) * 2;
-    for (k = 0; k < ny; k++) t[k] = cf_rng_uniform(&r) * 2 - 1;
+    for (k = 0; k < nt; k++)   /* regression targets in [-1, 1), or class ids */
+        t[k] = net->loss == CF_LOSS_SOFTMAX_CE ? (float)(cf_rng_u64(&r) % (uint64_t)net->layers[net->n_layers - 1].out.c)
+                                               : cf_rng_uniform(&r) * 2 - 1;
     h.saved = (float **)calloc(net->n_layers, sizeof *h.saved);
     cf_net_set_batch(net, B);
     for (i = 0; i < net->n_layers; i++) h.saved[i] = (float *)malloc(cf_shape_size(net->layers[i].out) * B * 4);
     net->training = 1; net->step = 1;   /* dropout on with one fixed mask */
+    net->bn_train = 1;                  /* batch norm with batch statistics (its harder backward) */
     cf_net_forward(net, x, B);
     cf_net_loss(net, t, dout);
     cf_net_zero_grad(net);
@@ -115,7 +121,7 @@ static void write_f32(const char *path, const float *p, int ndim, const int64_t 
     TRY(cf_npy_write(path, &a));
 }
 
-static void dump(cf_net *net, const char *dir, const char *xpath, const char *tpath) {
+static void dump(cf_net *net, const char *dir, const char *xpath, const char *tpath, int train_mode) {
     cf_array xa, ta;
     int B, i, nt;
     char path[4096];
@@ -126,6 +132,7 @@ static void dump(cf_net *net, const char *dir, const char *xpath, const char *tp
     B = (int)(xa.count / per);
     if (mkdir(dir, 0777) && errno != EEXIST) die("%s: %s", dir, strerror(errno));
     net->training = 0;
+    net->bn_train = train_mode;
     const float *y = cf_net_forward(net, (const float *)xa.data, B);
     if (!y) die("%s", cf_failure_reason());
     {
@@ -138,7 +145,7 @@ static void dump(cf_net *net, const char *dir, const char *xpath, const char *tp
     }
     if (!tpath) return;
     TRY(cf_npy_read(tpath, &ta));
-    if (ta.dtype != CF_F32 || ta.count != (size_t)B * net->n_outputs) die("%s: expected float32 with %d x %d values", tpath, B, net->n_outputs);
+    if (ta.dtype != CF_F32 || ta.count != (size_t)B * net->n_targets) die("%s: expected float32 with %d x %d values", tpath, B, net->n_targets);
     float *dout = (float *)malloc((size_t)B * net->n_outputs * 4);
     double loss = cf_net_loss(net, (const float *)ta.data, dout);
     FILE *f;
@@ -157,6 +164,7 @@ static void dump(cf_net *net, const char *dir, const char *xpath, const char *tp
     for (i = 0; i < nt; i++) {
         int64_t shp[5];
         int j;
+        if (ts[i].stats) continue;   /* running statistics have no gradient */
         for (j = 0; j < ts[i].ndim; j++) shp[j] = ts[i].shape[j];
         snprintf(path, sizeof path, "%s/grad/%03d_%d_%s.npy", dir, i, ts[i].layer, ts[i].kind);
         write_f32(path, net->grads + ts[i].off, ts[i].ndim, shp);
@@ -197,7 +205,7 @@ int main(int argc, char **argv) {
     cf_net_init(&net, seed);
     if (weights) TRY(cf_weights_load(&net, weights));
     if (do_summary) summary(&net);
-    if (dumpdir) dump(&net, dumpdir, xin, tin);
+    if (dumpdir) dump(&net, dumpdir, xin, tin, !strcmp(mode, "train"));
     if (do_grad && gradcheck(&net, B, tol, seed)) { cf_net_free(&net); return 1; }
     cf_net_free(&net);
     return 0;
