@@ -26,7 +26,7 @@ TESTS = bin/test_core bin/test_core_naive bin/test_core_asan bin/test_compile bi
 
 all: $(BINS)
 
-bin/cf-%: tools/cf_%.c tools/tool.h tools/draw.h cosmoflow.h | bin
+bin/cf-%: tools/cf_%.c tools/tool.h tools/draw.h tools/synth_climate.h cosmoflow.h | bin
 	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) -I. -o $@ $< $(LIBS)
 
 bin:
@@ -67,6 +67,9 @@ bench: all
 demo: deps all
 	@sh tools/demo.sh
 
+demo-climate: deps all
+	@sh tools/demo_climate.sh
+
 # Installs the Debian packages when run as root and something is missing.
 deps:
 	@sh tools/deps.sh
@@ -74,4 +77,4 @@ deps:
 clean:
 	rm -rf bin
 
-.PHONY: all test test-asan bench demo deps clean
+.PHONY: all test test-asan bench demo demo-climate deps clean

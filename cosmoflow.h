@@ -365,6 +365,20 @@ CFDEF void cf_cosmo_free(cf_cosmo_sample *smp);
    apply_log = 0 (the two branches of the reference's _parse_data) */
 CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int apply_log);
 
+/* DeepCAM samples in the numpy layout (NVIDIA's convert_hdf52npy): data-X.npy float32
+   (H, W, C) channels-last and label-X.npy float32 (H, W) class ids beside it.  path names the
+   data file.  x and y are malloc'd; the labels are checked to be integers in [0, n_classes). */
+typedef struct { float *x, *y; int h, w, c; } cf_climate_sample;
+CFDEF int cf_climate_read(const char *path, cf_climate_sample *smp, int n_classes);
+CFDEF void cf_climate_free(cf_climate_sample *smp);
+/* (H, W, C) -> (C, H, W) with the reference's normalization (x - min[c]) / (max[c] - min[c]) */
+CFDEF void cf_climate_to_input(float *out, const float *x, int H, int W, int C,
+                               const float *minval, const float *maxval);
+/* Per-channel minimum and maximum: DIR/stats_minval.npy and DIR/stats_maxval.npy, float32
+   (C,) (cf-convert h52npy writes them from the reference's stats.h5, cf-synth climate from
+   its samples).  Looks in dir, then in its parent (train/ and validation/ share them). */
+CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C);
+
 /* The references' sharding: a fresh permutation of all n files every epoch, identical on
    every rank (same seed), then files[rank::size].  Writes the rank's indices into out
    (n/size of them when drop_remainder, so every rank takes the same number of steps) and
@@ -2803,6 +2817,91 @@ CFDEF int cf_cosmo_read(const char *path, cf_cosmo_sample *smp) {
 }
 
 CFDEF void cf_cosmo_free(cf_cosmo_sample *smp) { CF_FREE(smp->x); memset(smp, 0, sizeof *smp); }
+
+CFDEF int cf_climate_read(const char *path, cf_climate_sample *smp, int n_classes) {
+    cf_array a, lab;
+    const char *base = strrchr(path, '/');
+    char *lp;
+    size_t dirlen, k;
+    memset(smp, 0, sizeof *smp);
+    base = base ? base + 1 : path;
+    if (strncmp(base, "data-", 5) || !cf__ends_with(base, ".npy")) return cf_fail("%s: not a DeepCAM data-*.npy file", path);
+    if (cf_npy_read(path, &a)) return CF_ERR;
+    if (a.dtype != CF_F32 || a.ndim != 3 || a.shape[0] < 1 || a.shape[1] < 1 || a.shape[2] < 1) {
+        cf_array_free(&a);
+        return cf_fail("%s: expected float32 of shape (H, W, C), channels last", path);
+    }
+    for (k = 0; k < a.count; k++)
+        if (!isfinite(((float *)a.data)[k])) { cf_array_free(&a); return cf_fail("%s: value %zu is not finite", path, k); }
+    dirlen = (size_t)(base - path);
+    lp = CF__NEW(char, strlen(path) + 2);
+    if (!lp) { cf_array_free(&a); return CF_ERR; }
+    memcpy(lp, path, dirlen);
+    strcpy(lp + dirlen, "label-");
+    strcat(lp, base + 5);
+    if (cf_npy_read(lp, &lab)) { cf_array_free(&a); CF_FREE(lp); return CF_ERR; }
+    if (lab.dtype != CF_F32 || lab.ndim != 2 || lab.shape[0] != a.shape[0] || lab.shape[1] != a.shape[1]) {
+        int rc = cf_fail("%s: expected float32 labels of shape (%d, %d) like its data file", lp, (int)a.shape[0], (int)a.shape[1]);
+        cf_array_free(&a); cf_array_free(&lab); CF_FREE(lp);
+        return rc;
+    }
+    for (k = 0; k < lab.count; k++) {
+        float v = ((float *)lab.data)[k];
+        if (!(v >= 0.0f && v < (float)n_classes) || v != (float)(int)v) {
+            int rc = cf_fail("%s: label %g at pixel %zu is not a class id in [0, %d)", lp, v, k, n_classes);
+            cf_array_free(&a); cf_array_free(&lab); CF_FREE(lp);
+            return rc;
+        }
+    }
+    smp->x = (float *)a.data; smp->y = (float *)lab.data;
+    smp->h = (int)a.shape[0]; smp->w = (int)a.shape[1]; smp->c = (int)a.shape[2];
+    CF_FREE(lp);
+    return CF_OK;
+}
+
+CFDEF void cf_climate_free(cf_climate_sample *smp) { CF_FREE(smp->x); CF_FREE(smp->y); memset(smp, 0, sizeof *smp); }
+
+CFDEF void cf_climate_to_input(float *out, const float *x, int H, int W, int C,
+                               const float *minval, const float *maxval) {
+    size_t p, P = (size_t)H * W;
+    int c;
+    for (c = 0; c < C; c++) {
+        float lo = minval[c], range = maxval[c] - minval[c];
+        float inv = range > 0.0f ? 1.0f / range : 0.0f;   /* a constant channel becomes 0 */
+        for (p = 0; p < P; p++) out[(size_t)c * P + p] = (x[p * C + c] - lo) * inv;
+    }
+}
+
+static int cf__stats_pair(const char *dir, float *minval, float *maxval, int C) {
+    static const char *names[2] = {"stats_minval.npy", "stats_maxval.npy"};
+    int i;
+    for (i = 0; i < 2; i++) {
+        char path[4096];
+        float *d = NULL;
+        size_t n = 0;
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (cf_npy_read_f32(path, &d, &n)) return CF_ERR;
+        if (n != (size_t)C) { CF_FREE(d); return cf_fail("%s: %zu values, the model has %d input channels", path, n, C); }
+        memcpy(i ? maxval : minval, d, sizeof(float) * C);
+        CF_FREE(d);
+    }
+    return CF_OK;
+}
+
+CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C) {
+    char path[4200], parent[4096];
+    size_t n;
+    struct stat st;
+    snprintf(path, sizeof path, "%s/stats_minval.npy", dir);
+    if (stat(path, &st) == 0) return cf__stats_pair(dir, minval, maxval, C);
+    snprintf(parent, sizeof parent, "%s", dir);
+    n = strlen(parent);
+    while (n > 1 && parent[n - 1] == '/') parent[--n] = 0;
+    snprintf(path, sizeof path, "%s/../stats_minval.npy", parent);
+    if (n + 4 < sizeof parent && stat(path, &st) == 0) { strcat(parent, "/.."); return cf__stats_pair(parent, minval, maxval, C); }
+    return cf_fail("%s: no stats_minval.npy / stats_maxval.npy here or in the parent directory "
+                   "(cf-convert h52npy writes them from stats.h5)", dir);
+}
 
 CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int apply_log) {
     size_t vox = (size_t)S * S * S, v;

@@ -1,5 +1,8 @@
-/* cf-eval: a trained CosmoFlow model on a directory of samples: MAE overall and per
-   parameter, optional predictions (.npy) and pictures (scatter plots, an input slice). */
+/* cf-eval: a trained model on a directory of samples.  CosmoFlow: MAE overall and per
+   parameter, predictions (.npy), pictures (scatter plots, an input slice).  DeepCAM
+   (loss=softmax_ce): mean IoU as MLPerf, per class, against predicting background everywhere;
+   predicted masks (.npy); pictures of the precipitable water with the true and the predicted
+   masks side by side. */
 #include "tool.h"
 #include "draw.h"
 
@@ -16,7 +19,13 @@ static void usage(void) {
            "  --png DIR           scatter_<parameter>.png (predicted vs true) and input_slice.png\n"
            "  --baseline DIR      also report the MAE of predicting DIR's mean label (e.g. the training set)\n"
            "  --no-log            x / mean(x) instead of log(1 + x), as in training\n"
-           "last line: mae V\n");
+           "DeepCAM models (loss=softmax_ce):\n"
+           "  --stats DIR         stats_minval.npy / stats_maxval.npy (default: --data or its parent)\n"
+           "  --pred FILE.npy     predicted class ids, uint8 (N, H, W), in sorted file order\n"
+           "  --png DIR           mask_NNNN.png for the first --png-count samples: TMQ in grey, true mask left,\n"
+           "                      predicted right (cyclones red, rivers blue)\n"
+           "  --png-count K       (default 8)\n"
+           "last line: mae V (CosmoFlow) or miou V (DeepCAM)\n");
     exit(0);
 }
 
@@ -72,9 +81,90 @@ static void slice_png(const char *dir, const char *file) {
     cf_cosmo_free(&s);
 }
 
+/* TMQ (input channel 0, normalized) in grey; class 1 blended red, class 2 blue */
+static void mask_panel(canvas *c, int ox, int oy, int cell, const float *tmq, const float *cls, const int *icls, int H, int W) {
+    int i, j;
+    for (i = 0; i < H; i++) for (j = 0; j < W; j++) {
+        size_t q = (size_t)i * W + j;
+        double v = tmq[q] < 0 ? 0 : tmq[q] > 1 ? 1 : tmq[q];
+        int k = cls ? (int)cls[q] : icls[q];
+        unsigned g = (unsigned)(40 + 200 * v), r = g, gg = g, b = g;
+        if (k == 1) { r = (g + 2 * 255) / 3; gg = g / 3; b = g / 3; }
+        if (k == 2) { r = g / 3; gg = (g + 120) / 3; b = (g + 2 * 255) / 3; }
+        rect(c, ox + j * cell, oy + i * cell, cell, cell, r << 16 | gg << 8 | b);
+    }
+}
+
+static int eval_segmentation(cf_net *net, char **files, int n, int B, const char *stats, const char *data,
+                             const char *pred_path, const char *png, int png_count) {
+    int H = net->input.h, W = net->input.w, C = net->input.c, K = net->layers[net->n_layers - 1].out.c, i, k, j;
+    size_t P = (size_t)H * W;
+    float cmin[64], cmax[64];
+    int *order = (int *)malloc(sizeof(int) * n), *pred = (int *)malloc(sizeof(int) * P), *zero = (int *)calloc(P, sizeof(int));
+    unsigned char *all = pred_path ? (unsigned char *)malloc((size_t)n * P) : NULL;
+    double miou = 0, base = 0, per[CF_MAX_CLASSES] = {0};
+    loader L;
+    if (C > 64) die("%s: more than 64 input channels", net->cfg_name);
+    if (pred_path && !all) die("--pred: %d masks of %dx%d do not fit in memory", n, H, W);
+    TRY(cf_climate_stats(stats ? stats : data, cmin, cmax, C));
+    if (png && mkdir(png, 0777) && errno != EEXIST) die("%s: %s", png, strerror(errno));
+    for (i = 0; i < n; i++) order[i] = i;
+    loader_init_climate(&L, files, C, H, W, K, B, cmin, cmax);
+    loader_begin(&L, order, n);
+    for (k = 0;;) {
+        float *x, *y;
+        int nb;
+        const float *out;
+        loader_next(&L, &x, &y, &nb);
+        if (!nb) break;
+        if (!(out = cf_net_forward(net, x, nb))) die("%s", cf_failure_reason());
+        for (j = 0; j < nb; j++, k++) {
+            const float *yj = y + (size_t)j * P;
+            int c;
+            cf_argmax_classes(pred, out + (size_t)j * K * P, K, P);
+            miou += cf_iou_sample(pred, yj, P, K);
+            base += cf_iou_sample(zero, yj, P, K);   /* background everywhere */
+            for (c = 0; c < K; c++) {   /* this class's IoU alone (1 when absent from both) */
+                size_t tp = 0, un = 0, q;
+                for (q = 0; q < P; q++) { int a = pred[q] == c, b = (int)yj[q] == c; tp += a && b; un += a || b; }
+                per[c] += un ? (double)tp / un : 1.0;
+            }
+            if (all) for (size_t q = 0; q < P; q++) all[(size_t)k * P + q] = (unsigned char)pred[q];
+            if (png && k < png_count) {
+                int cell = W >= 512 ? 1 : 512 / W;
+                canvas cv = canvas_new(2 * W * cell + 30, H * cell + 40);
+                char path[4096], title[128];
+                mask_panel(&cv, 10, 30, cell, x + (size_t)j * C * P, yj, NULL, H, W);
+                mask_panel(&cv, 20 + W * cell, 30, cell, x + (size_t)j * C * P, NULL, pred, H, W);
+                snprintf(title, sizeof title, "TRUE");
+                text(&cv, 10, 8, 3, 0, title);
+                snprintf(title, sizeof title, "PREDICTED  IOU %.3f", cf_iou_sample(pred, yj, P, K));
+                text(&cv, 20 + W * cell, 8, 3, 0, title);
+                snprintf(path, sizeof path, "%s/mask_%04d.png", png, k);
+                canvas_save(&cv, path);
+            }
+        }
+    }
+    loader_free(&L);
+    if (all) {
+        cf_array a;
+        memset(&a, 0, sizeof a);
+        a.dtype = CF_U8; a.ndim = 3; a.shape[0] = n; a.shape[1] = H; a.shape[2] = W; a.count = (size_t)n * P; a.data = all;
+        TRY(cf_npy_write(pred_path, &a));
+    }
+    {
+        static const char *names[3] = {"background", "cyclone", "river"};
+        for (j = 0; j < K; j++) printf("iou_%s %.6f\n", j < 3 ? names[j] : "class", per[j] / n);
+    }
+    printf("baseline_miou %.6f\n", base / n);
+    printf("miou %.6f\n", miou / n);
+    free(order); free(pred); free(zero); free(all);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    const char *model = NULL, *weights = NULL, *data = NULL, *pred_path = NULL, *png = NULL, *base_dir = NULL;
-    int B = 4, i, has_shape = 0, n, apply_log = 1, k, p;
+    const char *model = NULL, *weights = NULL, *data = NULL, *pred_path = NULL, *png = NULL, *base_dir = NULL, *stats = NULL;
+    int B = 4, i, has_shape = 0, n, apply_log = 1, k, p, png_count = 8;
     cf_shape shape;
     cf_net net;
     char **files;
@@ -90,13 +180,22 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--png")) png = flag_value(argc, argv, &i);
         else if (!strcmp(a, "--baseline")) base_dir = flag_value(argc, argv, &i);
         else if (!strcmp(a, "--no-log")) apply_log = 0;
+        else if (!strcmp(a, "--stats")) stats = flag_value(argc, argv, &i);
+        else if (!strcmp(a, "--png-count")) png_count = (int)flag_long(a, flag_value(argc, argv, &i), 0, 1 << 30);
         else die("%s: unknown flag (see --help)", a);
     }
     if (!model || !weights || !data) die("needs --model, --weights and --data (see --help)");
     TRY(cf_net_load_cfg(&net, model, has_shape ? &shape : NULL));
     TRY(cf_weights_load(&net, weights));
-    net.training = 0;
+    net.training = 0; net.bn_train = 0;
     files = list_samples(data, &n);
+    if (net.loss == CF_LOSS_SOFTMAX_CE) {
+        int rc = eval_segmentation(&net, files, n, B, stats, data, pred_path, png, png_count);
+        for (i = 0; i < n; i++) free(files[i]);
+        free(files);
+        cf_net_free(&net);
+        return rc;
+    }
     int ny = net.n_outputs;
     float *pred = (float *)malloc(sizeof(float) * n * ny), *truth = (float *)malloc(sizeof(float) * n * ny);
     int *order = (int *)malloc(sizeof(int) * n);

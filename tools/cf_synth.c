@@ -21,6 +21,7 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include "synth_climate.h"
 
 static void usage(void) {
     printf("usage: cf-synth cosmo --out DIR --samples N [--size S] [--seed K] [--spread s] [--format tfrecord|npy]\n"
@@ -161,8 +162,8 @@ int main(int argc, char **argv) {
     tool_init(argc, argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) usage();
     if (!strcmp(argv[1], "--version")) print_version();
-    if (!strcmp(argv[1], "climate")) die("climate: the DeepCAM generator is not in this version (only 'cosmo')");
-    if (strcmp(argv[1], "cosmo")) die("%s: unknown kind (cosmo)", argv[1]);
+    if (!strcmp(argv[1], "climate")) return climate_main(argc, argv);
+    if (strcmp(argv[1], "cosmo")) die("%s: unknown kind (cosmo or climate)", argv[1]);
     for (k = 2; k < argc; k++) {
         const char *a = argv[k];
         if (!strcmp(a, "--help")) usage();

@@ -1,6 +1,8 @@
-/* cf-train: CosmoFlow training with the MLPerf HPC reference's defaults, on one process or
-   under mpirun (synchronous data parallelism: one gradient allreduce per step).
-   Reads gzip or plain TFRecords and the submitters' numpy layout, told apart by name. */
+/* cf-train: CosmoFlow regression and DeepCAM segmentation with the MLPerf HPC references'
+   defaults, on one process or under mpirun (synchronous data parallelism: one gradient
+   allreduce per step).  The application follows from the model: loss=softmax_ce is DeepCAM.
+   Reads gzip or plain TFRecords and the submitters' numpy layout (CosmoFlow) and the DeepCAM
+   numpy layout (data-*.npy, label-*.npy, stats_minval/maxval.npy), told apart by name. */
 #include "tool.h"
 #include <unistd.h>
 #include <sys/utsname.h>
@@ -14,7 +16,14 @@ typedef struct {
     int n_decay; double decay_epoch[16], decay_factor[16];
     cf_shape shape;
     int loss;                 /* -1: the cfg's */
+    int optimizer;            /* OPT_* ; -1: the application's default */
+    double wd, beta1, beta2, eps, max_grad_norm, larc;
+    cf_lr_sched sched; int sched_set;   /* per-step schedule (DeepCAM); else the epoch one */
+    const char *stats;        /* DeepCAM min/max statistics directory */
 } options;
+enum { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_LAMB };
+static const char *opt_names[4] = {"sgd", "adam", "adamw", "lamb"};
+static const char *opt_mlperf[4] = {"sgd", "Adam", "AdamW", "LAMB"};
 
 static void usage(void) {
     printf("usage: cf-train --model M.cfg --train DIR --val DIR --out CKPT [flags]\n"
@@ -26,7 +35,7 @@ static void usage(void) {
            "  --batch B            samples per rank per step (default 4)\n"
            "  --seed K             weights, shuffling, dropout (default 0)\n"
            "  --resume CKPT        continue from a checkpoint: same weights, optimizer state, epoch and data order\n"
-           "  --target V           stop when validation MAE <= V (MLPerf: 0.124; default: run all epochs)\n"
+           "  --target V           CosmoFlow: stop when validation MAE <= V (MLPerf: 0.124; default: run all epochs)\n"
            "  --input-shape S      CxDxHxW, replaces the cfg's input size (e.g. 4x32x32x32)\n"
            "  --lr X               base learning rate (default 0.001)\n"
            "  --base-batch N       linear scaling: peak lr = lr * global batch / N (default 64)\n"
@@ -44,7 +53,19 @@ static void usage(void) {
            "  --n-train N, --n-val N   use only the first N files of each directory\n"
            "  --mllog FILE         MLPerf HPC ':::MLLOG' lines (closed division, CosmoFlow keys)\n"
            "  --progress / --no-progress   progress bar on stderr (default: when stderr is a terminal)\n"
-           "stdout: one line per epoch 'epoch E train_loss L val_mae V lr X time T'\n");
+           "DeepCAM (models with loss=softmax_ce; defaults are the MLPerf reference's):\n"
+           "  --stats DIR          stats_minval.npy / stats_maxval.npy (default: the --train directory or its parent)\n"
+           "  --optimizer O        sgd, adam, adamw or lamb (default: lamb for DeepCAM, sgd for CosmoFlow)\n"
+           "  --weight-decay X     adam: L2 in the gradient; adamw, lamb: decoupled (default 0.01 DeepCAM)\n"
+           "  --betas B1,B2        (default 0.9,0.999)   --eps X (default 1e-6)\n"
+           "  --max-grad-norm X    lamb: clip the global gradient norm (default 1.0; 0: off)\n"
+           "  --larc ETA           scale each tensor's gradient by min(ETA |w|/|g|, 1) first (2018 climate code: 0.002)\n"
+           "  --lr-schedule S      multistep or cosine, counted in optimizer steps (DeepCAM default: multistep)\n"
+           "  --milestones LIST    multistep: steps, e.g. 800,1600 (default none)   --decay-rate G (default 0.1)\n"
+           "  --warmup-steps N     linear warmup (default 0)   --warmup-factor F (default 1)\n"
+           "  --t-max N            cosine: period in steps (default 9000)   --eta-min X (default 0)\n"
+           "  --target V           DeepCAM: stop when validation mean IoU >= V (MLPerf: 0.82)\n"
+           "stdout: one line per epoch 'epoch E train_loss L val_mae V lr X time T' (DeepCAM: val_miou)\n");
     exit(0);
 }
 
@@ -88,6 +109,69 @@ static void mllog(const char *event, const char *key, const char *value, int lin
 }
 #define EV(key, value) mllog("POINT_IN_TIME", key, value, __LINE__, NULL)
 
+/* the CosmoFlow reference's keys (COSMOFLOW-REFERENCE.md 4.2) */
+static void mllog_cosmoflow(const options *o, int global_batch) {
+    char buf[512];
+    int i;
+    snprintf(buf, sizeof buf, "%g", o->l2); EV("opt_weight_decay", buf);
+    snprintf(buf, sizeof buf, "%g", o->dropout >= 0 ? o->dropout : 0.5); EV("dropout", buf);
+    snprintf(buf, sizeof buf, "\"%s\"", opt_names[o->optimizer]); EV("opt_name", buf);
+    snprintf(buf, sizeof buf, "%g", o->lr * global_batch / o->base_batch); EV("opt_base_learning_rate", buf);
+    snprintf(buf, sizeof buf, "%g", o->warmup); EV("opt_learning_rate_warmup_epochs", buf);
+    snprintf(buf, sizeof buf, "%g", global_batch / o->base_batch); EV("opt_learning_rate_warmup_factor", buf);
+    {
+        int n = snprintf(buf, sizeof buf, "[");
+        double mx = 0;
+        for (i = 0; i < o->n_decay; i++) { n += snprintf(buf + n, sizeof buf - n, "%s%g", i ? ", " : "", o->decay_epoch[i]); if (o->decay_factor[i] > mx) mx = o->decay_factor[i]; }
+        snprintf(buf + n, sizeof buf - n, "]");
+        EV("opt_learning_rate_decay_boundary_epochs", buf);
+        snprintf(buf, sizeof buf, "%g", mx); EV("opt_learning_rate_decay_factor", buf);
+    }
+}
+
+/* the keys the DeepCAM closed-division checker requires (DEEPCAM-REFERENCE.md 4) */
+static void mllog_deepcam(const options *o, int global_batch) {
+    char buf[512];
+    int i, n;
+    (void)global_batch;
+    EV("gradient_accumulation_frequency", "1");
+    EV("batchnorm_group_size", "1");
+    snprintf(buf, sizeof buf, "\"%s\"", opt_mlperf[o->optimizer]); EV("opt_name", buf);
+    snprintf(buf, sizeof buf, "%g", o->lr); EV("opt_lr", buf);
+    snprintf(buf, sizeof buf, "[%g, %g]", o->beta1, o->beta2); EV("opt_betas", buf);
+    snprintf(buf, sizeof buf, "%g", o->eps); EV("opt_eps", buf);
+    snprintf(buf, sizeof buf, "%g", o->wd); EV("opt_weight_decay", buf);
+    if (o->optimizer == OPT_LAMB) {
+        EV("opt_bias_correction", "true"); EV("opt_grad_averaging", "true");
+        snprintf(buf, sizeof buf, "%g", o->max_grad_norm); EV("opt_max_grad_norm", buf);
+    }
+    EV("scheduler_type", o->sched.type == CF_SCHED_COSINE ? "\"cosine_annealing\"" : "\"multistep\"");
+    snprintf(buf, sizeof buf, "%d", o->sched.warmup_steps); EV("scheduler_lr_warmup_steps", buf);
+    snprintf(buf, sizeof buf, "%g", o->sched.warmup_factor); EV("scheduler_lr_warmup_factor", buf);
+    if (o->sched.type == CF_SCHED_MULTISTEP) {
+        n = snprintf(buf, sizeof buf, "[");
+        for (i = 0; i < o->sched.n_milestones; i++) n += snprintf(buf + n, sizeof buf - n, "%s%ld", i ? ", " : "", o->sched.milestones[i]);
+        snprintf(buf + n, sizeof buf - n, "]");
+        EV("scheduler_milestones", buf);
+        snprintf(buf, sizeof buf, "%g", o->sched.gamma); EV("scheduler_decay_rate", buf);
+    } else {
+        snprintf(buf, sizeof buf, "%ld", o->sched.t_max); EV("scheduler_t_max", buf);
+        snprintf(buf, sizeof buf, "%g", o->sched.eta_min); EV("scheduler_eta_min", buf);
+    }
+}
+
+/* one update with the chosen optimizer; t counts updates from 1 */
+static void optimizer_step(const options *o, cf_net *net, double lr) {
+    uint64_t t = net->step + 1;
+    if (o->larc > 0) cf_larc_scale(net, (float)o->larc);
+    switch (o->optimizer) {
+    case OPT_SGD: cf_sgd_step(net, (float)lr, (float)o->momentum, (float)o->l2); break;
+    case OPT_ADAM: cf_adam_step(net, (float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)o->wd, 0, t); break;
+    case OPT_ADAMW: cf_adam_step(net, (float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)o->wd, 1, t); break;
+    default: cf_lamb_step(net, (float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)o->wd, (float)o->max_grad_norm, t); break;
+    }
+}
+
 static void progress(int on, int epoch, int done, int total, double t0) {
     double el = now_s() - t0, rate = done / (el > 0 ? el : 1e-9);
     int w = 30, k, fill = total ? done * w / total : 0;
@@ -111,6 +195,8 @@ int main(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     o.epochs = 128; o.batch = 4; o.apply_log = 1; o.lr = 0.001; o.base_batch = 64; o.warmup = 4; o.momentum = 0.9;
     o.dropout = -1; o.loss = -1; o.progress = isatty(2);
+    o.optimizer = -1; o.wd = -1; o.beta1 = 0.9; o.beta2 = 0.999; o.eps = 1e-6; o.max_grad_norm = 1.0;
+    o.sched.type = CF_SCHED_MULTISTEP; o.sched.gamma = 0.1; o.sched.warmup_factor = 1; o.sched.t_max = 9000;
     parse_decay(&o, "32:0.25,64:0.125");
     if (has_flag(argc, argv, "--help") || has_flag(argc, argv, "-h")) usage();
     if (has_flag(argc, argv, "--version")) print_version();
@@ -144,6 +230,41 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--n-val")) o.n_val = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1 << 30);
         else if (!strcmp(a, "--progress")) o.progress = 1;
         else if (!strcmp(a, "--no-progress")) o.progress = 0;
+        else if (!strcmp(a, "--stats")) o.stats = flag_value(argc, argv, &i);
+        else if (!strcmp(a, "--optimizer")) {
+            const char *v = flag_value(argc, argv, &i);
+            for (o.optimizer = 0; o.optimizer < 4 && strcmp(v, opt_names[o.optimizer]); o.optimizer++) {}
+            if (o.optimizer == 4) die("--optimizer: '%s' is not sgd, adam, adamw or lamb", v);
+        }
+        else if (!strcmp(a, "--weight-decay")) o.wd = flag_double(a, flag_value(argc, argv, &i), 0, 10);
+        else if (!strcmp(a, "--betas")) { const char *v = flag_value(argc, argv, &i); if (sscanf(v, "%lf,%lf", &o.beta1, &o.beta2) != 2 || !(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1)) die("--betas: '%s' is not B1,B2 in [0, 1)", v); }
+        else if (!strcmp(a, "--eps")) o.eps = flag_double(a, flag_value(argc, argv, &i), 0, 1);
+        else if (!strcmp(a, "--max-grad-norm")) o.max_grad_norm = flag_double(a, flag_value(argc, argv, &i), 0, 1e9);
+        else if (!strcmp(a, "--larc")) o.larc = flag_double(a, flag_value(argc, argv, &i), 0, 1e3);
+        else if (!strcmp(a, "--lr-schedule")) {
+            const char *v = flag_value(argc, argv, &i);
+            o.sched_set = 1;
+            if (!strcmp(v, "multistep")) o.sched.type = CF_SCHED_MULTISTEP;
+            else if (!strcmp(v, "cosine")) o.sched.type = CF_SCHED_COSINE;
+            else die("--lr-schedule: '%s' is not multistep or cosine", v);
+        }
+        else if (!strcmp(a, "--milestones")) {
+            const char *v = flag_value(argc, argv, &i), *q = v;
+            o.sched.n_milestones = 0;
+            while (*q) {
+                char *end;
+                long m = strtol(q, &end, 10);
+                if (end == q || m < 0 || o.sched.n_milestones == 16) die("--milestones: '%s' is not a list of up to 16 steps", v);
+                o.sched.milestones[o.sched.n_milestones++] = m;
+                q = *end == ',' ? end + 1 : end;
+                if (*end && *end != ',') die("--milestones: '%s' is not a list of steps", v);
+            }
+        }
+        else if (!strcmp(a, "--decay-rate")) o.sched.gamma = flag_double(a, flag_value(argc, argv, &i), 0, 1);
+        else if (!strcmp(a, "--warmup-steps")) o.sched.warmup_steps = (int)flag_long(a, flag_value(argc, argv, &i), 0, 1 << 30);
+        else if (!strcmp(a, "--warmup-factor")) o.sched.warmup_factor = flag_double(a, flag_value(argc, argv, &i), 1, 1e6);
+        else if (!strcmp(a, "--t-max")) o.sched.t_max = flag_long(a, flag_value(argc, argv, &i), 1, 1L << 40);
+        else if (!strcmp(a, "--eta-min")) o.sched.eta_min = flag_double(a, flag_value(argc, argv, &i), 0, 100);
         else die("%s: unknown flag (see --help)", a);
     }
     if (!o.model || !o.train || !o.val || !o.out) die("needs --model, --train, --val and --out (see --help)");
@@ -153,7 +274,13 @@ int main(int argc, char **argv) {
     mllog("INTERVAL_START", "init_start", "null", __LINE__, NULL);
 
     TRY(cf_net_load_cfg(&net, o.model, o.has_shape ? &o.shape : NULL));
-    if (net.input.d != net.input.h || net.input.h != net.input.w) die("%s: CosmoFlow input must be a cube, got %dx%dx%dx%d", o.model, net.input.c, net.input.d, net.input.h, net.input.w);
+    int seg = net.loss == CF_LOSS_SOFTMAX_CE, n_classes = net.layers[net.n_layers - 1].out.c;
+    if (o.optimizer < 0) o.optimizer = seg ? OPT_LAMB : OPT_SGD;
+    if (o.wd < 0) o.wd = seg ? 0.01 : 0.0;
+    if (seg) o.sched_set = 1;   /* DeepCAM counts the schedule in steps */
+    o.sched.base_lr = o.lr;
+    if (seg && net.input.d != 1) die("%s: a segmentation model must be 2-D (CxHxW)", o.model);
+    if (!seg && (net.input.d != net.input.h || net.input.h != net.input.w)) die("%s: CosmoFlow input must be a cube, got %dx%dx%dx%d", o.model, net.input.c, net.input.d, net.input.h, net.input.w);
     if (o.loss >= 0) net.loss = o.loss;
     for (i = 0; i < net.n_layers; i++) if (o.dropout >= 0 && net.layers[i].type == CF_L_DROPOUT) net.layers[i].rate = (float)o.dropout;
     cf_net_init(&net, o.seed);
@@ -184,7 +311,15 @@ int main(int argc, char **argv) {
     size_t ny = (size_t)o.batch * net.n_outputs;
     float *dout = (float *)malloc(ny * 4);
     loader L;
-    loader_init(&L, train_files, net.input.d, net.input.c, net.n_outputs, o.batch, o.apply_log);
+    float cmin[64], cmax[64];
+    if (seg) {
+        if (net.input.c > 64) die("%s: more than 64 input channels", o.model);
+        TRY(cf_climate_stats(o.stats ? o.stats : o.train, cmin, cmax, net.input.c));
+        loader_init_climate(&L, train_files, net.input.c, net.input.h, net.input.w, n_classes, o.batch, cmin, cmax);
+    } else {
+        loader_init(&L, train_files, net.input.d, net.input.c, net.n_outputs, o.batch, o.apply_log);
+    }
+    int *pred = (int *)malloc(sizeof(int) * (size_t)net.n_targets);
 
     {   /* the run's constants, in the reference's order (COSMOFLOW-REFERENCE.md 4.2) */
         struct utsname u;
@@ -192,7 +327,7 @@ int main(int argc, char **argv) {
         snprintf(buf, sizeof buf, "%llu", (unsigned long long)o.seed); EV("seed", buf);
         snprintf(buf, sizeof buf, "%d", size); EV("number_of_ranks", buf);
         EV("number_of_nodes", "1"); EV("accelerators_per_node", "0");
-        EV("submission_benchmark", "\"cosmoflow\""); EV("submission_org", "\"cosmoflow.h\"");
+        EV("submission_benchmark", seg ? "\"deepcam\"" : "\"cosmoflow\""); EV("submission_org", "\"cosmoflow.h\"");
         EV("submission_division", "\"closed\""); EV("submission_status", "\"onprem\"");
         snprintf(buf, sizeof buf, "\"%s-cpu\"", u.machine); EV("submission_platform", buf);
         mllog("INTERVAL_END", "init_stop", "null", __LINE__, NULL);
@@ -202,32 +337,20 @@ int main(int argc, char **argv) {
         snprintf(buf, sizeof buf, "%d", n_val); EV("eval_samples", buf);
         mllog("INTERVAL_START", "staging_start", "null", __LINE__, NULL);
         mllog("INTERVAL_END", "staging_stop", "null", __LINE__, NULL);
-        snprintf(buf, sizeof buf, "%g", o.l2); EV("opt_weight_decay", buf);
-        snprintf(buf, sizeof buf, "%g", o.dropout >= 0 ? o.dropout : 0.5); EV("dropout", buf);
-        EV("opt_name", "\"sgd\"");
-        snprintf(buf, sizeof buf, "%g", o.lr * global_batch / o.base_batch); EV("opt_base_learning_rate", buf);
-        snprintf(buf, sizeof buf, "%g", o.warmup); EV("opt_learning_rate_warmup_epochs", buf);
-        snprintf(buf, sizeof buf, "%g", global_batch / o.base_batch); EV("opt_learning_rate_warmup_factor", buf);
-        {
-            int n = snprintf(buf, sizeof buf, "[");
-            double mx = 0;
-            for (i = 0; i < o.n_decay; i++) { n += snprintf(buf + n, sizeof buf - n, "%s%g", i ? ", " : "", o.decay_epoch[i]); if (o.decay_factor[i] > mx) mx = o.decay_factor[i]; }
-            snprintf(buf + n, sizeof buf - n, "]");
-            EV("opt_learning_rate_decay_boundary_epochs", buf);
-            snprintf(buf, sizeof buf, "%g", mx); EV("opt_learning_rate_decay_factor", buf);
-        }
+        if (seg) mllog_deepcam(&o, global_batch);
+        else mllog_cosmoflow(&o, global_batch);
     }
 
     t_start = now_s();
     int reached = 0;
     for (e = first_epoch; e <= o.epochs && !reached; e++) {
-        double lr = lr_at(&o, e - 1, global_batch), t0 = now_s(), sums[3] = {0, 0, 0};
+        double lr = seg ? cf_lr_sched_at(&o.sched, net.step) : lr_at(&o, e - 1, global_batch), t0 = now_s(), sums[3] = {0, 0, 0};
         int n_local = cf_epoch_shard(order, n_train, o.seed, e, rank, size, 1, 1), s, nb, k;
         if (n_local > steps * o.batch) n_local = steps * o.batch;   /* whole batches only, as the reference */
         float *x, *y;
         snprintf(meta, sizeof meta, "\"epoch_num\": %d", e);
         mllog("INTERVAL_START", "epoch_start", "null", __LINE__, meta);
-        net.training = 1;
+        net.training = 1; net.bn_train = 1;
         L.files = train_files;
         L.augment = o.augment; L.aug_seed = cf_hash64(o.seed * 31 + (uint64_t)e);
         loader_begin(&L, order, n_local);
@@ -237,7 +360,8 @@ int main(int argc, char **argv) {
             if (nb != o.batch) die("internal: short training batch");
             if (!cf_net_forward(&net, x, o.batch)) die("%s", cf_failure_reason());
             loss = cf_net_loss(&net, y, dout);
-            if (!isfinite(loss)) die("epoch %d step %d: the loss is %g (non-finite); the last checkpoint %s is untouched", e, s + 1, loss, o.out);
+            if (!isfinite(loss)) die("epoch %d step %d: the loss is %g (non-finite%s); the last checkpoint %s is untouched", e, s + 1, loss,
+                                     seg ? ", or a label outside the classes" : "", o.out);
             cf_net_zero_grad(&net);
             if (o.overlap) {   /* reductions start while backward still runs */
                 cf_dist_overlap_begin(&net, (size_t)o.overlap);
@@ -247,7 +371,8 @@ int main(int argc, char **argv) {
                 cf_net_backward(&net, dout);
                 cf_dist_allreduce_mean(net.grads, net.n_params);
             }
-            cf_sgd_step(&net, (float)lr, (float)o.momentum, (float)o.l2);
+            if (o.sched_set) lr = cf_lr_sched_at(&o.sched, net.step);   /* per optimizer step */
+            optimizer_step(&o, &net, lr);
             net.step++;
             sums[0] += loss;
             progress(o.progress, e, (s + 1) * global_batch, steps * global_batch, t0);
@@ -255,7 +380,9 @@ int main(int argc, char **argv) {
         /* validation: every file once, in order, sharded over ranks */
         snprintf(meta, sizeof meta, "\"epoch_num\": %d", e);
         mllog("INTERVAL_START", "eval_start", "null", __LINE__, meta);
-        net.training = 0;
+        net.training = 0; net.bn_train = 0;
+        /* the reference averages the batch-norm running statistics over ranks before validating */
+        if (net.n_stats) cf_dist_allreduce_mean(net.stats, net.n_stats);
         L.augment = 0;
         n_local = cf_epoch_shard(order, n_val, 0, 0, rank, size, 0, 0);
         L.files = val_files;
@@ -265,16 +392,26 @@ int main(int argc, char **argv) {
             loader_next(&L, &x, &y, &nb);
             if (!nb) break;
             if (!(out = cf_net_forward(&net, x, nb))) die("%s", cf_failure_reason());
-            for (k = 0; k < nb * net.n_outputs; k++) sums[1] += fabs((double)out[k] - y[k]);
-            sums[2] += nb * net.n_outputs;
+            if (seg) {   /* MLPerf: mean over samples of the per-sample 3-class IoU */
+                for (k = 0; k < nb; k++) {
+                    cf_argmax_classes(pred, out + (size_t)k * net.n_outputs, n_classes, (size_t)net.n_targets);
+                    sums[1] += cf_iou_sample(pred, y + (size_t)k * net.n_targets, (size_t)net.n_targets, n_classes);
+                }
+                sums[2] += nb;
+            } else {
+                for (k = 0; k < nb * net.n_outputs; k++) sums[1] += fabs((double)out[k] - y[k]);
+                sums[2] += nb * net.n_outputs;
+            }
         }
         sums[0] /= steps;
         cf_dist_allreduce_sum_d(sums, 3);
-        double train_loss = sums[0] / size, val_mae = sums[1] / sums[2];
+        double train_loss = sums[0] / size, val_mae = sums[1] / sums[2];   /* segmentation: mean IoU */
         mllog("INTERVAL_END", "eval_stop", "null", __LINE__, meta);
         mllog("INTERVAL_END", "epoch_stop", "null", __LINE__, meta);
         snprintf(buf, sizeof buf, "%.6g", val_mae);
-        mllog("POINT_IN_TIME", "eval_error", buf, __LINE__, meta);
+        mllog("POINT_IN_TIME", seg ? "eval_accuracy" : "eval_error", buf, __LINE__, meta);
+        snprintf(buf, sizeof buf, "%.6g", train_loss);
+        if (seg) mllog("POINT_IN_TIME", "train_loss", buf, __LINE__, meta);
         st.step = net.step; st.epoch = (uint64_t)e; st.seed = o.seed; st.best = val_mae;
         if (rank == 0) {
             /* the new checkpoint is complete on disk (CKPT.next, itself written atomically)
@@ -288,16 +425,17 @@ int main(int argc, char **argv) {
             if (rename(next, o.out)) die("%s: cannot move the new checkpoint into place (%s)", o.out, strerror(errno));
         }
         if (rank == 0) {
-            printf("epoch %d train_loss %.6f val_mae %.6f lr %.6g time %.1f\n", e, train_loss, val_mae, lr, now_s() - t0);
+            printf("epoch %d train_loss %.6f %s %.6f lr %.6g time %.1f\n", e, train_loss, seg ? "val_miou" : "val_mae", val_mae, lr, now_s() - t0);
             fflush(stdout);
         }
-        if (o.target > 0 && val_mae <= o.target) reached = 1;
+        if (o.target > 0 && (seg ? val_mae >= o.target : val_mae <= o.target)) reached = 1;
+        if (reached && seg) mllog("POINT_IN_TIME", "target_accuracy_reached", buf, __LINE__, meta);
     }
     snprintf(buf, sizeof buf, "\"status\": \"%s\"", reached || o.target <= 0 ? "success" : "aborted");
     mllog("INTERVAL_END", "run_stop", "null", __LINE__, buf);
     if (rank == 0) fprintf(stderr, "cf-train: %d epochs in %.1f s, checkpoint %s\n", e - first_epoch, now_s() - t_start, o.out);
     loader_free(&L);
-    free(order); free(dout);
+    free(order); free(dout); free(pred);
     cf_net_free(&net);
     if (mll) fclose(mll);
     cf_dist_finalize();

@@ -83,9 +83,11 @@ TOOL_UNUSED static double peak_rss_mb(void) {
 TOOL_UNUSED static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 TOOL_UNUSED static int is_sample_file(const char *n) {
     size_t l = strlen(n);
-    return (l > 9 && !strcmp(n + l - 9, ".tfrecord")) || (l > 12 && !strcmp(n + l - 12, ".tfrecord.gz")) || (l > 9 && !strcmp(n + l - 9, "_data.npy"));
+    return (l > 9 && !strcmp(n + l - 9, ".tfrecord")) || (l > 12 && !strcmp(n + l - 12, ".tfrecord.gz")) || (l > 9 && !strcmp(n + l - 9, "_data.npy")) ||
+           (l > 9 && !strncmp(n, "data-", 5) && !strcmp(n + l - 4, ".npy"));
 }
-/* Sorted paths of the CosmoFlow sample files in dir (TFRecords or X_data.npy); dies if none. */
+/* Sorted paths of the sample files in dir: CosmoFlow TFRecords or X_data.npy, DeepCAM
+   data-*.npy; dies if none. */
 TOOL_UNUSED static char **list_samples(const char *dir, int *n_out) {
     DIR *d = opendir(dir);
     struct dirent *e;
@@ -99,7 +101,7 @@ TOOL_UNUSED static char **list_samples(const char *dir, int *n_out) {
         sprintf(v[n++], "%s/%s", dir, e->d_name);
     }
     closedir(d);
-    if (!n) die("%s: no sample files (*.tfrecord, *.tfrecord.gz or *_data.npy)", dir);
+    if (!n) die("%s: no sample files (*.tfrecord, *.tfrecord.gz, *_data.npy or data-*.npy)", dir);
     qsort(v, n, sizeof *v, cmp_str);
     *n_out = n;
     return v;
@@ -160,6 +162,7 @@ typedef struct {
     char **files; const int *order; int n_order, B, pos;  /* what to load */
     int augment; uint64_t aug_seed; float *aug_tmp;         /* random cube symmetries (training) */
     int S, C, n_y, apply_log;                              /* expected sample shape */
+    int climate, H, W, n_classes; const float *cmin, *cmax; /* DeepCAM: (H, W, C) + labels */
     float *x[2], *y[2]; int slot, n_in_slot[2];            /* double buffer */
     pthread_t th; int running;
     char err[1100]; int failed;
@@ -170,7 +173,21 @@ TOOL_UNUSED static void *loader_run(void *arg) {
     int s = L->slot, k;
     size_t vox = (size_t)L->S * L->S * L->S;
     L->n_in_slot[s] = 0;
-    for (k = 0; k < L->B && L->pos + k < L->n_order; k++) {
+    for (k = 0; L->climate && k < L->B && L->pos + k < L->n_order; k++) {
+        cf_climate_sample cs;
+        const char *path = L->files[L->order[L->pos + k]];
+        size_t P = (size_t)L->H * L->W;
+        if (cf_climate_read(path, &cs, L->n_classes)) { snprintf(L->err, sizeof L->err, "%s", cf_failure_reason()); L->failed = 1; return NULL; }
+        if (cs.h != L->H || cs.w != L->W || cs.c != L->C) {
+            snprintf(L->err, sizeof L->err, "%.900s: snapshot is %dx%dx%d (H, W, C); the model needs %dx%dx%d", path, cs.h, cs.w, cs.c, L->H, L->W, L->C);
+            cf_climate_free(&cs); L->failed = 1; return NULL;
+        }
+        cf_climate_to_input(L->x[s] + (size_t)k * L->C * P, cs.x, L->H, L->W, L->C, L->cmin, L->cmax);
+        memcpy(L->y[s] + (size_t)k * P, cs.y, sizeof(float) * P);
+        cf_climate_free(&cs);
+        L->n_in_slot[s]++;
+    }
+    for (k = 0; !L->climate && k < L->B && L->pos + k < L->n_order; k++) {
         cf_cosmo_sample smp;
         const char *path = L->files[L->order[L->pos + k]];
         if (cf_cosmo_read(path, &smp)) { snprintf(L->err, sizeof L->err, "%s", cf_failure_reason()); L->failed = 1; return NULL; }
@@ -197,6 +214,20 @@ TOOL_UNUSED static void loader_init(loader *L, char **files, int S, int C, int n
     for (s = 0; s < 2; s++) {
         L->x[s] = (float *)malloc(sizeof(float) * B * C * (size_t)S * S * S);
         L->y[s] = (float *)malloc(sizeof(float) * B * n_y);
+        if (!L->x[s] || !L->y[s]) die("out of memory for the input batches");
+    }
+}
+/* DeepCAM snapshots (H, W, C) normalized with per-channel min/max; labels H*W class ids */
+TOOL_UNUSED static void loader_init_climate(loader *L, char **files, int C, int H, int W, int n_classes, int B,
+                                            const float *cmin, const float *cmax) {
+    int s;
+    size_t P = (size_t)H * W;
+    memset(L, 0, sizeof *L);
+    L->files = files; L->climate = 1; L->C = C; L->H = H; L->W = W; L->n_classes = n_classes; L->B = B;
+    L->n_y = (int)P; L->cmin = cmin; L->cmax = cmax;
+    for (s = 0; s < 2; s++) {
+        L->x[s] = (float *)malloc(sizeof(float) * B * C * P);
+        L->y[s] = (float *)malloc(sizeof(float) * B * P);
         if (!L->x[s] || !L->y[s]) die("out of memory for the input batches");
     }
 }
