@@ -203,5 +203,83 @@ else
     echo "skipped: MPI tests (no mpirun or a build without MPI)"
 fi
 
+# ---- DeepCAM: models, synthesis, numpy layout, HDF5 conversion, training, evaluation
+[ "$($B/cf-check --model models/deepcam.cfg --summary | tail -1)" = "params 56454720" ] && ok || bad "deepcam.cfg params"
+$B/cf-check --model models/tiramisu.cfg --summary | tail -1 | grep -q "^params 7504835$" && ok || bad "tiramisu.cfg states its parameter count"
+# 47 layers in float32 with train-mode batch norm over 30 values at 1/8 resolution: finite
+# differences are noisy at the 1e-2 level there (a wrong gradient is off by O(1))
+check "gradcheck deepcam-small at 16x24x40" env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $B/cf-check --model models/deepcam-small.cfg --input-shape 16x24x40 --gradcheck --tolerance 0.05
+check "gradcheck tests/ref/seg-layers.cfg" $B/cf-check --model tests/ref/seg-layers.cfg --gradcheck --batch 3
+$B/cf-synth climate --out "$T/c1" --samples 6 --height 32 --width 48 --seed 5 --feature-scale 3 > /dev/null &&
+$B/cf-synth climate --out "$T/c2" --samples 6 --height 32 --width 48 --seed 5 --feature-scale 3 > /dev/null &&
+    [ "$(cd "$T/c1" && cat data-* label-* stats_* | cksum)" = "$(cd "$T/c2" && cat data-* label-* stats_* | cksum)" ] && ok || bad "cf-synth climate: same seed, same bytes"
+$B/cf-synth climate --out "$T/c3" --samples 6 --height 32 --width 48 --seed 6 --feature-scale 3 > /dev/null
+[ "$(cat "$T"/c1/label-* | cksum)" != "$(cat "$T"/c3/label-* | cksum)" ] && ok || bad "cf-synth climate: another seed, other data"
+$B/cf-synth climate --out "$T/c4" --samples 4 --height 96 --width 144 --seed 1 --stats > "$T/cstats.txt" &&
+    awk '/class fractions/ { exit !($4 > 0.95 && $6 < 0.01 && $6 > 0 && $8 > 0) }' "$T/cstats.txt" && ok || bad "cf-synth climate: about 98 % background, under 1 % cyclone, some river ($(head -1 "$T/cstats.txt"))"
+if has_numpy; then
+    $PY - "$T/c1" <<'PYEOF' && ok || bad "cf-synth climate: the numpy layout numpy reads (float32 (H,W,16), labels 0/1/2, stats (16,))"
+import sys, glob, numpy as np
+d = sys.argv[1]
+x = np.load(d + "/data-synth-5-000000.npy"); y = np.load(d + "/label-synth-5-000000.npy")
+assert x.dtype == np.float32 and x.shape == (32, 48, 16) and y.dtype == np.float32 and y.shape == (32, 48)
+assert set(np.unique(y)) <= {0.0, 1.0, 2.0}
+mn = np.load(d + "/stats_minval.npy"); mx = np.load(d + "/stats_maxval.npy")
+allx = np.stack([np.load(f) for f in sorted(glob.glob(d + "/data-*.npy"))])
+assert mn.shape == (16,) and np.allclose(mn, allx.min(axis=(0, 1, 2))) and np.allclose(mx, allx.max(axis=(0, 1, 2)))
+PYEOF
+fi
+# HDF5 files with the real layout and names -> the numpy layout; bad files named
+if ldd $B/cf-convert | grep -q libhdf5 && cc -std=c99 -o "$T/make_climate_h5" tests/make_climate_h5.c $(pkg-config --cflags --libs hdf5) 2>/dev/null; then
+    "$T/make_climate_h5" "$T/h5" 6 10 &&
+    $B/cf-convert h52npy "$T/h5/data-2006-01-01-00-1.h5" "$T/h5/stats.h5" --out "$T/h5npy" > /dev/null &&
+    [ -e "$T/h5npy/data-2006-01-01-00-1.npy" ] && [ -e "$T/h5npy/label-2006-01-01-00-1.npy" ] && [ -e "$T/h5npy/stats_maxval.npy" ] && ok || bad "h52npy: data-X.npy, label-X.npy, stats"
+    if has_numpy; then
+        $PY -c "
+import numpy as np
+x = np.load('$T/h5npy/data-2006-01-01-00-1.npy'); y = np.load('$T/h5npy/label-2006-01-01-00-1.npy')
+assert x.shape == (6, 10, 16) and x.dtype == np.float32 and y.shape == (6, 10)
+assert all(x[h, w, c] == (h * 10 + w) * 16 + c for h in range(6) for w in range(10) for c in range(16))
+assert all(y[h, w] == (h + w) % 3 for h in range(6) for w in range(10))
+assert np.array_equal(np.load('$T/h5npy/stats_minval.npy'), np.arange(16, dtype=np.float32))
+" && ok || bad "h52npy: the same numbers as the HDF5 datasets"
+    fi
+    must_fail "h52npy: missing labels_0" "data-x.h5: no dataset 'climate/labels_0'" "$T/h5bad/data-x.npy" $B/cf-convert h52npy "$T/h5/bad-nolabel/data-x.h5" --out "$T/h5bad"
+    must_fail "h52npy: labels of the wrong shape" "data-y.h5: climate/labels_0 must be (6, 10)" "$T/h5bad/data-y.npy" $B/cf-convert h52npy "$T/h5/bad-shape/data-y.h5" --out "$T/h5bad"
+else
+    echo "skipped: HDF5 DeepCAM files (a build without libhdf5)"
+fi
+# training and evaluation on a tiny set: epoch lines, IoU, pictures, predictions, resume, mllog keys
+$B/cf-synth climate --out "$T/ctr" --samples 16 --height 32 --width 48 --seed 1 --feature-scale 4 > /dev/null
+$B/cf-synth climate --out "$T/cva" --samples 4 --height 32 --width 48 --seed 2 --feature-scale 4 --no-stats > /dev/null
+CTR="$B/cf-train --model models/deepcam-small.cfg --input-shape 16x32x48 --train $T/ctr --val $T/cva --stats $T/ctr --batch 4 --no-progress"
+$CTR --epochs 2 --out "$T/d1.cfck" --mllog "$T/dml.txt" > "$T/d1.txt" 2>/dev/null &&
+    [ "$(wc -l < "$T/d1.txt")" = 2 ] && grep -qE '^epoch 2 train_loss [0-9.]+ val_miou [0-9.]+ lr [0-9.e-]+ time [0-9.]+$' "$T/d1.txt" && ok || bad "cf-train DeepCAM: epoch lines with val_miou ($(cat "$T/d1.txt"))"
+for key in submission_benchmark opt_name opt_lr opt_betas opt_eps opt_bias_correction opt_grad_averaging opt_max_grad_norm \
+           scheduler_type scheduler_lr_warmup_steps scheduler_lr_warmup_factor scheduler_milestones scheduler_decay_rate \
+           batchnorm_group_size gradient_accumulation_frequency global_batch_size train_samples eval_samples eval_accuracy \
+           number_of_nodes accelerators_per_node seed init_start init_stop run_start run_stop epoch_start eval_start cache_clear; do
+    grep -q "\"key\": \"$key\"" "$T/dml.txt" || { bad "DeepCAM mllog lacks $key"; key=missing; break; }
+done
+[ "$key" != missing ] && ok
+grep -q '"key": "opt_name", "value": "LAMB"' "$T/dml.txt" && grep -q '"key": "submission_benchmark", "value": "deepcam"' "$T/dml.txt" && ok || bad "DeepCAM mllog: LAMB, deepcam"
+$CTR --epochs 1 --out "$T/d2.cfck" > /dev/null 2>&1 && $CTR --epochs 2 --resume "$T/d2.cfck" --out "$T/d2.cfck" > /dev/null 2>&1 &&
+    cmp -s "$T/d1.cfck" "$T/d2.cfck" && ok || bad "cf-train DeepCAM: 1 epoch + resume = 2 epochs, identical checkpoint (LAMB state, BN statistics)"
+$B/cf-eval --model models/deepcam-small.cfg --input-shape 16x32x48 --weights "$T/d1.cfck" --data "$T/cva" --stats "$T/ctr" --png "$T/dpng" --pred "$T/dpred.npy" > "$T/deval.txt" &&
+    tail -1 "$T/deval.txt" | grep -qE '^miou [0-9.]+$' && grep -q '^baseline_miou ' "$T/deval.txt" && [ -s "$T/dpng/mask_0000.png" ] && ok || bad "cf-eval DeepCAM: miou, baseline, pictures"
+v1=$(awk '{print $6}' "$T/d1.txt" | tail -1); v2=$(sed -n 's/^miou //p' "$T/deval.txt")
+$PY -c "import sys; sys.exit(0 if abs($v1 - $v2) < 1e-5 else 1)" 2>/dev/null && ok || bad "cf-eval's miou equals cf-train's last val_miou: $v1 vs $v2"
+if has_numpy; then
+    $PY -c "import numpy as np; p = np.load('$T/dpred.npy'); assert p.dtype == np.uint8 and p.shape == (4, 32, 48) and p.max() <= 2" && ok || bad "cf-eval --pred: uint8 (N, H, W) class ids"
+fi
+# bad DeepCAM input: named, non-zero exit
+mkdir -p "$T/cbad"; cp "$T"/cva/*.npy "$T/cbad/"
+if has_numpy; then
+    $PY -c "import numpy as np; y = np.load('$T/cbad/label-synth-2-000001.npy'); y[3, 4] = 7; np.save('$T/cbad/label-synth-2-000001.npy', y)"
+    must_fail "a label outside the classes" "label-synth-2-000001.npy: label 7 at pixel" "" $B/cf-eval --model models/deepcam-small.cfg --input-shape 16x32x48 --weights "$T/d1.cfck" --data "$T/cbad" --stats "$T/ctr"
+fi
+must_fail "missing statistics" "no stats_minval.npy" "" $B/cf-eval --model models/deepcam-small.cfg --input-shape 16x32x48 --weights "$T/d1.cfck" --data "$T/cva"
+must_fail "snapshot of the wrong size" "snapshot is 32x48x16" "" $B/cf-eval --model models/deepcam-small.cfg --input-shape 16x64x48 --weights "$T/d1.cfck" --data "$T/cva" --stats "$T/ctr"
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -2,7 +2,8 @@
      weights-export   checkpoint -> directory of PyTorch-layout .npy tensors
      weights-import   directory of .npy tensors -> checkpoint
      tfrecord2npy     CosmoFlow TFRecords -> the submitters' numpy layout
-     universe         raw 512^3 x 4 HDF5 universe -> its 64 sub-volumes as gzip TFRecords */
+     universe         raw 512^3 x 4 HDF5 universe -> its 64 sub-volumes as gzip TFRecords
+     h52npy           DeepCAM HDF5 snapshots and stats.h5 -> the numpy layout */
 #include "tool.h"
 #ifdef CF_USE_HDF5
 #include <hdf5.h>
@@ -20,6 +21,10 @@ static void usage(void) {
            "  universe IN.hdf5... --out DIR [--plain]\n"
            "        datasets 'full' (N,N,N,4) int16 and 'unitPar' (4) -> 64 sub-volumes of (N/4)^3,\n"
            "        index 16a+4b+c, named <parentdir>_<name>_<iii>.tfrecord (gzip unless --plain)%s\n"
+           "  h52npy IN.h5... --out DIR\n"
+           "        DeepCAM: climate/data (H,W,C) and climate/labels_0 (H,W) of each data-X.h5 -> data-X.npy and\n"
+           "        label-X.npy (float32, as NVIDIA's convert_hdf52npy.py); a stats.h5 among the inputs ->\n"
+           "        stats_minval.npy / stats_maxval.npy from climate/minval, climate/maxval\n"
            "  --help, --version\n",
 #ifdef CF_USE_HDF5
            ""
@@ -196,6 +201,74 @@ static void universe(int argc, char **argv) {
 #endif
 }
 
+#ifdef CF_USE_HDF5
+/* writes a float32 array atomically */
+static void save_f32(const char *path, const float *p, int ndim, const hsize_t *dims) {
+    cf_array a;
+    int i;
+    memset(&a, 0, sizeof a);
+    a.dtype = CF_F32; a.ndim = ndim; a.count = 1; a.data = (void *)p;
+    for (i = 0; i < ndim; i++) { a.shape[i] = (int64_t)dims[i]; a.count *= (size_t)dims[i]; }
+    TRY(cf_npy_write(path, &a));
+}
+#endif
+
+static void h52npy(int argc, char **argv) {
+#ifndef CF_USE_HDF5
+    (void)argc; (void)argv;
+    die("h52npy: this build has no libhdf5 (install libhdf5-dev and rebuild with HDF5=1)");
+#else
+    const char *out = NULL;
+    int i, files = 0;
+    for (i = 2; i < argc; i++) if (!strcmp(argv[i], "--out")) out = flag_value(argc, argv, &i);
+    if (!out) die("h52npy: needs --out DIR");
+    if (mkdir(out, 0777) && errno != EEXIST) die("%s: %s", out, strerror(errno));
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    for (i = 2; i < argc; i++) {
+        hid_t f;
+        hsize_t d1[8], d2[8];
+        int n1, n2;
+        size_t k, P;
+        char name[1024], path[8192], *dot;
+        const char *base = basename_of(argv[i]);
+        if (!strcmp(argv[i], "--out")) { i++; continue; }
+        f = H5Fopen(argv[i], H5F_ACC_RDONLY, H5P_DEFAULT);
+        if (f < 0) die("%s: not a readable HDF5 file", argv[i]);
+        if (!H5Lexists(f, "climate", H5P_DEFAULT)) die("%s: no group 'climate' (not a DeepCAM file)", argv[i]);
+        if (!strcmp(base, "stats.h5")) {   /* the reference's summarize_data.py output */
+            float *mn = (float *)h5_read(f, argv[i], "climate/minval", H5T_NATIVE_FLOAT, 4, &n1, d1);
+            float *mx = (float *)h5_read(f, argv[i], "climate/maxval", H5T_NATIVE_FLOAT, 4, &n2, d2);
+            H5Fclose(f);
+            if (n1 != 1 || n2 != 1 || d1[0] != d2[0]) die("%s: climate/minval and climate/maxval must be vectors of one length", argv[i]);
+            snprintf(path, sizeof path, "%s/stats_minval.npy", out); save_f32(path, mn, 1, d1);
+            snprintf(path, sizeof path, "%s/stats_maxval.npy", out); save_f32(path, mx, 1, d2);
+            free(mn); free(mx);
+            files++;
+            continue;
+        }
+        float *x = (float *)h5_read(f, argv[i], "climate/data", H5T_NATIVE_FLOAT, 4, &n1, d1);
+        float *y = (float *)h5_read(f, argv[i], "climate/labels_0", H5T_NATIVE_FLOAT, 4, &n2, d2);
+        H5Fclose(f);
+        if (n1 != 3) die("%s: climate/data must be (H, W, C), channels last; it has %d dimensions", argv[i], n1);
+        if (n2 != 2 || d2[0] != d1[0] || d2[1] != d1[1])
+            die("%s: climate/labels_0 must be (%d, %d) like climate/data", argv[i], (int)d1[0], (int)d1[1]);
+        P = (size_t)d1[0] * d1[1];
+        for (k = 0; k < P * d1[2]; k++) if (!isfinite(x[k])) die("%s: climate/data value %zu is not finite", argv[i], k);
+        for (k = 0; k < P; k++)
+            if (!(y[k] >= 0 && y[k] < 3) || y[k] != (float)(int)y[k]) die("%s: climate/labels_0 pixel %zu is %g, not 0, 1 or 2", argv[i], k, y[k]);
+        /* data-X.h5 -> data-X.npy and label-X.npy */
+        snprintf(name, sizeof name, "%s", strncmp(base, "data-", 5) ? base : base + 5);
+        if ((dot = strstr(name, ".h5")) || (dot = strstr(name, ".hdf5"))) *dot = 0;
+        snprintf(path, sizeof path, "%s/data-%s.npy", out, name); save_f32(path, x, 3, d1);
+        snprintf(path, sizeof path, "%s/label-%s.npy", out, name); save_f32(path, y, 2, d2);
+        free(x); free(y);
+        files++;
+    }
+    if (!files) die("h52npy: no input files");
+    printf("h52npy: %d files -> %s\n", files, out);
+#endif
+}
+
 int main(int argc, char **argv) {
     tool_name = "convert";
     tool_init(argc, argv);
@@ -206,6 +279,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "weights-import")) weights(argc, argv, 1);
     else if (!strcmp(argv[1], "tfrecord2npy")) tfrecord2npy(argc, argv);
     else if (!strcmp(argv[1], "universe")) universe(argc, argv);
-    else die("%s: unknown command (weights-export, weights-import, tfrecord2npy, universe)", argv[1]);
+    else if (!strcmp(argv[1], "h52npy")) h52npy(argc, argv);
+    else die("%s: unknown command (weights-export, weights-import, tfrecord2npy, universe, h52npy)", argv[1]);
     return 0;
 }

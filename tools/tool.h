@@ -29,13 +29,15 @@ static const char *tool_name = "cf";
 /* "cf-<tool>: <what>" on stderr, then the whole job ends (MPI_Abort when several ranks run) */
 TOOL_UNUSED static void die(const char *fmt, ...) {
     va_list ap;
+    char msg[2048];
+    int n;
     fflush(stdout);
-    if (cf_dist_size() > 1) fprintf(stderr, "cf-%s: rank %d: ", tool_name, cf_dist_rank());
-    else fprintf(stderr, "cf-%s: ", tool_name);
+    if (cf_dist_size() > 1) n = snprintf(msg, sizeof msg, "cf-%s: rank %d: ", tool_name, cf_dist_rank());
+    else n = snprintf(msg, sizeof msg, "cf-%s: ", tool_name);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg + n, sizeof msg - n - 1, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    fprintf(stderr, "%s\n", msg);   /* one write: lines of several ranks do not interleave */
     cf_dist_abort(1);
     exit(1);
 }
