@@ -1,6 +1,7 @@
 /* cosmoflow.h - a small, exact 2-D/3-D convolutional network framework in one C header.
-   Reproduces CosmoFlow (3-D CNN regression of cosmological parameters) and serves
-   DeepCAM-style 2-D networks.  No warranty; MIT licence at the end of the file.
+   Reproduces CosmoFlow (3-D CNN regression of cosmological parameters) and DeepCAM (2-D
+   segmentation of climate snapshots: DeepLabv3+, Tiramisu).  No warranty; MIT licence at the
+   end of the file.
 
    USE
      In exactly one C or C++ file:
@@ -20,8 +21,10 @@
    CONVENTIONS
      * Activations are float32 NCDHW; a 2-D network is the case D = 1.
      * All parameters live in one buffer (net->params), their gradients in a second with the
-       same offsets (net->grads), the optimizer state in a third (net->opt).  Layers hold
-       offsets.  Data parallelism is one allreduce over net->grads.
+       same offsets (net->grads), the optimizer state in a third (net->opt, two slots per
+       parameter).  Layers hold offsets.  Data parallelism is one allreduce over net->grads.
+       Batch-norm running statistics, which are saved but not trained, have their own buffer
+       (net->stats).
      * Kernels are plain functions over raw pointers with a shape comment; backward kernels
        ACCUMULATE (+=) into gradients.  cf_net_zero_grad() clears them.
      * Library functions never exit(): they return CF_OK (0) or CF_ERR (-1) and leave a
@@ -31,10 +34,12 @@
      1. Basics: errors, allocation, PRNG, CRC32C
      2. Dense linear algebra: sgemm (naive + cblas)
      3. Kernels: convolution (N-d im2col/col2im, tiled), pooling, dense, activations,
-                 dropout, losses
+                 dropout, losses; batch norm, depthwise and transposed convolution,
+                 weighted softmax cross-entropy, IoU
      4. Networks: cfg parser, layout, forward, backward, initializers
-     5. Optimizer: Keras-form momentum SGD with L2 on chosen tensors
-     6. Files: .npy, checkpoints, weights directories, TFRecord + tf.train.Example
+     5. Optimizers: Keras-form momentum SGD, Adam/AdamW, LAMB, LARC; DeepCAM's schedules
+     6. Files: .npy, checkpoints, weights directories, TFRecord + tf.train.Example,
+               CosmoFlow and DeepCAM samples
      7. Distributed: MPI wrappers (one process without CF_USE_MPI)
 */
 #ifndef CF_INCLUDE_COSMOFLOW_H

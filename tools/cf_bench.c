@@ -1,4 +1,4 @@
-/* cf-bench: training-step throughput of a model (forward, backward, SGD update) on random
+/* cf-bench: training-step throughput of a model (forward, backward, the application's optimizer: SGD for CosmoFlow, LAMB for DeepCAM) on random
    data, beside this machine's sgemm rate measured in the same run, and the peak memory. */
 #include "tool.h"
 #ifdef _OPENMP
@@ -80,23 +80,25 @@ int main(int argc, char **argv) {
             printf("allreduce_ms %.3f grad_mb %.2f ranks %d\n", 1e3 * t[3], net.n_params * 4.0 / 1e6, cf_dist_size());
     }
     {
-        size_t nx = (size_t)B * cf_shape_size(net.input), ny = (size_t)B * net.n_outputs, k;
-        float *x = (float *)malloc(nx * 4), *t = (float *)malloc(ny * 4), *dout = (float *)malloc(ny * 4);
+        size_t nx = (size_t)B * cf_shape_size(net.input), ny = (size_t)B * net.n_outputs, nt = (size_t)B * net.n_targets, k;
+        int seg = net.loss == CF_LOSS_SOFTMAX_CE, K = net.layers[net.n_layers - 1].out.c;
+        float *x = (float *)malloc(nx * 4), *t = (float *)malloc(nt * 4), *dout = (float *)malloc(ny * 4);
         double flops = 0, t0 = 0, peak = do_sgemm ? sgemm_peak() : 0, dt;
         cf_rng r = cf_rng_seed(3);
         if (!x || !t || !dout) die("out of memory for the batch");
         for (k = 0; k < nx; k++) x[k] = cf_rng_uniform(&r);
-        for (k = 0; k < ny; k++) t[k] = cf_rng_uniform(&r) * 2 - 1;
+        for (k = 0; k < nt; k++) t[k] = seg ? (float)(cf_rng_u64(&r) % (uint64_t)K) : cf_rng_uniform(&r) * 2 - 1;
         for (i = 0; i < net.n_layers; i++) flops += cf_layer_flops(&net.layers[i]);
         flops *= 3.0 * B;   /* forward + backward-data + backward-weights */
-        net.training = 1;
+        net.training = 1; net.bn_train = 1;
         for (i = 0; i <= steps; i++) {
             if (i == 1) t0 = now_s();    /* step 0 warms up caches and allocates */
             if (!cf_net_forward(&net, x, B)) die("%s", cf_failure_reason());
             cf_net_loss(&net, t, dout);
             cf_net_zero_grad(&net);
             cf_net_backward(&net, dout);
-            cf_sgd_step(&net, 1e-6f, 0.9f, 0.0f);
+            if (seg) cf_lamb_step(&net, 1e-6f, 0.9f, 0.999f, 1e-6f, 0.01f, 1.0f, net.step + 1);   /* DeepCAM's optimizer */
+            else cf_sgd_step(&net, 1e-6f, 0.9f, 0.0f);                                           /* CosmoFlow's */
             net.step++;
         }
         dt = (now_s() - t0) / steps;
