@@ -251,6 +251,10 @@ typedef struct cf_net {
        dacts[i] holds the complete gradient of that layer's output (cf-check uses it) */
     void (*backward_hook)(struct cf_net *net, int layer, void *ctx);
     void *hook_ctx;
+    /* optional: called around every layer's work, phase 0/1 before/after its forward, 2/3
+       before/after its backward (cf-bench times layers with it) */
+    void (*layer_hook)(struct cf_net *net, int layer, int phase, void *ctx);
+    void *layer_ctx;
 } cf_net;
 
 /* Parse a cfg text (name used in error messages).  shape_override may be NULL.
@@ -288,7 +292,8 @@ CFDEF void cf_adam_step(cf_net *net, float lr, float beta1, float beta2, float e
 /* LAMB as NVIDIA apex FusedLAMB (the DeepCAM reference): gradients clipped to a global norm
    of max_grad_norm (0: no clipping), Adam moments with bias correction, update
    u = m^/(sqrt(v^)+eps) + wd*w, then per tensor w -= lr * (|w|/|u|) * u (the trust ratio
-   is 1 when a norm is 0 or wd = 0).  Returns the global gradient norm before clipping. */
+   is 1 when a norm is 0 or wd = 0).  Returns the global gradient norm before clipping.
+   The gradient buffer is overwritten with the updates u. */
 CFDEF double cf_lamb_step(cf_net *net, float lr, float beta1, float beta2, float eps, float wd,
                           float max_grad_norm, uint64_t t);
 /* LARC (the 2018 climate code, clip mode): per tensor, g *= min(eta |w| / |g|, 1);
@@ -667,6 +672,14 @@ static size_t cf__tile(size_t rows, size_t P, size_t ws_floats) {
     return n < P ? n : P;
 }
 
+/* A 1x1x1 kernel with stride 1 and no padding: im2col would copy x unchanged, so the GEMMs
+   read x and write dx in place (DeepCAM's pointwise convolutions are half its layers). */
+static int cf__pointwise(const cf_geom *g) {
+    int a;
+    for (a = 0; a < 3; a++) if (g->k[a] != 1 || g->s[a] != 1 || g->pb[a] || g->pa[a]) return 0;
+    return 1;
+}
+
 CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float *b,
                            int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
                            float *col, size_t ws_floats) {
@@ -683,6 +696,12 @@ CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float
             for (p = 0; p < P; p++) yb[(size_t)oc * P + p] = v;
         }
         size_t p0;
+        if (cf__pointwise(g)) {   /* y[g] (OCg, P) += w[g] (OCg, Cg) x x[g] (Cg, P) */
+            for (gi = 0; gi < groups; gi++)
+                cf_sgemm(0, 0, OCg, (int)P, Cg, 1.0f, w + (size_t)gi * OCg * Cg, Cg, x + bi * in_sz + (size_t)gi * Cg * P, (int)P,
+                         1.0f, yb + (size_t)gi * OCg * P, (int)P);
+            continue;
+        }
         for (p0 = 0; p0 < P; p0 += tile) {
             size_t n = P - p0 < tile ? P - p0 : tile;
             for (gi = 0; gi < groups; gi++) {
@@ -712,6 +731,16 @@ CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, co
                 db[oc] += (float)s;
             }
         size_t p0;
+        if (cf__pointwise(g)) {
+            for (gi = 0; gi < groups; gi++) {
+                size_t xoff = bi * in_sz + (size_t)gi * Cg * P;
+                const float *dyg = dyb + (size_t)gi * OCg * P, *wg = w + (size_t)gi * OCg * Cg;
+                /* dw[g] (OCg, Cg) += dy[g] (OCg, P) x x[g]^T (P, Cg);  dx[g] (Cg, P) += w[g]^T x dy[g] */
+                cf_sgemm(0, 1, OCg, Cg, (int)P, 1.0f, dyg, (int)P, x + xoff, (int)P, 1.0f, dw + (size_t)gi * OCg * Cg, Cg);
+                if (dx) cf_sgemm(1, 0, Cg, (int)P, OCg, 1.0f, wg, Cg, dyg, (int)P, 1.0f, dx + xoff, (int)P);
+            }
+            continue;
+        }
         for (p0 = 0; p0 < P; p0 += tile) {
             size_t n = P - p0 < tile ? P - p0 : tile;
             for (gi = 0; gi < groups; gi++) {
@@ -898,10 +927,32 @@ CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const flo
         size_t p;
         int b;
         if (train) {
+            /* two passes (the mean, then squared deviations: no cancellation), each row
+               chunk summed in float with SIMD, the chunks in double */
             double s = 0.0, ss = 0.0;
-            for (b = 0; b < B; b++) { const float *xc = x + ((size_t)b * C + c) * P; for (p = 0; p < P; p++) s += xc[p]; }
+            size_t r, R = 1024;
+            for (b = 0; b < B; b++) {
+                const float *xc = x + ((size_t)b * C + c) * P;
+                for (r = 0; r < P; r += R) {
+                    float s1 = 0.0f;
+                    size_t e = r + R < P ? r + R : P;
+                    CF__OMP(omp simd reduction(+:s1))
+                    for (p = r; p < e; p++) s1 += xc[p];
+                    s += s1;
+                }
+            }
             mean = s / n;
-            for (b = 0; b < B; b++) { const float *xc = x + ((size_t)b * C + c) * P; for (p = 0; p < P; p++) { double d = xc[p] - mean; ss += d * d; } }
+            for (b = 0; b < B; b++) {
+                const float *xc = x + ((size_t)b * C + c) * P;
+                float m = (float)mean;
+                for (r = 0; r < P; r += R) {
+                    float s2 = 0.0f;
+                    size_t e = r + R < P ? r + R : P;
+                    CF__OMP(omp simd reduction(+:s2))
+                    for (p = r; p < e; p++) s2 += (xc[p] - m) * (xc[p] - m);
+                    ss += s2;
+                }
+            }
             var = ss / n;   /* biased: what normalizes */
             save_mean[c] = (float)mean;
             save_invstd[c] = (float)(1.0 / sqrt(var + eps));
@@ -1021,6 +1072,8 @@ CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, 
                             int off = kw * g->dil[2] - g->pb[2], s = g->s[2], k = (kd * KH + kh) * KW + kw;
                             float wv = wc[k], acc = 0.0f;
                             cf__row_range(0, out.w, s, off, in.w, &lo, &hi);
+                            /* a float sum the compiler may reorder (vectorize) only when told */
+                            CF__OMP(omp simd reduction(+:acc))
                             for (t = lo; t < hi; t++) acc += dyr[t] * xc[row + t * s + off];
                             dwc[k] += acc;
                             if (dxc) for (t = lo; t < hi; t++) dxc[row + t * s + off] += wv * dyr[t];
@@ -1817,7 +1870,11 @@ static void cf__forward_layer(cf_net *net, int i) {
 
 CFDEF const float *cf_net_forward_from(cf_net *net, int first) {
     int i;
-    for (i = first; i < net->n_layers; i++) cf__forward_layer(net, i);
+    for (i = first; i < net->n_layers; i++) {
+        if (net->layer_hook) net->layer_hook(net, i, 0, net->layer_ctx);
+        cf__forward_layer(net, i);
+        if (net->layer_hook) net->layer_hook(net, i, 1, net->layer_ctx);
+    }
     return net->acts + net->layers[net->n_layers - 1].y_off;
 }
 
@@ -1928,7 +1985,9 @@ CFDEF void cf_net_backward(cf_net *net, const float *dout) {
         }
         if (i == n - 1) memcpy(net->dacts + net->layers[i].dy_off, dout, (size_t)net->n_outputs * net->batch * sizeof(float));
         if (net->backward_hook) net->backward_hook(net, i, net->hook_ctx);
+        if (net->layer_hook) net->layer_hook(net, i, 2, net->layer_ctx);
         cf__backward_layer(net, i);
+        if (net->layer_hook) net->layer_hook(net, i, 3, net->layer_ctx);
     }
 }
 
@@ -2020,50 +2079,55 @@ static int cf__next_tensor(const cf_net *net, int *i, int *part, size_t *off, si
 
 CFDEF void cf_adam_step(cf_net *net, float lr, float beta1, float beta2, float eps, float wd,
                         int decoupled, uint64_t t) {
-    size_t k, n = net->n_params;
-    float *m = net->opt, *v = net->opt + n;
-    double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
-    double step = lr / bc1, sq2 = sqrt(bc2);
+    long k, n = (long)net->n_params;
+    float *m = net->opt, *v = net->opt + n, *w = net->params;
+    const float *gr = net->grads;
+    float bc1 = (float)(1.0 - pow(beta1, (double)t)), sq2 = (float)sqrt(1.0 - pow(beta2, (double)t));
+    float step = lr / bc1, decay = decoupled ? 1.0f - lr * wd : 1.0f, l2 = decoupled ? 0.0f : wd;
+    CF__OMP(omp parallel for schedule(static))
     for (k = 0; k < n; k++) {
-        float g = net->grads[k];
-        if (decoupled) net->params[k] *= 1.0f - lr * wd;
-        else g += wd * net->params[k];
+        float g = gr[k] + l2 * w[k];
+        w[k] *= decay;
         m[k] = beta1 * m[k] + (1.0f - beta1) * g;
         v[k] = beta2 * v[k] + (1.0f - beta2) * g * g;
         /* torch: w -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps) */
-        net->params[k] -= (float)(step * m[k] / (sqrt((double)v[k]) / sq2 + eps));
+        w[k] -= step * m[k] / (sqrtf(v[k]) / sq2 + eps);
     }
 }
 
+/* The update u of each tensor is needed twice (its norm, then the step), so pass 1 writes it
+   over the gradient, which the step has consumed: no buffer the size of the model, and no
+   second square root per parameter.  net->grads holds the updates afterwards. */
 CFDEF double cf_lamb_step(cf_net *net, float lr, float beta1, float beta2, float eps, float wd,
                           float max_grad_norm, uint64_t t) {
-    size_t k, n = net->n_params, off, cnt;
-    float *m = net->opt, *v = net->opt + n;
-    double gn = 0.0, clip = 1.0, bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
+    long k, n = (long)net->n_params;
+    size_t off, cnt;
+    float *m = net->opt, *v = net->opt + n, *gr = net->grads;
+    float bc1 = (float)(1.0 - pow(beta1, (double)t)), bc2 = (float)(1.0 - pow(beta2, (double)t));
+    double gn = 0.0;
+    float inv_clip = 1.0f;
     int i = 0, part = 0;
-    for (k = 0; k < n; k++) gn += (double)net->grads[k] * net->grads[k];
+    CF__OMP(omp parallel for schedule(static) reduction(+:gn))
+    for (k = 0; k < n; k++) gn += (double)gr[k] * gr[k];
     gn = sqrt(gn);
-    if (max_grad_norm > 0 && gn > max_grad_norm) clip = gn / max_grad_norm;
+    if (max_grad_norm > 0 && gn > max_grad_norm) inv_clip = (float)(max_grad_norm / gn);
     while (cf__next_tensor(net, &i, &part, &off, &cnt)) {
-        double wn = 0.0, un = 0.0, ratio;
-        float *w = net->params + off, *mt = m + off, *vt = v + off;
-        const float *g = net->grads + off;
-        /* pass 1: moments, and the norms of w and of the update u (u is recomputed below,
-           not stored: no buffer the size of the model) */
-        for (k = 0; k < cnt; k++) {
-            float gk = (float)(g[k] / clip);
-            double u;
-            mt[k] = beta1 * mt[k] + (1.0f - beta1) * gk;
-            vt[k] = beta2 * vt[k] + (1.0f - beta2) * gk * gk;
-            u = (mt[k] / bc1) / (sqrt(vt[k] / bc2) + eps) + wd * w[k];
-            wn += (double)w[k] * w[k]; un += u * u;
+        double wn = 0.0, un = 0.0;
+        float *w = net->params + off, *mt = m + off, *vt = v + off, *g = gr + off, ratio;
+        long j, c = (long)cnt;
+        CF__OMP(omp parallel for schedule(static) reduction(+:wn, un))
+        for (j = 0; j < c; j++) {
+            float gk = g[j] * inv_clip, u;
+            mt[j] = beta1 * mt[j] + (1.0f - beta1) * gk;
+            vt[j] = beta2 * vt[j] + (1.0f - beta2) * gk * gk;
+            u = (mt[j] / bc1) / (sqrtf(vt[j] / bc2) + eps) + wd * w[j];
+            g[j] = u;
+            wn += (double)w[j] * w[j]; un += (double)u * u;
         }
         wn = sqrt(wn); un = sqrt(un);
-        ratio = (wd != 0.0f && wn > 0.0 && un > 0.0) ? lr * wn / un : lr;
-        for (k = 0; k < cnt; k++) {
-            double u = (mt[k] / bc1) / (sqrt(vt[k] / bc2) + eps) + wd * w[k];
-            w[k] -= (float)(ratio * u);
-        }
+        ratio = (float)((wd != 0.0f && wn > 0.0 && un > 0.0) ? lr * wn / un : lr);
+        CF__OMP(omp parallel for schedule(static))
+        for (j = 0; j < c; j++) w[j] -= ratio * g[j];
     }
     return gn;
 }

@@ -18,6 +18,8 @@ static void usage(void) {
            "  --no-sgemm        skip the sgemm peak measurement (reports 0)\n"
            "  --allreduce       also time the gradient averaging (run under mpirun: one MPI_Allreduce of\n"
            "                    the whole gradient buffer, median of 7) and print 'allreduce_ms A grad_mb G ranks P'\n"
+           "  --layers          a table of forward and backward milliseconds and GFLOP/s per layer (and per layer\n"
+           "                    type) over the timed steps, with each one's share of the step\n"
            "last line: samples_per_s X gflops_per_s Y sgemm_peak_pct Z peak_rss_mb R\n");
     exit(0);
 }
@@ -37,9 +39,38 @@ static double sgemm_peak(void) {
     return best;
 }
 
+/* per-layer timing through the network's layer hook: t[2i] forward, t[2i+1] backward, seconds */
+typedef struct { double *t, start; } layer_clock;
+static void time_layer(cf_net *net, int layer, int phase, void *ctx) {
+    layer_clock *lc = (layer_clock *)ctx;
+    (void)net;
+    if (phase == 0 || phase == 2) lc->start = now_s();
+    else lc->t[2 * layer + (phase == 3)] += now_s() - lc->start;
+}
+static void layer_table(const cf_net *net, const double *t, int steps, int B, double step_s) {
+    int i, ty;
+    printf("%-4s %-10s %-20s %10s %10s %9s %9s %7s\n", "#", "type", "output", "fwd ms", "bwd ms", "fwd GF/s", "bwd GF/s", "share");
+    for (i = 0; i < net->n_layers; i++) {
+        const cf_layer *l = &net->layers[i];
+        double f = t[2 * i] / steps, b = t[2 * i + 1] / steps, fl = cf_layer_flops(l) * B;
+        char shp[48];
+        snprintf(shp, sizeof shp, "%dx%dx%dx%d", l->out.c, l->out.d, l->out.h, l->out.w);
+        printf("%-4d %-10s %-20s %10.2f %10.2f %9.1f %9.1f %6.1f%%\n", i, cf_layer_type_name(l->type), shp, 1e3 * f, 1e3 * b,
+               f > 0 ? fl / f / 1e9 : 0, b > 0 ? 2 * fl / b / 1e9 : 0, 100 * (f + b) / step_s);
+    }
+    printf("by type:\n");
+    for (ty = 0; ty < CF_L_NTYPES; ty++) {
+        double f = 0, b = 0, fl = 0;
+        int n = 0;
+        for (i = 0; i < net->n_layers; i++) if (net->layers[i].type == ty) { f += t[2 * i] / steps; b += t[2 * i + 1] / steps; fl += cf_layer_flops(&net->layers[i]) * B; n++; }
+        if (n) printf("  %-10s %4d layers %10.1f ms fwd %10.1f ms bwd %8.1f GF/s %6.1f%%\n", cf_layer_type_name(ty), n, 1e3 * f, 1e3 * b,
+                      f + b > 0 ? 3 * fl / (f + b) / 1e9 : 0, 100 * (f + b) / step_s);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *model = "models/cosmoflow.cfg";
-    int B = 1, steps = 3, threads = 0, i, has_shape = 0, do_sgemm = 1, do_ar = 0;
+    int B = 1, steps = 3, threads = 0, i, has_shape = 0, do_sgemm = 1, do_ar = 0, do_layers = 0;
     cf_shape shape;
     cf_net net;
     tool_name = "bench";
@@ -52,6 +83,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) threads = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1024);
         else if (!strcmp(a, "--no-sgemm")) do_sgemm = 0;
         else if (!strcmp(a, "--allreduce")) do_ar = 1;
+        else if (!strcmp(a, "--layers")) do_layers = 1;
         else die("%s: unknown flag (see --help)", a);
     }
     if (threads) {
@@ -85,6 +117,7 @@ int main(int argc, char **argv) {
         float *x = (float *)malloc(nx * 4), *t = (float *)malloc(nt * 4), *dout = (float *)malloc(ny * 4);
         double flops = 0, t0 = 0, peak = do_sgemm ? sgemm_peak() : 0, dt;
         cf_rng r = cf_rng_seed(3);
+        layer_clock lc = {NULL, 0};
         if (!x || !t || !dout) die("out of memory for the batch");
         for (k = 0; k < nx; k++) x[k] = cf_rng_uniform(&r);
         for (k = 0; k < nt; k++) t[k] = seg ? (float)(cf_rng_u64(&r) % (uint64_t)K) : cf_rng_uniform(&r) * 2 - 1;
@@ -92,7 +125,10 @@ int main(int argc, char **argv) {
         flops *= 3.0 * B;   /* forward + backward-data + backward-weights */
         net.training = 1; net.bn_train = 1;
         for (i = 0; i <= steps; i++) {
-            if (i == 1) t0 = now_s();    /* step 0 warms up caches and allocates */
+            if (i == 1) {   /* step 0 warms up caches and allocates */
+                t0 = now_s();
+                if (do_layers) { lc.t = (double *)calloc(2 * net.n_layers, sizeof(double)); net.layer_hook = time_layer; net.layer_ctx = &lc; }
+            }
             if (!cf_net_forward(&net, x, B)) die("%s", cf_failure_reason());
             cf_net_loss(&net, t, dout);
             cf_net_zero_grad(&net);
@@ -102,6 +138,8 @@ int main(int argc, char **argv) {
             net.step++;
         }
         dt = (now_s() - t0) / steps;
+        if (do_layers && cf_dist_rank() == 0) layer_table(&net, lc.t, steps, B, dt);
+        free(lc.t);
         if (cf_dist_rank() == 0) printf("model %s input %dx%dx%dx%d batch %d: %.3f s/step, %.1f GFLOP/step, sgemm peak %.1f GFLOP/s\n",
                model, net.input.c, net.input.d, net.input.h, net.input.w, B, dt, flops / 1e9, peak);
         if (cf_dist_rank() == 0) printf("samples_per_s %.4f gflops_per_s %.1f sgemm_peak_pct %.1f peak_rss_mb %.0f\n",
