@@ -281,5 +281,15 @@ fi
 must_fail "missing statistics" "no stats_minval.npy" "" $B/cf-eval --model models/deepcam-small.cfg --input-shape 16x32x48 --weights "$T/d1.cfck" --data "$T/cva"
 must_fail "snapshot of the wrong size" "snapshot is 32x48x16" "" $B/cf-eval --model models/deepcam-small.cfg --input-shape 16x64x48 --weights "$T/d1.cfck" --data "$T/cva" --stats "$T/ctr"
 
+# DeepCAM under MPI: batch-norm running statistics are averaged over the ranks before each
+# validation (as the reference), so rank 0's checkpoint gives cf-eval the ranks' joint val_miou
+if command -v mpirun >/dev/null 2>&1 && ldd $B/cf-train | grep -q libmpi; then
+    mpirun -np 2 $B/cf-train --model models/deepcam-small.cfg --input-shape 16x32x48 --train $T/ctr --val $T/cva --stats $T/ctr \
+        --batch 2 --epochs 3 --lr 0.01 --no-progress --out "$T/dm.cfck" > "$T/dm.txt" 2>/dev/null &&
+    $B/cf-eval --model models/deepcam-small.cfg --input-shape 16x32x48 --weights "$T/dm.cfck" --data "$T/cva" --stats "$T/ctr" > "$T/dmeval.txt" &&
+    $PY -c "import sys; sys.exit(0 if abs($(awk '{print $6}' "$T/dm.txt" | tail -1) - $(sed -n 's/^miou //p' "$T/dmeval.txt")) < 1e-5 else 1)" 2>/dev/null &&
+        ok || bad "DeepCAM under mpirun -np 2: cf-eval on rank 0's checkpoint gives the ranks' joint val_miou (BN statistics averaged)"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
