@@ -142,20 +142,26 @@ CFDEF void cf_dropout(float *y, const float *x, size_t n, float rate, uint64_t s
 /* Losses over n = B * outputs values; return the loss, write dL/dy into dy (may be NULL). */
 CFDEF double cf_loss_mse(float *dy, const float *y, const float *t, size_t n);
 CFDEF double cf_loss_l1(float *dy, const float *y, const float *t, size_t n);
+/* Synchronized batch norm: the per-channel sums behind the batch statistics (and their
+   backward) are summed over all ranks with reduce(buf, n, ctx) before use, so the statistics
+   are those of the global batch (PyTorch's SyncBatchNorm).  work: 2C + 1 doubles. */
+typedef struct { void (*reduce)(double *buf, int n, void *ctx); void *ctx; double *work; } cf_bn_sync;
 /* Batch normalization per channel over (B, P).  train = 1: normalize with the batch mean and
    the biased variance, save mean and 1/sqrt(var + eps) for backward, and move the running
    statistics: r += momentum * (batch - r), the variance unbiased (n/(n-1)), as PyTorch.
-   train = 0: normalize with the running statistics.
+   train = 0: normalize with the running statistics.  sync: NULL (per-rank statistics, the
+   DeepCAM reference's default) or a reduction over ranks.
    x, y (B, C, P)   gamma, beta, rmean, rvar, save_mean, save_invstd (C) */
 CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const float *beta,
                          float *rmean, float *rvar, float *save_mean, float *save_invstd,
-                         int B, int C, size_t P, int train, float momentum, float eps);
+                         int B, int C, size_t P, int train, float momentum, float eps,
+                         const cf_bn_sync *sync);
 /* dy (B, C, P): the gradient after the fused activation's backward.  Accumulates dx (may be
    NULL), dgamma, dbeta.  mean, invstd: the saved batch statistics (train = 1) or the
-   running mean and 1/sqrt(running var + eps) (train = 0). */
+   running mean and 1/sqrt(running var + eps) (train = 0).  sync (may be NULL): as forward. */
 CFDEF void cf_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
                           const float *gamma, const float *mean, const float *invstd,
-                          int B, int C, size_t P, int train);
+                          int B, int C, size_t P, int train, const cf_bn_sync *sync);
 /* Depthwise convolution (groups = C = OC): a direct loop over taps, since im2col would copy
    every input value kvol times to feed a GEMM with one row.
    x (B, C, D, H, W)  w (C, 1, KD, KH, KW)  b (C) or NULL  y (B, C, OD, OH, OW) */
@@ -236,6 +242,7 @@ typedef struct cf_net {
     size_t n_stats;                  /* batchnorm running statistics: not trained, saved */
     float *stats, *bn_save;          /* bn_save: the batch mean and 1/std of the last forward */
     int bn_train;                    /* batchnorm: 1 batch statistics (training), 0 running */
+    cf_bn_sync bn_sync;              /* reduce != NULL: synchronized batch norm over ranks */
     int n_targets;                   /* per sample: n_outputs, or H*W class ids (softmax_ce) */
     float class_w[CF_MAX_CLASSES];   /* softmax_ce: per-class weights */
     int batch;                       /* what acts/dacts are sized for */
@@ -266,6 +273,9 @@ CFDEF int cf_parse_shape(const char *s, cf_shape *out);     /* "CxDxHxW" or "CxH
 CFDEF void cf_net_free(cf_net *net);
 CFDEF void cf_net_init(cf_net *net, uint64_t seed);
 CFDEF int cf_net_set_batch(cf_net *net, int B);             /* (re)allocates activations */
+/* Synchronized batch norm through reduce (a sum over ranks, e.g. cf_dist_sum_reduce); NULL
+   turns it off.  Allocates the reduction buffer. */
+CFDEF int cf_net_sync_bn(cf_net *net, void (*reduce)(double *buf, int n, void *ctx), void *ctx);
 CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B);  /* returns output */
 CFDEF const float *cf_net_forward_from(cf_net *net, int first);       /* after forward() */
 /* dout (B, n_outputs): dL/d(output).  Accumulates into grads. */
@@ -403,6 +413,7 @@ CFDEF int cf_dist_rank(void);
 CFDEF int cf_dist_size(void);
 CFDEF void cf_dist_allreduce_mean(float *buf, size_t n);   /* in place */
 CFDEF void cf_dist_allreduce_sum_d(double *buf, int n);
+CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx);   /* the same, as a cf_net_sync_bn callback */
 CFDEF void cf_dist_bcast(float *buf, size_t n);            /* from rank 0 */
 CFDEF void cf_dist_abort(int code);
 CFDEF void cf_dist_barrier(void);
@@ -916,56 +927,73 @@ CFDEF double cf_loss_l1(float *dy, const float *y, const float *t, size_t n) {
 }
 
 /* ---- batch normalization.  Sums in double: a channel of a 768x1152 batch has ~10^6 terms. */
+/* sum over (B, P) of f(x) for one channel, in float per chunk of 1024 (SIMD), chunks in double */
+static double cf__bn_sum(const float *x, int B, int C, int c, size_t P, float center, int squared) {
+    double s = 0.0;
+    size_t r, p, R = 1024;
+    int b;
+    for (b = 0; b < B; b++) {
+        const float *xc = x + ((size_t)b * C + c) * P;
+        for (r = 0; r < P; r += R) {
+            float acc = 0.0f;
+            size_t e = r + R < P ? r + R : P;
+            if (squared) {
+                CF__OMP(omp simd reduction(+:acc))
+                for (p = r; p < e; p++) acc += (xc[p] - center) * (xc[p] - center);
+            } else {
+                CF__OMP(omp simd reduction(+:acc))
+                for (p = r; p < e; p++) acc += xc[p];
+            }
+            s += acc;
+        }
+    }
+    return s;
+}
+
 CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const float *beta,
                          float *rmean, float *rvar, float *save_mean, float *save_invstd,
-                         int B, int C, size_t P, int train, float momentum, float eps) {
+                         int B, int C, size_t P, int train, float momentum, float eps,
+                         const cf_bn_sync *sync) {
     int c;
-    CF__OMP(omp parallel for schedule(static))
-    for (c = 0; c < C; c++) {
-        double n = (double)B * P, mean, var;
-        float a, sh;
-        size_t p;
-        int b;
-        if (train) {
-            /* two passes (the mean, then squared deviations: no cancellation), each row
-               chunk summed in float with SIMD, the chunks in double */
-            double s = 0.0, ss = 0.0;
-            size_t r, R = 1024;
-            for (b = 0; b < B; b++) {
-                const float *xc = x + ((size_t)b * C + c) * P;
-                for (r = 0; r < P; r += R) {
-                    float s1 = 0.0f;
-                    size_t e = r + R < P ? r + R : P;
-                    CF__OMP(omp simd reduction(+:s1))
-                    for (p = r; p < e; p++) s1 += xc[p];
-                    s += s1;
-                }
+    if (train) {
+        /* two passes, the mean and then squared deviations (no cancellation); each pass's
+           per-channel sums are reduced over ranks first when synchronized */
+        double *sum = sync ? sync->work : NULL, n;
+        if (sync) {
+            CF__OMP(omp parallel for schedule(static))
+            for (c = 0; c < C; c++) sum[c] = cf__bn_sum(x, B, C, c, P, 0.0f, 0);
+            sum[C] = (double)B * P;
+            sync->reduce(sum, C + 1, sync->ctx);
+            n = sum[C];
+            for (c = 0; c < C; c++) save_mean[c] = (float)(sum[c] / n);
+            CF__OMP(omp parallel for schedule(static))
+            for (c = 0; c < C; c++) sum[c] = cf__bn_sum(x, B, C, c, P, save_mean[c], 1);
+            sync->reduce(sum, C, sync->ctx);
+        } else {
+            n = (double)B * P;
+        }
+        CF__OMP(omp parallel for schedule(static))
+        for (c = 0; c < C; c++) {
+            double mean, var;
+            if (sync) { mean = save_mean[c]; var = sum[c] / n; }
+            else {
+                mean = cf__bn_sum(x, B, C, c, P, 0.0f, 0) / n;
+                var = cf__bn_sum(x, B, C, c, P, (float)mean, 1) / n;   /* biased: what normalizes */
             }
-            mean = s / n;
-            for (b = 0; b < B; b++) {
-                const float *xc = x + ((size_t)b * C + c) * P;
-                float m = (float)mean;
-                for (r = 0; r < P; r += R) {
-                    float s2 = 0.0f;
-                    size_t e = r + R < P ? r + R : P;
-                    CF__OMP(omp simd reduction(+:s2))
-                    for (p = r; p < e; p++) s2 += (xc[p] - m) * (xc[p] - m);
-                    ss += s2;
-                }
-            }
-            var = ss / n;   /* biased: what normalizes */
             save_mean[c] = (float)mean;
             save_invstd[c] = (float)(1.0 / sqrt(var + eps));
             rmean[c] = (float)((1.0 - momentum) * rmean[c] + momentum * mean);
             rvar[c] = (float)((1.0 - momentum) * rvar[c] + momentum * (n > 1 ? var * n / (n - 1) : var));  /* unbiased */
-            a = gamma[c] * save_invstd[c];
-            sh = (float)(beta[c] - mean * a);
-        } else {
-            float inv = (float)(1.0 / sqrt((double)rvar[c] + eps));
-            a = gamma[c] * inv;
-            sh = beta[c] - rmean[c] * a;
         }
+    }
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
         /* y = gamma (x - mean) invstd + beta = a x + sh */
+        float a, sh;
+        size_t p;
+        int b;
+        if (train) { a = gamma[c] * save_invstd[c]; sh = beta[c] - save_mean[c] * a; }
+        else { a = gamma[c] * (float)(1.0 / sqrt((double)rvar[c] + eps)); sh = beta[c] - rmean[c] * a; }
         for (b = 0; b < B; b++) {
             const float *xc = x + ((size_t)b * C + c) * P;
             float *yc = y + ((size_t)b * C + c) * P;
@@ -974,26 +1002,48 @@ CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const flo
     }
 }
 
-/* With xhat = (x - mean) invstd and n = B*P (train mode; the mean and variance depend on x):
-   dgamma = sum dy xhat,  dbeta = sum dy,
-   dx = gamma invstd (dy - dbeta/n - xhat dgamma/n).
-   Eval mode: the statistics are constants, dx = gamma invstd dy. */
+/* With xhat = (x - mean) invstd and n values per channel (train mode; the mean and variance
+   depend on x):  dgamma = sum dy xhat,  dbeta = sum dy,
+   dx = gamma invstd (dy - sum(dy)/n - xhat sum(dy xhat)/n), the sums over the global batch
+   when synchronized.  Eval mode: the statistics are constants, dx = gamma invstd dy. */
 CFDEF void cf_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
                           const float *gamma, const float *mean, const float *invstd,
-                          int B, int C, size_t P, int train) {
+                          int B, int C, size_t P, int train, const cf_bn_sync *sync) {
     int c;
+    double *sums = sync ? sync->work : NULL, n = (double)B * P;
+    if (sync && train) {   /* the global sums of dy and dy xhat first */
+        CF__OMP(omp parallel for schedule(static))
+        for (c = 0; c < C; c++) {
+            double sdy = 0.0, sdyx = 0.0;
+            size_t p;
+            int b;
+            for (b = 0; b < B; b++) {
+                const float *xc = x + ((size_t)b * C + c) * P, *dyc = dy + ((size_t)b * C + c) * P;
+                for (p = 0; p < P; p++) { sdy += dyc[p]; sdyx += dyc[p] * ((xc[p] - mean[c]) * invstd[c]); }
+            }
+            dgamma[c] += (float)sdyx;   /* this rank's share; the gradient allreduce adds the rest */
+            dbeta[c] += (float)sdy;
+            sums[c] = sdy; sums[C + c] = sdyx;
+        }
+        sums[2 * C] = n;
+        sync->reduce(sums, 2 * C + 1, sync->ctx);
+        n = sums[2 * C];
+    }
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
-        double sdy = 0.0, sdyx = 0.0, n = (double)B * P;
+        double sdy = 0.0, sdyx = 0.0;
         float m = mean[c], is = invstd[c], k, k1, k2;
         size_t p;
         int b;
-        for (b = 0; b < B; b++) {
-            const float *xc = x + ((size_t)b * C + c) * P, *dyc = dy + ((size_t)b * C + c) * P;
-            for (p = 0; p < P; p++) { sdy += dyc[p]; sdyx += dyc[p] * ((xc[p] - m) * is); }
+        if (sync && train) { sdy = sums[c]; sdyx = sums[C + c]; }
+        else {
+            for (b = 0; b < B; b++) {
+                const float *xc = x + ((size_t)b * C + c) * P, *dyc = dy + ((size_t)b * C + c) * P;
+                for (p = 0; p < P; p++) { sdy += dyc[p]; sdyx += dyc[p] * ((xc[p] - m) * is); }
+            }
+            dgamma[c] += (float)sdyx;
+            dbeta[c] += (float)sdy;
         }
-        dgamma[c] += (float)sdyx;
-        dbeta[c] += (float)sdy;
         if (!dx) continue;
         k = gamma[c] * is;
         k1 = train ? (float)(sdy / n) : 0.0f;
@@ -1600,7 +1650,19 @@ CFDEF int cf_net_set_batch(cf_net *net, int B) {
     return CF_OK;
 }
 
+CFDEF int cf_net_sync_bn(cf_net *net, void (*reduce)(double *buf, int n, void *ctx), void *ctx) {
+    int i, C = 0;
+    CF_FREE(net->bn_sync.work);
+    memset(&net->bn_sync, 0, sizeof net->bn_sync);
+    if (!reduce) return CF_OK;
+    for (i = 0; i < net->n_layers; i++) if (net->layers[i].type == CF_L_BATCHNORM && net->layers[i].in.c > C) C = net->layers[i].in.c;
+    if (!(net->bn_sync.work = CF__NEW(double, 2 * C + 1))) return CF_ERR;
+    net->bn_sync.reduce = reduce; net->bn_sync.ctx = ctx;
+    return CF_OK;
+}
+
 CFDEF void cf_net_free(cf_net *net) {
+    CF_FREE(net->bn_sync.work);
     CF_FREE(net->cfg_text); CF_FREE(net->cfg_name); CF_FREE(net->layers);
     CF_FREE(net->params); CF_FREE(net->grads); CF_FREE(net->opt);
     CF_FREE(net->stats); CF_FREE(net->bn_save);
@@ -1813,7 +1875,8 @@ static void cf__forward_layer(cf_net *net, int i) {
     case CF_L_BATCHNORM: {
         float *st = net->stats + l->s_off, *sv = net->bn_save + l->s_off;
         int C = l->in.c;
-        cf_bn_forward(y, x, W, bias, st, st + C, sv, sv + C, B, C, cf_shape_size(l->in) / C, net->bn_train, l->momentum, l->eps);
+        cf_bn_forward(y, x, W, bias, st, st + C, sv, sv + C, B, C, cf_shape_size(l->in) / C, net->bn_train, l->momentum, l->eps,
+                      net->bn_sync.reduce ? &net->bn_sync : NULL);
         cf_act_forward(y, n_out, l->act, l->slope);
         break;
     }
@@ -1910,7 +1973,8 @@ static void cf__backward_layer(cf_net *net, int i) {
             const float *st = net->stats + l->s_off;
             for (c = 0; c < C; c++) { mean[c] = st[c]; inv[c] = (float)(1.0 / sqrt((double)st[C + c] + l->eps)); }
         }
-        cf_bn_backward(dx, dW, db, dy, x, W, mean, inv, B, C, cf_shape_size(l->in) / C, net->bn_train);
+        cf_bn_backward(dx, dW, db, dy, x, W, mean, inv, B, C, cf_shape_size(l->in) / C, net->bn_train,
+                       net->bn_sync.reduce ? &net->bn_sync : NULL);
         break;
     }
     case CF_L_AFFINE: {
@@ -3036,6 +3100,7 @@ CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) {
     for (k = 0; k < n; k++) buf[k] /= (float)size;
 }
 CFDEF void cf_dist_allreduce_sum_d(double *buf, int n) { if (cf_dist_size() > 1) MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); }
+CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx) { (void)ctx; cf_dist_allreduce_sum_d(buf, n); }
 CFDEF void cf_dist_bcast(float *buf, size_t n) {
     size_t off = 0;
     if (cf_dist_size() == 1) return;
@@ -3093,6 +3158,7 @@ CFDEF int cf_dist_rank(void) { return 0; }
 CFDEF int cf_dist_size(void) { return 1; }
 CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) { (void)buf; (void)n; }
 CFDEF void cf_dist_allreduce_sum_d(double *buf, int n) { (void)buf; (void)n; }
+CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx) { (void)ctx; cf_dist_allreduce_sum_d(buf, n); }
 CFDEF void cf_dist_bcast(float *buf, size_t n) { (void)buf; (void)n; }
 CFDEF void cf_dist_abort(int code) { (void)code; }
 CFDEF void cf_dist_barrier(void) {}

@@ -20,6 +20,7 @@ typedef struct {
     double wd, beta1, beta2, eps, max_grad_norm, larc;
     cf_lr_sched sched; int sched_set;   /* per-step schedule (DeepCAM); else the epoch one */
     const char *stats;        /* DeepCAM min/max statistics directory */
+    int sync_bn;              /* batch-norm statistics over all ranks */
 } options;
 enum { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_LAMB };
 static const char *opt_names[4] = {"sgd", "adam", "adamw", "lamb"};
@@ -65,6 +66,8 @@ static void usage(void) {
            "  --warmup-steps N     linear warmup (default 0)   --warmup-factor F (default 1)\n"
            "  --t-max N            cosine: period in steps (default 9000)   --eta-min X (default 0)\n"
            "  --target V           DeepCAM: stop when validation mean IoU >= V (MLPerf: 0.82)\n"
+           "  --sync-bn            batch-norm statistics of the global batch (summed over ranks; PyTorch's\n"
+           "                       SyncBatchNorm); default per rank, as the reference (batchnorm_group_size 1)\n"
            "stdout: one line per epoch 'epoch E train_loss L val_mae V lr X time T' (DeepCAM: val_miou)\n");
     exit(0);
 }
@@ -135,7 +138,7 @@ static void mllog_deepcam(const options *o, int global_batch) {
     int i, n;
     (void)global_batch;
     EV("gradient_accumulation_frequency", "1");
-    EV("batchnorm_group_size", "1");
+    snprintf(buf, sizeof buf, "%d", o->sync_bn ? cf_dist_size() : 1); EV("batchnorm_group_size", buf);
     snprintf(buf, sizeof buf, "\"%s\"", opt_mlperf[o->optimizer]); EV("opt_name", buf);
     snprintf(buf, sizeof buf, "%g", o->lr); EV("opt_lr", buf);
     snprintf(buf, sizeof buf, "[%g, %g]", o->beta1, o->beta2); EV("opt_betas", buf);
@@ -231,6 +234,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--progress")) o.progress = 1;
         else if (!strcmp(a, "--no-progress")) o.progress = 0;
         else if (!strcmp(a, "--stats")) o.stats = flag_value(argc, argv, &i);
+        else if (!strcmp(a, "--sync-bn")) o.sync_bn = 1;
         else if (!strcmp(a, "--optimizer")) {
             const char *v = flag_value(argc, argv, &i);
             for (o.optimizer = 0; o.optimizer < 4 && strcmp(v, opt_names[o.optimizer]); o.optimizer++) {}
@@ -301,6 +305,7 @@ int main(int argc, char **argv) {
         o.seed = st.seed;
     }
     cf_dist_bcast(net.params, net.n_params);   /* rank 0's weights everywhere */
+    if (o.sync_bn) TRY(cf_net_sync_bn(&net, cf_dist_sum_reduce, NULL));
     train_files = list_samples(o.train, &n_train);
     val_files = list_samples(o.val, &n_val);
     if (o.n_train && o.n_train < n_train) n_train = o.n_train;
