@@ -425,6 +425,15 @@ CFDEF void cf_dist_barrier(void);
    One process: both do nothing. */
 CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats);
 CFDEF void cf_dist_overlap_end(cf_net *net);
+/* Gradient lag 1 (the 2018 climate code): the update of step t applies the averaged gradient
+   of step t-1, so that gradient's allreduce runs while step t computes.  After backward,
+   cf_dist_grad_lag(net, lag) waits for the reduction started at the previous step, starts one
+   of this step's gradient, and puts the previous step's averaged gradient into net->grads.
+   Returns 0 at the first step (nothing to apply yet; skip the update), 1 otherwise.
+   Zero-initialize the struct; cf_dist_grad_lag_free releases it. */
+typedef struct { float *buf[2]; int cur, pending; void *req; } cf_grad_lag;
+CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag);
+CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag);
 
 #endif /* CF_INCLUDE_COSMOFLOW_H */
 
@@ -1417,6 +1426,9 @@ static const char *cf__act_names[] = { "linear", "relu", "leaky", "tanh" };
 static const char *cf__init_names[] = { "glorot_uniform", "kaiming_uniform", "kaiming_normal", "torch", "zeros" };
 static const char *cf__loss_names[] = { "mse", "l1", "softmax_ce" };
 
+/* the output shape of a layer, or the network input's for src < 0 */
+static cf_shape cf__src_shape(const cf_net *net, int src) { return src < 0 ? net->input : net->layers[src].out; }
+
 /* One section -> one layer; shapes follow from its inputs. */
 static int cf__build_layer(cf_net *net, int idx, cf__section *s, const char *name) {
     cf_layer *l = &net->layers[idx];
@@ -1427,10 +1439,24 @@ static int cf__build_layer(cf_net *net, int idx, cf__section *s, const char *nam
     l->type = t; l->line = s->line; l->n_src = 1; l->src[0] = idx - 1;
     if (t == CF_L_ROUTE || t == CF_L_ADD) {
         cf__kv *kv = cf__find(s, "layers");
+        char buf[256], *tok;
+        int is_input[CF_MAX_SRC];
         if (!kv) return cf_fail("%s:%d: [%s] needs layers=", name, s->line, s->name);
-        l->n_src = cf__ints(kv->val, l->src, CF_MAX_SRC);
-        if (l->n_src < 1) return cf_fail("%s:%d: layers=%s is not a list of up to %d layer indices", name, kv->line, kv->val, CF_MAX_SRC);
+        /* "input" names the network's input; negative numbers count back from this layer */
+        snprintf(buf, sizeof buf, "%s", kv->val);
+        l->n_src = 0;
+        for (tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            int v[1] = {-1}, k = l->n_src;
+            while (*tok == ' ') tok++;
+            if (k == CF_MAX_SRC) { l->n_src = -1; break; }
+            is_input[k] = !strcmp(tok, "input");
+            if (!is_input[k] && cf__ints(tok, v, 1) != 1) { l->n_src = -1; break; }
+            l->src[k] = v[0];   /* the input: -1 */
+            l->n_src = k + 1;
+        }
+        if (l->n_src < 1) return cf_fail("%s:%d: layers=%s is not a list of up to %d layer indices (or 'input')", name, kv->line, kv->val, CF_MAX_SRC);
         for (i = 0; i < l->n_src; i++) {
+            if (is_input[i]) continue;
             if (l->src[i] < 0) l->src[i] += idx;   /* -1 = the previous layer */
             if (l->src[i] < 0 || l->src[i] >= idx) return cf_fail("%s:%d: layers=%s names a layer that is not before this one", name, kv->line, kv->val);
         }
@@ -1484,7 +1510,7 @@ static int cf__build_layer(cf_net *net, int idx, cf__section *s, const char *nam
     case CF_L_ROUTE:
         l->out.c = 0;
         for (i = 0; i < l->n_src; i++) {
-            cf_shape o = net->layers[l->src[i]].out;
+            cf_shape o = cf__src_shape(net, l->src[i]);
             if (o.d != l->in.d || o.h != l->in.h || o.w != l->in.w)
                 return cf_fail("%s:%d: [route] inputs differ in spatial size", name, s->line);
             l->out.c += o.c;
@@ -1492,7 +1518,7 @@ static int cf__build_layer(cf_net *net, int idx, cf__section *s, const char *nam
         break;
     case CF_L_ADD:
         for (i = 1; i < l->n_src; i++) {
-            cf_shape o = net->layers[l->src[i]].out;
+            cf_shape o = cf__src_shape(net, l->src[i]);
             if (o.c != l->in.c || o.d != l->in.d || o.h != l->in.h || o.w != l->in.w)
                 return cf_fail("%s:%d: [add] inputs differ in shape", name, s->line);
         }
@@ -1915,7 +1941,7 @@ static void cf__forward_layer(cf_net *net, int i) {
         for (b = 0; b < B; b++) {
             float *dst = y + (size_t)b * cf_shape_size(l->out);
             for (j = 0; j < l->n_src; j++) {
-                cf_shape s = net->layers[l->src[j]].out;
+                cf_shape s = cf__src_shape(net, l->src[j]);
                 size_t m = cf_shape_size(s);
                 memcpy(dst, cf__in(net, l->src[j]) + (size_t)b * m, m * sizeof(float));
                 dst += m;
@@ -2022,17 +2048,23 @@ static void cf__backward_layer(cf_net *net, int i) {
         for (b = 0; b < B; b++) {
             const float *src = dy + (size_t)b * cf_shape_size(l->out);
             for (j = 0; j < l->n_src; j++) {
-                cf_layer *s = &net->layers[l->src[j]];
-                size_t m = cf_shape_size(s->out);
-                float *d = net->dacts + s->dy_off + (size_t)b * m;
-                for (k = 0; k < m; k++) d[k] += src[k];
+                size_t m = cf_shape_size(cf__src_shape(net, l->src[j]));
+                if (l->src[j] >= 0) {   /* no gradient for the network input */
+                    float *d = net->dacts + net->layers[l->src[j]].dy_off + (size_t)b * m;
+                    for (k = 0; k < m; k++) d[k] += src[k];
+                }
                 src += m;
             }
         }
         break;
     }
     case CF_L_ADD:
-        for (j = 0; j < l->n_src; j++) { float *d = net->dacts + net->layers[l->src[j]].dy_off; for (k = 0; k < n_out; k++) d[k] += dy[k]; }
+        for (j = 0; j < l->n_src; j++) {
+            float *d;
+            if (l->src[j] < 0) continue;   /* the network input */
+            d = net->dacts + net->layers[l->src[j]].dy_off;
+            for (k = 0; k < n_out; k++) d[k] += dy[k];
+        }
         break;
     default: CF_ASSERT(0);
     }
@@ -3151,6 +3183,31 @@ CFDEF void cf_dist_overlap_end(cf_net *net) {
     inv = (float)cf_dist_size();
     for (k = 0; k < net->n_params; k++) net->grads[k] /= inv;   /* as cf_dist_allreduce_mean */
 }
+
+CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {
+    size_t k, n = net->n_params;
+    int had = lag->pending, size = cf_dist_size(), next;
+    float inv = 1.0f / (float)size;
+    if (!lag->buf[0]) {
+        lag->buf[0] = CF__NEW(float, n + 1); lag->buf[1] = CF__NEW(float, n + 1);
+        lag->req = CF_MALLOC(sizeof(MPI_Request));
+        if (!lag->buf[0] || !lag->buf[1] || !lag->req) return cf_fail("out of memory for the gradient lag buffers");
+        CF_ASSERT(n < 2147483647u);
+    }
+    if (had && size > 1) MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE);   /* step t-1's sum */
+    next = 1 - lag->cur;
+    memcpy(lag->buf[next], net->grads, n * sizeof(float));
+    if (size > 1) MPI_Iallreduce(MPI_IN_PLACE, lag->buf[next], (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, (MPI_Request *)lag->req);
+    if (had) for (k = 0; k < n; k++) net->grads[k] = lag->buf[lag->cur][k] * inv;
+    lag->cur = next;
+    lag->pending = 1;
+    return had;
+}
+CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag) {
+    if (lag->pending && cf_dist_size() > 1) MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE);
+    CF_FREE(lag->buf[0]); CF_FREE(lag->buf[1]); CF_FREE(lag->req);
+    memset(lag, 0, sizeof *lag);
+}
 #else
 CFDEF int cf_dist_init(int *argc, char ***argv) { (void)argc; (void)argv; return CF_OK; }
 CFDEF void cf_dist_finalize(void) {}
@@ -3164,6 +3221,22 @@ CFDEF void cf_dist_abort(int code) { (void)code; }
 CFDEF void cf_dist_barrier(void) {}
 CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) { (void)net; (void)bucket_floats; }
 CFDEF void cf_dist_overlap_end(cf_net *net) { (void)net; }
+
+CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {   /* one process: a delay line */
+    size_t n = net->n_params;
+    int had = lag->pending, next;
+    if (!lag->buf[0]) {
+        lag->buf[0] = CF__NEW(float, n + 1); lag->buf[1] = CF__NEW(float, n + 1);
+        if (!lag->buf[0] || !lag->buf[1]) return cf_fail("out of memory for the gradient lag buffers");
+    }
+    next = 1 - lag->cur;
+    memcpy(lag->buf[next], net->grads, n * sizeof(float));
+    if (had) memcpy(net->grads, lag->buf[lag->cur], n * sizeof(float));
+    lag->cur = next;
+    lag->pending = 1;
+    return had;
+}
+CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag) { CF_FREE(lag->buf[0]); CF_FREE(lag->buf[1]); memset(lag, 0, sizeof *lag); }
 #endif
 
 #endif /* CF__IMPLEMENTED */

@@ -38,6 +38,7 @@ nompi() {
 run "compile: tools without MPI, OpenBLAS, libhdf5" nompi
 run "models/cosmoflow.cfg against PyTorch through the tools" /usr/bin/python3 tests/torch_cosmoflow.py
 run "models/deepcam.cfg against PyTorch through the tools" /usr/bin/python3 tests/torch_deepcam.py
+run "the 2018 configurations against independent PyTorch builds" /usr/bin/python3 tests/torch_2018.py
 run "tools" sh tests/test_tools.sh
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" = 0 ]

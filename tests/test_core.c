@@ -523,6 +523,47 @@ static void test_schedules(void) {
     }
 }
 
+/* ------------------------------------------------------------ LARC and gradient lag, by hand */
+static void test_larc_and_lag(void) {
+    cf_net net;
+    const char *cfg = "[net]\ninput=3x1x1\n[dense]\noutputs=2\n";
+    float x1[3] = {1, 2, -1}, x2[3] = {0.5f, -1, 3}, t[2] = {0.3f, -0.2f}, dout[2], g1[8], w0[8];
+    size_t k;
+    int ok, had1, had2;
+    cf_grad_lag lag;
+    if (cf_net_parse(&net, cfg, "larc.cfg", NULL)) { CHECK(0, "larc cfg: %s", cf_failure_reason()); return; }
+    /* LARC: weight (2x3) and bias (2) scaled separately by min(eta |w| / |g|, 1) */
+    for (k = 0; k < 8; k++) { net.params[k] = (float)(k + 1) * 0.1f; net.grads[k] = k < 6 ? 10.0f : 0.001f; }
+    {
+        double wn = 0, gn = 0, bn = 0, bgn = 0, s, sb;
+        for (k = 0; k < 6; k++) { wn += net.params[k] * net.params[k]; gn += 100.0; }
+        for (k = 6; k < 8; k++) { bn += net.params[k] * net.params[k]; bgn += 1e-6; }
+        s = 0.002 * sqrt(wn) / sqrt(gn); sb = 0.002 * sqrt(bn) / sqrt(bgn);   /* s < 1; sb > 1: no change */
+        cf_larc_scale(&net, 0.002f);
+        ok = 1;
+        for (k = 0; k < 6; k++) ok &= fabs(net.grads[k] - 10.0 * s) < 1e-6 * 10.0 * s;
+        for (k = 6; k < 8; k++) ok &= net.grads[k] == 0.001f && sb > 1;
+        CHECK(ok, "LARC (clip): weight gradient x %.3g = min(eta |w|/|g|, 1), bias kept (ratio %.3g > 1)", s, sb);
+    }
+    /* gradient lag 1: step 1 applies nothing; step 2 applies step 1's gradient, not its own */
+    cf_net_init(&net, 7);
+    memcpy(w0, net.params, sizeof w0);
+    cf_net_forward(&net, x1, 1); cf_net_loss(&net, t, dout); cf_net_zero_grad(&net); cf_net_backward(&net, dout);
+    memcpy(g1, net.grads, sizeof g1);                    /* g(w0; x1), by a plain step */
+    memset(&lag, 0, sizeof lag);
+    cf_net_forward(&net, x1, 1); cf_net_loss(&net, t, dout); cf_net_zero_grad(&net); cf_net_backward(&net, dout);
+    had1 = cf_dist_grad_lag(&net, &lag);
+    cf_net_forward(&net, x2, 1); cf_net_loss(&net, t, dout); cf_net_zero_grad(&net); cf_net_backward(&net, dout);
+    had2 = cf_dist_grad_lag(&net, &lag);
+    ok = had1 == 0 && had2 == 1;
+    for (k = 0; k < 8; k++) ok &= net.grads[k] == g1[k];
+    cf_sgd_step(&net, 0.5f, 0.0f, 0.0f);
+    for (k = 0; k < 8; k++) ok &= fabs(net.params[k] - (w0[k] - 0.5f * g1[k])) < 1e-6;
+    CHECK(ok, "gradient lag 1: the first step applies nothing, the second applies the first step's gradient");
+    cf_dist_grad_lag_free(&lag);
+    cf_net_free(&net);
+}
+
 /* ------------------------------------------------------------ models and cfg errors */
 static void test_models(void) {
     cf_net net;
@@ -745,6 +786,7 @@ int main(void) {
     test_seg_reference();
     test_iou();
     test_schedules();
+    test_larc_and_lag();
     test_checkpoints();
     test_npy();
     test_tfrecord();

@@ -175,25 +175,33 @@ $PY -c "import sys; sys.exit(0 if abs($v1 - $v2) < 1e-5 else 1)" && ok || bad "u
 
 # ---- MPI: 2 ranks x batch 2 follow the same trajectory as 1 rank x batch 4
 if command -v mpirun >/dev/null 2>&1 && ldd $B/cf-train | grep -q mpi; then
-    TR2="$B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train $T/tr --val $T/va --seed 3 --lr 0.01 --warmup-epochs 0 --epochs 3 --augment --no-progress"
+    TR2="$B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train $T/tr --val $T/va --seed 3 --lr 0.01 --warmup-epochs 0 --epochs 5 --augment --no-progress"
     $TR2 --batch 4 --out "$T/r1.cfck" > "$T/r1.txt" 2>/dev/null &&
     mpirun -np 2 $TR2 --batch 2 --out "$T/r2.cfck" > "$T/r2.txt" 2>/dev/null && ok || bad "cf-train under mpirun -np 2"
     mpirun -np 2 $TR2 --batch 2 --overlap 1000 --out "$T/r2o.cfck" > /dev/null 2>&1 && cmp -s "$T/r2.cfck" "$T/r2o.cfck" && ok || bad "overlapped (Iallreduce buckets of 1000 floats) and blocking reduction give the same checkpoint"
     for f in r1 r2; do $B/cf-convert weights-export --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/$f.cfck" --out "$T/w$f" >/dev/null; done
     if has_numpy; then
-        $PY - "$T" <<'PYEOF' && ok || bad "1 rank x 4 and 2 ranks x 2: same weights after 3 epochs (relative 1e-4)"
+        $PY - "$T" <<'PYEOF' && ok || bad "1 rank x 4 and 2 ranks x 2: same weights after 5 epochs (20 steps) (relative 1e-4)"
 import sys, glob, os, numpy as np
 t = sys.argv[1]
 worst = 0
 for f in sorted(glob.glob(t + "/wr1/*.npy")):
     a = np.load(f); b = np.load(t + "/wr2/" + os.path.basename(f))
     worst = max(worst, float(np.abs(a - b).max() / np.abs(a).max()))
-print("  MPI: worst relative weight difference after 3 epochs (12 steps): %.2e" % worst)
+print("  MPI: worst relative weight difference after 5 epochs (20 steps): %.2e" % worst)
 assert worst < 1e-4
 PYEOF
     fi
     v1=$(awk '{print $6}' "$T/r1.txt" | tail -1); v2=$(awk '{print $6}' "$T/r2.txt" | tail -1)
     $PY -c "import sys; sys.exit(0 if abs($v1 - $v2) < 1e-5 else 1)" 2>/dev/null && ok || bad "validation MAE at 1 and 2 ranks: $v1 vs $v2"
+    # gradient lag 1 (2018): the reduction of step t-1 applied at step t, overlapping it (MPI_Iallreduce)
+    $TR2 --batch 4 --grad-lag 1 --out "$T/g1.cfck" > /dev/null 2>&1 && mpirun -np 2 $TR2 --batch 2 --grad-lag 1 --out "$T/g2.cfck" > /dev/null 2>&1 &&
+    for f in g1 g2; do $B/cf-convert weights-export --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/$f.cfck" --out "$T/w$f" >/dev/null || exit 1; done &&
+    $PY -c "
+import glob, os, numpy as np
+w = max(float(np.abs(np.load(f) - np.load('$T/wg2/' + os.path.basename(f))).max() / np.abs(np.load(f)).max()) for f in glob.glob('$T/wg1/*.npy'))
+print('  MPI --grad-lag 1: worst relative weight difference 1 x 4 vs 2 x 2 after 20 steps: %.2e' % w)
+assert w < 1e-4" && ok || bad "--grad-lag 1: 1 rank x 4 and 2 ranks x 2 give the same weights"
     # a failing rank ends the whole job with its rank and reason, promptly
     mkdir -p "$T/badval"; cp "$T"/va/*.tfrecord "$T/badval/"; printf 'junk' > "$T/badval/synth_2_000003.tfrecord"
     start=$(date +%s)
@@ -322,6 +330,19 @@ PYEOF
     v1=$(awk '{print $6}' "$T/s1.txt" | tail -1); v2=$(awk '{print $6}' "$T/s2.txt" | tail -1)
     $PY -c "import sys; sys.exit(0 if abs($v1 - $v2) < 1e-4 else 1)" 2>/dev/null && ok || bad "--sync-bn: validation mean IoU at 1 and 2 ranks: $v1 vs $v2"
 fi
+
+# ---- the 2018 configurations train (a few epochs, the loss goes down) with --preset 2018
+# (CosmoFlow: one full batch of 4 per epoch and dropout off; the training loss moves with the
+# random symmetries of --augment, so the check is on the validation MAE)
+$B/cf-synth cosmo --out "$T/c18tr" --samples 4 --size 128 --seed 1 > /dev/null && $B/cf-synth cosmo --out "$T/c18va" --samples 1 --size 128 --seed 2 > /dev/null &&
+$B/cf-train --model models/cosmoflow-2018.cfg --train "$T/c18tr" --val "$T/c18va" --out "$T/c18.cfck" --batch 4 --epochs 4 --preset 2018 --dropout 0 --no-progress --mllog "$T/c18ml.txt" > "$T/c18.txt" 2>/dev/null &&
+    awk 'NR == 1 { a = $6 } END { exit !($6 < a) }' "$T/c18.txt" && grep -q '"opt_name", "value": "adam"' "$T/c18ml.txt" && ok || bad "cosmoflow-2018 with --preset 2018 (Adam, L1, first of 4 channels): validation MAE goes down ($(cat "$T/c18.txt" | tr '\n' ' '))"
+$B/cf-train --model models/deeplab-resnet50-2018.cfg --input-shape 16x32x48 --train "$T/ctr" --val "$T/cva" --stats "$T/ctr" --out "$T/d18.cfck" \
+    --batch 4 --epochs 4 --preset 2018 --no-progress > "$T/d18.txt" 2>/dev/null &&
+    awk 'NR == 1 { a = $4 } END { exit !($4 < a) }' "$T/d18.txt" && ok || bad "deeplab-resnet50-2018 with --preset 2018 (LARC + Adam, gradient lag 1): training loss goes down ($(cat "$T/d18.txt" | tr '\n' ' '))"
+$B/cf-train --model models/tiramisu.cfg --input-shape 16x32x48 --train "$T/ctr" --val "$T/cva" --stats "$T/ctr" --out "$T/t18.cfck" \
+    --batch 4 --epochs 4 --preset 2018 --no-progress > "$T/t18.txt" 2>/dev/null &&
+    awk 'NR == 1 { a = $4 } END { exit !($4 < a) }' "$T/t18.txt" && ok || bad "tiramisu with --preset 2018: training loss goes down ($(cat "$T/t18.txt" | tr '\n' ' '))"
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

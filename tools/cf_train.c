@@ -21,6 +21,7 @@ typedef struct {
     cf_lr_sched sched; int sched_set;   /* per-step schedule (DeepCAM); else the epoch one */
     const char *stats;        /* DeepCAM min/max statistics directory */
     int sync_bn;              /* batch-norm statistics over all ranks */
+    int grad_lag;             /* 1: apply step t-1's averaged gradient at step t (2018 climate code) */
 } options;
 enum { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_LAMB };
 static const char *opt_names[4] = {"sgd", "adam", "adamw", "lamb"};
@@ -41,7 +42,8 @@ static void usage(void) {
            "  --lr X               base learning rate (default 0.001)\n"
            "  --base-batch N       linear scaling: peak lr = lr * global batch / N (default 64)\n"
            "  --warmup-epochs N    epochs from lr to the peak (default 4)\n"
-           "  --decay LIST         epoch:factor,... multipliers of the peak after the epoch (default 32:0.25,64:0.125)\n"
+           "  --decay LIST         epoch:factor,... multipliers of the peak after the epoch (default 32:0.25,64:0.125;\n"
+           "                       none: constant)\n"
            "  --momentum M         SGD momentum, Keras form v = m v - lr g (default 0.9)\n"
            "  --l2 X               L2 on the kernels marked l2=1 in the cfg (default 0)\n"
            "  --dropout P          rate of every dropout layer (default: the cfg's)\n"
@@ -66,6 +68,12 @@ static void usage(void) {
            "  --warmup-steps N     linear warmup (default 0)   --warmup-factor F (default 1)\n"
            "  --t-max N            cosine: period in steps (default 9000)   --eta-min X (default 0)\n"
            "  --target V           DeepCAM: stop when validation mean IoU >= V (MLPerf: 0.82)\n"
+           "  --grad-lag 1         apply the previous step's averaged gradient, its allreduce overlapping this\n"
+           "                       step (the 2018 climate code; the first step only starts the pipeline)\n"
+           "  --preset 2018        the 2018 papers' recipes (README, '2018 configurations'): CosmoFlow: Adam 1e-4,\n"
+           "                       no lr scaling or schedule, L1 loss, x / mean(x), flips and axis permutations;\n"
+           "                       DeepCAM: LARC (eta 0.002, clip) around Adam 1e-4, gradient lag 1, no schedule\n"
+           "                       (later flags override it)\n"
            "  --sync-bn            batch-norm statistics of the global batch (summed over ranks; PyTorch's\n"
            "                       SyncBatchNorm); default per rank, as the reference (batchnorm_group_size 1)\n"
            "stdout: one line per epoch 'epoch E train_loss L val_mae V lr X time T' (DeepCAM: val_miou)\n");
@@ -75,6 +83,7 @@ static void usage(void) {
 static void parse_decay(options *o, const char *v) {
     const char *p = v;
     o->n_decay = 0;
+    if (!strcmp(v, "none")) return;
     while (*p) {
         char *end;
         double e = strtod(p, &end), f;
@@ -92,7 +101,7 @@ static void parse_decay(options *o, const char *v) {
    warm-up lr + e (peak - lr) / n_warmup for e < n_warmup, then peak times the factor of the
    largest decay epoch k with k < e (strictly), 1 if none. */
 static double lr_at(const options *o, int e, int global_batch) {
-    double peak = o->lr * global_batch / o->base_batch, f = 1, best = -1;
+    double peak = o->base_batch > 0 ? o->lr * global_batch / o->base_batch : o->lr, f = 1, best = -1;
     int i;
     if (e < o->warmup) return o->lr + e * (peak - o->lr) / o->warmup;
     for (i = 0; i < o->n_decay; i++) if (o->decay_epoch[i] < e && o->decay_epoch[i] > best) { best = o->decay_epoch[i]; f = o->decay_factor[i]; }
@@ -112,6 +121,17 @@ static void mllog(const char *event, const char *key, const char *value, int lin
 }
 #define EV(key, value) mllog("POINT_IN_TIME", key, value, __LINE__, NULL)
 
+/* The 2018 papers' training recipes (COSMOFLOW-REFERENCE.md 1.5, DEEPCAM-REFERENCE.md 3.6).
+   CosmoFlow 2018: Adam 1e-4 at any batch (no scaling, no schedule), L1 loss, input divided by
+   its mean, random flips and axis permutations.  Climate 2018: LARC (eta 0.002, clip mode)
+   around Adam 1e-4, gradient lag 1; the loss weights are in the model file. */
+static void preset_2018(options *o, int seg) {
+    o->optimizer = OPT_ADAM; o->lr = 1e-4; o->wd = 0;
+    if (seg) { o->larc = 0.002; o->grad_lag = 1; return; }
+    o->loss = CF_LOSS_L1; o->apply_log = 0; o->augment = 1;
+    o->warmup = 0; o->n_decay = 0; o->base_batch = 0;
+}
+
 /* the CosmoFlow reference's keys (COSMOFLOW-REFERENCE.md 4.2) */
 static void mllog_cosmoflow(const options *o, int global_batch) {
     char buf[512];
@@ -119,9 +139,9 @@ static void mllog_cosmoflow(const options *o, int global_batch) {
     snprintf(buf, sizeof buf, "%g", o->l2); EV("opt_weight_decay", buf);
     snprintf(buf, sizeof buf, "%g", o->dropout >= 0 ? o->dropout : 0.5); EV("dropout", buf);
     snprintf(buf, sizeof buf, "\"%s\"", opt_names[o->optimizer]); EV("opt_name", buf);
-    snprintf(buf, sizeof buf, "%g", o->lr * global_batch / o->base_batch); EV("opt_base_learning_rate", buf);
+    snprintf(buf, sizeof buf, "%g", o->base_batch > 0 ? o->lr * global_batch / o->base_batch : o->lr); EV("opt_base_learning_rate", buf);
     snprintf(buf, sizeof buf, "%g", o->warmup); EV("opt_learning_rate_warmup_epochs", buf);
-    snprintf(buf, sizeof buf, "%g", global_batch / o->base_batch); EV("opt_learning_rate_warmup_factor", buf);
+    snprintf(buf, sizeof buf, "%g", o->base_batch > 0 ? global_batch / o->base_batch : 1.0); EV("opt_learning_rate_warmup_factor", buf);
     {
         int n = snprintf(buf, sizeof buf, "[");
         double mx = 0;
@@ -202,6 +222,16 @@ int main(int argc, char **argv) {
     o.sched.type = CF_SCHED_MULTISTEP; o.sched.gamma = 0.1; o.sched.warmup_factor = 1; o.sched.t_max = 9000;
     parse_decay(&o, "32:0.25,64:0.125");
     if (has_flag(argc, argv, "--help") || has_flag(argc, argv, "-h")) usage();
+    for (i = 1; i + 1 < argc; i++)   /* --preset first, so that the other flags override it */
+        if (!strcmp(argv[i], "--preset") && !strcmp(argv[i + 1], "2018")) {
+            const char *m = NULL;
+            int j;
+            for (j = 1; j + 1 < argc; j++) if (!strcmp(argv[j], "--model")) m = argv[j + 1];
+            if (!m) die("--preset 2018: needs --model (the recipe depends on the application)");
+            TRY(cf_net_load_cfg(&net, m, NULL));
+            preset_2018(&o, net.loss == CF_LOSS_SOFTMAX_CE);
+            cf_net_free(&net);
+        }
     if (has_flag(argc, argv, "--version")) print_version();
     if (cf_dist_init(&argc, &argv)) die("%s", cf_failure_reason());
     rank = cf_dist_rank(); size = cf_dist_size();
@@ -235,6 +265,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-progress")) o.progress = 0;
         else if (!strcmp(a, "--stats")) o.stats = flag_value(argc, argv, &i);
         else if (!strcmp(a, "--sync-bn")) o.sync_bn = 1;
+        else if (!strcmp(a, "--grad-lag")) o.grad_lag = (int)flag_long(a, flag_value(argc, argv, &i), 0, 1);
+        else if (!strcmp(a, "--preset")) { const char *v = flag_value(argc, argv, &i); if (strcmp(v, "2018")) die("--preset: '%s' is not 2018", v); }
         else if (!strcmp(a, "--optimizer")) {
             const char *v = flag_value(argc, argv, &i);
             for (o.optimizer = 0; o.optimizer < 4 && strcmp(v, opt_names[o.optimizer]); o.optimizer++) {}
@@ -285,7 +317,7 @@ int main(int argc, char **argv) {
     o.sched.base_lr = o.lr;
     if (seg && net.input.d != 1) die("%s: a segmentation model must be 2-D (CxHxW)", o.model);
     if (!seg && (net.input.d != net.input.h || net.input.h != net.input.w)) die("%s: CosmoFlow input must be a cube, got %dx%dx%dx%d", o.model, net.input.c, net.input.d, net.input.h, net.input.w);
-    if (o.loss >= 0) net.loss = o.loss;
+    if (o.loss >= 0 && !seg) net.loss = o.loss;
     for (i = 0; i < net.n_layers; i++) if (o.dropout >= 0 && net.layers[i].type == CF_L_DROPOUT) net.layers[i].rate = (float)o.dropout;
     cf_net_init(&net, o.seed);
     st.seed = o.seed;
@@ -316,7 +348,9 @@ int main(int argc, char **argv) {
     size_t ny = (size_t)o.batch * net.n_outputs;
     float *dout = (float *)malloc(ny * 4);
     loader L;
+    cf_grad_lag lag;
     float cmin[64], cmax[64];
+    memset(&lag, 0, sizeof lag);
     if (seg) {
         if (net.input.c > 64) die("%s: more than 64 input channels", o.model);
         TRY(cf_climate_stats(o.stats ? o.stats : o.train, cmin, cmax, net.input.c));
@@ -368,7 +402,13 @@ int main(int argc, char **argv) {
             if (!isfinite(loss)) die("epoch %d step %d: the loss is %g (non-finite%s); the last checkpoint %s is untouched", e, s + 1, loss,
                                      seg ? ", or a label outside the classes" : "", o.out);
             cf_net_zero_grad(&net);
-            if (o.overlap) {   /* reductions start while backward still runs */
+            if (o.grad_lag) {   /* the previous step's averaged gradient; this one's reduction starts */
+                int have;
+                cf_net_backward(&net, dout);
+                have = cf_dist_grad_lag(&net, &lag);
+                if (have < 0) die("%s", cf_failure_reason());
+                if (!have) { net.step++; sums[0] += loss; continue; }
+            } else if (o.overlap) {   /* reductions start while backward still runs */
                 cf_dist_overlap_begin(&net, (size_t)o.overlap);
                 cf_net_backward(&net, dout);
                 cf_dist_overlap_end(&net);
@@ -441,6 +481,7 @@ int main(int argc, char **argv) {
     if (rank == 0) fprintf(stderr, "cf-train: %d epochs in %.1f s, checkpoint %s\n", e - first_epoch, now_s() - t_start, o.out);
     loader_free(&L);
     free(order); free(dout); free(pred);
+    cf_dist_grad_lag_free(&lag);
     cf_net_free(&net);
     if (mll) fclose(mll);
     cf_dist_finalize();

@@ -193,10 +193,16 @@ TOOL_UNUSED static void *loader_run(void *arg) {
         cf_cosmo_sample smp;
         const char *path = L->files[L->order[L->pos + k]];
         if (cf_cosmo_read(path, &smp)) { snprintf(L->err, sizeof L->err, "%s", cf_failure_reason()); L->failed = 1; return NULL; }
-        if (smp.s != L->S || smp.c != L->C || smp.ny < L->n_y) {
+        if (smp.s != L->S || smp.c < L->C || smp.ny < L->n_y) {
             snprintf(L->err, sizeof L->err, "%.900s: sample is %dx%dx%dx%d with %d labels; the model needs %dx%dx%dx%d with %d",
                      path, smp.c, smp.s, smp.s, smp.s, smp.ny, L->C, L->S, L->S, L->S, L->n_y);
             cf_cosmo_free(&smp); L->failed = 1; return NULL;
+        }
+        if (smp.c > L->C) {   /* a model with fewer channels reads the first ones (the 2018 network: z = 0) */
+            size_t v;
+            int c;
+            for (v = 0; v < vox; v++) for (c = 0; c < L->C; c++) smp.x[v * L->C + c] = smp.x[v * smp.c + c];
+            smp.c = L->C;
         }
         cf_cosmo_to_input(L->x[s] + (size_t)k * L->C * vox, smp.x, L->S, L->C, L->apply_log);
         if (L->augment)   /* the symmetry depends on (seed, epoch, file): any rank count, resumable */
