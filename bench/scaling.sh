@@ -1,16 +1,19 @@
 #!/bin/sh
-# Data-parallel scaling model for CosmoFlow, from figures measured here:
-#   T  = one training step of models/cosmoflow.cfg (128^3, batch 1 per rank), cf-bench, 1 rank
+# Data-parallel scaling model, from figures measured here (MODEL=models/deepcam.cfg for DeepCAM):
+#   T  = one training step of MODEL (its full input, batch 1 per rank), cf-bench, 1 rank
+#        (STEP=seconds reuses a step time measured before, e.g. by make bench)
 #   n  = gradient bytes; the allreduce of them at 2 ranks on this machine (shared memory)
 # and stated network figures (one rank per node): latency ALPHA s, bandwidth BW bytes/s.
 # Ring allreduce: t(p) = ALPHA log2 p + 2 (p-1)/p n / BW.  Without overlap the step takes
 # T + t(p); with --overlap the reduction hides behind backward (about 2/3 of T), so only
 # max(0, t(p) - 2T/3) shows.  Efficiency = T / (step time).
 cd "$(dirname "$0")/.." || exit 1
-ALPHA=${ALPHA:-5e-6}; BW=${BW:-1.0e10}; FAST=${FAST:-15}
-step=$(bin/cf-bench --model models/cosmoflow.cfg --steps 1 --no-sgemm | sed -n 's/.*: \([0-9.]*\) s\/step.*/\1/p')
-ar=$(mpirun -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 bin/cf-bench --model models/cosmoflow.cfg --allreduce --steps 1 --no-sgemm 2>/dev/null | grep allreduce_ms)
-echo "measured: cosmoflow.cfg step (batch 1) $step s; 2-rank allreduce on this machine: $ar"
+ALPHA=${ALPHA:-5e-6}; BW=${BW:-1.0e10}; FAST=${FAST:-15}; MODEL=${MODEL:-models/cosmoflow.cfg}
+step=${STEP:-$(bin/cf-bench --model "$MODEL" --steps 1 --no-sgemm | sed -n 's/.*: \([0-9.]*\) s\/step.*/\1/p')}
+# the gradient does not depend on the input size: the allreduce is timed on a small input
+small=$(case "$MODEL" in *deepcam*|*tiramisu*|*deeplab*) echo 16x96x144;; *) echo 4x128x128x128;; esac)
+ar=$(mpirun -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 bin/cf-bench --model "$MODEL" --input-shape "$small" --allreduce --steps 1 --no-sgemm 2>/dev/null | grep allreduce_ms)
+echo "measured: $MODEL step (batch 1) $step s; 2-rank allreduce on this machine: $ar"
 echo "model: alpha $ALPHA s, bandwidth $BW B/s per node; a 'fast node' computes $FAST x faster than this one"
 echo "$ar" | awk -v T="$step" -v a="$ALPHA" -v bw="$BW" -v fast="$FAST" '{
     n = $4 * 1e6
