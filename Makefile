@@ -70,6 +70,18 @@ demo: deps all
 demo-climate: deps all
 	@sh tools/demo_climate.sh
 
+# make install PREFIX=/opt/cosmoflow: the header (include/), the tools (bin/), the models
+# (share/cosmoflow/models/) and a pkg-config file (lib/pkgconfig/cosmoflow.pc) whose flags
+# build a program that defines CF_IMPLEMENTATION with OpenBLAS and zlib.
+PREFIX ?= /usr/local
+install: all
+	mkdir -p $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/cosmoflow/models $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	cp cosmoflow.h $(DESTDIR)$(PREFIX)/include/
+	cp $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	cp models/*.cfg models/README.md $(DESTDIR)$(PREFIX)/share/cosmoflow/models/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|'"$$(sed -n 's/#define CF_VERSION "\(.*\)"/\1/p' cosmoflow.h)"'|' \
+	    tools/cosmoflow.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cosmoflow.pc
+
 # Installs the Debian packages when run as root and something is missing.
 deps:
 	@sh tools/deps.sh
@@ -77,4 +89,4 @@ deps:
 clean:
 	rm -rf bin
 
-.PHONY: all test test-asan bench demo demo-climate deps clean
+.PHONY: all test test-asan bench demo demo-climate deps clean install

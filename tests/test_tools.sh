@@ -271,8 +271,9 @@ for key in submission_benchmark opt_name opt_lr opt_betas opt_eps opt_bias_corre
 done
 [ "$key" != missing ] && ok
 grep -q '"key": "opt_name", "value": "LAMB"' "$T/dml.txt" && grep -q '"key": "submission_benchmark", "value": "deepcam"' "$T/dml.txt" && ok || bad "DeepCAM mllog: LAMB, deepcam"
-$CTR --epochs 1 --out "$T/d2.cfck" > /dev/null 2>&1 && $CTR --epochs 2 --resume "$T/d2.cfck" --out "$T/d2.cfck" > /dev/null 2>&1 &&
+$CTR --epochs 1 --out "$T/d2.cfck" --png "$T/dcurve" > /dev/null 2>&1 && $CTR --epochs 2 --resume "$T/d2.cfck" --out "$T/d2.cfck" --png "$T/dcurve" > /dev/null 2>&1 &&
     cmp -s "$T/d1.cfck" "$T/d2.cfck" && ok || bad "cf-train DeepCAM: 1 epoch + resume = 2 epochs, identical checkpoint (LAMB state, BN statistics)"
+[ "$(grep -c '^[0-9]' "$T/dcurve/history.tsv" 2>/dev/null)" = 2 ] && [ -s "$T/dcurve/learning_curve.png" ] && ok || bad "cf-train --png: history.tsv with both epochs across --resume, learning_curve.png"
 $B/cf-eval --model models/deepcam-small.cfg --input-shape 16x32x48 --weights "$T/d1.cfck" --data "$T/cva" --stats "$T/ctr" --png "$T/dpng" --pred "$T/dpred.npy" > "$T/deval.txt" &&
     tail -1 "$T/deval.txt" | grep -qE '^miou [0-9.]+$' && grep -q '^baseline_miou ' "$T/deval.txt" && [ -s "$T/dpng/mask_0000.png" ] && ok || bad "cf-eval DeepCAM: miou, baseline, pictures"
 v1=$(awk '{print $6}' "$T/d1.txt" | tail -1); v2=$(sed -n 's/^miou //p' "$T/deval.txt")
@@ -343,6 +344,14 @@ $B/cf-train --model models/deeplab-resnet50-2018.cfg --input-shape 16x32x48 --tr
 $B/cf-train --model models/tiramisu.cfg --input-shape 16x32x48 --train "$T/ctr" --val "$T/cva" --stats "$T/ctr" --out "$T/t18.cfck" \
     --batch 4 --epochs 4 --preset 2018 --no-progress > "$T/t18.txt" 2>/dev/null &&
     awk 'NR == 1 { a = $4 } END { exit !($4 < a) }' "$T/t18.txt" && ok || bad "tiramisu with --preset 2018: training loss goes down ($(cat "$T/t18.txt" | tr '\n' ' '))"
+
+# ---- make install + pkg-config build the README's vendoring example outside the tree
+if command -v pkg-config > /dev/null; then
+    make -s install PREFIX="$T/inst" > /dev/null 2>&1 && cp tests/vendor_example.c "$T/vex.c" &&
+    (cd "$T" && cc -std=c99 -D_POSIX_C_SOURCE=200809L -o vex vex.c $(PKG_CONFIG_PATH="$T/inst/lib/pkgconfig" pkg-config --cflags --libs cosmoflow)) &&
+    (cd "$T" && mkdir -p models && cp "$T/inst/share/cosmoflow/models/cosmoflow-small.cfg" models/ && ./vex | tail -1 | grep -q "1 passed, 0 failed") &&
+    [ -x "$T/inst/bin/cf-train" ] && ok || bad "make install PREFIX=... and pkg-config --cflags --libs cosmoflow build and run the vendoring example"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

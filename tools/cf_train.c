@@ -4,6 +4,7 @@
    Reads gzip or plain TFRecords and the submitters' numpy layout (CosmoFlow) and the DeepCAM
    numpy layout (data-*.npy, label-*.npy, stats_minval/maxval.npy), told apart by name. */
 #include "tool.h"
+#include "draw.h"
 #include <unistd.h>
 #include <sys/utsname.h>
 
@@ -20,6 +21,7 @@ typedef struct {
     double wd, beta1, beta2, eps, max_grad_norm, larc;
     cf_lr_sched sched; int sched_set;   /* per-step schedule (DeepCAM); else the epoch one */
     const char *stats;        /* DeepCAM min/max statistics directory */
+    const char *png;          /* learning-curve directory */
     int sync_bn;              /* batch-norm statistics over all ranks */
     int grad_lag;             /* 1: apply step t-1's averaged gradient at step t (2018 climate code) */
 } options;
@@ -54,8 +56,10 @@ static void usage(void) {
            "  --overlap N          average gradients with MPI_Iallreduce on buckets of >= N floats started\n"
            "                       during backward (default: one blocking MPI_Allreduce after it)\n"
            "  --n-train N, --n-val N   use only the first N files of each directory\n"
+           "  --png DIR            after every epoch: DIR/history.tsv (epoch, training loss, validation metric)\n"
+           "                       and DIR/learning_curve.png drawn from it (kept across --resume)\n"
            "  --mllog FILE         MLPerf HPC ':::MLLOG' lines (closed division, CosmoFlow keys)\n"
-           "  --progress / --no-progress   progress bar on stderr (default: when stderr is a terminal)\n"
+           "  --progress / --no-progress   progress on stderr: a bar on a terminal, else a line a minute (default on)\n"
            "DeepCAM (models with loss=softmax_ce; defaults are the MLPerf reference's):\n"
            "  --stats DIR          stats_minval.npy / stats_maxval.npy (default: the --train directory or its parent)\n"
            "  --optimizer O        sgd, adam, adamw or lamb (default: lamb for DeepCAM, sgd for CosmoFlow)\n"
@@ -183,6 +187,41 @@ static void mllog_deepcam(const options *o, int global_batch) {
     }
 }
 
+/* The learning curve: DIR/history.tsv keeps one line per epoch (epochs at or after this one,
+   left by a run that was resumed from an earlier checkpoint, are dropped), and
+   DIR/learning_curve.png is redrawn from it: training loss left, validation metric right. */
+static void learning_curve(const char *dir, int epoch, double loss, double metric, const char *metric_name) {
+    enum { MAXE = 100000 };
+    static double ep[MAXE], lo[MAXE], me[MAXE];
+    char path[4096], tmp[4200], title[64], line_[256];
+    int n = 0, k;
+    FILE *f;
+    if (mkdir(dir, 0777) && errno != EEXIST) die("%s: %s", dir, strerror(errno));
+    snprintf(path, sizeof path, "%s/history.tsv", dir);
+    if ((f = fopen(path, "r"))) {
+        while (n < MAXE - 1 && fgets(line_, sizeof line_, f)) {
+            double a, b, c;
+            if (sscanf(line_, "%lf %lf %lf", &a, &b, &c) == 3 && a < epoch) { ep[n] = a; lo[n] = b; me[n] = c; n++; }
+        }
+        fclose(f);
+    }
+    ep[n] = epoch; lo[n] = loss; me[n] = metric; n++;
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (!(f = fopen(tmp, "w"))) die("%s: %s", tmp, strerror(errno));
+    fprintf(f, "# epoch train_loss %s\n", metric_name);
+    for (k = 0; k < n; k++) fprintf(f, "%.0f %.9g %.9g\n", ep[k], lo[k], me[k]);
+    if (fclose(f) || rename(tmp, path)) die("%s: cannot write (%s)", path, strerror(errno));
+    {
+        canvas c = canvas_new(760, 300);
+        snprintf(title, sizeof title, "%s", metric_name);
+        for (k = 0; title[k]; k++) if (title[k] == '_') title[k] = ' ';
+        plot_panel(&c, 20, 40, 280, 220, ep, lo, n, "TRAIN LOSS", 0xc03030);
+        plot_panel(&c, 400, 40, 280, 220, ep, me, n, title, 0x1f60c0);
+        snprintf(path, sizeof path, "%s/learning_curve.png", dir);
+        canvas_save(&c, path);
+    }
+}
+
 /* one update with the chosen optimizer; t counts updates from 1 */
 static void optimizer_step(const options *o, cf_net *net, double lr) {
     uint64_t t = net->step + 1;
@@ -195,10 +234,20 @@ static void optimizer_step(const options *o, cf_net *net, double lr) {
     }
 }
 
+/* on = 1: a bar redrawn in place (a terminal); 2: a plain line at most once a minute (batch
+   job logs, which a bar would fill with carriage returns); 0: nothing */
 static void progress(int on, int epoch, int done, int total, double t0) {
+    static double last;
     double el = now_s() - t0, rate = done / (el > 0 ? el : 1e-9);
     int w = 30, k, fill = total ? done * w / total : 0;
     if (!on) return;
+    if (on == 2) {
+        if (now_s() - last < 60 || done == total) return;
+        last = now_s();
+        fprintf(stderr, "cf-train: epoch %d: %d/%d samples, %.1f samples/s, %.0f s left in the epoch\n", epoch, done, total, rate,
+                rate > 0 ? (total - done) / rate : 0.0);
+        return;
+    }
     fprintf(stderr, "\repoch %d [", epoch);
     for (k = 0; k < w; k++) fputc(k < fill ? '=' : ' ', stderr);
     fprintf(stderr, "] %d/%d  %.1f samples/s  %.0f s left ", done, total, rate, rate > 0 ? (total - done) / rate : 0.0);
@@ -217,7 +266,7 @@ int main(int argc, char **argv) {
     tool_init(argc, argv);
     memset(&o, 0, sizeof o);
     o.epochs = 128; o.batch = 4; o.apply_log = 1; o.lr = 0.001; o.base_batch = 64; o.warmup = 4; o.momentum = 0.9;
-    o.dropout = -1; o.loss = -1; o.progress = isatty(2);
+    o.dropout = -1; o.loss = -1; o.progress = isatty(2) ? 1 : 2;
     o.optimizer = -1; o.wd = -1; o.beta1 = 0.9; o.beta2 = 0.999; o.eps = 1e-6; o.max_grad_norm = 1.0;
     o.sched.type = CF_SCHED_MULTISTEP; o.sched.gamma = 0.1; o.sched.warmup_factor = 1; o.sched.t_max = 9000;
     parse_decay(&o, "32:0.25,64:0.125");
@@ -261,9 +310,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--overlap")) o.overlap = flag_long(a, flag_value(argc, argv, &i), 1, 1L << 30);
         else if (!strcmp(a, "--n-train")) o.n_train = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1 << 30);
         else if (!strcmp(a, "--n-val")) o.n_val = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1 << 30);
-        else if (!strcmp(a, "--progress")) o.progress = 1;
+        else if (!strcmp(a, "--progress")) o.progress = isatty(2) ? 1 : 2;
         else if (!strcmp(a, "--no-progress")) o.progress = 0;
         else if (!strcmp(a, "--stats")) o.stats = flag_value(argc, argv, &i);
+        else if (!strcmp(a, "--png")) o.png = flag_value(argc, argv, &i);
         else if (!strcmp(a, "--sync-bn")) o.sync_bn = 1;
         else if (!strcmp(a, "--grad-lag")) o.grad_lag = (int)flag_long(a, flag_value(argc, argv, &i), 0, 1);
         else if (!strcmp(a, "--preset")) { const char *v = flag_value(argc, argv, &i); if (strcmp(v, "2018")) die("--preset: '%s' is not 2018", v); }
@@ -471,6 +521,7 @@ int main(int argc, char **argv) {
         }
         if (rank == 0) {
             printf("epoch %d train_loss %.6f %s %.6f lr %.6g time %.1f\n", e, train_loss, seg ? "val_miou" : "val_mae", val_mae, lr, now_s() - t0);
+            if (o.png) learning_curve(o.png, e, train_loss, val_mae, seg ? "val_miou" : "val_mae");
             fflush(stdout);
         }
         if (o.target > 0 && (seg ? val_mae >= o.target : val_mae <= o.target)) reached = 1;

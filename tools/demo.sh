@@ -29,10 +29,10 @@ bin/cf-synth cosmo --out "$OUT/validation" --samples "$VAL" --seed 2 $SYN
 echo "demo: training models/cosmoflow-small.cfg for $EPOCHS epochs (checkpoint $OUT/cosmoflow-small.cfck)"
 $RUN bin/cf-train --model models/cosmoflow-small.cfg --train "$OUT/train" --val "$OUT/validation" \
     --out "$OUT/cosmoflow-small.cfck" --epochs "$EPOCHS" --batch $BATCH --lr 0.003 --base-batch 8 \
-    --warmup-epochs 1 --decay 8:0.2 --no-log --augment --mllog "$OUT/mllog.txt" | tee "$OUT/train.log"
+    --warmup-epochs 1 --decay 8:0.2 --no-log --augment --mllog "$OUT/mllog.txt" --png "$OUT/pictures" | tee "$OUT/train.log"
 bin/cf-eval --model models/cosmoflow-small.cfg --weights "$OUT/cosmoflow-small.cfck" \
     --data "$OUT/validation" --no-log --baseline "$OUT/train" --png "$OUT/pictures" --pred "$OUT/predictions.npy" | tee "$OUT/eval.txt"
-echo "demo: pictures in $OUT/pictures/ (scatter_<parameter>.png, input_slice.png)"
+echo "demo: pictures in $OUT/pictures/ (learning_curve.png, scatter_<parameter>.png, input_slice.png)"
 mae=$(sed -n 's/^mae //p' "$OUT/eval.txt")
 base=$(sed -n 's/^baseline_mae //p' "$OUT/eval.txt")
 echo "demo: val_mae $mae baseline_mae $base"

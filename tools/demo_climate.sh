@@ -23,10 +23,10 @@ echo "demo: training models/deepcam-small.cfg for $EPOCHS epochs (checkpoint $OU
 bin/cf-train --model models/deepcam-small.cfg --train "$OUT/train" --val "$OUT/validation" --stats "$OUT/train" \
     --out "$OUT/deepcam-small.cfck" --epochs "$EPOCHS" --batch 8 --lr 0.004 \
     --lr-schedule cosine --t-max $((EPOCHS * TRAIN / 8)) \
-    --mllog "$OUT/mllog.txt" | tee "$OUT/train.log"
+    --mllog "$OUT/mllog.txt" --png "$OUT/pictures" | tee "$OUT/train.log"
 bin/cf-eval --model models/deepcam-small.cfg --weights "$OUT/deepcam-small.cfck" --data "$OUT/validation" \
     --stats "$OUT/train" --png "$OUT/pictures" --pred "$OUT/predictions.npy" | tee "$OUT/eval.txt"
-echo "demo: pictures in $OUT/pictures/ (mask_NNNN.png: precipitable water, true and predicted masks)"
+echo "demo: pictures in $OUT/pictures/ (learning_curve.png; mask_NNNN.png: precipitable water, true and predicted masks)"
 miou=$(sed -n 's/^miou //p' "$OUT/eval.txt")
 base=$(sed -n 's/^baseline_miou //p' "$OUT/eval.txt")
 echo "demo: val_miou $miou baseline_miou $base"

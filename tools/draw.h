@@ -61,6 +61,34 @@ static int text(canvas *c, int x, int y, int s, unsigned rgb, const char *str) {
     }
     return x;
 }
+/* A line plot of y over x in a w x h panel at (ox, oy): frame, min/max labels, points joined
+   by lines, a title.  n may be 1 (a single dot). */
+TOOL_UNUSED static void plot_panel(canvas *c, int ox, int oy, int w, int h, const double *x, const double *y, int n,
+                       const char *title, unsigned rgb) {
+    double xmin = x[0], xmax = x[0], ymin = y[0], ymax = y[0];
+    char lab[64];
+    int i, px0 = 0, py0 = 0;
+    for (i = 1; i < n; i++) {
+        xmin = x[i] < xmin ? x[i] : xmin; xmax = x[i] > xmax ? x[i] : xmax;
+        ymin = y[i] < ymin ? y[i] : ymin; ymax = y[i] > ymax ? y[i] : ymax;
+    }
+    if (xmax == xmin) xmax = xmin + 1;
+    if (ymax == ymin) { ymax += fabs(ymax) * 0.05 + 1e-6; ymin -= fabs(ymin) * 0.05 + 1e-6; }
+    rect(c, ox, oy, w, h, 0xf4f4f4);
+    line(c, ox, oy + h - 1, ox + w - 1, oy + h - 1, 0x888888); line(c, ox, oy, ox, oy + h - 1, 0x888888);
+    for (i = 0; i < n; i++) {
+        int px = ox + (int)((x[i] - xmin) / (xmax - xmin) * (w - 9)) + 4;
+        int py = oy + h - 5 - (int)((y[i] - ymin) / (ymax - ymin) * (h - 9));
+        if (i) line(c, px0, py0, px, py, rgb);
+        dot(c, px, py, rgb);
+        px0 = px; py0 = py;
+    }
+    text(c, ox, oy - 16, 2, 0x000000, title);
+    snprintf(lab, sizeof lab, "%.4g", ymax); text(c, ox + w + 4, oy, 2, 0x555555, lab);
+    snprintf(lab, sizeof lab, "%.4g", ymin); text(c, ox + w + 4, oy + h - 10, 2, 0x555555, lab);
+    snprintf(lab, sizeof lab, "EPOCH %.0f", xmin); text(c, ox, oy + h + 6, 2, 0x555555, lab);
+    snprintf(lab, sizeof lab, "%.0f", xmax); text(c, ox + w - 4 * 2 * (int)strlen(lab), oy + h + 6, 2, 0x555555, lab);
+}
 static void canvas_save(canvas *c, const char *path) {
     if (cf_png_write(path, c->px, c->w, c->h)) die("%s", cf_failure_reason());
     free(c->px);
