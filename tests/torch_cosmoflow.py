@@ -73,6 +73,16 @@ check("loss", np.array([float(open(os.path.join(tmp, "dump", "loss.txt")).read()
 for k, (l, kd, _) in enumerate(tensors):
     n = "%03d_%d_%s.npy" % (k, l, kd)
     check("grad " + n, np.load(os.path.join(tmp, "dump", "grad", n)), w[k].grad.numpy())
+# the other direction: our checkpoint exported as PyTorch-layout .npy files and loaded into the
+# PyTorch network gives our output (the documented round trip)
+run(os.path.join(bin_, "cf-convert"), "weights-export", "--model", model, "--input-shape", "4x32x32x32", "--weights", ck, "--out", os.path.join(tmp, "exported"))
+w2 = [torch.tensor(np.load(os.path.join(tmp, "exported", "%03d_%d_%s.npy" % (k, l, kd))), dtype=dt) for k, (l, kd, _) in enumerate(tensors)]
+h = x
+for i in range(5):
+    h = F.max_pool3d(F.leaky_relu(F.conv3d(h, w2[2 * i], w2[2 * i + 1], padding=1), 0.3), 2)
+h = F.leaky_relu(F.linear(h.reshape(B, -1), w2[10], w2[11]), 0.3)
+h = F.leaky_relu(F.linear(h, w2[12], w2[13]), 0.3)
+check("exported weights in PyTorch", np.load(os.path.join(tmp, "dump", "output.npy")), (torch.tanh(F.linear(h, w2[14], w2[15])) * 1.2).numpy())
 subprocess.run(["rm", "-rf", tmp])
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
