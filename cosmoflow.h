@@ -1253,6 +1253,13 @@ static char *cf__trim(char *s) {
 }
 
 /* Splits the text into sections of key=value pairs.  buf is a private copy that owns the strings. */
+/* the sections' key lists, then the array (on every error path of cf__split too) */
+static void cf__free_sections(cf__section *secs, int n) {
+    int i;
+    if (secs) for (i = 0; i < n; i++) CF_FREE(secs[i].kv);
+    CF_FREE(secs);
+}
+
 static int cf__split(char *buf, const char *name, cf__section **out, int *n_out) {
     cf__section *secs = NULL;
     int n = 0, cap = 0, line = 0;
@@ -1268,11 +1275,11 @@ static int cf__split(char *buf, const char *name, cf__section **out, int *n_out)
         if (!*s) continue;
         if (*s == '[') {
             char *close = strchr(s, ']');
-            if (!close || *cf__trim(close + 1)) { CF_FREE(secs); return cf_fail("%s:%d: malformed section header '%s'", name, line, s); }
+            if (!close || *cf__trim(close + 1)) { cf__free_sections(secs, n); return cf_fail("%s:%d: malformed section header '%s'", name, line, s); }
             *close = 0;
             if (n == cap) {
                 cf__section *ns = CF__NEW(cf__section, cap ? 2 * cap : 16);
-                if (!ns) { CF_FREE(secs); return CF_ERR; }
+                if (!ns) { cf__free_sections(secs, n); return CF_ERR; }
                 if (secs) memcpy(ns, secs, sizeof *ns * n);
                 CF_FREE(secs);
                 secs = ns; cap = cap ? 2 * cap : 16;
@@ -1282,13 +1289,13 @@ static int cf__split(char *buf, const char *name, cf__section **out, int *n_out)
         } else {
             char *eq = strchr(s, '=');
             cf__section *sec;
-            if (!n) { CF_FREE(secs); return cf_fail("%s:%d: '%s' outside any [section]", name, line, s); }
-            if (!eq) { CF_FREE(secs); return cf_fail("%s:%d: expected key=value, got '%s'", name, line, s); }
+            if (!n) { cf__free_sections(secs, n); return cf_fail("%s:%d: '%s' outside any [section]", name, line, s); }
+            if (!eq) { cf__free_sections(secs, n); return cf_fail("%s:%d: expected key=value, got '%s'", name, line, s); }
             *eq = 0;
             sec = &secs[n - 1];
             if (sec->n_kv % 16 == 0) {
                 cf__kv *nk = CF__NEW(cf__kv, sec->n_kv + 16);
-                if (!nk) { CF_FREE(secs); return CF_ERR; }
+                if (!nk) { cf__free_sections(secs, n); return CF_ERR; }
                 if (sec->kv) memcpy(nk, sec->kv, sizeof *nk * sec->n_kv);
                 CF_FREE(sec->kv);
                 sec->kv = nk;

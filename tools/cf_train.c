@@ -390,6 +390,7 @@ int main(int argc, char **argv) {
     if (o.sync_bn) TRY(cf_net_sync_bn(&net, cf_dist_sum_reduce, NULL));
     train_files = list_samples(o.train, &n_train);
     val_files = list_samples(o.val, &n_val);
+    int n_train_files = n_train, n_val_files = n_val;   /* before --n-train / --n-val */
     if (o.n_train && o.n_train < n_train) n_train = o.n_train;
     if (o.n_val && o.n_val < n_val) n_val = o.n_val;
     int global_batch = o.batch * size, steps = n_train / global_batch;
@@ -533,6 +534,7 @@ int main(int argc, char **argv) {
     loader_free(&L);
     free(order); free(dout); free(pred);
     cf_dist_grad_lag_free(&lag);
+    free_samples(train_files, n_train_files); free_samples(val_files, n_val_files);
     cf_net_free(&net);
     if (mll) fclose(mll);
     cf_dist_finalize();

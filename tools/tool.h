@@ -109,6 +109,8 @@ TOOL_UNUSED static char **list_samples(const char *dir, int *n_out) {
     return v;
 }
 
+TOOL_UNUSED static void free_samples(char **v, int n) { int i; for (i = 0; i < n; i++) free(v[i]); free(v); }
+
 TOOL_UNUSED /* OpenBLAS (pthread build) and OpenMP each keep 2 threads on 2 cores; OpenMP's threads spin
    after every parallel region and steal the cores OpenBLAS needs next (measured here:
    17 -> 35 samples/s for cosmoflow-small, 0.21 -> 0.35 for cosmoflow.cfg).  libgomp reads OMP_WAIT_POLICY when it loads, so
