@@ -284,6 +284,11 @@ CFDEF void cf_net_zero_grad(cf_net *net);
 CFDEF float *cf_net_output(cf_net *net, int layer);         /* acts of a layer */
 CFDEF const char *cf_layer_type_name(int type);
 CFDEF double cf_layer_flops(const cf_layer *l);             /* forward, per sample */
+/* Numerics guard: the first layer whose output (after a forward) or whose parameters'
+   gradient (after a backward; params = 1: the parameters themselves) holds a NaN or Inf,
+   or -1 when all are finite. */
+CFDEF int cf_net_first_nonfinite_output(const cf_net *net);
+CFDEF int cf_net_first_nonfinite_param(const cf_net *net, int params);
 /* Parameter tensors in network order: index -> layer, kind ("weight"/"bias"), offset,
    count and PyTorch shape.  Returns the number of tensors, or -1 when i is out of range. */
 typedef struct { int layer; const char *kind; size_t off, n; int ndim; int shape[5]; int stats; } cf_tensor;
@@ -2115,6 +2120,28 @@ CFDEF double cf_layer_flops(const cf_layer *l) {
     case CF_L_MAXPOOL: case CF_L_AVGPOOL: return (double)l->g.k[0] * l->g.k[1] * l->g.k[2] * cf_shape_size(l->out);
     default: return (double)cf_shape_size(l->out);
     }
+}
+
+static int cf__all_finite(const float *p, size_t n) {
+    size_t i;
+    float acc = 0.0f;
+    for (i = 0; i < n; i++) acc += p[i] * 0.0f;   /* NaN or Inf anywhere makes it NaN */
+    return acc == 0.0f;
+}
+CFDEF int cf_net_first_nonfinite_output(const cf_net *net) {
+    int i;
+    for (i = 0; i < net->n_layers; i++)
+        if (!cf__all_finite(net->acts + net->layers[i].y_off, cf_shape_size(net->layers[i].out) * net->batch)) return i;
+    return -1;
+}
+CFDEF int cf_net_first_nonfinite_param(const cf_net *net, int params) {
+    const float *base = params ? net->params : net->grads;
+    int i;
+    for (i = 0; i < net->n_layers; i++) {
+        const cf_layer *l = &net->layers[i];
+        if ((l->w_n && !cf__all_finite(base + l->w_off, l->w_n)) || (l->b_n && !cf__all_finite(base + l->b_off, l->b_n))) return i;
+    }
+    return -1;
 }
 
 CFDEF int cf_net_tensors(const cf_net *net, cf_tensor *out, int max) {

@@ -353,5 +353,18 @@ if command -v pkg-config > /dev/null; then
     [ -x "$T/inst/bin/cf-train" ] && ok || bad "make install PREFIX=... and pkg-config --cflags --libs cosmoflow build and run the vendoring example"
 fi
 
+# ---- numerics guard: a NaN/Inf stops training naming the step, the first bad layer and the
+# batch's files, before a checkpoint; --skip-nonfinite skips such batches with a count
+printf '[net]\ninput=4x16x16x16\n[conv]\nfilters=2\nsize=3\npad=same\n[scale]\nfactor=1e30\n[scale]\nfactor=1e30\n[flatten]\n[dense]\noutputs=4\n' > "$T/inf.cfg"
+must_fail "non-finite loss" "epoch 1 step 1: loss .*nan, first non-finite output at layer 2 (scale, cfg line 9); batch: .*synth_1_0000" "$T/nan.cfck" \
+    $B/cf-train --model "$T/inf.cfg" --train "$T/tr" --val "$T/va" --batch 4 --epochs 1 --out "$T/nan.cfck" --no-progress
+$B/cf-train --model "$T/inf.cfg" --train "$T/tr" --val "$T/va" --batch 4 --epochs 1 --out "$T/nan2.cfck" --no-progress --skip-nonfinite > /dev/null 2> "$T/skip.txt" &&
+    grep -q "batch skipped (4 so far)" "$T/skip.txt" && [ -s "$T/nan2.cfck" ] && ok || bad "--skip-nonfinite: batches skipped and counted, a finite checkpoint written"
+if has_numpy; then
+    $B/cf-convert tfrecord2npy "$T/tr/synth_1_000000.tfrecord" "$T/tr/synth_1_000001.tfrecord" --out "$T/nannpy" > /dev/null &&
+    $PY -c "import numpy as np; y = np.load('$T/nannpy/synth_1_000001_label.npy'); y[2] = np.nan; np.save('$T/nannpy/synth_1_000001_label.npy', y)"
+    must_fail "a NaN label" "synth_1_000001_data.npy: label 2 is nan" "" $B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train "$T/nannpy" --val "$T/nannpy" --batch 2 --epochs 1 --out "$T/nan3.cfck" --no-progress
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -23,6 +23,7 @@ typedef struct {
     const char *stats;        /* DeepCAM min/max statistics directory */
     const char *png;          /* learning-curve directory */
     int sync_bn;              /* batch-norm statistics over all ranks */
+    int skip_nonfinite;       /* skip a batch whose gradient is not finite instead of stopping */
     int grad_lag;             /* 1: apply step t-1's averaged gradient at step t (2018 climate code) */
 } options;
 enum { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_LAMB };
@@ -78,6 +79,8 @@ static void usage(void) {
            "                       no lr scaling or schedule, L1 loss, x / mean(x), flips and axis permutations;\n"
            "                       DeepCAM: LARC (eta 0.002, clip) around Adam 1e-4, gradient lag 1, no schedule\n"
            "                       (later flags override it)\n"
+           "  --skip-nonfinite     a batch whose loss or gradient is NaN/Inf is skipped with a counted warning\n"
+           "                       (default: training stops, naming the step, the first bad layer and the files)\n"
            "  --sync-bn            batch-norm statistics of the global batch (summed over ranks; PyTorch's\n"
            "                       SyncBatchNorm); default per rank, as the reference (batchnorm_group_size 1)\n"
            "stdout: one line per epoch 'epoch E train_loss L val_mae V lr X time T' (DeepCAM: val_miou)\n");
@@ -222,6 +225,19 @@ static void learning_curve(const char *dir, int epoch, double loss, double metri
     }
 }
 
+/* A NaN or Inf: stop before it reaches a checkpoint, saying where it appeared first */
+static void nonfinite_die(cf_net *net, const loader *L, int epoch, int step, double loss, int seg, const char *ckpt) {
+    char files[2048];
+    int lo = cf_net_first_nonfinite_output(net), lg = cf_net_first_nonfinite_param(net, 0), lp = cf_net_first_nonfinite_param(net, 1);
+    char where[256];
+    if (lp >= 0) snprintf(where, sizeof where, "layer %d (%s, line %d)'s parameters are already not finite", lp, cf_layer_type_name(net->layers[lp].type), net->layers[lp].line);
+    else if (lo >= 0) snprintf(where, sizeof where, "first non-finite output at layer %d (%s, cfg line %d)", lo, cf_layer_type_name(net->layers[lo].type), net->layers[lo].line);
+    else if (!isfinite(loss)) snprintf(where, sizeof where, "every layer's output is finite: the loss itself%s", seg ? " (a label outside the classes?)" : "");
+    else snprintf(where, sizeof where, "first non-finite gradient at layer %d (%s, cfg line %d)", lg, lg >= 0 ? cf_layer_type_name(net->layers[lg].type) : "?", lg >= 0 ? net->layers[lg].line : 0);
+    die("epoch %d step %d: loss %g, %s; batch: %s; the last checkpoint %s is untouched (--skip-nonfinite skips such batches)",
+        epoch, step, loss, where, loader_batch_files(L, L->B, files, sizeof files), ckpt);
+}
+
 /* one update with the chosen optimizer; t counts updates from 1 */
 static void optimizer_step(const options *o, cf_net *net, double lr) {
     uint64_t t = net->step + 1;
@@ -315,6 +331,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--stats")) o.stats = flag_value(argc, argv, &i);
         else if (!strcmp(a, "--png")) o.png = flag_value(argc, argv, &i);
         else if (!strcmp(a, "--sync-bn")) o.sync_bn = 1;
+        else if (!strcmp(a, "--skip-nonfinite")) o.skip_nonfinite = 1;
         else if (!strcmp(a, "--grad-lag")) o.grad_lag = (int)flag_long(a, flag_value(argc, argv, &i), 0, 1);
         else if (!strcmp(a, "--preset")) { const char *v = flag_value(argc, argv, &i); if (strcmp(v, "2018")) die("--preset: '%s' is not 2018", v); }
         else if (!strcmp(a, "--optimizer")) {
@@ -435,7 +452,7 @@ int main(int argc, char **argv) {
     int reached = 0;
     for (e = first_epoch; e <= o.epochs && !reached; e++) {
         double lr = seg ? cf_lr_sched_at(&o.sched, net.step) : lr_at(&o, e - 1, global_batch), t0 = now_s(), sums[3] = {0, 0, 0};
-        int n_local = cf_epoch_shard(order, n_train, o.seed, e, rank, size, 1, 1), s, nb, k;
+        int n_local = cf_epoch_shard(order, n_train, o.seed, e, rank, size, 1, 1), s, nb, k, skipped = 0;
         if (n_local > steps * o.batch) n_local = steps * o.batch;   /* whole batches only, as the reference */
         float *x, *y;
         snprintf(meta, sizeof meta, "\"epoch_num\": %d", e);
@@ -450,8 +467,7 @@ int main(int argc, char **argv) {
             if (nb != o.batch) die("internal: short training batch");
             if (!cf_net_forward(&net, x, o.batch)) die("%s", cf_failure_reason());
             loss = cf_net_loss(&net, y, dout);
-            if (!isfinite(loss)) die("epoch %d step %d: the loss is %g (non-finite%s); the last checkpoint %s is untouched", e, s + 1, loss,
-                                     seg ? ", or a label outside the classes" : "", o.out);
+            if (!isfinite(loss) && !o.skip_nonfinite) nonfinite_die(&net, &L, e, s + 1, loss, seg, o.out);
             cf_net_zero_grad(&net);
             if (o.grad_lag) {   /* the previous step's averaged gradient; this one's reduction starts */
                 int have;
@@ -466,6 +482,15 @@ int main(int argc, char **argv) {
             } else {
                 cf_net_backward(&net, dout);
                 cf_dist_allreduce_mean(net.grads, net.n_params);
+            }
+            /* the averaged gradient is the same on every rank, so every rank decides alike */
+            if (cf_net_first_nonfinite_param(&net, 0) >= 0) {
+                if (!o.skip_nonfinite) nonfinite_die(&net, &L, e, s + 1, loss, seg, o.out);
+                skipped++;
+                if (rank == 0) fprintf(stderr, "cf-train: epoch %d step %d: non-finite gradient (layer %d), batch skipped (%d so far)\n",
+                                       e, s + 1, cf_net_first_nonfinite_param(&net, 0), skipped);
+                net.step++;
+                continue;
             }
             if (o.sched_set) lr = cf_lr_sched_at(&o.sched, net.step);   /* per optimizer step */
             optimizer_step(&o, &net, lr);
@@ -516,6 +541,9 @@ int main(int argc, char **argv) {
             char prev[4096], next[4096];
             snprintf(prev, sizeof prev, "%s.prev", o.out);
             snprintf(next, sizeof next, "%s.next", o.out);
+            if (cf_net_first_nonfinite_param(&net, 1) >= 0)
+                die("epoch %d: layer %d's parameters are not finite; no checkpoint written, the last one %s is untouched",
+                    e, cf_net_first_nonfinite_param(&net, 1), o.out);
             TRY(cf_checkpoint_save(next, &net, &st));
             if (access(o.out, F_OK) == 0 && rename(o.out, prev)) die("%s: cannot keep the previous checkpoint (%s)", o.out, strerror(errno));
             if (rename(next, o.out)) die("%s: cannot move the new checkpoint into place (%s)", o.out, strerror(errno));

@@ -210,6 +210,14 @@ TOOL_UNUSED static void *loader_run(void *arg) {
         if (L->augment)   /* the symmetry depends on (seed, epoch, file): any rank count, resumable */
             cube_symmetry(L->x[s] + (size_t)k * L->C * vox, L->aug_tmp, L->C, L->S,
                           (int)(cf_hash64(L->aug_seed ^ (uint64_t)(L->order[L->pos + k] + 1) * 0x9e3779b97f4a7c15ULL) % 48));
+        {
+            int j;
+            for (j = 0; j < L->n_y; j++)
+                if (!isfinite(smp.y[j])) {
+                    snprintf(L->err, sizeof L->err, "%.900s: label %d is %g (not finite)", path, j, smp.y[j]);
+                    cf_cosmo_free(&smp); L->failed = 1; return NULL;
+                }
+        }
         memcpy(L->y[s] + (size_t)k * L->n_y, smp.y, sizeof(float) * L->n_y);
         cf_cosmo_free(&smp);
         L->n_in_slot[s]++;
@@ -261,6 +269,15 @@ TOOL_UNUSED static void loader_next(loader *L, float **x, float **y, int *nb) {
     L->pos += L->B;
     L->slot = 1 - s;
     loader_start(L);
+}
+/* the files of the batch loader_next returned last, "a, b, c" (for error messages) */
+TOOL_UNUSED static const char *loader_batch_files(const loader *L, int nb, char *buf, size_t size) {
+    int k, first = L->pos - L->B;
+    size_t n = 0;
+    buf[0] = 0;
+    for (k = 0; k < nb && first + k < L->n_order && n + 2 < size; k++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", k ? ", " : "", L->files[L->order[first + k]]);
+    return buf;
 }
 TOOL_UNUSED static void loader_free(loader *L) {
     int s;
