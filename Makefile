@@ -22,7 +22,7 @@ endif
 
 TOOLS = cf-train cf-eval cf-convert cf-synth cf-check cf-bench
 BINS  = $(addprefix bin/,$(TOOLS))
-TESTS = bin/test_core bin/test_core_naive bin/test_core_asan bin/test_compile bin/test_compile_cpp bin/test_static bin/vendor_example bin/test_augment
+TESTS = bin/test_core bin/test_core_naive bin/test_core_asan bin/test_compile bin/test_compile_cpp bin/test_static bin/vendor_example bin/test_augment bin/test_malformed_asan
 
 all: $(BINS)
 
@@ -57,8 +57,12 @@ test: all $(TESTS)
 bin/test_core_asan: tests/test_core.c tests/check.h cosmoflow.h | bin
 	$(CC) $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
 	    -DCF_USE_ZLIB -I. -o $@ $< -lz -lm
-test-asan: bin/test_core_asan
+bin/test_malformed_asan: tests/test_malformed.c tests/check.h cosmoflow.h | bin
+	$(CC) $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
+	    -DCF_USE_ZLIB -I. -Itests -o $@ $< -lz -lm
+test-asan: bin/test_core_asan bin/test_malformed_asan
 	ASAN_OPTIONS=detect_leaks=1 bin/test_core_asan
+	ASAN_OPTIONS=detect_leaks=1 bin/test_malformed_asan
 
 # libFuzzer harnesses (clang) for the readers of other programs' files: npy, TFRecord +
 # tf.train.Example, cfg (parse and one forward pass), checkpoints; each runs FUZZ_SECONDS

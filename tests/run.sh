@@ -19,6 +19,7 @@ run() {
 run "kernels, gradients, PyTorch reference, files (OpenBLAS)" bin/test_core
 run "the same with the naive sgemm" bin/test_core_naive
 run "the same under AddressSanitizer, UndefinedBehaviorSanitizer and LeakSanitizer" env ASAN_OPTIONS=detect_leaks=1 bin/test_core_asan
+run "malformed files, table-driven, under AddressSanitizer" env ASAN_OPTIONS=detect_leaks=1 bin/test_malformed_asan
 run "compile: C99 -pedantic, two translation units" bin/test_compile
 run "compile: C++" bin/test_compile_cpp
 run "compile: CF_STATIC" bin/test_static
