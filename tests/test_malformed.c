@@ -5,7 +5,9 @@
    file, or (for a flip inside payload data that no checksum covers) succeed; never crash or
    read out of bounds (this program also runs under AddressSanitizer in make test). */
 #define CF_IMPLEMENTATION
+#ifndef CF_USE_ZLIB
 #define CF_USE_ZLIB
+#endif
 #include "cosmoflow.h"
 #include "check.h"
 #include <stdlib.h>
