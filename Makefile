@@ -66,18 +66,18 @@ test-asan: bin/test_core_asan bin/test_malformed_asan
 
 # libFuzzer harnesses (clang) for the readers of other programs' files: npy, TFRecord +
 # tf.train.Example, cfg (parse and one forward pass), checkpoints; each runs FUZZ_SECONDS
-# from a seed corpus of valid files (tests/fuzz/make_corpus.c), new inputs kept in bin/fuzz-work/.
+# from the seed corpus tests/fuzz/corpus/ (valid files written by tests/fuzz/make_corpus.c),
+# new inputs kept in bin/fuzz-work/.
 FUZZ_SECONDS ?= 60
 FUZZERS = npy tfrecord cfg ckpt
 bin/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h cosmoflow.h | bin
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -o $@ $< -lz -lm
 bin/make_corpus: tests/fuzz/make_corpus.c cosmoflow.h | bin
 	$(CC) -std=c99 -D_POSIX_C_SOURCE=200809L -O1 -o $@ $< -lz -lm
-fuzz: $(addprefix bin/fuzz_,$(FUZZERS)) bin/make_corpus
-	bin/make_corpus bin/fuzz-corpus
+fuzz: $(addprefix bin/fuzz_,$(FUZZERS))
 	@for f in $(FUZZERS); do mkdir -p bin/fuzz-work/$$f; echo "== fuzz $$f ($(FUZZ_SECONDS) s)"; \
 	  bin/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -max_len=4096 -print_final_stats=1 \
-	    bin/fuzz-work/$$f bin/fuzz-corpus/$$f 2>&1 | grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|Done' || exit 1; done
+	    bin/fuzz-work/$$f tests/fuzz/corpus/$$f 2>&1 | grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|Done' || exit 1; done
 
 # This project's training-step figures beside the PyTorch peer's, measured in the same run.
 bench: all

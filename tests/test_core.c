@@ -593,6 +593,19 @@ static void test_cfg_errors(void) {
     expect_cfg_error("[net]\ninput=1x8x8\n[conv]\nfilters=2\nactivation=leaky\n", "bad.cfg:3: activation=leaky needs slope=", "leaky without slope");
     expect_cfg_error("[net]\ninput=1x8x8\n[conv]\nfilters=2\nsize=9\n", "would produce an empty output", "kernel larger than input");
     expect_cfg_error("[net]\ninput=1x8x8\n[conv]\nfilters=-2\n", "bad.cfg:4: filters=-2 is out of range", "negative filters");
+    /* the segmentation layers' errors */
+    expect_cfg_error("[net]\ninput=2x8x8\n[deconv]\nfilters=2\nsize=3\nstride=2\npad=same\noutput_padding=1\n", "output_padding needs an explicit pad=", "deconv output padding with pad=same");
+    expect_cfg_error("[net]\ninput=2x8x8\n[deconv]\nfilters=2\nsize=3\nstride=2\npad=1\noutput_padding=2\n", "output_padding must be smaller than the stride", "deconv output padding too large");
+    expect_cfg_error("[net]\ninput=2x8x8\n[gap]\n[broadcast]\n", "[broadcast] needs like=", "broadcast without like");
+    expect_cfg_error("[net]\ninput=2x8x8\n[conv]\nfilters=2\n[broadcast]\nlike=0\n", "needs an input of spatial size 1", "broadcast of a full map");
+    expect_cfg_error("[net]\ninput=2x8x8\n[gap]\n[broadcast]\nlike=5\n", "like=5 is out of range", "broadcast like a later layer");
+    expect_cfg_error("[net]\ninput=2x8x8\nclass_weights=1,2\n[conv]\nfilters=2\n", "class_weights= needs loss=softmax_ce", "class weights for regression");
+    expect_cfg_error("[net]\ninput=2x8x8\nloss=softmax_ce\nclass_weights=1,2\n[conv]\nfilters=3\n", "class_weights=1,2: give reference, uniform or 3", "class weights of the wrong count");
+    expect_cfg_error("[net]\ninput=2x8x8\nloss=softmax_ce\n[conv]\nfilters=1\n", "needs 2 to 16 output channels", "one class");
+    expect_cfg_error("[net]\ninput=2x8x8\n[conv]\nfilters=2\n[route]\nlayers=abc\n", "layers=abc is not a list", "route to a name");
+    expect_cfg_error("[net]\ninput=4x8x8\n[conv]\nfilters=6\ngroups=3\n", "groups=3 does not divide 4 input channels", "groups not dividing");
+    expect_cfg_error("[net]\ninput=2x8x8\n[batchnorm]\nmomentum=2\n", "momentum=2 is not a number in [0, 1]", "batch-norm momentum out of range");
+    expect_cfg_error("[net]\ninput=2x8x8\n[conv]\nfilters=3\n[add]\nlayers=input,0\n", "[add] inputs differ in shape", "add of the input and another shape");
     expect_cfg_error("[net]\ninput=1x8x8\n[conv]\nfilters=2\npad=1,2,3\n", "bad.cfg:5: pad=1,2,3", "bad padding");
     expect_cfg_error("[net]\ninput=1x8x8\n[route]\nlayers=3\n", "not before this one", "route to a later layer");
     expect_cfg_error("[net]\ninput=0x8x8\n[flatten]\n", "bad.cfg:2: input=0x8x8", "zero dimension");
