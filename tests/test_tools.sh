@@ -252,8 +252,16 @@ assert all(y[h, w] == (h + w) % 3 for h in range(6) for w in range(10))
 assert np.array_equal(np.load('$T/h5npy/stats_minval.npy'), np.arange(16, dtype=np.float32))
 " && ok || bad "h52npy: the same numbers as the HDF5 datasets"
     fi
-    must_fail "h52npy: missing labels_0" "data-x.h5: no dataset 'climate/labels_0'" "$T/h5bad/data-x.npy" $B/cf-convert h52npy "$T/h5/bad-nolabel/data-x.h5" --out "$T/h5bad"
-    must_fail "h52npy: labels of the wrong shape" "data-y.h5: climate/labels_0 must be (6, 10)" "$T/h5bad/data-y.npy" $B/cf-convert h52npy "$T/h5/bad-shape/data-y.h5" --out "$T/h5bad"
+    # the damaged files the helper writes (cases.txt: file|expected message), then damage of the file itself
+    while IFS='|' read -r file want; do
+        must_fail "h52npy: $(basename "$(dirname "$file")")" "$(basename "$file"): .*$want" "$T/h5bad/data-$(basename "$(dirname "$file")").npy" $B/cf-convert h52npy "$file" --out "$T/h5bad"
+    done < "$T/h5/bad/cases.txt"
+    : > "$T/h5/data-empty.h5"; echo "not hdf5" > "$T/h5/data-text.h5"; mkdir -p "$T/h5/data-dir.h5"
+    head -c 3000 "$T/h5/data-2006-01-01-00-1.h5" > "$T/h5/data-cut.h5"
+    for f in data-empty data-text data-dir data-cut; do
+        must_fail "h52npy: $f" "$f.h5: " "$T/h5bad/$f.npy" $B/cf-convert h52npy "$T/h5/$f.h5" --out "$T/h5bad"
+    done
+    must_fail "h52npy: a missing file" "nope.h5: not a readable HDF5 file" "" $B/cf-convert h52npy "$T/h5/nope.h5" --out "$T/h5bad"
 else
     echo "skipped: HDF5 DeepCAM files (a build without libhdf5)"
 fi
