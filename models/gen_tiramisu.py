@@ -55,7 +55,7 @@ for n_layers in (2, 2, 2, 4):
 x, new = dense_block(x, 5)                 # the bottleneck, at 1/16
 for n_layers, skip in zip((4, 2, 2, 2), reversed(skips)):
     lines.append("# transition up: the previous block's new maps, then the skip")
-    up_in = layer("route", layers=",".join(map(str, new)))
+    layer("route", layers=",".join(map(str, new)))
     up = layer("deconv", filters=GROWTH * len(new), size=3, stride=2, pad="same", init="kaiming_uniform")
     x = layer("route", layers="%d,%d" % (up, skip))
     x, new = dense_block(x, n_layers)
