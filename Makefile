@@ -4,7 +4,14 @@ CFLAGS  ?= -O3 -march=x86-64-v2 -g
 WARN     = -std=c99 -D_POSIX_C_SOURCE=200809L -Wall -Wextra
 OMP      = -fopenmp
 DEFS     = -DCF_USE_CBLAS -DCF_USE_ZLIB
-LIBS     = -lopenblas -lz -lm -lpthread
+# OpenBLAS's OpenMP build when it is installed (Debian: libopenblas-openmp-dev): its threads are
+# the same OpenMP pool as our own parallel loops, so the two take turns on the cores instead of
+# spinning against each other (measured: cosmoflow.cfg batch 1 0.42 -> 0.53 samples/s).
+# OPENBLAS_OMP= (empty) links the system default instead.
+OPENBLAS_OMP ?= $(wildcard /usr/lib/$(shell $(CC) -print-multiarch 2>/dev/null)/openblas-openmp)
+comma   := ,
+BLASLIB  = $(if $(OPENBLAS_OMP),-L$(OPENBLAS_OMP) -Wl$(comma)-rpath$(comma)$(OPENBLAS_OMP)) -lopenblas
+LIBS     = $(BLASLIB) -lz -lm -lpthread
 
 # MPI and HDF5 are on when found (make MPI=0 / HDF5=0 turns them off)
 MPI  ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages cosmoflow.h needs when something is missing and we are root;
 # otherwise says what to install.
-need="build-essential libopenblas-dev mpich libmpich-dev zlib1g-dev libhdf5-dev pkg-config"
+need="build-essential libopenblas-dev libopenblas-openmp-dev mpich libmpich-dev zlib1g-dev libhdf5-dev pkg-config"
 missing=""
 for p in $need; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
