@@ -116,11 +116,24 @@ enum { CF_ACT_LINEAR, CF_ACT_RELU, CF_ACT_LEAKY, CF_ACT_TANH };
 CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float *b,
                            int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
                            float *col, size_t ws_floats);
+/* the same with the activation act (CF_ACT_*, slope for leaky) applied to each tile of the
+   output while it is still in cache, instead of a separate pass over the whole output */
+CFDEF void cf_conv_forward_act(float *y, const float *x, const float *w, const float *b,
+                               int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                               float *col, size_t ws_floats, int act, float slope);
 /* dy (B, OC, OD, OH, OW); accumulates dx (may be NULL: skipped), dw, db (may be NULL).
-   col, dcol: two workspaces of ws_floats floats each. */
+   col, dcol: two workspaces of ws_floats floats each.  It is the two halves below, which
+   share nothing (cf-bench times them apart): */
 CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                             const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
                             int groups, float *col, float *dcol, size_t ws_floats);
+/* backward-weights: dw += dy x im2col(x)^T, db += sum of dy (db may be NULL) */
+CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
+                                    int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                                    float *col, size_t ws_floats);
+/* backward-data: dx += col2im(w^T x dy) */
+CFDEF void cf_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
+                                 cf_shape out, const cf_geom *g, int groups, float *dcol, size_t ws_floats);
 /* x (B, C, D, H, W) -> y (B, C, OD, OH, OW); max picks the first maximum of a window;
    average divides by the number of in-bounds elements (TensorFlow's rule). */
 CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shape out,
@@ -259,7 +272,8 @@ typedef struct cf_net {
     void (*backward_hook)(struct cf_net *net, int layer, void *ctx);
     void *hook_ctx;
     /* optional: called around every layer's work, phase 0/1 before/after its forward, 2/3
-       before/after its backward (cf-bench times layers with it) */
+       before/after its backward, and 4 inside a convolution's backward, between its
+       backward-weights and backward-data (cf-bench times layers with it) */
     void (*layer_hook)(struct cf_net *net, int layer, int phase, void *ctx);
     void *layer_ctx;
 } cf_net;
@@ -690,7 +704,9 @@ static void cf__col2im(float *dx, const float *col, int C, cf_shape in, cf_shape
     }
 }
 
-/* Columns per im2col tile: as many output positions as fit the workspace, at least one. */
+/* Columns per im2col tile: as many output positions as fit the workspace, at least one.
+   (Tiles sized for the L2 cache instead, 1-4 MiB, were measured slower on CosmoFlow here:
+   OpenBLAS's per-call packing and thread start-up outweigh the cache hits.) */
 static size_t cf__tile(size_t rows, size_t P, size_t ws_floats) {
     size_t n = ws_floats / (rows ? rows : 1);
     if (n < 1) n = 1;
@@ -705,83 +721,122 @@ static int cf__pointwise(const cf_geom *g) {
     return 1;
 }
 
-CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float *b,
-                           int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                           float *col, size_t ws_floats) {
+/* y[r][p] = act(y[r][p] + b[r]) for rows r < rows, columns p < n of a (rows, stride) block:
+   the bias and activation of one tile, applied right after its GEMM wrote it */
+static void cf__bias_act(float *y, const float *b, int rows, size_t n, size_t stride, int act, float slope) {
+    int r;
+    CF__OMP(omp parallel for schedule(static) if(rows * n > 32768))
+    for (r = 0; r < rows; r++) {
+        float *yr = y + (size_t)r * stride, v = b ? b[r] : 0.0f;
+        size_t p;
+        if (v != 0.0f) for (p = 0; p < n; p++) yr[p] += v;
+        switch (act) {   /* the loops of cf_act_forward, on one row */
+        case CF_ACT_RELU: for (p = 0; p < n; p++) yr[p] = yr[p] > 0.0f ? yr[p] : 0.0f; break;
+        case CF_ACT_LEAKY: for (p = 0; p < n; p++) yr[p] = yr[p] > 0.0f ? yr[p] : slope * yr[p]; break;
+        case CF_ACT_TANH: for (p = 0; p < n; p++) yr[p] = tanhf(yr[p]); break;
+        default: break;
+        }
+    }
+}
+
+CFDEF void cf_conv_forward_act(float *y, const float *x, const float *w, const float *b,
+                               int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                               float *col, size_t ws_floats, int act, float slope) {
     int Cg = in.c / groups, OCg = out.c / groups;
     int K = Cg * g->k[0] * g->k[1] * g->k[2];
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats);
-    int bi, gi, oc;
+    int bi, gi;
     for (bi = 0; bi < B; bi++) {
         float *yb = y + (size_t)bi * out.c * P;
-        /* bias first, so every tile's gemm accumulates onto it (beta = 1) */
-        for (oc = 0; oc < out.c; oc++) {
-            float v = b ? b[oc] : 0.0f;
-            size_t p;
-            for (p = 0; p < P; p++) yb[(size_t)oc * P + p] = v;
-        }
         size_t p0;
-        if (cf__pointwise(g)) {   /* y[g] (OCg, P) += w[g] (OCg, Cg) x x[g] (Cg, P) */
+        if (cf__pointwise(g)) {   /* y[g] (OCg, P) = w[g] (OCg, Cg) x x[g] (Cg, P) */
             for (gi = 0; gi < groups; gi++)
                 cf_sgemm(0, 0, OCg, (int)P, Cg, 1.0f, w + (size_t)gi * OCg * Cg, Cg, x + bi * in_sz + (size_t)gi * Cg * P, (int)P,
-                         1.0f, yb + (size_t)gi * OCg * P, (int)P);
+                         0.0f, yb + (size_t)gi * OCg * P, (int)P);
+            cf__bias_act(yb, b, out.c, P, P, act, slope);
             continue;
         }
         for (p0 = 0; p0 < P; p0 += tile) {
             size_t n = P - p0 < tile ? P - p0 : tile;
             for (gi = 0; gi < groups; gi++) {
                 cf__im2col(col, x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, Cg, in, out, g, p0, n);
-                /* y[g] (OCg, n) += w[g] (OCg, K) x col (K, n) */
-                cf_sgemm(0, 0, OCg, (int)n, K, 1.0f, w + (size_t)gi * OCg * K, K, col, (int)n, 1.0f,
+                /* y[g] (OCg, n) = w[g] (OCg, K) x col (K, n) */
+                cf_sgemm(0, 0, OCg, (int)n, K, 1.0f, w + (size_t)gi * OCg * K, K, col, (int)n, 0.0f,
                          yb + (size_t)gi * OCg * P + p0, (int)P);
             }
+            cf__bias_act(yb + p0, b, out.c, n, P, act, slope);
         }
     }
 }
 
-CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
-                            const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                            int groups, float *col, float *dcol, size_t ws_floats) {
+CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float *b,
+                           int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                           float *col, size_t ws_floats) {
+    cf_conv_forward_act(y, x, w, b, B, in, out, g, groups, col, ws_floats, CF_ACT_LINEAR, 0.0f);
+}
+
+CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
+                                    int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                                    float *col, size_t ws_floats) {
     int Cg = in.c / groups, OCg = out.c / groups;
     int K = Cg * g->k[0] * g->k[1] * g->k[2];
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats);
     int bi, gi, oc;
     for (bi = 0; bi < B; bi++) {
         const float *dyb = dy + (size_t)bi * out.c * P;
-        if (db)
+        size_t p0;
+        if (db) {
+            CF__OMP(omp parallel for schedule(static))
             for (oc = 0; oc < out.c; oc++) {
                 double s = 0.0;
                 size_t p;
                 for (p = 0; p < P; p++) s += dyb[(size_t)oc * P + p];
                 db[oc] += (float)s;
             }
-        size_t p0;
-        if (cf__pointwise(g)) {
-            for (gi = 0; gi < groups; gi++) {
-                size_t xoff = bi * in_sz + (size_t)gi * Cg * P;
-                const float *dyg = dyb + (size_t)gi * OCg * P, *wg = w + (size_t)gi * OCg * Cg;
-                /* dw[g] (OCg, Cg) += dy[g] (OCg, P) x x[g]^T (P, Cg);  dx[g] (Cg, P) += w[g]^T x dy[g] */
-                cf_sgemm(0, 1, OCg, Cg, (int)P, 1.0f, dyg, (int)P, x + xoff, (int)P, 1.0f, dw + (size_t)gi * OCg * Cg, Cg);
-                if (dx) cf_sgemm(1, 0, Cg, (int)P, OCg, 1.0f, wg, Cg, dyg, (int)P, 1.0f, dx + xoff, (int)P);
-            }
-            continue;
         }
-        for (p0 = 0; p0 < P; p0 += tile) {
-            size_t n = P - p0 < tile ? P - p0 : tile;
-            for (gi = 0; gi < groups; gi++) {
-                size_t xoff = bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
-                const float *dyg = dyb + (size_t)gi * OCg * P + p0;
-                /* dw[g] (OCg, K) += dy[g] (OCg, n) x col^T (n, K); col is recomputed, not stored */
+        for (gi = 0; gi < groups; gi++) {
+            size_t xoff = bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
+            const float *dyg = dyb + (size_t)gi * OCg * P;
+            if (cf__pointwise(g)) {   /* dw[g] (OCg, Cg) += dy[g] (OCg, P) x x[g]^T (P, Cg) */
+                cf_sgemm(0, 1, OCg, Cg, (int)P, 1.0f, dyg, (int)P, x + xoff, (int)P, 1.0f, dw + (size_t)gi * OCg * Cg, Cg);
+                continue;
+            }
+            for (p0 = 0; p0 < P; p0 += tile) {   /* dw[g] (OCg, K) += dy[g] (OCg, n) x col^T (n, K); col recomputed, not stored */
+                size_t n = P - p0 < tile ? P - p0 : tile;
                 cf__im2col(col, x + xoff, Cg, in, out, g, p0, n);
-                cf_sgemm(0, 1, OCg, K, (int)n, 1.0f, dyg, (int)P, col, (int)n, 1.0f, dw + (size_t)gi * OCg * K, K);
-                if (dx) {
-                    /* dcol (K, n) = w[g]^T (K, OCg) x dy[g] (OCg, n); then scatter-add into dx */
-                    cf_sgemm(1, 0, K, (int)n, OCg, 1.0f, w + (size_t)gi * OCg * K, K, dyg, (int)P, 0.0f, dcol, (int)n);
-                    cf__col2im(dx + xoff, dcol, Cg, in, out, g, p0, n);
-                }
+                cf_sgemm(0, 1, OCg, K, (int)n, 1.0f, dyg + p0, (int)P, col, (int)n, 1.0f, dw + (size_t)gi * OCg * K, K);
             }
         }
     }
+}
+
+CFDEF void cf_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
+                                 cf_shape out, const cf_geom *g, int groups, float *dcol, size_t ws_floats) {
+    int Cg = in.c / groups, OCg = out.c / groups;
+    int K = Cg * g->k[0] * g->k[1] * g->k[2];
+    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats);
+    int bi, gi;
+    for (bi = 0; bi < B; bi++)
+        for (gi = 0; gi < groups; gi++) {
+            size_t xoff = bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, p0;
+            const float *dyg = dy + (size_t)bi * out.c * P + (size_t)gi * OCg * P, *wg = w + (size_t)gi * OCg * K;
+            if (cf__pointwise(g)) {   /* dx[g] (Cg, P) += w[g]^T (Cg, OCg) x dy[g] (OCg, P), in place */
+                cf_sgemm(1, 0, Cg, (int)P, OCg, 1.0f, wg, Cg, dyg, (int)P, 1.0f, dx + xoff, (int)P);
+                continue;
+            }
+            for (p0 = 0; p0 < P; p0 += tile) {   /* dcol (K, n) = w[g]^T (K, OCg) x dy[g] (OCg, n); scatter-add into dx */
+                size_t n = P - p0 < tile ? P - p0 : tile;
+                cf_sgemm(1, 0, K, (int)n, OCg, 1.0f, wg, K, dyg + p0, (int)P, 0.0f, dcol, (int)n);
+                cf__col2im(dx + xoff, dcol, Cg, in, out, g, p0, n);
+            }
+        }
+}
+
+CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                            const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                            int groups, float *col, float *dcol, size_t ws_floats) {
+    cf_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, col, ws_floats);
+    if (dx) cf_conv_backward_data(dx, dy, w, B, in, out, g, groups, dcol, ws_floats);
 }
 
 /* Is every window of the pooling inside the input (no padding taps)?  Then the loops below
@@ -804,11 +859,12 @@ CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shap
         int od, oh, ow, kd, kh, kw;
         for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (ow = 0; ow < out.w; ow++) {
             float best = -INFINITY; double sum = 0.0; int cnt = 0;
-            if (inside) {   /* fast path: all taps valid */
+            if (inside) {   /* fast path: all taps valid; max and average in separate loops */
                 const float *w0 = xp + ((size_t)od * g->s[0] * in.h + (size_t)oh * g->s[1]) * in.w + (size_t)ow * g->s[2];
                 for (kd = 0; kd < g->k[0]; kd++) for (kh = 0; kh < g->k[1]; kh++) {
                     const float *r = w0 + ((size_t)kd * g->dil[0] * in.h + (size_t)kh * g->dil[1]) * in.w;
-                    for (kw = 0; kw < g->k[2]; kw++) { float v = r[kw * g->dil[2]]; if (v > best) best = v; sum += v; }
+                    if (is_max) for (kw = 0; kw < g->k[2]; kw++) { float v = r[kw * g->dil[2]]; best = v > best ? v : best; }
+                    else for (kw = 0; kw < g->k[2]; kw++) sum += r[kw * g->dil[2]];
                 }
                 cnt = g->k[0] * g->k[1] * g->k[2];
             } else
@@ -843,14 +899,13 @@ CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const fl
             int cnt = 0, done = 0;
             if (inside) {   /* fast path: all taps valid, one pass */
                 size_t w0 = ((size_t)od * g->s[0] * in.h + (size_t)oh * g->s[1]) * in.w + (size_t)ow * g->s[2];
-                float share = dyp[o] / (float)(g->k[0] * g->k[1] * g->k[2]);
+                float share = dyp[o] / (float)(g->k[0] * g->k[1] * g->k[2]), m = yp[o];
+                if (dyp[o] == 0.0f) continue;   /* nothing to add (dropout, leaky's zeros) */
                 for (kd = 0; kd < g->k[0] && !done; kd++) for (kh = 0; kh < g->k[1] && !done; kh++) {
                     size_t r = w0 + ((size_t)kd * g->dil[0] * in.h + (size_t)kh * g->dil[1]) * in.w;
-                    for (kw = 0; kw < g->k[2] && !done; kw++) {
-                        size_t i = r + (size_t)kw * g->dil[2];
-                        if (!is_max) dxp[i] += share;
-                        else if (xp[i] == yp[o]) { dxp[i] += dyp[o]; done = 1; }
-                    }
+                    if (!is_max) { for (kw = 0; kw < g->k[2]; kw++) dxp[r + (size_t)kw * g->dil[2]] += share; continue; }
+                    for (kw = 0; kw < g->k[2]; kw++)
+                        if (xp[r + (size_t)kw * g->dil[2]] == m) { dxp[r + (size_t)kw * g->dil[2]] += dyp[o]; done = 1; break; }
                 }
                 continue;
             }
@@ -887,22 +942,25 @@ CFDEF void cf_dense_backward(float *dx, float *dw, float *db, const float *dy, c
     if (dx) cf_sgemm(0, 0, B, IN, OUT, 1.0f, dy, OUT, w, IN, 1.0f, dx, IN); /* dx += dy w */
 }
 
+/* Elementwise passes only stream memory; both cores stream faster than one, so the loops
+   over large tensors are split between the OpenMP threads. */
+#define CF__PAR_FOR(n) CF__OMP(omp parallel for schedule(static) if((n) > 65536))
 CFDEF void cf_act_forward(float *y, size_t n, int act, float slope) {
-    size_t i;
+    long i, m = (long)n;
     switch (act) {
-    case CF_ACT_RELU: for (i = 0; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f; break;
-    case CF_ACT_LEAKY: for (i = 0; i < n; i++) y[i] = y[i] > 0.0f ? y[i] : slope * y[i]; break;
-    case CF_ACT_TANH: for (i = 0; i < n; i++) y[i] = tanhf(y[i]); break;
+    case CF_ACT_RELU: CF__PAR_FOR(m) for (i = 0; i < m; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f; break;
+    case CF_ACT_LEAKY: CF__PAR_FOR(m) for (i = 0; i < m; i++) y[i] = y[i] > 0.0f ? y[i] : slope * y[i]; break;
+    case CF_ACT_TANH: CF__PAR_FOR(m) for (i = 0; i < m; i++) y[i] = tanhf(y[i]); break;
     default: break;
     }
 }
 
 CFDEF void cf_act_backward(float *dy, const float *y, size_t n, int act, float slope) {
-    size_t i;
+    long i, m = (long)n;
     switch (act) {
-    case CF_ACT_RELU: for (i = 0; i < n; i++) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f; break;
-    case CF_ACT_LEAKY: for (i = 0; i < n; i++) dy[i] = y[i] > 0.0f ? dy[i] : slope * dy[i]; break;
-    case CF_ACT_TANH: for (i = 0; i < n; i++) dy[i] *= 1.0f - y[i] * y[i]; break;
+    case CF_ACT_RELU: CF__PAR_FOR(m) for (i = 0; i < m; i++) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f; break;
+    case CF_ACT_LEAKY: CF__PAR_FOR(m) for (i = 0; i < m; i++) dy[i] = y[i] > 0.0f ? dy[i] : slope * dy[i]; break;
+    case CF_ACT_TANH: CF__PAR_FOR(m) for (i = 0; i < m; i++) dy[i] *= 1.0f - y[i] * y[i]; break;
     default: break;
     }
 }
@@ -1903,7 +1961,7 @@ static void cf__forward_layer(cf_net *net, int i) {
     switch (l->type) {
     case CF_L_CONV:
         if (cf__depthwise(l)) cf_dwconv_forward(y, x, W, bias, B, l->in, l->out, &l->g);
-        else cf_conv_forward(y, x, W, bias, B, l->in, l->out, &l->g, l->groups, net->ws, net->ws_floats);
+        else { cf_conv_forward_act(y, x, W, bias, B, l->in, l->out, &l->g, l->groups, net->ws, net->ws_floats, l->act, l->slope); break; }
         cf_act_forward(y, n_out, l->act, l->slope);
         break;
     case CF_L_DECONV:
@@ -1997,7 +2055,11 @@ static void cf__backward_layer(cf_net *net, int i) {
     case CF_L_CONV:
         cf_act_backward(dy, y, n_out, l->act, l->slope);
         if (cf__depthwise(l)) cf_dwconv_backward(dx, dW, db, dy, x, W, B, l->in, l->out, &l->g);
-        else cf_conv_backward(dx, dW, db, dy, x, W, B, l->in, l->out, &l->g, l->groups, net->ws, net->ws + net->ws_floats, net->ws_floats);
+        else {   /* the hook's phase 4 separates backward-weights from backward-data (cf-bench) */
+            cf_conv_backward_weights(dW, db, dy, x, B, l->in, l->out, &l->g, l->groups, net->ws, net->ws_floats);
+            if (net->layer_hook) net->layer_hook(net, i, 4, net->layer_ctx);
+            if (dx) cf_conv_backward_data(dx, dy, W, B, l->in, l->out, &l->g, l->groups, net->ws + net->ws_floats, net->ws_floats);
+        }
         break;
     case CF_L_DECONV:
         cf_act_backward(dy, y, n_out, l->act, l->slope);

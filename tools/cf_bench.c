@@ -39,32 +39,50 @@ static double sgemm_peak(void) {
     return best;
 }
 
-/* per-layer timing through the network's layer hook: t[2i] forward, t[2i+1] backward, seconds */
+/* per-layer timing through the network's layer hook: t[3i] forward, t[3i+1] backward (for a
+   convolution: its backward-weights), t[3i+2] a convolution's backward-data; seconds */
 typedef struct { double *t, start; } layer_clock;
 static void time_layer(cf_net *net, int layer, int phase, void *ctx) {
     layer_clock *lc = (layer_clock *)ctx;
+    double now = now_s();
     (void)net;
-    if (phase == 0 || phase == 2) lc->start = now_s();
-    else lc->t[2 * layer + (phase == 3)] += now_s() - lc->start;
+    if (phase == 0 || phase == 2) lc->start = now;
+    else if (phase == 1) lc->t[3 * layer] += now - lc->start;
+    else if (phase == 4) { lc->t[3 * layer + 1] += now - lc->start; lc->start = now; }   /* weights done, data starts */
+    else lc->t[3 * layer + (net->layers[layer].type == CF_L_CONV ? 2 : 1)] += now - lc->start;
 }
-static void layer_table(const cf_net *net, const double *t, int steps, int B, double step_s) {
+static double rate(double flops, double s) { return s > 0 ? flops / s / 1e9 : 0; }
+/* One row per layer: forward, backward-weights (bwd-w) and backward-data (bwd-d) ms and
+   GFLOP/s (other layers: their whole backward under bwd-w), share of the step; then totals
+   per layer type with their rate as a percentage of the sgemm peak measured in this run. */
+static void layer_table(const cf_net *net, const double *t, int steps, int B, double step_s, double peak) {
     int i, ty;
-    printf("%-4s %-10s %-20s %10s %10s %9s %9s %7s\n", "#", "type", "output", "fwd ms", "bwd ms", "fwd GF/s", "bwd GF/s", "share");
+    printf("%-4s %-10s %-18s %9s %9s %9s %8s %8s %8s %7s\n", "#", "type", "output", "fwd ms", "bwd-w ms", "bwd-d ms",
+           "fwd GF/s", "bwd-w", "bwd-d", "share");
     for (i = 0; i < net->n_layers; i++) {
         const cf_layer *l = &net->layers[i];
-        double f = t[2 * i] / steps, b = t[2 * i + 1] / steps, fl = cf_layer_flops(l) * B;
+        double f = t[3 * i] / steps, bw = t[3 * i + 1] / steps, bd = t[3 * i + 2] / steps, fl = cf_layer_flops(l) * B;
+        int conv = l->type == CF_L_CONV;
         char shp[48];
         snprintf(shp, sizeof shp, "%dx%dx%dx%d", l->out.c, l->out.d, l->out.h, l->out.w);
-        printf("%-4d %-10s %-20s %10.2f %10.2f %9.1f %9.1f %6.1f%%\n", i, cf_layer_type_name(l->type), shp, 1e3 * f, 1e3 * b,
-               f > 0 ? fl / f / 1e9 : 0, b > 0 ? 2 * fl / b / 1e9 : 0, 100 * (f + b) / step_s);
+        printf("%-4d %-10s %-18s %9.2f %9.2f %9.2f %8.1f %8.1f %8.1f %6.1f%%\n", i, cf_layer_type_name(l->type), shp, 1e3 * f,
+               1e3 * bw, 1e3 * bd, rate(fl, f), rate(conv ? fl : 2 * fl, bw), rate(fl, bd), 100 * (f + bw + bd) / step_s);
     }
     printf("by type:\n");
     for (ty = 0; ty < CF_L_NTYPES; ty++) {
         double f = 0, b = 0, fl = 0;
         int n = 0;
-        for (i = 0; i < net->n_layers; i++) if (net->layers[i].type == ty) { f += t[2 * i] / steps; b += t[2 * i + 1] / steps; fl += cf_layer_flops(&net->layers[i]) * B; n++; }
-        if (n) printf("  %-10s %4d layers %10.1f ms fwd %10.1f ms bwd %8.1f GF/s %6.1f%%\n", cf_layer_type_name(ty), n, 1e3 * f, 1e3 * b,
-                      f + b > 0 ? 3 * fl / (f + b) / 1e9 : 0, 100 * (f + b) / step_s);
+        for (i = 0; i < net->n_layers; i++) {
+            const cf_layer *l = &net->layers[i];
+            if (l->type != ty) continue;
+            f += t[3 * i] / steps; b += (t[3 * i + 1] + t[3 * i + 2]) / steps; n++;
+            /* forward + backward-weights + backward-data, except the input gradient of a layer reading the network input */
+            fl += cf_layer_flops(l) * B * (l->src[0] < 0 ? 2 : 3);
+        }
+        if (!n) continue;
+        printf("  %-10s %4d layers %10.1f ms fwd %10.1f ms bwd %8.1f GF/s", cf_layer_type_name(ty), n, 1e3 * f, 1e3 * b, rate(fl, f + b));
+        if (peak > 0 && (ty == CF_L_CONV || ty == CF_L_DECONV || ty == CF_L_DENSE)) printf(" %5.1f%% of sgemm", 100 * rate(fl, f + b) / peak);
+        printf(" %6.1f%% of the step\n", 100 * (f + b) / step_s);
     }
 }
 
@@ -121,13 +139,13 @@ int main(int argc, char **argv) {
         if (!x || !t || !dout) die("out of memory for the batch");
         for (k = 0; k < nx; k++) x[k] = cf_rng_uniform(&r);
         for (k = 0; k < nt; k++) t[k] = seg ? (float)(cf_rng_u64(&r) % (uint64_t)K) : cf_rng_uniform(&r) * 2 - 1;
-        for (i = 0; i < net.n_layers; i++) flops += cf_layer_flops(&net.layers[i]);
-        flops *= 3.0 * B;   /* forward + backward-data + backward-weights */
+        /* forward + backward-weights + backward-data; a layer reading the network input has no backward-data */
+        for (i = 0; i < net.n_layers; i++) flops += cf_layer_flops(&net.layers[i]) * B * (net.layers[i].src[0] < 0 ? 2 : 3);
         net.training = 1; net.bn_train = 1;
         for (i = 0; i <= steps; i++) {
             if (i == 1) {   /* step 0 warms up caches and allocates */
                 t0 = now_s();
-                if (do_layers) { lc.t = (double *)calloc(2 * net.n_layers, sizeof(double)); net.layer_hook = time_layer; net.layer_ctx = &lc; }
+                if (do_layers) { lc.t = (double *)calloc(3 * net.n_layers, sizeof(double)); net.layer_hook = time_layer; net.layer_ctx = &lc; }
             }
             if (!cf_net_forward(&net, x, B)) die("%s", cf_failure_reason());
             cf_net_loss(&net, t, dout);
@@ -138,7 +156,7 @@ int main(int argc, char **argv) {
             net.step++;
         }
         dt = (now_s() - t0) / steps;
-        if (do_layers && cf_dist_rank() == 0) layer_table(&net, lc.t, steps, B, dt);
+        if (do_layers && cf_dist_rank() == 0) layer_table(&net, lc.t, steps, B, dt, peak);
         free(lc.t);
         if (cf_dist_rank() == 0) printf("model %s input %dx%dx%dx%d batch %d: %.3f s/step, %.1f GFLOP/step, sgemm peak %.1f GFLOP/s\n",
                model, net.input.c, net.input.d, net.input.h, net.input.w, B, dt, flops / 1e9, peak);
