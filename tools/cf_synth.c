@@ -8,7 +8,11 @@
       parameter Gamma = Omega_m h, amplitude A such that the top-hat variance at 8 Mpc/h is
       sigma_8^2.  Voxels are H_0/70 Mpc/h wide, as in the dataset (512 voxels = 512 H_0/70 Mpc/h).
    3. A Gaussian random field with that spectrum (white noise -> FFT -> sqrt(P) -> inverse FFT),
-      smoothed over one voxel (the histogram's own resolution).
+      smoothed by a Gaussian of the real data's voxel width (1 Mpc at H_0 = 70) and by the
+      window of counting particles in cells of width dx (sinc(k dx / 2) per axis).  With
+      --voxel 4 the cell window dominates, as when a real sample is binned 4x4x4; the earlier
+      Gaussian of width dx erased the scales that tell n_s from Omega_m h (a power-spectrum
+      regressor's MAE on the demo's data: 0.21 -> 0.11).
    4. Four channels = redshifts 0, 0.5, 1.5, 3: the field times the linear growth factor
       D(z; Omega_m) of a flat LambdaCDM universe (Carroll, Press & Turner 1992), D(0) = 1.
    5. A lognormal density rho = exp(delta)/<exp(delta)> (mean 1) and Poisson particle counts
@@ -132,7 +136,11 @@ static void universe(int16_t *x, float *y, int S, double spread, double voxel, u
         int fi = i <= S / 2 ? i : i - S, fj = j <= S / 2 ? j : j - S, fk = k <= S / 2 ? k : k - S;
         double kk = 2 * M_PI / L * sqrt((double)fi * fi + (double)fj * fj + (double)fk * fk);
         /* <|W_k|^2> = N; delta_k = W_k sqrt(P(k)/dx^3) gives <delta^2> = sum P / V = int P d^3k/(2pi)^3 */
-        double amp = kk > 0 ? sqrt(A * pk_shape(kk, ns, gamma) / (dx * dx * dx)) * exp(-0.5 * kk * kk * dx * dx) : 0;
+        /* resolution: a Gaussian of the real data's voxel width (dx / voxel), then the window
+           of counting particles in cells of width dx, sinc(k_axis dx / 2) per axis */
+        double kx = M_PI * fi / S, ky = M_PI * fj / S, kz = M_PI * fk / S, r = dx / voxel;
+        double win = (fi ? sin(kx) / kx : 1) * (fj ? sin(ky) / ky : 1) * (fk ? sin(kz) / kz : 1) * exp(-0.5 * kk * kk * r * r);
+        double amp = kk > 0 ? sqrt(A * pk_shape(kk, ns, gamma) / (dx * dx * dx)) * win : 0;
         size_t p = ((size_t)i * S + j) * S + k;
         if (fixed_amplitude) {   /* "fixed field": keep the phase, set |W_k|^2 to its mean N */
             double m = sqrt(re[p] * re[p] + im[p] * im[p]);
