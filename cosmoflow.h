@@ -239,6 +239,9 @@ typedef struct {
     size_t y_off;             /* output, into acts (per batch) */
     size_t dy_off;            /* output gradient, into dacts (liveness-planned) */
     int last_use;             /* largest index of a layer reading this output */
+    int pool_fused;           /* 1: read only by a max pool with disjoint windows, whose backward
+                                 writes this layer's pre-activation gradient over its output
+                                 (no dacts buffer; see cf__plan_fusion) */
 } cf_layer;
 
 typedef struct cf_net {
@@ -276,6 +279,9 @@ typedef struct cf_net {
        backward-weights and backward-data (cf-bench times layers with it) */
     void (*layer_hook)(struct cf_net *net, int layer, int phase, void *ctx);
     void *layer_ctx;
+    int no_fuse;                     /* 1: never fuse a layer's gradient into its max pool */
+    int fused_plan;                  /* the plan was made with fusion allowed */
+    int acts_clobbered;              /* backward overwrote fused layers' outputs (until forward) */
 } cf_net;
 
 /* Parse a cfg text (name used in error messages).  shape_override may be NULL.
@@ -923,6 +929,41 @@ CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const fl
                         else dxp[i] += dyp[o] / (float)cnt;
                     }
         }
+    }
+}
+
+/* The fused backward of act + max pool with disjoint windows (k = s, no padding, dilation 1),
+   in place: xg holds the pool's input x = act(z) (B, C, D, H, W) on entry and dL/dz on return.
+   Each window's first maximum gets dy[o] * act'(y[o]) (y[o] equals x there, so this is what
+   cf_act_backward would compute), the rest of the window and any rows the windows do not
+   cover get 0.  dy, y (B, C, OD, OH, OW). */
+static void cf__maxpool_backward_fused(float *xg, const float *dy, const float *y, int B, cf_shape in, cf_shape out,
+                                       const cf_geom *g, int act, float slope) {
+    int plane, KD = g->k[0], KH = g->k[1], KW = g->k[2];
+    CF__OMP(omp parallel for schedule(static))
+    for (plane = 0; plane < B * in.c; plane++) {
+        float *xp = xg + (size_t)plane * in.d * in.h * in.w;
+        const float *yp = y + (size_t)plane * out.d * out.h * out.w, *dyp = dy + (size_t)plane * out.d * out.h * out.w;
+        int od, oh, ow, kd, kh, kw, id, ih, iw;
+        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (ow = 0; ow < out.w; ow++) {
+            size_t o = ((size_t)od * out.h + oh) * out.w + ow, at = (size_t)-1;
+            float m = yp[o], d = dyp[o];
+            for (kd = 0; kd < KD; kd++) for (kh = 0; kh < KH; kh++) {
+                float *r = xp + ((size_t)(od * KD + kd) * in.h + (size_t)(oh * KH + kh)) * in.w + (size_t)ow * KW;
+                for (kw = 0; kw < KW; kw++) {
+                    if (at == (size_t)-1 && r[kw] == m) at = (size_t)(r + kw - xp);
+                    r[kw] = 0.0f;
+                }
+            }
+            if (act == CF_ACT_RELU) d = m > 0.0f ? d : 0.0f;   /* the formulas of cf_act_backward */
+            else if (act == CF_ACT_LEAKY) d = m > 0.0f ? d : slope * d;
+            else if (act == CF_ACT_TANH) d *= 1.0f - m * m;
+            if (at != (size_t)-1) xp[at] = d;
+        }
+        /* inputs past the last whole window (odd sizes) get no gradient */
+        if (out.d * KD < in.d || out.h * KH < in.h || out.w * KW < in.w)
+        for (id = 0; id < in.d; id++) for (ih = 0; ih < in.h; ih++) for (iw = 0; iw < in.w; iw++)
+            if (id >= out.d * KD || ih >= out.h * KH || iw >= out.w * KW) xp[((size_t)id * in.h + ih) * in.w + iw] = 0.0f;
     }
 }
 
@@ -1705,6 +1746,7 @@ static size_t cf__plan_dacts(cf_net *net) {
         cf_layer *l = &net->layers[order[i]];
         size_t sz = cf_shape_size(l->out) * net->batch, off = 0;
         int lo = order[i], hi = l->last_use, moved = 1;
+        if (l->pool_fused) { l->dy_off = 0; continue; }   /* its gradient lives in acts */
         while (moved) {   /* first fit: bump past every placed, overlapping-in-time block we hit */
             moved = 0;
             for (j = 0; j < placed; j++) {
@@ -1721,11 +1763,37 @@ static size_t cf__plan_dacts(cf_net *net) {
     return total;
 }
 
+/* Conv + max pool (CosmoFlow's pattern, where the conv outputs are the largest tensors): the
+   pool's backward puts dy[o] at its window's first maximum and 0 elsewhere, and the conv's
+   activation backward then multiplies by act'(y), which at that maximum is act'(pool output).
+   When the pool is the conv's only reader and its windows are disjoint and inside (each conv
+   output read by one window), the pool's backward can write that product straight over the
+   conv's output, which backward no longer needs: the conv's gradient buffer (for CosmoFlow's
+   first layer 256 MiB per sample), its zeroing and the activation pass disappear, and the
+   gradients are bit for bit those of the separate passes.  Off when a backward_hook wants
+   every layer's output gradient, or with net->no_fuse. */
+static void cf__plan_fusion(cf_net *net, int allow) {
+    int i, j, a;
+    for (i = 0; i < net->n_layers; i++) {
+        cf_layer *l = &net->layers[i], *p;
+        int readers = 0, ok;
+        l->pool_fused = 0;
+        if (!allow || l->type != CF_L_CONV || l->last_use >= net->n_layers) continue;
+        for (j = i + 1; j < net->n_layers; j++) for (a = 0; a < net->layers[j].n_src; a++) readers += net->layers[j].src[a] == i;
+        p = &net->layers[l->last_use];
+        ok = readers == 1 && p->type == CF_L_MAXPOOL && p->n_src == 1;
+        for (a = 0; a < 3 && ok; a++) ok = p->g.k[a] == p->g.s[a] && p->g.dil[a] == 1 && p->g.pb[a] == 0 && p->g.pa[a] == 0;
+        l->pool_fused = ok;
+    }
+    net->fused_plan = allow;
+}
+
 CFDEF int cf_net_set_batch(cf_net *net, int B) {
-    int i;
+    int i, allow = !net->no_fuse && !net->backward_hook;
     size_t off = 0, na;
     if (B < 1) return cf_fail("batch %d < 1", B);
-    if (B == net->batch && net->acts) return CF_OK;
+    if (B == net->batch && net->acts && allow == net->fused_plan) return CF_OK;
+    cf__plan_fusion(net, allow);
     /* offsets depend on B; memory is only reallocated when it has to grow, so a smaller
        last batch (validation) costs no allocation */
     net->batch = B;
@@ -2029,6 +2097,7 @@ static void cf__forward_layer(cf_net *net, int i) {
 
 CFDEF const float *cf_net_forward_from(cf_net *net, int first) {
     int i;
+    net->acts_clobbered = 0;
     for (i = first; i < net->n_layers; i++) {
         if (net->layer_hook) net->layer_hook(net, i, 0, net->layer_ctx);
         cf__forward_layer(net, i);
@@ -2046,14 +2115,15 @@ CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B) {
 static void cf__backward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     int B = net->batch, j;
-    float *dy = net->dacts + l->dy_off;
+    /* a fused conv finds its pre-activation gradient over its output (cf__plan_fusion) */
+    float *dy = l->pool_fused ? net->acts + l->y_off : net->dacts + l->dy_off;
     const float *y = net->acts + l->y_off, *x = cf__in(net, l->src[0]);
     float *dx = l->src[0] >= 0 ? net->dacts + net->layers[l->src[0]].dy_off : NULL;  /* no gradient for the input */
     float *W = net->params + l->w_off, *dW = net->grads + l->w_off, *db = l->b_n ? net->grads + l->b_off : NULL;
     size_t n_out = cf_shape_size(l->out) * B, k;
     switch (l->type) {
     case CF_L_CONV:
-        cf_act_backward(dy, y, n_out, l->act, l->slope);
+        if (!l->pool_fused) cf_act_backward(dy, y, n_out, l->act, l->slope);
         if (cf__depthwise(l)) cf_dwconv_backward(dx, dW, db, dy, x, W, B, l->in, l->out, &l->g);
         else {   /* the hook's phase 4 separates backward-weights from backward-data (cf-bench) */
             cf_conv_backward_weights(dW, db, dy, x, B, l->in, l->out, &l->g, l->groups, net->ws, net->ws_floats);
@@ -2098,7 +2168,10 @@ static void cf__backward_layer(cf_net *net, int i) {
         break;
     }
     case CF_L_MAXPOOL: case CF_L_AVGPOOL:
-        if (dx) cf_pool_backward(dx, dy, x, y, B, l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
+        if (l->src[0] >= 0 && net->layers[l->src[0]].pool_fused) {
+            const cf_layer *s = &net->layers[l->src[0]];
+            cf__maxpool_backward_fused(net->acts + s->y_off, dy, y, B, l->in, l->out, &l->g, s->act, s->slope);
+        } else if (dx) cf_pool_backward(dx, dy, x, y, B, l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
         break;
     case CF_L_DENSE:
         cf_act_backward(dy, y, n_out, l->act, l->slope);
@@ -2146,13 +2219,19 @@ static void cf__backward_layer(cf_net *net, int i) {
 
 CFDEF void cf_net_backward(cf_net *net, const float *dout) {
     int i, j, n = net->n_layers;
+    /* a backward_hook set after forward wants every output gradient: plan without fusion
+       (only the gradient buffers change; on allocation failure cf_failure_reason says so and
+       the gradients are left untouched) */
+    if (cf_net_set_batch(net, net->batch)) return;
     for (i = n - 1; i >= 0; i--) {
         /* a gradient's life begins at its last consumer's step (the output's at the first
            step); it is accumulated, so it starts from zero */
         for (j = 0; j < n; j++) {
             int start = net->layers[j].last_use < n - 1 ? net->layers[j].last_use : n - 1;
-            if (start == i) memset(net->dacts + net->layers[j].dy_off, 0, cf_shape_size(net->layers[j].out) * net->batch * sizeof(float));
+            if (start == i && !net->layers[j].pool_fused)
+                memset(net->dacts + net->layers[j].dy_off, 0, cf_shape_size(net->layers[j].out) * net->batch * sizeof(float));
         }
+        net->acts_clobbered = 1;
         if (i == n - 1) memcpy(net->dacts + net->layers[i].dy_off, dout, (size_t)net->n_outputs * net->batch * sizeof(float));
         if (net->backward_hook) net->backward_hook(net, i, net->hook_ctx);
         if (net->layer_hook) net->layer_hook(net, i, 2, net->layer_ctx);
@@ -2193,7 +2272,8 @@ static int cf__all_finite(const float *p, size_t n) {
 CFDEF int cf_net_first_nonfinite_output(const cf_net *net) {
     int i;
     for (i = 0; i < net->n_layers; i++)
-        if (!cf__all_finite(net->acts + net->layers[i].y_off, cf_shape_size(net->layers[i].out) * net->batch)) return i;
+        if (!(net->acts_clobbered && net->layers[i].pool_fused) &&   /* after backward these hold gradients */
+            !cf__all_finite(net->acts + net->layers[i].y_off, cf_shape_size(net->layers[i].out) * net->batch)) return i;
     return -1;
 }
 CFDEF int cf_net_first_nonfinite_param(const cf_net *net, int params) {

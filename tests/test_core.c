@@ -323,6 +323,46 @@ static void test_gradcheck_net(void) {
     cf_net_free(&net);
 }
 
+/* conv + max pool fusion (cf__plan_fusion): the same gradients, bit for bit, in less memory.
+   Odd sizes leave inputs outside every window; each activation kind; a conv read twice and a
+   pool with overlapping windows must not fuse. */
+static void test_pool_fusion(void) {
+    static const char *cfg =
+        "[net]\ninput=2x8x13x11\nloss=mse\n"
+        "[conv]\nfilters=4\nsize=3\npad=same\nactivation=leaky\nslope=0.3\n"   /* 0 fused */
+        "[maxpool]\nsize=2\n"                                                  /* 1 */
+        "[conv]\nfilters=5\nsize=2\npad=same\nactivation=tanh\n"               /* 2 fused */
+        "[maxpool]\nsize=3\n"                                                  /* 3 */
+        "[conv]\nfilters=3\nsize=1\nactivation=relu\n"                         /* 4: read twice */
+        "[maxpool]\nsize=1\n"                                                  /* 5 */
+        "[route]\nlayers=-1,-2\n"                                              /* 6 */
+        "[conv]\nfilters=3\nsize=1\nactivation=relu\n"                         /* 7: overlapping pool */
+        "[maxpool]\nsize=1,2,1\nstride=1\n"                                    /* 8 */
+        "[flatten]\n[dense]\noutputs=2\n";
+    cf_net a, b;
+    cf_rng r = cf_rng_seed(9);
+    int B = 2, ok;
+    if (cf_net_parse(&a, cfg, "fusion.cfg", NULL) || cf_net_parse(&b, cfg, "fusion.cfg", NULL)) { CHECK(0, "fusion cfg: %s", cf_failure_reason()); return; }
+    cf_net_init(&a, 3); cf_net_init(&b, 3);
+    b.no_fuse = 1;
+    {
+        float *x = rnd(B * cf_shape_size(a.input), &r), *t = rnd((size_t)B * a.n_outputs, &r), *da = rnd((size_t)B * a.n_outputs, &r), *db = rnd((size_t)B * a.n_outputs, &r);
+        cf_net_forward(&a, x, B); cf_net_forward(&b, x, B);
+        cf_net_zero_grad(&a); cf_net_zero_grad(&b);
+        cf_net_loss(&a, t, da); cf_net_loss(&b, t, db);
+        cf_net_backward(&a, da); cf_net_backward(&b, db);
+        CHECK(a.layers[0].pool_fused && a.layers[2].pool_fused && !a.layers[4].pool_fused && !a.layers[7].pool_fused && !b.layers[0].pool_fused,
+              "fusion chosen for conv+pool only where the pool is the sole reader with disjoint windows (%d %d %d %d)",
+              a.layers[0].pool_fused, a.layers[2].pool_fused, a.layers[4].pool_fused, a.layers[7].pool_fused);
+        ok = !memcmp(a.grads, b.grads, a.n_params * sizeof(float));
+        CHECK(ok, "fused conv+pool backward gives the separate passes' gradients bit for bit");
+        CHECK(a.n_dacts < b.n_dacts, "fusion needs fewer gradient floats: %zu vs %zu", a.n_dacts, b.n_dacts);
+        CHECK(cf_net_first_nonfinite_output(&a) < 0, "after backward, fused outputs (now gradients) are not reported as outputs");
+        free(x); free(t); free(da); free(db);
+    }
+    cf_net_free(&a); cf_net_free(&b);
+}
+
 /* ------------------------------------------------------------ the PyTorch reference */
 static float *load_f32(const char *dir, const char *name, size_t *n) {
     char p[1024]; float *d = NULL; size_t cnt = 0;
@@ -793,6 +833,7 @@ int main(void) {
     test_gradcheck_conv();
     test_gradcheck_layers();
     test_gradcheck_net();
+    test_pool_fusion();
     test_models();
     test_cfg_errors();
     test_pytorch_reference();

@@ -18,8 +18,9 @@ static void usage(void) {
            "  --no-sgemm        skip the sgemm peak measurement (reports 0)\n"
            "  --allreduce       also time the gradient averaging (run under mpirun: one MPI_Allreduce of\n"
            "                    the whole gradient buffer, median of 7) and print 'allreduce_ms A grad_mb G ranks P'\n"
-           "  --layers          a table of forward and backward milliseconds and GFLOP/s per layer (and per layer\n"
-           "                    type) over the timed steps, with each one's share of the step\n"
+           "  --layers          a table of forward, backward-weights and backward-data milliseconds and GFLOP/s per\n"
+           "                    layer over the timed steps, each one's share of the step, and totals per layer type\n"
+           "                    (convolutions: their rate as a percentage of the sgemm peak)\n"
            "last line: samples_per_s X gflops_per_s Y sgemm_peak_pct Z peak_rss_mb R\n");
     exit(0);
 }
@@ -41,15 +42,15 @@ static double sgemm_peak(void) {
 
 /* per-layer timing through the network's layer hook: t[3i] forward, t[3i+1] backward (for a
    convolution: its backward-weights), t[3i+2] a convolution's backward-data; seconds */
-typedef struct { double *t, start; } layer_clock;
+typedef struct { double *t, start; int split; } layer_clock;
 static void time_layer(cf_net *net, int layer, int phase, void *ctx) {
     layer_clock *lc = (layer_clock *)ctx;
     double now = now_s();
     (void)net;
-    if (phase == 0 || phase == 2) lc->start = now;
+    if (phase == 0 || phase == 2) { lc->start = now; lc->split = 0; }
     else if (phase == 1) lc->t[3 * layer] += now - lc->start;
-    else if (phase == 4) { lc->t[3 * layer + 1] += now - lc->start; lc->start = now; }   /* weights done, data starts */
-    else lc->t[3 * layer + (net->layers[layer].type == CF_L_CONV ? 2 : 1)] += now - lc->start;
+    else if (phase == 4) { lc->t[3 * layer + 1] += now - lc->start; lc->start = now; lc->split = 1; }   /* weights done, data starts */
+    else lc->t[3 * layer + (lc->split ? 2 : 1)] += now - lc->start;   /* no phase 4: the whole backward */
 }
 static double rate(double flops, double s) { return s > 0 ? flops / s / 1e9 : 0; }
 /* One row per layer: forward, backward-weights (bwd-w) and backward-data (bwd-d) ms and
@@ -66,7 +67,7 @@ static void layer_table(const cf_net *net, const double *t, int steps, int B, do
         char shp[48];
         snprintf(shp, sizeof shp, "%dx%dx%dx%d", l->out.c, l->out.d, l->out.h, l->out.w);
         printf("%-4d %-10s %-18s %9.2f %9.2f %9.2f %8.1f %8.1f %8.1f %6.1f%%\n", i, cf_layer_type_name(l->type), shp, 1e3 * f,
-               1e3 * bw, 1e3 * bd, rate(fl, f), rate(conv ? fl : 2 * fl, bw), rate(fl, bd), 100 * (f + bw + bd) / step_s);
+               1e3 * bw, 1e3 * bd, rate(fl, f), rate(conv ? fl : 2 * fl, bw), rate(l->src[0] < 0 ? 0 : fl, bd), 100 * (f + bw + bd) / step_s);
     }
     printf("by type:\n");
     for (ty = 0; ty < CF_L_NTYPES; ty++) {
@@ -135,7 +136,7 @@ int main(int argc, char **argv) {
         float *x = (float *)malloc(nx * 4), *t = (float *)malloc(nt * 4), *dout = (float *)malloc(ny * 4);
         double flops = 0, t0 = 0, peak = do_sgemm ? sgemm_peak() : 0, dt;
         cf_rng r = cf_rng_seed(3);
-        layer_clock lc = {NULL, 0};
+        layer_clock lc = {NULL, 0, 0};
         if (!x || !t || !dout) die("out of memory for the batch");
         for (k = 0; k < nx; k++) x[k] = cf_rng_uniform(&r);
         for (k = 0; k < nt; k++) t[k] = seg ? (float)(cf_rng_u64(&r) % (uint64_t)K) : cf_rng_uniform(&r) * 2 - 1;
