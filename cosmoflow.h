@@ -407,7 +407,8 @@ typedef struct { int16_t *x; size_t count; int s, c; float y[8]; int ny; } cf_co
 CFDEF int cf_cosmo_read(const char *path, cf_cosmo_sample *smp);
 CFDEF void cf_cosmo_free(cf_cosmo_sample *smp);
 /* channels-last (S,S,S,C) int16 -> (C,S,S,S) float: log(1 + x), or x / mean(x) when
-   apply_log = 0 (the two branches of the reference's _parse_data) */
+   apply_log = 0 (the two branches of the reference's _parse_data), or with apply_log = 2
+   log(1 + x) - log(1 + mean_c), mean_c the sample's mean of channel c: log counts around 0 */
 CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int apply_log);
 
 /* DeepCAM samples in the numpy layout (NVIDIA's convert_hdf52npy): data-X.npy float32
@@ -3257,6 +3258,14 @@ CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int app
         for (c = 0; c < C; c++) {
             float f = (float)x[v * C + c];
             out[(size_t)c * vox + v] = apply_log ? log1pf(f) : f * scale;
+        }
+    if (apply_log == 2)   /* a lognormal field's log is Gaussian: centred, the channels differ by their growth only */
+        for (c = 0; c < C; c++) {
+            double m = 0.0;
+            float sub;
+            for (v = 0; v < vox; v++) m += x[v * C + c];
+            sub = (float)log1p(m / (double)vox);
+            for (v = 0; v < vox; v++) out[(size_t)c * vox + v] -= sub;
         }
 }
 

@@ -788,6 +788,11 @@ static void test_cosmo_input(void) {
     cf_cosmo_to_input(out, x, 2, 4, 0);
     for (i = 0; i < 32; i++) sum += out[i];
     CHECK(fabsf(sum / 32 - 1.0f) < 1e-6f && fabsf(out[2 * 8 + 1] - x[6] * 32.0f / 61.0f) < 1e-6f, "x / mean(x) branch (mean %g)", sum / 32);
+    cf_cosmo_to_input(out, x, 2, 4, 2);
+    {   /* channel 2 holds x[v*4 + 2] = (4v + 2) % 5 for v = 0..7: 2 1 0 4 3 2 1 0, mean 13/8 */
+        double want = log1p((double)x[6]) - log1p(13.0 / 8.0);
+        CHECK(fabs(out[2 * 8 + 1] - want) < 1e-6, "log-ratio branch: log(1 + x) - log(1 + channel mean): %g vs %g", out[2 * 8 + 1], want);
+    }
 }
 
 static void test_real_records(void) {

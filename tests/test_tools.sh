@@ -172,6 +172,12 @@ $B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train 
 v1=$(awk '{print $6}' "$T/u10.txt" | tail -1) &&
 v2=$($B/cf-eval --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/u10.cfck" --data "$T/va3" | sed -n 's/^mae //p') &&
 $PY -c "import sys; sys.exit(0 if abs($v1 - $v2) < 1e-5 else 1)" && ok || bad "uneven batches: cf-train val_mae $v1 vs cf-eval $v2"
+# --log-ratio reaches cf-eval as in training: the same MAE, and not the MAE of log(1 + x)
+$B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train "$T/tr10" --val "$T/va3" --batch 4 --epochs 2 --out "$T/lr.cfck" --log-ratio --no-progress > "$T/lr.txt" 2>/dev/null &&
+v1=$(awk '{print $6}' "$T/lr.txt" | tail -1) &&
+v2=$($B/cf-eval --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/lr.cfck" --data "$T/va3" --log-ratio | sed -n 's/^mae //p') &&
+v3=$($B/cf-eval --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/lr.cfck" --data "$T/va3" | sed -n 's/^mae //p') &&
+$PY -c "import sys; sys.exit(0 if abs($v1 - $v2) < 1e-5 and abs($v1 - $v3) > 1e-5 else 1)" && ok || bad "--log-ratio: cf-train val_mae $v1, cf-eval $v2 (with), $v3 (without)"
 
 # ---- MPI: 2 ranks x batch 2 follow the same trajectory as 1 rank x batch 4
 if command -v mpirun >/dev/null 2>&1 && ldd $B/cf-train | grep -q mpi; then

@@ -19,6 +19,7 @@ static void usage(void) {
            "  --png DIR           scatter_<parameter>.png (predicted vs true) and input_slice.png\n"
            "  --baseline DIR      also report the MAE of predicting DIR's mean label (e.g. the training set)\n"
            "  --no-log            x / mean(x) instead of log(1 + x), as in training\n"
+           "  --log-ratio         log(1 + x) - log(1 + channel mean), as in training\n"
            "DeepCAM models (loss=softmax_ce):\n"
            "  --stats DIR         stats_minval.npy / stats_maxval.npy (default: --data or its parent)\n"
            "  --pred FILE.npy     predicted class ids, uint8 (N, H, W), in sorted file order\n"
@@ -180,6 +181,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--png")) png = flag_value(argc, argv, &i);
         else if (!strcmp(a, "--baseline")) base_dir = flag_value(argc, argv, &i);
         else if (!strcmp(a, "--no-log")) apply_log = 0;
+        else if (!strcmp(a, "--log-ratio")) apply_log = 2;
         else if (!strcmp(a, "--stats")) stats = flag_value(argc, argv, &i);
         else if (!strcmp(a, "--png-count")) png_count = (int)flag_long(a, flag_value(argc, argv, &i), 0, 1 << 30);
         else die("%s: unknown flag (see --help)", a);

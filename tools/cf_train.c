@@ -52,6 +52,7 @@ static void usage(void) {
            "  --dropout P          rate of every dropout layer (default: the cfg's)\n"
            "  --loss mse|l1        (default: the cfg's; CosmoFlow: mse)\n"
            "  --no-log             x / mean(x) instead of log(1 + x) (the reference's apply_log: False)\n"
+           "  --log-ratio          log(1 + x) - log(1 + channel mean): log counts centred per sample (the demo)\n"
            "  --augment            a random one of the cube's 48 symmetries (axis permutation and flips) per\n"
            "                       training sample, as the 2018 CosmoFlow code did (the MLPerf reference does not)\n"
            "  --overlap N          average gradients with MPI_Iallreduce on buckets of >= N floats started\n"
@@ -322,6 +323,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--dropout")) o.dropout = flag_double(a, flag_value(argc, argv, &i), 0, 0.999);
         else if (!strcmp(a, "--loss")) { const char *v = flag_value(argc, argv, &i); o.loss = !strcmp(v, "mse") ? CF_LOSS_MSE : !strcmp(v, "l1") ? CF_LOSS_L1 : -2; if (o.loss == -2) die("--loss: '%s' is not mse or l1", v); }
         else if (!strcmp(a, "--no-log")) o.apply_log = 0;
+        else if (!strcmp(a, "--log-ratio")) o.apply_log = 2;
         else if (!strcmp(a, "--augment")) o.augment = 1;
         else if (!strcmp(a, "--overlap")) o.overlap = flag_long(a, flag_value(argc, argv, &i), 1, 1L << 30);
         else if (!strcmp(a, "--n-train")) o.n_train = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1 << 30);
