@@ -36,7 +36,8 @@
      3. Kernels: convolution (N-d im2col/col2im, tiled), pooling, dense, activations,
                  dropout, losses; batch norm, depthwise and transposed convolution,
                  weighted softmax cross-entropy, IoU
-     4. Networks: cfg parser, layout, forward, backward, initializers
+     4. Networks: cfg parser, layout (activation arena; gradient arena planned by liveness,
+                 conv + max-pool gradients fused in place), forward, backward, initializers
      5. Optimizers: Keras-form momentum SGD, Adam/AdamW, LAMB, LARC; DeepCAM's schedules
      6. Files: .npy, checkpoints, weights directories, TFRecord + tf.train.Example,
                CosmoFlow and DeepCAM samples
