@@ -738,12 +738,7 @@ static void cf__bias_act(float *y, const float *b, int rows, size_t n, size_t st
         float *yr = y + (size_t)r * stride, v = b ? b[r] : 0.0f;
         size_t p;
         if (v != 0.0f) for (p = 0; p < n; p++) yr[p] += v;
-        switch (act) {   /* the loops of cf_act_forward, on one row */
-        case CF_ACT_RELU: for (p = 0; p < n; p++) yr[p] = yr[p] > 0.0f ? yr[p] : 0.0f; break;
-        case CF_ACT_LEAKY: for (p = 0; p < n; p++) yr[p] = yr[p] > 0.0f ? yr[p] : slope * yr[p]; break;
-        case CF_ACT_TANH: for (p = 0; p < n; p++) yr[p] = tanhf(yr[p]); break;
-        default: break;
-        }
+        cf_act_forward(yr, n, act, slope);   /* its own parallel loop stays inactive in here */
     }
 }
 
