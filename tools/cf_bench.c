@@ -53,6 +53,9 @@ static void time_layer(cf_net *net, int layer, int phase, void *ctx) {
     else lc->t[3 * layer + (lc->split ? 2 : 1)] += now - lc->start;   /* no phase 4: the whole backward */
 }
 static double rate(double flops, double s) { return s > 0 ? flops / s / 1e9 : 0; }
+/* a layer's FLOPs in one training step of B samples: forward + backward-weights +
+   backward-data, except that a layer reading the network input computes no input gradient */
+static double step_flops(const cf_layer *l, int B) { return cf_layer_flops(l) * B * (l->src[0] < 0 ? 2 : 3); }
 /* One row per layer: forward, backward-weights (bwd-w) and backward-data (bwd-d) ms and
    GFLOP/s (other layers: their whole backward under bwd-w), share of the step; then totals
    per layer type with their rate as a percentage of the sgemm peak measured in this run. */
@@ -77,8 +80,7 @@ static void layer_table(const cf_net *net, const double *t, int steps, int B, do
             const cf_layer *l = &net->layers[i];
             if (l->type != ty) continue;
             f += t[3 * i] / steps; b += (t[3 * i + 1] + t[3 * i + 2]) / steps; n++;
-            /* forward + backward-weights + backward-data, except the input gradient of a layer reading the network input */
-            fl += cf_layer_flops(l) * B * (l->src[0] < 0 ? 2 : 3);
+            fl += step_flops(l, B);
         }
         if (!n) continue;
         printf("  %-10s %4d layers %10.1f ms fwd %10.1f ms bwd %8.1f GF/s", cf_layer_type_name(ty), n, 1e3 * f, 1e3 * b, rate(fl, f + b));
@@ -140,8 +142,7 @@ int main(int argc, char **argv) {
         if (!x || !t || !dout) die("out of memory for the batch");
         for (k = 0; k < nx; k++) x[k] = cf_rng_uniform(&r);
         for (k = 0; k < nt; k++) t[k] = seg ? (float)(cf_rng_u64(&r) % (uint64_t)K) : cf_rng_uniform(&r) * 2 - 1;
-        /* forward + backward-weights + backward-data; a layer reading the network input has no backward-data */
-        for (i = 0; i < net.n_layers; i++) flops += cf_layer_flops(&net.layers[i]) * B * (net.layers[i].src[0] < 0 ? 2 : 3);
+        for (i = 0; i < net.n_layers; i++) flops += step_flops(&net.layers[i], B);
         net.training = 1; net.bn_train = 1;
         for (i = 0; i <= steps; i++) {
             if (i == 1) {   /* step 0 warms up caches and allocates */
