@@ -134,6 +134,59 @@ static void test_conv_oracle(void) {
             free(x); free(y1); free(y2);
         }
     }
+    {   /* max pooling with disjoint 2x2 (2-D) and 2x2x2 windows has its own loops: odd sizes leave inputs over */
+        int kd;
+        for (kd = 1; kd <= 2; kd++) {
+            cf_shape in = {3, 5, 7, 9}, out; cf_geom g = {{1, 2, 2}, {1, 2, 2}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}};
+            g.k[0] = g.s[0] = kd;
+            out = in; out.d = cf_geom_out(&g, 0, 5); out.h = cf_geom_out(&g, 1, 7); out.w = cf_geom_out(&g, 2, 9);
+            size_t ny = 2 * cf_shape_size(out);
+            float *x = rnd(2 * cf_shape_size(in), &r), *y1 = rnd(ny, &r), *y2 = rnd(ny, &r);
+            cf_pool_forward(y1, x, 2, in, out, &g, 1);
+            pool_direct(y2, x, 2, in, out, &g, 1);
+            CHECK(out.h == 3 && out.w == 4 && !memcmp(y1, y2, ny * sizeof(float)), "max pool %dx2x2 (disjoint windows) forward equals the direct loop", kd);
+            free(x); free(y1); free(y2);
+        }
+    }
+}
+
+/* Large convolutions go through per-thread tiles (forward, backward-weights, and for stride 1
+   backward-data as a forward convolution with the flipped kernel); a workspace too small for
+   them sends the same call down the one-big-sgemm path.  Both must agree, and the forward
+   must equal the direct loop.  Shapes are big enough for at least 4 tiles per thread count
+   up to 2; case 2 has dilation 2 and uneven padding (1 before, 3 after on depth). */
+static void test_conv_tiles(void) {
+    cf_rng r = cf_rng_seed(11);
+    int ci;
+    for (ci = 0; ci < 3; ci++) {
+        int C = ci == 1 ? 3 : 2, OC = ci == 1 ? 5 : 4, B = 2;
+        cf_shape in = {C, 44, 44, 44}, out;
+        cf_geom g = {{3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}};
+        if (ci == 1) { in.d = 24; in.h = 44; in.w = 52; g.dil[0] = g.dil[1] = g.dil[2] = 2; g.pb[0] = 1; g.pa[0] = 3; g.pb[1] = g.pa[1] = g.pb[2] = g.pa[2] = 2; }
+        if (ci == 2) { g.s[0] = 2; }   /* stride 2 on depth: backward-data keeps col2im */
+        out.c = OC; out.d = cf_geom_out(&g, 0, in.d); out.h = cf_geom_out(&g, 1, in.h); out.w = cf_geom_out(&g, 2, in.w);
+        {
+            int K = C * 27;
+            size_t nx = B * cf_shape_size(in), ny = B * cf_shape_size(out), nw = (size_t)OC * K, big = (size_t)8 << 20, small = (size_t)K * 200;
+            float *x = rnd(nx, &r), *w = rnd(nw, &r), *b = rnd(OC, &r), *dy = rnd(ny, &r), *col = rnd(big, &r), *dcol = rnd(big, &r);
+            float *y1 = rnd(ny, &r), *y2 = rnd(ny, &r), *dw1 = rnd(nw, &r), *dw2 = (float *)malloc(nw * sizeof(float));
+            float *dx1 = rnd(nx, &r), *dx2 = (float *)malloc(nx * sizeof(float)), *db1 = rnd(OC, &r), *db2 = (float *)malloc(OC * sizeof(float));
+            size_t i;
+            memcpy(dw2, dw1, nw * sizeof(float)); memcpy(dx2, dx1, nx * sizeof(float)); memcpy(db2, db1, OC * sizeof(float));
+            cf_conv_forward_act(y1, x, w, b, B, in, out, &g, 1, col, big, CF_ACT_LEAKY, 0.3f);
+            conv_direct(y2, x, w, b, B, in, out, &g, 1);
+            for (i = 0; i < ny; i++) if (y2[i] < 0) y2[i] *= 0.3f;
+            CHECK(check_relerr(y1, y2, ny) < 1e-5, "tiled conv forward + leaky vs direct loop, case %d (err %g)", ci, check_relerr(y1, y2, ny));
+            cf_conv_forward_act(y2, x, w, b, B, in, out, &g, 1, col, small, CF_ACT_LEAKY, 0.3f);
+            CHECK(check_relerr(y1, y2, ny) < 1e-5, "tiled conv forward vs one-big-sgemm path, case %d", ci);
+            cf_conv_backward(dx1, dw1, db1, dy, x, w, B, in, out, &g, 1, col, dcol, big);
+            cf_conv_backward(dx2, dw2, db2, dy, x, w, B, in, out, &g, 1, col, dcol, small);
+            CHECK(check_relerr(dw1, dw2, nw) < 1e-5 && check_relerr(db1, db2, OC) < 1e-6,
+                  "tiled conv backward-weights (added to dw) vs one-big-sgemm path, case %d (err %g)", ci, check_relerr(dw1, dw2, nw));
+            CHECK(check_relerr(dx1, dx2, nx) < 1e-5, "tiled conv backward-data (added to dx) vs col2im path, case %d (err %g)", ci, check_relerr(dx1, dx2, nx));
+            free(x); free(w); free(b); free(dy); free(col); free(dcol); free(y1); free(y2); free(dw1); free(dw2); free(dx1); free(dx2); free(db1); free(db2);
+        }
+    }
 }
 
 /* ------------------------------------------------------------ finite differences */
@@ -835,6 +888,7 @@ int main(void) {
     test_basics();
     test_sgemm();
     test_conv_oracle();
+    test_conv_tiles();
     test_gradcheck_conv();
     test_gradcheck_layers();
     test_gradcheck_net();
