@@ -12,6 +12,10 @@
    OPTIONS (define before the implementation include)
      CF_USE_CBLAS   call cblas_sgemm (OpenBLAS); otherwise a naive sgemm is used.
                     The naive sgemm is always compiled as cf_sgemm_naive: it is the test oracle.
+                    With OpenMP, large convolutions call it from several threads at once
+                    and expect it to run single-threaded inside a parallel region
+                    (OpenBLAS's OpenMP build, MKL and BLIS do; a pthreads OpenBLAS gives the
+                    same numbers, but may start threads of its own on busy cores).
      CF_USE_MPI     data parallelism through MPI (cf_dist_*); otherwise one process.
      CF_USE_ZLIB    gzip TFRecords (gzopen); without it only plain TFRecords are read.
      CF_STATIC      make every function static (private copy per translation unit).
@@ -33,7 +37,8 @@
    TABLE OF CONTENTS
      1. Basics: errors, allocation, PRNG, CRC32C
      2. Dense linear algebra: sgemm (naive + cblas)
-     3. Kernels: convolution (N-d im2col/col2im, tiled), pooling, dense, activations,
+     3. Kernels: convolution (N-d im2col/col2im, tiled; large ones in per-thread tiles
+                 with a single-threaded sgemm each), pooling, dense, activations,
                  dropout, losses; batch norm, depthwise and transposed convolution,
                  weighted softmax cross-entropy, IoU
      4. Networks: cfg parser, layout (activation arena; gradient arena planned by liveness,
