@@ -778,18 +778,28 @@ static int cf__thread_id(void) {
 #endif
 }
 
+/* The forward tiling of P output positions with K im2col rows: the tile's columns, and the
+   number of tiles, or 0 when there are fewer than 2 per thread or ws_floats cannot hold one
+   im2col tile per thread. */
+static long cf__fwd_tiles(int K, size_t P, size_t ws_floats, size_t *tile) {
+    int nth = cf__nthreads();
+    long ntiles;
+    *tile = CF__TILE_FLOATS / (size_t)K;
+    if (*tile < 1024) *tile = 1024;
+    ntiles = (long)((P + *tile - 1) / *tile);
+    return ntiles < 2 * nth || (size_t)nth * K * *tile > ws_floats ? 0 : ntiles;
+}
+
 /* One sample, groups = 1:  y (OC, P) = beta*y + w (OC, K) x im2col(x) (K, P), then bias and
    act per tile.  Tiles write disjoint columns of y, so any thread may take any tile. */
 static int cf__conv_tiles(float *y, const float *x, const float *w, const float *b, float beta,
                           cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
                           int act, float slope) {
-    int K = in.c * g->k[0] * g->k[1] * g->k[2], nth = cf__nthreads();
-    size_t P = (size_t)out.d * out.h * out.w, tile = CF__TILE_FLOATS / (size_t)K;
-    long ntiles, t;
-    if (tile < 1024) tile = 1024;
-    ntiles = (long)((P + tile - 1) / tile);
-    if (ntiles < 2 * nth || (size_t)nth * K * tile > ws_floats) return 0;
-    CF__OMP(omp parallel num_threads(nth))
+    int K = in.c * g->k[0] * g->k[1] * g->k[2];
+    size_t P = (size_t)out.d * out.h * out.w, tile;
+    long ntiles = cf__fwd_tiles(K, P, ws_floats, &tile), t;
+    if (!ntiles) return 0;
+    CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
         float *col = ws + (size_t)cf__thread_id() * K * tile;
         CF__OMP(omp for schedule(dynamic, 1))
@@ -811,8 +821,9 @@ static int cf__conv_bww_tiles(float *dw, const float *dy, const float *x, cf_sha
     int K = in.c * g->k[0] * g->k[1] * g->k[2], nth = cf__nthreads();
     size_t P = (size_t)out.d * out.h * out.w, tile = CF__BWW_TILE, wsz = (size_t)out.c * K, i;
     long ntiles = (long)((P + tile - 1) / tile), t;
-    float *acc = ws + (size_t)nth * K * tile;
+    float *acc;
     if (ntiles < 2 * nth || (size_t)nth * K * tile + (size_t)(nth - 1) * wsz > ws_floats) return 0;
+    acc = ws + (size_t)nth * K * tile;
     if (nth > 1) memset(acc, 0, sizeof(float) * (nth - 1) * wsz);
     CF__OMP(omp parallel num_threads(nth))
     {
@@ -843,14 +854,15 @@ static int cf__conv_bww_tiles(float *dw, const float *dy, const float *x, cf_sha
 static int cf__conv_bwd_tiles(float *dx, const float *dy, const float *w, cf_shape in, cf_shape out,
                               const cf_geom *g, float *ws, size_t ws_floats) {
     int a, kvol = g->k[0] * g->k[1] * g->k[2], c, oc, k;
-    size_t wsz = (size_t)in.c * out.c * kvol;
+    size_t wsz = (size_t)in.c * out.c * kvol, tile;
     cf_geom gt = *g;
     for (a = 0; a < 3; a++) {
         gt.pb[a] = (g->k[a] - 1) * g->dil[a] - g->pb[a];
         gt.pa[a] = (g->k[a] - 1) * g->dil[a] - g->pa[a];
         if (g->s[a] != 1 || gt.pb[a] < 0 || gt.pa[a] < 0) return 0;
     }
-    if (wsz >= ws_floats) return 0;
+    /* decided before the kernel is flipped, so a refusal costs nothing */
+    if (wsz >= ws_floats || !cf__fwd_tiles(out.c * kvol, cf_shape_size(in) / in.c, ws_floats - wsz, &tile)) return 0;
     /* w'[c][oc][k] = w[oc][c][kvol-1-k]: flipping every axis of a C-order kernel reverses its flat index */
     for (oc = 0; oc < out.c; oc++)
         for (c = 0; c < in.c; c++)
