@@ -987,8 +987,8 @@ static int cf__pool_inside(const cf_geom *g, cf_shape in, cf_shape out) {
 /* Disjoint 2x2 windows on height and width, and 1 or 2 on depth (k = s, no padding, no
    dilation): CosmoFlow's 2x2x2 pools and 2-D 2x2 ones.  Their loops below read each window as
    pairs from 2 or 4 input rows: the general loops spend more on counting taps than on the
-   comparisons (cosmoflow.cfg's first pool: forward 37 -> 15 ms, fused backward 91 -> 40 ms
-   here). */
+   comparisons (cosmoflow.cfg's first pool: forward 37 -> 17 ms, fused backward 91 -> 68 ms
+   here, as cf-bench --layers measured them). */
 static int cf__pool_pairs(const cf_geom *g) {
     int a;
     for (a = 0; a < 3; a++) if (g->pb[a] || g->dil[a] != 1 || g->k[a] != g->s[a]) return 0;
