@@ -3,7 +3,8 @@
 would use: the reference network built here in PyTorch (module structure and names of the
 MLPerf reference's deeplab_xception.py), its weights written as our .npy interchange files
 -> cf-convert weights-import -> cf-check --dump --mode train -> output, loss and every
-gradient compared (relative error at most 1e-3, relative to each tensor's largest value).
+gradient compared (relative error at most 1e-3, relative to each tensor's largest value;
+eval mode with two inputs, train mode against PyTorch float32's own error: see below).
 Which PyTorch module a cfg layer is comes from the '# torch:' comments of the cfg (written by
 models/gen_deepcam.py).  Prints 'N passed, M failed'; exits 0 with a message when
 python3-torch is absent."""
@@ -70,14 +71,15 @@ with torch.no_grad():   # the float32-rounded values the C side reads
 B, H, W = 2, 96, 144
 x = torch.rand(B, 16, H, W, dtype=dt).numpy().astype(np.float32)
 y = torch.randint(0, 3, (B, H, W)).numpy().astype(np.float32)
-np.save(os.path.join(tmp, "x.npy"), x); np.save(os.path.join(tmp, "y.npy"), y)
+x2 = torch.rand(B, 16, H, W, dtype=dt).numpy().astype(np.float32)   # eval mode's second input
+np.save(os.path.join(tmp, "x.npy"), x); np.save(os.path.join(tmp, "y.npy"), y); np.save(os.path.join(tmp, "x2.npy"), x2)
 w_class = torch.tensor([0.986267818390377, 0.0004578708870701058, 0.01327431072255291], dtype=dt) ** -0.125
-def reference(mode, dtype):
+def reference(mode, dtype, xin):
     """output, loss and gradients of the network in PyTorch at the given precision"""
     m = copy.deepcopy(net).to(dtype)
     m.train(mode == "train")
     m.zero_grad()
-    o = m(torch.tensor(x, dtype=dtype))
+    o = m(torch.tensor(xin, dtype=dtype))
     L = torch.mean(F.cross_entropy(o, torch.tensor(y).long(), weight=w_class.to(dtype), reduction="none"))
     L.backward()
     mods = dict(m.named_modules())
@@ -99,11 +101,14 @@ def check(ok, line):
     global passed, failed
     passed += ok; failed += not ok
     print(("ok   " if ok else "FAIL ") + line)
-for mode in ("eval", "train"):
-    dump = os.path.join(tmp, "dump-" + mode)
+def dump_for(mode, xname):
+    d = os.path.join(tmp, "dump-%s-%s" % (mode, xname))
     run(os.path.join(bin_, "cf-check"), "--model", model, "--input-shape", "16x%dx%d" % (H, W), "--weights", ck, "--mode", mode,
-        "--input", os.path.join(tmp, "x.npy"), "--target", os.path.join(tmp, "y.npy"), "--dump", dump)
-    out64, loss64, g64 = reference(mode, torch.float64)
+        "--input", os.path.join(tmp, xname + ".npy"), "--target", os.path.join(tmp, "y.npy"), "--dump", d)
+    return d
+for mode in ("eval", "train"):
+    dump = dump_for(mode, "x")
+    out64, loss64, g64 = reference(mode, torch.float64, x)
     e = relerr(np.load(os.path.join(dump, "output.npy")), out64)
     check(e <= 1e-3, "%s-mode batch norm: output relative error %.2e (at most 1e-3)" % (mode, e))
     e = abs(float(open(os.path.join(dump, "loss.txt")).read()) - loss64) / abs(loss64)
@@ -113,13 +118,25 @@ for mode in ("eval", "train"):
     # gradients differ from its float64 ones by ~1e-2 (median) and up to 0.19 (the ASPP
     # convolutions on a 6x9 map) here, so no float32 code can meet 1e-3.  There the median
     # of our errors must be within 1.5 x PyTorch float32's median (as exact as PyTorch); the
-    # worst tensors are printed.  Eval mode checks every kernel at 1e-3.
-    g32 = reference(mode, torch.float32)[2] if mode == "train" else None
+    # worst tensors are printed.  Eval mode checks every kernel at 1e-3 with a second input
+    # too, and each tensor must meet it with one of the two: a ReLU input within float32's
+    # rounding of zero takes either sign depending on the order of summation (with x one sits
+    # at 2.4e-8 of its tensor's largest value in the 728x6x9 middle flow: OpenBLAS's Haswell
+    # kernels flip it, its SSE3 ones do not, and the nearby weight gradients move by ~1e-2);
+    # that belongs to one input's values, while a kernel error shows with both.
+    g32 = reference(mode, torch.float32, x)[2] if mode == "train" else None
+    second = {}
+    if mode == "eval":
+        dump2, g64b = dump_for(mode, "x2"), reference(mode, torch.float64, x2)[2]
+        for k in g64b:
+            l, kd, _ = tensors[k]
+            second[k] = relerr(np.load(os.path.join(dump2, "grad", name(k, l, kd))), g64b[k])
     worst, worst32, bad, errs, errs32 = (0.0, ""), 0.0, [], [], []
     for k, ref in g64.items():
         l, kd, _ = tensors[k]
         ours = np.load(os.path.join(dump, "grad", name(k, l, kd)))
         e = relerr(ours, ref)
+        if k in second: e = min(e, second[k])
         bound = 1e-3
         errs.append(e)
         if g32 is not None: worst32 = max(worst32, relerr(g32[k], ref)); errs32.append(relerr(g32[k], ref))
@@ -127,8 +144,8 @@ for mode in ("eval", "train"):
         if e > bound: bad.append("%s %.2e > %.2e" % (name(k, l, kd), e, bound))
     if g32 is not None:
         check(np.median(errs) <= 1.5 * np.median(errs32), "train-mode batch norm: median gradient error %.2e, PyTorch float32's %.2e" % (np.median(errs), np.median(errs32)))
-    line = "%s-mode batch norm: %d gradient tensors, worst relative error %.2e (%s)%s%s" % (
-        mode, len(g64), worst[0], worst[1], "; PyTorch float32's own worst %.2e" % worst32 if g32 is not None else "",
+    line = "%s-mode batch norm: %d gradient tensors%s, worst relative error %.2e (%s)%s%s" % (
+        mode, len(g64), " (each the better of two inputs)" if second else "", worst[0], worst[1], "; PyTorch float32's own worst %.2e" % worst32 if g32 is not None else "",
         "; " + ", ".join(bad[:5]) if bad else "")
     if g32 is None: check(not bad, line)
     else: print("info " + line)
