@@ -41,8 +41,10 @@
                  with a single-threaded sgemm each), pooling, dense, activations,
                  dropout, losses; batch norm, depthwise and transposed convolution,
                  weighted softmax cross-entropy, IoU
-     4. Networks: cfg parser, layout (activation arena; gradient arena planned by liveness,
-                 conv + max-pool gradients fused in place), forward, backward, initializers
+     4. Networks: cfg parser, the memory plan (outputs and gradients in one arena planned
+                 over the step's timeline; cheap outputs recomputed in backward instead of
+                 kept; conv + max-pool gradients fused in place), forward, backward,
+                 initializers
      5. Optimizers: Keras-form momentum SGD, Adam/AdamW, LAMB, LARC; DeepCAM's schedules
      6. Files: .npy, checkpoints, weights directories, TFRecord + tf.train.Example,
                CosmoFlow and DeepCAM samples
@@ -168,7 +170,8 @@ typedef struct { void (*reduce)(double *buf, int n, void *ctx); void *ctx; doubl
 /* Batch normalization per channel over (B, P).  train = 1: normalize with the batch mean and
    the biased variance, save mean and 1/sqrt(var + eps) for backward, and move the running
    statistics: r += momentum * (batch - r), the variance unbiased (n/(n-1)), as PyTorch.
-   train = 0: normalize with the running statistics.  sync: NULL (per-rank statistics, the
+   train = 0: normalize with the running statistics (save_mean and save_invstd receive them).
+   sync: NULL (per-rank statistics, the
    DeepCAM reference's default) or a reduction over ranks.
    x, y (B, C, P)   gamma, beta, rmean, rvar, save_mean, save_invstd (C) */
 CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const float *beta,
@@ -242,9 +245,12 @@ typedef struct {
     int init, bias_init; float bias_value;
     size_t w_off, w_n, b_off, b_n;  /* into params / grads / opt (b_n = 0: no bias) */
     size_t s_off, s_n;        /* batchnorm: running mean (C) then running var (C), into stats */
-    size_t y_off;             /* output, into acts (per batch) */
-    size_t dy_off;            /* output gradient, into dacts (liveness-planned) */
+    size_t y_off;             /* output, into acts (per batch; cf__plan_memory) */
+    size_t dy_off;            /* output gradient, into dacts (the same arena) */
     int last_use;             /* largest index of a layer reading this output */
+    int recompute_at;         /* >= 0: this output is not kept after forward; it is recomputed
+                                 just before that layer's backward (cf__plan_memory); -1: kept */
+    int fwd_end;              /* the output's first life ends at this time (cf__plan_memory) */
     int pool_fused;           /* 1: read only by a max pool with disjoint windows, whose backward
                                  writes this layer's pre-activation gradient over its output
                                  (no dacts buffer; see cf__plan_fusion) */
@@ -267,10 +273,16 @@ typedef struct cf_net {
     cf_bn_sync bn_sync;              /* reduce != NULL: synchronized batch norm over ranks */
     int n_targets;                   /* per sample: n_outputs, or H*W class ids (softmax_ce) */
     float class_w[CF_MAX_CLASSES];   /* softmax_ce: per-class weights */
-    int batch;                       /* what acts/dacts are sized for */
-    size_t n_acts, n_dacts;          /* in use for this batch */
-    size_t cap_acts, cap_dacts;      /* allocated */
-    float *acts, *dacts;
+    int batch;                       /* what the arena is planned for */
+    size_t n_acts;                   /* arena floats in use for this batch: outputs and gradients */
+    size_t cap_acts;                 /* allocated */
+    float *acts, *dacts;             /* one arena: dacts == acts; y_off and dy_off index it */
+    int keep_acts;                   /* 1: every output stays valid from forward to the next
+                                        forward (cf_net_output of any layer, cf_net_forward_from,
+                                        cf_net_first_nonfinite_output); no fusion, no
+                                        recomputation: more memory.  0 (default): outputs live
+                                        only while the step needs them.  Read by forward. */
+    int plan_flags;                  /* the fusion/keep settings the current plan was made with */
     size_t ws_floats;                /* per im2col workspace */
     float *ws;                       /* 2 * ws_floats */
     const float *x;                  /* current input (B, C, D, H, W), caller's memory */
@@ -286,8 +298,8 @@ typedef struct cf_net {
     void (*layer_hook)(struct cf_net *net, int layer, int phase, void *ctx);
     void *layer_ctx;
     int no_fuse;                     /* 1: never fuse a layer's gradient into its max pool */
-    int fused_plan;                  /* the plan was made with fusion allowed */
-    int acts_clobbered;              /* backward overwrote fused layers' outputs (until forward) */
+    int acts_clobbered;              /* backward has reused the outputs' memory (until forward) */
+    int recomputing;                 /* inside a backward-time recomputation of an output */
 } cf_net;
 
 /* Parse a cfg text (name used in error messages).  shape_override may be NULL.
@@ -299,11 +311,15 @@ CFDEF int cf_parse_shape(const char *s, cf_shape *out);     /* "CxDxHxW" or "CxH
 CFDEF void cf_net_free(cf_net *net);
 CFDEF void cf_net_init(cf_net *net, uint64_t seed);
 CFDEF int cf_net_set_batch(cf_net *net, int B);             /* (re)allocates activations */
+/* Floats of the arena (outputs and output gradients) a batch of B needs, under the default
+   plan or with keep_acts = 1.  Allocates nothing; not between a forward and its backward
+   (the next forward plans again).  Returns (size_t)-1 when out of memory. */
+CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_acts);
 /* Synchronized batch norm through reduce (a sum over ranks, e.g. cf_dist_sum_reduce); NULL
    turns it off.  Allocates the reduction buffer. */
 CFDEF int cf_net_sync_bn(cf_net *net, void (*reduce)(double *buf, int n, void *ctx), void *ctx);
 CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B);  /* returns output */
-CFDEF const float *cf_net_forward_from(cf_net *net, int first);       /* after forward() */
+CFDEF const float *cf_net_forward_from(cf_net *net, int first);       /* after forward() with keep_acts */
 /* dout (B, n_outputs): dL/d(output).  Accumulates into grads. */
 CFDEF void cf_net_backward(cf_net *net, const float *dout);
 CFDEF void cf_net_zero_grad(cf_net *net);
@@ -312,7 +328,8 @@ CFDEF const char *cf_layer_type_name(int type);
 CFDEF double cf_layer_flops(const cf_layer *l);             /* forward, per sample */
 /* Numerics guard: the first layer whose output (after a forward) or whose parameters'
    gradient (after a backward; params = 1: the parameters themselves) holds a NaN or Inf,
-   or -1 when all are finite. */
+   or -1 when all are finite.  Outputs are all checked only when the forward ran with
+   keep_acts = 1; otherwise only those still in memory (cf-train re-runs a failed batch so). */
 CFDEF int cf_net_first_nonfinite_output(const cf_net *net);
 CFDEF int cf_net_first_nonfinite_param(const cf_net *net, int params);
 /* Parameter tensors in network order: index -> layer, kind ("weight"/"bias"), offset,
@@ -1245,6 +1262,24 @@ static double cf__bn_sum(const float *x, int B, int C, int c, size_t P, float ce
     return s;
 }
 
+/* y = gamma (x - mean) invstd + beta = a x + sh per channel: batch norm's normalizing pass,
+   also what rebuilds a batch norm's output in backward (the same bits) */
+static void cf__bn_apply(float *y, const float *x, const float *gamma, const float *beta,
+                         const float *mean, const float *invstd, int B, int C, size_t P) {
+    int c;
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a;
+        size_t p;
+        int b;
+        for (b = 0; b < B; b++) {
+            const float *xc = x + ((size_t)b * C + c) * P;
+            float *yc = y + ((size_t)b * C + c) * P;
+            for (p = 0; p < P; p++) yc[p] = a * xc[p] + sh;
+        }
+    }
+}
+
 CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const float *beta,
                          float *rmean, float *rvar, float *save_mean, float *save_invstd,
                          int B, int C, size_t P, int train, float momentum, float eps,
@@ -1280,21 +1315,10 @@ CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const flo
             rmean[c] = (float)((1.0 - momentum) * rmean[c] + momentum * mean);
             rvar[c] = (float)((1.0 - momentum) * rvar[c] + momentum * (n > 1 ? var * n / (n - 1) : var));  /* unbiased */
         }
+    } else {   /* the running statistics are the ones used */
+        for (c = 0; c < C; c++) { save_mean[c] = rmean[c]; save_invstd[c] = (float)(1.0 / sqrt((double)rvar[c] + eps)); }
     }
-    CF__OMP(omp parallel for schedule(static))
-    for (c = 0; c < C; c++) {
-        /* y = gamma (x - mean) invstd + beta = a x + sh */
-        float a, sh;
-        size_t p;
-        int b;
-        if (train) { a = gamma[c] * save_invstd[c]; sh = beta[c] - save_mean[c] * a; }
-        else { a = gamma[c] * (float)(1.0 / sqrt((double)rvar[c] + eps)); sh = beta[c] - rmean[c] * a; }
-        for (b = 0; b < B; b++) {
-            const float *xc = x + ((size_t)b * C + c) * P;
-            float *yc = y + ((size_t)b * C + c) * P;
-            for (p = 0; p < P; p++) yc[p] = a * xc[p] + sh;
-        }
-    }
+    cf__bn_apply(y, x, gamma, beta, save_mean, save_invstd, B, C, P);
 }
 
 /* With xhat = (x - mean) invstd and n values per channel (train mode; the mean and variance
@@ -1913,35 +1937,144 @@ static int cf__build_layer(cf_net *net, int idx, cf__section *s, const char *nam
     return CF_OK;
 }
 
-/* Backward-time liveness of output gradients: dy[i] is live from the backward step of its
-   last consumer down to step i.  Greedy placement by size puts non-overlapping lives on
-   the same memory (for CosmoFlow the 128^3 gradients need ~300 MiB instead of ~400). */
-static size_t cf__plan_dacts(cf_net *net) {
-    int n = net->n_layers, i, j, placed = 0;
-    int *order = CF__NEW(int, n), *done = CF__NEW(int, n);
+/* ---- the memory plan
+   One arena holds every layer's output and output gradient, each a block planned over one
+   training step's timeline: the forward of layer i at time i, the loss at n, the backward
+   of layer i at 2n - i.  An output lives from its forward to its last forward reader and,
+   when backward reads it, on to the last backward that does: a conv, batch norm, dense or
+   pool layer reads its input there, an activated layer its own output (the derivative is
+   taken from y), a pool-fused conv finds its gradient in it.  A gradient lives from its last
+   reader's backward (where it starts from zero) to its own layer's backward.  Blocks alive
+   at the same time never share memory; the rest is reused (first fit, largest first).
+   Cheap layers (batch norm, activation, add, route, ...) whose outputs backward reads are
+   not kept across the step: their output is dropped after its forward readers and rebuilt
+   from their inputs just before the first backward that reads it (cf_net_backward), so its
+   memory serves other tensors in between.  The price is one more elementwise pass over
+   those outputs.  keep_acts = 1 plans every output to live to the end of the step. */
+
+/* what a layer's backward reads besides gradients: its input (src[0]) and/or its output */
+static int cf__bwd_reads_input(const cf_layer *l) {
+    switch (l->type) {
+    case CF_L_CONV: case CF_L_DECONV: case CF_L_BATCHNORM: case CF_L_AFFINE: case CF_L_DENSE:
+    case CF_L_MAXPOOL: case CF_L_AVGPOOL: return 1;
+    default: return 0;
+    }
+}
+static int cf__bwd_reads_output(const cf_layer *l) {
+    switch (l->type) {
+    case CF_L_ACT: case CF_L_MAXPOOL: case CF_L_AVGPOOL: return 1;
+    case CF_L_CONV: case CF_L_DECONV: case CF_L_BATCHNORM: case CF_L_AFFINE: case CF_L_DENSE:
+        return l->act != CF_ACT_LINEAR || l->pool_fused;
+    default: return 0;
+    }
+}
+/* layers whose output costs about one pass over their inputs to rebuild, changing no state
+   (a depthwise conv is a direct loop over 9 taps: a few percent of its pointwise partner) */
+static int cf__depthwise(const cf_layer *l);
+static int cf__recomputable(const cf_layer *l) {
+    switch (l->type) {
+    case CF_L_BATCHNORM: case CF_L_ACT: case CF_L_ADD: case CF_L_ROUTE: case CF_L_SCALE:
+    case CF_L_AFFINE: case CF_L_FLATTEN: case CF_L_DROPOUT: case CF_L_BROADCAST: return 1;
+    case CF_L_CONV: return cf__depthwise(l);
+    default: return 0;
+    }
+}
+
+/* a block: its size and up to two live intervals [t[0], t[1]], [t[2], t[3]] */
+typedef struct { size_t size, off; int t[4], n; } cf__blk;
+static int cf__blk_alive(const cf__blk *b, int t) {
+    int k;
+    for (k = 0; k < b->n; k++) if (b->t[2 * k] <= t && t <= b->t[2 * k + 1]) return 1;
+    return 0;
+}
+static int cf__blk_meet(const cf__blk *a, const cf__blk *b) {
+    int i, j;
+    for (i = 0; i < a->n; i++) for (j = 0; j < b->n; j++)
+        if (a->t[2 * i] <= b->t[2 * j + 1] && b->t[2 * j] <= a->t[2 * i + 1]) return 1;
+    return 0;
+}
+
+/* Can layer s's output be read at time t?  Yes when it is alive then, or when it can be
+   rebuilt then from inputs that can (recursively): commit = 1 then moves (or adds) its
+   rebuilding to t, so that it happens, in forward order, before whatever reads it. */
+static int cf__available(cf_net *net, cf__blk *blk, int s, int t, int commit) {
+    cf_layer *l = &net->layers[s];
+    cf__blk *b = &blk[2 * s];
+    int k, n = net->n_layers;
+    if (cf__blk_alive(b, t)) return 1;
+    if (net->keep_acts || !cf__recomputable(l) || s == n - 1 || t <= n || (b->n == 2 && t > b->t[2])) return 0;
+    for (k = 0; k < l->n_src; k++) if (l->src[k] >= 0 && !cf__available(net, blk, l->src[k], t, commit)) return 0;
+    if (commit) {
+        if (b->n == 1) { b->n = 2; b->t[3] = t; }
+        b->t[2] = t;
+        l->recompute_at = 2 * n - t;
+    }
+    return 1;
+}
+
+/* Fills y_off, dy_off, recompute_at and fwd_end for net->batch; returns the arena size in
+   floats, or (size_t)-1 when out of memory. */
+static size_t cf__plan_memory(cf_net *net) {
+    int n = net->n_layers, i, j, k, T = 2 * n + 1;   /* T: after the whole step */
+    cf__blk *blk = CF__NEW(cf__blk, 2 * n);          /* 2i: output of layer i, 2i + 1: its gradient */
+    int *order = CF__NEW(int, 2 * n), *hit = CF__NEW(int, 2 * n);
     size_t total = 0;
-    if (!order || !done) { CF_FREE(order); CF_FREE(done); return (size_t)-1; }
-    for (i = 0; i < n; i++) order[i] = i;
-    for (i = 0; i < n; i++) for (j = i + 1; j < n; j++)   /* sort by size, largest first */
-        if (cf_shape_size(net->layers[order[j]].out) > cf_shape_size(net->layers[order[i]].out)) { int t = order[i]; order[i] = order[j]; order[j] = t; }
+    if (!blk || !order || !hit) { CF_FREE(blk); CF_FREE(order); CF_FREE(hit); return (size_t)-1; }
     for (i = 0; i < n; i++) {
-        cf_layer *l = &net->layers[order[i]];
-        size_t sz = cf_shape_size(l->out) * net->batch, off = 0;
-        int lo = order[i], hi = l->last_use, moved = 1;
-        if (l->pool_fused) { l->dy_off = 0; continue; }   /* its gradient lives in acts */
-        while (moved) {   /* first fit: bump past every placed, overlapping-in-time block we hit */
-            moved = 0;
-            for (j = 0; j < placed; j++) {
-                cf_layer *o = &net->layers[done[j]];
-                size_t osz = cf_shape_size(o->out) * net->batch;
-                if (done[j] <= hi && lo <= o->last_use && off < o->dy_off + osz && o->dy_off < off + sz) { off = o->dy_off + osz; moved = 1; }
+        cf_layer *l = &net->layers[i];
+        cf__blk *o = &blk[2 * i], *g = &blk[2 * i + 1];
+        int first = -1, last = -1;   /* the first and last backward times that read the output */
+        if (cf__bwd_reads_output(l)) first = last = 2 * n - i;
+        for (j = i + 1; j < n; j++) {
+            const cf_layer *c = &net->layers[j];
+            if (c->n_src && c->src[0] == i && cf__bwd_reads_input(c)) {
+                if (first < 0 || 2 * n - j < first) first = 2 * n - j;
+                if (2 * n - j > last) last = 2 * n - j;
             }
         }
-        l->dy_off = off;
-        done[placed++] = order[i];
-        if (off + sz > total) total = off + sz;
+        o->size = cf_shape_size(l->out) * net->batch;
+        o->n = 1; o->t[0] = i; o->t[1] = l->last_use;   /* last_use = n for the output layer: the loss */
+        l->recompute_at = -1;
+        if (net->keep_acts) o->t[1] = T;
+        else if (first >= 0 && cf__recomputable(l) && i < n - 1) {
+            int ok = 1;   /* rebuilt from its inputs: they must be there then */
+            for (k = 0; k < l->n_src; k++) if (l->src[k] >= 0 && !cf__available(net, blk, l->src[k], first, 0)) ok = 0;
+            for (k = 0; k < l->n_src && ok; k++) if (l->src[k] >= 0) cf__available(net, blk, l->src[k], first, 1);
+            if (ok) { o->n = 2; o->t[2] = first; o->t[3] = last; l->recompute_at = 2 * n - first; }
+            else o->t[1] = last;
+        } else if (last > o->t[1]) o->t[1] = last;
+        l->fwd_end = o->t[1];
+        g->size = l->pool_fused ? 0 : cf_shape_size(l->out) * net->batch;   /* fused: in the output */
+        g->n = 1; g->t[0] = 2 * n - (l->last_use < n - 1 ? l->last_use : n - 1); g->t[1] = 2 * n - i;
     }
-    CF_FREE(order); CF_FREE(done);
+    for (i = 0; i < 2 * n; i++) order[i] = i;
+    for (i = 1; i < 2 * n; i++) {   /* largest first (insertion sort: stable, n is small) */
+        int v = order[i];
+        for (j = i; j > 0 && blk[order[j - 1]].size < blk[v].size; j--) order[j] = order[j - 1];
+        order[j] = v;
+    }
+    for (i = 0; i < 2 * n; i++) {   /* order[0..i) are placed */
+        cf__blk *b = &blk[order[i]];
+        int nh = 0;
+        size_t off = 0;
+        if (b->size) {
+            for (j = 0; j < i; j++) if (cf__blk_meet(b, &blk[order[j]])) hit[nh++] = order[j];
+            for (j = 1; j < nh; j++) {   /* the placed blocks alive with this one, by offset */
+                int v = hit[j];
+                for (k = j; k > 0 && blk[hit[k - 1]].off > blk[v].off; k--) hit[k] = hit[k - 1];
+                hit[k] = v;
+            }
+            for (j = 0; j < nh; j++) {   /* the lowest gap that fits */
+                const cf__blk *h = &blk[hit[j]];
+                if (off + b->size <= h->off) break;
+                if (h->off + h->size > off) off = h->off + h->size;
+            }
+        }
+        b->off = off;
+        if (off + b->size > total) total = off + b->size;
+    }
+    for (i = 0; i < n; i++) { net->layers[i].y_off = blk[2 * i].off; net->layers[i].dy_off = blk[2 * i + 1].off; }
+    CF_FREE(blk); CF_FREE(order); CF_FREE(hit);
     return total;
 }
 
@@ -1952,8 +2085,8 @@ static size_t cf__plan_dacts(cf_net *net) {
    output read by one window), the pool's backward can write that product straight over the
    conv's output, which backward no longer needs: the conv's gradient buffer (for CosmoFlow's
    first layer 256 MiB per sample), its zeroing and the activation pass disappear, and the
-   gradients are bit for bit those of the separate passes.  Off when a backward_hook wants
-   every layer's output gradient, or with net->no_fuse. */
+   gradients are bit for bit those of the separate passes.  Off with net->keep_acts (which
+   keeps every output and gradient apart) or net->no_fuse. */
 static void cf__plan_fusion(cf_net *net, int allow) {
     int i, j, a;
     for (i = 0; i < net->n_layers; i++) {
@@ -1967,33 +2100,40 @@ static void cf__plan_fusion(cf_net *net, int allow) {
         for (a = 0; a < 3 && ok; a++) ok = p->g.k[a] == p->g.s[a] && p->g.dil[a] == 1 && p->g.pb[a] == 0 && p->g.pa[a] == 0;
         l->pool_fused = ok;
     }
-    net->fused_plan = allow;
 }
 
 CFDEF int cf_net_set_batch(cf_net *net, int B) {
-    int i, allow = !net->no_fuse && !net->backward_hook;
-    size_t off = 0, na;
+    int allow = !net->no_fuse && !net->keep_acts, flags = allow | net->keep_acts << 1;
+    size_t na;
     if (B < 1) return cf_fail("batch %d < 1", B);
-    if (B == net->batch && net->acts && allow == net->fused_plan) return CF_OK;
+    if (B == net->batch && net->acts && flags == net->plan_flags) return CF_OK;
     cf__plan_fusion(net, allow);
     /* offsets depend on B; memory is only reallocated when it has to grow, so a smaller
        last batch (validation) costs no allocation */
     net->batch = B;
-    for (i = 0; i < net->n_layers; i++) { net->layers[i].y_off = off; off += cf_shape_size(net->layers[i].out) * B; }
-    na = cf__plan_dacts(net);
-    if (na == (size_t)-1) return CF_ERR;
-    if (off > net->cap_acts) {
+    na = cf__plan_memory(net);
+    if (na == (size_t)-1) { net->batch = 0; return CF_ERR; }
+    if (na > net->cap_acts) {
         CF_FREE(net->acts);
-        if (!(net->acts = CF__NEW(float, off))) { net->batch = 0; net->cap_acts = 0; return CF_ERR; }
-        net->cap_acts = off;
+        net->dacts = NULL;
+        if (!(net->acts = CF__NEW(float, na))) { net->batch = 0; net->cap_acts = 0; return CF_ERR; }
+        net->cap_acts = na;
     }
-    if (na > net->cap_dacts) {
-        CF_FREE(net->dacts);
-        if (!(net->dacts = CF__NEW(float, na))) { net->batch = 0; net->cap_dacts = 0; return CF_ERR; }
-        net->cap_dacts = na;
-    }
-    net->n_acts = off; net->n_dacts = na;
+    net->dacts = net->acts;
+    net->n_acts = na;
+    net->plan_flags = flags;
     return CF_OK;
+}
+
+CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_acts) {
+    int keep = net->keep_acts, batch = net->batch;
+    size_t na;
+    net->keep_acts = keep_acts; net->batch = B < 1 ? 1 : B;
+    cf__plan_fusion(net, !net->no_fuse && !keep_acts);
+    na = cf__plan_memory(net);
+    net->keep_acts = keep; net->batch = batch;
+    net->plan_flags = -1;   /* the layers now hold this plan: the next forward plans anew */
+    return na;
 }
 
 CFDEF int cf_net_sync_bn(cf_net *net, void (*reduce)(double *buf, int n, void *ctx), void *ctx) {
@@ -2012,7 +2152,7 @@ CFDEF void cf_net_free(cf_net *net) {
     CF_FREE(net->cfg_text); CF_FREE(net->cfg_name); CF_FREE(net->layers);
     CF_FREE(net->params); CF_FREE(net->grads); CF_FREE(net->opt);
     CF_FREE(net->stats); CF_FREE(net->bn_save);
-    CF_FREE(net->acts); CF_FREE(net->dacts); CF_FREE(net->ws);
+    CF_FREE(net->acts); CF_FREE(net->ws);   /* dacts is the same arena */
     memset(net, 0, sizeof *net);
 }
 
@@ -2221,8 +2361,10 @@ static void cf__forward_layer(cf_net *net, int i) {
     case CF_L_BATCHNORM: {
         float *st = net->stats + l->s_off, *sv = net->bn_save + l->s_off;
         int C = l->in.c;
-        cf_bn_forward(y, x, W, bias, st, st + C, sv, sv + C, B, C, cf_shape_size(l->in) / C, net->bn_train, l->momentum, l->eps,
-                      net->bn_sync.reduce ? &net->bn_sync : NULL);
+        if (net->recomputing)   /* the statistics of this step's forward; no running-stat move */
+            cf__bn_apply(y, x, W, bias, sv, sv + C, B, C, cf_shape_size(l->in) / C);
+        else cf_bn_forward(y, x, W, bias, st, st + C, sv, sv + C, B, C, cf_shape_size(l->in) / C, net->bn_train, l->momentum,
+                           l->eps, net->bn_sync.reduce ? &net->bn_sync : NULL);
         cf_act_forward(y, n_out, l->act, l->slope);
         break;
     }
@@ -2318,13 +2460,9 @@ static void cf__backward_layer(cf_net *net, int i) {
         cf_deconv_backward(dx, dW, db, dy, x, W, B, l->in, l->out, &l->g, net->ws, net->ws_floats);
         break;
     case CF_L_BATCHNORM: {
-        int C = l->in.c, c;
+        int C = l->in.c;
         float *mean = net->bn_save + l->s_off, *inv = mean + C;
-        cf_act_backward(dy, y, n_out, l->act, l->slope);
-        if (!net->bn_train) {   /* eval mode: the running statistics are the constants */
-            const float *st = net->stats + l->s_off;
-            for (c = 0; c < C; c++) { mean[c] = st[c]; inv[c] = (float)(1.0 / sqrt((double)st[C + c] + l->eps)); }
-        }
+        cf_act_backward(dy, y, n_out, l->act, l->slope);   /* mean, inv: what forward used */
         cf_bn_backward(dx, dW, db, dy, x, W, mean, inv, B, C, cf_shape_size(l->in) / C, net->bn_train,
                        net->bn_sync.reduce ? &net->bn_sync : NULL);
         break;
@@ -2401,10 +2539,8 @@ static void cf__backward_layer(cf_net *net, int i) {
 
 CFDEF void cf_net_backward(cf_net *net, const float *dout) {
     int i, j, n = net->n_layers;
-    /* a backward_hook set after forward wants every output gradient: plan without fusion
-       (only the gradient buffers change; on allocation failure cf_failure_reason says so and
-       the gradients are left untouched) */
-    if (cf_net_set_batch(net, net->batch)) return;
+    /* the plan is the one the forward used (a flag changed since takes effect at the next
+       forward): the outputs backward reads are where that forward put them */
     for (i = n - 1; i >= 0; i--) {
         /* a gradient's life begins at its last consumer's step (the output's at the first
            step); it is accumulated, so it starts from zero */
@@ -2417,6 +2553,10 @@ CFDEF void cf_net_backward(cf_net *net, const float *dout) {
         if (i == n - 1) memcpy(net->dacts + net->layers[i].dy_off, dout, (size_t)net->n_outputs * net->batch * sizeof(float));
         if (net->backward_hook) net->backward_hook(net, i, net->hook_ctx);
         if (net->layer_hook) net->layer_hook(net, i, 2, net->layer_ctx);
+        /* outputs dropped after forward that this layer's backward is the first to read are
+           rebuilt from their inputs, in forward order (cf__plan_memory) */
+        for (j = 0; j <= i; j++)
+            if (net->layers[j].recompute_at == i) { net->recomputing = 1; cf__forward_layer(net, j); net->recomputing = 0; }
         cf__backward_layer(net, i);
         if (net->layer_hook) net->layer_hook(net, i, 3, net->layer_ctx);
     }
@@ -2452,10 +2592,14 @@ static int cf__all_finite(const float *p, size_t n) {
     return acc == 0.0f;
 }
 CFDEF int cf_net_first_nonfinite_output(const cf_net *net) {
-    int i;
-    for (i = 0; i < net->n_layers; i++)
-        if (!(net->acts_clobbered && net->layers[i].pool_fused) &&   /* after backward these hold gradients */
-            !cf__all_finite(net->acts + net->layers[i].y_off, cf_shape_size(net->layers[i].out) * net->batch)) return i;
+    int i, keep = net->plan_flags & 2;   /* the plan the last forward used */
+    for (i = 0; i < net->n_layers; i++) {
+        const cf_layer *l = &net->layers[i];
+        /* only outputs that are still there: all of them with keep_acts, otherwise those
+           alive at the end of the forward, and none after a backward */
+        if (!keep && (net->acts_clobbered || l->fwd_end < net->n_layers - 1)) continue;
+        if (!cf__all_finite(net->acts + l->y_off, cf_shape_size(l->out) * net->batch)) return i;
+    }
     return -1;
 }
 CFDEF int cf_net_first_nonfinite_param(const cf_net *net, int params) {

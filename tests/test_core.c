@@ -373,7 +373,7 @@ static void test_gradcheck_net(void) {
                 if (i != j && i <= b->last_use && j <= a->last_use && a->dy_off < b->dy_off + nb && b->dy_off < a->dy_off + na) ok = 0;
             }
         }
-        CHECK(ok && net.n_dacts < sum, "gradient buffers: live ones disjoint, %zu floats planned for %zu", net.n_dacts, sum);
+        CHECK(ok && net.n_acts < 2 * sum, "gradient buffers: live ones disjoint; %zu arena floats for %zu outputs + gradients", net.n_acts, 2 * sum);
     }
     free(x); free(t); free(dout);
     cf_net_free(&net);
@@ -412,11 +412,65 @@ static void test_pool_fusion(void) {
               a.layers[0].pool_fused, a.layers[2].pool_fused, a.layers[4].pool_fused, a.layers[7].pool_fused);
         ok = !memcmp(a.grads, b.grads, a.n_params * sizeof(float));
         CHECK(ok, "fused conv+pool backward gives the separate passes' gradients bit for bit");
-        CHECK(a.n_dacts < b.n_dacts, "fusion needs fewer gradient floats: %zu vs %zu", a.n_dacts, b.n_dacts);
+        CHECK(a.n_acts < b.n_acts, "fusion needs fewer arena floats: %zu vs %zu", a.n_acts, b.n_acts);
         CHECK(cf_net_first_nonfinite_output(&a) < 0, "after backward, fused outputs (now gradients) are not reported as outputs");
         free(x); free(t); free(da); free(db);
     }
     cf_net_free(&a); cf_net_free(&b);
+}
+
+/* The memory plan (cf__plan_memory): outputs whose life is over are overwritten and cheap
+   ones recomputed in backward, so one training step under the default plan must give the
+   bits of the same step with keep_acts = 1, where no output's memory is ever reused: the
+   output, every gradient and the batch-norm running statistics (a recomputation must not
+   move them), with batch statistics and with running ones, at two batch sizes, for the
+   layer zoo, a DeepCAM-shaped net (batch norm, depthwise, add, route, image pool,
+   deconv) and CosmoFlow's conv + pool stack.  The default plan must need less memory. */
+static void test_memory_plan(void) {
+    static const struct { const char *path, *text, *shape; } nets[] = {
+        {"every-layer", NULL, NULL},
+        {"models/deepcam-small.cfg", NULL, "16x32x48"},
+        {"models/cosmoflow-small.cfg", NULL, "4x16x16x16"},
+        {"tests/ref/seg-layers.cfg", NULL, NULL},
+    };
+    int m;
+    for (m = 0; m < (int)(sizeof nets / sizeof nets[0]); m++) {
+        cf_net a, b;
+        cf_shape shp;
+        int rc, B, mode, recomputed = 0, i;
+        cf_rng r = cf_rng_seed(21 + m);
+        if (nets[m].shape) cf_parse_shape(nets[m].shape, &shp);
+        if (m == 0) rc = cf_net_parse(&a, every_layer_cfg, "every-layer", NULL) || cf_net_parse(&b, every_layer_cfg, "every-layer", NULL);
+        else rc = cf_net_load_cfg(&a, nets[m].path, nets[m].shape ? &shp : NULL) || cf_net_load_cfg(&b, nets[m].path, nets[m].shape ? &shp : NULL);
+        CHECK(rc == CF_OK, "memory plan: %s loads: %s", nets[m].path, cf_failure_reason());
+        if (rc) continue;
+        cf_net_init(&a, 5); cf_net_init(&b, 5);
+        b.keep_acts = 1;
+        for (B = 2; B <= 3; B++) for (mode = 1; mode >= 0; mode--) {
+            size_t nx = (size_t)B * cf_shape_size(a.input), no = (size_t)B * a.n_outputs, nt = (size_t)B * a.n_targets, k;
+            float *x = rnd(nx, &r), *t = rnd(nt, &r), *da = rnd(no, &r), *db = rnd(no, &r);
+            const float *ya, *yb;
+            int same_y, same_g, same_s;
+            if (a.loss == CF_LOSS_SOFTMAX_CE) for (k = 0; k < nt; k++) t[k] = (float)(cf_rng_u64(&r) % (uint64_t)a.layers[a.n_layers - 1].out.c);
+            a.training = b.training = 1; a.step = b.step = (uint64_t)(B * 2 + mode);   /* dropout on */
+            a.bn_train = b.bn_train = mode;
+            ya = cf_net_forward(&a, x, B); yb = cf_net_forward(&b, x, B);
+            same_y = ya && yb && !memcmp(ya, yb, no * sizeof(float));
+            cf_net_zero_grad(&a); cf_net_zero_grad(&b);
+            cf_net_loss(&a, t, da); cf_net_loss(&b, t, db);
+            cf_net_backward(&a, da); cf_net_backward(&b, db);
+            same_g = !memcmp(a.grads, b.grads, a.n_params * sizeof(float));
+            same_s = !a.n_stats || !memcmp(a.stats, b.stats, a.n_stats * sizeof(float));
+            CHECK(same_y && same_g && same_s, "memory plan, %s batch %d %s: output %s, gradients %s, running statistics %s to keep_acts",
+                  nets[m].path, B, mode ? "batch statistics" : "running statistics", same_y ? "equal" : "DIFFER",
+                  same_g ? "equal" : "DIFFER", same_s ? "equal" : "DIFFER");
+            free(x); free(t); free(da); free(db);
+        }
+        for (i = 0; i < a.n_layers; i++) recomputed += a.layers[i].recompute_at >= 0;
+        CHECK(a.n_acts < b.n_acts, "memory plan, %s: arena %zu floats, %zu with keep_acts (%d outputs recomputed in backward)",
+              nets[m].path, a.n_acts, b.n_acts, recomputed);
+        cf_net_free(&a); cf_net_free(&b);
+    }
 }
 
 /* ------------------------------------------------------------ the PyTorch reference */
@@ -896,6 +950,7 @@ int main(void) {
     test_gradcheck_layers();
     test_gradcheck_net();
     test_pool_fusion();
+    test_memory_plan();
     test_models();
     test_cfg_errors();
     test_pytorch_reference();

@@ -37,6 +37,8 @@ static void summary(cf_net *net) {
     }
     printf("forward GFLOP per sample %.3f (training step about 3x: %.3f)\n", flops / 1e9, 3 * flops / 1e9);
     if (net->n_stats) printf("batchnorm running statistics %zu (not trained, not counted)\n", net->n_stats);
+    printf("training memory per sample: outputs and gradients %.1f MB (%.1f MB if every output were kept), "
+           "parameters %.1f MB per copy\n", cf_net_arena_floats(net, 1, 0) * 4e-6, cf_net_arena_floats(net, 1, 1) * 4e-6, net->n_params * 4e-6);
     printf("params %zu\n", net->n_params);
 }
 
@@ -85,6 +87,7 @@ static int gradcheck(cf_net *net, int B, double tol, uint64_t seed) {
         t[k] = net->loss == CF_LOSS_SOFTMAX_CE ? (float)(cf_rng_u64(&r) % (uint64_t)net->layers[net->n_layers - 1].out.c)
                                                : cf_rng_uniform(&r) * 2 - 1;
     h.saved = (float **)calloc(net->n_layers, sizeof *h.saved);
+    net->keep_acts = 1;   /* forward_from re-runs the network from any layer: every output kept */
     cf_net_set_batch(net, B);
     for (i = 0; i < net->n_layers; i++) h.saved[i] = (float *)malloc(cf_shape_size(net->layers[i].out) * B * 4);
     net->training = 1; net->step = 1;   /* dropout on with one fixed mask */

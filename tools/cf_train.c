@@ -229,8 +229,11 @@ static void learning_curve(const char *dir, int epoch, double loss, double metri
 /* A NaN or Inf: stop before it reaches a checkpoint, saying where it appeared first */
 static void nonfinite_die(cf_net *net, const loader *L, int epoch, int step, double loss, int seg, const char *ckpt) {
     char files[2048];
-    int lo = cf_net_first_nonfinite_output(net), lg = cf_net_first_nonfinite_param(net, 0), lp = cf_net_first_nonfinite_param(net, 1);
+    int lg = cf_net_first_nonfinite_param(net, 0), lp = cf_net_first_nonfinite_param(net, 1), lo;
     char where[256];
+    /* the same batch again with every output kept, to find the first layer that is not finite */
+    net->keep_acts = 1;
+    lo = cf_net_forward(net, net->x, net->batch) ? cf_net_first_nonfinite_output(net) : -1;
     if (lp >= 0) snprintf(where, sizeof where, "layer %d (%s, line %d)'s parameters are already not finite", lp, cf_layer_type_name(net->layers[lp].type), net->layers[lp].line);
     else if (lo >= 0) snprintf(where, sizeof where, "first non-finite output at layer %d (%s, cfg line %d)", lo, cf_layer_type_name(net->layers[lo].type), net->layers[lo].line);
     else if (!isfinite(loss)) snprintf(where, sizeof where, "every layer's output is finite: the loss itself%s", seg ? " (a label outside the classes?)" : "");
