@@ -158,6 +158,7 @@ static void test_conv_oracle(void) {
 static void test_conv_tiles(void) {
     cf_rng r = cf_rng_seed(11);
     int ci;
+    cf_conv_set_direct(0);   /* these are the GEMM paths' tests; test_conv_direct has the direct kernels' */
     for (ci = 0; ci < 3; ci++) {
         int C = ci == 1 ? 3 : 2, OC = ci == 1 ? 5 : 4, B = 2;
         cf_shape in = {C, 44, 44, 44}, out;
@@ -184,6 +185,55 @@ static void test_conv_tiles(void) {
             CHECK(check_relerr(dw1, dw2, nw) < 1e-5 && check_relerr(db1, db2, OC) < 1e-6,
                   "tiled conv backward-weights (added to dw) vs one-big-sgemm path, case %d (err %g)", ci, check_relerr(dw1, dw2, nw));
             CHECK(check_relerr(dx1, dx2, nx) < 1e-5, "tiled conv backward-data (added to dx) vs col2im path, case %d (err %g)", ci, check_relerr(dx1, dx2, nx));
+            free(x); free(w); free(b); free(dy); free(col); free(dcol); free(y1); free(y2); free(dw1); free(dw2); free(dx1); free(dx2); free(db1); free(db2);
+        }
+    }
+    cf_conv_set_direct(1);
+}
+
+/* The direct kernels (stride 1 along the width; built with AVX2 + FMA): forward + bias +
+   activation against the direct loop, and forward and backward-data against the im2col +
+   GEMM paths (direct switched off; backward-weights is GEMM in both, and must agree too), on
+   geometries that reach every branch: width tails (not a multiple of 16), an output-channel
+   tail, stride and dilation on depth and height, dilation along the width, uneven padding, a
+   2-D case, CosmoFlow's first layer shape (4 channels), many channels, a 2-wide kernel. */
+static void test_conv_direct(void) {
+    static const struct { int B, C, D, H, W, OC, k[3], s[3], dil[3], pb[3], pa[3]; const char *what; } cases[] = {
+        {2, 4, 9, 10, 37, 8, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, "4 channels, 'same', width 37"},
+        {1, 3, 7, 8, 40, 5, {3, 3, 3}, {2, 1, 1}, {1, 2, 2}, {0, 2, 2}, {2, 2, 2}, "5 filters, stride 2 on depth, dilation 2 on height and width"},
+        {2, 6, 1, 12, 50, 12, {1, 3, 3}, {1, 2, 1}, {1, 1, 1}, {0, 1, 0}, {0, 1, 2}, "2-D, stride 2 on height, padding 0 before 2 after"},
+        {1, 32, 6, 6, 33, 8, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, "32 channels, width 33"},
+        {1, 80, 4, 4, 36, 12, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, "80 channels"},
+        {1, 2, 5, 5, 30, 4, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, "2-wide kernel"},
+    };
+    cf_rng r = cf_rng_seed(12);
+    int ci, a;
+    for (ci = 0; ci < (int)(sizeof cases / sizeof cases[0]); ci++) {
+        int B = cases[ci].B, C = cases[ci].C, OC = cases[ci].OC, K;
+        cf_shape in = {C, cases[ci].D, cases[ci].H, cases[ci].W}, out;
+        cf_geom g;
+        for (a = 0; a < 3; a++) { g.k[a] = cases[ci].k[a]; g.s[a] = cases[ci].s[a]; g.dil[a] = cases[ci].dil[a]; g.pb[a] = cases[ci].pb[a]; g.pa[a] = cases[ci].pa[a]; }
+        out.c = OC; out.d = cf_geom_out(&g, 0, in.d); out.h = cf_geom_out(&g, 1, in.h); out.w = cf_geom_out(&g, 2, in.w);
+        K = C * g.k[0] * g.k[1] * g.k[2];
+        {
+            size_t nx = B * cf_shape_size(in), ny = B * cf_shape_size(out), nw = (size_t)OC * K, big = (size_t)8 << 20, i;
+            float *x = rnd(nx, &r), *w = rnd(nw, &r), *b = rnd(OC, &r), *dy = rnd(ny, &r), *col = rnd(big, &r), *dcol = rnd(big, &r);
+            float *y1 = rnd(ny, &r), *y2 = rnd(ny, &r), *dw1 = rnd(nw, &r), *dw2 = (float *)malloc(nw * sizeof(float));
+            float *dx1 = rnd(nx, &r), *dx2 = (float *)malloc(nx * sizeof(float)), *db1 = rnd(OC, &r), *db2 = (float *)malloc(OC * sizeof(float));
+            memcpy(dw2, dw1, nw * sizeof(float)); memcpy(dx2, dx1, nx * sizeof(float)); memcpy(db2, db1, OC * sizeof(float));
+            cf_conv_forward_act(y1, x, w, b, B, in, out, &g, 1, col, big, CF_ACT_LEAKY, 0.3f);
+            conv_direct(y2, x, w, b, B, in, out, &g, 1);
+            for (i = 0; i < ny; i++) if (y2[i] < 0) y2[i] *= 0.3f;
+            CHECK(check_relerr(y1, y2, ny) < 1e-5, "direct conv forward + leaky vs direct loop: %s (err %g)", cases[ci].what, check_relerr(y1, y2, ny));
+            cf_conv_backward(dx1, dw1, db1, dy, x, w, B, in, out, &g, 1, col, dcol, big);
+            cf_conv_set_direct(0);
+            cf_conv_forward_act(y2, x, w, b, B, in, out, &g, 1, col, big, CF_ACT_LEAKY, 0.3f);
+            cf_conv_backward(dx2, dw2, db2, dy, x, w, B, in, out, &g, 1, col, dcol, big);
+            cf_conv_set_direct(1);
+            CHECK(check_relerr(y1, y2, ny) < 1e-5, "direct conv forward vs im2col + GEMM: %s", cases[ci].what);
+            CHECK(check_relerr(dw1, dw2, nw) < 1e-5 && check_relerr(db1, db2, OC) < 1e-6,
+                  "direct conv backward-weights (added to dw) vs im2col + GEMM: %s (err %g)", cases[ci].what, check_relerr(dw1, dw2, nw));
+            CHECK(check_relerr(dx1, dx2, nx) < 1e-5, "direct conv backward-data (added to dx) vs GEMM: %s (err %g)", cases[ci].what, check_relerr(dx1, dx2, nx));
             free(x); free(w); free(b); free(dy); free(col); free(dcol); free(y1); free(y2); free(dw1); free(dw2); free(dx1); free(dx2); free(db1); free(db2);
         }
     }
@@ -946,6 +996,7 @@ int main(void) {
     test_sgemm();
     test_conv_oracle();
     test_conv_tiles();
+    test_conv_direct();
     test_gradcheck_conv();
     test_gradcheck_layers();
     test_gradcheck_net();

@@ -6,7 +6,26 @@
 #endif
 #ifdef CF_USE_CBLAS
 extern void openblas_set_num_threads(int);
+extern char *openblas_get_corename(void);
 #endif
+
+/* Which kernels the BLAS runs.  An OpenBLAS older than the CPU does not recognise it and
+   falls back to its SSE3 'Prescott' kernels: correct, but about 4x slower (seen here: Debian
+   12's OpenBLAS on a Xeon with AVX-512 measured 50 GFLOP/s against 225 with
+   OPENBLAS_CORETYPE=Haswell).  Say so, since nothing else would. */
+static void report_blas(void) {
+#ifdef CF_USE_CBLAS
+    const char *core = openblas_get_corename();
+    printf("blas: OpenBLAS, %s kernels\n", core ? core : "unknown");
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    if (core && (!strcmp(core, "Prescott") || !strcmp(core, "Core2") || !strcmp(core, "Katmai")) && __builtin_cpu_supports("avx2"))
+        fprintf(stderr, "cf-bench: OpenBLAS runs its %s (SSE) kernels on a CPU with AVX2: it does not know this CPU; "
+                "set OPENBLAS_CORETYPE=Haswell (or SkylakeX) for several times the speed\n", core);
+#endif
+#else
+    printf("blas: the naive sgemm (built without CF_USE_CBLAS)\n");
+#endif
+}
 
 static void usage(void) {
     printf("usage: cf-bench [--model M.cfg] [--input-shape S] [--batch B] [--steps N] [--threads T]\n"
@@ -16,6 +35,7 @@ static void usage(void) {
            "  --steps N         timed steps after one warm-up step (default 3)\n"
            "  --threads T       OpenMP and OpenBLAS threads (default: as the environment sets)\n"
            "  --no-sgemm        skip the sgemm peak measurement (reports 0)\n"
+           "  --no-direct       every convolution through im2col + GEMM (no direct kernels), to compare\n"
            "  --allreduce       also time the gradient averaging (run under mpirun: one MPI_Allreduce of\n"
            "                    the whole gradient buffer, median of 7) and print 'allreduce_ms A grad_mb G ranks P'\n"
            "  --layers          a table of forward, backward-weights and backward-data milliseconds and GFLOP/s per\n"
@@ -103,6 +123,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--steps")) steps = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1000000);
         else if (!strcmp(a, "--threads")) threads = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1024);
         else if (!strcmp(a, "--no-sgemm")) do_sgemm = 0;
+        else if (!strcmp(a, "--no-direct")) cf_conv_set_direct(0);
         else if (!strcmp(a, "--allreduce")) do_ar = 1;
         else if (!strcmp(a, "--layers")) do_layers = 1;
         else die("%s: unknown flag (see --help)", a);
@@ -116,6 +137,7 @@ int main(int argc, char **argv) {
 #endif
     }
     if (cf_dist_init(&argc, &argv)) die("%s", cf_failure_reason());
+    if (cf_dist_rank() == 0) report_blas();
     TRY(cf_net_load_cfg(&net, model, has_shape ? &shape : NULL));
     cf_net_init(&net, 1);
     if (do_ar) {   /* the communication of one data-parallel step, alone */
