@@ -9,6 +9,7 @@ $PY -c 'import torch' 2>/dev/null || { echo "bench: python3-torch is absent: PyT
 median() { sort -n | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 field() { tail -1 | awk -v k="$1" '{for (i = 1; i < NF; i++) if ($i == k) print $(i+1)}'; }
 echo "machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); $(date -u +%Y-%m-%d)"
+bin/cf-bench --model models/cosmoflow-small.cfg --steps 1 --no-sgemm 2>&1 | grep -E '^blas:|OpenBLAS runs'   # which kernels the BLAS runs
 printf '%-42s %10s %10s %7s %10s %10s %7s\n' workload "ours s/s" "torch s/s" ratio "ours MB" "torch MB" ratio
 for w in "models/cosmoflow.cfg|4x128x128x128|1|2" "models/cosmoflow.cfg|4x128x128x128|4|1" "models/cosmoflow-small.cfg|4x32x32x32|8|4" "models/deepcam.cfg|16x768x1152|1|1"; do
     IFS='|' read -r model shape batch steps <<EOW

@@ -34,7 +34,8 @@ static void usage(void) {
            "  --batch B         samples per step (default 1)\n"
            "  --steps N         timed steps after one warm-up step (default 3)\n"
            "  --threads T       OpenMP and OpenBLAS threads (default: as the environment sets)\n"
-           "  --no-sgemm        skip the sgemm peak measurement (reports 0)\n"
+           "  --no-sgemm        skip the sgemm rate measurement (reports 0; otherwise one 2048^3 product after\n"
+           "                    each timed step, the median of those)\n"
            "  --no-direct       every convolution through im2col + GEMM (no direct kernels), to compare\n"
            "  --allreduce       also time the gradient averaging (run under mpirun: one MPI_Allreduce of\n"
            "                    the whole gradient buffer, median of 7) and print 'allreduce_ms A grad_mb G ranks P'\n"
@@ -45,19 +46,28 @@ static void usage(void) {
     exit(0);
 }
 
-/* best of 3 square 2048^3 products: the machine's practical sgemm peak, GFLOP/s */
-static double sgemm_peak(void) {
-    int n = 2048, r;
-    float *a = (float *)calloc((size_t)n * n, 4), *b = (float *)calloc((size_t)n * n, 4), *c = (float *)calloc((size_t)n * n, 4);
-    double best = 0;
-    for (r = 0; r < 4; r++) {
-        double t = now_s();
-        cf_sgemm(0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        t = now_s() - t;
-        if (r && 2.0 * n * n * n / t / 1e9 > best) best = 2.0 * n * n * n / t / 1e9;
+/* The machine's practical sgemm rate, GFLOP/s: one square 2048^3 product.  cf-bench takes the
+   median of one such product after each timed step (outside the step's time), so the rate and
+   the steps see the machine alike: on a shared virtual machine its speed drifts by 30 % within
+   minutes, and a single reading before the steps made the same binary's conv share of it swing
+   from 56 % to 71 %. */
+typedef struct { float *a, *b, *c; int n; } sgemm_bufs;
+static double sgemm_rate(sgemm_bufs *s) {
+    double t;
+    if (!s->a) {
+        s->n = 2048;
+        s->a = (float *)calloc((size_t)s->n * s->n, 4); s->b = (float *)calloc((size_t)s->n * s->n, 4); s->c = (float *)calloc((size_t)s->n * s->n, 4);
+        if (!s->a || !s->b || !s->c) die("out of memory for the sgemm measurement");
+        cf_sgemm(0, 0, s->n, s->n, s->n, 1.0f, s->a, s->n, s->b, s->n, 0.0f, s->c, s->n);   /* warm-up: BLAS buffers, threads */
     }
-    free(a); free(b); free(c);
-    return best;
+    t = now_s();
+    cf_sgemm(0, 0, s->n, s->n, s->n, 1.0f, s->a, s->n, s->b, s->n, 0.0f, s->c, s->n);
+    return 2.0 * s->n * s->n * s->n / (now_s() - t) / 1e9;
+}
+static double median(double *v, int n) {
+    int i, j;
+    for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { double t = v[i]; v[i] = v[j]; v[j] = t; }
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* per-layer timing through the network's layer hook: t[3i] forward, t[3i+1] backward (for a
@@ -158,19 +168,21 @@ int main(int argc, char **argv) {
         size_t nx = (size_t)B * cf_shape_size(net.input), ny = (size_t)B * net.n_outputs, nt = (size_t)B * net.n_targets, k;
         int seg = net.loss == CF_LOSS_SOFTMAX_CE, K = net.layers[net.n_layers - 1].out.c;
         float *x = (float *)malloc(nx * 4), *t = (float *)malloc(nt * 4), *dout = (float *)malloc(ny * 4);
-        double flops = 0, t0 = 0, peak = do_sgemm ? sgemm_peak() : 0, dt;
+        double flops = 0, peak = 0, dt = 0, *rates = (double *)calloc((size_t)steps, sizeof(double));
+        sgemm_bufs sb = {NULL, NULL, NULL, 0};
         cf_rng r = cf_rng_seed(3);
         layer_clock lc = {NULL, 0, 0};
-        if (!x || !t || !dout) die("out of memory for the batch");
+        if (!x || !t || !dout || !rates) die("out of memory for the batch");
         for (k = 0; k < nx; k++) x[k] = cf_rng_uniform(&r);
         for (k = 0; k < nt; k++) t[k] = seg ? (float)(cf_rng_u64(&r) % (uint64_t)K) : cf_rng_uniform(&r) * 2 - 1;
         for (i = 0; i < net.n_layers; i++) flops += step_flops(&net.layers[i], B);
         net.training = 1; net.bn_train = 1;
         for (i = 0; i <= steps; i++) {
-            if (i == 1) {   /* step 0 warms up caches and allocates */
-                t0 = now_s();
-                if (do_layers) { lc.t = (double *)calloc(3 * net.n_layers, sizeof(double)); net.layer_hook = time_layer; net.layer_ctx = &lc; }
+            double t0;
+            if (i == 1 && do_layers) {   /* step 0 warms up caches and allocates */
+                lc.t = (double *)calloc(3 * net.n_layers, sizeof(double)); net.layer_hook = time_layer; net.layer_ctx = &lc;
             }
+            t0 = now_s();
             if (!cf_net_forward(&net, x, B)) die("%s", cf_failure_reason());
             cf_net_loss(&net, t, dout);
             cf_net_zero_grad(&net);
@@ -178,8 +190,12 @@ int main(int argc, char **argv) {
             if (seg) cf_lamb_step(&net, 1e-6f, 0.9f, 0.999f, 1e-6f, 0.01f, 1.0f, net.step + 1);   /* DeepCAM's optimizer */
             else cf_sgd_step(&net, 1e-6f, 0.9f, 0.0f);                                           /* CosmoFlow's */
             net.step++;
+            if (i == 0) continue;
+            dt += (now_s() - t0) / steps;
+            if (do_sgemm) rates[i - 1] = sgemm_rate(&sb);
         }
-        dt = (now_s() - t0) / steps;
+        if (do_sgemm) peak = median(rates, steps);
+        free(rates); free(sb.a); free(sb.b); free(sb.c);
         if (do_layers && cf_dist_rank() == 0) layer_table(&net, lc.t, steps, B, dt, peak);
         free(lc.t);
         if (cf_dist_rank() == 0) printf("model %s input %dx%dx%dx%d batch %d: %.3f s/step, %.1f GFLOP/step, sgemm peak %.1f GFLOP/s\n",
