@@ -989,6 +989,17 @@ static size_t cf__direct_rsz(cf_shape in, cf_shape out, const cf_geom *g) {   /*
 static int cf__direct_fwd_ok(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats) {
     return cf__direct_on && g->s[2] == 1 && out.w >= 16 && (size_t)cf__nthreads() * cf__direct_rsz(in, out, g) <= ws_floats;
 }
+/* For the forward pass, the direct kernel only where its R is at most 64 Ki floats (256 KiB):
+   with many input channels im2col + GEMM has a long K and the BLAS its best shape, while the
+   direct kernel's R outgrows the L2 cache.  DeepCAM (cf-bench --layers, direct / GEMM forward
+   ms): 32 -> 64 channels at 384 x 576 (R 55 Ki floats) 66 / 75, but 64 -> 128 (111 Ki) 79 / 70,
+   the dilated 2048 -> 256 ASPP convolutions (R 504-648 Ki) 460-577 / 289-305, 304 -> 256 at
+   192 x 288 554-691 / 521-554; CosmoFlow's layers have R of 19-21 Ki floats.  The stride-1
+   backward-data keeps the direct kernel at any R: its alternative, GEMM + col2im, is slower
+   (the same DeepCAM layers' backward-data: 346-447 / 467-573 ms). */
+static int cf__direct_fwd_wins(cf_shape in, cf_shape out, const cf_geom *g) {
+    return cf__direct_rsz(in, out, g) <= 65536;
+}
 static int cf__direct_fwd(float *y, const float *x, const float *w, const float *b, int accumulate, int B, cf_shape in,
                           cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int act, float slope) {
     int T = in.c * g->k[0] * g->k[1], KW = g->k[2];
@@ -1017,6 +1028,7 @@ static int cf__direct_fwd(float *y, const float *x, const float *w, const float 
 
 #else
 static int cf__direct_fwd_ok(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats) { (void)in; (void)out; (void)g; (void)ws_floats; return 0; }
+static int cf__direct_fwd_wins(cf_shape in, cf_shape out, const cf_geom *g) { (void)in; (void)out; (void)g; return 0; }
 static int cf__direct_fwd(float *y, const float *x, const float *w, const float *b, int accumulate, int B, cf_shape in,
                           cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int act, float slope) {
     (void)y; (void)x; (void)w; (void)b; (void)accumulate; (void)B; (void)in; (void)out; (void)g; (void)ws; (void)ws_floats; (void)act; (void)slope;
@@ -1060,7 +1072,8 @@ CFDEF void cf_conv_forward_act(float *y, const float *x, const float *w, const f
     int K = Cg * g->k[0] * g->k[1] * g->k[2];
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats);
     int bi, gi;
-    if (groups == 1 && !cf__pointwise(g) && cf__direct_fwd(y, x, w, b, 0, B, in, out, g, col, ws_floats, act, slope)) return;
+    if (groups == 1 && !cf__pointwise(g) && cf__direct_fwd_wins(in, out, g) &&
+        cf__direct_fwd(y, x, w, b, 0, B, in, out, g, col, ws_floats, act, slope)) return;
     for (bi = 0; bi < B; bi++) {
         float *yb = y + (size_t)bi * out.c * P;
         size_t p0;
