@@ -876,13 +876,13 @@ static int cf__conv_bww_tiles(float *dw, const float *dy, const float *x, cf_sha
    a 900 MB im2col matrix per sample that the BLAS then packs again, for a GEMM of only 32
    rows (measured 45-76 GFLOP/s against 110 for this kernel on the same 2 cores).  Here each
    output row (od, oh) first gathers the input rows its taps read, zero-padded, into a small
-   per-thread buffer R (cf__direct_rows: C x KD x KH rows, a few KiB, in L1); then blocks of
+   per-thread buffer R (cf__direct_rows: C x KD x KH rows; 80 KiB for CosmoFlow); then blocks of
    4 output channels x 16 positions are summed over all taps in registers: per tap 2 vector
    loads and 4 broadcasts feed 8 multiply-adds.  Written with GCC/Clang vector types (8
    floats) and compiled only where the target has AVX2 and FMA (-march=x86-64-v3 or native);
    elsewhere, or with CF_NO_DIRECT_CONV, im2col + GEMM does everything.  Used for the forward
-   pass and the stride-1 backward-data (the forward of dy with the flipped kernel, below),
-   where out.w >= 16.  Measured on CosmoFlow's shapes (2 threads, one process, forward direct
+   pass (where R is small: cf__direct_ok) and the stride-1 backward-data (the forward of dy
+   with the flipped kernel, below), where out.w >= 16.  Measured on CosmoFlow's shapes (2 threads, one process, forward direct
    / GEMM ms): 4 -> 32 at 128^3 164 / 269; 32 -> 64 at 64^3 266 / 293 (backward-data 274 /
    364); 64 -> 128 at 32^3 114 / 127; 128 -> 256 at 16^3 58 / 66.  (A direct backward-weights
    with per-thread partial sums was tried: 219 / 226 ms at 4 -> 32, 386 / 275 at 32 -> 64, so
@@ -981,29 +981,30 @@ static int cf__has_avx512(void) {
 }
 #endif
 
+/* floats of one row of R: the output row rounded up to 32, plus the kernel's reach */
+static size_t cf__direct_wp(cf_shape out, const cf_geom *g) {
+    return ((size_t)out.w + 31) / 32 * 32 + (size_t)(g->k[2] - 1) * g->dil[2];
+}
+/* Whether cf__direct_fwd applies: stride 1 along the width, rows of 16 or more, one R per
+   thread in ws, and R at most max_r floats.  The forward pass passes CF__DIRECT_FWD_MAX_R,
+   64 Ki floats (256 KiB): with many input channels im2col + GEMM has a long K and the BLAS
+   its best shape, while R outgrows the L2 cache.  DeepCAM (cf-bench --layers, direct / GEMM
+   forward ms): 32 -> 64 channels at 384 x 576 (R 55 Ki floats) 66 / 75, but 64 -> 128 (111 Ki)
+   79 / 70, the dilated 2048 -> 256 ASPP convolutions (R 504-648 Ki) 460-577 / 289-305,
+   304 -> 256 at 192 x 288 554-691 / 521-554; CosmoFlow's layers have R of 19-21 Ki floats.
+   The stride-1 backward-data passes no limit: its alternative, GEMM + col2im, is slower (the
+   same DeepCAM layers' backward-data: 346-447 / 467-573 ms). */
+#define CF__DIRECT_FWD_MAX_R 65536
+static int cf__direct_ok(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, size_t max_r) {
+    size_t rsz = (size_t)in.c * g->k[0] * g->k[1] * cf__direct_wp(out, g);
+    return cf__direct_on && g->s[2] == 1 && out.w >= 16 && rsz <= max_r && (size_t)cf__nthreads() * rsz <= ws_floats;
+}
 /* y (B, OC, OD, OH, OW) (+)= conv(x, w) with w (OC, C, KD, KH, KW): rows shared out between
-   the threads, each with its own R in ws.  0 (nothing done) when not applicable. */
-static size_t cf__direct_rsz(cf_shape in, cf_shape out, const cf_geom *g) {   /* floats of one R */
-    return (size_t)in.c * g->k[0] * g->k[1] * (((size_t)out.w + 31) / 32 * 32 + (size_t)(g->k[2] - 1) * g->dil[2]);
-}
-static int cf__direct_fwd_ok(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats) {
-    return cf__direct_on && g->s[2] == 1 && out.w >= 16 && (size_t)cf__nthreads() * cf__direct_rsz(in, out, g) <= ws_floats;
-}
-/* For the forward pass, the direct kernel only where its R is at most 64 Ki floats (256 KiB):
-   with many input channels im2col + GEMM has a long K and the BLAS its best shape, while the
-   direct kernel's R outgrows the L2 cache.  DeepCAM (cf-bench --layers, direct / GEMM forward
-   ms): 32 -> 64 channels at 384 x 576 (R 55 Ki floats) 66 / 75, but 64 -> 128 (111 Ki) 79 / 70,
-   the dilated 2048 -> 256 ASPP convolutions (R 504-648 Ki) 460-577 / 289-305, 304 -> 256 at
-   192 x 288 554-691 / 521-554; CosmoFlow's layers have R of 19-21 Ki floats.  The stride-1
-   backward-data keeps the direct kernel at any R: its alternative, GEMM + col2im, is slower
-   (the same DeepCAM layers' backward-data: 346-447 / 467-573 ms). */
-static int cf__direct_fwd_wins(cf_shape in, cf_shape out, const cf_geom *g) {
-    return cf__direct_rsz(in, out, g) <= 65536;
-}
-static int cf__direct_fwd(float *y, const float *x, const float *w, const float *b, int accumulate, int B, cf_shape in,
-                          cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int act, float slope) {
+   the threads, each with its own R in ws.  Only where cf__direct_ok says it applies. */
+static void cf__direct_fwd(float *y, const float *x, const float *w, const float *b, int accumulate, int B, cf_shape in,
+                           cf_shape out, const cf_geom *g, float *ws, int act, float slope) {
     int T = in.c * g->k[0] * g->k[1], KW = g->k[2];
-    size_t Wp = ((size_t)out.w + 31) / 32 * 32 + (size_t)(KW - 1) * g->dil[2], rsz = (size_t)T * Wp;
+    size_t Wp = cf__direct_wp(out, g), rsz = (size_t)T * Wp;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in);
     long rows = (long)B * out.d * out.h, r;
     void (*row)(float *, size_t, const float *, size_t, int, int, int, const float *, int, int, const float *, int, int, float) =
@@ -1011,7 +1012,6 @@ static int cf__direct_fwd(float *y, const float *x, const float *w, const float 
 #ifdef CF__AVX512
     if (out.w >= 32 && cf__has_avx512()) row = cf__direct_fwd_row16;
 #endif
-    if (!cf__direct_fwd_ok(in, out, g, ws_floats)) return 0;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
         float *R = ws + (size_t)cf__thread_id() * rsz;
@@ -1023,16 +1023,17 @@ static int cf__direct_fwd(float *y, const float *x, const float *w, const float 
                 w, out.c, out.w, b, accumulate, act, slope);
         }
     }
-    return 1;
 }
 
 #else
-static int cf__direct_fwd_ok(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats) { (void)in; (void)out; (void)g; (void)ws_floats; return 0; }
-static int cf__direct_fwd_wins(cf_shape in, cf_shape out, const cf_geom *g) { (void)in; (void)out; (void)g; return 0; }
-static int cf__direct_fwd(float *y, const float *x, const float *w, const float *b, int accumulate, int B, cf_shape in,
-                          cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int act, float slope) {
-    (void)y; (void)x; (void)w; (void)b; (void)accumulate; (void)B; (void)in; (void)out; (void)g; (void)ws; (void)ws_floats; (void)act; (void)slope;
+#define CF__DIRECT_FWD_MAX_R 0
+static int cf__direct_ok(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, size_t max_r) {
+    (void)in; (void)out; (void)g; (void)ws_floats; (void)max_r;
     return 0;
+}
+static void cf__direct_fwd(float *y, const float *x, const float *w, const float *b, int accumulate, int B, cf_shape in,
+                           cf_shape out, const cf_geom *g, float *ws, int act, float slope) {
+    (void)y; (void)x; (void)w; (void)b; (void)accumulate; (void)B; (void)in; (void)out; (void)g; (void)ws; (void)act; (void)slope;
 }
 #endif
 
@@ -1054,14 +1055,14 @@ static int cf__conv_bwd_tiles(float *dx, const float *dy, const float *w, cf_sha
     /* decided before the kernel is flipped, so a refusal costs nothing: the direct kernel
        (the forward of dy, which has out's shape, into dx), else per-thread tiles */
     if (wsz >= ws_floats) return 0;
-    direct = cf__direct_fwd_ok(out, in, &gt, ws_floats - wsz);
+    direct = cf__direct_ok(out, in, &gt, ws_floats - wsz, (size_t)-1);
     if (!direct && !cf__fwd_tiles(out.c * kvol, cf_shape_size(in) / in.c, ws_floats - wsz, &tile)) return 0;
     /* w'[c][oc][k] = w[oc][c][kvol-1-k]: flipping every axis of a C-order kernel reverses its flat index */
     for (oc = 0; oc < out.c; oc++)
         for (c = 0; c < in.c; c++)
             for (k = 0; k < kvol; k++)
                 ws[((size_t)c * out.c + oc) * kvol + k] = w[((size_t)oc * in.c + c) * kvol + kvol - 1 - k];
-    if (direct) return cf__direct_fwd(dx, dy, ws, NULL, 1, 1, out, in, &gt, ws + wsz, ws_floats - wsz, CF_ACT_LINEAR, 0.0f);
+    if (direct) { cf__direct_fwd(dx, dy, ws, NULL, 1, 1, out, in, &gt, ws + wsz, CF_ACT_LINEAR, 0.0f); return 1; }
     return cf__conv_tiles(dx, dy, ws, NULL, 1.0f, out, in, &gt, ws + wsz, ws_floats - wsz, CF_ACT_LINEAR, 0.0f);
 }
 
@@ -1072,8 +1073,10 @@ CFDEF void cf_conv_forward_act(float *y, const float *x, const float *w, const f
     int K = Cg * g->k[0] * g->k[1] * g->k[2];
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats);
     int bi, gi;
-    if (groups == 1 && !cf__pointwise(g) && cf__direct_fwd_wins(in, out, g) &&
-        cf__direct_fwd(y, x, w, b, 0, B, in, out, g, col, ws_floats, act, slope)) return;
+    if (groups == 1 && !cf__pointwise(g) && cf__direct_ok(in, out, g, ws_floats, CF__DIRECT_FWD_MAX_R)) {
+        cf__direct_fwd(y, x, w, b, 0, B, in, out, g, col, act, slope);
+        return;
+    }
     for (bi = 0; bi < B; bi++) {
         float *yb = y + (size_t)bi * out.c * P;
         size_t p0;
