@@ -325,24 +325,31 @@ if command -v mpirun >/dev/null 2>&1 && ldd $B/cf-train | grep -q libmpi; then
     e=$(wc -l < "$T/mk.txt")
     # (the checkpoint is written before its epoch line: it holds epoch e or e + 1)
     $KT --batch 4 --epochs $((e + 2)) --resume "$T/mk.cfck" --out "$T/mk.cfck" > "$T/mk2.txt" 2>/dev/null && grep -q "^epoch $((e + 2)) " "$T/mk2.txt" && ok || bad "the checkpoint left by the killed job resumes (to epoch $((e + 2)))"
-    # synchronized batch norm: 2 ranks x 2 = 1 rank x 4 (8 steps: 2 epochs of 4)
+    # synchronized batch norm: 2 ranks x 2 = 1 rank x 4, over 2 steps (2 epochs of one batch)
     # (momentum SGD: LAMB and Adam turn a 1e-7 difference in a near-zero gradient into a
     # full-size step of either sign in their first steps. Even at SGD 0.005 this small network
-    # is chaotic after about 10 steps: one process on 1 thread and on 2 threads, whose sums run
-    # in different orders, differ by 3e-6 after 8 steps, 4e-3 after 12 and 2e-2 after 20. After
-    # 8 steps 2 ranks differ from 1 by about 1e-6, and by 1.3 without --sync-bn.)
-    SY="$B/cf-train --model models/deepcam-small.cfg --input-shape 16x32x48 --train $T/ctr --val $T/cva --stats $T/ctr --epochs 2 --optimizer sgd --lr 0.005 --no-progress --sync-bn"
-    $SY --batch 4 --out "$T/s1.cfck" > "$T/s1.txt" 2>/dev/null && mpirun -np 2 $SY --batch 2 --out "$T/s2.cfck" > "$T/s2.txt" 2>/dev/null &&
-    for f in s1 s2; do $B/cf-convert weights-export --model models/deepcam-small.cfg --input-shape 16x32x48 --weights "$T/$f.cfck" --out "$T/w$f" > /dev/null || exit 1; done &&
-    $PY - "$T" <<'PYEOF' && ok || bad "--sync-bn: 1 rank x 4 and 2 ranks x 2 give the same weights after 8 steps (relative 1e-4)"
+    # is chaotic after a few steps: one process on 1 thread and on 2 threads, whose sums run in
+    # different orders, differ by 3e-6 after 8 steps, 4e-3 after 12 and 2e-2 after 20 here, and
+    # a CI machine saw 1.2e-3 after 8. After 2 steps 2 ranks differ from 1 by about 3e-6 (the
+    # worst tensors are batch-norm betas near 0), and by about 1.3 without --sync-bn: that run
+    # is the control showing the check can fail.)
+    mkdir -p "$T/c4" && for i in 0 1 2 3; do cp "$T/ctr/data-synth-1-00000$i.npy" "$T/ctr/label-synth-1-00000$i.npy" "$T/c4/"; done
+    SY="$B/cf-train --model models/deepcam-small.cfg --input-shape 16x32x48 --train $T/c4 --val $T/cva --stats $T/ctr --epochs 2 --optimizer sgd --lr 0.005 --no-progress"
+    $SY --sync-bn --batch 4 --out "$T/s1.cfck" > "$T/s1.txt" 2>/dev/null && mpirun -np 2 $SY --sync-bn --batch 2 --out "$T/s2.cfck" > "$T/s2.txt" 2>/dev/null &&
+    mpirun -np 2 $SY --batch 2 --out "$T/s3.cfck" > /dev/null 2>&1 &&
+    for f in s1 s2 s3; do $B/cf-convert weights-export --model models/deepcam-small.cfg --input-shape 16x32x48 --weights "$T/$f.cfck" --out "$T/w$f" > /dev/null || exit 1; done &&
+    $PY - "$T" <<'PYEOF' && ok || bad "--sync-bn: 1 rank x 4 and 2 ranks x 2 give the same weights after 2 steps (relative 1e-4; without --sync-bn more than 1e-2)"
 import sys, glob, os, numpy as np
 t = sys.argv[1]
-worst = 0
-for f in sorted(glob.glob(t + "/ws1/*.npy")):
-    a = np.load(f); b = np.load(t + "/ws2/" + os.path.basename(f))
-    worst = max(worst, float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)))
-print("  MPI --sync-bn (deepcam-small): worst relative difference of weights and BN statistics after 8 steps: %.2e" % worst)
-assert worst < 1e-4
+def worst(other):
+    w = 0
+    for f in sorted(glob.glob(t + "/ws1/*.npy")):
+        a = np.load(f); b = np.load(t + "/" + other + "/" + os.path.basename(f))
+        w = max(w, float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)))
+    return w
+sync, plain = worst("ws2"), worst("ws3")
+print("  MPI --sync-bn (deepcam-small): worst relative difference of weights and BN statistics after 2 steps: %.2e (without --sync-bn: %.2e)" % (sync, plain))
+assert sync < 1e-4 and plain > 1e-2
 PYEOF
     v1=$(awk '{print $6}' "$T/s1.txt" | tail -1); v2=$(awk '{print $6}' "$T/s2.txt" | tail -1)
     $PY -c "import sys; sys.exit(0 if abs($v1 - $v2) < 1e-4 else 1)" 2>/dev/null && ok || bad "--sync-bn: validation mean IoU at 1 and 2 ranks: $v1 vs $v2"
