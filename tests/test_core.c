@@ -445,9 +445,18 @@ static void test_pool_fusion(void) {
         "[conv]\nfilters=3\nsize=1\nactivation=relu\n"                         /* 7: overlapping pool */
         "[maxpool]\nsize=1,2,1\nstride=1\n"                                    /* 8 */
         "[flatten]\n[dense]\noutputs=2\n";
+    /* ties: the first conv's kernel all zero, so its outputs all equal its bias and every window
+       of the first pool is a tie; where the gradient goes then decides that kernel's gradient
+       (its input differs between the window's positions): the first maximum, both ways */
+    static const char *ties_cfg =
+        "[net]\ninput=2x8x13x11\nloss=mse\n"
+        "[conv]\nfilters=4\nsize=3\npad=same\nactivation=leaky\nslope=0.3\n"
+        "[maxpool]\nsize=2\n"
+        "[conv]\nfilters=5\nsize=2\npad=same\nactivation=tanh\n"
+        "[flatten]\n[dense]\noutputs=2\n";
     cf_net a, b;
     cf_rng r = cf_rng_seed(9);
-    int B = 2, ok;
+    int B = 2, ok, ties;
     if (cf_net_parse(&a, cfg, "fusion.cfg", NULL) || cf_net_parse(&b, cfg, "fusion.cfg", NULL)) { CHECK(0, "fusion cfg: %s", cf_failure_reason()); return; }
     cf_net_init(&a, 3); cf_net_init(&b, 3);
     b.no_fuse = 1;
@@ -464,6 +473,27 @@ static void test_pool_fusion(void) {
         CHECK(ok, "fused conv+pool backward gives the separate passes' gradients bit for bit");
         CHECK(a.n_acts < b.n_acts, "fusion needs fewer arena floats: %zu vs %zu", a.n_acts, b.n_acts);
         CHECK(cf_net_first_nonfinite_output(&a) < 0, "after backward, fused outputs (now gradients) are not reported as outputs");
+        free(x); free(t); free(da); free(db);
+    }
+    cf_net_free(&a); cf_net_free(&b);
+    if (cf_net_parse(&a, ties_cfg, "ties.cfg", NULL) || cf_net_parse(&b, ties_cfg, "ties.cfg", NULL)) { CHECK(0, "ties cfg: %s", cf_failure_reason()); return; }
+    cf_net_init(&a, 4); cf_net_init(&b, 4);
+    b.no_fuse = 1;
+    memset(a.params + a.layers[0].w_off, 0, a.layers[0].w_n * sizeof(float));
+    memset(b.params + b.layers[0].w_off, 0, b.layers[0].w_n * sizeof(float));
+    {
+        float *x = rnd(B * cf_shape_size(a.input), &r), *t = rnd((size_t)B * a.n_outputs, &r), *da = rnd((size_t)B * a.n_outputs, &r), *db = rnd((size_t)B * a.n_outputs, &r);
+        float big = 0.0f;
+        size_t k;
+        cf_net_forward(&a, x, B); cf_net_forward(&b, x, B);
+        cf_net_zero_grad(&a); cf_net_zero_grad(&b);
+        cf_net_loss(&a, t, da); cf_net_loss(&b, t, db);
+        cf_net_backward(&a, da); cf_net_backward(&b, db);
+        for (k = 0; k < b.layers[0].w_n; k++) if (fabsf(b.grads[b.layers[0].w_off + k]) > big) big = fabsf(b.grads[b.layers[0].w_off + k]);
+        ties = !memcmp(a.grads, b.grads, a.n_params * sizeof(float));
+        CHECK(a.layers[0].pool_fused && big > 0.0f && ties,
+              "windows of ties: the fused backward gives the first maximum the gradient, as the separate passes do (fused %d, kernel gradient %g, equal %d)",
+              a.layers[0].pool_fused, big, ties);
         free(x); free(t); free(da); free(db);
     }
     cf_net_free(&a); cf_net_free(&b);
