@@ -56,6 +56,25 @@ assert y.dtype == np.float32 and y.shape == (4,) and np.all(np.abs(y) <= 1)
 assert 0.7 < x.mean() < 1.3 and 0.2 < (x == 0).mean() < 0.8, (x.mean(), (x == 0).mean())
 PYEOF
 else echo "skipped: numpy interop (python3-numpy absent)"; fi
+# --split 2: a universe twice as wide, written as its 8 sub-volumes with its labels (as the real
+# data cuts its simulations): they are the octants of the same seed's --size 32 universe
+$B/cf-synth cosmo --out "$T/sp" --samples 2 --size 16 --split 2 --seed 7 --spread 0.5 --format npy >/dev/null &&
+$B/cf-synth cosmo --out "$T/sw" --samples 2 --size 32 --seed 7 --spread 0.5 --format npy >/dev/null &&
+[ "$(wc -l < "$T/sp/files_data.lst")" = 16 ] && ok || bad "cf-synth --split 2: 2 universes give 16 samples"
+if has_numpy; then
+    $PY - "$T" <<'PYEOF' && ok || bad "cf-synth --split 2: the sub-volumes are the octants of the whole universe, with its labels"
+import sys, numpy as np
+t = sys.argv[1]
+for i in range(2):
+    w = np.load(t + "/sw/synth_7_%06d_data.npy" % i); yw = np.load(t + "/sw/synth_7_%06d_label.npy" % i)
+    for s in range(8):
+        d, h, v = s // 4, s // 2 % 2, s % 2
+        x = np.load(t + "/sp/synth_7_%06d_%03d_data.npy" % (i, s)); y = np.load(t + "/sp/synth_7_%06d_%03d_label.npy" % (i, s))
+        assert x.shape == (16, 16, 16, 4) and np.array_equal(x, w[16 * d:16 * d + 16, 16 * h:16 * h + 16, 16 * v:16 * v + 16]), (i, s)
+        assert np.array_equal(y, yw)
+PYEOF
+fi
+must_fail "--split that is not a power of 2" "--split: 3 is not a power of 2" "$T/sp3" $B/cf-synth cosmo --out "$T/sp3" --samples 1 --size 16 --split 3
 
 # ---- real records: tfrecord2npy keeps the int16 sum and maximum of the fixture README
 R1=$FIX/21688988_univ_ics_2019-03_a10018182_006.tfrecord

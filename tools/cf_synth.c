@@ -41,6 +41,9 @@ static void usage(void) {
            "  --fixed            fixed-amplitude fields (Angulo & Pontzen 2016): every Fourier mode gets the mean\n"
            "                     power and a random phase, removing cosmic variance from small boxes (the demo)\n"
            "  --format F         tfrecord (gzip, one Example per file, default) or npy (X_data.npy, X_label.npy, lists)\n"
+           "  --split K          generate each universe K times as wide ((K*S)^3, periodic) and write its K^3\n"
+           "                     disjoint S^3 sub-volumes as samples with the universe's labels, as the real\n"
+           "                     dataset cuts each 512^3 simulation into 64 of 128^3 (default 1: whole periodic boxes)\n"
            "  --prefix P         file name prefix (default 'synth')\n"
            "  --stats            print count statistics (mean, zero fraction, max) per channel\n");
     exit(0);
@@ -162,7 +165,7 @@ static void universe(int16_t *x, float *y, int S, double spread, double voxel, u
 int main(int argc, char **argv) {
     const char *out = NULL, *format = "tfrecord", *prefix = "synth";
     long n = 0, i;
-    int S = 128, stats = 0, k;
+    int S = 128, stats = 0, split = 1, k;
     double spread = 0.1, voxel = 1.0;
     uint64_t seed = 1;
     double zero[4] = {0}, sum[4] = {0}, mx[4] = {0};
@@ -189,10 +192,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--format")) format = flag_value(argc, argv, &k);
         else if (!strcmp(a, "--prefix")) prefix = flag_value(argc, argv, &k);
         else if (!strcmp(a, "--stats")) stats = 1;
+        else if (!strcmp(a, "--split")) split = (int)flag_long(a, flag_value(argc, argv, &k), 1, 16);
         else die("%s: unknown flag (see --help)", a);
     }
     if (!out || !n) die("needs --out DIR and --samples N");
     if (S & (S - 1)) die("--size: %d is not a power of 2", S);
+    if (split & (split - 1) || (long)S * split > 1024) die("--split: %d is not a power of 2 with --size x --split <= 1024", split);
     if (strcmp(format, "tfrecord") && strcmp(format, "npy")) die("--format: '%s' is not tfrecord or npy", format);
     if (mkdir(out, 0777) && errno != EEXIST) die("%s: %s", out, strerror(errno));
     int failed = 0;
@@ -200,38 +205,53 @@ int main(int argc, char **argv) {
     TOOL_OMP(omp parallel for schedule(dynamic) reduction(+:zero[:4], sum[:4]) reduction(max:mx[:4]))
     for (i = 0; i < n; i++) {
         size_t N = (size_t)S * S * S, v;
-        int16_t *x = (int16_t *)malloc(N * 8);
+        int W = S * split, sub;   /* the universe's width; sub-volume index (d, h, w) major */
+        int16_t *u = (int16_t *)malloc((size_t)W * W * W * 8), *x = split > 1 ? (int16_t *)malloc(N * 8) : u;
         float y[4];
-        char path[4096];
+        char path[4096], tag[16] = "";
         int rc = CF_OK, c;
-        if (failed) { free(x); continue; }
-        universe(x, y, S, spread, voxel, seed, i);
-        if (!strcmp(format, "tfrecord")) {
-            size_t len = cf_example_encode(NULL, "x", x, N * 8, "y", y, 4, 0);
-            unsigned char *ex = (unsigned char *)malloc(len);
-            cf_example_encode(ex, "x", x, N * 8, "y", y, 4, 0);
-            snprintf(path, sizeof path, "%s/%s_%ld_%06ld.tfrecord", out, prefix, (long)seed, i);
-            rc = cf_tfrecord_write(path, ex, len, 1);
-            free(ex);
-        } else {
-            cf_array a;
-            memset(&a, 0, sizeof a);
-            a.dtype = CF_I16; a.ndim = 4; a.shape[0] = a.shape[1] = a.shape[2] = S; a.shape[3] = 4; a.count = N * 4; a.data = x;
-            snprintf(path, sizeof path, "%s/%s_%ld_%06ld_data.npy", out, prefix, (long)seed, i);
-            rc = cf_npy_write(path, &a);
-            a.dtype = CF_F32; a.ndim = 1; a.shape[0] = 4; a.count = 4; a.data = y;
-            snprintf(path, sizeof path, "%s/%s_%ld_%06ld_label.npy", out, prefix, (long)seed, i);
-            if (!rc) rc = cf_npy_write(path, &a);
+        if (failed || !u || !x) {
+            if (!failed) { TOOL_OMP(omp critical) { snprintf(err, sizeof err, "out of memory for a %d^3 universe", W); failed = 1; } }
+            free(u); if (x != u) free(x);
+            continue;
+        }
+        universe(u, y, W, spread, voxel, seed, i);
+        for (sub = 0; sub < split * split * split && !rc; sub++) {
+            if (split > 1) {   /* copy sub-volume (sd, sh, sw), channels-last rows of S voxels */
+                int sd = sub / (split * split), sh = sub / split % split, sw = sub % split, d, hh;
+                for (d = 0; d < S; d++) for (hh = 0; hh < S; hh++)
+                    memcpy(x + ((size_t)d * S + hh) * S * 4,
+                           u + (((size_t)(sd * S + d) * W + (size_t)(sh * S + hh)) * W + (size_t)sw * S) * 4, (size_t)S * 4 * sizeof(int16_t));
+                snprintf(tag, sizeof tag, "_%03d", sub);
+            }
+            if (!strcmp(format, "tfrecord")) {
+                size_t len = cf_example_encode(NULL, "x", x, N * 8, "y", y, 4, 0);
+                unsigned char *ex = (unsigned char *)malloc(len);
+                cf_example_encode(ex, "x", x, N * 8, "y", y, 4, 0);
+                snprintf(path, sizeof path, "%s/%s_%ld_%06ld%s.tfrecord", out, prefix, (long)seed, i, tag);
+                rc = cf_tfrecord_write(path, ex, len, 1);
+                free(ex);
+            } else {
+                cf_array a;
+                memset(&a, 0, sizeof a);
+                a.dtype = CF_I16; a.ndim = 4; a.shape[0] = a.shape[1] = a.shape[2] = S; a.shape[3] = 4; a.count = N * 4; a.data = x;
+                snprintf(path, sizeof path, "%s/%s_%ld_%06ld%s_data.npy", out, prefix, (long)seed, i, tag);
+                rc = cf_npy_write(path, &a);
+                a.dtype = CF_F32; a.ndim = 1; a.shape[0] = 4; a.count = 4; a.data = y;
+                snprintf(path, sizeof path, "%s/%s_%ld_%06ld%s_label.npy", out, prefix, (long)seed, i, tag);
+                if (!rc) rc = cf_npy_write(path, &a);
+            }
         }
         if (rc) {
             TOOL_OMP(omp critical)
             { if (!failed) snprintf(err, sizeof err, "%s", cf_failure_reason()); failed = 1; }
         }
-        for (v = 0; v < N; v++) for (c = 0; c < 4; c++) {
-            double val = x[v * 4 + c];
+        for (v = 0; v < N * split * split * split; v++) for (c = 0; c < 4; c++) {
+            double val = u[v * 4 + c];
             zero[c] += val == 0; sum[c] += val; if (val > mx[c]) mx[c] = val;
         }
-        free(x);
+        free(u);
+        if (x != u) free(x);
     }
     if (failed) die("%s", err);
     if (!strcmp(format, "npy")) {   /* the submitters' lists, as cf-convert tfrecord2npy writes them */
@@ -240,9 +260,11 @@ int main(int argc, char **argv) {
         if (system(cmd)) die("%s: cannot write the file lists", out);
     }
     if (stats) {
-        double N = (double)n * S * S * S;
+        double N = (double)n * S * S * S * split * split * split;
         for (k = 0; k < 4; k++) printf("channel %d (z = %.1f): mean %.3f zero %.1f %% max %.0f\n", k, redshift[k], sum[k] / N, 100 * zero[k] / N, mx[k]);
     }
-    printf("cosmo: %ld universes of %d^3 x 4 (spread %g, seed %ld) -> %s\n", n, S, spread, (long)seed, out);
+    if (split > 1) printf("cosmo: %ld universes of %d^3 x 4, each cut into %d sub-volumes of %d^3 (spread %g, seed %ld) -> %s\n",
+                          n, S * split, split * split * split, S, spread, (long)seed, out);
+    else printf("cosmo: %ld universes of %d^3 x 4 (spread %g, seed %ld) -> %s\n", n, S, spread, (long)seed, out);
     return 0;
 }
