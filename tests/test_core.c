@@ -432,6 +432,30 @@ static void test_gradcheck_net(void) {
 /* conv + max pool fusion (cf__plan_fusion): the same gradients, bit for bit, in less memory.
    Odd sizes leave inputs outside every window; each activation kind; a conv read twice and a
    pool with overlapping windows must not fuse. */
+/* One training step of the same net fused (a) and unfused (b, no_fuse) on the same random
+   input and targets; zero_first_kernel zeroes layer 0's kernel in both first.  0 when the cfg
+   does not parse (reported). */
+static int fusion_step(cf_net *a, cf_net *b, const char *cfg, const char *name, uint64_t init_seed,
+                       int zero_first_kernel, cf_rng *r) {
+    int B = 2;
+    float *x, *t, *da, *db;
+    if (cf_net_parse(a, cfg, name, NULL) || cf_net_parse(b, cfg, name, NULL)) { CHECK(0, "%s: %s", name, cf_failure_reason()); return 0; }
+    cf_net_init(a, init_seed); cf_net_init(b, init_seed);
+    b->no_fuse = 1;
+    if (zero_first_kernel) {
+        memset(a->params + a->layers[0].w_off, 0, a->layers[0].w_n * sizeof(float));
+        memset(b->params + b->layers[0].w_off, 0, b->layers[0].w_n * sizeof(float));
+    }
+    x = rnd(B * cf_shape_size(a->input), r); t = rnd((size_t)B * a->n_outputs, r);
+    da = rnd((size_t)B * a->n_outputs, r); db = rnd((size_t)B * a->n_outputs, r);
+    cf_net_forward(a, x, B); cf_net_forward(b, x, B);
+    cf_net_zero_grad(a); cf_net_zero_grad(b);
+    cf_net_loss(a, t, da); cf_net_loss(b, t, db);
+    cf_net_backward(a, da); cf_net_backward(b, db);
+    free(x); free(t); free(da); free(db);
+    return 1;
+}
+
 static void test_pool_fusion(void) {
     static const char *cfg =
         "[net]\ninput=2x8x13x11\nloss=mse\n"
@@ -456,47 +480,27 @@ static void test_pool_fusion(void) {
         "[flatten]\n[dense]\noutputs=2\n";
     cf_net a, b;
     cf_rng r = cf_rng_seed(9);
-    int B = 2, ok, ties;
-    if (cf_net_parse(&a, cfg, "fusion.cfg", NULL) || cf_net_parse(&b, cfg, "fusion.cfg", NULL)) { CHECK(0, "fusion cfg: %s", cf_failure_reason()); return; }
-    cf_net_init(&a, 3); cf_net_init(&b, 3);
-    b.no_fuse = 1;
-    {
-        float *x = rnd(B * cf_shape_size(a.input), &r), *t = rnd((size_t)B * a.n_outputs, &r), *da = rnd((size_t)B * a.n_outputs, &r), *db = rnd((size_t)B * a.n_outputs, &r);
-        cf_net_forward(&a, x, B); cf_net_forward(&b, x, B);
-        cf_net_zero_grad(&a); cf_net_zero_grad(&b);
-        cf_net_loss(&a, t, da); cf_net_loss(&b, t, db);
-        cf_net_backward(&a, da); cf_net_backward(&b, db);
+    int same;
+    if (fusion_step(&a, &b, cfg, "fusion.cfg", 3, 0, &r)) {
         CHECK(a.layers[0].pool_fused && a.layers[2].pool_fused && !a.layers[4].pool_fused && !a.layers[7].pool_fused && !b.layers[0].pool_fused,
               "fusion chosen for conv+pool only where the pool is the sole reader with disjoint windows (%d %d %d %d)",
               a.layers[0].pool_fused, a.layers[2].pool_fused, a.layers[4].pool_fused, a.layers[7].pool_fused);
-        ok = !memcmp(a.grads, b.grads, a.n_params * sizeof(float));
-        CHECK(ok, "fused conv+pool backward gives the separate passes' gradients bit for bit");
+        same = !memcmp(a.grads, b.grads, a.n_params * sizeof(float));
+        CHECK(same, "fused conv+pool backward gives the separate passes' gradients bit for bit");
         CHECK(a.n_acts < b.n_acts, "fusion needs fewer arena floats: %zu vs %zu", a.n_acts, b.n_acts);
         CHECK(cf_net_first_nonfinite_output(&a) < 0, "after backward, fused outputs (now gradients) are not reported as outputs");
-        free(x); free(t); free(da); free(db);
+        cf_net_free(&a); cf_net_free(&b);
     }
-    cf_net_free(&a); cf_net_free(&b);
-    if (cf_net_parse(&a, ties_cfg, "ties.cfg", NULL) || cf_net_parse(&b, ties_cfg, "ties.cfg", NULL)) { CHECK(0, "ties cfg: %s", cf_failure_reason()); return; }
-    cf_net_init(&a, 4); cf_net_init(&b, 4);
-    b.no_fuse = 1;
-    memset(a.params + a.layers[0].w_off, 0, a.layers[0].w_n * sizeof(float));
-    memset(b.params + b.layers[0].w_off, 0, b.layers[0].w_n * sizeof(float));
-    {
-        float *x = rnd(B * cf_shape_size(a.input), &r), *t = rnd((size_t)B * a.n_outputs, &r), *da = rnd((size_t)B * a.n_outputs, &r), *db = rnd((size_t)B * a.n_outputs, &r);
+    if (fusion_step(&a, &b, ties_cfg, "ties.cfg", 4, 1, &r)) {
         float big = 0.0f;
         size_t k;
-        cf_net_forward(&a, x, B); cf_net_forward(&b, x, B);
-        cf_net_zero_grad(&a); cf_net_zero_grad(&b);
-        cf_net_loss(&a, t, da); cf_net_loss(&b, t, db);
-        cf_net_backward(&a, da); cf_net_backward(&b, db);
         for (k = 0; k < b.layers[0].w_n; k++) if (fabsf(b.grads[b.layers[0].w_off + k]) > big) big = fabsf(b.grads[b.layers[0].w_off + k]);
-        ties = !memcmp(a.grads, b.grads, a.n_params * sizeof(float));
-        CHECK(a.layers[0].pool_fused && big > 0.0f && ties,
+        same = !memcmp(a.grads, b.grads, a.n_params * sizeof(float));
+        CHECK(a.layers[0].pool_fused && big > 0.0f && same,
               "windows of ties: the fused backward gives the first maximum the gradient, as the separate passes do (fused %d, kernel gradient %g, equal %d)",
-              a.layers[0].pool_fused, big, ties);
-        free(x); free(t); free(da); free(db);
+              a.layers[0].pool_fused, big, same);
+        cf_net_free(&a); cf_net_free(&b);
     }
-    cf_net_free(&a); cf_net_free(&b);
 }
 
 /* The memory plan (cf__plan_memory): outputs whose life is over are overwritten and cheap

@@ -209,10 +209,13 @@ int main(int argc, char **argv) {
         int16_t *u = (int16_t *)malloc((size_t)W * W * W * 8), *x = split > 1 ? (int16_t *)malloc(N * 8) : u;
         float y[4];
         char path[4096], tag[16] = "";
-        int rc = CF_OK, c;
-        if (failed || !u || !x) {
+        int rc = CF_OK, c, tfrecord = !strcmp(format, "tfrecord");
+        size_t len = tfrecord ? cf_example_encode(NULL, "x", NULL, N * 8, "y", NULL, 4, 0) : 0;   /* sizes only: the same for every sub-volume */
+        unsigned char *ex = tfrecord ? (unsigned char *)malloc(len) : NULL;
+        if (failed || !u || !x || (tfrecord && !ex)) {
             if (!failed) { TOOL_OMP(omp critical) { snprintf(err, sizeof err, "out of memory for a %d^3 universe", W); failed = 1; } }
             free(u); if (x != u) free(x);
+            free(ex);
             continue;
         }
         universe(u, y, W, spread, voxel, seed, i);
@@ -224,13 +227,10 @@ int main(int argc, char **argv) {
                            u + (((size_t)(sd * S + d) * W + (size_t)(sh * S + hh)) * W + (size_t)sw * S) * 4, (size_t)S * 4 * sizeof(int16_t));
                 snprintf(tag, sizeof tag, "_%03d", sub);
             }
-            if (!strcmp(format, "tfrecord")) {
-                size_t len = cf_example_encode(NULL, "x", x, N * 8, "y", y, 4, 0);
-                unsigned char *ex = (unsigned char *)malloc(len);
+            if (tfrecord) {
                 cf_example_encode(ex, "x", x, N * 8, "y", y, 4, 0);
                 snprintf(path, sizeof path, "%s/%s_%ld_%06ld%s.tfrecord", out, prefix, (long)seed, i, tag);
                 rc = cf_tfrecord_write(path, ex, len, 1);
-                free(ex);
             } else {
                 cf_array a;
                 memset(&a, 0, sizeof a);
@@ -252,6 +252,7 @@ int main(int argc, char **argv) {
         }
         free(u);
         if (x != u) free(x);
+        free(ex);
     }
     if (failed) die("%s", err);
     if (!strcmp(format, "npy")) {   /* the submitters' lists, as cf-convert tfrecord2npy writes them */
