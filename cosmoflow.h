@@ -18,10 +18,10 @@
                     same numbers, but may start threads of its own on busy cores).
      CF_USE_MPI     data parallelism through MPI (cf_dist_*); otherwise one process.
      CF_USE_ZLIB    gzip TFRecords (gzopen); without it only plain TFRecords are read.
+     CF_REFERENCE   every operation runs its plain reference function (section 3) and
+                    no fast path (section 4) is compiled in: the code a reader audits.
      CF_NO_DIRECT_CONV   no direct convolution kernels.  They are compiled with GCC or Clang
-                    when the target has AVX2 and FMA (-march=x86-64-v3 or native) and run
-                    stride-1 convolutions without im2col; cf_conv_set_direct(0) turns them
-                    off at run time.
+                    when the target has AVX2 and FMA (-march=x86-64-v3 or native).
      CF_STATIC      make every function static (private copy per translation unit).
      CF_MALLOC(n), CF_FREE(p)   allocator overrides (define both or neither).
      CF_ASSERT(x)   internal-invariant check (default: assert).
@@ -35,24 +35,29 @@
        (net->stats).
      * Kernels are plain functions over raw pointers with a shape comment; backward kernels
        ACCUMULATE (+=) into gradients.  cf_net_zero_grad() clears them.
+     * Every operation has one reference function, the obvious loops or im2col + sgemm with
+       its derivation beside it (docs/math.md derives each backward).  Where a faster way
+       exists it is a registered alternative in section 4, chosen by one dispatcher per
+       operation; cf_fast_path_set("all", 0) or CF_REFERENCE runs the references only.
      * Library functions never exit(): they return CF_OK (0) or CF_ERR (-1) and leave a
        message in cf_failure_reason().
 
-   TABLE OF CONTENTS
-     1. Basics: errors, allocation, PRNG, CRC32C
+   TABLE OF CONTENTS (docs/tour.md is a reading order through it)
+     1. Basics: errors, allocation, PRNG, CRC32C, the activation formulas
      2. Dense linear algebra: sgemm (naive + cblas)
-     3. Kernels: convolution (N-d im2col/col2im, tiled; large ones in per-thread tiles
-                 with a single-threaded sgemm each), pooling, dense, activations,
-                 dropout, losses; batch norm, depthwise and transposed convolution,
-                 weighted softmax cross-entropy, IoU
-     4. Networks: cfg parser, the memory plan (outputs and gradients in one arena planned
-                 over the step's timeline; cheap outputs recomputed in backward instead of
-                 kept; conv + max-pool gradients fused in place), forward, backward,
-                 initializers
-     5. Optimizers: Keras-form momentum SGD, Adam/AdamW, LAMB, LARC; DeepCAM's schedules
-     6. Files: .npy, checkpoints, weights directories, TFRecord + tf.train.Example,
-               CosmoFlow and DeepCAM samples
-     7. Distributed: MPI wrappers (one process without CF_USE_MPI)
+     3. Reference kernels: convolution (im2col + sgemm), depthwise and transposed
+                 convolution, pooling, dense, activations, dropout, batch norm, losses, IoU
+     4. Fast paths: the registry and its dispatchers; per-thread tiles, pointwise GEMM,
+                 direct convolution kernels, pooling without bounds tests, the fused
+                 conv + max-pool backward
+     5. Networks: the layer-type table (parse, shape, parameters, FLOPs, forward, backward
+                 of each type), the cfg parser, forward and backward, initializers
+     6. The memory plan: outputs and gradients in one arena over the step's timeline,
+                 cheap outputs rebuilt in backward, conv + max-pool pairs fused
+     7. Optimizers: Keras-form momentum SGD, Adam/AdamW, LAMB, LARC; DeepCAM's schedules
+     8. Files: .npy, checkpoints, weights directories, TFRecord + tf.train.Example,
+               CosmoFlow and DeepCAM samples, the cube's symmetries
+     9. Distributed: MPI wrappers (one process without CF_USE_MPI)
 */
 #ifndef CF_INCLUDE_COSMOFLOW_H
 #define CF_INCLUDE_COSMOFLOW_H
@@ -61,7 +66,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define CF_VERSION "0.1.0"
+#define CF_VERSION "0.2.0"
 
 #if defined(CF_STATIC) && defined(__GNUC__)
 #define CFDEF static __attribute__((unused))
@@ -123,39 +128,83 @@ CFDEF int cf_geom_out(const cf_geom *g, int axis, int in); /* output size along 
 
 enum { CF_ACT_LINEAR, CF_ACT_RELU, CF_ACT_LEAKY, CF_ACT_TANH };
 
-/* x (B, C, D, H, W)  w (OC, C/groups, KD, KH, KW)  b (OC) or NULL  y (B, OC, OD, OH, OW)
-   col: workspace of ws_floats floats (the im2col tile; any size >= kernel volume * C/groups) */
+/* Convolution (cross-correlation, PyTorch's Conv3d/Conv2d) by im2col + sgemm: the references.
+   x (B, C, D, H, W)  w (OC, C/groups, KD, KH, KW)  b (OC) or NULL  y (B, OC, OD, OH, OW)
+   ws: a workspace of ws_floats floats (any size >= one im2col column, C/groups * kernel volume).
+   Forward writes y = conv(x, w) + b; the backward halves ACCUMULATE: */
+CFDEF void cf_ref_conv_forward(float *y, const float *x, const float *w, const float *b,
+                               int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                               float *ws, size_t ws_floats);
+/* dw += dy x im2col(x)^T, db += dy summed over positions (db may be NULL) */
+CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
+                                        int B, cf_shape in, cf_shape out, const cf_geom *g,
+                                        int groups, float *ws, size_t ws_floats);
+/* dx += col2im(w^T x dy) */
+CFDEF void cf_ref_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
+                                     cf_shape out, const cf_geom *g, int groups, float *ws,
+                                     size_t ws_floats);
+/* x (B, C, D, H, W) -> y (B, C, OD, OH, OW); max picks the first maximum of a window;
+   average divides by the number of in-bounds elements (TensorFlow's rule).  Backward
+   accumulates dx; max pooling finds the window's first maximum again (x equal to y). */
+CFDEF void cf_ref_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shape out,
+                               const cf_geom *g, int is_max);
+CFDEF void cf_ref_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
+                                cf_shape in, cf_shape out, const cf_geom *g, int is_max);
+
+/* The same operations through their dispatchers (section 4): the first registered fast path
+   that applies, else the reference.  Same arguments, same results to rounding (bit for bit
+   for the pooling paths); cf_conv_forward_act also applies the activation act (CF_ACT_*,
+   slope for leaky) to each part of y while it is still in cache. */
 CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float *b,
                            int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                           float *col, size_t ws_floats);
-/* the same with the activation act (CF_ACT_*, slope for leaky) applied to each tile of the
-   output while it is still in cache, instead of a separate pass over the whole output */
+                           float *ws, size_t ws_floats);
 CFDEF void cf_conv_forward_act(float *y, const float *x, const float *w, const float *b,
                                int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                               float *col, size_t ws_floats, int act, float slope);
-/* dy (B, OC, OD, OH, OW); accumulates dx (may be NULL: skipped), dw, db (may be NULL).
-   col, dcol: two workspaces of ws_floats floats each.  It is the two halves below, which
-   share nothing (cf-bench times them apart): */
-CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
-                            const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                            int groups, float *col, float *dcol, size_t ws_floats);
-/* backward-weights: dw += dy x im2col(x)^T, db += sum of dy (db may be NULL) */
+                               float *ws, size_t ws_floats, int act, float slope);
 CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
                                     int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                                    float *col, size_t ws_floats);
-/* The direct convolution kernels (stride 1 along the width, no im2col; compiled where the
-   target has AVX2 and FMA) are used where they apply unless switched off here: 0 sends
-   every convolution through im2col + GEMM (to compare the two; tests do).  Not thread-safe. */
-CFDEF void cf_conv_set_direct(int on);
-/* backward-data: dx += col2im(w^T x dy) */
+                                    float *ws, size_t ws_floats);
 CFDEF void cf_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
-                                 cf_shape out, const cf_geom *g, int groups, float *dcol, size_t ws_floats);
-/* x (B, C, D, H, W) -> y (B, C, OD, OH, OW); max picks the first maximum of a window;
-   average divides by the number of in-bounds elements (TensorFlow's rule). */
+                                 cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats);
+/* both halves (dx may be NULL: skipped); dws: a second workspace for backward-data */
+CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                            const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                            int groups, float *ws, float *dws, size_t ws_floats);
 CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shape out,
                            const cf_geom *g, int is_max);
 CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
                             cf_shape in, cf_shape out, const cf_geom *g, int is_max);
+/* The fast paths by kind: "direct", "tiles", "pointwise" (convolutions), "inside", "pairs"
+   (pooling), "fusion", "recompute" (the memory plan), or "all".  All are on, except in a
+   CF_REFERENCE build, where none exists.  Returns CF_ERR for an unknown kind.  Not
+   thread-safe; a network takes a change at its next forward. */
+CFDEF int cf_fast_path_set(const char *kind, int on);
+CFDEF int cf_fast_path_on(const char *kind);                /* 1 on, 0 off, -1 unknown */
+CFDEF void cf_conv_set_direct(int on);                      /* cf_fast_path_set("direct", on) */
+/* Which path an operation takes for these shapes: "reference" or the fast path's kind.
+   op: CF_OP_FORWARD, CF_OP_BACKWARD_WEIGHTS, CF_OP_BACKWARD_DATA. */
+enum { CF_OP_FORWARD, CF_OP_BACKWARD_WEIGHTS, CF_OP_BACKWARD_DATA };
+CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                               int groups, size_t ws_floats);
+CFDEF const char *cf_pool_path(int op, cf_shape in, cf_shape out, const cf_geom *g, int is_max);
+
+/* Depthwise convolution (groups = C = OC): a direct loop over taps, since im2col would copy
+   every input value kvol times to feed a GEMM with one row.
+   x (B, C, D, H, W)  w (C, 1, KD, KH, KW)  b (C) or NULL  y (B, C, OD, OH, OW) */
+CFDEF void cf_dwconv_forward(float *y, const float *x, const float *w, const float *b,
+                             int B, cf_shape in, cf_shape out, const cf_geom *g);
+CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g);
+/* Transposed convolution (PyTorch ConvTranspose): the adjoint of a convolution.  g is the
+   geometry of the convolution that maps a y-shaped tensor to an x-shaped one, so
+   y = col2im(w^T x): one GEMM and a scatter.  Backward-data is that ordinary convolution.
+   x (B, C, D, H, W)  w (C, OC, KD, KH, KW)  b (OC) or NULL  y (B, OC, OD, OH, OW) */
+CFDEF void cf_deconv_forward(float *y, const float *x, const float *w, const float *b,
+                             int B, cf_shape in, cf_shape out, const cf_geom *g,
+                             float *ws, size_t ws_floats);
+CFDEF void cf_deconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                              float *ws, size_t ws_floats);
 /* x (B, IN)  w (OUT, IN)  b (OUT) or NULL  y (B, OUT) */
 CFDEF void cf_dense_forward(float *y, const float *x, const float *w, const float *b,
                             int B, int IN, int OUT);
@@ -179,8 +228,7 @@ typedef struct { void (*reduce)(double *buf, int n, void *ctx); void *ctx; doubl
    the biased variance, save mean and 1/sqrt(var + eps) for backward, and move the running
    statistics: r += momentum * (batch - r), the variance unbiased (n/(n-1)), as PyTorch.
    train = 0: normalize with the running statistics (save_mean and save_invstd receive them).
-   sync: NULL (per-rank statistics, the
-   DeepCAM reference's default) or a reduction over ranks.
+   sync: NULL (per-rank statistics, the DeepCAM reference's default) or a reduction over ranks.
    x, y (B, C, P)   gamma, beta, rmean, rvar, save_mean, save_invstd (C) */
 CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const float *beta,
                          float *rmean, float *rvar, float *save_mean, float *save_invstd,
@@ -192,23 +240,6 @@ CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const flo
 CFDEF void cf_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
                           const float *gamma, const float *mean, const float *invstd,
                           int B, int C, size_t P, int train, const cf_bn_sync *sync);
-/* Depthwise convolution (groups = C = OC): a direct loop over taps, since im2col would copy
-   every input value kvol times to feed a GEMM with one row.
-   x (B, C, D, H, W)  w (C, 1, KD, KH, KW)  b (C) or NULL  y (B, C, OD, OH, OW) */
-CFDEF void cf_dwconv_forward(float *y, const float *x, const float *w, const float *b,
-                             int B, cf_shape in, cf_shape out, const cf_geom *g);
-CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
-                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g);
-/* Transposed convolution (PyTorch ConvTranspose): the adjoint of a convolution.  g is the
-   geometry of the convolution that maps a y-shaped tensor to an x-shaped one, so
-   y = col2im(w^T x): one GEMM and a scatter.  Backward-data is that ordinary convolution.
-   x (B, C, D, H, W)  w (C, OC, KD, KH, KW)  b (OC) or NULL  y (B, OC, OD, OH, OW) */
-CFDEF void cf_deconv_forward(float *y, const float *x, const float *w, const float *b,
-                             int B, cf_shape in, cf_shape out, const cf_geom *g,
-                             float *col, size_t ws_floats);
-CFDEF void cf_deconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
-                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                              float *col, size_t ws_floats);
 /* Per-pixel weighted softmax cross-entropy averaged over all B*P pixels: the DeepCAM
    reference's torch.mean of the weighted per-pixel losses (not divided by the sum of the
    weights, unlike PyTorch's reduction='mean').  z (B, K, P) logits; labels (B, P) class ids
@@ -222,7 +253,7 @@ CFDEF void cf_argmax_classes(int *pred, const float *z, int K, size_t P);
    included) of tp/(tp+fp+fn), a class absent from both prediction and label counting 1. */
 CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K);
 
-/* ---------------------------------------------------------------- 4. networks */
+/* ---------------------------------------------------------------- 5. networks */
 enum {
     CF_L_CONV, CF_L_MAXPOOL, CF_L_AVGPOOL, CF_L_DENSE, CF_L_FLATTEN, CF_L_DROPOUT,
     CF_L_ACT, CF_L_SCALE, CF_L_ROUTE, CF_L_ADD, CF_L_BATCHNORM, CF_L_DECONV, CF_L_GAP,
@@ -233,17 +264,19 @@ enum { CF_INIT_GLOROT_UNIFORM, CF_INIT_KAIMING_UNIFORM, CF_INIT_KAIMING_NORMAL,
 enum { CF_LOSS_MSE, CF_LOSS_L1, CF_LOSS_SOFTMAX_CE };
 #define CF_MAX_CLASSES 16
 
+/* One layer as the cfg describes it: what it computes, its shapes and where its parameters
+   are.  Where its output and gradient live during a step is the memory plan's (cf_plan). */
 typedef struct {
-    int type;
+    int type;                 /* CF_L_* */
     int line;                 /* line of its section in the cfg */
     int src[CF_MAX_SRC];      /* input layer indices; -1 = network input */
     int n_src;
-    cf_shape in, out;         /* per sample */
+    cf_shape in, out;         /* per sample; out.c: a conv's filters, a dense layer's outputs */
     cf_geom g;                /* conv / pool geometry */
-    char pad_mode[16];        /* "same", "valid" or explicit (kept for --input-shape) */
+    char pad_mode[16];        /* "same", "valid" or "explicit" (kept for --input-shape) */
     int pad_spec[6];          /* explicit padding, as written */
-    int filters, groups, has_bias;
-    int act;  float slope;    /* fused activation (conv, dense, act layer) */
+    int groups, has_bias, depthwise;   /* depthwise: groups = in channels = out channels */
+    int act;  float slope;    /* fused activation (conv, dense, batchnorm, ...; act layer) */
     float factor;             /* scale layer */
     float rate;               /* dropout rate */
     int l2;                   /* 1: the optimizer's L2 applies to this layer's kernel */
@@ -253,16 +286,25 @@ typedef struct {
     int init, bias_init; float bias_value;
     size_t w_off, w_n, b_off, b_n;  /* into params / grads / opt (b_n = 0: no bias) */
     size_t s_off, s_n;        /* batchnorm: running mean (C) then running var (C), into stats */
-    size_t y_off;             /* output, into acts (per batch; cf__plan_memory) */
-    size_t dy_off;            /* output gradient, into dacts (the same arena) */
-    int last_use;             /* largest index of a layer reading this output */
-    int recompute_at;         /* >= 0: this output is not kept after forward; it is recomputed
-                                 just before that layer's backward (cf__plan_memory); -1: kept */
-    int fwd_end;              /* the output's first life ends at this time (cf__plan_memory) */
-    int pool_fused;           /* 1: read only by a max pool with disjoint windows, whose backward
-                                 writes this layer's pre-activation gradient over its output
-                                 (no dacts buffer; see cf__plan_fusion) */
 } cf_layer;
+
+/* The memory plan of one training step for the current batch (section 6).  Every output
+   and output gradient is a block of one arena; blocks alive at the same time are disjoint. */
+typedef struct {
+    size_t y_off, dy_off;     /* the output and its gradient, into net->arena */
+    int last_read;            /* the last layer whose forward reads the output (n: the loss) */
+    int fwd_end;              /* the output's first life ends after this layer's forward */
+    int rebuild_at;           /* >= 0: dropped after forward, rebuilt from its inputs just
+                                 before this layer's backward; -1: kept */
+    int fused_pool;           /* a conv whose gradient a max pool's backward writes over the
+                                 conv's output (no gradient block): that pool; -1: none */
+} cf_plan_layer;
+typedef struct {
+    cf_plan_layer *l;         /* one per layer */
+    int batch;                /* what the plan is for (0: none yet) */
+    int flags;                /* the settings it was made with (keep_acts, fast paths) */
+    size_t floats, cap;       /* arena floats this plan uses / allocated */
+} cf_plan;
 
 typedef struct cf_net {
     char *cfg_text;           /* the model text, embedded in checkpoints */
@@ -281,23 +323,23 @@ typedef struct cf_net {
     cf_bn_sync bn_sync;              /* reduce != NULL: synchronized batch norm over ranks */
     int n_targets;                   /* per sample: n_outputs, or H*W class ids (softmax_ce) */
     float class_w[CF_MAX_CLASSES];   /* softmax_ce: per-class weights */
-    int batch;                       /* what the arena is planned for */
-    size_t n_acts;                   /* arena floats in use for this batch: outputs and gradients */
-    size_t cap_acts;                 /* allocated */
-    float *acts, *dacts;             /* one arena: dacts == acts; y_off and dy_off index it */
+    int batch;                       /* the current batch */
+    cf_plan plan;                    /* where outputs and gradients live (section 6) */
+    float *arena;                    /* plan.cap floats: every output and output gradient */
     int keep_acts;                   /* 1: every output stays valid from forward to the next
                                         forward (cf_net_output of any layer, cf_net_forward_from,
                                         cf_net_first_nonfinite_output); no fusion, no
                                         recomputation: more memory.  0 (default): outputs live
                                         only while the step needs them.  Read by forward. */
-    int plan_flags;                  /* the fusion/keep settings the current plan was made with */
+    int no_fuse;                     /* 1: never fuse a layer's gradient into its max pool */
     size_t ws_floats;                /* per im2col workspace */
     float *ws;                       /* 2 * ws_floats */
     const float *x;                  /* current input (B, C, D, H, W), caller's memory */
+    float *dinput;                   /* optional: backward accumulates dL/d(input) here */
     int training;                    /* dropout on */
     uint64_t seed, step;             /* dropout masks hash (seed, step, layer) */
     /* optional: called in backward just before layer i's own backward runs, when
-       dacts[i] holds the complete gradient of that layer's output (cf-check uses it) */
+       cf_net_output_grad(net, i) holds the complete gradient of its output (cf-check) */
     void (*backward_hook)(struct cf_net *net, int layer, void *ctx);
     void *hook_ctx;
     /* optional: called around every layer's work, phase 0/1 before/after its forward, 2/3
@@ -305,9 +347,8 @@ typedef struct cf_net {
        backward-weights and backward-data (cf-bench times layers with it) */
     void (*layer_hook)(struct cf_net *net, int layer, int phase, void *ctx);
     void *layer_ctx;
-    int no_fuse;                     /* 1: never fuse a layer's gradient into its max pool */
     int acts_clobbered;              /* backward has reused the outputs' memory (until forward) */
-    int recomputing;                 /* inside a backward-time recomputation of an output */
+    int rebuilding;                  /* inside a backward-time rebuild of an output */
 } cf_net;
 
 /* Parse a cfg text (name used in error messages).  shape_override may be NULL.
@@ -318,7 +359,7 @@ CFDEF int cf_net_load_cfg(cf_net *net, const char *path, const cf_shape *shape_o
 CFDEF int cf_parse_shape(const char *s, cf_shape *out);     /* "CxDxHxW" or "CxHxW" */
 CFDEF void cf_net_free(cf_net *net);
 CFDEF void cf_net_init(cf_net *net, uint64_t seed);
-CFDEF int cf_net_set_batch(cf_net *net, int B);             /* (re)allocates activations */
+CFDEF int cf_net_set_batch(cf_net *net, int B);             /* plans and (re)allocates the arena */
 /* Floats of the arena (outputs and output gradients) a batch of B needs, under the default
    plan or with keep_acts = 1.  Allocates nothing; not between a forward and its backward
    (the next forward plans again).  Returns (size_t)-1 when out of memory. */
@@ -328,12 +369,16 @@ CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_acts);
 CFDEF int cf_net_sync_bn(cf_net *net, void (*reduce)(double *buf, int n, void *ctx), void *ctx);
 CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B);  /* returns output */
 CFDEF const float *cf_net_forward_from(cf_net *net, int first);       /* after forward() with keep_acts */
-/* dout (B, n_outputs): dL/d(output).  Accumulates into grads. */
+/* dout (B, n_outputs): dL/d(output).  Accumulates into grads (and into net->dinput when set). */
 CFDEF void cf_net_backward(cf_net *net, const float *dout);
 CFDEF void cf_net_zero_grad(cf_net *net);
-CFDEF float *cf_net_output(cf_net *net, int layer);         /* acts of a layer */
+CFDEF float *cf_net_output(cf_net *net, int layer);         /* a layer's output in the arena */
+CFDEF float *cf_net_output_grad(cf_net *net, int layer);    /* its gradient (during backward) */
 CFDEF const char *cf_layer_type_name(int type);
 CFDEF double cf_layer_flops(const cf_layer *l);             /* forward, per sample */
+/* The path layer i's op (CF_OP_*) takes at the current batch: "reference", a fast path's
+   kind, or "-" when the layer has no such op.  After cf_net_set_batch or a forward. */
+CFDEF const char *cf_net_path(const cf_net *net, int layer, int op);
 /* Numerics guard: the first layer whose output (after a forward) or whose parameters'
    gradient (after a backward; params = 1: the parameters themselves) holds a NaN or Inf,
    or -1 when all are finite.  Outputs are all checked only when the forward ran with
@@ -348,7 +393,7 @@ CFDEF int cf_net_tensors(const cf_net *net, cf_tensor *out, int max);
 /* One step of loss + backward from a target (B, n_outputs); returns the loss. */
 CFDEF double cf_net_loss(cf_net *net, const float *target, float *dout);
 
-/* ---------------------------------------------------------------- 5. optimizer */
+/* ---------------------------------------------------------------- 7. optimizer */
 /* Keras SGD: v = m*v - lr*(g + 2*l2*w [layers with l2=1]);  w += v */
 CFDEF void cf_sgd_step(cf_net *net, float lr, float momentum, float l2);
 /* Adam as torch.optim.Adam (decoupled = 0: wd adds wd*w to the gradient) or AdamW
@@ -377,7 +422,7 @@ typedef struct {
 } cf_lr_sched;
 CFDEF double cf_lr_sched_at(const cf_lr_sched *s, uint64_t k);   /* k counted from 0 */
 
-/* ---------------------------------------------------------------- 6. files */
+/* ---------------------------------------------------------------- 8. files */
 enum { CF_F32, CF_I16, CF_U8, CF_I64 };
 typedef struct {
     int dtype, ndim;
@@ -441,6 +486,10 @@ CFDEF void cf_cosmo_free(cf_cosmo_sample *smp);
    apply_log = 0 (the two branches of the reference's _parse_data), or with apply_log = 2
    log(1 + x) - log(1 + mean_c), mean_c the sample's mean of channel c: log counts around 0 */
 CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int apply_log);
+/* One of the cube's 48 symmetries (code % 6 picks a permutation of the 3 axes, code / 6 a flip
+   of each), in place on x (C, S, S, S), as the 2018 CosmoFlow code augments its volumes.
+   tmp: C S^3 floats of scratch. */
+CFDEF void cf_cube_symmetry(float *x, float *tmp, int C, int S, int code);
 
 /* DeepCAM samples in the numpy layout (NVIDIA's convert_hdf52npy): data-X.npy float32
    (H, W, C) channels-last and label-X.npy float32 (H, W) class ids beside it.  path names the
@@ -463,7 +512,7 @@ CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C)
 CFDEF int cf_epoch_shard(int *out, int n, uint64_t seed, int epoch, int rank, int size,
                          int shuffle, int drop_remainder);
 
-/* ---------------------------------------------------------------- 7. distributed */
+/* ---------------------------------------------------------------- 9. distributed */
 CFDEF int cf_dist_init(int *argc, char ***argv);
 CFDEF void cf_dist_finalize(void);
 CFDEF int cf_dist_rank(void);
@@ -493,7 +542,6 @@ CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag);
 CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag);
 
 #endif /* CF_INCLUDE_COSMOFLOW_H */
-
 /* ================================================================ implementation */
 #ifdef CF_IMPLEMENTATION
 #ifndef CF__IMPLEMENTED
@@ -545,6 +593,11 @@ CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag);
 #define CF__TLS
 #endif
 #define CF__NEW(T, n) ((T *)cf__calloc((size_t)(n), sizeof(T)))
+#if defined(__GNUC__)
+#define CF__INLINE static inline __attribute__((always_inline))   /* also into the target/optimize-attributed kernels */
+#else
+#define CF__INLINE static inline
+#endif
 
 /* ================================================================ 1. basics */
 static CF__TLS char cf__err[1024];
@@ -615,6 +668,26 @@ CFDEF uint32_t cf_crc32c_masked(const void *data, size_t n) {
     return ((c >> 15) | (c << 17)) + 0xa282ead8u;
 }
 
+/* ---- the activations, the one place their formulas are written.  f(v), and the gradient
+   dL/dv = dy f'(v) from the OUTPUT y = f(v): relu' = [y > 0], leaky' = 1 or slope by the
+   sign of y (slope > 0), tanh' = 1 - y^2. */
+CF__INLINE float cf__act_f(float v, int act, float slope) {
+    switch (act) {
+    case CF_ACT_RELU: return v > 0.0f ? v : 0.0f;
+    case CF_ACT_LEAKY: return v > 0.0f ? v : slope * v;
+    case CF_ACT_TANH: return tanhf(v);
+    default: return v;
+    }
+}
+CF__INLINE float cf__act_df(float dy, float y, int act, float slope) {
+    switch (act) {
+    case CF_ACT_RELU: return y > 0.0f ? dy : 0.0f;
+    case CF_ACT_LEAKY: return y > 0.0f ? dy : slope * dy;
+    case CF_ACT_TANH: return dy * (1.0f - y * y);
+    default: return dy;
+    }
+}
+
 /* ================================================================ 2. sgemm */
 static float cf__at(const float *M, int ld, int trans, int r, int c) {
     return trans ? M[(size_t)c * ld + r] : M[(size_t)r * ld + c];
@@ -648,8 +721,10 @@ CFDEF void cf_sgemm(int transA, int transB, int M, int N, int K, float alpha,
     cf_sgemm_naive(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 #endif
 }
-
-/* ================================================================ 3. kernels */
+/* ================================================================ 3. reference kernels
+   One plain function per operation: the obvious loops, or im2col + sgemm for a convolution,
+   each with its shapes and a line of its derivation (docs/math.md has the whole of each).
+   The tests use these as the oracle of the fast paths in section 4. */
 CFDEF size_t cf_shape_size(cf_shape s) { return (size_t)s.c * s.d * s.h * s.w; }
 
 CFDEF int cf_geom_out(const cf_geom *g, int axis, int in) {
@@ -744,24 +819,15 @@ static void cf__col2im(float *dx, const float *col, int C, cf_shape in, cf_shape
 }
 
 /* Columns per im2col tile: as many output positions as fit the workspace, at least one.
-   (Tiles sized for the L2 cache instead, 1-4 MiB, were measured slower on CosmoFlow here:
-   OpenBLAS's per-call packing and thread start-up outweigh the cache hits.) */
+   One large GEMM per tile is what the BLAS does best (docs/performance.md, "Tile sizes"). */
 static size_t cf__tile(size_t rows, size_t P, size_t ws_floats) {
     size_t n = ws_floats / (rows ? rows : 1);
     if (n < 1) n = 1;
     return n < P ? n : P;
 }
 
-/* A 1x1x1 kernel with stride 1 and no padding: im2col would copy x unchanged, so the GEMMs
-   read x and write dx in place (DeepCAM's pointwise convolutions are half its layers). */
-static int cf__pointwise(const cf_geom *g) {
-    int a;
-    for (a = 0; a < 3; a++) if (g->k[a] != 1 || g->s[a] != 1 || g->pb[a] || g->pa[a]) return 0;
-    return 1;
-}
-
 /* y[r][p] = act(y[r][p] + b[r]) for rows r < rows, columns p < n of a (rows, stride) block:
-   the bias and activation of one tile, applied right after its GEMM wrote it */
+   a tile's bias and activation, applied right after its GEMM wrote it (b may be NULL) */
 static void cf__bias_act(float *y, const float *b, int rows, size_t n, size_t stride, int act, float slope) {
     int r;
     CF__OMP(omp parallel for schedule(static) if(rows * n > 32768))
@@ -773,459 +839,88 @@ static void cf__bias_act(float *y, const float *b, int rows, size_t n, size_t st
     }
 }
 
-/* ---- Per-thread tiles.  A large convolution is cut into tiles of output positions that the
-   threads take whole: each builds its own im2col tile, small enough to stay in its cache, and
-   runs a single-threaded sgemm on it (a BLAS called inside an OpenMP parallel region runs on
-   the calling thread: OpenBLAS's OpenMP build does, as do MKL and BLIS; OpenBLAS's pthreads
-   build stays correct but may oversubscribe the cores).  Why: one big threaded sgemm over
-   the whole tile reads its im2col matrix from memory, and with CosmoFlow's first layer
-   (M = 32 filters, K = 108) it splits badly between threads.  Measured on CosmoFlow here (2
-   threads, GFLOP/s, one big sgemm -> per-thread tiles): 4->32 at 128^3 backward-weights
-   63 -> 102; 32->64 at 64^3 forward 94 -> 125, backward-weights 130 -> 146; 64->128 at 32^3
-   forward 126 -> 144.  One thread gains too (small tiles stay in cache): 4->16 at 32^3
-   forward 24 -> 30, backward-weights 24 -> 36.  Each helper returns 0, doing nothing, when
-   the sample has too few tiles to share or the workspace cannot hold them; the caller then
-   takes the one-big-sgemm path below. */
-#define CF__TILE_FLOATS ((size_t)1 << 20)   /* forward: K x tile ~ 4 MiB, at least 1024 columns */
-#define CF__BWW_TILE 256                    /* backward-weights: 256 columns measured best for K = 108 .. 3456 */
-static int cf__nthreads(void) {
-#ifdef _OPENMP
-    return omp_in_parallel() ? 1 : omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-static int cf__thread_id(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-
-/* The forward tiling of P output positions with K im2col rows: the tile's columns, and the
-   number of tiles, or 0 when there are fewer than 2 per thread or ws_floats cannot hold one
-   im2col tile per thread. */
-static long cf__fwd_tiles(int K, size_t P, size_t ws_floats, size_t *tile) {
-    int nth = cf__nthreads();
-    long ntiles;
-    *tile = CF__TILE_FLOATS / (size_t)K;
-    if (*tile < 1024) *tile = 1024;
-    ntiles = (long)((P + *tile - 1) / *tile);
-    return ntiles < 2 * nth || (size_t)nth * K * *tile > ws_floats ? 0 : ntiles;
-}
-
-/* One sample, groups = 1:  y (OC, P) = beta*y + w (OC, K) x im2col(x) (K, P), then bias and
-   act per tile.  Tiles write disjoint columns of y, so any thread may take any tile. */
-static int cf__conv_tiles(float *y, const float *x, const float *w, const float *b, float beta,
-                          cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
-                          int act, float slope) {
-    int K = in.c * g->k[0] * g->k[1] * g->k[2];
-    size_t P = (size_t)out.d * out.h * out.w, tile;
-    long ntiles = cf__fwd_tiles(K, P, ws_floats, &tile), t;
-    if (!ntiles) return 0;
-    CF__OMP(omp parallel num_threads(cf__nthreads()))
-    {
-        float *col = ws + (size_t)cf__thread_id() * K * tile;
-        CF__OMP(omp for schedule(dynamic, 1))
-        for (t = 0; t < ntiles; t++) {
-            size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
-            cf__im2col(col, x, in.c, in, out, g, p0, n);   /* its own parallel loop stays inactive in here */
-            cf_sgemm(0, 0, out.c, (int)n, K, 1.0f, w, K, col, (int)n, beta, y + p0, (int)P);
-            if (b || act != CF_ACT_LINEAR) cf__bias_act(y + p0, b, out.c, n, P, act, slope);
-        }
-    }
-    return 1;
-}
-
-/* One sample, groups = 1:  dw (OC, K) += dy (OC, P) x im2col(x)^T (P, K).  Thread 0 adds into
-   dw, the others into zeroed copies after their tiles in ws, summed into dw in thread order at
-   the end; tiles are dealt statically, so the result is the same in every run. */
-static int cf__conv_bww_tiles(float *dw, const float *dy, const float *x, cf_shape in, cf_shape out,
-                              const cf_geom *g, float *ws, size_t ws_floats) {
-    int K = in.c * g->k[0] * g->k[1] * g->k[2], nth = cf__nthreads();
-    size_t P = (size_t)out.d * out.h * out.w, tile = CF__BWW_TILE, wsz = (size_t)out.c * K, i;
-    long ntiles = (long)((P + tile - 1) / tile), t;
-    float *acc;
-    if (ntiles < 2 * nth || (size_t)nth * K * tile + (size_t)(nth - 1) * wsz > ws_floats) return 0;
-    acc = ws + (size_t)nth * K * tile;
-    if (nth > 1) memset(acc, 0, sizeof(float) * (nth - 1) * wsz);
-    CF__OMP(omp parallel num_threads(nth))
-    {
-        int me = cf__thread_id();
-        float *col = ws + (size_t)me * K * tile, *a = me ? acc + (size_t)(me - 1) * wsz : dw;
-        CF__OMP(omp for schedule(static))
-        for (t = 0; t < ntiles; t++) {
-            size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
-            cf__im2col(col, x, in.c, in, out, g, p0, n);
-            cf_sgemm(0, 1, out.c, K, (int)n, 1.0f, dy + p0, (int)P, col, (int)n, 1.0f, a, K);
-        }
-    }
-    if (nth > 1) {
+/* db[oc] += sum over positions of dy[b][oc] (B, OC, P), sample by sample in double */
+static void cf__bias_grad(float *db, const float *dy, int B, int OC, size_t P) {
+    int bi, oc;
+    for (bi = 0; bi < B; bi++) {
+        const float *dyb = dy + (size_t)bi * OC * P;
         CF__OMP(omp parallel for schedule(static))
-        for (i = 0; i < wsz; i++) {
-            int th;
-            for (th = 1; th < nth; th++) dw[i] += acc[(size_t)(th - 1) * wsz + i];
-        }
-    }
-    return 1;
-}
-
-/* ---- Direct convolution (no im2col) for a stride of 1 along the width.  With few input
-   channels im2col + GEMM is slow: CosmoFlow's first layer (4 -> 32 channels, K = 108) writes
-   a 900 MB im2col matrix per sample that the BLAS then packs again, for a GEMM of only 32
-   rows (measured 45-76 GFLOP/s against 110 for this kernel on the same 2 cores).  Here each
-   output row (od, oh) first gathers the input rows its taps read, zero-padded, into a small
-   per-thread buffer R (cf__direct_rows: C x KD x KH rows; 80 KiB for CosmoFlow); then blocks of
-   4 output channels x 16 positions are summed over all taps in registers: per tap 2 vector
-   loads and 4 broadcasts feed 8 multiply-adds.  Written with GCC/Clang vector types (8
-   floats) and compiled only where the target has AVX2 and FMA (-march=x86-64-v3 or native);
-   elsewhere, or with CF_NO_DIRECT_CONV, im2col + GEMM does everything.  Used for the forward
-   pass (where R is small: cf__direct_ok) and the stride-1 backward-data (the forward of dy
-   with the flipped kernel, below), where out.w >= 16.  Measured on CosmoFlow's shapes (2 threads, one process, forward direct
-   / GEMM ms): 4 -> 32 at 128^3 164 / 269; 32 -> 64 at 64^3 266 / 293 (backward-data 274 /
-   364); 64 -> 128 at 32^3 114 / 127; 128 -> 256 at 16^3 58 / 66.  (A direct backward-weights
-   with per-thread partial sums was tried: 219 / 226 ms at 4 -> 32, 386 / 275 at 32 -> 64, so
-   weight gradients stay with im2col + GEMM.) */
-static int cf__direct_on = 1;
-CFDEF void cf_conv_set_direct(int on) { cf__direct_on = on; }
-#if defined(__GNUC__) && defined(__AVX2__) && defined(__FMA__) && !defined(CF_NO_DIRECT_CONV)
-#define CF__DIRECT 1
-#if defined(__clang__)
-#define CF__CONTRACT                  /* clang fuses a += b * c into one FMA by default */
-#else
-#define CF__CONTRACT __attribute__((optimize("fp-contract=fast")))   /* GCC's ISO C mode does not */
-#endif
-typedef float cf__v8 __attribute__((vector_size(32)));
-/* unaligned 8-float load and store (memcpy is a builtin: always inlined, even into the
-   CF__CONTRACT kernels, which GCC will not inline other functions into) */
-#define CF__LD8(v, p) memcpy(&(v), (p), sizeof(cf__v8))
-#define CF__ST8(p, v) memcpy((p), &(v), sizeof(cf__v8))
-
-/* R (T = C*KD*KH rows of Wp floats): row t = (c, kd, kh) holds the input row that output row
-   (od, oh) reads through taps (kd, kh) of channel c, shifted right by the width's padding
-   and zero elsewhere; a row outside the input is all zeros.  x: (C, D, H, W), one sample. */
-static void cf__direct_rows(float *R, size_t Wp, const float *x, int C, cf_shape in, const cf_geom *g, int od, int oh) {
-    int c, kd, kh;
-    float *r = R;
-    for (c = 0; c < C; c++) for (kd = 0; kd < g->k[0]; kd++) for (kh = 0; kh < g->k[1]; kh++, r += Wp) {
-        int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
-        memset(r, 0, Wp * sizeof(float));
-        if (id >= 0 && id < in.d && ih >= 0 && ih < in.h)
-            memcpy(r + g->pb[2], x + (((size_t)c * in.d + id) * in.h + ih) * in.w, (size_t)in.w * sizeof(float));
-    }
-}
-
-/* One output row:  y[oc][w] (+)= sum over t < T, kw < KW of w[oc][t KW + kw] R[t][w + kw dil]
-   for oc < OC, w < OW (rows of y ystride apart; R readable up to OW rounded up to 32, plus
-   (KW-1) dil).  accumulate = 0: y = act(sum + b[oc]) (b may be NULL); 1: y += sum.
-   Written once for a vector type VT of VW floats and instantiated twice below: blocks of 4
-   output channels x 2 VW positions, 8 accumulators (AVX2: 8 x 8 floats; AVX-512: 8 x 16). */
-#define CF__DIRECT_FWD_ROW(NAME, VT, VW, ATTR)                                                                       \
-ATTR static void NAME(float *y, size_t ystride, const float *R, size_t Wp, int T, int KW, int dil, const float *w,  \
-                      int OC, int OW, const float *b, int accumulate, int act, float slope) {                         \
-    int K = T * KW, oc0, w0, t, kw, o, j;                                                                             \
-    float out[4][2 * VW];                                                                                             \
-    for (oc0 = 0; oc0 < OC; oc0 += 4) {                                                                               \
-        int no = OC - oc0 < 4 ? OC - oc0 : 4;   /* the last block may have fewer channels: rows repeat, unstored */   \
-        const float *w_0 = w + (size_t)oc0 * K, *w_1 = no > 1 ? w_0 + K : w_0;                                       \
-        const float *w_2 = no > 2 ? w_0 + 2 * K : w_0, *w_3 = no > 3 ? w_0 + 3 * K : w_0;                           \
-        for (w0 = 0; w0 < OW; w0 += 2 * VW) {                                                                         \
-            VT a00 = {0.0f}, a01 = {0.0f}, a10 = {0.0f}, a11 = {0.0f}, a20 = {0.0f}, a21 = {0.0f}, a30 = {0.0f}, a31 = {0.0f}; \
-            for (t = 0; t < T; t++) {                                                                                 \
-                const float *r = R + (size_t)t * Wp + w0;                                                             \
-                const float *q0 = w_0 + t * KW, *q1 = w_1 + t * KW, *q2 = w_2 + t * KW, *q3 = w_3 + t * KW;           \
-                for (kw = 0; kw < KW; kw++) {   /* per tap: 2 vector loads, 4 broadcasts, 8 multiply-adds */          \
-                    VT x0, x1;                                                                                        \
-                    memcpy(&x0, r + kw * dil, sizeof x0); memcpy(&x1, r + kw * dil + VW, sizeof x1);                  \
-                    a00 += q0[kw] * x0; a01 += q0[kw] * x1;                                                           \
-                    a10 += q1[kw] * x0; a11 += q1[kw] * x1;                                                           \
-                    a20 += q2[kw] * x0; a21 += q2[kw] * x1;                                                           \
-                    a30 += q3[kw] * x0; a31 += q3[kw] * x1;                                                           \
-                }                                                                                                     \
-            }                                                                                                         \
-            memcpy(out[0], &a00, sizeof a00); memcpy(out[0] + VW, &a01, sizeof a01);                                  \
-            memcpy(out[1], &a10, sizeof a10); memcpy(out[1] + VW, &a11, sizeof a11);                                  \
-            memcpy(out[2], &a20, sizeof a20); memcpy(out[2] + VW, &a21, sizeof a21);                                  \
-            memcpy(out[3], &a30, sizeof a30); memcpy(out[3] + VW, &a31, sizeof a31);                                  \
-            for (o = 0; o < no; o++) {   /* the block's valid part (the last block may pass OW) */                    \
-                float *yr = y + (size_t)(oc0 + o) * ystride + w0, bo = b ? b[oc0 + o] : 0.0f;                        \
-                int n = OW - w0 < 2 * VW ? OW - w0 : 2 * VW;                                                          \
-                if (accumulate) for (j = 0; j < n; j++) yr[j] += out[o][j];                                           \
-                else for (j = 0; j < n; j++) {   /* as cf_act_forward */                                              \
-                    float v = out[o][j] + bo;                                                                         \
-                    yr[j] = act == CF_ACT_RELU ? (v > 0.0f ? v : 0.0f) : act == CF_ACT_LEAKY ? (v > 0.0f ? v : slope * v) \
-                          : act == CF_ACT_TANH ? tanhf(v) : v;                                                        \
-                }                                                                                                     \
-            }                                                                                                         \
-        }                                                                                                             \
-    }                                                                                                                 \
-}
-CF__DIRECT_FWD_ROW(cf__direct_fwd_row8, cf__v8, 8, CF__CONTRACT)
-/* The same for AVX-512, chosen at run time when the CPU has it and the row has at least 32
-   positions (measured 1.2-2x the AVX2 kernel at CosmoFlow's shapes): the x86-64-v3 build runs
-   on AVX2 machines, and oneDNN's kernels, PyTorch's, use AVX-512 where they find it. */
-#if defined(__x86_64__) && !defined(CF_NO_AVX512)
-#define CF__AVX512 1
-typedef float cf__v16 __attribute__((vector_size(64)));
-#if defined(__clang__)
-#define CF__CONTRACT512 __attribute__((target("avx512f")))
-#else
-#define CF__CONTRACT512 __attribute__((target("avx512f"), optimize("fp-contract=fast")))
-#endif
-CF__DIRECT_FWD_ROW(cf__direct_fwd_row16, cf__v16, 16, CF__CONTRACT512)
-static int cf__has_avx512(void) {
-    static int has = -1;
-    if (has < 0) has = __builtin_cpu_supports("avx512f") ? 1 : 0;
-    return has;
-}
-#endif
-
-/* floats of one row of R: the output row rounded up to 32, plus the kernel's reach */
-static size_t cf__direct_wp(cf_shape out, const cf_geom *g) {
-    return ((size_t)out.w + 31) / 32 * 32 + (size_t)(g->k[2] - 1) * g->dil[2];
-}
-/* Whether cf__direct_fwd applies: stride 1 along the width, rows of 16 or more, one R per
-   thread in ws, and R at most max_r floats.  The forward pass passes CF__DIRECT_FWD_MAX_R,
-   64 Ki floats (256 KiB): with many input channels im2col + GEMM has a long K and the BLAS
-   its best shape, while R outgrows the L2 cache.  DeepCAM (cf-bench --layers, direct / GEMM
-   forward ms): 32 -> 64 channels at 384 x 576 (R 55 Ki floats) 66 / 75, but 64 -> 128 (111 Ki)
-   79 / 70, the dilated 2048 -> 256 ASPP convolutions (R 504-648 Ki) 460-577 / 289-305,
-   304 -> 256 at 192 x 288 554-691 / 521-554; CosmoFlow's layers have R of 19-21 Ki floats.
-   The stride-1 backward-data passes no limit: its alternative, GEMM + col2im, is slower (the
-   same DeepCAM layers' backward-data: 346-447 / 467-573 ms). */
-#define CF__DIRECT_FWD_MAX_R 65536
-static int cf__direct_ok(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, size_t max_r) {
-    size_t rsz = (size_t)in.c * g->k[0] * g->k[1] * cf__direct_wp(out, g);
-    return cf__direct_on && g->s[2] == 1 && out.w >= 16 && rsz <= max_r && (size_t)cf__nthreads() * rsz <= ws_floats;
-}
-/* y (B, OC, OD, OH, OW) (+)= conv(x, w) with w (OC, C, KD, KH, KW): rows shared out between
-   the threads, each with its own R in ws.  Only where cf__direct_ok says it applies. */
-static void cf__direct_fwd(float *y, const float *x, const float *w, const float *b, int accumulate, int B, cf_shape in,
-                           cf_shape out, const cf_geom *g, float *ws, int act, float slope) {
-    int T = in.c * g->k[0] * g->k[1], KW = g->k[2];
-    size_t Wp = cf__direct_wp(out, g), rsz = (size_t)T * Wp;
-    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in);
-    long rows = (long)B * out.d * out.h, r;
-    void (*row)(float *, size_t, const float *, size_t, int, int, int, const float *, int, int, const float *, int, int, float) =
-        cf__direct_fwd_row8;
-#ifdef CF__AVX512
-    if (out.w >= 32 && cf__has_avx512()) row = cf__direct_fwd_row16;
-#endif
-    CF__OMP(omp parallel num_threads(cf__nthreads()))
-    {
-        float *R = ws + (size_t)cf__thread_id() * rsz;
-        CF__OMP(omp for schedule(static))
-        for (r = 0; r < rows; r++) {
-            int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
-            cf__direct_rows(R, Wp, x + (size_t)bi * in_sz, in.c, in, g, od, oh);
-            row(y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, R, Wp, T, KW, g->dil[2],
-                w, out.c, out.w, b, accumulate, act, slope);
+        for (oc = 0; oc < OC; oc++) {
+            double s = 0.0;
+            size_t p;
+            for (p = 0; p < P; p++) s += dyb[(size_t)oc * P + p];
+            db[oc] += (float)s;
         }
     }
 }
 
-#else
-#define CF__DIRECT_FWD_MAX_R 0
-static int cf__direct_ok(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, size_t max_r) {
-    (void)in; (void)out; (void)g; (void)ws_floats; (void)max_r;
-    return 0;
-}
-static void cf__direct_fwd(float *y, const float *x, const float *w, const float *b, int accumulate, int B, cf_shape in,
-                           cf_shape out, const cf_geom *g, float *ws, int act, float slope) {
-    (void)y; (void)x; (void)w; (void)b; (void)accumulate; (void)B; (void)in; (void)out; (void)g; (void)ws; (void)act; (void)slope;
-}
-#endif
-
-/* One sample, groups = 1, stride 1:  dx += the input gradient, computed as a forward
-   convolution of dy with the kernel flipped on every axis and its two channel axes swapped,
-   w' (C, OC, KD, KH, KW), padded (k-1)*dil - pb before and (k-1)*dil - pa after.  Its tiles
-   write disjoint parts of dx, so they share out like the forward's (col2im's scatter-add
-   would have threads adding into the same elements).  w' goes at the front of ws. */
-static int cf__conv_bwd_tiles(float *dx, const float *dy, const float *w, cf_shape in, cf_shape out,
-                              const cf_geom *g, float *ws, size_t ws_floats) {
-    int a, kvol = g->k[0] * g->k[1] * g->k[2], c, oc, k, direct;
-    size_t wsz = (size_t)in.c * out.c * kvol, tile;
-    cf_geom gt = *g;
-    for (a = 0; a < 3; a++) {
-        gt.pb[a] = (g->k[a] - 1) * g->dil[a] - g->pb[a];
-        gt.pa[a] = (g->k[a] - 1) * g->dil[a] - g->pa[a];
-        if (g->s[a] != 1 || gt.pb[a] < 0 || gt.pa[a] < 0) return 0;
-    }
-    /* decided before the kernel is flipped, so a refusal costs nothing: the direct kernel
-       (the forward of dy, which has out's shape, into dx), else per-thread tiles */
-    if (wsz >= ws_floats) return 0;
-    direct = cf__direct_ok(out, in, &gt, ws_floats - wsz, (size_t)-1);
-    if (!direct && !cf__fwd_tiles(out.c * kvol, cf_shape_size(in) / in.c, ws_floats - wsz, &tile)) return 0;
-    /* w'[c][oc][k] = w[oc][c][kvol-1-k]: flipping every axis of a C-order kernel reverses its flat index */
-    for (oc = 0; oc < out.c; oc++)
-        for (c = 0; c < in.c; c++)
-            for (k = 0; k < kvol; k++)
-                ws[((size_t)c * out.c + oc) * kvol + k] = w[((size_t)oc * in.c + c) * kvol + kvol - 1 - k];
-    if (direct) { cf__direct_fwd(dx, dy, ws, NULL, 1, 1, out, in, &gt, ws + wsz, CF_ACT_LINEAR, 0.0f); return 1; }
-    return cf__conv_tiles(dx, dy, ws, NULL, 1.0f, out, in, &gt, ws + wsz, ws_floats - wsz, CF_ACT_LINEAR, 0.0f);
-}
-
-CFDEF void cf_conv_forward_act(float *y, const float *x, const float *w, const float *b,
+/* ---- convolution by im2col + sgemm.  Per sample and group g (Cg = C/groups input and OCg
+   output channels), im2col lays out the K = Cg KD KH KW inputs each output position reads
+   as the columns of col (K, P); then
+       forward           y[g] (OCg, P)  = w[g] (OCg, K) x col (K, P)          + b
+       backward-weights  dw[g] (OCg, K) += dy[g] (OCg, P) x col^T (P, K),      db += sum_P dy
+       backward-data     dcol (K, P)    = w[g]^T (K, OCg) x dy[g] (OCg, P),    dx += col2im(dcol)
+   over tiles of as many positions as the workspace holds (docs/math.md, "Convolution"). */
+CFDEF void cf_ref_conv_forward(float *y, const float *x, const float *w, const float *b,
                                int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                               float *col, size_t ws_floats, int act, float slope) {
-    int Cg = in.c / groups, OCg = out.c / groups;
-    int K = Cg * g->k[0] * g->k[1] * g->k[2];
-    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats);
-    int bi, gi;
-    if (groups == 1 && !cf__pointwise(g) && cf__direct_ok(in, out, g, ws_floats, CF__DIRECT_FWD_MAX_R)) {
-        cf__direct_fwd(y, x, w, b, 0, B, in, out, g, col, act, slope);
-        return;
-    }
+                               float *ws, size_t ws_floats) {
+    int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
+    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
     for (bi = 0; bi < B; bi++) {
         float *yb = y + (size_t)bi * out.c * P;
-        size_t p0;
-        if (cf__pointwise(g)) {   /* y[g] (OCg, P) = w[g] (OCg, Cg) x x[g] (Cg, P) */
-            for (gi = 0; gi < groups; gi++)
-                cf_sgemm(0, 0, OCg, (int)P, Cg, 1.0f, w + (size_t)gi * OCg * Cg, Cg, x + bi * in_sz + (size_t)gi * Cg * P, (int)P,
-                         0.0f, yb + (size_t)gi * OCg * P, (int)P);
-            cf__bias_act(yb, b, out.c, P, P, act, slope);
-            continue;
-        }
-        if (groups == 1 && cf__conv_tiles(yb, x + bi * in_sz, w, b, 0.0f, in, out, g, col, ws_floats, act, slope)) continue;
         for (p0 = 0; p0 < P; p0 += tile) {
             size_t n = P - p0 < tile ? P - p0 : tile;
             for (gi = 0; gi < groups; gi++) {
-                cf__im2col(col, x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, Cg, in, out, g, p0, n);
-                /* y[g] (OCg, n) = w[g] (OCg, K) x col (K, n) */
-                cf_sgemm(0, 0, OCg, (int)n, K, 1.0f, w + (size_t)gi * OCg * K, K, col, (int)n, 0.0f,
+                cf__im2col(ws, x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, Cg, in, out, g, p0, n);
+                cf_sgemm(0, 0, OCg, (int)n, K, 1.0f, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f,
                          yb + (size_t)gi * OCg * P + p0, (int)P);
             }
-            cf__bias_act(yb + p0, b, out.c, n, P, act, slope);
+            cf__bias_act(yb + p0, b, out.c, n, P, CF_ACT_LINEAR, 0.0f);
         }
     }
 }
 
-CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float *b,
-                           int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                           float *col, size_t ws_floats) {
-    cf_conv_forward_act(y, x, w, b, B, in, out, g, groups, col, ws_floats, CF_ACT_LINEAR, 0.0f);
-}
-
-CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
-                                    int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                                    float *col, size_t ws_floats) {
-    int Cg = in.c / groups, OCg = out.c / groups;
-    int K = Cg * g->k[0] * g->k[1] * g->k[2];
-    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats);
-    int bi, gi, oc;
-    for (bi = 0; bi < B; bi++) {
-        const float *dyb = dy + (size_t)bi * out.c * P;
-        size_t p0;
-        if (db) {
-            CF__OMP(omp parallel for schedule(static))
-            for (oc = 0; oc < out.c; oc++) {
-                double s = 0.0;
-                size_t p;
-                for (p = 0; p < P; p++) s += dyb[(size_t)oc * P + p];
-                db[oc] += (float)s;
-            }
-        }
-        for (gi = 0; gi < groups; gi++) {
-            size_t xoff = bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
-            const float *dyg = dyb + (size_t)gi * OCg * P;
-            if (cf__pointwise(g)) {   /* dw[g] (OCg, Cg) += dy[g] (OCg, P) x x[g]^T (P, Cg) */
-                cf_sgemm(0, 1, OCg, Cg, (int)P, 1.0f, dyg, (int)P, x + xoff, (int)P, 1.0f, dw + (size_t)gi * OCg * Cg, Cg);
-                continue;
-            }
-            if (groups == 1 && cf__conv_bww_tiles(dw, dyg, x + xoff, in, out, g, col, ws_floats)) continue;
-            for (p0 = 0; p0 < P; p0 += tile) {   /* dw[g] (OCg, K) += dy[g] (OCg, n) x col^T (n, K); col recomputed, not stored */
-                size_t n = P - p0 < tile ? P - p0 : tile;
-                cf__im2col(col, x + xoff, Cg, in, out, g, p0, n);
-                cf_sgemm(0, 1, OCg, K, (int)n, 1.0f, dyg + p0, (int)P, col, (int)n, 1.0f, dw + (size_t)gi * OCg * K, K);
-            }
-        }
-    }
-}
-
-CFDEF void cf_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
-                                 cf_shape out, const cf_geom *g, int groups, float *dcol, size_t ws_floats) {
-    int Cg = in.c / groups, OCg = out.c / groups;
-    int K = Cg * g->k[0] * g->k[1] * g->k[2];
-    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats);
-    int bi, gi;
+CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
+                                        int B, cf_shape in, cf_shape out, const cf_geom *g,
+                                        int groups, float *ws, size_t ws_floats) {
+    int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
+    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
+    if (db) cf__bias_grad(db, dy, B, out.c, P);
     for (bi = 0; bi < B; bi++)
         for (gi = 0; gi < groups; gi++) {
-            size_t xoff = bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, p0;
-            const float *dyg = dy + (size_t)bi * out.c * P + (size_t)gi * OCg * P, *wg = w + (size_t)gi * OCg * K;
-            if (cf__pointwise(g)) {   /* dx[g] (Cg, P) += w[g]^T (Cg, OCg) x dy[g] (OCg, P), in place */
-                cf_sgemm(1, 0, Cg, (int)P, OCg, 1.0f, wg, Cg, dyg, (int)P, 1.0f, dx + xoff, (int)P);
-                continue;
-            }
-            if (groups == 1 && cf__conv_bwd_tiles(dx + xoff, dyg, wg, in, out, g, dcol, ws_floats)) continue;
-            for (p0 = 0; p0 < P; p0 += tile) {   /* dcol (K, n) = w[g]^T (K, OCg) x dy[g] (OCg, n); scatter-add into dx */
+            const float *xg = x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
+            const float *dyg = dy + (size_t)bi * out.c * P + (size_t)gi * OCg * P;
+            for (p0 = 0; p0 < P; p0 += tile) {   /* col is recomputed here, not kept from forward */
                 size_t n = P - p0 < tile ? P - p0 : tile;
-                cf_sgemm(1, 0, K, (int)n, OCg, 1.0f, wg, K, dyg + p0, (int)P, 0.0f, dcol, (int)n);
-                cf__col2im(dx + xoff, dcol, Cg, in, out, g, p0, n);
+                cf__im2col(ws, xg, Cg, in, out, g, p0, n);
+                cf_sgemm(0, 1, OCg, K, (int)n, 1.0f, dyg + p0, (int)P, ws, (int)n, 1.0f, dw + (size_t)gi * OCg * K, K);
             }
         }
 }
 
-CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
-                            const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                            int groups, float *col, float *dcol, size_t ws_floats) {
-    cf_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, col, ws_floats);
-    if (dx) cf_conv_backward_data(dx, dy, w, B, in, out, g, groups, dcol, ws_floats);
-}
-
-/* Is every window of the pooling inside the input (no padding taps)?  Then the loops below
-   need no bounds tests; CosmoFlow's 2x2x2 stride-2 pools are this case. */
-static int cf__pool_inside(const cf_geom *g, cf_shape in, cf_shape out) {
-    int a, o[3], n[3];
-    o[0] = out.d; o[1] = out.h; o[2] = out.w; n[0] = in.d; n[1] = in.h; n[2] = in.w;
-    for (a = 0; a < 3; a++)
-        if (g->pb[a] != 0 || (o[a] - 1) * g->s[a] + (g->k[a] - 1) * g->dil[a] >= n[a]) return 0;
-    return 1;
-}
-
-/* Disjoint 2x2 windows on height and width, and 1 or 2 on depth (k = s, no padding, no
-   dilation): CosmoFlow's 2x2x2 pools and 2-D 2x2 ones.  Their loops below read each window as
-   pairs from 2 or 4 input rows: the general loops spend more on counting taps than on the
-   comparisons (cosmoflow.cfg's first pool: forward 37 -> 17 ms, fused backward 91 -> 68 ms
-   here, as cf-bench --layers measured them). */
-static int cf__pool_pairs(const cf_geom *g) {
-    int a;
-    for (a = 0; a < 3; a++) if (g->pb[a] || g->dil[a] != 1 || g->k[a] != g->s[a]) return 0;
-    return g->k[1] == 2 && g->k[2] == 2 && (g->k[0] == 1 || g->k[0] == 2);
-}
-/* the input rows of output row (od, oh) of one plane: rows[kd*2 + kh], KD*2 of them */
-static int cf__pool_rows(const float **rows, const float *xp, int od, int oh, int KD, cf_shape in) {
-    int kd, kh;
-    for (kd = 0; kd < KD; kd++) for (kh = 0; kh < 2; kh++)
-        rows[kd * 2 + kh] = xp + ((size_t)(od * KD + kd) * in.h + (size_t)(oh * 2 + kh)) * in.w;
-    return KD * 2;
-}
-
-CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shape out,
-                           const cf_geom *g, int is_max) {
-    int plane, inside = cf__pool_inside(g, in, out);
-    if (is_max && cf__pool_pairs(g)) {
-        CF__OMP(omp parallel for schedule(static))
-        for (plane = 0; plane < B * in.c; plane++) {
-            const float *xp = x + (size_t)plane * in.d * in.h * in.w, *rows[4];
-            float *yp = y + (size_t)plane * out.d * out.h * out.w;
-            int od, oh, ow, q, nr;
-            for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
-                float *yr = yp + ((size_t)od * out.h + oh) * out.w;
-                nr = cf__pool_rows(rows, xp, od, oh, g->k[0], in);
-                for (ow = 0; ow < out.w; ow++) {
-                    float best = -INFINITY;
-                    for (q = 0; q < nr; q++) {   /* the same comparisons, in the same order, as the loop below */
-                        float a = rows[q][2 * ow], b = rows[q][2 * ow + 1];
-                        best = a > best ? a : best;
-                        best = b > best ? b : best;
-                    }
-                    yr[ow] = best;
-                }
+CFDEF void cf_ref_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
+                                     cf_shape out, const cf_geom *g, int groups, float *ws,
+                                     size_t ws_floats) {
+    int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
+    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
+    for (bi = 0; bi < B; bi++)
+        for (gi = 0; gi < groups; gi++) {
+            float *dxg = dx + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
+            const float *dyg = dy + (size_t)bi * out.c * P + (size_t)gi * OCg * P, *wg = w + (size_t)gi * OCg * K;
+            for (p0 = 0; p0 < P; p0 += tile) {
+                size_t n = P - p0 < tile ? P - p0 : tile;
+                cf_sgemm(1, 0, K, (int)n, OCg, 1.0f, wg, K, dyg + p0, (int)P, 0.0f, ws, (int)n);
+                cf__col2im(dxg, ws, Cg, in, out, g, p0, n);
             }
         }
-        return;
-    }
+}
+
+/* ---- pooling, the definition: every window's taps with a bounds test.  Max: the first
+   maximum; its backward hands dy to the first tap equal to y (no argmax is stored).  Average:
+   the mean of the in-bounds taps; its backward shares dy equally among them. */
+CFDEF void cf_ref_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shape out,
+                               const cf_geom *g, int is_max) {
+    int plane;
     CF__OMP(omp parallel for schedule(static))
     for (plane = 0; plane < B * in.c; plane++) {
         const float *xp = x + (size_t)plane * in.d * in.h * in.w;
@@ -1233,21 +928,13 @@ CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shap
         int od, oh, ow, kd, kh, kw;
         for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (ow = 0; ow < out.w; ow++) {
             float best = -INFINITY; double sum = 0.0; int cnt = 0;
-            if (inside) {   /* fast path: all taps valid; max and average in separate loops */
-                const float *w0 = xp + ((size_t)od * g->s[0] * in.h + (size_t)oh * g->s[1]) * in.w + (size_t)ow * g->s[2];
-                for (kd = 0; kd < g->k[0]; kd++) for (kh = 0; kh < g->k[1]; kh++) {
-                    const float *r = w0 + ((size_t)kd * g->dil[0] * in.h + (size_t)kh * g->dil[1]) * in.w;
-                    if (is_max) for (kw = 0; kw < g->k[2]; kw++) { float v = r[kw * g->dil[2]]; best = v > best ? v : best; }
-                    else for (kw = 0; kw < g->k[2]; kw++) sum += r[kw * g->dil[2]];
-                }
-                cnt = g->k[0] * g->k[1] * g->k[2];
-            } else
             for (kd = 0; kd < g->k[0]; kd++) for (kh = 0; kh < g->k[1]; kh++) for (kw = 0; kw < g->k[2]; kw++) {
                 int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
                 int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
                 int iw = ow * g->s[2] - g->pb[2] + kw * g->dil[2];
+                float v;
                 if (id < 0 || id >= in.d || ih < 0 || ih >= in.h || iw < 0 || iw >= in.w) continue;
-                float v = xp[((size_t)id * in.h + ih) * in.w + iw];
+                v = xp[((size_t)id * in.h + ih) * in.w + iw];
                 if (v > best) best = v;
                 sum += v; cnt++;
             }
@@ -1256,11 +943,9 @@ CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shap
     }
 }
 
-/* Max pooling's backward finds the window's first maximum again (equal to the stored output)
-   instead of keeping an argmax array: same answer, no memory. */
-CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
-                            cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
-    int plane, inside = cf__pool_inside(g, in, out);
+CFDEF void cf_ref_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
+                                cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
+    int plane;
     CF__OMP(omp parallel for schedule(static))
     for (plane = 0; plane < B * in.c; plane++) {
         const float *xp = x + (size_t)plane * in.d * in.h * in.w;
@@ -1271,27 +956,16 @@ CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const fl
         for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (ow = 0; ow < out.w; ow++) {
             size_t o = ((size_t)od * out.h + oh) * out.w + ow;
             int cnt = 0, done = 0;
-            if (inside) {   /* fast path: all taps valid, one pass */
-                size_t w0 = ((size_t)od * g->s[0] * in.h + (size_t)oh * g->s[1]) * in.w + (size_t)ow * g->s[2];
-                float share = dyp[o] / (float)(g->k[0] * g->k[1] * g->k[2]), m = yp[o];
-                if (dyp[o] == 0.0f) continue;   /* nothing to add (dropout, leaky's zeros) */
-                for (kd = 0; kd < g->k[0] && !done; kd++) for (kh = 0; kh < g->k[1] && !done; kh++) {
-                    size_t r = w0 + ((size_t)kd * g->dil[0] * in.h + (size_t)kh * g->dil[1]) * in.w;
-                    if (!is_max) { for (kw = 0; kw < g->k[2]; kw++) dxp[r + (size_t)kw * g->dil[2]] += share; continue; }
-                    for (kw = 0; kw < g->k[2]; kw++)
-                        if (xp[r + (size_t)kw * g->dil[2]] == m) { dxp[r + (size_t)kw * g->dil[2]] += dyp[o]; done = 1; break; }
-                }
-                continue;
-            }
-            /* pass 0 counts in-bounds taps (average); pass 1 distributes the gradient */
+            /* pass 0 counts the in-bounds taps (average); pass 1 hands out the gradient */
             for (pass = 0; pass < 2 && !done; pass++)
                 for (kd = 0; kd < g->k[0] && !done; kd++) for (kh = 0; kh < g->k[1] && !done; kh++)
                     for (kw = 0; kw < g->k[2] && !done; kw++) {
                         int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
                         int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
                         int iw = ow * g->s[2] - g->pb[2] + kw * g->dil[2];
+                        size_t i;
                         if (id < 0 || id >= in.d || ih < 0 || ih >= in.h || iw < 0 || iw >= in.w) continue;
-                        size_t i = ((size_t)id * in.h + ih) * in.w + iw;
+                        i = ((size_t)id * in.h + ih) * in.w + iw;
                         if (pass == 0) { cnt++; continue; }
                         if (is_max) { if (xp[i] == yp[o]) { dxp[i] += dyp[o]; done = 1; } }
                         else dxp[i] += dyp[o] / (float)cnt;
@@ -1300,54 +974,7 @@ CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const fl
     }
 }
 
-/* The fused backward of act + max pool with disjoint windows (k = s, no padding, dilation 1),
-   in place: xg holds the pool's input x = act(z) (B, C, D, H, W) on entry and dL/dz on return.
-   Each window's first maximum gets dy[o] * act'(y[o]) (y[o] equals x there, so this is what
-   cf_act_backward would compute), the rest of the window and any rows the windows do not
-   cover get 0.  dy, y (B, C, OD, OH, OW). */
-static void cf__maxpool_backward_fused(float *xg, const float *dy, const float *y, int B, cf_shape in, cf_shape out,
-                                       const cf_geom *g, int act, float slope) {
-    int plane, KD = g->k[0], KH = g->k[1], KW = g->k[2], pairs = cf__pool_pairs(g);
-    CF__OMP(omp parallel for schedule(static))
-    for (plane = 0; plane < B * in.c; plane++) {
-        float *xp = xg + (size_t)plane * in.d * in.h * in.w;
-        const float *yp = y + (size_t)plane * out.d * out.h * out.w, *dyp = dy + (size_t)plane * out.d * out.h * out.w;
-        int od, oh, ow, kd, kh, kw, id, ih, iw;
-        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
-            const float *rows[4];
-            int nr = pairs ? cf__pool_rows(rows, xp, od, oh, KD, in) : 0;
-            for (ow = 0; ow < out.w; ow++) {
-                size_t o = ((size_t)od * out.h + oh) * out.w + ow, at = (size_t)-1;
-                float m = yp[o], d = dyp[o];
-                if (act == CF_ACT_RELU) d = m > 0.0f ? d : 0.0f;   /* the formulas of cf_act_backward */
-                else if (act == CF_ACT_LEAKY) d = m > 0.0f ? d : slope * d;
-                else if (act == CF_ACT_TANH) d *= 1.0f - m * m;
-                if (pairs) {   /* the window as pairs from 2 or 4 rows (rows point into xg, ours to write) */
-                    int q, j, found = 0;
-                    for (q = 0; q < nr; q++) for (j = 0; j < 2; j++) {
-                        float *e = (float *)rows[q] + 2 * ow + j;
-                        if (!found && *e == m) { *e = d; found = 1; }
-                        else *e = 0.0f;
-                    }
-                    continue;
-                }
-                for (kd = 0; kd < KD; kd++) for (kh = 0; kh < KH; kh++) {
-                    float *r = xp + ((size_t)(od * KD + kd) * in.h + (size_t)(oh * KH + kh)) * in.w + (size_t)ow * KW;
-                    for (kw = 0; kw < KW; kw++) {
-                        if (at == (size_t)-1 && r[kw] == m) at = (size_t)(r + kw - xp);
-                        r[kw] = 0.0f;
-                    }
-                }
-                if (at != (size_t)-1) xp[at] = d;
-            }
-        }
-        /* inputs past the last whole window (odd sizes) get no gradient */
-        if (out.d * KD < in.d || out.h * KH < in.h || out.w * KW < in.w)
-        for (id = 0; id < in.d; id++) for (ih = 0; ih < in.h; ih++) for (iw = 0; iw < in.w; iw++)
-            if (id >= out.d * KD || ih >= out.h * KH || iw >= out.w * KW) xp[((size_t)id * in.h + ih) * in.w + iw] = 0.0f;
-    }
-}
-
+/* ---- dense: y = x w^T + b, so dx = dy w, dw = dy^T x, db = sum over the batch of dy */
 CFDEF void cf_dense_forward(float *y, const float *x, const float *w, const float *b,
                             int B, int IN, int OUT) {
     int bi, o;
@@ -1364,31 +991,35 @@ CFDEF void cf_dense_backward(float *dx, float *dw, float *db, const float *dy, c
     if (dx) cf_sgemm(0, 0, B, IN, OUT, 1.0f, dy, OUT, w, IN, 1.0f, dx, IN); /* dx += dy w */
 }
 
-/* Elementwise passes only stream memory; both cores stream faster than one, so the loops
-   over large tensors are split between the OpenMP threads. */
+/* ---- activations (formulas in section 1).  Elementwise passes only stream memory and two
+   cores stream faster than one, so loops over large tensors are split between the threads;
+   one loop per kind, so that each runs without a test of act per element. */
 #define CF__PAR_FOR(n) CF__OMP(omp parallel for schedule(static) if((n) > 65536))
 CFDEF void cf_act_forward(float *y, size_t n, int act, float slope) {
     long i, m = (long)n;
+#define CF__ACT_LOOP(A) do { CF__PAR_FOR(m) for (i = 0; i < m; i++) y[i] = cf__act_f(y[i], A, slope); } while (0)
     switch (act) {
-    case CF_ACT_RELU: CF__PAR_FOR(m) for (i = 0; i < m; i++) y[i] = y[i] > 0.0f ? y[i] : 0.0f; break;
-    case CF_ACT_LEAKY: CF__PAR_FOR(m) for (i = 0; i < m; i++) y[i] = y[i] > 0.0f ? y[i] : slope * y[i]; break;
-    case CF_ACT_TANH: CF__PAR_FOR(m) for (i = 0; i < m; i++) y[i] = tanhf(y[i]); break;
+    case CF_ACT_RELU: CF__ACT_LOOP(CF_ACT_RELU); break;
+    case CF_ACT_LEAKY: CF__ACT_LOOP(CF_ACT_LEAKY); break;
+    case CF_ACT_TANH: CF__ACT_LOOP(CF_ACT_TANH); break;
     default: break;
     }
+#undef CF__ACT_LOOP
 }
 
 CFDEF void cf_act_backward(float *dy, const float *y, size_t n, int act, float slope) {
     long i, m = (long)n;
+#define CF__ACT_LOOP(A) do { CF__PAR_FOR(m) for (i = 0; i < m; i++) dy[i] = cf__act_df(dy[i], y[i], A, slope); } while (0)
     switch (act) {
-    case CF_ACT_RELU: CF__PAR_FOR(m) for (i = 0; i < m; i++) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f; break;
-    case CF_ACT_LEAKY: CF__PAR_FOR(m) for (i = 0; i < m; i++) dy[i] = y[i] > 0.0f ? dy[i] : slope * dy[i]; break;
-    case CF_ACT_TANH: CF__PAR_FOR(m) for (i = 0; i < m; i++) dy[i] *= 1.0f - y[i] * y[i]; break;
+    case CF_ACT_RELU: CF__ACT_LOOP(CF_ACT_RELU); break;
+    case CF_ACT_LEAKY: CF__ACT_LOOP(CF_ACT_LEAKY); break;
+    case CF_ACT_TANH: CF__ACT_LOOP(CF_ACT_TANH); break;
     default: break;
     }
+#undef CF__ACT_LOOP
 }
-
-/* keep element i when hash(seed, i) >= rate; scale kept elements by 1/(1-rate).
-   Forward: y = dropout(x).  Backward: dx += dropout(dy) with the same seed (see cf_net_backward). */
+/* ---- dropout: keep element i when hash(seed, i) >= rate and scale it by 1/(1-rate).  y is
+   linear in x with the mask as its diagonal, so backward is the same map: dx += dropout(dy). */
 CFDEF void cf_dropout(float *y, const float *x, size_t n, float rate, uint64_t seed) {
     float scale = rate < 1.0f ? 1.0f / (1.0f - rate) : 0.0f;
     size_t i;
@@ -1398,6 +1029,8 @@ CFDEF void cf_dropout(float *y, const float *x, size_t n, float rate, uint64_t s
     }
 }
 
+/* ---- losses.  MSE = (1/n) sum (y - t)^2, so dL/dy = 2 (y - t) / n; L1 = (1/n) sum |y - t|,
+   dL/dy = sign(y - t) / n (0 at a tie, as torch). */
 CFDEF double cf_loss_mse(float *dy, const float *y, const float *t, size_t n) {
     double s = 0.0;
     size_t i;
@@ -1724,15 +1357,697 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
     return iou / K;
 }
 
-/* ================================================================ 4. networks */
-static const char *cf__type_names[CF_L_NTYPES] = {
-    "conv", "maxpool", "avgpool", "dense", "flatten", "dropout", "activation", "scale", "route", "add",
-    "batchnorm", "deconv", "gap", "broadcast", "affine"
-};
-CFDEF const char *cf_layer_type_name(int type) {
-    return type >= 0 && type < CF_L_NTYPES ? cf__type_names[type] : "?";
+
+/* ================================================================ 4. fast paths
+   Faster ways to compute some of section 3's operations.  Each is registered as an
+   alternative for one operation: its kind, the condition under which it applies (written
+   once, here) and its code.  One dispatcher per operation runs the first enabled path whose
+   condition holds, else the reference.  The kinds:
+     tiles      a large convolution cut into tiles of output positions that the threads take
+                whole, each with its own im2col tile and a single-threaded sgemm
+     pointwise  a 1x1 convolution as GEMMs on x and dx themselves (im2col would copy them)
+     direct     stride-1 convolutions without im2col: vector kernels over output rows
+     inside     pooling windows that never leave the input: no bounds tests
+     pairs      max pooling with disjoint 2x2(x2) windows, read as pairs from 2 or 4 rows
+     fusion     conv + max pool: the pool's backward writes the conv's gradient in place
+     recompute  cheap outputs rebuilt in backward instead of kept (the last two are steps of
+                the memory plan, section 6)
+   Why each is faster, with its measurements, is in docs/performance.md.  CF_REFERENCE leaves
+   them all out; cf_fast_path_set() switches kinds off and on at run time. */
+enum { CF__K_TILES, CF__K_POINTWISE, CF__K_DIRECT, CF__K_INSIDE, CF__K_PAIRS, CF__K_FUSION,
+       CF__K_RECOMPUTE, CF__NKINDS };
+static const char *cf__kind_names[CF__NKINDS] = {"tiles", "pointwise", "direct", "inside", "pairs", "fusion", "recompute"};
+#ifdef CF_REFERENCE
+static int cf__kind_on[CF__NKINDS] = {0, 0, 0, 0, 0, 0, 0};
+#else
+static int cf__kind_on[CF__NKINDS] = {1, 1, 1, 1, 1, 1, 1};
+#endif
+
+CFDEF int cf_fast_path_set(const char *kind, int on) {
+    int k, all = !strcmp(kind, "all"), found = all;
+    for (k = 0; k < CF__NKINDS; k++)
+        if (all || !strcmp(kind, cf__kind_names[k])) {
+            found = 1;
+            cf__kind_on[k] = on != 0;
+#ifdef CF_REFERENCE
+            cf__kind_on[k] = 0;   /* none is compiled in */
+#endif
+        }
+    return found ? CF_OK : cf_fail("fast path kind '%s' is unknown (all, tiles, pointwise, direct, inside, pairs, fusion, recompute)", kind);
+}
+CFDEF int cf_fast_path_on(const char *kind) {
+    int k;
+    for (k = 0; k < CF__NKINDS; k++) if (!strcmp(kind, cf__kind_names[k])) return cf__kind_on[k];
+    return -1;
+}
+CFDEF void cf_conv_set_direct(int on) { cf_fast_path_set("direct", on); }
+
+/* ---- the registry.  A convolution call, as every path of a convolution operation gets it: */
+typedef struct {
+    float *y; const float *x, *w, *b; int act; float slope;   /* forward: y = act(conv(x, w) + b) */
+    float *dw; const float *dy;                               /* backward-weights: dw += ... */
+    float *dx;                                                /* backward-data: dx += ... */
+    int B, groups; cf_shape in, out; const cf_geom *g;
+    float *ws; size_t ws_floats;                              /* workspace */
+} cf__conv_call;
+typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); } cf__conv_path;
+/* a pooling call */
+typedef struct {
+    float *y, *dx; const float *x, *dy;
+    int B, is_max; cf_shape in, out; const cf_geom *g;
+} cf__pool_call;
+typedef struct { int kind; int (*applies)(const cf__pool_call *c); void (*run)(const cf__pool_call *c); } cf__pool_path;
+
+/* the first enabled path that applies (a table ends with kind -1), or NULL: the reference */
+static const cf__conv_path *cf__conv_pick(const cf__conv_path *p, const cf__conv_call *c) {
+    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && p->applies(c)) return p;
+    return NULL;
+}
+static const cf__pool_path *cf__pool_pick(const cf__pool_path *p, const cf__pool_call *c) {
+    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && p->applies(c)) return p;
+    return NULL;
 }
 
+#ifndef CF_REFERENCE
+static int cf__nthreads(void) {
+#ifdef _OPENMP
+    return omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+static int cf__thread_id(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+static size_t cf__positions(cf_shape s) { return (size_t)s.d * s.h * s.w; }
+
+/* ---- pointwise: a 1x1x1 kernel, stride 1, no padding, where im2col(x) is x itself.
+   Per sample and group: y (OCg, P) = w (OCg, Cg) x x (Cg, P); dw (OCg, Cg) += dy (OCg, P) x
+   x^T (P, Cg); dx (Cg, P) += w^T (Cg, OCg) x dy (OCg, P). */
+static int cf__pointwise_applies(const cf__conv_call *c) {
+    int a;
+    for (a = 0; a < 3; a++) if (c->g->k[a] != 1 || c->g->s[a] != 1 || c->g->pb[a] || c->g->pa[a]) return 0;
+    return 1;
+}
+static void cf__pointwise_fwd(const cf__conv_call *c) {
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi;
+    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
+    for (bi = 0; bi < c->B; bi++) {
+        float *yb = c->y + (size_t)bi * c->out.c * P;
+        for (gi = 0; gi < c->groups; gi++)
+            cf_sgemm(0, 0, OCg, (int)P, Cg, 1.0f, c->w + (size_t)gi * OCg * Cg, Cg, c->x + bi * in_sz + (size_t)gi * Cg * P, (int)P,
+                     0.0f, yb + (size_t)gi * OCg * P, (int)P);
+        cf__bias_act(yb, c->b, c->out.c, P, P, c->act, c->slope);
+    }
+}
+static void cf__pointwise_bww(const cf__conv_call *c) {
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi;
+    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
+    for (bi = 0; bi < c->B; bi++)
+        for (gi = 0; gi < c->groups; gi++)
+            cf_sgemm(0, 1, OCg, Cg, (int)P, 1.0f, c->dy + (size_t)bi * c->out.c * P + (size_t)gi * OCg * P, (int)P,
+                     c->x + bi * in_sz + (size_t)gi * Cg * P, (int)P, 1.0f, c->dw + (size_t)gi * OCg * Cg, Cg);
+}
+static void cf__pointwise_bwd(const cf__conv_call *c) {
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi;
+    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
+    for (bi = 0; bi < c->B; bi++)
+        for (gi = 0; gi < c->groups; gi++)
+            cf_sgemm(1, 0, Cg, (int)P, OCg, 1.0f, c->w + (size_t)gi * OCg * Cg, Cg, c->dy + (size_t)bi * c->out.c * P + (size_t)gi * OCg * P,
+                     (int)P, 1.0f, c->dx + bi * in_sz + (size_t)gi * Cg * P, (int)P);
+}
+
+/* ---- per-thread tiles.  A large convolution is cut into tiles of output positions that the
+   threads take whole: each builds its own im2col tile, small enough to stay in its cache, and
+   runs a single-threaded sgemm on it (a BLAS called inside an OpenMP parallel region runs on
+   the calling thread: OpenBLAS's OpenMP build, MKL and BLIS do).  One big threaded sgemm
+   would read its im2col matrix from memory and, with few filters, split badly between
+   threads.  Only groups = 1, and only with at least 2 tiles per thread. */
+#define CF__TILE_FLOATS ((size_t)1 << 20)   /* forward: K x tile about 4 MiB, at least 1024 columns */
+#define CF__BWW_TILE 256                    /* backward-weights: columns per tile */
+
+/* The forward tiling of P positions with K im2col rows: the tile's columns, and the number
+   of tiles, or 0 when there are fewer than 2 per thread or ws_floats cannot hold one im2col
+   tile per thread. */
+static long cf__fwd_tiles(int K, size_t P, size_t ws_floats, size_t *tile) {
+    int nth = cf__nthreads();
+    long ntiles;
+    *tile = CF__TILE_FLOATS / (size_t)K;
+    if (*tile < 1024) *tile = 1024;
+    ntiles = (long)((P + *tile - 1) / *tile);
+    return ntiles < 2 * nth || (size_t)nth * K * *tile > ws_floats ? 0 : ntiles;
+}
+static int cf__kvol(const cf_geom *g) { return g->k[0] * g->k[1] * g->k[2]; }
+
+/* One sample:  y (OC, P) = beta*y + w (OC, K) x im2col(x) (K, P), then bias and act per
+   tile.  Tiles write disjoint columns of y, so any thread may take any tile. */
+static void cf__conv_tiles(float *y, const float *x, const float *w, const float *b, float beta,
+                           cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
+                           int act, float slope) {
+    int K = in.c * cf__kvol(g);
+    size_t P = cf__positions(out), tile;
+    long ntiles = cf__fwd_tiles(K, P, ws_floats, &tile), t;
+    CF__OMP(omp parallel num_threads(cf__nthreads()))
+    {
+        float *col = ws + (size_t)cf__thread_id() * K * tile;
+        CF__OMP(omp for schedule(dynamic, 1))
+        for (t = 0; t < ntiles; t++) {
+            size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
+            cf__im2col(col, x, in.c, in, out, g, p0, n);   /* its own parallel loop stays inactive in here */
+            cf_sgemm(0, 0, out.c, (int)n, K, 1.0f, w, K, col, (int)n, beta, y + p0, (int)P);
+            if (b || act != CF_ACT_LINEAR) cf__bias_act(y + p0, b, out.c, n, P, act, slope);
+        }
+    }
+}
+static int cf__tiles_fwd_applies(const cf__conv_call *c) {
+    size_t tile;
+    return c->groups == 1 && cf__fwd_tiles(c->in.c * cf__kvol(c->g), cf__positions(c->out), c->ws_floats, &tile) > 0;
+}
+static void cf__tiles_fwd(const cf__conv_call *c) {
+    int bi;
+    for (bi = 0; bi < c->B; bi++)
+        cf__conv_tiles(c->y + (size_t)bi * cf_shape_size(c->out), c->x + (size_t)bi * cf_shape_size(c->in), c->w, c->b, 0.0f,
+                       c->in, c->out, c->g, c->ws, c->ws_floats, c->act, c->slope);
+}
+
+/* Backward-weights:  dw (OC, K) += dy (OC, P) x im2col(x)^T (P, K).  Thread 0 adds into dw,
+   the others into zeroed copies after their tiles in ws, summed into dw in thread order at the
+   end; tiles are dealt statically, so the result is the same in every run. */
+static int cf__bww_fits(int K, size_t P, int OC, size_t ws_floats) {
+    int nth = cf__nthreads();
+    long ntiles = (long)((P + CF__BWW_TILE - 1) / CF__BWW_TILE);
+    return ntiles >= 2 * nth && (size_t)nth * K * CF__BWW_TILE + (size_t)(nth - 1) * OC * K <= ws_floats;
+}
+static void cf__conv_bww_tiles(float *dw, const float *dy, const float *x, cf_shape in, cf_shape out,
+                               const cf_geom *g, float *ws) {
+    int K = in.c * cf__kvol(g), nth = cf__nthreads();
+    size_t P = cf__positions(out), tile = CF__BWW_TILE, wsz = (size_t)out.c * K, i;
+    long ntiles = (long)((P + tile - 1) / tile), t;
+    float *acc = ws + (size_t)nth * K * tile;
+    if (nth > 1) memset(acc, 0, sizeof(float) * (nth - 1) * wsz);
+    CF__OMP(omp parallel num_threads(nth))
+    {
+        int me = cf__thread_id();
+        float *col = ws + (size_t)me * K * tile, *a = me ? acc + (size_t)(me - 1) * wsz : dw;
+        CF__OMP(omp for schedule(static))
+        for (t = 0; t < ntiles; t++) {
+            size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
+            cf__im2col(col, x, in.c, in, out, g, p0, n);
+            cf_sgemm(0, 1, out.c, K, (int)n, 1.0f, dy + p0, (int)P, col, (int)n, 1.0f, a, K);
+        }
+    }
+    if (nth > 1) {
+        CF__OMP(omp parallel for schedule(static))
+        for (i = 0; i < wsz; i++) {
+            int th;
+            for (th = 1; th < nth; th++) dw[i] += acc[(size_t)(th - 1) * wsz + i];
+        }
+    }
+}
+static int cf__tiles_bww_applies(const cf__conv_call *c) {
+    return c->groups == 1 && cf__bww_fits(c->in.c * cf__kvol(c->g), cf__positions(c->out), c->out.c, c->ws_floats);
+}
+static void cf__tiles_bww(const cf__conv_call *c) {
+    int bi;
+    for (bi = 0; bi < c->B; bi++)
+        cf__conv_bww_tiles(c->dw, c->dy + (size_t)bi * cf_shape_size(c->out), c->x + (size_t)bi * cf_shape_size(c->in),
+                           c->in, c->out, c->g, c->ws);
+}
+
+/* Backward-data of a stride-1 convolution as a forward convolution: dx is the convolution of
+   dy with the kernel flipped on every axis and its two channel axes swapped, w' (C, OC, KD,
+   KH, KW), padded (k-1)*dil - pb before and (k-1)*dil - pa after (docs/math.md,
+   "Backward-data as a convolution").  Its tiles write disjoint parts of dx, where col2im's
+   scatter-add would have threads adding into the same elements.  w' goes at the front of
+   the workspace.  Returns 0 when it does not apply: a stride or a padding beyond the reach. */
+static int cf__flipped_geom(const cf_geom *g, cf_geom *gt) {
+    int a;
+    *gt = *g;
+    for (a = 0; a < 3; a++) {
+        gt->pb[a] = (g->k[a] - 1) * g->dil[a] - g->pb[a];
+        gt->pa[a] = (g->k[a] - 1) * g->dil[a] - g->pa[a];
+        if (g->s[a] != 1 || gt->pb[a] < 0 || gt->pa[a] < 0) return 0;
+    }
+    return 1;
+}
+/* w'[c][oc][k] = w[oc][c][kvol-1-k]: flipping every axis of a C-order kernel reverses its flat index */
+static void cf__flip_kernel(float *wt, const float *w, int C, int OC, int kvol) {
+    int oc, c, k;
+    for (oc = 0; oc < OC; oc++)
+        for (c = 0; c < C; c++)
+            for (k = 0; k < kvol; k++) wt[((size_t)c * OC + oc) * kvol + k] = w[((size_t)oc * C + c) * kvol + kvol - 1 - k];
+}
+static size_t cf__flipped_floats(const cf__conv_call *c) { return (size_t)c->in.c * c->out.c * cf__kvol(c->g); }
+static int cf__tiles_bwd_applies(const cf__conv_call *c) {
+    cf_geom gt;
+    size_t wsz = cf__flipped_floats(c), tile;
+    return c->groups == 1 && cf__flipped_geom(c->g, &gt) && wsz < c->ws_floats &&
+           cf__fwd_tiles(c->out.c * cf__kvol(c->g), cf__positions(c->in), c->ws_floats - wsz, &tile) > 0;
+}
+static void cf__tiles_bwd(const cf__conv_call *c) {
+    cf_geom gt;
+    size_t wsz = cf__flipped_floats(c);
+    int bi;
+    cf__flipped_geom(c->g, &gt);
+    cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
+    for (bi = 0; bi < c->B; bi++)
+        cf__conv_tiles(c->dx + (size_t)bi * cf_shape_size(c->in), c->dy + (size_t)bi * cf_shape_size(c->out), c->ws, NULL, 1.0f,
+                       c->out, c->in, &gt, c->ws + wsz, c->ws_floats - wsz, CF_ACT_LINEAR, 0.0f);
+}
+
+/* ---- direct convolution (no im2col) for a stride of 1 along the width.  With few input
+   channels im2col + GEMM is slow: CosmoFlow's first layer (4 -> 32 channels, K = 108) would
+   write a 900 MB im2col matrix per sample that the BLAS then packs again, for a GEMM of only
+   32 rows.  Here each output row (od, oh) first gathers the input rows its taps read,
+   zero-padded, into a small per-thread buffer R (cf__direct_rows: C x KD x KH rows); then
+   blocks of 4 output channels x 2 vectors of positions are summed over all taps in 8 vector
+   registers: per tap 2 vector loads and 4 broadcasts feed 8 multiply-adds.  Written with
+   GCC/Clang vector types and compiled only where the target has AVX2 and FMA
+   (-march=x86-64-v3 or native), with an AVX-512 instance chosen at run time. */
+#if defined(__GNUC__) && defined(__AVX2__) && defined(__FMA__) && !defined(CF_NO_DIRECT_CONV)
+#define CF__DIRECT 1
+#if defined(__clang__)
+#define CF__CONTRACT                  /* clang fuses a += b * c into one FMA by default */
+#else
+#define CF__CONTRACT __attribute__((optimize("fp-contract=fast")))   /* GCC's ISO C mode does not */
+#endif
+typedef float cf__v8 __attribute__((vector_size(32)));
+
+/* R (T = C*KD*KH rows of Wp floats): row t = (c, kd, kh) holds the input row that output row
+   (od, oh) reads through taps (kd, kh) of channel c, shifted right by the width's padding
+   and zero elsewhere; a row outside the input is all zeros.  x: (C, D, H, W), one sample. */
+static void cf__direct_rows(float *R, size_t Wp, const float *x, int C, cf_shape in, const cf_geom *g, int od, int oh) {
+    int c, kd, kh;
+    float *r = R;
+    for (c = 0; c < C; c++) for (kd = 0; kd < g->k[0]; kd++) for (kh = 0; kh < g->k[1]; kh++, r += Wp) {
+        int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+        memset(r, 0, Wp * sizeof(float));
+        if (id >= 0 && id < in.d && ih >= 0 && ih < in.h)
+            memcpy(r + g->pb[2], x + (((size_t)c * in.d + id) * in.h + ih) * in.w, (size_t)in.w * sizeof(float));
+    }
+}
+
+/* One output row:  y[oc][w] (+)= sum over t < T, kw < KW of w[oc][t KW + kw] R[t][w + kw dil]
+   for oc < OC, w < OW (rows of y ystride apart; R readable up to OW rounded up to 32, plus
+   (KW-1) dil).  accumulate = 0: y = act(sum + b[oc]) (b may be NULL); 1: y += sum.
+   Written once for a vector type VT of VW floats and instantiated twice below (long: one
+   body, because the two instances must stay the same code). */
+#define CF__DIRECT_FWD_ROW(NAME, VT, VW, ATTR)                                                                       \
+ATTR static void NAME(float *y, size_t ystride, const float *R, size_t Wp, int T, int KW, int dil, const float *w,  \
+                      int OC, int OW, const float *b, int accumulate, int act, float slope) {                         \
+    int K = T * KW, oc0, w0, t, kw, o, j;                                                                             \
+    float out[4][2 * VW];                                                                                             \
+    for (oc0 = 0; oc0 < OC; oc0 += 4) {                                                                               \
+        int no = OC - oc0 < 4 ? OC - oc0 : 4;   /* the last block may have fewer channels: rows repeat, unstored */   \
+        const float *w_0 = w + (size_t)oc0 * K, *w_1 = no > 1 ? w_0 + K : w_0;                                       \
+        const float *w_2 = no > 2 ? w_0 + 2 * K : w_0, *w_3 = no > 3 ? w_0 + 3 * K : w_0;                           \
+        for (w0 = 0; w0 < OW; w0 += 2 * VW) {                                                                         \
+            VT a00 = {0.0f}, a01 = {0.0f}, a10 = {0.0f}, a11 = {0.0f}, a20 = {0.0f}, a21 = {0.0f}, a30 = {0.0f}, a31 = {0.0f}; \
+            for (t = 0; t < T; t++) {                                                                                 \
+                const float *r = R + (size_t)t * Wp + w0;                                                             \
+                const float *q0 = w_0 + t * KW, *q1 = w_1 + t * KW, *q2 = w_2 + t * KW, *q3 = w_3 + t * KW;           \
+                for (kw = 0; kw < KW; kw++) {   /* per tap: 2 vector loads, 4 broadcasts, 8 multiply-adds */          \
+                    VT x0, x1;                                                                                        \
+                    memcpy(&x0, r + kw * dil, sizeof x0); memcpy(&x1, r + kw * dil + VW, sizeof x1);                  \
+                    a00 += q0[kw] * x0; a01 += q0[kw] * x1;                                                           \
+                    a10 += q1[kw] * x0; a11 += q1[kw] * x1;                                                           \
+                    a20 += q2[kw] * x0; a21 += q2[kw] * x1;                                                           \
+                    a30 += q3[kw] * x0; a31 += q3[kw] * x1;                                                           \
+                }                                                                                                     \
+            }                                                                                                         \
+            memcpy(out[0], &a00, sizeof a00); memcpy(out[0] + VW, &a01, sizeof a01);                                  \
+            memcpy(out[1], &a10, sizeof a10); memcpy(out[1] + VW, &a11, sizeof a11);                                  \
+            memcpy(out[2], &a20, sizeof a20); memcpy(out[2] + VW, &a21, sizeof a21);                                  \
+            memcpy(out[3], &a30, sizeof a30); memcpy(out[3] + VW, &a31, sizeof a31);                                  \
+            for (o = 0; o < no; o++) {   /* the block's valid part (the last block may pass OW) */                    \
+                float *yr = y + (size_t)(oc0 + o) * ystride + w0, bo = b ? b[oc0 + o] : 0.0f;                        \
+                int n = OW - w0 < 2 * VW ? OW - w0 : 2 * VW;                                                          \
+                if (accumulate) for (j = 0; j < n; j++) yr[j] += out[o][j];                                           \
+                else for (j = 0; j < n; j++) yr[j] = cf__act_f(out[o][j] + bo, act, slope);                           \
+            }                                                                                                         \
+        }                                                                                                             \
+    }                                                                                                                 \
+}
+CF__DIRECT_FWD_ROW(cf__direct_fwd_row8, cf__v8, 8, CF__CONTRACT)
+/* The same with 16-float vectors, chosen at run time when the CPU has AVX-512 and a row has at
+   least 32 positions: the x86-64-v3 build still runs on AVX2 machines. */
+#if defined(__x86_64__) && !defined(CF_NO_AVX512)
+#define CF__AVX512 1
+typedef float cf__v16 __attribute__((vector_size(64)));
+#if defined(__clang__)
+#define CF__CONTRACT512 __attribute__((target("avx512f")))
+#else
+#define CF__CONTRACT512 __attribute__((target("avx512f"), optimize("fp-contract=fast")))
+#endif
+CF__DIRECT_FWD_ROW(cf__direct_fwd_row16, cf__v16, 16, CF__CONTRACT512)
+static int cf__has_avx512(void) {
+    static int has = -1;
+    if (has < 0) has = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    return has;
+}
+#endif
+
+/* floats of one row of R: the output row rounded up to 32, plus the kernel's reach */
+static size_t cf__direct_wp(cf_shape out, const cf_geom *g) {
+    return ((size_t)out.w + 31) / 32 * 32 + (size_t)(g->k[2] - 1) * g->dil[2];
+}
+/* Whether the direct kernel can run a convolution of in into out: stride 1 along the width,
+   rows of 16 or more, one R per thread in ws, and R at most max_r floats.  The forward pass
+   passes CF__DIRECT_FWD_MAX_R, 64 Ki floats: with many input channels R outgrows the L2 cache
+   while im2col + GEMM has a long K and the BLAS its best shape.  Backward-data passes no
+   limit: there the alternative is GEMM + col2im, which is slower. */
+#define CF__DIRECT_FWD_MAX_R 65536
+static int cf__direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, size_t max_r) {
+    size_t rsz = (size_t)in.c * g->k[0] * g->k[1] * cf__direct_wp(out, g);
+    return g->s[2] == 1 && out.w >= 16 && rsz <= max_r && (size_t)cf__nthreads() * rsz <= ws_floats;
+}
+/* y (B, OC, OD, OH, OW) (+)= conv(x, w) with w (OC, C, KD, KH, KW): rows shared out between
+   the threads, each with its own R in ws.  Only where cf__direct_fits says it applies. */
+static void cf__direct_fwd(float *y, const float *x, const float *w, const float *b, int accumulate, int B, cf_shape in,
+                           cf_shape out, const cf_geom *g, float *ws, int act, float slope) {
+    int T = in.c * g->k[0] * g->k[1], KW = g->k[2];
+    size_t Wp = cf__direct_wp(out, g), rsz = (size_t)T * Wp;
+    size_t P = cf__positions(out), in_sz = cf_shape_size(in);
+    long rows = (long)B * out.d * out.h, r;
+    void (*row)(float *, size_t, const float *, size_t, int, int, int, const float *, int, int, const float *, int, int, float) =
+        cf__direct_fwd_row8;
+#ifdef CF__AVX512
+    if (out.w >= 32 && cf__has_avx512()) row = cf__direct_fwd_row16;
+#endif
+    CF__OMP(omp parallel num_threads(cf__nthreads()))
+    {
+        float *R = ws + (size_t)cf__thread_id() * rsz;
+        CF__OMP(omp for schedule(static))
+        for (r = 0; r < rows; r++) {
+            int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
+            cf__direct_rows(R, Wp, x + (size_t)bi * in_sz, in.c, in, g, od, oh);
+            row(y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, R, Wp, T, KW, g->dil[2],
+                w, out.c, out.w, b, accumulate, act, slope);
+        }
+    }
+}
+static int cf__direct_fwd_applies(const cf__conv_call *c) {
+    return c->groups == 1 && !cf__pointwise_applies(c) && cf__direct_fits(c->in, c->out, c->g, c->ws_floats, CF__DIRECT_FWD_MAX_R);
+}
+static void cf__direct_fwd_run(const cf__conv_call *c) {
+    cf__direct_fwd(c->y, c->x, c->w, c->b, 0, c->B, c->in, c->out, c->g, c->ws, c->act, c->slope);
+}
+/* backward-data: the forward of dy (out's shape) into dx with the flipped kernel, as above */
+static int cf__direct_bwd_applies(const cf__conv_call *c) {
+    cf_geom gt;
+    size_t wsz = cf__flipped_floats(c);
+    return c->groups == 1 && cf__flipped_geom(c->g, &gt) && wsz < c->ws_floats &&
+           cf__direct_fits(c->out, c->in, &gt, c->ws_floats - wsz, (size_t)-1);
+}
+static void cf__direct_bwd_run(const cf__conv_call *c) {
+    cf_geom gt;
+    size_t wsz = cf__flipped_floats(c);
+    cf__flipped_geom(c->g, &gt);
+    cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
+    cf__direct_fwd(c->dx, c->dy, c->ws, NULL, 1, c->B, c->out, c->in, &gt, c->ws + wsz, CF_ACT_LINEAR, 0.0f);
+}
+#endif /* CF__DIRECT */
+
+/* ---- pooling: windows that never leave the input (CosmoFlow's 2x2x2 stride-2 pools) need
+   no bounds tests; max and average then run in loops of their own. */
+static int cf__pool_inside_applies(const cf__pool_call *c) {
+    const cf_geom *g = c->g;
+    int a, o[3], n[3];
+    o[0] = c->out.d; o[1] = c->out.h; o[2] = c->out.w; n[0] = c->in.d; n[1] = c->in.h; n[2] = c->in.w;
+    for (a = 0; a < 3; a++)
+        if (g->pb[a] != 0 || (o[a] - 1) * g->s[a] + (g->k[a] - 1) * g->dil[a] >= n[a]) return 0;
+    return 1;
+}
+static void cf__pool_inside_fwd(const cf__pool_call *c) {
+    const cf_geom *g = c->g;
+    cf_shape in = c->in, out = c->out;
+    int plane, kvol = cf__kvol(g);
+    CF__OMP(omp parallel for schedule(static))
+    for (plane = 0; plane < c->B * in.c; plane++) {
+        const float *xp = c->x + (size_t)plane * in.d * in.h * in.w;
+        float *yp = c->y + (size_t)plane * cf__positions(out);
+        int od, oh, ow, kd, kh, kw;
+        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (ow = 0; ow < out.w; ow++) {
+            const float *w0 = xp + ((size_t)od * g->s[0] * in.h + (size_t)oh * g->s[1]) * in.w + (size_t)ow * g->s[2];
+            float best = -INFINITY;
+            double sum = 0.0;
+            for (kd = 0; kd < g->k[0]; kd++) for (kh = 0; kh < g->k[1]; kh++) {
+                const float *r = w0 + ((size_t)kd * g->dil[0] * in.h + (size_t)kh * g->dil[1]) * in.w;
+                if (c->is_max) for (kw = 0; kw < g->k[2]; kw++) { float v = r[kw * g->dil[2]]; best = v > best ? v : best; }
+                else for (kw = 0; kw < g->k[2]; kw++) sum += r[kw * g->dil[2]];
+            }
+            yp[((size_t)od * out.h + oh) * out.w + ow] = c->is_max ? best : (float)(sum / kvol);
+        }
+    }
+}
+static void cf__pool_inside_bwd(const cf__pool_call *c) {
+    const cf_geom *g = c->g;
+    cf_shape in = c->in, out = c->out;
+    int plane, kvol = cf__kvol(g);
+    CF__OMP(omp parallel for schedule(static))
+    for (plane = 0; plane < c->B * in.c; plane++) {
+        const float *xp = c->x + (size_t)plane * in.d * in.h * in.w;
+        float *dxp = c->dx + (size_t)plane * in.d * in.h * in.w;
+        const float *yp = c->y + (size_t)plane * cf__positions(out), *dyp = c->dy + (size_t)plane * cf__positions(out);
+        int od, oh, ow, kd, kh, kw, done;
+        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (ow = 0; ow < out.w; ow++) {
+            size_t o = ((size_t)od * out.h + oh) * out.w + ow;
+            size_t w0 = ((size_t)od * g->s[0] * in.h + (size_t)oh * g->s[1]) * in.w + (size_t)ow * g->s[2];
+            float share = dyp[o] / (float)kvol, m = yp[o];
+            if (dyp[o] == 0.0f) continue;   /* nothing to add (dropout, leaky's zeros) */
+            for (done = 0, kd = 0; kd < g->k[0] && !done; kd++) for (kh = 0; kh < g->k[1] && !done; kh++) {
+                size_t r = w0 + ((size_t)kd * g->dil[0] * in.h + (size_t)kh * g->dil[1]) * in.w;
+                if (!c->is_max) { for (kw = 0; kw < g->k[2]; kw++) dxp[r + (size_t)kw * g->dil[2]] += share; continue; }
+                for (kw = 0; kw < g->k[2]; kw++)
+                    if (xp[r + (size_t)kw * g->dil[2]] == m) { dxp[r + (size_t)kw * g->dil[2]] += dyp[o]; done = 1; break; }
+            }
+        }
+    }
+}
+
+/* ---- max pooling with disjoint 2x2 windows on height and width and 1 or 2 on depth (k = s,
+   dilation 1, inside the input): CosmoFlow's 2x2x2 pools and 2-D 2x2 ones.  Each output row
+   reads its window as pairs from 2 or 4 input rows, where the general loops spend more on
+   counting taps than on the comparisons.  The same comparisons in the same order: the same
+   first maximum. */
+static int cf__pool_pairs_applies(const cf__pool_call *c) {
+    const cf_geom *g = c->g;
+    int a;
+    if (!c->is_max || !cf__pool_inside_applies(c)) return 0;
+    for (a = 0; a < 3; a++) if (g->dil[a] != 1 || g->k[a] != g->s[a]) return 0;
+    return g->k[1] == 2 && g->k[2] == 2 && (g->k[0] == 1 || g->k[0] == 2);
+}
+/* the input rows of output row (od, oh) of one plane: rows[kd*2 + kh], KD*2 of them */
+static int cf__pool_rows(const float **rows, const float *xp, int od, int oh, int KD, cf_shape in) {
+    int kd, kh;
+    for (kd = 0; kd < KD; kd++) for (kh = 0; kh < 2; kh++)
+        rows[kd * 2 + kh] = xp + ((size_t)(od * KD + kd) * in.h + (size_t)(oh * 2 + kh)) * in.w;
+    return KD * 2;
+}
+static void cf__pool_pairs_fwd(const cf__pool_call *c) {
+    cf_shape in = c->in, out = c->out;
+    int plane;
+    CF__OMP(omp parallel for schedule(static))
+    for (plane = 0; plane < c->B * in.c; plane++) {
+        const float *xp = c->x + (size_t)plane * in.d * in.h * in.w, *rows[4];
+        float *yp = c->y + (size_t)plane * cf__positions(out);
+        int od, oh, ow, q, nr;
+        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
+            float *yr = yp + ((size_t)od * out.h + oh) * out.w;
+            nr = cf__pool_rows(rows, xp, od, oh, c->g->k[0], in);
+            for (ow = 0; ow < out.w; ow++) {
+                float best = -INFINITY;
+                for (q = 0; q < nr; q++) {
+                    float a = rows[q][2 * ow], b = rows[q][2 * ow + 1];
+                    best = a > best ? a : best;
+                    best = b > best ? b : best;
+                }
+                yr[ow] = best;
+            }
+        }
+    }
+}
+#endif /* !CF_REFERENCE */
+
+/* ---- the paths of each operation, in the order the dispatcher tries them */
+static const cf__conv_path cf__conv_fwd_paths[] = {
+#ifndef CF_REFERENCE
+#ifdef CF__DIRECT
+    {CF__K_DIRECT, cf__direct_fwd_applies, cf__direct_fwd_run},
+#endif
+    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_fwd},
+    {CF__K_TILES, cf__tiles_fwd_applies, cf__tiles_fwd},
+#endif
+    {-1, NULL, NULL}};
+static const cf__conv_path cf__conv_bww_paths[] = {
+#ifndef CF_REFERENCE
+    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bww},
+    {CF__K_TILES, cf__tiles_bww_applies, cf__tiles_bww},
+#endif
+    {-1, NULL, NULL}};
+static const cf__conv_path cf__conv_bwd_paths[] = {
+#ifndef CF_REFERENCE
+    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd},
+#ifdef CF__DIRECT
+    {CF__K_DIRECT, cf__direct_bwd_applies, cf__direct_bwd_run},
+#endif
+    {CF__K_TILES, cf__tiles_bwd_applies, cf__tiles_bwd},
+#endif
+    {-1, NULL, NULL}};
+static const cf__pool_path cf__pool_fwd_paths[] = {
+#ifndef CF_REFERENCE
+    {CF__K_PAIRS, cf__pool_pairs_applies, cf__pool_pairs_fwd},
+    {CF__K_INSIDE, cf__pool_inside_applies, cf__pool_inside_fwd},
+#endif
+    {-1, NULL, NULL}};
+static const cf__pool_path cf__pool_bwd_paths[] = {
+#ifndef CF_REFERENCE
+    {CF__K_INSIDE, cf__pool_inside_applies, cf__pool_inside_bwd},
+#endif
+    {-1, NULL, NULL}};
+static const cf__conv_path *cf__conv_paths(int op) {
+    return op == CF_OP_FORWARD ? cf__conv_fwd_paths : op == CF_OP_BACKWARD_WEIGHTS ? cf__conv_bww_paths : cf__conv_bwd_paths;
+}
+
+/* ---- the dispatchers */
+static cf__conv_call cf__conv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats) {
+    cf__conv_call c;
+    memset(&c, 0, sizeof c);
+    c.B = B; c.in = in; c.out = out; c.g = g; c.groups = groups; c.ws = ws; c.ws_floats = ws_floats;
+    return c;
+}
+CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, NULL, ws_floats);
+    const cf__conv_path *p = cf__conv_pick(cf__conv_paths(op), &c);
+    return p ? cf__kind_names[p->kind] : "reference";
+}
+CFDEF void cf_conv_forward_act(float *y, const float *x, const float *w, const float *b,
+                               int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                               float *ws, size_t ws_floats, int act, float slope) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats);
+    const cf__conv_path *p;
+    c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
+    if ((p = cf__conv_pick(cf__conv_fwd_paths, &c))) { p->run(&c); return; }
+    cf_ref_conv_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats);
+    cf_act_forward(y, (size_t)B * cf_shape_size(out), act, slope);
+}
+CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float *b,
+                           int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                           float *ws, size_t ws_floats) {
+    cf_conv_forward_act(y, x, w, b, B, in, out, g, groups, ws, ws_floats, CF_ACT_LINEAR, 0.0f);
+}
+CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
+                                    int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                                    float *ws, size_t ws_floats) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats);
+    const cf__conv_path *p;
+    c.dw = dw; c.dy = dy; c.x = x;
+    if (!(p = cf__conv_pick(cf__conv_bww_paths, &c))) { cf_ref_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats); return; }
+    if (db) cf__bias_grad(db, dy, B, out.c, (size_t)out.d * out.h * out.w);   /* one way for every path */
+    p->run(&c);
+}
+CFDEF void cf_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
+                                 cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats);
+    const cf__conv_path *p;
+    c.dx = dx; c.dy = dy; c.w = w;
+    if ((p = cf__conv_pick(cf__conv_bwd_paths, &c))) p->run(&c);
+    else cf_ref_conv_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats);
+}
+CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                            const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                            int groups, float *ws, float *dws, size_t ws_floats) {
+    cf_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats);
+    if (dx) cf_conv_backward_data(dx, dy, w, B, in, out, g, groups, dws, ws_floats);
+}
+static cf__pool_call cf__pool_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
+    cf__pool_call c;
+    memset(&c, 0, sizeof c);
+    c.B = B; c.in = in; c.out = out; c.g = g; c.is_max = is_max;
+    return c;
+}
+CFDEF const char *cf_pool_path(int op, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
+    cf__pool_call c = cf__pool_make(1, in, out, g, is_max);
+    const cf__pool_path *p;
+    if (op == CF_OP_BACKWARD_WEIGHTS) return "-";
+    p = cf__pool_pick(op == CF_OP_FORWARD ? cf__pool_fwd_paths : cf__pool_bwd_paths, &c);
+    return p ? cf__kind_names[p->kind] : "reference";
+}
+CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shape out,
+                           const cf_geom *g, int is_max) {
+    cf__pool_call c = cf__pool_make(B, in, out, g, is_max);
+    const cf__pool_path *p;
+    c.y = y; c.x = x;
+    if ((p = cf__pool_pick(cf__pool_fwd_paths, &c))) p->run(&c);
+    else cf_ref_pool_forward(y, x, B, in, out, g, is_max);
+}
+CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
+                            cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
+    cf__pool_call c = cf__pool_make(B, in, out, g, is_max);
+    const cf__pool_path *p;
+    c.dx = dx; c.dy = dy; c.x = x; c.y = (float *)y;
+    if ((p = cf__pool_pick(cf__pool_bwd_paths, &c))) p->run(&c);
+    else cf_ref_pool_backward(dx, dy, x, y, B, in, out, g, is_max);
+}
+
+#ifndef CF_REFERENCE
+/* ---- the fused backward of act + max pool with disjoint windows inside the input (k = s,
+   no padding, dilation 1), in place: xg holds the pool's input x = act(z) (B, C, D, H, W) on
+   entry and dL/dz on return.  Each window's first maximum gets act's gradient of dy[o] at
+   y[o] (equal to x there: what cf_act_backward would compute), the rest of the window and
+   inputs no window covers get 0.  dy, y (B, C, OD, OH, OW).  The memory plan decides where
+   it is used (section 6, fusion). */
+static void cf__maxpool_act_backward_inplace(float *xg, const float *dy, const float *y, int B, cf_shape in, cf_shape out,
+                                             const cf_geom *g, int act, float slope) {
+    cf__pool_call pc = cf__pool_make(B, in, out, g, 1);
+    int plane, KD = g->k[0], KH = g->k[1], KW = g->k[2], pairs = cf__pool_pairs_applies(&pc);
+    CF__OMP(omp parallel for schedule(static))
+    for (plane = 0; plane < B * in.c; plane++) {
+        float *xp = xg + (size_t)plane * in.d * in.h * in.w;
+        const float *yp = y + (size_t)plane * cf__positions(out), *dyp = dy + (size_t)plane * cf__positions(out);
+        int od, oh, ow, kd, kh, kw, id, ih, iw;
+        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
+            const float *rows[4];
+            int nr = pairs ? cf__pool_rows(rows, xp, od, oh, KD, in) : 0;
+            for (ow = 0; ow < out.w; ow++) {
+                size_t o = ((size_t)od * out.h + oh) * out.w + ow, at = (size_t)-1;
+                float m = yp[o], d = cf__act_df(dyp[o], m, act, slope);
+                if (pairs) {   /* the window as pairs from 2 or 4 rows (rows point into xg, ours to write) */
+                    int q, j, found = 0;
+                    for (q = 0; q < nr; q++) for (j = 0; j < 2; j++) {
+                        float *e = (float *)rows[q] + 2 * ow + j;
+                        if (!found && *e == m) { *e = d; found = 1; }
+                        else *e = 0.0f;
+                    }
+                    continue;
+                }
+                for (kd = 0; kd < KD; kd++) for (kh = 0; kh < KH; kh++) {
+                    float *r = xp + ((size_t)(od * KD + kd) * in.h + (size_t)(oh * KH + kh)) * in.w + (size_t)ow * KW;
+                    for (kw = 0; kw < KW; kw++) {
+                        if (at == (size_t)-1 && r[kw] == m) at = (size_t)(r + kw - xp);
+                        r[kw] = 0.0f;
+                    }
+                }
+                if (at != (size_t)-1) xp[at] = d;
+            }
+        }
+        /* inputs past the last whole window (odd sizes) get no gradient */
+        if (out.d * KD < in.d || out.h * KH < in.h || out.w * KW < in.w)
+            for (id = 0; id < in.d; id++) for (ih = 0; ih < in.h; ih++) for (iw = 0; iw < in.w; iw++)
+                if (id >= out.d * KD || ih >= out.h * KH || iw >= out.w * KW) xp[((size_t)id * in.h + ih) * in.w + iw] = 0.0f;
+    }
+}
+#endif
+
+/* ================================================================ 5. networks
+   A network is an array of layers run in order, each reading the outputs of earlier layers
+   (src; -1 the network input) and writing its own.  What a layer type does is in functions
+   named after it, found through one table (cf__types, below): how it is parsed (its keys, its
+   output shape, its parameter counts), its FLOPs, its forward and its backward. */
 typedef struct { char *key, *val; int line; int used; } cf__kv;
 typedef struct { char *name; int line; cf__kv *kv; int n_kv; } cf__section;
 
@@ -1928,419 +2243,526 @@ static const char *cf__loss_names[] = { "mse", "l1", "softmax_ce" };
 /* the output shape of a layer, or the network input's for src < 0 */
 static cf_shape cf__src_shape(const cf_net *net, int src) { return src < 0 ? net->input : net->layers[src].out; }
 
-/* One section -> one layer; shapes follow from its inputs. */
-static int cf__build_layer(cf_net *net, int idx, cf__section *s, const char *name) {
-    cf_layer *l = &net->layers[idx];
-    int is2d = net->input.d == 1, t, i, rc = CF_OK;
-    for (t = 0; t < CF_L_NTYPES; t++) if (!strcmp(s->name, cf__type_names[t])) break;
-    if (t == CF_L_NTYPES) return cf_fail("%s:%d: unknown section [%s]", name, s->line, s->name);
-    memset(l, 0, sizeof *l);
-    l->type = t; l->line = s->line; l->n_src = 1; l->src[0] = idx - 1;
-    if (t == CF_L_ROUTE || t == CF_L_ADD) {
-        cf__kv *kv = cf__find(s, "layers");
-        char buf[256], *tok;
-        int is_input[CF_MAX_SRC];
-        if (!kv) return cf_fail("%s:%d: [%s] needs layers=", name, s->line, s->name);
-        /* "input" names the network's input; negative numbers count back from this layer */
-        snprintf(buf, sizeof buf, "%s", kv->val);
-        l->n_src = 0;
-        for (tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-            int v[1] = {-1}, k = l->n_src;
-            while (*tok == ' ') tok++;
-            if (k == CF_MAX_SRC) { l->n_src = -1; break; }
-            is_input[k] = !strcmp(tok, "input");
-            if (!is_input[k] && cf__ints(tok, v, 1) != 1) { l->n_src = -1; break; }
-            l->src[k] = v[0];   /* the input: -1 */
-            l->n_src = k + 1;
+/* ---- what every layer type's functions get: the layer's section of the cfg and the net */
+typedef struct { cf_net *net; int idx; cf__section *s; const char *name; int is2d; } cf__parser;
+/* a layer's output, the output of its source k (the network input for -1), the gradient of
+   its output and of its source k (net->dinput for the input, or NULL) */
+static float *cf__out(cf_net *net, int i) { return net->arena + net->plan.l[i].y_off; }
+static const float *cf__in(cf_net *net, const cf_layer *l, int k) { return l->src[k] < 0 ? net->x : cf__out(net, l->src[k]); }
+static float *cf__grad(cf_net *net, int i) { return net->arena + net->plan.l[i].dy_off; }
+static float *cf__in_grad(cf_net *net, const cf_layer *l, int k) { return l->src[k] < 0 ? net->dinput : cf__grad(net, l->src[k]); }
+static size_t cf__n_out(const cf_net *net, const cf_layer *l) { return cf_shape_size(l->out) * net->batch; }
+static size_t cf__per_channel(cf_shape s) { return cf_shape_size(s) / s.c; }
+static float *cf__w(cf_net *net, const cf_layer *l) { return net->params + l->w_off; }
+static float *cf__b(cf_net *net, const cf_layer *l) { return l->b_n ? net->params + l->b_off : NULL; }
+static float *cf__dw(cf_net *net, const cf_layer *l) { return net->grads + l->w_off; }
+static float *cf__db(cf_net *net, const cf_layer *l) { return l->b_n ? net->grads + l->b_off : NULL; }
+static double cf__size_flops(const cf_layer *l) { return (double)cf_shape_size(l->out); }   /* elementwise layers */
+static int cf__no_keys(cf__parser *p, cf_layer *l) { (void)p; (void)l; return CF_OK; }
+
+/* out.d, out.h, out.w of a window layer from its input and geometry */
+static void cf__window_out(cf_layer *l) {
+    l->out.d = cf_geom_out(&l->g, 0, l->in.d); l->out.h = cf_geom_out(&l->g, 1, l->in.h); l->out.w = cf_geom_out(&l->g, 2, l->in.w);
+}
+/* the keys [conv] and [deconv] share: filters (into out.c), size, stride, dilation, pad, bias */
+static int cf__filter_keys(cf__parser *p, cf_layer *l) {
+    cf__section *s = p->s;
+    int rc;
+    if ((rc = cf__get_int(s, p->name, "filters", 0, 1, 1 << 20, &l->out.c)) || (rc = cf__get_axes(s, p->name, "size", 1, p->is2d, 1, l->g.k)) ||
+        (rc = cf__get_axes(s, p->name, "stride", 1, p->is2d, 1, l->g.s)) || (rc = cf__get_axes(s, p->name, "dilation", 1, p->is2d, 1, l->g.dil)) ||
+        (rc = cf__parse_pad(s, p->name, l, p->is2d)) || (rc = cf__get_int(s, p->name, "bias", 1, 0, 1, &l->has_bias)))
+        return rc;
+    if (!l->out.c) return cf_fail("%s:%d: [%s] needs filters=", p->name, s->line, s->name);
+    return CF_OK;
+}
+
+/* ---- [conv]: y = act(conv(x, w) + b); a depthwise one (groups = C = OC) by its own loops */
+static int cf__conv_parse(cf__parser *p, cf_layer *l) {
+    int rc;
+    if ((rc = cf__filter_keys(p, l)) || (rc = cf__get_int(p->s, p->name, "groups", 1, 1, 1 << 20, &l->groups))) return rc;
+    if (l->in.c % l->groups || l->out.c % l->groups)
+        return cf_fail("%s:%d: groups=%d does not divide %d input channels and %d filters", p->name, p->s->line, l->groups, l->in.c, l->out.c);
+    cf__resolve_pad(l, p->is2d);
+    cf__window_out(l);
+    l->w_n = (size_t)l->out.c * (size_t)(l->in.c / l->groups) * l->g.k[0] * l->g.k[1] * l->g.k[2];
+    l->b_n = l->has_bias ? (size_t)l->out.c : 0;
+    l->depthwise = l->groups > 1 && l->groups == l->in.c && l->out.c == l->in.c;
+    return CF_OK;
+}
+static double cf__conv_flops(const cf_layer *l) {
+    return 2.0 * l->in.c / l->groups * l->g.k[0] * l->g.k[1] * l->g.k[2] * l->out.c * l->out.d * l->out.h * l->out.w;
+}
+static void cf__conv_forward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    float *y = cf__out(net, i);
+    if (!l->depthwise) {
+        cf_conv_forward_act(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, l->groups,
+                            net->ws, net->ws_floats, l->act, l->slope);
+        return;
+    }
+    cf_dwconv_forward(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g);
+    cf_act_forward(y, cf__n_out(net, l), l->act, l->slope);
+}
+static void cf__conv_backward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    float *dy = cf__grad(net, i), *dx = cf__in_grad(net, l, 0);
+    const float *x = cf__in(net, l, 0);
+    int B = net->batch;
+    if (net->plan.l[i].fused_pool < 0) cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
+    /* (fused: the pool's backward has already written dL/dz, act's backward included, here) */
+    if (l->depthwise) { cf_dwconv_backward(dx, cf__dw(net, l), cf__db(net, l), dy, x, cf__w(net, l), B, l->in, l->out, &l->g); return; }
+    cf_conv_backward_weights(cf__dw(net, l), cf__db(net, l), dy, x, B, l->in, l->out, &l->g, l->groups, net->ws, net->ws_floats);
+    if (net->layer_hook) net->layer_hook(net, i, 4, net->layer_ctx);   /* cf-bench times the two halves apart */
+    if (dx) cf_conv_backward_data(dx, dy, cf__w(net, l), B, l->in, l->out, &l->g, l->groups, net->ws + net->ws_floats, net->ws_floats);
+}
+
+/* ---- [deconv]: a transposed convolution.  Output size as PyTorch's ConvTranspose:
+   (in - 1) s - pb - pa + dil (k - 1) + 1, the padding after reduced by output_padding;
+   TensorFlow's 'same' gives in * s. */
+static int cf__deconv_shape(cf__parser *p, cf_layer *l, int a, int in, int *out) {
+    int span = l->g.dil[a] * (l->g.k[a] - 1) + 1, st = l->g.s[a];
+    if (l->outpad[a] && strcmp(l->pad_mode, "explicit")) return cf_fail("%s:%d: output_padding needs an explicit pad=", p->name, p->s->line);
+    if (l->outpad[a] >= st && l->outpad[a] >= l->g.dil[a])
+        return cf_fail("%s:%d: output_padding must be smaller than the stride or the dilation", p->name, p->s->line);
+    if (!strcmp(l->pad_mode, "same")) {
+        int total = (in - 1) * st + span - in * st;
+        if (total < 0) total = 0;
+        *out = in * st; l->g.pb[a] = total / 2; l->g.pa[a] = total - total / 2;
+    } else {
+        l->g.pb[a] = l->pad_spec[2 * a];
+        l->g.pa[a] = l->pad_spec[2 * a + 1] - l->outpad[a];   /* output padding: rows not cropped at the end */
+        if (l->g.pa[a] < 0) return cf_fail("%s:%d: output_padding larger than the padding after is not supported", p->name, p->s->line);
+        *out = (in - 1) * st + span - l->g.pb[a] - l->g.pa[a];
+    }
+    return CF_OK;
+}
+static int cf__deconv_parse(cf__parser *p, cf_layer *l) {
+    int rc, a, io[3], oo[3];
+    if ((rc = cf__filter_keys(p, l)) || (rc = cf__get_axes(p->s, p->name, "output_padding", 0, p->is2d, 0, l->outpad))) return rc;
+    if (p->is2d) l->outpad[0] = 0;
+    io[0] = l->in.d; io[1] = l->in.h; io[2] = l->in.w;
+    for (a = 0; a < 3; a++) {
+        if ((rc = cf__deconv_shape(p, l, a, io[a], &oo[a]))) return rc;
+        if (p->is2d && a == 0) { oo[0] = 1; l->g.pb[0] = l->g.pa[0] = 0; }
+    }
+    l->out.d = oo[0]; l->out.h = oo[1]; l->out.w = oo[2];
+    l->w_n = (size_t)l->in.c * l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2];
+    l->b_n = l->has_bias ? (size_t)l->out.c : 0;
+    return CF_OK;
+}
+static double cf__deconv_flops(const cf_layer *l) { return 2.0 * (double)cf_shape_size(l->in) * l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2]; }
+static void cf__deconv_forward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    float *y = cf__out(net, i);
+    cf_deconv_forward(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, net->ws, net->ws_floats);
+    cf_act_forward(y, cf__n_out(net, l), l->act, l->slope);
+}
+static void cf__deconv_backward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    float *dy = cf__grad(net, i);
+    cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
+    cf_deconv_backward(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), net->batch,
+                       l->in, l->out, &l->g, net->ws, net->ws_floats);
+}
+
+/* ---- [maxpool], [avgpool]: stride = size unless given */
+static int cf__pool_parse(cf__parser *p, cf_layer *l) {
+    int rc, a;
+    if ((rc = cf__get_axes(p->s, p->name, "size", 2, p->is2d, 1, l->g.k)) || (rc = cf__parse_pad(p->s, p->name, l, p->is2d))) return rc;
+    for (a = 0; a < 3; a++) { l->g.s[a] = l->g.k[a]; l->g.dil[a] = 1; }
+    if (cf__find(p->s, "stride") && (rc = cf__get_axes(p->s, p->name, "stride", 1, p->is2d, 1, l->g.s))) return rc;
+    cf__resolve_pad(l, p->is2d);
+    cf__window_out(l);
+    return CF_OK;
+}
+static double cf__pool_flops(const cf_layer *l) { return (double)l->g.k[0] * l->g.k[1] * l->g.k[2] * cf_shape_size(l->out); }
+static void cf__pool_forward_layer(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    cf_pool_forward(cf__out(net, i), cf__in(net, l, 0), net->batch, l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
+}
+static void cf__pool_backward_layer(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+#ifndef CF_REFERENCE
+    int src = l->src[0];
+    if (src >= 0 && net->plan.l[src].fused_pool == i) {   /* the plan fused this pair: write the conv's dL/dz in place */
+        const cf_layer *c = &net->layers[src];
+        cf__maxpool_act_backward_inplace(cf__grad(net, src), cf__grad(net, i), cf__out(net, i), net->batch, l->in, l->out, &l->g,
+                                         c->act, c->slope);
+        return;
+    }
+#endif
+    if (cf__in_grad(net, l, 0))
+        cf_pool_backward(cf__in_grad(net, l, 0), cf__grad(net, i), cf__in(net, l, 0), cf__out(net, i), net->batch, l->in, l->out, &l->g,
+                         l->type == CF_L_MAXPOOL);
+}
+
+/* ---- [dense]: outputs= (into out.c); flattens its input as C order (C, D, H, W) */
+static int cf__dense_parse(cf__parser *p, cf_layer *l) {
+    int rc;
+    if ((rc = cf__get_int(p->s, p->name, "outputs", 0, 1, 1 << 24, &l->out.c)) || (rc = cf__get_int(p->s, p->name, "bias", 1, 0, 1, &l->has_bias))) return rc;
+    if (!l->out.c) return cf_fail("%s:%d: [dense] needs outputs=", p->name, p->s->line);
+    l->w_n = (size_t)l->out.c * cf_shape_size(l->in);
+    l->b_n = l->has_bias ? (size_t)l->out.c : 0;
+    l->out.d = l->out.h = l->out.w = 1;
+    return CF_OK;
+}
+static double cf__dense_flops(const cf_layer *l) { return 2.0 * (double)cf_shape_size(l->in) * l->out.c; }
+static void cf__dense_forward_layer(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    float *y = cf__out(net, i);
+    cf_dense_forward(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, (int)cf_shape_size(l->in), l->out.c);
+    cf_act_forward(y, cf__n_out(net, l), l->act, l->slope);
+}
+static void cf__dense_backward_layer(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    float *dy = cf__grad(net, i);
+    cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
+    cf_dense_backward(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), net->batch,
+                      (int)cf_shape_size(l->in), l->out.c);
+}
+
+/* ---- elementwise layers.  Each backward adds its input's gradient: dx += (dy/dx) dy. */
+/* [flatten]: y = x as (C D H W, 1, 1, 1); dx += dy */
+static int cf__flatten_parse(cf__parser *p, cf_layer *l) { (void)p; l->out.c = (int)cf_shape_size(l->in); l->out.d = l->out.h = l->out.w = 1; return CF_OK; }
+static void cf__copy_forward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    memcpy(cf__out(net, i), cf__in(net, l, 0), cf__n_out(net, l) * sizeof(float));
+}
+static void cf__add_to(float *dx, const float *dy, size_t n) { size_t k; if (dx) for (k = 0; k < n; k++) dx[k] += dy[k]; }
+static void cf__copy_backward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    cf__add_to(cf__in_grad(net, l, 0), cf__grad(net, i), cf__n_out(net, l));
+}
+/* [dropout]: y = mask x / (1 - rate) while training, y = x otherwise; dx += the same map of dy */
+static int cf__dropout_parse(cf__parser *p, cf_layer *l) { return cf__get_float(p->s, p->name, "rate", 0.5f, 0.0f, 0.999f, &l->rate); }
+static uint64_t cf__dropout_seed(const cf_net *net, int layer) {
+    return cf_hash64(net->seed ^ cf_hash64(net->step * 1000003ULL + (uint64_t)layer + 1));
+}
+static void cf__dropout_forward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    if (net->training && l->rate > 0.0f) cf_dropout(cf__out(net, i), cf__in(net, l, 0), cf__n_out(net, l), l->rate, cf__dropout_seed(net, i));
+    else cf__copy_forward(net, i);
+}
+static void cf__dropout_backward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    float *dy = cf__grad(net, i);
+    if (!cf__in_grad(net, l, 0)) return;
+    if (net->training && l->rate > 0.0f) cf_dropout(dy, dy, cf__n_out(net, l), l->rate, cf__dropout_seed(net, i));   /* same mask */
+    cf__copy_backward(net, i);
+}
+/* [activation]: y = f(x); dx += f'(x) dy, taken from y */
+static void cf__act_layer_forward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    cf__copy_forward(net, i);
+    cf_act_forward(cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
+}
+static void cf__act_layer_backward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    cf_act_backward(cf__grad(net, i), cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
+    cf__copy_backward(net, i);
+}
+/* [scale]: y = factor x; dx += factor dy */
+static int cf__scale_parse(cf__parser *p, cf_layer *l) { return cf__get_float(p->s, p->name, "factor", 1.0f, -1e30f, 1e30f, &l->factor); }
+static void cf__scale_forward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    const float *x = cf__in(net, l, 0);
+    float *y = cf__out(net, i);
+    size_t k, n = cf__n_out(net, l);
+    for (k = 0; k < n; k++) y[k] = l->factor * x[k];
+}
+static void cf__scale_backward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    float *dx = cf__in_grad(net, l, 0);
+    const float *dy = cf__grad(net, i);
+    size_t k, n = cf__n_out(net, l);
+    if (dx) for (k = 0; k < n; k++) dx[k] += l->factor * dy[k];
+}
+
+/* ---- [route], [add]: layers= a list of earlier layers ("input": the network input; negative
+   numbers count back from this one) */
+static int cf__parse_sources(cf__parser *p, cf_layer *l) {
+    cf__kv *kv = cf__find(p->s, "layers");
+    char buf[256], *tok;
+    int is_input[CF_MAX_SRC], i;
+    if (!kv) return cf_fail("%s:%d: [%s] needs layers=", p->name, p->s->line, p->s->name);
+    snprintf(buf, sizeof buf, "%s", kv->val);
+    l->n_src = 0;
+    for (tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int v[1] = {-1}, k = l->n_src;
+        while (*tok == ' ') tok++;
+        if (k == CF_MAX_SRC) { l->n_src = -1; break; }
+        is_input[k] = !strcmp(tok, "input");
+        if (!is_input[k] && cf__ints(tok, v, 1) != 1) { l->n_src = -1; break; }
+        l->src[k] = v[0];   /* the input: -1 */
+        l->n_src = k + 1;
+    }
+    if (l->n_src < 1) return cf_fail("%s:%d: layers=%s is not a list of up to %d layer indices (or 'input')", p->name, kv->line, kv->val, CF_MAX_SRC);
+    for (i = 0; i < l->n_src; i++) {
+        if (is_input[i]) continue;
+        if (l->src[i] < 0) l->src[i] += p->idx;   /* -1 = the previous layer */
+        if (l->src[i] < 0 || l->src[i] >= p->idx) return cf_fail("%s:%d: layers=%s names a layer that is not before this one", p->name, kv->line, kv->val);
+    }
+    return CF_OK;
+}
+/* [route]: the sources' channels concatenated, sample by sample; backward splits dy back */
+static int cf__route_parse(cf__parser *p, cf_layer *l) {
+    int i;
+    l->out.c = 0;
+    for (i = 0; i < l->n_src; i++) {
+        cf_shape o = cf__src_shape(p->net, l->src[i]);
+        if (o.d != l->in.d || o.h != l->in.h || o.w != l->in.w) return cf_fail("%s:%d: [route] inputs differ in spatial size", p->name, p->s->line);
+        l->out.c += o.c;
+    }
+    return CF_OK;
+}
+static void cf__route_forward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    int b, j;
+    for (b = 0; b < net->batch; b++) {
+        float *dst = cf__out(net, i) + (size_t)b * cf_shape_size(l->out);
+        for (j = 0; j < l->n_src; j++) {
+            size_t m = cf_shape_size(cf__src_shape(net, l->src[j]));
+            memcpy(dst, cf__in(net, l, j) + (size_t)b * m, m * sizeof(float));
+            dst += m;
         }
-        if (l->n_src < 1) return cf_fail("%s:%d: layers=%s is not a list of up to %d layer indices (or 'input')", name, kv->line, kv->val, CF_MAX_SRC);
-        for (i = 0; i < l->n_src; i++) {
-            if (is_input[i]) continue;
-            if (l->src[i] < 0) l->src[i] += idx;   /* -1 = the previous layer */
-            if (l->src[i] < 0 || l->src[i] >= idx) return cf_fail("%s:%d: layers=%s names a layer that is not before this one", name, kv->line, kv->val);
+    }
+}
+static void cf__route_backward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    int b, j;
+    for (b = 0; b < net->batch; b++) {
+        const float *src = cf__grad(net, i) + (size_t)b * cf_shape_size(l->out);
+        for (j = 0; j < l->n_src; j++) {
+            size_t m = cf_shape_size(cf__src_shape(net, l->src[j]));
+            float *d = cf__in_grad(net, l, j);
+            if (d) cf__add_to(d + (size_t)b * m, src, m);
+            src += m;
         }
     }
-    l->in = l->src[0] < 0 ? net->input : net->layers[l->src[0]].out;
-    l->out = l->in;
-    l->groups = 1; l->act = CF_ACT_LINEAR; l->factor = 1.0f;
-    switch (t) {
-    case CF_L_CONV: {
-        int d;
-        if ((rc = cf__get_int(s, name, "filters", 0, 1, 1 << 20, &l->filters)) || (rc = cf__get_axes(s, name, "size", 1, is2d, 1, l->g.k)) ||
-            (rc = cf__get_axes(s, name, "stride", 1, is2d, 1, l->g.s)) || (rc = cf__get_axes(s, name, "dilation", 1, is2d, 1, l->g.dil)) ||
-            (rc = cf__parse_pad(s, name, l, is2d)) || (rc = cf__get_int(s, name, "groups", 1, 1, 1 << 20, &l->groups)) ||
-            (rc = cf__get_int(s, name, "bias", 1, 0, 1, &l->has_bias)))
-            return rc;
-        if (!l->filters) return cf_fail("%s:%d: [conv] needs filters=", name, s->line);
-        if (l->in.c % l->groups || l->filters % l->groups)
-            return cf_fail("%s:%d: groups=%d does not divide %d input channels and %d filters", name, s->line, l->groups, l->in.c, l->filters);
-        cf__resolve_pad(l, is2d);
-        l->out.c = l->filters;
-        l->out.d = cf_geom_out(&l->g, 0, l->in.d); l->out.h = cf_geom_out(&l->g, 1, l->in.h); l->out.w = cf_geom_out(&l->g, 2, l->in.w);
-        d = l->in.c / l->groups * l->g.k[0] * l->g.k[1] * l->g.k[2];
-        l->w_n = (size_t)l->filters * d;
-        l->b_n = l->has_bias ? (size_t)l->filters : 0;
-        break;
+}
+/* [add]: y = sum of the sources (same shapes); every source gets dy */
+static int cf__add_parse(cf__parser *p, cf_layer *l) {
+    int i;
+    for (i = 1; i < l->n_src; i++) {
+        cf_shape o = cf__src_shape(p->net, l->src[i]);
+        if (o.c != l->in.c || o.d != l->in.d || o.h != l->in.h || o.w != l->in.w) return cf_fail("%s:%d: [add] inputs differ in shape", p->name, p->s->line);
     }
-    case CF_L_MAXPOOL: case CF_L_AVGPOOL:
-        if ((rc = cf__get_axes(s, name, "size", 2, is2d, 1, l->g.k)) || (rc = cf__parse_pad(s, name, l, is2d))) return rc;
-        for (i = 0; i < 3; i++) { l->g.s[i] = l->g.k[i]; l->g.dil[i] = 1; }
-        if (cf__find(s, "stride") && (rc = cf__get_axes(s, name, "stride", 1, is2d, 1, l->g.s))) return rc;
-        cf__resolve_pad(l, is2d);
-        l->out.d = cf_geom_out(&l->g, 0, l->in.d); l->out.h = cf_geom_out(&l->g, 1, l->in.h); l->out.w = cf_geom_out(&l->g, 2, l->in.w);
-        break;
-    case CF_L_DENSE: {
-        if ((rc = cf__get_int(s, name, "outputs", 0, 1, 1 << 24, &l->filters)) || (rc = cf__get_int(s, name, "bias", 1, 0, 1, &l->has_bias))) return rc;
-        if (!l->filters) return cf_fail("%s:%d: [dense] needs outputs=", name, s->line);
-        l->w_n = (size_t)l->filters * cf_shape_size(l->in);
-        l->b_n = l->has_bias ? (size_t)l->filters : 0;
-        l->out.c = l->filters; l->out.d = l->out.h = l->out.w = 1;
-        break;
+    return CF_OK;
+}
+static void cf__add_forward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    float *y = cf__out(net, i);
+    size_t k, n = cf__n_out(net, l);
+    int j;
+    memcpy(y, cf__in(net, l, 0), n * sizeof(float));
+    for (j = 1; j < l->n_src; j++) { const float *o = cf__in(net, l, j); for (k = 0; k < n; k++) y[k] += o[k]; }
+}
+static void cf__add_backward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    int j;
+    for (j = 0; j < l->n_src; j++) cf__add_to(cf__in_grad(net, l, j), cf__grad(net, i), cf__n_out(net, l));
+}
+
+/* ---- [batchnorm]: y = act(gamma xhat + beta) per channel, statistics of the batch while
+   training (net->bn_train), the running ones otherwise */
+static int cf__bn_parse(cf__parser *p, cf_layer *l) {
+    int rc;
+    if ((rc = cf__get_float(p->s, p->name, "momentum", 0.1f, 0.0f, 1.0f, &l->momentum)) ||
+        (rc = cf__get_float(p->s, p->name, "eps", 1e-5f, 0.0f, 1.0f, &l->eps)))
+        return rc;
+    l->w_n = l->b_n = (size_t)l->in.c;   /* gamma, beta */
+    l->s_n = 2 * (size_t)l->in.c;        /* running mean, running var */
+    return CF_OK;
+}
+static void cf__bn_forward_layer(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    float *st = net->stats + l->s_off, *sv = net->bn_save + l->s_off, *y = cf__out(net, i);
+    int C = l->in.c;
+    if (net->rebuilding)   /* the statistics of this step's forward; the running ones stay */
+        cf__bn_apply(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), sv, sv + C, net->batch, C, cf__per_channel(l->in));
+    else cf_bn_forward(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), st, st + C, sv, sv + C, net->batch, C, cf__per_channel(l->in),
+                       net->bn_train, l->momentum, l->eps, net->bn_sync.reduce ? &net->bn_sync : NULL);
+    cf_act_forward(y, cf__n_out(net, l), l->act, l->slope);
+}
+static void cf__bn_backward_layer(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    float *mean = net->bn_save + l->s_off, *dy = cf__grad(net, i);   /* mean, 1/std: what forward used */
+    int C = l->in.c;
+    cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
+    cf_bn_backward(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), mean, mean + C,
+                   net->batch, C, cf__per_channel(l->in), net->bn_train, net->bn_sync.reduce ? &net->bn_sync : NULL);
+}
+
+/* ---- [affine]: y = act(w[c] x + b[c]) per channel (DeepCAM's image-pool branch); so
+   dw[c] += sum dy x, db[c] += sum dy, dx += w[c] dy */
+static int cf__affine_parse(cf__parser *p, cf_layer *l) { (void)p; l->w_n = l->b_n = (size_t)l->in.c; return CF_OK; }
+static void cf__affine_forward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    const float *x = cf__in(net, l, 0), *W = cf__w(net, l), *b = cf__b(net, l);
+    float *y = cf__out(net, i);
+    size_t k, n = cf__n_out(net, l), P = cf__per_channel(l->in);
+    for (k = 0; k < n; k++) { size_t c = k / P % l->in.c; y[k] = W[c] * x[k] + b[c]; }
+    cf_act_forward(y, n, l->act, l->slope);
+}
+static void cf__affine_backward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    const float *x = cf__in(net, l, 0), *W = cf__w(net, l);
+    float *dy = cf__grad(net, i), *dW = cf__dw(net, l), *db = cf__db(net, l), *dx = cf__in_grad(net, l, 0);
+    size_t k, n = cf__n_out(net, l), P = cf__per_channel(l->in);
+    cf_act_backward(dy, cf__out(net, i), n, l->act, l->slope);
+    for (k = 0; k < n; k++) {
+        size_t c = k / P % l->in.c;
+        dW[c] += dy[k] * x[k]; db[c] += dy[k];
+        if (dx) dx[k] += W[c] * dy[k];
     }
-    case CF_L_FLATTEN:
-        l->out.c = (int)cf_shape_size(l->in); l->out.d = l->out.h = l->out.w = 1;
-        break;
-    case CF_L_DROPOUT:
-        if ((rc = cf__get_float(s, name, "rate", 0.5f, 0.0f, 0.999f, &l->rate))) return rc;
-        break;
-    case CF_L_SCALE:
-        if ((rc = cf__get_float(s, name, "factor", 1.0f, -1e30f, 1e30f, &l->factor))) return rc;
-        break;
-    case CF_L_ROUTE:
-        l->out.c = 0;
-        for (i = 0; i < l->n_src; i++) {
-            cf_shape o = cf__src_shape(net, l->src[i]);
-            if (o.d != l->in.d || o.h != l->in.h || o.w != l->in.w)
-                return cf_fail("%s:%d: [route] inputs differ in spatial size", name, s->line);
-            l->out.c += o.c;
-        }
-        break;
-    case CF_L_ADD:
-        for (i = 1; i < l->n_src; i++) {
-            cf_shape o = cf__src_shape(net, l->src[i]);
-            if (o.c != l->in.c || o.d != l->in.d || o.h != l->in.h || o.w != l->in.w)
-                return cf_fail("%s:%d: [add] inputs differ in shape", name, s->line);
-        }
-        break;
-    case CF_L_DECONV: {   /* output size: PyTorch's (in-1)*s - 2p + dil*(k-1) + 1 + output_padding */
-        int a, io[3], oo[3];
-        if ((rc = cf__get_int(s, name, "filters", 0, 1, 1 << 20, &l->filters)) || (rc = cf__get_axes(s, name, "size", 1, is2d, 1, l->g.k)) ||
-            (rc = cf__get_axes(s, name, "stride", 1, is2d, 1, l->g.s)) || (rc = cf__get_axes(s, name, "dilation", 1, is2d, 1, l->g.dil)) ||
-            (rc = cf__parse_pad(s, name, l, is2d)) || (rc = cf__get_axes(s, name, "output_padding", 0, is2d, 0, l->outpad)) ||
-            (rc = cf__get_int(s, name, "bias", 1, 0, 1, &l->has_bias)))
-            return rc;
-        if (!l->filters) return cf_fail("%s:%d: [deconv] needs filters=", name, s->line);
-        if (is2d) l->outpad[0] = 0;
-        io[0] = l->in.d; io[1] = l->in.h; io[2] = l->in.w;
-        for (a = 0; a < 3; a++) {
-            int span = l->g.dil[a] * (l->g.k[a] - 1) + 1, st = l->g.s[a];
-            if (l->outpad[a] && strcmp(l->pad_mode, "explicit"))
-                return cf_fail("%s:%d: output_padding needs an explicit pad=", name, s->line);
-            if (l->outpad[a] >= st && l->outpad[a] >= l->g.dil[a])
-                return cf_fail("%s:%d: output_padding must be smaller than the stride or the dilation", name, s->line);
-            if (!strcmp(l->pad_mode, "same")) {   /* TensorFlow conv2d_transpose 'same': out = in * stride */
-                int total = (io[a] - 1) * st + span - io[a] * st;
-                if (total < 0) total = 0;
-                oo[a] = io[a] * st; l->g.pb[a] = total / 2; l->g.pa[a] = total - total / 2;
-            } else {
-                l->g.pb[a] = l->pad_spec[2 * a];
-                l->g.pa[a] = l->pad_spec[2 * a + 1] - l->outpad[a];   /* output padding: rows not cropped at the end */
-                if (l->g.pa[a] < 0) return cf_fail("%s:%d: output_padding larger than the padding after is not supported", name, s->line);
-                oo[a] = (io[a] - 1) * st + span - l->g.pb[a] - l->g.pa[a];
-            }
-            if (is2d && a == 0) { oo[0] = 1; l->g.pb[0] = l->g.pa[0] = 0; }
-        }
-        l->out.c = l->filters; l->out.d = oo[0]; l->out.h = oo[1]; l->out.w = oo[2];
-        l->w_n = (size_t)l->in.c * l->filters * l->g.k[0] * l->g.k[1] * l->g.k[2];
-        l->b_n = l->has_bias ? (size_t)l->filters : 0;
-        break;
-    }
-    case CF_L_BATCHNORM:
-        if ((rc = cf__get_float(s, name, "momentum", 0.1f, 0.0f, 1.0f, &l->momentum)) ||
-            (rc = cf__get_float(s, name, "eps", 1e-5f, 0.0f, 1.0f, &l->eps)))
-            return rc;
-        l->w_n = l->b_n = (size_t)l->in.c;   /* gamma, beta */
-        l->s_n = 2 * (size_t)l->in.c;        /* running mean, running var */
-        break;
-    case CF_L_AFFINE:
-        l->w_n = l->b_n = (size_t)l->in.c;   /* per-channel weight and bias */
-        break;
-    case CF_L_GAP:
-        l->out.d = l->out.h = l->out.w = 1;
-        break;
-    case CF_L_BROADCAST: {
-        if ((rc = cf__get_int(s, name, "like", 0, -idx, idx - 1, &l->like))) return rc;
-        if (!cf__find(s, "like")) return cf_fail("%s:%d: [broadcast] needs like= (the layer whose spatial size to take)", name, s->line);
-        if (l->like < 0) l->like += idx;
-        if (l->like < 0 || l->like >= idx) return cf_fail("%s:%d: like= names a layer that is not before this one", name, s->line);
-        if (l->in.d != 1 || l->in.h != 1 || l->in.w != 1) return cf_fail("%s:%d: [broadcast] needs an input of spatial size 1 (e.g. after [gap])", name, s->line);
-        l->out.d = net->layers[l->like].out.d; l->out.h = net->layers[l->like].out.h; l->out.w = net->layers[l->like].out.w;
-        break;
-    }
-    default: break;
-    }
-    /* fused or stand-alone activation */
-    if (t == CF_L_CONV || t == CF_L_DENSE || t == CF_L_ACT || t == CF_L_DECONV || t == CF_L_BATCHNORM || t == CF_L_AFFINE) {
-        if ((rc = cf__get_choice(s, name, "activation", cf__act_names, 4, CF_ACT_LINEAR, &l->act)) ||
-            (rc = cf__get_float(s, name, "slope", 0.01f, 1e-6f, 1.0f, &l->slope)))
-            return rc;
-        if (l->act == CF_ACT_LEAKY && !cf__find(s, "slope"))
-            return cf_fail("%s:%d: activation=leaky needs slope= (Keras uses 0.3, PyTorch 0.01)", name, s->line);
-    }
-    if (t == CF_L_CONV || t == CF_L_DENSE || t == CF_L_DECONV) {
-        cf__kv *bi = cf__find(s, "bias_init");
-        if ((rc = cf__get_choice(s, name, "init", cf__init_names, 5, CF_INIT_GLOROT_UNIFORM, &l->init)) ||
-            (rc = cf__get_int(s, name, "l2", 0, 0, 1, &l->l2)))
-            return rc;
-        l->bias_init = CF_INIT_ZEROS;
-        if (bi) {
-            char *end;
-            if (!strcmp(bi->val, "zeros")) l->bias_init = CF_INIT_ZEROS;
-            else if (!strcmp(bi->val, "torch")) l->bias_init = CF_INIT_TORCH;
-            else {
-                l->bias_init = CF_INIT_CONST;
-                l->bias_value = (float)strtod(bi->val, &end);
-                if (end == bi->val || *end) return cf_fail("%s:%d: bias_init=%s: use zeros, torch or a number", name, bi->line, bi->val);
-            }
-        }
-    }
-    /* every key must have been understood: lookups mark what they read */
+}
+
+/* ---- [gap]: (B, C, P) -> (B, C) means; dx += dy / P at every position */
+static int cf__gap_parse(cf__parser *p, cf_layer *l) { (void)p; l->out.d = l->out.h = l->out.w = 1; return CF_OK; }
+static void cf__gap_forward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    const float *x = cf__in(net, l, 0);
+    float *y = cf__out(net, i);
+    size_t P = cf__per_channel(l->in), k, p, n = cf__n_out(net, l);
+    for (k = 0; k < n; k++) { double s = 0.0; for (p = 0; p < P; p++) s += x[k * P + p]; y[k] = (float)(s / P); }
+}
+static void cf__gap_backward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    float *dx = cf__in_grad(net, l, 0);
+    const float *dy = cf__grad(net, i);
+    size_t P = cf__per_channel(l->in), k, p, n = cf__n_out(net, l);
+    if (dx) for (k = 0; k < n; k++) for (p = 0; p < P; p++) dx[k * P + p] += dy[k] / (float)P;
+}
+
+/* ---- [broadcast]: (B, C) -> (B, C, P) with the spatial size of layer like=; dx += sum over P of dy */
+static int cf__broadcast_parse(cf__parser *p, cf_layer *l) {
+    int rc, idx = p->idx;
+    if ((rc = cf__get_int(p->s, p->name, "like", 0, -idx, idx - 1, &l->like))) return rc;
+    if (!cf__find(p->s, "like")) return cf_fail("%s:%d: [broadcast] needs like= (the layer whose spatial size to take)", p->name, p->s->line);
+    if (l->like < 0) l->like += idx;
+    if (l->like < 0 || l->like >= idx) return cf_fail("%s:%d: like= names a layer that is not before this one", p->name, p->s->line);
+    if (l->in.d != 1 || l->in.h != 1 || l->in.w != 1) return cf_fail("%s:%d: [broadcast] needs an input of spatial size 1 (e.g. after [gap])", p->name, p->s->line);
+    l->out.d = p->net->layers[l->like].out.d; l->out.h = p->net->layers[l->like].out.h; l->out.w = p->net->layers[l->like].out.w;
+    return CF_OK;
+}
+static void cf__broadcast_forward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    const float *x = cf__in(net, l, 0);
+    float *y = cf__out(net, i);
+    size_t P = cf__per_channel(l->out), k, p, n = cf_shape_size(l->in) * net->batch;
+    for (k = 0; k < n; k++) for (p = 0; p < P; p++) y[k * P + p] = x[k];
+}
+static void cf__broadcast_backward(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    float *dx = cf__in_grad(net, l, 0);
+    const float *dy = cf__grad(net, i);
+    size_t P = cf__per_channel(l->out), k, p, n = cf_shape_size(l->in) * net->batch;
+    if (dx) for (k = 0; k < n; k++) { double s = 0.0; for (p = 0; p < P; p++) s += dy[k * P + p]; dx[k] += (float)s; }
+}
+
+/* ---- the layer-type table, in the order of CF_L_*.  flags: what the type's backward reads
+   besides gradients (its input; its output, or its output when it has an activation),
+   whether its output is cheap to rebuild from its inputs (section 6), which common keys it
+   takes (activation=, slope=; init=, l2=, bias_init=; layers=). */
+enum { CF__READS_IN = 1, CF__READS_OUT = 2, CF__READS_OUT_IF_ACT = 4, CF__CHEAP = 8, CF__ACT_KEYS = 16, CF__INIT_KEYS = 32,
+       CF__SOURCES = 64 };
+typedef struct {
+    const char *name;
+    int (*parse)(cf__parser *p, cf_layer *l);   /* its keys -> fields, output shape, parameter counts */
+    double (*flops)(const cf_layer *l);         /* forward, per sample */
+    void (*forward)(cf_net *net, int i);
+    void (*backward)(cf_net *net, int i);
+    int flags;
+} cf__layer_type;
+static const cf__layer_type cf__types[CF_L_NTYPES] = {
+    {"conv", cf__conv_parse, cf__conv_flops, cf__conv_forward, cf__conv_backward, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__ACT_KEYS | CF__INIT_KEYS},
+    {"maxpool", cf__pool_parse, cf__pool_flops, cf__pool_forward_layer, cf__pool_backward_layer, CF__READS_IN | CF__READS_OUT},
+    {"avgpool", cf__pool_parse, cf__pool_flops, cf__pool_forward_layer, cf__pool_backward_layer, CF__READS_IN | CF__READS_OUT},
+    {"dense", cf__dense_parse, cf__dense_flops, cf__dense_forward_layer, cf__dense_backward_layer, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__ACT_KEYS | CF__INIT_KEYS},
+    {"flatten", cf__flatten_parse, cf__size_flops, cf__copy_forward, cf__copy_backward, CF__CHEAP},
+    {"dropout", cf__dropout_parse, cf__size_flops, cf__dropout_forward, cf__dropout_backward, CF__CHEAP},
+    {"activation", cf__no_keys, cf__size_flops, cf__act_layer_forward, cf__act_layer_backward, CF__READS_OUT | CF__CHEAP | CF__ACT_KEYS},
+    {"scale", cf__scale_parse, cf__size_flops, cf__scale_forward, cf__scale_backward, CF__CHEAP},
+    {"route", cf__route_parse, cf__size_flops, cf__route_forward, cf__route_backward, CF__CHEAP | CF__SOURCES},
+    {"add", cf__add_parse, cf__size_flops, cf__add_forward, cf__add_backward, CF__CHEAP | CF__SOURCES},
+    {"batchnorm", cf__bn_parse, cf__size_flops, cf__bn_forward_layer, cf__bn_backward_layer, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__CHEAP | CF__ACT_KEYS},
+    {"deconv", cf__deconv_parse, cf__deconv_flops, cf__deconv_forward, cf__deconv_backward, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__ACT_KEYS | CF__INIT_KEYS},
+    {"gap", cf__gap_parse, cf__size_flops, cf__gap_forward, cf__gap_backward, 0},
+    {"broadcast", cf__broadcast_parse, cf__size_flops, cf__broadcast_forward, cf__broadcast_backward, CF__CHEAP},
+    {"affine", cf__affine_parse, cf__size_flops, cf__affine_forward, cf__affine_backward, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__CHEAP | CF__ACT_KEYS},
+};
+CFDEF const char *cf_layer_type_name(int type) { return type >= 0 && type < CF_L_NTYPES ? cf__types[type].name : "?"; }
+CFDEF double cf_layer_flops(const cf_layer *l) { return cf__types[l->type].flops(l); }
+
+/* activation= (linear, relu, leaky, tanh) and slope= (leaky needs it said) */
+static int cf__act_keys(cf__parser *p, cf_layer *l) {
+    int rc;
+    if ((rc = cf__get_choice(p->s, p->name, "activation", cf__act_names, 4, CF_ACT_LINEAR, &l->act)) ||
+        (rc = cf__get_float(p->s, p->name, "slope", 0.01f, 1e-6f, 1.0f, &l->slope)))
+        return rc;
+    if (l->act == CF_ACT_LEAKY && !cf__find(p->s, "slope"))
+        return cf_fail("%s:%d: activation=leaky needs slope= (Keras uses 0.3, PyTorch 0.01)", p->name, p->s->line);
+    return CF_OK;
+}
+/* init= (the weights' initializer), l2= (optimizer L2 on the kernel), bias_init= (zeros, torch or a number) */
+static int cf__init_keys(cf__parser *p, cf_layer *l) {
+    cf__kv *bi = cf__find(p->s, "bias_init");
+    int rc;
+    char *end;
+    if ((rc = cf__get_choice(p->s, p->name, "init", cf__init_names, 5, CF_INIT_GLOROT_UNIFORM, &l->init)) ||
+        (rc = cf__get_int(p->s, p->name, "l2", 0, 0, 1, &l->l2)))
+        return rc;
+    l->bias_init = CF_INIT_ZEROS;
+    if (!bi || !strcmp(bi->val, "zeros")) return CF_OK;
+    if (!strcmp(bi->val, "torch")) { l->bias_init = CF_INIT_TORCH; return CF_OK; }
+    l->bias_init = CF_INIT_CONST;
+    l->bias_value = (float)strtod(bi->val, &end);
+    if (end == bi->val || *end) return cf_fail("%s:%d: bias_init=%s: use zeros, torch or a number", p->name, bi->line, bi->val);
+    return CF_OK;
+}
+/* every key must have been understood (lookups mark what they read); the output non-empty */
+static int cf__check_layer(cf__parser *p, const cf_layer *l) {
+    cf__section *s = p->s;
+    int i, j;
     for (i = 0; i < s->n_kv; i++)
         if (!s->kv[i].used) {
-            int j, dup = 0;
+            int dup = 0;
             for (j = i + 1; j < s->n_kv; j++) dup |= !strcmp(s->kv[i].key, s->kv[j].key);
-            return cf_fail("%s:%d: %s key '%s' in [%s]", name, s->kv[i].line, dup ? "repeated" : "unknown", s->kv[i].key, s->name);
+            return cf_fail("%s:%d: %s key '%s' in [%s]", p->name, s->kv[i].line, dup ? "repeated" : "unknown", s->kv[i].key, s->name);
         }
     if (!l->out.c || !l->out.d || !l->out.h || !l->out.w)
-        return cf_fail("%s:%d: [%s] gets input %dx%dx%dx%d and would produce an empty output", name, s->line, s->name,
+        return cf_fail("%s:%d: [%s] gets input %dx%dx%dx%d and would produce an empty output", p->name, s->line, s->name,
                        l->in.c, l->in.d, l->in.h, l->in.w);
-    if ((double)cf_shape_size(l->out) > 2e9 || (double)l->w_n > 2e9)
-        return cf_fail("%s:%d: [%s] is too large", name, s->line, s->name);
+    if ((double)cf_shape_size(l->out) > 2e9 || (double)l->w_n > 2e9) return cf_fail("%s:%d: [%s] is too large", p->name, s->line, s->name);
     return CF_OK;
 }
 
-/* ---- the memory plan
-   One arena holds every layer's output and output gradient, each a block planned over one
-   training step's timeline: the forward of layer i at time i, the loss at n, the backward
-   of layer i at 2n - i.  An output lives from its forward to its last forward reader and,
-   when backward reads it, on to the last backward that does: a conv, batch norm, dense or
-   pool layer reads its input there, an activated layer its own output (the derivative is
-   taken from y), a pool-fused conv finds its gradient in it.  A gradient lives from its last
-   reader's backward (where it starts from zero) to its own layer's backward.  Blocks alive
-   at the same time never share memory; the rest is reused (first fit, largest first).
-   Cheap layers (batch norm, activation, add, route, ...) whose outputs backward reads are
-   not kept across the step: their output is dropped after its forward readers and rebuilt
-   from their inputs just before the first backward that reads it (cf_net_backward), so its
-   memory serves other tensors in between.  The price is one more elementwise pass over
-   those outputs.  keep_acts = 1 plans every output to live to the end of the step. */
-
-/* what a layer's backward reads besides gradients: its input (src[0]) and/or its output */
-static int cf__bwd_reads_input(const cf_layer *l) {
-    switch (l->type) {
-    case CF_L_CONV: case CF_L_DECONV: case CF_L_BATCHNORM: case CF_L_AFFINE: case CF_L_DENSE:
-    case CF_L_MAXPOOL: case CF_L_AVGPOOL: return 1;
-    default: return 0;
-    }
-}
-static int cf__bwd_reads_output(const cf_layer *l) {
-    switch (l->type) {
-    case CF_L_ACT: case CF_L_MAXPOOL: case CF_L_AVGPOOL: return 1;
-    case CF_L_CONV: case CF_L_DECONV: case CF_L_BATCHNORM: case CF_L_AFFINE: case CF_L_DENSE:
-        return l->act != CF_ACT_LINEAR || l->pool_fused;
-    default: return 0;
-    }
-}
-/* layers whose output costs about one pass over their inputs to rebuild, changing no state
-   (a depthwise conv is a direct loop over 9 taps: a few percent of its pointwise partner) */
-static int cf__depthwise(const cf_layer *l);
-static int cf__recomputable(const cf_layer *l) {
-    switch (l->type) {
-    case CF_L_BATCHNORM: case CF_L_ACT: case CF_L_ADD: case CF_L_ROUTE: case CF_L_SCALE:
-    case CF_L_AFFINE: case CF_L_FLATTEN: case CF_L_DROPOUT: case CF_L_BROADCAST: return 1;
-    case CF_L_CONV: return cf__depthwise(l);
-    default: return 0;
-    }
-}
-
-/* a block: its size and up to two live intervals [t[0], t[1]], [t[2], t[3]] */
-typedef struct { size_t size, off; int t[4], n; } cf__blk;
-static int cf__blk_alive(const cf__blk *b, int t) {
-    int k;
-    for (k = 0; k < b->n; k++) if (b->t[2 * k] <= t && t <= b->t[2 * k + 1]) return 1;
-    return 0;
-}
-static int cf__blk_meet(const cf__blk *a, const cf__blk *b) {
-    int i, j;
-    for (i = 0; i < a->n; i++) for (j = 0; j < b->n; j++)
-        if (a->t[2 * i] <= b->t[2 * j + 1] && b->t[2 * j] <= a->t[2 * i + 1]) return 1;
-    return 0;
-}
-
-/* Can layer s's output be read at time t?  Yes when it is alive then, or when it can be
-   rebuilt then from inputs that can (recursively): commit = 1 then moves (or adds) its
-   rebuilding to t, so that it happens, in forward order, before whatever reads it. */
-static int cf__available(cf_net *net, cf__blk *blk, int s, int t, int commit) {
-    cf_layer *l = &net->layers[s];
-    cf__blk *b = &blk[2 * s];
-    int k, n = net->n_layers;
-    if (cf__blk_alive(b, t)) return 1;
-    if (net->keep_acts || !cf__recomputable(l) || s == n - 1 || t <= n || (b->n == 2 && t > b->t[2])) return 0;
-    for (k = 0; k < l->n_src; k++) if (l->src[k] >= 0 && !cf__available(net, blk, l->src[k], t, commit)) return 0;
-    if (commit) {
-        if (b->n == 1) { b->n = 2; b->t[3] = t; }
-        b->t[2] = t;
-        l->recompute_at = 2 * n - t;
-    }
-    return 1;
-}
-
-/* Fills y_off, dy_off, recompute_at and fwd_end for net->batch; returns the arena size in
-   floats, or (size_t)-1 when out of memory. */
-static size_t cf__plan_memory(cf_net *net) {
-    int n = net->n_layers, i, j, k, T = 2 * n + 1;   /* T: after the whole step */
-    cf__blk *blk = CF__NEW(cf__blk, 2 * n);          /* 2i: output of layer i, 2i + 1: its gradient */
-    int *order = CF__NEW(int, 2 * n), *hit = CF__NEW(int, 2 * n);
-    size_t total = 0;
-    if (!blk || !order || !hit) { CF_FREE(blk); CF_FREE(order); CF_FREE(hit); return (size_t)-1; }
-    for (i = 0; i < n; i++) {
-        cf_layer *l = &net->layers[i];
-        cf__blk *o = &blk[2 * i], *g = &blk[2 * i + 1];
-        int first = -1, last = -1;   /* the first and last backward times that read the output */
-        if (cf__bwd_reads_output(l)) first = last = 2 * n - i;
-        for (j = i + 1; j < n; j++) {
-            const cf_layer *c = &net->layers[j];
-            if (c->n_src && c->src[0] == i && cf__bwd_reads_input(c)) {
-                if (first < 0 || 2 * n - j < first) first = 2 * n - j;
-                if (2 * n - j > last) last = 2 * n - j;
-            }
-        }
-        o->size = cf_shape_size(l->out) * net->batch;
-        o->n = 1; o->t[0] = i; o->t[1] = l->last_use;   /* last_use = n for the output layer: the loss */
-        l->recompute_at = -1;
-        if (net->keep_acts) o->t[1] = T;
-        else if (first >= 0 && cf__recomputable(l) && i < n - 1) {
-            int ok = 1;   /* rebuilt from its inputs: they must be there then */
-            for (k = 0; k < l->n_src; k++) if (l->src[k] >= 0 && !cf__available(net, blk, l->src[k], first, 0)) ok = 0;
-            for (k = 0; k < l->n_src && ok; k++) if (l->src[k] >= 0) cf__available(net, blk, l->src[k], first, 1);
-            if (ok) { o->n = 2; o->t[2] = first; o->t[3] = last; l->recompute_at = 2 * n - first; }
-            else o->t[1] = last;
-        } else if (last > o->t[1]) o->t[1] = last;
-        l->fwd_end = o->t[1];
-        g->size = l->pool_fused ? 0 : cf_shape_size(l->out) * net->batch;   /* fused: in the output */
-        g->n = 1; g->t[0] = 2 * n - (l->last_use < n - 1 ? l->last_use : n - 1); g->t[1] = 2 * n - i;
-    }
-    for (i = 0; i < 2 * n; i++) order[i] = i;
-    for (i = 1; i < 2 * n; i++) {   /* largest first (insertion sort: stable, n is small) */
-        int v = order[i];
-        for (j = i; j > 0 && blk[order[j - 1]].size < blk[v].size; j--) order[j] = order[j - 1];
-        order[j] = v;
-    }
-    for (i = 0; i < 2 * n; i++) {   /* order[0..i) are placed */
-        cf__blk *b = &blk[order[i]];
-        int nh = 0;
-        size_t off = 0;
-        if (b->size) {
-            for (j = 0; j < i; j++) if (cf__blk_meet(b, &blk[order[j]])) hit[nh++] = order[j];
-            for (j = 1; j < nh; j++) {   /* the placed blocks alive with this one, by offset */
-                int v = hit[j];
-                for (k = j; k > 0 && blk[hit[k - 1]].off > blk[v].off; k--) hit[k] = hit[k - 1];
-                hit[k] = v;
-            }
-            for (j = 0; j < nh; j++) {   /* the lowest gap that fits */
-                const cf__blk *h = &blk[hit[j]];
-                if (off + b->size <= h->off) break;
-                if (h->off + h->size > off) off = h->off + h->size;
-            }
-        }
-        b->off = off;
-        if (off + b->size > total) total = off + b->size;
-    }
-    for (i = 0; i < n; i++) { net->layers[i].y_off = blk[2 * i].off; net->layers[i].dy_off = blk[2 * i + 1].off; }
-    CF_FREE(blk); CF_FREE(order); CF_FREE(hit);
-    return total;
-}
-
-/* Conv + max pool (CosmoFlow's pattern, where the conv outputs are the largest tensors): the
-   pool's backward puts dy[o] at its window's first maximum and 0 elsewhere, and the conv's
-   activation backward then multiplies by act'(y), which at that maximum is act'(pool output).
-   When the pool is the conv's only reader and its windows are disjoint and inside (each conv
-   output read by one window), the pool's backward can write that product straight over the
-   conv's output, which backward no longer needs: the conv's gradient buffer (for CosmoFlow's
-   first layer 256 MiB per sample), its zeroing and the activation pass disappear, and the
-   gradients are bit for bit those of the separate passes.  Off with net->keep_acts (which
-   keeps every output and gradient apart) or net->no_fuse. */
-static void cf__plan_fusion(cf_net *net, int allow) {
-    int i, j, a;
-    for (i = 0; i < net->n_layers; i++) {
-        cf_layer *l = &net->layers[i], *p;
-        int readers = 0, ok;
-        l->pool_fused = 0;
-        if (!allow || l->type != CF_L_CONV || l->last_use >= net->n_layers) continue;
-        for (j = i + 1; j < net->n_layers; j++) for (a = 0; a < net->layers[j].n_src; a++) readers += net->layers[j].src[a] == i;
-        p = &net->layers[l->last_use];
-        ok = readers == 1 && p->type == CF_L_MAXPOOL && p->n_src == 1;
-        for (a = 0; a < 3 && ok; a++) ok = p->g.k[a] == p->g.s[a] && p->g.dil[a] == 1 && p->g.pb[a] == 0 && p->g.pa[a] == 0;
-        l->pool_fused = ok;
-    }
-}
-
-CFDEF int cf_net_set_batch(cf_net *net, int B) {
-    int allow = !net->no_fuse && !net->keep_acts, flags = allow | net->keep_acts << 1;
-    size_t na;
-    if (B < 1) return cf_fail("batch %d < 1", B);
-    if (B == net->batch && net->acts && flags == net->plan_flags) return CF_OK;
-    cf__plan_fusion(net, allow);
-    /* offsets depend on B; memory is only reallocated when it has to grow, so a smaller
-       last batch (validation) costs no allocation */
-    net->batch = B;
-    na = cf__plan_memory(net);
-    if (na == (size_t)-1) { net->batch = 0; return CF_ERR; }
-    if (na > net->cap_acts) {
-        CF_FREE(net->acts);
-        net->dacts = NULL;
-        if (!(net->acts = CF__NEW(float, na))) { net->batch = 0; net->cap_acts = 0; return CF_ERR; }
-        net->cap_acts = na;
-    }
-    net->dacts = net->acts;
-    net->n_acts = na;
-    net->plan_flags = flags;
-    return CF_OK;
-}
-
-CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_acts) {
-    int keep = net->keep_acts, batch = net->batch;
-    size_t na;
-    net->keep_acts = keep_acts; net->batch = B < 1 ? 1 : B;
-    cf__plan_fusion(net, !net->no_fuse && !keep_acts);
-    na = cf__plan_memory(net);
-    net->keep_acts = keep; net->batch = batch;
-    net->plan_flags = -1;   /* the layers now hold this plan: the next forward plans anew */
-    return na;
-}
-
-CFDEF int cf_net_sync_bn(cf_net *net, void (*reduce)(double *buf, int n, void *ctx), void *ctx) {
-    int i, C = 0;
-    CF_FREE(net->bn_sync.work);
-    memset(&net->bn_sync, 0, sizeof net->bn_sync);
-    if (!reduce) return CF_OK;
-    for (i = 0; i < net->n_layers; i++) if (net->layers[i].type == CF_L_BATCHNORM && net->layers[i].in.c > C) C = net->layers[i].in.c;
-    if (!(net->bn_sync.work = CF__NEW(double, 2 * C + 1))) return CF_ERR;
-    net->bn_sync.reduce = reduce; net->bn_sync.ctx = ctx;
-    return CF_OK;
-}
-
-CFDEF void cf_net_free(cf_net *net) {
-    CF_FREE(net->bn_sync.work);
-    CF_FREE(net->cfg_text); CF_FREE(net->cfg_name); CF_FREE(net->layers);
-    CF_FREE(net->params); CF_FREE(net->grads); CF_FREE(net->opt);
-    CF_FREE(net->stats); CF_FREE(net->bn_save);
-    CF_FREE(net->acts); CF_FREE(net->ws);   /* dacts is the same arena */
-    memset(net, 0, sizeof *net);
+/* One section -> one layer: its type's parse, then the keys several types share. */
+static int cf__build_layer(cf_net *net, int idx, cf__section *s, const char *name) {
+    cf_layer *l = &net->layers[idx];
+    cf__parser p;
+    const cf__layer_type *ty;
+    int t, rc;
+    for (t = 0; t < CF_L_NTYPES && strcmp(s->name, cf__types[t].name); t++) {}
+    if (t == CF_L_NTYPES) return cf_fail("%s:%d: unknown section [%s]", name, s->line, s->name);
+    ty = &cf__types[t];
+    p.net = net; p.idx = idx; p.s = s; p.name = name; p.is2d = net->input.d == 1;
+    memset(l, 0, sizeof *l);
+    l->type = t; l->line = s->line; l->n_src = 1; l->src[0] = idx - 1;
+    if ((ty->flags & CF__SOURCES) && (rc = cf__parse_sources(&p, l))) return rc;
+    l->in = cf__src_shape(net, l->src[0]);
+    l->out = l->in;
+    l->groups = 1; l->act = CF_ACT_LINEAR; l->factor = 1.0f;
+    if ((rc = ty->parse(&p, l))) return rc;
+    if ((ty->flags & CF__ACT_KEYS) && (rc = cf__act_keys(&p, l))) return rc;
+    if ((ty->flags & CF__INIT_KEYS) && (rc = cf__init_keys(&p, l))) return rc;
+    return cf__check_layer(&p, l);
 }
 
 #ifndef CF_WS_FLOATS
 #define CF_WS_FLOATS ((size_t)8 << 20)   /* 32 MiB per im2col workspace (two are used) */
 #endif
+
 
 /* softmax_ce: the classes are the output channels.  class_weights= a list, 'uniform', or
    'reference' (the default for 3 classes): the DeepCAM reference's f^(-1/8) of its class
@@ -2371,84 +2793,108 @@ static int cf__class_weights(cf_net *net, cf__section *s, const char *name) {
     return CF_OK;
 }
 
-CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf_shape *shape_override) {
-    cf__section *secs = NULL;
-    int n_secs = 0, i, rc;
-    char *buf = cf__strdup(text);
-    size_t off = 0;
-    memset(net, 0, sizeof *net);
-    if (!buf) return CF_ERR;
-    rc = cf__split(buf, name, &secs, &n_secs);
-    if (rc) { CF_FREE(buf); return rc; }
-    if (!n_secs || strcmp(secs[0].name, "net")) { rc = cf_fail("%s:%d: the first section must be [net]", name, n_secs ? secs[0].line : 1); goto done; }
-    {
-        cf__kv *in = cf__find(&secs[0], "input");
-        if (!in) { rc = cf_fail("%s:%d: [net] needs input=CxDxHxW", name, secs[0].line); goto done; }
-        if (cf_parse_shape(in->val, &net->input)) { rc = cf_fail("%s:%d: input=%s: %s", name, in->line, in->val, cf_failure_reason()); goto done; }
-        if ((rc = cf__get_choice(&secs[0], name, "loss", cf__loss_names, 3, CF_LOSS_MSE, &net->loss))) goto done;
-        if (cf__find(&secs[0], "class_weights") && net->loss != CF_LOSS_SOFTMAX_CE) { rc = cf_fail("%s: class_weights= needs loss=softmax_ce", name); goto done; }
-        for (i = 0; i < secs[0].n_kv; i++)
-            if (!secs[0].kv[i].used) { rc = cf_fail("%s:%d: unknown key '%s' in [net]", name, secs[0].kv[i].line, secs[0].kv[i].key); goto done; }
-        if (shape_override) {
-            if ((shape_override->d == 1) != (net->input.d == 1) || shape_override->c != net->input.c) {
-                rc = cf_fail("%s: --input-shape %dx%dx%dx%d does not fit the model's input %dx%dx%dx%d (same channels and dimensionality needed)",
-                             name, shape_override->c, shape_override->d, shape_override->h, shape_override->w,
-                             net->input.c, net->input.d, net->input.h, net->input.w);
-                goto done;
-            }
-            net->input = *shape_override;
-        }
-    }
-    net->n_layers = n_secs - 1;
-    if (net->n_layers < 1) { rc = cf_fail("%s: no layers after [net]", name); goto done; }
-    net->layers = CF__NEW(cf_layer, net->n_layers);
-    if (!net->layers) { rc = CF_ERR; goto done; }
-    for (i = 0; i < net->n_layers; i++) {
-        cf_layer *l;
-        int j;
-        if ((rc = cf__build_layer(net, i, &secs[i + 1], name))) goto done;
-        l = &net->layers[i];
-        l->last_use = -1;
-        for (j = 0; j < l->n_src; j++) if (l->src[j] >= 0) net->layers[l->src[j]].last_use = i;
-        if (l->w_n) { l->w_off = off; off += l->w_n; }
-        if (l->b_n) { l->b_off = off; off += l->b_n; }
+/* [net]: input=, loss=, class_weights= (applied once the classes are known); then the
+   --input-shape override, which may change the size but not the channels or dimensionality */
+static int cf__net_section(cf_net *net, cf__section *s, const char *name, const cf_shape *shape_override) {
+    cf__kv *in = cf__find(s, "input");
+    const cf_shape *o = shape_override;
+    int i, rc;
+    if (!in) return cf_fail("%s:%d: [net] needs input=CxDxHxW", name, s->line);
+    if (cf_parse_shape(in->val, &net->input)) return cf_fail("%s:%d: input=%s: %s", name, in->line, in->val, cf_failure_reason());
+    if ((rc = cf__get_choice(s, name, "loss", cf__loss_names, 3, CF_LOSS_MSE, &net->loss))) return rc;
+    if (cf__find(s, "class_weights") && net->loss != CF_LOSS_SOFTMAX_CE) return cf_fail("%s: class_weights= needs loss=softmax_ce", name);
+    for (i = 0; i < s->n_kv; i++)
+        if (!s->kv[i].used) return cf_fail("%s:%d: unknown key '%s' in [net]", name, s->kv[i].line, s->kv[i].key);
+    if (!o) return CF_OK;
+    if ((o->d == 1) != (net->input.d == 1) || o->c != net->input.c)
+        return cf_fail("%s: --input-shape %dx%dx%dx%d does not fit the model's input %dx%dx%dx%d (same channels and dimensionality needed)",
+                       name, o->c, o->d, o->h, o->w, net->input.c, net->input.d, net->input.h, net->input.w);
+    net->input = *o;
+    return CF_OK;
+}
+
+/* the layers, then their parameters laid out layer by layer (weight, bias) and their
+   running statistics */
+static int cf__net_layers(cf_net *net, cf__section *secs, int n, const char *name) {
+    int i, rc;
+    net->n_layers = n;
+    if (n < 1) return cf_fail("%s: no layers after [net]", name);
+    if (!(net->layers = CF__NEW(cf_layer, n)) || !(net->plan.l = CF__NEW(cf_plan_layer, n))) return CF_ERR;
+    for (i = 0; i < n; i++) {
+        cf_layer *l = &net->layers[i];
+        if ((rc = cf__build_layer(net, i, &secs[i], name))) return rc;
+        if (l->w_n) { l->w_off = net->n_params; net->n_params += l->w_n; }
+        if (l->b_n) { l->b_off = net->n_params; net->n_params += l->b_n; }
         if (l->s_n) { l->s_off = net->n_stats; net->n_stats += l->s_n; }
     }
-    net->layers[net->n_layers - 1].last_use = net->n_layers;  /* the loss reads the output */
-    for (i = 0; i < net->n_layers; i++) if (net->layers[i].last_use < 0) net->layers[i].last_use = i;
-    net->n_outputs = (int)cf_shape_size(net->layers[net->n_layers - 1].out);
-    net->n_params = off;
-    net->params = CF__NEW(float, off); net->grads = CF__NEW(float, off); net->opt = CF__NEW(float, 2 * off);
-    net->stats = CF__NEW(float, net->n_stats + 1); net->bn_save = CF__NEW(float, net->n_stats + 1);
+    net->n_outputs = (int)cf_shape_size(net->layers[n - 1].out);
     net->n_targets = net->n_outputs;
-    if (net->loss == CF_LOSS_SOFTMAX_CE && (rc = cf__class_weights(net, &secs[0], name))) goto done;
-    net->cfg_text = cf__strdup(text); net->cfg_name = cf__strdup(name);
-    {   /* workspace: the largest im2col tile any conv needs, capped by CF_WS_FLOATS */
-        size_t ws = 1;
-        for (i = 0; i < net->n_layers; i++) {
-            cf_layer *l = &net->layers[i];
-            size_t kvol = (size_t)l->g.k[0] * l->g.k[1] * l->g.k[2];
-            if (l->type == CF_L_CONV) {
-                size_t rows = (size_t)l->in.c / l->groups * kvol;
-                size_t need = rows * cf__tile(rows, (size_t)l->out.d * l->out.h * l->out.w, CF_WS_FLOATS);
-                if (need > ws) ws = need;
-            }
-            if (l->type == CF_L_DECONV) {   /* col rows: output channels x taps, over input positions */
-                size_t rows = (size_t)l->out.c * kvol;
-                size_t need = rows * cf__tile(rows, (size_t)l->in.d * l->in.h * l->in.w, CF_WS_FLOATS);
-                if (need > ws) ws = need;
-            }
+    return CF_OK;
+}
+
+/* the workspace: the largest im2col tile a convolution needs (columns: output positions;
+   transposed: input positions), capped by CF_WS_FLOATS */
+static size_t cf__workspace_floats(const cf_net *net) {
+    size_t ws = 1;
+    int i;
+    for (i = 0; i < net->n_layers; i++) {
+        const cf_layer *l = &net->layers[i];
+        size_t kvol = (size_t)l->g.k[0] * l->g.k[1] * l->g.k[2], rows, need = 0;
+        if (l->type == CF_L_CONV) {
+            rows = (size_t)l->in.c / l->groups * kvol;
+            need = rows * cf__tile(rows, (size_t)l->out.d * l->out.h * l->out.w, CF_WS_FLOATS);
+        } else if (l->type == CF_L_DECONV) {
+            rows = (size_t)l->out.c * kvol;
+            need = rows * cf__tile(rows, (size_t)l->in.d * l->in.h * l->in.w, CF_WS_FLOATS);
         }
-        net->ws_floats = ws;
-        net->ws = CF__NEW(float, 2 * ws);
+        if (need > ws) ws = need;
     }
-    if (!net->params || !net->grads || !net->opt || !net->stats || !net->bn_save || !net->cfg_text || !net->cfg_name || !net->ws) rc = CF_ERR;
-    net->seed = 0;
-done:
-    if (secs) for (i = 0; i < n_secs; i++) CF_FREE(secs[i].kv);
-    CF_FREE(secs); CF_FREE(buf);
+    return ws;
+}
+
+CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf_shape *shape_override) {
+    cf__section *secs = NULL;
+    int n_secs = 0, rc;
+    char *buf = cf__strdup(text);
+    memset(net, 0, sizeof *net);
+    if (!buf) return CF_ERR;
+    if ((rc = cf__split(buf, name, &secs, &n_secs))) { CF_FREE(buf); return rc; }
+    if (!n_secs || strcmp(secs[0].name, "net")) rc = cf_fail("%s:%d: the first section must be [net]", name, n_secs ? secs[0].line : 1);
+    if (!rc) rc = cf__net_section(net, &secs[0], name, shape_override);
+    if (!rc) rc = cf__net_layers(net, secs + 1, n_secs - 1, name);
+    if (!rc && net->loss == CF_LOSS_SOFTMAX_CE) rc = cf__class_weights(net, &secs[0], name);
+    if (!rc) {
+        net->params = CF__NEW(float, net->n_params); net->grads = CF__NEW(float, net->n_params); net->opt = CF__NEW(float, 2 * net->n_params);
+        net->stats = CF__NEW(float, net->n_stats + 1); net->bn_save = CF__NEW(float, net->n_stats + 1);
+        net->cfg_text = cf__strdup(text); net->cfg_name = cf__strdup(name);
+        net->ws_floats = cf__workspace_floats(net);
+        net->ws = CF__NEW(float, 2 * net->ws_floats);
+        if (!net->params || !net->grads || !net->opt || !net->stats || !net->bn_save || !net->cfg_text || !net->cfg_name || !net->ws) rc = CF_ERR;
+    }
+    cf__free_sections(secs, n_secs);
+    CF_FREE(buf);
     if (rc) { char keep[1024]; memcpy(keep, cf__err, sizeof keep); cf_net_free(net); memcpy(cf__err, keep, sizeof keep); }
     return rc;
+}
+
+CFDEF void cf_net_free(cf_net *net) {
+    CF_FREE(net->bn_sync.work);
+    CF_FREE(net->cfg_text); CF_FREE(net->cfg_name); CF_FREE(net->layers); CF_FREE(net->plan.l);
+    CF_FREE(net->params); CF_FREE(net->grads); CF_FREE(net->opt);
+    CF_FREE(net->stats); CF_FREE(net->bn_save);
+    CF_FREE(net->arena); CF_FREE(net->ws);
+    memset(net, 0, sizeof *net);
+}
+
+CFDEF int cf_net_sync_bn(cf_net *net, void (*reduce)(double *buf, int n, void *ctx), void *ctx) {
+    int i, C = 0;
+    CF_FREE(net->bn_sync.work);
+    memset(&net->bn_sync, 0, sizeof net->bn_sync);
+    if (!reduce) return CF_OK;
+    for (i = 0; i < net->n_layers; i++) if (net->layers[i].type == CF_L_BATCHNORM && net->layers[i].in.c > C) C = net->layers[i].in.c;
+    if (!(net->bn_sync.work = CF__NEW(double, 2 * C + 1))) return CF_ERR;
+    net->bn_sync.reduce = reduce; net->bn_sync.ctx = ctx;
+    return CF_OK;
 }
 
 static char *cf__read_text(const char *path) {
@@ -2488,128 +2934,47 @@ static void cf__init_tensor(float *p, size_t n, int kind, double fan_in, double 
     }
 }
 
+
+/* Initial weights, each layer from its own stream (inserting a layer does not change the
+   others' weights); fan_in and fan_out as PyTorch computes them.  Batch norm and affine
+   layers start as the identity, running statistics at mean 0, variance 1. */
 CFDEF void cf_net_init(cf_net *net, uint64_t seed) {
     int i;
     net->seed = seed;
     for (i = 0; i < net->n_layers; i++) {
         cf_layer *l = &net->layers[i];
-        /* each layer's own stream: inserting a layer does not change the others' weights */
         cf_rng r = cf_rng_seed(cf_hash64(seed * 0x100000001b3ULL + (uint64_t)i));
         double kvol = (double)l->g.k[0] * l->g.k[1] * l->g.k[2], fan_in, fan_out;
-        if (l->type == CF_L_BATCHNORM || l->type == CF_L_AFFINE) {   /* identity: scale 1, shift 0 */
-            size_t c;
+        size_t c;
+        if (l->type == CF_L_BATCHNORM || l->type == CF_L_AFFINE) {
             for (c = 0; c < l->w_n; c++) { net->params[l->w_off + c] = 1.0f; net->params[l->b_off + c] = 0.0f; }
             for (c = 0; c < l->s_n / 2; c++) { net->stats[l->s_off + c] = 0.0f; net->stats[l->s_off + l->s_n / 2 + c] = 1.0f; }
             continue;
         }
         if (!l->w_n) continue;
-        if (l->type == CF_L_CONV) { fan_in = (double)l->in.c / l->groups * kvol; fan_out = (double)l->filters * kvol; }
-        else if (l->type == CF_L_DECONV) { fan_in = (double)l->filters * kvol; fan_out = (double)l->in.c * kvol; }  /* PyTorch: weight.size(1) * kvol */
-        else { fan_in = (double)cf_shape_size(l->in); fan_out = l->filters; }
+        if (l->type == CF_L_CONV) { fan_in = (double)l->in.c / l->groups * kvol; fan_out = (double)l->out.c * kvol; }
+        else if (l->type == CF_L_DECONV) { fan_in = (double)l->out.c * kvol; fan_out = (double)l->in.c * kvol; }  /* PyTorch: weight.size(1) * kvol */
+        else { fan_in = (double)cf_shape_size(l->in); fan_out = l->out.c; }
         cf__init_tensor(net->params + l->w_off, l->w_n, l->init, fan_in, fan_out, 0.0f, &r);
         if (l->b_n) cf__init_tensor(net->params + l->b_off, l->b_n, l->bias_init, fan_in, fan_out, l->bias_value, &r);
     }
     memset(net->opt, 0, 2 * net->n_params * sizeof(float));
 }
 
-CFDEF float *cf_net_output(cf_net *net, int layer) { return net->acts + net->layers[layer].y_off; }
+CFDEF float *cf_net_output(cf_net *net, int layer) { return cf__out(net, layer); }
+CFDEF float *cf_net_output_grad(cf_net *net, int layer) { return cf__grad(net, layer); }
 
-static const float *cf__in(cf_net *net, int src) { return src < 0 ? net->x : net->acts + net->layers[src].y_off; }
-
-static uint64_t cf__dropout_seed(const cf_net *net, int layer) {
-    return cf_hash64(net->seed ^ cf_hash64(net->step * 1000003ULL + (uint64_t)layer + 1));
-}
-
-/* groups = in channels = out channels: the direct depthwise kernel instead of im2col + GEMM */
-static int cf__depthwise(const cf_layer *l) { return l->groups > 1 && l->groups == l->in.c && l->filters == l->in.c; }
-
-static void cf__forward_layer(cf_net *net, int i) {
-    cf_layer *l = &net->layers[i];
-    int B = net->batch, j;
-    const float *x = cf__in(net, l->src[0]);
-    float *y = net->acts + l->y_off;
-    float *W = net->params + l->w_off, *bias = l->b_n ? net->params + l->b_off : NULL;
-    size_t n_in = cf_shape_size(l->in) * B, n_out = cf_shape_size(l->out) * B, k;
-    switch (l->type) {
-    case CF_L_CONV:
-        if (cf__depthwise(l)) cf_dwconv_forward(y, x, W, bias, B, l->in, l->out, &l->g);
-        else { cf_conv_forward_act(y, x, W, bias, B, l->in, l->out, &l->g, l->groups, net->ws, net->ws_floats, l->act, l->slope); break; }
-        cf_act_forward(y, n_out, l->act, l->slope);
-        break;
-    case CF_L_DECONV:
-        cf_deconv_forward(y, x, W, bias, B, l->in, l->out, &l->g, net->ws, net->ws_floats);
-        cf_act_forward(y, n_out, l->act, l->slope);
-        break;
-    case CF_L_BATCHNORM: {
-        float *st = net->stats + l->s_off, *sv = net->bn_save + l->s_off;
-        int C = l->in.c;
-        if (net->recomputing)   /* the statistics of this step's forward; no running-stat move */
-            cf__bn_apply(y, x, W, bias, sv, sv + C, B, C, cf_shape_size(l->in) / C);
-        else cf_bn_forward(y, x, W, bias, st, st + C, sv, sv + C, B, C, cf_shape_size(l->in) / C, net->bn_train, l->momentum,
-                           l->eps, net->bn_sync.reduce ? &net->bn_sync : NULL);
-        cf_act_forward(y, n_out, l->act, l->slope);
-        break;
-    }
-    case CF_L_AFFINE: {
-        size_t P = cf_shape_size(l->in) / l->in.c;
-        for (k = 0; k < n_out; k++) { size_t c = k / P % l->in.c; y[k] = W[c] * x[k] + bias[c]; }
-        cf_act_forward(y, n_out, l->act, l->slope);
-        break;
-    }
-    case CF_L_GAP: {   /* (B, C, P) -> (B, C) means */
-        size_t P = cf_shape_size(l->in) / l->in.c, p;
-        for (k = 0; k < n_out; k++) { double s = 0.0; for (p = 0; p < P; p++) s += x[k * P + p]; y[k] = (float)(s / P); }
-        break;
-    }
-    case CF_L_BROADCAST: {   /* (B, C) -> (B, C, P): every position gets its channel's value */
-        size_t P = cf_shape_size(l->out) / l->out.c, p;
-        for (k = 0; k < n_in; k++) for (p = 0; p < P; p++) y[k * P + p] = x[k];
-        break;
-    }
-    case CF_L_MAXPOOL: case CF_L_AVGPOOL:
-        cf_pool_forward(y, x, B, l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
-        break;
-    case CF_L_DENSE:
-        cf_dense_forward(y, x, W, bias, B, (int)cf_shape_size(l->in), l->filters);
-        cf_act_forward(y, n_out, l->act, l->slope);
-        break;
-    case CF_L_FLATTEN: memcpy(y, x, n_in * sizeof(float)); break;
-    case CF_L_DROPOUT:
-        if (net->training && l->rate > 0.0f) cf_dropout(y, x, n_in, l->rate, cf__dropout_seed(net, i));
-        else memcpy(y, x, n_in * sizeof(float));
-        break;
-    case CF_L_ACT: memcpy(y, x, n_in * sizeof(float)); cf_act_forward(y, n_out, l->act, l->slope); break;
-    case CF_L_SCALE: for (k = 0; k < n_out; k++) y[k] = l->factor * x[k]; break;
-    case CF_L_ROUTE: {   /* concatenate channels, sample by sample */
-        int b;
-        for (b = 0; b < B; b++) {
-            float *dst = y + (size_t)b * cf_shape_size(l->out);
-            for (j = 0; j < l->n_src; j++) {
-                cf_shape s = cf__src_shape(net, l->src[j]);
-                size_t m = cf_shape_size(s);
-                memcpy(dst, cf__in(net, l->src[j]) + (size_t)b * m, m * sizeof(float));
-                dst += m;
-            }
-        }
-        break;
-    }
-    case CF_L_ADD:
-        memcpy(y, x, n_out * sizeof(float));
-        for (j = 1; j < l->n_src; j++) { const float *o = cf__in(net, l->src[j]); for (k = 0; k < n_out; k++) y[k] += o[k]; }
-        break;
-    default: CF_ASSERT(0);
-    }
-}
-
+/* ---- forward and backward: the layers in order, then in reverse */
+static int cf__plan(cf_net *net, int B);
 CFDEF const float *cf_net_forward_from(cf_net *net, int first) {
     int i;
     net->acts_clobbered = 0;
     for (i = first; i < net->n_layers; i++) {
         if (net->layer_hook) net->layer_hook(net, i, 0, net->layer_ctx);
-        cf__forward_layer(net, i);
+        cf__types[net->layers[i].type].forward(net, i);
         if (net->layer_hook) net->layer_hook(net, i, 1, net->layer_ctx);
     }
-    return net->acts + net->layers[net->n_layers - 1].y_off;
+    return cf__out(net, net->n_layers - 1);
 }
 
 CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B) {
@@ -2618,128 +2983,32 @@ CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B) {
     return cf_net_forward_from(net, 0);
 }
 
-static void cf__backward_layer(cf_net *net, int i) {
-    cf_layer *l = &net->layers[i];
-    int B = net->batch, j;
-    /* a fused conv finds its pre-activation gradient over its output (cf__plan_fusion) */
-    float *dy = l->pool_fused ? net->acts + l->y_off : net->dacts + l->dy_off;
-    const float *y = net->acts + l->y_off, *x = cf__in(net, l->src[0]);
-    float *dx = l->src[0] >= 0 ? net->dacts + net->layers[l->src[0]].dy_off : NULL;  /* no gradient for the input */
-    float *W = net->params + l->w_off, *dW = net->grads + l->w_off, *db = l->b_n ? net->grads + l->b_off : NULL;
-    size_t n_out = cf_shape_size(l->out) * B, k;
-    switch (l->type) {
-    case CF_L_CONV:
-        if (!l->pool_fused) cf_act_backward(dy, y, n_out, l->act, l->slope);
-        if (cf__depthwise(l)) cf_dwconv_backward(dx, dW, db, dy, x, W, B, l->in, l->out, &l->g);
-        else {   /* the hook's phase 4 separates backward-weights from backward-data (cf-bench) */
-            cf_conv_backward_weights(dW, db, dy, x, B, l->in, l->out, &l->g, l->groups, net->ws, net->ws_floats);
-            if (net->layer_hook) net->layer_hook(net, i, 4, net->layer_ctx);
-            if (dx) cf_conv_backward_data(dx, dy, W, B, l->in, l->out, &l->g, l->groups, net->ws + net->ws_floats, net->ws_floats);
-        }
-        break;
-    case CF_L_DECONV:
-        cf_act_backward(dy, y, n_out, l->act, l->slope);
-        cf_deconv_backward(dx, dW, db, dy, x, W, B, l->in, l->out, &l->g, net->ws, net->ws_floats);
-        break;
-    case CF_L_BATCHNORM: {
-        int C = l->in.c;
-        float *mean = net->bn_save + l->s_off, *inv = mean + C;
-        cf_act_backward(dy, y, n_out, l->act, l->slope);   /* mean, inv: what forward used */
-        cf_bn_backward(dx, dW, db, dy, x, W, mean, inv, B, C, cf_shape_size(l->in) / C, net->bn_train,
-                       net->bn_sync.reduce ? &net->bn_sync : NULL);
-        break;
-    }
-    case CF_L_AFFINE: {
-        size_t P = cf_shape_size(l->in) / l->in.c;
-        cf_act_backward(dy, y, n_out, l->act, l->slope);
-        for (k = 0; k < n_out; k++) {
-            size_t c = k / P % l->in.c;
-            dW[c] += dy[k] * x[k]; db[c] += dy[k];
-            if (dx) dx[k] += W[c] * dy[k];
-        }
-        break;
-    }
-    case CF_L_GAP: {
-        size_t P = cf_shape_size(l->in) / l->in.c, p;
-        if (dx) for (k = 0; k < n_out; k++) for (p = 0; p < P; p++) dx[k * P + p] += dy[k] / (float)P;
-        break;
-    }
-    case CF_L_BROADCAST: {
-        size_t P = cf_shape_size(l->out) / l->out.c, p, n_in = cf_shape_size(l->in) * B;
-        if (dx) for (k = 0; k < n_in; k++) { double s = 0.0; for (p = 0; p < P; p++) s += dy[k * P + p]; dx[k] += (float)s; }
-        break;
-    }
-    case CF_L_MAXPOOL: case CF_L_AVGPOOL:
-        if (l->src[0] >= 0 && net->layers[l->src[0]].pool_fused) {
-            const cf_layer *s = &net->layers[l->src[0]];
-            cf__maxpool_backward_fused(net->acts + s->y_off, dy, y, B, l->in, l->out, &l->g, s->act, s->slope);
-        } else if (dx) cf_pool_backward(dx, dy, x, y, B, l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
-        break;
-    case CF_L_DENSE:
-        cf_act_backward(dy, y, n_out, l->act, l->slope);
-        cf_dense_backward(dx, dW, db, dy, x, W, B, (int)cf_shape_size(l->in), l->filters);
-        break;
-    case CF_L_ACT:
-        cf_act_backward(dy, y, n_out, l->act, l->slope);
-        if (dx) for (k = 0; k < n_out; k++) dx[k] += dy[k];
-        break;
-    case CF_L_FLATTEN: if (dx) for (k = 0; k < n_out; k++) dx[k] += dy[k]; break;
-    case CF_L_DROPOUT:
-        if (!dx) break;
-        if (net->training && l->rate > 0.0f) {
-            cf_dropout(dy, dy, n_out, l->rate, cf__dropout_seed(net, i));  /* same mask, same scale */
-        }
-        for (k = 0; k < n_out; k++) dx[k] += dy[k];
-        break;
-    case CF_L_SCALE: if (dx) for (k = 0; k < n_out; k++) dx[k] += l->factor * dy[k]; break;
-    case CF_L_ROUTE: {
-        int b;
-        for (b = 0; b < B; b++) {
-            const float *src = dy + (size_t)b * cf_shape_size(l->out);
-            for (j = 0; j < l->n_src; j++) {
-                size_t m = cf_shape_size(cf__src_shape(net, l->src[j]));
-                if (l->src[j] >= 0) {   /* no gradient for the network input */
-                    float *d = net->dacts + net->layers[l->src[j]].dy_off + (size_t)b * m;
-                    for (k = 0; k < m; k++) d[k] += src[k];
-                }
-                src += m;
-            }
-        }
-        break;
-    }
-    case CF_L_ADD:
-        for (j = 0; j < l->n_src; j++) {
-            float *d;
-            if (l->src[j] < 0) continue;   /* the network input */
-            d = net->dacts + net->layers[l->src[j]].dy_off;
-            for (k = 0; k < n_out; k++) d[k] += dy[k];
-        }
-        break;
-    default: CF_ASSERT(0);
+/* the gradient blocks whose life starts at layer i's backward (section 6): zeroed there,
+   since gradients are accumulated; a fused conv's is written by its pool, not accumulated */
+static void cf__zero_grads_starting(cf_net *net, int i) {
+    int j, n = net->n_layers;
+    for (j = 0; j < n; j++) {
+        const cf_plan_layer *p = &net->plan.l[j];
+        int start = p->last_read < n - 1 ? p->last_read : n - 1;
+        if (start == i && p->fused_pool < 0) memset(cf__grad(net, j), 0, cf__n_out(net, &net->layers[j]) * sizeof(float));
     }
 }
 
 CFDEF void cf_net_backward(cf_net *net, const float *dout) {
     int i, j, n = net->n_layers;
-    /* the plan is the one the forward used (a flag changed since takes effect at the next
+    /* the plan is the one the forward used (a setting changed since takes effect at the next
        forward): the outputs backward reads are where that forward put them */
     for (i = n - 1; i >= 0; i--) {
-        /* a gradient's life begins at its last consumer's step (the output's at the first
-           step); it is accumulated, so it starts from zero */
-        for (j = 0; j < n; j++) {
-            int start = net->layers[j].last_use < n - 1 ? net->layers[j].last_use : n - 1;
-            if (start == i && !net->layers[j].pool_fused)
-                memset(net->dacts + net->layers[j].dy_off, 0, cf_shape_size(net->layers[j].out) * net->batch * sizeof(float));
-        }
+        cf__zero_grads_starting(net, i);
         net->acts_clobbered = 1;
-        if (i == n - 1) memcpy(net->dacts + net->layers[i].dy_off, dout, (size_t)net->n_outputs * net->batch * sizeof(float));
+        if (i == n - 1) memcpy(cf__grad(net, i), dout, (size_t)net->n_outputs * net->batch * sizeof(float));
         if (net->backward_hook) net->backward_hook(net, i, net->hook_ctx);
         if (net->layer_hook) net->layer_hook(net, i, 2, net->layer_ctx);
-        /* outputs dropped after forward that this layer's backward is the first to read are
-           rebuilt from their inputs, in forward order (cf__plan_memory) */
+        /* outputs dropped after forward that this backward is the first to read: rebuilt
+           from their inputs, in forward order (section 6) */
         for (j = 0; j <= i; j++)
-            if (net->layers[j].recompute_at == i) { net->recomputing = 1; cf__forward_layer(net, j); net->recomputing = 0; }
-        cf__backward_layer(net, i);
+            if (net->plan.l[j].rebuild_at == i) { net->rebuilding = 1; cf__types[net->layers[j].type].forward(net, j); net->rebuilding = 0; }
+        cf__types[net->layers[i].type].backward(net, i);
         if (net->layer_hook) net->layer_hook(net, i, 3, net->layer_ctx);
     }
 }
@@ -2747,7 +3016,7 @@ CFDEF void cf_net_backward(cf_net *net, const float *dout) {
 CFDEF void cf_net_zero_grad(cf_net *net) { memset(net->grads, 0, net->n_params * sizeof(float)); }
 
 CFDEF double cf_net_loss(cf_net *net, const float *target, float *dout) {
-    const float *y = net->acts + net->layers[net->n_layers - 1].y_off;
+    const float *y = cf__out(net, net->n_layers - 1);
     size_t n = (size_t)net->n_outputs * net->batch;
     if (net->loss == CF_LOSS_SOFTMAX_CE) {
         const cf_layer *l = &net->layers[net->n_layers - 1];
@@ -2756,14 +3025,20 @@ CFDEF double cf_net_loss(cf_net *net, const float *target, float *dout) {
     return net->loss == CF_LOSS_L1 ? cf_loss_l1(dout, y, target, n) : cf_loss_mse(dout, y, target, n);
 }
 
-CFDEF double cf_layer_flops(const cf_layer *l) {
-    double P = (double)l->out.d * l->out.h * l->out.w;
+/* ---- looking inside */
+CFDEF const char *cf_net_path(const cf_net *net, int layer, int op) {
+    const cf_layer *l = &net->layers[layer];
+    int has_w = l->w_n > 0;
+    if (op == CF_OP_BACKWARD_DATA && l->src[0] < 0 && !net->dinput) return "-";
     switch (l->type) {
-    case CF_L_CONV: return 2.0 * l->in.c / l->groups * l->g.k[0] * l->g.k[1] * l->g.k[2] * l->out.c * P;
-    case CF_L_DENSE: return 2.0 * (double)cf_shape_size(l->in) * l->filters;
-    case CF_L_DECONV: return 2.0 * (double)cf_shape_size(l->in) * l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2];
-    case CF_L_MAXPOOL: case CF_L_AVGPOOL: return (double)l->g.k[0] * l->g.k[1] * l->g.k[2] * cf_shape_size(l->out);
-    default: return (double)cf_shape_size(l->out);
+    case CF_L_CONV:
+        if (l->depthwise) return "reference";
+        return cf_conv_path(op, net->batch, l->in, l->out, &l->g, l->groups, net->ws_floats);
+    case CF_L_MAXPOOL: case CF_L_AVGPOOL:
+        if (op == CF_OP_BACKWARD_DATA && l->src[0] >= 0 && net->plan.l[l->src[0]].fused_pool == layer) return "fusion";
+        return cf_pool_path(op, l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
+    default:
+        return op == CF_OP_BACKWARD_WEIGHTS && !has_w ? "-" : "reference";
     }
 }
 
@@ -2774,13 +3049,13 @@ static int cf__all_finite(const float *p, size_t n) {
     return acc == 0.0f;
 }
 CFDEF int cf_net_first_nonfinite_output(const cf_net *net) {
-    int i, keep = net->plan_flags & 2;   /* the plan the last forward used */
+    int i, keep = net->plan.flags & 1;   /* the plan the last forward used kept every output */
     for (i = 0; i < net->n_layers; i++) {
         const cf_layer *l = &net->layers[i];
         /* only outputs that are still there: all of them with keep_acts, otherwise those
            alive at the end of the forward, and none after a backward */
-        if (!keep && (net->acts_clobbered || l->fwd_end < net->n_layers - 1)) continue;
-        if (!cf__all_finite(net->acts + l->y_off, cf_shape_size(l->out) * net->batch)) return i;
+        if (!keep && (net->acts_clobbered || net->plan.l[i].fwd_end < net->n_layers - 1)) continue;
+        if (!cf__all_finite(net->arena + net->plan.l[i].y_off, cf_shape_size(l->out) * net->batch)) return i;
     }
     return -1;
 }
@@ -2794,43 +3069,264 @@ CFDEF int cf_net_first_nonfinite_param(const cf_net *net, int params) {
     return -1;
 }
 
-CFDEF int cf_net_tensors(const cf_net *net, cf_tensor *out, int max) {
-    int i, n = 0, is2d = net->input.d == 1;
-    for (i = 0; i < net->n_layers; i++) {
-        const cf_layer *l = &net->layers[i];
-        cf_tensor t;
-        int bn = l->type == CF_L_BATCHNORM, k;
-        if (!l->w_n) continue;
-        memset(&t, 0, sizeof t);
-        t.layer = i; t.kind = bn ? "gamma" : "weight"; t.off = l->w_off; t.n = l->w_n;
-        if (l->type == CF_L_CONV || l->type == CF_L_DECONV) {
-            /* conv (OC, C/groups, k...), transposed conv (C, OC, k...) as PyTorch */
-            t.shape[0] = l->type == CF_L_CONV ? l->filters : l->in.c;
-            t.shape[1] = l->type == CF_L_CONV ? l->in.c / l->groups : l->filters;
-            if (is2d) { t.ndim = 4; t.shape[2] = l->g.k[1]; t.shape[3] = l->g.k[2]; }
-            else { t.ndim = 5; t.shape[2] = l->g.k[0]; t.shape[3] = l->g.k[1]; t.shape[4] = l->g.k[2]; }
-        } else if (bn || l->type == CF_L_AFFINE) { t.ndim = 1; t.shape[0] = (int)l->w_n; }
-        else { t.ndim = 2; t.shape[0] = l->filters; t.shape[1] = (int)cf_shape_size(l->in); }
-        if (out && n < max) out[n] = t;
-        n++;
-        if (l->b_n) {
-            memset(&t, 0, sizeof t);
-            t.layer = i; t.kind = bn ? "beta" : "bias"; t.off = l->b_off; t.n = l->b_n; t.ndim = 1; t.shape[0] = (int)l->b_n;
-            if (out && n < max) out[n] = t;
-            n++;
-        }
-        for (k = 0; k < 2 && l->s_n; k++) {   /* running mean, running var */
-            memset(&t, 0, sizeof t);
-            t.layer = i; t.kind = k ? "running_var" : "running_mean"; t.stats = 1;
-            t.off = l->s_off + k * (l->s_n / 2); t.n = l->s_n / 2; t.ndim = 1; t.shape[0] = (int)(l->s_n / 2);
-            if (out && n < max) out[n] = t;
-            n++;
-        }
+/* the tensors of one layer in PyTorch's layouts: conv (OC, C/groups, k...), transposed conv
+   (C, OC, k...), dense (OUT, IN), batch norm gamma, beta, running mean, running var (C) */
+static int cf__layer_tensors(const cf_net *net, int i, cf_tensor *t) {
+    const cf_layer *l = &net->layers[i];
+    int bn = l->type == CF_L_BATCHNORM, k, n = 0, conv = l->type == CF_L_CONV || l->type == CF_L_DECONV;
+    if (!l->w_n) return 0;
+    memset(t, 0, 4 * sizeof *t);
+    t[0].layer = i; t[0].kind = bn ? "gamma" : "weight"; t[0].off = l->w_off; t[0].n = l->w_n;
+    if (conv) {
+        t[0].shape[0] = l->type == CF_L_CONV ? l->out.c : l->in.c;
+        t[0].shape[1] = l->type == CF_L_CONV ? l->in.c / l->groups : l->out.c;
+        t[0].ndim = net->input.d == 1 ? 4 : 5;
+        for (k = 0; k < t[0].ndim - 2; k++) t[0].shape[2 + k] = l->g.k[3 - (t[0].ndim - 2) + k];
+    } else if (bn || l->type == CF_L_AFFINE) { t[0].ndim = 1; t[0].shape[0] = (int)l->w_n; }
+    else { t[0].ndim = 2; t[0].shape[0] = l->out.c; t[0].shape[1] = (int)cf_shape_size(l->in); }
+    n = 1;
+    if (l->b_n) { t[n].layer = i; t[n].kind = bn ? "beta" : "bias"; t[n].off = l->b_off; t[n].n = l->b_n; t[n].ndim = 1; t[n].shape[0] = (int)l->b_n; n++; }
+    for (k = 0; k < 2 && l->s_n; k++, n++) {
+        t[n].layer = i; t[n].kind = k ? "running_var" : "running_mean"; t[n].stats = 1;
+        t[n].off = l->s_off + k * (l->s_n / 2); t[n].n = l->s_n / 2; t[n].ndim = 1; t[n].shape[0] = (int)(l->s_n / 2);
     }
     return n;
 }
+CFDEF int cf_net_tensors(const cf_net *net, cf_tensor *out, int max) {
+    int i, n = 0, k, m;
+    cf_tensor t[4];
+    for (i = 0; i < net->n_layers; i++)
+        for (m = cf__layer_tensors(net, i, t), k = 0; k < m; k++, n++) if (out && n < max) out[n] = t[k];
+    return n;
+}
 
-/* ================================================================ 5. optimizer */
+/* ================================================================ 6. the memory plan
+   One arena holds every layer's output and output gradient, each a block planned over one
+   training step's timeline: the forward of layer i at time i, the loss at n, the backward of
+   layer i at 2n - i.  An output lives from its forward to its last forward reader and, when
+   backward reads it, on to the last backward that does (a conv, batch norm, dense or pool
+   layer reads its input there, an activated layer its own output: the derivative is taken
+   from y).  A gradient lives from its last reader's backward (where it starts from zero) to
+   its own layer's backward.  Blocks alive at the same time never share memory.  Made in
+   three steps, each a function below:
+     fusion     a conv whose only reader is a max pool with disjoint windows gets no gradient
+                block: the pool's backward writes the conv's gradient over its output (fast
+                path "fusion": the largest tensors' gradients, their zeroing and an
+                activation pass disappear, with the same bits)
+     lives      when each block is alive.  Cheap outputs that backward reads (batch norm,
+                activations, sums, concatenations, depthwise convolutions) are dropped after
+                their forward readers and rebuilt from their inputs just before the first
+                backward that reads them (fast path "recompute": one more elementwise pass
+                for memory that serves other tensors in between)
+     placement  offsets, first fit, largest block first.
+   keep_acts = 1 (or the fast paths off) plans every output to live to the end of the step. */
+enum { CF__PLAN_KEEP = 1, CF__PLAN_FUSE = 2, CF__PLAN_REBUILD = 4 };
+
+/* a block: its size and up to two live intervals [t[0], t[1]], [t[2], t[3]] */
+typedef struct { size_t size, off; int t[4], n; } cf__blk;
+static int cf__blk_alive(const cf__blk *b, int t) {
+    int k;
+    for (k = 0; k < b->n; k++) if (b->t[2 * k] <= t && t <= b->t[2 * k + 1]) return 1;
+    return 0;
+}
+static int cf__blk_meet(const cf__blk *a, const cf__blk *b) {
+    int i, j;
+    for (i = 0; i < a->n; i++) for (j = 0; j < b->n; j++)
+        if (a->t[2 * i] <= b->t[2 * j + 1] && b->t[2 * j] <= a->t[2 * i + 1]) return 1;
+    return 0;
+}
+
+/* step 0: the last layer whose forward reads each output (n for the network's output: the loss) */
+static void cf__plan_readers(cf_net *net) {
+    int i, j, n = net->n_layers;
+    for (i = 0; i < n; i++) net->plan.l[i].last_read = -1;
+    for (i = 0; i < n; i++)
+        for (j = 0; j < net->layers[i].n_src; j++) if (net->layers[i].src[j] >= 0) net->plan.l[net->layers[i].src[j]].last_read = i;
+    net->plan.l[n - 1].last_read = n;
+    for (i = 0; i < n; i++) if (net->plan.l[i].last_read < 0) net->plan.l[i].last_read = i;
+}
+
+/* step 1, fusion: conv i and max pool p pair when p is the conv's only reader and its windows
+   are disjoint and inside (k = s, dilation 1, no padding): then each conv output is read by
+   exactly one window, and the pool's backward can write dL/dz there (cf__maxpool_act_backward_inplace) */
+static void cf__plan_fusion(cf_net *net, int allow) {
+    int i, j, a, n = net->n_layers;
+    for (i = 0; i < n; i++) {
+        cf_plan_layer *pl = &net->plan.l[i];
+        const cf_layer *p;
+        int readers = 0, ok;
+        pl->fused_pool = -1;
+        if (!allow || net->layers[i].type != CF_L_CONV || pl->last_read >= n) continue;
+        for (j = i + 1; j < n; j++) for (a = 0; a < net->layers[j].n_src; a++) readers += net->layers[j].src[a] == i;
+        p = &net->layers[pl->last_read];
+        ok = readers == 1 && p->type == CF_L_MAXPOOL && p->n_src == 1;
+        for (a = 0; a < 3 && ok; a++) ok = p->g.k[a] == p->g.s[a] && p->g.dil[a] == 1 && p->g.pb[a] == 0 && p->g.pa[a] == 0;
+        if (ok) pl->fused_pool = pl->last_read;
+    }
+}
+
+/* what a layer's backward reads besides gradients: its input (src[0]) and/or its output; a
+   fused conv finds its gradient in its output, so it "reads" that too */
+static int cf__reads_output(const cf_net *net, int i) {
+    const cf_layer *l = &net->layers[i];
+    int f = cf__types[l->type].flags;
+    return (f & CF__READS_OUT) || ((f & CF__READS_OUT_IF_ACT) && l->act != CF_ACT_LINEAR) || net->plan.l[i].fused_pool >= 0;
+}
+/* outputs that cost about one pass over their inputs to rebuild, changing no state (a
+   depthwise conv is a direct loop over 9 taps: a few percent of its pointwise partner) */
+static int cf__cheap(const cf_layer *l) { return (cf__types[l->type].flags & CF__CHEAP) || l->depthwise; }
+
+/* Can layer s's output be read at time t?  Yes when it is alive then, or when it can be
+   rebuilt then from inputs that can (recursively): commit = 1 then moves (or adds) its
+   rebuild to t, so that it happens, in forward order, before whatever reads it. */
+static int cf__available(cf_net *net, cf__blk *blk, int s, int t, int commit, int rebuild) {
+    cf_layer *l = &net->layers[s];
+    cf__blk *b = &blk[2 * s];
+    int k, n = net->n_layers;
+    if (cf__blk_alive(b, t)) return 1;
+    if (!rebuild || !cf__cheap(l) || s == n - 1 || t <= n || (b->n == 2 && t > b->t[2])) return 0;
+    for (k = 0; k < l->n_src; k++) if (l->src[k] >= 0 && !cf__available(net, blk, l->src[k], t, commit, rebuild)) return 0;
+    if (commit) {
+        if (b->n == 1) { b->n = 2; b->t[3] = t; }
+        b->t[2] = t;
+        net->plan.l[s].rebuild_at = 2 * n - t;
+    }
+    return 1;
+}
+
+/* the first and last backward times that read layer i's output, or -1 */
+static void cf__backward_reads(const cf_net *net, int i, int *first, int *last) {
+    int j, n = net->n_layers;
+    *first = *last = -1;
+    if (cf__reads_output(net, i)) *first = *last = 2 * n - i;
+    for (j = i + 1; j < n; j++) {
+        const cf_layer *c = &net->layers[j];
+        if (c->n_src && c->src[0] == i && (cf__types[c->type].flags & CF__READS_IN)) {
+            if (*first < 0 || 2 * n - j < *first) *first = 2 * n - j;
+            if (2 * n - j > *last) *last = 2 * n - j;
+        }
+    }
+}
+
+/* step 2, lives: blk[2i] is layer i's output, blk[2i + 1] its gradient */
+static void cf__plan_lives(cf_net *net, cf__blk *blk, int keep, int rebuild) {
+    int n = net->n_layers, i, k, T = 2 * n + 1;   /* T: after the whole step */
+    for (i = 0; i < n; i++) {
+        cf_plan_layer *pl = &net->plan.l[i];
+        cf__blk *o = &blk[2 * i], *g = &blk[2 * i + 1];
+        int first, last, ok = 1;
+        cf__backward_reads(net, i, &first, &last);
+        o->size = cf_shape_size(net->layers[i].out) * net->batch;
+        o->n = 1; o->t[0] = i; o->t[1] = pl->last_read;
+        pl->rebuild_at = -1;
+        if (keep) o->t[1] = T;
+        else if (first >= 0 && rebuild && cf__cheap(&net->layers[i]) && i < n - 1) {
+            const cf_layer *l = &net->layers[i];   /* rebuilt from its inputs: they must be there then */
+            for (k = 0; k < l->n_src; k++) if (l->src[k] >= 0 && !cf__available(net, blk, l->src[k], first, 0, rebuild)) ok = 0;
+            for (k = 0; k < l->n_src && ok; k++) if (l->src[k] >= 0) cf__available(net, blk, l->src[k], first, 1, rebuild);
+            if (ok) { o->n = 2; o->t[2] = first; o->t[3] = last; pl->rebuild_at = 2 * n - first; }
+            else o->t[1] = last;
+        } else if (last > o->t[1]) o->t[1] = last;
+        pl->fwd_end = o->t[1];
+        g->size = pl->fused_pool >= 0 ? 0 : o->size;   /* fused: the gradient lives in the output */
+        g->n = 1; g->t[0] = 2 * n - (pl->last_read < n - 1 ? pl->last_read : n - 1); g->t[1] = 2 * n - i;
+    }
+}
+
+/* step 3, placement: the blocks by size, largest first (ties in block order); each at the
+   lowest offset where it overlaps no placed block alive at the same time.  placed[] holds the
+   placed blocks by offset.  Returns the arena's floats, or (size_t)-1 when out of memory. */
+static const cf__blk *cf__sort_blocks;
+static int cf__by_size(const void *a, const void *b) {
+    int i = *(const int *)a, j = *(const int *)b;
+    size_t si = cf__sort_blocks[i].size, sj = cf__sort_blocks[j].size;
+    return si != sj ? (si < sj ? 1 : -1) : (i > j) - (i < j);
+}
+static size_t cf__plan_place(cf__blk *blk, int nb) {
+    int *order = CF__NEW(int, nb), *placed = CF__NEW(int, nb), i, j, np = 0;
+    size_t total = 0;
+    if (!order || !placed) { CF_FREE(order); CF_FREE(placed); return (size_t)-1; }
+    for (i = 0; i < nb; i++) order[i] = i;
+    cf__sort_blocks = blk;
+    qsort(order, (size_t)nb, sizeof *order, cf__by_size);
+    for (i = 0; i < nb; i++) {
+        cf__blk *b = &blk[order[i]];
+        size_t off = 0;
+        b->off = 0;
+        if (!b->size) continue;
+        for (j = 0; j < np; j++) {   /* the lowest gap among the blocks alive with this one */
+            const cf__blk *h = &blk[placed[j]];
+            if (!cf__blk_meet(b, h)) continue;
+            if (off + b->size <= h->off) break;
+            if (h->off + h->size > off) off = h->off + h->size;
+        }
+        b->off = off;
+        if (off + b->size > total) total = off + b->size;
+        for (j = np; j > 0 && blk[placed[j - 1]].off > off; j--) placed[j] = placed[j - 1];   /* keep placed[] by offset */
+        placed[j] = order[i];
+        np++;
+    }
+    CF_FREE(order); CF_FREE(placed);
+    return total;
+}
+
+/* the whole plan for net->batch under flags; fills plan.l and returns the arena's floats */
+static size_t cf__plan_make(cf_net *net, int flags) {
+    int i, n = net->n_layers;
+    cf__blk *blk = CF__NEW(cf__blk, 2 * n);
+    size_t total;
+    if (!blk) return (size_t)-1;
+    cf__plan_readers(net);
+    cf__plan_fusion(net, (flags & CF__PLAN_FUSE) != 0);
+    cf__plan_lives(net, blk, flags & CF__PLAN_KEEP, (flags & CF__PLAN_REBUILD) != 0);
+    total = cf__plan_place(blk, 2 * n);
+    for (i = 0; i < n; i++) {
+        cf_plan_layer *pl = &net->plan.l[i];
+        pl->y_off = blk[2 * i].off;
+        pl->dy_off = pl->fused_pool >= 0 ? pl->y_off : blk[2 * i + 1].off;
+    }
+    CF_FREE(blk);
+    return total;
+}
+
+/* the plan's settings: keep_acts, and which of its fast paths are on */
+static int cf__plan_flags(const cf_net *net, int keep_acts) {
+    if (keep_acts) return CF__PLAN_KEEP;
+    return (net->no_fuse || !cf__kind_on[CF__K_FUSION] ? 0 : CF__PLAN_FUSE) | (cf__kind_on[CF__K_RECOMPUTE] ? CF__PLAN_REBUILD : 0);
+}
+
+/* plans for B (again when B or a setting changed); the arena only grows, so a smaller last
+   batch (validation) costs no allocation */
+static int cf__plan(cf_net *net, int B) {
+    int flags = cf__plan_flags(net, net->keep_acts);
+    size_t na;
+    if (B < 1) return cf_fail("batch %d < 1", B);
+    if (B == net->plan.batch && net->arena && flags == net->plan.flags) return CF_OK;
+    net->plan.batch = net->batch = B;
+    if ((na = cf__plan_make(net, flags)) == (size_t)-1) { net->plan.batch = 0; return CF_ERR; }
+    if (na > net->plan.cap) {
+        CF_FREE(net->arena);
+        net->plan.cap = 0;
+        if (!(net->arena = CF__NEW(float, na))) { net->plan.batch = 0; return CF_ERR; }
+        net->plan.cap = na;
+    }
+    net->plan.floats = na;
+    net->plan.flags = flags;
+    return CF_OK;
+}
+CFDEF int cf_net_set_batch(cf_net *net, int B) { return cf__plan(net, B); }
+
+CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_acts) {
+    int batch = net->batch;
+    size_t na;
+    net->batch = B < 1 ? 1 : B;
+    na = cf__plan_make(net, cf__plan_flags(net, keep_acts));
+    net->batch = batch;
+    net->plan.batch = 0;   /* plan.l now describes this plan: the next forward plans anew */
+    return na;
+}
+
+/* ================================================================ 7. optimizers */
 CFDEF void cf_sgd_step(cf_net *net, float lr, float momentum, float l2) {
     int i;
     for (i = 0; i < net->n_layers; i++) {
@@ -2953,7 +3449,7 @@ CFDEF double cf_lr_sched_at(const cf_lr_sched *s, uint64_t k) {
     return lr;
 }
 
-/* ================================================================ 6. files */
+/* ================================================================ 8. files */
 CFDEF size_t cf_dtype_size(int dtype) {
     switch (dtype) { case CF_F32: return 4; case CF_I16: return 2; case CF_U8: return 1; case CF_I64: return 8; }
     return 0;
@@ -3779,6 +4275,21 @@ CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int app
         }
 }
 
+/* out[o] = in[i] where i is o with the axes permuted by p and flipped where flip's bit is
+   set: a cube has 6 axis orders times 8 flips */
+CFDEF void cf_cube_symmetry(float *x, float *tmp, int C, int S, int code) {
+    static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+    const int *p = perms[code % 6];
+    int flip = code / 6, c, i[3], o[3], a;
+    size_t vox = (size_t)S * S * S;
+    memcpy(tmp, x, sizeof(float) * C * vox);
+    for (c = 0; c < C; c++)
+        for (o[0] = 0; o[0] < S; o[0]++) for (o[1] = 0; o[1] < S; o[1]++) for (o[2] = 0; o[2] < S; o[2]++) {
+            for (a = 0; a < 3; a++) { i[p[a]] = o[a]; if (flip >> a & 1) i[p[a]] = S - 1 - o[a]; }
+            x[c * vox + ((size_t)o[0] * S + o[1]) * S + o[2]] = tmp[c * vox + ((size_t)i[0] * S + i[1]) * S + i[2]];
+        }
+}
+
 CFDEF int cf_epoch_shard(int *out, int n, uint64_t seed, int epoch, int rank, int size,
                          int shuffle, int drop_remainder) {
     int *perm = CF__NEW(int, n + 1), i, k = 0, per = n / size;
@@ -3795,7 +4306,7 @@ CFDEF int cf_epoch_shard(int *out, int n, uint64_t seed, int epoch, int rank, in
     return k;
 }
 
-/* ================================================================ 7. distributed */
+/* ================================================================ 9. distributed */
 #ifdef CF_USE_MPI
 /* MPI starts only under a launcher (mpirun/mpiexec/srun set one of these); a program
    started on its own is one rank without touching MPI, so it also runs where MPI cannot

@@ -419,11 +419,12 @@ static void test_gradcheck_net(void) {
             sum += cf_shape_size(a->out) * B;
             for (j = 0; j < net.n_layers; j++) {
                 cf_layer *b = &net.layers[j];
+                const cf_plan_layer *pa = &net.plan.l[i], *pb = &net.plan.l[j];
                 size_t na = cf_shape_size(a->out) * B, nb = cf_shape_size(b->out) * B;
-                if (i != j && i <= b->last_use && j <= a->last_use && a->dy_off < b->dy_off + nb && b->dy_off < a->dy_off + na) ok = 0;
+                if (i != j && i <= pb->last_read && j <= pa->last_read && pa->dy_off < pb->dy_off + nb && pb->dy_off < pa->dy_off + na) ok = 0;
             }
         }
-        CHECK(ok && net.n_acts < 2 * sum, "gradient buffers: live ones disjoint; %zu arena floats for %zu outputs + gradients", net.n_acts, 2 * sum);
+        CHECK(ok && net.plan.floats < 2 * sum, "gradient buffers: live ones disjoint; %zu arena floats for %zu outputs + gradients", net.plan.floats, 2 * sum);
     }
     free(x); free(t); free(dout);
     cf_net_free(&net);
@@ -482,12 +483,12 @@ static void test_pool_fusion(void) {
     cf_rng r = cf_rng_seed(9);
     int same;
     if (fusion_step(&a, &b, cfg, "fusion.cfg", 3, 0, &r)) {
-        CHECK(a.layers[0].pool_fused && a.layers[2].pool_fused && !a.layers[4].pool_fused && !a.layers[7].pool_fused && !b.layers[0].pool_fused,
+        CHECK((a.plan.l[0].fused_pool >= 0) && (a.plan.l[2].fused_pool >= 0) && !(a.plan.l[4].fused_pool >= 0) && !(a.plan.l[7].fused_pool >= 0) && !(b.plan.l[0].fused_pool >= 0),
               "fusion chosen for conv+pool only where the pool is the sole reader with disjoint windows (%d %d %d %d)",
-              a.layers[0].pool_fused, a.layers[2].pool_fused, a.layers[4].pool_fused, a.layers[7].pool_fused);
+              (a.plan.l[0].fused_pool >= 0), (a.plan.l[2].fused_pool >= 0), (a.plan.l[4].fused_pool >= 0), (a.plan.l[7].fused_pool >= 0));
         same = !memcmp(a.grads, b.grads, a.n_params * sizeof(float));
         CHECK(same, "fused conv+pool backward gives the separate passes' gradients bit for bit");
-        CHECK(a.n_acts < b.n_acts, "fusion needs fewer arena floats: %zu vs %zu", a.n_acts, b.n_acts);
+        CHECK(a.plan.floats < b.plan.floats, "fusion needs fewer arena floats: %zu vs %zu", a.plan.floats, b.plan.floats);
         CHECK(cf_net_first_nonfinite_output(&a) < 0, "after backward, fused outputs (now gradients) are not reported as outputs");
         cf_net_free(&a); cf_net_free(&b);
     }
@@ -496,9 +497,9 @@ static void test_pool_fusion(void) {
         size_t k;
         for (k = 0; k < b.layers[0].w_n; k++) if (fabsf(b.grads[b.layers[0].w_off + k]) > big) big = fabsf(b.grads[b.layers[0].w_off + k]);
         same = !memcmp(a.grads, b.grads, a.n_params * sizeof(float));
-        CHECK(a.layers[0].pool_fused && big > 0.0f && same,
+        CHECK((a.plan.l[0].fused_pool >= 0) && big > 0.0f && same,
               "windows of ties: the fused backward gives the first maximum the gradient, as the separate passes do (fused %d, kernel gradient %g, equal %d)",
-              a.layers[0].pool_fused, big, same);
+              (a.plan.l[0].fused_pool >= 0), big, same);
         cf_net_free(&a); cf_net_free(&b);
     }
 }
@@ -550,9 +551,9 @@ static void test_memory_plan(void) {
                   same_g ? "equal" : "DIFFER", same_s ? "equal" : "DIFFER");
             free(x); free(t); free(da); free(db);
         }
-        for (i = 0; i < a.n_layers; i++) recomputed += a.layers[i].recompute_at >= 0;
-        CHECK(a.n_acts < b.n_acts, "memory plan, %s: arena %zu floats, %zu with keep_acts (%d outputs recomputed in backward)",
-              nets[m].path, a.n_acts, b.n_acts, recomputed);
+        for (i = 0; i < a.n_layers; i++) recomputed += a.plan.l[i].rebuild_at >= 0;
+        CHECK(a.plan.floats < b.plan.floats, "memory plan, %s: arena %zu floats, %zu with keep_acts (%d outputs recomputed in backward)",
+              nets[m].path, a.plan.floats, b.plan.floats, recomputed);
         cf_net_free(&a); cf_net_free(&b);
     }
 }

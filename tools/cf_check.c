@@ -47,7 +47,7 @@ typedef struct { float **saved; } hook_ctx;
 static void save_output_grad(cf_net *net, int i, void *ctx) {
     hook_ctx *h = (hook_ctx *)ctx;
     size_t n = cf_shape_size(net->layers[i].out) * net->batch;
-    memcpy(h->saved[i], net->dacts + net->layers[i].dy_off, n * sizeof(float));
+    memcpy(h->saved[i], cf_net_output_grad(net, i), n * sizeof(float));
 }
 static double loss_from(cf_net *net, int first, const float *t) {
     cf_net_forward_from(net, first);

@@ -152,21 +152,6 @@ TOOL_UNUSED static int has_flag(int argc, char **argv, const char *f) { int i; f
 /* ---------------------------------------------------------------- background loading
    One thread decodes the next batch (gunzip, protobuf, log1p, transpose) while the network
    computes on the current one.  The main thread alone calls MPI. */
-/* One of the cube's 48 symmetries (a permutation of the 3 axes and a flip of each), as the
-   2018 CosmoFlow code augments its volumes.  x, tmp: (C, S, S, S); code < 48 picks it. */
-static void cube_symmetry(float *x, float *tmp, int C, int S, int code) {
-    static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
-    const int *p = perms[code % 6];
-    int flip = code / 6, c, i[3], o[3], a;
-    size_t vox = (size_t)S * S * S;
-    memcpy(tmp, x, sizeof(float) * C * vox);
-    for (c = 0; c < C; c++)
-        for (o[0] = 0; o[0] < S; o[0]++) for (o[1] = 0; o[1] < S; o[1]++) for (o[2] = 0; o[2] < S; o[2]++) {
-            for (a = 0; a < 3; a++) { i[p[a]] = o[a]; if (flip >> a & 1) i[p[a]] = S - 1 - o[a]; }
-            x[c * vox + ((size_t)o[0] * S + o[1]) * S + o[2]] = tmp[c * vox + ((size_t)i[0] * S + i[1]) * S + i[2]];
-        }
-}
-
 typedef struct {
     char **files; const int *order; int n_order, B, pos;  /* what to load */
     int augment; uint64_t aug_seed; float *aug_tmp;         /* random cube symmetries (training) */
@@ -213,7 +198,7 @@ TOOL_UNUSED static void *loader_run(void *arg) {
         }
         cf_cosmo_to_input(L->x[s] + (size_t)k * L->C * vox, smp.x, L->S, L->C, L->apply_log);
         if (L->augment)   /* the symmetry depends on (seed, epoch, file): any rank count, resumable */
-            cube_symmetry(L->x[s] + (size_t)k * L->C * vox, L->aug_tmp, L->C, L->S,
+            cf_cube_symmetry(L->x[s] + (size_t)k * L->C * vox, L->aug_tmp, L->C, L->S,
                           (int)(cf_hash64(L->aug_seed ^ (uint64_t)(L->order[L->pos + k] + 1) * 0x9e3779b97f4a7c15ULL) % 48));
         {
             int j;
