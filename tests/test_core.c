@@ -239,6 +239,118 @@ static void test_conv_direct(void) {
     }
 }
 
+/* Every registered fast path against its operation's reference (section 4 of the header):
+   for each path of each table, a geometry where the dispatcher picks it (the test fails when
+   a path is never reached), then the dispatcher's result against the cf_ref_* function on
+   the same data.  Convolutions within 1e-5 of each tensor's largest value (the sums run in
+   another order), pooling bit for bit.  With every fast path off the dispatchers must give
+   the references' bits. */
+typedef struct { int B, C, D, H, W, OC, k[3], s[3], pb[3], pa[3], groups; } path_case;
+static const path_case path_cases[] = {
+    {2, 3, 6, 7, 37, 5, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1},     /* direct forward and backward-data */
+    {2, 4, 5, 6, 7, 6, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 2},      /* pointwise, groups 2 */
+    {1, 40, 16, 16, 32, 3, {3, 3, 3}, {1, 1, 2}, {1, 1, 1}, {1, 1, 1}, 1},  /* stride 2 on width, K = 1080: tiles forward */
+    {2, 3, 4, 7, 9, 6, {3, 3, 3}, {1, 2, 1}, {1, 1, 1}, {1, 1, 0}, 3},      /* groups 3, stride 2: the reference */
+    {1, 2, 32, 16, 12, 40, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1},  /* rows of 12, 40 filters: tiles backward-data */
+    {1, 3, 8, 10, 37, 4, {3, 3, 3}, {1, 1, 1}, {0, 1, 1}, {2, 1, 1}, 1},    /* tiles backward-weights, uneven padding */
+};
+static void setup_path_case(const path_case *pc, cf_shape *in, cf_shape *out, cf_geom *g) {
+    int a;
+    in->c = pc->C; in->d = pc->D; in->h = pc->H; in->w = pc->W;
+    for (a = 0; a < 3; a++) { g->k[a] = pc->k[a]; g->s[a] = pc->s[a]; g->dil[a] = 1; g->pb[a] = pc->pb[a]; g->pa[a] = pc->pa[a]; }
+    out->c = pc->OC; out->d = cf_geom_out(g, 0, in->d); out->h = cf_geom_out(g, 1, in->h); out->w = cf_geom_out(g, 2, in->w);
+}
+/* one conv op of case pc through the dispatcher (fast = 1) or the reference; outputs into o */
+static void run_conv_op(int op, const path_case *pc, const float *x, const float *w, const float *b, const float *dy, float *o, float *db,
+                        float *ws, size_t wsf, int fast) {
+    cf_shape in, out; cf_geom g;
+    setup_path_case(pc, &in, &out, &g);
+    if (op == CF_OP_FORWARD) {
+        if (fast) cf_conv_forward_act(o, x, w, b, pc->B, in, out, &g, pc->groups, ws, wsf, CF_ACT_TANH, 0.0f);
+        else { cf_ref_conv_forward(o, x, w, b, pc->B, in, out, &g, pc->groups, ws, wsf); cf_act_forward(o, (size_t)pc->B * cf_shape_size(out), CF_ACT_TANH, 0.0f); }
+    } else if (op == CF_OP_BACKWARD_WEIGHTS) {
+        if (fast) cf_conv_backward_weights(o, db, dy, x, pc->B, in, out, &g, pc->groups, ws, wsf);
+        else cf_ref_conv_backward_weights(o, db, dy, x, pc->B, in, out, &g, pc->groups, ws, wsf);
+    } else {
+        if (fast) cf_conv_backward_data(o, dy, w, pc->B, in, out, &g, pc->groups, ws, wsf);
+        else cf_ref_conv_backward_data(o, dy, w, pc->B, in, out, &g, pc->groups, ws, wsf);
+    }
+}
+static void test_fast_paths(void) {
+    static const char *ops[3] = {"forward", "backward-weights", "backward-data"};
+    cf_rng r = cf_rng_seed(31);
+    size_t wsf = (size_t)1 << 22;
+    float *ws = rnd(wsf, &r);
+    int op, ci;
+    for (op = 0; op < 3; op++) {
+        const cf__conv_path *p;
+        for (p = cf__conv_paths(op); p->kind >= 0; p++) {
+            int reached = 0;
+            for (ci = 0; ci < (int)(sizeof path_cases / sizeof path_cases[0]) && !reached; ci++) {
+                const path_case *pc = &path_cases[ci];
+                cf_shape in, out; cf_geom g;
+                setup_path_case(pc, &in, &out, &g);
+                if (strcmp(cf_conv_path(op, pc->B, in, out, &g, pc->groups, wsf), cf__kind_names[p->kind])) continue;
+                reached = 1;
+                {
+                    size_t nx = pc->B * cf_shape_size(in), ny = pc->B * cf_shape_size(out), nw = (size_t)out.c * (in.c / pc->groups) * g.k[0] * g.k[1] * g.k[2];
+                    size_t no = op == CF_OP_FORWARD ? ny : op == CF_OP_BACKWARD_WEIGHTS ? nw : nx;
+                    float *x = rnd(nx, &r), *w = rnd(nw, &r), *b = rnd(out.c, &r), *dy = rnd(ny, &r), *o1 = rnd(no, &r), *o2 = (float *)malloc(no * 4);
+                    float *db1 = rnd(out.c, &r), *db2 = (float *)malloc(out.c * 4);
+                    memcpy(o2, o1, no * 4); memcpy(db2, db1, out.c * 4);   /* backward ops accumulate into what is there */
+                    run_conv_op(op, pc, x, w, b, dy, o1, db1, ws, wsf, 1);
+                    run_conv_op(op, pc, x, w, b, dy, o2, db2, ws, wsf, 0);
+                    CHECK(check_relerr(o1, o2, no) < 1e-5 && (op != CF_OP_BACKWARD_WEIGHTS || check_relerr(db1, db2, out.c) < 1e-6),
+                          "fast path '%s' of conv %s vs cf_ref_conv (case %d): err %.2g", cf__kind_names[p->kind], ops[op], ci, check_relerr(o1, o2, no));
+                    cf_fast_path_set("all", 0);   /* every path off: the dispatcher gives the reference's bits */
+                    memcpy(o1, o2, no * 4);
+                    run_conv_op(op, pc, x, w, b, dy, o1, db1, ws, wsf, 1);
+                    run_conv_op(op, pc, x, w, b, dy, o2, db1, ws, wsf, 0);
+                    CHECK(!strcmp(cf_conv_path(op, pc->B, in, out, &g, pc->groups, wsf), "reference") && !memcmp(o1, o2, no * 4),
+                          "fast paths off: conv %s is the reference, bit for bit (case %d)", ops[op], ci);
+                    cf_fast_path_set("all", 1);
+                    free(x); free(w); free(b); free(dy); free(o1); free(o2); free(db1); free(db2);
+                }
+            }
+            CHECK(reached, "conv %s: some test geometry reaches the fast path '%s'", ops[op], cf__kind_names[p->kind]);
+        }
+    }
+    {   /* pooling: each path (and the reference itself) bit for bit against cf_ref_pool_* */
+        static const struct { int C, D, H, W, k[3], s[3], pb[3], pa[3], is_max; } pcs[] = {
+            {3, 6, 8, 10, {2, 2, 2}, {2, 2, 2}, {0, 0, 0}, {0, 0, 0}, 1},   /* pairs, inside */
+            {2, 7, 9, 11, {3, 3, 2}, {2, 2, 1}, {0, 0, 0}, {0, 0, 0}, 0},   /* inside (average) */
+            {2, 5, 6, 7, {2, 3, 2}, {2, 2, 1}, {0, 1, 1}, {1, 1, 0}, 1},    /* padding: the reference */
+            {2, 1, 7, 9, {1, 2, 2}, {1, 2, 2}, {0, 0, 0}, {0, 1, 1}, 1},    /* 2x2 with padding after: not pairs */
+        };
+        int reach[2][CF__NKINDS] = {{0}}, k, ok = 1, B = 2;
+        const cf__pool_path *p;
+        for (ci = 0; ci < (int)(sizeof pcs / sizeof pcs[0]); ci++) {
+            cf_shape in = {pcs[ci].C, pcs[ci].D, pcs[ci].H, pcs[ci].W}, out = in;
+            cf_geom g;
+            int a;
+            for (a = 0; a < 3; a++) { g.k[a] = pcs[ci].k[a]; g.s[a] = pcs[ci].s[a]; g.dil[a] = 1; g.pb[a] = pcs[ci].pb[a]; g.pa[a] = pcs[ci].pa[a]; }
+            out.d = cf_geom_out(&g, 0, in.d); out.h = cf_geom_out(&g, 1, in.h); out.w = cf_geom_out(&g, 2, in.w);
+            {
+                size_t nx = B * cf_shape_size(in), ny = B * cf_shape_size(out);
+                float *x = rnd(nx, &r), *y1 = rnd(ny, &r), *y2 = rnd(ny, &r), *dy = rnd(ny, &r), *dx1 = rnd(nx, &r), *dx2 = (float *)malloc(nx * 4);
+                const char *pf = cf_pool_path(CF_OP_FORWARD, in, out, &g, pcs[ci].is_max), *pb = cf_pool_path(CF_OP_BACKWARD_DATA, in, out, &g, pcs[ci].is_max);
+                memcpy(dx2, dx1, nx * 4);
+                cf_pool_forward(y1, x, B, in, out, &g, pcs[ci].is_max);
+                cf_ref_pool_forward(y2, x, B, in, out, &g, pcs[ci].is_max);
+                cf_pool_backward(dx1, dy, x, y2, B, in, out, &g, pcs[ci].is_max);
+                cf_ref_pool_backward(dx2, dy, x, y2, B, in, out, &g, pcs[ci].is_max);
+                CHECK(!memcmp(y1, y2, ny * 4) && !memcmp(dx1, dx2, nx * 4), "pooling case %d (paths %s, %s) equals cf_ref_pool_* bit for bit", ci, pf, pb);
+                for (k = 0; k < CF__NKINDS; k++) { reach[0][k] |= !strcmp(pf, cf__kind_names[k]); reach[1][k] |= !strcmp(pb, cf__kind_names[k]); }
+                free(x); free(y1); free(y2); free(dy); free(dx1); free(dx2);
+            }
+        }
+        for (p = cf__pool_fwd_paths; p->kind >= 0; p++) ok &= reach[0][p->kind];
+        for (p = cf__pool_bwd_paths; p->kind >= 0; p++) ok &= reach[1][p->kind];
+        CHECK(ok, "every pooling fast path is reached by a test case");
+    }
+    free(ws);
+}
+
 /* ------------------------------------------------------------ finite differences */
 typedef double (*loss_fn)(void *ctx);
 /* worst |numeric - analytic| over a tensor, relative to the tensor's largest analytic value */
@@ -1042,6 +1154,7 @@ int main(void) {
     test_conv_oracle();
     test_conv_tiles();
     test_conv_direct();
+    test_fast_paths();
     test_gradcheck_conv();
     test_gradcheck_layers();
     test_gradcheck_net();

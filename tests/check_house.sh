@@ -1,0 +1,59 @@
+#!/bin/sh
+# The house rules a reader relies on, checked: no header function over 80 lines unless the
+# comment above it says why ("long:"); no dated measurement in a code comment; the
+# activation formulas written once; every function the docs name exists in the header or
+# the tools; no file cites a path outside the repository.  Last line "N passed, M failed".
+cd "$(dirname "$0")/.." || exit 1
+pass=0; fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# 1. function lengths: a definition starts at column 0 with its name and '(' and ends at the
+#    first '}' in column 0; the 3 lines above it may hold "long:" with the reason
+long=$(awk '
+    { line[NR] = $0 }
+    END {
+        for (i = 1; i <= NR; i++) {
+            if (line[i] !~ /^[A-Za-z_].*\(/ || line[i] ~ /^(#|typedef|enum)/ || line[i] ~ /\{.*\}[ \t]*$/) continue;
+            for (j = i; j <= NR && j < i + 8; j++) {   # a definition: "{" ends its signature before any ";"
+                if (line[j] ~ /;[ \t]*(\/\*.*)?$/ && line[j] !~ /\{[ \t]*$/) { j = 0; break }
+                if (line[j] ~ /\{[ \t]*$/) break
+            }
+            if (!j || j >= i + 8) continue;
+            for (e = j; e <= NR && line[e] !~ /^}/; e++) {}
+            why = line[i - 1] line[i - 2] line[i - 3]
+            if (e - i + 1 > 80 && why !~ /long:/) printf "cosmoflow.h:%d: %d lines: %s\n", i, e - i + 1, substr(line[i], 1, 70)
+            i = e
+        }
+    }' cosmoflow.h)
+[ -z "$long" ] && ok || bad "header functions over 80 lines without a comment saying why:
+$long"
+
+# 2. no dated measurement in code comments (dates belong to git log and docs/)
+dated=$(grep -nE '20[0-9]{2}-[01][0-9]-[0-3][0-9]' cosmoflow.h tools/*.c tools/*.h 2>/dev/null)
+[ -z "$dated" ] && ok || bad "dated notes in code: $dated"
+
+# 3. each activation's formula once in the header: tanhf appears in cf__act_f only
+n=$(grep -c 'tanhf(' cosmoflow.h)
+[ "$n" = 1 ] && ok || bad "tanhf( appears $n times in cosmoflow.h (the activations are written once, in cf__act_f)"
+
+# 4. every cf_ / cf__ name the docs cite in backquotes exists as a definition in the header
+#    or a tool, and every file they link exists
+missing=""
+for d in docs/*.md README.md; do
+    [ -f "$d" ] || continue
+    for name in $(grep -oE '`cf_{1,2}[a-z0-9_]+(\(\))?`' "$d" | tr -d '`()' | sort -u); do
+        grep -qE "(^|[^a-z0-9_])$name([^a-z0-9_]|$)" cosmoflow.h tools/*.c tools/*.h 2>/dev/null || missing="$missing $d:$name"
+    done
+    for f in $(grep -oE '\]\([^)#]+' "$d" | sed 's/^](//' | grep -v '^http'); do
+        [ -e "$(dirname "$d")/$f" ] || missing="$missing $d:link:$f"
+    done
+done
+[ -z "$missing" ] && ok || bad "names or links in the docs that the code does not have:$missing"
+
+# 5. nothing cites a path outside the repository (users who clone it have only the repository)
+outside=$(git ls-files 2>/dev/null | grep -v '^tests/check_house.sh$' | xargs grep -lE '\.\./shared|[A-Z]+-REFERENCE\.md|STYLE-ANCHORS' 2>/dev/null)
+[ -z "$outside" ] && ok || bad "files citing paths outside the repository: $outside"
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
