@@ -36,7 +36,7 @@ TESTS = bin/test_core bin/test_core_naive bin/test_core_asan bin/test_compile bi
 
 all: $(BINS)
 
-bin/cf-%: tools/cf_%.c tools/tool.h tools/draw.h tools/synth_climate.h cosmoflow.h | bin
+bin/cf-%: tools/cf_%.c tools/tool.h tools/data.h tools/mllog.h tools/draw.h tools/synth_climate.h cosmoflow.h | bin
 	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) -I. -o $@ $< $(LIBS)
 
 bin:
@@ -54,7 +54,7 @@ bin/test_compile_cpp: tests/compile_cpp.cpp tests/compile_b.c cosmoflow.h | bin
 bin/test_static: tests/compile_static.c cosmoflow.h | bin
 	$(CC) -std=c99 -Wall -Wextra -Werror $(ARCH) -D_POSIX_C_SOURCE=200809L -DCF_STATIC -I. -o $@ $< -lm
 
-bin/test_augment: tests/test_augment.c tools/tool.h cosmoflow.h | bin
+bin/test_augment: tests/test_augment.c cosmoflow.h | bin
 	$(CC) $(WARN) -O2 -DCF_USE_ZLIB -I. -o $@ $< -lz -lm -lpthread
 bin/vendor_example: tests/vendor_example.c cosmoflow.h | bin
 	$(CC) -std=c99 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -I. -o $@ $< -lm

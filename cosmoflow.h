@@ -443,13 +443,31 @@ CFDEF int cf_atomic_write(cf_atomic_file *af, const void *p, size_t n);
 CFDEF int cf_atomic_commit(cf_atomic_file *af);   /* always closes */
 CFDEF void cf_atomic_abort(cf_atomic_file *af);
 
-typedef struct { uint64_t step, epoch, seed; double best; } cf_train_state;
+/* Where a training run is: step, epoch, seed, the last validation metric, and meta, what the
+   training tool records of its run as key=value lines (optimizer, input transform, ...). */
+typedef struct { uint64_t step, epoch, seed; double best; char meta[1024]; } cf_train_state;
 CFDEF int cf_checkpoint_save(const char *path, const cf_net *net, const cf_train_state *st);
-/* Loads parameters and optimizer state into an already built net; the checkpoint's model
-   must have the same tensors.  st may be NULL. */
+/* Loads parameters, statistics and optimizer state into an already built net, which must
+   compute what the checkpoint's model computes (else an error names the first difference:
+   the input shape, a layer's type, activation, geometry, ...).  st may be NULL. */
 CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st);
 /* Reads only the cfg text embedded in a checkpoint (malloc'd; caller frees with CF_FREE). */
 CFDEF int cf_checkpoint_cfg(const char *path, char **cfg_text, cf_shape *input);
+/* A checkpoint is its own model: builds the net its cfg text and input shape describe
+   (shape, when not NULL, must be that shape), or checks that net is that model. */
+CFDEF int cf_checkpoint_model(const char *path, cf_net *net, const cf_shape *shape);
+CFDEF int cf_checkpoint_matches(const char *path, const cf_net *net);
+/* everything a checkpoint holds but its tensors; cfg_text is malloc'd (free with CF_FREE) */
+typedef struct {
+    int version;              /* 1, 2 or 3 */
+    cf_shape input;
+    uint64_t n_params, n_stats;
+    cf_train_state state;     /* meta is empty before version 3 */
+    char *cfg_text;
+    int crc_ok;               /* the file read whole and its CRC32C matched */
+    double rms[3];            /* root mean square of the parameters and of the two optimizer slots */
+} cf_ckpt_info;
+CFDEF int cf_checkpoint_info(const char *path, cf_ckpt_info *info);
 CFDEF int cf_weights_export(const cf_net *net, const char *dir);
 CFDEF int cf_weights_import(cf_net *net, const char *dir);
 /* Checkpoint or weights directory, whichever path is. */
@@ -519,6 +537,7 @@ CFDEF int cf_dist_rank(void);
 CFDEF int cf_dist_size(void);
 CFDEF void cf_dist_allreduce_mean(float *buf, size_t n);   /* in place */
 CFDEF void cf_dist_allreduce_sum_d(double *buf, int n);
+CFDEF void cf_dist_allreduce_max_d(double *buf, int n);
 CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx);   /* the same, as a cf_net_sync_bn callback */
 CFDEF void cf_dist_bcast(float *buf, size_t n);            /* from rank 0 */
 CFDEF void cf_dist_abort(int code);
@@ -557,6 +576,7 @@ CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag);
 #include <unistd.h>
 #include <fcntl.h>
 #include <dirent.h>
+#include <signal.h>
 
 #if defined(CF_MALLOC) && defined(CF_FREE)
 #elif !defined(CF_MALLOC) && !defined(CF_FREE)
@@ -604,12 +624,34 @@ static CF__TLS char cf__err[1024];
 
 CFDEF const char *cf_failure_reason(void) { return cf__err[0] ? cf__err : "no error"; }
 
+/* formatted into a scratch buffer first: the arguments may be the current reason itself
+   (cf_fail("%s: %s", path, cf_failure_reason()) adds a prefix to it) */
 CFDEF int cf_fail(const char *fmt, ...) {
+    char msg[sizeof cf__err];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(cf__err, sizeof cf__err, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(cf__err, msg, sizeof msg);
     return CF_ERR;
+}
+
+/* Opens an input that must be a regular file, without blocking on a FIFO or a device: open
+   non-blocking, fstat, then back to blocking reads.  NULL (with a reason naming the path)
+   for anything else. */
+static FILE *cf__open_regular(const char *path) {
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_NONBLOCK), fl;
+    FILE *f;
+    if (fd < 0) { cf_fail("%s: %s", path, strerror(errno)); return NULL; }
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        cf_fail("%s: not a regular file (%s)", path, S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket");
+        return NULL;
+    }
+    if ((fl = fcntl(fd, F_GETFL)) != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    if (!(f = fdopen(fd, "rb"))) { close(fd); cf_fail("%s: %s", path, strerror(errno)); }
+    return f;
 }
 
 /* zeroed allocation; NULL (with a reason) when n*size overflows or memory is short */
@@ -728,10 +770,9 @@ CFDEF void cf_sgemm(int transA, int transB, int M, int N, int K, float alpha,
 CFDEF size_t cf_shape_size(cf_shape s) { return (size_t)s.c * s.d * s.h * s.w; }
 
 CFDEF int cf_geom_out(const cf_geom *g, int axis, int in) {
-    int span = g->dil[axis] * (g->k[axis] - 1) + 1;
-    int padded = in + g->pb[axis] + g->pa[axis];
+    long long span = (long long)g->dil[axis] * (g->k[axis] - 1) + 1, padded = (long long)in + g->pb[axis] + g->pa[axis];
     if (padded < span) return 0;
-    return (padded - span) / g->s[axis] + 1;
+    return (int)((padded - span) / g->s[axis] + 1);   /* at most in + padding: an int */
 }
 
 /* The output positions of a tile, p0 .. p0+n-1 (flattened over OD, OH, OW), are walked one
@@ -2069,8 +2110,9 @@ static void cf__free_sections(cf__section *secs, int n) {
 
 static int cf__split(char *buf, const char *name, cf__section **out, int *n_out) {
     cf__section *secs = NULL;
-    int n = 0, cap = 0, line = 0;
+    int n = 0, cap = 0, line = 0, k;
     char *p = buf;
+    if (!strncmp(p, "\xEF\xBB\xBF", 3)) p += 3;   /* a UTF-8 byte-order mark (some editors write one): not text */
     while (p && *p) {
         char *nl = strchr(p, '\n'), *s, *hash;
         if (nl) *nl = 0;
@@ -2108,6 +2150,13 @@ static int cf__split(char *buf, const char *name, cf__section **out, int *n_out)
                 sec->kv = nk;
             }
             sec->kv[sec->n_kv].key = cf__trim(s);
+            for (k = 0; k < sec->n_kv; k++)
+                if (!strcmp(sec->kv[k].key, sec->kv[sec->n_kv].key)) {
+                    int first = sec->kv[k].line;
+                    const char *key = sec->kv[k].key, *sname = sec->name;   /* both point into buf */
+                    cf__free_sections(secs, n);
+                    return cf_fail("%s:%d: key '%s' given twice in [%s] (first at line %d)", name, line, key, sname, first);
+                }
             sec->kv[sec->n_kv].val = cf__trim(eq + 1);
             sec->kv[sec->n_kv].line = line;
             sec->kv[sec->n_kv].used = 0;
@@ -2205,9 +2254,9 @@ static void cf__resolve_pad(cf_layer *l, int is2d) {
     for (a = 0; a < 3; a++) {
         int span = l->g.dil[a] * (l->g.k[a] - 1) + 1;
         if (is2d && a == 0) { l->g.pb[0] = l->g.pa[0] = 0; continue; }
-        if (!strcmp(l->pad_mode, "same")) {
-            int o = (in[a] + l->g.s[a] - 1) / l->g.s[a];
-            int total = (o - 1) * l->g.s[a] + span - in[a];
+        if (!strcmp(l->pad_mode, "same")) {   /* in 64 bits: o s can pass 2^31 */
+            long long o = ((long long)in[a] + l->g.s[a] - 1) / l->g.s[a];
+            int total = (int)((o - 1) * l->g.s[a] + span - in[a]);   /* below s + span */
             if (total < 0) total = 0;
             l->g.pb[a] = total / 2; l->g.pa[a] = total - total / 2;
         } else if (!strcmp(l->pad_mode, "valid")) {
@@ -2242,6 +2291,11 @@ static const char *cf__loss_names[] = { "mse", "l1", "softmax_ce" };
 
 /* the output shape of a layer, or the network input's for src < 0 */
 static cf_shape cf__src_shape(const cf_net *net, int src) { return src < 0 ? net->input : net->layers[src].out; }
+
+/* The limits of a layer: per sample at most CF__MAX_ELEMENTS values in its output and in its
+   weights (so every count fits an int), at most CF__MAX_EXTENT along an axis. */
+#define CF__MAX_ELEMENTS ((size_t)2000000000)
+#define CF__MAX_EXTENT (1 << 20)
 
 /* ---- what every layer type's functions get: the layer's section of the cfg and the net */
 typedef struct { cf_net *net; int idx; cf__section *s; const char *name; int is2d; } cf__parser;
@@ -2324,16 +2378,19 @@ static int cf__deconv_shape(cf__parser *p, cf_layer *l, int a, int in, int *out)
     if (l->outpad[a] && strcmp(l->pad_mode, "explicit")) return cf_fail("%s:%d: output_padding needs an explicit pad=", p->name, p->s->line);
     if (l->outpad[a] >= st && l->outpad[a] >= l->g.dil[a])
         return cf_fail("%s:%d: output_padding must be smaller than the stride or the dilation", p->name, p->s->line);
+    long long o;   /* in 64 bits: (in - 1) s can pass 2^31 */
     if (!strcmp(l->pad_mode, "same")) {
-        int total = (in - 1) * st + span - in * st;
+        int total = span - st;
         if (total < 0) total = 0;
-        *out = in * st; l->g.pb[a] = total / 2; l->g.pa[a] = total - total / 2;
+        o = (long long)in * st; l->g.pb[a] = total / 2; l->g.pa[a] = total - total / 2;
     } else {
         l->g.pb[a] = l->pad_spec[2 * a];
         l->g.pa[a] = l->pad_spec[2 * a + 1] - l->outpad[a];   /* output padding: rows not cropped at the end */
         if (l->g.pa[a] < 0) return cf_fail("%s:%d: output_padding larger than the padding after is not supported", p->name, p->s->line);
-        *out = (in - 1) * st + span - l->g.pb[a] - l->g.pa[a];
+        o = (long long)(in - 1) * st + span - l->g.pb[a] - l->g.pa[a];
     }
+    if (o > CF__MAX_EXTENT) return cf_fail("%s:%d: [deconv] would make an axis of %lld (at most %d)", p->name, p->s->line, o, CF__MAX_EXTENT);
+    *out = o < 0 ? 0 : (int)o;
     return CF_OK;
 }
 static int cf__deconv_parse(cf__parser *p, cf_layer *l) {
@@ -2423,7 +2480,9 @@ static void cf__dense_backward_layer(cf_net *net, int i) {
 
 /* ---- elementwise layers.  Each backward adds its input's gradient: dx += (dy/dx) dy. */
 /* [flatten]: y = x as (C D H W, 1, 1, 1); dx += dy */
-static int cf__flatten_parse(cf__parser *p, cf_layer *l) { (void)p; l->out.c = (int)cf_shape_size(l->in); l->out.d = l->out.h = l->out.w = 1; return CF_OK; }
+static int cf__flatten_parse(cf__parser *p, cf_layer *l) {   /* the input is at most CF__MAX_ELEMENTS: an int */
+    (void)p; l->out.c = (int)cf_shape_size(l->in); l->out.d = l->out.h = l->out.w = 1; return CF_OK;
+}
 static void cf__copy_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     memcpy(cf__out(net, i), cf__in(net, l, 0), cf__n_out(net, l) * sizeof(float));
@@ -2485,6 +2544,7 @@ static int cf__parse_sources(cf__parser *p, cf_layer *l) {
     char buf[256], *tok;
     int is_input[CF_MAX_SRC], i;
     if (!kv) return cf_fail("%s:%d: [%s] needs layers=", p->name, p->s->line, p->s->name);
+    if (strlen(kv->val) >= sizeof buf) return cf_fail("%s:%d: layers= is %zu characters long; a list of up to %d layers is shorter", p->name, kv->line, strlen(kv->val), CF_MAX_SRC);
     snprintf(buf, sizeof buf, "%s", kv->val);
     l->n_src = 0;
     for (tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
@@ -2506,13 +2566,15 @@ static int cf__parse_sources(cf__parser *p, cf_layer *l) {
 }
 /* [route]: the sources' channels concatenated, sample by sample; backward splits dy back */
 static int cf__route_parse(cf__parser *p, cf_layer *l) {
+    long long c = 0;
     int i;
-    l->out.c = 0;
     for (i = 0; i < l->n_src; i++) {
         cf_shape o = cf__src_shape(p->net, l->src[i]);
         if (o.d != l->in.d || o.h != l->in.h || o.w != l->in.w) return cf_fail("%s:%d: [route] inputs differ in spatial size", p->name, p->s->line);
-        l->out.c += o.c;
+        c += o.c;
     }
+    if (c > (long long)CF__MAX_ELEMENTS) return cf_fail("%s:%d: [route] would have %lld channels", p->name, p->s->line, c);
+    l->out.c = (int)c;
     return CF_OK;
 }
 static void cf__route_forward(cf_net *net, int i) {
@@ -2723,17 +2785,16 @@ static int cf__init_keys(cf__parser *p, cf_layer *l) {
 /* every key must have been understood (lookups mark what they read); the output non-empty */
 static int cf__check_layer(cf__parser *p, const cf_layer *l) {
     cf__section *s = p->s;
-    int i, j;
-    for (i = 0; i < s->n_kv; i++)
-        if (!s->kv[i].used) {
-            int dup = 0;
-            for (j = i + 1; j < s->n_kv; j++) dup |= !strcmp(s->kv[i].key, s->kv[j].key);
-            return cf_fail("%s:%d: %s key '%s' in [%s]", p->name, s->kv[i].line, dup ? "repeated" : "unknown", s->kv[i].key, s->name);
-        }
-    if (!l->out.c || !l->out.d || !l->out.h || !l->out.w)
+    int i;
+    for (i = 0; i < s->n_kv; i++)   /* (a key given twice is refused by cf__split) */
+        if (!s->kv[i].used) return cf_fail("%s:%d: unknown key '%s' in [%s]", p->name, s->kv[i].line, s->kv[i].key, s->name);
+    if (l->out.c <= 0 || l->out.d <= 0 || l->out.h <= 0 || l->out.w <= 0)
         return cf_fail("%s:%d: [%s] gets input %dx%dx%dx%d and would produce an empty output", p->name, s->line, s->name,
                        l->in.c, l->in.d, l->in.h, l->in.w);
-    if ((double)cf_shape_size(l->out) > 2e9 || (double)l->w_n > 2e9) return cf_fail("%s:%d: [%s] is too large", p->name, s->line, s->name);
+    if (l->out.d > CF__MAX_EXTENT || l->out.h > CF__MAX_EXTENT || l->out.w > CF__MAX_EXTENT || cf_shape_size(l->out) > CF__MAX_ELEMENTS)
+        return cf_fail("%s:%d: [%s] would output %dx%dx%dx%d per sample (at most %d per axis, %lld values)", p->name, s->line, s->name,
+                       l->out.c, l->out.d, l->out.h, l->out.w, CF__MAX_EXTENT, (long long)CF__MAX_ELEMENTS);
+    if (l->w_n > CF__MAX_ELEMENTS) return cf_fail("%s:%d: [%s] would have %zu weights (at most %lld)", p->name, s->line, s->name, l->w_n, (long long)CF__MAX_ELEMENTS);
     return CF_OK;
 }
 
@@ -2898,11 +2959,11 @@ CFDEF int cf_net_sync_bn(cf_net *net, void (*reduce)(double *buf, int n, void *c
 }
 
 static char *cf__read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
+    FILE *f = cf__open_regular(path);
     char *buf;
     long n;
-    if (!f) { cf_fail("%s: %s", path, strerror(errno)); return NULL; }
-    if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) { fclose(f); cf_fail("%s: cannot read (not a regular file?)", path); return NULL; }
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) { fclose(f); cf_fail("%s: cannot read", path); return NULL; }
     if (n > (64L << 20)) { fclose(f); cf_fail("%s: %ld bytes is too large for a text file", path, n); return NULL; }
     buf = CF__NEW(char, (size_t)n + 1);
     if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { CF_FREE(buf); buf = NULL; cf_fail("%s: read error", path); }
@@ -3458,13 +3519,39 @@ static const char *cf__dtype_descr[] = { "<f4", "<i2", "|u1", "<i8" };
 
 CFDEF void cf_array_free(cf_array *a) { CF_FREE(a->data); memset(a, 0, sizeof *a); }
 
+/* Temporary files of earlier writes to path that were cut short (a kill -9, a crash) are
+   named path.tmp.<host>.<pid> with a pid that no longer runs on this host: removed. */
+static void cf__remove_stale_tmp(const char *path, const char *host) {
+    char dir[4096], prefix[4096 + 64], full[8192];
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    size_t pl;
+    DIR *d;
+    struct dirent *e;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    if (slash == path) snprintf(dir, sizeof dir, "/");
+    pl = (size_t)snprintf(prefix, sizeof prefix, "%s.tmp.%s.", base, host);
+    if (!(d = opendir(dir))) return;
+    while ((e = readdir(d))) {
+        char *end;
+        long pid;
+        if (strncmp(e->d_name, prefix, pl)) continue;
+        pid = strtol(e->d_name + pl, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+        remove(full);
+    }
+    closedir(d);
+}
 CFDEF int cf_atomic_open(cf_atomic_file *af, const char *path) {
-    size_t n = strlen(path) + 32;
+    char host[256] = "host";
+    size_t n = strlen(path) + 32 + sizeof host;
     memset(af, 0, sizeof *af);
     af->path = cf__strdup(path);
     af->tmp = CF__NEW(char, n);
     if (!af->path || !af->tmp) { CF_FREE(af->path); CF_FREE(af->tmp); return CF_ERR; }
-    snprintf(af->tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    gethostname(host, sizeof host - 1);
+    cf__remove_stale_tmp(path, host);
+    snprintf(af->tmp, n, "%s.tmp.%s.%ld", path, host, (long)getpid());
     af->f = fopen(af->tmp, "wb");
     if (!af->f) {
         int rc = cf_fail("%s: cannot create (%s)", af->tmp, strerror(errno));
@@ -3537,15 +3624,15 @@ static int cf__npy_parse_header(const char *path, const char *h, cf_array *a) {
 }
 
 CFDEF int cf_npy_read(const char *path, cf_array *a) {
-    FILE *f = fopen(path, "rb");
+    FILE *f;
     unsigned char pre[12];
     char *h = NULL;
     size_t hlen, pos, need;
     long fsize;
     struct stat st;
     memset(a, 0, sizeof *a);
-    if (!f) return cf_fail("%s: %s", path, strerror(errno));
-    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) { fclose(f); return cf_fail("%s: not a regular file", path); }
+    if (!(f = cf__open_regular(path))) return CF_ERR;
+    if (fstat(fileno(f), &st)) { fclose(f); return cf_fail("%s: %s", path, strerror(errno)); }
     fsize = (long)st.st_size;
     if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6)) { fclose(f); return cf_fail("%s: not an .npy file (bad magic)", path); }
     if (pre[6] == 1) { hlen = pre[8] | (size_t)pre[9] << 8; pos = 10; }
@@ -3600,10 +3687,12 @@ CFDEF int cf_npy_write(const char *path, const cf_array *a) {
     return cf_atomic_commit(&af);
 }
 
-/* ---- checkpoints: "CFCKPT02" | u64 cfg length | cfg text | i32 input C,D,H,W |
-   u64 n_params, step, epoch, seed, n_stats | f64 best | params | stats | optimizer state
-   (2 n_params) | CRC32C of everything before it.  ("CFCKPT01", the first format, had no
-   stats and n_params of optimizer state; it is still read.) */
+/* ---- checkpoints: "CFCKPT03" | u64 cfg length | cfg text | i32 input C,D,H,W |
+   u64 n_params, step, epoch, seed, n_stats | f64 best | u32 meta length | meta text |
+   params | stats | optimizer state (2 n_params) | CRC32C of everything before it.  The meta
+   text is what the training tool records of its run (key=value lines: optimizer, input
+   transform, ...).  Still read: "CFCKPT02" (no meta) and "CFCKPT01" (no meta, no stats and
+   n_params of optimizer state). */
 typedef struct { FILE *f; uint32_t crc; int bad; } cf__rd;
 static int cf__rd_get(cf__rd *r, void *p, size_t n) {
     if (r->bad || fread(p, 1, n, r->f) != n) { r->bad = 1; return CF_ERR; }
@@ -3615,117 +3704,226 @@ static int cf__wr_put(cf_atomic_file *af, uint32_t *crc, const void *p, size_t n
     return cf_atomic_write(af, p, n);
 }
 
-CFDEF int cf_checkpoint_save(const char *path, const cf_net *net, const cf_train_state *st) {
+/* writes format version 1, 2 or 3 (the tests write the old ones to check they are read) */
+static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_train_state *st, int version) {
     cf_atomic_file af;
-    uint32_t crc = 0;
+    uint32_t crc = 0, mlen = st ? (uint32_t)strlen(st->meta) : 0;
     uint64_t u[6];
     int32_t shp[4];
     double best = st ? st->best : 0.0;
+    char magic[9];
     if (cf_atomic_open(&af, path)) return CF_ERR;
+    snprintf(magic, sizeof magic, "CFCKPT0%d", version);
     u[0] = strlen(net->cfg_text);
-    cf__wr_put(&af, &crc, "CFCKPT02", 8);
+    cf__wr_put(&af, &crc, magic, 8);
     cf__wr_put(&af, &crc, &u[0], 8);
     cf__wr_put(&af, &crc, net->cfg_text, (size_t)u[0]);
     shp[0] = net->input.c; shp[1] = net->input.d; shp[2] = net->input.h; shp[3] = net->input.w;
     cf__wr_put(&af, &crc, shp, sizeof shp);
-    u[1] = net->n_params; u[2] = st ? st->step : 0; u[3] = st ? st->epoch : 0; u[4] = st ? st->seed : net->seed; u[5] = net->n_stats;
+    u[1] = net->n_params; u[2] = st ? st->step : 0; u[3] = st ? st->epoch : 0; u[4] = st ? st->seed : net->seed;
+    u[5] = version >= 2 ? net->n_stats : 0;
     cf__wr_put(&af, &crc, &u[1], 5 * 8);
     cf__wr_put(&af, &crc, &best, 8);
+    if (version >= 3) { cf__wr_put(&af, &crc, &mlen, 4); cf__wr_put(&af, &crc, st ? st->meta : "", mlen); }
     cf__wr_put(&af, &crc, net->params, net->n_params * sizeof(float));
-    cf__wr_put(&af, &crc, net->stats, net->n_stats * sizeof(float));
-    cf__wr_put(&af, &crc, net->opt, 2 * net->n_params * sizeof(float));
+    if (version >= 2) cf__wr_put(&af, &crc, net->stats, net->n_stats * sizeof(float));
+    cf__wr_put(&af, &crc, net->opt, (version >= 2 ? 2 : 1) * net->n_params * sizeof(float));
     cf_atomic_write(&af, &crc, 4);
     return cf_atomic_commit(&af);
 }
+CFDEF int cf_checkpoint_save(const char *path, const cf_net *net, const cf_train_state *st) {
+    return cf__checkpoint_write(path, net, st, 3);
+}
 
-static int cf__ckpt_header(cf__rd *r, const char *path, char **cfg, cf_shape *in, int *version) {
+/* the header: magic, cfg text (malloc'd), input shape, then the counts and state */
+typedef struct { int version; char *cfg; cf_shape in; uint64_t u[5]; double best; char meta[sizeof ((cf_train_state *)0)->meta]; } cf__ckpt_head;
+static int cf__ckpt_header(cf__rd *r, const char *path, cf__ckpt_head *h, int whole) {
     char magic[8];
     uint64_t len;
+    uint32_t mlen = 0;
     int32_t shp[4];
-    if (cf__rd_get(r, magic, 8) || memcmp(magic, "CFCKPT0", 7) || (magic[7] != '1' && magic[7] != '2'))
+    memset(h, 0, sizeof *h);
+    if (cf__rd_get(r, magic, 8) || memcmp(magic, "CFCKPT0", 7) || magic[7] < '1' || magic[7] > '3')
         return cf_fail("%s: not a cosmoflow.h checkpoint (bad magic)", path);
-    *version = magic[7] - '0';
+    h->version = magic[7] - '0';
     if (cf__rd_get(r, &len, 8) || len > (16u << 20)) return cf_fail("%s: corrupt checkpoint header", path);
-    *cfg = CF__NEW(char, (size_t)len + 1);
-    if (!*cfg) return CF_ERR;
-    if (cf__rd_get(r, *cfg, (size_t)len) || cf__rd_get(r, shp, sizeof shp)) { CF_FREE(*cfg); *cfg = NULL; return cf_fail("%s: truncated checkpoint", path); }
-    in->c = shp[0]; in->d = shp[1]; in->h = shp[2]; in->w = shp[3];
+    if (!(h->cfg = CF__NEW(char, (size_t)len + 1))) return CF_ERR;
+    if (cf__rd_get(r, h->cfg, (size_t)len) || cf__rd_get(r, shp, sizeof shp)) { CF_FREE(h->cfg); h->cfg = NULL; return cf_fail("%s: truncated checkpoint", path); }
+    h->in.c = shp[0]; h->in.d = shp[1]; h->in.h = shp[2]; h->in.w = shp[3];
+    if (!whole) return CF_OK;
+    if (cf__rd_get(r, h->u, sizeof h->u) || cf__rd_get(r, &h->best, 8) || (h->version >= 3 && cf__rd_get(r, &mlen, 4)) ||
+        mlen >= sizeof h->meta || (mlen && cf__rd_get(r, h->meta, mlen))) {
+        CF_FREE(h->cfg); h->cfg = NULL;
+        return cf_fail("%s: truncated or corrupt checkpoint header", path);
+    }
     return CF_OK;
 }
+static FILE *cf__ckpt_open(cf__rd *r, const char *path) { r->crc = 0; r->bad = 0; return r->f = cf__open_regular(path); }
 
 CFDEF int cf_checkpoint_cfg(const char *path, char **cfg_text, cf_shape *input) {
     cf__rd r;
-    int rc, version = 0;
-    r.crc = 0; r.bad = 0;
-    r.f = fopen(path, "rb");
-    if (!r.f) return cf_fail("%s: %s", path, strerror(errno));
-    rc = cf__ckpt_header(&r, path, cfg_text, input, &version);
+    cf__ckpt_head h;
+    int rc;
+    if (!cf__ckpt_open(&r, path)) return CF_ERR;
+    rc = cf__ckpt_header(&r, path, &h, 0);
     fclose(r.f);
+    *cfg_text = h.cfg; *input = h.in;
     return rc;
 }
 
-/* same tensors (layer, kind, shape) in the same order? */
-static int cf__same_model(const cf_net *a, const cf_net *b, const char *path) {
-    int na = cf_net_tensors(a, NULL, 0), nb = cf_net_tensors(b, NULL, 0), i, j, rc = CF_OK;
-    cf_tensor *ta = CF__NEW(cf_tensor, na + 1), *tb = CF__NEW(cf_tensor, nb + 1);
-    if (!ta || !tb) { CF_FREE(ta); CF_FREE(tb); return CF_ERR; }
-    cf_net_tensors(a, ta, na); cf_net_tensors(b, tb, nb);
-    if (na != nb || a->n_params != b->n_params)
-        rc = cf_fail("%s: made for a different model (%d tensors, %zu parameters; this model has %d tensors, %zu parameters)",
-                     path, nb, b->n_params, na, a->n_params);
-    for (i = 0; !rc && i < na; i++) {
-        int same = ta[i].layer == tb[i].layer && !strcmp(ta[i].kind, tb[i].kind) && ta[i].ndim == tb[i].ndim;
-        for (j = 0; same && j < ta[i].ndim; j++) same = ta[i].shape[j] == tb[i].shape[j];
-        if (!same) rc = cf_fail("%s: made for a different model: tensor %d (layer %d %s) differs in shape or kind", path, i, ta[i].layer, ta[i].kind);
+/* ---- what defines a model's computation: the input, the loss, and per layer its type,
+   sources, shapes, geometry, groups, bias, activation and the constants of its kind.
+   The first difference between two nets, described ("" when they compute alike). */
+static void cf__shape_str(char *b, size_t n, cf_shape s) {
+    if (s.d == 1) snprintf(b, n, "%dx%dx%d", s.c, s.h, s.w); else snprintf(b, n, "%dx%dx%dx%d", s.c, s.d, s.h, s.w);
+}
+static int cf__layer_diff(const cf_layer *a, const cf_layer *b, char *w, size_t n) {
+    char sa[64], sb[64];
+    int k;
+    if (a->type != b->type) { snprintf(w, n, "%s in the checkpoint, %s in the cfg", cf_layer_type_name(a->type), cf_layer_type_name(b->type)); return 1; }
+    if (a->n_src != b->n_src || memcmp(a->src, b->src, sizeof a->src)) { snprintf(w, n, "its inputs (layers=) differ"); return 1; }
+    if (memcmp(&a->out, &b->out, sizeof a->out)) {
+        cf__shape_str(sa, sizeof sa, a->out); cf__shape_str(sb, sizeof sb, b->out);
+        snprintf(w, n, "output %s in the checkpoint, %s from the cfg", sa, sb); return 1;
     }
-    CF_FREE(ta); CF_FREE(tb);
+    for (k = 0; k < 3; k++)
+        if (a->g.k[k] != b->g.k[k] || a->g.s[k] != b->g.s[k] || a->g.dil[k] != b->g.dil[k] || a->g.pb[k] != b->g.pb[k] || a->g.pa[k] != b->g.pa[k]) {
+            snprintf(w, n, "size, stride, dilation or padding differ (axis %d)", k); return 1;
+        }
+    if (a->groups != b->groups) { snprintf(w, n, "groups=%d in the checkpoint, %d in the cfg", a->groups, b->groups); return 1; }
+    if (a->has_bias != b->has_bias) { snprintf(w, n, "bias=%d in the checkpoint, %d in the cfg", a->has_bias, b->has_bias); return 1; }
+    if (a->act != b->act || (a->act == CF_ACT_LEAKY && a->slope != b->slope)) {
+        snprintf(w, n, "activation=%s (slope %g) in the checkpoint, %s (slope %g) in the cfg", cf__act_names[a->act], a->slope, cf__act_names[b->act], b->slope);
+        return 1;
+    }
+    if (a->factor != b->factor || a->eps != b->eps || a->momentum != b->momentum || a->like != b->like) {
+        snprintf(w, n, "factor=, eps=, momentum= or like= differ"); return 1;
+    }
+    return 0;
+}
+static int cf__model_diff(const cf_net *a, const cf_net *b, char *w, size_t n) {
+    char sa[64], sb[64], why[256];
+    int i;
+    if (memcmp(&a->input, &b->input, sizeof a->input)) {
+        cf__shape_str(sa, sizeof sa, a->input); cf__shape_str(sb, sizeof sb, b->input);
+        snprintf(w, n, "input %s in the checkpoint, %s from the cfg", sa, sb); return 1;
+    }
+    if (a->n_layers != b->n_layers) { snprintf(w, n, "%d layers in the checkpoint, %d in the cfg", a->n_layers, b->n_layers); return 1; }
+    if (a->loss != b->loss) { snprintf(w, n, "loss=%s in the checkpoint, %s in the cfg", cf__loss_names[a->loss], cf__loss_names[b->loss]); return 1; }
+    if (memcmp(a->class_w, b->class_w, sizeof a->class_w)) { snprintf(w, n, "class_weights= differ"); return 1; }
+    for (i = 0; i < a->n_layers; i++)
+        if (cf__layer_diff(&a->layers[i], &b->layers[i], why, sizeof why)) {
+            snprintf(w, n, "layer %d ([%s] at line %d of the cfg): %s", i, cf_layer_type_name(b->layers[i].type), b->layers[i].line, why);
+            return 1;
+        }
+    return 0;
+}
+/* the net the checkpoint's embedded cfg and shape describe, into saved */
+static int cf__ckpt_net(const char *path, const cf__ckpt_head *h, cf_net *saved) {
+    if (cf_net_parse(saved, h->cfg, path, &h->in)) return cf_fail("%s: its embedded model does not parse: %s", path, cf_failure_reason());
+    return CF_OK;
+}
+static int cf__ckpt_compare(const char *path, const cf__ckpt_head *h, const cf_net *net) {
+    cf_net saved;
+    char why[512];
+    int differ;
+    if (cf__ckpt_net(path, h, &saved)) return CF_ERR;
+    differ = cf__model_diff(&saved, net, why, sizeof why);
+    cf_net_free(&saved);
+    return differ ? cf_fail("%s: made for a different model than %s: %s", path, net->cfg_name ? net->cfg_name : "this one", why) : CF_OK;
+}
+CFDEF int cf_checkpoint_matches(const char *path, const cf_net *net) {
+    cf__rd r;
+    cf__ckpt_head h;
+    int rc;
+    if (!cf__ckpt_open(&r, path)) return CF_ERR;
+    rc = cf__ckpt_header(&r, path, &h, 0);
+    fclose(r.f);
+    if (!rc) rc = cf__ckpt_compare(path, &h, net);
+    CF_FREE(h.cfg);
+    return rc;
+}
+CFDEF int cf_checkpoint_model(const char *path, cf_net *net, const cf_shape *shape) {
+    cf__rd r;
+    cf__ckpt_head h;
+    int rc;
+    memset(net, 0, sizeof *net);
+    if (!cf__ckpt_open(&r, path)) return CF_ERR;
+    rc = cf__ckpt_header(&r, path, &h, 0);
+    fclose(r.f);
+    if (!rc && shape && memcmp(shape, &h.in, sizeof *shape)) {
+        char sa[64], sb[64];
+        cf__shape_str(sa, sizeof sa, h.in); cf__shape_str(sb, sizeof sb, *shape);
+        rc = cf_fail("%s: input %s in the checkpoint, %s from --input-shape", path, sa, sb);
+    }
+    if (!rc) rc = cf__ckpt_net(path, &h, net);
+    CF_FREE(h.cfg);
     return rc;
 }
 
-CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st) {
-    cf__rd r;
-    char *cfg = NULL;
-    cf_shape in;
-    cf_net saved;
-    uint64_t u[5];
-    double best;
+/* the parameters, statistics and optimizer state after the header, and the CRC */
+static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf_net *net) {
+    size_t n_stats = h->version >= 2 ? net->n_stats : 0, n_opt = (h->version >= 2 ? 2 : 1) * net->n_params;
+    size_t total = net->n_params + n_stats + n_opt;
+    float *buf;
     uint32_t crc_file, crc;
-    float *buf = NULL;
-    int rc, version = 0;
-    size_t n_opt, n_stats, total;
-    r.crc = 0; r.bad = 0;
-    r.f = fopen(path, "rb");
-    if (!r.f) return cf_fail("%s: %s", path, strerror(errno));
-    if ((rc = cf__ckpt_header(&r, path, &cfg, &in, &version))) { fclose(r.f); return rc; }
-    rc = cf_net_parse(&saved, cfg, path, &in);
-    CF_FREE(cfg);
-    if (rc) { fclose(r.f); return cf_fail("%s: embedded model does not parse: %s", path, cf_failure_reason()); }
-    rc = cf__same_model(net, &saved, path);
-    cf_net_free(&saved);
-    if (rc) { fclose(r.f); return rc; }
-    if (cf__rd_get(&r, u, sizeof u) || cf__rd_get(&r, &best, 8) || u[0] != net->n_params || (version == 2 && u[4] != net->n_stats))
-        { fclose(r.f); return cf_fail("%s: truncated or corrupt checkpoint", path); }
-    n_stats = version == 2 ? net->n_stats : 0;
-    n_opt = version == 2 ? 2 * net->n_params : net->n_params;
-    total = net->n_params + n_stats + n_opt;
-    buf = CF__NEW(float, total + 1);
-    if (!buf) { fclose(r.f); return CF_ERR; }
-    if (cf__rd_get(&r, buf, total * sizeof(float))) { CF_FREE(buf); fclose(r.f); return cf_fail("%s: truncated checkpoint", path); }
-    crc = r.crc;
-    if (fread(&crc_file, 1, 4, r.f) != 4 || crc_file != crc || fgetc(r.f) != EOF) {
-        CF_FREE(buf); fclose(r.f);
+    if (h->u[0] != net->n_params || (h->version >= 2 && h->u[4] != net->n_stats)) return cf_fail("%s: corrupt checkpoint (its counts do not fit its model)", path);
+    if (!(buf = CF__NEW(float, total + 1))) return CF_ERR;
+    if (cf__rd_get(r, buf, total * sizeof(float))) { CF_FREE(buf); return cf_fail("%s: truncated checkpoint", path); }
+    crc = r->crc;
+    if (fread(&crc_file, 1, 4, r->f) != 4 || crc_file != crc || fgetc(r->f) != EOF) {
+        CF_FREE(buf);
         return cf_fail("%s: checksum mismatch or trailing bytes: the checkpoint is corrupt", path);
     }
-    fclose(r.f);
     memcpy(net->params, buf, net->n_params * sizeof(float));
     memcpy(net->stats, buf + net->n_params, n_stats * sizeof(float));
     memset(net->opt, 0, 2 * net->n_params * sizeof(float));
     memcpy(net->opt, buf + net->n_params + n_stats, n_opt * sizeof(float));
     CF_FREE(buf);
-    if (st) { st->step = u[1]; st->epoch = u[2]; st->seed = u[3]; st->best = best; }
-    net->seed = u[3];
-    net->step = u[1];   /* dropout masks continue where they stopped */
     return CF_OK;
+}
+CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st) {
+    cf__rd r;
+    cf__ckpt_head h;
+    int rc;
+    if (!cf__ckpt_open(&r, path)) return CF_ERR;
+    rc = cf__ckpt_header(&r, path, &h, 1);
+    if (!rc) rc = cf__ckpt_compare(path, &h, net);
+    if (!rc) rc = cf__ckpt_body(&r, path, &h, net);
+    fclose(r.f);
+    CF_FREE(h.cfg);
+    if (rc) return rc;
+    if (st) { st->step = h.u[1]; st->epoch = h.u[2]; st->seed = h.u[3]; st->best = h.best; memcpy(st->meta, h.meta, sizeof st->meta); }
+    net->seed = h.u[3];
+    net->step = h.u[1];   /* dropout masks continue where they stopped */
+    return CF_OK;
+}
+
+/* What a checkpoint holds, for cf-check --info: the header, and the whole file read once to
+   check the CRC and to measure the parameters and each optimizer slot (root mean square). */
+CFDEF int cf_checkpoint_info(const char *path, cf_ckpt_info *info) {
+    cf__rd r;
+    cf__ckpt_head h;
+    cf_net net;
+    int rc;
+    memset(info, 0, sizeof *info);
+    if (!cf__ckpt_open(&r, path)) return CF_ERR;
+    if ((rc = cf__ckpt_header(&r, path, &h, 1)) || (rc = cf__ckpt_net(path, &h, &net))) { fclose(r.f); CF_FREE(h.cfg); return rc; }
+    info->version = h.version; info->input = h.in; info->n_params = h.u[0]; info->n_stats = h.version >= 2 ? h.u[4] : 0;
+    info->state.step = h.u[1]; info->state.epoch = h.u[2]; info->state.seed = h.u[3]; info->state.best = h.best;
+    memcpy(info->state.meta, h.meta, sizeof h.meta);
+    info->cfg_text = h.cfg;
+    if (!(rc = cf__ckpt_body(&r, path, &h, &net))) {
+        size_t k, np = net.n_params;
+        double s[3] = {0, 0, 0};
+        for (k = 0; k < np; k++) { s[0] += (double)net.params[k] * net.params[k]; s[1] += (double)net.opt[k] * net.opt[k]; s[2] += (double)net.opt[np + k] * net.opt[np + k]; }
+        for (k = 0; k < 3; k++) info->rms[k] = np ? sqrt(s[k] / np) : 0.0;
+        info->crc_ok = 1;
+    }
+    fclose(r.f);
+    cf_net_free(&net);
+    if (rc) { CF_FREE(info->cfg_text); info->cfg_text = NULL; }
+    return rc;
 }
 
 static void cf__tensor_path(char *out, size_t n, const char *dir, int idx, const cf_tensor *t) {
@@ -3802,56 +4000,84 @@ static uint32_t cf__le32(const unsigned char *p) { return (uint32_t)p[0] | (uint
 #define CF_MAX_FILE_BYTES ((size_t)1 << 31)   /* 2 GiB: larger inputs are refused, not allocated */
 #endif
 
-CFDEF int cf_tfrecord_open(cf_tfrecord *r, const char *path) {
-    size_t cap = 1 << 20, len = 0;
-    unsigned char *buf;
+/* the whole of a regular file in memory (at most CF_MAX_FILE_BYTES) */
+static int cf__slurp(const char *path, unsigned char **buf, size_t *len) {
+    FILE *f = cf__open_regular(path);
     struct stat st;
-    memset(r, 0, sizeof *r);
-    if (stat(path, &st)) return cf_fail("%s: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode)) return cf_fail("%s: not a regular file", path);
-    buf = CF__NEW(unsigned char, cap);
-    if (!buf) return CF_ERR;
+    if (!f) return CF_ERR;
+    if (fstat(fileno(f), &st)) { fclose(f); return cf_fail("%s: %s", path, strerror(errno)); }
+    if ((size_t)st.st_size > CF_MAX_FILE_BYTES) { fclose(f); return cf_fail("%s: %lld bytes is larger than %zu", path, (long long)st.st_size, CF_MAX_FILE_BYTES); }
+    *len = (size_t)st.st_size;
+    if (!(*buf = CF__NEW(unsigned char, *len + 1))) { fclose(f); return CF_ERR; }
+    if (fread(*buf, 1, *len, f) != *len) { fclose(f); CF_FREE(*buf); return cf_fail("%s: read error", path); }
+    fclose(f);
+    return CF_OK;
+}
 #ifdef CF_USE_ZLIB
-    {   /* gzread reads gzip members and passes plain files through unchanged */
-        gzFile gz = gzopen(path, "rb");
-        int errnum = 0;
-        if (!gz) { CF_FREE(buf); return cf_fail("%s: %s", path, strerror(errno)); }
-        for (;;) {
-            int got;
-            if (len == cap) {
-                unsigned char *nb;
-                if (cap >= CF_MAX_FILE_BYTES) { gzclose(gz); CF_FREE(buf); return cf_fail("%s: decompresses to more than %zu bytes", path, CF_MAX_FILE_BYTES); }
-                nb = CF__NEW(unsigned char, 2 * cap);
-                if (!nb) { gzclose(gz); CF_FREE(buf); return CF_ERR; }
-                memcpy(nb, buf, len); CF_FREE(buf); buf = nb; cap *= 2;
-            }
-            got = gzread(gz, buf + len, (unsigned)(cap - len > (1u << 30) ? (1u << 30) : cap - len));
-            if (got < 0) { const char *m = gzerror(gz, &errnum); char keep[200]; snprintf(keep, sizeof keep, "%s", m); gzclose(gz); CF_FREE(buf); return cf_fail("%s: gzip stream is corrupt (%s)", path, keep); }
-            if (got == 0) break;
-            len += (size_t)got;
+/* one gzip member of raw[*pos..n) appended to out (len of its cap bytes used); *pos moves past it */
+static int cf__inflate_member(const char *path, const unsigned char *raw, size_t n, size_t *pos,
+                              unsigned char **out, size_t *len, size_t *cap) {
+    z_stream z;
+    int rc;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, 15 + 16) != Z_OK) return cf_fail("%s: zlib init failed", path);
+    z.next_in = (unsigned char *)raw + *pos;
+    z.avail_in = (uInt)(n - *pos);   /* at most CF_MAX_FILE_BYTES: fits */
+    do {
+        if (*len == *cap) {   /* grow the output */
+            unsigned char *nb;
+            if (*cap >= CF_MAX_FILE_BYTES) { inflateEnd(&z); return cf_fail("%s: decompresses to more than %zu bytes", path, CF_MAX_FILE_BYTES); }
+            if (!(nb = CF__NEW(unsigned char, 2 * *cap))) { inflateEnd(&z); return CF_ERR; }
+            memcpy(nb, *out, *len); CF_FREE(*out); *out = nb; *cap *= 2;
         }
-        gzerror(gz, &errnum);
-        if (gzclose(gz) != Z_OK || errnum != Z_OK) { CF_FREE(buf); return cf_fail("%s: gzip stream is truncated or corrupt", path); }
+        z.next_out = *out + *len;
+        z.avail_out = (uInt)(*cap - *len);
+        rc = inflate(&z, Z_NO_FLUSH);
+        *len = (size_t)(z.next_out - *out);
+    } while (rc == Z_OK && (z.avail_out == 0 || z.avail_in > 0));
+    *pos = (size_t)(z.next_in - raw);
+    inflateEnd(&z);
+    if (rc != Z_STREAM_END) return cf_fail("%s: gzip stream is %s", path, rc == Z_OK || rc == Z_BUF_ERROR ? "truncated" : "corrupt");
+    return CF_OK;
+}
+/* The gzip members of raw inflated, one after another as gzip allows; bytes after the last
+   member that do not start another one are an error (gzip itself warns of them), not data.
+   TensorFlow's GZIP TFRecords are one member. */
+static int cf__gunzip(const char *path, const unsigned char *raw, size_t n, unsigned char **out, size_t *len) {
+    size_t cap = n * 8 + 1024, pos = 0;
+    if (!(*out = CF__NEW(unsigned char, cap))) return CF_ERR;
+    *len = 0;
+    while (pos < n) {
+        if (n - pos < 2 || raw[pos] != 0x1f || raw[pos + 1] != 0x8b) {
+            CF_FREE(*out);
+            return cf_fail("%s: %zu bytes after the gzip stream are not gzip (a damaged or appended file)", path, n - pos);
+        }
+        if (cf__inflate_member(path, raw, n, &pos, out, len, &cap)) { CF_FREE(*out); return CF_ERR; }
     }
-#else
-    {
-        FILE *f = fopen(path, "rb");
-        size_t got;
-        if (!f) { CF_FREE(buf); return cf_fail("%s: %s", path, strerror(errno)); }
-        if (st.st_size > 2 && ((size_t)st.st_size > CF_MAX_FILE_BYTES)) { fclose(f); CF_FREE(buf); return cf_fail("%s: too large", path); }
-        CF_FREE(buf);
-        cap = (size_t)st.st_size + 1;
-        buf = CF__NEW(unsigned char, cap);
-        if (!buf) { fclose(f); return CF_ERR; }
-        got = fread(buf, 1, cap, f);
-        fclose(f);
-        len = got;
-        if (len >= 2 && buf[0] == 0x1f && buf[1] == 0x8b) { CF_FREE(buf); return cf_fail("%s: gzip file, but built without zlib (CF_USE_ZLIB)", path); }
-    }
+    return CF_OK;
+}
 #endif
-    r->buf = buf; r->len = len; r->pos = 0;
+
+/* the file, inflated when it is gzip */
+CFDEF int cf_tfrecord_open(cf_tfrecord *r, const char *path) {
+    unsigned char *raw = NULL;
+    size_t n = 0;
+    memset(r, 0, sizeof *r);
+    if (cf__slurp(path, &raw, &n)) return CF_ERR;
+    if (n >= 2 && raw[0] == 0x1f && raw[1] == 0x8b) {
+#ifdef CF_USE_ZLIB
+        int rc = cf__gunzip(path, raw, n, &r->buf, &r->len);
+        CF_FREE(raw);
+        if (rc) return rc;
+#else
+        CF_FREE(raw);
+        return cf_fail("%s: gzip file, but built without zlib (CF_USE_ZLIB)", path);
+#endif
+    } else { r->buf = raw; r->len = n; }
+    r->pos = 0;
     r->path = cf__strdup(path);
-    return r->path ? CF_OK : CF_ERR;
+    if (!r->path) { CF_FREE(r->buf); memset(r, 0, sizeof *r); return CF_ERR; }
+    return CF_OK;
 }
 
 CFDEF int cf_tfrecord_next(cf_tfrecord *r, const unsigned char **data, size_t *len) {
@@ -3907,7 +4133,7 @@ static int cf__example_feature(const unsigned char *ex, size_t n, const char *ke
                                const unsigned char **feat, size_t *flen) {
     const unsigned char *p = ex, *end = ex + n, *v, *q, *qe, *ev;
     size_t vl, el;
-    int f, w, rc, f2, w2;
+    int f, w, rc, f2, w2, found = 0;
     while ((rc = cf__pb_next(&p, end, &f, &w, &v, &vl)) == 1) {
         if (f != 1 || w != 2) continue;                    /* Example.features */
         q = v; qe = v + vl;
@@ -3921,12 +4147,15 @@ static int cf__example_feature(const unsigned char *ex, size_t n, const char *ke
                 else if (f3 == 2 && w3 == 2) { fv = kv; fl = vl; }
             }
             if (rc3 < 0) return cf_fail("malformed protobuf in a feature map entry");
-            if (has_key && fv) { *feat = fv; *flen = fl; return 1; }
+            if (!has_key || !fv) continue;
+            /* protobuf would keep the last of two entries; a sample with two is damaged */
+            if (found++) return cf_fail("feature '%s' appears twice", key);
+            *feat = fv; *flen = fl;
         }
         if (rc < 0) return cf_fail("malformed protobuf in Features");
     }
     if (rc < 0) return cf_fail("malformed protobuf in Example");
-    return cf_fail("feature '%s' is missing", key);
+    return found ? 1 : cf_fail("feature '%s' is missing", key);
 }
 
 CFDEF int cf_example_bytes(const unsigned char *ex, size_t n, const char *key,
@@ -4145,6 +4374,12 @@ CFDEF int cf_cosmo_read(const char *path, cf_cosmo_sample *smp) {
         rc = cf_tfrecord_next(&r, &rec, &rlen);
         if (rc == 0) { cf_tfrecord_close(&r); return cf_fail("%s: no record in file", path); }
         if (rc < 0) { cf_tfrecord_close(&r); return CF_ERR; }
+        {   /* one Example per file, as the reference's prepare step writes them */
+            const unsigned char *more;
+            size_t mlen;
+            int next = cf_tfrecord_next(&r, &more, &mlen);
+            if (next) { cf_tfrecord_close(&r); return next < 0 ? CF_ERR : cf_fail("%s: holds more than one record (a CosmoFlow file holds one sample)", path); }
+        }
         if (cf_example_bytes(rec, rlen, "x", &xb, &xlen) || cf_example_floats(rec, rlen, "y", smp->y, 8, &ny)) {
             char keep[1024]; memcpy(keep, cf__err, sizeof keep);
             cf_tfrecord_close(&r);
@@ -4338,6 +4573,7 @@ CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) {
     for (k = 0; k < n; k++) buf[k] /= (float)size;
 }
 CFDEF void cf_dist_allreduce_sum_d(double *buf, int n) { if (cf_dist_size() > 1) MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); }
+CFDEF void cf_dist_allreduce_max_d(double *buf, int n) { if (cf_dist_size() > 1) MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); }
 CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx) { (void)ctx; cf_dist_allreduce_sum_d(buf, n); }
 CFDEF void cf_dist_bcast(float *buf, size_t n) {
     size_t off = 0;
@@ -4421,6 +4657,7 @@ CFDEF int cf_dist_rank(void) { return 0; }
 CFDEF int cf_dist_size(void) { return 1; }
 CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) { (void)buf; (void)n; }
 CFDEF void cf_dist_allreduce_sum_d(double *buf, int n) { (void)buf; (void)n; }
+CFDEF void cf_dist_allreduce_max_d(double *buf, int n) { (void)buf; (void)n; }
 CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx) { (void)ctx; cf_dist_allreduce_sum_d(buf, n); }
 CFDEF void cf_dist_bcast(float *buf, size_t n) { (void)buf; (void)n; }
 CFDEF void cf_dist_abort(int code) { (void)code; }

@@ -1,5 +1,8 @@
 /* The training augmentation: the 48 symmetries of a cube (tools/tool.h cube_symmetry). */
-#include "../tools/tool.h"
+#define CF_IMPLEMENTATION
+#include "cosmoflow.h"
+#include <stdlib.h>
+#include <string.h>
 #include "check.h"
 
 int main(void) {

@@ -957,7 +957,7 @@ static void test_cfg_errors(void) {
     expect_cfg_error("[net]\ninput=1x8x8\n[route]\nlayers=3\n", "not before this one", "route to a later layer");
     expect_cfg_error("[net]\ninput=0x8x8\n[flatten]\n", "bad.cfg:2: input=0x8x8", "zero dimension");
     expect_cfg_error("[conv]\nfilters=2\n", "must be [net]", "missing [net]");
-    expect_cfg_error("[net]\ninput=1x8x8\n[conv]\nfilters=2\nfilters=3\n", "repeated key 'filters'", "repeated key");
+    expect_cfg_error("[net]\ninput=1x8x8\n[conv]\nfilters=2\nfilters=3\n", ":5: key 'filters' given twice in [conv] (first at line 4)", "repeated key");
     expect_cfg_error("[net]\ninput=3x8x8\n[conv]\nfilters=4\ngroups=2\n", "groups=2 does not divide", "groups");
 }
 

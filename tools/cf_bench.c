@@ -1,5 +1,7 @@
 /* cf-bench: training-step throughput of a model (forward, backward, the application's optimizer: SGD for CosmoFlow, LAMB for DeepCAM) on random
    data, beside this machine's sgemm rate measured in the same run, and the peak memory. */
+#define CF_IMPLEMENTATION
+#include "cosmoflow.h"
 #include "tool.h"
 #ifdef _OPENMP
 #include <omp.h>
@@ -27,23 +29,70 @@ static void report_blas(void) {
 #endif
 }
 
+typedef struct {
+    const char *model;
+    int batch, steps, threads, has_shape, no_sgemm, no_direct, allreduce, layers, check_blas, reference;
+    cf_shape shape;
+} options;
+static tool_flag flags[16];
+static int n_flags;
+static void flag_table(options *o) {
+    tool_flag f[] = {
+        {"--model", "M.cfg", FLAG_STR, &o->model, 0, 0, "network", NULL, NULL},
+        {"--input-shape", "S", FLAG_SHAPE, &o->shape, 0, 0, "CxDxHxW or CxHxW (default: the cfg's)", NULL, &o->has_shape},
+        {"--batch", "B", FLAG_INT, &o->batch, 1, 4096, "samples per step", NULL, NULL},
+        {"--steps", "N", FLAG_INT, &o->steps, 1, 1000000, "timed steps after one warm-up step", NULL, NULL},
+        {"--threads", "T", FLAG_INT, &o->threads, 0, 1024, "OpenMP and OpenBLAS threads (default 0: as the environment sets)", NULL, NULL},
+        {"--no-sgemm", NULL, FLAG_SET, &o->no_sgemm, 1, 0, "skip the sgemm rate (reports 0; otherwise one 2048^3 product after each timed step, their median)", NULL, NULL},
+        {"--no-direct", NULL, FLAG_SET, &o->no_direct, 1, 0, "no direct convolution kernels (fast path 'direct' off), to compare", NULL, NULL},
+        {"--reference", NULL, FLAG_SET, &o->reference, 1, 0, "every operation through its reference (all fast paths off), to compare", NULL, NULL},
+        {"--allreduce", NULL, FLAG_SET, &o->allreduce, 1, 0, "also time one MPI_Allreduce of the gradient buffer (median of 7; run under mpirun): 'allreduce_ms A grad_mb G ranks P'", NULL, NULL},
+        {"--layers", NULL, FLAG_SET, &o->layers, 1, 0, "per layer: forward, backward-weights, backward-data ms, GFLOP/s, share, the paths taken; totals per type", NULL, NULL},
+        {"--check-blas", NULL, FLAG_SET, &o->check_blas, 1, 0, "only check the BLAS: sgemm of several shapes, all four transposes, against a double-precision loop; exit 1 if wrong", NULL, NULL},
+    };
+    n_flags = (int)(sizeof f / sizeof f[0]);
+    memcpy(flags, f, sizeof f);
+}
 static void usage(void) {
-    printf("usage: cf-bench [--model M.cfg] [--input-shape S] [--batch B] [--steps N] [--threads T]\n"
-           "  --model M.cfg     network (default models/cosmoflow.cfg)\n"
-           "  --input-shape S   CxDxHxW or CxHxW (default: the cfg's)\n"
-           "  --batch B         samples per step (default 1)\n"
-           "  --steps N         timed steps after one warm-up step (default 3)\n"
-           "  --threads T       OpenMP and OpenBLAS threads (default: as the environment sets)\n"
-           "  --no-sgemm        skip the sgemm rate measurement (reports 0; otherwise one 2048^3 product after\n"
-           "                    each timed step, the median of those)\n"
-           "  --no-direct       every convolution through im2col + GEMM (no direct kernels), to compare\n"
-           "  --allreduce       also time the gradient averaging (run under mpirun: one MPI_Allreduce of\n"
-           "                    the whole gradient buffer, median of 7) and print 'allreduce_ms A grad_mb G ranks P'\n"
-           "  --layers          a table of forward, backward-weights and backward-data milliseconds and GFLOP/s per\n"
-           "                    layer over the timed steps, each one's share of the step, and totals per layer type\n"
-           "                    (convolutions: their rate as a percentage of the sgemm peak)\n"
-           "last line: samples_per_s X gflops_per_s Y sgemm_peak_pct Z peak_rss_mb R\n");
-    exit(0);
+    flag_help("usage: cf-bench [--model M.cfg] [--input-shape S] [--batch B] [--steps N] [--threads T] [flags]", flags, n_flags,
+              "last line: samples_per_s X gflops_per_s Y sgemm_peak_pct Z peak_rss_mb R\n");
+}
+
+/* --check-blas: the BLAS's sgemm (cf_sgemm) against a double-precision loop over shapes that
+   reach its different kernels (tails, thin and long matrices, every transpose, alpha and
+   beta); the error is relative to the largest |A||B| sum of the entry, so rounding passes
+   and a wrong kernel does not.  Run before trusting a kernel set's speed. */
+static int check_blas(void) {
+    static const int shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {17, 33, 65}, {64, 64, 64}, {129, 97, 300}, {32, 2048, 108}, {256, 31, 1024}, {500, 500, 17}};
+    cf_rng r = cf_rng_seed(77);
+    int si, ta, tb, bad = 0;
+    for (si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++)
+        for (ta = 0; ta < 2; ta++) for (tb = 0; tb < 2; tb++) {
+            int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], i, j, k;
+            float *A = (float *)malloc(sizeof(float) * M * K), *Bm = (float *)malloc(sizeof(float) * K * N), *C = (float *)malloc(sizeof(float) * M * N);
+            double worst = 0, alpha = 0.75, beta = si % 2 ? 0.5 : 0.0;
+            float *C0 = (float *)malloc(sizeof(float) * M * N);
+            if (!A || !Bm || !C || !C0) die("out of memory");
+            for (i = 0; i < M * K; i++) A[i] = cf_rng_uniform(&r) * 2 - 1;
+            for (i = 0; i < K * N; i++) Bm[i] = cf_rng_uniform(&r) * 2 - 1;
+            for (i = 0; i < M * N; i++) C[i] = C0[i] = cf_rng_uniform(&r) * 2 - 1;
+            cf_sgemm(ta, tb, M, N, K, (float)alpha, A, ta ? M : K, Bm, tb ? K : N, (float)beta, C, N);
+            for (i = 0; i < M; i++) for (j = 0; j < N; j++) {
+                double s = 0, mag = 0;
+                for (k = 0; k < K; k++) {
+                    double a = ta ? A[(size_t)k * M + i] : A[(size_t)i * K + k], b = tb ? Bm[(size_t)j * K + k] : Bm[(size_t)k * N + j];
+                    s += a * b; mag += fabs(a * b);
+                }
+                s = alpha * s + beta * C0[(size_t)i * N + j];
+                mag = alpha * mag + fabs(beta * C0[(size_t)i * N + j]) + 1e-30;
+                if (fabs(C[(size_t)i * N + j] - s) / mag > worst) worst = fabs(C[(size_t)i * N + j] - s) / mag;
+            }
+            if (worst > 1e-5) { bad++; printf("sgemm %dx%dx%d trans %d%d: relative error %.3g WRONG\n", M, N, K, ta, tb, worst); }
+            free(A); free(Bm); free(C); free(C0);
+        }
+    printf("check-blas: %s (%d shapes x 4 transposes, tolerance 1e-5 of each entry's |A||B| sum)\n", bad ? "FAILED" : "passed",
+           (int)(sizeof shapes / sizeof shapes[0]));
+    return bad ? 1 : 0;
 }
 
 /* The machine's practical sgemm rate, GFLOP/s: one square 2048^3 product.  cf-bench takes the
@@ -91,16 +140,17 @@ static double step_flops(const cf_layer *l, int B) { return cf_layer_flops(l) * 
    per layer type with their rate as a percentage of the sgemm peak measured in this run. */
 static void layer_table(const cf_net *net, const double *t, int steps, int B, double step_s, double peak) {
     int i, ty;
-    printf("%-4s %-10s %-18s %9s %9s %9s %8s %8s %8s %7s\n", "#", "type", "output", "fwd ms", "bwd-w ms", "bwd-d ms",
-           "fwd GF/s", "bwd-w", "bwd-d", "share");
+    printf("%-4s %-10s %-18s %9s %9s %9s %8s %8s %8s %7s  %s\n", "#", "type", "output", "fwd ms", "bwd-w ms", "bwd-d ms",
+           "fwd GF/s", "bwd-w", "bwd-d", "share", "paths");
     for (i = 0; i < net->n_layers; i++) {
         const cf_layer *l = &net->layers[i];
         double f = t[3 * i] / steps, bw = t[3 * i + 1] / steps, bd = t[3 * i + 2] / steps, fl = cf_layer_flops(l) * B;
         int conv = l->type == CF_L_CONV;
         char shp[48];
         snprintf(shp, sizeof shp, "%dx%dx%dx%d", l->out.c, l->out.d, l->out.h, l->out.w);
-        printf("%-4d %-10s %-18s %9.2f %9.2f %9.2f %8.1f %8.1f %8.1f %6.1f%%\n", i, cf_layer_type_name(l->type), shp, 1e3 * f,
-               1e3 * bw, 1e3 * bd, rate(fl, f), rate(conv ? fl : 2 * fl, bw), rate(l->src[0] < 0 ? 0 : fl, bd), 100 * (f + bw + bd) / step_s);
+        printf("%-4d %-10s %-18s %9.2f %9.2f %9.2f %8.1f %8.1f %8.1f %6.1f%%  %s, %s, %s\n", i, cf_layer_type_name(l->type), shp, 1e3 * f,
+               1e3 * bw, 1e3 * bd, rate(fl, f), rate(conv ? fl : 2 * fl, bw), rate(l->src[0] < 0 ? 0 : fl, bd), 100 * (f + bw + bd) / step_s,
+               cf_net_path(net, i, CF_OP_FORWARD), cf_net_path(net, i, CF_OP_BACKWARD_WEIGHTS), cf_net_path(net, i, CF_OP_BACKWARD_DATA));
     }
     printf("by type:\n");
     for (ty = 0; ty < CF_L_NTYPES; ty++) {
@@ -120,24 +170,19 @@ static void layer_table(const cf_net *net, const double *t, int steps, int B, do
 }
 
 int main(int argc, char **argv) {
-    const char *model = "models/cosmoflow.cfg";
-    int B = 1, steps = 3, threads = 0, i, has_shape = 0, do_sgemm = 1, do_ar = 0, do_layers = 0;
-    cf_shape shape;
+    options o;
+    int B, steps, threads, i, do_sgemm, do_ar, do_layers;
+    const char *model;
     cf_net net;
-    tool_name = "bench";
-    tool_init(argc, argv);
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (common_flag(argc, argv, &i, usage, &model, &shape, &has_shape)) continue;
-        else if (!strcmp(a, "--batch")) B = (int)flag_long(a, flag_value(argc, argv, &i), 1, 4096);
-        else if (!strcmp(a, "--steps")) steps = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1000000);
-        else if (!strcmp(a, "--threads")) threads = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1024);
-        else if (!strcmp(a, "--no-sgemm")) do_sgemm = 0;
-        else if (!strcmp(a, "--no-direct")) cf_conv_set_direct(0);
-        else if (!strcmp(a, "--allreduce")) do_ar = 1;
-        else if (!strcmp(a, "--layers")) do_layers = 1;
-        else die("%s: unknown flag (see --help)", a);
-    }
+    tool_init(argc, argv, "bench");
+    memset(&o, 0, sizeof o);
+    o.model = "models/cosmoflow.cfg"; o.batch = 1; o.steps = 3;
+    flag_table(&o);
+    flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
+    model = o.model; B = o.batch; steps = o.steps; threads = o.threads;
+    do_sgemm = !o.no_sgemm; do_ar = o.allreduce; do_layers = o.layers;
+    if (o.no_direct) cf_fast_path_set("direct", 0);
+    if (o.reference) cf_fast_path_set("all", 0);
     if (threads) {
 #ifdef _OPENMP
         omp_set_num_threads(threads);
@@ -147,8 +192,10 @@ int main(int argc, char **argv) {
 #endif
     }
     if (cf_dist_init(&argc, &argv)) die("%s", cf_failure_reason());
+    check_launch();
     if (cf_dist_rank() == 0) report_blas();
-    TRY(cf_net_load_cfg(&net, model, has_shape ? &shape : NULL));
+    if (o.check_blas) return check_blas();
+    TRY(cf_net_load_cfg(&net, model, o.has_shape ? &o.shape : NULL));
     cf_net_init(&net, 1);
     if (do_ar) {   /* the communication of one data-parallel step, alone */
         double t[7], tmp;

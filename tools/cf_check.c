@@ -1,38 +1,60 @@
-/* cf-check: look inside a model.  --summary (layers, shapes, parameters, FLOPs),
-   --gradcheck (finite differences against backprop, layer by layer), --dump (one forward and
-   backward pass written as .npy, to compare with PyTorch). */
+/* cf-check: look inside a model or a checkpoint.  --summary (layers, shapes, parameters,
+   FLOPs, the path each operation takes), --gradcheck (finite differences against backprop,
+   layer by layer), --dump (one forward and backward pass written as .npy, to compare with
+   PyTorch), --info (what a checkpoint holds). */
+#define CF_IMPLEMENTATION
+#include "cosmoflow.h"
 #include "tool.h"
 
+typedef struct {
+    const char *model, *weights, *dump, *input, *target, *mode;
+    int summary, gradcheck, info, batch, has_shape;
+    double tolerance;
+    uint64_t seed;
+    cf_shape shape;
+} options;
+static void parse_mode(const char *v, void *dst) {
+    if (strcmp(v, "train") && strcmp(v, "eval")) die("--mode: '%s' is not train or eval", v);
+    *(const char **)dst = v;
+}
+static tool_flag flags[20];
+static int n_flags;
+static void flag_table(options *o) {
+    tool_flag f[] = {
+        {"--model", "M.cfg", FLAG_STR, &o->model, 0, 0, "network (default: the one in the --weights checkpoint)", NULL, NULL},
+        {"--weights", "W", FLAG_STR, &o->weights, 0, 0, "checkpoint or weights directory (default: initial weights from --seed)", NULL, NULL},
+        {"--input-shape", "S", FLAG_SHAPE, &o->shape, 0, 0, "CxDxHxW or CxHxW, replaces the cfg's input size (default: the cfg's)", NULL, &o->has_shape},
+        {"--summary", NULL, FLAG_SET, &o->summary, 1, 0, "one row per layer: type, output, parameters, MFLOP, the paths its forward, backward-weights and backward-data take; last line 'params N'", NULL, NULL},
+        {"--info", NULL, FLAG_SET, &o->info, 1, 0, "what the --weights checkpoint holds: model, input, state, its training record, CRC, format", NULL, NULL},
+        {"--gradcheck", NULL, FLAG_SET, &o->gradcheck, 1, 0, "finite differences against backprop for every layer; exit 1 on failure", NULL, NULL},
+        {"--batch", "B", FLAG_INT, &o->batch, 1, 4096, "batch for --gradcheck", NULL, NULL},
+        {"--tolerance", "T", FLAG_DOUBLE, &o->tolerance, 0, 1, "--gradcheck threshold on the relative error", NULL, NULL},
+        {"--seed", "K", FLAG_U64, &o->seed, 0, 0x7fffffff, "weights and data for --gradcheck", NULL, NULL},
+        {"--dump", "DIR", FLAG_STR, &o->dump, 0, 0, "DIR/output.npy, DIR/loss.txt and DIR/grad/NNN_<layer>_<kind>.npy (with --target), DIR/grad_input.npy", NULL, NULL},
+        {"--input", "x.npy", FLAG_STR, &o->input, 0, 0, "float32 input (N, C, D, H, W) or (N, C, H, W), for --dump", NULL, NULL},
+        {"--target", "y.npy", FLAG_STR, &o->target, 0, 0, "float32 targets for --dump: (N, outputs), or (N, H, W) class ids for loss=softmax_ce", NULL, NULL},
+        {"--mode", "train|eval", FLAG_CALL, &o->mode, 0, 0, "batch norm for --dump: batch statistics (train) or the running ones (eval); dropout off (default eval)", parse_mode, NULL},
+    };
+    n_flags = (int)(sizeof f / sizeof f[0]);
+    memcpy(flags, f, sizeof f);
+}
 static void usage(void) {
-    printf("usage: cf-check --model M.cfg [--input-shape S] (--summary | --gradcheck | --dump DIR --input x.npy ...)\n"
-           "  --model M.cfg        network description (required)\n"
-           "  --input-shape S      CxDxHxW or CxHxW, replaces the cfg's input size (default: the cfg's)\n"
-           "  --summary            one row per layer: type, output shape, parameters, forward FLOPs; last line 'params N'\n"
-           "  --gradcheck          finite differences against backprop for every layer; exit 1 on failure\n"
-           "  --batch B            batch for --gradcheck (default 2)\n"
-           "  --tolerance T        --gradcheck threshold on the relative error (default 0.01)\n"
-           "  --seed K             weights and data for --gradcheck (default 1)\n"
-           "  --dump DIR           write DIR/output.npy, DIR/loss.txt (with --target), DIR/grad/NNN_<layer>_<kind>.npy\n"
-           "  --input x.npy        float32 input (N, C, D, H, W) or (N, C, H, W), for --dump\n"
-           "  --target y.npy       float32 targets, for --dump: adds loss and gradients; (N, outputs) for\n"
-           "                       regression, (N, H, W) class ids for segmentation (loss=softmax_ce)\n"
-           "  --weights W          checkpoint or weights directory (default: initial weights from --seed)\n"
-           "  --mode train|eval    batch norm for --dump: batch statistics (train) or running ones (eval,\n"
-           "                       the default); dropout is off in both\n"
-           "  --help, --version\n");
-    exit(0);
+    flag_help("usage: cf-check (--model M.cfg | --weights CKPT) [--input-shape S] (--summary | --info | --gradcheck | --dump DIR --input x.npy ...)",
+              flags, n_flags, NULL);
 }
 
 static void summary(cf_net *net) {
     int i;
     double flops = 0;
-    printf("%-4s %-10s %-22s %12s %14s\n", "#", "type", "output (CxDxHxW)", "params", "fwd MFLOP");
+    cf_net_set_batch(net, 1);   /* the paths are those of a batch of 1 */
+    printf("%-4s %-10s %-22s %12s %14s  %s\n", "#", "type", "output (CxDxHxW)", "params", "fwd MFLOP", "paths: fwd, bwd-w, bwd-d");
     printf("%-4s %-10s %4dx%-4dx%-4dx%-6d %12s %14s\n", "in", "input", net->input.c, net->input.d, net->input.h, net->input.w, "", "");
     for (i = 0; i < net->n_layers; i++) {
         cf_layer *l = &net->layers[i];
         char shp[64];
         snprintf(shp, sizeof shp, "%dx%dx%dx%d", l->out.c, l->out.d, l->out.h, l->out.w);
-        printf("%-4d %-10s %-22s %12zu %14.2f\n", i, cf_layer_type_name(l->type), shp, l->w_n + l->b_n, cf_layer_flops(l) / 1e6);
+        printf("%-4d %-10s %-22s %12zu %14.2f  %s, %s, %s\n", i, cf_layer_type_name(l->type), shp, l->w_n + l->b_n, cf_layer_flops(l) / 1e6,
+               cf_net_path(net, i, CF_OP_FORWARD), cf_net_path(net, i, CF_OP_BACKWARD_WEIGHTS), cf_net_path(net, i, CF_OP_BACKWARD_DATA));
         flops += cf_layer_flops(l);
     }
     printf("forward GFLOP per sample %.3f (training step about 3x: %.3f)\n", flops / 1e9, 3 * flops / 1e9);
@@ -40,6 +62,36 @@ static void summary(cf_net *net) {
     printf("training memory per sample: outputs and gradients %.1f MB (%.1f MB if every output were kept), "
            "parameters %.1f MB per copy\n", cf_net_arena_floats(net, 1, 0) * 4e-6, cf_net_arena_floats(net, 1, 1) * 4e-6, net->n_params * 4e-6);
     printf("params %zu\n", net->n_params);
+}
+
+/* --info: what a checkpoint holds */
+static void info(const char *path) {
+    cf_ckpt_info ci;
+    cf_net net;
+    const char *m;
+    int i;
+    TRY(cf_checkpoint_info(path, &ci));
+    TRY(cf_checkpoint_model(path, &net, NULL));
+    printf("checkpoint %s: format version %d, CRC32C %s\n", path, ci.version, ci.crc_ok ? "correct" : "WRONG");
+    printf("model (its embedded cfg, %zu bytes):\n", strlen(ci.cfg_text));
+    for (i = 0; i < net.n_layers; i++) {
+        const cf_layer *l = &net.layers[i];
+        printf("  %-4d %-10s line %-5d -> %dx%dx%dx%d, %zu parameters\n", i, cf_layer_type_name(l->type), l->line, l->out.c, l->out.d, l->out.h, l->out.w, l->w_n + l->b_n);
+    }
+    printf("input %dx%dx%dx%d\nparameters %llu, batch-norm statistics %llu\n", ci.input.c, ci.input.d, ci.input.h, ci.input.w,
+           (unsigned long long)ci.n_params, (unsigned long long)ci.n_stats);
+    printf("step %llu, epoch %llu, seed %llu, last validation metric %.6g\n", (unsigned long long)ci.state.step,
+           (unsigned long long)ci.state.epoch, (unsigned long long)ci.state.seed, ci.state.best);
+    printf("parameters rms %.6g; optimizer state rms: slot 1 (momentum or Adam's m) %.6g, slot 2 (Adam's v) %.6g\n", ci.rms[0], ci.rms[1], ci.rms[2]);
+    if (!ci.state.meta[0]) printf("training record: none (format version %d keeps none)\n", ci.version);
+    else for (printf("training record:\n"), m = ci.state.meta; *m; ) {
+        const char *nl = strchr(m, '\n');
+        int len = nl ? (int)(nl - m) : (int)strlen(m);
+        printf("  %.*s\n", len, m);
+        m += len + (nl != NULL);
+    }
+    CF_FREE(ci.cfg_text);
+    cf_net_free(&net);
 }
 
 /* ---- gradcheck: every layer's parameters, and every layer's output gradient */
@@ -121,95 +173,105 @@ static void write_f32(const char *path, const float *p, int ndim, const int64_t 
     memset(&a, 0, sizeof a);
     a.dtype = CF_F32; a.ndim = ndim; a.count = 1; a.data = (void *)p;
     for (i = 0; i < ndim; i++) { a.shape[i] = shape[i]; a.count *= (size_t)shape[i]; }
+    output_in_dir(path);
     TRY(cf_npy_write(path, &a));
 }
-
-static void dump(cf_net *net, const char *dir, const char *xpath, const char *tpath, int train_mode) {
-    cf_array xa, ta;
-    int B, i, nt;
+/* the network's output, (B, outputs) or (B, C, [D,] H, W) */
+static void dump_output(cf_net *net, const char *dir, const float *y, int B) {
+    cf_layer *last = &net->layers[net->n_layers - 1];
+    int64_t shp[5] = {B, last->out.c, last->out.d, last->out.h, last->out.w};
+    int nd = last->out.d * last->out.h * last->out.w == 1 ? 2 : (net->input.d == 1 ? 4 : 5);
     char path[4096];
-    size_t per = cf_shape_size(net->input);
-    TRY(cf_npy_read(xpath, &xa));
-    if (xa.dtype != CF_F32 || xa.ndim < 2 || xa.count % per || xa.shape[1] != net->input.c)
-        die("%s: expected float32 (N, %d, ...) with %zu values per sample", xpath, net->input.c, per);
-    B = (int)(xa.count / per);
-    if (mkdir(dir, 0777) && errno != EEXIST) die("%s: %s", dir, strerror(errno));
-    net->training = 0;
-    net->bn_train = train_mode;
-    const float *y = cf_net_forward(net, (const float *)xa.data, B);
-    if (!y) die("%s", cf_failure_reason());
-    {
-        cf_layer *last = &net->layers[net->n_layers - 1];
-        int64_t shp[5] = {B, last->out.c, last->out.d, last->out.h, last->out.w};
-        int nd = last->out.d * last->out.h * last->out.w == 1 ? 2 : (net->input.d == 1 ? 4 : 5);
-        if (nd == 4) { shp[2] = last->out.h; shp[3] = last->out.w; }
-        snprintf(path, sizeof path, "%s/output.npy", dir);
-        write_f32(path, y, nd, shp);
-    }
-    if (!tpath) return;
-    TRY(cf_npy_read(tpath, &ta));
-    if (ta.dtype != CF_F32 || ta.count != (size_t)B * net->n_targets) die("%s: expected float32 with %d x %d values", tpath, B, net->n_targets);
-    float *dout = (float *)malloc((size_t)B * net->n_outputs * 4);
-    double loss = cf_net_loss(net, (const float *)ta.data, dout);
-    FILE *f;
-    snprintf(path, sizeof path, "%s/loss.txt", dir);
-    f = fopen(path, "w");
-    if (!f) die("%s: %s", path, strerror(errno));
-    fprintf(f, "%.9g\n", loss);
-    if (fclose(f)) die("%s: write failed", path);
-    cf_net_zero_grad(net);
-    cf_net_backward(net, dout);
+    if (nd == 4) { shp[2] = last->out.h; shp[3] = last->out.w; }
+    snprintf(path, sizeof path, "%s/output.npy", dir);
+    write_f32(path, y, nd, shp);
+}
+/* every parameter tensor's gradient as DIR/grad/NNN_<layer>_<kind>.npy */
+static void dump_grads(cf_net *net, const char *dir) {
+    int nt = cf_net_tensors(net, NULL, 0), i, j;
+    cf_tensor *ts = (cf_tensor *)calloc(nt + 1, sizeof *ts);
+    char path[4096];
+    if (!ts) die("out of memory");
     snprintf(path, sizeof path, "%s/grad", dir);
-    if (mkdir(path, 0777) && errno != EEXIST) die("%s: %s", path, strerror(errno));
-    nt = cf_net_tensors(net, NULL, 0);
-    cf_tensor *ts = (cf_tensor *)calloc(nt, sizeof *ts);
+    output_dir("--dump", path);
     cf_net_tensors(net, ts, nt);
     for (i = 0; i < nt; i++) {
         int64_t shp[5];
-        int j;
         if (ts[i].stats) continue;   /* running statistics have no gradient */
         for (j = 0; j < ts[i].ndim; j++) shp[j] = ts[i].shape[j];
         snprintf(path, sizeof path, "%s/grad/%03d_%d_%s.npy", dir, i, ts[i].layer, ts[i].kind);
         write_f32(path, net->grads + ts[i].off, ts[i].ndim, shp);
     }
+    free(ts);
+}
+static void dump(cf_net *net, const options *o) {
+    cf_array xa, ta;
+    char path[4096], text[64];
+    size_t per = cf_shape_size(net->input);
+    float *dout, *dx;
+    const float *y;
+    double loss;
+    int B;
+    cf_atomic_file af;
+    TRY(cf_npy_read(o->input, &xa));
+    if (xa.dtype != CF_F32 || xa.ndim < 2 || xa.count % per || xa.shape[1] != net->input.c)
+        die("%s: expected float32 (N, %d, ...) with %zu values per sample", o->input, net->input.c, per);
+    B = (int)(xa.count / per);
+    net->training = 0;
+    net->bn_train = !strcmp(o->mode, "train");
+    if (!(y = cf_net_forward(net, (const float *)xa.data, B))) die("%s", cf_failure_reason());
+    dump_output(net, o->dump, y, B);
+    if (!o->target) { cf_array_free(&xa); return; }
+    TRY(cf_npy_read(o->target, &ta));
+    if (ta.dtype != CF_F32 || ta.count != (size_t)B * net->n_targets) die("%s: expected float32 with %d x %d values", o->target, B, net->n_targets);
+    if (!(dout = (float *)malloc((size_t)B * net->n_outputs * 4)) || !(dx = (float *)calloc(xa.count, 4))) die("out of memory");
+    loss = cf_net_loss(net, (const float *)ta.data, dout);
+    snprintf(path, sizeof path, "%s/loss.txt", o->dump);
+    output_in_dir(path);
+    snprintf(text, sizeof text, "%.9g\n", loss);
+    TRY(cf_atomic_open(&af, path)); cf_atomic_write(&af, text, strlen(text)); TRY(cf_atomic_commit(&af));
+    cf_net_zero_grad(net);
+    net->dinput = dx;   /* the gradient of the input too (the input's backward-data) */
+    cf_net_backward(net, dout);
+    net->dinput = NULL;
+    dump_grads(net, o->dump);
+    snprintf(path, sizeof path, "%s/grad_input.npy", o->dump);
+    write_f32(path, dx, xa.ndim, xa.shape);
     printf("loss %.9g\n", loss);
-    free(ts); free(dout);
+    free(dout); free(dx);
     cf_array_free(&ta); cf_array_free(&xa);
 }
 
 int main(int argc, char **argv) {
-    const char *model = NULL, *weights = NULL, *dumpdir = NULL, *xin = NULL, *tin = NULL, *mode = "eval";
-    int do_summary = 0, do_grad = 0, B = 2, i, has_shape = 0;
-    double tol = 0.01;
-    uint64_t seed = 1;
-    cf_shape shape;
+    options o;
     cf_net net;
-    tool_name = "check";
-    tool_init(argc, argv);
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (common_flag(argc, argv, &i, usage, &model, &shape, &has_shape)) continue;
-        else if (!strcmp(a, "--summary")) do_summary = 1;
-        else if (!strcmp(a, "--gradcheck")) do_grad = 1;
-        else if (!strcmp(a, "--batch")) B = (int)flag_long(a, flag_value(argc, argv, &i), 1, 4096);
-        else if (!strcmp(a, "--tolerance")) tol = flag_double(a, flag_value(argc, argv, &i), 0, 1);
-        else if (!strcmp(a, "--seed")) seed = (uint64_t)flag_long(a, flag_value(argc, argv, &i), 0, 0x7fffffffL);
-        else if (!strcmp(a, "--dump")) dumpdir = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--input")) xin = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--target")) tin = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--weights")) weights = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--mode")) { mode = flag_value(argc, argv, &i); if (strcmp(mode, "train") && strcmp(mode, "eval")) die("--mode: '%s' is not train or eval", mode); }
-        else die("%s: unknown flag (see --help)", a);
+    struct stat st;
+    int is_dir, bad = 0;
+    tool_init(argc, argv, "check");
+    memset(&o, 0, sizeof o);
+    o.batch = 2; o.tolerance = 0.01; o.seed = 1; o.mode = "eval";
+    flag_table(&o);
+    flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
+    if (cf_dist_init(&argc, &argv)) die("%s", cf_failure_reason());
+    check_launch();
+    if (!o.summary && !o.gradcheck && !o.dump && !o.info) die("nothing to do: give --summary, --info, --gradcheck or --dump DIR");
+    if (o.dump && !o.input) die("--dump: needs --input x.npy");
+    is_dir = o.weights && !stat(o.weights, &st) && S_ISDIR(st.st_mode);
+    if (o.info) {
+        if (!o.weights || is_dir) die("--info: needs --weights CKPT, a checkpoint");
+        info(o.weights);
+        if (!o.summary && !o.gradcheck && !o.dump) return 0;
     }
-    if (!model) die("--model: required (see --help)");
-    if (!do_summary && !do_grad && !dumpdir) die("nothing to do: give --summary, --gradcheck or --dump DIR");
-    if (dumpdir && !xin) die("--dump: needs --input x.npy");
-    TRY(cf_net_load_cfg(&net, model, has_shape ? &shape : NULL));
-    cf_net_init(&net, seed);
-    if (weights) TRY(cf_weights_load(&net, weights));
-    if (do_summary) summary(&net);
-    if (dumpdir) dump(&net, dumpdir, xin, tin, !strcmp(mode, "train"));
-    if (do_grad && gradcheck(&net, B, tol, seed)) { cf_net_free(&net); return 1; }
+    if (!o.model && (!o.weights || is_dir)) die("--model: required (or --weights with a checkpoint, which holds its model)");
+    input_path(o.model); input_path(o.weights); input_path(o.input); input_path(o.target);
+    if (o.dump) output_dir("--dump", o.dump);
+    load_model(&net, o.model, o.has_shape ? &o.shape : NULL, is_dir ? NULL : o.weights);
+    cf_net_init(&net, o.seed);
+    if (o.weights) TRY(cf_weights_load(&net, o.weights));
+    if (o.summary) summary(&net);
+    if (o.dump) dump(&net, &o);
+    if (o.gradcheck) bad = gradcheck(&net, o.batch, o.tolerance, o.seed);
     cf_net_free(&net);
-    return 0;
+    cf_dist_finalize();
+    return bad ? 1 : 0;
 }

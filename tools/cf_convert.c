@@ -1,66 +1,107 @@
 /* cf-convert: data and weights between formats.
      weights-export   checkpoint -> directory of PyTorch-layout .npy tensors
      weights-import   directory of .npy tensors -> checkpoint
+     extract-cfg      the cfg text a checkpoint embeds, byte for byte
      tfrecord2npy     CosmoFlow TFRecords -> the submitters' numpy layout
      universe         raw 512^3 x 4 HDF5 universe -> its 64 sub-volumes as gzip TFRecords
-     h52npy           DeepCAM HDF5 snapshots and stats.h5 -> the numpy layout */
+     h52npy           DeepCAM HDF5 snapshots and stats.h5 -> the numpy layout
+   No output is written over an input, and each is written atomically. */
+#define CF_IMPLEMENTATION
+#include "cosmoflow.h"
 #include "tool.h"
 #ifdef CF_USE_HDF5
 #include <hdf5.h>
 #endif
 
-static void usage(void) {
-    printf("usage: cf-convert COMMAND ...\n"
-           "  weights-export --model M.cfg --weights CKPT --out DIR [--input-shape S]\n"
-           "        one NNN_<layer>_<kind>.npy per parameter tensor, PyTorch layouts\n"
-           "  weights-import --model M.cfg --npy DIR --out CKPT [--input-shape S]\n"
-           "        a checkpoint (step 0) holding those tensors; shapes are checked\n"
-           "  tfrecord2npy IN.tfrecord... --out DIR\n"
-           "        X_data.npy int16 (S,S,S,4) and X_label.npy float32 (4,) per record, plus\n"
-           "        files_data.lst and files_label.lst (sorted names)\n"
-           "  universe IN.hdf5... --out DIR [--plain]\n"
-           "        datasets 'full' (N,N,N,4) int16 and 'unitPar' (4) -> 64 sub-volumes of (N/4)^3,\n"
-           "        index 16a+4b+c, named <parentdir>_<name>_<iii>.tfrecord (gzip unless --plain)%s\n"
-           "  h52npy IN.h5... --out DIR\n"
-           "        DeepCAM: climate/data (H,W,C) and climate/labels_0 (H,W) of each data-X.h5 -> data-X.npy and\n"
-           "        label-X.npy (float32, as NVIDIA's convert_hdf52npy.py); a stats.h5 among the inputs ->\n"
-           "        stats_minval.npy / stats_maxval.npy from climate/minval, climate/maxval\n"
-           "  --help, --version\n",
-#ifdef CF_USE_HDF5
-           ""
-#else
-           "\n        (this build has no libhdf5: rebuild with HDF5=1)"
+typedef struct {
+    const char *cmd, *model, *weights, *npy, *out;
+    int has_shape, plain, n_in;
+    cf_shape shape;
+    const char **in;     /* the positional inputs */
+} options;
+
+static const char *commands =
+    "  weights-export --weights CKPT --out DIR [--model M.cfg] [--input-shape S]\n"
+    "        one NNN_<layer>_<kind>.npy per parameter tensor, PyTorch layouts (the model: the checkpoint's own)\n"
+    "  weights-import --model M.cfg --npy DIR --out CKPT [--input-shape S]\n"
+    "        a checkpoint (step 0) holding those tensors; shapes are checked\n"
+    "  extract-cfg CKPT --out M.cfg\n"
+    "        the model text the checkpoint embeds, byte for byte\n"
+    "  tfrecord2npy IN.tfrecord... --out DIR\n"
+    "        X_data.npy int16 (S,S,S,4) and X_label.npy float32 (4,) per record, plus files_data.lst, files_label.lst\n"
+    "  universe IN.hdf5... --out DIR [--plain]\n"
+    "        datasets 'full' (N,N,N,4) int16 and 'unitPar' (4) -> 64 sub-volumes of (N/4)^3, index 16a+4b+c,\n"
+    "        named <parentdir>_<name>_<iii>.tfrecord (gzip unless --plain)\n"
+    "  h52npy IN.h5... --out DIR\n"
+    "        DeepCAM: climate/data (H,W,C) and climate/labels_0 (H,W) of each data-X.h5 -> data-X.npy and\n"
+    "        label-X.npy (float32, as NVIDIA's convert_hdf52npy.py); a stats.h5 among the inputs ->\n"
+    "        stats_minval.npy / stats_maxval.npy from climate/minval, climate/maxval\n"
+#ifndef CF_USE_HDF5
+    "  (this build has no libhdf5, so no universe or h52npy: rebuild with HDF5=1)\n"
 #endif
-    );
-    exit(0);
+    ;
+static tool_flag flags[8];
+static int n_flags;
+static void flag_table(options *o) {
+    tool_flag f[] = {
+        {"--out", "PATH", FLAG_STR, &o->out, 0, 0, "the output: a directory, or a file for weights-import and extract-cfg", NULL, NULL},
+        {"--weights", "CKPT", FLAG_STR, &o->weights, 0, 0, "weights-export: the checkpoint", NULL, NULL},
+        {"--npy", "DIR", FLAG_STR, &o->npy, 0, 0, "weights-import: the tensors", NULL, NULL},
+        {"--model", "M.cfg", FLAG_STR, &o->model, 0, 0, "the network (weights-import; weights-export: default the checkpoint's)", NULL, NULL},
+        {"--input-shape", "S", FLAG_SHAPE, &o->shape, 0, 0, "replaces the cfg's input size", NULL, &o->has_shape},
+        {"--plain", NULL, FLAG_SET, &o->plain, 1, 0, "universe: plain TFRecords instead of gzip", NULL, NULL},
+    };
+    n_flags = (int)(sizeof f / sizeof f[0]);
+    memcpy(flags, f, sizeof f);
 }
+static void usage(void) { flag_help("usage: cf-convert COMMAND ...", flags, n_flags, commands); }
 
 static const char *basename_of(const char *p) { const char *s = strrchr(p, '/'); return s ? s + 1 : p; }
+/* an output file inside --out: never one of the inputs */
+static void out_path(char *path, size_t n, const char *dir, const char *fmt, const char *a, const char *b, int k) {
+    int m = snprintf(path, n, "%s/", dir);
+    snprintf(path + m, n - m, fmt, a, b, k);
+    output_in_dir(path);
+}
 
-static void weights(int argc, char **argv, int import) {
-    const char *model = NULL, *in = NULL, *out = NULL;
-    cf_shape shape; int has_shape = 0, i;
+static void weights_export(const options *o) {
     cf_net net;
-    for (i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--model")) model = flag_value(argc, argv, &i);
-        else if (!strcmp(a, import ? "--npy" : "--weights")) in = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--out")) out = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--input-shape")) { shape = flag_shape(a, flag_value(argc, argv, &i)); has_shape = 1; }
-        else die("%s: unknown flag for %s (see --help)", a, argv[1]);
-    }
-    if (!model || !in || !out) die("%s: needs --model, %s and --out", argv[1], import ? "--npy" : "--weights");
-    TRY(cf_net_load_cfg(&net, model, has_shape ? &shape : NULL));
-    if (import) {
-        cf_train_state st = {0, 0, 0, 0};
-        TRY(cf_weights_import(&net, in));
-        TRY(cf_checkpoint_save(out, &net, &st));
-    } else {
-        TRY(cf_weights_load(&net, in));
-        TRY(cf_weights_export(&net, out));
-    }
-    printf("%s: %d tensors, %zu parameters -> %s\n", argv[1], cf_net_tensors(&net, NULL, 0), net.n_params, out);
+    if (!o->weights || !o->out) die("weights-export: needs --weights CKPT and --out DIR");
+    input_path(o->weights); input_path(o->model);
+    output_dir("--out", o->out);
+    load_model(&net, o->model, o->has_shape ? &o->shape : NULL, o->weights);
+    TRY(cf_weights_load(&net, o->weights));
+    TRY(cf_weights_export(&net, o->out));
+    printf("weights-export: %d tensors, %zu parameters -> %s\n", cf_net_tensors(&net, NULL, 0), net.n_params, o->out);
     cf_net_free(&net);
+}
+static void weights_import(const options *o) {
+    cf_net net;
+    cf_train_state st;
+    if (!o->model || !o->npy || !o->out) die("weights-import: needs --model, --npy DIR and --out CKPT");
+    input_path(o->npy); input_path(o->model);
+    output_file("--out", o->out);
+    memset(&st, 0, sizeof st);
+    TRY(cf_net_load_cfg(&net, o->model, o->has_shape ? &o->shape : NULL));
+    TRY(cf_weights_import(&net, o->npy));
+    TRY(cf_checkpoint_save(o->out, &net, &st));
+    printf("weights-import: %d tensors, %zu parameters -> %s\n", cf_net_tensors(&net, NULL, 0), net.n_params, o->out);
+    cf_net_free(&net);
+}
+/* the checkpoint's embedded cfg, written back out exactly */
+static void extract_cfg(const options *o) {
+    char *text;
+    cf_shape in;
+    cf_atomic_file af;
+    if (o->n_in != 1 || !o->out) die("extract-cfg: needs one checkpoint and --out M.cfg");
+    input_path(o->in[0]);
+    output_file("--out", o->out);
+    TRY(cf_checkpoint_cfg(o->in[0], &text, &in));
+    TRY(cf_atomic_open(&af, o->out));
+    cf_atomic_write(&af, text, strlen(text));
+    TRY(cf_atomic_commit(&af));
+    printf("extract-cfg: %zu bytes (model for input %dx%dx%dx%d) -> %s\n", strlen(text), in.c, in.d, in.h, in.w, o->out);
+    CF_FREE(text);
 }
 
 /* files_*.lst: the sorted names of DIR's *suffix files, one per line (atomically) */
@@ -74,47 +115,44 @@ static void write_list(const char *dir, const char *suffix, const char *listname
     if (!d) die("%s: %s", dir, strerror(errno));
     while ((e = readdir(d))) {
         size_t l = strlen(e->d_name);
-        if (l > sl && !strcmp(e->d_name + l - sl, suffix)) { v = (char **)realloc(v, (n + 1) * sizeof *v); v[n++] = strdup(e->d_name); }
+        if (l > sl && !strcmp(e->d_name + l - sl, suffix)) {
+            if (!(v = (char **)realloc(v, (n + 1) * sizeof *v)) || !(v[n++] = strdup(e->d_name))) die("out of memory");
+        }
     }
     closedir(d);
-    qsort(v, n, sizeof *v, cmp_str);
-    snprintf(path, sizeof path, "%s/%s", dir, listname);
+    if (n) qsort(v, n, sizeof *v, cmp_str);
+    out_path(path, sizeof path, dir, "%s%s", listname, "", 0);
     TRY(cf_atomic_open(&af, path));
     for (i = 0; i < n; i++) { cf_atomic_write(&af, v[i], strlen(v[i])); cf_atomic_write(&af, "\n", 1); free(v[i]); }
     TRY(cf_atomic_commit(&af));
     free(v);
 }
-
-static void tfrecord2npy(int argc, char **argv) {
-    const char *out = NULL;
-    int i, n = 0;
+static void tfrecord2npy(const options *o) {
+    int i;
     char path[4096];
-    for (i = 2; i < argc; i++) if (!strcmp(argv[i], "--out")) out = flag_value(argc, argv, &i);
-    if (!out) die("tfrecord2npy: needs --out DIR");
-    if (mkdir(out, 0777) && errno != EEXIST) die("%s: %s", out, strerror(errno));
-    for (i = 2; i < argc; i++) {
+    if (!o->out) die("tfrecord2npy: needs --out DIR");
+    if (!o->n_in) die("tfrecord2npy: no input files");
+    for (i = 0; i < o->n_in; i++) input_path(o->in[i]);
+    output_dir("--out", o->out);
+    for (i = 0; i < o->n_in; i++) {
         cf_cosmo_sample s;
         cf_array a;
         char base[2048], *dot;
-        if (!strcmp(argv[i], "--out")) { i++; continue; }
-        if (argv[i][0] == '-') die("%s: unknown flag for tfrecord2npy", argv[i]);
-        TRY(cf_cosmo_read(argv[i], &s));
-        snprintf(base, sizeof base, "%s", basename_of(argv[i]));
+        TRY(cf_cosmo_read(o->in[i], &s));
+        snprintf(base, sizeof base, "%s", basename_of(o->in[i]));
         if ((dot = strstr(base, ".tfrecord"))) *dot = 0;
         memset(&a, 0, sizeof a);
         a.dtype = CF_I16; a.ndim = 4; a.shape[0] = a.shape[1] = a.shape[2] = s.s; a.shape[3] = s.c; a.count = s.count; a.data = s.x;
-        snprintf(path, sizeof path, "%s/%s_data.npy", out, base);
+        out_path(path, sizeof path, o->out, "%s%s_data.npy", base, "", 0);
         TRY(cf_npy_write(path, &a));
         a.dtype = CF_F32; a.ndim = 1; a.shape[0] = s.ny; a.count = (size_t)s.ny; a.data = s.y;
-        snprintf(path, sizeof path, "%s/%s_label.npy", out, base);
+        out_path(path, sizeof path, o->out, "%s%s_label.npy", base, "", 0);
         TRY(cf_npy_write(path, &a));
         cf_cosmo_free(&s);
-        n++;
     }
-    if (!n) die("tfrecord2npy: no input files");
-    write_list(out, "_data.npy", "files_data.lst");
-    write_list(out, "_label.npy", "files_label.lst");
-    printf("tfrecord2npy: %d records -> %s\n", n, out);
+    write_list(o->out, "_data.npy", "files_data.lst");
+    write_list(o->out, "_label.npy", "files_label.lst");
+    printf("tfrecord2npy: %d records -> %s\n", o->n_in, o->out);
 }
 
 #ifdef CF_USE_HDF5
@@ -141,67 +179,50 @@ static void *h5_read(hid_t f, const char *file, const char *name, hid_t memtype,
 }
 #endif
 
-static void universe(int argc, char **argv) {
-#ifndef CF_USE_HDF5
-    (void)argc; (void)argv;
-    die("universe: this build has no libhdf5 (install libhdf5-dev and rebuild with HDF5=1)");
-#else
-    const char *out = NULL;
-    int i, gz = 1, files = 0;
-    for (i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--out")) out = flag_value(argc, argv, &i);
-        else if (!strcmp(argv[i], "--plain")) gz = 0;
-    }
-    if (!out) die("universe: needs --out DIR");
-    if (mkdir(out, 0777) && errno != EEXIST) die("%s: %s", out, strerror(errno));
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);   /* our messages, not the library's stack dumps */
-    for (i = 2; i < argc; i++) {
-        hid_t f;
-        hsize_t dims[8], pd[8];
-        int nd, pn, a, b, c, N, S;
-        int16_t *full, *sub;
-        float *par;
-        char parent[1024] = "", name[1024], path[8192], *slash, *dot;
-        if (!strcmp(argv[i], "--out")) { i++; continue; }
-        if (!strcmp(argv[i], "--plain")) continue;
-        f = H5Fopen(argv[i], H5F_ACC_RDONLY, H5P_DEFAULT);
-        if (f < 0) die("%s: not a readable HDF5 file", argv[i]);
-        full = (int16_t *)h5_read(f, argv[i], "full", H5T_NATIVE_SHORT, 2, &nd, dims);
-        par = (float *)h5_read(f, argv[i], "unitPar", H5T_NATIVE_FLOAT, 4, &pn, pd);
-        H5Fclose(f);
-        if (nd != 4 || dims[0] != dims[1] || dims[1] != dims[2] || dims[3] != 4 || dims[0] % 4)
-            die("%s: 'full' must be (N,N,N,4) with N divisible by 4", argv[i]);
-        if (pn != 1 || pd[0] != 4) die("%s: 'unitPar' must hold 4 values", argv[i]);
-        N = (int)dims[0]; S = N / 4;
-        /* names as the reference's prepare.py: <parent dir>_<file name without .hdf5>_<iii> */
-        snprintf(path, sizeof path, "%s", argv[i]);
-        if ((slash = strrchr(path, '/'))) { *slash = 0; snprintf(parent, sizeof parent, "%.900s_", basename_of(path)); }
-        snprintf(name, sizeof name, "%s", basename_of(argv[i]));
-        if ((dot = strstr(name, ".hdf5")) || (dot = strstr(name, ".h5"))) *dot = 0;
-        sub = (int16_t *)malloc((size_t)S * S * S * 4 * 2);
-        for (a = 0; a < 4; a++) for (b = 0; b < 4; b++) for (c = 0; c < 4; c++) {
-            int x, y;
-            size_t n;
-            unsigned char *ex;
-            for (x = 0; x < S; x++) for (y = 0; y < S; y++)   /* one row of S voxels x 4 channels at a time */
-                memcpy(sub + (((size_t)x * S + y) * S) * 4,
-                       full + ((((size_t)(a * S + x) * N + (b * S + y)) * N) + (size_t)c * S) * 4, (size_t)S * 4 * 2);
-            n = cf_example_encode(NULL, "x", sub, (size_t)S * S * S * 8, "y", par, 4, 0);
-            ex = (unsigned char *)malloc(n);
-            cf_example_encode(ex, "x", sub, (size_t)S * S * S * 8, "y", par, 4, 0);
-            snprintf(path, sizeof path, "%s/%s%s_%03d.tfrecord", out, parent, name, 16 * a + 4 * b + c);
-            TRY(cf_tfrecord_write(path, ex, n, gz));
-            free(ex);
-        }
-        free(sub); free(full); free(par);
-        files++;
-    }
-    if (!files) die("universe: no input files");
-    printf("universe: %d files -> %d sub-volumes in %s\n", files, 64 * files, out);
-#endif
-}
-
 #ifdef CF_USE_HDF5
+/* one HDF5 input: a regular file (H5Fopen would wait on a FIFO), readable as HDF5 */
+static hid_t h5_open(const char *path) {
+    hid_t f;
+    input_regular(path);
+    if ((f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0) die("%s: not a readable HDF5 file", path);
+    return f;
+}
+/* sub-volume (a, b, c) of side S of the (N,N,N,4) universe, channels last */
+static void subvolume(int16_t *sub, const int16_t *full, int N, int S, int a, int b, int c) {
+    int x, y;
+    for (x = 0; x < S; x++) for (y = 0; y < S; y++)   /* one row of S voxels x 4 channels at a time */
+        memcpy(sub + (((size_t)x * S + y) * S) * 4, full + ((((size_t)(a * S + x) * N + (b * S + y)) * N) + (size_t)c * S) * 4, (size_t)S * 4 * 2);
+}
+/* one universe file into its 64 sub-volumes, named as the reference's prepare.py does:
+   <parent dir>_<file name without .hdf5>_<iii> */
+static void universe_file(const options *o, const char *file) {
+    hid_t f = h5_open(file);
+    hsize_t dims[8], pd[8];
+    int nd, pn, a, b, c, N, S;
+    int16_t *full = (int16_t *)h5_read(f, file, "full", H5T_NATIVE_SHORT, 2, &nd, dims), *sub;
+    float *par = (float *)h5_read(f, file, "unitPar", H5T_NATIVE_FLOAT, 4, &pn, pd);
+    char parent[1024] = "", name[1024], path[8192], *slash, *dot;
+    H5Fclose(f);
+    if (nd != 4 || dims[0] != dims[1] || dims[1] != dims[2] || dims[3] != 4 || dims[0] % 4) die("%s: 'full' must be (N,N,N,4) with N divisible by 4", file);
+    if (pn != 1 || pd[0] != 4) die("%s: 'unitPar' must hold 4 values", file);
+    N = (int)dims[0]; S = N / 4;
+    snprintf(path, sizeof path, "%s", file);
+    if ((slash = strrchr(path, '/'))) { *slash = 0; snprintf(parent, sizeof parent, "%.900s_", basename_of(path)); }
+    snprintf(name, sizeof name, "%s", basename_of(file));
+    if ((dot = strstr(name, ".hdf5")) || (dot = strstr(name, ".h5"))) *dot = 0;
+    if (!(sub = (int16_t *)malloc((size_t)S * S * S * 4 * 2))) die("out of memory");
+    for (a = 0; a < 4; a++) for (b = 0; b < 4; b++) for (c = 0; c < 4; c++) {
+        size_t n = cf_example_encode(NULL, "x", NULL, (size_t)S * S * S * 8, "y", par, 4, 0);
+        unsigned char *ex = (unsigned char *)malloc(n);
+        if (!ex) die("out of memory");
+        subvolume(sub, full, N, S, a, b, c);
+        cf_example_encode(ex, "x", sub, (size_t)S * S * S * 8, "y", par, 4, 0);
+        out_path(path, sizeof path, o->out, "%s%s_%03d.tfrecord", parent, name, 16 * a + 4 * b + c);
+        TRY(cf_tfrecord_write(path, ex, n, !o->plain));
+        free(ex);
+    }
+    free(sub); free(full); free(par);
+}
 /* writes a float32 array atomically */
 static void save_f32(const char *path, const float *p, int ndim, const hsize_t *dims) {
     cf_array a;
@@ -211,75 +232,88 @@ static void save_f32(const char *path, const float *p, int ndim, const hsize_t *
     for (i = 0; i < ndim; i++) { a.shape[i] = (int64_t)dims[i]; a.count *= (size_t)dims[i]; }
     TRY(cf_npy_write(path, &a));
 }
+/* the reference's summarize_data.py output: per-channel minimum and maximum */
+static void h5_stats(const options *o, hid_t f, const char *file) {
+    hsize_t d1[8], d2[8];
+    int n1, n2;
+    char path[8192];
+    float *mn = (float *)h5_read(f, file, "climate/minval", H5T_NATIVE_FLOAT, 4, &n1, d1);
+    float *mx = (float *)h5_read(f, file, "climate/maxval", H5T_NATIVE_FLOAT, 4, &n2, d2);
+    if (n1 != 1 || n2 != 1 || d1[0] != d2[0]) die("%s: climate/minval and climate/maxval must be vectors of one length", file);
+    out_path(path, sizeof path, o->out, "%s%s", "stats_minval.npy", "", 0); save_f32(path, mn, 1, d1);
+    out_path(path, sizeof path, o->out, "%s%s", "stats_maxval.npy", "", 0); save_f32(path, mx, 1, d2);
+    free(mn); free(mx);
+}
+/* one snapshot: data-X.h5 -> data-X.npy and label-X.npy, values checked */
+static void h5_snapshot(const options *o, hid_t f, const char *file) {
+    hsize_t d1[8], d2[8];
+    int n1, n2;
+    size_t k, P;
+    char name[1024], path[8192], *dot;
+    const char *base = basename_of(file);
+    float *x = (float *)h5_read(f, file, "climate/data", H5T_NATIVE_FLOAT, 4, &n1, d1);
+    float *y = (float *)h5_read(f, file, "climate/labels_0", H5T_NATIVE_FLOAT, 4, &n2, d2);
+    if (n1 != 3) die("%s: climate/data must be (H, W, C), channels last; it has %d dimensions", file, n1);
+    if (n2 != 2 || d2[0] != d1[0] || d2[1] != d1[1]) die("%s: climate/labels_0 must be (%d, %d) like climate/data", file, (int)d1[0], (int)d1[1]);
+    P = (size_t)d1[0] * d1[1];
+    for (k = 0; k < P * d1[2]; k++) if (!isfinite(x[k])) die("%s: climate/data value %zu is not finite", file, k);
+    for (k = 0; k < P; k++)
+        if (!(y[k] >= 0 && y[k] < 3) || y[k] != (float)(int)y[k]) die("%s: climate/labels_0 pixel %zu is %g, not 0, 1 or 2", file, k, y[k]);
+    snprintf(name, sizeof name, "%s", strncmp(base, "data-", 5) ? base : base + 5);
+    if ((dot = strstr(name, ".h5")) || (dot = strstr(name, ".hdf5"))) *dot = 0;
+    out_path(path, sizeof path, o->out, "data-%s%s.npy", name, "", 0); save_f32(path, x, 3, d1);
+    out_path(path, sizeof path, o->out, "label-%s%s.npy", name, "", 0); save_f32(path, y, 2, d2);
+    free(x); free(y);
+}
 #endif
 
-static void h52npy(int argc, char **argv) {
+static void hdf5_command(const options *o, int universe) {
 #ifndef CF_USE_HDF5
-    (void)argc; (void)argv;
-    die("h52npy: this build has no libhdf5 (install libhdf5-dev and rebuild with HDF5=1)");
+    (void)universe;
+    die("%s: this build has no libhdf5 (install libhdf5-dev and rebuild with HDF5=1)", o->cmd);
 #else
-    const char *out = NULL;
-    int i, files = 0;
-    for (i = 2; i < argc; i++) if (!strcmp(argv[i], "--out")) out = flag_value(argc, argv, &i);
-    if (!out) die("h52npy: needs --out DIR");
-    if (mkdir(out, 0777) && errno != EEXIST) die("%s: %s", out, strerror(errno));
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    for (i = 2; i < argc; i++) {
+    int i;
+    if (!o->out) die("%s: needs --out DIR", o->cmd);
+    if (!o->n_in) die("%s: no input files", o->cmd);
+    for (i = 0; i < o->n_in; i++) input_path(o->in[i]);
+    output_dir("--out", o->out);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);   /* our messages, not the library's stack dumps */
+    for (i = 0; i < o->n_in; i++) {
         hid_t f;
-        hsize_t d1[8], d2[8];
-        int n1, n2;
-        size_t k, P;
-        char name[1024], path[8192], *dot;
-        const char *base = basename_of(argv[i]);
-        if (!strcmp(argv[i], "--out")) { i++; continue; }
-        f = H5Fopen(argv[i], H5F_ACC_RDONLY, H5P_DEFAULT);
-        if (f < 0) die("%s: not a readable HDF5 file", argv[i]);
-        if (!H5Lexists(f, "climate", H5P_DEFAULT)) die("%s: no group 'climate' (not a DeepCAM file)", argv[i]);
-        if (!strcmp(base, "stats.h5")) {   /* the reference's summarize_data.py output */
-            float *mn = (float *)h5_read(f, argv[i], "climate/minval", H5T_NATIVE_FLOAT, 4, &n1, d1);
-            float *mx = (float *)h5_read(f, argv[i], "climate/maxval", H5T_NATIVE_FLOAT, 4, &n2, d2);
-            H5Fclose(f);
-            if (n1 != 1 || n2 != 1 || d1[0] != d2[0]) die("%s: climate/minval and climate/maxval must be vectors of one length", argv[i]);
-            snprintf(path, sizeof path, "%s/stats_minval.npy", out); save_f32(path, mn, 1, d1);
-            snprintf(path, sizeof path, "%s/stats_maxval.npy", out); save_f32(path, mx, 1, d2);
-            free(mn); free(mx);
-            files++;
-            continue;
-        }
-        float *x = (float *)h5_read(f, argv[i], "climate/data", H5T_NATIVE_FLOAT, 4, &n1, d1);
-        float *y = (float *)h5_read(f, argv[i], "climate/labels_0", H5T_NATIVE_FLOAT, 4, &n2, d2);
+        if (universe) { universe_file(o, o->in[i]); continue; }
+        f = h5_open(o->in[i]);
+        if (!H5Lexists(f, "climate", H5P_DEFAULT)) die("%s: no group 'climate' (not a DeepCAM file)", o->in[i]);
+        if (!strcmp(basename_of(o->in[i]), "stats.h5")) h5_stats(o, f, o->in[i]);
+        else h5_snapshot(o, f, o->in[i]);
         H5Fclose(f);
-        if (n1 != 3) die("%s: climate/data must be (H, W, C), channels last; it has %d dimensions", argv[i], n1);
-        if (n2 != 2 || d2[0] != d1[0] || d2[1] != d1[1])
-            die("%s: climate/labels_0 must be (%d, %d) like climate/data", argv[i], (int)d1[0], (int)d1[1]);
-        P = (size_t)d1[0] * d1[1];
-        for (k = 0; k < P * d1[2]; k++) if (!isfinite(x[k])) die("%s: climate/data value %zu is not finite", argv[i], k);
-        for (k = 0; k < P; k++)
-            if (!(y[k] >= 0 && y[k] < 3) || y[k] != (float)(int)y[k]) die("%s: climate/labels_0 pixel %zu is %g, not 0, 1 or 2", argv[i], k, y[k]);
-        /* data-X.h5 -> data-X.npy and label-X.npy */
-        snprintf(name, sizeof name, "%s", strncmp(base, "data-", 5) ? base : base + 5);
-        if ((dot = strstr(name, ".h5")) || (dot = strstr(name, ".hdf5"))) *dot = 0;
-        snprintf(path, sizeof path, "%s/data-%s.npy", out, name); save_f32(path, x, 3, d1);
-        snprintf(path, sizeof path, "%s/label-%s.npy", out, name); save_f32(path, y, 2, d2);
-        free(x); free(y);
-        files++;
     }
-    if (!files) die("h52npy: no input files");
-    printf("h52npy: %d files -> %s\n", files, out);
+    if (universe) printf("universe: %d files -> %d sub-volumes in %s\n", o->n_in, 64 * o->n_in, o->out);
+    else printf("h52npy: %d files -> %s\n", o->n_in, o->out);
 #endif
 }
 
 int main(int argc, char **argv) {
-    tool_name = "convert";
-    tool_init(argc, argv);
+    options o;
+    tool_init(argc, argv, "convert");
+    memset(&o, 0, sizeof o);
+    flag_table(&o);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) usage();
     if (!strcmp(argv[1], "--version")) print_version();
-    if (has_flag(argc, argv, "--help")) usage();
-    if (!strcmp(argv[1], "weights-export")) weights(argc, argv, 0);
-    else if (!strcmp(argv[1], "weights-import")) weights(argc, argv, 1);
-    else if (!strcmp(argv[1], "tfrecord2npy")) tfrecord2npy(argc, argv);
-    else if (!strcmp(argv[1], "universe")) universe(argc, argv);
-    else if (!strcmp(argv[1], "h52npy")) h52npy(argc, argv);
-    else die("%s: unknown command (weights-export, weights-import, tfrecord2npy, universe, h52npy)", argv[1]);
+    o.cmd = argv[1];
+    if (!(o.in = (const char **)calloc((size_t)argc, sizeof *o.in))) die("out of memory");
+    o.n_in = flag_parse(argc, argv, 2, flags, n_flags, usage, o.in, argc);
+    if (cf_dist_init(&argc, &argv)) die("%s", cf_failure_reason());
+    check_launch();
+    if (strcmp(o.cmd, "extract-cfg") && strcmp(o.cmd, "tfrecord2npy") && strcmp(o.cmd, "universe") && strcmp(o.cmd, "h52npy") && o.n_in)
+        die("%s: unexpected argument for %s (see --help)", o.in[0], o.cmd);
+    if (!strcmp(o.cmd, "weights-export")) weights_export(&o);
+    else if (!strcmp(o.cmd, "weights-import")) weights_import(&o);
+    else if (!strcmp(o.cmd, "extract-cfg")) extract_cfg(&o);
+    else if (!strcmp(o.cmd, "tfrecord2npy")) tfrecord2npy(&o);
+    else if (!strcmp(o.cmd, "universe")) hdf5_command(&o, 1);
+    else if (!strcmp(o.cmd, "h52npy")) hdf5_command(&o, 0);
+    else die("%s: unknown command (weights-export, weights-import, extract-cfg, tfrecord2npy, universe, h52npy)", o.cmd);
+    free(o.in);
+    cf_dist_finalize();
     return 0;
 }

@@ -2,32 +2,50 @@
    parameter, predictions (.npy), pictures (scatter plots, an input slice).  DeepCAM
    (loss=softmax_ce): mean IoU as MLPerf, per class, against predicting background everywhere;
    predicted masks (.npy); pictures of the precipitable water with the true and the predicted
-   masks side by side. */
+   masks side by side.  The model comes from the checkpoint unless --model is given. */
+#define CF_IMPLEMENTATION
+#include "cosmoflow.h"
 #include "tool.h"
+#include "data.h"
 #include "draw.h"
 
 static const char *par_names[4] = {"Omega_m", "sigma_8", "n_s", "H_0"};
+static const char *transform_names[3] = {"mean", "log", "log-ratio"};   /* by apply_log */
 
+typedef struct {
+    const char *model, *weights, *data, *pred, *png, *baseline, *stats;
+    int batch, has_shape, apply_log, png_count;
+    cf_shape shape;
+} options;
+static void parse_transform(const char *v, void *dst) {
+    int *t = (int *)dst, k;
+    for (k = 0; k < 3 && strcmp(v, transform_names[k]); k++) {}
+    if (k == 3) die("--transform: '%s' is not log, mean or log-ratio", v);
+    *t = k;
+}
+static tool_flag flags[20];
+static int n_flags;
+static void flag_table(options *o) {
+    tool_flag f[] = {
+        {"--weights", "W", FLAG_STR, &o->weights, 0, 0, "checkpoint or weights directory (required)", NULL, NULL},
+        {"--data", "DIR", FLAG_STR, &o->data, 0, 0, "samples: *.tfrecord, *.tfrecord.gz, *_data.npy or data-*.npy (required)", NULL, NULL},
+        {"--model", "M.cfg", FLAG_STR, &o->model, 0, 0, "network (default: the checkpoint's own; needed with a weights directory)", NULL, NULL},
+        {"--input-shape", "S", FLAG_SHAPE, &o->shape, 0, 0, "CxDxHxW, replaces the cfg's input size (default: the checkpoint's)", NULL, &o->has_shape},
+        {"--batch", "B", FLAG_INT, &o->batch, 1, 65536, "samples per forward pass", NULL, NULL},
+        {"--pred", "FILE.npy", FLAG_STR, &o->pred, 0, 0, "predictions in sorted file order: float32 (N, outputs), or uint8 (N, H, W) class ids", NULL, NULL},
+        {"--png", "DIR", FLAG_STR, &o->png, 0, 0, "CosmoFlow: scatter_<parameter>.png and input_slice.png; DeepCAM: mask_NNNN.png", NULL, NULL},
+        {"--png-count", "K", FLAG_INT, &o->png_count, 0, 1 << 30, "DeepCAM: pictures of the first K samples", NULL, NULL},
+        {"--baseline", "DIR", FLAG_STR, &o->baseline, 0, 0, "also the MAE of predicting DIR's mean label (e.g. the training set)", NULL, NULL},
+        {"--transform", "T", FLAG_CALL, &o->apply_log, 0, 0, "CosmoFlow input: log, mean or log-ratio (default: what the checkpoint was trained with, else log)", parse_transform, NULL},
+        {"--no-log", NULL, FLAG_SET, &o->apply_log, 0, 0, "--transform mean", NULL, NULL},
+        {"--log-ratio", NULL, FLAG_SET, &o->apply_log, 2, 0, "--transform log-ratio", NULL, NULL},
+        {"--stats", "DIR", FLAG_STR, &o->stats, 0, 0, "DeepCAM: stats_minval.npy / stats_maxval.npy (default: --data or its parent)", NULL, NULL},
+    };
+    n_flags = (int)(sizeof f / sizeof f[0]);
+    memcpy(flags, f, sizeof f);
+}
 static void usage(void) {
-    printf("usage: cf-eval --model M.cfg --weights CKPT --data DIR [flags]\n"
-           "  --model M.cfg       network (required)\n"
-           "  --weights W         checkpoint or weights directory (required)\n"
-           "  --data DIR          samples: *.tfrecord, *.tfrecord.gz or *_data.npy (required)\n"
-           "  --input-shape S     CxDxHxW, replaces the cfg's input size\n"
-           "  --batch B           samples per forward pass (default 4)\n"
-           "  --pred FILE.npy     predictions, float32 (N, outputs), in sorted file order\n"
-           "  --png DIR           scatter_<parameter>.png (predicted vs true) and input_slice.png\n"
-           "  --baseline DIR      also report the MAE of predicting DIR's mean label (e.g. the training set)\n"
-           "  --no-log            x / mean(x) instead of log(1 + x), as in training\n"
-           "  --log-ratio         log(1 + x) - log(1 + channel mean), as in training\n"
-           "DeepCAM models (loss=softmax_ce):\n"
-           "  --stats DIR         stats_minval.npy / stats_maxval.npy (default: --data or its parent)\n"
-           "  --pred FILE.npy     predicted class ids, uint8 (N, H, W), in sorted file order\n"
-           "  --png DIR           mask_NNNN.png for the first --png-count samples: TMQ in grey, true mask left,\n"
-           "                      predicted right (cyclones red, rivers blue)\n"
-           "  --png-count K       (default 8)\n"
-           "last line: mae V (CosmoFlow) or miou V (DeepCAM)\n");
-    exit(0);
+    flag_help("usage: cf-eval --weights CKPT --data DIR [flags]", flags, n_flags, "last line: mae V (CosmoFlow) or miou V (DeepCAM)\n");
 }
 
 static void scatter(const char *dir, int p, const float *pred, const float *truth, int n, int ny, double mae) {
@@ -96,54 +114,55 @@ static void mask_panel(canvas *c, int ox, int oy, int cell, const float *tmq, co
     }
 }
 
-static int eval_segmentation(cf_net *net, char **files, int n, int B, const char *stats, const char *data,
-                             const char *pred_path, const char *png, int png_count) {
-    int H = net->input.h, W = net->input.w, C = net->input.c, K = net->layers[net->n_layers - 1].out.c, i, k, j;
-    size_t P = (size_t)H * W;
-    float cmin[64], cmax[64];
+/* sample k's picture: precipitable water with the true mask left, the predicted right */
+static void mask_picture(const char *dir, int k, const float *x, const float *y, const int *pred, int H, int W, int K) {
+    int cell = W >= 512 ? 1 : 512 / W;
+    canvas cv = canvas_new(2 * W * cell + 30, H * cell + 40);
+    char path[4096], title[128];
+    mask_panel(&cv, 10, 30, cell, x, y, NULL, H, W);
+    mask_panel(&cv, 20 + W * cell, 30, cell, x, NULL, pred, H, W);
+    text(&cv, 10, 8, 3, 0, "TRUE");
+    snprintf(title, sizeof title, "PREDICTED  IOU %.3f", cf_iou_sample(pred, y, (size_t)H * W, K));
+    text(&cv, 20 + W * cell, 8, 3, 0, title);
+    snprintf(path, sizeof path, "%s/mask_%04d.png", dir, k);
+    canvas_save(&cv, path);
+}
+/* the IoU of class c alone (1 when absent from both) */
+static double class_iou(const int *pred, const float *y, size_t P, int c) {
+    size_t tp = 0, un = 0, q;
+    for (q = 0; q < P; q++) { int a = pred[q] == c, b = (int)y[q] == c; tp += a && b; un += a || b; }
+    return un ? (double)tp / un : 1.0;
+}
+
+static void eval_segmentation(cf_net *net, char **files, int n, const options *o) {
+    int H = net->input.h, W = net->input.w, C = net->input.c, K = net->layers[net->n_layers - 1].out.c, i, k, j, c, nb;
+    size_t P = (size_t)H * W, q;
+    float cmin[64], cmax[64], *x, *y;
     int *order = (int *)malloc(sizeof(int) * n), *pred = (int *)malloc(sizeof(int) * P), *zero = (int *)calloc(P, sizeof(int));
-    unsigned char *all = pred_path ? (unsigned char *)malloc((size_t)n * P) : NULL;
+    unsigned char *all = o->pred ? (unsigned char *)malloc((size_t)n * P) : NULL;
     double miou = 0, base = 0, per[CF_MAX_CLASSES] = {0};
+    static const char *names[3] = {"background", "cyclone", "river"};
+    const float *out;
     loader L;
+    if (!order || !pred || !zero || (o->pred && !all)) die("out of memory for %d masks of %dx%d", n, H, W);
     if (C > 64) die("%s: more than 64 input channels", net->cfg_name);
-    if (pred_path && !all) die("--pred: %d masks of %dx%d do not fit in memory", n, H, W);
-    TRY(cf_climate_stats(stats ? stats : data, cmin, cmax, C));
-    if (png && mkdir(png, 0777) && errno != EEXIST) die("%s: %s", png, strerror(errno));
+    TRY(cf_climate_stats(o->stats ? o->stats : o->data, cmin, cmax, C));
     for (i = 0; i < n; i++) order[i] = i;
-    loader_init_climate(&L, files, C, H, W, K, B, cmin, cmax);
+    loader_init_climate(&L, files, C, H, W, K, o->batch, cmin, cmax);
     loader_begin(&L, order, n);
     for (k = 0;;) {
-        float *x, *y;
-        int nb;
-        const float *out;
         loader_next(&L, &x, &y, &nb);
         if (!nb) break;
         if (!(out = cf_net_forward(net, x, nb))) die("%s", cf_failure_reason());
         for (j = 0; j < nb; j++, k++) {
             const float *yj = y + (size_t)j * P;
-            int c;
             cf_argmax_classes(pred, out + (size_t)j * K * P, K, P);
             miou += cf_iou_sample(pred, yj, P, K);
             base += cf_iou_sample(zero, yj, P, K);   /* background everywhere */
-            for (c = 0; c < K; c++) {   /* this class's IoU alone (1 when absent from both) */
-                size_t tp = 0, un = 0, q;
-                for (q = 0; q < P; q++) { int a = pred[q] == c, b = (int)yj[q] == c; tp += a && b; un += a || b; }
-                per[c] += un ? (double)tp / un : 1.0;
-            }
-            if (all) for (size_t q = 0; q < P; q++) all[(size_t)k * P + q] = (unsigned char)pred[q];
-            if (png && k < png_count) {
-                int cell = W >= 512 ? 1 : 512 / W;
-                canvas cv = canvas_new(2 * W * cell + 30, H * cell + 40);
-                char path[4096], title[128];
-                mask_panel(&cv, 10, 30, cell, x + (size_t)j * C * P, yj, NULL, H, W);
-                mask_panel(&cv, 20 + W * cell, 30, cell, x + (size_t)j * C * P, NULL, pred, H, W);
-                snprintf(title, sizeof title, "TRUE");
-                text(&cv, 10, 8, 3, 0, title);
-                snprintf(title, sizeof title, "PREDICTED  IOU %.3f", cf_iou_sample(pred, yj, P, K));
-                text(&cv, 20 + W * cell, 8, 3, 0, title);
-                snprintf(path, sizeof path, "%s/mask_%04d.png", png, k);
-                canvas_save(&cv, path);
-            }
+            for (c = 0; c < K; c++) per[c] += class_iou(pred, yj, P, c);
+            if (!isfinite(miou)) die("%s: a non-finite IoU (its output is not finite)", loader_file(&L, j));
+            if (all) for (q = 0; q < P; q++) all[(size_t)k * P + q] = (unsigned char)pred[q];
+            if (o->png && k < o->png_count) mask_picture(o->png, k, x + (size_t)j * C * P, yj, pred, H, W, K);
         }
     }
     loader_free(&L);
@@ -151,104 +170,109 @@ static int eval_segmentation(cf_net *net, char **files, int n, int B, const char
         cf_array a;
         memset(&a, 0, sizeof a);
         a.dtype = CF_U8; a.ndim = 3; a.shape[0] = n; a.shape[1] = H; a.shape[2] = W; a.count = (size_t)n * P; a.data = all;
-        TRY(cf_npy_write(pred_path, &a));
+        TRY(cf_npy_write(o->pred, &a));
     }
-    {
-        static const char *names[3] = {"background", "cyclone", "river"};
-        for (j = 0; j < K; j++) printf("iou_%s %.6f\n", j < 3 ? names[j] : "class", per[j] / n);
-    }
+    for (j = 0; j < K; j++) printf("iou_%s %.6f\n", j < 3 ? names[j] : "class", per[j] / n);
     printf("baseline_miou %.6f\n", base / n);
     printf("miou %.6f\n", miou / n);
     free(order); free(pred); free(zero); free(all);
-    return 0;
 }
 
-int main(int argc, char **argv) {
-    const char *model = NULL, *weights = NULL, *data = NULL, *pred_path = NULL, *png = NULL, *base_dir = NULL, *stats = NULL;
-    int B = 4, i, has_shape = 0, n, apply_log = 1, k, p, png_count = 8;
-    cf_shape shape;
-    cf_net net;
-    char **files;
-    tool_name = "eval";
-    tool_init(argc, argv);
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (common_flag(argc, argv, &i, usage, &model, &shape, &has_shape)) continue;
-        else if (!strcmp(a, "--weights")) weights = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--data")) data = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--batch")) B = (int)flag_long(a, flag_value(argc, argv, &i), 1, 65536);
-        else if (!strcmp(a, "--pred")) pred_path = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--png")) png = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--baseline")) base_dir = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--no-log")) apply_log = 0;
-        else if (!strcmp(a, "--log-ratio")) apply_log = 2;
-        else if (!strcmp(a, "--stats")) stats = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--png-count")) png_count = (int)flag_long(a, flag_value(argc, argv, &i), 0, 1 << 30);
-        else die("%s: unknown flag (see --help)", a);
+/* the mean labels of the samples in dir (the baseline predicts them for every sample) */
+static void mean_labels(const char *dir, double *mean, int ny) {
+    int nf, j, p;
+    char **bf = list_samples(dir, &nf);
+    for (j = 0; j < nf; j++) {
+        cf_cosmo_sample s;
+        TRY(cf_cosmo_read(bf[j], &s));
+        for (p = 0; p < ny && p < s.ny && p < 16; p++) mean[p] += s.y[p] / nf;
+        cf_cosmo_free(&s);
     }
-    if (!model || !weights || !data) die("needs --model, --weights and --data (see --help)");
-    TRY(cf_net_load_cfg(&net, model, has_shape ? &shape : NULL));
-    TRY(cf_weights_load(&net, weights));
-    net.training = 0; net.bn_train = 0;
-    files = list_samples(data, &n);
-    if (net.loss == CF_LOSS_SOFTMAX_CE) {
-        int rc = eval_segmentation(&net, files, n, B, stats, data, pred_path, png, png_count);
-        for (i = 0; i < n; i++) free(files[i]);
-        free(files);
-        cf_net_free(&net);
-        return rc;
-    }
-    int ny = net.n_outputs;
-    float *pred = (float *)malloc(sizeof(float) * n * ny), *truth = (float *)malloc(sizeof(float) * n * ny);
+    free_samples(bf, nf);
+}
+static void eval_regression(cf_net *net, char **files, int n, const options *o) {
+    int ny = net->n_outputs, i, k, p, nb;
+    float *pred = (float *)malloc(sizeof(float) * n * ny), *truth = (float *)malloc(sizeof(float) * n * ny), *x, *y;
     int *order = (int *)malloc(sizeof(int) * n);
+    double total = 0, per[16] = {0}, mean[16] = {0}, bmae = 0;
+    const float *out;
     loader L;
+    if (!pred || !truth || !order) die("out of memory for %d predictions", n);
     for (i = 0; i < n; i++) order[i] = i;
-    loader_init(&L, files, net.input.d, net.input.c, ny, B, apply_log);
+    loader_init_cosmo(&L, files, net->input.d, net->input.c, ny, o->batch, o->apply_log);
     loader_begin(&L, order, n);
     for (k = 0;;) {
-        float *x, *y;
-        int nb;
-        const float *out;
         loader_next(&L, &x, &y, &nb);
         if (!nb) break;
-        if (!(out = cf_net_forward(&net, x, nb))) die("%s", cf_failure_reason());
+        if (!(out = cf_net_forward(net, x, nb))) die("%s", cf_failure_reason());
         memcpy(pred + (size_t)k * ny, out, sizeof(float) * nb * ny);
         memcpy(truth + (size_t)k * ny, y, sizeof(float) * nb * ny);
+        for (i = 0; i < nb * ny; i++)
+            if (!isfinite(out[i]) || !isfinite(fabs((double)out[i] - y[i]))) die("%s: a non-finite prediction (%g for label %g)", loader_file(&L, i / ny), out[i], y[i]);
         k += nb;
     }
     loader_free(&L);
-    double total = 0, per[16] = {0};
     for (i = 0; i < n; i++) for (p = 0; p < ny; p++) { double d = fabs((double)pred[i * ny + p] - truth[i * ny + p]); total += d; if (p < 16) per[p] += d; }
     for (p = 0; p < ny && p < 16; p++) printf("mae_%s %.6f\n", p < 4 ? par_names[p] : "output", per[p] / n);
-    if (base_dir) {   /* predicting the mean label of base_dir for every sample */
-        int nb_files, j;
-        char **bf = list_samples(base_dir, &nb_files);
-        double mean[16] = {0}, bmae = 0;
-        for (j = 0; j < nb_files; j++) {
-            cf_cosmo_sample s;
-            TRY(cf_cosmo_read(bf[j], &s));
-            for (p = 0; p < ny && p < s.ny && p < 16; p++) mean[p] += s.y[p] / nb_files;
-            cf_cosmo_free(&s);
-            free(bf[j]);
-        }
-        free(bf);
+    if (o->baseline) {
+        mean_labels(o->baseline, mean, ny);
         for (i = 0; i < n; i++) for (p = 0; p < ny && p < 16; p++) bmae += fabs(truth[i * ny + p] - mean[p]);
         printf("baseline_mae %.6f\n", bmae / ((double)n * ny));
     }
-    if (pred_path) {
+    if (o->pred) {
         cf_array a;
         memset(&a, 0, sizeof a);
         a.dtype = CF_F32; a.ndim = 2; a.shape[0] = n; a.shape[1] = ny; a.count = (size_t)n * ny; a.data = pred;
-        TRY(cf_npy_write(pred_path, &a));
+        TRY(cf_npy_write(o->pred, &a));
     }
-    if (png) {
-        if (mkdir(png, 0777) && errno != EEXIST) die("%s: %s", png, strerror(errno));
-        for (p = 0; p < ny && p < 16; p++) scatter(png, p, pred, truth, n, ny, per[p] / n);
-        slice_png(png, files[0]);
+    if (o->png) {
+        for (p = 0; p < ny && p < 16; p++) scatter(o->png, p, pred, truth, n, ny, per[p] / n);
+        slice_png(o->png, files[0]);
     }
     printf("mae %.6f\n", total / ((double)n * ny));
-    for (i = 0; i < n; i++) free(files[i]);
-    free(files); free(pred); free(truth); free(order);
+    free(pred); free(truth); free(order);
+}
+
+/* the input transform the checkpoint records (cf-train writes transform= into it) */
+static int recorded_transform(const char *weights) {
+    cf_ckpt_info info;
+    char value[64];
+    int k = -1;
+    struct stat st;
+    if (stat(weights, &st) || S_ISDIR(st.st_mode) || cf_checkpoint_info(weights, &info)) return -1;
+    if (meta_value(info.state.meta, "transform", value, sizeof value)) for (k = 0; k < 3 && strcmp(value, transform_names[k]); k++) {}
+    CF_FREE(info.cfg_text);
+    return k >= 0 && k < 3 ? k : -1;
+}
+
+int main(int argc, char **argv) {
+    options o;
+    cf_net net;
+    char **files;
+    int n, is_dir;
+    struct stat st;
+    tool_init(argc, argv, "eval");
+    memset(&o, 0, sizeof o);
+    o.batch = 4; o.apply_log = -1; o.png_count = 8;
+    flag_table(&o);
+    flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
+    if (cf_dist_init(&argc, &argv)) die("%s", cf_failure_reason());
+    check_launch();
+    if (!o.weights || !o.data) die("needs --weights and --data (see --help)");
+    is_dir = !stat(o.weights, &st) && S_ISDIR(st.st_mode);
+    if (is_dir && !o.model) die("--weights %s: a weights directory does not hold its model: give --model", o.weights);
+    input_path(o.model); input_path(o.weights); input_path(o.data); input_path(o.stats); input_path(o.baseline);
+    output_file("--pred", o.pred);
+    output_dir("--png", o.png);
+    load_model(&net, o.model, o.has_shape ? &o.shape : NULL, is_dir ? NULL : o.weights);
+    TRY(cf_weights_load(&net, o.weights));
+    if (o.apply_log < 0 && (o.apply_log = recorded_transform(o.weights)) < 0) o.apply_log = 1;
+    net.training = 0; net.bn_train = 0;
+    files = list_samples(o.data, &n);
+    if (net.loss == CF_LOSS_SOFTMAX_CE) eval_segmentation(&net, files, n, &o);
+    else eval_regression(&net, files, n, &o);
+    free_samples(files, n);
     cf_net_free(&net);
+    cf_dist_finalize();
     return 0;
 }

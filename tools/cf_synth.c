@@ -18,6 +18,8 @@
    5. A lognormal density rho = exp(delta)/<exp(delta)> (mean 1) and Poisson particle counts
       with 1 particle per voxel on average: int16 counts, most of them 0 or 1, a few hundreds.
    Same seed, same bytes: every random number comes from cf_rng streams keyed by (seed, sample). */
+#define CF_IMPLEMENTATION
+#include "cosmoflow.h"
 #include "tool.h"
 #ifndef M_PI
 #define M_PI 3.14159265358979323846
@@ -27,26 +29,43 @@
 #endif
 #include "synth_climate.h"
 
+typedef struct {
+    const char *out, *format, *prefix;
+    long n;
+    int S, stats, split, fixed;
+    uint64_t seed;
+    double spread, voxel;
+} cosmo_options;
+static int vary[4] = {1, 1, 1, 1};   /* --fix holds parameters at their centre (label 0) */
+static void parse_fix(const char *v, void *dst) {   /* e.g. --fix 0,3: Omega_m and H_0 at their centres */
+    const char *p;
+    (void)dst;
+    for (p = v; *p; p++) if (*p >= '0' && *p <= '3') vary[*p - '0'] = 0; else if (*p != ',') die("--fix: '%s' is not a list of parameter indices 0-3", v);
+}
+static tool_flag flags[16];
+static int n_flags;
+static void flag_table(cosmo_options *o) {
+    tool_flag f[] = {
+        {"--out", "DIR", FLAG_STR, &o->out, 0, 0, "output directory (created)", NULL, NULL},
+        {"--samples", "N", FLAG_LONG, &o->n, 1, 100000000, "number of universes (required)", NULL, NULL},
+        {"--size", "S", FLAG_INT, &o->S, 4, 1024, "voxels per side, a power of 2 (the real data's: 128)", NULL, NULL},
+        {"--seed", "K", FLAG_U64, &o->seed, 0, 0x7fffffff, "random seed; same seed, same bytes", NULL, NULL},
+        {"--spread", "s", FLAG_DOUBLE, &o->spread, 0, 0.9, "label spread: physical = centre (1 + s u), u in [-1, 1] (the real data's: 0.1)", NULL, NULL},
+        {"--voxel", "V", FLAG_DOUBLE, &o->voxel, 0.01, 100, "voxel width in 70/H_0 Mpc (the real data's: 1); a voxel holds V^3 particles on average", NULL, NULL},
+        {"--fix", "LIST", FLAG_CALL, NULL, 0, 0, "hold parameters at their centre, label 0 (0 Omega_m, 1 sigma_8, 2 n_s, 3 H_0) (default none)", parse_fix, NULL},
+        {"--fixed", NULL, FLAG_SET, &o->fixed, 1, 0, "fixed-amplitude fields (Angulo & Pontzen 2016): the mean power in every mode, random phases", NULL, NULL},
+        {"--format", "F", FLAG_STR, &o->format, 0, 0, "tfrecord (gzip, one Example per file) or npy (X_data.npy, X_label.npy, lists)", NULL, NULL},
+        {"--split", "K", FLAG_INT, &o->split, 1, 16, "each universe K times as wide, written as its K^3 disjoint sub-volumes (the real data: 512^3 into 64)", NULL, NULL},
+        {"--prefix", "P", FLAG_STR, &o->prefix, 0, 0, "file name prefix", NULL, NULL},
+        {"--stats", NULL, FLAG_SET, &o->stats, 1, 0, "print count statistics (mean, zero fraction, max) per channel", NULL, NULL},
+    };
+    n_flags = (int)(sizeof f / sizeof f[0]);
+    memcpy(flags, f, sizeof f);
+}
 static void usage(void) {
-    printf("usage: cf-synth cosmo --out DIR --samples N [--size S] [--seed K] [--spread s] [--format tfrecord|npy]\n"
-           "  --out DIR          output directory (created)\n"
-           "  --samples N        number of universes\n"
-           "  --size S           voxels per side, a power of 2 (default 128, as the real data)\n"
-           "  --seed K           random seed (default 1); same seed, same bytes\n"
-           "  --spread s         label spread: physical = centre*(1 + s*u), u in [-1,1] (default 0.1, the real data's)\n"
-           "  --voxel V          voxel width in units of 70/H_0 Mpc (default 1, the real data's: 512 voxels =\n"
-           "                     512 H_0/70 Mpc/h).  The particle density stays the real data's, so a voxel holds\n"
-           "                     V^3 particles on average: --size 32 --voxel 4 is a real 128^3 sample binned 4x4x4\n"
-           "  --fix LIST         hold parameters at their centre, label 0 (indices 0 Omega_m, 1 sigma_8, 2 n_s, 3 H_0)\n"
-           "  --fixed            fixed-amplitude fields (Angulo & Pontzen 2016): every Fourier mode gets the mean\n"
-           "                     power and a random phase, removing cosmic variance from small boxes (the demo)\n"
-           "  --format F         tfrecord (gzip, one Example per file, default) or npy (X_data.npy, X_label.npy, lists)\n"
-           "  --split K          generate each universe K times as wide ((K*S)^3, periodic) and write its K^3\n"
-           "                     disjoint S^3 sub-volumes as samples with the universe's labels, as the real\n"
-           "                     dataset cuts each 512^3 simulation into 64 of 128^3 (default 1: whole periodic boxes)\n"
-           "  --prefix P         file name prefix (default 'synth')\n"
-           "  --stats            print count statistics (mean, zero fraction, max) per channel\n");
-    exit(0);
+    flag_help("usage: cf-synth cosmo --out DIR --samples N [flags]\n"
+              "       cf-synth climate --out DIR --samples N [flags]   (cf-synth climate --help)\n"
+              "  synthetic dark-matter universes in the real CosmoFlow format", flags, n_flags, NULL);
 }
 
 /* in-place radix-2 complex FFT of n points with stride (sign -1 forward, +1 inverse, unscaled) */
@@ -119,8 +138,7 @@ static const double centre[4] = {0.3, 0.8, 0.96, 70.0};
 static const double redshift[4] = {0.0, 0.5, 1.5, 3.0};
 
 /* one universe: x (S,S,S,4) int16 channels-last, y 4 unit labels */
-static int vary[4] = {1, 1, 1, 1};
-static int fixed_amplitude = 0;   /* --fixed: |W_k| = sqrt(N), random phases only */   /* --fix holds parameters at their centre (label 0) */
+static int fixed_amplitude = 0;   /* --fixed: |W_k| = sqrt(N), random phases only */
 static void universe(int16_t *x, float *y, int S, double spread, double voxel, uint64_t seed, long index) {
     cf_rng r = cf_rng_seed(cf_hash64(seed * 0x9e3779b97f4a7c15ULL + (uint64_t)index));
     size_t N = (size_t)S * S * S, v;
@@ -163,43 +181,29 @@ static void universe(int16_t *x, float *y, int S, double spread, double voxel, u
 }
 
 int main(int argc, char **argv) {
-    const char *out = NULL, *format = "tfrecord", *prefix = "synth";
-    long n = 0, i;
-    int S = 128, stats = 0, split = 1, k;
-    double spread = 0.1, voxel = 1.0;
-    uint64_t seed = 1;
+    cosmo_options o;
+    const char *out, *format, *prefix;
+    long n, i;
+    int S, stats, split, k;
+    double spread, voxel;
+    uint64_t seed;
     double zero[4] = {0}, sum[4] = {0}, mx[4] = {0};
-    tool_name = "synth";
-    tool_init(argc, argv);
+    tool_init(argc, argv, "synth");
+    memset(&o, 0, sizeof o);
+    o.format = "tfrecord"; o.prefix = "synth"; o.S = 128; o.split = 1; o.spread = 0.1; o.voxel = 1.0; o.seed = 1;
+    flag_table(&o);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) usage();
     if (!strcmp(argv[1], "--version")) print_version();
     if (!strcmp(argv[1], "climate")) return climate_main(argc, argv);
     if (strcmp(argv[1], "cosmo")) die("%s: unknown kind (cosmo or climate)", argv[1]);
-    for (k = 2; k < argc; k++) {
-        const char *a = argv[k];
-        if (!strcmp(a, "--help")) usage();
-        else if (!strcmp(a, "--out")) out = flag_value(argc, argv, &k);
-        else if (!strcmp(a, "--samples")) n = flag_long(a, flag_value(argc, argv, &k), 1, 100000000);
-        else if (!strcmp(a, "--size")) S = (int)flag_long(a, flag_value(argc, argv, &k), 4, 1024);
-        else if (!strcmp(a, "--seed")) seed = (uint64_t)flag_long(a, flag_value(argc, argv, &k), 0, 0x7fffffffL);
-        else if (!strcmp(a, "--spread")) spread = flag_double(a, flag_value(argc, argv, &k), 0, 0.9);
-        else if (!strcmp(a, "--voxel")) voxel = flag_double(a, flag_value(argc, argv, &k), 0.01, 100);
-        else if (!strcmp(a, "--fix")) {   /* e.g. --fix 0,3: Omega_m and H_0 at their centres */
-            const char *v = flag_value(argc, argv, &k);
-            for (; *v; v++) if (*v >= '0' && *v <= '3') vary[*v - '0'] = 0; else if (*v != ',') die("--fix: '%s' is not a list of parameter indices 0-3", v);
-        }
-        else if (!strcmp(a, "--fixed")) fixed_amplitude = 1;
-        else if (!strcmp(a, "--format")) format = flag_value(argc, argv, &k);
-        else if (!strcmp(a, "--prefix")) prefix = flag_value(argc, argv, &k);
-        else if (!strcmp(a, "--stats")) stats = 1;
-        else if (!strcmp(a, "--split")) split = (int)flag_long(a, flag_value(argc, argv, &k), 1, 16);
-        else die("%s: unknown flag (see --help)", a);
-    }
+    flag_parse(argc, argv, 2, flags, n_flags, usage, NULL, 0);
+    out = o.out; format = o.format; prefix = o.prefix; n = o.n; S = o.S; stats = o.stats; split = o.split;
+    spread = o.spread; voxel = o.voxel; seed = o.seed; fixed_amplitude = o.fixed;
     if (!out || !n) die("needs --out DIR and --samples N");
     if (S & (S - 1)) die("--size: %d is not a power of 2", S);
     if (split & (split - 1) || (long)S * split > 1024) die("--split: %d is not a power of 2 with --size x --split <= 1024", split);
     if (strcmp(format, "tfrecord") && strcmp(format, "npy")) die("--format: '%s' is not tfrecord or npy", format);
-    if (mkdir(out, 0777) && errno != EEXIST) die("%s: %s", out, strerror(errno));
+    output_dir("--out", out);
     int failed = 0;
     char err[1100] = "";
     TOOL_OMP(omp parallel for schedule(dynamic) reduction(+:zero[:4], sum[:4]) reduction(max:mx[:4]))

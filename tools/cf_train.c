@@ -2,258 +2,410 @@
    defaults, on one process or under mpirun (synchronous data parallelism: one gradient
    allreduce per step).  The application follows from the model: loss=softmax_ce is DeepCAM.
    Reads gzip or plain TFRecords and the submitters' numpy layout (CosmoFlow) and the DeepCAM
-   numpy layout (data-*.npy, label-*.npy, stats_minval/maxval.npy), told apart by name. */
+   numpy layout (data-*.npy, label-*.npy, stats_minval/maxval.npy), told apart by name.
+   main() is setup, then per epoch: train, validate, save. */
+#define CF_IMPLEMENTATION
+#include "cosmoflow.h"
 #include "tool.h"
+#include "data.h"
 #include "draw.h"
-#include <unistd.h>
+#include "mllog.h"
 #include <sys/utsname.h>
 
+enum { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_LAMB };
+static const char *opt_names[4] = {"sgd", "adam", "adamw", "lamb"};
+static const char *opt_mlperf[4] = {"sgd", "Adam", "AdamW", "LAMB"};
+static const char *transform_names[3] = {"mean", "log", "log-ratio"};   /* by apply_log */
+
 typedef struct {
-    const char *model, *train, *val, *out, *resume, *mllog;
-    int epochs, batch, has_shape, apply_log, n_train, n_val, progress, augment;
+    const char *model, *train, *val, *out, *resume, *mllog, *stats, *png, *preset;
+    int epochs, batch, has_shape, apply_log, n_train, n_val, progress, augment, warmup;
     long overlap;             /* 0: one blocking allreduce; else bucket size in floats */
     uint64_t seed;
-    double target, lr, base_batch, warmup, momentum, l2, dropout;
+    double target, lr, base_batch, momentum, l2, dropout;
     int n_decay; double decay_epoch[16], decay_factor[16];
     cf_shape shape;
     int loss;                 /* -1: the cfg's */
     int optimizer;            /* OPT_* ; -1: the application's default */
     double wd, beta1, beta2, eps, max_grad_norm, larc;
     cf_lr_sched sched; int sched_set;   /* per-step schedule (DeepCAM); else the epoch one */
-    const char *stats;        /* DeepCAM min/max statistics directory */
-    const char *png;          /* learning-curve directory */
     int sync_bn;              /* batch-norm statistics over all ranks */
     int skip_nonfinite;       /* skip a batch whose gradient is not finite instead of stopping */
     int grad_lag;             /* 1: apply step t-1's averaged gradient at step t (2018 climate code) */
 } options;
-enum { OPT_SGD, OPT_ADAM, OPT_ADAMW, OPT_LAMB };
-static const char *opt_names[4] = {"sgd", "adam", "adamw", "lamb"};
-static const char *opt_mlperf[4] = {"sgd", "Adam", "AdamW", "LAMB"};
 
-static void usage(void) {
-    printf("usage: cf-train --model M.cfg --train DIR --val DIR --out CKPT [flags]\n"
-           "  --model M.cfg        network (required)\n"
-           "  --train DIR          training samples: *.tfrecord, *.tfrecord.gz (gzip or plain) or *_data.npy\n"
-           "  --val DIR            validation samples, same formats\n"
-           "  --out CKPT           checkpoint, rewritten atomically after every epoch (previous kept as CKPT.prev)\n"
-           "  --epochs E           upper bound on epochs (default 128)\n"
-           "  --batch B            samples per rank per step (default 4)\n"
-           "  --seed K             weights, shuffling, dropout (default 0)\n"
-           "  --resume CKPT        continue from a checkpoint: same weights, optimizer state, epoch and data order\n"
-           "  --target V           CosmoFlow: stop when validation MAE <= V (MLPerf: 0.124; default: run all epochs)\n"
-           "  --input-shape S      CxDxHxW, replaces the cfg's input size (e.g. 4x32x32x32)\n"
-           "  --lr X               base learning rate (default 0.001)\n"
-           "  --base-batch N       linear scaling: peak lr = lr * global batch / N (default 64)\n"
-           "  --warmup-epochs N    epochs from lr to the peak (default 4)\n"
-           "  --decay LIST         epoch:factor,... multipliers of the peak after the epoch (default 32:0.25,64:0.125;\n"
-           "                       none: constant)\n"
-           "  --momentum M         SGD momentum, Keras form v = m v - lr g (default 0.9)\n"
-           "  --l2 X               L2 on the kernels marked l2=1 in the cfg (default 0)\n"
-           "  --dropout P          rate of every dropout layer (default: the cfg's)\n"
-           "  --loss mse|l1        (default: the cfg's; CosmoFlow: mse)\n"
-           "  --no-log             x / mean(x) instead of log(1 + x) (the reference's apply_log: False)\n"
-           "  --log-ratio          log(1 + x) - log(1 + channel mean): log counts centred per sample (the demo)\n"
-           "  --augment            a random one of the cube's 48 symmetries (axis permutation and flips) per\n"
-           "                       training sample, as the 2018 CosmoFlow code did (the MLPerf reference does not)\n"
-           "  --overlap N          average gradients with MPI_Iallreduce on buckets of >= N floats started\n"
-           "                       during backward (default: one blocking MPI_Allreduce after it)\n"
-           "  --n-train N, --n-val N   use only the first N files of each directory\n"
-           "  --png DIR            after every epoch: DIR/history.tsv (epoch, training loss, validation metric)\n"
-           "                       and DIR/learning_curve.png drawn from it (kept across --resume)\n"
-           "  --mllog FILE         MLPerf HPC ':::MLLOG' lines (closed division, CosmoFlow keys)\n"
-           "  --progress / --no-progress   progress on stderr: a bar on a terminal, else a line a minute (default on)\n"
-           "DeepCAM (models with loss=softmax_ce; defaults are the MLPerf reference's):\n"
-           "  --stats DIR          stats_minval.npy / stats_maxval.npy (default: the --train directory or its parent)\n"
-           "  --optimizer O        sgd, adam, adamw or lamb (default: lamb for DeepCAM, sgd for CosmoFlow)\n"
-           "  --weight-decay X     adam: L2 in the gradient; adamw, lamb: decoupled (default 0.01 DeepCAM)\n"
-           "  --betas B1,B2        (default 0.9,0.999)   --eps X (default 1e-6)\n"
-           "  --max-grad-norm X    lamb: clip the global gradient norm (default 1.0; 0: off)\n"
-           "  --larc ETA           scale each tensor's gradient by min(ETA |w|/|g|, 1) first (2018 climate code: 0.002)\n"
-           "  --lr-schedule S      multistep or cosine, counted in optimizer steps (DeepCAM default: multistep)\n"
-           "  --milestones LIST    multistep: steps, e.g. 800,1600 (default none)   --decay-rate G (default 0.1)\n"
-           "  --warmup-steps N     linear warmup (default 0)   --warmup-factor F (default 1)\n"
-           "  --t-max N            cosine: period in steps (default 9000)   --eta-min X (default 0)\n"
-           "  --target V           DeepCAM: stop when validation mean IoU >= V (MLPerf: 0.82)\n"
-           "  --grad-lag 1         apply the previous step's averaged gradient, its allreduce overlapping this\n"
-           "                       step (the 2018 climate code; the first step only starts the pipeline)\n"
-           "  --preset 2018        the 2018 papers' recipes (README, '2018 configurations'): CosmoFlow: Adam 1e-4,\n"
-           "                       no lr scaling or schedule, L1 loss, x / mean(x), flips and axis permutations;\n"
-           "                       DeepCAM: LARC (eta 0.002, clip) around Adam 1e-4, gradient lag 1, no schedule\n"
-           "                       (later flags override it)\n"
-           "  --skip-nonfinite     a batch whose loss or gradient is NaN/Inf is skipped with a counted warning\n"
-           "                       (default: training stops, naming the step, the first bad layer and the files)\n"
-           "  --sync-bn            batch-norm statistics of the global batch (summed over ranks; PyTorch's\n"
-           "                       SyncBatchNorm); default per rank, as the reference (batchnorm_group_size 1)\n"
-           "stdout: one line per epoch 'epoch E train_loss L val_mae V lr X time T' (DeepCAM: val_miou)\n");
-    exit(0);
-}
-
-static void parse_decay(options *o, const char *v) {
+/* ---------------------------------------------------------------- flags */
+static void parse_decay(const char *v, void *dst) {
+    options *o = (options *)dst;
     const char *p = v;
     o->n_decay = 0;
     if (!strcmp(v, "none")) return;
     while (*p) {
         char *end;
         double e = strtod(p, &end), f;
-        if (end == p || *end != ':' || o->n_decay == 16) die("--decay: '%s' is not epoch:factor,...", v);
+        if (end == p || *end != ':' || o->n_decay == 16 || !isfinite(e) || e < 0) die("--decay: '%s' is not epoch:factor,...", v);
         p = end + 1;
         f = strtod(p, &end);
-        if (end == p || f <= 0) die("--decay: '%s' is not epoch:factor,...", v);
+        if (end == p || !isfinite(f) || f <= 0) die("--decay: '%s' is not epoch:factor,... with factors > 0", v);
         o->decay_epoch[o->n_decay] = e; o->decay_factor[o->n_decay++] = f;
         p = end;
         if (*p == ',') p++; else if (*p) die("--decay: '%s' is not epoch:factor,...", v);
     }
 }
+static void parse_loss(const char *v, void *dst) {
+    int *loss = (int *)dst;
+    if (!strcmp(v, "mse")) *loss = CF_LOSS_MSE;
+    else if (!strcmp(v, "l1")) *loss = CF_LOSS_L1;
+    else die("--loss: '%s' is not mse or l1", v);
+}
+static void parse_optimizer(const char *v, void *dst) {
+    int *opt = (int *)dst;
+    for (*opt = 0; *opt < 4 && strcmp(v, opt_names[*opt]); (*opt)++) {}
+    if (*opt == 4) die("--optimizer: '%s' is not sgd, adam, adamw or lamb", v);
+}
+static void parse_betas(const char *v, void *dst) {
+    options *o = (options *)dst;
+    if (sscanf(v, "%lf,%lf", &o->beta1, &o->beta2) != 2 || !(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))
+        die("--betas: '%s' is not B1,B2 in [0, 1)", v);
+}
+static void parse_schedule(const char *v, void *dst) {
+    options *o = (options *)dst;
+    o->sched_set = 1;
+    if (!strcmp(v, "multistep")) o->sched.type = CF_SCHED_MULTISTEP;
+    else if (!strcmp(v, "cosine")) o->sched.type = CF_SCHED_COSINE;
+    else die("--lr-schedule: '%s' is not multistep or cosine", v);
+}
+static void parse_milestones(const char *v, void *dst) {
+    cf_lr_sched *s = (cf_lr_sched *)dst;
+    const char *q = v;
+    s->n_milestones = 0;
+    while (*q) {
+        char *end;
+        long m = strtol(q, &end, 10);
+        if (end == q || m < 0 || s->n_milestones == 16 || (*end && *end != ',')) die("--milestones: '%s' is not a list of up to 16 steps", v);
+        s->milestones[s->n_milestones++] = m;
+        q = *end == ',' ? end + 1 : end;
+    }
+}
+static void parse_transform(const char *v, void *dst) {
+    int *t = (int *)dst, k;
+    for (k = 0; k < 3 && strcmp(v, transform_names[k]); k++) {}
+    if (k == 3) die("--transform: '%s' is not log, mean or log-ratio", v);
+    *t = k;
+}
+static void parse_preset(const char *v, void *dst) { if (strcmp(v, "2018")) die("--preset: '%s' is not 2018", v); *(const char **)dst = v; }
 
-/* The reference's schedule (cosmoflow/utils/optimizers.py), epoch e counted from 0:
-   warm-up lr + e (peak - lr) / n_warmup for e < n_warmup, then peak times the factor of the
-   largest decay epoch k with k < e (strictly), 1 if none. */
-static double lr_at(const options *o, int e, int global_batch) {
-    double peak = o->base_batch > 0 ? o->lr * global_batch / o->base_batch : o->lr, f = 1, best = -1;
-    int i;
-    if (e < o->warmup) return o->lr + e * (peak - o->lr) / o->warmup;
-    for (i = 0; i < o->n_decay; i++) if (o->decay_epoch[i] < e && o->decay_epoch[i] > best) { best = o->decay_epoch[i]; f = o->decay_factor[i]; }
-    return peak * f;
+#define NFLAGS 56
+static tool_flag flags[NFLAGS];
+static int n_flags;
+static void flag_table(options *o) {
+    tool_flag f[] = {
+        {"--model", "M.cfg", FLAG_STR, &o->model, 0, 0, "network (default: the one in --resume's checkpoint)", NULL, NULL},
+        {"--train", "DIR", FLAG_STR, &o->train, 0, 0, "training samples: *.tfrecord, *.tfrecord.gz (gzip or plain), *_data.npy, data-*.npy", NULL, NULL},
+        {"--val", "DIR", FLAG_STR, &o->val, 0, 0, "validation samples, same formats", NULL, NULL},
+        {"--out", "CKPT", FLAG_STR, &o->out, 0, 0, "checkpoint, written atomically after every epoch (the previous kept as CKPT.prev)", NULL, NULL},
+        {"--epochs", "E", FLAG_INT, &o->epochs, 1, 1000000, "upper bound on epochs", NULL, NULL},
+        {"--batch", "B", FLAG_INT, &o->batch, 1, 65536, "samples per rank per step", NULL, NULL},
+        {"--seed", "K", FLAG_U64, &o->seed, 0, 0x7fffffff, "weights, shuffling, dropout", NULL, NULL},
+        {"--resume", "CKPT", FLAG_STR, &o->resume, 0, 0, "continue from a checkpoint: its weights, optimizer state, epoch and data order", NULL, NULL},
+        {"--target", "V", FLAG_DOUBLE, &o->target, 0, 1e9, "stop when validation MAE <= V (MLPerf CosmoFlow 0.124) or mean IoU >= V (DeepCAM 0.82); default: run all epochs", NULL, NULL},
+        {"--input-shape", "S", FLAG_SHAPE, &o->shape, 0, 0, "CxDxHxW, replaces the cfg's input size (e.g. 4x32x32x32)", NULL, &o->has_shape},
+        {"--lr", "X", FLAG_DOUBLE, &o->lr, 0, 100, "base learning rate", NULL, NULL},
+        {"--base-batch", "N", FLAG_DOUBLE, &o->base_batch, 1, 1e9, "linear scaling: peak lr = lr * global batch / N", NULL, NULL},
+        {"--warmup-epochs", "N", FLAG_INT, &o->warmup, 0, 1000000, "epochs from lr to the peak", NULL, NULL},
+        {"--decay", "LIST", FLAG_CALL, o, 0, 0, "epoch:factor,... multipliers of the peak after the epoch (default 32:0.25,64:0.125; none: constant)", parse_decay, NULL},
+        {"--momentum", "M", FLAG_DOUBLE, &o->momentum, 0, 0.9999, "SGD momentum, Keras form v = m v - lr g", NULL, NULL},
+        {"--l2", "X", FLAG_DOUBLE, &o->l2, 0, 1e3, "L2 on the kernels marked l2=1 in the cfg", NULL, NULL},
+        {"--dropout", "P", FLAG_DOUBLE, &o->dropout, 0, 0.999, "rate of every dropout layer (default: the cfg's)", NULL, NULL},
+        {"--loss", "mse|l1", FLAG_CALL, &o->loss, 0, 0, "(default: the cfg's; CosmoFlow: mse)", parse_loss, NULL},
+        {"--transform", "T", FLAG_CALL, &o->apply_log, 0, 0, "CosmoFlow input: log (log(1 + x), default), mean (x / mean(x)) or log-ratio", parse_transform, NULL},
+        {"--no-log", NULL, FLAG_SET, &o->apply_log, 0, 0, "--transform mean (the reference's apply_log: False)", NULL, NULL},
+        {"--log-ratio", NULL, FLAG_SET, &o->apply_log, 2, 0, "--transform log-ratio: log(1 + x) - log(1 + channel mean), log counts centred per sample", NULL, NULL},
+        {"--augment", NULL, FLAG_SET, &o->augment, 1, 0, "a random one of the cube's 48 symmetries per training sample (the 2018 code; MLPerf: none)", NULL, NULL},
+        {"--overlap", "N", FLAG_LONG, &o->overlap, 1, 1L << 30, "average gradients in buckets of >= N floats started during backward (default: one allreduce after it)", NULL, NULL},
+        {"--n-train", "N", FLAG_INT, &o->n_train, 1, 1 << 30, "use only the first N training files (default: all)", NULL, NULL},
+        {"--n-val", "N", FLAG_INT, &o->n_val, 1, 1 << 30, "use only the first N validation files (default: all)", NULL, NULL},
+        {"--png", "DIR", FLAG_STR, &o->png, 0, 0, "after every epoch DIR/history.tsv and DIR/learning_curve.png (kept across --resume)", NULL, NULL},
+        {"--mllog", "FILE", FLAG_STR, &o->mllog, 0, 0, "MLPerf HPC ':::MLLOG' lines (appended to on --resume)", NULL, NULL},
+        {"--progress", NULL, FLAG_SET, &o->progress, 1, 0, "progress on stderr: a bar on a terminal, else a line a minute (default)", NULL, NULL},
+        {"--no-progress", NULL, FLAG_SET, &o->progress, 0, 0, "no progress output", NULL, NULL},
+        {NULL, NULL, FLAG_STR, NULL, 0, 0, "DeepCAM (models with loss=softmax_ce; defaults are the MLPerf reference's):", NULL, NULL},
+        {"--stats", "DIR", FLAG_STR, &o->stats, 0, 0, "stats_minval.npy / stats_maxval.npy (default: --train or its parent)", NULL, NULL},
+        {"--optimizer", "O", FLAG_CALL, &o->optimizer, 0, 0, "sgd, adam, adamw or lamb (default: lamb for DeepCAM, sgd for CosmoFlow)", parse_optimizer, NULL},
+        {"--weight-decay", "X", FLAG_DOUBLE, &o->wd, 0, 10, "adam: L2 in the gradient; adamw, lamb: decoupled (default 0.01 DeepCAM, 0 CosmoFlow)", NULL, NULL},
+        {"--betas", "B1,B2", FLAG_CALL, o, 0, 0, "Adam's betas (default 0.9,0.999)", parse_betas, NULL},
+        {"--eps", "X", FLAG_DOUBLE, &o->eps, 0, 1, "Adam's epsilon", NULL, NULL},
+        {"--max-grad-norm", "X", FLAG_DOUBLE, &o->max_grad_norm, 0, 1e9, "lamb: clip the global gradient norm (0: off)", NULL, NULL},
+        {"--larc", "ETA", FLAG_DOUBLE, &o->larc, 0, 1e3, "scale each tensor's gradient by min(ETA |w|/|g|, 1) first (2018 climate code: 0.002)", NULL, NULL},
+        {"--lr-schedule", "S", FLAG_CALL, o, 0, 0, "multistep or cosine, in optimizer steps (default: multistep for DeepCAM)", parse_schedule, NULL},
+        {"--milestones", "LIST", FLAG_CALL, &o->sched, 0, 0, "multistep: steps, e.g. 800,1600 (default none)", parse_milestones, NULL},
+        {"--decay-rate", "G", FLAG_DOUBLE, &o->sched.gamma, 0, 1, "multistep: the factor at each milestone", NULL, NULL},
+        {"--warmup-steps", "N", FLAG_INT, &o->sched.warmup_steps, 0, 1 << 30, "linear warmup", NULL, NULL},
+        {"--warmup-factor", "F", FLAG_DOUBLE, &o->sched.warmup_factor, 1, 1e6, "warmup from lr/F", NULL, NULL},
+        {"--t-max", "N", FLAG_LONG, &o->sched.t_max, 1, 1L << 40, "cosine: period in steps", NULL, NULL},
+        {"--eta-min", "X", FLAG_DOUBLE, &o->sched.eta_min, 0, 100, "cosine: the lowest lr", NULL, NULL},
+        {"--grad-lag", "0|1", FLAG_INT, &o->grad_lag, 0, 1, "1: apply the previous step's averaged gradient, its allreduce overlapping this step (2018)", NULL, NULL},
+        {"--preset", "2018", FLAG_CALL, &o->preset, 0, 0, "the 2018 papers' recipes (docs/tutorial.md; later flags override it) (default none)", parse_preset, NULL},
+        {"--skip-nonfinite", NULL, FLAG_SET, &o->skip_nonfinite, 1, 0, "skip a batch whose loss or gradient is NaN/Inf, with a counted warning (default: stop, naming it)", NULL, NULL},
+        {"--sync-bn", NULL, FLAG_SET, &o->sync_bn, 1, 0, "batch-norm statistics of the global batch (PyTorch's SyncBatchNorm; default per rank)", NULL, NULL},
+    };
+    n_flags = (int)(sizeof f / sizeof f[0]);
+    memcpy(flags, f, sizeof f);
+}
+static void usage(void) {
+    flag_help("usage: cf-train --train DIR --val DIR --out CKPT (--model M.cfg | --resume CKPT) [flags]", flags, n_flags,
+              "stdout: one line per epoch 'epoch E train_loss L val_mae V lr X time T' (DeepCAM: val_miou)\n");
 }
 
-/* ---- MLPerf logging: one JSON object per line, rank 0 only */
-static FILE *mll;
-static void mllog(const char *event, const char *key, const char *value, int lineno, const char *meta) {
-    struct timespec t;
-    if (!mll) return;
-    clock_gettime(CLOCK_REALTIME, &t);
-    fprintf(mll, ":::MLLOG {\"namespace\": \"\", \"time_ms\": %lld, \"event_type\": \"%s\", \"key\": \"%s\", \"value\": %s, "
-            "\"metadata\": {\"file\": \"cf_train.c\", \"lineno\": %d%s%s}}\n",
-            (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000, event, key, value, lineno, meta ? ", " : "", meta ? meta : "");
-    fflush(mll);
+static void defaults(options *o) {
+    memset(o, 0, sizeof *o);
+    o->epochs = 128; o->batch = 4; o->apply_log = 1; o->lr = 0.001; o->base_batch = 64; o->warmup = 4; o->momentum = 0.9;
+    o->dropout = -1; o->loss = -1; o->progress = 1;
+    o->optimizer = -1; o->wd = -1; o->beta1 = 0.9; o->beta2 = 0.999; o->eps = 1e-6; o->max_grad_norm = 1.0;
+    o->sched.type = CF_SCHED_MULTISTEP; o->sched.gamma = 0.1; o->sched.warmup_factor = 1; o->sched.t_max = 9000;
+    parse_decay("32:0.25,64:0.125", o);
 }
-#define EV(key, value) mllog("POINT_IN_TIME", key, value, __LINE__, NULL)
 
-/* The 2018 papers' training recipes (COSMOFLOW-REFERENCE.md 1.5, DEEPCAM-REFERENCE.md 3.6).
-   CosmoFlow 2018: Adam 1e-4 at any batch (no scaling, no schedule), L1 loss, input divided by
-   its mean, random flips and axis permutations.  Climate 2018: LARC (eta 0.002, clip mode)
-   around Adam 1e-4, gradient lag 1; the loss weights are in the model file. */
+/* The 2018 papers' training recipes (docs/references.md, "The 2018 recipes").  CosmoFlow: Adam
+   1e-4 at any batch (no scaling, no schedule), L1 loss, input divided by its mean, random
+   flips and axis permutations.  Climate: LARC (eta 0.002, clip mode) around Adam 1e-4,
+   gradient lag 1; the loss weights are in the model file. */
 static void preset_2018(options *o, int seg) {
     o->optimizer = OPT_ADAM; o->lr = 1e-4; o->wd = 0;
     if (seg) { o->larc = 0.002; o->grad_lag = 1; return; }
     o->loss = CF_LOSS_L1; o->apply_log = 0; o->augment = 1;
     o->warmup = 0; o->n_decay = 0; o->base_batch = 0;
 }
-
-/* the CosmoFlow reference's keys (COSMOFLOW-REFERENCE.md 4.2) */
-static void mllog_cosmoflow(const options *o, int global_batch) {
-    char buf[512];
-    int i;
-    snprintf(buf, sizeof buf, "%g", o->l2); EV("opt_weight_decay", buf);
-    snprintf(buf, sizeof buf, "%g", o->dropout >= 0 ? o->dropout : 0.5); EV("dropout", buf);
-    snprintf(buf, sizeof buf, "\"%s\"", opt_names[o->optimizer]); EV("opt_name", buf);
-    snprintf(buf, sizeof buf, "%g", o->base_batch > 0 ? o->lr * global_batch / o->base_batch : o->lr); EV("opt_base_learning_rate", buf);
-    snprintf(buf, sizeof buf, "%g", o->warmup); EV("opt_learning_rate_warmup_epochs", buf);
-    snprintf(buf, sizeof buf, "%g", o->base_batch > 0 ? global_batch / o->base_batch : 1.0); EV("opt_learning_rate_warmup_factor", buf);
-    {
-        int n = snprintf(buf, sizeof buf, "[");
-        double mx = 0;
-        for (i = 0; i < o->n_decay; i++) { n += snprintf(buf + n, sizeof buf - n, "%s%g", i ? ", " : "", o->decay_epoch[i]); if (o->decay_factor[i] > mx) mx = o->decay_factor[i]; }
-        snprintf(buf + n, sizeof buf - n, "]");
-        EV("opt_learning_rate_decay_boundary_epochs", buf);
-        snprintf(buf, sizeof buf, "%g", mx); EV("opt_learning_rate_decay_factor", buf);
+/* the model's cfg text: from --model, or from the checkpoint --resume names */
+static char *model_text(const options *o) {
+    char *text = NULL;
+    cf_shape in;
+    if (o->model) {
+        cf_net net;
+        TRY(cf_net_load_cfg(&net, o->model, NULL));
+        text = strdup(net.cfg_text);
+        cf_net_free(&net);
+    } else if (o->resume) TRY(cf_checkpoint_cfg(o->resume, &text, &in));
+    return text;
+}
+/* --preset 2018 first (its recipe depends on the application), then the other flags over it */
+static void parse_flags(options *o, int argc, char **argv) {
+    flag_table(o);
+    flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
+    if (o->preset) {
+        char *text = model_text(o);
+        options given = *o;
+        if (!text) die("--preset 2018: needs --model or --resume (the recipe depends on the application)");
+        defaults(o);
+        preset_2018(o, strstr(text, "softmax_ce") != NULL);
+        free(text);
+        flag_table(o);
+        flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);   /* the flags given win over the recipe */
+        o->preset = given.preset;
     }
+    if (!o->train || !o->val || !o->out) die("needs --train, --val and --out (see --help)");
+    if (!o->model && !o->resume) die("needs --model M.cfg, or --resume CKPT to take the model from the checkpoint");
+    if (o->progress) o->progress = isatty(2) ? 1 : 2;
 }
 
-/* the keys the DeepCAM closed-division checker requires (DEEPCAM-REFERENCE.md 4) */
-static void mllog_deepcam(const options *o, int global_batch) {
+/* ---------------------------------------------------------------- the run */
+typedef struct {
+    options o;
+    cf_net net;
+    cf_train_state st;
+    int rank, size, seg, n_classes, first_epoch, global_batch, steps, reached;
+    char **train_files, **val_files;
+    int n_train, n_val, n_train_files, n_val_files;
+    int *order, *pred;
+    float *dout, cmin[64], cmax[64];
+    loader L;
+    cf_grad_lag lag;
+    double t_start;
+} run;
+
+/* ---- MLPerf logging (docs/references.md): the run's constants, then the application's keys */
+static void mllog_cosmoflow(const run *R) {
+    const options *o = &R->o;
     char buf[512];
     int i, n;
-    (void)global_batch;
-    EV("gradient_accumulation_frequency", "1");
-    snprintf(buf, sizeof buf, "%d", o->sync_bn ? cf_dist_size() : 1); EV("batchnorm_group_size", buf);
-    snprintf(buf, sizeof buf, "\"%s\"", opt_mlperf[o->optimizer]); EV("opt_name", buf);
-    snprintf(buf, sizeof buf, "%g", o->lr); EV("opt_lr", buf);
-    snprintf(buf, sizeof buf, "[%g, %g]", o->beta1, o->beta2); EV("opt_betas", buf);
-    snprintf(buf, sizeof buf, "%g", o->eps); EV("opt_eps", buf);
-    snprintf(buf, sizeof buf, "%g", o->wd); EV("opt_weight_decay", buf);
+    double mx = 0;
+    snprintf(buf, sizeof buf, "%g", o->l2); MLL_EVENT("opt_weight_decay", buf);
+    snprintf(buf, sizeof buf, "%g", o->dropout >= 0 ? o->dropout : 0.5); MLL_EVENT("dropout", buf);
+    snprintf(buf, sizeof buf, "\"%s\"", opt_names[o->optimizer]); MLL_EVENT("opt_name", buf);
+    snprintf(buf, sizeof buf, "%g", o->base_batch > 0 ? o->lr * R->global_batch / o->base_batch : o->lr); MLL_EVENT("opt_base_learning_rate", buf);
+    snprintf(buf, sizeof buf, "%d", o->warmup); MLL_EVENT("opt_learning_rate_warmup_epochs", buf);
+    snprintf(buf, sizeof buf, "%g", o->base_batch > 0 ? R->global_batch / o->base_batch : 1.0); MLL_EVENT("opt_learning_rate_warmup_factor", buf);
+    n = snprintf(buf, sizeof buf, "[");
+    for (i = 0; i < o->n_decay; i++) { n += snprintf(buf + n, sizeof buf - n, "%s%g", i ? ", " : "", o->decay_epoch[i]); if (o->decay_factor[i] > mx) mx = o->decay_factor[i]; }
+    snprintf(buf + n, sizeof buf - n, "]");
+    MLL_EVENT("opt_learning_rate_decay_boundary_epochs", buf);
+    snprintf(buf, sizeof buf, "%g", mx); MLL_EVENT("opt_learning_rate_decay_factor", buf);
+}
+static void mllog_deepcam(const run *R) {
+    const options *o = &R->o;
+    char buf[512];
+    int i, n;
+    MLL_EVENT("gradient_accumulation_frequency", "1");
+    snprintf(buf, sizeof buf, "%d", o->sync_bn ? R->size : 1); MLL_EVENT("batchnorm_group_size", buf);
+    snprintf(buf, sizeof buf, "\"%s\"", opt_mlperf[o->optimizer]); MLL_EVENT("opt_name", buf);
+    snprintf(buf, sizeof buf, "%g", o->lr); MLL_EVENT("opt_lr", buf);
+    snprintf(buf, sizeof buf, "[%g, %g]", o->beta1, o->beta2); MLL_EVENT("opt_betas", buf);
+    snprintf(buf, sizeof buf, "%g", o->eps); MLL_EVENT("opt_eps", buf);
+    snprintf(buf, sizeof buf, "%g", o->wd); MLL_EVENT("opt_weight_decay", buf);
     if (o->optimizer == OPT_LAMB) {
-        EV("opt_bias_correction", "true"); EV("opt_grad_averaging", "true");
-        snprintf(buf, sizeof buf, "%g", o->max_grad_norm); EV("opt_max_grad_norm", buf);
+        MLL_EVENT("opt_bias_correction", "true"); MLL_EVENT("opt_grad_averaging", "true");
+        snprintf(buf, sizeof buf, "%g", o->max_grad_norm); MLL_EVENT("opt_max_grad_norm", buf);
     }
-    EV("scheduler_type", o->sched.type == CF_SCHED_COSINE ? "\"cosine_annealing\"" : "\"multistep\"");
-    snprintf(buf, sizeof buf, "%d", o->sched.warmup_steps); EV("scheduler_lr_warmup_steps", buf);
-    snprintf(buf, sizeof buf, "%g", o->sched.warmup_factor); EV("scheduler_lr_warmup_factor", buf);
+    MLL_EVENT("scheduler_type", o->sched.type == CF_SCHED_COSINE ? "\"cosine_annealing\"" : "\"multistep\"");
+    snprintf(buf, sizeof buf, "%d", o->sched.warmup_steps); MLL_EVENT("scheduler_lr_warmup_steps", buf);
+    snprintf(buf, sizeof buf, "%g", o->sched.warmup_factor); MLL_EVENT("scheduler_lr_warmup_factor", buf);
     if (o->sched.type == CF_SCHED_MULTISTEP) {
         n = snprintf(buf, sizeof buf, "[");
         for (i = 0; i < o->sched.n_milestones; i++) n += snprintf(buf + n, sizeof buf - n, "%s%ld", i ? ", " : "", o->sched.milestones[i]);
         snprintf(buf + n, sizeof buf - n, "]");
-        EV("scheduler_milestones", buf);
-        snprintf(buf, sizeof buf, "%g", o->sched.gamma); EV("scheduler_decay_rate", buf);
+        MLL_EVENT("scheduler_milestones", buf);
+        snprintf(buf, sizeof buf, "%g", o->sched.gamma); MLL_EVENT("scheduler_decay_rate", buf);
     } else {
-        snprintf(buf, sizeof buf, "%ld", o->sched.t_max); EV("scheduler_t_max", buf);
-        snprintf(buf, sizeof buf, "%g", o->sched.eta_min); EV("scheduler_eta_min", buf);
+        snprintf(buf, sizeof buf, "%ld", o->sched.t_max); MLL_EVENT("scheduler_t_max", buf);
+        snprintf(buf, sizeof buf, "%g", o->sched.eta_min); MLL_EVENT("scheduler_eta_min", buf);
     }
 }
+/* the run's constants, in the reference's order (docs/references.md) */
+static void mllog_run_start(const run *R) {
+    char buf[512];
+    struct utsname u;
+    uname(&u);
+    snprintf(buf, sizeof buf, "%llu", (unsigned long long)R->o.seed); MLL_EVENT("seed", buf);
+    snprintf(buf, sizeof buf, "%d", R->size); MLL_EVENT("number_of_ranks", buf);
+    MLL_EVENT("number_of_nodes", "1"); MLL_EVENT("accelerators_per_node", "0");
+    MLL_EVENT("submission_benchmark", R->seg ? "\"deepcam\"" : "\"cosmoflow\""); MLL_EVENT("submission_org", "\"cosmoflow.h\"");
+    MLL_EVENT("submission_division", "\"closed\""); MLL_EVENT("submission_status", "\"onprem\"");
+    snprintf(buf, sizeof buf, "\"%s-cpu\"", u.machine); MLL_EVENT("submission_platform", buf);
+    MLL_END("init_stop", NULL);
+    MLL_START("run_start", NULL);
+    snprintf(buf, sizeof buf, "%d", R->global_batch); MLL_EVENT("global_batch_size", buf);
+    snprintf(buf, sizeof buf, "%d", R->steps * R->global_batch); MLL_EVENT("train_samples", buf);
+    snprintf(buf, sizeof buf, "%d", R->n_val); MLL_EVENT("eval_samples", buf);
+    MLL_START("staging_start", NULL);
+    MLL_END("staging_stop", NULL);
+    if (R->seg) mllog_deepcam(R); else mllog_cosmoflow(R);
+}
+static void mllog_run_stop(const run *R) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "\"status\": \"%s\"", R->reached || R->o.target <= 0 ? "success" : "aborted");
+    mll("INTERVAL_END", "run_stop", "null", __LINE__, buf);
+    mll_close();
+}
+static const char *epoch_meta(char *buf, size_t n, int e) { snprintf(buf, n, "\"epoch_num\": %d", e); return buf; }
 
-/* The learning curve: DIR/history.tsv keeps one line per epoch (epochs at or after this one,
-   left by a run that was resumed from an earlier checkpoint, are dropped), and
-   DIR/learning_curve.png is redrawn from it: training loss left, validation metric right. */
-static void learning_curve(const char *dir, int epoch, double loss, double metric, const char *metric_name) {
-    enum { MAXE = 100000 };
-    static double ep[MAXE], lo[MAXE], me[MAXE];
-    char path[4096], tmp[4200], title[64], line_[256];
-    int n = 0, k;
-    FILE *f;
-    if (mkdir(dir, 0777) && errno != EEXIST) die("%s: %s", dir, strerror(errno));
-    snprintf(path, sizeof path, "%s/history.tsv", dir);
-    if ((f = fopen(path, "r"))) {
-        while (n < MAXE - 1 && fgets(line_, sizeof line_, f)) {
-            double a, b, c;
-            if (sscanf(line_, "%lf %lf %lf", &a, &b, &c) == 3 && a < epoch) { ep[n] = a; lo[n] = b; me[n] = c; n++; }
-        }
-        fclose(f);
+/* ---- setup */
+/* the application's defaults and the flags that change the model (loss, dropout) */
+static void apply_model_flags(run *R) {
+    options *o = &R->o;
+    cf_net *net = &R->net;
+    int i;
+    R->seg = net->loss == CF_LOSS_SOFTMAX_CE;
+    R->n_classes = net->layers[net->n_layers - 1].out.c;
+    if (o->optimizer < 0) o->optimizer = R->seg ? OPT_LAMB : OPT_SGD;
+    if (o->wd < 0) o->wd = R->seg ? 0.01 : 0.0;
+    if (R->seg) o->sched_set = 1;   /* DeepCAM counts the schedule in steps */
+    o->sched.base_lr = o->lr;
+    if (R->seg && net->input.d != 1) die("%s: a segmentation model must be 2-D (CxHxW)", net->cfg_name);
+    if (!R->seg && (net->input.d != net->input.h || net->input.h != net->input.w))
+        die("%s: CosmoFlow input must be a cube, got %dx%dx%dx%d", net->cfg_name, net->input.c, net->input.d, net->input.h, net->input.w);
+    if (o->loss >= 0 && !R->seg) net->loss = o->loss;
+    for (i = 0; i < net->n_layers; i++) if (o->dropout >= 0 && net->layers[i].type == CF_L_DROPOUT) net->layers[i].rate = (float)o->dropout;
+}
+/* --resume: the newest valid one of CKPT.next (a crash before its rename), CKPT, CKPT.prev */
+static void resume(run *R) {
+    static const char *suffix[3] = {".next", "", ".prev"};
+    char path[4096], main_err[1100] = "";
+    int k, loaded = -1;
+    for (k = 0; k < 3 && loaded < 0; k++) {
+        snprintf(path, sizeof path, "%s%s", R->o.resume, suffix[k]);
+        if (k != 1 && access(path, R_OK)) continue;
+        if (cf_checkpoint_load(path, &R->net, &R->st) == CF_OK) loaded = k;
+        else if (k == 1) snprintf(main_err, sizeof main_err, "%s", cf_failure_reason());
     }
-    ep[n] = epoch; lo[n] = loss; me[n] = metric; n++;
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (!(f = fopen(tmp, "w"))) die("%s: %s", tmp, strerror(errno));
-    fprintf(f, "# epoch train_loss %s\n", metric_name);
-    for (k = 0; k < n; k++) fprintf(f, "%.0f %.9g %.9g\n", ep[k], lo[k], me[k]);
-    if (fclose(f) || rename(tmp, path)) die("%s: cannot write (%s)", path, strerror(errno));
-    {
-        canvas c = canvas_new(760, 300);
-        snprintf(title, sizeof title, "%s", metric_name);
-        for (k = 0; title[k]; k++) if (title[k] == '_') title[k] = ' ';
-        plot_panel(&c, 20, 40, 280, 220, ep, lo, n, "TRAIN LOSS", 0xc03030);
-        plot_panel(&c, 400, 40, 280, 220, ep, me, n, title, 0x1f60c0);
-        snprintf(path, sizeof path, "%s/learning_curve.png", dir);
-        canvas_save(&c, path);
+    if (loaded < 0) die("%s", main_err);
+    if (loaded == 2 && R->rank == 0) fprintf(stderr, "cf-train: %s; resuming from %s\n", main_err, path);
+    R->first_epoch = (int)R->st.epoch + 1;
+    R->o.seed = R->st.seed;
+}
+static void setup_model(run *R) {
+    options *o = &R->o;
+    const cf_shape *shape = o->has_shape ? &o->shape : NULL;
+    if (o->model) TRY(cf_net_load_cfg(&R->net, o->model, shape));
+    else TRY(cf_checkpoint_model(o->resume, &R->net, shape));
+    apply_model_flags(R);
+    cf_net_init(&R->net, o->seed);
+    R->st.seed = o->seed;
+    R->first_epoch = 1;
+    if (o->resume) resume(R);
+    cf_dist_bcast(R->net.params, R->net.n_params);   /* rank 0's weights everywhere */
+    if (o->sync_bn) TRY(cf_net_sync_bn(&R->net, cf_dist_sum_reduce, NULL));
+}
+/* every rank must see the same files, or the collectives would not match */
+static void same_on_every_rank(int n_train, int n_val) {
+    double v[4] = {n_train, n_val, -n_train, -n_val};
+    cf_dist_allreduce_max_d(v, 4);
+    if (v[0] != n_train || v[1] != n_val || -v[2] != n_train || -v[3] != n_val)
+        die("the ranks see different numbers of training (%d here, %g to %g) or validation files (%d here, %g to %g): give every rank the same directories",
+            n_train, -v[2], v[0], n_val, -v[3], v[1]);
+}
+static void setup_data(run *R) {
+    options *o = &R->o;
+    cf_net *net = &R->net;
+    R->train_files = list_samples(o->train, &R->n_train_files);
+    R->val_files = list_samples(o->val, &R->n_val_files);
+    R->n_train = o->n_train && o->n_train < R->n_train_files ? o->n_train : R->n_train_files;
+    R->n_val = o->n_val && o->n_val < R->n_val_files ? o->n_val : R->n_val_files;
+    same_on_every_rank(R->n_train, R->n_val);
+    R->global_batch = o->batch * R->size;
+    R->steps = R->n_train / R->global_batch;
+    if (R->steps < 1) die("%s: %d training files are fewer than one global batch of %d", o->train, R->n_train, R->global_batch);
+    if (!(R->order = (int *)malloc(sizeof(int) * (R->n_train + R->n_val + 1))) ||
+        !(R->dout = (float *)malloc(sizeof(float) * (size_t)o->batch * net->n_outputs)) ||
+        !(R->pred = (int *)malloc(sizeof(int) * (size_t)net->n_targets))) die("out of memory");
+    if (R->seg) {
+        if (net->input.c > 64) die("%s: more than 64 input channels", net->cfg_name);
+        TRY(cf_climate_stats(o->stats ? o->stats : o->train, R->cmin, R->cmax, net->input.c));
+        loader_init_climate(&R->L, R->train_files, net->input.c, net->input.h, net->input.w, R->n_classes, o->batch, R->cmin, R->cmax);
+    } else loader_init_cosmo(&R->L, R->train_files, net->input.d, net->input.c, net->n_outputs, o->batch, o->apply_log);
+}
+/* Every output is checked before any work (tools/tool.h): the checkpoint and its .next and
+   .prev, the log and the pictures' directory may not be any input.  The one exception is
+   --resume CKPT --out CKPT, continuing a run in place: the checkpoint it started from is
+   kept as CKPT.prev. */
+static void check_outputs(const run *R) {
+    const options *o = &R->o;
+    char p[4200];
+    input_path(o->model); input_path(o->train); input_path(o->val); input_path(o->stats);
+    if (o->resume && !same_file(o->resume, o->out)) input_path(o->resume);
+    output_file("--out", o->out);
+    snprintf(p, sizeof p, "%s.next", o->out); output_file("--out", p);
+    snprintf(p, sizeof p, "%s.prev", o->out); output_file("--out", p);
+    input_path(o->resume); input_path(o->out);   /* neither checkpoint may be the log or a picture */
+    output_file("--mllog", o->mllog);
+    if (o->png) {
+        output_dir("--png", o->png);
+        snprintf(p, sizeof p, "%s/history.tsv", o->png); output_in_dir(p);
+        snprintf(p, sizeof p, "%s/learning_curve.png", o->png); output_in_dir(p);
     }
 }
-
-/* A NaN or Inf: stop before it reaches a checkpoint, saying where it appeared first */
-static void nonfinite_die(cf_net *net, const loader *L, int epoch, int step, double loss, int seg, const char *ckpt) {
-    char files[2048];
-    int lg = cf_net_first_nonfinite_param(net, 0), lp = cf_net_first_nonfinite_param(net, 1), lo;
-    char where[256];
-    /* the same batch again with every output kept, to find the first layer that is not finite */
-    net->keep_acts = 1;
-    lo = cf_net_forward(net, net->x, net->batch) ? cf_net_first_nonfinite_output(net) : -1;
-    if (lp >= 0) snprintf(where, sizeof where, "layer %d (%s, line %d)'s parameters are already not finite", lp, cf_layer_type_name(net->layers[lp].type), net->layers[lp].line);
-    else if (lo >= 0) snprintf(where, sizeof where, "first non-finite output at layer %d (%s, cfg line %d)", lo, cf_layer_type_name(net->layers[lo].type), net->layers[lo].line);
-    else if (!isfinite(loss)) snprintf(where, sizeof where, "every layer's output is finite: the loss itself%s", seg ? " (a label outside the classes?)" : "");
-    else snprintf(where, sizeof where, "first non-finite gradient at layer %d (%s, cfg line %d)", lg, lg >= 0 ? cf_layer_type_name(net->layers[lg].type) : "?", lg >= 0 ? net->layers[lg].line : 0);
-    die("epoch %d step %d: loss %g, %s; batch: %s; the last checkpoint %s is untouched (--skip-nonfinite skips such batches)",
-        epoch, step, loss, where, loader_batch_files(L, L->B, files, sizeof files), ckpt);
+/* the record the checkpoint keeps of how it was trained (cf-check --info shows it; cf-eval
+   takes the input transform from it) */
+static void record_run(run *R) {
+    const options *o = &R->o;
+    snprintf(R->st.meta, sizeof R->st.meta, "optimizer=%s\nlr=%g\nweight_decay=%g\nmomentum=%g\nbatch=%d\ntransform=%s\nmetric=%s\n",
+             opt_names[o->optimizer], o->lr, o->optimizer == OPT_SGD ? o->l2 : o->wd, o->momentum, o->batch,
+             R->seg ? "minmax" : transform_names[o->apply_log], R->seg ? "val_miou" : "val_mae");
+}
+static int target_met(const run *R, double metric) {
+    return R->o.target > 0 && (R->seg ? metric >= R->o.target : metric <= R->o.target);
 }
 
-/* one update with the chosen optimizer; t counts updates from 1 */
-static void optimizer_step(const options *o, cf_net *net, double lr) {
-    uint64_t t = net->step + 1;
-    if (o->larc > 0) cf_larc_scale(net, (float)o->larc);
-    switch (o->optimizer) {
-    case OPT_SGD: cf_sgd_step(net, (float)lr, (float)o->momentum, (float)o->l2); break;
-    case OPT_ADAM: cf_adam_step(net, (float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)o->wd, 0, t); break;
-    case OPT_ADAMW: cf_adam_step(net, (float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)o->wd, 1, t); break;
-    default: cf_lamb_step(net, (float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)o->wd, (float)o->max_grad_norm, t); break;
-    }
-}
-
+/* ---- one epoch */
 /* on = 1: a bar redrawn in place (a terminal); 2: a plain line at most once a minute (batch
    job logs, which a bar would fill with carriage returns); 0: nothing */
 static void progress(int on, int epoch, int done, int total, double t0) {
@@ -275,301 +427,266 @@ static void progress(int on, int epoch, int done, int total, double t0) {
     fflush(stderr);
 }
 
-int main(int argc, char **argv) {
-    options o;
-    cf_net net;
-    cf_train_state st = {0, 0, 0, 0};
-    int i, rank, size, n_train, n_val, first_epoch = 1, e;
-    char **train_files, **val_files, buf[512], meta[128];
-    double t_start;
-    tool_name = "train";
-    tool_init(argc, argv);
-    memset(&o, 0, sizeof o);
-    o.epochs = 128; o.batch = 4; o.apply_log = 1; o.lr = 0.001; o.base_batch = 64; o.warmup = 4; o.momentum = 0.9;
-    o.dropout = -1; o.loss = -1; o.progress = isatty(2) ? 1 : 2;
-    o.optimizer = -1; o.wd = -1; o.beta1 = 0.9; o.beta2 = 0.999; o.eps = 1e-6; o.max_grad_norm = 1.0;
-    o.sched.type = CF_SCHED_MULTISTEP; o.sched.gamma = 0.1; o.sched.warmup_factor = 1; o.sched.t_max = 9000;
-    parse_decay(&o, "32:0.25,64:0.125");
-    if (has_flag(argc, argv, "--help") || has_flag(argc, argv, "-h")) usage();
-    for (i = 1; i + 1 < argc; i++)   /* --preset first, so that the other flags override it */
-        if (!strcmp(argv[i], "--preset") && !strcmp(argv[i + 1], "2018")) {
-            const char *m = NULL;
-            int j;
-            for (j = 1; j + 1 < argc; j++) if (!strcmp(argv[j], "--model")) m = argv[j + 1];
-            if (!m) die("--preset 2018: needs --model (the recipe depends on the application)");
-            TRY(cf_net_load_cfg(&net, m, NULL));
-            preset_2018(&o, net.loss == CF_LOSS_SOFTMAX_CE);
-            cf_net_free(&net);
-        }
-    if (has_flag(argc, argv, "--version")) print_version();
-    if (cf_dist_init(&argc, &argv)) die("%s", cf_failure_reason());
-    rank = cf_dist_rank(); size = cf_dist_size();
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--model")) o.model = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--train")) o.train = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--val")) o.val = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--out")) o.out = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--resume")) o.resume = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--mllog")) o.mllog = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--epochs")) o.epochs = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1000000);
-        else if (!strcmp(a, "--batch")) o.batch = (int)flag_long(a, flag_value(argc, argv, &i), 1, 65536);
-        else if (!strcmp(a, "--seed")) o.seed = (uint64_t)flag_long(a, flag_value(argc, argv, &i), 0, 0x7fffffffL);
-        else if (!strcmp(a, "--target")) o.target = flag_double(a, flag_value(argc, argv, &i), 0, 1e9);
-        else if (!strcmp(a, "--input-shape")) { o.shape = flag_shape(a, flag_value(argc, argv, &i)); o.has_shape = 1; }
-        else if (!strcmp(a, "--lr")) o.lr = flag_double(a, flag_value(argc, argv, &i), 0, 100);
-        else if (!strcmp(a, "--base-batch")) o.base_batch = flag_double(a, flag_value(argc, argv, &i), 1, 1e9);
-        else if (!strcmp(a, "--warmup-epochs")) o.warmup = (double)flag_long(a, flag_value(argc, argv, &i), 0, 1000000);
-        else if (!strcmp(a, "--decay")) parse_decay(&o, flag_value(argc, argv, &i));
-        else if (!strcmp(a, "--momentum")) o.momentum = flag_double(a, flag_value(argc, argv, &i), 0, 0.9999);
-        else if (!strcmp(a, "--l2")) o.l2 = flag_double(a, flag_value(argc, argv, &i), 0, 1e3);
-        else if (!strcmp(a, "--dropout")) o.dropout = flag_double(a, flag_value(argc, argv, &i), 0, 0.999);
-        else if (!strcmp(a, "--loss")) { const char *v = flag_value(argc, argv, &i); o.loss = !strcmp(v, "mse") ? CF_LOSS_MSE : !strcmp(v, "l1") ? CF_LOSS_L1 : -2; if (o.loss == -2) die("--loss: '%s' is not mse or l1", v); }
-        else if (!strcmp(a, "--no-log")) o.apply_log = 0;
-        else if (!strcmp(a, "--log-ratio")) o.apply_log = 2;
-        else if (!strcmp(a, "--augment")) o.augment = 1;
-        else if (!strcmp(a, "--overlap")) o.overlap = flag_long(a, flag_value(argc, argv, &i), 1, 1L << 30);
-        else if (!strcmp(a, "--n-train")) o.n_train = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1 << 30);
-        else if (!strcmp(a, "--n-val")) o.n_val = (int)flag_long(a, flag_value(argc, argv, &i), 1, 1 << 30);
-        else if (!strcmp(a, "--progress")) o.progress = isatty(2) ? 1 : 2;
-        else if (!strcmp(a, "--no-progress")) o.progress = 0;
-        else if (!strcmp(a, "--stats")) o.stats = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--png")) o.png = flag_value(argc, argv, &i);
-        else if (!strcmp(a, "--sync-bn")) o.sync_bn = 1;
-        else if (!strcmp(a, "--skip-nonfinite")) o.skip_nonfinite = 1;
-        else if (!strcmp(a, "--grad-lag")) o.grad_lag = (int)flag_long(a, flag_value(argc, argv, &i), 0, 1);
-        else if (!strcmp(a, "--preset")) { const char *v = flag_value(argc, argv, &i); if (strcmp(v, "2018")) die("--preset: '%s' is not 2018", v); }
-        else if (!strcmp(a, "--optimizer")) {
-            const char *v = flag_value(argc, argv, &i);
-            for (o.optimizer = 0; o.optimizer < 4 && strcmp(v, opt_names[o.optimizer]); o.optimizer++) {}
-            if (o.optimizer == 4) die("--optimizer: '%s' is not sgd, adam, adamw or lamb", v);
-        }
-        else if (!strcmp(a, "--weight-decay")) o.wd = flag_double(a, flag_value(argc, argv, &i), 0, 10);
-        else if (!strcmp(a, "--betas")) { const char *v = flag_value(argc, argv, &i); if (sscanf(v, "%lf,%lf", &o.beta1, &o.beta2) != 2 || !(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1)) die("--betas: '%s' is not B1,B2 in [0, 1)", v); }
-        else if (!strcmp(a, "--eps")) o.eps = flag_double(a, flag_value(argc, argv, &i), 0, 1);
-        else if (!strcmp(a, "--max-grad-norm")) o.max_grad_norm = flag_double(a, flag_value(argc, argv, &i), 0, 1e9);
-        else if (!strcmp(a, "--larc")) o.larc = flag_double(a, flag_value(argc, argv, &i), 0, 1e3);
-        else if (!strcmp(a, "--lr-schedule")) {
-            const char *v = flag_value(argc, argv, &i);
-            o.sched_set = 1;
-            if (!strcmp(v, "multistep")) o.sched.type = CF_SCHED_MULTISTEP;
-            else if (!strcmp(v, "cosine")) o.sched.type = CF_SCHED_COSINE;
-            else die("--lr-schedule: '%s' is not multistep or cosine", v);
-        }
-        else if (!strcmp(a, "--milestones")) {
-            const char *v = flag_value(argc, argv, &i), *q = v;
-            o.sched.n_milestones = 0;
-            while (*q) {
-                char *end;
-                long m = strtol(q, &end, 10);
-                if (end == q || m < 0 || o.sched.n_milestones == 16) die("--milestones: '%s' is not a list of up to 16 steps", v);
-                o.sched.milestones[o.sched.n_milestones++] = m;
-                q = *end == ',' ? end + 1 : end;
-                if (*end && *end != ',') die("--milestones: '%s' is not a list of steps", v);
-            }
-        }
-        else if (!strcmp(a, "--decay-rate")) o.sched.gamma = flag_double(a, flag_value(argc, argv, &i), 0, 1);
-        else if (!strcmp(a, "--warmup-steps")) o.sched.warmup_steps = (int)flag_long(a, flag_value(argc, argv, &i), 0, 1 << 30);
-        else if (!strcmp(a, "--warmup-factor")) o.sched.warmup_factor = flag_double(a, flag_value(argc, argv, &i), 1, 1e6);
-        else if (!strcmp(a, "--t-max")) o.sched.t_max = flag_long(a, flag_value(argc, argv, &i), 1, 1L << 40);
-        else if (!strcmp(a, "--eta-min")) o.sched.eta_min = flag_double(a, flag_value(argc, argv, &i), 0, 100);
-        else die("%s: unknown flag (see --help)", a);
-    }
-    if (!o.model || !o.train || !o.val || !o.out) die("needs --model, --train, --val and --out (see --help)");
-    if (rank) o.progress = 0;
-    if (rank == 0 && o.mllog && !(mll = fopen(o.mllog, "w"))) die("%s: %s", o.mllog, strerror(errno));
-    mllog("POINT_IN_TIME", "cache_clear", "true", __LINE__, NULL);
-    mllog("INTERVAL_START", "init_start", "null", __LINE__, NULL);
+/* A NaN or Inf: stop before it reaches a checkpoint, saying where it appeared first */
+static void nonfinite_die(run *R, int epoch, int step, double loss) {
+    cf_net *net = &R->net;
+    char files[2048], where[256];
+    int lg = cf_net_first_nonfinite_param(net, 0), lp = cf_net_first_nonfinite_param(net, 1), lo;
+    /* the same batch again with every output kept, to find the first layer that is not finite */
+    net->keep_acts = 1;
+    lo = cf_net_forward(net, net->x, net->batch) ? cf_net_first_nonfinite_output(net) : -1;
+    if (lp >= 0) snprintf(where, sizeof where, "layer %d (%s, line %d)'s parameters are already not finite", lp, cf_layer_type_name(net->layers[lp].type), net->layers[lp].line);
+    else if (lo >= 0) snprintf(where, sizeof where, "first non-finite output at layer %d (%s, cfg line %d)", lo, cf_layer_type_name(net->layers[lo].type), net->layers[lo].line);
+    else if (!isfinite(loss)) snprintf(where, sizeof where, "every layer's output is finite: the loss itself%s", R->seg ? " (a label outside the classes?)" : "");
+    else snprintf(where, sizeof where, "first non-finite gradient at layer %d (%s, cfg line %d)", lg, lg >= 0 ? cf_layer_type_name(net->layers[lg].type) : "?", lg >= 0 ? net->layers[lg].line : 0);
+    die("epoch %d step %d: loss %g, %s; batch: %s; the last checkpoint %s is untouched (--skip-nonfinite skips such batches)",
+        epoch, step, loss, where, loader_batch_files(&R->L, R->L.B, files, sizeof files), R->o.out);
+}
 
-    TRY(cf_net_load_cfg(&net, o.model, o.has_shape ? &o.shape : NULL));
-    int seg = net.loss == CF_LOSS_SOFTMAX_CE, n_classes = net.layers[net.n_layers - 1].out.c;
-    if (o.optimizer < 0) o.optimizer = seg ? OPT_LAMB : OPT_SGD;
-    if (o.wd < 0) o.wd = seg ? 0.01 : 0.0;
-    if (seg) o.sched_set = 1;   /* DeepCAM counts the schedule in steps */
-    o.sched.base_lr = o.lr;
-    if (seg && net.input.d != 1) die("%s: a segmentation model must be 2-D (CxHxW)", o.model);
-    if (!seg && (net.input.d != net.input.h || net.input.h != net.input.w)) die("%s: CosmoFlow input must be a cube, got %dx%dx%dx%d", o.model, net.input.c, net.input.d, net.input.h, net.input.w);
-    if (o.loss >= 0 && !seg) net.loss = o.loss;
-    for (i = 0; i < net.n_layers; i++) if (o.dropout >= 0 && net.layers[i].type == CF_L_DROPOUT) net.layers[i].rate = (float)o.dropout;
-    cf_net_init(&net, o.seed);
-    st.seed = o.seed;
-    if (o.resume) {   /* the newest valid one of CKPT.next (a crash before its rename), CKPT, CKPT.prev */
-        static const char *suffix[3] = {".next", "", ".prev"};
-        char path[4096], main_err[1100] = "";
-        int k, loaded = -1;
-        for (k = 0; k < 3 && loaded < 0; k++) {
-            snprintf(path, sizeof path, "%s%s", o.resume, suffix[k]);
-            if (k != 1 && access(path, R_OK)) continue;
-            if (cf_checkpoint_load(path, &net, &st) == CF_OK) loaded = k;
-            else if (k == 1) snprintf(main_err, sizeof main_err, "%s", cf_failure_reason());
-        }
-        if (loaded < 0) die("%s", main_err);
-        if (loaded == 2 && rank == 0) fprintf(stderr, "cf-train: %s; resuming from %s\n", main_err, path);
-        first_epoch = (int)st.epoch + 1;
-        o.seed = st.seed;
+/* The reference's schedule (docs/references.md, "Learning-rate schedule"), epoch e from 0:
+   warm-up lr + e (peak - lr) / n_warmup for e < n_warmup, then peak times the factor of the
+   largest decay epoch k with k < e (strictly), 1 if none. */
+static double lr_at(const options *o, int e, int global_batch) {
+    double peak = o->base_batch > 0 ? o->lr * global_batch / o->base_batch : o->lr, f = 1, best = -1;
+    int i;
+    if (e < o->warmup) return o->lr + e * (peak - o->lr) / o->warmup;
+    for (i = 0; i < o->n_decay; i++) if (o->decay_epoch[i] < e && o->decay_epoch[i] > best) { best = o->decay_epoch[i]; f = o->decay_factor[i]; }
+    return peak * f;
+}
+/* one update with the chosen optimizer; t counts updates from 1 */
+static void optimizer_step(const options *o, cf_net *net, double lr) {
+    uint64_t t = net->step + 1;
+    if (o->larc > 0) cf_larc_scale(net, (float)o->larc);
+    switch (o->optimizer) {
+    case OPT_SGD: cf_sgd_step(net, (float)lr, (float)o->momentum, (float)o->l2); break;
+    case OPT_ADAM: cf_adam_step(net, (float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)o->wd, 0, t); break;
+    case OPT_ADAMW: cf_adam_step(net, (float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)o->wd, 1, t); break;
+    default: cf_lamb_step(net, (float)lr, (float)o->beta1, (float)o->beta2, (float)o->eps, (float)o->wd, (float)o->max_grad_norm, t); break;
     }
-    cf_dist_bcast(net.params, net.n_params);   /* rank 0's weights everywhere */
-    if (o.sync_bn) TRY(cf_net_sync_bn(&net, cf_dist_sum_reduce, NULL));
-    train_files = list_samples(o.train, &n_train);
-    val_files = list_samples(o.val, &n_val);
-    int n_train_files = n_train, n_val_files = n_val;   /* before --n-train / --n-val */
-    if (o.n_train && o.n_train < n_train) n_train = o.n_train;
-    if (o.n_val && o.n_val < n_val) n_val = o.n_val;
-    int global_batch = o.batch * size, steps = n_train / global_batch;
-    if (steps < 1) die("%s: %d training files are fewer than one global batch of %d", o.train, n_train, global_batch);
-    int *order = (int *)malloc(sizeof(int) * (n_train + n_val + 1));
-    size_t ny = (size_t)o.batch * net.n_outputs;
-    float *dout = (float *)malloc(ny * 4);
-    loader L;
-    cf_grad_lag lag;
-    float cmin[64], cmax[64];
-    memset(&lag, 0, sizeof lag);
-    if (seg) {
-        if (net.input.c > 64) die("%s: more than 64 input channels", o.model);
-        TRY(cf_climate_stats(o.stats ? o.stats : o.train, cmin, cmax, net.input.c));
-        loader_init_climate(&L, train_files, net.input.c, net.input.h, net.input.w, n_classes, o.batch, cmin, cmax);
+}
+/* backward and the gradient averaging; 0 when there is nothing to apply yet (gradient lag) */
+static int backward_averaged(run *R) {
+    cf_net *net = &R->net;
+    int have;
+    if (R->o.grad_lag) {   /* the previous step's averaged gradient; this one's reduction starts */
+        cf_net_backward(net, R->dout);
+        if ((have = cf_dist_grad_lag(net, &R->lag)) < 0) die("%s", cf_failure_reason());
+        return have;
+    }
+    if (R->o.overlap) {   /* reductions start while backward still runs */
+        cf_dist_overlap_begin(net, (size_t)R->o.overlap);
+        cf_net_backward(net, R->dout);
+        cf_dist_overlap_end(net);
     } else {
-        loader_init(&L, train_files, net.input.d, net.input.c, net.n_outputs, o.batch, o.apply_log);
+        cf_net_backward(net, R->dout);
+        cf_dist_allreduce_mean(net->grads, net->n_params);
     }
-    int *pred = (int *)malloc(sizeof(int) * (size_t)net.n_targets);
+    return 1;
+}
+/* Trains one epoch; returns this rank's mean loss, and the epoch's learning rate in *lr */
+static double train_epoch(run *R, int e, double *lr) {
+    options *o = &R->o;
+    cf_net *net = &R->net;
+    double t0 = now_s(), sum = 0;
+    int n_local = cf_epoch_shard(R->order, R->n_train, o->seed, e, R->rank, R->size, 1, 1), s, nb, skipped = 0;
+    float *x, *y;
+    *lr = R->seg ? cf_lr_sched_at(&o->sched, net->step) : lr_at(o, e - 1, R->global_batch);
+    if (n_local > R->steps * o->batch) n_local = R->steps * o->batch;   /* whole batches only, as the reference */
+    net->training = 1; net->bn_train = 1;
+    R->L.files = R->train_files;
+    R->L.augment = o->augment; R->L.aug_seed = cf_hash64(o->seed * 31 + (uint64_t)e);
+    loader_begin(&R->L, R->order, n_local);
+    for (s = 0; s < R->steps; s++) {
+        double loss;
+        loader_next(&R->L, &x, &y, &nb);
+        if (nb != o->batch) die("internal: short training batch");
+        if (!cf_net_forward(net, x, o->batch)) die("%s", cf_failure_reason());
+        loss = cf_net_loss(net, y, R->dout);
+        if (!isfinite(loss) && !o->skip_nonfinite) nonfinite_die(R, e, s + 1, loss);
+        cf_net_zero_grad(net);
+        if (!backward_averaged(R)) { net->step++; sum += loss; continue; }
+        /* the averaged gradient is the same on every rank, so every rank decides alike */
+        if (cf_net_first_nonfinite_param(net, 0) >= 0) {
+            if (!o->skip_nonfinite) nonfinite_die(R, e, s + 1, loss);
+            skipped++;
+            if (R->rank == 0) fprintf(stderr, "cf-train: epoch %d step %d: non-finite gradient (layer %d), batch skipped (%d so far)\n",
+                                      e, s + 1, cf_net_first_nonfinite_param(net, 0), skipped);
+            net->step++;
+            continue;
+        }
+        if (o->sched_set) *lr = cf_lr_sched_at(&o->sched, net->step);   /* per optimizer step */
+        optimizer_step(o, net, *lr);
+        net->step++;
+        sum += loss;
+        progress(o->progress, e, (s + 1) * R->global_batch, R->steps * R->global_batch, t0);
+    }
+    return sum / R->steps;
+}
 
-    {   /* the run's constants, in the reference's order (COSMOFLOW-REFERENCE.md 4.2) */
-        struct utsname u;
-        uname(&u);
-        snprintf(buf, sizeof buf, "%llu", (unsigned long long)o.seed); EV("seed", buf);
-        snprintf(buf, sizeof buf, "%d", size); EV("number_of_ranks", buf);
-        EV("number_of_nodes", "1"); EV("accelerators_per_node", "0");
-        EV("submission_benchmark", seg ? "\"deepcam\"" : "\"cosmoflow\""); EV("submission_org", "\"cosmoflow.h\"");
-        EV("submission_division", "\"closed\""); EV("submission_status", "\"onprem\"");
-        snprintf(buf, sizeof buf, "\"%s-cpu\"", u.machine); EV("submission_platform", buf);
-        mllog("INTERVAL_END", "init_stop", "null", __LINE__, NULL);
-        mllog("INTERVAL_START", "run_start", "null", __LINE__, NULL);
-        snprintf(buf, sizeof buf, "%d", global_batch); EV("global_batch_size", buf);
-        snprintf(buf, sizeof buf, "%d", steps * global_batch); EV("train_samples", buf);
-        snprintf(buf, sizeof buf, "%d", n_val); EV("eval_samples", buf);
-        mllog("INTERVAL_START", "staging_start", "null", __LINE__, NULL);
-        mllog("INTERVAL_END", "staging_stop", "null", __LINE__, NULL);
-        if (seg) mllog_deepcam(&o, global_batch);
-        else mllog_cosmoflow(&o, global_batch);
+/* Validation: every file once, in order, sharded over ranks; the mean absolute error
+   (CosmoFlow) or the mean over samples of the per-sample IoU (DeepCAM, MLPerf's metric).  A
+   sample whose error is not finite is an error that names it, never a NaN in the log. */
+static double validate(run *R) {
+    cf_net *net = &R->net;
+    double sums[2] = {0, 0};
+    int n_local, nb, k;
+    float *x, *y;
+    const float *out;
+    net->training = 0; net->bn_train = 0;
+    /* the reference averages the batch-norm running statistics over ranks before validating */
+    if (net->n_stats) cf_dist_allreduce_mean(net->stats, net->n_stats);
+    R->L.augment = 0;
+    n_local = cf_epoch_shard(R->order, R->n_val, 0, 0, R->rank, R->size, 0, 0);
+    R->L.files = R->val_files;
+    loader_begin(&R->L, R->order, n_local);
+    for (;;) {
+        loader_next(&R->L, &x, &y, &nb);
+        if (!nb) break;
+        if (!(out = cf_net_forward(net, x, nb))) die("%s", cf_failure_reason());
+        for (k = 0; k < nb; k++) {
+            int j;
+            if (R->seg) {
+                cf_argmax_classes(R->pred, out + (size_t)k * net->n_outputs, R->n_classes, (size_t)net->n_targets);
+                sums[0] += cf_iou_sample(R->pred, y + (size_t)k * net->n_targets, (size_t)net->n_targets, R->n_classes);
+                sums[1] += 1;
+            } else {
+                for (j = 0; j < net->n_outputs; j++) sums[0] += fabs((double)out[(size_t)k * net->n_outputs + j] - y[(size_t)k * net->n_outputs + j]);
+                sums[1] += net->n_outputs;
+            }
+            if (!isfinite(sums[0])) die("validation: %s gives a non-finite %s (an input or label out of range, or a diverged model)",
+                                        loader_file(&R->L, k), R->seg ? "IoU" : "error");
+        }
     }
+    cf_dist_allreduce_sum_d(sums, 2);
+    return sums[0] / sums[1];
+}
 
-    t_start = now_s();
-    int reached = 0;
-    for (e = first_epoch; e <= o.epochs && !reached; e++) {
-        double lr = seg ? cf_lr_sched_at(&o.sched, net.step) : lr_at(&o, e - 1, global_batch), t0 = now_s(), sums[3] = {0, 0, 0};
-        int n_local = cf_epoch_shard(order, n_train, o.seed, e, rank, size, 1, 1), s, nb, k, skipped = 0;
-        if (n_local > steps * o.batch) n_local = steps * o.batch;   /* whole batches only, as the reference */
-        float *x, *y;
-        snprintf(meta, sizeof meta, "\"epoch_num\": %d", e);
-        mllog("INTERVAL_START", "epoch_start", "null", __LINE__, meta);
-        net.training = 1; net.bn_train = 1;
-        L.files = train_files;
-        L.augment = o.augment; L.aug_seed = cf_hash64(o.seed * 31 + (uint64_t)e);
-        loader_begin(&L, order, n_local);
-        for (s = 0; s < steps; s++) {
-            double loss;
-            loader_next(&L, &x, &y, &nb);
-            if (nb != o.batch) die("internal: short training batch");
-            if (!cf_net_forward(&net, x, o.batch)) die("%s", cf_failure_reason());
-            loss = cf_net_loss(&net, y, dout);
-            if (!isfinite(loss) && !o.skip_nonfinite) nonfinite_die(&net, &L, e, s + 1, loss, seg, o.out);
-            cf_net_zero_grad(&net);
-            if (o.grad_lag) {   /* the previous step's averaged gradient; this one's reduction starts */
-                int have;
-                cf_net_backward(&net, dout);
-                have = cf_dist_grad_lag(&net, &lag);
-                if (have < 0) die("%s", cf_failure_reason());
-                if (!have) { net.step++; sums[0] += loss; continue; }
-            } else if (o.overlap) {   /* reductions start while backward still runs */
-                cf_dist_overlap_begin(&net, (size_t)o.overlap);
-                cf_net_backward(&net, dout);
-                cf_dist_overlap_end(&net);
-            } else {
-                cf_net_backward(&net, dout);
-                cf_dist_allreduce_mean(net.grads, net.n_params);
-            }
-            /* the averaged gradient is the same on every rank, so every rank decides alike */
-            if (cf_net_first_nonfinite_param(&net, 0) >= 0) {
-                if (!o.skip_nonfinite) nonfinite_die(&net, &L, e, s + 1, loss, seg, o.out);
-                skipped++;
-                if (rank == 0) fprintf(stderr, "cf-train: epoch %d step %d: non-finite gradient (layer %d), batch skipped (%d so far)\n",
-                                       e, s + 1, cf_net_first_nonfinite_param(&net, 0), skipped);
-                net.step++;
-                continue;
-            }
-            if (o.sched_set) lr = cf_lr_sched_at(&o.sched, net.step);   /* per optimizer step */
-            optimizer_step(&o, &net, lr);
-            net.step++;
-            sums[0] += loss;
-            progress(o.progress, e, (s + 1) * global_batch, steps * global_batch, t0);
+/* The learning curve: DIR/history.tsv keeps one line per epoch (epochs at or after this one,
+   left by a run that was resumed from an earlier checkpoint, are dropped), and
+   DIR/learning_curve.png is redrawn from it: training loss left, validation metric right. */
+static void learning_curve(const char *dir, int epoch, double loss, double metric, const char *metric_name) {
+    enum { MAXE = 100000 };
+    static double ep[MAXE], lo[MAXE], me[MAXE];
+    char path[4096], title[64], line_[256];
+    int n = 0, k;
+    FILE *f;
+    cf_atomic_file af;
+    snprintf(path, sizeof path, "%s/history.tsv", dir);
+    if ((f = fopen(path, "r"))) {
+        while (n < MAXE - 1 && fgets(line_, sizeof line_, f)) {
+            double a, b, c;
+            if (sscanf(line_, "%lf %lf %lf", &a, &b, &c) == 3 && a < epoch) { ep[n] = a; lo[n] = b; me[n] = c; n++; }
         }
-        /* validation: every file once, in order, sharded over ranks */
-        snprintf(meta, sizeof meta, "\"epoch_num\": %d", e);
-        mllog("INTERVAL_START", "eval_start", "null", __LINE__, meta);
-        net.training = 0; net.bn_train = 0;
-        /* the reference averages the batch-norm running statistics over ranks before validating */
-        if (net.n_stats) cf_dist_allreduce_mean(net.stats, net.n_stats);
-        L.augment = 0;
-        n_local = cf_epoch_shard(order, n_val, 0, 0, rank, size, 0, 0);
-        L.files = val_files;
-        loader_begin(&L, order, n_local);
-        for (;;) {
-            const float *out;
-            loader_next(&L, &x, &y, &nb);
-            if (!nb) break;
-            if (!(out = cf_net_forward(&net, x, nb))) die("%s", cf_failure_reason());
-            if (seg) {   /* MLPerf: mean over samples of the per-sample 3-class IoU */
-                for (k = 0; k < nb; k++) {
-                    cf_argmax_classes(pred, out + (size_t)k * net.n_outputs, n_classes, (size_t)net.n_targets);
-                    sums[1] += cf_iou_sample(pred, y + (size_t)k * net.n_targets, (size_t)net.n_targets, n_classes);
-                }
-                sums[2] += nb;
-            } else {
-                for (k = 0; k < nb * net.n_outputs; k++) sums[1] += fabs((double)out[k] - y[k]);
-                sums[2] += nb * net.n_outputs;
-            }
-        }
-        sums[0] /= steps;
-        cf_dist_allreduce_sum_d(sums, 3);
-        double train_loss = sums[0] / size, val_mae = sums[1] / sums[2];   /* segmentation: mean IoU */
-        mllog("INTERVAL_END", "eval_stop", "null", __LINE__, meta);
-        mllog("INTERVAL_END", "epoch_stop", "null", __LINE__, meta);
-        snprintf(buf, sizeof buf, "%.6g", val_mae);
-        mllog("POINT_IN_TIME", seg ? "eval_accuracy" : "eval_error", buf, __LINE__, meta);
-        snprintf(buf, sizeof buf, "%.6g", train_loss);
-        if (seg) mllog("POINT_IN_TIME", "train_loss", buf, __LINE__, meta);
-        st.step = net.step; st.epoch = (uint64_t)e; st.seed = o.seed; st.best = val_mae;
-        if (rank == 0) {
-            /* the new checkpoint is complete on disk (CKPT.next, itself written atomically)
-               before the previous one moves to CKPT.prev: a crash or a full disk at any
-               moment leaves a valid CKPT or CKPT.prev, and --resume takes either */
-            char prev[4096], next[4096];
-            snprintf(prev, sizeof prev, "%s.prev", o.out);
-            snprintf(next, sizeof next, "%s.next", o.out);
-            if (cf_net_first_nonfinite_param(&net, 1) >= 0)
-                die("epoch %d: layer %d's parameters are not finite; no checkpoint written, the last one %s is untouched",
-                    e, cf_net_first_nonfinite_param(&net, 1), o.out);
-            TRY(cf_checkpoint_save(next, &net, &st));
-            if (access(o.out, F_OK) == 0 && rename(o.out, prev)) die("%s: cannot keep the previous checkpoint (%s)", o.out, strerror(errno));
-            if (rename(next, o.out)) die("%s: cannot move the new checkpoint into place (%s)", o.out, strerror(errno));
-        }
-        if (rank == 0) {
-            printf("epoch %d train_loss %.6f %s %.6f lr %.6g time %.1f\n", e, train_loss, seg ? "val_miou" : "val_mae", val_mae, lr, now_s() - t0);
-            if (o.png) learning_curve(o.png, e, train_loss, val_mae, seg ? "val_miou" : "val_mae");
-            fflush(stdout);
-        }
-        if (o.target > 0 && (seg ? val_mae >= o.target : val_mae <= o.target)) reached = 1;
-        if (reached && seg) mllog("POINT_IN_TIME", "target_accuracy_reached", buf, __LINE__, meta);
+        fclose(f);
     }
-    snprintf(buf, sizeof buf, "\"status\": \"%s\"", reached || o.target <= 0 ? "success" : "aborted");
-    mllog("INTERVAL_END", "run_stop", "null", __LINE__, buf);
-    if (rank == 0) fprintf(stderr, "cf-train: %d epochs in %.1f s, checkpoint %s\n", e - first_epoch, now_s() - t_start, o.out);
-    loader_free(&L);
-    free(order); free(dout); free(pred);
-    cf_dist_grad_lag_free(&lag);
-    free_samples(train_files, n_train_files); free_samples(val_files, n_val_files);
-    cf_net_free(&net);
-    if (mll) fclose(mll);
+    ep[n] = epoch; lo[n] = loss; me[n] = metric; n++;
+    TRY(cf_atomic_open(&af, path));
+    snprintf(line_, sizeof line_, "# epoch train_loss %s\n", metric_name);
+    cf_atomic_write(&af, line_, strlen(line_));
+    for (k = 0; k < n; k++) { snprintf(line_, sizeof line_, "%.0f %.9g %.9g\n", ep[k], lo[k], me[k]); cf_atomic_write(&af, line_, strlen(line_)); }
+    TRY(cf_atomic_commit(&af));
+    {
+        canvas c = canvas_new(760, 300);
+        snprintf(title, sizeof title, "%s", metric_name);
+        for (k = 0; title[k]; k++) if (title[k] == '_') title[k] = ' ';
+        plot_panel(&c, 20, 40, 280, 220, ep, lo, n, "TRAIN LOSS", 0xc03030);
+        plot_panel(&c, 400, 40, 280, 220, ep, me, n, title, 0x1f60c0);
+        snprintf(path, sizeof path, "%s/learning_curve.png", dir);
+        canvas_save(&c, path);
+    }
+}
+/* The new checkpoint is complete on disk (CKPT.next, itself written atomically) before the
+   previous one moves to CKPT.prev: a crash or a full disk at any moment leaves a valid CKPT
+   or CKPT.prev, and --resume takes either. */
+static void save_checkpoint(run *R, int e) {
+    const char *out = R->o.out;
+    char prev[4200], next[4200];
+    if (R->rank) return;
+    snprintf(prev, sizeof prev, "%s.prev", out);
+    snprintf(next, sizeof next, "%s.next", out);
+    if (cf_net_first_nonfinite_param(&R->net, 1) >= 0)
+        die("epoch %d: layer %d's parameters are not finite; no checkpoint written, the last one %s is untouched",
+            e, cf_net_first_nonfinite_param(&R->net, 1), out);
+    TRY(cf_checkpoint_save(next, &R->net, &R->st));
+    if (access(out, F_OK) == 0 && rename(out, prev)) die("%s: cannot keep the previous checkpoint (%s)", out, strerror(errno));
+    if (rename(next, out)) die("%s: cannot move the new checkpoint into place (%s)", out, strerror(errno));
+}
+/* After an epoch: the MLPerf lines, the checkpoint, the epoch line, the learning curve */
+static void end_epoch(run *R, int e, double loss, double metric, double lr, double t0) {
+    char meta[64], buf[64], lbuf[64];
+    const char *name = R->seg ? "val_miou" : "val_mae";
+    epoch_meta(meta, sizeof meta, e);
+    MLL_END("eval_stop", meta);
+    MLL_END("epoch_stop", meta);
+    mll("POINT_IN_TIME", R->seg ? "eval_accuracy" : "eval_error", mll_number(buf, sizeof buf, metric), __LINE__, meta);
+    if (R->seg) mll("POINT_IN_TIME", "train_loss", mll_number(lbuf, sizeof lbuf, loss), __LINE__, meta);
+    R->st.step = R->net.step; R->st.epoch = (uint64_t)e; R->st.seed = R->o.seed; R->st.best = metric;
+    save_checkpoint(R, e);
+    if (R->rank == 0) {
+        printf("epoch %d train_loss %.6f %s %.6f lr %.6g time %.1f\n", e, loss, name, metric, lr, now_s() - t0);
+        if (R->o.png) learning_curve(R->o.png, e, loss, metric, name);
+        fflush(stdout);
+    }
+    if ((R->reached = target_met(R, metric)) && R->seg) mll("POINT_IN_TIME", "target_accuracy_reached", buf, __LINE__, meta);
+}
+
+static void setup(run *R, int argc, char **argv) {
+    options *o = &R->o;
+    cf_net *net = &R->net;
+    char shp[64];
+    if (cf_dist_init(&argc, &argv)) die("%s", cf_failure_reason());
+    check_launch();
+    R->rank = cf_dist_rank(); R->size = cf_dist_size();
+    if (R->rank) o->progress = 0;
+    check_outputs(R);
+    mll_open(o->mllog, o->resume != NULL);
+    MLL_EVENT("cache_clear", "true");
+    MLL_START("init_start", NULL);
+    setup_model(R);
+    setup_data(R);
+    record_run(R);
+    memset(&R->lag, 0, sizeof R->lag);
+    snprintf(shp, sizeof shp, net->input.d == 1 ? "%dx%dx%d" : "%dx%dx%dx%d", net->input.c, net->input.d == 1 ? net->input.h : net->input.d,
+             net->input.d == 1 ? net->input.w : net->input.h, net->input.w);
+    if (R->rank == 0)
+        fprintf(stderr, "cf-train: %d rank%s x batch %d = global batch %d; %d training, %d validation files; %s, input %s, %zu parameters\n",
+                R->size, R->size > 1 ? "s" : "", o->batch, R->global_batch, R->n_train, R->n_val, net->cfg_name, shp, net->n_params);
+    mllog_run_start(R);
+}
+static void finish(run *R, int e) {
+    mllog_run_stop(R);
+    if (R->rank == 0) fprintf(stderr, "cf-train: %d epochs in %.1f s, checkpoint %s\n", e - R->first_epoch, now_s() - R->t_start, R->o.out);
+    loader_free(&R->L);
+    free(R->order); free(R->dout); free(R->pred);
+    cf_dist_grad_lag_free(&R->lag);
+    free_samples(R->train_files, R->n_train_files); free_samples(R->val_files, R->n_val_files);
+    cf_net_free(&R->net);
     cf_dist_finalize();
+}
+
+int main(int argc, char **argv) {
+    static run R;
+    char meta[64];
+    int e;
+    tool_init(argc, argv, "train");
+    defaults(&R.o);
+    parse_flags(&R.o, argc, argv);
+    setup(&R, argc, argv);
+    R.t_start = now_s();
+    /* a run resumed from a checkpoint that already met the target is done (MLPerf's own
+       reference trains one more epoch there) */
+    R.reached = R.first_epoch > 1 && target_met(&R, R.st.best);
+    if (R.reached && R.rank == 0) fprintf(stderr, "cf-train: the checkpoint's %s %g already meets --target %g: no epoch to train\n",
+                                          R.seg ? "val_miou" : "val_mae", R.st.best, R.o.target);
+    for (e = R.first_epoch; e <= R.o.epochs && !R.reached; e++) {
+        double t0 = now_s(), lr, loss, metric;
+        MLL_START("epoch_start", epoch_meta(meta, sizeof meta, e));
+        loss = train_epoch(&R, e, &lr);
+        MLL_START("eval_start", meta);
+        metric = validate(&R);
+        cf_dist_allreduce_sum_d(&loss, 1);
+        end_epoch(&R, e, loss / R.size, metric, lr, t0);
+    }
+    finish(&R, e);
     return 0;
 }

@@ -89,7 +89,9 @@ TOOL_UNUSED static void plot_panel(canvas *c, int ox, int oy, int w, int h, cons
     snprintf(lab, sizeof lab, "EPOCH %.0f", xmin); text(c, ox, oy + h + 6, 2, 0x555555, lab);
     snprintf(lab, sizeof lab, "%.0f", xmax); text(c, ox + w - 4 * 2 * (int)strlen(lab), oy + h + 6, 2, 0x555555, lab);
 }
+/* written atomically, and never over one of the run's inputs */
 static void canvas_save(canvas *c, const char *path) {
+    output_in_dir(path);
     if (cf_png_write(path, c->px, c->w, c->h)) die("%s", cf_failure_reason());
     free(c->px);
 }

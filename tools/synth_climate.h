@@ -155,45 +155,45 @@ static void climate_sample(float *x, float *label, int H, int W, double fscale, 
     free(wx); free(best_tc); free(best_ar);
 }
 
+typedef struct { const char *out; long n; int H, W, stats, write_stats; uint64_t seed; double fscale; } climate_options;
+static tool_flag climate_flags[12];
+static int n_climate_flags;
+static void climate_flag_table(climate_options *o) {
+    tool_flag f[] = {
+        {"--out", "DIR", FLAG_STR, &o->out, 0, 0, "output directory (created): data-synth-K-NNNNNN.npy float32 (H,W,16), label-synth-K-NNNNNN.npy float32 (H,W), stats_minval/maxval.npy", NULL, NULL},
+        {"--samples", "N", FLAG_LONG, &o->n, 1, 100000000, "number of snapshots (required)", NULL, NULL},
+        {"--height", "H", FLAG_INT, &o->H, 8, 8192, "grid rows (the real data's: 768)", NULL, NULL},
+        {"--width", "W", FLAG_INT, &o->W, 8, 8192, "grid columns (the real data's: 1152)", NULL, NULL},
+        {"--seed", "K", FLAG_U64, &o->seed, 0, 0x7fffffff, "random seed; same seed, same bytes", NULL, NULL},
+        {"--feature-scale", "f", FLAG_DOUBLE, &o->fscale, 0.1, 20, "cyclone radius and river width times f (small demo grids need f > 1)", NULL, NULL},
+        {"--no-stats", NULL, FLAG_SET, &o->write_stats, 0, 0, "no stats_minval/maxval.npy (a validation set takes the training set's, with cf-train --stats)", NULL, NULL},
+        {"--stats", NULL, FLAG_SET, &o->stats, 1, 0, "print class fractions and the channels' ranges", NULL, NULL},
+    };
+    n_climate_flags = (int)(sizeof f / sizeof f[0]);
+    memcpy(climate_flags, f, sizeof f);
+}
 static void climate_usage(void) {
-    printf("usage: cf-synth climate --out DIR --samples N [--height H] [--width W] [--seed K] [--feature-scale f]\n"
-           "  --out DIR            output directory (created): data-synth-K-NNNNNN.npy float32 (H,W,16),\n"
-           "                       label-synth-K-NNNNNN.npy float32 (H,W) with 0 background, 1 cyclone, 2 river,\n"
-           "                       stats_minval.npy / stats_maxval.npy float32 (16,): per-channel min and max\n"
-           "  --samples N          number of snapshots\n"
-           "  --height H, --width W   grid (default 768 x 1152, the real data's)\n"
-           "  --seed K             random seed (default 1); same seed, same bytes\n"
-           "  --feature-scale f    cyclone radius and river width times f (default 1: physical sizes; small\n"
-           "                       demo grids need f > 1 so the features span pixels)\n"
-           "  --no-stats           do not write stats_minval/maxval.npy (a validation set is normalized with the\n"
-           "                       training set's statistics, as in the reference: pass those with --stats)\n"
-           "  --stats              print class fractions and the channels' ranges\n");
-    exit(0);
+    flag_help("usage: cf-synth climate --out DIR --samples N [flags]\n"
+              "  synthetic DeepCAM snapshots: 16 CAM5-like channels, tropical cyclones and atmospheric rivers, their masks",
+              climate_flags, n_climate_flags, NULL);
 }
 
 static int climate_main(int argc, char **argv) {
-    const char *out = NULL;
-    long n = 0, i;
-    int H = 768, W = 1152, k, stats = 0, failed = 0, write_stats = 1;
-    uint64_t seed = 1;
-    double fscale = 1.0, frac[3] = {0, 0, 0};
+    climate_options o;
+    const char *out;
+    long n, i;
+    int H, W, k, stats, failed = 0, write_stats;
+    uint64_t seed;
+    double fscale, frac[3] = {0, 0, 0};
     float mn[16], mx[16];
     char err[1100] = "";
-    for (k = 2; k < argc; k++) {
-        const char *a = argv[k];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) climate_usage();
-        else if (!strcmp(a, "--out")) out = flag_value(argc, argv, &k);
-        else if (!strcmp(a, "--samples")) n = flag_long(a, flag_value(argc, argv, &k), 1, 100000000);
-        else if (!strcmp(a, "--height")) H = (int)flag_long(a, flag_value(argc, argv, &k), 8, 8192);
-        else if (!strcmp(a, "--width")) W = (int)flag_long(a, flag_value(argc, argv, &k), 8, 8192);
-        else if (!strcmp(a, "--seed")) seed = (uint64_t)flag_long(a, flag_value(argc, argv, &k), 0, 0x7fffffffL);
-        else if (!strcmp(a, "--feature-scale")) fscale = flag_double(a, flag_value(argc, argv, &k), 0.1, 20);
-        else if (!strcmp(a, "--stats")) stats = 1;
-        else if (!strcmp(a, "--no-stats")) write_stats = 0;
-        else die("%s: unknown flag (see cf-synth climate --help)", a);
-    }
+    memset(&o, 0, sizeof o);
+    o.H = 768; o.W = 1152; o.seed = 1; o.fscale = 1.0; o.write_stats = 1;
+    climate_flag_table(&o);
+    flag_parse(argc, argv, 2, climate_flags, n_climate_flags, climate_usage, NULL, 0);
+    out = o.out; n = o.n; H = o.H; W = o.W; stats = o.stats; write_stats = o.write_stats; seed = o.seed; fscale = o.fscale;
     if (!out || !n) die("climate: needs --out DIR and --samples N");
-    if (mkdir(out, 0777) && errno != EEXIST) die("%s: %s", out, strerror(errno));
+    output_dir("--out", out);
     for (k = 0; k < 16; k++) { mn[k] = INFINITY; mx[k] = -INFINITY; }
     TOOL_OMP(omp parallel for schedule(dynamic) reduction(min:mn[:16]) reduction(max:mx[:16]) reduction(+:frac[:3]))
     for (i = 0; i < n; i++) {

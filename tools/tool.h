@@ -1,16 +1,20 @@
-/* Shared by the cf-* tools: the implementation of cosmoflow.h, error exits that end every MPI
-   rank, flag parsing, file lists, timing and memory figures, and the background file loader. */
+/* What the cf-* programs share: error exits that end every MPI rank, a table-driven flag
+   parser that also writes --help, the checks every output path passes before any work, file
+   lists, timing and memory figures.  Each tool defines CF_IMPLEMENTATION and includes
+   cosmoflow.h before this file. */
 #ifndef CF_TOOL_H
 #define CF_TOOL_H
-#define CF_IMPLEMENTATION
-#include "cosmoflow.h"
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <time.h>
+#include <math.h>
 #include <dirent.h>
-#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 
 /* OpenMP pragmas that vanish without -fopenmp (no unknown-pragma warnings) */
 #ifdef _OPENMP
@@ -39,7 +43,7 @@ TOOL_UNUSED static void die(const char *fmt, ...) {
     va_end(ap);
     fprintf(stderr, "%s\n", msg);   /* one write: lines of several ranks do not interleave */
     if (cf_dist_size() > 1) {   /* let mpirun forward the line before MPI_Abort tears the job down:
-                                   MPICH's hydra dropped it about once in 40 runs otherwise */
+                                   MPICH's hydra sometimes dropped it otherwise */
         struct timespec pause = {0, 200000000};
         nanosleep(&pause, NULL);
     }
@@ -49,26 +53,214 @@ TOOL_UNUSED static void die(const char *fmt, ...) {
 /* a library call failed: its reason already names the file and the problem */
 #define TRY(call) do { if ((call) != CF_OK) die("%s", cf_failure_reason()); } while (0)
 
-TOOL_UNUSED static const char *flag_value(int argc, char **argv, int *i) {
-    if (*i + 1 >= argc) die("%s: needs a value (see --help)", argv[*i]);
-    return argv[++*i];
+/* ---------------------------------------------------------------- flags
+   Each tool lists its flags in one table: the flag, its argument's name, what it sets, the
+   bounds of a number, and a line of help; --help is written from the table, with each
+   flag's default read from the variable it sets.  An entry with no name is a heading. */
+typedef enum { FLAG_STR, FLAG_INT, FLAG_LONG, FLAG_U64, FLAG_DOUBLE, FLAG_SET, FLAG_SHAPE, FLAG_CALL } flag_kind;
+typedef struct {
+    const char *name, *arg;     /* "--batch", "B" (NULL: a switch) */
+    flag_kind kind;
+    void *dst;                  /* const char **, int *, long *, uint64_t *, double *, int * (FLAG_SET), cf_shape * */
+    double lo, hi;              /* a number's bounds; FLAG_SET: lo is the value stored */
+    const char *help;           /* one line; "(default X)" is added unless it names its default */
+    void (*call)(const char *value, void *dst);   /* FLAG_CALL: parses the value itself */
+    int *given;                 /* optional: set to 1 when the flag appears */
+} tool_flag;
+
+TOOL_UNUSED static void print_version(void) { printf("cf-%s (cosmoflow.h) %s\n", tool_name, CF_VERSION); exit(0); }
+
+static void flag_default(const tool_flag *f, char *buf, size_t n) {
+    buf[0] = 0;
+    if (!f->dst || strstr(f->help, "default")) return;
+    switch (f->kind) {
+    case FLAG_STR: if (*(const char **)f->dst) snprintf(buf, n, " (default %s)", *(const char **)f->dst); break;
+    case FLAG_INT: snprintf(buf, n, " (default %d)", *(int *)f->dst); break;
+    case FLAG_LONG: snprintf(buf, n, " (default %ld)", *(long *)f->dst); break;
+    case FLAG_U64: snprintf(buf, n, " (default %llu)", (unsigned long long)*(uint64_t *)f->dst); break;
+    case FLAG_DOUBLE: snprintf(buf, n, " (default %g)", *(double *)f->dst); break;
+    default: break;
+    }
 }
-TOOL_UNUSED static long flag_long(const char *flag, const char *v, long lo, long hi) {
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end || x < lo || x > hi) die("%s: '%s' is not a whole number in [%ld, %ld]", flag, v, lo, hi);
-    return x;
+/* usage: the synopsis line(s), every flag of the table, then the closing text */
+TOOL_UNUSED static void flag_help(const char *synopsis, const tool_flag *f, int n, const char *after) {
+    int i;
+    printf("%s\n", synopsis);
+    for (i = 0; i < n; i++) {
+        char left[64], def[128];
+        if (!f[i].name) { printf("%s\n", f[i].help); continue; }
+        snprintf(left, sizeof left, "%s%s%s", f[i].name, f[i].arg ? " " : "", f[i].arg ? f[i].arg : "");
+        flag_default(&f[i], def, sizeof def);
+        printf("  %-22s %s%s\n", left, f[i].help, def);
+    }
+    printf("  %-22s %s\n", "--help, --version", "this text; the version");
+    if (after) printf("%s", after);
+    exit(0);
 }
-TOOL_UNUSED static double flag_double(const char *flag, const char *v, double lo, double hi) {
+TOOL_UNUSED static double flag_number(const char *flag, const char *v, double lo, double hi, int whole) {
     char *end;
     double x = strtod(v, &end);
-    if (end == v || *end || !(x >= lo && x <= hi)) die("%s: '%s' is not a number in [%g, %g]", flag, v, lo, hi);
+    if (end == v || *end || !isfinite(x) || !(x >= lo && x <= hi) || (whole && x != floor(x)))
+        die("%s: '%s' is not a%s number in [%g, %g]", flag, v, whole ? " whole" : "", lo, hi);
     return x;
 }
-TOOL_UNUSED static cf_shape flag_shape(const char *flag, const char *v) {
-    cf_shape s;
-    if (cf_parse_shape(v, &s)) die("%s: %s", flag, cf_failure_reason());
-    return s;
+static void flag_set(const tool_flag *f, const char *v) {
+    switch (f->kind) {
+    case FLAG_STR: *(const char **)f->dst = v; break;
+    case FLAG_INT: *(int *)f->dst = (int)flag_number(f->name, v, f->lo, f->hi, 1); break;
+    case FLAG_LONG: *(long *)f->dst = (long)flag_number(f->name, v, f->lo, f->hi, 1); break;
+    case FLAG_U64: *(uint64_t *)f->dst = (uint64_t)flag_number(f->name, v, f->lo, f->hi, 1); break;
+    case FLAG_DOUBLE: *(double *)f->dst = flag_number(f->name, v, f->lo, f->hi, 0); break;
+    case FLAG_SET: *(int *)f->dst = (int)f->lo; break;
+    case FLAG_SHAPE: if (cf_parse_shape(v, (cf_shape *)f->dst)) die("%s: %s", f->name, cf_failure_reason()); break;
+    case FLAG_CALL: f->call(v, f->dst); break;
+    }
+    if (f->given) *f->given = 1;
+}
+/* Parses argv[first..] by the table; words that are not flags go to pos (at most max_pos of
+   them, else an error).  --help calls help(), --version prints the version.  Returns the
+   number of positional words. */
+TOOL_UNUSED static int flag_parse(int argc, char **argv, int first, const tool_flag *f, int n, void (*help)(void),
+                                  const char **pos, int max_pos) {
+    int i, k, np = 0;
+    for (i = first; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) help();
+        if (!strcmp(a, "--version")) print_version();
+        for (k = 0; k < n && (!f[k].name || strcmp(a, f[k].name)); k++) {}
+        if (k < n) {
+            if (f[k].kind != FLAG_SET && i + 1 >= argc) die("%s: needs a value (see --help)", a);
+            flag_set(&f[k], f[k].kind == FLAG_SET ? NULL : argv[++i]);
+        } else if (a[0] == '-' && a[1]) die("%s: unknown flag (see --help)", a);
+        else if (np < max_pos) pos[np++] = a;
+        else die("%s: unexpected argument (see --help)", a);
+    }
+    return np;
+}
+/* --help or -h anywhere, before anything else is read */
+TOOL_UNUSED static int has_flag(int argc, char **argv, const char *f) { int i; for (i = 1; i < argc; i++) if (!strcmp(argv[i], f)) return 1; return 0; }
+
+/* ---------------------------------------------------------------- start
+   A tool built without MPI and started as one of several ranks (mpirun, srun) would train N
+   independent copies that all write the same files: refuse.  An MPI build whose library
+   differs from the launcher's sees size 1 while the launcher says more: the same. */
+static int launcher_ranks(void) {
+    static const char *vars[] = {"PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMIX_SIZE"};
+    size_t i;
+    for (i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) > 1) {
+            if (!strcmp(vars[i], "SLURM_NTASKS") && !getenv("SLURM_PROCID")) continue;   /* an salloc shell, not a task */
+            return atoi(v);
+        }
+    }
+    return 1;
+}
+TOOL_UNUSED static void check_launch(void) {
+    int want = launcher_ranks();
+    if (want <= 1 || cf_dist_size() == want) return;
+#ifdef CF_USE_MPI
+    die("started as one of %d ranks, but MPI reports %d: this binary's MPI library is not the launcher's "
+        "(rebuild with the launcher's wrapper: make MPICC=/path/to/mpicc)", want, cf_dist_size());
+#else
+    die("started as one of %d ranks, but built without MPI: every rank would train alone and write the same "
+        "files (rebuild with MPI: make MPI=1, or make MPICC=/path/to/mpicc)", want);
+#endif
+}
+
+/* OpenMP threads spin after every parallel region and steal the cores the BLAS needs next;
+   libgomp reads OMP_WAIT_POLICY when it loads, so the tool sets it and runs itself again,
+   once, before anything else (MPI included). */
+TOOL_UNUSED static void tool_init(int argc, char **argv, const char *name) {
+    (void)argc;
+    tool_name = name;
+    /* past a file-size limit (ulimit -f) writes fail with EFBIG and we say so, instead of
+       the process dying silently from SIGXFSZ */
+    signal(SIGXFSZ, SIG_IGN);
+    if (!getenv("OMP_WAIT_POLICY")) {
+        char self[4096];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        setenv("OMP_WAIT_POLICY", "passive", 1);
+        if (n > 0) { self[n] = 0; execv(self, argv); }   /* on failure go on with the default policy */
+    }
+}
+
+/* ---------------------------------------------------------------- files
+   Every output path is checked before any work: its directory exists and can be written,
+   it is not a directory, and it is not any of the run's inputs (the same device and inode,
+   whatever the names).  Inputs are given as a NULL-terminated list of paths. */
+typedef struct { const char *path; dev_t dev; ino_t ino; } tool_file;
+static tool_file tool_inputs[64];
+static int tool_n_inputs;
+/* remember an input (a file or a directory of inputs) for the output checks */
+TOOL_UNUSED static void input_path(const char *path) {
+    struct stat st;
+    if (!path || tool_n_inputs == 64 || stat(path, &st)) return;
+    tool_inputs[tool_n_inputs].path = path; tool_inputs[tool_n_inputs].dev = st.st_dev; tool_inputs[tool_n_inputs].ino = st.st_ino;
+    tool_n_inputs++;
+}
+/* the directory part of path ("." for a bare name) */
+static void dir_of(const char *path, char *dir, size_t n) {
+    const char *s = strrchr(path, '/');
+    if (!s) snprintf(dir, n, ".");
+    else if (s == path) snprintf(dir, n, "/");
+    else snprintf(dir, n, "%.*s", (int)(s - path), path);
+}
+/* whether two paths name the same existing file */
+TOOL_UNUSED static int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return a && b && !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+/* the input that is the same file as path, or NULL */
+static const char *same_as_input(const char *path) {
+    struct stat st;
+    int i;
+    if (stat(path, &st)) return NULL;
+    for (i = 0; i < tool_n_inputs; i++)
+        if (tool_inputs[i].dev == st.st_dev && tool_inputs[i].ino == st.st_ino) return tool_inputs[i].path;
+    return NULL;
+}
+/* An output file: written (atomically) only after the run's work, so refused now if it could
+   not be, or if it would replace an input.  what: the flag, for the message. */
+TOOL_UNUSED static void output_file(const char *what, const char *path) {
+    char dir[4096];
+    struct stat st;
+    const char *in;
+    if (!path) return;
+    dir_of(path, dir, sizeof dir);
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) die("%s %s: the directory %s does not exist", what, path, dir);
+    if (access(dir, W_OK | X_OK)) die("%s %s: the directory %s is not writable", what, path, dir);
+    if (!stat(path, &st) && S_ISDIR(st.st_mode)) die("%s %s: is a directory (give a file name)", what, path);
+    if ((in = same_as_input(path))) die("%s %s: is the same file as the input %s; it would be overwritten", what, path, in);
+}
+/* An output directory: created when missing (its parent must exist); refused when it is an
+   input file or holds an input the tool would write over (checked by the caller per file). */
+TOOL_UNUSED static void output_dir(const char *what, const char *dir) {
+    struct stat st;
+    char parent[4096];
+    if (!dir) return;
+    if (!stat(dir, &st)) {
+        if (!S_ISDIR(st.st_mode)) die("%s %s: exists and is not a directory", what, dir);
+        if (access(dir, W_OK | X_OK)) die("%s %s: the directory is not writable", what, dir);
+        return;
+    }
+    dir_of(dir, parent, sizeof parent);
+    if (stat(parent, &st) || !S_ISDIR(st.st_mode)) die("%s %s: the directory %s does not exist", what, dir, parent);
+    if (mkdir(dir, 0777) && errno != EEXIST) die("%s %s: cannot create it (%s)", what, dir, strerror(errno));
+}
+/* an input a library outside ours will open (libhdf5): a regular file, checked without
+   waiting on a FIFO */
+TOOL_UNUSED static void input_regular(const char *path) {
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) die("%s: %s", path, strerror(errno));
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) { close(fd); die("%s: not a regular file", path); }
+    close(fd);
+}
+/* an output file inside an output directory: not an input */
+TOOL_UNUSED static void output_in_dir(const char *path) {
+    const char *in = same_as_input(path);
+    if (in) die("%s: is the same file as the input %s; it would be overwritten", path, in);
 }
 
 TOOL_UNUSED static double now_s(void) {
@@ -105,6 +297,7 @@ TOOL_UNUSED static char **list_samples(const char *dir, int *n_out) {
         if (!is_sample_file(e->d_name)) continue;
         if (n == cap) { cap = cap ? 2 * cap : 64; v = (char **)realloc(v, cap * sizeof *v); if (!v) die("out of memory"); }
         v[n] = (char *)malloc(strlen(dir) + strlen(e->d_name) + 2);
+        if (!v[n]) die("out of memory");
         sprintf(v[n++], "%s/%s", dir, e->d_name);
     }
     closedir(d);
@@ -113,166 +306,35 @@ TOOL_UNUSED static char **list_samples(const char *dir, int *n_out) {
     *n_out = n;
     return v;
 }
-
 TOOL_UNUSED static void free_samples(char **v, int n) { int i; for (i = 0; i < n; i++) free(v[i]); free(v); }
 
-TOOL_UNUSED /* OpenBLAS (pthread build) and OpenMP each keep 2 threads on 2 cores; OpenMP's threads spin
-   after every parallel region and steal the cores OpenBLAS needs next (measured here:
-   17 -> 35 samples/s for cosmoflow-small, 0.21 -> 0.35 for cosmoflow.cfg).  libgomp reads OMP_WAIT_POLICY when it loads, so
-   the tool sets it and runs itself again, once, before anything else (MPI included). */
-TOOL_UNUSED static void tool_init(int argc, char **argv) {
-    (void)argc;
-    /* past a file-size limit (ulimit -f) writes fail with EFBIG and we say so, instead of
-       the process dying silently from SIGXFSZ */
-    signal(SIGXFSZ, SIG_IGN);
-    if (!getenv("OMP_WAIT_POLICY")) {
-        char self[4096];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        setenv("OMP_WAIT_POLICY", "passive", 1);
-        if (n > 0) { self[n] = 0; execv(self, argv); }   /* on failure go on with the default policy */
+/* the value of key in key=value lines (a checkpoint's record of its run); 0 when absent */
+TOOL_UNUSED static int meta_value(const char *meta, const char *key, char *out, size_t n) {
+    size_t kl = strlen(key);
+    const char *p = meta;
+    while (p && *p) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        if (len > kl && !strncmp(p, key, kl) && p[kl] == '=') {
+            snprintf(out, n, "%.*s", (int)(len - kl - 1), p + kl + 1);
+            return 1;
+        }
+        p = nl ? nl + 1 : NULL;
     }
-}
-
-TOOL_UNUSED static void print_version(void) { printf("cf-%s (cosmoflow.h) %s\n", tool_name, CF_VERSION); exit(0); }
-
-/* The flags every model tool reads the same way: --help, --version, --model M.cfg and
-   --input-shape S.  Returns 1 when argv[*i] was one of them (and consumed its value). */
-TOOL_UNUSED static int common_flag(int argc, char **argv, int *i, void (*usage)(void),
-                                   const char **model, cf_shape *shape, int *has_shape) {
-    const char *a = argv[*i];
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) usage();
-    if (!strcmp(a, "--version")) print_version();
-    if (!strcmp(a, "--model")) { *model = flag_value(argc, argv, i); return 1; }
-    if (!strcmp(a, "--input-shape")) { *shape = flag_shape(a, flag_value(argc, argv, i)); *has_shape = 1; return 1; }
     return 0;
 }
 
-TOOL_UNUSED static int has_flag(int argc, char **argv, const char *f) { int i; for (i = 1; i < argc; i++) if (!strcmp(argv[i], f)) return 1; return 0; }
-
-/* ---------------------------------------------------------------- background loading
-   One thread decodes the next batch (gunzip, protobuf, log1p, transpose) while the network
-   computes on the current one.  The main thread alone calls MPI. */
-typedef struct {
-    char **files; const int *order; int n_order, B, pos;  /* what to load */
-    int augment; uint64_t aug_seed; float *aug_tmp;         /* random cube symmetries (training) */
-    int S, C, n_y, apply_log;                              /* expected sample shape */
-    int climate, H, W, n_classes; const float *cmin, *cmax; /* DeepCAM: (H, W, C) + labels */
-    float *x[2], *y[2]; int slot, n_in_slot[2];            /* double buffer */
-    pthread_t th; int running;
-    char err[1100]; int failed;
-} loader;
-
-TOOL_UNUSED static void *loader_run(void *arg) {
-    loader *L = (loader *)arg;
-    int s = L->slot, k;
-    size_t vox = (size_t)L->S * L->S * L->S;
-    L->n_in_slot[s] = 0;
-    for (k = 0; L->climate && k < L->B && L->pos + k < L->n_order; k++) {
-        cf_climate_sample cs;
-        const char *path = L->files[L->order[L->pos + k]];
-        size_t P = (size_t)L->H * L->W;
-        if (cf_climate_read(path, &cs, L->n_classes)) { snprintf(L->err, sizeof L->err, "%s", cf_failure_reason()); L->failed = 1; return NULL; }
-        if (cs.h != L->H || cs.w != L->W || cs.c != L->C) {
-            snprintf(L->err, sizeof L->err, "%.900s: snapshot is %dx%dx%d (H, W, C); the model needs %dx%dx%d", path, cs.h, cs.w, cs.c, L->H, L->W, L->C);
-            cf_climate_free(&cs); L->failed = 1; return NULL;
-        }
-        cf_climate_to_input(L->x[s] + (size_t)k * L->C * P, cs.x, L->H, L->W, L->C, L->cmin, L->cmax);
-        memcpy(L->y[s] + (size_t)k * P, cs.y, sizeof(float) * P);
-        cf_climate_free(&cs);
-        L->n_in_slot[s]++;
+/* ---------------------------------------------------------------- models
+   A checkpoint is its own model: with no --model, the network and input shape come from the
+   checkpoint (cfg text and shape embedded in it); with one, the two must agree, and the
+   message names the first difference. */
+TOOL_UNUSED static void load_model(cf_net *net, const char *model, const cf_shape *shape, const char *ckpt) {
+    if (!model && !ckpt) die("needs --model M.cfg (or a checkpoint that holds one)");
+    if (model) {
+        TRY(cf_net_load_cfg(net, model, shape));
+        if (ckpt) TRY(cf_checkpoint_matches(ckpt, net));
+        return;
     }
-    for (k = 0; !L->climate && k < L->B && L->pos + k < L->n_order; k++) {
-        cf_cosmo_sample smp;
-        const char *path = L->files[L->order[L->pos + k]];
-        if (cf_cosmo_read(path, &smp)) { snprintf(L->err, sizeof L->err, "%s", cf_failure_reason()); L->failed = 1; return NULL; }
-        if (smp.s != L->S || smp.c < L->C || smp.ny < L->n_y) {
-            snprintf(L->err, sizeof L->err, "%.900s: sample is %dx%dx%dx%d with %d labels; the model needs %dx%dx%dx%d with %d",
-                     path, smp.c, smp.s, smp.s, smp.s, smp.ny, L->C, L->S, L->S, L->S, L->n_y);
-            cf_cosmo_free(&smp); L->failed = 1; return NULL;
-        }
-        if (smp.c > L->C) {   /* a model with fewer channels reads the first ones (the 2018 network: z = 0) */
-            size_t v;
-            int c;
-            for (v = 0; v < vox; v++) for (c = 0; c < L->C; c++) smp.x[v * L->C + c] = smp.x[v * smp.c + c];
-            smp.c = L->C;
-        }
-        cf_cosmo_to_input(L->x[s] + (size_t)k * L->C * vox, smp.x, L->S, L->C, L->apply_log);
-        if (L->augment)   /* the symmetry depends on (seed, epoch, file): any rank count, resumable */
-            cf_cube_symmetry(L->x[s] + (size_t)k * L->C * vox, L->aug_tmp, L->C, L->S,
-                          (int)(cf_hash64(L->aug_seed ^ (uint64_t)(L->order[L->pos + k] + 1) * 0x9e3779b97f4a7c15ULL) % 48));
-        {
-            int j;
-            for (j = 0; j < L->n_y; j++)
-                if (!isfinite(smp.y[j])) {
-                    snprintf(L->err, sizeof L->err, "%.900s: label %d is %g (not finite)", path, j, smp.y[j]);
-                    cf_cosmo_free(&smp); L->failed = 1; return NULL;
-                }
-        }
-        memcpy(L->y[s] + (size_t)k * L->n_y, smp.y, sizeof(float) * L->n_y);
-        cf_cosmo_free(&smp);
-        L->n_in_slot[s]++;
-    }
-    return NULL;
-}
-TOOL_UNUSED static void loader_init(loader *L, char **files, int S, int C, int n_y, int B, int apply_log) {
-    int s;
-    memset(L, 0, sizeof *L);
-    L->files = files; L->S = S; L->C = C; L->n_y = n_y; L->B = B; L->apply_log = apply_log;
-    L->aug_tmp = (float *)malloc(sizeof(float) * C * (size_t)S * S * S);
-    for (s = 0; s < 2; s++) {
-        L->x[s] = (float *)malloc(sizeof(float) * B * C * (size_t)S * S * S);
-        L->y[s] = (float *)malloc(sizeof(float) * B * n_y);
-        if (!L->x[s] || !L->y[s]) die("out of memory for the input batches");
-    }
-}
-/* DeepCAM snapshots (H, W, C) normalized with per-channel min/max; labels H*W class ids */
-TOOL_UNUSED static void loader_init_climate(loader *L, char **files, int C, int H, int W, int n_classes, int B,
-                                            const float *cmin, const float *cmax) {
-    int s;
-    size_t P = (size_t)H * W;
-    memset(L, 0, sizeof *L);
-    L->files = files; L->climate = 1; L->C = C; L->H = H; L->W = W; L->n_classes = n_classes; L->B = B;
-    L->n_y = (int)P; L->cmin = cmin; L->cmax = cmax;
-    for (s = 0; s < 2; s++) {
-        L->x[s] = (float *)malloc(sizeof(float) * B * C * P);
-        L->y[s] = (float *)malloc(sizeof(float) * B * P);
-        if (!L->x[s] || !L->y[s]) die("out of memory for the input batches");
-    }
-}
-TOOL_UNUSED static void loader_start(loader *L) {
-    if (L->pos >= L->n_order) { L->n_in_slot[L->slot] = 0; return; }
-    if (pthread_create(&L->th, NULL, loader_run, L)) die("cannot start the loader thread");
-    L->running = 1;
-}
-/* begin an epoch over order[0..n) */
-TOOL_UNUSED static void loader_begin(loader *L, const int *order, int n) {
-    if (L->running) { pthread_join(L->th, NULL); L->running = 0; }   /* a prefetch nobody will use */
-    L->order = order; L->n_order = n; L->pos = 0; L->slot = 0;
-    loader_start(L);
-}
-/* the next batch (count in *nb, 0 at the end); starts loading the one after */
-TOOL_UNUSED static void loader_next(loader *L, float **x, float **y, int *nb) {
-    int s = L->slot;
-    if (L->running) { pthread_join(L->th, NULL); L->running = 0; }
-    if (L->failed) die("%s", L->err);
-    *x = L->x[s]; *y = L->y[s]; *nb = L->pos < L->n_order ? L->n_in_slot[s] : 0;
-    L->pos += L->B;
-    L->slot = 1 - s;
-    loader_start(L);
-}
-/* the files of the batch loader_next returned last, "a, b, c" (for error messages) */
-TOOL_UNUSED static const char *loader_batch_files(const loader *L, int nb, char *buf, size_t size) {
-    int k, first = L->pos - L->B;
-    size_t n = 0;
-    buf[0] = 0;
-    for (k = 0; k < nb && first + k < L->n_order && n + 2 < size; k++)
-        n += (size_t)snprintf(buf + n, size - n, "%s%s", k ? ", " : "", L->files[L->order[first + k]]);
-    return buf;
-}
-TOOL_UNUSED static void loader_free(loader *L) {
-    int s;
-    if (L->running) pthread_join(L->th, NULL);
-    for (s = 0; s < 2; s++) { free(L->x[s]); free(L->y[s]); }
-    free(L->aug_tmp);
+    TRY(cf_checkpoint_model(ckpt, net, shape));
 }
 #endif

@@ -1,0 +1,160 @@
+/* The tools' input pipeline: one background thread decodes the next batch (gunzip, protobuf,
+   log1p, transpose, augmentation) while the network computes on the current one.  Both
+   applications go through the same loop; what differs is how one sample is read
+   (load_cosmo, load_climate).  The main thread alone calls MPI. */
+#ifndef CF_DATA_H
+#define CF_DATA_H
+#include <pthread.h>
+
+typedef struct loader loader;
+/* reads sample k of the batch from path into the slot's k-th place; 0 or -1 (L->err set) */
+typedef int (*load_fn)(loader *L, int k, const char *path);
+struct loader {
+    char **files; const int *order; int n_order, B, pos;   /* what to load */
+    load_fn load;
+    size_t x_per, y_per;                                  /* floats per sample: input, labels */
+    int augment; uint64_t aug_seed; float *aug_tmp;       /* CosmoFlow: random cube symmetries */
+    int S, C, n_y, apply_log;                             /* CosmoFlow: sample shape, input transform */
+    int H, W, n_classes; const float *cmin, *cmax;        /* DeepCAM: snapshot shape, classes, statistics */
+    float *x[2], *y[2]; int slot, n_in_slot[2];           /* double buffer */
+    pthread_t th; int running;
+    char err[1100]; int failed;
+};
+
+static int load_fail(loader *L, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(L->err, sizeof L->err, fmt, ap);
+    va_end(ap);
+    L->failed = 1;
+    return -1;
+}
+
+/* A CosmoFlow sample: int16 counts (S,S,S,C) and labels, checked, transformed (log(1 + x),
+   x / mean or the log ratio) and, when training with augmentation, turned by one of the
+   cube's 48 symmetries, chosen from (seed, epoch, file) so that any rank count and a
+   resumed run draw the same ones. */
+static int load_cosmo(loader *L, int k, const char *path) {
+    cf_cosmo_sample smp;
+    float *x = L->x[L->slot] + (size_t)k * L->x_per;
+    size_t v, vox = (size_t)L->S * L->S * L->S;
+    int c, j;
+    if (cf_cosmo_read(path, &smp)) return load_fail(L, "%s", cf_failure_reason());
+    if (smp.s != L->S || smp.c < L->C || smp.ny < L->n_y) {
+        load_fail(L, "%.900s: sample is %dx%dx%dx%d with %d labels; the model needs %dx%dx%dx%d with %d",
+                  path, smp.c, smp.s, smp.s, smp.s, smp.ny, L->C, L->S, L->S, L->S, L->n_y);
+        cf_cosmo_free(&smp);
+        return -1;
+    }
+    for (j = 0; j < L->n_y; j++)
+        if (!isfinite(smp.y[j])) { double v = smp.y[j]; cf_cosmo_free(&smp); return load_fail(L, "%.900s: label %d is %g (not finite)", path, j, v); }
+    for (v = 0; v < smp.count; v++)
+        if (smp.x[v] < 0) {   /* a count: log(1 + x) and x / mean(x) need it >= 0 */
+            int bad = smp.x[v];
+            cf_cosmo_free(&smp);
+            return load_fail(L, "%.900s: value %zu (voxel %zu, channel %zu) is %d: particle counts cannot be negative", path, v, v / 4, v % 4, bad);
+        }
+    if (smp.c > L->C) {   /* a model with fewer channels reads the first ones (the 2018 network: z = 0) */
+        for (v = 0; v < vox; v++) for (c = 0; c < L->C; c++) smp.x[v * L->C + c] = smp.x[v * smp.c + c];
+        smp.c = L->C;
+    }
+    cf_cosmo_to_input(x, smp.x, L->S, L->C, L->apply_log);
+    if (L->augment)
+        cf_cube_symmetry(x, L->aug_tmp, L->C, L->S,
+                         (int)(cf_hash64(L->aug_seed ^ (uint64_t)(L->order[L->pos + k] + 1) * 0x9e3779b97f4a7c15ULL) % 48));
+    memcpy(L->y[L->slot] + (size_t)k * L->y_per, smp.y, sizeof(float) * L->n_y);
+    cf_cosmo_free(&smp);
+    return 0;
+}
+
+/* A DeepCAM snapshot (H, W, C) normalized with the per-channel minimum and maximum, and its
+   H*W class ids */
+static int load_climate(loader *L, int k, const char *path) {
+    cf_climate_sample cs;
+    size_t P = (size_t)L->H * L->W;
+    if (cf_climate_read(path, &cs, L->n_classes)) return load_fail(L, "%s", cf_failure_reason());
+    if (cs.h != L->H || cs.w != L->W || cs.c != L->C) {
+        load_fail(L, "%.900s: snapshot is %dx%dx%d (H, W, C); the model needs %dx%dx%d", path, cs.h, cs.w, cs.c, L->H, L->W, L->C);
+        cf_climate_free(&cs);
+        return -1;
+    }
+    cf_climate_to_input(L->x[L->slot] + (size_t)k * L->x_per, cs.x, L->H, L->W, L->C, L->cmin, L->cmax);
+    memcpy(L->y[L->slot] + (size_t)k * L->y_per, cs.y, sizeof(float) * P);
+    cf_climate_free(&cs);
+    return 0;
+}
+
+static void *loader_run(void *arg) {
+    loader *L = (loader *)arg;
+    int k;
+    L->n_in_slot[L->slot] = 0;
+    for (k = 0; k < L->B && L->pos + k < L->n_order; k++) {
+        if (L->load(L, k, L->files[L->order[L->pos + k]])) return NULL;
+        L->n_in_slot[L->slot]++;
+    }
+    return NULL;
+}
+/* the double buffer for B samples of x_per input and y_per label floats */
+static void loader_alloc(loader *L, int B, size_t x_per, size_t y_per) {
+    int s;
+    L->B = B; L->x_per = x_per; L->y_per = y_per;
+    for (s = 0; s < 2; s++) {
+        L->x[s] = (float *)malloc(sizeof(float) * B * x_per);
+        L->y[s] = (float *)malloc(sizeof(float) * B * y_per);
+        if (!L->x[s] || !L->y[s]) die("out of memory for the input batches");
+    }
+}
+/* CosmoFlow volumes (S, S, S, C) with n_y labels */
+TOOL_UNUSED static void loader_init_cosmo(loader *L, char **files, int S, int C, int n_y, int B, int apply_log) {
+    memset(L, 0, sizeof *L);
+    L->files = files; L->load = load_cosmo; L->S = S; L->C = C; L->n_y = n_y; L->apply_log = apply_log;
+    if (!(L->aug_tmp = (float *)malloc(sizeof(float) * C * (size_t)S * S * S))) die("out of memory for the input batches");
+    loader_alloc(L, B, (size_t)C * S * S * S, (size_t)n_y);
+}
+/* DeepCAM snapshots (H, W, C) normalized with per-channel min/max; labels H*W class ids */
+TOOL_UNUSED static void loader_init_climate(loader *L, char **files, int C, int H, int W, int n_classes, int B,
+                                            const float *cmin, const float *cmax) {
+    memset(L, 0, sizeof *L);
+    L->files = files; L->load = load_climate; L->C = C; L->H = H; L->W = W; L->n_classes = n_classes;
+    L->cmin = cmin; L->cmax = cmax; L->n_y = H * W;
+    loader_alloc(L, B, (size_t)C * H * W, (size_t)H * W);
+}
+static void loader_start(loader *L) {
+    if (L->pos >= L->n_order) { L->n_in_slot[L->slot] = 0; return; }
+    if (pthread_create(&L->th, NULL, loader_run, L)) die("cannot start the loader thread");
+    L->running = 1;
+}
+/* begin an epoch over order[0..n) */
+TOOL_UNUSED static void loader_begin(loader *L, const int *order, int n) {
+    if (L->running) { pthread_join(L->th, NULL); L->running = 0; }   /* a prefetch nobody will use */
+    L->order = order; L->n_order = n; L->pos = 0; L->slot = 0;
+    loader_start(L);
+}
+/* the next batch (count in *nb, 0 at the end); starts loading the one after */
+TOOL_UNUSED static void loader_next(loader *L, float **x, float **y, int *nb) {
+    int s = L->slot;
+    if (L->running) { pthread_join(L->th, NULL); L->running = 0; }
+    if (L->failed) die("%s", L->err);
+    *x = L->x[s]; *y = L->y[s]; *nb = L->pos < L->n_order ? L->n_in_slot[s] : 0;
+    L->pos += L->B;
+    L->slot = 1 - s;
+    loader_start(L);
+}
+/* the file of sample k of the batch loader_next returned last */
+TOOL_UNUSED static const char *loader_file(const loader *L, int k) { return L->files[L->order[L->pos - L->B + k]]; }
+/* the files of that batch, "a, b, c" (for error messages) */
+TOOL_UNUSED static const char *loader_batch_files(const loader *L, int nb, char *buf, size_t size) {
+    int k, first = L->pos - L->B;
+    size_t n = 0;
+    buf[0] = 0;
+    for (k = 0; k < nb && first + k < L->n_order && n + 2 < size; k++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", k ? ", " : "", L->files[L->order[first + k]]);
+    return buf;
+}
+TOOL_UNUSED static void loader_free(loader *L) {
+    int s;
+    if (L->running) pthread_join(L->th, NULL);
+    for (s = 0; s < 2; s++) { free(L->x[s]); free(L->y[s]); }
+    free(L->aug_tmp);
+}
+#endif
