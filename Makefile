@@ -1,26 +1,37 @@
-# cosmoflow.h - build, test, demo.   make | make test | make demo | make MPI=0 | make HDF5=0
+# cosmoflow.h - build, test, demo.   make | make test | make demo | make MPI=0 | make HDF5=0 | make MPICC=...
+#
+# What the machine has (MPI, libhdf5, OpenBLAS's OpenMP build, the CPU) is decided each time
+# make runs, and the tools depend on bin/.config, which changes only when that decision does:
+# a build after `make MPI=0`, or after packages were installed, rebuilds them.  make demo and
+# make test install what is missing first (as root; otherwise they say what to install) and
+# then run make again, so the packages they installed are seen.
 CC      ?= cc
-# x86-64-v3 (AVX2 + FMA, any x86 since 2013): the direct convolution kernels need it
-# (cosmoflow.h compiles them only then); CFLAGS='-O3 -march=x86-64-v2' for older CPUs
-CFLAGS  ?= -O3 -march=x86-64-v3 -g
+CXX     ?= c++
+MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
+# x86-64-v3 (AVX2 + FMA, any x86 since 2013) for the direct convolution kernels; other CPUs
+# (aarch64, ...) build the portable code.  CFLAGS='-O3 -march=x86-64-v2' for older x86.
+ARCHFLAG = $(if $(findstring x86_64,$(MACHINE)),-march=x86-64-v3)
+CFLAGS  ?= -O3 $(ARCHFLAG) -g
 ARCH     = $(filter -march=%,$(CFLAGS))
 WARN     = -std=c99 -D_POSIX_C_SOURCE=200809L -Wall -Wextra
 OMP      = -fopenmp
 DEFS     = -DCF_USE_CBLAS -DCF_USE_ZLIB
 # OpenBLAS's OpenMP build when it is installed (Debian: libopenblas-openmp-dev): its threads are
 # the same OpenMP pool as our own parallel loops, so the two take turns on the cores instead of
-# spinning against each other (measured: cosmoflow.cfg batch 1 0.42 -> 0.53 samples/s).
-# OPENBLAS_OMP= (empty) links the system default instead.
+# spinning against each other.  OPENBLAS_OMP= (empty) links the system default instead.
 OPENBLAS_OMP ?= $(wildcard /usr/lib/$(shell $(CC) -print-multiarch 2>/dev/null)/openblas-openmp)
 comma   := ,
 BLASLIB  = $(if $(OPENBLAS_OMP),-L$(OPENBLAS_OMP) -Wl$(comma)-rpath$(comma)$(OPENBLAS_OMP)) -lopenblas
 LIBS     = $(BLASLIB) -lz -lm -lpthread
 
-# MPI and HDF5 are on when found (make MPI=0 / HDF5=0 turns them off)
-MPI  ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)
-HDF5 ?= $(if $(shell pkg-config --exists hdf5 2>/dev/null && echo y),1,0)
+# MPI: the MPI wrapper compiler MPICC (default: Debian's MPICH one when installed, else
+# mpicc; Open MPI: make MPICC=mpicc.openmpi).  MPI and HDF5 are on when found; MPI=0 / HDF5=0
+# turn them off.
+MPICC ?= $(if $(shell command -v mpicc.mpich 2>/dev/null),mpicc.mpich,mpicc)
+MPI   ?= $(if $(shell command -v $(firstword $(MPICC)) 2>/dev/null),1,0)
+HDF5  ?= $(if $(shell pkg-config --exists hdf5 2>/dev/null && echo y),1,0)
 ifeq ($(MPI),1)
-  TOOLCC = mpicc -cc=$(CC)
+  TOOLCC = $(MPICC)
   DEFS  += -DCF_USE_MPI
 else
   TOOLCC = $(CC)
@@ -30,22 +41,35 @@ ifeq ($(HDF5),1)
   LIBS  += $(shell pkg-config --libs hdf5)
 endif
 
-TOOLS = cf-train cf-eval cf-convert cf-synth cf-check cf-bench
-BINS  = $(addprefix bin/,$(TOOLS))
-TESTS = bin/test_core bin/test_core_naive bin/test_core_asan bin/test_compile bin/test_compile_cpp bin/test_static bin/vendor_example bin/test_augment bin/test_malformed_asan
+TOOLS  = cf-train cf-eval cf-convert cf-synth cf-check cf-bench
+BINS   = $(addprefix bin/,$(TOOLS))
+# the tools the PyTorch comparisons run again in a CF_REFERENCE build (no fast path compiled in)
+REFBINS = bin/ref/cf-check bin/ref/cf-convert
+TESTS  = bin/test_core bin/test_core_naive bin/test_core_asan bin/test_compile bin/test_compile_cpp bin/test_static \
+         bin/vendor_example bin/test_augment bin/test_malformed_asan
+TOOLSRC = tools/tool.h tools/data.h tools/mllog.h tools/draw.h tools/synth_climate.h cosmoflow.h
 
 all: $(BINS)
 
-bin/cf-%: tools/cf_%.c tools/tool.h tools/data.h tools/mllog.h tools/draw.h tools/synth_climate.h cosmoflow.h | bin
+# the configuration the binaries were built with; rewritten only when it changes
+CONFIG = $(TOOLCC) | $(CC) | $(CFLAGS) | $(DEFS) | $(LIBS)
+bin/.config: FORCE | bin
+	@printf '%s\n' '$(CONFIG)' | cmp -s - $@ || printf '%s\n' '$(CONFIG)' > $@
+FORCE:
+
+bin/cf-%: tools/cf_%.c $(TOOLSRC) bin/.config | bin
 	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) -I. -o $@ $< $(LIBS)
+bin/ref/cf-%: tools/cf_%.c $(TOOLSRC) bin/.config | bin
+	@mkdir -p bin/ref
+	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) -DCF_REFERENCE -I. -o $@ $< $(LIBS)
 
 bin:
 	mkdir -p bin
 
 # ---- tests: kernels, gradients, PyTorch references, and the stb compile matrix
-bin/test_core: tests/test_core.c tests/check.h cosmoflow.h | bin
+bin/test_core: tests/test_core.c tests/check.h cosmoflow.h bin/.config | bin
 	$(CC) $(WARN) $(CFLAGS) $(OMP) -DCF_USE_CBLAS -DCF_USE_ZLIB -I. -o $@ $< $(LIBS)
-bin/test_core_naive: tests/test_core.c tests/check.h cosmoflow.h | bin
+bin/test_core_naive: tests/test_core.c tests/check.h cosmoflow.h bin/.config | bin
 	$(CC) $(WARN) $(CFLAGS) -DCF_USE_ZLIB -I. -o $@ $< -lz -lm
 bin/test_compile: tests/compile_a.c tests/compile_b.c cosmoflow.h | bin
 	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror $(ARCH) -D_POSIX_C_SOURCE=200809L -I. -o $@ tests/compile_a.c tests/compile_b.c -lm
@@ -53,14 +77,10 @@ bin/test_compile_cpp: tests/compile_cpp.cpp tests/compile_b.c cosmoflow.h | bin
 	$(CXX) -std=c++11 -Wall -Wextra -Werror $(ARCH) -I. -o $@ tests/compile_cpp.cpp -lm
 bin/test_static: tests/compile_static.c cosmoflow.h | bin
 	$(CC) -std=c99 -Wall -Wextra -Werror $(ARCH) -D_POSIX_C_SOURCE=200809L -DCF_STATIC -I. -o $@ $< -lm
-
 bin/test_augment: tests/test_augment.c cosmoflow.h | bin
-	$(CC) $(WARN) -O2 -DCF_USE_ZLIB -I. -o $@ $< -lz -lm -lpthread
+	$(CC) $(WARN) -O2 -DCF_USE_ZLIB -I. -o $@ $< -lz -lm
 bin/vendor_example: tests/vendor_example.c cosmoflow.h | bin
 	$(CC) -std=c99 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -I. -o $@ $< -lm
-
-test: all $(TESTS)
-	@sh tests/run.sh
 
 # The core tests under AddressSanitizer and UndefinedBehaviorSanitizer (naive sgemm, so the
 # sanitizers see every multiply; no OpenMP, whose runtime ASan does not model).
@@ -70,9 +90,20 @@ bin/test_core_asan: tests/test_core.c tests/check.h cosmoflow.h | bin
 bin/test_malformed_asan: tests/test_malformed.c tests/check.h cosmoflow.h | bin
 	$(CC) $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
 	    -DCF_USE_ZLIB -I. -Itests -o $@ $< -lz -lm
+
+# make test: the test packages first (tools/deps.sh test), then everything built as this
+# machine now allows, then every suite (tests/run.sh).  Last line "N passed, M failed" (",
+# K skipped" when suites could not run, the line above naming them).
+test: deps-test
+	@$(MAKE) --no-print-directory test-built
+test-built: all $(REFBINS) $(TESTS)
+	@sh tests/run.sh
 test-asan: bin/test_core_asan bin/test_malformed_asan
 	ASAN_OPTIONS=detect_leaks=1 bin/test_core_asan
 	ASAN_OPTIONS=detect_leaks=1 bin/test_malformed_asan
+# every operation and network against PyTorch: measured error beside the asserted tolerance
+agreement: all bin/test_core
+	@sh tests/agreement.sh
 
 # libFuzzer harnesses (clang) for the readers of other programs' files: npy, TFRecord +
 # tf.train.Example, cfg (parse and one forward pass), checkpoints; each runs FUZZ_SECONDS
@@ -93,10 +124,11 @@ fuzz: $(addprefix bin/fuzz_,$(FUZZERS))
 bench: all
 	@sh bench/run.sh
 
-demo: deps all
+demo: deps
+	@$(MAKE) --no-print-directory all
 	@sh tools/demo.sh
-
-demo-climate: deps all
+demo-climate: deps
+	@$(MAKE) --no-print-directory all
 	@sh tools/demo_climate.sh
 
 # make install PREFIX=/opt/cosmoflow: the header (include/), the tools (bin/), the models
@@ -111,11 +143,14 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|'"$$(sed -n 's/#define CF_VERSION "\(.*\)"/\1/p' cosmoflow.h)"'|' \
 	    tools/cosmoflow.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/cosmoflow.pc
 
-# Installs the Debian packages when run as root and something is missing.
+# Installs the Debian packages when run as root and something is missing (deps-test: also
+# those the tests use: PyTorch and NumPy for the reference numbers, valgrind, clang).
 deps:
 	@sh tools/deps.sh
+deps-test:
+	@sh tools/deps.sh test
 
 clean:
 	rm -rf bin
 
-.PHONY: all test test-asan bench demo demo-climate deps clean install fuzz
+.PHONY: all test test-built test-asan agreement bench demo demo-climate deps deps-test clean install fuzz FORCE

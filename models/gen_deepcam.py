@@ -2,7 +2,7 @@
 """Writes models/deepcam.cfg: the MLPerf HPC DeepCAM network (DeepLabv3+ with the modified
 aligned Xception, output stride 16), layer for layer as the reference's
 deepcam/src/deepCam/architecture/deeplab_xception.py builds it (see
-../shared/specs/DEEPCAM-REFERENCE.md 1a and models/README.md).  Every layer with parameters
+docs/references.md, "The MLPerf network", and models/README.md).  Every layer with parameters
 carries a '# torch:' comment naming the module of tests/torch_deepcam.py it corresponds to.
 Run: /usr/bin/python3 models/gen_deepcam.py > models/deepcam.cfg"""
 import sys

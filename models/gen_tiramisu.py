@@ -3,7 +3,7 @@
 variant), as its TensorFlow code builds it (ClimDeepLearn gb_update_stable:
 semanticsegm/tiramisu-tf/tiramisu-tf.py) with the run scripts' settings --blocks 2 2 2 4 5
 --growth 32 --filter-sz 5, nb_filter 64, dropout 0.2, no batch norm.  See
-../shared/specs/DEEPCAM-REFERENCE.md 1b.
+docs/references.md, "The 2018 paper's networks".
 Run: /usr/bin/python3 models/gen_tiramisu.py > models/tiramisu.cfg"""
 import sys
 

@@ -2,8 +2,9 @@
 """Writes the PyTorch reference for tests/ref/seg-layers.cfg into tests/ref/seg_ref/: weights
 (our interchange names, PyTorch layouts), input, labels, and for batch norm in train mode and
 in eval mode the output, the weighted softmax cross-entropy and every gradient; the running
-statistics after one train-mode forward; the weights after 5 AdamW steps (torch.optim.AdamW)
-and after 5 LAMB steps.  LAMB is not in PyTorch: lamb_step below follows NVIDIA apex
+statistics after one train-mode forward; the weights after 5 AdamW steps (torch.optim.AdamW),
+5 Adam steps with L2 in the gradient (torch.optim.Adam, weight_decay), 5 steps of LARC (clip mode,
+eta 0.002, the 2018 climate code) before torch.optim.Adam, and 5 LAMB steps.  LAMB is not in PyTorch: lamb_step below follows NVIDIA apex
 FusedLAMB (csrc/multi_tensor_lamb.cu) line by line, written independently of the C code.
 Float64, so the C float32 results are compared with exact values.
 Run: /usr/bin/python3 tests/make_seg_ref.py   (Debian python3-torch, python3-numpy)."""
@@ -11,7 +12,7 @@ import os, numpy as np, torch, torch.nn.functional as F
 
 torch.manual_seed(1)
 out = os.path.join(os.path.dirname(__file__), "ref", "seg_ref")
-for d in ("", "weights", "grad_train", "grad_eval", "after_adamw", "after_lamb", "stats_train"):
+for d in ("", "weights", "grad_train", "grad_eval", "after_adamw", "after_lamb", "stats_train", "after_adam", "after_larc_adam"):
     os.makedirs(os.path.join(out, d), exist_ok=True)
 dt = torch.float64
 B = 2
@@ -119,5 +120,32 @@ for t in range(1, 6):
 for i in TRAINABLE:
     l, k, _ = params[i]
     np.save(os.path.join(out, "after_lamb", name(i, l, k)), w[i].detach().numpy().astype(np.float32))
+# 5 Adam steps with L2 added to the gradient (torch.optim.Adam's weight_decay)
+w = load()
+for i in TRAINABLE: w[i].requires_grad_(True)
+opt = torch.optim.Adam([w[i] for i in TRAINABLE], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
+for step in range(5):
+    opt.zero_grad(); grads(w); opt.step()
+for i in TRAINABLE:
+    l, k, _ = params[i]
+    np.save(os.path.join(out, "after_adam", name(i, l, k)), w[i].detach().numpy().astype(np.float32))
+
+# 5 steps of LARC (clip mode: each tensor's gradient times min(eta |w| / |g|, 1), left alone
+# when a norm is 0) before torch.optim.Adam without weight decay: the 2018 climate recipe
+ETA = 0.002
+w = load()
+for i in TRAINABLE: w[i].requires_grad_(True)
+opt = torch.optim.Adam([w[i] for i in TRAINABLE], lr=LR, betas=BETAS, eps=EPS)
+for step in range(5):
+    opt.zero_grad(); grads(w)
+    with torch.no_grad():
+        for i in TRAINABLE:
+            wn, gn = w[i].norm().item(), w[i].grad.norm().item()
+            if wn > 0 and gn > 0: w[i].grad *= min(ETA * wn / gn, 1.0)
+    opt.step()
+for i in TRAINABLE:
+    l, k, _ = params[i]
+    np.save(os.path.join(out, "after_larc_adam", name(i, l, k)), w[i].detach().numpy().astype(np.float32))
+
 open(os.path.join(out, "hyper.txt"), "w").write("%g %g %g %g %g %g\n" % (LR, WD, BETAS[0], BETAS[1], EPS, MAX_NORM))
 print("wrote", out, "LAMB gradient norms", ["%.3f" % n for n in norms])

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.." || exit 1
 B=bin
 T=$(mktemp -d /tmp/cf-tools-XXXXXX)
 trap 'rm -rf "$T"' EXIT
-FIX=${CF_FIXTURES:-../shared/fixtures/cosmoflow}
+FIX=${CF_FIXTURES:-data/fixtures/cosmoflow}   # real records of the MLPerf dataset (data/README.md)
 PY=/usr/bin/python3
 pass=0; fail=0
 ok()  { pass=$((pass + 1)); }
@@ -21,6 +21,8 @@ must_fail() {
     ok
 }
 has_numpy() { $PY -c 'import numpy' 2>/dev/null; }
+. tests/mpi.sh
+mpi_launcher $B/cf-train   # MPIRUN: the launcher of this build's MPI, or empty
 
 # ---- contract lines
 [ "$($B/cf-check --model models/cosmoflow.cfg --summary | tail -1)" = "params 8907556" ] && ok || bad "cosmoflow.cfg params"
@@ -96,7 +98,7 @@ assert abs(y[0] + 0.5267246) < 1e-6
     head -c 2000000 "$R1" > "$T/trunc.tfrecord"
     must_fail "truncated real record" "trunc.tfrecord: gzip stream is truncated" "$T/o2/trunc_data.npy" $B/cf-convert tfrecord2npy "$T/trunc.tfrecord" --out "$T/o2"
 else
-    echo "skipped: real CosmoFlow records ($FIX absent)"
+    echo "not checked: real CosmoFlow records ($FIX absent; set CF_FIXTURES to a directory of real records, data/README.md)"
 fi
 must_fail "empty file" "empty.tfrecord: no record" "$T/o3/empty_data.npy" sh -c ": > '$T/empty.tfrecord'; $B/cf-convert tfrecord2npy '$T/empty.tfrecord' --out '$T/o3'"
 must_fail "directory given as a file" "not a regular file" "" $B/cf-convert tfrecord2npy "$T/s1/" --out "$T/o4"
@@ -201,11 +203,11 @@ v4=$($B/cf-eval --weights "$T/lr.cfck" --data "$T/va3" --transform log | sed -n 
 $PY -c "import sys; sys.exit(0 if abs($v1 - $v2) < 1e-5 and abs($v1 - $v3) < 1e-5 and abs($v1 - $v4) > 1e-5 else 1)" && ok || bad "--log-ratio: cf-train val_mae $v1, cf-eval $v2 (given), $v3 (the checkpoint's), $v4 (--transform log)"
 
 # ---- MPI: 2 ranks x batch 2 follow the same trajectory as 1 rank x batch 4
-if command -v mpirun >/dev/null 2>&1 && ldd $B/cf-train | grep -q mpi; then
+if [ -n "$MPIRUN" ]; then
     TR2="$B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train $T/tr --val $T/va --seed 3 --lr 0.01 --warmup-epochs 0 --epochs 5 --augment --no-progress"
     $TR2 --batch 4 --out "$T/r1.cfck" > "$T/r1.txt" 2>/dev/null &&
-    mpirun -np 2 $TR2 --batch 2 --out "$T/r2.cfck" > "$T/r2.txt" 2>/dev/null && ok || bad "cf-train under mpirun -np 2"
-    mpirun -np 2 $TR2 --batch 2 --overlap 1000 --out "$T/r2o.cfck" > /dev/null 2>&1 && cmp -s "$T/r2.cfck" "$T/r2o.cfck" && ok || bad "overlapped (Iallreduce buckets of 1000 floats) and blocking reduction give the same checkpoint"
+    $MPIRUN -np 2 $TR2 --batch 2 --out "$T/r2.cfck" > "$T/r2.txt" 2>/dev/null && ok || bad "cf-train under $MPIRUN -np 2"
+    $MPIRUN -np 2 $TR2 --batch 2 --overlap 1000 --out "$T/r2o.cfck" > /dev/null 2>&1 && cmp -s "$T/r2.cfck" "$T/r2o.cfck" && ok || bad "overlapped (Iallreduce buckets of 1000 floats) and blocking reduction give the same checkpoint"
     for f in r1 r2; do $B/cf-convert weights-export --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/$f.cfck" --out "$T/w$f" >/dev/null; done
     if has_numpy; then
         $PY - "$T" <<'PYEOF' && ok || bad "1 rank x 4 and 2 ranks x 2: same weights after 5 epochs (20 steps) (relative 1e-4)"
@@ -222,7 +224,7 @@ PYEOF
     v1=$(awk '{print $6}' "$T/r1.txt" | tail -1); v2=$(awk '{print $6}' "$T/r2.txt" | tail -1)
     $PY -c "import sys; sys.exit(0 if abs($v1 - $v2) < 1e-5 else 1)" 2>/dev/null && ok || bad "validation MAE at 1 and 2 ranks: $v1 vs $v2"
     # gradient lag 1 (2018): the reduction of step t-1 applied at step t, overlapping it (MPI_Iallreduce)
-    $TR2 --batch 4 --grad-lag 1 --out "$T/g1.cfck" > /dev/null 2>&1 && mpirun -np 2 $TR2 --batch 2 --grad-lag 1 --out "$T/g2.cfck" > /dev/null 2>&1 &&
+    $TR2 --batch 4 --grad-lag 1 --out "$T/g1.cfck" > /dev/null 2>&1 && $MPIRUN -np 2 $TR2 --batch 2 --grad-lag 1 --out "$T/g2.cfck" > /dev/null 2>&1 &&
     for f in g1 g2; do $B/cf-convert weights-export --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/$f.cfck" --out "$T/w$f" >/dev/null || exit 1; done &&
     $PY -c "
 import glob, os, numpy as np
@@ -232,10 +234,10 @@ assert w < 1e-4" && ok || bad "--grad-lag 1: 1 rank x 4 and 2 ranks x 2 give the
     # a failing rank ends the whole job with its rank and reason, promptly
     mkdir -p "$T/badval"; cp "$T"/va/*.tfrecord "$T/badval/"; printf 'junk' > "$T/badval/synth_2_000003.tfrecord"
     start=$(date +%s)
-    must_fail "a bad file under MPI ends every rank" "cf-train: rank [01]: .*synth_2_000003.tfrecord" "" timeout 60 mpirun -np 2 $B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train $T/tr --val $T/badval --batch 2 --epochs 1 --out "$T/r3.cfck" --no-progress
+    must_fail "a bad file under MPI ends every rank" "cf-train: rank [01]: .*synth_2_000003.tfrecord" "" timeout 60 $MPIRUN -np 2 $B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train $T/tr --val $T/badval --batch 2 --epochs 1 --out "$T/r3.cfck" --no-progress
     [ $(( $(date +%s) - start )) -lt 30 ] && ok || bad "MPI failure took more than 30 s"
 else
-    echo "skipped: MPI tests (no mpirun or a build without MPI)"
+    echo "skipped: MPI tests (a build without MPI, or no launcher: install mpich libmpich-dev and make again)"
 fi
 
 # ---- DeepCAM: models, synthesis, numpy layout, HDF5 conversion, training, evaluation
@@ -329,17 +331,17 @@ must_fail "a checkpoint of another input size" "d1.cfck: made for a different mo
 
 # DeepCAM under MPI: batch-norm running statistics are averaged over the ranks before each
 # validation (as the reference), so rank 0's checkpoint gives cf-eval the ranks' joint val_miou
-if command -v mpirun >/dev/null 2>&1 && ldd $B/cf-train | grep -q libmpi; then
-    mpirun -np 2 $B/cf-train --model models/deepcam-small.cfg --input-shape 16x32x48 --train $T/ctr --val $T/cva --stats $T/ctr \
+if [ -n "$MPIRUN" ]; then
+    $MPIRUN -np 2 $B/cf-train --model models/deepcam-small.cfg --input-shape 16x32x48 --train $T/ctr --val $T/cva --stats $T/ctr \
         --batch 2 --epochs 3 --lr 0.01 --no-progress --out "$T/dm.cfck" > "$T/dm.txt" 2>/dev/null &&
     $B/cf-eval --model models/deepcam-small.cfg --input-shape 16x32x48 --weights "$T/dm.cfck" --data "$T/cva" --stats "$T/ctr" > "$T/dmeval.txt" &&
     $PY -c "import sys; sys.exit(0 if abs($(awk '{print $6}' "$T/dm.txt" | tail -1) - $(sed -n 's/^miou //p' "$T/dmeval.txt")) < 1e-5 else 1)" 2>/dev/null &&
-        ok || bad "DeepCAM under mpirun -np 2: cf-eval on rank 0's checkpoint gives the ranks' joint val_miou (BN statistics averaged)"
+        ok || bad "DeepCAM under $MPIRUN -np 2: cf-eval on rank 0's checkpoint gives the ranks' joint val_miou (BN statistics averaged)"
     # kill -9 of one rank mid-run: the job ends promptly with a non-zero status, and the last
     # checkpoint is intact and resumes
     KT="$B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train $T/tr --val $T/va --batch 2 --no-progress"
     rm -f "$T/mk.rc"
-    (mpirun -np 2 $KT --epochs 500 --out "$T/mk.cfck" > "$T/mk.txt" 2>/dev/null; echo $? > "$T/mk.rc") &
+    ($MPIRUN -np 2 $KT --epochs 500 --out "$T/mk.cfck" > "$T/mk.txt" 2>/dev/null; echo $? > "$T/mk.rc") &
     i=0; while [ ! -e "$T/mk.cfck" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
     victim=$(pgrep -n -x cf-train); start=$(date +%s)
     [ -n "$victim" ] && kill -9 "$victim"
@@ -358,8 +360,8 @@ if command -v mpirun >/dev/null 2>&1 && ldd $B/cf-train | grep -q libmpi; then
     # is the control showing the check can fail.)
     mkdir -p "$T/c4" && for i in 0 1 2 3; do cp "$T/ctr/data-synth-1-00000$i.npy" "$T/ctr/label-synth-1-00000$i.npy" "$T/c4/"; done
     SY="$B/cf-train --model models/deepcam-small.cfg --input-shape 16x32x48 --train $T/c4 --val $T/cva --stats $T/ctr --epochs 2 --optimizer sgd --lr 0.005 --no-progress"
-    $SY --sync-bn --batch 4 --out "$T/s1.cfck" > "$T/s1.txt" 2>/dev/null && mpirun -np 2 $SY --sync-bn --batch 2 --out "$T/s2.cfck" > "$T/s2.txt" 2>/dev/null &&
-    mpirun -np 2 $SY --batch 2 --out "$T/s3.cfck" > /dev/null 2>&1 &&
+    $SY --sync-bn --batch 4 --out "$T/s1.cfck" > "$T/s1.txt" 2>/dev/null && $MPIRUN -np 2 $SY --sync-bn --batch 2 --out "$T/s2.cfck" > "$T/s2.txt" 2>/dev/null &&
+    $MPIRUN -np 2 $SY --batch 2 --out "$T/s3.cfck" > /dev/null 2>&1 &&
     for f in s1 s2 s3; do $B/cf-convert weights-export --model models/deepcam-small.cfg --input-shape 16x32x48 --weights "$T/$f.cfck" --out "$T/w$f" > /dev/null || exit 1; done &&
     $PY - "$T" <<'PYEOF' && ok || bad "--sync-bn: 1 rank x 4 and 2 ranks x 2 give the same weights after 2 steps (relative 1e-4; without --sync-bn more than 1e-2)"
 import sys, glob, os, numpy as np

@@ -19,7 +19,6 @@ torch.manual_seed(5)
 torch.set_num_threads(2)
 dt = torch.float64
 here = os.path.dirname(os.path.abspath(__file__))
-bin_ = os.path.join(here, "..", "bin")
 passed = failed = 0
 def check(ok, line):
     global passed, failed
@@ -133,7 +132,7 @@ class DeepLab2018(nn.Module):
         return d.logits(x)
 
 def ours_params(model):
-    out = subprocess.run([os.path.join(bin_, "cf-check"), "--model", model, "--summary"], capture_output=True, text=True).stdout
+    out = subprocess.run([os.path.join(here, "..", "bin", "cf-check"), "--model", model, "--summary"], capture_output=True, text=True).stdout
     return int(out.strip().splitlines()[-1].split()[1])
 count = lambda m: sum(p.numel() for p in m.parameters())
 cosmo, deeplab = Cosmo2018(), DeepLab2018()
@@ -190,23 +189,29 @@ def compare(name, net, shape, x, target, loss_fn):
     loss_fn(n32(torch.tensor(x)), target, torch.float32).backward()
     g32 = dict(n32.named_parameters())
     name_of = {id(p): n for n, p in net.named_parameters()}
-    ck = os.path.join(tmp, "w.cfck")
     run = lambda *a: subprocess.run(a, check=True, stdout=subprocess.DEVNULL)
-    run(os.path.join(bin_, "cf-convert"), "weights-import", "--model", model, "--input-shape", shape, "--npy", wdir, "--out", ck)
-    run(os.path.join(bin_, "cf-check"), "--model", model, "--input-shape", shape, "--weights", ck,
-        "--input", os.path.join(tmp, "x.npy"), "--target", os.path.join(tmp, "y.npy"), "--dump", os.path.join(tmp, "d"))
-    e = relerr(np.load(os.path.join(tmp, "d", "output.npy")), out.detach().numpy())
-    check(e <= 1e-4, "%s at %s: output relative error %.2e" % (name, shape, e))
-    e = abs(float(open(os.path.join(tmp, "d", "loss.txt")).read()) - loss.item()) / abs(loss.item())
-    check(e <= 1e-4, "%s at %s: loss relative error %.2e" % (name, shape, e))
-    worst, bad = (0.0, ""), []
-    for k, (l, kd, t) in enumerate(ts):
-        e = relerr(np.load(os.path.join(tmp, "d", "grad", nm(k, l, kd))), t.grad.numpy())
-        e32 = relerr(g32[name_of[id(t)]].grad.double().numpy(), t.grad.numpy())
-        worst = max(worst, (e, nm(k, l, kd)))
-        if e > max(1e-4, 1.5 * e32): bad.append("%s %.2e (PyTorch float32 %.2e)" % (nm(k, l, kd), e, e32))
-    check(not bad, "%s at %s: %d gradient tensors, worst relative error %.2e (%s)%s" % (name, shape, len(ts), worst[0], worst[1],
-          "; " + ", ".join(bad[:4]) if bad else ""))
+    for b in os.environ.get("CF_BINS", "bin").split():   # the tool directories to check
+        bin_, tag = os.path.join(here, "..", b), "" if b == "bin" else " (%s)" % os.path.basename(b.rstrip("/"))
+        ck, d = os.path.join(tmp, "w.cfck"), os.path.join(tmp, "d-" + os.path.basename(b))
+        run(os.path.join(bin_, "cf-convert"), "weights-import", "--model", model, "--input-shape", shape, "--npy", wdir, "--out", ck)
+        run(os.path.join(bin_, "cf-check"), "--weights", ck, "--input", os.path.join(tmp, "x.npy"), "--target", os.path.join(tmp, "y.npy"), "--dump", d)
+        e = relerr(np.load(os.path.join(d, "output.npy")), out.detach().numpy())
+        check(e <= 1e-4, "%s at %s%s: output relative error %.2e" % (name, shape, tag, e))
+        print("agree %s_output%s %.3g 1e-04" % (name, tag.replace(" ", "_"), e))
+        e = abs(float(open(os.path.join(d, "loss.txt")).read()) - loss.item()) / abs(loss.item())
+        check(e <= 1e-4, "%s at %s%s: loss relative error %.2e" % (name, shape, tag, e))
+        print("agree %s_loss%s %.3g 1e-04" % (name, tag.replace(" ", "_"), e))
+        worst, bad, tight = (0.0, ""), [], (0.0, 0.0, 1e-4)   # tight: the tensor nearest its bound (ratio, error, bound)
+        for k, (l, kd, t) in enumerate(ts):
+            e = relerr(np.load(os.path.join(d, "grad", nm(k, l, kd))), t.grad.numpy())
+            e32 = relerr(g32[name_of[id(t)]].grad.double().numpy(), t.grad.numpy())
+            worst = max(worst, (e, nm(k, l, kd)))
+            tight = max(tight, (e / max(1e-4, 1.5 * e32), e, max(1e-4, 1.5 * e32)))
+            if e > max(1e-4, 1.5 * e32): bad.append("%s %.2e (PyTorch float32 %.2e)" % (nm(k, l, kd), e, e32))
+        check(not bad, "%s at %s%s: %d gradient tensors, worst relative error %.2e (%s)%s" % (name, shape, tag, len(ts), worst[0], worst[1],
+              "; " + ", ".join(bad[:4]) if bad else ""))
+        print("agree %s_gradients_(%d_tensors,_the_one_nearest_its_bound_max(1e-4,_1.5x_PyTorch_float32's_error))%s %.3g %.1e" % (
+            name, len(ts), tag.replace(" ", "_"), tight[1], tight[2]))
     subprocess.run(["rm", "-rf", tmp])
 
 x = (torch.rand(1, 1, 112, 112, 112, dtype=dt) * 2).numpy().astype(np.float32)

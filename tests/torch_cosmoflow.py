@@ -8,7 +8,7 @@ import os, subprocess, sys, tempfile
 try:
     import numpy as np, torch, torch.nn.functional as F
 except ImportError:
-    print("skipped: python3-torch / python3-numpy not installed")
+    print("skipped: python3-torch / python3-numpy not installed (apt-get install python3-torch python3-numpy)")
     print("0 passed, 0 failed")
     sys.exit(0)
 
@@ -53,36 +53,44 @@ loss = F.mse_loss(out, y)
 loss.backward()
 
 here = os.path.dirname(os.path.abspath(__file__))
-bin_ = os.path.join(here, "..", "bin")
 model = os.path.join(here, "..", "models", "cosmoflow.cfg")
-ck = os.path.join(tmp, "w.cfck")
 run = lambda *a: subprocess.run(a, check=True, stdout=subprocess.DEVNULL)
-run(os.path.join(bin_, "cf-convert"), "weights-import", "--model", model, "--input-shape", "4x32x32x32", "--npy", wdir, "--out", ck)
-run(os.path.join(bin_, "cf-check"), "--model", model, "--input-shape", "4x32x32x32", "--weights", ck,
-    "--input", os.path.join(tmp, "x.npy"), "--target", os.path.join(tmp, "y.npy"), "--dump", os.path.join(tmp, "dump"))
-
 passed = failed = 0
-def check(name, ours, ref):
+def relerr(ours, ref):
+    return float(np.max(np.abs(ours.astype(np.float64) - ref)) / max(np.max(np.abs(ref)), 1e-30))
+def check(name, err, tol=1e-4):
     global passed, failed
-    err = float(np.max(np.abs(ours.astype(np.float64) - ref)) / max(np.max(np.abs(ref)), 1e-30))
-    ok = err <= 1e-4
+    ok = err <= tol
     passed += ok; failed += not ok
-    print("%s %-28s relative error %.2e" % ("ok  " if ok else "FAIL", name, err))
-check("output", np.load(os.path.join(tmp, "dump", "output.npy")), out.detach().numpy())
-check("loss", np.array([float(open(os.path.join(tmp, "dump", "loss.txt")).read())]), np.array([loss.item()]))
-for k, (l, kd, _) in enumerate(tensors):
-    n = "%03d_%d_%s.npy" % (k, l, kd)
-    check("grad " + n, np.load(os.path.join(tmp, "dump", "grad", n)), w[k].grad.numpy())
-# the other direction: our checkpoint exported as PyTorch-layout .npy files and loaded into the
-# PyTorch network gives our output (the documented round trip)
-run(os.path.join(bin_, "cf-convert"), "weights-export", "--model", model, "--input-shape", "4x32x32x32", "--weights", ck, "--out", os.path.join(tmp, "exported"))
-w2 = [torch.tensor(np.load(os.path.join(tmp, "exported", "%03d_%d_%s.npy" % (k, l, kd))), dtype=dt) for k, (l, kd, _) in enumerate(tensors)]
-h = x
-for i in range(5):
-    h = F.max_pool3d(F.leaky_relu(F.conv3d(h, w2[2 * i], w2[2 * i + 1], padding=1), 0.3), 2)
-h = F.leaky_relu(F.linear(h.reshape(B, -1), w2[10], w2[11]), 0.3)
-h = F.leaky_relu(F.linear(h, w2[12], w2[13]), 0.3)
-check("exported weights in PyTorch", np.load(os.path.join(tmp, "dump", "output.npy")), (torch.tanh(F.linear(h, w2[14], w2[15])) * 1.2).numpy())
+    print("%s %-40s relative error %.2e" % ("ok  " if ok else "FAIL", name, err))
+    return err
+# CF_BINS: the tool directories to check (make test: the default and the CF_REFERENCE builds)
+for b in os.environ.get("CF_BINS", "bin").split():
+    bin_, tag = os.path.join(here, "..", b), "" if b == "bin" else " (%s)" % os.path.basename(b.rstrip("/"))
+    ck, dump = os.path.join(tmp, "w.cfck"), os.path.join(tmp, "dump")
+    run(os.path.join(bin_, "cf-convert"), "weights-import", "--model", model, "--input-shape", "4x32x32x32", "--npy", wdir, "--out", ck)
+    run(os.path.join(bin_, "cf-check"), "--model", model, "--input-shape", "4x32x32x32", "--weights", ck,
+        "--input", os.path.join(tmp, "x.npy"), "--target", os.path.join(tmp, "y.npy"), "--dump", dump)
+    e = check("output" + tag, relerr(np.load(os.path.join(dump, "output.npy")), out.detach().numpy()))
+    print("agree cosmoflow.cfg_output%s %.3g 1e-04" % (tag.replace(" ", "_"), e))
+    e = check("loss" + tag, abs(float(open(os.path.join(dump, "loss.txt")).read()) - loss.item()) / abs(loss.item()))
+    print("agree cosmoflow.cfg_loss%s %.3g 1e-04" % (tag.replace(" ", "_"), e))
+    worst = 0
+    for k, (l, kd, _) in enumerate(tensors):
+        n = "%03d_%d_%s.npy" % (k, l, kd)
+        worst = max(worst, check("grad " + n + tag, relerr(np.load(os.path.join(dump, "grad", n)), w[k].grad.numpy())))
+    print("agree cosmoflow.cfg_gradients_(%d_tensors)%s %.3g 1e-04" % (len(tensors), tag.replace(" ", "_"), worst))
+    # the other direction: our checkpoint exported as PyTorch-layout .npy files and loaded into the
+    # PyTorch network gives our output (the documented round trip)
+    exp = os.path.join(tmp, "exported-%s" % os.path.basename(b))
+    run(os.path.join(bin_, "cf-convert"), "weights-export", "--weights", ck, "--out", exp)
+    w2 = [torch.tensor(np.load(os.path.join(exp, "%03d_%d_%s.npy" % (k, l, kd))), dtype=dt) for k, (l, kd, _) in enumerate(tensors)]
+    h = x
+    for i in range(5):
+        h = F.max_pool3d(F.leaky_relu(F.conv3d(h, w2[2 * i], w2[2 * i + 1], padding=1), 0.3), 2)
+    h = F.leaky_relu(F.linear(h.reshape(B, -1), w2[10], w2[11]), 0.3)
+    h = F.leaky_relu(F.linear(h, w2[12], w2[13]), 0.3)
+    check("exported weights in PyTorch" + tag, relerr(np.load(os.path.join(dump, "output.npy")), (torch.tanh(F.linear(h, w2[14], w2[15])) * 1.2).numpy()))
 subprocess.run(["rm", "-rf", tmp])
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
