@@ -2880,7 +2880,7 @@ static int cf__net_layers(cf_net *net, cf__section *secs, int n, const char *nam
     int i, rc;
     net->n_layers = n;
     if (n < 1) return cf_fail("%s: no layers after [net]", name);
-    if (!(net->layers = CF__NEW(cf_layer, n)) || !(net->plan.l = CF__NEW(cf_plan_layer, n))) return CF_ERR;
+    if (!(net->layers = CF__NEW(cf_layer, n)) || !(net->plan.l = CF__NEW(cf_plan_layer, n))) return cf_fail("%s: %s (%d layers)", name, cf_failure_reason(), n);
     for (i = 0; i < n; i++) {
         cf_layer *l = &net->layers[i];
         if ((rc = cf__build_layer(net, i, &secs[i], name))) return rc;
@@ -2930,7 +2930,9 @@ CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf
         net->cfg_text = cf__strdup(text); net->cfg_name = cf__strdup(name);
         net->ws_floats = cf__workspace_floats(net);
         net->ws = CF__NEW(float, 2 * net->ws_floats);
-        if (!net->params || !net->grads || !net->opt || !net->stats || !net->bn_save || !net->cfg_text || !net->cfg_name || !net->ws) rc = CF_ERR;
+        if (!net->params || !net->grads || !net->opt || !net->stats || !net->bn_save || !net->cfg_text || !net->cfg_name || !net->ws)
+            rc = cf_fail("%s: %s (for %zu parameters, their gradients and optimizer state, and %zu workspace floats)", name, cf_failure_reason(),
+                         net->n_params, 2 * net->ws_floats);
     }
     cf__free_sections(secs, n_secs);
     CF_FREE(buf);
@@ -3368,7 +3370,10 @@ static int cf__plan(cf_net *net, int B) {
     if (na > net->plan.cap) {
         CF_FREE(net->arena);
         net->plan.cap = 0;
-        if (!(net->arena = CF__NEW(float, na))) { net->plan.batch = 0; return CF_ERR; }
+        if (!(net->arena = CF__NEW(float, na))) {
+            net->plan.batch = 0;
+            return cf_fail("%s: %s: the outputs and gradients of a batch of %d need %.0f MB", net->cfg_name, cf_failure_reason(), B, na * 4e-6);
+        }
         net->plan.cap = na;
     }
     net->plan.floats = na;
@@ -3875,6 +3880,7 @@ static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf
         CF_FREE(buf);
         return cf_fail("%s: checksum mismatch or trailing bytes: the checkpoint is corrupt", path);
     }
+    if (!cf__all_finite(buf, net->n_params + n_stats)) { CF_FREE(buf); return cf_fail("%s: its parameters or statistics hold a NaN or an infinity", path); }
     memcpy(net->params, buf, net->n_params * sizeof(float));
     memcpy(net->stats, buf + net->n_params, n_stats * sizeof(float));
     memset(net->opt, 0, 2 * net->n_params * sizeof(float));
@@ -3977,8 +3983,10 @@ CFDEF int cf_weights_import(cf_net *net, const char *dir) {
             cf_array_free(&a); CF_FREE(t); CF_FREE(tmp);
             return cf_fail("%s: expected float32 of shape %s (PyTorch layout)", path, want);
         }
-        memcpy(tmp + (t[i].stats ? net->n_params : 0) + t[i].off, a.data, t[i].n * sizeof(float));
+        ok = cf__all_finite((const float *)a.data, t[i].n);
+        if (ok) memcpy(tmp + (t[i].stats ? net->n_params : 0) + t[i].off, a.data, t[i].n * sizeof(float));
         cf_array_free(&a);
+        if (!ok) { CF_FREE(t); CF_FREE(tmp); return cf_fail("%s: holds a NaN or an infinity", path); }
     }
     memcpy(net->params, tmp, net->n_params * sizeof(float));   /* all or nothing */
     memcpy(net->stats, tmp + net->n_params, net->n_stats * sizeof(float));
@@ -4465,7 +4473,12 @@ static int cf__stats_pair(const char *dir, float *minval, float *maxval, int C) 
         if (n != (size_t)C) { CF_FREE(d); return cf_fail("%s: %zu values, the model has %d input channels", path, n, C); }
         memcpy(i ? maxval : minval, d, sizeof(float) * C);
         CF_FREE(d);
+        for (n = 0; n < (size_t)C; n++)
+            if (!isfinite((i ? maxval : minval)[n])) return cf_fail("%s: channel %zu is %g, not a finite number", path, n, (double)(i ? maxval : minval)[n]);
     }
+    for (i = 0; i < C; i++)   /* a constant channel (min = max) is normalized to 0; min > max is a broken file */
+        if (minval[i] > maxval[i])
+            return cf_fail("%s/stats_minval.npy: channel %d's minimum %g is above its maximum %g in stats_maxval.npy (swapped files?)", dir, i, minval[i], maxval[i]);
     return CF_OK;
 }
 

@@ -87,6 +87,118 @@ static void npy_header(const char *path, const char *dict) {   /* a v1 npy with 
     spit(path, b, 10 + tot + 64);
 }
 
+/* whether the last read failed naming `path` and saying `words` */
+static int refused(int rc, const char *path, const char *words) {
+    return rc != 0 && strstr(cf_failure_reason(), path) && strstr(cf_failure_reason(), words);
+}
+
+/* TFRecord files that hold more than the one sample the reader expects, or a gzip member
+   followed by bytes that are not a second member: refused, not silently cut. */
+static void loose_records(const unsigned char *ex, size_t n) {
+    unsigned char *two, *b, *dup;
+    size_t m, k;
+    char p[256];
+    snprintf(p, sizeof p, "%s/one.tfrecord", dir); cf_tfrecord_write(p, ex, n, 0);
+    b = slurp(p, &m);
+    two = (unsigned char *)malloc(2 * m);
+    memcpy(two, b, m); memcpy(two + m, b, m);
+    snprintf(p, sizeof p, "%s/two.tfrecord", dir); spit(p, two, 2 * m);
+    CHECK(refused(read_cosmo(p), p, "more than one record"), "tfrecord: a second record is refused (%s)", cf_failure_reason());
+    free(b);
+    snprintf(p, sizeof p, "%s/gz.tfrecord", dir); cf_tfrecord_write(p, ex, n, 1);
+    b = slurp(p, &m);
+    memcpy(two, b, m); memcpy(two + m, "garbage!", 8);
+    spit(p, two, m + 8);
+    CHECK(refused(read_cosmo(p), p, "after the gzip"), "tfrecord: bytes after the gzip member are refused (%s)", cf_failure_reason());
+    free(b);
+    /* a duplicated feature: the Example's feature map entry for "x" written twice */
+    dup = (unsigned char *)malloc(2 * n + 64);
+    memcpy(dup, ex, n);
+    k = n;
+    {   /* an Example is one field 1 (Features) holding entries (field 1); append the first entry again */
+        const unsigned char *q = ex;
+        size_t len = 0, hdr, shift = 0, i = 1, elen = 0, eshift = 0, ehdr;
+        while (q[i] & 0x80) { len |= (size_t)(q[i] & 0x7f) << shift; shift += 7; i++; }
+        len |= (size_t)q[i] << shift; hdr = i + 1;
+        i = hdr + 1;
+        while (ex[i] & 0x80) { elen |= (size_t)(ex[i] & 0x7f) << eshift; eshift += 7; i++; }
+        elen |= (size_t)ex[i] << eshift; ehdr = i + 1 - hdr;
+        if (hdr + len == n) {   /* rewrite: Features = entries + first entry again */
+            size_t nl = len + ehdr + elen, o = 0;
+            dup[o++] = ex[0];
+            while (nl >= 0x80) { dup[o++] = (unsigned char)(nl | 0x80); nl >>= 7; }
+            dup[o++] = (unsigned char)nl;
+            memcpy(dup + o, ex + hdr, len); o += len;
+            memcpy(dup + o, ex + hdr, ehdr + elen); o += ehdr + elen;
+            k = o;
+        }
+    }
+    snprintf(p, sizeof p, "%s/dup.tfrecord", dir); cf_tfrecord_write(p, dup, k, 0);
+    CHECK(k > n && refused(read_cosmo(p), p, "twice"), "tfrecord: a feature given twice is refused (%s)", cf_failure_reason());
+    free(dup); free(two);
+}
+
+/* FIFOs and devices given where a file is read: refused by name at once, never a blocked open */
+static void special_files(void) {
+    static const char *names[] = {"f.npy", "f.tfrecord", "data-f.npy", "f.cfck", "f.cfg", "label-f.npy"};
+    char p[256];
+    size_t k;
+    for (k = 0; k < sizeof names / sizeof *names; k++) {
+        cf_net net;
+        int rc;
+        snprintf(p, sizeof p, "%s/%s", dir, names[k]);
+        if (mkfifo(p, 0600)) { CHECK(0, "mkfifo %s", p); continue; }
+        switch (k) {
+        case 0: rc = read_npy(p); break;
+        case 1: rc = read_cosmo(p); break;
+        case 2: rc = read_climate(p); break;
+        case 3: rc = read_ckpt(p); break;
+        case 4: rc = cf_net_load_cfg(&net, p, NULL); if (!rc) cf_net_free(&net); break;
+        default: {  /* a regular data file whose label file is a FIFO */
+            char d[256];
+            cf_array a;
+            float v[2 * 3 * 4] = {0};
+            memset(&a, 0, sizeof a);
+            a.dtype = CF_F32; a.ndim = 3; a.shape[0] = 2; a.shape[1] = 3; a.shape[2] = 4; a.count = 24; a.data = v;
+            snprintf(d, sizeof d, "%s/data-f.npy", dir); cf_npy_write(d, &a);
+            rc = read_climate(d);
+            remove(d);
+        }
+        }
+        CHECK(refused(rc, p, "not a regular file"), "a FIFO as %s is refused at once (%s)", names[k], cf_failure_reason());
+        remove(p);
+    }
+    CHECK(refused(read_npy("/dev/zero"), "/dev/zero", "not a regular file"), "a device as npy is refused (%s)", cf_failure_reason());
+}
+
+/* cfg text a user might write by mistake, each refused naming file, line and what is wrong (or,
+   for a byte-order mark, accepted) */
+static void cfg_rows(void) {
+    static const struct { const char *text, *words; } rows[] = {
+        {"[net]\ninput=4x8x8x8\ninput=4x8x8x8\n[conv]\nfilters=2\nsize=3\n", "m.cfg:3: key 'input' given twice in [net] (first at line 2)"},
+        {"[net]\ninput=4x8x8x8\n[conv]\nfilters=2\nsize=3\nsize=5\n", "m.cfg:6: key 'size' given twice"},
+        {"[net]\ninput=4x8x8x8\n[conv]\nfilters=2\nsize=2000000000\npad=same\n", "m.cfg:5"},
+        {"[net]\ninput=4x8x8x8\n[conv]\nfilters=2000000000\nsize=3\n[conv]\nfilters=2000000000\nsize=3\n", "m.cfg"},
+        {"[net]\ninput=4x1024x1024x1024\n[flatten]\n[route]\nlayers=-1,-1\n", "m.cfg"},
+        {"[net]\ninput=1000000x1000000x8x8\n[conv]\nfilters=2\nsize=3\n", "m.cfg:2"},
+        {"[net]\ninput=4x8x8x8\n[conv]\nfilters=2\nsize=3\n[flatten]\n[route]\nlayers=-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1,-1\n", "m.cfg:8: layers="},
+    };
+    size_t k;
+    for (k = 0; k < sizeof rows / sizeof *rows; k++) {
+        cf_net net;
+        int rc = cf_net_parse(&net, rows[k].text, "m.cfg", NULL);
+        if (!rc) cf_net_free(&net);
+        CHECK(rc != 0 && strstr(cf_failure_reason(), rows[k].words) && !strstr(strstr(cf_failure_reason(), "m.cfg") + 1, "m.cfg:"),
+              "cfg row %zu refused with '%s', the file named once (%s)", k, rows[k].words, cf_failure_reason());
+    }
+    {
+        cf_net net;
+        int rc = cf_net_parse(&net, "\xef\xbb\xbf[net]\ninput=4x8x8x8\n[conv]\nfilters=2\nsize=3\n", "m.cfg", NULL);
+        CHECK(rc == 0, "cfg: a UTF-8 byte-order mark is skipped (%s)", rc ? cf_failure_reason() : "ok");
+        if (!rc) cf_net_free(&net);
+    }
+}
+
 int main(void) {
     char p[256], q[256];
     cf_array a;
@@ -132,6 +244,9 @@ int main(void) {
         snprintf(q, sizeof q, "%s/huge.tfrecord", dir); spit(q, h, sizeof h);
         CHECK(read_cosmo(q) != 0 && strstr(cf_failure_reason(), q), "tfrecord: a huge length is refused (%s)", cf_failure_reason());
     }
+    loose_records(ex, n);
+    special_files();
+    cfg_rows();
     /* checkpoints: every cut and every flipped byte caught (the CRC covers everything) */
     if (cf_net_parse(&net, "[net]\ninput=2x4x4\n[conv]\nfilters=3\nsize=3\npad=1\n[batchnorm]\n", "m", NULL) == 0) {
         cf_net_init(&net, 1);

@@ -12,10 +12,17 @@ pass=0; fail=0
 ok()  { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 check() { name=$1; shift; if "$@" >/dev/null 2>&1; then ok; else bad "$name"; fi; }
-# runs a command that must fail with a message containing $2 and leave no file $3
+# the checksums of every existing file an argument names (a directory: the files in it)
+args_sum() { for a in "$@"; do
+    if [ -d "$a" ]; then find "$a" -maxdepth 1 -type f | sort | xargs -r cksum; elif [ -f "$a" ]; then cksum "$a"; fi
+done; }
+# runs a command that must fail with a message containing $2, leave no file $3, and leave every
+# file it was given (inputs, and outputs that existed) as it was
 must_fail() {
     name=$1; want=$2; out=$3; shift 3
+    before=$(args_sum "$@")
     if "$@" >"$T/out.txt" 2>"$T/err.txt"; then bad "$name: succeeded"; return; fi
+    if [ "$before" != "$(args_sum "$@")" ]; then bad "$name: a file it was given changed"; return; fi
     if ! grep -q -- "$want" "$T/err.txt"; then bad "$name: stderr lacks '$want': $(cat "$T/err.txt")"; return; fi
     if [ -n "$out" ] && [ -e "$out" ]; then bad "$name: left $out behind"; return; fi
     ok
@@ -23,6 +30,9 @@ must_fail() {
 has_numpy() { $PY -c 'import numpy' 2>/dev/null; }
 . tests/mpi.sh
 mpi_launcher $B/cf-train   # MPIRUN: the launcher of this build's MPI, or empty
+# the repository's models and the real fixtures are inputs of many runs below: unchanged at the end
+repo_inputs() { find models tests/fuzz "$FIX"/ -type f 2>/dev/null | sort | xargs -r cksum; }
+repo_before=$(repo_inputs)
 
 # ---- contract lines
 [ "$($B/cf-check --model models/cosmoflow.cfg --summary | tail -1)" = "params 8907556" ] && ok || bad "cosmoflow.cfg params"
@@ -416,5 +426,6 @@ if has_numpy; then
     must_fail "a NaN label" "synth_1_000001_data.npy: label 2 is nan" "" $B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train "$T/nannpy" --val "$T/nannpy" --batch 2 --epochs 1 --out "$T/nan3.cfck" --no-progress
 fi
 
+[ "$repo_before" = "$(repo_inputs)" ] && ok || bad "the models, fuzz corpus and fixtures are unchanged after every run of the tools"
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -625,7 +625,7 @@ static void end_epoch(run *R, int e, double loss, double metric, double lr, doub
     if (R->rank == 0) {
         printf("epoch %d train_loss %.6f %s %.6f lr %.6g time %.1f\n", e, loss, name, metric, lr, now_s() - t0);
         if (R->o.png) learning_curve(R->o.png, e, loss, metric, name);
-        fflush(stdout);
+        if (fflush(stdout) || ferror(stdout)) die("stdout: write failed (%s)", strerror(errno));
     }
     if ((R->reached = target_met(R, metric)) && R->seg) mll("POINT_IN_TIME", "target_accuracy_reached", buf, __LINE__, meta);
 }

@@ -47,7 +47,11 @@ static int load_cosmo(loader *L, int k, const char *path) {
         return -1;
     }
     for (j = 0; j < L->n_y; j++)
-        if (!isfinite(smp.y[j])) { double v = smp.y[j]; cf_cosmo_free(&smp); return load_fail(L, "%.900s: label %d is %g (not finite)", path, j, v); }
+        if (!(fabsf(smp.y[j]) <= 1e18f)) {   /* beyond 1e18 the squared error overflows float */
+            double v = smp.y[j];
+            cf_cosmo_free(&smp);
+            return load_fail(L, "%.900s: label %d is %g (%s)", path, j, v, isfinite(v) ? "too large: its squared error overflows float32" : "not finite");
+        }
     for (v = 0; v < smp.count; v++)
         if (smp.x[v] < 0) {   /* a count: log(1 + x) and x / mean(x) need it >= 0 */
             int bad = smp.x[v];

@@ -156,8 +156,27 @@ static int launcher_ranks(void) {
     }
     return 1;
 }
+#ifdef CF_USE_MPI
+#include <mpi.h>
+/* An MPI error (a rank that ended, messages that do not match) as a line from the tool rather
+   than the MPI library's stack dump; then the whole job ends. */
+static void tool_mpi_error(MPI_Comm *comm, int *code, ...) {
+    char s[MPI_MAX_ERROR_STRING];
+    int n = 0;
+    (void)comm;
+    MPI_Error_string(*code, s, &n);
+    die("MPI communication failed (%.200s): another rank has probably ended; its own message says why", s);
+}
+#endif
 TOOL_UNUSED static void check_launch(void) {
     int want = launcher_ranks();
+#ifdef CF_USE_MPI
+    if (cf_dist_size() > 1) {
+        MPI_Errhandler h;
+        MPI_Comm_create_errhandler(tool_mpi_error, &h);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, h);
+    }
+#endif
     if (want <= 1 || cf_dist_size() == want) return;
 #ifdef CF_USE_MPI
     die("started as one of %d ranks, but MPI reports %d: this binary's MPI library is not the launcher's "
@@ -171,9 +190,31 @@ TOOL_UNUSED static void check_launch(void) {
 /* OpenMP threads spin after every parallel region and steal the cores the BLAS needs next;
    libgomp reads OMP_WAIT_POLICY when it loads, so the tool sets it and runs itself again,
    once, before anything else (MPI included). */
+/* stdout checked once more at exit: a full disk or a closed pipe that took the last lines
+   (the contract's last line among them) is an error, never exit 0 */
+static void tool_close_stdout(void) {
+    if (fflush(stdout) == 0 && !ferror(stdout)) return;
+    fprintf(stderr, "cf-%s: stdout: write failed (%s)\n", tool_name, strerror(errno ? errno : EIO));
+    _exit(1);
+}
+/* An MPI transport that loses its peer (a rank killed, a node gone) aborts inside the library:
+   say so in one line from the tool instead of the transport's backtrace (UCX's own backtrace
+   is turned off unless the user asked for one with UCX_HANDLE_ERRORS). */
+static void tool_on_abort(int sig) {
+    static char line[256];
+    int n = snprintf(line, sizeof line, "cf-%s: the MPI library ended this process: another rank has probably "
+                     "ended (its own message says why)\n", tool_name);
+    if (n > 0 && write(2, line, (size_t)n) < 0) {}
+    _exit(128 + sig);
+}
 TOOL_UNUSED static void tool_init(int argc, char **argv, const char *name) {
     (void)argc;
     tool_name = name;
+    atexit(tool_close_stdout);
+#ifdef CF_USE_MPI
+    setenv("UCX_HANDLE_ERRORS", "none", 0);
+    signal(SIGABRT, tool_on_abort);
+#endif
     /* past a file-size limit (ulimit -f) writes fail with EFBIG and we say so, instead of
        the process dying silently from SIGXFSZ */
     signal(SIGXFSZ, SIG_IGN);
@@ -206,6 +247,13 @@ static void dir_of(const char *path, char *dir, size_t n) {
     else if (s == path) snprintf(dir, n, "/");
     else snprintf(dir, n, "%.*s", (int)(s - path), path);
 }
+static int is_sample_file(const char *n);
+/* a file the tools read from a data directory: a sample, or the statistics */
+static int data_file_name(const char *path) {
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    return is_sample_file(b) || !strncmp(b, "stats_m", 7) || !strncmp(b, "label-", 6) || strstr(b, "_label.npy") != NULL;
+}
 /* whether two paths name the same existing file */
 TOOL_UNUSED static int same_file(const char *a, const char *b) {
     struct stat sa, sb;
@@ -221,7 +269,8 @@ static const char *same_as_input(const char *path) {
     return NULL;
 }
 /* An output file: written (atomically) only after the run's work, so refused now if it could
-   not be, or if it would replace an input.  what: the flag, for the message. */
+   not be, or if it would replace an input: one of the inputs itself, or a file already in an
+   input directory (a sample, a statistics file).  what: the flag, for the message. */
 TOOL_UNUSED static void output_file(const char *what, const char *path) {
     char dir[4096];
     struct stat st;
@@ -232,6 +281,8 @@ TOOL_UNUSED static void output_file(const char *what, const char *path) {
     if (access(dir, W_OK | X_OK)) die("%s %s: the directory %s is not writable", what, path, dir);
     if (!stat(path, &st) && S_ISDIR(st.st_mode)) die("%s %s: is a directory (give a file name)", what, path);
     if ((in = same_as_input(path))) die("%s %s: is the same file as the input %s; it would be overwritten", what, path, in);
+    if (!stat(path, &st) && (in = same_as_input(dir)) && data_file_name(path))
+        die("%s %s: would overwrite a sample or statistics file of the input directory %s", what, path, in);
 }
 /* An output directory: created when missing (its parent must exist); refused when it is an
    input file or holds an input the tool would write over (checked by the caller per file). */
