@@ -148,6 +148,10 @@ $TR --out "$T/full.cfck" --epochs 4 --mllog "$T/mll.txt" > "$T/full.txt" 2>/dev/
 awk '{print $8}' "$T/full.txt" | tr '\n' ' ' | grep -q '^0.01 0.0053125 0.000625 0.0003125 $' && ok || bad "LR schedule: got $(awk '{print $8}' "$T/full.txt" | tr '\n' ' ')"
 $TR --out "$T/half.cfck" --epochs 2 > /dev/null 2>&1 && $TR --out "$T/half.cfck" --epochs 4 --resume "$T/half.cfck" > "$T/resumed.txt" 2>/dev/null &&
 cmp -s "$T/full.cfck" "$T/half.cfck" && ok || bad "2 epochs + resume to 4 gives the same checkpoint bytes as 4 epochs"
+# --resume alone (no --model, no --input-shape): the network and shape come from the checkpoint
+TRNOMODEL=$(echo "$TR" | sed 's| --model models/cosmoflow-small.cfg --input-shape 4x16x16x16||')
+$TR --out "$T/half2.cfck" --epochs 2 > /dev/null 2>&1 && $TRNOMODEL --out "$T/half2.cfck" --epochs 4 --resume "$T/half2.cfck" > /dev/null 2>&1 &&
+cmp -s "$T/full.cfck" "$T/half2.cfck" && ok || bad "--resume on the checkpoint alone gives the same bytes as with --model and --input-shape"
 [ "$(head -1 "$T/resumed.txt" | cut -d' ' -f2)" = 3 ] && ok || bad "resume continues at epoch 3"
 [ -e "$T/full.cfck.prev" ] && ok || bad "the previous checkpoint is kept as .prev"
 # kill -9 right after the first checkpoint appears, then --resume: same bytes as uninterrupted
@@ -195,6 +199,36 @@ $B/cf-convert weights-export --model models/cosmoflow-small.cfg --input-shape 4x
 $B/cf-convert weights-import --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --npy "$T/wd" --out "$T/w2.cfck" >/dev/null &&
 $B/cf-eval --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/w2.cfck" --data "$T/va" | tail -1 > "$T/m2.txt" &&
 [ "$(tail -1 "$T/eval.txt")" = "$(cat "$T/m2.txt")" ] && ok || bad "weights export/import keeps predictions"
+
+# a checkpoint is its own model: each tool on the checkpoint alone = with the explicit flags
+$B/cf-eval --weights "$T/full.cfck" --data "$T/va" --baseline "$T/tr" > "$T/eval0.txt" 2>&1 &&
+    [ "$(tail -1 "$T/eval0.txt")" = "$(tail -1 "$T/eval.txt")" ] && ok || bad "cf-eval on the checkpoint alone: $(tail -1 "$T/eval0.txt") vs $(tail -1 "$T/eval.txt")"
+[ "$($B/cf-check --weights "$T/full.cfck" --summary)" = "$($B/cf-check --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --summary)" ] &&
+    ok || bad "cf-check --summary on the checkpoint alone"
+$B/cf-convert weights-export --weights "$T/full.cfck" --out "$T/wd0" >/dev/null && [ "$(cd "$T/wd" && cat * | cksum)" = "$(cd "$T/wd0" && cat * | cksum)" ] &&
+    [ "$(ls "$T/wd")" = "$(ls "$T/wd0")" ] && ok || bad "weights-export on the checkpoint alone"
+$B/cf-convert extract-cfg "$T/full.cfck" --out "$T/x.cfg" >/dev/null && cmp -s "$T/x.cfg" models/cosmoflow-small.cfg && ok || bad "extract-cfg: the embedded cfg byte for byte"
+must_fail "extract-cfg over an existing file is allowed only for outputs" "same file as the input" "" $B/cf-convert extract-cfg "$T/full.cfck" --out "$T/full.cfck"
+must_fail "a cfg that disagrees with the checkpoint: the input shape named" "input 4x16x16x16 in the checkpoint, 4x32x32x32 from the cfg" "" \
+    $B/cf-convert weights-export --model models/cosmoflow-small.cfg --weights "$T/full.cfck" --out "$T/wd1"
+must_fail "an --input-shape that disagrees with the checkpoint" "input 4x16x16x16 in the checkpoint, 4x64x64x64" "" \
+    $B/cf-check --weights "$T/full.cfck" --input-shape 4x64x64x64 --summary
+sed 's/^slope=0.3/slope=0.2/' models/cosmoflow-small.cfg > "$T/slope.cfg"
+must_fail "a cfg with another LeakyReLU slope" "slope" "" $B/cf-eval --model "$T/slope.cfg" --input-shape 4x16x16x16 --weights "$T/full.cfck" --data "$T/va"
+$B/cf-check --weights "$T/full.cfck" --info > "$T/info.txt" &&
+    grep -q "format version 3, CRC32C correct" "$T/info.txt" && grep -q "^input 4x16x16x16$" "$T/info.txt" &&
+    grep -q "^parameters $($B/cf-check --weights "$T/full.cfck" --summary | tail -1 | cut -d' ' -f2)," "$T/info.txt" &&
+    grep -q "^step 16, epoch 4, seed 3" "$T/info.txt" && grep -q "optimizer=sgd" "$T/info.txt" && grep -q "^  11   dense" "$T/info.txt" &&
+    ok || bad "cf-check --info: $(cat "$T/info.txt")"
+if has_numpy; then   # checkpoints of the earlier formats, written from the documented layout
+    $PY tests/ckpt_versions.py "$T/full.cfck" "$T/old" &&
+    for v in 1 2; do
+        $B/cf-check --weights "$T/old.v$v.cfck" --info > "$T/info$v.txt" && grep -q "format version $v, CRC32C correct" "$T/info$v.txt" &&
+            grep -q "^step 16, epoch 4, seed 3" "$T/info$v.txt" && ok || bad "cf-check --info of a format $v checkpoint: $(cat "$T/info$v.txt")"
+        [ "$($B/cf-eval --weights "$T/old.v$v.cfck" --data "$T/va" | tail -1)" = "$(tail -1 "$T/eval.txt" | tail -1)" ] &&
+            ok || bad "cf-eval of a format $v checkpoint gives the same MAE"
+    done
+fi
 
 # uneven sizes: 10 training files at batch 4 (2 whole batches per epoch), 3 validation files
 # (a partial batch): cf-train's validation MAE equals cf-eval's on the saved checkpoint
