@@ -4,7 +4,7 @@
 # are counted: the last line is "N passed, M failed" or "N passed, M failed, K skipped", the
 # line above it naming what was skipped.  Exit status non-zero on any failure.
 cd "$(dirname "$0")/.." || exit 1
-. tests/mpi.sh
+. tools/mpi.sh
 PY=/usr/bin/python3
 total_pass=0; total_fail=0; total_skip=0; skipped=""
 run() {

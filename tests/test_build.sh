@@ -5,7 +5,7 @@
 # tools compile for aarch64 (the vector kernels' guards on a second architecture), and the
 # Makefile adds -march only on x86-64.  Last line "N passed, M failed".
 cd "$(dirname "$0")/.." || exit 1
-. tests/mpi.sh
+. tools/mpi.sh
 T=$(mktemp -d /tmp/cf-build-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 pass=0; fail=0

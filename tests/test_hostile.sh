@@ -16,7 +16,7 @@ mkdir -p "$I" "$O"
 pass=0; fail=0
 ok()  { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-. tests/mpi.sh
+. tools/mpi.sh
 mpi_launcher $B/cf-train   # MPIRUN: the launcher of this build's MPI, or empty
 
 # every input: its path, type and checksum (FIFOs by name)

@@ -28,7 +28,7 @@ must_fail() {
     ok
 }
 has_numpy() { $PY -c 'import numpy' 2>/dev/null; }
-. tests/mpi.sh
+. tools/mpi.sh
 mpi_launcher $B/cf-train   # MPIRUN: the launcher of this build's MPI, or empty
 # the repository's models and the real fixtures are inputs of many runs below: unchanged at the end
 repo_inputs() { find models tests/fuzz "$FIX"/ -type f 2>/dev/null | sort | xargs -r cksum; }
@@ -459,6 +459,16 @@ if has_numpy; then
     $PY -c "import numpy as np; y = np.load('$T/nannpy/synth_1_000001_label.npy'); y[2] = np.nan; np.save('$T/nannpy/synth_1_000001_label.npy', y)"
     must_fail "a NaN label" "synth_1_000001_data.npy: label 2 is nan" "" $B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train "$T/nannpy" --val "$T/nannpy" --batch 2 --epochs 1 --out "$T/nan3.cfck" --no-progress
 fi
+
+# ---- the demos, tiny: their last lines; DEMO_OUT naming a user's own directory is refused
+DEMO_OUT="$T/demo" DEMO_TRAIN=8 DEMO_VAL=4 DEMO_EPOCHS=1 sh tools/demo.sh > "$T/demo.txt" 2>&1 &&
+    tail -1 "$T/demo.txt" | grep -q '^demo: val_mae [0-9.]* baseline_mae [0-9.]*$' && ok || bad "make demo (tiny): $(tail -3 "$T/demo.txt")"
+DEMO_OUT="$T/demo" DEMO_TRAIN=8 DEMO_VAL=4 DEMO_EPOCHS=1 sh tools/demo.sh > /dev/null 2>&1 && ok || bad "make demo reuses its own earlier output directory"
+DEMO_OUT="$T/democ" DEMO_TRAIN=8 DEMO_VAL=4 DEMO_EPOCHS=1 sh tools/demo_climate.sh > "$T/democ.txt" 2>&1 &&
+    tail -1 "$T/democ.txt" | grep -q '^demo: val_miou [0-9.]* baseline_miou [0-9.]*$' && ok || bad "make demo-climate (tiny): $(tail -3 "$T/democ.txt")"
+mkdir -p "$T/mine" && echo precious > "$T/mine/notes.txt"
+must_fail "DEMO_OUT naming a directory the demo did not make" "was not made by a demo" "" env DEMO_OUT="$T/mine" DEMO_TRAIN=8 DEMO_VAL=4 DEMO_EPOCHS=1 sh tools/demo.sh
+[ "$(cat "$T/mine/notes.txt")" = precious ] && ok || bad "the user's directory is intact"
 
 [ "$repo_before" = "$(repo_inputs)" ] && ok || bad "the models, fuzz corpus and fixtures are unchanged after every run of the tools"
 echo "$pass passed, $fail failed"

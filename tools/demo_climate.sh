@@ -4,17 +4,17 @@
 # reference's LAMB and weighted loss) -> cf-eval with pictures.
 # Why 128 x 192 and --feature-scale 2.5: a 768 x 1152 snapshot costs 36x more per step; at
 # 128 x 192 a cyclone of physical size (4-6 degrees) would be 3 pixels across, so the demo
-# draws features 2.5x larger (README.md, "The climate demo").
+# draws features 2.5x larger (docs/science.md, "The climate demo").
 # Last line: "demo: val_miou V baseline_miou B" (B: predicting background everywhere).
 set -e
 cd "$(dirname "$0")/.."
-OUT=${DEMO_OUT:-demo-climate-out}
+OUT=${DEMO_OUT:-data/demo-climate}
 TRAIN=${DEMO_TRAIN:-512}
 VAL=${DEMO_VAL:-64}
 EPOCHS=${DEMO_EPOCHS:-6}
 SYN="--height 128 --width 192 --feature-scale 2.5"
-rm -rf "$OUT"
-mkdir -p "$OUT"
+. tools/mpi.sh
+demo_dir "$OUT"
 echo "demo: $TRAIN training and $VAL validation snapshots of 128x192x16 in $OUT/"
 bin/cf-synth climate --out "$OUT/train" --samples "$TRAIN" --seed 1 $SYN --stats
 # validation is normalized with the training set's min/max, as in the reference
@@ -24,7 +24,7 @@ bin/cf-train --model models/deepcam-small.cfg --train "$OUT/train" --val "$OUT/v
     --out "$OUT/deepcam-small.cfck" --epochs "$EPOCHS" --batch 8 --lr 0.004 \
     --lr-schedule cosine --t-max $((EPOCHS * TRAIN / 8)) \
     --mllog "$OUT/mllog.txt" --png "$OUT/pictures" | tee "$OUT/train.log"
-bin/cf-eval --model models/deepcam-small.cfg --weights "$OUT/deepcam-small.cfck" --data "$OUT/validation" \
+bin/cf-eval --weights "$OUT/deepcam-small.cfck" --data "$OUT/validation" \
     --stats "$OUT/train" --png "$OUT/pictures" --pred "$OUT/predictions.npy" | tee "$OUT/eval.txt"
 echo "demo: pictures in $OUT/pictures/ (learning_curve.png; mask_NNNN.png: precipitable water, true and predicted masks)"
 miou=$(sed -n 's/^miou //p' "$OUT/eval.txt")

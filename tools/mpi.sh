@@ -1,4 +1,4 @@
-# Sourced by the test scripts: the launcher that matches a binary's MPI library, in MPIRUN
+# Sourced by the test scripts and the demos: the launcher that matches a binary's MPI library, in MPIRUN
 # (empty when the binary has no MPI or no launcher is installed).  MPICH's Hydra runs as root
 # as it is; Open MPI's mpirun needs --allow-run-as-root and, on 2 cores, --oversubscribe.
 mpi_launcher() {
@@ -12,4 +12,16 @@ mpi_launcher() {
         return
     fi
     command -v mpirun > /dev/null 2>&1 && MPIRUN=mpirun
+}
+
+# demo_dir DIR: DIR for a demo's outputs.  A directory an earlier demo made (it holds
+# .cf-demo) is emptied and reused; any other existing, non-empty directory is refused, so that
+# DEMO_OUT naming a user's own directory never loses a file.
+demo_dir() {
+    if [ -e "$1" ] && [ ! -f "$1/.cf-demo" ] && [ -n "$(ls -A "$1" 2>/dev/null)" ]; then
+        echo "demo: $1 exists and was not made by a demo; give another DEMO_OUT, or remove it yourself" >&2
+        exit 1
+    fi
+    rm -rf "$1"
+    mkdir -p "$1" && echo "made by make demo; emptied by the next one" > "$1/.cf-demo"
 }
