@@ -275,6 +275,14 @@ import glob, os, numpy as np
 w = max(float(np.abs(np.load(f) - np.load('$T/wg2/' + os.path.basename(f))).max() / np.abs(np.load(f)).max()) for f in glob.glob('$T/wg1/*.npy'))
 print('  MPI --grad-lag 1: worst relative weight difference 1 x 4 vs 2 x 2 after 20 steps: %.2e' % w)
 assert w < 1e-4" && ok || bad "--grad-lag 1: 1 rank x 4 and 2 ranks x 2 give the same weights"
+    # --staged: each rank trains on all of its own directory's files (staged per node); 2 ranks
+    # of 8 files at batch 2 take 4 steps an epoch, where one shared set of 8 gives 2
+    mkdir -p "$T/sta" "$T/stb" && for f in $(ls "$T"/tr/*.tfrecord | head -8); do cp "$f" "$T/sta/"; done &&
+        for f in $(ls "$T"/tr/*.tfrecord | sed -n 9,16p); do cp "$f" "$T/stb/"; done
+    ST="$B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --val $T/va --batch 2 --epochs 1 --no-progress --staged"
+    $MPIRUN -np 1 $ST --train "$T/sta" --out "$T/st.cfck" : -np 1 $ST --train "$T/stb" --out "$T/st.cfck" > /dev/null 2> "$T/st.err" &&
+        grep -q "8 training (per rank, staged)" "$T/st.err" && $B/cf-check --weights "$T/st.cfck" --info | grep -q "^step 4, epoch 1" &&
+        ok || bad "--staged: each rank reads its own 8 files, 4 steps an epoch: $(cat "$T/st.err")"
     # a failing rank ends the whole job with its rank and reason, promptly
     mkdir -p "$T/badval"; cp "$T"/va/*.tfrecord "$T/badval/"; printf 'junk' > "$T/badval/synth_2_000003.tfrecord"
     start=$(date +%s)

@@ -30,6 +30,7 @@ typedef struct {
     double wd, beta1, beta2, eps, max_grad_norm, larc;
     cf_lr_sched sched; int sched_set;   /* per-step schedule (DeepCAM); else the epoch one */
     int sync_bn;              /* batch-norm statistics over all ranks */
+    int staged;               /* each rank's --train holds its own share (staged per node) */
     int skip_nonfinite;       /* skip a batch whose gradient is not finite instead of stopping */
     int grad_lag;             /* 1: apply step t-1's averaged gradient at step t (2018 climate code) */
 } options;
@@ -147,6 +148,7 @@ static void flag_table(options *o) {
         {"--grad-lag", "0|1", FLAG_INT, &o->grad_lag, 0, 1, "1: apply the previous step's averaged gradient, its allreduce overlapping this step (2018)", NULL, NULL},
         {"--preset", "2018", FLAG_CALL, &o->preset, 0, 0, "the 2018 papers' recipes (docs/tutorial.md; later flags override it) (default none)", parse_preset, NULL},
         {"--skip-nonfinite", NULL, FLAG_SET, &o->skip_nonfinite, 1, 0, "skip a batch whose loss or gradient is NaN/Inf, with a counted warning (default: stop, naming it)", NULL, NULL},
+        {"--staged", NULL, FLAG_SET, &o->staged, 1, 0, "each rank's --train holds its own share of the training set, all of which it reads every epoch (data staged per node; data/README.md); default: every rank sees the whole set", NULL, NULL},
         {"--sync-bn", NULL, FLAG_SET, &o->sync_bn, 1, 0, "batch-norm statistics of the global batch (PyTorch's SyncBatchNorm; default per rank)", NULL, NULL},
     };
     n_flags = (int)(sizeof f / sizeof f[0]);
@@ -350,7 +352,7 @@ static void same_on_every_rank(int n_train, int n_val) {
     double v[4] = {n_train, n_val, -n_train, -n_val};
     cf_dist_allreduce_max_d(v, 4);
     if (v[0] != n_train || v[1] != n_val || -v[2] != n_train || -v[3] != n_val)
-        die("the ranks see different numbers of training (%d here, %g to %g) or validation files (%d here, %g to %g): give every rank the same directories",
+        die("the ranks see different numbers of training (%d here, %g to %g) or validation files (%d here, %g to %g): give every rank the same directories (with --staged: the same number of files)",
             n_train, -v[2], v[0], n_val, -v[3], v[1]);
 }
 static void setup_data(run *R) {
@@ -362,8 +364,9 @@ static void setup_data(run *R) {
     R->n_val = o->n_val && o->n_val < R->n_val_files ? o->n_val : R->n_val_files;
     same_on_every_rank(R->n_train, R->n_val);
     R->global_batch = o->batch * R->size;
-    R->steps = R->n_train / R->global_batch;
-    if (R->steps < 1) die("%s: %d training files are fewer than one global batch of %d", o->train, R->n_train, R->global_batch);
+    R->steps = o->staged ? R->n_train / o->batch : R->n_train / R->global_batch;
+    if (R->steps < 1) die("%s: %d training files are fewer than one %sbatch of %d", o->train, R->n_train, o->staged ? "" : "global ",
+                          o->staged ? o->batch : R->global_batch);
     if (!(R->order = (int *)malloc(sizeof(int) * (R->n_train + R->n_val + 1))) ||
         !(R->dout = (float *)malloc(sizeof(float) * (size_t)o->batch * net->n_outputs)) ||
         !(R->pred = (int *)malloc(sizeof(int) * (size_t)net->n_targets))) die("out of memory");
@@ -488,7 +491,10 @@ static double train_epoch(run *R, int e, double *lr) {
     options *o = &R->o;
     cf_net *net = &R->net;
     double t0 = now_s(), sum = 0;
-    int n_local = cf_epoch_shard(R->order, R->n_train, o->seed, e, R->rank, R->size, 1, 1), s, nb, skipped = 0;
+    int n_local = o->staged   /* its own files, in its own order; else its share of one global permutation */
+                  ? cf_epoch_shard(R->order, R->n_train, cf_hash64(o->seed + 1000003u * (uint64_t)R->rank), e, 0, 1, 1, 1)
+                  : cf_epoch_shard(R->order, R->n_train, o->seed, e, R->rank, R->size, 1, 1);
+    int s, nb, skipped = 0;
     float *x, *y;
     *lr = R->seg ? cf_lr_sched_at(&o->sched, net->step) : lr_at(o, e - 1, R->global_batch);
     if (n_local > R->steps * o->batch) n_local = R->steps * o->batch;   /* whole batches only, as the reference */
@@ -649,8 +655,9 @@ static void setup(run *R, int argc, char **argv) {
     snprintf(shp, sizeof shp, net->input.d == 1 ? "%dx%dx%d" : "%dx%dx%dx%d", net->input.c, net->input.d == 1 ? net->input.h : net->input.d,
              net->input.d == 1 ? net->input.w : net->input.h, net->input.w);
     if (R->rank == 0)
-        fprintf(stderr, "cf-train: %d rank%s x batch %d = global batch %d; %d training, %d validation files; %s, input %s, %zu parameters\n",
-                R->size, R->size > 1 ? "s" : "", o->batch, R->global_batch, R->n_train, R->n_val, net->cfg_name, shp, net->n_params);
+        fprintf(stderr, "cf-train: %d rank%s x batch %d = global batch %d; %d training%s, %d validation files; %s, input %s, %zu parameters\n",
+                R->size, R->size > 1 ? "s" : "", o->batch, R->global_batch, R->n_train, o->staged ? " (per rank, staged)" : "", R->n_val,
+                net->cfg_name, shp, net->n_params);
     mllog_run_start(R);
 }
 static void finish(run *R, int e) {
