@@ -148,6 +148,12 @@ $TR --out "$T/full.cfck" --epochs 4 --mllog "$T/mll.txt" > "$T/full.txt" 2>/dev/
 awk '{print $8}' "$T/full.txt" | tr '\n' ' ' | grep -q '^0.01 0.0053125 0.000625 0.0003125 $' && ok || bad "LR schedule: got $(awk '{print $8}' "$T/full.txt" | tr '\n' ' ')"
 $TR --out "$T/half.cfck" --epochs 2 > /dev/null 2>&1 && $TR --out "$T/half.cfck" --epochs 4 --resume "$T/half.cfck" > "$T/resumed.txt" 2>/dev/null &&
 cmp -s "$T/full.cfck" "$T/half.cfck" && ok || bad "2 epochs + resume to 4 gives the same checkpoint bytes as 4 epochs"
+# a run that reached --target stops; resumed, it trains no further epoch and logs success
+$TR --out "$T/tg.cfck" --epochs 4 --target 10 --mllog "$T/tg.log" > "$T/tg1.txt" 2>/dev/null && [ "$(grep -c '^epoch' "$T/tg1.txt")" = 1 ] &&
+    cp "$T/tg.cfck" "$T/tg0.cfck" && $TR --out "$T/tg.cfck" --epochs 4 --target 10 --resume "$T/tg.cfck" --mllog "$T/tg.log" > "$T/tg2.txt" 2>/dev/null &&
+    [ ! -s "$T/tg2.txt" ] && cmp -s "$T/tg.cfck" "$T/tg0.cfck" && [ "$(grep -c '"key": "run_stop"' "$T/tg.log")" = 2 ] &&
+    tail -1 "$T/tg.log" | grep -q '"key": "run_stop".*"status": "success"' && ok ||
+    bad "--resume of a run that reached --target: no epoch, the checkpoint unchanged, run_stop success: $(cat "$T/tg2.txt")"
 # --resume alone (no --model, no --input-shape): the network and shape come from the checkpoint
 TRNOMODEL=$(echo "$TR" | sed 's| --model models/cosmoflow-small.cfg --input-shape 4x16x16x16||')
 $TR --out "$T/half2.cfck" --epochs 2 > /dev/null 2>&1 && $TRNOMODEL --out "$T/half2.cfck" --epochs 4 --resume "$T/half2.cfck" > /dev/null 2>&1 &&
