@@ -1,37 +1,96 @@
 #!/bin/sh
-# make bench: this project's cf-bench beside the PyTorch peer, alternately, in one run;
-# medians of REPS repetitions and the ratio ours / PyTorch.  Both use THREADS threads.
+# make bench: this project's cf-bench beside the PyTorch peer, alternately, in one run; medians
+# of REPS repetitions.  Each workload runs under the BLAS kernels the environment sets and,
+# where the CPU has AVX-512 (F, BW, DQ, VL) and OpenBLAS's AVX-512 kernels pass cf-bench
+# --check-blas, under those too (OPENBLAS_CORETYPE=SkylakeX, set in that command alone).  Every
+# figure names its kernels; "% sgemm" is the training step's rate against a 2048^3 sgemm
+# measured in the same process after each step.  The peer (bench/torch_peer.py) runs in the
+# environment's setting, in the faster of its two memory formats, and its health is shown: its
+# first convolution's rate against our sgemm rate.  Then the node's scaling: 1 -> 2 threads and
+# 1 -> 2 MPI ranks as parallel efficiency, beside the gradient allreduce's time.
 cd "$(dirname "$0")/.." || exit 1
 REPS=${REPS:-3}; THREADS=${THREADS:-2}
 PY=/usr/bin/python3
+. tools/mpi.sh
+T=$(mktemp -d /tmp/cf-bench-XXXXXX)
+trap 'rm -rf "$T"' EXIT
 peer=1
 $PY -c 'import torch' 2>/dev/null || { echo "bench: python3-torch is absent: PyTorch figures skipped (apt-get install python3-torch)"; peer=0; }
-median() { sort -n | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
-field() { tail -1 | awk -v k="$1" '{for (i = 1; i < NF; i++) if ($i == k) print $(i+1)}'; }
+median() { sort -n | awk '{v[NR]=$1} END {if (NR) print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
+field() { tail -1 "$2" | awk -v k="$1" '{for (i = 1; i < NF; i++) if ($i == k) print $(i+1)}'; }
+
 echo "machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); $(date -u +%Y-%m-%d)"
-bin/cf-bench --model models/cosmoflow-small.cfg --steps 1 --no-sgemm 2>&1 | grep -E '^blas:|OpenBLAS runs'   # which kernels the BLAS runs
-printf '%-42s %10s %10s %7s %10s %10s %7s\n' workload "ours s/s" "torch s/s" ratio "ours MB" "torch MB" ratio
+ENVK=${OPENBLAS_CORETYPE:-default}
+KSETS=$ENVK
+flags=$(grep -m1 '^flags' /proc/cpuinfo)
+if [ "$ENVK" != SkylakeX ] && (for f in avx512f avx512bw avx512dq avx512vl; do echo "$flags" | grep -qw $f || exit 1; done); then
+    if OPENBLAS_CORETYPE=SkylakeX bin/cf-bench --check-blas > "$T/check.txt" 2>&1; then KSETS="$ENVK SkylakeX"
+    else echo "bench: OpenBLAS's AVX-512 kernels computed wrongly here (cf-bench --check-blas): not used"; sed 's/^/  /' "$T/check.txt"; fi
+fi
+for k in $KSETS; do
+    printf 'kernels %-9s ' "$k"; env OPENBLAS_CORETYPE=$k bin/cf-bench --model models/cosmoflow-small.cfg --steps 1 --no-sgemm 2>&1 | grep -E '^blas:' | head -1
+done
+
+printf '\n%-38s %-9s %9s %7s %8s %9s %6s %8s %8s %6s\n' workload kernels "ours s/s" "% sgemm" "sgemm GF" "torch s/s" ratio "ours MB" "torch MB" ratio
 for w in "models/cosmoflow.cfg|4x128x128x128|1|2" "models/cosmoflow.cfg|4x128x128x128|4|1" "models/cosmoflow-small.cfg|4x32x32x32|8|4" "models/deepcam.cfg|16x768x1152|1|1"; do
     IFS='|' read -r model shape batch steps <<EOW
 $w
 EOW
-    : > /tmp/cf-bench-ours.$$; : > /tmp/cf-bench-torch.$$
+    rm -f "$T"/*.col
+    fmt=contiguous
+    if [ $peer = 1 ]; then
+        $PY bench/torch_peer.py --model "$model" --input-shape "$shape" --batch "$batch" --threads "$THREADS" --memory-format probe > "$T/probe.txt" 2>&1
+        fmt=$(sed -n 's/^best_format \([a-z_]*\).*/\1/p' "$T/probe.txt"); [ -n "$fmt" ] || fmt=contiguous
+    fi
     r=0
     while [ $r -lt "$REPS" ]; do
-        OMP_NUM_THREADS=$THREADS bin/cf-bench --model "$model" --input-shape "$shape" --batch "$batch" --steps "$steps" --threads "$THREADS" --no-sgemm > /tmp/cf-b.$$ 2>&1
-        echo "$(field samples_per_s < /tmp/cf-b.$$) $(field peak_rss_mb < /tmp/cf-b.$$)" >> /tmp/cf-bench-ours.$$
+        for k in $KSETS; do
+            OPENBLAS_CORETYPE=$k OMP_NUM_THREADS=$THREADS bin/cf-bench --model "$model" --input-shape "$shape" --batch "$batch" --steps "$steps" --threads "$THREADS" > "$T/o.txt" 2>&1
+            for f in samples_per_s sgemm_peak_pct gflops_per_s peak_rss_mb; do field $f "$T/o.txt" >> "$T/$k.$f.col"; done
+        done
         if [ $peer = 1 ]; then
-            $PY bench/torch_peer.py --model "$model" --input-shape "$shape" --batch "$batch" --steps "$steps" --threads "$THREADS" > /tmp/cf-b.$$ 2>&1
-            echo "$(field samples_per_s < /tmp/cf-b.$$) $(field peak_rss_mb < /tmp/cf-b.$$)" >> /tmp/cf-bench-torch.$$
+            $PY bench/torch_peer.py --model "$model" --input-shape "$shape" --batch "$batch" --steps "$steps" --threads "$THREADS" --memory-format "$fmt" > "$T/t.txt" 2>&1
+            for f in samples_per_s peak_rss_mb first_conv_gflops; do field $f "$T/t.txt" >> "$T/torch.$f.col"; done
         fi
         r=$((r + 1))
     done
-    os=$(cut -d' ' -f1 /tmp/cf-bench-ours.$$ | median); om=$(cut -d' ' -f2 /tmp/cf-bench-ours.$$ | median)
-    if [ $peer = 1 ]; then
-        ts=$(cut -d' ' -f1 /tmp/cf-bench-torch.$$ | median); tm=$(cut -d' ' -f2 /tmp/cf-bench-torch.$$ | median)
-        printf '%-42s %10s %10s %7.2f %10s %10s %7.2f\n' "$(basename "$model") $shape batch $batch" "$os" "$ts" "$(echo "$os $ts" | awk '{print $1/$2}')" "$om" "$tm" "$(echo "$om $tm" | awk '{print $1/$2}')"
-    else
-        printf '%-42s %10s %10s %7s %10s %10s %7s\n' "$(basename "$model") $shape batch $batch" "$os" - - "$om" - -
+    ts=-; tm=-
+    [ $peer = 1 ] && { ts=$(median < "$T/torch.samples_per_s.col"); tm=$(median < "$T/torch.peak_rss_mb.col"); }
+    for k in $KSETS; do
+        os=$(median < "$T/$k.samples_per_s.col"); pct=$(median < "$T/$k.sgemm_peak_pct.col"); om=$(median < "$T/$k.peak_rss_mb.col")
+        sg=$(paste -d' ' "$T/$k.gflops_per_s.col" "$T/$k.sgemm_peak_pct.col" | awk '$2 > 0 {print 100 * $1 / $2}' | median)
+        eval "sgemm_$k=\$sg"
+        printf '%-38s %-9s %9s %7s %8.0f %9s %6s %8s %8s %6s\n' "$(basename "$model") $shape b$batch" "$k" "$os" "$pct" "$sg" "$ts" \
+            "$(echo "$os $ts" | awk '$2 > 0 {printf "%.2f", $1/$2}')" "$om" "$tm" "$(echo "$om $tm" | awk '$2 > 0 {printf "%.2f", $1/$2}')"
+    done
+    if [ $peer = 1 ]; then   # the peer's health: its first convolution alone against our sgemm rate
+        fc=$(median < "$T/torch.first_conv_gflops.col"); eval "sg=\$sgemm_$ENVK"
+        pct=$(echo "$fc $sg" | awk '$2 > 0 {printf "%.0f", 100 * $1 / $2}')
+        printf '  peer: PyTorch %s, %s memory format, first convolution %s GFLOP/s = %s %% of the %s sgemm rate%s\n' \
+            "$($PY -c 'import torch; print(torch.__version__)')" "$fmt" "$fc" "$pct" "$ENVK" \
+            "$( [ -n "$pct" ] && [ "$pct" -lt 25 ] && echo ': FAR BELOW the machine, so its figures understate PyTorch on a healthy build')"
     fi
 done
-rm -f /tmp/cf-bench-ours.$$ /tmp/cf-bench-torch.$$ /tmp/cf-b.$$
+
+# ---- the node's scaling: threads and ranks, each as parallel efficiency
+mpi_launcher bin/cf-bench
+echo
+printf '%-38s %-9s %10s %10s %9s %10s %9s %12s\n' workload kernels "1 thr s/s" "2 thr s/s" "eff thr" "2 rank s/s" "eff rank" "allreduce ms"
+for w in "models/cosmoflow.cfg|4x128x128x128|1|2" "models/deepcam.cfg|16x768x1152|1|1"; do
+    IFS='|' read -r model shape batch steps <<EOW
+$w
+EOW
+    k=$ENVK
+    B="bin/cf-bench --model $model --input-shape $shape --batch $batch --steps $steps --no-sgemm"
+    OPENBLAS_CORETYPE=$k $B --threads 1 > "$T/s1.txt" 2>&1; s1=$(field samples_per_s "$T/s1.txt")
+    OPENBLAS_CORETYPE=$k $B --threads 2 > "$T/s2.txt" 2>&1; s2=$(field samples_per_s "$T/s2.txt")
+    r2=-; ar=-; er=-
+    if [ -n "$MPIRUN" ]; then
+        # two ranks of one thread each; a data-parallel step is the step plus one gradient allreduce
+        OPENBLAS_CORETYPE=$k $MPIRUN -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $B --threads 1 --allreduce > "$T/r2.txt" 2>&1
+        ar=$(sed -n 's/^allreduce_ms \([0-9.]*\).*/\1/p' "$T/r2.txt"); rs=$(field samples_per_s "$T/r2.txt")
+        r2=$(echo "$rs $ar $batch" | awk '$1 > 0 {t = $3 / $1 + $2 / 1000; printf "%.4f", 2 * $3 / t}')
+    fi
+    printf '%-38s %-9s %10s %10s %8s%% %10s %8s%% %12s\n' "$(basename "$model") $shape b$batch" "$k" "$s1" "$s2" \
+        "$(echo "$s1 $s2" | awk '$1 > 0 {printf "%.0f", 50 * $2 / $1}')" "$r2" "$(echo "$s1 $r2" | awk '$1 > 0 && $2 > 0 {printf "%.0f", 50 * $2 / $1}')" "$ar"
+done

@@ -4,8 +4,10 @@ CosmoFlow layer set: conv, maxpool, avgpool, flatten, dense, dropout, activation
 runs training steps (forward, MSE, backward, momentum SGD) with the same batch and threads,
 or, for models/deepcam.cfg, the reference DeepLabv3+ (tests/torch_deeplab.py) with the
 weighted cross-entropy and AdamW (PyTorch has no LAMB; both are one elementwise pass or two
-over the parameters), and prints the same last line as cf-bench:
-  samples_per_s X gflops_per_s Y sgemm_peak_pct 0 peak_rss_mb R
+over the parameters), and prints the same last line as cf-bench, and its first convolution's rate alone:
+  samples_per_s X gflops_per_s Y sgemm_peak_pct 0 peak_rss_mb R first_conv_gflops C
+Padding is passed to the convolutions, and the faster of the contiguous and channels-last
+memory formats is kept, so that the peer is shown at its best.
 Run by bench/run.sh (make bench); needs Debian's python3-torch."""
 import argparse, os, resource, sys, time
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -33,10 +35,12 @@ class Net(nn.Module):
             if kind == "conv":
                 k, f = int(kv.get("size", 1)), int(kv["filters"])
                 pad = kv.get("pad", "valid")
-                conv = nn.Conv3d(c, f, k)
-                mods.append(conv)
                 lo, hi = ((k - 1) // 2, k - 1 - (k - 1) // 2) if pad == "same" else (0, 0)
-                self.ops.append(("conv", conv, (lo, hi, lo, hi, lo, hi), kv))
+                # symmetric padding inside Conv3d (no copy of the input); an even kernel's
+                # 'same' padding is asymmetric and needs F.pad
+                conv = nn.Conv3d(c, f, k, padding=lo if lo == hi else 0)
+                mods.append(conv)
+                self.ops.append(("conv", conv, None if lo == hi else (lo, hi, lo, hi, lo, hi), kv))
                 d, h, w = d + lo + hi - k + 1, h + lo + hi - k + 1, w + lo + hi - k + 1
                 self.flops += 2.0 * c * k ** 3 * f * d * h * w
                 c = f
@@ -68,7 +72,7 @@ class Net(nn.Module):
 
     def forward(self, x):
         for kind, m, pad, kv in self.ops:
-            if kind == "conv": x = self.act(m(F.pad(x, pad)), kv)
+            if kind == "conv": x = self.act(m(x if pad is None else F.pad(x, pad)), kv)
             elif kind == "maxpool": x = F.max_pool3d(x, m)
             elif kind == "avgpool": x = F.avg_pool3d(x, m)
             elif kind == "flatten": x = x.reshape(x.shape[0], -1)
@@ -84,6 +88,8 @@ ap.add_argument("--input-shape")
 ap.add_argument("--batch", type=int, default=1)
 ap.add_argument("--steps", type=int, default=3)
 ap.add_argument("--threads", type=int, default=2)
+ap.add_argument("--memory-format", choices=["contiguous", "channels_last", "probe"], default="contiguous",
+                help="probe: time one step in each format and print 'best_format NAME'")
 a = ap.parse_args()
 torch.set_num_threads(a.threads)
 secs = parse_cfg(a.model)
@@ -107,14 +113,51 @@ else:
     t = torch.rand(a.batch, 4) * 2 - 1
     loss_fn = lambda y: F.mse_loss(y, t)
 net.train()
-for i in range(a.steps + 1):
-    if i == 1:
-        t0 = time.perf_counter()
+
+def step():
     opt.zero_grad(set_to_none=True)
     loss_fn(net(x)).backward()
     opt.step()
+
+def first_conv_rate():
+    """GFLOP/s of the network's first convolution alone (forward, median of 5), on the input
+    it gets in the network: how well this PyTorch build runs a convolution on this machine"""
+    conv = next(m for m in net.modules() if isinstance(m, (nn.Conv2d, nn.Conv3d)))
+    seen = []
+    h = conv.register_forward_hook(lambda m, i, o: seen.append((i[0].detach(), o.shape)))
+    with torch.no_grad():
+        net(x)
+    h.remove()
+    inp, out = seen[0]
+    k = 1
+    for s in conv.kernel_size:
+        k *= s
+    fl = 2.0 * conv.in_channels // conv.groups * k * out.numel()
+    ts = []
+    with torch.no_grad():
+        for _ in range(6):
+            t0 = time.perf_counter(); conv(inp); ts.append(time.perf_counter() - t0)
+    return fl / sorted(ts[1:])[2] / 1e9
+
+formats = {"contiguous": torch.contiguous_format, "channels_last": torch.channels_last_3d if x.dim() == 5 else torch.channels_last}
+if a.memory_format == "probe":
+    # the faster of the two memory formats (a warm-up step and one timed step each), in a
+    # process of its own so that the measured run's peak memory is that of one format
+    times = {}
+    for name, fmt in formats.items():
+        net.to(memory_format=fmt); x = x.contiguous(memory_format=fmt)
+        step()
+        t0 = time.perf_counter(); step(); times[name] = time.perf_counter() - t0
+    print("best_format %s (%s)" % (min(times, key=times.get), ", ".join("%s %.3f s" % kv for kv in times.items())))
+    sys.exit(0)
+best = (a.memory_format, 0, formats[a.memory_format])
+net.to(memory_format=best[2]); x = x.contiguous(memory_format=best[2])
+conv_rate = first_conv_rate()
+t0 = time.perf_counter()
+for i in range(a.steps):
+    step()
 dt = (time.perf_counter() - t0) / a.steps
 fl = 3 * net.flops * a.batch
-print("pytorch %s %s batch %d: %.3f s/step" % (torch.__version__, a.model, a.batch, dt))
-print("samples_per_s %.4f gflops_per_s %.1f sgemm_peak_pct 0 peak_rss_mb %.0f" %
-      (a.batch / dt, fl / dt / 1e9, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024))
+print("pytorch %s %s batch %d, %s: %.3f s/step; first convolution %.1f GFLOP/s" % (torch.__version__, a.model, a.batch, best[0], dt, conv_rate))
+print("samples_per_s %.4f gflops_per_s %.1f sgemm_peak_pct 0 peak_rss_mb %.0f first_conv_gflops %.1f" %
+      (a.batch / dt, fl / dt / 1e9, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, conv_rate))

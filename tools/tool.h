@@ -284,8 +284,9 @@ TOOL_UNUSED static void output_file(const char *what, const char *path) {
     if (!stat(path, &st) && (in = same_as_input(dir)) && data_file_name(path))
         die("%s %s: would overwrite a sample or statistics file of the input directory %s", what, path, in);
 }
-/* An output directory: created when missing (its parent must exist); refused when it is an
-   input file or holds an input the tool would write over (checked by the caller per file). */
+/* An output directory: created when missing, with its missing parents (as mkdir -p);
+   refused when it or a parent is a file, or when it holds an input the tool would write over
+   (checked by the caller per file). */
 TOOL_UNUSED static void output_dir(const char *what, const char *dir) {
     struct stat st;
     char parent[4096];
@@ -296,7 +297,7 @@ TOOL_UNUSED static void output_dir(const char *what, const char *dir) {
         return;
     }
     dir_of(dir, parent, sizeof parent);
-    if (stat(parent, &st) || !S_ISDIR(st.st_mode)) die("%s %s: the directory %s does not exist", what, dir, parent);
+    if (strcmp(parent, dir)) output_dir(what, parent);
     if (mkdir(dir, 0777) && errno != EEXIST) die("%s %s: cannot create it (%s)", what, dir, strerror(errno));
 }
 /* an input a library outside ours will open (libhdf5): a regular file, checked without
