@@ -8,12 +8,13 @@
 #include "tool.h"
 #include "data.h"
 #include "draw.h"
+#include "spectrum.h"
 
 static const char *par_names[4] = {"Omega_m", "sigma_8", "n_s", "H_0"};
 static const char *transform_names[3] = {"mean", "log", "log-ratio"};   /* by apply_log */
 
 typedef struct {
-    const char *model, *weights, *data, *pred, *png, *baseline, *stats;
+    const char *model, *weights, *data, *pred, *png, *baseline, *spectrum, *stats;
     int batch, has_shape, apply_log, png_count;
     cf_shape shape;
 } options;
@@ -36,6 +37,7 @@ static void flag_table(options *o) {
         {"--png", "DIR", FLAG_STR, &o->png, 0, 0, "CosmoFlow: scatter_<parameter>.png and input_slice.png; DeepCAM: mask_NNNN.png", NULL, NULL},
         {"--png-count", "K", FLAG_INT, &o->png_count, 0, 1 << 30, "DeepCAM: pictures of the first K samples", NULL, NULL},
         {"--baseline", "DIR", FLAG_STR, &o->baseline, 0, 0, "also the MAE of predicting DIR's mean label (e.g. the training set)", NULL, NULL},
+        {"--spectrum", "DIR", FLAG_STR, &o->spectrum, 0, 0, "also the MAE of the power-spectrum estimator fitted on DIR (the training set): the information bound of the data (docs/science.md)", NULL, NULL},
         {"--transform", "T", FLAG_CALL, &o->apply_log, 0, 0, "CosmoFlow input: log, mean or log-ratio (default: what the checkpoint was trained with, else log)", parse_transform, NULL},
         {"--no-log", NULL, FLAG_SET, &o->apply_log, 0, 0, "--transform mean", NULL, NULL},
         {"--log-ratio", NULL, FLAG_SET, &o->apply_log, 2, 0, "--transform log-ratio", NULL, NULL},
@@ -190,6 +192,19 @@ static void mean_labels(const char *dir, double *mean, int ny) {
     }
     free_samples(bf, nf);
 }
+/* the power-spectrum estimator fitted on dir's samples, evaluated on files (tools/spectrum.h) */
+static void spectrum_baseline(const char *dir, char **files, int n, const cf_net *net) {
+    int nt, S = net->input.d, C = net->input.c, ny = net->n_outputs, p, nf = spec_bands(net->input.d) * net->input.c;
+    char **tf = list_samples(dir, &nt);
+    float *Yt, *Yv, *Ft = spec_load(tf, nt, S, C, ny, &Yt), *Fv = spec_load(files, n, S, C, ny, &Yv);
+    double mae[16], total = 0;
+    if (ny > 16) die("--spectrum: %d outputs; at most 16", ny);
+    spec_fit(Ft, Yt, nt, Fv, Yv, n, nf, ny, mae);
+    for (p = 0; p < ny; p++) { printf("spectrum_mae_%s %.6f\n", p < 4 ? par_names[p] : "output", mae[p]); total += mae[p]; }
+    printf("spectrum_mae %.6f\n", total / ny);
+    free_samples(tf, nt);
+    free(Ft); free(Fv); free(Yt); free(Yv);
+}
 static void eval_regression(cf_net *net, char **files, int n, const options *o) {
     int ny = net->n_outputs, i, k, p, nb;
     float *pred = (float *)malloc(sizeof(float) * n * ny), *truth = (float *)malloc(sizeof(float) * n * ny), *x, *y;
@@ -219,6 +234,7 @@ static void eval_regression(cf_net *net, char **files, int n, const options *o) 
         for (i = 0; i < n; i++) for (p = 0; p < ny && p < 16; p++) bmae += fabs(truth[i * ny + p] - mean[p]);
         printf("baseline_mae %.6f\n", bmae / ((double)n * ny));
     }
+    if (o->spectrum) spectrum_baseline(o->spectrum, files, n, net);
     if (o->pred) {
         cf_array a;
         memset(&a, 0, sizeof a);
@@ -261,7 +277,7 @@ int main(int argc, char **argv) {
     if (!o.weights || !o.data) die("needs --weights and --data (see --help)");
     is_dir = !stat(o.weights, &st) && S_ISDIR(st.st_mode);
     if (is_dir && !o.model) die("--weights %s: a weights directory does not hold its model: give --model", o.weights);
-    input_path(o.model); input_path(o.weights); input_path(o.data); input_path(o.stats); input_path(o.baseline);
+    input_path(o.model); input_path(o.weights); input_path(o.data); input_path(o.stats); input_path(o.baseline); input_path(o.spectrum);
     output_file("--pred", o.pred);
     output_dir("--png", o.png);
     load_model(&net, o.model, o.has_shape ? &o.shape : NULL, is_dir ? NULL : o.weights);

@@ -28,6 +28,7 @@
 #include <omp.h>
 #endif
 #include "synth_climate.h"
+#include "fft.h"
 
 typedef struct {
     const char *out, *format, *prefix;
@@ -69,38 +70,6 @@ static void usage(void) {
 }
 
 /* in-place radix-2 complex FFT of n points with stride (sign -1 forward, +1 inverse, unscaled) */
-static void fft1(double *re, double *im, int n, size_t stride, int sign) {
-    int i, j, len;
-    double tw_re[512], tw_im[512];   /* n <= 1024 (--size) */
-    for (i = 1, j = 0; i < n; i++) {   /* bit reversal */
-        int bit = n >> 1;
-        for (; j & bit; bit >>= 1) j ^= bit;
-        j ^= bit;
-        if (i < j) {
-            double t = re[i * stride]; re[i * stride] = re[j * stride]; re[j * stride] = t;
-            t = im[i * stride]; im[i * stride] = im[j * stride]; im[j * stride] = t;
-        }
-    }
-    for (len = 2; len <= n; len <<= 1) {
-        double ang = sign * 2 * M_PI / len;
-        for (j = 0; j < len / 2; j++) { tw_re[j] = cos(ang * j); tw_im[j] = sin(ang * j); }  /* twiddles once per stage */
-        for (i = 0; i < n; i += len) for (j = 0; j < len / 2; j++) {
-            double wr = tw_re[j], wi = tw_im[j];
-            size_t a = (size_t)(i + j) * stride, b = (size_t)(i + j + len / 2) * stride;
-            double xr = re[b] * wr - im[b] * wi, xi = re[b] * wi + im[b] * wr;
-            re[b] = re[a] - xr; im[b] = im[a] - xi;
-            re[a] += xr; im[a] += xi;
-        }
-    }
-}
-/* 3-D FFT of an S^3 complex array, axis by axis */
-static void fft3(double *re, double *im, int S, int sign) {
-    size_t S2 = (size_t)S * S, a, b;
-    for (a = 0; a < S2; a++) fft1(re + a * S, im + a * S, S, 1, sign);                        /* x */
-    for (a = 0; a < (size_t)S; a++) for (b = 0; b < (size_t)S; b++) fft1(re + a * S2 + b, im + a * S2 + b, S, S, sign); /* y */
-    for (a = 0; a < S2; a++) fft1(re + a, im + a, S, S2, sign);                              /* z */
-}
-
 static double bbks(double q) {   /* Bardeen, Bond, Kaiser & Szalay (1986) transfer function */
     if (q < 1e-8) return 1.0;
     return log(1 + 2.34 * q) / (2.34 * q) * pow(1 + 3.89 * q + pow(16.1 * q, 2) + pow(5.46 * q, 3) + pow(6.71 * q, 4), -0.25);
