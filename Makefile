@@ -1,4 +1,4 @@
-# cosmoflow.h - build, test, demo.   make | make test | make demo | make MPI=0 | make HDF5=0 | make MPICC=...
+# cosmoflow.h - build, test, demo.   make | make test | make demo | make MPI=0 | make HDF5=0 | make FFTW=0 | make MPICC=...
 #
 # What the machine has (MPI, libhdf5, OpenBLAS's OpenMP build, the CPU) is decided each time
 # make runs, and the tools depend on bin/.config, which changes only when that decision does:
@@ -41,24 +41,34 @@ ifeq ($(HDF5),1)
   LIBS  += $(shell pkg-config --libs hdf5)
 endif
 
+# FFTW (single precision) for cf-synth's particle-mesh universes only; FFTW=0 builds without
+# it (the lognormal universes alone)
+FFTW  ?= $(if $(shell pkg-config --exists fftw3f 2>/dev/null && echo y),1,0)
+ifeq ($(FFTW),1)
+  SYNTHDEFS = -DCF_USE_FFTW $(shell pkg-config --cflags fftw3f)
+  SYNTHLIBS = $(shell pkg-config --libs fftw3f)
+endif
+
 TOOLS  = cf-train cf-eval cf-convert cf-synth cf-check cf-bench
 BINS   = $(addprefix bin/,$(TOOLS))
 # the tools the PyTorch comparisons run again in a CF_REFERENCE build (no fast path compiled in)
 REFBINS = bin/ref/cf-check bin/ref/cf-convert
 TESTS  = bin/test_core bin/test_core_naive bin/test_core_asan bin/test_compile bin/test_compile_cpp bin/test_static \
          bin/vendor_example bin/test_augment bin/test_malformed_asan
-TOOLSRC = tools/tool.h tools/data.h tools/mllog.h tools/draw.h tools/synth_climate.h cosmoflow.h
+TOOLSRC = tools/tool.h tools/data.h tools/mllog.h tools/draw.h tools/synth_climate.h tools/fft.h tools/spectrum.h cosmoflow.h
 
 all: $(BINS)
 
 # the configuration the binaries were built with; rewritten only when it changes
-CONFIG = $(TOOLCC) | $(CC) | $(CFLAGS) | $(DEFS) | $(LIBS)
+CONFIG = $(TOOLCC) | $(CC) | $(CFLAGS) | $(DEFS) | $(LIBS) | $(SYNTHDEFS) $(SYNTHLIBS)
 bin/.config: FORCE | bin
 	@printf '%s\n' '$(CONFIG)' | cmp -s - $@ || printf '%s\n' '$(CONFIG)' > $@
 FORCE:
 
 bin/cf-%: tools/cf_%.c $(TOOLSRC) bin/.config | bin
 	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) -I. -o $@ $< $(LIBS)
+bin/cf-synth: tools/cf_synth.c tools/synth_pm.h tools/fft.h $(TOOLSRC) bin/.config | bin
+	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) $(SYNTHDEFS) -I. -o $@ $< $(LIBS) $(SYNTHLIBS)
 bin/ref/cf-%: tools/cf_%.c $(TOOLSRC) bin/.config | bin
 	@mkdir -p bin/ref
 	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) -DCF_REFERENCE -I. -o $@ $< $(LIBS)

@@ -51,6 +51,7 @@ else
     skip "the PyTorch comparisons (4 suites)" "python3-torch or python3-numpy missing: apt-get install python3-torch python3-numpy"
 fi
 run "tools" sh tests/test_tools.sh
+run "particle-mesh universes: linear growth on large scales, collapse on small ones, halos, the real records' counts" sh tests/test_pm.sh
 run "hostile use: outputs over inputs, FIFOs, late errors, non-finite values, other models, cfg limits, broken MPI jobs" sh tests/test_hostile.sh
 if need mpicc.openmpi && need mpirun.openmpi; then
     run "Open MPI: built with mpicc.openmpi, 1 rank x 4 = 2 ranks x 2, a mismatched launcher refused" sh tests/test_openmpi.sh

@@ -1,6 +1,9 @@
-/* cf-synth cosmo: synthetic dark-matter universes in the real CosmoFlow format.
+/* cf-synth cosmo: synthetic dark-matter universes in the real CosmoFlow format.  Two
+   generators: the lognormal field below (the default: fast, the linear spectrum and the right
+   one-point statistics, no collapsed structure), and particle-mesh universes (--lpt, --pm;
+   tools/synth_pm.h, with FFTW): particles moved by gravity, with halos.
 
-   Physics (each step a textbook approximation, chosen so the labels are learnable from the
+   The lognormal physics (each step a textbook approximation, chosen so the labels are learnable from the
    volume the way they are from N-body histograms, not planted as a code):
    1. Labels u ~ U[-1,1]^4 for (Omega_m, sigma_8, n_s, H_0); physical value = centre*(1 + s*u)
       with centres 0.3, 0.8, 0.96, 70 and s = 0.1 as in the real dataset (--spread widens it).
@@ -33,7 +36,7 @@
 typedef struct {
     const char *out, *format, *prefix;
     long n;
-    int S, stats, split, fixed;
+    int S, stats, split, fixed, lpt, pm, pm_mesh;
     uint64_t seed;
     double spread, voxel;
 } cosmo_options;
@@ -43,7 +46,7 @@ static void parse_fix(const char *v, void *dst) {   /* e.g. --fix 0,3: Omega_m a
     (void)dst;
     for (p = v; *p; p++) if (*p >= '0' && *p <= '3') vary[*p - '0'] = 0; else if (*p != ',') die("--fix: '%s' is not a list of parameter indices 0-3", v);
 }
-static tool_flag flags[16];
+static tool_flag flags[20];
 static int n_flags;
 static void flag_table(cosmo_options *o) {
     tool_flag f[] = {
@@ -57,6 +60,9 @@ static void flag_table(cosmo_options *o) {
         {"--fixed", NULL, FLAG_SET, &o->fixed, 1, 0, "fixed-amplitude fields (Angulo & Pontzen 2016): the mean power in every mode, random phases", NULL, NULL},
         {"--format", "F", FLAG_STR, &o->format, 0, 0, "tfrecord (gzip, one Example per file) or npy (X_data.npy, X_label.npy, lists)", NULL, NULL},
         {"--split", "K", FLAG_INT, &o->split, 1, 16, "each universe K times as wide, written as its K^3 disjoint sub-volumes (the real data: 512^3 into 64)", NULL, NULL},
+        {"--lpt", "1|2", FLAG_INT, &o->lpt, 1, 2, "particles displaced by Lagrangian perturbation theory (Zel'dovich or 2LPT) instead of the lognormal field; needs an FFTW build (default: lognormal)", NULL, NULL},
+        {"--pm", "N", FLAG_INT, &o->pm, 0, 256, "particle-mesh steps from z = 9 to z = 0 after the LPT start (FastPM's scheme; tools/synth_pm.h); implies --lpt 2 (default 0: LPT only)", NULL, NULL},
+        {"--pm-mesh", "B", FLAG_INT, &o->pm_mesh, 1, 4, "the force mesh B times finer than the particle grid", NULL, NULL},
         {"--prefix", "P", FLAG_STR, &o->prefix, 0, 0, "file name prefix", NULL, NULL},
         {"--stats", NULL, FLAG_SET, &o->stats, 1, 0, "print count statistics (mean, zero fraction, max) per channel", NULL, NULL},
     };
@@ -91,6 +97,8 @@ static double growth_g(double om, double z) {
 }
 static double growth(double om, double z) { return growth_g(om, z) / (growth_g(om, 0) * (1 + z)); }
 
+#include "synth_pm.h"   /* the particle-mesh path (--lpt, --pm), with FFTW */
+
 static int poisson(cf_rng *r, double lam) {
     if (lam < 30) {   /* Knuth: multiply uniforms until below e^-lambda */
         double L = exp(-lam), p = 1;
@@ -108,7 +116,9 @@ static const double redshift[4] = {0.0, 0.5, 1.5, 3.0};
 
 /* one universe: x (S,S,S,4) int16 channels-last, y 4 unit labels */
 static int fixed_amplitude = 0;   /* --fixed: |W_k| = sqrt(N), random phases only */
-static void universe(int16_t *x, float *y, int S, double spread, double voxel, uint64_t seed, long index) {
+static int pm_order, pm_steps, pm_mesh;    /* --lpt, --pm, --pm-mesh */
+/* returns 0, or -1 when out of memory */
+static int universe(int16_t *x, float *y, int S, double spread, double voxel, uint64_t seed, long index) {
     cf_rng r = cf_rng_seed(cf_hash64(seed * 0x9e3779b97f4a7c15ULL + (uint64_t)index));
     size_t N = (size_t)S * S * S, v;
     double par[4], *re = (double *)malloc(N * 8), *im = (double *)malloc(N * 8), *e = (double *)malloc(N * 8);
@@ -120,6 +130,9 @@ static void universe(int16_t *x, float *y, int S, double spread, double voxel, u
     L = S * dx;
     gamma = om * h;
     A = pk_amplitude(s8, ns, gamma);
+#ifdef CF_USE_FFTW
+    if (pm_order) { free(re); free(im); free(e); return pm_universe(x, S, (int)voxel, L, om, A, ns, gamma, pm_order, pm_steps, pm_mesh, fixed_amplitude, &r); }
+#endif
     for (v = 0; v < N; v++) { re[v] = cf_rng_normal(&r); im[v] = 0; }
     fft3(re, im, S, -1);
     for (i = 0; i < S; i++) for (j = 0; j < S; j++) for (k = 0; k < S; k++) {
@@ -147,6 +160,7 @@ static void universe(int16_t *x, float *y, int S, double spread, double voxel, u
         for (v = 0; v < N; v++) { int n = poisson(&r, nbar * e[v] / mean); x[v * 4 + c] = (int16_t)(n > 32767 ? 32767 : n); }
     }
     free(re); free(im); free(e);
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -159,7 +173,7 @@ int main(int argc, char **argv) {
     double zero[4] = {0}, sum[4] = {0}, mx[4] = {0};
     tool_init(argc, argv, "synth");
     memset(&o, 0, sizeof o);
-    o.format = "tfrecord"; o.prefix = "synth"; o.S = 128; o.split = 1; o.spread = 0.1; o.voxel = 1.0; o.seed = 1;
+    o.format = "tfrecord"; o.prefix = "synth"; o.S = 128; o.split = 1; o.spread = 0.1; o.voxel = 1.0; o.seed = 1; o.pm_mesh = 2;
     flag_table(&o);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) usage();
     if (!strcmp(argv[1], "--version")) print_version();
@@ -170,6 +184,12 @@ int main(int argc, char **argv) {
     spread = o.spread; voxel = o.voxel; seed = o.seed; fixed_amplitude = o.fixed;
     if (!out || !n) die("needs --out DIR and --samples N");
     if (S & (S - 1)) die("--size: %d is not a power of 2", S);
+    pm_steps = o.pm; pm_mesh = o.pm_mesh; pm_order = o.lpt ? o.lpt : o.pm ? 2 : 0;
+#ifndef CF_USE_FFTW
+    if (pm_order) die("--lpt and --pm need a build with FFTW (apt-get install libfftw3-dev, then make)");
+#endif
+    if (pm_order && (voxel != floor(voxel) || voxel < 1)) die("--voxel %g: with --lpt or --pm a voxel is a whole number of particle spacings", voxel);
+    if (pm_order && (double)S * split * voxel > 1024) die("--size x --split x --voxel: %g particles a side; at most 1024", (double)S * split * voxel);
     if (split & (split - 1) || (long)S * split > 1024) die("--split: %d is not a power of 2 with --size x --split <= 1024", split);
     if (strcmp(format, "tfrecord") && strcmp(format, "npy")) die("--format: '%s' is not tfrecord or npy", format);
     output_dir("--out", out);
@@ -191,7 +211,11 @@ int main(int argc, char **argv) {
             free(ex);
             continue;
         }
-        universe(u, y, W, spread, voxel, seed, i);
+        if (universe(u, y, W, spread, voxel, seed, i)) {
+            TOOL_OMP(omp critical) { snprintf(err, sizeof err, "out of memory for the particles of a %d^3 universe", W); failed = 1; }
+            free(u); if (x != u) free(x); free(ex);
+            continue;
+        }
         for (sub = 0; sub < split * split * split && !rc; sub++) {
             if (split > 1) {   /* copy sub-volume (sd, sh, sw), channels-last rows of S voxels */
                 int sd = sub / (split * split), sh = sub / split % split, sw = sub % split, d, hh;
