@@ -137,6 +137,9 @@ bench: all
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@sh tools/demo.sh
+science: deps
+	@$(MAKE) --no-print-directory all
+	@sh tools/science.sh
 demo-climate: deps
 	@$(MAKE) --no-print-directory all
 	@sh tools/demo_climate.sh
@@ -163,4 +166,4 @@ deps-test:
 clean:
 	rm -rf bin
 
-.PHONY: all test test-built test-asan agreement bench demo demo-climate deps deps-test clean install fuzz FORCE
+.PHONY: all test test-built test-asan agreement bench demo demo-climate science deps deps-test clean install fuzz FORCE

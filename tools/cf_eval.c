@@ -15,7 +15,7 @@ static const char *transform_names[3] = {"mean", "log", "log-ratio"};   /* by ap
 
 typedef struct {
     const char *model, *weights, *data, *pred, *png, *baseline, *spectrum, *stats;
-    int batch, has_shape, apply_log, png_count;
+    int batch, has_shape, apply_log, png_count, spectrum_epochs;
     cf_shape shape;
 } options;
 static void parse_transform(const char *v, void *dst) {
@@ -38,6 +38,7 @@ static void flag_table(options *o) {
         {"--png-count", "K", FLAG_INT, &o->png_count, 0, 1 << 30, "DeepCAM: pictures of the first K samples", NULL, NULL},
         {"--baseline", "DIR", FLAG_STR, &o->baseline, 0, 0, "also the MAE of predicting DIR's mean label (e.g. the training set)", NULL, NULL},
         {"--spectrum", "DIR", FLAG_STR, &o->spectrum, 0, 0, "also the MAE of the power-spectrum estimator fitted on DIR (the training set): the information bound of the data (docs/science.md)", NULL, NULL},
+        {"--spectrum-epochs", "E", FLAG_INT, &o->spectrum_epochs, 1, 100000, "epochs of the estimator's fit (12: the demo network's budget)", NULL, NULL},
         {"--transform", "T", FLAG_CALL, &o->apply_log, 0, 0, "CosmoFlow input: log, mean or log-ratio (default: what the checkpoint was trained with, else log)", parse_transform, NULL},
         {"--no-log", NULL, FLAG_SET, &o->apply_log, 0, 0, "--transform mean", NULL, NULL},
         {"--log-ratio", NULL, FLAG_SET, &o->apply_log, 2, 0, "--transform log-ratio", NULL, NULL},
@@ -193,13 +194,13 @@ static void mean_labels(const char *dir, double *mean, int ny) {
     free_samples(bf, nf);
 }
 /* the power-spectrum estimator fitted on dir's samples, evaluated on files (tools/spectrum.h) */
-static void spectrum_baseline(const char *dir, char **files, int n, const cf_net *net) {
+static void spectrum_baseline(const char *dir, int epochs, char **files, int n, const cf_net *net) {
     int nt, S = net->input.d, C = net->input.c, ny = net->n_outputs, p, nf = spec_bands(net->input.d) * net->input.c;
     char **tf = list_samples(dir, &nt);
     float *Yt, *Yv, *Ft = spec_load(tf, nt, S, C, ny, &Yt), *Fv = spec_load(files, n, S, C, ny, &Yv);
     double mae[16], total = 0;
     if (ny > 16) die("--spectrum: %d outputs; at most 16", ny);
-    spec_fit(Ft, Yt, nt, Fv, Yv, n, nf, ny, mae);
+    spec_fit(Ft, Yt, nt, Fv, Yv, n, nf, ny, epochs, mae);
     for (p = 0; p < ny; p++) { printf("spectrum_mae_%s %.6f\n", p < 4 ? par_names[p] : "output", mae[p]); total += mae[p]; }
     printf("spectrum_mae %.6f\n", total / ny);
     free_samples(tf, nt);
@@ -234,7 +235,7 @@ static void eval_regression(cf_net *net, char **files, int n, const options *o) 
         for (i = 0; i < n; i++) for (p = 0; p < ny && p < 16; p++) bmae += fabs(truth[i * ny + p] - mean[p]);
         printf("baseline_mae %.6f\n", bmae / ((double)n * ny));
     }
-    if (o->spectrum) spectrum_baseline(o->spectrum, files, n, net);
+    if (o->spectrum) spectrum_baseline(o->spectrum, o->spectrum_epochs, files, n, net);
     if (o->pred) {
         cf_array a;
         memset(&a, 0, sizeof a);
@@ -269,7 +270,7 @@ int main(int argc, char **argv) {
     struct stat st;
     tool_init(argc, argv, "eval");
     memset(&o, 0, sizeof o);
-    o.batch = 4; o.apply_log = -1; o.png_count = 8;
+    o.batch = 4; o.apply_log = -1; o.png_count = 8; o.spectrum_epochs = 12;
     flag_table(&o);
     flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
     if (cf_dist_init(&argc, &argv)) die("%s", cf_failure_reason());

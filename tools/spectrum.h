@@ -9,7 +9,8 @@
 
    Estimator: a small network fitted on the training set's features, z-scored with their mean
    and deviation: dense 64 (LeakyReLU 0.3), dense to the labels, tanh x 1.2 (the CosmoFlow
-   head); MSE, SGD with momentum 0.9, lr 0.01, batch 8, 12 epochs (the demo's budget), seed 0.
+   head); MSE, SGD with momentum 0.9, lr 0.01, batch 8, 12 epochs (the demo's budget; cf-eval
+   --spectrum-epochs for a longer fit), seed 0.
    It is bench/ps_regressor.py --log --octaves --budget --taper, here in C with this library. */
 #ifndef CF_TOOLS_SPECTRUM_H
 #define CF_TOOLS_SPECTRUM_H
@@ -80,7 +81,7 @@ static float *spec_load(char **files, int n, int S, int C, int ny, float **label
 }
 
 /* fits the estimator on (Ft, Yt) and returns its absolute errors on (Fv, Yv), per label */
-static void spec_fit(const float *Ft, const float *Yt, int nt, const float *Fv, const float *Yv, int nv, int nf, int ny, double *mae) {
+static void spec_fit(const float *Ft, const float *Yt, int nt, const float *Fv, const float *Yv, int nv, int nf, int ny, int epochs, double *mae) {
     char cfg[256];
     cf_net net;
     double mu[4 * SPEC_MAX_BANDS] = {0}, sd[4 * SPEC_MAX_BANDS] = {0};
@@ -95,7 +96,7 @@ static void spec_fit(const float *Ft, const float *Yt, int nt, const float *Fv, 
              "[dense]\noutputs=%d\nactivation=tanh\n[scale]\nfactor=1.2\n", nf, ny);
     TRY(cf_net_parse(&net, cfg, "the spectrum estimator", NULL));
     cf_net_init(&net, 0);
-    for (e = 0; e < 12; e++) {
+    for (e = 0; e < epochs; e++) {
         for (i = 0; i < nt; i++) perm[i] = i;
         for (i = nt - 1; i > 0; i--) { j = (int)(cf_rng_u64(&r) % (uint64_t)(i + 1)); q = perm[i]; perm[i] = perm[j]; perm[j] = q; }
         for (i = 0; i + B <= nt; i += B) {   /* whole batches */
