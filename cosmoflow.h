@@ -1677,6 +1677,7 @@ static void cf__tiles_bwd(const cf__conv_call *c) {
 #define CF__CONTRACT __attribute__((optimize("fp-contract=fast")))   /* GCC's ISO C mode does not */
 #endif
 typedef float cf__v8 __attribute__((vector_size(32)));
+typedef int cf__i8 __attribute__((vector_size(32)));   /* masks of comparisons of cf__v8 */
 
 /* R (T = C*KD*KH rows of Wp floats): row t = (c, kd, kh) holds the input row that output row
    (od, oh) reads through taps (kd, kh) of channel c, shifted right by the width's padding
@@ -1697,54 +1698,69 @@ static void cf__direct_rows(float *R, size_t Wp, const float *x, int C, cf_shape
    (KW-1) dil).  accumulate = 0: y = act(sum + b[oc]) (b may be NULL); 1: y += sum.
    Written once for a vector type VT of VW floats and instantiated twice below (long: one
    body, because the two instances must stay the same code). */
-#define CF__DIRECT_FWD_ROW(NAME, VT, VW, ATTR)                                                                       \
+#define CF__DIRECT_FWD_ROW(NAME, VT, IT, VW, OB, ATTR)                                                                 \
 ATTR static void NAME(float *y, size_t ystride, const float *R, size_t Wp, int T, int KW, int dil, const float *w,  \
                       int OC, int OW, const float *b, int accumulate, int act, float slope) {                         \
     int K = T * KW, oc0, w0, t, kw, o, j;                                                                             \
-    float out[4][2 * VW];                                                                                             \
-    for (oc0 = 0; oc0 < OC; oc0 += 4) {                                                                               \
-        int no = OC - oc0 < 4 ? OC - oc0 : 4;   /* the last block may have fewer channels: rows repeat, unstored */   \
-        const float *w_0 = w + (size_t)oc0 * K, *w_1 = no > 1 ? w_0 + K : w_0;                                       \
-        const float *w_2 = no > 2 ? w_0 + 2 * K : w_0, *w_3 = no > 3 ? w_0 + 3 * K : w_0;                           \
+    float out[OB][2 * VW];                                                                                            \
+    const float *wo[OB];                                                                                              \
+    for (oc0 = 0; oc0 < OC; oc0 += OB) {                                                                              \
+        int no = OC - oc0 < OB ? OC - oc0 : OB;   /* the last block may have fewer channels: rows repeat, unstored */ \
+        for (o = 0; o < OB; o++) wo[o] = w + (size_t)(oc0 + (o < no ? o : 0)) * K;                                   \
         for (w0 = 0; w0 < OW; w0 += 2 * VW) {                                                                         \
-            VT a00 = {0.0f}, a01 = {0.0f}, a10 = {0.0f}, a11 = {0.0f}, a20 = {0.0f}, a21 = {0.0f}, a30 = {0.0f}, a31 = {0.0f}; \
+            VT a[OB][2];                                                                                              \
+            memset(a, 0, sizeof a);                                                                                   \
             for (t = 0; t < T; t++) {                                                                                 \
                 const float *r = R + (size_t)t * Wp + w0;                                                             \
-                const float *q0 = w_0 + t * KW, *q1 = w_1 + t * KW, *q2 = w_2 + t * KW, *q3 = w_3 + t * KW;           \
-                for (kw = 0; kw < KW; kw++) {   /* per tap: 2 vector loads, 4 broadcasts, 8 multiply-adds */          \
+                for (kw = 0; kw < KW; kw++) {   /* per tap: 2 vector loads, OB broadcasts, 2 OB multiply-adds */      \
                     VT x0, x1;                                                                                        \
                     memcpy(&x0, r + kw * dil, sizeof x0); memcpy(&x1, r + kw * dil + VW, sizeof x1);                  \
-                    a00 += q0[kw] * x0; a01 += q0[kw] * x1;                                                           \
-                    a10 += q1[kw] * x0; a11 += q1[kw] * x1;                                                           \
-                    a20 += q2[kw] * x0; a21 += q2[kw] * x1;                                                           \
-                    a30 += q3[kw] * x0; a31 += q3[kw] * x1;                                                           \
+                    for (o = 0; o < OB; o++) { float q = wo[o][t * KW + kw]; a[o][0] += q * x0; a[o][1] += q * x1; } \
                 }                                                                                                     \
             }                                                                                                         \
-            memcpy(out[0], &a00, sizeof a00); memcpy(out[0] + VW, &a01, sizeof a01);                                  \
-            memcpy(out[1], &a10, sizeof a10); memcpy(out[1] + VW, &a11, sizeof a11);                                  \
-            memcpy(out[2], &a20, sizeof a20); memcpy(out[2] + VW, &a21, sizeof a21);                                  \
-            memcpy(out[3], &a30, sizeof a30); memcpy(out[3] + VW, &a31, sizeof a31);                                  \
             for (o = 0; o < no; o++) {   /* the block's valid part (the last block may pass OW) */                    \
                 float *yr = y + (size_t)(oc0 + o) * ystride + w0, bo = b ? b[oc0 + o] : 0.0f;                        \
                 int n = OW - w0 < 2 * VW ? OW - w0 : 2 * VW;                                                          \
+                if (n == 2 * VW && (accumulate || act == CF_ACT_LINEAR || act == CF_ACT_RELU || act == CF_ACT_LEAKY)) { \
+                    VT v0 = a[o][0], v1 = a[o][1], y0, y1;   /* whole vectors: cf__act_f's piecewise-linear forms */ \
+                    if (accumulate) {                                                                                 \
+                        memcpy(&y0, yr, sizeof y0); memcpy(&y1, yr + VW, sizeof y1); v0 += y0; v1 += y1;             \
+                    } else {                                                                                          \
+                        IT m0, m1;                                                                                    \
+                        v0 += bo; v1 += bo;                                                                           \
+                        m0 = v0 > 0.0f; m1 = v1 > 0.0f;   /* all ones where v > 0 */                                  \
+                        if (act == CF_ACT_RELU) { v0 = (VT)((IT)v0 & m0); v1 = (VT)((IT)v1 & m1); }   /* v > 0 ? v : 0 */ \
+                        if (act == CF_ACT_LEAKY) {   /* v > 0 ? v : slope v */                                        \
+                            v0 = (VT)(((IT)v0 & m0) | ((IT)(slope * v0) & ~m0));                                      \
+                            v1 = (VT)(((IT)v1 & m1) | ((IT)(slope * v1) & ~m1));                                      \
+                        }                                                                                             \
+                    }                                                                                                 \
+                    memcpy(yr, &v0, sizeof v0); memcpy(yr + VW, &v1, sizeof v1);                                      \
+                    continue;                                                                                         \
+                }                                                                                                     \
+                memcpy(out[o], a[o], sizeof out[o]);                                                                  \
                 if (accumulate) for (j = 0; j < n; j++) yr[j] += out[o][j];                                           \
                 else for (j = 0; j < n; j++) yr[j] = cf__act_f(out[o][j] + bo, act, slope);                           \
             }                                                                                                         \
         }                                                                                                             \
     }                                                                                                                 \
 }
-CF__DIRECT_FWD_ROW(cf__direct_fwd_row8, cf__v8, 8, CF__CONTRACT)
+CF__DIRECT_FWD_ROW(cf__direct_fwd_row8, cf__v8, cf__i8, 8, 4, CF__CONTRACT)
 /* The same with 16-float vectors, chosen at run time when the CPU has AVX-512 and a row has at
    least 32 positions: the x86-64-v3 build still runs on AVX2 machines. */
 #if defined(__x86_64__) && !defined(CF_NO_AVX512)
 #define CF__AVX512 1
 typedef float cf__v16 __attribute__((vector_size(64)));
+typedef int cf__i16 __attribute__((vector_size(64)));
+#ifndef CF__DIRECT_OB512
+#define CF__DIRECT_OB512 8   /* output channels a block: 16 accumulators of the 32 registers */
+#endif
 #if defined(__clang__)
 #define CF__CONTRACT512 __attribute__((target("avx512f")))
 #else
 #define CF__CONTRACT512 __attribute__((target("avx512f"), optimize("fp-contract=fast")))
 #endif
-CF__DIRECT_FWD_ROW(cf__direct_fwd_row16, cf__v16, 16, CF__CONTRACT512)
+CF__DIRECT_FWD_ROW(cf__direct_fwd_row16, cf__v16, cf__i16, 16, CF__DIRECT_OB512, CF__CONTRACT512)
 static int cf__has_avx512(void) {
     static int has = -1;
     if (has < 0) has = __builtin_cpu_supports("avx512f") ? 1 : 0;

@@ -200,6 +200,7 @@ static void tool_close_stdout(void) {
 /* An MPI transport that loses its peer (a rank killed, a node gone) aborts inside the library:
    say so in one line from the tool instead of the transport's backtrace (UCX's own backtrace
    is turned off unless the user asked for one with UCX_HANDLE_ERRORS). */
+#ifdef CF_USE_MPI
 static void tool_on_abort(int sig) {
     static char line[256];
     int n = snprintf(line, sizeof line, "cf-%s: the MPI library ended this process: another rank has probably "
@@ -207,6 +208,7 @@ static void tool_on_abort(int sig) {
     if (n > 0 && write(2, line, (size_t)n) < 0) {}
     _exit(128 + sig);
 }
+#endif
 TOOL_UNUSED static void tool_init(int argc, char **argv, const char *name) {
     (void)argc;
     tool_name = name;
