@@ -618,6 +618,11 @@ CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag);
 #else
 #define CF__INLINE static inline
 #endif
+#if defined(__GNUC__)
+#define CF__RESTRICT __restrict   /* C99's restrict, also in C++ */
+#else
+#define CF__RESTRICT
+#endif
 
 /* ================================================================ 1. basics */
 static CF__TLS char cf__err[1024];
@@ -1677,7 +1682,6 @@ static void cf__tiles_bwd(const cf__conv_call *c) {
 #define CF__CONTRACT __attribute__((optimize("fp-contract=fast")))   /* GCC's ISO C mode does not */
 #endif
 typedef float cf__v8 __attribute__((vector_size(32)));
-typedef int cf__i8 __attribute__((vector_size(32)));   /* masks of comparisons of cf__v8 */
 
 /* R (T = C*KD*KH rows of Wp floats): row t = (c, kd, kh) holds the input row that output row
    (od, oh) reads through taps (kd, kh) of channel c, shifted right by the width's padding
@@ -1698,7 +1702,7 @@ static void cf__direct_rows(float *R, size_t Wp, const float *x, int C, cf_shape
    (KW-1) dil).  accumulate = 0: y = act(sum + b[oc]) (b may be NULL); 1: y += sum.
    Written once for a vector type VT of VW floats and instantiated twice below (long: one
    body, because the two instances must stay the same code). */
-#define CF__DIRECT_FWD_ROW(NAME, VT, IT, VW, OB, ATTR)                                                                 \
+#define CF__DIRECT_FWD_ROW(NAME, VT, VW, OB, ATTR)                                                                     \
 ATTR static void NAME(float *y, size_t ystride, const float *R, size_t Wp, int T, int KW, int dil, const float *w,  \
                       int OC, int OW, const float *b, int accumulate, int act, float slope) {                         \
     int K = T * KW, oc0, w0, t, kw, o, j;                                                                             \
@@ -1719,39 +1723,32 @@ ATTR static void NAME(float *y, size_t ystride, const float *R, size_t Wp, int T
                 }                                                                                                     \
             }                                                                                                         \
             for (o = 0; o < no; o++) {   /* the block's valid part (the last block may pass OW) */                    \
-                float *yr = y + (size_t)(oc0 + o) * ystride + w0, bo = b ? b[oc0 + o] : 0.0f;                        \
+                float *CF__RESTRICT yr = y + (size_t)(oc0 + o) * ystride + w0, bo = b ? b[oc0 + o] : 0.0f;           \
                 int n = OW - w0 < 2 * VW ? OW - w0 : 2 * VW;                                                          \
-                if (n == 2 * VW && (accumulate || act == CF_ACT_LINEAR || act == CF_ACT_RELU || act == CF_ACT_LEAKY)) { \
-                    VT v0 = a[o][0], v1 = a[o][1], y0, y1;   /* whole vectors: cf__act_f's piecewise-linear forms */ \
-                    if (accumulate) {                                                                                 \
-                        memcpy(&y0, yr, sizeof y0); memcpy(&y1, yr + VW, sizeof y1); v0 += y0; v1 += y1;             \
-                    } else {                                                                                          \
-                        IT m0, m1;                                                                                    \
-                        v0 += bo; v1 += bo;                                                                           \
-                        m0 = v0 > 0.0f; m1 = v1 > 0.0f;   /* all ones where v > 0 */                                  \
-                        if (act == CF_ACT_RELU) { v0 = (VT)((IT)v0 & m0); v1 = (VT)((IT)v1 & m1); }   /* v > 0 ? v : 0 */ \
-                        if (act == CF_ACT_LEAKY) {   /* v > 0 ? v : slope v */                                        \
-                            v0 = (VT)(((IT)v0 & m0) | ((IT)(slope * v0) & ~m0));                                      \
-                            v1 = (VT)(((IT)v1 & m1) | ((IT)(slope * v1) & ~m1));                                      \
-                        }                                                                                             \
+                memcpy(out[o], a[o], sizeof out[o]);                                                                  \
+                if (n == 2 * VW) {   /* a whole block: loops of a constant length with act fixed, which the */    \
+                    float *v = out[o];   /* compiler turns into vector code, cf__act_f inlined in each */             \
+                    if (accumulate) { for (j = 0; j < 2 * VW; j++) yr[j] += v[j]; continue; }                        \
+                    for (j = 0; j < 2 * VW; j++) v[j] += bo;                                                          \
+                    switch (act) {                                                                                    \
+                    case CF_ACT_RELU: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], CF_ACT_RELU, slope); break; \
+                    case CF_ACT_LEAKY: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], CF_ACT_LEAKY, slope); break; \
+                    default: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], act, slope);                        \
                     }                                                                                                 \
-                    memcpy(yr, &v0, sizeof v0); memcpy(yr + VW, &v1, sizeof v1);                                      \
                     continue;                                                                                         \
                 }                                                                                                     \
-                memcpy(out[o], a[o], sizeof out[o]);                                                                  \
                 if (accumulate) for (j = 0; j < n; j++) yr[j] += out[o][j];                                           \
                 else for (j = 0; j < n; j++) yr[j] = cf__act_f(out[o][j] + bo, act, slope);                           \
             }                                                                                                         \
         }                                                                                                             \
     }                                                                                                                 \
 }
-CF__DIRECT_FWD_ROW(cf__direct_fwd_row8, cf__v8, cf__i8, 8, 4, CF__CONTRACT)
+CF__DIRECT_FWD_ROW(cf__direct_fwd_row8, cf__v8, 8, 4, CF__CONTRACT)
 /* The same with 16-float vectors, chosen at run time when the CPU has AVX-512 and a row has at
    least 32 positions: the x86-64-v3 build still runs on AVX2 machines. */
 #if defined(__x86_64__) && !defined(CF_NO_AVX512)
 #define CF__AVX512 1
 typedef float cf__v16 __attribute__((vector_size(64)));
-typedef int cf__i16 __attribute__((vector_size(64)));
 #ifndef CF__DIRECT_OB512
 #define CF__DIRECT_OB512 8   /* output channels a block: 16 accumulators of the 32 registers */
 #endif
@@ -1760,7 +1757,7 @@ typedef int cf__i16 __attribute__((vector_size(64)));
 #else
 #define CF__CONTRACT512 __attribute__((target("avx512f"), optimize("fp-contract=fast")))
 #endif
-CF__DIRECT_FWD_ROW(cf__direct_fwd_row16, cf__v16, cf__i16, 16, CF__DIRECT_OB512, CF__CONTRACT512)
+CF__DIRECT_FWD_ROW(cf__direct_fwd_row16, cf__v16, 16, CF__DIRECT_OB512, CF__CONTRACT512)
 static int cf__has_avx512(void) {
     static int has = -1;
     if (has < 0) has = __builtin_cpu_supports("avx512f") ? 1 : 0;
