@@ -4479,19 +4479,20 @@ static int cf__stats_pair(const char *dir, float *minval, float *maxval, int C) 
     int i;
     for (i = 0; i < 2; i++) {
         char path[4096];
-        float *d = NULL;
+        float *d = NULL, *dst = i ? maxval : minval;
         size_t n = 0;
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         if (cf_npy_read_f32(path, &d, &n)) return CF_ERR;
         if (n != (size_t)C) { CF_FREE(d); return cf_fail("%s: %zu values, the model has %d input channels", path, n, C); }
-        memcpy(i ? maxval : minval, d, sizeof(float) * C);
+        memcpy(dst, d, sizeof(float) * C);
         CF_FREE(d);
         for (n = 0; n < (size_t)C; n++)
-            if (!isfinite((i ? maxval : minval)[n])) return cf_fail("%s: channel %zu is %g, not a finite number", path, n, (double)(i ? maxval : minval)[n]);
+            if (!isfinite(dst[n])) return cf_fail("%s: channel %zu is %g, not a finite number", path, n, (double)dst[n]);
     }
     for (i = 0; i < C; i++)   /* a constant channel (min = max) is normalized to 0; min > max is a broken file */
         if (minval[i] > maxval[i])
-            return cf_fail("%s/stats_minval.npy: channel %d's minimum %g is above its maximum %g in stats_maxval.npy (swapped files?)", dir, i, minval[i], maxval[i]);
+            return cf_fail("%s/stats_minval.npy: channel %d's minimum %g is above its maximum %g in stats_maxval.npy (swapped files?)", dir, i,
+                           (double)minval[i], (double)maxval[i]);
     return CF_OK;
 }
 

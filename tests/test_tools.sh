@@ -481,6 +481,9 @@ $B/cf-synth cosmo --out "$T/spva" --samples 128 --size 16 --voxel 4 --fixed --sp
 $B/cf-eval --weights "$T/full.cfck" --data "$T/spva" --baseline "$T/sptr" --spectrum "$T/sptr" > "$T/sp.txt" 2>&1 &&
     awk '/^baseline_mae/ {b = $2} /^spectrum_mae / {s = $2} END {exit !(b > 0.4 && s < 0.7 * b && s > 0.05)}' "$T/sp.txt" && tail -1 "$T/sp.txt" | grep -q '^mae ' &&
     ok || bad "cf-eval --spectrum: the estimator well below the baseline: $(grep -E 'baseline_mae|spectrum_mae ' "$T/sp.txt")"
+$B/cf-synth cosmo --out "$T/sp8" --samples 2 --size 8 --seed 3 >/dev/null
+must_fail "cf-eval --spectrum on universes of another size" "sp8/synth_3_00000[01].tfrecord: 8^3 x 4 with 4 labels; the model reads 16^3 x 4 with 4" "" \
+    $B/cf-eval --weights "$T/full.cfck" --data "$T/spva" --spectrum "$T/sp8"
 
 # ---- the demos, tiny: their last lines; DEMO_OUT naming a user's own directory is refused
 DEMO_OUT="$T/demo" DEMO_TRAIN=8 DEMO_VAL=4 DEMO_EPOCHS=1 sh tools/demo.sh > "$T/demo.txt" 2>&1 &&

@@ -13,14 +13,7 @@ VAL=${DEMO_VAL:-256}
 EPOCHS=${DEMO_EPOCHS:-14}
 DECAY=${DEMO_DECAY:-10:0.2}   # LR x 0.2 from epoch 12 (the warm-up epoch comes first)
 . tools/mpi.sh
-# Two single-threaded MPI ranks beat one process with two threads on this small network
-# (docs/science.md); without a launcher (or in a MPI=0 build) one process runs the global batch.
-mpi_launcher bin/cf-train
-if [ -n "$MPIRUN" ]; then
-    RUN="$MPIRUN -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1"; BATCH=4
-else
-    RUN=""; BATCH=8
-fi
+demo_ranks bin/cf-train   # RUN and BATCH (tools/mpi.sh)
 SYN="--size 32 --voxel 4 --fixed --spread 0.5"
 demo_dir "$OUT"
 echo "demo: $TRAIN training and $VAL validation universes of 32^3 x 4 in $OUT/"

@@ -25,3 +25,11 @@ demo_dir() {
     rm -rf "$1"
     mkdir -p "$1" && echo "made by make demo; emptied by the next one" > "$1/.cf-demo"
 }
+
+# demo_ranks BIN: how the demos run a small network (docs/science.md): two single-threaded MPI
+# ranks of batch 4 beat one process with two threads; without a launcher (or in an MPI=0
+# build) one process runs the global batch of 8.  Sets RUN (the launcher prefix) and BATCH.
+demo_ranks() {
+    mpi_launcher "$1"
+    if [ -n "$MPIRUN" ]; then RUN="$MPIRUN -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1"; BATCH=4; else RUN=""; BATCH=8; fi
+}

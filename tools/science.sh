@@ -15,8 +15,8 @@ VAL=${SCI_VAL:-512}
 EPOCHS=${SCI_EPOCHS:-16}
 PM=${SCI_PM:-6}
 . tools/mpi.sh
-mpi_launcher bin/cf-train
-if [ -n "$MPIRUN" ]; then RUN="$MPIRUN -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1"; BATCH=4; else RUN=""; BATCH=8; fi
+demo_ranks bin/cf-train   # RUN and BATCH (tools/mpi.sh), as make demo
+DECAY=$((EPOCHS * 3 / 4 - 1)); [ "$DECAY" -ge 1 ] || DECAY=1; DECAY=$DECAY:0.2   # LR x 0.2 for the last quarter
 bin/cf-synth cosmo --help 2>&1 | grep -q -- '--pm ' || { echo "science: cf-synth was built without FFTW (apt-get install libfftw3-dev, then make)"; exit 1; }
 demo_dir "$OUT"
 SYN="--size 32 --voxel 2 --pm $PM --spread 0.5"
@@ -28,7 +28,7 @@ t1=$(date +%s)
 echo "science: universes in $((t1 - t0)) s; training models/cosmoflow-small.cfg for $EPOCHS epochs"
 $RUN bin/cf-train --model models/cosmoflow-small.cfg --train "$OUT/train" --val "$OUT/validation" \
     --out "$OUT/cosmoflow-small.cfck" --epochs "$EPOCHS" --batch $BATCH --lr 0.003 --base-batch 8 \
-    --warmup-epochs 1 --decay "$((EPOCHS * 3 / 4 - 1)):0.2" --log-ratio --augment --png "$OUT/pictures" --no-progress | tee "$OUT/train.log"
+    --warmup-epochs 1 --decay "$DECAY" --log-ratio --augment --png "$OUT/pictures" --no-progress | tee "$OUT/train.log"
 t2=$(date +%s)
 bin/cf-eval --weights "$OUT/cosmoflow-small.cfck" --data "$OUT/validation" --baseline "$OUT/train" \
     --spectrum "$OUT/train" --png "$OUT/pictures" --pred "$OUT/predictions.npy" | tee "$OUT/eval.txt"

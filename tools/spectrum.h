@@ -64,17 +64,20 @@ static float *spec_load(char **files, int n, int S, int C, int ny, float **label
         cf_cosmo_sample s;
         int p;
         if (bad) continue;
-        if (cf_cosmo_read(files[i], &s) || s.s != S || s.c < C || s.ny < ny) {
+        if (cf_cosmo_read(files[i], &s)) {
             TOOL_OMP(omp critical)
             { if (!bad) snprintf(why, sizeof why, "%s: %s", files[i], cf_failure_reason()); bad = 1; }
             continue;
         }
-        if (s.c == C) spec_features(s.x, S, C, F + (size_t)i * nf);
-        else bad = 2;
-        for (p = 0; p < ny; p++) Y[(size_t)i * ny + p] = s.y[p];
+        if (s.s != S || s.c != C || s.ny < ny) {
+            TOOL_OMP(omp critical)
+            { if (!bad) snprintf(why, sizeof why, "%.900s: %d^3 x %d with %d labels; the model reads %d^3 x %d with %d", files[i], s.s, s.c, s.ny, S, C, ny); bad = 1; }
+        } else {
+            spec_features(s.x, S, C, F + (size_t)i * nf);
+            for (p = 0; p < ny; p++) Y[(size_t)i * ny + p] = s.y[p];
+        }
         cf_cosmo_free(&s);
     }
-    if (bad == 2) die("--spectrum: the samples have more channels than the model reads");
     if (bad) die("--spectrum: %s", why);
     *labels = Y;
     return F;
@@ -87,7 +90,6 @@ static void spec_fit(const float *Ft, const float *Yt, int nt, const float *Fv, 
     double mu[4 * SPEC_MAX_BANDS] = {0}, sd[4 * SPEC_MAX_BANDS] = {0};
     float xb[8 * 4 * SPEC_MAX_BANDS], yb[8 * 16], *dout = (float *)malloc(sizeof(float) * 8 * ny);
     int *perm = (int *)malloc(sizeof(int) * nt), e, i, j, q, B = 8;
-    cf_rng r = cf_rng_seed(0);
     if (!perm || !dout || nf > 4 * SPEC_MAX_BANDS || ny > 16) die("--spectrum: out of memory or too many features");
     for (i = 0; i < nt; i++) for (q = 0; q < nf; q++) mu[q] += Ft[(size_t)i * nf + q] / nt;
     for (i = 0; i < nt; i++) for (q = 0; q < nf; q++) sd[q] += pow(Ft[(size_t)i * nf + q] - mu[q], 2) / nt;
@@ -97,8 +99,7 @@ static void spec_fit(const float *Ft, const float *Yt, int nt, const float *Fv, 
     TRY(cf_net_parse(&net, cfg, "the spectrum estimator", NULL));
     cf_net_init(&net, 0);
     for (e = 0; e < epochs; e++) {
-        for (i = 0; i < nt; i++) perm[i] = i;
-        for (i = nt - 1; i > 0; i--) { j = (int)(cf_rng_u64(&r) % (uint64_t)(i + 1)); q = perm[i]; perm[i] = perm[j]; perm[j] = q; }
+        if (cf_epoch_shard(perm, nt, 0, e, 0, 1, 1, 0) < 0) die("%s", cf_failure_reason());   /* the training tool's shuffle */
         for (i = 0; i + B <= nt; i += B) {   /* whole batches */
             for (j = 0; j < B; j++) {
                 for (q = 0; q < nf; q++) xb[j * nf + q] = (float)((Ft[(size_t)perm[i + j] * nf + q] - mu[q]) / sd[q]);

@@ -158,6 +158,7 @@ static int launcher_ranks(void) {
 }
 #ifdef CF_USE_MPI
 #include <mpi.h>
+#define TOOL_PEER_GONE "another rank has probably ended (its own message says why)"
 /* An MPI error (a rank that ended, messages that do not match) as a line from the tool rather
    than the MPI library's stack dump; then the whole job ends. */
 static void tool_mpi_error(MPI_Comm *comm, int *code, ...) {
@@ -165,7 +166,7 @@ static void tool_mpi_error(MPI_Comm *comm, int *code, ...) {
     int n = 0;
     (void)comm;
     MPI_Error_string(*code, s, &n);
-    die("MPI communication failed (%.200s): another rank has probably ended; its own message says why", s);
+    die("MPI communication failed (%.200s): " TOOL_PEER_GONE, s);
 }
 #endif
 TOOL_UNUSED static void check_launch(void) {
@@ -187,9 +188,6 @@ TOOL_UNUSED static void check_launch(void) {
 #endif
 }
 
-/* OpenMP threads spin after every parallel region and steal the cores the BLAS needs next;
-   libgomp reads OMP_WAIT_POLICY when it loads, so the tool sets it and runs itself again,
-   once, before anything else (MPI included). */
 /* stdout checked once more at exit: a full disk or a closed pipe that took the last lines
    (the contract's last line among them) is an error, never exit 0 */
 static void tool_close_stdout(void) {
@@ -203,12 +201,14 @@ static void tool_close_stdout(void) {
 #ifdef CF_USE_MPI
 static void tool_on_abort(int sig) {
     static char line[256];
-    int n = snprintf(line, sizeof line, "cf-%s: the MPI library ended this process: another rank has probably "
-                     "ended (its own message says why)\n", tool_name);
+    int n = snprintf(line, sizeof line, "cf-%s: the MPI library ended this process: " TOOL_PEER_GONE "\n", tool_name);
     if (n > 0 && write(2, line, (size_t)n) < 0) {}
     _exit(128 + sig);
 }
 #endif
+/* OpenMP threads spin after every parallel region and steal the cores the BLAS needs next;
+   libgomp reads OMP_WAIT_POLICY when it loads, so the tool sets it and runs itself again,
+   once, before anything else (MPI included). */
 TOOL_UNUSED static void tool_init(int argc, char **argv, const char *name) {
     (void)argc;
     tool_name = name;
