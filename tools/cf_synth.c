@@ -75,7 +75,6 @@ static void usage(void) {
               "  synthetic dark-matter universes in the real CosmoFlow format", flags, n_flags, NULL);
 }
 
-/* in-place radix-2 complex FFT of n points with stride (sign -1 forward, +1 inverse, unscaled) */
 static double bbks(double q) {   /* Bardeen, Bond, Kaiser & Szalay (1986) transfer function */
     if (q < 1e-8) return 1.0;
     return log(1 + 2.34 * q) / (2.34 * q) * pow(1 + 3.89 * q + pow(16.1 * q, 2) + pow(5.46 * q, 3) + pow(6.71 * q, 4), -0.25);
@@ -121,7 +120,7 @@ static int pm_order, pm_steps, pm_mesh;    /* --lpt, --pm, --pm-mesh */
 static int universe(int16_t *x, float *y, int S, double spread, double voxel, uint64_t seed, long index) {
     cf_rng r = cf_rng_seed(cf_hash64(seed * 0x9e3779b97f4a7c15ULL + (uint64_t)index));
     size_t N = (size_t)S * S * S, v;
-    double par[4], *re = (double *)malloc(N * 8), *im = (double *)malloc(N * 8), *e = (double *)malloc(N * 8);
+    double par[4], *re, *im, *e;
     double om, s8, ns, h, dx, L, A, gamma, nbar = voxel * voxel * voxel;   /* particles per voxel: 1 per (70/H_0 Mpc)^3 */
     int c, i, j, k;
     for (c = 0; c < 4; c++) { y[c] = (float)(2 * cf_rng_uniform64(&r) - 1); if (!vary[c]) y[c] = 0; par[c] = centre[c] * (1 + spread * y[c]); }
@@ -131,8 +130,10 @@ static int universe(int16_t *x, float *y, int S, double spread, double voxel, ui
     gamma = om * h;
     A = pk_amplitude(s8, ns, gamma);
 #ifdef CF_USE_FFTW
-    if (pm_order) { free(re); free(im); free(e); return pm_universe(x, S, (int)voxel, L, om, A, ns, gamma, pm_order, pm_steps, pm_mesh, fixed_amplitude, &r); }
+    if (pm_order) return pm_universe(x, S, (int)voxel, L, om, A, ns, gamma, pm_order, pm_steps, pm_mesh, fixed_amplitude, &r);
 #endif
+    re = (double *)malloc(N * 8); im = (double *)malloc(N * 8); e = (double *)malloc(N * 8);
+    if (!re || !im || !e) { free(re); free(im); free(e); return -1; }
     for (v = 0; v < N; v++) { re[v] = cf_rng_normal(&r); im[v] = 0; }
     fft3(re, im, S, -1);
     for (i = 0; i < S; i++) for (j = 0; j < S; j++) for (k = 0; k < S; k++) {
