@@ -3,24 +3,22 @@
 # Before and after a change, in one run: make bench's workloads timed with OLD_BIN/cf-bench and
 # NEW_BIN/cf-bench (default bin/) alternately, REPS times each (default 5), medians, under the
 # BLAS kernels the environment sets and, where OpenBLAS's AVX-512 kernels pass cf-bench
-# --check-blas, under those too.  Last column: new / old samples a second (above 1: faster).
+# --check-blas, under those too (bench/common.sh; WORKLOADS= chooses others).  Last column:
+# new / old samples a second (above 1: faster).
 # Build the old binaries from a worktree of the old commit, e.g.
 #   git worktree add /tmp/old COMMIT && make -C /tmp/old all && sh bench/compare.sh /tmp/old/bin
 cd "$(dirname "$0")/.." || exit 1
 OLD=${1:?usage: sh bench/compare.sh OLD_BIN [NEW_BIN]}; NEW=${2:-bin}
 REPS=${REPS:-5}; THREADS=${THREADS:-2}
+. bench/common.sh
 for b in "$OLD" "$NEW"; do [ -x "$b/cf-bench" ] || { echo "compare: $b/cf-bench: not an executable" >&2; exit 1; }; done
 T=$(mktemp -d /tmp/cf-compare-XXXXXX)
 trap 'rm -rf "$T"' EXIT
-median() { sort -n | awk '{v[NR]=$1} END {if (NR) print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
-field() { tail -1 "$2" | awk -v k="$1" '{for (i = 1; i < NF; i++) if ($i == k) print $(i+1)}'; }
-ENVK=${OPENBLAS_CORETYPE:-default}; KSETS=$ENVK
-if [ "$ENVK" != SkylakeX ] && grep -m1 '^flags' /proc/cpuinfo | grep -qw avx512bw &&
-   OPENBLAS_CORETYPE=SkylakeX "$NEW/cf-bench" --check-blas > /dev/null 2>&1; then KSETS="$ENVK SkylakeX"; fi
+kernel_sets "$NEW/cf-bench" "$T/check.txt"
 echo "machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); $(date -u +%Y-%m-%d)"
 echo "old: $OLD/cf-bench ($("$OLD/cf-bench" --version 2>&1 | head -1)); new: $NEW/cf-bench; $REPS alternations, medians"
 printf '%-38s %-9s %9s %9s %9s %9s %6s\n' workload kernels "old s/s" "new s/s" "old MB" "new MB" "new/old"
-for w in "models/cosmoflow.cfg|4x128x128x128|1|2" "models/cosmoflow.cfg|4x128x128x128|4|1" "models/cosmoflow-small.cfg|4x32x32x32|8|4" "models/deepcam.cfg|16x768x1152|1|1"; do
+for w in $WORKLOADS; do
     IFS='|' read -r model shape batch steps <<EOW
 $w
 EOW

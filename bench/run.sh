@@ -12,27 +12,19 @@ cd "$(dirname "$0")/.." || exit 1
 REPS=${REPS:-3}; THREADS=${THREADS:-2}
 PY=/usr/bin/python3
 . tools/mpi.sh
+. bench/common.sh
 T=$(mktemp -d /tmp/cf-bench-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 peer=1
 $PY -c 'import torch' 2>/dev/null || { echo "bench: python3-torch is absent: PyTorch figures skipped (apt-get install python3-torch)"; peer=0; }
-median() { sort -n | awk '{v[NR]=$1} END {if (NR) print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
-field() { tail -1 "$2" | awk -v k="$1" '{for (i = 1; i < NF; i++) if ($i == k) print $(i+1)}'; }
-
 echo "machine: $(nproc) cores, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); $(date -u +%Y-%m-%d)"
-ENVK=${OPENBLAS_CORETYPE:-default}
-KSETS=$ENVK
-flags=$(grep -m1 '^flags' /proc/cpuinfo)
-if [ "$ENVK" != SkylakeX ] && (for f in avx512f avx512bw avx512dq avx512vl; do echo "$flags" | grep -qw $f || exit 1; done); then
-    if OPENBLAS_CORETYPE=SkylakeX bin/cf-bench --check-blas > "$T/check.txt" 2>&1; then KSETS="$ENVK SkylakeX"
-    else echo "bench: OpenBLAS's AVX-512 kernels computed wrongly here (cf-bench --check-blas): not used"; sed 's/^/  /' "$T/check.txt"; fi
-fi
+kernel_sets bin/cf-bench "$T/check.txt"
 for k in $KSETS; do
     printf 'kernels %-9s ' "$k"; env OPENBLAS_CORETYPE=$k bin/cf-bench --model models/cosmoflow-small.cfg --steps 1 --no-sgemm 2>&1 | grep -E '^blas:' | head -1
 done
 
 printf '\n%-38s %-9s %9s %7s %8s %9s %6s %8s %8s %6s\n' workload kernels "ours s/s" "% sgemm" "sgemm GF" "torch s/s" ratio "ours MB" "torch MB" ratio
-for w in "models/cosmoflow.cfg|4x128x128x128|1|2" "models/cosmoflow.cfg|4x128x128x128|4|1" "models/cosmoflow-small.cfg|4x32x32x32|8|4" "models/deepcam.cfg|16x768x1152|1|1"; do
+for w in $WORKLOADS; do
     IFS='|' read -r model shape batch steps <<EOW
 $w
 EOW
