@@ -54,7 +54,7 @@ BINS   = $(addprefix bin/,$(TOOLS))
 # the tools the PyTorch comparisons run again in a CF_REFERENCE build (no fast path compiled in)
 REFBINS = bin/ref/cf-check bin/ref/cf-convert
 TESTS  = bin/test_core bin/test_core_naive bin/test_core_asan bin/test_compile bin/test_compile_cpp bin/test_static \
-         bin/vendor_example bin/test_augment bin/test_malformed_asan
+         bin/test_augment bin/test_malformed_asan
 TOOLSRC = tools/tool.h tools/data.h tools/mllog.h tools/draw.h tools/synth_climate.h tools/fft.h tools/spectrum.h cosmoflow.h
 
 all: $(BINS)
@@ -82,15 +82,14 @@ bin/test_core: tests/test_core.c tests/check.h cosmoflow.h bin/.config | bin
 bin/test_core_naive: tests/test_core.c tests/check.h cosmoflow.h bin/.config | bin
 	$(CC) $(WARN) $(CFLAGS) -DCF_USE_ZLIB -I. -o $@ $< -lz -lm
 bin/test_compile: tests/compile_a.c tests/compile_b.c cosmoflow.h | bin
-	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror $(ARCH) -D_POSIX_C_SOURCE=200809L -I. -o $@ tests/compile_a.c tests/compile_b.c -lm
+	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror $(ARCH) -I. -o $@ tests/compile_a.c tests/compile_b.c -lm
 bin/test_compile_cpp: tests/compile_cpp.cpp tests/compile_b.c cosmoflow.h | bin
-	$(CXX) -std=c++11 -Wall -Wextra -Werror $(ARCH) -I. -o $@ tests/compile_cpp.cpp -lm
+	$(CXX) -std=c++11 -pedantic -Wall -Wextra -Werror $(ARCH) -I. -o $@ tests/compile_cpp.cpp -lm
 bin/test_static: tests/compile_static.c cosmoflow.h | bin
-	$(CC) -std=c99 -Wall -Wextra -Werror $(ARCH) -D_POSIX_C_SOURCE=200809L -DCF_STATIC -I. -o $@ $< -lm
+	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror $(ARCH) -DCF_STATIC -I. -o $@ $< -lm
 bin/test_augment: tests/test_augment.c cosmoflow.h | bin
 	$(CC) $(WARN) -O2 -DCF_USE_ZLIB -I. -o $@ $< -lz -lm
-bin/vendor_example: tests/vendor_example.c cosmoflow.h | bin
-	$(CC) -std=c99 -Wall -Wextra -D_POSIX_C_SOURCE=200809L -I. -o $@ $< -lm
+
 
 # The core tests under AddressSanitizer and UndefinedBehaviorSanitizer (naive sgemm, so the
 # sanitizers see every multiply; no OpenMP, whose runtime ASan does not model).
@@ -114,6 +113,10 @@ test-asan: bin/test_core_asan bin/test_malformed_asan
 # every operation and network against PyTorch: measured error beside the asserted tolerance
 agreement: all bin/test_core
 	@sh tests/agreement.sh
+
+# every command of docs/tour.md as written, in a fresh copy of the repository built from nothing
+tour:
+	@sh tests/test_tour.sh --fresh
 
 # libFuzzer harnesses (clang) for the readers of other programs' files: npy, TFRecord +
 # tf.train.Example, cfg (parse and one forward pass), checkpoints; each runs FUZZ_SECONDS
@@ -166,4 +169,4 @@ deps-test:
 clean:
 	rm -rf bin
 
-.PHONY: all test test-built test-asan agreement bench demo demo-climate science deps deps-test clean install fuzz FORCE
+.PHONY: all test test-built test-asan agreement tour bench demo demo-climate science deps deps-test clean install fuzz FORCE

@@ -7,7 +7,10 @@
      In exactly one C or C++ file:
          #define CF_IMPLEMENTATION
          #include "cosmoflow.h"
-     Everywhere else just #include "cosmoflow.h".
+     Everywhere else just #include "cosmoflow.h".  No -D is needed: the header builds
+     under -std=c99, c11, c17 (-pedantic) and C++11 or later, before or after other headers.
+     Files are read and written with POSIX calls that every strict mode declares (open, read,
+     write, fsync, rename, ...); with CF_NO_FILES it needs the C standard library alone.
 
    OPTIONS (define before the implementation include)
      CF_USE_CBLAS   call cblas_sgemm (OpenBLAS); otherwise a naive sgemm is used.
@@ -17,7 +20,11 @@
                     (OpenBLAS's OpenMP build, MKL and BLIS do; a pthreads OpenBLAS gives the
                     same numbers, but may start threads of its own on busy cores).
      CF_USE_MPI     data parallelism through MPI (cf_dist_*); otherwise one process.
-     CF_USE_ZLIB    gzip TFRecords (gzopen); without it only plain TFRecords are read.
+     CF_USE_ZLIB    gzip TFRecords and PNG pictures; without it only plain TFRecords are read.
+     CF_NO_FILES    no file input or output at all (group D below, cf_net_load_cfg): the
+                    network, its kernels, the optimizers and the training step, for a program
+                    that brings its own data and keeps its own weights (cf_net_parse takes the
+                    model as text; the parameters are one buffer, net->params).
      CF_REFERENCE   every operation runs its plain reference function (section 3) and
                     no fast path (section 4) is compiled in: the code a reader audits.
      CF_NO_DIRECT_CONV   no direct convolution kernels.  They are compiled with GCC or Clang
@@ -25,6 +32,22 @@
      CF_STATIC      make every function static (private copy per translation unit).
      CF_MALLOC(n), CF_FREE(p)   allocator overrides (define both or neither).
      CF_ASSERT(x)   internal-invariant check (default: assert).
+
+   THE PUBLIC API, by audience (the declarations below are in this order)
+     A. network       parse a cfg, initialize, forward, loss, backward, free          stable
+     B. training      cf_train_step: forward, loss, backward, the gradient averaging
+                      and the optimizer with its schedule, in one call; the optimizers
+                      and schedules it is made of; the references' data transforms     stable
+     C. evaluation    predictions and the applications' metrics                        stable
+     D. files         .npy, checkpoints, weights, TFRecords, samples, PNG              stable
+     E. distributed   MPI wrappers, synchronized batch norm, overlapped averaging      stable
+     F. operations    every kernel's reference and its dispatcher: what a reader
+                      audits and the tests compare (arguments may change)
+     G. inside        the paths, outputs, hooks and switches the tools and tests use
+                      to look inside a step (may change)
+     Stable: the names, arguments and meaning of groups A-E change only with the major
+     version.  The struct cf_net exposes what a user reads (the model's shapes, the parameter
+     count, the buffers); the memory plan, workspace, mode and hooks are private.
 
    CONVENTIONS
      * Activations are float32 NCDHW; a 2-D network is the case D = 1.
@@ -40,10 +63,10 @@
        exists it is a registered alternative in section 4, chosen by one dispatcher per
        operation; cf_fast_path_set("all", 0) or CF_REFERENCE runs the references only.
      * Library functions never exit(): they return CF_OK (0) or CF_ERR (-1) and leave a
-       message in cf_failure_reason().
+       message in cf_failure_reason().  The library deletes no file it was not asked to.
 
-   TABLE OF CONTENTS (docs/tour.md is a reading order through it)
-     1. Basics: errors, allocation, PRNG, CRC32C, the activation formulas
+   TABLE OF CONTENTS of the implementation (docs/tour.md is a reading order through it)
+     1. Basics: errors, allocation, PRNG, CRC32C, the activation formulas, reading files
      2. Dense linear algebra: sgemm (naive + cblas)
      3. Reference kernels: convolution (im2col + sgemm), depthwise and transposed
                  convolution, pooling, dense, activations, dropout, batch norm, losses, IoU
@@ -54,19 +77,20 @@
                  of each type), the cfg parser, forward and backward, initializers
      6. The memory plan: outputs and gradients in one arena over the step's timeline,
                  cheap outputs rebuilt in backward, conv + max-pool pairs fused
-     7. Optimizers: Keras-form momentum SGD, Adam/AdamW, LAMB, LARC; DeepCAM's schedules
-     8. Files: .npy, checkpoints, weights directories, TFRecord + tf.train.Example,
-               CosmoFlow and DeepCAM samples, the cube's symmetries
-     9. Distributed: MPI wrappers (one process without CF_USE_MPI)
+     7. Optimizers: Keras-form momentum SGD, Adam/AdamW, LAMB, LARC; the schedules
+     8. The training step and evaluation: cf_train_step, cf_eval_batch; the references'
+                 input transforms, sharding and the cube's symmetries
+     9. Files: .npy, checkpoints, weights directories, TFRecord + tf.train.Example,
+               CosmoFlow and DeepCAM samples, PNG
+    10. Distributed: MPI wrappers (one process without CF_USE_MPI)
 */
 #ifndef CF_INCLUDE_COSMOFLOW_H
 #define CF_INCLUDE_COSMOFLOW_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
-#define CF_VERSION "0.2.0"
+#define CF_VERSION "0.3.0"
 
 #if defined(CF_STATIC) && defined(__GNUC__)
 #define CFDEF static __attribute__((unused))
@@ -84,15 +108,15 @@
 #define CF_ERR (-1)
 #define CF_MAX_SRC 8      /* inputs of a route/add layer */
 #define CF_MAX_DIMS 8     /* .npy arrays */
+#define CF_MAX_CLASSES 16
 
-/* ---------------------------------------------------------------- 1. basics */
+/* ================================================================ basics */
 CFDEF const char *cf_failure_reason(void);
 CFDEF int cf_fail(const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
-
 /* splitmix64: a tiny seedable generator, identical on every platform */
 typedef struct { uint64_t s; } cf_rng;
 CFDEF cf_rng cf_rng_seed(uint64_t seed);
@@ -104,18 +128,9 @@ CFDEF uint64_t cf_hash64(uint64_t x);             /* splitmix64 finalizer (count
 CFDEF uint32_t cf_crc32c(uint32_t crc, const void *data, size_t n);
 CFDEF uint32_t cf_crc32c_masked(const void *data, size_t n); /* TFRecord's mask */
 
-/* ---------------------------------------------------------------- 2. sgemm */
-/* Row-major C = alpha * op(A) * op(B) + beta * C;  op(A) is M x K, op(B) is K x N. */
-CFDEF void cf_sgemm(int transA, int transB, int M, int N, int K, float alpha,
-                    const float *A, int lda, const float *B, int ldb, float beta,
-                    float *C, int ldc);
-CFDEF void cf_sgemm_naive(int transA, int transB, int M, int N, int K, float alpha,
-                          const float *A, int lda, const float *B, int ldb, float beta,
-                          float *C, int ldc);
-
-/* ---------------------------------------------------------------- 3. kernels */
 typedef struct { int c, d, h, w; } cf_shape;   /* one sample; d = 1 for 2-D */
 CFDEF size_t cf_shape_size(cf_shape s);
+CFDEF int cf_parse_shape(const char *s, cf_shape *out);     /* "CxDxHxW" or "CxHxW" */
 
 /* Geometry of a convolution or pooling window, per axis (0 = depth, 1 = height, 2 = width). */
 typedef struct {
@@ -125,9 +140,390 @@ typedef struct {
     int pb[3], pa[3];/* zero padding before / after */
 } cf_geom;
 CFDEF int cf_geom_out(const cf_geom *g, int axis, int in); /* output size along an axis */
-
 enum { CF_ACT_LINEAR, CF_ACT_RELU, CF_ACT_LEAKY, CF_ACT_TANH };
 
+/* ================================================================ A. network (stable) */
+enum {
+    CF_L_CONV, CF_L_MAXPOOL, CF_L_AVGPOOL, CF_L_DENSE, CF_L_FLATTEN, CF_L_DROPOUT,
+    CF_L_ACT, CF_L_SCALE, CF_L_ROUTE, CF_L_ADD, CF_L_BATCHNORM, CF_L_DECONV, CF_L_GAP,
+    CF_L_BROADCAST, CF_L_AFFINE, CF_L_NTYPES
+};
+enum { CF_INIT_GLOROT_UNIFORM, CF_INIT_KAIMING_UNIFORM, CF_INIT_KAIMING_NORMAL,
+       CF_INIT_TORCH, CF_INIT_ZEROS, CF_INIT_CONST };
+enum { CF_LOSS_MSE, CF_LOSS_L1, CF_LOSS_SOFTMAX_CE };
+
+/* One layer as the cfg describes it: what it computes, its shapes and where its parameters
+   are (read-only; where its output lives during a step is the memory plan's, private). */
+typedef struct {
+    int type;                 /* CF_L_* */
+    int line;                 /* line of its section in the cfg */
+    int src[CF_MAX_SRC];      /* input layer indices; -1 = network input */
+    int n_src;
+    cf_shape in, out;         /* per sample; out.c: a conv's filters, a dense layer's outputs */
+    cf_geom g;                /* conv / pool geometry */
+    char pad_mode[16];        /* "same", "valid" or "explicit" (kept for --input-shape) */
+    int pad_spec[6];          /* explicit padding, as written */
+    int groups, has_bias, depthwise;   /* depthwise: groups = in channels = out channels */
+    int act;  float slope;    /* fused activation (conv, dense, batchnorm, ...; act layer) */
+    float factor;             /* scale layer */
+    float rate;               /* dropout rate */
+    int l2;                   /* 1: the optimizer's L2 applies to this layer's kernel */
+    int outpad[3];            /* deconv: output padding (extra rows at the end) */
+    int like;                 /* broadcast: the layer whose spatial size the output takes */
+    float momentum, eps;      /* batchnorm */
+    int init, bias_init; float bias_value;
+    size_t w_off, w_n, b_off, b_n;  /* into params / grads / opt (b_n = 0: no bias) */
+    size_t s_off, s_n;        /* batchnorm: running mean (C) then running var (C), into stats */
+} cf_layer;
+
+/* A network: its model (read-only), its buffers, and the state a training step advances.
+   Everything else (the memory plan, the workspace, the mode, the hooks) is private. */
+struct cf__net_private;
+typedef struct cf_net {
+    char *cfg_text;           /* the model text, embedded in checkpoints */
+    char *cfg_name;           /* its file name (error messages) */
+    cf_shape input;           /* per sample */
+    int loss;                 /* CF_LOSS_* */
+    int n_outputs;            /* per sample */
+    int n_targets;            /* per sample: n_outputs, or H*W class ids (softmax_ce) */
+    int n_classes;            /* softmax_ce: the classes (the last layer's channels); else 0 */
+    int n_layers;
+    cf_layer *layers;
+    /* the buffers (llm.c's memory model): parameters, their gradients and the optimizer state
+       with the same offsets (opt holds 2 * n_params: SGD's velocity, or Adam's first moments
+       then its second moments); batch-norm running statistics apart, saved but not trained */
+    size_t n_params;
+    float *params, *grads, *opt;
+    size_t n_stats;
+    float *stats;
+    /* read-only state: the seed of cf_net_init, the optimizer steps taken (cf_train_step
+       advances it, a checkpoint restores it; dropout masks hash both), the batch of the
+       last forward */
+    uint64_t seed, step;
+    int batch;
+    struct cf__net_private *priv;
+} cf_net;
+
+/* Parse a cfg text (name used in error messages).  shape_override may be NULL.
+   Parameters are allocated and zero; call cf_net_init to draw the initial weights. */
+CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name,
+                       const cf_shape *shape_override);
+#ifndef CF_NO_FILES
+CFDEF int cf_net_load_cfg(cf_net *net, const char *path, const cf_shape *shape_override);
+#endif
+CFDEF void cf_net_init(cf_net *net, uint64_t seed);
+CFDEF void cf_net_free(cf_net *net);
+/* What a forward pass does with dropout and batch norm.  A parsed net starts in
+   CF_MODE_EVAL; cf_train_step sets CF_MODE_TRAIN for its own step, cf_net_predict EVAL. */
+enum {
+    CF_MODE_EVAL = 0,          /* dropout off, batch norm with the running statistics */
+    CF_MODE_DROPOUT = 1,       /* dropout on: masks from (seed, step, layer) */
+    CF_MODE_BATCH_STATS = 2,   /* batch norm with the batch's statistics, running ones updated */
+    CF_MODE_TRAIN = 3          /* both: a training step */
+};
+CFDEF void cf_net_set_mode(cf_net *net, int mode);
+CFDEF int cf_net_mode(const cf_net *net);
+/* Change the model's loss (regression: CF_LOSS_MSE or CF_LOSS_L1) or every dropout layer's
+   rate; the embedded cfg text is not changed (cf-train records both in its checkpoints). */
+CFDEF int cf_net_set_loss(cf_net *net, int loss);
+CFDEF void cf_net_set_dropout(cf_net *net, float rate);
+/* x (B, C, D, H, W) -> the output (B, n_outputs), valid until the next forward; NULL on
+   failure (out of memory).  In the current mode. */
+CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B);
+/* The loss of the last forward against target (B, n_targets); dout (B, n_outputs), may be
+   NULL, receives dL/d(output). */
+CFDEF double cf_net_loss(cf_net *net, const float *target, float *dout);
+CFDEF void cf_net_zero_grad(cf_net *net);
+/* dout (B, n_outputs): dL/d(output).  ACCUMULATES into net->grads. */
+CFDEF void cf_net_backward(cf_net *net, const float *dout);
+CFDEF const char *cf_layer_type_name(int type);
+CFDEF double cf_layer_flops(const cf_layer *l);             /* forward, per sample */
+/* Parameter tensors in network order: index -> layer, kind ("weight"/"bias"), offset,
+   count and PyTorch shape.  Returns the number of tensors. */
+typedef struct { int layer; const char *kind; size_t off, n; int ndim; int shape[5]; int stats; } cf_tensor;
+/* stats = 1: the tensor lives in net->stats (batchnorm running statistics; no gradient) */
+CFDEF int cf_net_tensors(const cf_net *net, cf_tensor *out, int max);
+
+/* ================================================================ B. training (stable)
+   cf_train_step trains one step: the forward pass in training mode, the loss, the backward
+   pass, the averaging of the gradient over the ranks, and the optimizer at this step's
+   learning rate; then the step counter advances.  cf-train calls exactly this.  The
+   defaults are the MLPerf HPC references' (docs/references.md).  Use:
+       cf_train_config cfg; cf_trainer tr; cf_step_result r;
+       cf_train_defaults(&cfg);  cfg.lr = ...;
+       cf_train_init(&tr, &net, &cfg);
+       for (epoch = 1; ...) { cf_train_epoch(&tr, epoch); for (...) cf_train_step(&tr, x, y, B, &r); }
+       cf_train_free(&tr); */
+enum { CF_OPT_SGD, CF_OPT_ADAM, CF_OPT_ADAMW, CF_OPT_LAMB };
+/* Learning-rate schedules of the DeepCAM reference, per optimizer step.  Chained, exactly as
+   torch computes them (utils/schedulers.py): the lr of step k derives from step k-1's. */
+enum { CF_SCHED_MULTISTEP, CF_SCHED_COSINE };
+typedef struct {
+    int type;
+    double base_lr;
+    int warmup_steps; double warmup_factor;   /* linear warmup over the first steps */
+    int n_milestones; long milestones[16]; double gamma;   /* multistep */
+    long t_max; double eta_min;                            /* cosine */
+} cf_lr_sched;
+CFDEF double cf_lr_sched_at(const cf_lr_sched *s, uint64_t k);   /* k counted from 0 */
+typedef struct {
+    int optimizer;             /* CF_OPT_*; -1: the application's (CosmoFlow SGD, DeepCAM LAMB) */
+    double lr;                 /* the base learning rate */
+    double momentum;           /* SGD, Keras's form v = m v - lr g */
+    double l2;                 /* SGD: L2 on the kernels marked l2=1 in the cfg */
+    double weight_decay;       /* Adam: L2 in the gradient; AdamW, LAMB: decoupled;
+                                  -1: the application's (CosmoFlow 0, DeepCAM 0.01) */
+    double beta1, beta2, eps;  /* Adam, AdamW, LAMB */
+    double max_grad_norm;      /* LAMB: the global gradient norm clipped to it (0: no clipping) */
+    double larc;               /* > 0: LARC's eta, each tensor's gradient scaled first */
+    /* the learning rate by epoch (CosmoFlow's reference): from lr over warmup_epochs to the
+       peak lr * global batch / base_batch (base_batch 0: lr), then the peak times the factor
+       of the latest decay epoch passed */
+    double base_batch;
+    int warmup_epochs;
+    int n_decay; double decay_epoch[16], decay_factor[16];
+    /* or per optimizer step (DeepCAM's reference) */
+    int per_step;              /* 1: sched (its base_lr is lr); 0: by epoch; -1: the application's */
+    cf_lr_sched sched;
+    /* the gradient averaging over ranks (one process: none) */
+    int grad_lag;              /* 1: step t's update applies step t-1's averaged gradient (2018) */
+    long overlap;              /* > 0: averaged in buckets of >= overlap floats during backward */
+} cf_train_config;
+CFDEF void cf_train_defaults(cf_train_config *c);
+/* The settings as text, one key each: what cf-train's flags set and what its checkpoints
+   record.  Keys: optimizer (sgd adam adamw lamb auto), lr, momentum, l2, weight_decay (or
+   auto), betas (B1,B2), eps, max_grad_norm, larc, base_batch, warmup_epochs, decay (none or
+   E:F,...), lr_schedule (epochs multistep cosine auto), milestones (S,...), decay_rate,
+   warmup_steps, warmup_factor, t_max, eta_min, grad_lag (0 1), overlap.  set: CF_ERR with
+   a reason "key: 'value' is not ..." for an unknown key or a value out of its range; get: the value
+   as set would read it back exactly.  cf_train_config_key: the i-th key (from 0, NULL past
+   the last), with a word for its value and a line of help. */
+CFDEF int cf_train_config_set(cf_train_config *c, const char *key, const char *value);
+CFDEF int cf_train_config_get(const cf_train_config *c, const char *key, char *out, size_t n);
+CFDEF const char *cf_train_config_key(int i, const char **arg, const char **help);
+/* Gradient lag's two buffers and its pending reduction (cf_dist_grad_lag) */
+typedef struct { float *buf[2]; int cur, pending; void *req; } cf_grad_lag;
+typedef struct {
+    cf_net *net;
+    cf_train_config cfg;       /* resolved for the net's application by cf_train_init */
+    int epoch;                 /* the epoch being trained, from 1 (cf_train_epoch) */
+    float *dout; size_t dout_n;
+    cf_grad_lag lag;
+} cf_trainer;
+enum {
+    CF_STEP_UPDATED,           /* the parameters moved */
+    CF_STEP_WAITING,           /* gradient lag's first step: nothing to apply yet */
+    CF_STEP_NONFINITE          /* the averaged gradient (or a rank's loss) was not finite:
+                                  no update, on every rank alike */
+};
+typedef struct {
+    double loss;               /* this rank's loss of the batch */
+    double lr;                 /* the learning rate of this step */
+    int status;                /* CF_STEP_* */
+    int layer;                 /* CF_STEP_NONFINITE: the first layer whose gradient is not finite */
+} cf_step_result;
+CFDEF int cf_train_init(cf_trainer *t, cf_net *net, const cf_train_config *c);
+CFDEF void cf_train_epoch(cf_trainer *t, int epoch);
+/* x (B, C, D, H, W), target (B, n_targets); B the batch of this rank (the global batch is B
+   times the ranks).  CF_ERR only when out of memory. */
+CFDEF int cf_train_step(cf_trainer *t, const float *x, const float *target, int B, cf_step_result *r);
+CFDEF double cf_train_lr(const cf_trainer *t, int global_batch);   /* the next step's */
+/* After a step that was not finite (r->status CF_STEP_NONFINITE, or a loss that is not):
+   where it first went wrong, as a sentence (runs the batch x again) */
+CFDEF void cf_train_explain(cf_trainer *t, const cf_step_result *r, const float *x, int B, char *out, size_t n);
+CFDEF void cf_train_free(cf_trainer *t);
+/* The building blocks of the step.  Keras SGD: v = m*v - lr*(g + 2*l2*w [layers with l2=1]);
+   w += v */
+CFDEF void cf_sgd_step(cf_net *net, float lr, float momentum, float l2);
+/* Adam as torch.optim.Adam (decoupled = 0: wd adds wd*w to the gradient) or AdamW
+   (decoupled = 1: w *= 1 - lr*wd first).  t: this step's number, counted from 1. */
+CFDEF void cf_adam_step(cf_net *net, float lr, float beta1, float beta2, float eps, float wd,
+                        int decoupled, uint64_t t);
+/* LAMB as NVIDIA apex FusedLAMB (the DeepCAM reference): gradients clipped to a global norm
+   of max_grad_norm (0: no clipping), Adam moments with bias correction, update
+   u = m^/(sqrt(v^)+eps) + wd*w, then per tensor w -= lr * (|w|/|u|) * u.  As apex (not the
+   paper), the trust ratio is 1 when wd = 0 or a norm is 0 (docs/math.md, "LAMB").  Returns
+   the global gradient norm before clipping.  The gradient buffer is overwritten with u. */
+CFDEF double cf_lamb_step(cf_net *net, float lr, float beta1, float beta2, float eps, float wd,
+                          float max_grad_norm, uint64_t t);
+/* LARC (the 2018 climate code, clip mode): per tensor, g *= min(eta |w| / |g|, 1);
+   a tensor with a zero norm is left alone.  Run before the optimizer step. */
+CFDEF void cf_larc_scale(cf_net *net, float eta);
+/* The references' data: CosmoFlow's channels-last (S,S,S,C) int16 -> (C,S,S,S) float:
+   log(1 + x), or x / mean(x) when apply_log = 0 (the two branches of the reference's
+   _parse_data), or with apply_log = 2 log(1 + x) - log(1 + mean_c), mean_c the sample's mean
+   of channel c: log counts around 0 */
+CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int apply_log);
+/* DeepCAM's (H, W, C) -> (C, H, W) with the reference's normalization (x - min[c]) / (max[c] - min[c]) */
+CFDEF void cf_climate_to_input(float *out, const float *x, int H, int W, int C,
+                               const float *minval, const float *maxval);
+/* One of the cube's 48 symmetries (code % 6 picks a permutation of the 3 axes, code / 6 a flip
+   of each), in place on x (C, S, S, S), as the 2018 CosmoFlow code augments its volumes.
+   tmp: C S^3 floats of scratch. */
+CFDEF void cf_cube_symmetry(float *x, float *tmp, int C, int S, int code);
+/* The references' sharding: a fresh permutation of all n files every epoch, identical on
+   every rank (same seed), then files[rank::size].  Writes the rank's indices into out
+   (n/size of them when drop_remainder, so every rank takes the same number of steps) and
+   returns their count.  shuffle = 0 keeps the order (validation). */
+CFDEF int cf_epoch_shard(int *out, int n, uint64_t seed, int epoch, int rank, int size,
+                         int shuffle, int drop_remainder);
+
+/* ================================================================ C. evaluation (stable) */
+/* cf_net_forward in CF_MODE_EVAL: dropout off, batch norm with the running statistics */
+CFDEF const float *cf_net_predict(cf_net *net, const float *x, int B);
+/* One batch predicted and scored with the application's metric, added to sums: sums[0] the
+   absolute errors of every output (regression) or the per-sample mean IoU (segmentation),
+   sums[1] what they average over (outputs or samples); the metric is sums[0] / sums[1].
+   CF_ERR when out of memory or when a sample's error is not finite (*bad: its index in the
+   batch, else -1). */
+CFDEF int cf_eval_batch(cf_net *net, const float *x, const float *target, int B, double sums[2], int *bad);
+/* pred[p] = argmax_k z[k, p] (the first maximum).  z (K, P) */
+CFDEF void cf_argmax_classes(int *pred, const float *z, int K, size_t P);
+/* Mean IoU of ONE sample as MLPerf DeepCAM: the mean over all K classes (background
+   included) of tp/(tp+fp+fn), a class absent from both prediction and label counting 1. */
+CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K);
+
+#ifndef CF_NO_FILES
+/* ================================================================ D. files (stable) */
+enum { CF_F32, CF_I16, CF_U8, CF_I64 };
+typedef struct {
+    int dtype, ndim;
+    int64_t shape[CF_MAX_DIMS];
+    size_t count;             /* elements */
+    void *data;
+} cf_array;
+CFDEF size_t cf_dtype_size(int dtype);
+CFDEF int cf_npy_read(const char *path, cf_array *a);
+CFDEF int cf_npy_write(const char *path, const cf_array *a);      /* atomic */
+CFDEF void cf_array_free(cf_array *a);
+CFDEF int cf_npy_read_f32(const char *path, float **data, size_t *count); /* any float32 */
+
+/* Write to path.tmp.<host>.<pid>, fsync, rename; on failure nothing at path changes.  A
+   temporary file left by a killed writer is not removed here (the library deletes nothing
+   it was not asked to): the tools do that for their own outputs. */
+typedef struct { int fd; char *path, *tmp; int failed; } cf_atomic_file;
+CFDEF int cf_atomic_open(cf_atomic_file *af, const char *path);
+CFDEF int cf_atomic_write(cf_atomic_file *af, const void *p, size_t n);
+CFDEF int cf_atomic_commit(cf_atomic_file *af);   /* always closes */
+CFDEF void cf_atomic_abort(cf_atomic_file *af);
+/* "<path>.tmp.<host>." : the prefix of path's temporary files written on this host */
+CFDEF int cf_atomic_tmp_prefix(const char *path, char *out, size_t n);
+
+/* Where a training run is: step, epoch, seed, the last validation metric, and meta, what the
+   training tool records of its run as key=value lines (optimizer, input transform, ...). */
+typedef struct { uint64_t step, epoch, seed; double best; char meta[1024]; } cf_train_state;
+CFDEF int cf_checkpoint_save(const char *path, const cf_net *net, const cf_train_state *st);
+/* Loads parameters, statistics and optimizer state into an already built net, which must
+   compute what the checkpoint's model computes (else an error names the first difference:
+   the input shape, a layer's type, activation, geometry, ...).  st may be NULL. */
+CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st);
+/* Reads only the cfg text embedded in a checkpoint (malloc'd; caller frees with CF_FREE). */
+CFDEF int cf_checkpoint_cfg(const char *path, char **cfg_text, cf_shape *input);
+/* A checkpoint is its own model: builds the net its cfg text and input shape describe
+   (shape, when not NULL, must be that shape), or checks that net is that model. */
+CFDEF int cf_checkpoint_model(const char *path, cf_net *net, const cf_shape *shape);
+CFDEF int cf_checkpoint_matches(const char *path, const cf_net *net);
+/* everything a checkpoint holds but its tensors; cfg_text is malloc'd (free with CF_FREE) */
+typedef struct {
+    int version;              /* 1, 2 or 3 */
+    cf_shape input;
+    uint64_t n_params, n_stats;
+    cf_train_state state;     /* meta is empty before version 3 */
+    char *cfg_text;
+    int crc_ok;               /* the file read whole and its CRC32C matched */
+    double rms[3];            /* root mean square of the parameters and of the two optimizer slots */
+} cf_ckpt_info;
+CFDEF int cf_checkpoint_info(const char *path, cf_ckpt_info *info);
+CFDEF int cf_weights_export(const cf_net *net, const char *dir);
+CFDEF int cf_weights_import(cf_net *net, const char *dir);
+/* Checkpoint or weights directory, whichever path is. */
+CFDEF int cf_weights_load(cf_net *net, const char *path);
+
+/* TFRecord: the whole file (gzip or plain) in memory, records walked in order. */
+typedef struct { unsigned char *buf; size_t len, pos; char *path; } cf_tfrecord;
+CFDEF int cf_tfrecord_open(cf_tfrecord *r, const char *path);
+/* 1: a record, 0: end of file, -1: error (reason names the file and offset) */
+CFDEF int cf_tfrecord_next(cf_tfrecord *r, const unsigned char **data, size_t *len);
+CFDEF void cf_tfrecord_close(cf_tfrecord *r);
+/* tf.train.Example feature lookups (map entries in any order; unknown fields skipped). */
+CFDEF int cf_example_bytes(const unsigned char *ex, size_t n, const char *key,
+                           const unsigned char **val, size_t *len);
+CFDEF int cf_example_floats(const unsigned char *ex, size_t n, const char *key,
+                            float *out, size_t max, size_t *count);
+/* Encoders, for writing synthetic data in the real format.  flags: CF_EX_Y_FIRST puts the y
+   map entry before x; CF_EX_UNPACKED writes y as one fixed32 field per float. */
+enum { CF_EX_Y_FIRST = 1, CF_EX_UNPACKED = 2 };
+CFDEF size_t cf_example_encode(unsigned char *out, const char *xkey, const void *x, size_t xlen,
+                               const char *ykey, const float *y, size_t ny, int flags);
+CFDEF size_t cf_tfrecord_frame(unsigned char *out, const unsigned char *rec, size_t n);
+CFDEF int cf_tfrecord_write(const char *path, const unsigned char *rec, size_t n, int gzip);
+
+/* 8-bit RGB image (h rows of w*3 bytes) as a PNG, written atomically (needs CF_USE_ZLIB). */
+CFDEF int cf_png_write(const char *path, const unsigned char *rgb, int w, int h);
+
+/* CosmoFlow sample: int16 channels-last (S,S,S,4) + 4 labels, from a TFRecord or an
+   X_data.npy (its label from the matching X_label.npy). */
+typedef struct { int16_t *x; size_t count; int s, c; float y[8]; int ny; } cf_cosmo_sample;
+CFDEF int cf_cosmo_read(const char *path, cf_cosmo_sample *smp);
+CFDEF void cf_cosmo_free(cf_cosmo_sample *smp);
+/* DeepCAM samples in the numpy layout (NVIDIA's convert_hdf52npy): data-X.npy float32
+   (H, W, C) channels-last and label-X.npy float32 (H, W) class ids beside it.  path names the
+   data file.  x and y are malloc'd; the labels are checked to be integers in [0, n_classes). */
+typedef struct { float *x, *y; int h, w, c; } cf_climate_sample;
+CFDEF int cf_climate_read(const char *path, cf_climate_sample *smp, int n_classes);
+CFDEF void cf_climate_free(cf_climate_sample *smp);
+/* Per-channel minimum and maximum: DIR/stats_minval.npy and DIR/stats_maxval.npy, float32
+   (C,) (cf-convert h52npy writes them from the reference's stats.h5, cf-synth climate from
+   its samples).  Looks in dir, then in its parent (train/ and validation/ share them). */
+CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C);
+#endif /* CF_NO_FILES */
+
+/* ================================================================ E. distributed (stable) */
+CFDEF int cf_dist_init(int *argc, char ***argv);
+CFDEF void cf_dist_finalize(void);
+CFDEF int cf_dist_rank(void);
+CFDEF int cf_dist_size(void);
+CFDEF void cf_dist_allreduce_mean(float *buf, size_t n);   /* in place */
+CFDEF void cf_dist_allreduce_sum_d(double *buf, int n);
+CFDEF void cf_dist_allreduce_max_d(double *buf, int n);
+CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx);   /* the same, as a cf_net_sync_bn callback */
+CFDEF void cf_dist_bcast(float *buf, size_t n);            /* from rank 0 */
+CFDEF void cf_dist_abort(int code);
+CFDEF void cf_dist_barrier(void);
+/* Synchronized batch norm through reduce (a sum over ranks, e.g. cf_dist_sum_reduce); NULL
+   turns it off.  Allocates the reduction buffer. */
+CFDEF int cf_net_sync_bn(cf_net *net, void (*reduce)(double *buf, int n, void *ctx), void *ctx);
+/* The batch-norm running statistics averaged over the ranks (the references do this before
+   every validation) */
+CFDEF void cf_net_average_stats(cf_net *net);
+/* Gradient averaging that overlaps backward: cf_dist_overlap_begin() before cf_net_backward
+   installs a backward hook that starts an MPI_Iallreduce on each finished suffix of
+   net->grads (layers are laid out in order and backward runs last to first) once it holds
+   at least bucket_floats values; cf_dist_overlap_end() reduces the rest, waits and divides
+   by the number of ranks.  Same result as cf_dist_allreduce_mean(net->grads, n_params).
+   One process: both do nothing. */
+CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats);
+CFDEF void cf_dist_overlap_end(cf_net *net);
+/* Gradient lag 1 (the 2018 climate code): the update of step t applies the averaged gradient
+   of step t-1, so that gradient's allreduce runs while step t computes.  After backward,
+   cf_dist_grad_lag(net, lag) waits for the reduction started at the previous step, starts one
+   of this step's gradient, and puts the previous step's averaged gradient into net->grads.
+   Returns 0 at the first step (nothing to apply yet; skip the update), 1 otherwise, CF_ERR
+   when out of memory.  Zero-initialize the struct; cf_dist_grad_lag_free releases it. */
+CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag);
+CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag);
+
+/* ================================================================ F. operations
+   Every operation's plain reference (section 3) and its dispatcher (section 4): what a
+   reader audits and what the tests compare.  Their mathematics is stable; their argument
+   lists may change with the fast paths. */
+/* Row-major C = alpha * op(A) * op(B) + beta * C;  op(A) is M x K, op(B) is K x N. */
+CFDEF void cf_sgemm(int transA, int transB, int M, int N, int K, float alpha,
+                    const float *A, int lda, const float *B, int ldb, float beta,
+                    float *C, int ldc);
+CFDEF void cf_sgemm_naive(int transA, int transB, int M, int N, int K, float alpha,
+                          const float *A, int lda, const float *B, int ldb, float beta,
+                          float *C, int ldc);
 /* Convolution (cross-correlation, PyTorch's Conv3d/Conv2d) by im2col + sgemm: the references.
    x (B, C, D, H, W)  w (OC, C/groups, KD, KH, KW)  b (OC) or NULL  y (B, OC, OD, OH, OW)
    ws: a workspace of ws_floats floats (any size >= one im2col column, C/groups * kernel volume).
@@ -150,7 +546,6 @@ CFDEF void cf_ref_pool_forward(float *y, const float *x, int B, cf_shape in, cf_
                                const cf_geom *g, int is_max);
 CFDEF void cf_ref_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
                                 cf_shape in, cf_shape out, const cf_geom *g, int is_max);
-
 /* The same operations through their dispatchers (section 4): the first registered fast path
    that applies, else the reference.  Same arguments, same results to rounding (bit for bit
    for the pooling paths); cf_conv_forward_act also applies the activation act (CF_ACT_*,
@@ -174,20 +569,6 @@ CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shap
                            const cf_geom *g, int is_max);
 CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
                             cf_shape in, cf_shape out, const cf_geom *g, int is_max);
-/* The fast paths by kind: "direct", "tiles", "pointwise" (convolutions), "inside", "pairs"
-   (pooling), "fusion", "recompute" (the memory plan), or "all".  All are on, except in a
-   CF_REFERENCE build, where none exists.  Returns CF_ERR for an unknown kind.  Not
-   thread-safe; a network takes a change at its next forward. */
-CFDEF int cf_fast_path_set(const char *kind, int on);
-CFDEF int cf_fast_path_on(const char *kind);                /* 1 on, 0 off, -1 unknown */
-CFDEF void cf_conv_set_direct(int on);                      /* cf_fast_path_set("direct", on) */
-/* Which path an operation takes for these shapes: "reference" or the fast path's kind.
-   op: CF_OP_FORWARD, CF_OP_BACKWARD_WEIGHTS, CF_OP_BACKWARD_DATA. */
-enum { CF_OP_FORWARD, CF_OP_BACKWARD_WEIGHTS, CF_OP_BACKWARD_DATA };
-CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                               int groups, size_t ws_floats);
-CFDEF const char *cf_pool_path(int op, cf_shape in, cf_shape out, const cf_geom *g, int is_max);
-
 /* Depthwise convolution (groups = C = OC): a direct loop over taps, since im2col would copy
    every input value kvol times to feed a GEMM with one row.
    x (B, C, D, H, W)  w (C, 1, KD, KH, KW)  b (C) or NULL  y (B, C, OD, OH, OW) */
@@ -247,318 +628,54 @@ CFDEF void cf_bn_backward(float *dx, float *dgamma, float *dbeta, const float *d
    or NAN when a label is not an integer in [0, K). */
 CFDEF double cf_loss_softmax_ce(float *dz, const float *z, const float *labels, const float *w,
                                 int B, int K, size_t P);
-/* pred[p] = argmax_k z[k, p] (the first maximum).  z (K, P) */
-CFDEF void cf_argmax_classes(int *pred, const float *z, int K, size_t P);
-/* Mean IoU of ONE sample as MLPerf DeepCAM: the mean over all K classes (background
-   included) of tp/(tp+fp+fn), a class absent from both prediction and label counting 1. */
-CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K);
 
-/* ---------------------------------------------------------------- 5. networks */
-enum {
-    CF_L_CONV, CF_L_MAXPOOL, CF_L_AVGPOOL, CF_L_DENSE, CF_L_FLATTEN, CF_L_DROPOUT,
-    CF_L_ACT, CF_L_SCALE, CF_L_ROUTE, CF_L_ADD, CF_L_BATCHNORM, CF_L_DECONV, CF_L_GAP,
-    CF_L_BROADCAST, CF_L_AFFINE, CF_L_NTYPES
-};
-enum { CF_INIT_GLOROT_UNIFORM, CF_INIT_KAIMING_UNIFORM, CF_INIT_KAIMING_NORMAL,
-       CF_INIT_TORCH, CF_INIT_ZEROS, CF_INIT_CONST };
-enum { CF_LOSS_MSE, CF_LOSS_L1, CF_LOSS_SOFTMAX_CE };
-#define CF_MAX_CLASSES 16
-
-/* One layer as the cfg describes it: what it computes, its shapes and where its parameters
-   are.  Where its output and gradient live during a step is the memory plan's (cf_plan). */
-typedef struct {
-    int type;                 /* CF_L_* */
-    int line;                 /* line of its section in the cfg */
-    int src[CF_MAX_SRC];      /* input layer indices; -1 = network input */
-    int n_src;
-    cf_shape in, out;         /* per sample; out.c: a conv's filters, a dense layer's outputs */
-    cf_geom g;                /* conv / pool geometry */
-    char pad_mode[16];        /* "same", "valid" or "explicit" (kept for --input-shape) */
-    int pad_spec[6];          /* explicit padding, as written */
-    int groups, has_bias, depthwise;   /* depthwise: groups = in channels = out channels */
-    int act;  float slope;    /* fused activation (conv, dense, batchnorm, ...; act layer) */
-    float factor;             /* scale layer */
-    float rate;               /* dropout rate */
-    int l2;                   /* 1: the optimizer's L2 applies to this layer's kernel */
-    int outpad[3];            /* deconv: output padding (extra rows at the end) */
-    int like;                 /* broadcast: the layer whose spatial size the output takes */
-    float momentum, eps;      /* batchnorm */
-    int init, bias_init; float bias_value;
-    size_t w_off, w_n, b_off, b_n;  /* into params / grads / opt (b_n = 0: no bias) */
-    size_t s_off, s_n;        /* batchnorm: running mean (C) then running var (C), into stats */
-} cf_layer;
-
-/* The memory plan of one training step for the current batch (section 6).  Every output
-   and output gradient is a block of one arena; blocks alive at the same time are disjoint. */
-typedef struct {
-    size_t y_off, dy_off;     /* the output and its gradient, into net->arena */
-    int last_read;            /* the last layer whose forward reads the output (n: the loss) */
-    int fwd_end;              /* the output's first life ends after this layer's forward */
-    int rebuild_at;           /* >= 0: dropped after forward, rebuilt from its inputs just
-                                 before this layer's backward; -1: kept */
-    int fused_pool;           /* a conv whose gradient a max pool's backward writes over the
-                                 conv's output (no gradient block): that pool; -1: none */
-} cf_plan_layer;
-typedef struct {
-    cf_plan_layer *l;         /* one per layer */
-    int batch;                /* what the plan is for (0: none yet) */
-    int flags;                /* the settings it was made with (keep_acts, fast paths) */
-    size_t floats, cap;       /* arena floats this plan uses / allocated */
-} cf_plan;
-
-typedef struct cf_net {
-    char *cfg_text;           /* the model text, embedded in checkpoints */
-    char *cfg_name;
-    cf_shape input;
-    int n_outputs;            /* per sample */
-    int loss;                 /* CF_LOSS_* */
-    int n_layers;
-    cf_layer *layers;
-    size_t n_params;
-    float *params, *grads, *opt;     /* same offsets; opt holds 2 * n_params: SGD's velocity,
-                                        or Adam's first moments then second moments */
-    size_t n_stats;                  /* batchnorm running statistics: not trained, saved */
-    float *stats, *bn_save;          /* bn_save: the batch mean and 1/std of the last forward */
-    int bn_train;                    /* batchnorm: 1 batch statistics (training), 0 running */
-    cf_bn_sync bn_sync;              /* reduce != NULL: synchronized batch norm over ranks */
-    int n_targets;                   /* per sample: n_outputs, or H*W class ids (softmax_ce) */
-    float class_w[CF_MAX_CLASSES];   /* softmax_ce: per-class weights */
-    int batch;                       /* the current batch */
-    cf_plan plan;                    /* where outputs and gradients live (section 6) */
-    float *arena;                    /* plan.cap floats: every output and output gradient */
-    int keep_acts;                   /* 1: every output stays valid from forward to the next
-                                        forward (cf_net_output of any layer, cf_net_forward_from,
-                                        cf_net_first_nonfinite_output); no fusion, no
-                                        recomputation: more memory.  0 (default): outputs live
-                                        only while the step needs them.  Read by forward. */
-    int no_fuse;                     /* 1: never fuse a layer's gradient into its max pool */
-    size_t ws_floats;                /* per im2col workspace */
-    float *ws;                       /* 2 * ws_floats */
-    const float *x;                  /* current input (B, C, D, H, W), caller's memory */
-    float *dinput;                   /* optional: backward accumulates dL/d(input) here */
-    int training;                    /* dropout on */
-    uint64_t seed, step;             /* dropout masks hash (seed, step, layer) */
-    /* optional: called in backward just before layer i's own backward runs, when
-       cf_net_output_grad(net, i) holds the complete gradient of its output (cf-check) */
-    void (*backward_hook)(struct cf_net *net, int layer, void *ctx);
-    void *hook_ctx;
-    /* optional: called around every layer's work, phase 0/1 before/after its forward, 2/3
-       before/after its backward, and 4 inside a convolution's backward, between its
-       backward-weights and backward-data (cf-bench times layers with it) */
-    void (*layer_hook)(struct cf_net *net, int layer, int phase, void *ctx);
-    void *layer_ctx;
-    int acts_clobbered;              /* backward has reused the outputs' memory (until forward) */
-    int rebuilding;                  /* inside a backward-time rebuild of an output */
-} cf_net;
-
-/* Parse a cfg text (name used in error messages).  shape_override may be NULL.
-   Parameters are allocated and zero; call cf_net_init to draw the initial weights. */
-CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name,
-                       const cf_shape *shape_override);
-CFDEF int cf_net_load_cfg(cf_net *net, const char *path, const cf_shape *shape_override);
-CFDEF int cf_parse_shape(const char *s, cf_shape *out);     /* "CxDxHxW" or "CxHxW" */
-CFDEF void cf_net_free(cf_net *net);
-CFDEF void cf_net_init(cf_net *net, uint64_t seed);
-CFDEF int cf_net_set_batch(cf_net *net, int B);             /* plans and (re)allocates the arena */
-/* Floats of the arena (outputs and output gradients) a batch of B needs, under the default
-   plan or with keep_acts = 1.  Allocates nothing; not between a forward and its backward
-   (the next forward plans again).  Returns (size_t)-1 when out of memory. */
-CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_acts);
-/* Synchronized batch norm through reduce (a sum over ranks, e.g. cf_dist_sum_reduce); NULL
-   turns it off.  Allocates the reduction buffer. */
-CFDEF int cf_net_sync_bn(cf_net *net, void (*reduce)(double *buf, int n, void *ctx), void *ctx);
-CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B);  /* returns output */
-CFDEF const float *cf_net_forward_from(cf_net *net, int first);       /* after forward() with keep_acts */
-/* dout (B, n_outputs): dL/d(output).  Accumulates into grads (and into net->dinput when set). */
-CFDEF void cf_net_backward(cf_net *net, const float *dout);
-CFDEF void cf_net_zero_grad(cf_net *net);
-CFDEF float *cf_net_output(cf_net *net, int layer);         /* a layer's output in the arena */
-CFDEF float *cf_net_output_grad(cf_net *net, int layer);    /* its gradient (during backward) */
-CFDEF const char *cf_layer_type_name(int type);
-CFDEF double cf_layer_flops(const cf_layer *l);             /* forward, per sample */
+/* ================================================================ G. inside (may change)
+   What the tools and tests use to look inside a step. */
+/* The fast paths by kind: "direct", "tiles", "pointwise" (convolutions), "inside", "pairs"
+   (pooling), "fusion", "recompute" (the memory plan), or "all".  All are on, except in a
+   CF_REFERENCE build, where none exists.  Returns CF_ERR for an unknown kind.  Not
+   thread-safe; a network takes a change at its next forward. */
+CFDEF int cf_fast_path_set(const char *kind, int on);
+CFDEF int cf_fast_path_on(const char *kind);                /* 1 on, 0 off, -1 unknown */
+/* Which path an operation takes for these shapes: "reference" or the fast path's kind.
+   op: CF_OP_FORWARD, CF_OP_BACKWARD_WEIGHTS, CF_OP_BACKWARD_DATA. */
+enum { CF_OP_FORWARD, CF_OP_BACKWARD_WEIGHTS, CF_OP_BACKWARD_DATA };
+CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                               int groups, size_t ws_floats);
+CFDEF const char *cf_pool_path(int op, cf_shape in, cf_shape out, const cf_geom *g, int is_max);
 /* The path layer i's op (CF_OP_*) takes at the current batch: "reference", a fast path's
    kind, or "-" when the layer has no such op.  After cf_net_set_batch or a forward. */
 CFDEF const char *cf_net_path(const cf_net *net, int layer, int op);
+CFDEF int cf_net_set_batch(cf_net *net, int B);             /* plans and (re)allocates the arena */
+/* keep = 1: every output stays valid from a forward to the next (cf_net_output of any layer,
+   cf_net_forward_from, cf_net_first_nonfinite_output); no fusion, no recomputation: more
+   memory.  0 (the default): outputs live only while the step needs them (section 6). */
+CFDEF void cf_net_keep_outputs(cf_net *net, int keep);
+/* Floats of the arena (outputs and output gradients) a batch of B needs, under the default
+   plan or with every output kept.  Allocates nothing; not between a forward and its
+   backward (the next forward plans again).  Returns (size_t)-1 when out of memory. */
+CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_outputs);
+CFDEF const float *cf_net_forward_from(cf_net *net, int first);   /* after a forward, outputs kept */
+CFDEF float *cf_net_output(cf_net *net, int layer);         /* a layer's output in the arena */
+CFDEF float *cf_net_output_grad(cf_net *net, int layer);    /* its gradient (during backward) */
+/* dx (B, C, D, H, W) or NULL: backward also accumulates dL/d(input) there */
+CFDEF void cf_net_set_input_grad(cf_net *net, float *dx);
+/* Called in backward just before layer i's own backward runs, when cf_net_output_grad(net,
+   i) holds the complete gradient of its output (cf-check); NULL removes it. */
+CFDEF void cf_net_set_backward_hook(cf_net *net, void (*hook)(cf_net *net, int layer, void *ctx), void *ctx);
+/* Called around every layer's work, phase 0/1 before/after its forward, 2/3 before/after its
+   backward, and 4 inside a convolution's backward, between its backward-weights and
+   backward-data (cf-bench times layers with it); NULL removes it. */
+CFDEF void cf_net_set_layer_hook(cf_net *net, void (*hook)(cf_net *net, int layer, int phase, void *ctx), void *ctx);
 /* Numerics guard: the first layer whose output (after a forward) or whose parameters'
    gradient (after a backward; params = 1: the parameters themselves) holds a NaN or Inf,
-   or -1 when all are finite.  Outputs are all checked only when the forward ran with
-   keep_acts = 1; otherwise only those still in memory (cf-train re-runs a failed batch so). */
+   or -1 when all are finite.  Outputs are all checked only when the forward kept every
+   output; otherwise only those still in memory. */
 CFDEF int cf_net_first_nonfinite_output(const cf_net *net);
 CFDEF int cf_net_first_nonfinite_param(const cf_net *net, int params);
-/* Parameter tensors in network order: index -> layer, kind ("weight"/"bias"), offset,
-   count and PyTorch shape.  Returns the number of tensors, or -1 when i is out of range. */
-typedef struct { int layer; const char *kind; size_t off, n; int ndim; int shape[5]; int stats; } cf_tensor;
-/* stats = 1: the tensor lives in net->stats (batchnorm running statistics; no gradient) */
-CFDEF int cf_net_tensors(const cf_net *net, cf_tensor *out, int max);
-/* One step of loss + backward from a target (B, n_outputs); returns the loss. */
-CFDEF double cf_net_loss(cf_net *net, const float *target, float *dout);
-
-/* ---------------------------------------------------------------- 7. optimizer */
-/* Keras SGD: v = m*v - lr*(g + 2*l2*w [layers with l2=1]);  w += v */
-CFDEF void cf_sgd_step(cf_net *net, float lr, float momentum, float l2);
-/* Adam as torch.optim.Adam (decoupled = 0: wd adds wd*w to the gradient) or AdamW
-   (decoupled = 1: w *= 1 - lr*wd first).  t: this step's number, counted from 1. */
-CFDEF void cf_adam_step(cf_net *net, float lr, float beta1, float beta2, float eps, float wd,
-                        int decoupled, uint64_t t);
-/* LAMB as NVIDIA apex FusedLAMB (the DeepCAM reference): gradients clipped to a global norm
-   of max_grad_norm (0: no clipping), Adam moments with bias correction, update
-   u = m^/(sqrt(v^)+eps) + wd*w, then per tensor w -= lr * (|w|/|u|) * u (the trust ratio
-   is 1 when a norm is 0 or wd = 0).  Returns the global gradient norm before clipping.
-   The gradient buffer is overwritten with the updates u. */
-CFDEF double cf_lamb_step(cf_net *net, float lr, float beta1, float beta2, float eps, float wd,
-                          float max_grad_norm, uint64_t t);
-/* LARC (the 2018 climate code, clip mode): per tensor, g *= min(eta |w| / |g|, 1);
-   a tensor with a zero norm is left alone.  Run before the optimizer step. */
-CFDEF void cf_larc_scale(cf_net *net, float eta);
-/* Learning-rate schedules of the DeepCAM reference, per optimizer step.  Chained, exactly as
-   torch computes them (utils/schedulers.py): the lr of step k derives from step k-1's. */
-enum { CF_SCHED_MULTISTEP, CF_SCHED_COSINE };
-typedef struct {
-    int type;
-    double base_lr;
-    int warmup_steps; double warmup_factor;   /* linear warmup over the first steps */
-    int n_milestones; long milestones[16]; double gamma;   /* multistep */
-    long t_max; double eta_min;                            /* cosine */
-} cf_lr_sched;
-CFDEF double cf_lr_sched_at(const cf_lr_sched *s, uint64_t k);   /* k counted from 0 */
-
-/* ---------------------------------------------------------------- 8. files */
-enum { CF_F32, CF_I16, CF_U8, CF_I64 };
-typedef struct {
-    int dtype, ndim;
-    int64_t shape[CF_MAX_DIMS];
-    size_t count;             /* elements */
-    void *data;
-} cf_array;
-CFDEF size_t cf_dtype_size(int dtype);
-CFDEF int cf_npy_read(const char *path, cf_array *a);
-CFDEF int cf_npy_write(const char *path, const cf_array *a);      /* atomic */
-CFDEF void cf_array_free(cf_array *a);
-CFDEF int cf_npy_read_f32(const char *path, float **data, size_t *count); /* any float32 */
-
-/* Write to path.tmp.<pid>, flush, fsync, rename; on failure nothing at path changes. */
-typedef struct { FILE *f; char *path, *tmp; int failed; } cf_atomic_file;
-CFDEF int cf_atomic_open(cf_atomic_file *af, const char *path);
-CFDEF int cf_atomic_write(cf_atomic_file *af, const void *p, size_t n);
-CFDEF int cf_atomic_commit(cf_atomic_file *af);   /* always closes */
-CFDEF void cf_atomic_abort(cf_atomic_file *af);
-
-/* Where a training run is: step, epoch, seed, the last validation metric, and meta, what the
-   training tool records of its run as key=value lines (optimizer, input transform, ...). */
-typedef struct { uint64_t step, epoch, seed; double best; char meta[1024]; } cf_train_state;
-CFDEF int cf_checkpoint_save(const char *path, const cf_net *net, const cf_train_state *st);
-/* Loads parameters, statistics and optimizer state into an already built net, which must
-   compute what the checkpoint's model computes (else an error names the first difference:
-   the input shape, a layer's type, activation, geometry, ...).  st may be NULL. */
-CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st);
-/* Reads only the cfg text embedded in a checkpoint (malloc'd; caller frees with CF_FREE). */
-CFDEF int cf_checkpoint_cfg(const char *path, char **cfg_text, cf_shape *input);
-/* A checkpoint is its own model: builds the net its cfg text and input shape describe
-   (shape, when not NULL, must be that shape), or checks that net is that model. */
-CFDEF int cf_checkpoint_model(const char *path, cf_net *net, const cf_shape *shape);
-CFDEF int cf_checkpoint_matches(const char *path, const cf_net *net);
-/* everything a checkpoint holds but its tensors; cfg_text is malloc'd (free with CF_FREE) */
-typedef struct {
-    int version;              /* 1, 2 or 3 */
-    cf_shape input;
-    uint64_t n_params, n_stats;
-    cf_train_state state;     /* meta is empty before version 3 */
-    char *cfg_text;
-    int crc_ok;               /* the file read whole and its CRC32C matched */
-    double rms[3];            /* root mean square of the parameters and of the two optimizer slots */
-} cf_ckpt_info;
-CFDEF int cf_checkpoint_info(const char *path, cf_ckpt_info *info);
-CFDEF int cf_weights_export(const cf_net *net, const char *dir);
-CFDEF int cf_weights_import(cf_net *net, const char *dir);
-/* Checkpoint or weights directory, whichever path is. */
-CFDEF int cf_weights_load(cf_net *net, const char *path);
-
-/* TFRecord: the whole file (gzip or plain) in memory, records walked in order. */
-typedef struct { unsigned char *buf; size_t len, pos; char *path; } cf_tfrecord;
-CFDEF int cf_tfrecord_open(cf_tfrecord *r, const char *path);
-/* 1: a record, 0: end of file, -1: error (reason names the file and offset) */
-CFDEF int cf_tfrecord_next(cf_tfrecord *r, const unsigned char **data, size_t *len);
-CFDEF void cf_tfrecord_close(cf_tfrecord *r);
-/* tf.train.Example feature lookups (map entries in any order; unknown fields skipped). */
-CFDEF int cf_example_bytes(const unsigned char *ex, size_t n, const char *key,
-                           const unsigned char **val, size_t *len);
-CFDEF int cf_example_floats(const unsigned char *ex, size_t n, const char *key,
-                            float *out, size_t max, size_t *count);
-/* Encoders, for writing synthetic data in the real format.  flags: CF_EX_Y_FIRST puts the y
-   map entry before x; CF_EX_UNPACKED writes y as one fixed32 field per float. */
-enum { CF_EX_Y_FIRST = 1, CF_EX_UNPACKED = 2 };
-CFDEF size_t cf_example_encode(unsigned char *out, const char *xkey, const void *x, size_t xlen,
-                               const char *ykey, const float *y, size_t ny, int flags);
-CFDEF size_t cf_tfrecord_frame(unsigned char *out, const unsigned char *rec, size_t n);
-CFDEF int cf_tfrecord_write(const char *path, const unsigned char *rec, size_t n, int gzip);
-
-/* 8-bit RGB image (h rows of w*3 bytes) as a PNG, written atomically (needs CF_USE_ZLIB). */
-CFDEF int cf_png_write(const char *path, const unsigned char *rgb, int w, int h);
-
-/* CosmoFlow sample: int16 channels-last (S,S,S,4) + 4 labels, from a TFRecord or an
-   X_data.npy (its label from the matching X_label.npy). */
-typedef struct { int16_t *x; size_t count; int s, c; float y[8]; int ny; } cf_cosmo_sample;
-CFDEF int cf_cosmo_read(const char *path, cf_cosmo_sample *smp);
-CFDEF void cf_cosmo_free(cf_cosmo_sample *smp);
-/* channels-last (S,S,S,C) int16 -> (C,S,S,S) float: log(1 + x), or x / mean(x) when
-   apply_log = 0 (the two branches of the reference's _parse_data), or with apply_log = 2
-   log(1 + x) - log(1 + mean_c), mean_c the sample's mean of channel c: log counts around 0 */
-CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int apply_log);
-/* One of the cube's 48 symmetries (code % 6 picks a permutation of the 3 axes, code / 6 a flip
-   of each), in place on x (C, S, S, S), as the 2018 CosmoFlow code augments its volumes.
-   tmp: C S^3 floats of scratch. */
-CFDEF void cf_cube_symmetry(float *x, float *tmp, int C, int S, int code);
-
-/* DeepCAM samples in the numpy layout (NVIDIA's convert_hdf52npy): data-X.npy float32
-   (H, W, C) channels-last and label-X.npy float32 (H, W) class ids beside it.  path names the
-   data file.  x and y are malloc'd; the labels are checked to be integers in [0, n_classes). */
-typedef struct { float *x, *y; int h, w, c; } cf_climate_sample;
-CFDEF int cf_climate_read(const char *path, cf_climate_sample *smp, int n_classes);
-CFDEF void cf_climate_free(cf_climate_sample *smp);
-/* (H, W, C) -> (C, H, W) with the reference's normalization (x - min[c]) / (max[c] - min[c]) */
-CFDEF void cf_climate_to_input(float *out, const float *x, int H, int W, int C,
-                               const float *minval, const float *maxval);
-/* Per-channel minimum and maximum: DIR/stats_minval.npy and DIR/stats_maxval.npy, float32
-   (C,) (cf-convert h52npy writes them from the reference's stats.h5, cf-synth climate from
-   its samples).  Looks in dir, then in its parent (train/ and validation/ share them). */
-CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C);
-
-/* The references' sharding: a fresh permutation of all n files every epoch, identical on
-   every rank (same seed), then files[rank::size].  Writes the rank's indices into out
-   (n/size of them when drop_remainder, so every rank takes the same number of steps) and
-   returns their count.  shuffle = 0 keeps the order (validation). */
-CFDEF int cf_epoch_shard(int *out, int n, uint64_t seed, int epoch, int rank, int size,
-                         int shuffle, int drop_remainder);
-
-/* ---------------------------------------------------------------- 9. distributed */
-CFDEF int cf_dist_init(int *argc, char ***argv);
-CFDEF void cf_dist_finalize(void);
-CFDEF int cf_dist_rank(void);
-CFDEF int cf_dist_size(void);
-CFDEF void cf_dist_allreduce_mean(float *buf, size_t n);   /* in place */
-CFDEF void cf_dist_allreduce_sum_d(double *buf, int n);
-CFDEF void cf_dist_allreduce_max_d(double *buf, int n);
-CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx);   /* the same, as a cf_net_sync_bn callback */
-CFDEF void cf_dist_bcast(float *buf, size_t n);            /* from rank 0 */
-CFDEF void cf_dist_abort(int code);
-CFDEF void cf_dist_barrier(void);
-/* Gradient averaging that overlaps backward: cf_dist_overlap_begin() before cf_net_backward
-   installs a backward hook that starts an MPI_Iallreduce on each finished suffix of
-   net->grads (layers are laid out in order and backward runs last to first) once it holds
-   at least bucket_floats values; cf_dist_overlap_end() reduces the rest, waits and divides
-   by the number of ranks.  Same result as cf_dist_allreduce_mean(net->grads, n_params).
-   One process: both do nothing. */
-CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats);
-CFDEF void cf_dist_overlap_end(cf_net *net);
-/* Gradient lag 1 (the 2018 climate code): the update of step t applies the averaged gradient
-   of step t-1, so that gradient's allreduce runs while step t computes.  After backward,
-   cf_dist_grad_lag(net, lag) waits for the reduction started at the previous step, starts one
-   of this step's gradient, and puts the previous step's averaged gradient into net->grads.
-   Returns 0 at the first step (nothing to apply yet; skip the update), 1 otherwise.
-   Zero-initialize the struct; cf_dist_grad_lag_free releases it. */
-typedef struct { float *buf[2]; int cur, pending; void *req; } cf_grad_lag;
-CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag);
-CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag);
+/* The batch x again with every output kept: the first layer whose output is not finite, or
+   -1 (in the current mode; the parameters are not changed) */
+CFDEF int cf_net_find_nonfinite(cf_net *net, const float *x, int B);
 
 #endif /* CF_INCLUDE_COSMOFLOW_H */
 /* ================================================================ implementation */
@@ -569,14 +686,19 @@ CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag);
 #include <stdlib.h>
 #include <string.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <math.h>
 #include <errno.h>
 #include <ctype.h>
+#ifndef CF_NO_FILES
+/* POSIX, only what every strict -std mode declares without a feature macro (no fdopen,
+   fileno, kill or gethostname, which glibc hides there): files as descriptors */
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 #include <fcntl.h>
 #include <dirent.h>
-#include <signal.h>
+#endif
 
 #if defined(CF_MALLOC) && defined(CF_FREE)
 #elif !defined(CF_MALLOC) && !defined(CF_FREE)
@@ -641,23 +763,6 @@ CFDEF int cf_fail(const char *fmt, ...) {
     return CF_ERR;
 }
 
-/* Opens an input that must be a regular file, without blocking on a FIFO or a device: open
-   non-blocking, fstat, then back to blocking reads.  NULL (with a reason naming the path)
-   for anything else. */
-static FILE *cf__open_regular(const char *path) {
-    struct stat st;
-    int fd = open(path, O_RDONLY | O_NONBLOCK), fl;
-    FILE *f;
-    if (fd < 0) { cf_fail("%s: %s", path, strerror(errno)); return NULL; }
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        close(fd);
-        cf_fail("%s: not a regular file (%s)", path, S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket");
-        return NULL;
-    }
-    if ((fl = fcntl(fd, F_GETFL)) != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-    if (!(f = fdopen(fd, "rb"))) { close(fd); cf_fail("%s: %s", path, strerror(errno)); }
-    return f;
-}
 
 /* zeroed allocation; NULL (with a reason) when n*size overflows or memory is short */
 static void *cf__calloc(size_t n, size_t size) {
@@ -676,6 +781,37 @@ static char *cf__strdup(const char *s) {
     if (p) memcpy(p, s, n);
     return p;
 }
+
+#ifndef CF_NO_FILES
+/* ---- reading files.  An input must be a regular file, opened without blocking on a FIFO
+   or a device: open non-blocking, fstat, then back to blocking reads.  Returns the file
+   descriptor and its size in bytes, or -1 with a reason naming the path. */
+static int cf__open_regular(const char *path, size_t *size) {
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_NONBLOCK), fl;
+    if (fd < 0) return cf_fail("%s: %s", path, strerror(errno));
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return cf_fail("%s: not a regular file (%s)", path,
+                       S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket");
+    }
+    if ((fl = fcntl(fd, F_GETFL)) != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    *size = (size_t)st.st_size;
+    return fd;
+}
+/* n bytes of fd into p (a read may return fewer): the count read, short only at the end of
+   the file or on an error */
+static size_t cf__read_full(int fd, void *p, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = read(fd, (char *)p + got, n - got < ((size_t)1 << 30) ? n - got : ((size_t)1 << 30));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    return got;
+}
+#endif
 
 CFDEF cf_rng cf_rng_seed(uint64_t seed) { cf_rng r; r.s = seed; return r; }
 CFDEF uint64_t cf_hash64(uint64_t z) {
@@ -1446,7 +1582,6 @@ CFDEF int cf_fast_path_on(const char *kind) {
     for (k = 0; k < CF__NKINDS; k++) if (!strcmp(kind, cf__kind_names[k])) return cf__kind_on[k];
     return -1;
 }
-CFDEF void cf_conv_set_direct(int on) { cf_fast_path_set("direct", on); }
 
 /* ---- the registry.  A convolution call, as every path of a convolution operation gets it: */
 typedef struct {
@@ -2102,6 +2237,44 @@ static void cf__maxpool_act_backward_inplace(float *xg, const float *dy, const f
    (src; -1 the network input) and writing its own.  What a layer type does is in functions
    named after it, found through one table (cf__types, below): how it is parsed (its keys, its
    output shape, its parameter counts), its FLOPs, its forward and its backward. */
+
+/* ---- the private part of a network: where its outputs and gradients live during a step
+   (the memory plan of section 6), the im2col workspace, the mode, the hooks */
+typedef struct {
+    size_t y_off, dy_off;     /* the output and its gradient, into the arena */
+    int last_read;            /* the last layer whose forward reads the output (n: the loss) */
+    int fwd_end;              /* the output's first life ends after this layer's forward */
+    int rebuild_at;           /* >= 0: dropped after forward, rebuilt from its inputs just
+                                 before this layer's backward; -1: kept */
+    int fused_pool;           /* a conv whose gradient a max pool's backward writes over the
+                                 conv's output (no gradient block): that pool; -1: none */
+} cf__plan_layer;
+typedef struct {
+    cf__plan_layer *l;        /* one per layer */
+    int batch;                /* what the plan is for (0: none yet) */
+    int flags;                /* the settings it was made with (keep_acts, fast paths) */
+    size_t floats, cap;       /* arena floats this plan uses / allocated */
+} cf__arena_plan;
+struct cf__net_private {
+    cf__arena_plan plan;             /* where outputs and gradients live (section 6) */
+    float *arena;                    /* plan.cap floats: every output and output gradient */
+    int keep_acts;                   /* 1: every output kept from forward to the next forward */
+    int no_fuse;                     /* 1: never fuse a layer's gradient into its max pool */
+    size_t ws_floats;                /* per im2col workspace */
+    float *ws;                       /* 2 * ws_floats */
+    const float *x;                  /* current input (B, C, D, H, W), caller's memory */
+    float *dinput;                   /* optional: backward accumulates dL/d(input) here */
+    int training, bn_train;          /* the mode: dropout on; batch-norm batch statistics */
+    float *bn_save;                  /* the batch mean and 1/std of the last forward, per layer */
+    cf_bn_sync bn_sync;              /* reduce != NULL: synchronized batch norm over ranks */
+    float class_w[CF_MAX_CLASSES];   /* softmax_ce: per-class weights */
+    void (*backward_hook)(cf_net *net, int layer, void *ctx);
+    void *hook_ctx;
+    void (*layer_hook)(cf_net *net, int layer, int phase, void *ctx);
+    void *layer_ctx;
+    int acts_clobbered;              /* backward has reused the outputs' memory (until forward) */
+    int rebuilding;                  /* inside a backward-time rebuild of an output */
+};
 typedef struct { char *key, *val; int line; int used; } cf__kv;
 typedef struct { char *name; int line; cf__kv *kv; int n_kv; } cf__section;
 
@@ -2313,11 +2486,11 @@ static cf_shape cf__src_shape(const cf_net *net, int src) { return src < 0 ? net
 /* ---- what every layer type's functions get: the layer's section of the cfg and the net */
 typedef struct { cf_net *net; int idx; cf__section *s; const char *name; int is2d; } cf__parser;
 /* a layer's output, the output of its source k (the network input for -1), the gradient of
-   its output and of its source k (net->dinput for the input, or NULL) */
-static float *cf__out(cf_net *net, int i) { return net->arena + net->plan.l[i].y_off; }
-static const float *cf__in(cf_net *net, const cf_layer *l, int k) { return l->src[k] < 0 ? net->x : cf__out(net, l->src[k]); }
-static float *cf__grad(cf_net *net, int i) { return net->arena + net->plan.l[i].dy_off; }
-static float *cf__in_grad(cf_net *net, const cf_layer *l, int k) { return l->src[k] < 0 ? net->dinput : cf__grad(net, l->src[k]); }
+   its output and of its source k (net->priv->dinput for the input, or NULL) */
+static float *cf__out(cf_net *net, int i) { return net->priv->arena + net->priv->plan.l[i].y_off; }
+static const float *cf__in(cf_net *net, const cf_layer *l, int k) { return l->src[k] < 0 ? net->priv->x : cf__out(net, l->src[k]); }
+static float *cf__grad(cf_net *net, int i) { return net->priv->arena + net->priv->plan.l[i].dy_off; }
+static float *cf__in_grad(cf_net *net, const cf_layer *l, int k) { return l->src[k] < 0 ? net->priv->dinput : cf__grad(net, l->src[k]); }
 static size_t cf__n_out(const cf_net *net, const cf_layer *l) { return cf_shape_size(l->out) * net->batch; }
 static size_t cf__per_channel(cf_shape s) { return cf_shape_size(s) / s.c; }
 static float *cf__w(cf_net *net, const cf_layer *l) { return net->params + l->w_off; }
@@ -2364,7 +2537,7 @@ static void cf__conv_forward(cf_net *net, int i) {
     float *y = cf__out(net, i);
     if (!l->depthwise) {
         cf_conv_forward_act(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, l->groups,
-                            net->ws, net->ws_floats, l->act, l->slope);
+                            net->priv->ws, net->priv->ws_floats, l->act, l->slope);
         return;
     }
     cf_dwconv_forward(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g);
@@ -2375,12 +2548,12 @@ static void cf__conv_backward(cf_net *net, int i) {
     float *dy = cf__grad(net, i), *dx = cf__in_grad(net, l, 0);
     const float *x = cf__in(net, l, 0);
     int B = net->batch;
-    if (net->plan.l[i].fused_pool < 0) cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
+    if (net->priv->plan.l[i].fused_pool < 0) cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
     /* (fused: the pool's backward has already written dL/dz, act's backward included, here) */
     if (l->depthwise) { cf_dwconv_backward(dx, cf__dw(net, l), cf__db(net, l), dy, x, cf__w(net, l), B, l->in, l->out, &l->g); return; }
-    cf_conv_backward_weights(cf__dw(net, l), cf__db(net, l), dy, x, B, l->in, l->out, &l->g, l->groups, net->ws, net->ws_floats);
-    if (net->layer_hook) net->layer_hook(net, i, 4, net->layer_ctx);   /* cf-bench times the two halves apart */
-    if (dx) cf_conv_backward_data(dx, dy, cf__w(net, l), B, l->in, l->out, &l->g, l->groups, net->ws + net->ws_floats, net->ws_floats);
+    cf_conv_backward_weights(cf__dw(net, l), cf__db(net, l), dy, x, B, l->in, l->out, &l->g, l->groups, net->priv->ws, net->priv->ws_floats);
+    if (net->priv->layer_hook) net->priv->layer_hook(net, i, 4, net->priv->layer_ctx);   /* cf-bench times the two halves apart */
+    if (dx) cf_conv_backward_data(dx, dy, cf__w(net, l), B, l->in, l->out, &l->g, l->groups, net->priv->ws + net->priv->ws_floats, net->priv->ws_floats);
 }
 
 /* ---- [deconv]: a transposed convolution.  Output size as PyTorch's ConvTranspose:
@@ -2424,7 +2597,7 @@ static double cf__deconv_flops(const cf_layer *l) { return 2.0 * (double)cf_shap
 static void cf__deconv_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *y = cf__out(net, i);
-    cf_deconv_forward(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, net->ws, net->ws_floats);
+    cf_deconv_forward(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, net->priv->ws, net->priv->ws_floats);
     cf_act_forward(y, cf__n_out(net, l), l->act, l->slope);
 }
 static void cf__deconv_backward(cf_net *net, int i) {
@@ -2432,7 +2605,7 @@ static void cf__deconv_backward(cf_net *net, int i) {
     float *dy = cf__grad(net, i);
     cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
     cf_deconv_backward(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), net->batch,
-                       l->in, l->out, &l->g, net->ws, net->ws_floats);
+                       l->in, l->out, &l->g, net->priv->ws, net->priv->ws_floats);
 }
 
 /* ---- [maxpool], [avgpool]: stride = size unless given */
@@ -2454,7 +2627,7 @@ static void cf__pool_backward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
 #ifndef CF_REFERENCE
     int src = l->src[0];
-    if (src >= 0 && net->plan.l[src].fused_pool == i) {   /* the plan fused this pair: write the conv's dL/dz in place */
+    if (src >= 0 && net->priv->plan.l[src].fused_pool == i) {   /* the plan fused this pair: write the conv's dL/dz in place */
         const cf_layer *c = &net->layers[src];
         cf__maxpool_act_backward_inplace(cf__grad(net, src), cf__grad(net, i), cf__out(net, i), net->batch, l->in, l->out, &l->g,
                                          c->act, c->slope);
@@ -2512,14 +2685,14 @@ static uint64_t cf__dropout_seed(const cf_net *net, int layer) {
 }
 static void cf__dropout_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
-    if (net->training && l->rate > 0.0f) cf_dropout(cf__out(net, i), cf__in(net, l, 0), cf__n_out(net, l), l->rate, cf__dropout_seed(net, i));
+    if (net->priv->training && l->rate > 0.0f) cf_dropout(cf__out(net, i), cf__in(net, l, 0), cf__n_out(net, l), l->rate, cf__dropout_seed(net, i));
     else cf__copy_forward(net, i);
 }
 static void cf__dropout_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *dy = cf__grad(net, i);
     if (!cf__in_grad(net, l, 0)) return;
-    if (net->training && l->rate > 0.0f) cf_dropout(dy, dy, cf__n_out(net, l), l->rate, cf__dropout_seed(net, i));   /* same mask */
+    if (net->priv->training && l->rate > 0.0f) cf_dropout(dy, dy, cf__n_out(net, l), l->rate, cf__dropout_seed(net, i));   /* same mask */
     cf__copy_backward(net, i);
 }
 /* [activation]: y = f(x); dx += f'(x) dy, taken from y */
@@ -2639,7 +2812,7 @@ static void cf__add_backward(cf_net *net, int i) {
 }
 
 /* ---- [batchnorm]: y = act(gamma xhat + beta) per channel, statistics of the batch while
-   training (net->bn_train), the running ones otherwise */
+   training (net->priv->bn_train), the running ones otherwise */
 static int cf__bn_parse(cf__parser *p, cf_layer *l) {
     int rc;
     if ((rc = cf__get_float(p->s, p->name, "momentum", 0.1f, 0.0f, 1.0f, &l->momentum)) ||
@@ -2651,21 +2824,21 @@ static int cf__bn_parse(cf__parser *p, cf_layer *l) {
 }
 static void cf__bn_forward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
-    float *st = net->stats + l->s_off, *sv = net->bn_save + l->s_off, *y = cf__out(net, i);
+    float *st = net->stats + l->s_off, *sv = net->priv->bn_save + l->s_off, *y = cf__out(net, i);
     int C = l->in.c;
-    if (net->rebuilding)   /* the statistics of this step's forward; the running ones stay */
+    if (net->priv->rebuilding)   /* the statistics of this step's forward; the running ones stay */
         cf__bn_apply(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), sv, sv + C, net->batch, C, cf__per_channel(l->in));
     else cf_bn_forward(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), st, st + C, sv, sv + C, net->batch, C, cf__per_channel(l->in),
-                       net->bn_train, l->momentum, l->eps, net->bn_sync.reduce ? &net->bn_sync : NULL);
+                       net->priv->bn_train, l->momentum, l->eps, net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL);
     cf_act_forward(y, cf__n_out(net, l), l->act, l->slope);
 }
 static void cf__bn_backward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
-    float *mean = net->bn_save + l->s_off, *dy = cf__grad(net, i);   /* mean, 1/std: what forward used */
+    float *mean = net->priv->bn_save + l->s_off, *dy = cf__grad(net, i);   /* mean, 1/std: what forward used */
     int C = l->in.c;
     cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
     cf_bn_backward(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), mean, mean + C,
-                   net->batch, C, cf__per_channel(l->in), net->bn_train, net->bn_sync.reduce ? &net->bn_sync : NULL);
+                   net->batch, C, cf__per_channel(l->in), net->priv->bn_train, net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL);
 }
 
 /* ---- [affine]: y = act(w[c] x + b[c]) per channel (DeepCAM's image-pool branch); so
@@ -2847,18 +3020,19 @@ static int cf__class_weights(cf_net *net, cf__section *s, const char *name) {
     int K = net->layers[net->n_layers - 1].out.c, k;
     cf_layer *last = &net->layers[net->n_layers - 1];
     net->n_targets = (int)((size_t)last->out.d * last->out.h * last->out.w);
+    net->n_classes = K;
     if (K < 2 || K > CF_MAX_CLASSES) return cf_fail("%s: loss=softmax_ce needs 2 to %d output channels (classes), the last layer has %d", name, CF_MAX_CLASSES, K);
-    for (k = 0; k < K; k++) net->class_w[k] = 1.0f;
+    for (k = 0; k < K; k++) net->priv->class_w[k] = 1.0f;
     if ((!kv && K == 3) || (kv && !strcmp(kv->val, "reference"))) {
         if (K != 3) return cf_fail("%s:%d: class_weights=reference is for 3 classes; the model has %d", name, kv->line, K);
-        for (k = 0; k < 3; k++) net->class_w[k] = (float)pow(freq[k], -0.125);
+        for (k = 0; k < 3; k++) net->priv->class_w[k] = (float)pow(freq[k], -0.125);
     } else if (kv && strcmp(kv->val, "uniform")) {
         const char *p = kv->val;
         for (k = 0; k < K; k++) {
             char *end;
             double v = strtod(p, &end);
             if (end == p || !(v >= 0 && v < 1e6)) break;
-            net->class_w[k] = (float)v;
+            net->priv->class_w[k] = (float)v;
             p = end; while (*p == ' ') p++;
             if (*p == ',') p++;
         }
@@ -2893,7 +3067,7 @@ static int cf__net_layers(cf_net *net, cf__section *secs, int n, const char *nam
     int i, rc;
     net->n_layers = n;
     if (n < 1) return cf_fail("%s: no layers after [net]", name);
-    if (!(net->layers = CF__NEW(cf_layer, n)) || !(net->plan.l = CF__NEW(cf_plan_layer, n))) return cf_fail("%s: %s (%d layers)", name, cf_failure_reason(), n);
+    if (!(net->layers = CF__NEW(cf_layer, n)) || !(net->priv->plan.l = CF__NEW(cf__plan_layer, n))) return cf_fail("%s: %s (%d layers)", name, cf_failure_reason(), n);
     for (i = 0; i < n; i++) {
         cf_layer *l = &net->layers[i];
         if ((rc = cf__build_layer(net, i, &secs[i], name))) return rc;
@@ -2931,21 +3105,21 @@ CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf
     int n_secs = 0, rc;
     char *buf = cf__strdup(text);
     memset(net, 0, sizeof *net);
-    if (!buf) return CF_ERR;
-    if ((rc = cf__split(buf, name, &secs, &n_secs))) { CF_FREE(buf); return rc; }
+    if (!buf || !(net->priv = CF__NEW(struct cf__net_private, 1))) { CF_FREE(buf); return CF_ERR; }
+    if ((rc = cf__split(buf, name, &secs, &n_secs))) { CF_FREE(buf); CF_FREE(net->priv); net->priv = NULL; return rc; }
     if (!n_secs || strcmp(secs[0].name, "net")) rc = cf_fail("%s:%d: the first section must be [net]", name, n_secs ? secs[0].line : 1);
     if (!rc) rc = cf__net_section(net, &secs[0], name, shape_override);
     if (!rc) rc = cf__net_layers(net, secs + 1, n_secs - 1, name);
     if (!rc && net->loss == CF_LOSS_SOFTMAX_CE) rc = cf__class_weights(net, &secs[0], name);
     if (!rc) {
         net->params = CF__NEW(float, net->n_params); net->grads = CF__NEW(float, net->n_params); net->opt = CF__NEW(float, 2 * net->n_params);
-        net->stats = CF__NEW(float, net->n_stats + 1); net->bn_save = CF__NEW(float, net->n_stats + 1);
+        net->stats = CF__NEW(float, net->n_stats + 1); net->priv->bn_save = CF__NEW(float, net->n_stats + 1);
         net->cfg_text = cf__strdup(text); net->cfg_name = cf__strdup(name);
-        net->ws_floats = cf__workspace_floats(net);
-        net->ws = CF__NEW(float, 2 * net->ws_floats);
-        if (!net->params || !net->grads || !net->opt || !net->stats || !net->bn_save || !net->cfg_text || !net->cfg_name || !net->ws)
+        net->priv->ws_floats = cf__workspace_floats(net);
+        net->priv->ws = CF__NEW(float, 2 * net->priv->ws_floats);
+        if (!net->params || !net->grads || !net->opt || !net->stats || !net->priv->bn_save || !net->cfg_text || !net->cfg_name || !net->priv->ws)
             rc = cf_fail("%s: %s (for %zu parameters, their gradients and optimizer state, and %zu workspace floats)", name, cf_failure_reason(),
-                         net->n_params, 2 * net->ws_floats);
+                         net->n_params, 2 * net->priv->ws_floats);
     }
     cf__free_sections(secs, n_secs);
     CF_FREE(buf);
@@ -2954,39 +3128,37 @@ CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf
 }
 
 CFDEF void cf_net_free(cf_net *net) {
-    CF_FREE(net->bn_sync.work);
-    CF_FREE(net->cfg_text); CF_FREE(net->cfg_name); CF_FREE(net->layers); CF_FREE(net->plan.l);
-    CF_FREE(net->params); CF_FREE(net->grads); CF_FREE(net->opt);
-    CF_FREE(net->stats); CF_FREE(net->bn_save);
-    CF_FREE(net->arena); CF_FREE(net->ws);
+    struct cf__net_private *p = net->priv;
+    if (p) { CF_FREE(p->bn_sync.work); CF_FREE(p->plan.l); CF_FREE(p->bn_save); CF_FREE(p->arena); CF_FREE(p->ws); CF_FREE(p); }
+    CF_FREE(net->cfg_text); CF_FREE(net->cfg_name); CF_FREE(net->layers);
+    CF_FREE(net->params); CF_FREE(net->grads); CF_FREE(net->opt); CF_FREE(net->stats);
     memset(net, 0, sizeof *net);
 }
 
 CFDEF int cf_net_sync_bn(cf_net *net, void (*reduce)(double *buf, int n, void *ctx), void *ctx) {
     int i, C = 0;
-    CF_FREE(net->bn_sync.work);
-    memset(&net->bn_sync, 0, sizeof net->bn_sync);
+    CF_FREE(net->priv->bn_sync.work);
+    memset(&net->priv->bn_sync, 0, sizeof net->priv->bn_sync);
     if (!reduce) return CF_OK;
     for (i = 0; i < net->n_layers; i++) if (net->layers[i].type == CF_L_BATCHNORM && net->layers[i].in.c > C) C = net->layers[i].in.c;
-    if (!(net->bn_sync.work = CF__NEW(double, 2 * C + 1))) return CF_ERR;
-    net->bn_sync.reduce = reduce; net->bn_sync.ctx = ctx;
+    if (!(net->priv->bn_sync.work = CF__NEW(double, 2 * C + 1))) return CF_ERR;
+    net->priv->bn_sync.reduce = reduce; net->priv->bn_sync.ctx = ctx;
     return CF_OK;
 }
 
+#ifndef CF_NO_FILES
 static char *cf__read_text(const char *path) {
-    FILE *f = cf__open_regular(path);
+    size_t n;
+    int fd = cf__open_regular(path, &n);
     char *buf;
-    long n;
-    if (!f) return NULL;
-    if (fseek(f, 0, SEEK_END) || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) { fclose(f); cf_fail("%s: cannot read", path); return NULL; }
-    if (n > (64L << 20)) { fclose(f); cf_fail("%s: %ld bytes is too large for a text file", path, n); return NULL; }
-    buf = CF__NEW(char, (size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { CF_FREE(buf); buf = NULL; cf_fail("%s: read error", path); }
-    fclose(f);
-    if (buf && strlen(buf) != (size_t)n) { CF_FREE(buf); cf_fail("%s: contains a NUL byte: not a text file", path); return NULL; }
+    if (fd < 0) return NULL;
+    if (n > ((size_t)64 << 20)) { close(fd); cf_fail("%s: %zu bytes is too large for a text file", path, n); return NULL; }
+    buf = CF__NEW(char, n + 1);
+    if (buf && cf__read_full(fd, buf, n) != n) { CF_FREE(buf); buf = NULL; cf_fail("%s: read error", path); }
+    close(fd);
+    if (buf && strlen(buf) != n) { CF_FREE(buf); cf_fail("%s: contains a NUL byte: not a text file", path); return NULL; }
     return buf;
 }
-
 CFDEF int cf_net_load_cfg(cf_net *net, const char *path, const cf_shape *shape_override) {
     char *text = cf__read_text(path);
     int rc;
@@ -2995,6 +3167,7 @@ CFDEF int cf_net_load_cfg(cf_net *net, const char *path, const cf_shape *shape_o
     CF_FREE(text);
     return rc;
 }
+#endif
 
 /* fan_in / fan_out as PyTorch computes them: (C/groups)*kvol and OC*kvol */
 static void cf__init_tensor(float *p, size_t n, int kind, double fan_in, double fan_out, float value, cf_rng *r) {
@@ -3044,18 +3217,18 @@ CFDEF float *cf_net_output_grad(cf_net *net, int layer) { return cf__grad(net, l
 static int cf__plan(cf_net *net, int B);
 CFDEF const float *cf_net_forward_from(cf_net *net, int first) {
     int i;
-    net->acts_clobbered = 0;
+    net->priv->acts_clobbered = 0;
     for (i = first; i < net->n_layers; i++) {
-        if (net->layer_hook) net->layer_hook(net, i, 0, net->layer_ctx);
+        if (net->priv->layer_hook) net->priv->layer_hook(net, i, 0, net->priv->layer_ctx);
         cf__types[net->layers[i].type].forward(net, i);
-        if (net->layer_hook) net->layer_hook(net, i, 1, net->layer_ctx);
+        if (net->priv->layer_hook) net->priv->layer_hook(net, i, 1, net->priv->layer_ctx);
     }
     return cf__out(net, net->n_layers - 1);
 }
 
 CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B) {
     if (cf_net_set_batch(net, B)) return NULL;
-    net->x = x;
+    net->priv->x = x;
     return cf_net_forward_from(net, 0);
 }
 
@@ -3064,7 +3237,7 @@ CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B) {
 static void cf__zero_grads_starting(cf_net *net, int i) {
     int j, n = net->n_layers;
     for (j = 0; j < n; j++) {
-        const cf_plan_layer *p = &net->plan.l[j];
+        const cf__plan_layer *p = &net->priv->plan.l[j];
         int start = p->last_read < n - 1 ? p->last_read : n - 1;
         if (start == i && p->fused_pool < 0) memset(cf__grad(net, j), 0, cf__n_out(net, &net->layers[j]) * sizeof(float));
     }
@@ -3076,16 +3249,16 @@ CFDEF void cf_net_backward(cf_net *net, const float *dout) {
        forward): the outputs backward reads are where that forward put them */
     for (i = n - 1; i >= 0; i--) {
         cf__zero_grads_starting(net, i);
-        net->acts_clobbered = 1;
+        net->priv->acts_clobbered = 1;
         if (i == n - 1) memcpy(cf__grad(net, i), dout, (size_t)net->n_outputs * net->batch * sizeof(float));
-        if (net->backward_hook) net->backward_hook(net, i, net->hook_ctx);
-        if (net->layer_hook) net->layer_hook(net, i, 2, net->layer_ctx);
+        if (net->priv->backward_hook) net->priv->backward_hook(net, i, net->priv->hook_ctx);
+        if (net->priv->layer_hook) net->priv->layer_hook(net, i, 2, net->priv->layer_ctx);
         /* outputs dropped after forward that this backward is the first to read: rebuilt
            from their inputs, in forward order (section 6) */
         for (j = 0; j <= i; j++)
-            if (net->plan.l[j].rebuild_at == i) { net->rebuilding = 1; cf__types[net->layers[j].type].forward(net, j); net->rebuilding = 0; }
+            if (net->priv->plan.l[j].rebuild_at == i) { net->priv->rebuilding = 1; cf__types[net->layers[j].type].forward(net, j); net->priv->rebuilding = 0; }
         cf__types[net->layers[i].type].backward(net, i);
-        if (net->layer_hook) net->layer_hook(net, i, 3, net->layer_ctx);
+        if (net->priv->layer_hook) net->priv->layer_hook(net, i, 3, net->priv->layer_ctx);
     }
 }
 
@@ -3096,22 +3269,49 @@ CFDEF double cf_net_loss(cf_net *net, const float *target, float *dout) {
     size_t n = (size_t)net->n_outputs * net->batch;
     if (net->loss == CF_LOSS_SOFTMAX_CE) {
         const cf_layer *l = &net->layers[net->n_layers - 1];
-        return cf_loss_softmax_ce(dout, y, target, net->class_w, net->batch, l->out.c, (size_t)net->n_targets);
+        return cf_loss_softmax_ce(dout, y, target, net->priv->class_w, net->batch, l->out.c, (size_t)net->n_targets);
     }
     return net->loss == CF_LOSS_L1 ? cf_loss_l1(dout, y, target, n) : cf_loss_mse(dout, y, target, n);
 }
 
+/* ---- the mode, and the settings of a model a training run may change */
+CFDEF void cf_net_set_mode(cf_net *net, int mode) {
+    net->priv->training = (mode & CF_MODE_DROPOUT) != 0;
+    net->priv->bn_train = (mode & CF_MODE_BATCH_STATS) != 0;
+}
+CFDEF int cf_net_mode(const cf_net *net) {
+    return (net->priv->training ? CF_MODE_DROPOUT : 0) | (net->priv->bn_train ? CF_MODE_BATCH_STATS : 0);
+}
+CFDEF int cf_net_set_loss(cf_net *net, int loss) {
+    if (net->loss == CF_LOSS_SOFTMAX_CE || (loss != CF_LOSS_MSE && loss != CF_LOSS_L1))
+        return cf_fail("%s: the loss of a regression model can be mse or l1; a segmentation model keeps softmax_ce", net->cfg_name);
+    net->loss = loss;
+    return CF_OK;
+}
+CFDEF void cf_net_set_dropout(cf_net *net, float rate) {
+    int i;
+    for (i = 0; i < net->n_layers; i++) if (net->layers[i].type == CF_L_DROPOUT) net->layers[i].rate = rate;
+}
+
 /* ---- looking inside */
+CFDEF void cf_net_keep_outputs(cf_net *net, int keep) { net->priv->keep_acts = keep != 0; }
+CFDEF void cf_net_set_input_grad(cf_net *net, float *dx) { net->priv->dinput = dx; }
+CFDEF void cf_net_set_backward_hook(cf_net *net, void (*hook)(cf_net *net, int layer, void *ctx), void *ctx) {
+    net->priv->backward_hook = hook; net->priv->hook_ctx = ctx;
+}
+CFDEF void cf_net_set_layer_hook(cf_net *net, void (*hook)(cf_net *net, int layer, int phase, void *ctx), void *ctx) {
+    net->priv->layer_hook = hook; net->priv->layer_ctx = ctx;
+}
 CFDEF const char *cf_net_path(const cf_net *net, int layer, int op) {
     const cf_layer *l = &net->layers[layer];
     int has_w = l->w_n > 0;
-    if (op == CF_OP_BACKWARD_DATA && l->src[0] < 0 && !net->dinput) return "-";
+    if (op == CF_OP_BACKWARD_DATA && l->src[0] < 0 && !net->priv->dinput) return "-";
     switch (l->type) {
     case CF_L_CONV:
         if (l->depthwise) return "reference";
-        return cf_conv_path(op, net->batch, l->in, l->out, &l->g, l->groups, net->ws_floats);
+        return cf_conv_path(op, net->batch, l->in, l->out, &l->g, l->groups, net->priv->ws_floats);
     case CF_L_MAXPOOL: case CF_L_AVGPOOL:
-        if (op == CF_OP_BACKWARD_DATA && l->src[0] >= 0 && net->plan.l[l->src[0]].fused_pool == layer) return "fusion";
+        if (op == CF_OP_BACKWARD_DATA && l->src[0] >= 0 && net->priv->plan.l[l->src[0]].fused_pool == layer) return "fusion";
         return cf_pool_path(op, l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
     default:
         return op == CF_OP_BACKWARD_WEIGHTS && !has_w ? "-" : "reference";
@@ -3125,13 +3325,13 @@ static int cf__all_finite(const float *p, size_t n) {
     return acc == 0.0f;
 }
 CFDEF int cf_net_first_nonfinite_output(const cf_net *net) {
-    int i, keep = net->plan.flags & 1;   /* the plan the last forward used kept every output */
+    int i, keep = net->priv->plan.flags & 1;   /* the plan the last forward used kept every output */
     for (i = 0; i < net->n_layers; i++) {
         const cf_layer *l = &net->layers[i];
         /* only outputs that are still there: all of them with keep_acts, otherwise those
            alive at the end of the forward, and none after a backward */
-        if (!keep && (net->acts_clobbered || net->plan.l[i].fwd_end < net->n_layers - 1)) continue;
-        if (!cf__all_finite(net->arena + net->plan.l[i].y_off, cf_shape_size(l->out) * net->batch)) return i;
+        if (!keep && (net->priv->acts_clobbered || net->priv->plan.l[i].fwd_end < net->n_layers - 1)) continue;
+        if (!cf__all_finite(net->priv->arena + net->priv->plan.l[i].y_off, cf_shape_size(l->out) * net->batch)) return i;
     }
     return -1;
 }
@@ -3143,6 +3343,13 @@ CFDEF int cf_net_first_nonfinite_param(const cf_net *net, int params) {
         if ((l->w_n && !cf__all_finite(base + l->w_off, l->w_n)) || (l->b_n && !cf__all_finite(base + l->b_off, l->b_n))) return i;
     }
     return -1;
+}
+CFDEF int cf_net_find_nonfinite(cf_net *net, const float *x, int B) {
+    int keep = net->priv->keep_acts, bad;
+    net->priv->keep_acts = 1;
+    bad = cf_net_forward(net, x, B) ? cf_net_first_nonfinite_output(net) : -1;
+    net->priv->keep_acts = keep;
+    return bad;
 }
 
 /* the tensors of one layer in PyTorch's layouts: conv (OC, C/groups, k...), transposed conv
@@ -3215,11 +3422,11 @@ static int cf__blk_meet(const cf__blk *a, const cf__blk *b) {
 /* step 0: the last layer whose forward reads each output (n for the network's output: the loss) */
 static void cf__plan_readers(cf_net *net) {
     int i, j, n = net->n_layers;
-    for (i = 0; i < n; i++) net->plan.l[i].last_read = -1;
+    for (i = 0; i < n; i++) net->priv->plan.l[i].last_read = -1;
     for (i = 0; i < n; i++)
-        for (j = 0; j < net->layers[i].n_src; j++) if (net->layers[i].src[j] >= 0) net->plan.l[net->layers[i].src[j]].last_read = i;
-    net->plan.l[n - 1].last_read = n;
-    for (i = 0; i < n; i++) if (net->plan.l[i].last_read < 0) net->plan.l[i].last_read = i;
+        for (j = 0; j < net->layers[i].n_src; j++) if (net->layers[i].src[j] >= 0) net->priv->plan.l[net->layers[i].src[j]].last_read = i;
+    net->priv->plan.l[n - 1].last_read = n;
+    for (i = 0; i < n; i++) if (net->priv->plan.l[i].last_read < 0) net->priv->plan.l[i].last_read = i;
 }
 
 /* step 1, fusion: conv i and max pool p pair when p is the conv's only reader and its windows
@@ -3228,7 +3435,7 @@ static void cf__plan_readers(cf_net *net) {
 static void cf__plan_fusion(cf_net *net, int allow) {
     int i, j, a, n = net->n_layers;
     for (i = 0; i < n; i++) {
-        cf_plan_layer *pl = &net->plan.l[i];
+        cf__plan_layer *pl = &net->priv->plan.l[i];
         const cf_layer *p;
         int readers = 0, ok;
         pl->fused_pool = -1;
@@ -3246,7 +3453,7 @@ static void cf__plan_fusion(cf_net *net, int allow) {
 static int cf__reads_output(const cf_net *net, int i) {
     const cf_layer *l = &net->layers[i];
     int f = cf__types[l->type].flags;
-    return (f & CF__READS_OUT) || ((f & CF__READS_OUT_IF_ACT) && l->act != CF_ACT_LINEAR) || net->plan.l[i].fused_pool >= 0;
+    return (f & CF__READS_OUT) || ((f & CF__READS_OUT_IF_ACT) && l->act != CF_ACT_LINEAR) || net->priv->plan.l[i].fused_pool >= 0;
 }
 /* outputs that cost about one pass over their inputs to rebuild, changing no state (a
    depthwise conv is a direct loop over 9 taps: a few percent of its pointwise partner) */
@@ -3265,7 +3472,7 @@ static int cf__available(cf_net *net, cf__blk *blk, int s, int t, int commit, in
     if (commit) {
         if (b->n == 1) { b->n = 2; b->t[3] = t; }
         b->t[2] = t;
-        net->plan.l[s].rebuild_at = 2 * n - t;
+        net->priv->plan.l[s].rebuild_at = 2 * n - t;
     }
     return 1;
 }
@@ -3288,7 +3495,7 @@ static void cf__backward_reads(const cf_net *net, int i, int *first, int *last) 
 static void cf__plan_lives(cf_net *net, cf__blk *blk, int keep, int rebuild) {
     int n = net->n_layers, i, k, T = 2 * n + 1;   /* T: after the whole step */
     for (i = 0; i < n; i++) {
-        cf_plan_layer *pl = &net->plan.l[i];
+        cf__plan_layer *pl = &net->priv->plan.l[i];
         cf__blk *o = &blk[2 * i], *g = &blk[2 * i + 1];
         int first, last, ok = 1;
         cf__backward_reads(net, i, &first, &last);
@@ -3357,7 +3564,7 @@ static size_t cf__plan_make(cf_net *net, int flags) {
     cf__plan_lives(net, blk, flags & CF__PLAN_KEEP, (flags & CF__PLAN_REBUILD) != 0);
     total = cf__plan_place(blk, 2 * n);
     for (i = 0; i < n; i++) {
-        cf_plan_layer *pl = &net->plan.l[i];
+        cf__plan_layer *pl = &net->priv->plan.l[i];
         pl->y_off = blk[2 * i].off;
         pl->dy_off = pl->fused_pool >= 0 ? pl->y_off : blk[2 * i + 1].off;
     }
@@ -3368,29 +3575,29 @@ static size_t cf__plan_make(cf_net *net, int flags) {
 /* the plan's settings: keep_acts, and which of its fast paths are on */
 static int cf__plan_flags(const cf_net *net, int keep_acts) {
     if (keep_acts) return CF__PLAN_KEEP;
-    return (net->no_fuse || !cf__kind_on[CF__K_FUSION] ? 0 : CF__PLAN_FUSE) | (cf__kind_on[CF__K_RECOMPUTE] ? CF__PLAN_REBUILD : 0);
+    return (net->priv->no_fuse || !cf__kind_on[CF__K_FUSION] ? 0 : CF__PLAN_FUSE) | (cf__kind_on[CF__K_RECOMPUTE] ? CF__PLAN_REBUILD : 0);
 }
 
 /* plans for B (again when B or a setting changed); the arena only grows, so a smaller last
    batch (validation) costs no allocation */
 static int cf__plan(cf_net *net, int B) {
-    int flags = cf__plan_flags(net, net->keep_acts);
+    int flags = cf__plan_flags(net, net->priv->keep_acts);
     size_t na;
     if (B < 1) return cf_fail("batch %d < 1", B);
-    if (B == net->plan.batch && net->arena && flags == net->plan.flags) return CF_OK;
-    net->plan.batch = net->batch = B;
-    if ((na = cf__plan_make(net, flags)) == (size_t)-1) { net->plan.batch = 0; return CF_ERR; }
-    if (na > net->plan.cap) {
-        CF_FREE(net->arena);
-        net->plan.cap = 0;
-        if (!(net->arena = CF__NEW(float, na))) {
-            net->plan.batch = 0;
+    if (B == net->priv->plan.batch && net->priv->arena && flags == net->priv->plan.flags) return CF_OK;
+    net->priv->plan.batch = net->batch = B;
+    if ((na = cf__plan_make(net, flags)) == (size_t)-1) { net->priv->plan.batch = 0; return CF_ERR; }
+    if (na > net->priv->plan.cap) {
+        CF_FREE(net->priv->arena);
+        net->priv->plan.cap = 0;
+        if (!(net->priv->arena = CF__NEW(float, na))) {
+            net->priv->plan.batch = 0;
             return cf_fail("%s: %s: the outputs and gradients of a batch of %d need %.0f MB", net->cfg_name, cf_failure_reason(), B, na * 4e-6);
         }
-        net->plan.cap = na;
+        net->priv->plan.cap = na;
     }
-    net->plan.floats = na;
-    net->plan.flags = flags;
+    net->priv->plan.floats = na;
+    net->priv->plan.flags = flags;
     return CF_OK;
 }
 CFDEF int cf_net_set_batch(cf_net *net, int B) { return cf__plan(net, B); }
@@ -3401,7 +3608,7 @@ CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_acts) {
     net->batch = B < 1 ? 1 : B;
     na = cf__plan_make(net, cf__plan_flags(net, keep_acts));
     net->batch = batch;
-    net->plan.batch = 0;   /* plan.l now describes this plan: the next forward plans anew */
+    net->priv->plan.batch = 0;   /* plan.l now describes this plan: the next forward plans anew */
     return na;
 }
 
@@ -3528,7 +3735,385 @@ CFDEF double cf_lr_sched_at(const cf_lr_sched *s, uint64_t k) {
     return lr;
 }
 
-/* ================================================================ 8. files */
+/* ================================================================ 8. the training step
+   What a training run does at every step, as library code (cf-train keeps the flags, the
+   data, the log and when to write checkpoints): the learning rate of the step, the forward
+   pass in training mode, the loss, the backward pass, the averaging of the gradient over the
+   ranks (one allreduce, buckets overlapping the backward pass, or the 2018 gradient lag), a
+   guard against non-finite gradients, LARC, and the optimizer.  Then evaluation, and the
+   references' input transforms, sharding and augmentation. */
+CFDEF void cf_train_defaults(cf_train_config *c) {
+    memset(c, 0, sizeof *c);
+    c->optimizer = -1; c->lr = 0.001; c->momentum = 0.9; c->weight_decay = -1;
+    c->beta1 = 0.9; c->beta2 = 0.999; c->eps = 1e-6; c->max_grad_norm = 1.0;
+    /* CosmoFlow's reference: linear scaling from a batch of 64, 4 warmup epochs, then the
+       peak times 0.25 after epoch 32 and 0.125 after epoch 64 */
+    c->base_batch = 64; c->warmup_epochs = 4;
+    c->n_decay = 2; c->decay_epoch[0] = 32; c->decay_factor[0] = 0.25; c->decay_epoch[1] = 64; c->decay_factor[1] = 0.125;
+    /* DeepCAM's: a multistep schedule in optimizer steps */
+    c->per_step = -1;
+    c->sched.type = CF_SCHED_MULTISTEP; c->sched.gamma = 0.1; c->sched.warmup_factor = 1; c->sched.t_max = 9000;
+}
+CFDEF int cf_train_init(cf_trainer *t, cf_net *net, const cf_train_config *c) {
+    int seg = net->loss == CF_LOSS_SOFTMAX_CE;
+    memset(t, 0, sizeof *t);
+    t->net = net; t->cfg = *c; t->epoch = 1;
+    if (t->cfg.optimizer < 0) t->cfg.optimizer = seg ? CF_OPT_LAMB : CF_OPT_SGD;
+    if (t->cfg.weight_decay < 0) t->cfg.weight_decay = seg ? 0.01 : 0.0;
+    if (t->cfg.per_step < 0) t->cfg.per_step = seg;
+    t->cfg.sched.base_lr = t->cfg.lr;
+    if (t->cfg.optimizer > CF_OPT_LAMB) return cf_fail("optimizer %d is not one of CF_OPT_*", t->cfg.optimizer);
+    if (t->cfg.warmup_epochs < 0 || t->cfg.n_decay < 0 || t->cfg.n_decay > 16) return cf_fail("warmup_epochs or n_decay out of range");
+    return CF_OK;
+}
+CFDEF void cf_train_epoch(cf_trainer *t, int epoch) { t->epoch = epoch; cf_net_set_mode(t->net, CF_MODE_TRAIN); }
+CFDEF void cf_train_free(cf_trainer *t) {
+    CF_FREE(t->dout);
+    cf_dist_grad_lag_free(&t->lag);
+    memset(t, 0, sizeof *t);
+}
+
+/* ---- the settings as text: one key per setting, what cf-train's flags set and its
+   checkpoints record.  Each key's kind and range are written once, in this table. */
+enum { CF__SET_DOUBLE, CF__SET_INT, CF__SET_LONG, CF__SET_OPTIMIZER, CF__SET_SCHEDULE, CF__SET_BETAS, CF__SET_DECAY,
+       CF__SET_MILESTONES };
+typedef struct { const char *key; int kind; size_t off; double lo, hi; const char *arg, *help; } cf__setting;
+#define CF__AT(field) offsetof(cf_train_config, field)
+static const cf__setting cf__settings[] = {
+    {"optimizer", CF__SET_OPTIMIZER, CF__AT(optimizer), 0, 0, "O", "sgd, adam, adamw or lamb (auto: lamb for DeepCAM, sgd for CosmoFlow)"},
+    {"lr", CF__SET_DOUBLE, CF__AT(lr), 0, 100, "X", "base learning rate"},
+    {"momentum", CF__SET_DOUBLE, CF__AT(momentum), 0, 0.9999, "M", "SGD momentum, Keras form v = m v - lr g"},
+    {"l2", CF__SET_DOUBLE, CF__AT(l2), 0, 1e3, "X", "SGD: L2 on the kernels marked l2=1 in the cfg"},
+    {"weight_decay", CF__SET_DOUBLE, CF__AT(weight_decay), 0, 10, "X", "adam: L2 in the gradient; adamw, lamb: decoupled (auto: 0.01 DeepCAM, 0 CosmoFlow)"},
+    {"betas", CF__SET_BETAS, CF__AT(beta1), 0, 0, "B1,B2", "Adam's betas, in [0, 1)"},
+    {"eps", CF__SET_DOUBLE, CF__AT(eps), 0, 1, "X", "Adam's epsilon"},
+    {"max_grad_norm", CF__SET_DOUBLE, CF__AT(max_grad_norm), 0, 1e9, "X", "lamb: clip the global gradient norm (0: off)"},
+    {"larc", CF__SET_DOUBLE, CF__AT(larc), 0, 1e3, "ETA", "scale each tensor's gradient by min(ETA |w|/|g|, 1) first (2018 climate code: 0.002; 0: off)"},
+    {"base_batch", CF__SET_DOUBLE, CF__AT(base_batch), 0, 1e9, "N", "by epoch: linear scaling, peak lr = lr * global batch / N (0: none)"},
+    {"warmup_epochs", CF__SET_INT, CF__AT(warmup_epochs), 0, 1e6, "N", "by epoch: epochs from lr to the peak"},
+    {"decay", CF__SET_DECAY, CF__AT(n_decay), 0, 0, "LIST", "by epoch: epoch:factor,... multipliers of the peak after the epoch, or none"},
+    {"lr_schedule", CF__SET_SCHEDULE, CF__AT(per_step), 0, 0, "S", "epochs, or multistep or cosine in optimizer steps (auto: multistep for DeepCAM, epochs for CosmoFlow)"},
+    {"milestones", CF__SET_MILESTONES, CF__AT(sched.n_milestones), 0, 0, "LIST", "multistep: the steps, e.g. 800,1600"},
+    {"decay_rate", CF__SET_DOUBLE, CF__AT(sched.gamma), 0, 1, "G", "multistep: the factor at each milestone"},
+    {"warmup_steps", CF__SET_INT, CF__AT(sched.warmup_steps), 0, 1073741824.0, "N", "by step: linear warmup"},
+    {"warmup_factor", CF__SET_DOUBLE, CF__AT(sched.warmup_factor), 1, 1e6, "F", "by step: warmup from lr/F"},
+    {"t_max", CF__SET_LONG, CF__AT(sched.t_max), 1, 1099511627776.0, "N", "cosine: period in steps"},
+    {"eta_min", CF__SET_DOUBLE, CF__AT(sched.eta_min), 0, 100, "X", "cosine: the lowest lr"},
+    {"grad_lag", CF__SET_INT, CF__AT(grad_lag), 0, 1, "0|1", "1: apply the previous step's averaged gradient, its allreduce overlapping this step (2018)"},
+    {"overlap", CF__SET_LONG, CF__AT(overlap), 0, 1073741824.0, "N", "average gradients in buckets of >= N floats started during backward (0: one allreduce after it)"},
+};
+#define CF__N_SETTINGS ((int)(sizeof cf__settings / sizeof cf__settings[0]))
+static const char *cf__opt_names[4] = {"sgd", "adam", "adamw", "lamb"};
+static const char *cf__sched_names[3] = {"epochs", "multistep", "cosine"};   /* per_step 0; 1 with sched.type 0, 1 */
+
+/* a number with its range, whole when asked: strtod and the checks every key shares */
+static int cf__set_number(const cf__setting *k, const char *v, double *x) {
+    char *end;
+    *x = strtod(v, &end);
+    if (end == v || *end || !(*x >= k->lo && *x <= k->hi) || (k->kind != CF__SET_DOUBLE && *x != floor(*x)))
+        return cf_fail("%s: '%s' is not a%s number in [%g, %g]", k->key, v, k->kind != CF__SET_DOUBLE ? " whole" : "", k->lo, k->hi);
+    return CF_OK;
+}
+/* decay=none or E:F,... (epochs >= 0, factors > 0, at most 16) */
+static int cf__set_decay(cf_train_config *c, const char *v) {
+    const char *p = v;
+    int n = 0;
+    if (!strcmp(v, "none")) { c->n_decay = 0; return CF_OK; }
+    while (*p) {
+        char *end;
+        double e = strtod(p, &end), f;
+        if (end == p || *end != ':' || n == 16 || !(e >= 0 && e < 1e9)) return cf_fail("decay: '%s' is not none or epoch:factor,... (at most 16)", v);
+        f = strtod(end + 1, &end);
+        if (!(f > 0 && f < 1e9) || (*end && *end != ',')) return cf_fail("decay: '%s' is not epoch:factor,... with factors > 0", v);
+        c->decay_epoch[n] = e; c->decay_factor[n++] = f;
+        p = *end ? end + 1 : end;
+    }
+    c->n_decay = n;
+    return CF_OK;
+}
+static int cf__set_milestones(cf_lr_sched *s, const char *v) {
+    const char *q = v;
+    int n = 0;
+    while (*q) {
+        char *end;
+        long m = strtol(q, &end, 10);
+        if (end == q || m < 0 || n == 16 || (*end && *end != ',')) return cf_fail("milestones: '%s' is not a list of up to 16 steps", v);
+        s->milestones[n++] = m;
+        q = *end ? end + 1 : end;
+    }
+    s->n_milestones = n;
+    return CF_OK;
+}
+/* the choices: optimizer=, lr_schedule= ("auto": the application's), betas= */
+static int cf__set_choice(cf_train_config *c, const cf__setting *k, const char *v) {
+    int i;
+    if (k->kind == CF__SET_BETAS) {
+        char *e1, *e2 = NULL;
+        double b1 = strtod(v, &e1), b2 = *e1 == ',' ? strtod(e1 + 1, &e2) : -1;
+        if (*e1 != ',' || !e2 || *e2 || !(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1)) return cf_fail("betas: '%s' is not B1,B2 in [0, 1)", v);
+        c->beta1 = b1; c->beta2 = b2;
+        return CF_OK;
+    }
+    if (k->kind == CF__SET_OPTIMIZER) {
+        for (i = 0; i < 4 && strcmp(v, cf__opt_names[i]); i++) {}
+        if (i == 4 && strcmp(v, "auto")) return cf_fail("optimizer: '%s' is not sgd, adam, adamw, lamb or auto", v);
+        c->optimizer = i == 4 ? -1 : i;
+        return CF_OK;
+    }
+    for (i = 0; i < 3 && strcmp(v, cf__sched_names[i]); i++) {}
+    if (i == 3 && strcmp(v, "auto")) return cf_fail("lr_schedule: '%s' is not epochs, multistep, cosine or auto", v);
+    c->per_step = i == 3 ? -1 : i > 0;
+    if (i == 1 || i == 2) c->sched.type = i == 1 ? CF_SCHED_MULTISTEP : CF_SCHED_COSINE;
+    return CF_OK;
+}
+CFDEF int cf_train_config_set(cf_train_config *c, const char *key, const char *value) {
+    const cf__setting *k = NULL;
+    char *at = (char *)c;
+    double x;
+    int i;
+    for (i = 0; i < CF__N_SETTINGS && !k; i++) if (!strcmp(key, cf__settings[i].key)) k = &cf__settings[i];
+    if (!k) return cf_fail("%s: not a training setting", key);
+    if (k->kind == CF__SET_DECAY) return cf__set_decay(c, value);
+    if (k->kind == CF__SET_MILESTONES) return cf__set_milestones(&c->sched, value);
+    if (k->kind >= CF__SET_OPTIMIZER) return cf__set_choice(c, k, value);
+    if (!strcmp(value, "auto") && !strcmp(key, "weight_decay")) { c->weight_decay = -1; return CF_OK; }
+    if (cf__set_number(k, value, &x)) return CF_ERR;
+    if (k->kind == CF__SET_DOUBLE) *(double *)(at + k->off) = x;
+    else if (k->kind == CF__SET_INT) *(int *)(at + k->off) = (int)x;
+    else *(long *)(at + k->off) = (long)x;
+    return CF_OK;
+}
+/* a double as the shortest of %.15g / %.17g that reads back to the same value */
+static int cf__fmt_double(char *out, size_t n, double v) {
+    int k = snprintf(out, n, "%.15g", v);
+    if (strtod(out, NULL) != v) k = snprintf(out, n, "%.17g", v);
+    return k;
+}
+/* one key's value as text */
+static void cf__setting_text(const cf_train_config *c, const cf__setting *k, char *out, size_t n) {
+    const char *at = (const char *)c;
+    size_t m = 0;
+    int i;
+    out[0] = 0;
+    switch (k->kind) {
+    case CF__SET_DOUBLE:
+        if (!strcmp(k->key, "weight_decay") && c->weight_decay < 0) snprintf(out, n, "auto");
+        else cf__fmt_double(out, n, *(const double *)(at + k->off));
+        break;
+    case CF__SET_INT: snprintf(out, n, "%d", *(const int *)(at + k->off)); break;
+    case CF__SET_LONG: snprintf(out, n, "%ld", *(const long *)(at + k->off)); break;
+    case CF__SET_OPTIMIZER: snprintf(out, n, "%s", c->optimizer < 0 || c->optimizer > 3 ? "auto" : cf__opt_names[c->optimizer]); break;
+    case CF__SET_SCHEDULE: snprintf(out, n, "%s", c->per_step < 0 ? "auto" : cf__sched_names[c->per_step ? 1 + (c->sched.type == CF_SCHED_COSINE) : 0]); break;
+    case CF__SET_BETAS:
+        m = (size_t)cf__fmt_double(out, n, c->beta1);
+        if (m + 1 < n) { out[m++] = ','; cf__fmt_double(out + m, n - m, c->beta2); }
+        break;
+    case CF__SET_DECAY:
+        if (!c->n_decay) snprintf(out, n, "none");
+        for (i = 0; i < c->n_decay && m + 1 < n; i++) {
+            if (i) out[m++] = ',';
+            m += (size_t)cf__fmt_double(out + m, n - m, c->decay_epoch[i]);
+            if (m + 1 < n) { out[m++] = ':'; m += (size_t)cf__fmt_double(out + m, n - m, c->decay_factor[i]); }
+        }
+        break;
+    default:
+        for (i = 0; i < c->sched.n_milestones && m + 1 < n; i++) m += (size_t)snprintf(out + m, n - m, "%s%ld", i ? "," : "", c->sched.milestones[i]);
+        break;
+    }
+}
+CFDEF int cf_train_config_get(const cf_train_config *c, const char *key, char *out, size_t n) {
+    int i;
+    for (i = 0; i < CF__N_SETTINGS; i++)
+        if (!strcmp(key, cf__settings[i].key)) { cf__setting_text(c, &cf__settings[i], out, n); return CF_OK; }
+    return cf_fail("%s: not a training setting", key);
+}
+CFDEF const char *cf_train_config_key(int i, const char **arg, const char **help) {
+    if (i < 0 || i >= CF__N_SETTINGS) return NULL;
+    *arg = cf__settings[i].arg; *help = cf__settings[i].help;
+    return cf__settings[i].key;
+}
+
+/* The CosmoFlow reference's schedule (docs/references.md, "Learning-rate schedule"), epoch e
+   from 0: lr + e (peak - lr) / warmup for e < warmup, then the peak times the factor of the
+   largest decay epoch k with k < e (strictly), 1 if none. */
+static double cf__lr_by_epoch(const cf_train_config *c, int e, int global_batch) {
+    double peak = c->base_batch > 0 ? c->lr * global_batch / c->base_batch : c->lr, f = 1, best = -1;
+    int i;
+    if (e < c->warmup_epochs) return c->lr + e * (peak - c->lr) / c->warmup_epochs;
+    for (i = 0; i < c->n_decay; i++) if (c->decay_epoch[i] < e && c->decay_epoch[i] > best) { best = c->decay_epoch[i]; f = c->decay_factor[i]; }
+    return peak * f;
+}
+CFDEF double cf_train_lr(const cf_trainer *t, int global_batch) {
+    return t->cfg.per_step ? cf_lr_sched_at(&t->cfg.sched, t->net->step) : cf__lr_by_epoch(&t->cfg, t->epoch - 1, global_batch);
+}
+
+/* one update with the chosen optimizer, LARC first; the optimizers count updates from 1 */
+static void cf__optimizer_step(const cf_train_config *c, cf_net *net, double lr) {
+    uint64_t t = net->step + 1;
+    if (c->larc > 0) cf_larc_scale(net, (float)c->larc);
+    switch (c->optimizer) {
+    case CF_OPT_SGD: cf_sgd_step(net, (float)lr, (float)c->momentum, (float)c->l2); break;
+    case CF_OPT_ADAM: cf_adam_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, 0, t); break;
+    case CF_OPT_ADAMW: cf_adam_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, 1, t); break;
+    default: cf_lamb_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, (float)c->max_grad_norm, t); break;
+    }
+}
+/* backward and the averaging of the gradient over the ranks: one allreduce after backward,
+   or buckets started during it, or (gradient lag) the previous step's average.  Returns 0
+   when there is nothing to apply yet (gradient lag's first step), CF_ERR out of memory. */
+static int cf__backward_averaged(cf_trainer *t) {
+    cf_net *net = t->net;
+    if (t->cfg.grad_lag) {
+        cf_net_backward(net, t->dout);
+        return cf_dist_grad_lag(net, &t->lag);
+    }
+    if (t->cfg.overlap) {
+        cf_dist_overlap_begin(net, (size_t)t->cfg.overlap);
+        cf_net_backward(net, t->dout);
+        cf_dist_overlap_end(net);
+    } else {
+        cf_net_backward(net, t->dout);
+        cf_dist_allreduce_mean(net->grads, net->n_params);
+    }
+    return 1;
+}
+CFDEF int cf_train_step(cf_trainer *t, const float *x, const float *target, int B, cf_step_result *r) {
+    cf_net *net = t->net;
+    size_t nd = (size_t)B * net->n_outputs, k;
+    int have;
+    memset(r, 0, sizeof *r);
+    r->layer = -1;
+    if (nd > t->dout_n) {
+        CF_FREE(t->dout);
+        t->dout_n = 0;
+        if (!(t->dout = CF__NEW(float, nd))) return CF_ERR;
+        t->dout_n = nd;
+    }
+    r->lr = cf_train_lr(t, B * cf_dist_size());
+    cf_net_set_mode(net, CF_MODE_TRAIN);
+    if (!cf_net_forward(net, x, B)) return CF_ERR;
+    r->loss = cf_net_loss(net, target, t->dout);
+    /* a loss that is not finite makes this rank's gradient so, and the average with it: every
+       rank then skips the update alike (a rank that skipped alone would leave the others) */
+    if (!isfinite(r->loss)) for (k = 0; k < nd; k++) t->dout[k] = NAN;
+    cf_net_zero_grad(net);
+    if ((have = cf__backward_averaged(t)) < 0) return CF_ERR;
+    if (!have) r->status = CF_STEP_WAITING;
+    else if ((r->layer = cf_net_first_nonfinite_param(net, 0)) >= 0) r->status = CF_STEP_NONFINITE;
+    else cf__optimizer_step(&t->cfg, net, r->lr);
+    net->step++;
+    return CF_OK;
+}
+
+/* Where a step that was not finite first went wrong: parameters already not finite, the first
+   layer whose output is not finite (the batch x run again with every output kept), the loss
+   itself, or the first layer whose gradient is not finite. */
+CFDEF void cf_train_explain(cf_trainer *t, const cf_step_result *r, const float *x, int B, char *out, size_t n) {
+    cf_net *net = t->net;
+    int lp = cf_net_first_nonfinite_param(net, 1), lo = lp >= 0 ? -1 : cf_net_find_nonfinite(net, x, B), lg = r->layer;
+    if (lp >= 0) snprintf(out, n, "layer %d (%s, cfg line %d)'s parameters are already not finite", lp, cf_layer_type_name(net->layers[lp].type), net->layers[lp].line);
+    else if (lo >= 0) snprintf(out, n, "first non-finite output at layer %d (%s, cfg line %d)", lo, cf_layer_type_name(net->layers[lo].type), net->layers[lo].line);
+    else if (!isfinite(r->loss)) snprintf(out, n, "every layer's output is finite: the loss itself%s", net->loss == CF_LOSS_SOFTMAX_CE ? " (a label outside the classes?)" : "");
+    else snprintf(out, n, "first non-finite gradient at layer %d (%s, cfg line %d)", lg, lg >= 0 ? cf_layer_type_name(net->layers[lg].type) : "?", lg >= 0 ? net->layers[lg].line : 0);
+}
+
+/* ---- evaluation */
+CFDEF const float *cf_net_predict(cf_net *net, const float *x, int B) {
+    cf_net_set_mode(net, CF_MODE_EVAL);
+    return cf_net_forward(net, x, B);
+}
+CFDEF int cf_eval_batch(cf_net *net, const float *x, const float *target, int B, double sums[2], int *bad) {
+    int seg = net->loss == CF_LOSS_SOFTMAX_CE, k, j, *pred = seg ? CF__NEW(int, net->n_targets) : NULL;
+    size_t ny = (size_t)net->n_outputs, nt = (size_t)net->n_targets;
+    const float *out = seg && !pred ? NULL : cf_net_predict(net, x, B);
+    *bad = -1;
+    if (!out) { CF_FREE(pred); return CF_ERR; }
+    for (k = 0; k < B; k++) {
+        if (seg) {   /* the sample's mean IoU */
+            cf_argmax_classes(pred, out + k * ny, net->n_classes, nt);
+            sums[0] += cf_iou_sample(pred, target + k * nt, nt, net->n_classes);
+            sums[1] += 1;
+        } else for (j = 0; j < net->n_outputs; j++) {   /* every output's absolute error */
+            sums[0] += fabs((double)out[k * ny + j] - target[k * ny + j]);
+            sums[1] += 1;
+        }
+        if (!isfinite(sums[0])) { *bad = k; CF_FREE(pred); return cf_fail("sample %d of the batch: its %s is not finite", k, seg ? "IoU" : "error"); }
+    }
+    CF_FREE(pred);
+    return CF_OK;
+}
+
+/* ---- the references' data: input transforms, augmentation, sharding */
+CFDEF void cf_climate_to_input(float *out, const float *x, int H, int W, int C,
+                               const float *minval, const float *maxval) {
+    size_t p, P = (size_t)H * W;
+    int c;
+    for (c = 0; c < C; c++) {
+        float lo = minval[c], range = maxval[c] - minval[c];
+        float inv = range > 0.0f ? 1.0f / range : 0.0f;   /* a constant channel becomes 0 */
+        for (p = 0; p < P; p++) out[(size_t)c * P + p] = (x[p * C + c] - lo) * inv;
+    }
+}
+
+CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int apply_log) {
+    size_t vox = (size_t)S * S * S, v;
+    double sum = 0.0;
+    float scale = 1.0f, log1p_small[256];   /* log1pf of the counts 0..255 (most voxels hold 0-10) */
+    int c, i;
+    if (!apply_log) {   /* the reference's other branch: x / mean(x) over the whole sample */
+        for (v = 0; v < vox * C; v++) sum += x[v];
+        scale = sum > 0 ? (float)((double)(vox * C) / sum) : 1.0f;
+    }
+    if (apply_log) for (i = 0; i < 256; i++) log1p_small[i] = log1pf((float)i);
+    for (v = 0; v < vox; v++)
+        for (c = 0; c < C; c++) {
+            int16_t n = x[v * C + c];
+            float f = (float)n;
+            out[(size_t)c * vox + v] = !apply_log ? f * scale : (n >= 0 && n < 256) ? log1p_small[n] : log1pf(f);
+        }
+    if (apply_log == 2)   /* a lognormal field's log is Gaussian: centred, the channels differ by their growth only */
+        for (c = 0; c < C; c++) {
+            double m = 0.0;
+            float sub;
+            for (v = 0; v < vox; v++) m += x[v * C + c];
+            sub = (float)log1p(m / (double)vox);
+            for (v = 0; v < vox; v++) out[(size_t)c * vox + v] -= sub;
+        }
+}
+
+/* out[o] = in[i] where i is o with the axes permuted by p and flipped where flip's bit is
+   set: a cube has 6 axis orders times 8 flips */
+CFDEF void cf_cube_symmetry(float *x, float *tmp, int C, int S, int code) {
+    static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+    const int *p = perms[code % 6];
+    int flip = code / 6, c, i[3], o[3], a;
+    size_t vox = (size_t)S * S * S;
+    memcpy(tmp, x, sizeof(float) * C * vox);
+    for (c = 0; c < C; c++)
+        for (o[0] = 0; o[0] < S; o[0]++) for (o[1] = 0; o[1] < S; o[1]++) for (o[2] = 0; o[2] < S; o[2]++) {
+            for (a = 0; a < 3; a++) { i[p[a]] = o[a]; if (flip >> a & 1) i[p[a]] = S - 1 - o[a]; }
+            x[c * vox + ((size_t)o[0] * S + o[1]) * S + o[2]] = tmp[c * vox + ((size_t)i[0] * S + i[1]) * S + i[2]];
+        }
+}
+
+CFDEF int cf_epoch_shard(int *out, int n, uint64_t seed, int epoch, int rank, int size,
+                         int shuffle, int drop_remainder) {
+    int *perm = CF__NEW(int, n + 1), i, k = 0, per = n / size;
+    cf_rng r = cf_rng_seed(cf_hash64(seed ^ (0x5eedULL + (uint64_t)epoch * 0x9e3779b97f4a7c15ULL)));
+    if (!perm) return -1;
+    for (i = 0; i < n; i++) perm[i] = i;
+    if (shuffle)   /* Fisher-Yates with our generator: the same order on every platform */
+        for (i = n - 1; i > 0; i--) { int j = (int)(cf_rng_u64(&r) % (uint64_t)(i + 1)), t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
+    for (i = rank; i < n; i += size) {
+        if (drop_remainder && k == per) break;
+        out[k++] = perm[i];
+    }
+    CF_FREE(perm);
+    return k;
+}
+
+#ifndef CF_NO_FILES
+/* ================================================================ 9. files */
 CFDEF size_t cf_dtype_size(int dtype) {
     switch (dtype) { case CF_F32: return 4; case CF_I16: return 2; case CF_U8: return 1; case CF_I64: return 8; }
     return 0;
@@ -3537,41 +4122,29 @@ static const char *cf__dtype_descr[] = { "<f4", "<i2", "|u1", "<i8" };
 
 CFDEF void cf_array_free(cf_array *a) { CF_FREE(a->data); memset(a, 0, sizeof *a); }
 
-/* Temporary files of earlier writes to path that were cut short (a kill -9, a crash) are
-   named path.tmp.<host>.<pid> with a pid that no longer runs on this host: removed. */
-static void cf__remove_stale_tmp(const char *path, const char *host) {
-    char dir[4096], prefix[4096 + 64], full[8192];
-    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-    size_t pl;
-    DIR *d;
-    struct dirent *e;
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
-    if (slash == path) snprintf(dir, sizeof dir, "/");
-    pl = (size_t)snprintf(prefix, sizeof prefix, "%s.tmp.%s.", base, host);
-    if (!(d = opendir(dir))) return;
-    while ((e = readdir(d))) {
-        char *end;
-        long pid;
-        if (strncmp(e->d_name, prefix, pl)) continue;
-        pid = strtol(e->d_name + pl, &end, 10);
-        if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-        snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
-        remove(full);
-    }
-    closedir(d);
+/* ---- atomic writes: the new contents go to path.tmp.<host>.<pid> (the host from uname(),
+   so that writers on several nodes sharing a file system never meet), are synced to disk and
+   only then renamed over path.  A temporary file left by a killed writer is left alone: the
+   library deletes nothing it was not asked to (the tools remove their own, tools/tool.h). */
+CFDEF int cf_atomic_tmp_prefix(const char *path, char *out, size_t n) {
+    struct utsname u;
+    const char *host = uname(&u) == 0 && u.nodename[0] ? u.nodename : "host";
+    int k = snprintf(out, n, "%s.tmp.%s.", path, host);
+    return k < 0 || (size_t)k >= n ? cf_fail("%s: path too long", path) : CF_OK;
 }
 CFDEF int cf_atomic_open(cf_atomic_file *af, const char *path) {
-    char host[256] = "host";
-    size_t n = strlen(path) + 32 + sizeof host;
+    size_t n = strlen(path) + 128 + sizeof ((struct utsname *)0)->nodename;
+    int flags = O_WRONLY | O_CREAT | O_TRUNC;
+#ifdef O_NOFOLLOW
+    flags |= O_NOFOLLOW;   /* never write through a link planted at the temporary name */
+#endif
     memset(af, 0, sizeof *af);
+    af->fd = -1;
     af->path = cf__strdup(path);
     af->tmp = CF__NEW(char, n);
-    if (!af->path || !af->tmp) { CF_FREE(af->path); CF_FREE(af->tmp); return CF_ERR; }
-    gethostname(host, sizeof host - 1);
-    cf__remove_stale_tmp(path, host);
-    snprintf(af->tmp, n, "%s.tmp.%s.%ld", path, host, (long)getpid());
-    af->f = fopen(af->tmp, "wb");
-    if (!af->f) {
+    if (!af->path || !af->tmp || cf_atomic_tmp_prefix(path, af->tmp, n)) { CF_FREE(af->path); CF_FREE(af->tmp); return CF_ERR; }
+    snprintf(af->tmp + strlen(af->tmp), n - strlen(af->tmp), "%ld", (long)getpid());
+    if ((af->fd = open(af->tmp, flags, 0666)) < 0) {
         int rc = cf_fail("%s: cannot create (%s)", af->tmp, strerror(errno));
         CF_FREE(af->path); CF_FREE(af->tmp);
         return rc;
@@ -3579,24 +4152,39 @@ CFDEF int cf_atomic_open(cf_atomic_file *af, const char *path) {
     return CF_OK;
 }
 CFDEF int cf_atomic_write(cf_atomic_file *af, const void *p, size_t n) {
+    const char *c = (const char *)p;
     if (af->failed) return CF_ERR;
-    if (n && fwrite(p, 1, n, af->f) != n) { af->failed = 1; return cf_fail("%s: write failed (%s)", af->path, strerror(errno)); }
+    while (n) {   /* a write may take fewer bytes than asked */
+        ssize_t k = write(af->fd, c, n < ((size_t)1 << 30) ? n : ((size_t)1 << 30));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) { af->failed = 1; return cf_fail("%s: write failed (%s)", af->path, k < 0 ? strerror(errno) : "no progress"); }
+        c += k; n -= (size_t)k;
+    }
     return CF_OK;
 }
 CFDEF void cf_atomic_abort(cf_atomic_file *af) {
-    if (af->f) fclose(af->f);
-    if (af->tmp) remove(af->tmp);
+    if (af->fd >= 0) close(af->fd);
+    if (af->tmp) remove(af->tmp);   /* our own temporary file */
     CF_FREE(af->path); CF_FREE(af->tmp);
     memset(af, 0, sizeof *af);
+    af->fd = -1;
 }
 CFDEF int cf_atomic_commit(cf_atomic_file *af) {
-    int ok = !af->failed && fflush(af->f) == 0 && fsync(fileno(af->f)) == 0;
+    int ok = !af->failed && fsync(af->fd) == 0;
     char reason[256];
+    struct stat st;
     snprintf(reason, sizeof reason, "%s", strerror(errno));
-    if (fclose(af->f) != 0) ok = 0;
-    af->f = NULL;
+    if (close(af->fd) != 0) ok = 0;
+    af->fd = -1;
     if (!ok) {
         int rc = af->failed ? CF_ERR : cf_fail("%s: write failed (%s); the previous file is untouched", af->path, reason);
+        cf_atomic_abort(af);
+        return rc;
+    }
+    /* a device, FIFO, socket or directory at path is never replaced by a file */
+    if (stat(af->path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        int rc = cf_fail("%s: is %s, not a regular file: not replaced", af->path,
+                         S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket");
         cf_atomic_abort(af);
         return rc;
     }
@@ -3642,37 +4230,33 @@ static int cf__npy_parse_header(const char *path, const char *h, cf_array *a) {
 }
 
 CFDEF int cf_npy_read(const char *path, cf_array *a) {
-    FILE *f;
     unsigned char pre[12];
     char *h = NULL;
-    size_t hlen, pos, need;
-    long fsize;
-    struct stat st;
+    size_t hlen, pos, need, fsize;
+    int fd;
     memset(a, 0, sizeof *a);
-    if (!(f = cf__open_regular(path))) return CF_ERR;
-    if (fstat(fileno(f), &st)) { fclose(f); return cf_fail("%s: %s", path, strerror(errno)); }
-    fsize = (long)st.st_size;
-    if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6)) { fclose(f); return cf_fail("%s: not an .npy file (bad magic)", path); }
+    if ((fd = cf__open_regular(path, &fsize)) < 0) return CF_ERR;
+    if (cf__read_full(fd, pre, 10) != 10 || memcmp(pre, "\x93NUMPY", 6)) { close(fd); return cf_fail("%s: not an .npy file (bad magic)", path); }
     if (pre[6] == 1) { hlen = pre[8] | (size_t)pre[9] << 8; pos = 10; }
     else if (pre[6] == 2 || pre[6] == 3) {
-        if (fread(pre + 10, 1, 2, f) != 2) { fclose(f); return cf_fail("%s: truncated npy header", path); }
+        if (cf__read_full(fd, pre + 10, 2) != 2) { close(fd); return cf_fail("%s: truncated npy header", path); }
         hlen = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24; pos = 12;
-    } else { fclose(f); return cf_fail("%s: npy version %d is not supported", path, pre[6]); }
-    if (hlen > 1 << 20 || pos + hlen > (size_t)fsize) { fclose(f); return cf_fail("%s: npy header length %zu is impossible", path, hlen); }
+    } else { close(fd); return cf_fail("%s: npy version %d is not supported", path, pre[6]); }
+    if (hlen > 1 << 20 || pos + hlen > fsize) { close(fd); return cf_fail("%s: npy header length %zu is impossible", path, hlen); }
     h = CF__NEW(char, hlen + 1);
-    if (!h) { fclose(f); return CF_ERR; }
-    if (fread(h, 1, hlen, f) != hlen) { CF_FREE(h); fclose(f); return cf_fail("%s: truncated npy header", path); }
-    if (cf__npy_parse_header(path, h, a)) { CF_FREE(h); fclose(f); return CF_ERR; }
+    if (!h) { close(fd); return CF_ERR; }
+    if (cf__read_full(fd, h, hlen) != hlen) { CF_FREE(h); close(fd); return cf_fail("%s: truncated npy header", path); }
+    if (cf__npy_parse_header(path, h, a)) { CF_FREE(h); close(fd); return CF_ERR; }
     CF_FREE(h);
     need = a->count * cf_dtype_size(a->dtype);
-    if ((size_t)fsize - pos - hlen != need) {
-        fclose(f);
-        return cf_fail("%s: data is %ld bytes but the header's shape needs %zu (truncated or corrupt)", path, fsize - (long)(pos + hlen), need);
+    if (fsize - pos - hlen != need) {
+        close(fd);
+        return cf_fail("%s: data is %zu bytes but the header's shape needs %zu (truncated or corrupt)", path, fsize - (pos + hlen), need);
     }
     a->data = cf__calloc(need ? need : 1, 1);
-    if (!a->data) { fclose(f); return CF_ERR; }
-    if (need && fread(a->data, 1, need, f) != need) { fclose(f); cf_array_free(a); return cf_fail("%s: read error", path); }
-    fclose(f);
+    if (!a->data) { close(fd); return CF_ERR; }
+    if (need && cf__read_full(fd, a->data, need) != need) { close(fd); cf_array_free(a); return cf_fail("%s: read error", path); }
+    close(fd);
     return CF_OK;
 }
 
@@ -3711,9 +4295,9 @@ CFDEF int cf_npy_write(const char *path, const cf_array *a) {
    text is what the training tool records of its run (key=value lines: optimizer, input
    transform, ...).  Still read: "CFCKPT02" (no meta) and "CFCKPT01" (no meta, no stats and
    n_params of optimizer state). */
-typedef struct { FILE *f; uint32_t crc; int bad; } cf__rd;
+typedef struct { int fd; uint32_t crc; int bad; } cf__rd;
 static int cf__rd_get(cf__rd *r, void *p, size_t n) {
-    if (r->bad || fread(p, 1, n, r->f) != n) { r->bad = 1; return CF_ERR; }
+    if (r->bad || cf__read_full(r->fd, p, n) != n) { r->bad = 1; return CF_ERR; }
     r->crc = cf_crc32c(r->crc, p, n);
     return CF_OK;
 }
@@ -3776,15 +4360,15 @@ static int cf__ckpt_header(cf__rd *r, const char *path, cf__ckpt_head *h, int wh
     }
     return CF_OK;
 }
-static FILE *cf__ckpt_open(cf__rd *r, const char *path) { r->crc = 0; r->bad = 0; return r->f = cf__open_regular(path); }
+static int cf__ckpt_open(cf__rd *r, const char *path) { size_t n; r->crc = 0; r->bad = 0; return r->fd = cf__open_regular(path, &n); }
 
 CFDEF int cf_checkpoint_cfg(const char *path, char **cfg_text, cf_shape *input) {
     cf__rd r;
     cf__ckpt_head h;
     int rc;
-    if (!cf__ckpt_open(&r, path)) return CF_ERR;
+    if (cf__ckpt_open(&r, path) < 0) return CF_ERR;
     rc = cf__ckpt_header(&r, path, &h, 0);
-    fclose(r.f);
+    close(r.fd);
     *cfg_text = h.cfg; *input = h.in;
     return rc;
 }
@@ -3828,7 +4412,7 @@ static int cf__model_diff(const cf_net *a, const cf_net *b, char *w, size_t n) {
     }
     if (a->n_layers != b->n_layers) { snprintf(w, n, "%d layers in the checkpoint, %d in the cfg", a->n_layers, b->n_layers); return 1; }
     if (a->loss != b->loss) { snprintf(w, n, "loss=%s in the checkpoint, %s in the cfg", cf__loss_names[a->loss], cf__loss_names[b->loss]); return 1; }
-    if (memcmp(a->class_w, b->class_w, sizeof a->class_w)) { snprintf(w, n, "class_weights= differ"); return 1; }
+    if (memcmp(a->priv->class_w, b->priv->class_w, sizeof a->priv->class_w)) { snprintf(w, n, "class_weights= differ"); return 1; }
     for (i = 0; i < a->n_layers; i++)
         if (cf__layer_diff(&a->layers[i], &b->layers[i], why, sizeof why)) {
             snprintf(w, n, "layer %d ([%s] at line %d of the cfg): %s", i, cf_layer_type_name(b->layers[i].type), b->layers[i].line, why);
@@ -3854,9 +4438,9 @@ CFDEF int cf_checkpoint_matches(const char *path, const cf_net *net) {
     cf__rd r;
     cf__ckpt_head h;
     int rc;
-    if (!cf__ckpt_open(&r, path)) return CF_ERR;
+    if (cf__ckpt_open(&r, path) < 0) return CF_ERR;
     rc = cf__ckpt_header(&r, path, &h, 0);
-    fclose(r.f);
+    close(r.fd);
     if (!rc) rc = cf__ckpt_compare(path, &h, net);
     CF_FREE(h.cfg);
     return rc;
@@ -3866,9 +4450,9 @@ CFDEF int cf_checkpoint_model(const char *path, cf_net *net, const cf_shape *sha
     cf__ckpt_head h;
     int rc;
     memset(net, 0, sizeof *net);
-    if (!cf__ckpt_open(&r, path)) return CF_ERR;
+    if (cf__ckpt_open(&r, path) < 0) return CF_ERR;
     rc = cf__ckpt_header(&r, path, &h, 0);
-    fclose(r.f);
+    close(r.fd);
     if (!rc && shape && memcmp(shape, &h.in, sizeof *shape)) {
         char sa[64], sb[64];
         cf__shape_str(sa, sizeof sa, h.in); cf__shape_str(sb, sizeof sb, *shape);
@@ -3885,11 +4469,12 @@ static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf
     size_t total = net->n_params + n_stats + n_opt;
     float *buf;
     uint32_t crc_file, crc;
+    unsigned char extra;
     if (h->u[0] != net->n_params || (h->version >= 2 && h->u[4] != net->n_stats)) return cf_fail("%s: corrupt checkpoint (its counts do not fit its model)", path);
     if (!(buf = CF__NEW(float, total + 1))) return CF_ERR;
     if (cf__rd_get(r, buf, total * sizeof(float))) { CF_FREE(buf); return cf_fail("%s: truncated checkpoint", path); }
     crc = r->crc;
-    if (fread(&crc_file, 1, 4, r->f) != 4 || crc_file != crc || fgetc(r->f) != EOF) {
+    if (cf__read_full(r->fd, &crc_file, 4) != 4 || crc_file != crc || cf__read_full(r->fd, &extra, 1) != 0) {
         CF_FREE(buf);
         return cf_fail("%s: checksum mismatch or trailing bytes: the checkpoint is corrupt", path);
     }
@@ -3905,11 +4490,11 @@ CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st) 
     cf__rd r;
     cf__ckpt_head h;
     int rc;
-    if (!cf__ckpt_open(&r, path)) return CF_ERR;
+    if (cf__ckpt_open(&r, path) < 0) return CF_ERR;
     rc = cf__ckpt_header(&r, path, &h, 1);
     if (!rc) rc = cf__ckpt_compare(path, &h, net);
     if (!rc) rc = cf__ckpt_body(&r, path, &h, net);
-    fclose(r.f);
+    close(r.fd);
     CF_FREE(h.cfg);
     if (rc) return rc;
     if (st) { st->step = h.u[1]; st->epoch = h.u[2]; st->seed = h.u[3]; st->best = h.best; memcpy(st->meta, h.meta, sizeof st->meta); }
@@ -3926,8 +4511,8 @@ CFDEF int cf_checkpoint_info(const char *path, cf_ckpt_info *info) {
     cf_net net;
     int rc;
     memset(info, 0, sizeof *info);
-    if (!cf__ckpt_open(&r, path)) return CF_ERR;
-    if ((rc = cf__ckpt_header(&r, path, &h, 1)) || (rc = cf__ckpt_net(path, &h, &net))) { fclose(r.f); CF_FREE(h.cfg); return rc; }
+    if (cf__ckpt_open(&r, path) < 0) return CF_ERR;
+    if ((rc = cf__ckpt_header(&r, path, &h, 1)) || (rc = cf__ckpt_net(path, &h, &net))) { close(r.fd); CF_FREE(h.cfg); return rc; }
     info->version = h.version; info->input = h.in; info->n_params = h.u[0]; info->n_stats = h.version >= 2 ? h.u[4] : 0;
     info->state.step = h.u[1]; info->state.epoch = h.u[2]; info->state.seed = h.u[3]; info->state.best = h.best;
     memcpy(info->state.meta, h.meta, sizeof h.meta);
@@ -3939,7 +4524,7 @@ CFDEF int cf_checkpoint_info(const char *path, cf_ckpt_info *info) {
         for (k = 0; k < 3; k++) info->rms[k] = np ? sqrt(s[k] / np) : 0.0;
         info->crc_ok = 1;
     }
-    fclose(r.f);
+    close(r.fd);
     cf_net_free(&net);
     if (rc) { CF_FREE(info->cfg_text); info->cfg_text = NULL; }
     return rc;
@@ -4023,15 +4608,12 @@ static uint32_t cf__le32(const unsigned char *p) { return (uint32_t)p[0] | (uint
 
 /* the whole of a regular file in memory (at most CF_MAX_FILE_BYTES) */
 static int cf__slurp(const char *path, unsigned char **buf, size_t *len) {
-    FILE *f = cf__open_regular(path);
-    struct stat st;
-    if (!f) return CF_ERR;
-    if (fstat(fileno(f), &st)) { fclose(f); return cf_fail("%s: %s", path, strerror(errno)); }
-    if ((size_t)st.st_size > CF_MAX_FILE_BYTES) { fclose(f); return cf_fail("%s: %lld bytes is larger than %zu", path, (long long)st.st_size, CF_MAX_FILE_BYTES); }
-    *len = (size_t)st.st_size;
-    if (!(*buf = CF__NEW(unsigned char, *len + 1))) { fclose(f); return CF_ERR; }
-    if (fread(*buf, 1, *len, f) != *len) { fclose(f); CF_FREE(*buf); return cf_fail("%s: read error", path); }
-    fclose(f);
+    int fd = cf__open_regular(path, len);
+    if (fd < 0) return CF_ERR;
+    if (*len > CF_MAX_FILE_BYTES) { close(fd); return cf_fail("%s: %zu bytes is larger than %zu", path, *len, CF_MAX_FILE_BYTES); }
+    if (!(*buf = CF__NEW(unsigned char, *len + 1))) { close(fd); return CF_ERR; }
+    if (cf__read_full(fd, *buf, *len) != *len) { close(fd); CF_FREE(*buf); return cf_fail("%s: read error", path); }
+    close(fd);
     return CF_OK;
 }
 #ifdef CF_USE_ZLIB
@@ -4463,17 +5045,6 @@ CFDEF int cf_climate_read(const char *path, cf_climate_sample *smp, int n_classe
 
 CFDEF void cf_climate_free(cf_climate_sample *smp) { CF_FREE(smp->x); CF_FREE(smp->y); memset(smp, 0, sizeof *smp); }
 
-CFDEF void cf_climate_to_input(float *out, const float *x, int H, int W, int C,
-                               const float *minval, const float *maxval) {
-    size_t p, P = (size_t)H * W;
-    int c;
-    for (c = 0; c < C; c++) {
-        float lo = minval[c], range = maxval[c] - minval[c];
-        float inv = range > 0.0f ? 1.0f / range : 0.0f;   /* a constant channel becomes 0 */
-        for (p = 0; p < P; p++) out[(size_t)c * P + p] = (x[p * C + c] - lo) * inv;
-    }
-}
-
 static int cf__stats_pair(const char *dir, float *minval, float *maxval, int C) {
     static const char *names[2] = {"stats_minval.npy", "stats_maxval.npy"};
     int i;
@@ -4511,64 +5082,10 @@ CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C)
                    "(cf-convert h52npy writes them from stats.h5)", dir);
 }
 
-CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int apply_log) {
-    size_t vox = (size_t)S * S * S, v;
-    double sum = 0.0;
-    float scale = 1.0f, log1p_small[256];   /* log1pf of the counts 0..255 (most voxels hold 0-10) */
-    int c, i;
-    if (!apply_log) {   /* the reference's other branch: x / mean(x) over the whole sample */
-        for (v = 0; v < vox * C; v++) sum += x[v];
-        scale = sum > 0 ? (float)((double)(vox * C) / sum) : 1.0f;
-    }
-    if (apply_log) for (i = 0; i < 256; i++) log1p_small[i] = log1pf((float)i);
-    for (v = 0; v < vox; v++)
-        for (c = 0; c < C; c++) {
-            int16_t n = x[v * C + c];
-            float f = (float)n;
-            out[(size_t)c * vox + v] = !apply_log ? f * scale : (n >= 0 && n < 256) ? log1p_small[n] : log1pf(f);
-        }
-    if (apply_log == 2)   /* a lognormal field's log is Gaussian: centred, the channels differ by their growth only */
-        for (c = 0; c < C; c++) {
-            double m = 0.0;
-            float sub;
-            for (v = 0; v < vox; v++) m += x[v * C + c];
-            sub = (float)log1p(m / (double)vox);
-            for (v = 0; v < vox; v++) out[(size_t)c * vox + v] -= sub;
-        }
-}
 
-/* out[o] = in[i] where i is o with the axes permuted by p and flipped where flip's bit is
-   set: a cube has 6 axis orders times 8 flips */
-CFDEF void cf_cube_symmetry(float *x, float *tmp, int C, int S, int code) {
-    static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
-    const int *p = perms[code % 6];
-    int flip = code / 6, c, i[3], o[3], a;
-    size_t vox = (size_t)S * S * S;
-    memcpy(tmp, x, sizeof(float) * C * vox);
-    for (c = 0; c < C; c++)
-        for (o[0] = 0; o[0] < S; o[0]++) for (o[1] = 0; o[1] < S; o[1]++) for (o[2] = 0; o[2] < S; o[2]++) {
-            for (a = 0; a < 3; a++) { i[p[a]] = o[a]; if (flip >> a & 1) i[p[a]] = S - 1 - o[a]; }
-            x[c * vox + ((size_t)o[0] * S + o[1]) * S + o[2]] = tmp[c * vox + ((size_t)i[0] * S + i[1]) * S + i[2]];
-        }
-}
+#endif /* CF_NO_FILES */
 
-CFDEF int cf_epoch_shard(int *out, int n, uint64_t seed, int epoch, int rank, int size,
-                         int shuffle, int drop_remainder) {
-    int *perm = CF__NEW(int, n + 1), i, k = 0, per = n / size;
-    cf_rng r = cf_rng_seed(cf_hash64(seed ^ (0x5eedULL + (uint64_t)epoch * 0x9e3779b97f4a7c15ULL)));
-    if (!perm) return -1;
-    for (i = 0; i < n; i++) perm[i] = i;
-    if (shuffle)   /* Fisher-Yates with our generator: the same order on every platform */
-        for (i = n - 1; i > 0; i--) { int j = (int)(cf_rng_u64(&r) % (uint64_t)(i + 1)), t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
-    for (i = rank; i < n; i += size) {
-        if (drop_remainder && k == per) break;
-        out[k++] = perm[i];
-    }
-    CF_FREE(perm);
-    return k;
-}
-
-/* ================================================================ 9. distributed */
+/* ================================================================ 10. distributed */
 #ifdef CF_USE_MPI
 /* MPI starts only under a launcher (mpirun/mpiexec/srun set one of these); a program
    started on its own is one rank without touching MPI, so it also runs where MPI cannot
@@ -4639,13 +5156,13 @@ static void cf__ov_hook(cf_net *net, int i, void *ctx) {
 }
 CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) {
     cf__ov.n = 0; cf__ov.end = net->n_params; cf__ov.bucket = bucket_floats ? bucket_floats : 1;
-    net->backward_hook = cf_dist_size() > 1 ? cf__ov_hook : NULL;
-    net->hook_ctx = NULL;
+    net->priv->backward_hook = cf_dist_size() > 1 ? cf__ov_hook : NULL;
+    net->priv->hook_ctx = NULL;
 }
 CFDEF void cf_dist_overlap_end(cf_net *net) {
     size_t k;
     float inv;
-    net->backward_hook = NULL;
+    net->priv->backward_hook = NULL;
     if (cf_dist_size() == 1) return;
     cf__ov_start(net->grads, 0, cf__ov.end);
     MPI_Waitall(cf__ov.n, cf__ov.req, cf__ov.st);
@@ -4708,6 +5225,7 @@ CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {   /* one process: a 
 }
 CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag) { CF_FREE(lag->buf[0]); CF_FREE(lag->buf[1]); memset(lag, 0, sizeof *lag); }
 #endif
+CFDEF void cf_net_average_stats(cf_net *net) { if (net->n_stats) cf_dist_allreduce_mean(net->stats, net->n_stats); }
 
 #endif /* CF__IMPLEMENTED */
 #endif /* CF_IMPLEMENTATION */

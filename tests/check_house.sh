@@ -55,5 +55,10 @@ done
 outside=$(git ls-files 2>/dev/null | grep -v '^tests/check_house.sh$' | xargs grep -lE '\.\./shared|[A-Z]+-REFERENCE\.md|STYLE-ANCHORS' 2>/dev/null)
 [ -z "$outside" ] && ok || bad "files citing paths outside the repository: $outside"
 
+# 6. the tools are programs over the public API: no private cf__ function, type or macro
+#    and no field of the private part of cf_net (priv->...) in tools/
+private=$(grep -nE '(^|[^A-Za-z0-9_])(cf__|CF__)[A-Za-z0-9_]|priv(->|\.)' tools/*.c tools/*.h 2>/dev/null | head -5)
+[ -z "$private" ] && ok || bad "the tools reach into the header's private part: $private"
+
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

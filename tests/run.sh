@@ -37,9 +37,11 @@ run "malformed files, table-driven, under AddressSanitizer" env ASAN_OPTIONS=det
 run "compile: C99 -pedantic, two translation units" bin/test_compile
 run "compile: C++" bin/test_compile_cpp
 run "compile: CF_STATIC" bin/test_static
-run "the README's vendoring example" bin/vendor_example
+run "the vendor's door: the README's example under every strict C and C++ mode, ASan, CF_NO_FILES" sh tests/test_vendor.sh
 run "training augmentation: the cube's 48 symmetries" bin/test_augment
-run "house rules: function lengths, no dated comments, the activations written once, names in the docs" sh tests/check_house.sh
+run "house rules: function lengths, no dated comments, the activations written once, names in the docs, the tools on the public API" sh tests/check_house.sh
+run "checks that see what they claim: a layer type with the wrong table flags fails the gradient check" sh tests/test_checks.sh
+run "the tour: every command of docs/tour.md as written, in a copy of the repository" sh tests/test_tour.sh
 run "builds: without MPI, OpenBLAS or libhdf5; refusing mpirun and srun; rebuilt when the configuration changes; aarch64" sh tests/test_build.sh
 if has_torch; then
     # the default build and the CF_REFERENCE one (no fast path compiled in), against PyTorch

@@ -158,7 +158,7 @@ static void test_conv_oracle(void) {
 static void test_conv_tiles(void) {
     cf_rng r = cf_rng_seed(11);
     int ci;
-    cf_conv_set_direct(0);   /* these are the GEMM paths' tests; test_conv_direct has the direct kernels' */
+    cf_fast_path_set("direct", 0);   /* these are the GEMM paths' tests; test_conv_direct has the direct kernels' */
     for (ci = 0; ci < 3; ci++) {
         int C = ci == 1 ? 3 : 2, OC = ci == 1 ? 5 : 4, B = 2;
         cf_shape in = {C, 44, 44, 44}, out;
@@ -188,7 +188,7 @@ static void test_conv_tiles(void) {
             free(x); free(w); free(b); free(dy); free(col); free(dcol); free(y1); free(y2); free(dw1); free(dw2); free(dx1); free(dx2); free(db1); free(db2);
         }
     }
-    cf_conv_set_direct(1);
+    cf_fast_path_set("direct", 1);
 }
 
 /* The direct kernels (stride 1 along the width; built with AVX2 + FMA): forward + bias +
@@ -226,10 +226,10 @@ static void test_conv_direct(void) {
             for (i = 0; i < ny; i++) if (y2[i] < 0) y2[i] *= 0.3f;
             CHECK(check_relerr(y1, y2, ny) < 1e-5, "direct conv forward + leaky vs direct loop: %s (err %g)", cases[ci].what, check_relerr(y1, y2, ny));
             cf_conv_backward(dx1, dw1, db1, dy, x, w, B, in, out, &g, 1, col, dcol, big);
-            cf_conv_set_direct(0);
+            cf_fast_path_set("direct", 0);
             cf_conv_forward_act(y2, x, w, b, B, in, out, &g, 1, col, big, CF_ACT_LEAKY, 0.3f);
             cf_conv_backward(dx2, dw2, db2, dy, x, w, B, in, out, &g, 1, col, dcol, big);
-            cf_conv_set_direct(1);
+            cf_fast_path_set("direct", 1);
             CHECK(check_relerr(y1, y2, ny) < 1e-5, "direct conv forward vs im2col + GEMM: %s", cases[ci].what);
             CHECK(check_relerr(dw1, dw2, nw) < 1e-5 && check_relerr(db1, db2, OC) < 1e-6,
                   "direct conv backward-weights (added to dw) vs im2col + GEMM: %s (err %g)", cases[ci].what, check_relerr(dw1, dw2, nw));
@@ -391,7 +391,7 @@ static void deconv_direct(double *y, const float *x, const float *w, const float
 /* layer i's output by its definition, in double, into ref (B * its output size) */
 static void layer_oracle(cf_net *net, int i, double *ref, int B) {
     cf_layer *l = &net->layers[i];
-    const float *x = l->src[0] < 0 ? net->x : cf_net_output(net, l->src[0]), *W = net->params + l->w_off, *b = l->b_n ? net->params + l->b_off : NULL;
+    const float *x = l->src[0] < 0 ? net->priv->x : cf_net_output(net, l->src[0]), *W = net->params + l->w_off, *b = l->b_n ? net->params + l->b_off : NULL;
     size_t n = (size_t)B * cf_shape_size(l->out), P = cf_shape_size(l->in) / l->in.c, k, p;
     float *tmp = (float *)malloc(n * sizeof(float) + 4);
     int bi, c, j;
@@ -421,7 +421,7 @@ static void layer_oracle(cf_net *net, int i, double *ref, int B) {
             size_t q0 = k;
             for (j = 0; j < l->n_src; j++) {
                 cf_shape s = l->src[j] < 0 ? net->input : net->layers[l->src[j]].out;
-                const float *xs = l->src[j] < 0 ? net->x : cf_net_output(net, l->src[j]);
+                const float *xs = l->src[j] < 0 ? net->priv->x : cf_net_output(net, l->src[j]);
                 size_t m = cf_shape_size(s), e;
                 for (e = 0; e < m; e++) {
                     if (l->type == CF_L_ROUTE) ref[k++] = xs[(size_t)bi * m + e];
@@ -462,7 +462,7 @@ static void test_layer_oracles(void) {
     cf_net_init(&net, 3);
     fill(net.params, net.n_params, &r, -0.8f, 0.8f);   /* every weight, gamma, beta and bias non-trivial */
     x = rnd(B * cf_shape_size(net.input), &r);
-    net.keep_acts = 1; net.training = 1; net.bn_train = 1; net.step = 7;
+    cf_net_keep_outputs(&net, 1); cf_net_set_mode(&net, CF_MODE_TRAIN); net.step = 7;
     cf_net_forward(&net, x, B);
     for (i = 0; i < net.n_layers; i++) {
         cf_layer *l = &net.layers[i];
@@ -635,7 +635,7 @@ static void test_gradcheck_net(void) {
     CHECK(rc == CF_OK, "every-layer cfg parses: %s", cf_failure_reason());
     if (rc) return;
     cf_net_init(&net, 11);
-    net.training = 1; net.step = 5;  /* dropout on, with a mask that stays fixed during the check */
+    cf_net_set_mode(&net, CF_MODE_DROPOUT); net.step = 5;  /* dropout on, with a mask that stays fixed during the check */
     float *x = rnd(B * cf_shape_size(net.input), &r), *t = rnd((size_t)B * net.n_outputs, &r), *dout = rnd((size_t)B * net.n_outputs, &r);
     net_ctx c = {&net, x, t, B};
     net_loss(&c);
@@ -663,12 +663,12 @@ static void test_gradcheck_net(void) {
             sum += cf_shape_size(a->out) * B;
             for (j = 0; j < net.n_layers; j++) {
                 cf_layer *b = &net.layers[j];
-                const cf_plan_layer *pa = &net.plan.l[i], *pb = &net.plan.l[j];
+                const cf__plan_layer *pa = &net.priv->plan.l[i], *pb = &net.priv->plan.l[j];
                 size_t na = cf_shape_size(a->out) * B, nb = cf_shape_size(b->out) * B;
                 if (i != j && i <= pb->last_read && j <= pa->last_read && pa->dy_off < pb->dy_off + nb && pb->dy_off < pa->dy_off + na) ok = 0;
             }
         }
-        CHECK(ok && net.plan.floats < 2 * sum, "gradient buffers: live ones disjoint; %zu arena floats for %zu outputs + gradients", net.plan.floats, 2 * sum);
+        CHECK(ok && net.priv->plan.floats < 2 * sum, "gradient buffers: live ones disjoint; %zu arena floats for %zu outputs + gradients", net.priv->plan.floats, 2 * sum);
     }
     free(x); free(t); free(dout);
     cf_net_free(&net);
@@ -686,7 +686,7 @@ static int fusion_step(cf_net *a, cf_net *b, const char *cfg, const char *name, 
     float *x, *t, *da, *db;
     if (cf_net_parse(a, cfg, name, NULL) || cf_net_parse(b, cfg, name, NULL)) { CHECK(0, "%s: %s", name, cf_failure_reason()); return 0; }
     cf_net_init(a, init_seed); cf_net_init(b, init_seed);
-    b->no_fuse = 1;
+    b->priv->no_fuse = 1;
     if (zero_first_kernel) {
         memset(a->params + a->layers[0].w_off, 0, a->layers[0].w_n * sizeof(float));
         memset(b->params + b->layers[0].w_off, 0, b->layers[0].w_n * sizeof(float));
@@ -727,12 +727,12 @@ static void test_pool_fusion(void) {
     cf_rng r = cf_rng_seed(9);
     int same;
     if (fusion_step(&a, &b, cfg, "fusion.cfg", 3, 0, &r)) {
-        CHECK((a.plan.l[0].fused_pool >= 0) && (a.plan.l[2].fused_pool >= 0) && !(a.plan.l[4].fused_pool >= 0) && !(a.plan.l[7].fused_pool >= 0) && !(b.plan.l[0].fused_pool >= 0),
+        CHECK((a.priv->plan.l[0].fused_pool >= 0) && (a.priv->plan.l[2].fused_pool >= 0) && !(a.priv->plan.l[4].fused_pool >= 0) && !(a.priv->plan.l[7].fused_pool >= 0) && !(b.priv->plan.l[0].fused_pool >= 0),
               "fusion chosen for conv+pool only where the pool is the sole reader with disjoint windows (%d %d %d %d)",
-              (a.plan.l[0].fused_pool >= 0), (a.plan.l[2].fused_pool >= 0), (a.plan.l[4].fused_pool >= 0), (a.plan.l[7].fused_pool >= 0));
+              (a.priv->plan.l[0].fused_pool >= 0), (a.priv->plan.l[2].fused_pool >= 0), (a.priv->plan.l[4].fused_pool >= 0), (a.priv->plan.l[7].fused_pool >= 0));
         same = !memcmp(a.grads, b.grads, a.n_params * sizeof(float));
         CHECK(same, "fused conv+pool backward gives the separate passes' gradients bit for bit");
-        CHECK(a.plan.floats < b.plan.floats, "fusion needs fewer arena floats: %zu vs %zu", a.plan.floats, b.plan.floats);
+        CHECK(a.priv->plan.floats < b.priv->plan.floats, "fusion needs fewer arena floats: %zu vs %zu", a.priv->plan.floats, b.priv->plan.floats);
         CHECK(cf_net_first_nonfinite_output(&a) < 0, "after backward, fused outputs (now gradients) are not reported as outputs");
         cf_net_free(&a); cf_net_free(&b);
     }
@@ -741,9 +741,9 @@ static void test_pool_fusion(void) {
         size_t k;
         for (k = 0; k < b.layers[0].w_n; k++) if (fabsf(b.grads[b.layers[0].w_off + k]) > big) big = fabsf(b.grads[b.layers[0].w_off + k]);
         same = !memcmp(a.grads, b.grads, a.n_params * sizeof(float));
-        CHECK((a.plan.l[0].fused_pool >= 0) && big > 0.0f && same,
+        CHECK((a.priv->plan.l[0].fused_pool >= 0) && big > 0.0f && same,
               "windows of ties: the fused backward gives the first maximum the gradient, as the separate passes do (fused %d, kernel gradient %g, equal %d)",
-              (a.plan.l[0].fused_pool >= 0), big, same);
+              (a.priv->plan.l[0].fused_pool >= 0), big, same);
         cf_net_free(&a); cf_net_free(&b);
     }
 }
@@ -774,15 +774,16 @@ static void test_memory_plan(void) {
         CHECK(rc == CF_OK, "memory plan: %s loads: %s", nets[m].path, cf_failure_reason());
         if (rc) continue;
         cf_net_init(&a, 5); cf_net_init(&b, 5);
-        b.keep_acts = 1;
+        cf_net_keep_outputs(&b, 1);
         for (B = 2; B <= 3; B++) for (mode = 1; mode >= 0; mode--) {
             size_t nx = (size_t)B * cf_shape_size(a.input), no = (size_t)B * a.n_outputs, nt = (size_t)B * a.n_targets, k;
             float *x = rnd(nx, &r), *t = rnd(nt, &r), *da = rnd(no, &r), *db = rnd(no, &r);
             const float *ya, *yb;
             int same_y, same_g, same_s;
             if (a.loss == CF_LOSS_SOFTMAX_CE) for (k = 0; k < nt; k++) t[k] = (float)(cf_rng_u64(&r) % (uint64_t)a.layers[a.n_layers - 1].out.c);
-            a.training = b.training = 1; a.step = b.step = (uint64_t)(B * 2 + mode);   /* dropout on */
-            a.bn_train = b.bn_train = mode;
+            a.step = b.step = (uint64_t)(B * 2 + mode);   /* dropout on */
+            cf_net_set_mode(&a, CF_MODE_DROPOUT | (mode ? CF_MODE_BATCH_STATS : 0));
+            cf_net_set_mode(&b, cf_net_mode(&a));
             ya = cf_net_forward(&a, x, B); yb = cf_net_forward(&b, x, B);
             same_y = ya && yb && !memcmp(ya, yb, no * sizeof(float));
             cf_net_zero_grad(&a); cf_net_zero_grad(&b);
@@ -795,9 +796,9 @@ static void test_memory_plan(void) {
                   same_g ? "equal" : "DIFFER", same_s ? "equal" : "DIFFER");
             free(x); free(t); free(da); free(db);
         }
-        for (i = 0; i < a.n_layers; i++) recomputed += a.plan.l[i].rebuild_at >= 0;
-        CHECK(a.plan.floats < b.plan.floats, "memory plan, %s: arena %zu floats, %zu with keep_acts (%d outputs recomputed in backward)",
-              nets[m].path, a.plan.floats, b.plan.floats, recomputed);
+        for (i = 0; i < a.n_layers; i++) recomputed += a.priv->plan.l[i].rebuild_at >= 0;
+        CHECK(a.priv->plan.floats < b.priv->plan.floats, "memory plan, %s: arena %zu floats, %zu with keep_acts (%d outputs recomputed in backward)",
+              nets[m].path, a.priv->plan.floats, b.priv->plan.floats, recomputed);
         cf_net_free(&a); cf_net_free(&b);
     }
 }
@@ -828,7 +829,7 @@ static void test_pytorch_reference(void) {
     f = fopen(path, "r");
     CHECK(f && fscanf(f, "%f %f %f", &lr, &mom, &l2) == 3, "read hyper.txt");
     if (f) fclose(f);
-    net.training = 0;   /* dropout off, as in the reference */
+    cf_net_set_mode(&net, CF_MODE_EVAL);   /* dropout off, as in the reference */
     const float *y = cf_net_forward(&net, x, B);
     CHECK(check_relerr(y, yref, ny) < 1e-4, "PyTorch reference: output (err %.2g)", check_relerr(y, yref, ny));
     printf("agree cosmo-ref.cfg_output %.3g 1e-04\n", check_relerr(y, yref, ny));
@@ -900,14 +901,14 @@ static void test_seg_reference(void) {
     if (!x || !lab) { CHECK(0, "seg reference arrays missing"); cf_net_free(&net); return; }
     B = (int)(nx / cf_shape_size(net.input));
     CHECK(net.n_targets == 80 && ny == (size_t)B * 80, "segmentation targets are H*W class ids per sample (%d)", net.n_targets);
-    CHECK(fabs(net.class_w[1] - 2.6146112) < 1e-6 && fabs(net.class_w[0] - 1.0017299) < 1e-6 && fabs(net.class_w[2] - 1.7164197) < 1e-6,
+    CHECK(fabs(net.priv->class_w[1] - 2.6146112) < 1e-6 && fabs(net.priv->class_w[0] - 1.0017299) < 1e-6 && fabs(net.priv->class_w[2] - 1.7164197) < 1e-6,
           "default class weights are the reference's f^(-1/8)");
     float *dout = (float *)malloc((size_t)B * net.n_outputs * 4);
     for (mode = 0; mode < 2; mode++) {   /* 0: train-mode batch norm, 1: eval mode */
         const char *m = mode ? "eval" : "train";
         char name[64];
         CHECK(cf_weights_import(&net, "tests/ref/seg_ref/weights") == CF_OK, "import seg weights: %s", cf_failure_reason());
-        net.bn_train = !mode; net.training = 0;
+        cf_net_set_mode(&net, mode ? CF_MODE_EVAL : CF_MODE_BATCH_STATS);
         const float *z = cf_net_forward(&net, x, B);
         snprintf(name, sizeof name, "output_%s.npy", m);
         float *zr = load_f32(dir, name, &nz);
@@ -932,7 +933,7 @@ static void test_seg_reference(void) {
                                       "LARC_(clip)_and_Adam_5_steps_weights", "LAMB_5_steps_weights_(apex_FusedLAMB_in_PyTorch)"};
         cf_weights_import(&net, "tests/ref/seg_ref/weights");
         memset(net.opt, 0, 2 * net.n_params * sizeof(float));
-        net.bn_train = 1;
+        cf_net_set_mode(&net, CF_MODE_BATCH_STATS);
         for (step = 1; step <= 5; step++) {
             cf_net_forward(&net, x, B);
             cf_net_loss(&net, lab, dout);

@@ -212,31 +212,33 @@ int main(int argc, char **argv) {
             printf("allreduce_ms %.3f grad_mb %.2f ranks %d\n", 1e3 * t[3], net.n_params * 4.0 / 1e6, cf_dist_size());
     }
     {
-        size_t nx = (size_t)B * cf_shape_size(net.input), ny = (size_t)B * net.n_outputs, nt = (size_t)B * net.n_targets, k;
-        int seg = net.loss == CF_LOSS_SOFTMAX_CE, K = net.layers[net.n_layers - 1].out.c;
-        float *x = (float *)malloc(nx * 4), *t = (float *)malloc(nt * 4), *dout = (float *)malloc(ny * 4);
+        size_t nx = (size_t)B * cf_shape_size(net.input), nt = (size_t)B * net.n_targets, k;
+        int seg = net.loss == CF_LOSS_SOFTMAX_CE;
+        float *x = (float *)malloc(nx * 4), *t = (float *)malloc(nt * 4);
         double flops = 0, peak = 0, dt = 0, *rates = (double *)calloc((size_t)steps, sizeof(double));
         sgemm_bufs sb = {NULL, NULL, NULL, 0};
         cf_rng r = cf_rng_seed(3);
         layer_clock lc = {NULL, 0, 0};
-        if (!x || !t || !dout || !rates) die("out of memory for the batch");
+        cf_train_config tc;
+        cf_trainer tr;
+        cf_step_result res;
+        if (!x || !t || !rates) die("out of memory for the batch");
         for (k = 0; k < nx; k++) x[k] = cf_rng_uniform(&r);
-        for (k = 0; k < nt; k++) t[k] = seg ? (float)(cf_rng_u64(&r) % (uint64_t)K) : cf_rng_uniform(&r) * 2 - 1;
+        for (k = 0; k < nt; k++) t[k] = seg ? (float)(cf_rng_u64(&r) % (uint64_t)net.n_classes) : cf_rng_uniform(&r) * 2 - 1;
         for (i = 0; i < net.n_layers; i++) flops += step_flops(&net.layers[i], B);
-        net.training = 1; net.bn_train = 1;
+        /* the library's training step, as cf-train runs it, with the application's optimizer
+           (SGD for CosmoFlow, LAMB for DeepCAM) at a constant tiny learning rate */
+        cf_train_defaults(&tc);
+        tc.lr = 1e-6; tc.base_batch = 0; tc.warmup_epochs = 0; tc.n_decay = 0;
+        TRY(cf_train_init(&tr, &net, &tc));
         for (i = 0; i <= steps; i++) {
             double t0;
             if (i == 1 && do_layers) {   /* step 0 warms up caches and allocates */
-                lc.t = (double *)calloc(3 * net.n_layers, sizeof(double)); net.layer_hook = time_layer; net.layer_ctx = &lc;
+                lc.t = (double *)calloc(3 * net.n_layers, sizeof(double));
+                cf_net_set_layer_hook(&net, time_layer, &lc);
             }
             t0 = now_s();
-            if (!cf_net_forward(&net, x, B)) die("%s", cf_failure_reason());
-            cf_net_loss(&net, t, dout);
-            cf_net_zero_grad(&net);
-            cf_net_backward(&net, dout);
-            if (seg) cf_lamb_step(&net, 1e-6f, 0.9f, 0.999f, 1e-6f, 0.01f, 1.0f, net.step + 1);   /* DeepCAM's optimizer */
-            else cf_sgd_step(&net, 1e-6f, 0.9f, 0.0f);                                           /* CosmoFlow's */
-            net.step++;
+            TRY(cf_train_step(&tr, x, t, B, &res));
             if (i == 0) continue;
             dt += (now_s() - t0) / steps;
             if (do_sgemm) rates[i - 1] = sgemm_rate(&sb);
@@ -249,7 +251,8 @@ int main(int argc, char **argv) {
                model, net.input.c, net.input.d, net.input.h, net.input.w, B, dt, flops / 1e9, peak);
         if (cf_dist_rank() == 0) printf("samples_per_s %.4f gflops_per_s %.1f sgemm_peak_pct %.1f peak_rss_mb %.0f\n",
                B / dt, flops / dt / 1e9, peak > 0 ? 100.0 * flops / dt / 1e9 / peak : 0.0, peak_rss_mb());
-        free(x); free(t); free(dout);
+        free(x); free(t);
+        cf_train_free(&tr);
     }
     cf_net_free(&net);
     cf_dist_finalize();

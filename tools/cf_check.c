@@ -31,7 +31,8 @@ static void flag_table(options *o) {
         {"--tolerance", "T", FLAG_DOUBLE, &o->tolerance, 0, 1, "--gradcheck threshold on the relative error", NULL, NULL},
         {"--seed", "K", FLAG_U64, &o->seed, 0, 0x7fffffff, "weights and data for --gradcheck", NULL, NULL},
         {"--dump", "DIR", FLAG_STR, &o->dump, 0, 0, "DIR/output.npy, DIR/loss.txt and DIR/grad/NNN_<layer>_<kind>.npy (with --target), DIR/grad_input.npy", NULL, NULL},
-        {"--input", "x.npy", FLAG_STR, &o->input, 0, 0, "float32 input (N, C, D, H, W) or (N, C, H, W), for --dump", NULL, NULL},
+        {"--input", "x.npy", FLAG_STR, &o->input, 0, 0, "float32 input (N, C, D, H, W) or (N, C, H, W), for --dump; or 'ramp': one sample x[i] = (i % 10) / 10 "
+                                                        "with targets 0.5 (class 0), written as DIR/input.npy and DIR/target.npy", NULL, NULL},
         {"--target", "y.npy", FLAG_STR, &o->target, 0, 0, "float32 targets for --dump: (N, outputs), or (N, H, W) class ids for loss=softmax_ce", NULL, NULL},
         {"--mode", "train|eval", FLAG_CALL, &o->mode, 0, 0, "batch norm for --dump: batch statistics (train) or the running ones (eval); dropout off (default eval)", parse_mode, NULL},
     };
@@ -43,18 +44,38 @@ static void usage(void) {
               flags, n_flags, NULL);
 }
 
+/* one value per axis ("3x3x1"), or one for all ("3"); a 2-D layer's depth axis left out */
+static int axes(char *b, size_t n, const int v[3], int is2d) {
+    if (v[1] == v[2] && (is2d || v[0] == v[1])) return snprintf(b, n, "%d", v[1]);
+    return is2d ? snprintf(b, n, "%dx%d", v[1], v[2]) : snprintf(b, n, "%dx%dx%d", v[0], v[1], v[2]);
+}
+/* a window layer's geometry: kernel, stride, dilation (when not 1) and the zero padding
+   before+after, e.g. "k2 s1 p0+1"; "-" for other layers */
+static const char *window(const cf_layer *l, int is2d) {
+    static char b[96];
+    static const int one[3] = {1, 1, 1};
+    size_t n = 0;
+    if (l->type != CF_L_CONV && l->type != CF_L_DECONV && l->type != CF_L_MAXPOOL && l->type != CF_L_AVGPOOL) return "-";
+    n += snprintf(b + n, sizeof b - n, "k"); n += axes(b + n, sizeof b - n, l->g.k, is2d);
+    n += snprintf(b + n, sizeof b - n, " s"); n += axes(b + n, sizeof b - n, l->g.s, is2d);
+    if (memcmp(l->g.dil, one, sizeof one)) { n += snprintf(b + n, sizeof b - n, " d"); n += axes(b + n, sizeof b - n, l->g.dil, is2d); }
+    n += snprintf(b + n, sizeof b - n, " p"); n += axes(b + n, sizeof b - n, l->g.pb, is2d);
+    n += snprintf(b + n, sizeof b - n, "+"); axes(b + n, sizeof b - n, l->g.pa, is2d);
+    return b;
+}
 static void summary(cf_net *net) {
     int i;
     double flops = 0;
     cf_net_set_batch(net, 1);   /* the paths are those of a batch of 1 */
-    printf("%-4s %-10s %-22s %12s %14s  %s\n", "#", "type", "output (CxDxHxW)", "params", "fwd MFLOP", "paths: fwd, bwd-w, bwd-d");
+    printf("%-4s %-10s %-22s %12s %14s  %-16s %s\n", "#", "type", "output (CxDxHxW)", "params", "fwd MFLOP", "window", "paths: fwd, bwd-w, bwd-d");
     printf("%-4s %-10s %4dx%-4dx%-4dx%-6d %12s %14s\n", "in", "input", net->input.c, net->input.d, net->input.h, net->input.w, "", "");
     for (i = 0; i < net->n_layers; i++) {
         cf_layer *l = &net->layers[i];
         char shp[64];
         snprintf(shp, sizeof shp, "%dx%dx%dx%d", l->out.c, l->out.d, l->out.h, l->out.w);
-        printf("%-4d %-10s %-22s %12zu %14.2f  %s, %s, %s\n", i, cf_layer_type_name(l->type), shp, l->w_n + l->b_n, cf_layer_flops(l) / 1e6,
-               cf_net_path(net, i, CF_OP_FORWARD), cf_net_path(net, i, CF_OP_BACKWARD_WEIGHTS), cf_net_path(net, i, CF_OP_BACKWARD_DATA));
+        printf("%-4d %-10s %-22s %12zu %14.2f  %-16s %s, %s, %s\n", i, cf_layer_type_name(l->type), shp, l->w_n + l->b_n, cf_layer_flops(l) / 1e6,
+               window(l, net->input.d == 1), cf_net_path(net, i, CF_OP_FORWARD), cf_net_path(net, i, CF_OP_BACKWARD_WEIGHTS),
+               cf_net_path(net, i, CF_OP_BACKWARD_DATA));
         flops += cf_layer_flops(l);
     }
     printf("forward GFLOP per sample %.3f (training step about 3x: %.3f)\n", flops / 1e9, 3 * flops / 1e9);
@@ -128,28 +149,69 @@ static double fd(cf_net *net, float *p, const float *g, size_t n, int first, con
     loss_from(net, first, t);
     return worst;
 }
+/* The gradients of one step under the memory plan (outputs dropped and rebuilt, conv and
+   pool fused: what training runs) against the same step with every output kept (what the
+   finite differences below see).  A layer type whose table flags claim its backward reads
+   less than it does passes the finite differences but differs here.  Returns the worst
+   difference relative to each tensor's largest gradient, parameters and input alike. */
+static double plan_check(cf_net *net, const float *x, const float *t, float *dout, int B) {
+    size_t nx = (size_t)B * cf_shape_size(net->input), k;
+    float *g = (float *)malloc(net->n_params * 4 + 4), *dx[2];
+    double worst = 0, scale = 0, d = 0;
+    int pass, i;
+    dx[0] = (float *)calloc(nx, 4); dx[1] = (float *)calloc(nx, 4);
+    if (!g || !dx[0] || !dx[1]) die("out of memory");
+    for (pass = 0; pass < 2; pass++) {   /* 0: under the plan, 1: every output kept */
+        cf_net_keep_outputs(net, pass);
+        if (!cf_net_forward(net, x, B)) die("%s", cf_failure_reason());
+        cf_net_loss(net, t, dout);
+        cf_net_zero_grad(net);
+        cf_net_set_input_grad(net, dx[pass]);
+        cf_net_backward(net, dout);
+        cf_net_set_input_grad(net, NULL);
+        if (!pass) memcpy(g, net->grads, net->n_params * 4);
+    }
+    for (i = 0; i < net->n_layers; i++) {   /* per parameter tensor of each layer */
+        const cf_layer *l = &net->layers[i];
+        size_t part, off[2] = {l->w_off, l->b_off}, n[2] = {l->w_n, l->b_n};
+        for (part = 0; part < 2; part++) {
+            for (scale = 1e-30, d = 0, k = off[part]; k < off[part] + n[part]; k++) {
+                scale = fmax(scale, fabs(net->grads[k]));
+                d = fmax(d, fabs(net->grads[k] - g[k]));
+            }
+            if (n[part] && d / scale > worst) worst = d / scale;
+        }
+    }
+    for (scale = 1e-30, d = 0, k = 0; k < nx; k++) { scale = fmax(scale, fabs(dx[1][k])); d = fmax(d, fabs(dx[1][k] - dx[0][k])); }
+    if (d / scale > worst) worst = d / scale;
+    free(g); free(dx[0]); free(dx[1]);
+    return worst;
+}
 static int gradcheck(cf_net *net, int B, double tol, uint64_t seed) {
     cf_rng r = cf_rng_seed(seed);
     size_t nx = B * cf_shape_size(net->input), ny = (size_t)B * net->n_outputs, nt = (size_t)B * net->n_targets, k;
-    float *x = (float *)malloc(nx * 4), *t = (float *)malloc(ny * 4), *dout = (float *)malloc(ny * 4), *g = (float *)malloc(net->n_params * 4 + 4);
+    float *x = (float *)malloc(nx * 4), *t = (float *)malloc(ny * 4 + nt * 4), *dout = (float *)malloc(ny * 4), *g = (float *)malloc(net->n_params * 4 + 4);
     hook_ctx h;
     int i, bad = 0;
+    double plan;
+    if (!x || !t || !dout || !g) die("out of memory");
     for (k = 0; k < nx; k++) x[k] = cf_rng_uniform(&r) * 2;
     for (k = 0; k < nt; k++)   /* regression targets in [-1, 1), or class ids */
-        t[k] = net->loss == CF_LOSS_SOFTMAX_CE ? (float)(cf_rng_u64(&r) % (uint64_t)net->layers[net->n_layers - 1].out.c)
-                                               : cf_rng_uniform(&r) * 2 - 1;
+        t[k] = net->loss == CF_LOSS_SOFTMAX_CE ? (float)(cf_rng_u64(&r) % (uint64_t)net->n_classes) : cf_rng_uniform(&r) * 2 - 1;
     h.saved = (float **)calloc(net->n_layers, sizeof *h.saved);
-    net->keep_acts = 1;   /* forward_from re-runs the network from any layer: every output kept */
+    /* dropout on with one fixed mask (the step does not advance here), batch norm with batch
+       statistics (its harder backward) */
+    cf_net_set_mode(net, CF_MODE_TRAIN);
+    plan = plan_check(net, x, t, dout, B);
+    cf_net_keep_outputs(net, 1);   /* forward_from re-runs the network from any layer: every output kept */
     cf_net_set_batch(net, B);
     for (i = 0; i < net->n_layers; i++) h.saved[i] = (float *)malloc(cf_shape_size(net->layers[i].out) * B * 4);
-    net->training = 1; net->step = 1;   /* dropout on with one fixed mask */
-    net->bn_train = 1;                  /* batch norm with batch statistics (its harder backward) */
     cf_net_forward(net, x, B);
     cf_net_loss(net, t, dout);
     cf_net_zero_grad(net);
-    net->backward_hook = save_output_grad; net->hook_ctx = &h;
+    cf_net_set_backward_hook(net, save_output_grad, &h);
     cf_net_backward(net, dout);
-    net->backward_hook = NULL;
+    cf_net_set_backward_hook(net, NULL, NULL);
     memcpy(g, net->grads, net->n_params * 4);
     printf("%-4s %-10s %14s %14s %14s\n", "#", "type", "d output", "d weight", "d bias");
     for (i = 0; i < net->n_layers; i++) {
@@ -161,6 +223,10 @@ static int gradcheck(cf_net *net, int B, double tol, uint64_t seed) {
         bad += !ok;
         printf("%-4d %-10s %14.3g %14.3g %14.3g  %s\n", i, cf_layer_type_name(l->type), eo, ew, eb, ok ? "ok" : "FAIL");
     }
+    /* the plan changes where values live, never what they are: the same bits are expected */
+    printf("memory plan: gradients under the plan against every output kept, worst relative difference %.3g (tolerance 1e-6) %s\n",
+           plan, plan <= 1e-6 ? "ok" : "FAIL: a layer's backward reads an output the plan did not keep (its table flags)");
+    bad += plan > 1e-6;
     printf("gradcheck %s: worst relative error per layer above, tolerance %g\n", bad ? "FAILED" : "passed", tol);
     for (i = 0; i < net->n_layers; i++) free(h.saved[i]);
     free(h.saved); free(x); free(t); free(dout); free(g);
@@ -204,6 +270,32 @@ static void dump_grads(cf_net *net, const char *dir) {
     }
     free(ts);
 }
+/* --input ramp: one sample x[i] = (i % 10) / 10, targets 0.5 (class 0 for segmentation), both
+   written to DIR, so that a first dump needs no other program */
+static void ramp(cf_net *net, const char *dir, cf_array *xa, cf_array *ta) {
+    size_t k;
+    char path[4096];
+    memset(xa, 0, sizeof *xa); memset(ta, 0, sizeof *ta);
+    xa->dtype = ta->dtype = CF_F32;
+    xa->ndim = net->input.d == 1 ? 4 : 5; xa->shape[0] = 1; xa->shape[1] = net->input.c;
+    if (xa->ndim == 5) { xa->shape[2] = net->input.d; xa->shape[3] = net->input.h; xa->shape[4] = net->input.w; }
+    else { xa->shape[2] = net->input.h; xa->shape[3] = net->input.w; }
+    xa->count = cf_shape_size(net->input); ta->count = (size_t)net->n_targets;
+    ta->ndim = 2; ta->shape[0] = 1; ta->shape[1] = net->n_targets;
+    if (!(xa->data = calloc(xa->count, 4)) || !(ta->data = calloc(ta->count, 4))) die("out of memory");
+    for (k = 0; k < xa->count; k++) ((float *)xa->data)[k] = (float)(k % 10) / 10.0f;
+    for (k = 0; k < ta->count; k++) ((float *)ta->data)[k] = net->loss == CF_LOSS_SOFTMAX_CE ? 0.0f : 0.5f;
+    snprintf(path, sizeof path, "%s/input.npy", dir); output_in_dir(path); TRY(cf_npy_write(path, xa));
+    snprintf(path, sizeof path, "%s/target.npy", dir); output_in_dir(path); TRY(cf_npy_write(path, ta));
+}
+/* a small tensor's values on stdout too (at most 16), for reading a dump without numpy */
+static void show(const char *name, const float *v, size_t n) {
+    size_t k;
+    if (n > 16) return;
+    printf("%s:", name);
+    for (k = 0; k < n; k++) printf(" %.6g", v[k]);
+    printf("\n");
+}
 static void dump(cf_net *net, const options *o) {
     cf_array xa, ta;
     char path[4096], text[64];
@@ -211,18 +303,20 @@ static void dump(cf_net *net, const options *o) {
     float *dout, *dx;
     const float *y;
     double loss;
-    int B;
+    int B, i;
     cf_atomic_file af;
-    TRY(cf_npy_read(o->input, &xa));
+    if (!strcmp(o->input, "ramp")) ramp(net, o->dump, &xa, &ta);
+    else TRY(cf_npy_read(o->input, &xa));
     if (xa.dtype != CF_F32 || xa.ndim < 2 || xa.count % per || xa.shape[1] != net->input.c)
         die("%s: expected float32 (N, %d, ...) with %zu values per sample", o->input, net->input.c, per);
     B = (int)(xa.count / per);
-    net->training = 0;
-    net->bn_train = !strcmp(o->mode, "train");
+    cf_net_set_mode(net, strcmp(o->mode, "train") ? CF_MODE_EVAL : CF_MODE_BATCH_STATS);   /* dropout off */
     if (!(y = cf_net_forward(net, (const float *)xa.data, B))) die("%s", cf_failure_reason());
     dump_output(net, o->dump, y, B);
-    if (!o->target) { cf_array_free(&xa); return; }
-    TRY(cf_npy_read(o->target, &ta));
+    show("input", (const float *)xa.data, xa.count);
+    show("output", y, (size_t)B * net->n_outputs);
+    if (!o->target && strcmp(o->input, "ramp")) { cf_array_free(&xa); return; }
+    if (o->target) TRY(cf_npy_read(o->target, &ta));
     if (ta.dtype != CF_F32 || ta.count != (size_t)B * net->n_targets) die("%s: expected float32 with %d x %d values", o->target, B, net->n_targets);
     if (!(dout = (float *)malloc((size_t)B * net->n_outputs * 4)) || !(dx = (float *)calloc(xa.count, 4))) die("out of memory");
     loss = cf_net_loss(net, (const float *)ta.data, dout);
@@ -231,12 +325,18 @@ static void dump(cf_net *net, const options *o) {
     snprintf(text, sizeof text, "%.9g\n", loss);
     TRY(cf_atomic_open(&af, path)); cf_atomic_write(&af, text, strlen(text)); TRY(cf_atomic_commit(&af));
     cf_net_zero_grad(net);
-    net->dinput = dx;   /* the gradient of the input too (the input's backward-data) */
+    cf_net_set_input_grad(net, dx);   /* the gradient of the input too (the input's backward-data) */
     cf_net_backward(net, dout);
-    net->dinput = NULL;
+    cf_net_set_input_grad(net, NULL);
     dump_grads(net, o->dump);
     snprintf(path, sizeof path, "%s/grad_input.npy", o->dump);
     write_f32(path, dx, xa.ndim, xa.shape);
+    for (i = 0; i < net->n_layers; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "layer %d weight gradient", i); if (net->layers[i].w_n) show(name, net->grads + net->layers[i].w_off, net->layers[i].w_n);
+        snprintf(name, sizeof name, "layer %d bias gradient", i); if (net->layers[i].b_n) show(name, net->grads + net->layers[i].b_off, net->layers[i].b_n);
+    }
+    show("input gradient", dx, xa.count);
     printf("loss %.9g\n", loss);
     free(dout); free(dx);
     cf_array_free(&ta); cf_array_free(&xa);
@@ -255,7 +355,7 @@ int main(int argc, char **argv) {
     if (cf_dist_init(&argc, &argv)) die("%s", cf_failure_reason());
     check_launch();
     if (!o.summary && !o.gradcheck && !o.dump && !o.info) die("nothing to do: give --summary, --info, --gradcheck or --dump DIR");
-    if (o.dump && !o.input) die("--dump: needs --input x.npy");
+    if (o.dump && !o.input) die("--dump: needs --input x.npy (or --input ramp)");
     is_dir = o.weights && !stat(o.weights, &st) && S_ISDIR(st.st_mode);
     if (o.info) {
         if (!o.weights || is_dir) die("--info: needs --weights CKPT, a checkpoint");
@@ -263,7 +363,8 @@ int main(int argc, char **argv) {
         if (!o.summary && !o.gradcheck && !o.dump) return 0;
     }
     if (!o.model && (!o.weights || is_dir)) die("--model: required (or --weights with a checkpoint, which holds its model)");
-    input_path(o.model); input_path(o.weights); input_path(o.input); input_path(o.target);
+    input_path(o.model); input_path(o.weights); input_path(o.target);
+    if (o.input && strcmp(o.input, "ramp")) input_path(o.input);
     if (o.dump) output_dir("--dump", o.dump);
     load_model(&net, o.model, o.has_shape ? &o.shape : NULL, is_dir ? NULL : o.weights);
     cf_net_init(&net, o.seed);

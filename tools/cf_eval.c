@@ -11,19 +11,12 @@
 #include "spectrum.h"
 
 static const char *par_names[4] = {"Omega_m", "sigma_8", "n_s", "H_0"};
-static const char *transform_names[3] = {"mean", "log", "log-ratio"};   /* by apply_log */
 
 typedef struct {
     const char *model, *weights, *data, *pred, *png, *baseline, *spectrum, *stats;
     int batch, has_shape, apply_log, png_count, spectrum_epochs;
     cf_shape shape;
 } options;
-static void parse_transform(const char *v, void *dst) {
-    int *t = (int *)dst, k;
-    for (k = 0; k < 3 && strcmp(v, transform_names[k]); k++) {}
-    if (k == 3) die("--transform: '%s' is not log, mean or log-ratio", v);
-    *t = k;
-}
 static tool_flag flags[20];
 static int n_flags;
 static void flag_table(options *o) {
@@ -140,7 +133,7 @@ static double class_iou(const int *pred, const float *y, size_t P, int c) {
 static void eval_segmentation(cf_net *net, char **files, int n, const options *o) {
     int H = net->input.h, W = net->input.w, C = net->input.c, K = net->layers[net->n_layers - 1].out.c, i, k, j, c, nb;
     size_t P = (size_t)H * W, q;
-    float cmin[64], cmax[64], *x, *y;
+    float *x, *y;
     int *order = (int *)malloc(sizeof(int) * n), *pred = (int *)malloc(sizeof(int) * P), *zero = (int *)calloc(P, sizeof(int));
     unsigned char *all = o->pred ? (unsigned char *)malloc((size_t)n * P) : NULL;
     double miou = 0, base = 0, per[CF_MAX_CLASSES] = {0};
@@ -148,15 +141,13 @@ static void eval_segmentation(cf_net *net, char **files, int n, const options *o
     const float *out;
     loader L;
     if (!order || !pred || !zero || (o->pred && !all)) die("out of memory for %d masks of %dx%d", n, H, W);
-    if (C > 64) die("%s: more than 64 input channels", net->cfg_name);
-    TRY(cf_climate_stats(o->stats ? o->stats : o->data, cmin, cmax, C));
     for (i = 0; i < n; i++) order[i] = i;
-    loader_init_climate(&L, files, C, H, W, K, o->batch, cmin, cmax);
+    loader_init_for(&L, net, files, o->batch, 0, o->stats ? o->stats : o->data);
     loader_begin(&L, order, n);
     for (k = 0;;) {
         loader_next(&L, &x, &y, &nb);
         if (!nb) break;
-        if (!(out = cf_net_forward(net, x, nb))) die("%s", cf_failure_reason());
+        if (!(out = cf_net_predict(net, x, nb))) die("%s", cf_failure_reason());
         for (j = 0; j < nb; j++, k++) {
             const float *yj = y + (size_t)j * P;
             cf_argmax_classes(pred, out + (size_t)j * K * P, K, P);
@@ -215,12 +206,12 @@ static void eval_regression(cf_net *net, char **files, int n, const options *o) 
     loader L;
     if (!pred || !truth || !order) die("out of memory for %d predictions", n);
     for (i = 0; i < n; i++) order[i] = i;
-    loader_init_cosmo(&L, files, net->input.d, net->input.c, ny, o->batch, o->apply_log);
+    loader_init_for(&L, net, files, o->batch, o->apply_log, NULL);
     loader_begin(&L, order, n);
     for (k = 0;;) {
         loader_next(&L, &x, &y, &nb);
         if (!nb) break;
-        if (!(out = cf_net_forward(net, x, nb))) die("%s", cf_failure_reason());
+        if (!(out = cf_net_predict(net, x, nb))) die("%s", cf_failure_reason());
         memcpy(pred + (size_t)k * ny, out, sizeof(float) * nb * ny);
         memcpy(truth + (size_t)k * ny, y, sizeof(float) * nb * ny);
         for (i = 0; i < nb * ny; i++)
@@ -284,7 +275,6 @@ int main(int argc, char **argv) {
     load_model(&net, o.model, o.has_shape ? &o.shape : NULL, is_dir ? NULL : o.weights);
     TRY(cf_weights_load(&net, o.weights));
     if (o.apply_log < 0 && (o.apply_log = recorded_transform(o.weights)) < 0) o.apply_log = 1;
-    net.training = 0; net.bn_train = 0;
     files = list_samples(o.data, &n);
     if (net.loss == CF_LOSS_SOFTMAX_CE) eval_segmentation(&net, files, n, &o);
     else eval_regression(&net, files, n, &o);

@@ -15,7 +15,7 @@ struct loader {
     size_t x_per, y_per;                                  /* floats per sample: input, labels */
     int augment; uint64_t aug_seed; float *aug_tmp;       /* CosmoFlow: random cube symmetries */
     int S, C, n_y, apply_log;                             /* CosmoFlow: sample shape, input transform */
-    int H, W, n_classes; const float *cmin, *cmax;        /* DeepCAM: snapshot shape, classes, statistics */
+    int H, W, n_classes; float cmin[64], cmax[64];        /* DeepCAM: snapshot shape, classes, statistics */
     float *x[2], *y[2]; int slot, n_in_slot[2];           /* double buffer */
     pthread_t th; int running;
     char err[1100]; int failed;
@@ -109,19 +109,47 @@ static void loader_alloc(loader *L, int B, size_t x_per, size_t y_per) {
     }
 }
 /* CosmoFlow volumes (S, S, S, C) with n_y labels */
-TOOL_UNUSED static void loader_init_cosmo(loader *L, char **files, int S, int C, int n_y, int B, int apply_log) {
+static void loader_init_cosmo(loader *L, char **files, int S, int C, int n_y, int B, int apply_log) {
     memset(L, 0, sizeof *L);
     L->files = files; L->load = load_cosmo; L->S = S; L->C = C; L->n_y = n_y; L->apply_log = apply_log;
     if (!(L->aug_tmp = (float *)malloc(sizeof(float) * C * (size_t)S * S * S))) die("out of memory for the input batches");
     loader_alloc(L, B, (size_t)C * S * S * S, (size_t)n_y);
 }
-/* DeepCAM snapshots (H, W, C) normalized with per-channel min/max; labels H*W class ids */
-TOOL_UNUSED static void loader_init_climate(loader *L, char **files, int C, int H, int W, int n_classes, int B,
-                                            const float *cmin, const float *cmax) {
+/* DeepCAM snapshots (H, W, C) normalized with the per-channel min/max found in stats_dir
+   (or its parent); labels H*W class ids */
+static void loader_init_climate(loader *L, char **files, int C, int H, int W, int n_classes, int B, const char *stats_dir) {
     memset(L, 0, sizeof *L);
-    L->files = files; L->load = load_climate; L->C = C; L->H = H; L->W = W; L->n_classes = n_classes;
-    L->cmin = cmin; L->cmax = cmax; L->n_y = H * W;
+    if (C > 64) die("%d input channels: at most 64", C);
+    TRY(cf_climate_stats(stats_dir, L->cmin, L->cmax, C));
+    L->files = files; L->load = load_climate; L->C = C; L->H = H; L->W = W; L->n_classes = n_classes; L->n_y = H * W;
     loader_alloc(L, B, (size_t)C * H * W, (size_t)H * W);
+}
+/* the loader of the net's application: CosmoFlow volumes with the input transform apply_log,
+   or DeepCAM snapshots with the statistics of stats_dir */
+TOOL_UNUSED static void loader_init_for(loader *L, const cf_net *net, char **files, int B, int apply_log, const char *stats_dir) {
+    if (net->loss == CF_LOSS_SOFTMAX_CE) loader_init_climate(L, files, net->input.c, net->input.h, net->input.w, net->n_classes, B, stats_dir);
+    else loader_init_cosmo(L, files, net->input.d, net->input.c, net->n_outputs, B, apply_log);
+}
+/* The sample files of dir, the first limit of them (0: all; *n_all: how many there are),
+   the same count on every rank, or the collectives would not match */
+TOOL_UNUSED static char **data_files(const char *dir, int limit, int *n, int *n_all) {
+    char **v = list_samples(dir, n_all);
+    double c[2];
+    *n = limit && limit < *n_all ? limit : *n_all;
+    c[0] = *n; c[1] = -*n;
+    cf_dist_allreduce_max_d(c, 2);
+    if (c[0] != *n || -c[1] != *n)
+        die("%s: the ranks see different numbers of sample files (%d here, %g to %g): give every rank the same directories (with --staged: the same number of files)",
+            dir, *n, -c[1], c[0]);
+    return v;
+}
+/* the CosmoFlow input transforms, by apply_log; --transform's parser */
+static const char *transform_names[3] = {"mean", "log", "log-ratio"};
+TOOL_UNUSED static void parse_transform(const char *v, void *dst) {
+    int *t = (int *)dst, k;
+    for (k = 0; k < 3 && strcmp(v, transform_names[k]); k++) {}
+    if (k == 3) die("--transform: '%s' is not log, mean or log-ratio", v);
+    *t = k;
 }
 static void loader_start(loader *L) {
     if (L->pos >= L->n_order) { L->n_in_slot[L->slot] = 0; return; }

@@ -95,4 +95,47 @@ static void canvas_save(canvas *c, const char *path) {
     if (cf_png_write(path, c->px, c->w, c->h)) die("%s", cf_failure_reason());
     free(c->px);
 }
+/* the learning curve's directory and files, checked as outputs before any work */
+TOOL_UNUSED static void learning_curve_outputs(const char *dir) {
+    char p[4200];
+    if (!dir) return;
+    output_dir("--png", dir);
+    snprintf(p, sizeof p, "%s/history.tsv", dir); output_in_dir(p);
+    snprintf(p, sizeof p, "%s/learning_curve.png", dir); output_in_dir(p);
+}
+/* The learning curve: DIR/history.tsv keeps one line per epoch (epochs at or after this one,
+   left by a run that was resumed from an earlier checkpoint, are dropped), and
+   DIR/learning_curve.png is redrawn from it: training loss left, validation metric right. */
+TOOL_UNUSED static void learning_curve(const char *dir, int epoch, double loss, double metric, const char *metric_name) {
+    enum { MAXE = 100000 };
+    static double ep[MAXE], lo[MAXE], me[MAXE];
+    char path[4096], title[64], row[256];
+    int n = 0, k;
+    FILE *f;
+    cf_atomic_file af;
+    snprintf(path, sizeof path, "%s/history.tsv", dir);
+    if ((f = fopen(path, "r"))) {
+        while (n < MAXE - 1 && fgets(row, sizeof row, f)) {
+            double a, b, c;
+            if (sscanf(row, "%lf %lf %lf", &a, &b, &c) == 3 && a < epoch) { ep[n] = a; lo[n] = b; me[n] = c; n++; }
+        }
+        fclose(f);
+    }
+    ep[n] = epoch; lo[n] = loss; me[n] = metric; n++;
+    output_in_dir(path);
+    if (cf_atomic_open(&af, path)) die("%s", cf_failure_reason());
+    snprintf(row, sizeof row, "# epoch train_loss %s\n", metric_name);
+    cf_atomic_write(&af, row, strlen(row));
+    for (k = 0; k < n; k++) { snprintf(row, sizeof row, "%.0f %.9g %.9g\n", ep[k], lo[k], me[k]); cf_atomic_write(&af, row, strlen(row)); }
+    if (cf_atomic_commit(&af)) die("%s", cf_failure_reason());
+    {
+        canvas c = canvas_new(760, 300);
+        snprintf(title, sizeof title, "%s", metric_name);
+        for (k = 0; title[k]; k++) if (title[k] == '_') title[k] = ' ';
+        plot_panel(&c, 20, 40, 280, 220, ep, lo, n, "TRAIN LOSS", 0xc03030);
+        plot_panel(&c, 400, 40, 280, 220, ep, me, n, title, 0x1f60c0);
+        snprintf(path, sizeof path, "%s/learning_curve.png", dir);
+        canvas_save(&c, path);
+    }
+}
 #endif

@@ -57,17 +57,33 @@ TOOL_UNUSED static void die(const char *fmt, ...) {
    Each tool lists its flags in one table: the flag, its argument's name, what it sets, the
    bounds of a number, and a line of help; --help is written from the table, with each
    flag's default read from the variable it sets.  An entry with no name is a heading. */
-typedef enum { FLAG_STR, FLAG_INT, FLAG_LONG, FLAG_U64, FLAG_DOUBLE, FLAG_SET, FLAG_SHAPE, FLAG_CALL } flag_kind;
+typedef enum { FLAG_STR, FLAG_INT, FLAG_LONG, FLAG_U64, FLAG_DOUBLE, FLAG_SET, FLAG_SHAPE, FLAG_CALL, FLAG_TRAIN } flag_kind;
+/* FLAG_TRAIN: a training setting (dst: its key), parsed, range-checked and shown by the
+   library (cf_train_config_set / _get) in the configuration tool_train points to */
+static cf_train_config *tool_train;
 typedef struct {
     const char *name, *arg;     /* "--batch", "B" (NULL: a switch) */
     flag_kind kind;
-    void *dst;                  /* const char **, int *, long *, uint64_t *, double *, int * (FLAG_SET), cf_shape * */
+    void *dst;                  /* const char **, int *, long *, uint64_t *, double *, int * (FLAG_SET), cf_shape *, or the key */
     double lo, hi;              /* a number's bounds; FLAG_SET: lo is the value stored */
     const char *help;           /* one line; "(default X)" is added unless it names its default */
     void (*call)(const char *value, void *dst);   /* FLAG_CALL: parses the value itself */
     int *given;                 /* optional: set to 1 when the flag appears */
 } tool_flag;
 
+/* One FLAG_TRAIN flag per training setting of the library (--lr for lr, --weight-decay for
+   weight_decay, ...), appended to f[*n..max), with the library's help line */
+TOOL_UNUSED static void flag_add_train(tool_flag *f, int *n, int max) {
+    static char names[64][32];
+    const char *key, *arg, *help;
+    int i, k;
+    for (i = 0; (key = cf_train_config_key(i, &arg, &help)) && *n < max && i < 64; i++, (*n)++) {
+        snprintf(names[i], sizeof names[i], "--%s", key);
+        for (k = 2; names[i][k]; k++) if (names[i][k] == '_') names[i][k] = '-';
+        memset(&f[*n], 0, sizeof f[*n]);
+        f[*n].name = names[i]; f[*n].arg = arg; f[*n].kind = FLAG_TRAIN; f[*n].dst = (void *)key; f[*n].help = help;
+    }
+}
 TOOL_UNUSED static void print_version(void) { printf("cf-%s (cosmoflow.h) %s\n", tool_name, CF_VERSION); exit(0); }
 
 static void flag_default(const tool_flag *f, char *buf, size_t n) {
@@ -79,6 +95,11 @@ static void flag_default(const tool_flag *f, char *buf, size_t n) {
     case FLAG_LONG: snprintf(buf, n, " (default %ld)", *(long *)f->dst); break;
     case FLAG_U64: snprintf(buf, n, " (default %llu)", (unsigned long long)*(uint64_t *)f->dst); break;
     case FLAG_DOUBLE: snprintf(buf, n, " (default %g)", *(double *)f->dst); break;
+    case FLAG_TRAIN: {
+        char v[96];
+        if (tool_train && !cf_train_config_get(tool_train, (const char *)f->dst, v, sizeof v)) snprintf(buf, n, " (default %.96s)", v);
+        break;
+    }
     default: break;
     }
 }
@@ -104,7 +125,12 @@ TOOL_UNUSED static double flag_number(const char *flag, const char *v, double lo
         die("%s: '%s' is not a%s number in [%g, %g]", flag, v, whole ? " whole" : "", lo, hi);
     return x;
 }
+/* what the command line set: the destinations of the flags given (flags that set the same
+   thing, --no-log and --transform say, share one) */
+static const void *flag_given_dst[256];
+static int flag_n_given;
 static void flag_set(const tool_flag *f, const char *v) {
+    if (flag_n_given < 256) flag_given_dst[flag_n_given++] = f->dst;
     switch (f->kind) {
     case FLAG_STR: *(const char **)f->dst = v; break;
     case FLAG_INT: *(int *)f->dst = (int)flag_number(f->name, v, f->lo, f->hi, 1); break;
@@ -114,6 +140,9 @@ static void flag_set(const tool_flag *f, const char *v) {
     case FLAG_SET: *(int *)f->dst = (int)f->lo; break;
     case FLAG_SHAPE: if (cf_parse_shape(v, (cf_shape *)f->dst)) die("%s: %s", f->name, cf_failure_reason()); break;
     case FLAG_CALL: f->call(v, f->dst); break;
+    case FLAG_TRAIN:   /* the library's reason starts with the key, which the flag names */
+        if (tool_train && !cf_train_config_set(tool_train, (const char *)f->dst, v)) break;
+        die("%s: %s", f->name, cf_failure_reason() + (strncmp(cf_failure_reason(), (const char *)f->dst, strlen((const char *)f->dst)) ? 0 : strlen((const char *)f->dst) + 2));
     }
     if (f->given) *f->given = 1;
 }
@@ -136,6 +165,22 @@ TOOL_UNUSED static int flag_parse(int argc, char **argv, int first, const tool_f
         else die("%s: unexpected argument (see --help)", a);
     }
     return np;
+}
+/* whether the command line set what flag name sets */
+TOOL_UNUSED static int flag_was_given(const tool_flag *f, int n, const char *name) {
+    int k, g;
+    for (k = 0; k < n && (!f[k].name || strcmp(f[k].name, name)); k++) {}
+    for (g = 0; k < n && g < flag_n_given; g++) if (flag_given_dst[g] == f[k].dst) return 1;
+    return 0;
+}
+/* a recipe's value for flag name, unless the command line set the same thing itself */
+TOOL_UNUSED static void flag_preset(const tool_flag *f, int n, const char *name, const char *value) {
+    int k, keep = flag_n_given;
+    for (k = 0; k < n && (!f[k].name || strcmp(f[k].name, name)); k++) {}
+    if (k == n) die("internal: no flag %s", name);
+    if (flag_was_given(f, n, name)) return;
+    flag_set(&f[k], value);
+    flag_n_given = keep;   /* a recipe's value is not one the command line gave */
 }
 /* --help or -h anywhere, before anything else is read */
 TOOL_UNUSED static int has_flag(int argc, char **argv, const char *f) { int i; for (i = 1; i < argc; i++) if (!strcmp(argv[i], f)) return 1; return 0; }
@@ -270,6 +315,31 @@ static const char *same_as_input(const char *path) {
         if (tool_inputs[i].dev == st.st_dev && tool_inputs[i].ino == st.st_ino) return tool_inputs[i].path;
     return NULL;
 }
+/* Temporary files of earlier writes to path that were cut short (a kill -9, a crash),
+   path.tmp.<host>.<pid> with a pid that no longer runs on this host: the tool's own leftovers,
+   removed before it writes path (the library itself deletes nothing it was not asked to). */
+static void remove_stale_tmp(const char *path) {
+    char dir[4096], prefix[4200], full[8400];
+    const char *base;
+    size_t pl;
+    DIR *d;
+    struct dirent *e;
+    if (cf_atomic_tmp_prefix(path, prefix, sizeof prefix)) return;
+    dir_of(path, dir, sizeof dir);
+    base = strrchr(prefix, '/') ? strrchr(prefix, '/') + 1 : prefix;
+    pl = strlen(base);
+    if (!(d = opendir(dir))) return;
+    while ((e = readdir(d))) {
+        char *end;
+        long pid;
+        if (strncmp(e->d_name, base, pl)) continue;
+        pid = strtol(e->d_name + pl, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+        remove(full);
+    }
+    closedir(d);
+}
 /* An output file: written (atomically) only after the run's work, so refused now if it could
    not be, or if it would replace an input: one of the inputs itself, or a file already in an
    input directory (a sample, a statistics file).  what: the flag, for the message. */
@@ -285,6 +355,7 @@ TOOL_UNUSED static void output_file(const char *what, const char *path) {
     if ((in = same_as_input(path))) die("%s %s: is the same file as the input %s; it would be overwritten", what, path, in);
     if (!stat(path, &st) && (in = same_as_input(dir)) && data_file_name(path))
         die("%s %s: would overwrite a sample or statistics file of the input directory %s", what, path, in);
+    remove_stale_tmp(path);
 }
 /* An output directory: created when missing, with its missing parents (as mkdir -p);
    refused when it or a parent is a file, or when it holds an input the tool would write over
@@ -315,12 +386,40 @@ TOOL_UNUSED static void input_regular(const char *path) {
 TOOL_UNUSED static void output_in_dir(const char *path) {
     const char *in = same_as_input(path);
     if (in) die("%s: is the same file as the input %s; it would be overwritten", path, in);
+    remove_stale_tmp(path);
 }
 
 TOOL_UNUSED static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+/* Progress on stderr: on = 1 a bar redrawn in place (a terminal); 2 a plain line at most once
+   a minute (batch job logs, which a bar would fill with carriage returns); 0 nothing */
+TOOL_UNUSED static void progress(int on, int epoch, int done, int total, double t0) {
+    static double last;
+    double el = now_s() - t0, rate = done / (el > 0 ? el : 1e-9);
+    int w = 30, k, fill = total ? done * w / total : 0;
+    if (!on) return;
+    if (on == 2) {
+        if (now_s() - last < 60 || done == total) return;
+        last = now_s();
+        fprintf(stderr, "cf-%s: epoch %d: %d/%d samples, %.1f samples/s, %.0f s left in the epoch\n", tool_name, epoch, done, total, rate,
+                rate > 0 ? (total - done) / rate : 0.0);
+        return;
+    }
+    fprintf(stderr, "\repoch %d [", epoch);
+    for (k = 0; k < w; k++) fputc(k < fill ? '=' : ' ', stderr);
+    fprintf(stderr, "] %d/%d  %.1f samples/s  %.0f s left ", done, total, rate, rate > 0 ? (total - done) / rate : 0.0);
+    if (done == total) fputs("\r\033[K", stderr);
+    fflush(stderr);
+}
+/* "CxDxHxW", or "CxHxW" for a 2-D shape (in a static buffer) */
+TOOL_UNUSED static const char *shape_text(cf_shape s) {
+    static char buf[64];
+    if (s.d == 1) snprintf(buf, sizeof buf, "%dx%dx%d", s.c, s.h, s.w);
+    else snprintf(buf, sizeof buf, "%dx%dx%dx%d", s.c, s.d, s.h, s.w);
+    return buf;
 }
 /* peak resident memory of this process, MB (VmHWM) */
 TOOL_UNUSED static double peak_rss_mb(void) {
