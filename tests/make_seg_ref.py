@@ -4,15 +4,18 @@
 in eval mode the output, the weighted softmax cross-entropy and every gradient; the running
 statistics after one train-mode forward; the weights after 5 AdamW steps (torch.optim.AdamW),
 5 Adam steps with L2 in the gradient (torch.optim.Adam, weight_decay), 5 steps of LARC (clip mode,
-eta 0.002, the 2018 climate code) before torch.optim.Adam, and 5 LAMB steps.  LAMB is not in PyTorch: lamb_step below follows NVIDIA apex
-FusedLAMB (csrc/multi_tensor_lamb.cu) line by line, written independently of the C code.
+eta 0.002, the 2018 climate code) before torch.optim.Adam, and 5 LAMB steps with weight decay
+0.01 and 5 with weight decay 0.  LAMB is not in PyTorch: the steps below follow NVIDIA apex
+FusedLAMB (csrc/multi_tensor_lamb.cu) line by line, written independently of the C code.  Apex
+differs from the LAMB paper (You et al. 2019) in one case: without weight decay (and without
+use_nvlamb) its trust ratio is 1, the update plain Adam's; the paper scales by |w|/|u| always.
 Float64, so the C float32 results are compared with exact values.
 Run: /usr/bin/python3 tests/make_seg_ref.py   (Debian python3-torch, python3-numpy)."""
 import os, numpy as np, torch, torch.nn.functional as F
 
 torch.manual_seed(1)
 out = os.path.join(os.path.dirname(__file__), "ref", "seg_ref")
-for d in ("", "weights", "grad_train", "grad_eval", "after_adamw", "after_lamb", "stats_train", "after_adam", "after_larc_adam"):
+for d in ("", "weights", "grad_train", "grad_eval", "after_adamw", "after_lamb", "after_lamb_wd0", "stats_train", "after_adam", "after_larc_adam"):
     os.makedirs(os.path.join(out, d), exist_ok=True)
 dt = torch.float64
 B = 2
@@ -96,30 +99,36 @@ for i in TRAINABLE:
     l, k, _ = params[i]
     np.save(os.path.join(out, "after_adamw", name(i, l, k)), w[i].detach().numpy().astype(np.float32))
 
-# 5 LAMB steps, apex FusedLAMB semantics (adam_w_mode, bias correction, grad averaging)
-w = load()
-for i in TRAINABLE: w[i].requires_grad_(True)
-m = {i: torch.zeros_like(w[i]) for i in TRAINABLE}
-v = {i: torch.zeros_like(w[i]) for i in TRAINABLE}
-norms = []
-for t in range(1, 6):
-    g = grads(w)
-    gnorm = torch.sqrt(sum((gi ** 2).sum() for gi in g)).item()
-    norms.append(gnorm)
-    clip = gnorm / MAX_NORM if gnorm > MAX_NORM else 1.0
-    b1, b2 = BETAS
-    with torch.no_grad():
-        for gi, i in zip(g, TRAINABLE):
-            gi = gi / clip
-            m[i] = b1 * m[i] + (1 - b1) * gi
-            v[i] = b2 * v[i] + (1 - b2) * gi * gi
-            u = (m[i] / (1 - b1 ** t)) / (torch.sqrt(v[i] / (1 - b2 ** t)) + EPS) + WD * w[i]
-            pn, un = w[i].norm().item(), u.norm().item()
-            ratio = LR * pn / un if (pn > 0 and un > 0) else LR
-            w[i] -= ratio * u
-for i in TRAINABLE:
-    l, k, _ = params[i]
-    np.save(os.path.join(out, "after_lamb", name(i, l, k)), w[i].detach().numpy().astype(np.float32))
+# 5 LAMB steps, apex FusedLAMB semantics (adam_w_mode, bias correction, grad averaging), with
+# the weight decay WD and without: apex applies the trust ratio |w|/|u| only when the decay is
+# not 0 (multi_tensor_lamb.cu, stage 2: "if (use_nvlamb || decay != 0)"), else the ratio is 1
+def lamb(wd, sub):
+    w = load()
+    for i in TRAINABLE: w[i].requires_grad_(True)
+    m = {i: torch.zeros_like(w[i]) for i in TRAINABLE}
+    v = {i: torch.zeros_like(w[i]) for i in TRAINABLE}
+    norms = []
+    for t in range(1, 6):
+        g = grads(w)
+        gnorm = torch.sqrt(sum((gi ** 2).sum() for gi in g)).item()
+        norms.append(gnorm)
+        clip = gnorm / MAX_NORM if gnorm > MAX_NORM else 1.0
+        b1, b2 = BETAS
+        with torch.no_grad():
+            for gi, i in zip(g, TRAINABLE):
+                gi = gi / clip
+                m[i] = b1 * m[i] + (1 - b1) * gi
+                v[i] = b2 * v[i] + (1 - b2) * gi * gi
+                u = (m[i] / (1 - b1 ** t)) / (torch.sqrt(v[i] / (1 - b2 ** t)) + EPS) + wd * w[i]
+                pn, un = w[i].norm().item(), u.norm().item()
+                ratio = LR * pn / un if (wd != 0 and pn > 0 and un > 0) else LR
+                w[i] -= ratio * u
+    for i in TRAINABLE:
+        l, k, _ = params[i]
+        np.save(os.path.join(out, sub, name(i, l, k)), w[i].detach().numpy().astype(np.float32))
+    return norms
+norms = lamb(WD, "after_lamb")
+lamb(0.0, "after_lamb_wd0")
 # 5 Adam steps with L2 added to the gradient (torch.optim.Adam's weight_decay)
 w = load()
 for i in TRAINABLE: w[i].requires_grad_(True)

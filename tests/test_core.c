@@ -926,11 +926,13 @@ static void test_seg_reference(void) {
         if (!mode) compare_tensors(&net, dir, "stats_train", 1, net.stats, "running statistics after one training forward", "batchnorm_running_statistics");
     }
     /* 5 steps of each optimizer, train mode: AdamW (torch.optim.AdamW), Adam with L2 in the
-       gradient (torch.optim.Adam), LARC (clip, eta 0.002) before Adam, LAMB (apex FusedLAMB) */
-    for (mode = 0; mode < 4; mode++) {
-        static const char *sub[4] = {"after_adamw", "after_adam", "after_larc_adam", "after_lamb"};
-        static const char *what[4] = {"AdamW_5_steps_weights_(torch.optim.AdamW)", "Adam_(L2)_5_steps_weights_(torch.optim.Adam)",
-                                      "LARC_(clip)_and_Adam_5_steps_weights", "LAMB_5_steps_weights_(apex_FusedLAMB_in_PyTorch)"};
+       gradient (torch.optim.Adam), LARC (clip, eta 0.002) before Adam, LAMB (apex FusedLAMB)
+       with weight decay and without (trust ratio 1, as apex and unlike the paper) */
+    for (mode = 0; mode < 5; mode++) {
+        static const char *sub[5] = {"after_adamw", "after_adam", "after_larc_adam", "after_lamb", "after_lamb_wd0"};
+        static const char *what[5] = {"AdamW_5_steps_weights_(torch.optim.AdamW)", "Adam_(L2)_5_steps_weights_(torch.optim.Adam)",
+                                      "LARC_(clip)_and_Adam_5_steps_weights", "LAMB_5_steps_weights_(apex_FusedLAMB_in_PyTorch)",
+                                      "LAMB_weight_decay_0_5_steps_weights_(apex:_trust_ratio_1)"};
         cf_weights_import(&net, "tests/ref/seg_ref/weights");
         memset(net.opt, 0, 2 * net.n_params * sizeof(float));
         cf_net_set_mode(&net, CF_MODE_BATCH_STATS);
@@ -942,7 +944,7 @@ static void test_seg_reference(void) {
             if (mode == 0) cf_adam_step(&net, (float)hp[0], (float)hp[2], (float)hp[3], (float)hp[4], (float)hp[1], 1, (uint64_t)step);
             else if (mode == 1) cf_adam_step(&net, (float)hp[0], (float)hp[2], (float)hp[3], (float)hp[4], (float)hp[1], 0, (uint64_t)step);
             else if (mode == 2) { cf_larc_scale(&net, 0.002f); cf_adam_step(&net, (float)hp[0], (float)hp[2], (float)hp[3], (float)hp[4], 0.0f, 0, (uint64_t)step); }
-            else cf_lamb_step(&net, (float)hp[0], (float)hp[2], (float)hp[3], (float)hp[4], (float)hp[1], (float)hp[5], (uint64_t)step);
+            else cf_lamb_step(&net, (float)hp[0], (float)hp[2], (float)hp[3], (float)hp[4], mode == 3 ? (float)hp[1] : 0.0f, (float)hp[5], (uint64_t)step);
         }
         compare_tensors(&net, dir, sub[mode], 0, net.params, what[mode], what[mode]);
     }
