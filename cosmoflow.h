@@ -293,7 +293,7 @@ CFDEF void cf_train_defaults(cf_train_config *c);
 /* The settings as text, one key each: what cf-train's flags set and what its checkpoints
    record.  Keys: optimizer (sgd adam adamw lamb auto), lr, momentum, l2, weight_decay (or
    auto), betas (B1,B2), eps, max_grad_norm, larc, base_batch, warmup_epochs, decay (none or
-   E:F,...), lr_schedule (epochs multistep cosine auto), milestones (S,...), decay_rate,
+   E:F,...), lr_schedule (epochs multistep cosine auto), milestones (S,... or none), decay_rate,
    warmup_steps, warmup_factor, t_max, eta_min, grad_lag (0 1), overlap.  set: CF_ERR with
    a reason "key: 'value' is not ..." for an unknown key or a value out of its range; get: the value
    as set would read it back exactly.  cf_train_config_key: the i-th key (from 0, NULL past
@@ -411,7 +411,7 @@ CFDEF int cf_atomic_tmp_prefix(const char *path, char *out, size_t n);
 
 /* Where a training run is: step, epoch, seed, the last validation metric, and meta, what the
    training tool records of its run as key=value lines (optimizer, input transform, ...). */
-typedef struct { uint64_t step, epoch, seed; double best; char meta[1024]; } cf_train_state;
+typedef struct { uint64_t step, epoch, seed; double best; char meta[4096]; } cf_train_state;
 CFDEF int cf_checkpoint_save(const char *path, const cf_net *net, const cf_train_state *st);
 /* Loads parameters, statistics and optimizer state into an already built net, which must
    compute what the checkpoint's model computes (else an error names the first difference:
@@ -747,7 +747,7 @@ CFDEF int cf_net_find_nonfinite(cf_net *net, const float *x, int B);
 #endif
 
 /* ================================================================ 1. basics */
-static CF__TLS char cf__err[1024];
+static CF__TLS char cf__err[8192];   /* room for two paths of PATH_MAX and the reason */
 
 CFDEF const char *cf_failure_reason(void) { return cf__err[0] ? cf__err : "no error"; }
 
@@ -2957,6 +2957,7 @@ static int cf__init_keys(cf__parser *p, cf_layer *l) {
     cf__kv *bi = cf__find(p->s, "bias_init");
     int rc;
     char *end;
+    double v;
     if ((rc = cf__get_choice(p->s, p->name, "init", cf__init_names, 5, CF_INIT_GLOROT_UNIFORM, &l->init)) ||
         (rc = cf__get_int(p->s, p->name, "l2", 0, 0, 1, &l->l2)))
         return rc;
@@ -2964,8 +2965,9 @@ static int cf__init_keys(cf__parser *p, cf_layer *l) {
     if (!bi || !strcmp(bi->val, "zeros")) return CF_OK;
     if (!strcmp(bi->val, "torch")) { l->bias_init = CF_INIT_TORCH; return CF_OK; }
     l->bias_init = CF_INIT_CONST;
-    l->bias_value = (float)strtod(bi->val, &end);
-    if (end == bi->val || *end) return cf_fail("%s:%d: bias_init=%s: use zeros, torch or a number", p->name, bi->line, bi->val);
+    v = strtod(bi->val, &end);
+    if (end == bi->val || *end || !(v >= -1e6 && v <= 1e6)) return cf_fail("%s:%d: bias_init=%s: use zeros, torch or a number in [-1e6, 1e6]", p->name, bi->line, bi->val);
+    l->bias_value = (float)v;
     return CF_OK;
 }
 /* every key must have been understood (lookups mark what they read); the output non-empty */
@@ -3123,7 +3125,7 @@ CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf
     }
     cf__free_sections(secs, n_secs);
     CF_FREE(buf);
-    if (rc) { char keep[1024]; memcpy(keep, cf__err, sizeof keep); cf_net_free(net); memcpy(cf__err, keep, sizeof keep); }
+    if (rc) { char keep[sizeof cf__err]; memcpy(keep, cf__err, sizeof keep); cf_net_free(net); memcpy(cf__err, keep, sizeof keep); }
     return rc;
 }
 
@@ -3793,7 +3795,7 @@ static const cf__setting cf__settings[] = {
     {"warmup_epochs", CF__SET_INT, CF__AT(warmup_epochs), 0, 1e6, "N", "by epoch: epochs from lr to the peak"},
     {"decay", CF__SET_DECAY, CF__AT(n_decay), 0, 0, "LIST", "by epoch: epoch:factor,... multipliers of the peak after the epoch, or none"},
     {"lr_schedule", CF__SET_SCHEDULE, CF__AT(per_step), 0, 0, "S", "epochs, or multistep or cosine in optimizer steps (auto: multistep for DeepCAM, epochs for CosmoFlow)"},
-    {"milestones", CF__SET_MILESTONES, CF__AT(sched.n_milestones), 0, 0, "LIST", "multistep: the steps, e.g. 800,1600"},
+    {"milestones", CF__SET_MILESTONES, CF__AT(sched.n_milestones), 0, 0, "LIST", "multistep: the steps, e.g. 800,1600, or none"},
     {"decay_rate", CF__SET_DOUBLE, CF__AT(sched.gamma), 0, 1, "G", "multistep: the factor at each milestone"},
     {"warmup_steps", CF__SET_INT, CF__AT(sched.warmup_steps), 0, 1073741824.0, "N", "by step: linear warmup"},
     {"warmup_factor", CF__SET_DOUBLE, CF__AT(sched.warmup_factor), 1, 1e6, "F", "by step: warmup from lr/F"},
@@ -3834,6 +3836,7 @@ static int cf__set_decay(cf_train_config *c, const char *v) {
 static int cf__set_milestones(cf_lr_sched *s, const char *v) {
     const char *q = v;
     int n = 0;
+    if (!strcmp(v, "none")) q = "";
     while (*q) {
         char *end;
         long m = strtol(q, &end, 10);
@@ -3917,6 +3920,7 @@ static void cf__setting_text(const cf_train_config *c, const cf__setting *k, cha
         }
         break;
     default:
+        if (!c->sched.n_milestones) snprintf(out, n, "none");
         for (i = 0; i < c->sched.n_milestones && m + 1 < n; i++) m += (size_t)snprintf(out + m, n - m, "%s%ld", i ? "," : "", c->sched.milestones[i]);
         break;
     }
@@ -4478,7 +4482,14 @@ static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf
         CF_FREE(buf);
         return cf_fail("%s: checksum mismatch or trailing bytes: the checkpoint is corrupt", path);
     }
+    /* a correct CRC says the file is what was written, not that what was written makes sense */
     if (!cf__all_finite(buf, net->n_params + n_stats)) { CF_FREE(buf); return cf_fail("%s: its parameters or statistics hold a NaN or an infinity", path); }
+    if (!cf__all_finite(buf + net->n_params + n_stats, n_opt)) { CF_FREE(buf); return cf_fail("%s: its optimizer state holds a NaN or an infinity", path); }
+    if (!isfinite(h->best) || h->u[2] > 100000000u || h->u[1] > ((uint64_t)1 << 50)) {
+        CF_FREE(buf);
+        return cf_fail("%s: its state is not plausible (epoch %llu, step %llu, validation metric %g)", path, (unsigned long long)h->u[2],
+                       (unsigned long long)h->u[1], h->best);
+    }
     memcpy(net->params, buf, net->n_params * sizeof(float));
     memcpy(net->stats, buf + net->n_params, n_stats * sizeof(float));
     memset(net->opt, 0, 2 * net->n_params * sizeof(float));
@@ -4984,9 +4995,9 @@ CFDEF int cf_cosmo_read(const char *path, cf_cosmo_sample *smp) {
             if (next) { cf_tfrecord_close(&r); return next < 0 ? CF_ERR : cf_fail("%s: holds more than one record (a CosmoFlow file holds one sample)", path); }
         }
         if (cf_example_bytes(rec, rlen, "x", &xb, &xlen) || cf_example_floats(rec, rlen, "y", smp->y, 8, &ny)) {
-            char keep[1024]; memcpy(keep, cf__err, sizeof keep);
+            char keep[sizeof cf__err]; memcpy(keep, cf__err, sizeof keep);
             cf_tfrecord_close(&r);
-            return cf_fail("%s: %.900s", path, keep);
+            return cf_fail("%s: %s", path, keep);
         }
         if (xlen % 2 || cf__cosmo_shape(path, xlen / 2, &smp->s)) { cf_tfrecord_close(&r); return xlen % 2 ? cf_fail("%s: x has an odd number of bytes", path) : CF_ERR; }
         if (ny < 1) { cf_tfrecord_close(&r); return cf_fail("%s: y is empty", path); }

@@ -1,7 +1,10 @@
 #!/bin/sh
-# The tools under hostile use, in seven families: outputs that would destroy inputs, special
+# The tools under hostile use, in sixteen families: outputs that would destroy inputs, special
 # files that would block, errors found late, non-finite values, a checkpoint of another model,
-# cfg limits, loose readers and broken MPI jobs.  Every case asserts the exit code (non-zero,
+# cfg limits, loose readers and broken MPI jobs; then (the third round) outputs that are
+# devices, FIFOs or links, resume that keeps its settings, one writer per checkpoint, data
+# sets never mixed, converters that check what they write, checkpoints whose contents are
+# impossible, cfg numbers, memory and thread limits, long paths.  Every case asserts the exit code (non-zero,
 # and not a timeout), the words of the message, and that every file given as input is
 # byte-identical and where it was afterwards.  CF_BIN=DIR runs the cases against other
 # binaries (docs/reliability.md counts how many the previous release failed).
@@ -21,7 +24,8 @@ mpi_launcher $B/cf-train   # MPIRUN: the launcher of this build's MPI, or empty
 
 # every input: its path, type and checksum (FIFOs by name)
 snapshot() { (cd "$I" && find . | sort | while read -r f; do
-    if [ -f "$f" ]; then cksum "$f"; elif [ -p "$f" ]; then echo "fifo $f"; else echo "dir $f"; fi
+    if [ -L "$f" ]; then echo "link $f $(readlink "$f")"; elif [ -f "$f" ]; then cksum "$f"; elif [ -p "$f" ]; then echo "fifo $f"
+    elif [ -c "$f" ] || [ -b "$f" ]; then echo "device $f $(stat -c '%F %t:%T' "$f")"; else echo "dir $f"; fi
 done); }
 # a copy of the inputs before each case, put back after a case that changed them (so that
 # one failure does not spoil the cases after it; FIFOs are copied as FIFOs)
@@ -231,6 +235,7 @@ if [ -n "$MPIRUN" ]; then
     else bad "[7] a killed rank: neither the survivor nor the launcher said so: $(head -c 300 "$T/kill.err")"; fi
 else echo "skipped: MPI job cases (no launcher for this build's MPI)"; fi
 
-for f in 1 2 3 4 5 6 7; do eval "echo \"family $f: \${n$f:-0} cases\""; done
+. tests/test_hostile_3.sh
+for f in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do eval "echo \"family $f: \${n$f:-0} cases\""; done
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

@@ -305,10 +305,12 @@ static void dump(cf_net *net, const options *o) {
     double loss;
     int B, i;
     cf_atomic_file af;
-    if (!strcmp(o->input, "ramp")) ramp(net, o->dump, &xa, &ta);
+    if (!strcmp(o->input, "ramp")) { output_dir("--dump", o->dump); ramp(net, o->dump, &xa, &ta); }
     else TRY(cf_npy_read(o->input, &xa));
     if (xa.dtype != CF_F32 || xa.ndim < 2 || xa.count % per || xa.shape[1] != net->input.c)
         die("%s: expected float32 (N, %d, ...) with %zu values per sample", o->input, net->input.c, per);
+    if (o->target) TRY(cf_npy_read(o->target, &ta));
+    output_dir("--dump", o->dump);   /* made once the inputs are known to be good */
     B = (int)(xa.count / per);
     cf_net_set_mode(net, strcmp(o->mode, "train") ? CF_MODE_EVAL : CF_MODE_BATCH_STATS);   /* dropout off */
     if (!(y = cf_net_forward(net, (const float *)xa.data, B))) die("%s", cf_failure_reason());
@@ -316,7 +318,6 @@ static void dump(cf_net *net, const options *o) {
     show("input", (const float *)xa.data, xa.count);
     show("output", y, (size_t)B * net->n_outputs);
     if (!o->target && strcmp(o->input, "ramp")) { cf_array_free(&xa); return; }
-    if (o->target) TRY(cf_npy_read(o->target, &ta));
     if (ta.dtype != CF_F32 || ta.count != (size_t)B * net->n_targets) die("%s: expected float32 with %d x %d values", o->target, B, net->n_targets);
     if (!(dout = (float *)malloc((size_t)B * net->n_outputs * 4)) || !(dx = (float *)calloc(xa.count, 4))) die("out of memory");
     loss = cf_net_loss(net, (const float *)ta.data, dout);
@@ -365,7 +366,6 @@ int main(int argc, char **argv) {
     if (!o.model && (!o.weights || is_dir)) die("--model: required (or --weights with a checkpoint, which holds its model)");
     input_path(o.model); input_path(o.weights); input_path(o.target);
     if (o.input && strcmp(o.input, "ramp")) input_path(o.input);
-    if (o.dump) output_dir("--dump", o.dump);
     load_model(&net, o.model, o.has_shape ? &o.shape : NULL, is_dir ? NULL : o.weights);
     cf_net_init(&net, o.seed);
     if (o.weights) TRY(cf_weights_load(&net, o.weights));

@@ -15,7 +15,7 @@
 
 typedef struct {
     const char *cmd, *model, *weights, *npy, *out;
-    int has_shape, plain, n_in;
+    int has_shape, plain, n_in, force, append;
     cf_shape shape;
     const char **in;     /* the positional inputs */
 } options;
@@ -40,7 +40,7 @@ static const char *commands =
     "  (this build has no libhdf5, so no universe or h52npy: rebuild with HDF5=1)\n"
 #endif
     ;
-static tool_flag flags[8];
+static tool_flag flags[10];
 static int n_flags;
 static void flag_table(options *o) {
     tool_flag f[] = {
@@ -50,6 +50,8 @@ static void flag_table(options *o) {
         {"--model", "M.cfg", FLAG_STR, &o->model, 0, 0, "the network (weights-import; weights-export: default the checkpoint's)", NULL, NULL},
         {"--input-shape", "S", FLAG_SHAPE, &o->shape, 0, 0, "replaces the cfg's input size", NULL, &o->has_shape},
         {"--plain", NULL, FLAG_SET, &o->plain, 1, 0, "universe: plain TFRecords instead of gzip", NULL, NULL},
+        {"--force", NULL, FLAG_SET, &o->force, 1, 0, "an output directory that holds files: same-named files are replaced, others stay", NULL, NULL},
+        {"--append", NULL, FLAG_SET, &o->append, 1, 0, "an output directory that holds a data set: add to it, replacing none (default: refused)", NULL, NULL},
     };
     n_flags = (int)(sizeof f / sizeof f[0]);
     memcpy(flags, f, sizeof f);
@@ -61,14 +63,14 @@ static const char *basename_of(const char *p) { const char *s = strrchr(p, '/');
 static void out_path(char *path, size_t n, const char *dir, const char *fmt, const char *a, const char *b, int k) {
     int m = snprintf(path, n, "%s/", dir);
     snprintf(path + m, n - m, fmt, a, b, k);
-    output_in_dir(path);
+    output_new(path);
 }
 
 static void weights_export(const options *o) {
     cf_net net;
     if (!o->weights || !o->out) die("weights-export: needs --weights CKPT and --out DIR");
     input_path(o->weights); input_path(o->model);
-    output_dir("--out", o->out);
+    output_data_dir("--out", o->out, o->force, 0);
     load_model(&net, o->model, o->has_shape ? &o->shape : NULL, o->weights);
     TRY(cf_weights_load(&net, o->weights));
     TRY(cf_weights_export(&net, o->out));
@@ -127,18 +129,28 @@ static void write_list(const char *dir, const char *suffix, const char *listname
     TRY(cf_atomic_commit(&af));
     free(v);
 }
+/* what a converter writes is checked as a reader would check it: finite labels (never a NaN
+   passed on), particle counts that are counts */
+static void check_sample(const char *file, const cf_cosmo_sample *s) {
+    size_t v;
+    int k;
+    for (k = 0; k < s->ny; k++) if (!isfinite(s->y[k])) die("%s: label %d (y) is %g: not converted", file, k, s->y[k]);
+    for (v = 0; v < s->count; v++)
+        if (s->x[v] < 0) die("%s: value %zu of x (voxel %zu, channel %zu) is %d: particle counts cannot be negative", file, v, v / 4, v % 4, s->x[v]);
+}
 static void tfrecord2npy(const options *o) {
     int i;
     char path[4096];
     if (!o->out) die("tfrecord2npy: needs --out DIR");
     if (!o->n_in) die("tfrecord2npy: no input files");
     for (i = 0; i < o->n_in; i++) input_path(o->in[i]);
-    output_dir("--out", o->out);
+    output_data_dir("--out", o->out, o->force, o->append);
     for (i = 0; i < o->n_in; i++) {
         cf_cosmo_sample s;
         cf_array a;
         char base[2048], *dot;
         TRY(cf_cosmo_read(o->in[i], &s));
+        check_sample(o->in[i], &s);
         snprintf(base, sizeof base, "%s", basename_of(o->in[i]));
         if ((dot = strstr(base, ".tfrecord"))) *dot = 0;
         memset(&a, 0, sizeof a);
@@ -187,6 +199,34 @@ static hid_t h5_open(const char *path) {
     if ((f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0) die("%s: not a readable HDF5 file", path);
     return f;
 }
+/* A universe's particle counts: an integer or float dataset whose values are whole numbers
+   in [0, 32767], stored as int16 (the records' type); anything else (a density in [0, 1), a
+   negative count, one beyond int16) is refused by name.  Read in the dataset's own width
+   class (a 512^3 x 4 universe is 1 GB as int16). */
+static int16_t *h5_counts(hid_t f, const char *file, const char *name, int *nd, hsize_t dims[8]) {
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT), ty = ds < 0 ? -1 : H5Dget_type(ds);
+    int cls = ty < 0 ? -1 : (int)H5Tget_class(ty), narrow = ty >= 0 && H5Tget_size(ty) <= 2, i;
+    size_t n = 1, k;
+    int16_t *out;
+    if (ty >= 0) H5Tclose(ty);
+    if (ds >= 0) H5Dclose(ds);
+    if (cls != H5T_INTEGER && cls != H5T_FLOAT) die("%s: '%s' is not a numeric dataset", file, name);
+    if (cls == H5T_INTEGER && narrow) out = (int16_t *)h5_read(f, file, name, H5T_NATIVE_SHORT, 2, nd, dims);
+    else {   /* wider integers or floats: checked whole and in range, then narrowed */
+        float *v = (float *)h5_read(f, file, name, cls == H5T_FLOAT ? H5T_NATIVE_FLOAT : H5T_NATIVE_INT, 4, nd, dims);
+        for (i = 0; i < *nd; i++) n *= dims[i];
+        for (k = 0; k < n; k++) {
+            double x = cls == H5T_FLOAT ? v[k] : ((int *)v)[k];
+            if (!(x >= 0 && x <= 32767) || x != floor(x))
+                die("%s: %s value %zu is %g: particle counts are whole numbers in [0, 32767] (not converted)", file, name, k, x);
+            ((int16_t *)v)[k] = (int16_t)x;   /* in place: each int16 lands before the float it came from */
+        }
+        return (int16_t *)v;
+    }
+    for (i = 0; i < *nd; i++) n *= dims[i];
+    for (k = 0; k < n; k++) if (out[k] < 0) die("%s: %s value %zu is %d: particle counts cannot be negative (not converted)", file, name, k, out[k]);
+    return out;
+}
 /* sub-volume (a, b, c) of side S of the (N,N,N,4) universe, channels last */
 static void subvolume(int16_t *sub, const int16_t *full, int N, int S, int a, int b, int c) {
     int x, y;
@@ -199,12 +239,13 @@ static void universe_file(const options *o, const char *file) {
     hid_t f = h5_open(file);
     hsize_t dims[8], pd[8];
     int nd, pn, a, b, c, N, S;
-    int16_t *full = (int16_t *)h5_read(f, file, "full", H5T_NATIVE_SHORT, 2, &nd, dims), *sub;
+    int16_t *full = h5_counts(f, file, "full", &nd, dims), *sub;
     float *par = (float *)h5_read(f, file, "unitPar", H5T_NATIVE_FLOAT, 4, &pn, pd);
     char parent[1024] = "", name[1024], path[8192], *slash, *dot;
     H5Fclose(f);
     if (nd != 4 || dims[0] != dims[1] || dims[1] != dims[2] || dims[3] != 4 || dims[0] % 4) die("%s: 'full' must be (N,N,N,4) with N divisible by 4", file);
     if (pn != 1 || pd[0] != 4) die("%s: 'unitPar' must hold 4 values", file);
+    for (a = 0; a < 4; a++) if (!isfinite(par[a])) die("%s: unitPar[%d] is %g: a label must be a finite number", file, a, par[a]);
     N = (int)dims[0]; S = N / 4;
     snprintf(path, sizeof path, "%s", file);
     if ((slash = strrchr(path, '/'))) { *slash = 0; snprintf(parent, sizeof parent, "%.900s_", basename_of(path)); }
@@ -276,7 +317,7 @@ static void hdf5_command(const options *o, int universe) {
     if (!o->out) die("%s: needs --out DIR", o->cmd);
     if (!o->n_in) die("%s: no input files", o->cmd);
     for (i = 0; i < o->n_in; i++) input_path(o->in[i]);
-    output_dir("--out", o->out);
+    output_data_dir("--out", o->out, o->force, o->append);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);   /* our messages, not the library's stack dumps */
     for (i = 0; i < o->n_in; i++) {
         hid_t f;

@@ -36,7 +36,7 @@
 typedef struct {
     const char *out, *format, *prefix;
     long n;
-    int S, stats, split, fixed, lpt, pm, pm_mesh;
+    int S, stats, split, fixed, lpt, pm, pm_mesh, force, append;
     uint64_t seed;
     double spread, voxel;
 } cosmo_options;
@@ -50,7 +50,9 @@ static tool_flag flags[20];
 static int n_flags;
 static void flag_table(cosmo_options *o) {
     tool_flag f[] = {
-        {"--out", "DIR", FLAG_STR, &o->out, 0, 0, "output directory (created)", NULL, NULL},
+        {"--out", "DIR", FLAG_STR, &o->out, 0, 0, "output directory (created; one that holds files is refused without --force or --append)", NULL, NULL},
+        {"--force", NULL, FLAG_SET, &o->force, 1, 0, "write into a directory that holds files: same-named files are replaced, others stay", NULL, NULL},
+        {"--append", NULL, FLAG_SET, &o->append, 1, 0, "add to a directory that holds a data set: refused if a file would be replaced (use another --seed or --prefix)", NULL, NULL},
         {"--samples", "N", FLAG_LONG, &o->n, 1, 100000000, "number of universes (required)", NULL, NULL},
         {"--size", "S", FLAG_INT, &o->S, 4, 1024, "voxels per side, a power of 2 (the real data's: 128)", NULL, NULL},
         {"--seed", "K", FLAG_U64, &o->seed, 0, 0x7fffffff, "random seed; same seed, same bytes", NULL, NULL},
@@ -164,6 +166,17 @@ static int universe(int16_t *x, float *y, int S, double spread, double voxel, ui
     return 0;
 }
 
+/* --append: every file this run would write is new (the names: prefix, seed, universe, sub-volume) */
+static void check_appended(const char *out, const char *prefix, const char *format, uint64_t seed, long n, int split) {
+    long i;
+    int sub, npy = !strcmp(format, "npy");
+    char path[4200], tag[16] = "";
+    for (i = 0; i < n; i++) for (sub = 0; sub < split * split * split; sub++) {
+        if (split > 1) snprintf(tag, sizeof tag, "_%03d", sub);
+        snprintf(path, sizeof path, "%s/%s_%ld_%06ld%s%s", out, prefix, (long)seed, i, tag, npy ? "_data.npy" : ".tfrecord");
+        output_new(path);
+    }
+}
 int main(int argc, char **argv) {
     cosmo_options o;
     const char *out, *format, *prefix;
@@ -193,9 +206,10 @@ int main(int argc, char **argv) {
     if (pm_order && (double)S * split * voxel > 1024) die("--size x --split x --voxel: %g particles a side; at most 1024", (double)S * split * voxel);
     if (split & (split - 1) || (long)S * split > 1024) die("--split: %d is not a power of 2 with --size x --split <= 1024", split);
     if (strcmp(format, "tfrecord") && strcmp(format, "npy")) die("--format: '%s' is not tfrecord or npy", format);
-    output_dir("--out", out);
+    output_data_dir("--out", out, o.force, o.append);
+    if (o.append) check_appended(out, prefix, format, seed, n, split);
     int failed = 0;
-    char err[1100] = "";
+    char err[8192] = "";
     TOOL_OMP(omp parallel for schedule(dynamic) reduction(+:zero[:4], sum[:4]) reduction(max:mx[:4]))
     for (i = 0; i < n; i++) {
         size_t N = (size_t)S * S * S, v;

@@ -13,22 +13,23 @@
 
 typedef struct {
     const char *model, *train, *val, *out, *resume, *mllog, *stats, *png, *preset;
-    int epochs, batch, has_shape, apply_log, n_train, n_val, progress, augment;
+    int epochs, batch, has_shape, apply_log, n_train, n_val, progress, augment, loss;   /* loss, dropout: -1 the cfg's */
     uint64_t seed;
     double target, dropout;
     cf_shape shape;
-    int loss;                 /* -1: the cfg's */
     cf_train_config tc;       /* the training step's settings (the library's defaults) */
-    int sync_bn;              /* batch-norm statistics over all ranks */
-    int staged;               /* each rank's --train holds its own share (staged per node) */
-    int skip_nonfinite;       /* skip a batch whose gradient is not finite instead of stopping */
+    int sync_bn, staged, skip_nonfinite, override;   /* --sync-bn, --staged, --skip-nonfinite, --override */
 } options;
 
 /* ---------------------------------------------------------------- flags */
+/* --loss and --dropout: -1 is the cfg's ("cfg"), as the record of a run writes it */
 static void parse_loss(const char *v, void *dst) {
-    if (strcmp(v, "mse") && strcmp(v, "l1")) die("--loss: '%s' is not mse or l1", v);
-    *(int *)dst = strcmp(v, "mse") ? CF_LOSS_L1 : CF_LOSS_MSE;
+    if (strcmp(v, "mse") && strcmp(v, "l1") && strcmp(v, "cfg")) die("--loss: '%s' is not mse or l1", v);
+    *(int *)dst = !strcmp(v, "cfg") ? -1 : strcmp(v, "mse") ? CF_LOSS_L1 : CF_LOSS_MSE;
 }
+static void show_loss(const void *d, char *b, size_t n) { int v = *(const int *)d; snprintf(b, n, "%s", v < 0 ? "cfg" : v ? "l1" : "mse"); }
+static void parse_dropout(const char *v, void *dst) { *(double *)dst = strcmp(v, "cfg") ? flag_number("--dropout", v, 0, 0.999, 0) : -1; }
+static void show_dropout(const void *d, char *b, size_t n) { double v = *(const double *)d; if (v < 0) snprintf(b, n, "cfg"); else snprintf(b, n, "%.17g", v); }
 static void parse_preset(const char *v, void *dst) { if (strcmp(v, "2018")) die("--preset: '%s' is not 2018", v); *(const char **)dst = v; }
 
 #define NFLAGS 56
@@ -43,10 +44,11 @@ static void flag_table(options *o) {
         {"--epochs", "E", FLAG_INT, &o->epochs, 1, 1000000, "upper bound on epochs", NULL, NULL},
         {"--batch", "B", FLAG_INT, &o->batch, 1, 65536, "samples per rank per step", NULL, NULL},
         {"--seed", "K", FLAG_U64, &o->seed, 0, 0x7fffffff, "weights, shuffling, dropout", NULL, NULL},
-        {"--resume", "CKPT", FLAG_STR, &o->resume, 0, 0, "continue from a checkpoint: its weights, optimizer state, epoch and data order", NULL, NULL},
+        {"--resume", "CKPT", FLAG_STR, &o->resume, 0, 0, "continue from a checkpoint: its weights, optimizer state, epoch, data order and recorded settings", NULL, NULL},
+        {"--override", NULL, FLAG_SET, &o->override, 1, 0, "with --resume: the flags given win over the checkpoint's recorded settings (the record notes the change)", NULL, NULL},
         {"--target", "V", FLAG_DOUBLE, &o->target, 0, 1e9, "stop when validation MAE <= V (MLPerf CosmoFlow 0.124) or mean IoU >= V (DeepCAM 0.82); default: run all epochs", NULL, NULL},
         {"--input-shape", "S", FLAG_SHAPE, &o->shape, 0, 0, "CxDxHxW, replaces the cfg's input size (e.g. 4x32x32x32)", NULL, &o->has_shape},
-        {"--dropout", "P", FLAG_DOUBLE, &o->dropout, 0, 0.999, "rate of every dropout layer (default: the cfg's)", NULL, NULL},
+        {"--dropout", "P", FLAG_CALL, &o->dropout, 0, 0, "rate of every dropout layer (default: the cfg's)", parse_dropout, NULL},
         {"--loss", "mse|l1", FLAG_CALL, &o->loss, 0, 0, "(default: the cfg's; CosmoFlow: mse)", parse_loss, NULL},
         {"--transform", "T", FLAG_CALL, &o->apply_log, 0, 0, "CosmoFlow input: log (log(1 + x), default), mean (x / mean(x)) or log-ratio", parse_transform, NULL},
         {"--no-log", NULL, FLAG_SET, &o->apply_log, 0, 0, "--transform mean (the reference's apply_log: False)", NULL, NULL},
@@ -70,6 +72,11 @@ static void flag_table(options *o) {
     flag_add_train(flags, &n_flags, NFLAGS);
     tool_train = &o->tc;
 }
+/* the settings a checkpoint records besides the training step's (tools/tool.h) */
+static const tool_setting settings[] = {{"--seed", "seed", NULL}, {"--transform", "transform", show_transform},
+    {"--loss", "loss", show_loss}, {"--dropout", "dropout", show_dropout}, {"--augment", "augment", NULL}, {"--sync-bn", "sync_bn", NULL},
+    {"--staged", "staged", NULL}};
+#define N_SETTINGS ((int)(sizeof settings / sizeof settings[0]))
 static void usage(void) {
     flag_help("usage: cf-train --train DIR --val DIR --out CKPT (--model M.cfg | --resume CKPT) [flags]", flags, n_flags,
               "stdout: one line per epoch 'epoch E train_loss L val_mae V lr X time T' (DeepCAM: val_miou)\n");
@@ -84,11 +91,10 @@ static void defaults(options *o) {
    by its mean, random flips and axis permutations.  Climate: LARC (eta 0.002, clip mode)
    around Adam 1e-4, gradient lag 1; the loss weights are in the model file. */
 static void preset_2018(int seg) {
-    flag_preset(flags, n_flags, "--optimizer", "adam"); flag_preset(flags, n_flags, "--lr", "1e-4");
-    flag_preset(flags, n_flags, "--weight-decay", "0");
-    if (seg) { flag_preset(flags, n_flags, "--larc", "0.002"); flag_preset(flags, n_flags, "--grad-lag", "1"); return; }
-    flag_preset(flags, n_flags, "--loss", "l1"); flag_preset(flags, n_flags, "--transform", "mean"); flag_preset(flags, n_flags, "--augment", NULL);
-    flag_preset(flags, n_flags, "--warmup-epochs", "0"); flag_preset(flags, n_flags, "--decay", "none"); flag_preset(flags, n_flags, "--base-batch", "0");
+    static const char *both[] = {"--optimizer", "adam", "--lr", "1e-4", "--weight-decay", "0", NULL}, *climate[] = {"--larc", "0.002", "--grad-lag", "1", NULL},
+        *cosmo[] = {"--loss", "l1", "--transform", "mean", "--augment", "", "--warmup-epochs", "0", "--decay", "none", "--base-batch", "0", NULL};
+    flag_presets(flags, n_flags, both);
+    flag_presets(flags, n_flags, seg ? climate : cosmo);
 }
 static void parse_flags(options *o, int argc, char **argv) {
     flag_table(o);
@@ -110,23 +116,21 @@ typedef struct {
     int *order;
     loader L;
     double t_start;
+    char override_note[1100];   /* "override=epoch E: key new, was old; ...": what --override changed */
 } run;
 
-/* --resume: the newest valid one of CKPT.next (a crash before its rename), CKPT, CKPT.prev */
+/* --resume: the newest valid one of CKPT.next, CKPT, CKPT.prev (tools/tool.h), then the
+   settings its record holds: taken where no flag was given, refused where a flag differs
+   (unless --override; the change is then recorded) */
 static void resume(run *R) {
-    static const char *suffix[3] = {".next", "", ".prev"};
-    char path[4096], main_err[1100] = "";
-    int k, loaded = -1;
-    for (k = 0; k < 3 && loaded < 0; k++) {
-        snprintf(path, sizeof path, "%s%s", R->o.resume, suffix[k]);
-        if (k != 1 && access(path, R_OK)) continue;
-        if (cf_checkpoint_load(path, &R->net, &R->st) == CF_OK) loaded = k;
-        else if (k == 1) snprintf(main_err, sizeof main_err, "%s", cf_failure_reason());
-    }
-    if (loaded < 0) die("%s", main_err);
-    if (loaded == 2 && R->rank == 0) fprintf(stderr, "cf-train: %s; resuming from %s\n", main_err, path);
+    char changed[1024], seed[32];
+    ckpt_resume(R->o.resume, &R->net, &R->st, R->rank);
     R->first_epoch = (int)R->st.epoch + 1;
-    R->o.seed = R->st.seed;
+    if (settings_resume(flags, n_flags, settings, N_SETTINGS, R->st.meta, R->o.resume, R->o.override, changed, sizeof changed) && R->rank == 0)
+        fprintf(stderr, "cf-train: %s records only some of its settings (an older checkpoint): the others from the flags or the defaults\n", R->o.resume);
+    if (!meta_value(R->st.meta, "seed", seed, sizeof seed)) R->o.seed = R->st.seed;   /* an older record */
+    resume_global_batch(R->st.meta, R->o.resume, &R->o.batch, R->size, flag_was_given(flags, n_flags, "--batch"), R->o.override, changed, sizeof changed);
+    if (changed[0]) snprintf(R->override_note, sizeof R->override_note, "override=epoch %d: %s\n", R->first_epoch, changed);
 }
 /* the model (from --model or the checkpoint), the flags that change it (loss, dropout), the
    initial or resumed weights, the training step's settings for its application */
@@ -137,19 +141,21 @@ static void setup_model(run *R) {
     if (o->model) TRY(cf_net_load_cfg(net, o->model, shape));
     else TRY(cf_checkpoint_model(o->resume, net, shape));
     R->seg = net->loss == CF_LOSS_SOFTMAX_CE;
-    if (o->preset) preset_2018(R->seg);   /* the recipe depends on the application */
+    cf_net_init(net, o->seed);
+    R->first_epoch = 1;
+    if (o->resume) resume(R);             /* its weights and state, then its settings */
+    if (o->preset) preset_2018(R->seg);   /* the recipe (it depends on the application) */
+    R->st.seed = o->seed;
     if (R->seg && net->input.d != 1) die("%s: a segmentation model must be 2-D (CxHxW)", net->cfg_name);
     if (!R->seg && (net->input.d != net->input.h || net->input.h != net->input.w))
         die("%s: CosmoFlow input must be a cube, got %dx%dx%dx%d", net->cfg_name, net->input.c, net->input.d, net->input.h, net->input.w);
     if (o->loss >= 0 && !R->seg) TRY(cf_net_set_loss(net, o->loss));
+    if (!R->seg) o->loss = net->loss;     /* the record says which */
     if (o->dropout >= 0) cf_net_set_dropout(net, (float)o->dropout);
-    cf_net_init(net, o->seed);
-    R->st.seed = o->seed;
-    R->first_epoch = 1;
-    if (o->resume) resume(R);
     cf_dist_bcast(net->params, net->n_params);   /* rank 0's weights everywhere */
     if (o->sync_bn) TRY(cf_net_sync_bn(net, cf_dist_sum_reduce, NULL));
     TRY(cf_train_init(&R->tr, net, &o->tc));
+    o->tc = R->tr.cfg;   /* resolved for the application: what the record says */
 }
 static void setup_data(run *R) {
     options *o = &R->o;
@@ -168,25 +174,25 @@ static void setup_data(run *R) {
    kept as CKPT.prev. */
 static void check_outputs(const run *R) {
     const options *o = &R->o;
+    static const char *derived[4] = {"", ".next", ".prev", ".lock"};
     char p[4200];
+    int k;
     input_path(o->model); input_path(o->train); input_path(o->val); input_path(o->stats);
     if (o->resume && !same_file(o->resume, o->out)) input_path(o->resume);
-    output_file("--out", o->out);
-    snprintf(p, sizeof p, "%s.next", o->out); output_file("--out", p);
-    snprintf(p, sizeof p, "%s.prev", o->out); output_file("--out", p);
+    for (k = 0; k < 4; k++) { snprintf(p, sizeof p, "%s%s", o->out, derived[k]); output_file("--out", p); }
     input_path(o->resume); input_path(o->out);   /* neither checkpoint may be the log or a picture */
+    if (o->mllog) { snprintf(p, sizeof p, "%s.prev", o->mllog); output_file("--mllog", p); }
     output_file("--mllog", o->mllog);
     learning_curve_outputs(o->png);
 }
-/* the record the checkpoint keeps of how it was trained (cf-check --info shows it; cf-eval
-   takes the input transform from it) */
+/* the record the checkpoint keeps of how it was trained (cf-check --info shows it; --resume
+   takes its settings from it; cf-eval its input transform): every setting, the global batch,
+   the metric, and the overrides of resumed runs */
 static void record_run(run *R) {
-    const cf_train_config *c = &R->tr.cfg;
-    char opt[16];
-    cf_train_config_get(c, "optimizer", opt, sizeof opt);
-    snprintf(R->st.meta, sizeof R->st.meta, "optimizer=%s\nlr=%g\nweight_decay=%g\nmomentum=%g\nbatch=%d\ntransform=%s\nmetric=%s\n",
-             opt, c->lr, c->optimizer == CF_OPT_SGD ? c->l2 : c->weight_decay, c->momentum, R->o.batch,
-             R->seg ? "minmax" : transform_names[R->o.apply_log], R->seg ? "val_miou" : "val_mae");
+    char old[4096], extra[128];
+    snprintf(old, sizeof old, "%s", R->st.meta);
+    snprintf(extra, sizeof extra, "global_batch=%d\nmetric=%s\n", R->global_batch, R->seg ? "val_miou" : "val_mae");
+    run_record(R->st.meta, sizeof R->st.meta, flags, n_flags, settings, N_SETTINGS, extra, old, R->override_note);
 }
 static int target_met(const run *R, double metric) {
     return R->o.target > 0 && (R->seg ? metric >= R->o.target : metric <= R->o.target);
@@ -255,21 +261,13 @@ static double validate(run *R) {
     cf_dist_allreduce_sum_d(sums, 2);
     return sums[0] / sums[1];
 }
-/* The new checkpoint is complete on disk (CKPT.next, itself written atomically) before the
-   previous one moves to CKPT.prev: a crash or a full disk at any moment leaves a valid CKPT
-   or CKPT.prev, and --resume takes either. */
+/* after each epoch (rank 0): a checkpoint never holds a parameter that is not finite */
 static void save_checkpoint(run *R, int e) {
-    const char *out = R->o.out;
-    char prev[4200], next[4200];
     if (R->rank) return;
-    snprintf(prev, sizeof prev, "%s.prev", out);
-    snprintf(next, sizeof next, "%s.next", out);
     if (cf_net_first_nonfinite_param(&R->net, 1) >= 0)
         die("epoch %d: layer %d's parameters are not finite; no checkpoint written, the last one %s is untouched",
-            e, cf_net_first_nonfinite_param(&R->net, 1), out);
-    TRY(cf_checkpoint_save(next, &R->net, &R->st));
-    if (access(out, F_OK) == 0 && rename(out, prev)) die("%s: cannot keep the previous checkpoint (%s)", out, strerror(errno));
-    if (rename(next, out)) die("%s: cannot move the new checkpoint into place (%s)", out, strerror(errno));
+            e, cf_net_first_nonfinite_param(&R->net, 1), R->o.out);
+    ckpt_save(R->o.out, &R->net, &R->st);
 }
 /* After an epoch: the MLPerf lines, the checkpoint, the epoch line, the learning curve */
 static void end_epoch(run *R, int e, double loss, double metric, double lr, double t0) {
@@ -294,6 +292,7 @@ static void setup(run *R, int argc, char **argv) {
     R->rank = cf_dist_rank(); R->size = cf_dist_size();
     if (R->rank) o->progress = 0;
     check_outputs(R);
+    if (R->rank == 0) lock_output("--out", o->out);   /* one writer per checkpoint */
     mll_open(o->mllog, o->resume != NULL);
     MLL_EVENT("cache_clear", "true");
     MLL_START("init_start", NULL);
@@ -305,8 +304,7 @@ static void setup(run *R, int argc, char **argv) {
                 R->size, R->size > 1 ? "s" : "", o->batch, R->global_batch, R->n_train, o->staged ? " (per rank, staged)" : "", R->n_val,
                 net->cfg_name, shape_text(net->input), net->n_params);
     m.seg = R->seg; m.ranks = R->size; m.global_batch = R->global_batch; m.train_samples = R->steps * R->global_batch;
-    m.eval_samples = R->n_val; m.sync_bn = o->sync_bn; m.seed = o->seed; m.dropout = o->dropout;
-    mll_run_start(&R->tr.cfg, &m);
+    m.eval_samples = R->n_val; m.sync_bn = o->sync_bn; m.seed = o->seed; m.dropout = o->dropout; mll_run_start(&R->tr.cfg, &m);
 }
 static void finish(run *R, int e) {
     mll_run_stop(R->reached || R->o.target <= 0);
@@ -342,6 +340,8 @@ int main(int argc, char **argv) {
         cf_dist_allreduce_sum_d(&loss, 1);
         end_epoch(&R, e, loss / R.size, metric, lr, t0);
     }
+    /* a resumed run with no epoch left still writes the checkpoint it announces */
+    if (e == R.first_epoch && R.rank == 0 && !same_file(R.o.resume, R.o.out)) ckpt_save(R.o.out, &R.net, &R.st);
     finish(&R, e);
     return 0;
 }

@@ -18,7 +18,7 @@ struct loader {
     int H, W, n_classes; float cmin[64], cmax[64];        /* DeepCAM: snapshot shape, classes, statistics */
     float *x[2], *y[2]; int slot, n_in_slot[2];           /* double buffer */
     pthread_t th; int running;
-    char err[1100]; int failed;
+    char err[8192]; int failed;
 };
 
 static int load_fail(loader *L, const char *fmt, ...) {
@@ -41,7 +41,7 @@ static int load_cosmo(loader *L, int k, const char *path) {
     int c, j;
     if (cf_cosmo_read(path, &smp)) return load_fail(L, "%s", cf_failure_reason());
     if (smp.s != L->S || smp.c < L->C || smp.ny < L->n_y) {
-        load_fail(L, "%.900s: sample is %dx%dx%dx%d with %d labels; the model needs %dx%dx%dx%d with %d",
+        load_fail(L, "%s: sample is %dx%dx%dx%d with %d labels; the model needs %dx%dx%dx%d with %d",
                   path, smp.c, smp.s, smp.s, smp.s, smp.ny, L->C, L->S, L->S, L->S, L->n_y);
         cf_cosmo_free(&smp);
         return -1;
@@ -50,13 +50,13 @@ static int load_cosmo(loader *L, int k, const char *path) {
         if (!(fabsf(smp.y[j]) <= 1e18f)) {   /* beyond 1e18 the squared error overflows float */
             double v = smp.y[j];
             cf_cosmo_free(&smp);
-            return load_fail(L, "%.900s: label %d is %g (%s)", path, j, v, isfinite(v) ? "too large: its squared error overflows float32" : "not finite");
+            return load_fail(L, "%s: label %d is %g (%s)", path, j, v, isfinite(v) ? "too large: its squared error overflows float32" : "not finite");
         }
     for (v = 0; v < smp.count; v++)
         if (smp.x[v] < 0) {   /* a count: log(1 + x) and x / mean(x) need it >= 0 */
             int bad = smp.x[v];
             cf_cosmo_free(&smp);
-            return load_fail(L, "%.900s: value %zu (voxel %zu, channel %zu) is %d: particle counts cannot be negative", path, v, v / 4, v % 4, bad);
+            return load_fail(L, "%s: value %zu (voxel %zu, channel %zu) is %d: particle counts cannot be negative", path, v, v / 4, v % 4, bad);
         }
     if (smp.c > L->C) {   /* a model with fewer channels reads the first ones (the 2018 network: z = 0) */
         for (v = 0; v < vox; v++) for (c = 0; c < L->C; c++) smp.x[v * L->C + c] = smp.x[v * smp.c + c];
@@ -78,7 +78,7 @@ static int load_climate(loader *L, int k, const char *path) {
     size_t P = (size_t)L->H * L->W;
     if (cf_climate_read(path, &cs, L->n_classes)) return load_fail(L, "%s", cf_failure_reason());
     if (cs.h != L->H || cs.w != L->W || cs.c != L->C) {
-        load_fail(L, "%.900s: snapshot is %dx%dx%d (H, W, C); the model needs %dx%dx%d", path, cs.h, cs.w, cs.c, L->H, L->W, L->C);
+        load_fail(L, "%s: snapshot is %dx%dx%d (H, W, C); the model needs %dx%dx%d", path, cs.h, cs.w, cs.c, L->H, L->W, L->C);
         cf_climate_free(&cs);
         return -1;
     }
@@ -125,10 +125,13 @@ static void loader_init_climate(loader *L, char **files, int C, int H, int W, in
     loader_alloc(L, B, (size_t)C * H * W, (size_t)H * W);
 }
 /* the loader of the net's application: CosmoFlow volumes with the input transform apply_log,
-   or DeepCAM snapshots with the statistics of stats_dir */
-TOOL_UNUSED static void loader_init_for(loader *L, const cf_net *net, char **files, int B, int apply_log, const char *stats_dir) {
+   or DeepCAM snapshots with the statistics of stats_dir.  The network's memory for a batch
+   is taken now too, and what is left must still hold OpenBLAS's buffers (tools/tool.h). */
+TOOL_UNUSED static void loader_init_for(loader *L, cf_net *net, char **files, int B, int apply_log, const char *stats_dir) {
     if (net->loss == CF_LOSS_SOFTMAX_CE) loader_init_climate(L, files, net->input.c, net->input.h, net->input.w, net->n_classes, B, stats_dir);
     else loader_init_cosmo(L, files, net->input.d, net->input.c, net->n_outputs, B, apply_log);
+    TRY(cf_net_set_batch(net, B));
+    blas_room();
 }
 /* The sample files of dir, the first limit of them (0: all; *n_all: how many there are),
    the same count on every rank, or the collectives would not match */
@@ -145,6 +148,7 @@ TOOL_UNUSED static char **data_files(const char *dir, int limit, int *n, int *n_
 }
 /* the CosmoFlow input transforms, by apply_log; --transform's parser */
 static const char *transform_names[3] = {"mean", "log", "log-ratio"};
+TOOL_UNUSED static void show_transform(const void *d, char *b, size_t n) { snprintf(b, n, "%s", transform_names[*(const int *)d]); }
 TOOL_UNUSED static void parse_transform(const char *v, void *dst) {
     int *t = (int *)dst, k;
     for (k = 0; k < 3 && strcmp(v, transform_names[k]); k++) {}

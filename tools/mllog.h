@@ -12,12 +12,20 @@ static const char *mll_path;
    log of that name as path.prev */
 TOOL_UNUSED static void mll_open(const char *path, int resumed) {
     char prev[4200];
+    struct stat st;
+    int fd;
     if (!path || cf_dist_rank() != 0) return;
     if (!resumed && access(path, F_OK) == 0) {
         snprintf(prev, sizeof prev, "%s.prev", path);
         if (rename(path, prev)) die("--mllog %s: cannot keep the earlier log as %s (%s)", path, prev, strerror(errno));
     }
-    if (!(mll_file = fopen(path, resumed ? "a" : "w"))) die("--mllog %s: %s", path, strerror(errno));
+    /* checked again as it is opened (a link planted since the start, a FIFO): appended to
+       only when it is a regular file and none of the run's inputs */
+    if ((fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | (resumed ? O_APPEND : O_TRUNC), 0666)) < 0) die("--mllog %s: %s", path, strerror(errno));
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) die("--mllog %s: is %s, not a regular file", path, file_kind(st.st_mode));
+    if (input_like(&st)) die("--mllog %s: is the same file as the input %s; it would be written into", path, input_like(&st));
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    if (!(mll_file = fdopen(fd, resumed ? "a" : "w"))) die("--mllog %s: %s", path, strerror(errno));
     mll_path = path;
 }
 /* one event: type INTERVAL_START, INTERVAL_END or POINT_IN_TIME; value is JSON text; meta

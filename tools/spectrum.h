@@ -57,7 +57,7 @@ static void spec_features(const int16_t *x, int S, int C, float *f) {
 static float *spec_load(char **files, int n, int S, int C, int ny, float **labels) {
     int nf = spec_bands(S) * C, i, bad = 0;
     float *F = (float *)malloc(sizeof(float) * (size_t)n * nf), *Y = (float *)malloc(sizeof(float) * (size_t)n * ny);
-    char why[1100] = "";
+    char why[8192] = "";
     if (!F || !Y) die("out of memory for %d spectra", n);
     TOOL_OMP(omp parallel for schedule(dynamic))
     for (i = 0; i < n; i++) {
@@ -66,12 +66,12 @@ static float *spec_load(char **files, int n, int S, int C, int ny, float **label
         if (bad) continue;
         if (cf_cosmo_read(files[i], &s)) {
             TOOL_OMP(omp critical)
-            { if (!bad) snprintf(why, sizeof why, "%s: %s", files[i], cf_failure_reason()); bad = 1; }
+            { if (!bad) snprintf(why, sizeof why, "%s", cf_failure_reason()); bad = 1; }
             continue;
         }
         if (s.s != S || s.c != C || s.ny < ny) {
             TOOL_OMP(omp critical)
-            { if (!bad) snprintf(why, sizeof why, "%.900s: %d^3 x %d with %d labels; the model reads %d^3 x %d with %d", files[i], s.s, s.c, s.ny, S, C, ny); bad = 1; }
+            { if (!bad) snprintf(why, sizeof why, "%s: %d^3 x %d with %d labels; the model reads %d^3 x %d with %d", files[i], s.s, s.c, s.ny, S, C, ny); bad = 1; }
         } else {
             spec_features(s.x, S, C, F + (size_t)i * nf);
             for (p = 0; p < ny; p++) Y[(size_t)i * ny + p] = s.y[p];

@@ -155,12 +155,13 @@ static void climate_sample(float *x, float *label, int H, int W, double fscale, 
     free(wx); free(best_tc); free(best_ar);
 }
 
-typedef struct { const char *out; long n; int H, W, stats, write_stats; uint64_t seed; double fscale; } climate_options;
+typedef struct { const char *out; long n; int H, W, stats, write_stats, force; uint64_t seed; double fscale; } climate_options;
 static tool_flag climate_flags[12];
 static int n_climate_flags;
 static void climate_flag_table(climate_options *o) {
     tool_flag f[] = {
-        {"--out", "DIR", FLAG_STR, &o->out, 0, 0, "output directory (created): data-synth-K-NNNNNN.npy float32 (H,W,16), label-synth-K-NNNNNN.npy float32 (H,W), stats_minval/maxval.npy", NULL, NULL},
+        {"--out", "DIR", FLAG_STR, &o->out, 0, 0, "output directory (created; one that holds files is refused without --force): data-synth-K-NNNNNN.npy float32 (H,W,16), label-synth-K-NNNNNN.npy float32 (H,W), stats_minval/maxval.npy", NULL, NULL},
+        {"--force", NULL, FLAG_SET, &o->force, 1, 0, "write into a directory that holds files: same-named files (the statistics among them) are replaced, others stay", NULL, NULL},
         {"--samples", "N", FLAG_LONG, &o->n, 1, 100000000, "number of snapshots (required)", NULL, NULL},
         {"--height", "H", FLAG_INT, &o->H, 8, 8192, "grid rows (the real data's: 768)", NULL, NULL},
         {"--width", "W", FLAG_INT, &o->W, 8, 8192, "grid columns (the real data's: 1152)", NULL, NULL},
@@ -186,14 +187,14 @@ static int climate_main(int argc, char **argv) {
     uint64_t seed;
     double fscale, frac[3] = {0, 0, 0};
     float mn[16], mx[16];
-    char err[1100] = "";
+    char err[8192] = "";
     memset(&o, 0, sizeof o);
     o.H = 768; o.W = 1152; o.seed = 1; o.fscale = 1.0; o.write_stats = 1;
     climate_flag_table(&o);
     flag_parse(argc, argv, 2, climate_flags, n_climate_flags, climate_usage, NULL, 0);
     out = o.out; n = o.n; H = o.H; W = o.W; stats = o.stats; write_stats = o.write_stats; seed = o.seed; fscale = o.fscale;
     if (!out || !n) die("climate: needs --out DIR and --samples N");
-    output_dir("--out", out);
+    output_data_dir("--out", out, o.force, 0);
     for (k = 0; k < 16; k++) { mn[k] = INFINITY; mx[k] = -INFINITY; }
     TOOL_OMP(omp parallel for schedule(dynamic) reduction(min:mn[:16]) reduction(max:mx[:16]) reduction(+:frac[:3]))
     for (i = 0; i < n; i++) {

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <fcntl.h>
+#include <sys/utsname.h>
 
 /* OpenMP pragmas that vanish without -fopenmp (no unknown-pragma warnings) */
 #ifdef _OPENMP
@@ -33,7 +34,7 @@ static const char *tool_name = "cf";
 /* "cf-<tool>: <what>" on stderr, then the whole job ends (MPI_Abort when several ranks run) */
 TOOL_UNUSED static void die(const char *fmt, ...) {
     va_list ap;
-    char msg[2048];
+    char msg[16384];   /* two paths of PATH_MAX and the reason fit whole */
     int n;
     fflush(stdout);
     if (cf_dist_size() > 1) n = snprintf(msg, sizeof msg, "cf-%s: rank %d: ", tool_name, cf_dist_rank());
@@ -182,6 +183,113 @@ TOOL_UNUSED static void flag_preset(const tool_flag *f, int n, const char *name,
     flag_set(&f[k], value);
     flag_n_given = keep;   /* a recipe's value is not one the command line gave */
 }
+/* the value of key in key=value lines (a checkpoint's record of its run); 0 when absent */
+TOOL_UNUSED static int meta_value(const char *meta, const char *key, char *out, size_t n) {
+    size_t kl = strlen(key);
+    const char *p = meta;
+    while (p && *p) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        if (len > kl && !strncmp(p, key, kl) && p[kl] == '=') {
+            snprintf(out, n, "%.*s", (int)(len - kl - 1), p + kl + 1);
+            return 1;
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+    return 0;
+}
+/* flag_preset for each "flag", "value" pair of a NULL-terminated list (a switch's value unused) */
+TOOL_UNUSED static void flag_presets(const tool_flag *f, int n, const char *const *pairs) {
+    int k, j;
+    for (k = 0; pairs[k]; k += 2) {
+        for (j = 0; j < n && (!f[j].name || strcmp(f[j].name, pairs[k])); j++) {}
+        flag_preset(f, n, pairs[k], j < n && f[j].kind == FLAG_SET ? NULL : pairs[k + 1]);
+    }
+}
+/* ---- settings: what a checkpoint records of its run (key=value lines) and what --resume
+   takes back from it: every FLAG_TRAIN flag (the library's keys), and the flags a tool
+   names in a table of tool_setting.  A flag given on the command line that disagrees with
+   the record is refused, naming both, unless override is set (the change is then returned,
+   for the record). */
+typedef struct {
+    const char *flag, *key;
+    void (*show)(const void *dst, char *buf, size_t n);   /* FLAG_CALL: the value as its parser reads it */
+} tool_setting;
+/* flag i's setting: its key, and in *show a FLAG_CALL's printer; NULL when it is none.  How
+   the averaging is scheduled (--overlap) changes no number: it is no setting of the run. */
+static const char *setting_of(const tool_flag *f, const tool_setting *s, int ns, void (**show)(const void *, char *, size_t)) {
+    int k;
+    *show = NULL;
+    if (!f->name) return NULL;
+    if (f->kind == FLAG_TRAIN) return strcmp((const char *)f->dst, "overlap") ? (const char *)f->dst : NULL;
+    for (k = 0; k < ns; k++) if (!strcmp(s[k].flag, f->name)) { *show = s[k].show; return s[k].key; }
+    return NULL;
+}
+/* a flag's current value as text, as its parser would read it back */
+static void flag_text(const tool_flag *f, void (*show)(const void *, char *, size_t), char *b, size_t n) {
+    switch (f->kind) {
+    case FLAG_TRAIN: cf_train_config_get(tool_train, (const char *)f->dst, b, n); break;
+    case FLAG_INT: case FLAG_SET: snprintf(b, n, "%d", *(const int *)f->dst); break;
+    case FLAG_LONG: snprintf(b, n, "%ld", *(const long *)f->dst); break;
+    case FLAG_U64: snprintf(b, n, "%llu", (unsigned long long)*(const uint64_t *)f->dst); break;
+    case FLAG_DOUBLE: snprintf(b, n, "%.17g", *(const double *)f->dst); break;
+    default: if (show) show(f->dst, b, n); else snprintf(b, n, "?"); break;
+    }
+}
+/* the key=value lines of every setting */
+TOOL_UNUSED static size_t settings_record(const tool_flag *f, int n, const tool_setting *s, int ns, char *out, size_t size) {
+    size_t m = 0;
+    int i;
+    void (*show)(const void *, char *, size_t);
+    out[0] = 0;
+    for (i = 0; i < n; i++) {
+        char v[256];
+        const char *key = setting_of(&f[i], s, ns, &show);
+        if (!key) continue;
+        flag_text(&f[i], show, v, sizeof v);
+        m += (size_t)snprintf(out + m, m < size ? size - m : 0, "%s=%s\n", key, v);
+    }
+    return m;
+}
+/* A run's record: its settings, extra lines of the tool's (e.g. "metric=val_mae\n"), then the
+   override lines of the record it resumed from (old) and this run's (note) */
+TOOL_UNUSED static void run_record(char *out, size_t size, const tool_flag *f, int n, const tool_setting *s, int ns, const char *extra,
+                                   const char *old, const char *note) {
+    size_t m = settings_record(f, n, s, ns, out, size);
+    const char *p = old;
+    m += (size_t)snprintf(out + m, m < size ? size - m : 0, "%s", extra);
+    for (; (p = strstr(p, "override=")); p += strcspn(p, "\n"))
+        if (p == old || p[-1] == '\n') m += (size_t)snprintf(out + m, m < size ? size - m : 0, "%.*s\n", (int)strcspn(p, "\n"), p);
+    snprintf(out + m, m < size ? size - m : 0, "%s", note);
+}
+/* --resume: each recorded setting the command line did not give is taken from the record; one
+   it gave differently is refused, or with override kept and listed in changed ("key new,
+   was old; ...").  Returns the number of settings the record lacks (an older checkpoint). */
+TOOL_UNUSED static int settings_resume(const tool_flag *f, int n, const tool_setting *s, int ns, const char *record, const char *ckpt,
+                                       int override, char *changed, size_t size) {
+    int i, missing = 0;
+    size_t m = 0;
+    void (*show)(const void *, char *, size_t);
+    changed[0] = 0;
+    for (i = 0; i < n; i++) {
+        char v[256], want[256];
+        const char *key = setting_of(&f[i], s, ns, &show);
+        if (!key) continue;
+        if (!meta_value(record, key, want, sizeof want)) { missing++; continue; }
+        flag_text(&f[i], show, v, sizeof v);
+        if (!flag_was_given(f, n, f[i].name)) {   /* continued as it was trained (and as if given: a recipe does not override it) */
+            if (f[i].kind != FLAG_SET) flag_set(&f[i], want);
+            else if (flag_n_given < 256) { *(int *)f[i].dst = atoi(want); flag_given_dst[flag_n_given++] = f[i].dst; }
+            continue;
+        }
+        if (!strcmp(v, want)) continue;
+        if (!override)
+            die("%s %s: %s was trained with %s=%s; --resume continues a run with its own settings (give --override to change them)",
+                f[i].name, v, ckpt, key, want);
+        m += (size_t)snprintf(changed + m, m < size ? size - m : 0, "%s%s %s, was %s", m ? "; " : "", key, v, want);
+    }
+    return missing;
+}
 /* --help or -h anywhere, before anything else is read */
 TOOL_UNUSED static int has_flag(int argc, char **argv, const char *f) { int i; for (i = 1; i < argc; i++) if (!strcmp(argv[i], f)) return 1; return 0; }
 
@@ -251,9 +359,104 @@ static void tool_on_abort(int sig) {
     _exit(128 + sig);
 }
 #endif
+/* ---------------------------------------------------------------- before main
+   Some settings must be made before the libraries' own start-up code reads them.  OpenBLAS
+   reserves a buffer per thread (128 MB of address space each here) in its constructor and
+   spins forever when it cannot (OpenBLAS issue 5289: under `ulimit -v`, before main, or later
+   in an sgemm); libgomp crashes when OMP_NUM_THREADS asks for a million threads.  The dynamic
+   loader runs an executable's .preinit_array before any library's constructor, with the
+   environment array libc then takes as its own: tool_preinit checks the limit there and
+   rewrites thread counts in that array.  (setenv would be undone by libc's own start.) */
+#include <sys/resource.h>
+/* the environment entry for name in env, or NULL */
+static char **env_entry(char **env, const char *name) {
+    size_t n = strlen(name);
+    for (; env && *env; env++) if (!strncmp(*env, name, n) && (*env)[n] == '=') return env;
+    return NULL;
+}
+static long env_number(char **env, const char *name) { char **e = env_entry(env, name); return e ? atol(*e + strlen(name) + 1) : 0; }
+static void preinit_say(const char *prog, const char *msg) {
+    const char *b = strrchr(prog, '/');
+    char line[1024];
+    int n = snprintf(line, sizeof line, "%s: %s\n", b ? b + 1 : prog, msg);
+    if (n > 0 && write(2, line, (size_t)n) < 0) {}
+}
+/* OMP_NUM_THREADS (and OPENBLAS_NUM_THREADS) far beyond the machine: capped, saying so */
+static void cap_threads(const char *prog, char **env, const char *name, char *slot, size_t n, long cpus) {
+    long v = env_number(env, name), cap = 4 * cpus > 64 ? 4 * cpus : 64;
+    char msg[256];
+    if (v <= cap) return;
+    snprintf(slot, n, "%s=%ld", name, cap);
+    *env_entry(env, name) = slot;
+    snprintf(msg, sizeof msg, "%s=%ld is far more than this machine's %ld CPUs: using %ld", name, v, cpus, cap);
+    preinit_say(prog, msg);
+}
+/* Under an address-space limit (ulimit -v), OpenBLAS's buffers must fit beside what is mapped
+   already, with a margin; refused with the figures otherwise, instead of a process that spins.
+   Checked before main for (threads + 2) buffers, and for 2 more once the tool holds its own
+   memory (blas_room; OpenBLAS has taken most of its buffers by then, blas_warm_up). */
+static int address_space_left(const char *prog, long threads, long buffers) {
+#ifdef CF_USE_CBLAS
+    struct rlimit r;
+    size_t need = (size_t)buffers * (128u << 20) + (64u << 20);
+    void *probe;
+    char msg[512];
+    if (getrlimit(RLIMIT_AS, &r) || r.rlim_cur == RLIM_INFINITY) return 1;
+    if ((probe = malloc(need))) { free(probe); return 1; }
+    snprintf(msg, sizeof msg, "the address-space limit (ulimit -v) of %lu MB leaves less than the %zu MB more that OpenBLAS may reserve%s "
+             "(it would hang, not fail): raise the limit, or run fewer threads (OMP_NUM_THREADS=1)",
+             (unsigned long)(r.rlim_cur >> 20), need >> 20, threads ? " for its threads" : "");
+    preinit_say(prog, msg);
+    return 0;
+#else
+    (void)prog; (void)threads; (void)buffers;
+    return 1;
+#endif
+}
+static void check_address_space(const char *prog, char **env, long cpus) {
+    long threads = env_number(env, "OPENBLAS_NUM_THREADS") > 0 ? env_number(env, "OPENBLAS_NUM_THREADS")
+                 : env_number(env, "OMP_NUM_THREADS") > 0 ? env_number(env, "OMP_NUM_THREADS") : cpus;
+    if (!address_space_left(prog, threads, threads + 2)) _exit(1);
+}
+static void tool_preinit(int argc, char **argv, char **env) {
+    static char slots[2][64];
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *prog = argc > 0 && argv[0] ? argv[0] : "cf";
+    if (cpus < 1) cpus = 1;
+    cap_threads(prog, env, "OMP_NUM_THREADS", slots[0], sizeof slots[0], cpus);
+    cap_threads(prog, env, "OPENBLAS_NUM_THREADS", slots[1], sizeof slots[1], cpus);
+    check_address_space(prog, env, cpus);
+}
+#if defined(__GNUC__) && defined(__ELF__)
+#define TOOL_PREINIT 1
+__attribute__((section(".preinit_array"), used)) static void (*const tool_preinit_entry)(int, char **, char **) = tool_preinit;
+#endif
+/* the same check once the tool has taken its own memory (the network's arena, the batches) */
+TOOL_UNUSED static void blas_room(void) {
+    char prog[64];
+    snprintf(prog, sizeof prog, "cf-%s", tool_name);
+    if (!address_space_left(prog, 0, 2)) { cf_dist_abort(1); exit(1); }
+}
+/* OpenBLAS takes its per-thread buffers at a thread's first call: all of them now, before the
+   tool's own memory, so that a tight limit is met by our allocations (which fail cleanly) and
+   never by OpenBLAS's (which spins) */
+static void blas_warm_up(void) {
+#ifdef CF_USE_CBLAS
+    enum { N = 256 };   /* large enough for OpenBLAS's buffered path (small products take none) */
+    static float a[N * N], b[N * N], c[N * N];
+    cf_sgemm(0, 0, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);   /* on OpenBLAS's threads */
+    TOOL_OMP(omp parallel)
+    {
+        float *d = (float *)calloc(N * N, sizeof(float));
+        if (d) cf_sgemm(0, 0, N, N, N, 1.0f, a, N, b, N, 0.0f, d, N);   /* one call on each of ours */
+        free(d);
+    }
+#endif
+}
 /* OpenMP threads spin after every parallel region and steal the cores the BLAS needs next;
    libgomp reads OMP_WAIT_POLICY when it loads, so the tool sets it and runs itself again,
-   once, before anything else (MPI included). */
+   once, before anything else (MPI included).  Without a preinit array, the same run does the
+   checks above. */
 TOOL_UNUSED static void tool_init(int argc, char **argv, const char *name) {
     (void)argc;
     tool_name = name;
@@ -268,24 +471,54 @@ TOOL_UNUSED static void tool_init(int argc, char **argv, const char *name) {
     if (!getenv("OMP_WAIT_POLICY")) {
         char self[4096];
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+#ifndef TOOL_PREINIT
+        extern char **environ;
+        tool_preinit(argc, argv, environ);
+#endif
         setenv("OMP_WAIT_POLICY", "passive", 1);
         if (n > 0) { self[n] = 0; execv(self, argv); }   /* on failure go on with the default policy */
     }
+    blas_warm_up();
 }
 
 /* ---------------------------------------------------------------- files
    Every output path is checked before any work: its directory exists and can be written,
-   it is not a directory, and it is not any of the run's inputs (the same device and inode,
-   whatever the names).  Inputs are given as a NULL-terminated list of paths. */
-typedef struct { const char *path; dev_t dev; ino_t ino; } tool_file;
-static tool_file tool_inputs[64];
-static int tool_n_inputs;
-/* remember an input (a file or a directory of inputs) for the output checks */
+   it is not a directory, a device, a FIFO or a socket (never replaced or moved), its path
+   fits the system's limits, and it is not any of the run's inputs: not an input file, not
+   the checkpoint being resumed, not a file inside an input directory, whatever the names
+   (device and inode compared, so hard and symbolic links count).  An input file's identity
+   is taken when it is compared, not remembered from the start: a checkpoint the run itself
+   rotates frees its inode, which a later output may get. */
+typedef struct { const char *path; int dir; dev_t dev; ino_t ino; } tool_file;
+static tool_file *tool_inputs;        /* the inputs given, then the files of input directories */
+static int tool_n_inputs, tool_cap_inputs;
+static void input_add(const char *path, int dir, const struct stat *st) {
+    if (tool_n_inputs == tool_cap_inputs) {
+        tool_cap_inputs = tool_cap_inputs ? 2 * tool_cap_inputs : 64;
+        if (!(tool_inputs = (tool_file *)realloc(tool_inputs, tool_cap_inputs * sizeof *tool_inputs))) die("out of memory");
+    }
+    tool_inputs[tool_n_inputs].path = path; tool_inputs[tool_n_inputs].dir = dir;
+    tool_inputs[tool_n_inputs].dev = st->st_dev; tool_inputs[tool_n_inputs].ino = st->st_ino;
+    tool_n_inputs++;
+}
+/* remember an input: a file, or a directory, and then every entry in it too (its samples;
+   their inode numbers from the directory itself, no stat per file on a parallel file system) */
 TOOL_UNUSED static void input_path(const char *path) {
     struct stat st;
-    if (!path || tool_n_inputs == 64 || stat(path, &st)) return;
-    tool_inputs[tool_n_inputs].path = path; tool_inputs[tool_n_inputs].dev = st.st_dev; tool_inputs[tool_n_inputs].ino = st.st_ino;
-    tool_n_inputs++;
+    DIR *d;
+    struct dirent *e;
+    if (!path || stat(path, &st)) return;
+    input_add(path, S_ISDIR(st.st_mode), &st);
+    if (!S_ISDIR(st.st_mode) || !(d = opendir(path))) return;
+    while ((e = readdir(d))) {
+        char *full;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!(full = (char *)malloc(strlen(path) + strlen(e->d_name) + 2))) die("out of memory");
+        sprintf(full, "%s/%s", path, e->d_name);
+        st.st_ino = e->d_ino;   /* the directory's device */
+        input_add(full, 2, &st);
+    }
+    closedir(d);
 }
 /* the directory part of path ("." for a bare name) */
 static void dir_of(const char *path, char *dir, size_t n) {
@@ -294,26 +527,39 @@ static void dir_of(const char *path, char *dir, size_t n) {
     else if (s == path) snprintf(dir, n, "/");
     else snprintf(dir, n, "%.*s", (int)(s - path), path);
 }
-static int is_sample_file(const char *n);
-/* a file the tools read from a data directory: a sample, or the statistics */
-static int data_file_name(const char *path) {
-    const char *b = strrchr(path, '/');
-    b = b ? b + 1 : path;
-    return is_sample_file(b) || !strncmp(b, "stats_m", 7) || !strncmp(b, "label-", 6) || strstr(b, "_label.npy") != NULL;
-}
 /* whether two paths name the same existing file */
 TOOL_UNUSED static int same_file(const char *a, const char *b) {
     struct stat sa, sb;
     return a && b && !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
-/* the input that is the same file as path, or NULL */
+/* the input that is the same file as st, or NULL: a match is confirmed by the input's
+   identity now (the files in input directories do not change during a run) */
+static const char *input_like(const struct stat *st) {
+    struct stat now;
+    int i;
+    for (i = 0; i < tool_n_inputs; i++)
+        if (tool_inputs[i].dev == st->st_dev && tool_inputs[i].ino == st->st_ino &&
+            (tool_inputs[i].dir == 2 || (!stat(tool_inputs[i].path, &now) && now.st_dev == st->st_dev && now.st_ino == st->st_ino)))
+            return tool_inputs[i].path;
+    return NULL;
+}
 static const char *same_as_input(const char *path) {
     struct stat st;
-    int i;
-    if (stat(path, &st)) return NULL;
-    for (i = 0; i < tool_n_inputs; i++)
-        if (tool_inputs[i].dev == st.st_dev && tool_inputs[i].ino == st.st_ino) return tool_inputs[i].path;
-    return NULL;
+    return stat(path, &st) ? NULL : input_like(&st);
+}
+/* what a non-regular file is, for messages */
+static const char *file_kind(mode_t m) {
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+/* a path the tool will write (or derive .next, .prev, .lock and temporary names from) must fit
+   PATH_MAX and its name NAME_MAX with room for those suffixes: refused at the start, not
+   after an epoch of work */
+static void path_fits(const char *what, const char *path) {
+    const char *base = strrchr(path, '/');
+    size_t n = strlen(path), b = strlen(base ? base + 1 : path);
+    if (n + 96 > 4096) die("%s: a path of %zu characters: at most %d here (the temporary files add up to 96)", what, n, 4096 - 96);
+    if (b + 96 > 255) die("%s: a file name of %zu characters: at most %d (the temporary files add up to 96 to the 255 a name may have)", what, b, 255 - 96);
 }
 /* Temporary files of earlier writes to path that were cut short (a kill -9, a crash),
    path.tmp.<host>.<pid> with a pid that no longer runs on this host: the tool's own leftovers,
@@ -341,20 +587,21 @@ static void remove_stale_tmp(const char *path) {
     closedir(d);
 }
 /* An output file: written (atomically) only after the run's work, so refused now if it could
-   not be, or if it would replace an input: one of the inputs itself, or a file already in an
-   input directory (a sample, a statistics file).  what: the flag, for the message. */
+   not be, if something that is not a regular file is in its place, or if it would replace
+   an input.  what: the flag, for the message. */
 TOOL_UNUSED static void output_file(const char *what, const char *path) {
     char dir[4096];
     struct stat st;
     const char *in;
     if (!path) return;
+    path_fits(what, path);
     dir_of(path, dir, sizeof dir);
     if (stat(dir, &st) || !S_ISDIR(st.st_mode)) die("%s %s: the directory %s does not exist", what, path, dir);
     if (access(dir, W_OK | X_OK)) die("%s %s: the directory %s is not writable", what, path, dir);
     if (!stat(path, &st) && S_ISDIR(st.st_mode)) die("%s %s: is a directory (give a file name)", what, path);
+    if (!stat(path, &st) && !S_ISREG(st.st_mode))
+        die("%s %s: is %s, not a regular file: it is never replaced or moved (give a file name)", what, path, file_kind(st.st_mode));
     if ((in = same_as_input(path))) die("%s %s: is the same file as the input %s; it would be overwritten", what, path, in);
-    if (!stat(path, &st) && (in = same_as_input(dir)) && data_file_name(path))
-        die("%s %s: would overwrite a sample or statistics file of the input directory %s", what, path, in);
     remove_stale_tmp(path);
 }
 /* An output directory: created when missing, with its missing parents (as mkdir -p);
@@ -364,6 +611,7 @@ TOOL_UNUSED static void output_dir(const char *what, const char *dir) {
     struct stat st;
     char parent[4096];
     if (!dir) return;
+    path_fits(what, dir);
     if (!stat(dir, &st)) {
         if (!S_ISDIR(st.st_mode)) die("%s %s: exists and is not a directory", what, dir);
         if (access(dir, W_OK | X_OK)) die("%s %s: the directory is not writable", what, dir);
@@ -373,6 +621,110 @@ TOOL_UNUSED static void output_dir(const char *what, const char *dir) {
     if (strcmp(parent, dir)) output_dir(what, parent);
     if (mkdir(dir, 0777) && errno != EEXIST) die("%s %s: cannot create it (%s)", what, dir, strerror(errno));
 }
+/* --resume and the batch: the record's global batch (batch x ranks) is the setting, so that a
+   run of 2 ranks x 2 resumes on 1 rank as 1 x 4.  Taken when --batch is not given (it must
+   divide by the ranks), refused when it is and differs, unless override (then noted in changed). */
+TOOL_UNUSED static void resume_global_batch(const char *record, const char *ckpt, int *batch, int ranks, int given, int override, char *changed, size_t n) {
+    char v[32];
+    int g;
+    if (!meta_value(record, "global_batch", v, sizeof v) || (g = atoi(v)) == *batch * ranks) return;
+    if (given && !override) die("--batch %d: %s was trained with a global batch of %d; here %d x %d (give --override to change it)", *batch, ckpt, g, ranks, *batch);
+    if (!given && g % ranks) die("%s: its global batch %d is not a multiple of %d ranks", ckpt, g, ranks);
+    if (!given) *batch = g / ranks;
+    else snprintf(changed + strlen(changed), n - strlen(changed), "%sglobal_batch %d, was %d", changed[0] ? "; " : "", *batch * ranks, g);
+}
+/* ---- checkpoints: one writer each, rotated so that a valid one always exists
+   One writer per checkpoint: an advisory lock (fcntl) on CKPT.lock, held until the process
+   ends (the kernel releases it then, also after a kill -9); the file says who holds it.  A
+   second writer is refused at its start, naming the first. */
+TOOL_UNUSED static void lock_output(const char *what, const char *path) {
+    char lock[4200], who[256] = "";
+    struct flock fl;
+    struct utsname u;
+    int fd, k;
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    if ((fd = open(lock, O_RDWR | O_CREAT, 0666)) < 0) die("%s %s: cannot create its lock %s (%s)", what, path, lock, strerror(errno));
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK; fl.l_whence = SEEK_SET;
+    if (fcntl(fd, F_SETLK, &fl)) {
+        k = (int)read(fd, who, sizeof who - 1);
+        who[k > 0 ? k : 0] = 0;
+        if (k > 0 && who[k - 1] == '\n') who[k - 1] = 0;
+        die("%s %s: another run is writing it (%s; its lock %s): one writer per checkpoint", what, path, who[0] ? who : "pid unknown", lock);
+    }
+    uname(&u);
+    k = snprintf(who, sizeof who, "pid %ld on %s\n", (long)getpid(), u.nodename);
+    if (ftruncate(fd, 0) || write(fd, who, (size_t)k) != k) die("%s: cannot write (%s)", lock, strerror(errno));
+    /* fd stays open: the lock lasts as long as the process */
+}
+/* The new checkpoint is complete on disk (CKPT.next, itself written atomically) before the
+   previous one moves to CKPT.prev: a crash or a full disk at any moment leaves a valid CKPT
+   or CKPT.prev, and ckpt_resume takes either.  Nothing that is not a regular file is moved. */
+TOOL_UNUSED static void ckpt_save(const char *out, const cf_net *net, const cf_train_state *st) {
+    char prev[4200], next[4200];
+    struct stat sb;
+    snprintf(prev, sizeof prev, "%s.prev", out);
+    snprintf(next, sizeof next, "%s.next", out);
+    TRY(cf_checkpoint_save(next, net, st));
+    if (!stat(out, &sb) && !S_ISREG(sb.st_mode)) die("%s: is %s now, not a regular file: not moved", out, file_kind(sb.st_mode));
+    if (access(out, F_OK) == 0 && rename(out, prev)) die("%s: cannot keep the previous checkpoint (%s)", out, strerror(errno));
+    if (rename(next, out)) die("%s: cannot move the new checkpoint into place (%s)", out, strerror(errno));
+}
+/* The newest valid one of CKPT.next (a crash before its rename), CKPT, CKPT.prev, loaded into
+   net; returns which (0, 1, 2), with a note on stderr when it had to fall back to CKPT.prev */
+TOOL_UNUSED static int ckpt_resume(const char *ckpt, cf_net *net, cf_train_state *st, int quiet) {
+    static const char *suffix[3] = {".next", "", ".prev"};
+    char path[4200], main_err[8192] = "";
+    int k;
+    for (k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s%s", ckpt, suffix[k]);
+        if (k != 1 && access(path, R_OK)) continue;
+        if (cf_checkpoint_load(path, net, st) == CF_OK) break;
+        if (k == 1) snprintf(main_err, sizeof main_err, "%s", cf_failure_reason());
+    }
+    if (k == 3) die("%s", main_err);
+    if (k == 2 && !quiet) fprintf(stderr, "cf-%s: %s; resuming from %s\n", tool_name, main_err, path);
+    return k;
+}
+/* an output file inside an output directory: not an input */
+TOOL_UNUSED static void output_in_dir(const char *path) {
+    const char *in = same_as_input(path);
+    if (in) die("%s: is the same file as the input %s; it would be overwritten", path, in);
+    remove_stale_tmp(path);
+}
+/* A generator's or converter's output directory: created when missing.  One that already
+   holds files (a data set) is refused unless the user says what to do with them: --force
+   (same-named files are replaced, the rest stay) or --append (files are added beside them,
+   none replaced: output_new refuses one that exists).  One that holds an input is refused in
+   any case: the same samples would be there twice. */
+static int tool_write_force, tool_write_append;
+TOOL_UNUSED static void output_data_dir(const char *what, const char *dir, int force, int append) {
+    DIR *d;
+    struct dirent *e;
+    struct stat st, in;
+    char p[4200];
+    int i;
+    output_dir(what, dir);
+    tool_write_force = force; tool_write_append = append;
+    if (stat(dir, &st)) die("%s %s: %s", what, dir, strerror(errno));
+    for (i = 0; i < tool_n_inputs; i++) {
+        dir_of(tool_inputs[i].path, p, sizeof p);
+        if (tool_inputs[i].dir != 2 && !stat(p, &in) && in.st_dev == st.st_dev && in.st_ino == st.st_ino)
+            die("%s %s: holds the input %s: the same samples would be there twice (give another directory)", what, dir, tool_inputs[i].path);
+    }
+    if (force || append || !(d = opendir(dir))) return;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            die("%s %s: already holds files (%s, ...): give an empty or new directory, or --force to replace same-named files, "
+                "or --append to add beside them", what, dir, e->d_name);
+    closedir(d);
+}
+/* a file about to be written into such a directory: with --append, never one that exists */
+TOOL_UNUSED static void output_new(const char *path) {
+    if (tool_write_append && !tool_write_force && access(path, F_OK) == 0)
+        die("%s: exists: --append adds files and replaces none (another --seed or --prefix, or --force)", path);
+    output_in_dir(path);
+}
 /* an input a library outside ours will open (libhdf5): a regular file, checked without
    waiting on a FIFO */
 TOOL_UNUSED static void input_regular(const char *path) {
@@ -381,12 +733,6 @@ TOOL_UNUSED static void input_regular(const char *path) {
     if (fd < 0) die("%s: %s", path, strerror(errno));
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) { close(fd); die("%s: not a regular file", path); }
     close(fd);
-}
-/* an output file inside an output directory: not an input */
-TOOL_UNUSED static void output_in_dir(const char *path) {
-    const char *in = same_as_input(path);
-    if (in) die("%s: is the same file as the input %s; it would be overwritten", path, in);
-    remove_stale_tmp(path);
 }
 
 TOOL_UNUSED static double now_s(void) {
@@ -438,6 +784,35 @@ TOOL_UNUSED static int is_sample_file(const char *n) {
     return (l > 9 && !strcmp(n + l - 9, ".tfrecord")) || (l > 12 && !strcmp(n + l - 12, ".tfrecord.gz")) || (l > 9 && !strcmp(n + l - 9, "_data.npy")) ||
            (l > 9 && !strncmp(n, "data-", 5) && !strcmp(n + l - 4, ".npy"));
 }
+/* A sample is its file's name without the format's ending (X.tfrecord, X.tfrecord.gz,
+   X_data.npy): a directory holding one sample in two formats (a conversion written beside its
+   records) would count it twice, and is refused naming both files */
+static int cmp_stem(const void *a, const void *b) {
+    const char *x = *(char *const *)a, *y = *(char *const *)b;
+    int c = strcmp(x + strlen(x) + 1, y + strlen(y) + 1);
+    return c ? c : strcmp(x, y);
+}
+static void same_sample_twice(const char *dir, char **v, int n) {
+    static const char *ends[3] = {".tfrecord.gz", ".tfrecord", "_data.npy"};
+    char **s = (char **)malloc(sizeof *s * (size_t)n);
+    int i, k;
+    if (!s) die("out of memory");
+    for (i = 0; i < n; i++) {   /* "name\0stem" */
+        const char *b = strrchr(v[i], '/') ? strrchr(v[i], '/') + 1 : v[i];
+        size_t l = strlen(b);
+        if (!(s[i] = (char *)malloc(2 * l + 2))) die("out of memory");
+        memcpy(s[i], b, l + 1); memcpy(s[i] + l + 1, b, l + 1);
+        for (k = 0; k < 3; k++)
+            if (l > strlen(ends[k]) && !strcmp(b + l - strlen(ends[k]), ends[k])) { s[i][l + 1 + l - strlen(ends[k])] = 0; break; }
+    }
+    qsort(s, (size_t)n, sizeof *s, cmp_stem);
+    for (i = 1; i < n; i++)
+        if (!strcmp(s[i] + strlen(s[i]) + 1, s[i - 1] + strlen(s[i - 1]) + 1))
+            die("%s: holds the sample %s twice, as %s and as %s (a conversion written beside its records?): keep one", dir,
+                s[i] + strlen(s[i]) + 1, s[i - 1], s[i]);
+    for (i = 0; i < n; i++) free(s[i]);
+    free(s);
+}
 /* Sorted paths of the sample files in dir: CosmoFlow TFRecords or X_data.npy, DeepCAM
    data-*.npy; dies if none. */
 TOOL_UNUSED static char **list_samples(const char *dir, int *n_out) {
@@ -456,26 +831,12 @@ TOOL_UNUSED static char **list_samples(const char *dir, int *n_out) {
     closedir(d);
     if (!n) die("%s: no sample files (*.tfrecord, *.tfrecord.gz, *_data.npy or data-*.npy)", dir);
     qsort(v, n, sizeof *v, cmp_str);
+    same_sample_twice(dir, v, n);
     *n_out = n;
     return v;
 }
 TOOL_UNUSED static void free_samples(char **v, int n) { int i; for (i = 0; i < n; i++) free(v[i]); free(v); }
 
-/* the value of key in key=value lines (a checkpoint's record of its run); 0 when absent */
-TOOL_UNUSED static int meta_value(const char *meta, const char *key, char *out, size_t n) {
-    size_t kl = strlen(key);
-    const char *p = meta;
-    while (p && *p) {
-        const char *nl = strchr(p, '\n');
-        size_t len = nl ? (size_t)(nl - p) : strlen(p);
-        if (len > kl && !strncmp(p, key, kl) && p[kl] == '=') {
-            snprintf(out, n, "%.*s", (int)(len - kl - 1), p + kl + 1);
-            return 1;
-        }
-        p = nl ? nl + 1 : NULL;
-    }
-    return 0;
-}
 
 /* ---------------------------------------------------------------- models
    A checkpoint is its own model: with no --model, the network and input shape come from the
