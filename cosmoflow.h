@@ -512,6 +512,10 @@ CFDEF void cf_dist_overlap_end(cf_net *net);
    when out of memory.  Zero-initialize the struct; cf_dist_grad_lag_free releases it. */
 CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag);
 CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag);
+/* The MPI operation this process is blocked in ("MPI_Allreduce of the gradient", ...) and for
+   how many seconds, or NULL: for a watchdog thread, which may call it at any time (MPI is
+   not called).  One process: always NULL. */
+CFDEF const char *cf_dist_waiting(double *seconds);
 
 /* ================================================================ F. operations
    Every operation's plain reference (section 3) and its dispatcher (section 4): what a
@@ -690,6 +694,7 @@ CFDEF int cf_net_find_nonfinite(cf_net *net, const float *x, int B);
 #include <math.h>
 #include <errno.h>
 #include <ctype.h>
+#include <time.h>
 #ifndef CF_NO_FILES
 /* POSIX, only what every strict -std mode declares without a feature macro (no fdopen,
    fileno, kill or gethostname, which glibc hides there): files as descriptors */
@@ -5097,6 +5102,20 @@ CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C)
 #endif /* CF_NO_FILES */
 
 /* ================================================================ 10. distributed */
+/* What the process is waiting for: every blocking MPI call below is bracketed by
+   CF__WAIT(op) / CF__WAITED, so that a watchdog thread (cf-train --comm-timeout) can read
+   cf_dist_waiting() and end a process whose peers stopped answering (a node or a link gone:
+   MPI itself waits for ever).  Plain stores read from another thread: a watchdog at worst
+   sees the state a moment late. */
+static const char *volatile cf__waiting_op;
+static volatile time_t cf__waiting_since;
+#define CF__WAIT(op) (cf__waiting_since = time(NULL), cf__waiting_op = (op))
+#define CF__WAITED (cf__waiting_op = NULL)
+CFDEF const char *cf_dist_waiting(double *seconds) {
+    const char *op = cf__waiting_op;
+    *seconds = op ? difftime(time(NULL), cf__waiting_since) : 0.0;
+    return op;
+}
 #ifdef CF_USE_MPI
 /* MPI starts only under a launcher (mpirun/mpiexec/srun set one of these); a program
    started on its own is one rank without touching MPI, so it also runs where MPI cannot
@@ -5110,37 +5129,64 @@ static int cf__launched(void) {
 CFDEF int cf_dist_init(int *argc, char ***argv) {
     int inited = 0, provided;
     MPI_Initialized(&inited);
-    if (!inited && cf__launched() && MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) return cf_fail("MPI_Init_thread failed");
+    if (!inited && cf__launched()) {
+        int rc;
+        CF__WAIT("MPI_Init (the launcher and the other ranks)");
+        rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+        CF__WAITED;
+        if (rc != MPI_SUCCESS) return cf_fail("MPI_Init_thread failed");
+    }
     return CF_OK;
 }
-CFDEF void cf_dist_finalize(void) { int i = 0, f = 0; MPI_Initialized(&i); MPI_Finalized(&f); if (i && !f) MPI_Finalize(); }
+CFDEF void cf_dist_finalize(void) {
+    int i = 0, f = 0;
+    MPI_Initialized(&i); MPI_Finalized(&f);
+    if (i && !f) { CF__WAIT("MPI_Finalize"); MPI_Finalize(); CF__WAITED; }
+}
 CFDEF int cf_dist_rank(void) { int r = 0, i = 0; MPI_Initialized(&i); if (i) MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
 CFDEF int cf_dist_size(void) { int s = 1, i = 0; MPI_Initialized(&i); if (i) MPI_Comm_size(MPI_COMM_WORLD, &s); return s; }
+/* The average in chunks of CF_ALLREDUCE_CHUNK floats (1 Mi: 4 MiB), each divided by the ranks
+   while it is still in cache.  One call for the whole buffer was 1.7-2x slower (docs/mpi.md,
+   "The allreduce"): MPICH takes a temporary buffer of the message's size at every call, and
+   above glibc's 32 MiB limit for reusing freed memory each call maps and first-touches fresh
+   pages; then the division read the whole buffer again from memory. */
+#ifndef CF_ALLREDUCE_CHUNK
+#define CF_ALLREDUCE_CHUNK ((size_t)1 << 20)
+#endif
 CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) {
     int size = cf_dist_size();
-    size_t off = 0, k;
+    size_t off, k;
     if (size == 1) return;
-    while (off < n) {   /* MPI counts are int: reduce in chunks of at most 2^30 */
-        int chunk = (int)(n - off > ((size_t)1 << 30) ? ((size_t)1 << 30) : n - off);
-        MPI_Allreduce(MPI_IN_PLACE, buf + off, chunk, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        off += (size_t)chunk;
+    for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
+        size_t m = n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK;
+        CF__WAIT("MPI_Allreduce of the gradient");
+        MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)m, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        CF__WAITED;
+        for (k = off; k < off + m; k++) buf[k] /= (float)size;
     }
-    for (k = 0; k < n; k++) buf[k] /= (float)size;
 }
-CFDEF void cf_dist_allreduce_sum_d(double *buf, int n) { if (cf_dist_size() > 1) MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); }
-CFDEF void cf_dist_allreduce_max_d(double *buf, int n) { if (cf_dist_size() > 1) MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); }
+CFDEF void cf_dist_allreduce_sum_d(double *buf, int n) {
+    if (cf_dist_size() == 1) return;
+    CF__WAIT("MPI_Allreduce (a sum)"); MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); CF__WAITED;
+}
+CFDEF void cf_dist_allreduce_max_d(double *buf, int n) {
+    if (cf_dist_size() == 1) return;
+    CF__WAIT("MPI_Allreduce (a maximum)"); MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); CF__WAITED;
+}
 CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx) { (void)ctx; cf_dist_allreduce_sum_d(buf, n); }
 CFDEF void cf_dist_bcast(float *buf, size_t n) {
     size_t off = 0;
     if (cf_dist_size() == 1) return;
     while (off < n) {
         int chunk = (int)(n - off > ((size_t)1 << 30) ? ((size_t)1 << 30) : n - off);
+        CF__WAIT("MPI_Bcast of the weights");
         MPI_Bcast(buf + off, chunk, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        CF__WAITED;
         off += (size_t)chunk;
     }
 }
 CFDEF void cf_dist_abort(int code) { int i = 0; MPI_Initialized(&i); if (i && cf_dist_size() > 1) MPI_Abort(MPI_COMM_WORLD, code); }
-CFDEF void cf_dist_barrier(void) { if (cf_dist_size() > 1) MPI_Barrier(MPI_COMM_WORLD); }
+CFDEF void cf_dist_barrier(void) { if (cf_dist_size() > 1) { CF__WAIT("MPI_Barrier"); MPI_Barrier(MPI_COMM_WORLD); CF__WAITED; } }
 
 /* state of the overlapped reduction: the not-yet-started prefix is grads[0, end) */
 typedef struct { MPI_Request req[1024]; MPI_Status st[1024]; int n; size_t end, bucket; } cf__overlap;
@@ -5148,7 +5194,7 @@ static cf__overlap cf__ov;
 static void cf__ov_start(float *buf, size_t lo, size_t hi) {
     while (hi > lo) {   /* chunks fit an int count and the request table */
         size_t n = hi - lo > ((size_t)1 << 30) ? ((size_t)1 << 30) : hi - lo;
-        if (cf__ov.n == 1024) { MPI_Waitall(cf__ov.n, cf__ov.req, cf__ov.st); cf__ov.n = 0; }
+        if (cf__ov.n == 1024) { CF__WAIT("MPI_Waitall (overlapped gradient buckets)"); MPI_Waitall(cf__ov.n, cf__ov.req, cf__ov.st); CF__WAITED; cf__ov.n = 0; }
         MPI_Iallreduce(MPI_IN_PLACE, buf + hi - n, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &cf__ov.req[cf__ov.n++]);
         hi -= n;
     }
@@ -5176,7 +5222,9 @@ CFDEF void cf_dist_overlap_end(cf_net *net) {
     net->priv->backward_hook = NULL;
     if (cf_dist_size() == 1) return;
     cf__ov_start(net->grads, 0, cf__ov.end);
+    CF__WAIT("MPI_Waitall (overlapped gradient buckets)");
     MPI_Waitall(cf__ov.n, cf__ov.req, cf__ov.st);
+    CF__WAITED;
     inv = (float)cf_dist_size();
     for (k = 0; k < net->n_params; k++) net->grads[k] /= inv;   /* as cf_dist_allreduce_mean */
 }
@@ -5191,7 +5239,7 @@ CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {
         if (!lag->buf[0] || !lag->buf[1] || !lag->req) return cf_fail("out of memory for the gradient lag buffers");
         CF_ASSERT(n < 2147483647u);
     }
-    if (had && size > 1) MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE);   /* step t-1's sum */
+    if (had && size > 1) { CF__WAIT("MPI_Wait (the previous step's gradient)"); MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE); CF__WAITED; }
     next = 1 - lag->cur;
     memcpy(lag->buf[next], net->grads, n * sizeof(float));
     if (size > 1) MPI_Iallreduce(MPI_IN_PLACE, lag->buf[next], (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, (MPI_Request *)lag->req);
@@ -5201,7 +5249,7 @@ CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {
     return had;
 }
 CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag) {
-    if (lag->pending && cf_dist_size() > 1) MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE);
+    if (lag->pending && cf_dist_size() > 1) { CF__WAIT("MPI_Wait (the last gradient)"); MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE); CF__WAITED; }
     CF_FREE(lag->buf[0]); CF_FREE(lag->buf[1]); CF_FREE(lag->req);
     memset(lag, 0, sizeof *lag);
 }

@@ -32,6 +32,7 @@ static void report_blas(void) {
 typedef struct {
     const char *model;
     int batch, steps, threads, has_shape, no_sgemm, no_direct, allreduce, layers, check_blas, reference;
+    long ar_floats, overlap;
     cf_shape shape;
 } options;
 static tool_flag flags[16];
@@ -46,7 +47,9 @@ static void flag_table(options *o) {
         {"--no-sgemm", NULL, FLAG_SET, &o->no_sgemm, 1, 0, "skip the sgemm rate (reports 0; otherwise one 2048^3 product after each timed step, their median)", NULL, NULL},
         {"--no-direct", NULL, FLAG_SET, &o->no_direct, 1, 0, "no direct convolution kernels (fast path 'direct' off), to compare", NULL, NULL},
         {"--reference", NULL, FLAG_SET, &o->reference, 1, 0, "every operation through its reference (all fast paths off), to compare", NULL, NULL},
-        {"--allreduce", NULL, FLAG_SET, &o->allreduce, 1, 0, "also time one MPI_Allreduce of the gradient buffer (median of 7; run under mpirun): 'allreduce_ms A grad_mb G ranks P'", NULL, NULL},
+        {"--allreduce", NULL, FLAG_SET, &o->allreduce, 1, 0, "also time the averaging of the gradient buffer, the library's way and the others (medians of 8; run under mpirun): last 'allreduce_ms A grad_mb G ranks P'", NULL, NULL},
+        {"--overlap", "N", FLAG_LONG, &o->overlap, 0, 1L << 30, "the step's gradient averaged in buckets of >= N floats during backward (cf-train --overlap)", NULL, NULL},
+        {"--allreduce-floats", "N", FLAG_LONG, &o->ar_floats, 1, 1L << 30, "--allreduce of N floats instead of the model's gradient (two sizes give a link's latency and bandwidth)", NULL, NULL},
         {"--layers", NULL, FLAG_SET, &o->layers, 1, 0, "per layer: forward, backward-weights, backward-data ms, GFLOP/s, share, the paths taken; totals per type", NULL, NULL},
         {"--check-blas", NULL, FLAG_SET, &o->check_blas, 1, 0, "only check the BLAS: sgemm of several shapes, all four transposes, against a double-precision loop; exit 1 if wrong", NULL, NULL},
     };
@@ -169,6 +172,51 @@ static void layer_table(const cf_net *net, const double *t, int steps, int B, do
     }
 }
 
+/* --allreduce: one data-parallel step's communication alone, the averaging of n floats, in
+   the library's way (the mean in chunks of 4 MiB) and the others measured against it
+   (docs/mpi.md, "The allreduce"): the library before (one in-place MPI_Allreduce of the whole
+   buffer, then the division), the sum alone in chunks of 1 and 16 MiB, one call into a
+   buffer kept between calls.  Rounds alternate the variants, after a barrier each;
+   the first round sets up buffers and is not counted; medians.  The library's line keeps the
+   form 'allreduce_ms A grad_mb G ranks P'. */
+#define AR_ROUNDS 9
+static double ar_median(double *t, int n) {
+    int a, b;
+    for (a = 0; a < n; a++) for (b = a + 1; b < n; b++) if (t[b] < t[a]) { double x = t[a]; t[a] = t[b]; t[b] = x; }
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+static void ar_variant(int v, float *buf, float *kept, size_t n) {
+#ifdef CF_USE_MPI
+    size_t chunk = v == 2 ? (1u << 20) / 4 : v == 3 ? (16u << 20) / 4 : n, off, k;
+    if (v == 0) { cf_dist_allreduce_mean(buf, n); return; }
+    if (cf_dist_size() == 1) return;
+    if (v == 4) { MPI_Allreduce(buf, kept, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); return; }
+    for (off = 0; off < n; off += chunk)
+        MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)(n - off < chunk ? n - off : chunk), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    if (v == 1) for (k = 0; k < n; k++) buf[k] /= (float)cf_dist_size();   /* the library before: one call, then the mean */
+#else
+    (void)kept; (void)n;
+    if (v == 0) cf_dist_allreduce_mean(buf, n);
+#endif
+}
+static void allreduce_bench(size_t n) {
+    static const char *names[5] = {"library", "before-one-call-then-divide", "sum-chunks-1MiB", "sum-chunks-16MiB", "sum-kept-buffer-one-call"};
+    float *buf = (float *)calloc(n + 1, 4), *kept = (float *)calloc(n + 1, 4);
+    double t[5][AR_ROUNDS], t0;
+    int r, v;
+    if (!buf || !kept) die("out of memory for %zu floats", n);
+    for (r = 0; r < AR_ROUNDS; r++)
+        for (v = 0; v < 5; v++) {
+            cf_dist_barrier();
+            t0 = now_s();
+            ar_variant(v, buf, kept, n);
+            t[v][r] = now_s() - t0;
+        }
+    for (v = 0; v < 5 && cf_dist_rank() == 0; v++) printf("allreduce_ms_%s %.3f\n", names[v], 1e3 * ar_median(t[v] + 1, AR_ROUNDS - 1));
+    if (cf_dist_rank() == 0) printf("allreduce_ms %.3f grad_mb %.2f ranks %d\n", 1e3 * ar_median(t[0] + 1, AR_ROUNDS - 1), n * 4.0 / 1e6, cf_dist_size());
+    free(buf); free(kept);
+}
+
 int main(int argc, char **argv) {
     options o;
     int B, steps, threads, i, do_sgemm, do_ar, do_layers;
@@ -191,26 +239,12 @@ int main(int argc, char **argv) {
         openblas_set_num_threads(threads);
 #endif
     }
-    if (cf_dist_init(&argc, &argv)) die("%s", cf_failure_reason());
-    check_launch();
+    dist_start(&argc, &argv);
     if (cf_dist_rank() == 0) report_blas();
     if (o.check_blas) return check_blas();
     TRY(cf_net_load_cfg(&net, model, o.has_shape ? &o.shape : NULL));
     cf_net_init(&net, 1);
-    if (do_ar) {   /* the communication of one data-parallel step, alone */
-        double t[7], tmp;
-        int a, b;
-        for (a = 0; a < 8; a++) {
-            double t0;
-            cf_dist_barrier();
-            t0 = now_s();
-            cf_dist_allreduce_mean(net.grads, net.n_params);
-            if (a) t[a - 1] = now_s() - t0;   /* the first one sets up buffers */
-        }
-        for (a = 0; a < 7; a++) for (b = a + 1; b < 7; b++) if (t[b] < t[a]) { tmp = t[a]; t[a] = t[b]; t[b] = tmp; }
-        if (cf_dist_rank() == 0)
-            printf("allreduce_ms %.3f grad_mb %.2f ranks %d\n", 1e3 * t[3], net.n_params * 4.0 / 1e6, cf_dist_size());
-    }
+    if (do_ar) allreduce_bench(o.ar_floats ? (size_t)o.ar_floats : net.n_params);
     {
         size_t nx = (size_t)B * cf_shape_size(net.input), nt = (size_t)B * net.n_targets, k;
         int seg = net.loss == CF_LOSS_SOFTMAX_CE;
@@ -229,7 +263,7 @@ int main(int argc, char **argv) {
         /* the library's training step, as cf-train runs it, with the application's optimizer
            (SGD for CosmoFlow, LAMB for DeepCAM) at a constant tiny learning rate */
         cf_train_defaults(&tc);
-        tc.lr = 1e-6; tc.base_batch = 0; tc.warmup_epochs = 0; tc.n_decay = 0;
+        tc.lr = 1e-6; tc.base_batch = 0; tc.warmup_epochs = 0; tc.n_decay = 0; tc.overlap = o.overlap;
         TRY(cf_train_init(&tr, &net, &tc));
         for (i = 0; i <= steps; i++) {
             double t0;
