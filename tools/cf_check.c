@@ -353,8 +353,7 @@ int main(int argc, char **argv) {
     o.batch = 2; o.tolerance = 0.01; o.seed = 1; o.mode = "eval";
     flag_table(&o);
     flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
-    if (cf_dist_init(&argc, &argv)) die("%s", cf_failure_reason());
-    check_launch();
+    dist_start(&argc, &argv);
     if (!o.summary && !o.gradcheck && !o.dump && !o.info) die("nothing to do: give --summary, --info, --gradcheck or --dump DIR");
     if (o.dump && !o.input) die("--dump: needs --input x.npy (or --input ramp)");
     is_dir = o.weights && !stat(o.weights, &st) && S_ISDIR(st.st_mode);

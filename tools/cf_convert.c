@@ -343,8 +343,7 @@ int main(int argc, char **argv) {
     o.cmd = argv[1];
     if (!(o.in = (const char **)calloc((size_t)argc, sizeof *o.in))) die("out of memory");
     o.n_in = flag_parse(argc, argv, 2, flags, n_flags, usage, o.in, argc);
-    if (cf_dist_init(&argc, &argv)) die("%s", cf_failure_reason());
-    check_launch();
+    dist_start(&argc, &argv);
     if (strcmp(o.cmd, "extract-cfg") && strcmp(o.cmd, "tfrecord2npy") && strcmp(o.cmd, "universe") && strcmp(o.cmd, "h52npy") && o.n_in)
         die("%s: unexpected argument for %s (see --help)", o.in[0], o.cmd);
     if (!strcmp(o.cmd, "weights-export")) weights_export(&o);

@@ -264,8 +264,7 @@ int main(int argc, char **argv) {
     o.batch = 4; o.apply_log = -1; o.png_count = 8; o.spectrum_epochs = 12;
     flag_table(&o);
     flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
-    if (cf_dist_init(&argc, &argv)) die("%s", cf_failure_reason());
-    check_launch();
+    dist_start(&argc, &argv);
     if (!o.weights || !o.data) die("needs --weights and --data (see --help)");
     is_dir = !stat(o.weights, &st) && S_ISDIR(st.st_mode);
     if (is_dir && !o.model) die("--weights %s: a weights directory does not hold its model: give --model", o.weights);

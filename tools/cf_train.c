@@ -65,6 +65,7 @@ static void flag_table(options *o) {
         {"--skip-nonfinite", NULL, FLAG_SET, &o->skip_nonfinite, 1, 0, "skip a batch whose loss or gradient is NaN/Inf, with a counted warning (default: stop, naming it)", NULL, NULL},
         {"--staged", NULL, FLAG_SET, &o->staged, 1, 0, "each rank's --train holds its own share of the training set, all of which it reads every epoch (data staged per node; data/README.md); default: every rank sees the whole set", NULL, NULL},
         {"--sync-bn", NULL, FLAG_SET, &o->sync_bn, 1, 0, "batch-norm statistics of the global batch (PyTorch's SyncBatchNorm; default per rank)", NULL, NULL},
+        {"--comm-timeout", "S", FLAG_INT, &tool_comm_timeout, 0, 1e6, "end this rank when an MPI operation gets no answer from its peers in S s (a node or link gone; 0: wait for ever)", NULL, NULL},
         {NULL, NULL, FLAG_STR, NULL, 0, 0, "The training step (the library's cf_train_config; defaults: the MLPerf references'):", NULL, NULL},
     };
     n_flags = (int)(sizeof f / sizeof f[0]);
@@ -126,6 +127,7 @@ static void resume(run *R) {
     char changed[1024], seed[32];
     ckpt_resume(R->o.resume, &R->net, &R->st, R->rank);
     R->first_epoch = (int)R->st.epoch + 1;
+    comm_watch_note(R->o.resume, R->first_epoch - 1);
     if (settings_resume(flags, n_flags, settings, N_SETTINGS, R->st.meta, R->o.resume, R->o.override, changed, sizeof changed) && R->rank == 0)
         fprintf(stderr, "cf-train: %s records only some of its settings (an older checkpoint): the others from the flags or the defaults\n", R->o.resume);
     if (!meta_value(R->st.meta, "seed", seed, sizeof seed)) R->o.seed = R->st.seed;   /* an older record */
@@ -263,6 +265,7 @@ static double validate(run *R) {
 }
 /* after each epoch (rank 0): a checkpoint never holds a parameter that is not finite */
 static void save_checkpoint(run *R, int e) {
+    comm_watch_note(R->o.out, e);   /* what a watchdog's message names (rank 0 writes it) */
     if (R->rank) return;
     if (cf_net_first_nonfinite_param(&R->net, 1) >= 0)
         die("epoch %d: layer %d's parameters are not finite; no checkpoint written, the last one %s is untouched",
@@ -287,8 +290,7 @@ static void setup(run *R, int argc, char **argv) {
     options *o = &R->o;
     cf_net *net = &R->net;
     mll_run m;
-    if (cf_dist_init(&argc, &argv)) die("%s", cf_failure_reason());
-    check_launch();
+    dist_start(&argc, &argv);
     R->rank = cf_dist_rank(); R->size = cf_dist_size();
     if (R->rank) o->progress = 0;
     check_outputs(R);

@@ -341,6 +341,55 @@ TOOL_UNUSED static void check_launch(void) {
 #endif
 }
 
+/* ---- the communication watchdog.  MPI waits for ever for a peer whose node or link is gone
+   (TCP keeps resending; a job burns its allocation, silent).  A thread looks every second at
+   the MPI operation the process is blocked in (cf_dist_waiting) and, past tool_comm_timeout
+   seconds, says so and ends this process (_exit: MPI cannot be trusted to end it), on every
+   node alike.  A finished run that MPI_Finalize does not release (seen with MPICH over UCX's
+   TCP) leaves after min(30 s, the timeout) with status 0: its work is done. */
+#include <pthread.h>
+static int tool_comm_timeout = 1800;   /* seconds; 0: no watchdog (PyTorch's default: 30 minutes) */
+static int tool_rank = -1;
+static char tool_watch_note[4300];     /* e.g. "; the last checkpoint is k.cfck, epoch 3" */
+static void *tool_watchdog(void *arg) {
+    char line[5000];
+    int n, fin_bound = tool_comm_timeout < 30 ? tool_comm_timeout : 30;
+    (void)arg;
+    for (;;) {
+        double waited;
+        const char *op;
+        sleep(1);
+        if (!(op = cf_dist_waiting(&waited))) continue;
+        if (!strcmp(op, "MPI_Finalize")) {
+            if (waited < fin_bound) continue;
+            n = snprintf(line, sizeof line, "cf-%s: rank %d: MPI_Finalize did not return in %d s; the run has finished (its outputs are complete): leaving\n",
+                         tool_name, tool_rank, fin_bound);
+            if (write(2, line, (size_t)n) < 0) {}
+            _exit(0);
+        }
+        if (waited < tool_comm_timeout) continue;
+        n = snprintf(line, sizeof line, "cf-%s: rank %d: %s got no answer from its peers in %d s (a node or the link is gone)%s\n",
+                     tool_name, tool_rank, op, tool_comm_timeout, tool_watch_note);
+        if (write(2, line, (size_t)n) < 0) {}
+        _exit(3);
+    }
+    return NULL;
+}
+/* MPI started under the watchdog, then the launch checked (check_launch) */
+TOOL_UNUSED static void dist_start(int *argc, char ***argv) {
+    pthread_t th;
+    const char *r = getenv("PMI_RANK") ? getenv("PMI_RANK") : getenv("OMPI_COMM_WORLD_RANK");
+    tool_rank = r ? atoi(r) : 0;   /* before MPI answers (MPI_Init itself is watched) */
+    if (tool_comm_timeout > 0 && pthread_create(&th, NULL, tool_watchdog, NULL) == 0) pthread_detach(th);
+    if (cf_dist_init(argc, argv)) die("%s", cf_failure_reason());
+    tool_rank = cf_dist_rank();
+    check_launch();
+}
+/* what the watchdog's message adds: where the run's last checkpoint is */
+TOOL_UNUSED static void comm_watch_note(const char *ckpt, int epoch) {
+    snprintf(tool_watch_note, sizeof tool_watch_note, "; the last checkpoint is %s, epoch %d", ckpt, epoch);
+}
+
 /* stdout checked once more at exit: a full disk or a closed pipe that took the last lines
    (the contract's last line among them) is an error, never exit 0 */
 static void tool_close_stdout(void) {
