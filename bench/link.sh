@@ -5,7 +5,7 @@
 # the link's latency and bandwidth from two sizes, and the 2-node training step; predicts the
 # allreduce (n / BW, and 2 alpha + n / BW fitted) and the 2-node step (the step with both ranks
 # on this machine over shared memory, less its allreduce, plus the link's), and prints
-# prediction beside measurement.  docs/mpi.md, "The scaling model against a link".
+# prediction beside measurement.  STEPS=0: the allreduce alone (DeepCAM's step takes minutes).  docs/mpi.md, "The scaling model against a link".
 cd "$(dirname "$0")/.." || exit 1
 RATE=${RATE:-1gbit}; MODEL=${MODEL:-models/cosmoflow.cfg}; STEPS=${STEPS:-3}
 [ "$(id -u)" = 0 ] || { echo "link: needs root (network namespaces)"; exit 1; }
@@ -21,17 +21,20 @@ BENCH="$(pwd)/bin/cf-bench --model $(pwd)/$MODEL --no-sgemm --threads 1"
 bits=$(echo "$RATE" | awk '{ v = $1 + 0; if ($1 ~ /gbit/) v *= 1e9; else if ($1 ~ /mbit/) v *= 1e6; print v }')
 
 echo "== the allreduce of $MODEL's gradient, 2 nodes at $RATE (medians of 8)"
-node_run 1 $H $BENCH --allreduce --steps 1 2>/dev/null | grep allreduce_ms | tee "$T/ar.txt"
+node_run 1 $H $BENCH --allreduce --steps 0 2>/dev/null | grep allreduce_ms | tee "$T/ar.txt"
 for f in 1024 4194304; do
-    node_run 1 $H $BENCH --allreduce --allreduce-floats $f --steps 1 2>/dev/null | grep '^allreduce_ms ' | awk -v n=$((4 * f)) '{ print n, $2 / 1e3 }'
+    node_run 1 $H $BENCH --allreduce --allreduce-floats $f --steps 0 2>/dev/null | grep '^allreduce_ms ' | awk -v n=$((4 * f)) '{ print n, $2 / 1e3 }'
 done > "$T/fit.txt"
 fit=$(tr '\n' ' ' < "$T/fit.txt")
-echo "== a training step of $MODEL, batch 1 per rank, $STEPS steps"
-shm=$($MPIRUN -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $BENCH --steps "$STEPS" 2>/dev/null | sed -n 's/.*: \([0-9.]*\) s\/step.*/\1/p')
-shm_ar=$($MPIRUN -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $BENCH --allreduce --steps 1 2>/dev/null | sed -n 's/^allreduce_ms \([0-9.]*\).*/\1/p')
-link=$(node_run 1 $H $BENCH --steps "$STEPS" 2>/dev/null | sed -n 's/.*: \([0-9.]*\) s\/step.*/\1/p')
-echo "2 ranks on this machine (shared memory, $MPIRUN): $shm s/step, of which the allreduce $shm_ar ms"
-echo "2 nodes over the emulated link: $link s/step"
+shm=0; shm_ar=0; link=0
+if [ "$STEPS" != 0 ]; then
+    echo "== a training step of $MODEL, batch 1 per rank, $STEPS steps"
+    shm=$($MPIRUN -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $BENCH --steps "$STEPS" 2>/dev/null | sed -n 's/.*: \([0-9.]*\) s\/step.*/\1/p')
+    shm_ar=$($MPIRUN -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $BENCH --allreduce --steps 0 2>/dev/null | sed -n 's/^allreduce_ms \([0-9.]*\).*/\1/p')
+    link=$(node_run 1 $H $BENCH --steps "$STEPS" 2>/dev/null | sed -n 's/.*: \([0-9.]*\) s\/step.*/\1/p')
+    echo "2 ranks on this machine (shared memory, $MPIRUN): $shm s/step, of which the allreduce $shm_ar ms"
+    echo "2 nodes over the emulated link: $link s/step"
+fi
 awk -v bits="$bits" -v fit="$fit" -v shm="$shm" -v shm_ar="$shm_ar" -v link="$link" -v ar="$(grep '^allreduce_ms ' "$T/ar.txt")" 'BEGIN {
     split(ar, A, " "); split(fit, F, " ")
     n = A[4] * 1e6; meas = A[2] / 1e3; bw_set = bits / 8
@@ -39,6 +42,7 @@ awk -v bits="$bits" -v fit="$fit" -v shm="$shm" -v shm_ar="$shm_ar" -v link="$li
     printf "== prediction against measurement\n"
     printf "allreduce of %.1f MB: n / BW at the set rate %.0f MB/s: %.0f ms; measured %.0f ms (%.2f x)\n", n / 1e6, bw_set / 1e6, 1e3 * n / bw_set, 1e3 * meas, meas / (n / bw_set)
     printf "the link fitted from 2 sizes (%s): alpha %.1f us, bandwidth %.0f MB/s; 2 alpha + n / BW = %.0f ms (%.2f x)\n", fit, 1e6 * alpha, bw / 1e6, 1e3 * (2 * alpha + n / bw), meas / (2 * alpha + n / bw)
+    if (link == 0) exit
     pred = shm - shm_ar / 1e3 + 2 * alpha + n / bw
     printf "2-node step: predicted %.3f s (%.3f computing + %.3f allreduce), measured %.3f s (%.2f x)\n", pred, shm - shm_ar / 1e3, 2 * alpha + n / bw, link, link / pred
 }'

@@ -42,7 +42,7 @@ static void flag_table(options *o) {
         {"--model", "M.cfg", FLAG_STR, &o->model, 0, 0, "network", NULL, NULL},
         {"--input-shape", "S", FLAG_SHAPE, &o->shape, 0, 0, "CxDxHxW or CxHxW (default: the cfg's)", NULL, &o->has_shape},
         {"--batch", "B", FLAG_INT, &o->batch, 1, 4096, "samples per step", NULL, NULL},
-        {"--steps", "N", FLAG_INT, &o->steps, 1, 1000000, "timed steps after one warm-up step", NULL, NULL},
+        {"--steps", "N", FLAG_INT, &o->steps, 0, 1000000, "timed steps after one warm-up step (0: none, e.g. with --allreduce alone)", NULL, NULL},
         {"--threads", "T", FLAG_INT, &o->threads, 0, 1024, "OpenMP and OpenBLAS threads (default 0: as the environment sets)", NULL, NULL},
         {"--no-sgemm", NULL, FLAG_SET, &o->no_sgemm, 1, 0, "skip the sgemm rate (reports 0; otherwise one 2048^3 product after each timed step, their median)", NULL, NULL},
         {"--no-direct", NULL, FLAG_SET, &o->no_direct, 1, 0, "no direct convolution kernels (fast path 'direct' off), to compare", NULL, NULL},
@@ -245,7 +245,7 @@ int main(int argc, char **argv) {
     TRY(cf_net_load_cfg(&net, model, o.has_shape ? &o.shape : NULL));
     cf_net_init(&net, 1);
     if (do_ar) allreduce_bench(o.ar_floats ? (size_t)o.ar_floats : net.n_params);
-    {
+    if (steps > 0) {
         size_t nx = (size_t)B * cf_shape_size(net.input), nt = (size_t)B * net.n_targets, k;
         int seg = net.loss == CF_LOSS_SOFTMAX_CE;
         float *x = (float *)malloc(nx * 4), *t = (float *)malloc(nt * 4);
