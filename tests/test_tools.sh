@@ -28,6 +28,7 @@ must_fail() {
     ok
 }
 has_numpy() { $PY -c 'import numpy' 2>/dev/null; }
+has_torch() { $PY -c 'import torch' 2>/dev/null; }
 . tools/mpi.sh
 mpi_launcher $B/cf-train   # MPIRUN: the launcher of this build's MPI, or empty
 # the repository's models and the real fixtures are inputs of many runs below: unchanged at the end
@@ -482,6 +483,30 @@ $B/cf-synth cosmo --out "$T/spva" --samples 128 --size 16 --voxel 4 --fixed --sp
 $B/cf-eval --weights "$T/full.cfck" --data "$T/spva" --baseline "$T/sptr" --spectrum "$T/sptr" > "$T/sp.txt" 2>&1 &&
     awk '/^baseline_mae/ {b = $2} /^spectrum_mae / {s = $2} END {exit !(b > 0.4 && s < 0.7 * b && s > 0.05)}' "$T/sp.txt" && tail -1 "$T/sp.txt" | grep -q '^mae ' &&
     ok || bad "cf-eval --spectrum: the estimator well below the baseline: $(grep -E 'baseline_mae|spectrum_mae ' "$T/sp.txt")"
+# the cross-spectrum baseline where the answer is known (tests/make_growth.py): four channels of
+# one white field that differ only by a growth factor g(u)^c, each under noise of its own unknown
+# level.  The auto-spectra cannot tell growth from noise; the cross-correlations of the channel
+# pairs read u.  The C features are the independent Python ones (bench/ps_regressor.py).
+if has_numpy; then
+    $PY tests/make_growth.py "$T/grtr" 384 1 && $PY tests/make_growth.py "$T/grva" 128 2 &&
+    $B/cf-eval --weights "$T/full.cfck" --data "$T/grva" --spectrum "$T/grtr" --spectrum-dump "$T/gr_c.npy" > "$T/gr_x.txt" 2>&1 &&
+    $B/cf-eval --weights "$T/full.cfck" --data "$T/grva" --spectrum "$T/grtr" --spectrum-features auto > "$T/gr_a.txt" 2>&1 &&
+        x=$(sed -n 's/^spectrum_mae_Omega_m //p' "$T/gr_x.txt") && a=$(sed -n 's/^spectrum_mae_Omega_m //p' "$T/gr_a.txt") &&
+        awk -v x="$x" -v a="$a" 'BEGIN {exit !(x < 0.5 * a && x < 0.2 && a > 0.2)}' &&
+        ok "the growth factor read from the cross-spectra: Omega_m MAE $x, from the auto-spectra alone $a" ||
+        bad "--spectrum-features cross against auto on growth-only channels: Omega_m $x against $a (cross < half of auto, < 0.2 expected) $(tail -2 "$T/gr_x.txt")"
+    grep -q "^spectrum_features cross, linear bins: 13 bands x 10 = 130 features" "$T/gr_x.txt" && ok || bad "the feature line: $(grep spectrum_features "$T/gr_x.txt")"
+    if has_torch; then
+        for k in "" "--spectrum-bins octave --spectrum-moments"; do
+            py=$(echo "$k" | sed 's/--spectrum-bins octave/--octaves/; s/--spectrum-moments/--moments/')
+            $B/cf-eval --weights "$T/full.cfck" --data "$T/grva" --spectrum "$T/grtr" --spectrum-dump "$T/gr_c2.npy" $k > /dev/null 2>&1 &&
+            $PY bench/ps_regressor.py --log --taper --budget --cross $py --dump="$T/gr_p.npy" "$T/grtr" "$T/grva" > /dev/null 2>&1 &&
+            d=$($PY -c "import numpy as np; a, b = np.load('$T/gr_c2.npy'), np.load('$T/gr_p.npy'); print('%.1e' % abs(a - b).max() if a.shape == b.shape else 'shapes %s %s' % (a.shape, b.shape))") &&
+            $PY -c "import sys; sys.exit(not float('$d') < 1e-4)" 2> /dev/null && ok "the C and Python estimators' features agree (${k:-linear}): $d" ||
+                bad "the C and Python estimators' features ${k:-linear}: $d"
+        done
+    fi
+fi
 $B/cf-synth cosmo --out "$T/sp8" --samples 2 --size 8 --seed 3 >/dev/null
 must_fail "cf-eval --spectrum on universes of another size" "sp8/synth_3_00000[01].tfrecord: 8^3 x 4 with 4 labels; the model reads 16^3 x 4 with 4" "" \
     $B/cf-eval --weights "$T/full.cfck" --data "$T/spva" --spectrum "$T/sp8"
@@ -490,6 +515,12 @@ must_fail "cf-eval --spectrum on universes of another size" "sp8/synth_3_00000[0
 DEMO_OUT="$T/demo" DEMO_TRAIN=8 DEMO_VAL=4 DEMO_EPOCHS=1 sh tools/demo.sh > "$T/demo.txt" 2>&1 &&
     tail -1 "$T/demo.txt" | grep -q '^demo: val_mae [0-9.]* baseline_mae [0-9.]* spectrum_mae [0-9.]*$' && ok || bad "make demo (tiny): $(tail -3 "$T/demo.txt")"
 DEMO_OUT="$T/demo" DEMO_TRAIN=8 DEMO_VAL=4 DEMO_EPOCHS=1 sh tools/demo.sh > /dev/null 2>&1 && ok || bad "make demo reuses its own earlier output directory"
+if $B/cf-synth cosmo --help 2>&1 | grep -q -- '--pm '; then   # make science, tiny: two seeds, every baseline, the summary
+    SCI_OUT="$T/sci" SCI_TRAIN=8 SCI_VAL=4 SCI_EPOCHS=1 SCI_PM=2 SCI_SEEDS=2 SCI_LONG=2 sh tools/science.sh > "$T/sci.txt" 2>&1 &&
+        tail -1 "$T/sci.txt" | grep -q '^science: cnn_mae [0-9.]* spectrum_mae [0-9.]* spectrum_long_mae [0-9.]*$' &&
+        [ "$(grep -c '^science: seed [12] ' "$T/sci.txt")" = 20 ] && grep -q '^science: cross-long  *Omega_m [0-9.]* +- [0-9.]* ' "$T/sci.txt" &&
+        [ "$(awk '$1 == 2' "$T/sci/results.txt" | wc -l)" = 9 ] && ok || bad "make science (tiny, 2 seeds): $(tail -3 "$T/sci.txt")"
+fi
 DEMO_OUT="$T/democ" DEMO_TRAIN=8 DEMO_VAL=4 DEMO_EPOCHS=1 sh tools/demo_climate.sh > "$T/democ.txt" 2>&1 &&
     tail -1 "$T/democ.txt" | grep -q '^demo: val_miou [0-9.]* baseline_miou [0-9.]*$' && ok || bad "make demo-climate (tiny): $(tail -3 "$T/democ.txt")"
 mkdir -p "$T/mine" && echo precious > "$T/mine/notes.txt"

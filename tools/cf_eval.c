@@ -13,11 +13,11 @@
 static const char *par_names[4] = {"Omega_m", "sigma_8", "n_s", "H_0"};
 
 typedef struct {
-    const char *model, *weights, *data, *pred, *png, *baseline, *spectrum, *stats;
-    int batch, has_shape, apply_log, png_count, spectrum_epochs;
+    const char *model, *weights, *data, *pred, *png, *baseline, *spectrum, *stats, *spectrum_features, *spectrum_bins, *spectrum_dump;
+    int batch, has_shape, apply_log, png_count, spectrum_epochs, spectrum_moments;
     cf_shape shape;
 } options;
-static tool_flag flags[20];
+static tool_flag flags[24];
 static int n_flags;
 static void flag_table(options *o) {
     tool_flag f[] = {
@@ -32,6 +32,10 @@ static void flag_table(options *o) {
         {"--baseline", "DIR", FLAG_STR, &o->baseline, 0, 0, "also the MAE of predicting DIR's mean label (e.g. the training set)", NULL, NULL},
         {"--spectrum", "DIR", FLAG_STR, &o->spectrum, 0, 0, "also the MAE of the power-spectrum estimator fitted on DIR (the training set): the information bound of the data (docs/science.md)", NULL, NULL},
         {"--spectrum-epochs", "E", FLAG_INT, &o->spectrum_epochs, 1, 100000, "epochs of the estimator's fit (12: the demo network's budget)", NULL, NULL},
+        {"--spectrum-features", "F", FLAG_STR, &o->spectrum_features, 0, 0, "cross: the auto-spectra of every channel and the cross-correlation of every pair; auto: the auto-spectra alone", NULL, NULL},
+        {"--spectrum-bins", "K", FLAG_STR, &o->spectrum_bins, 0, 0, "linear: unit shells of |k| (27 at 32^3); octave: [1,2), [2,4), .. (5 at 32^3)", NULL, NULL},
+        {"--spectrum-moments", NULL, FLAG_SET, &o->spectrum_moments, 1, 0, "also each channel's one-point moments (log variance, skewness, excess kurtosis of the log counts)", NULL, NULL},
+        {"--spectrum-dump", "F.npy", FLAG_STR, &o->spectrum_dump, 0, 0, "write the estimator's features of the --data samples: float32 (N, features), in sorted file order", NULL, NULL},
         {"--transform", "T", FLAG_CALL, &o->apply_log, 0, 0, "CosmoFlow input: log, mean or log-ratio (default: what the checkpoint was trained with, else log)", parse_transform, NULL},
         {"--no-log", NULL, FLAG_SET, &o->apply_log, 0, 0, "--transform mean", NULL, NULL},
         {"--log-ratio", NULL, FLAG_SET, &o->apply_log, 2, 0, "--transform log-ratio", NULL, NULL},
@@ -184,14 +188,27 @@ static void mean_labels(const char *dir, double *mean, int ny) {
     }
     free_samples(bf, nf);
 }
-/* the power-spectrum estimator fitted on dir's samples, evaluated on files (tools/spectrum.h) */
-static void spectrum_baseline(const char *dir, int epochs, char **files, int n, const cf_net *net) {
-    int nt, S = net->input.d, C = net->input.c, ny = net->n_outputs, p, nf = spec_bands(net->input.d) * net->input.c;
-    char **tf = list_samples(dir, &nt);
-    float *Yt, *Yv, *Ft = spec_load(tf, nt, S, C, ny, &Yt), *Fv = spec_load(files, n, S, C, ny, &Yv);
+/* the two-point estimator fitted on dir's samples, evaluated on files (tools/spectrum.h) */
+static void spectrum_baseline(const options *o, char **files, int n, const cf_net *net) {
+    int nt, S = net->input.d, C = net->input.c, ny = net->n_outputs, p, nf;
+    spec_kind kind;
+    char **tf;
+    float *Yt, *Yv, *Ft, *Fv;
     double mae[16], total = 0;
     if (ny > 16) die("--spectrum: %d outputs; at most 16", ny);
-    spec_fit(Ft, Yt, nt, Fv, Yv, n, nf, ny, epochs, mae);
+    kind.cross = !strcmp(o->spectrum_features, "cross"); kind.octaves = !strcmp(o->spectrum_bins, "octave"); kind.moments = o->spectrum_moments;
+    nf = spec_n_features(S, C, &kind);
+    printf("spectrum_features %s, %s bins: %d bands x %d%s = %d features\n", o->spectrum_features, o->spectrum_bins,
+           spec_bands(S, kind.octaves), spec_per_band(C, &kind), kind.moments ? " + moments" : "", nf);
+    tf = list_samples(o->spectrum, &nt);
+    Ft = spec_load(tf, nt, S, C, ny, &kind, &Yt); Fv = spec_load(files, n, S, C, ny, &kind, &Yv);
+    if (o->spectrum_dump) {
+        cf_array a;
+        memset(&a, 0, sizeof a);
+        a.dtype = CF_F32; a.ndim = 2; a.shape[0] = n; a.shape[1] = nf; a.count = (size_t)n * nf; a.data = Fv;
+        TRY(cf_npy_write(o->spectrum_dump, &a));
+    }
+    spec_fit(Ft, Yt, nt, Fv, Yv, n, nf, ny, o->spectrum_epochs, mae);
     for (p = 0; p < ny; p++) { printf("spectrum_mae_%s %.6f\n", p < 4 ? par_names[p] : "output", mae[p]); total += mae[p]; }
     printf("spectrum_mae %.6f\n", total / ny);
     free_samples(tf, nt);
@@ -226,7 +243,7 @@ static void eval_regression(cf_net *net, char **files, int n, const options *o) 
         for (i = 0; i < n; i++) for (p = 0; p < ny && p < 16; p++) bmae += fabs(truth[i * ny + p] - mean[p]);
         printf("baseline_mae %.6f\n", bmae / ((double)n * ny));
     }
-    if (o->spectrum) spectrum_baseline(o->spectrum, o->spectrum_epochs, files, n, net);
+    if (o->spectrum) spectrum_baseline(o, files, n, net);
     if (o->pred) {
         cf_array a;
         memset(&a, 0, sizeof a);
@@ -261,7 +278,7 @@ int main(int argc, char **argv) {
     struct stat st;
     tool_init(argc, argv, "eval");
     memset(&o, 0, sizeof o);
-    o.batch = 4; o.apply_log = -1; o.png_count = 8; o.spectrum_epochs = 12;
+    o.batch = 4; o.apply_log = -1; o.png_count = 8; o.spectrum_epochs = 12; o.spectrum_features = "cross"; o.spectrum_bins = "linear";
     flag_table(&o);
     flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
     dist_start(&argc, &argv);
@@ -269,7 +286,10 @@ int main(int argc, char **argv) {
     is_dir = !stat(o.weights, &st) && S_ISDIR(st.st_mode);
     if (is_dir && !o.model) die("--weights %s: a weights directory does not hold its model: give --model", o.weights);
     input_path(o.model); input_path(o.weights); input_path(o.data); input_path(o.stats); input_path(o.baseline); input_path(o.spectrum);
+    if (strcmp(o.spectrum_features, "cross") && strcmp(o.spectrum_features, "auto")) die("--spectrum-features %s: cross or auto", o.spectrum_features);
+    if (strcmp(o.spectrum_bins, "linear") && strcmp(o.spectrum_bins, "octave")) die("--spectrum-bins %s: linear or octave", o.spectrum_bins);
     output_file("--pred", o.pred);
+    output_file("--spectrum-dump", o.spectrum_dump);
     output_dir("--png", o.png);
     load_model(&net, o.model, o.has_shape ? &o.shape : NULL, is_dir ? NULL : o.weights);
     TRY(cf_weights_load(&net, o.weights));

@@ -1,61 +1,107 @@
-/* The power-spectrum estimator behind cf-eval --spectrum TRAIN: how well the labels can be read
+/* The two-point estimator behind cf-eval --spectrum TRAIN: how well the labels can be read
    from a volume's two-point statistics alone, seen as a CNN sees the volume (not as a periodic
    box).  The network's MAE is put beside it (docs/science.md).
 
    Features, per sample: for each channel, the log counts log(1 + x) with their mean removed,
-   times a 3-D Hann window, Fourier transformed; the mean power |F|^2 in octaves of |k| (in
-   fundamental frequencies: [1,2), [2,4), ..., [S/2, S)), and its log (+ 1e-3).  Band-major:
-   the channels of a band are adjacent.
+   times a 3-D Hann window, Fourier transformed (F_c).  Then, band by band of |k| (in
+   fundamental frequencies; unit shells [1,2), [2,3), .., [B,B+1) with B = floor(S/2 sqrt 3),
+   27 at S = 32, or with octaves [1,2), [2,4), .., [S/2,S)):
+     - each channel's log power, log(mean |F_c|^2 + 1e-3)                  (the auto-spectra)
+     - with cross, each channel pair's (c < d) correlation coefficient
+       r_cd = Re sum F_c F_d* / sqrt(sum |F_c|^2 sum |F_d|^2)             (the cross-spectra)
+   The four channels are the same particles at four redshifts: where the auto-spectra give each
+   channel's power, with its noise, the cross-spectra give how much of one channel's modes is
+   the other's, mode by mode; the growth between two redshifts, which tells Omega_m, is in them.
+   With moments, last, each channel's log variance, skewness and excess kurtosis of the
+   (mean-removed, unwindowed) log counts: the one-point statistics.
+   Band-major: a band's C powers, then its C(C-1)/2 pairs (0,1), (0,2), .., (C-2,C-1).
 
    Estimator: a small network fitted on the training set's features, z-scored with their mean
    and deviation: dense 64 (LeakyReLU 0.3), dense to the labels, tanh x 1.2 (the CosmoFlow
    head); MSE, SGD with momentum 0.9, lr 0.01, batch 8, 12 epochs (the demo's budget; cf-eval
    --spectrum-epochs for a longer fit), seed 0.
-   It is bench/ps_regressor.py --log --octaves --budget --taper, here in C with this library. */
+   It is bench/ps_regressor.py --log --taper --budget [--octaves] [--cross] [--moments], here in
+   C with this library; the two compute the same features (tests/test_tools.sh). */
 #ifndef CF_TOOLS_SPECTRUM_H
 #define CF_TOOLS_SPECTRUM_H
 #include "fft.h"
 
-#define SPEC_MAX_BANDS 11   /* octaves up to S = 1024 */
+typedef struct { int octaves, cross, moments; } spec_kind;   /* what the estimator reads */
 
-/* number of octave bands at S voxels a side: |k| up to S/2 sqrt(3) < S */
-static int spec_bands(int S) { int b = 0; while ((1 << b) < S) b++; return b; }
+/* the number of bands at S voxels a side: octaves up to |k| < S (|k| reaches S/2 sqrt 3), or
+   unit shells up to floor(S/2 sqrt 3) */
+static int spec_bands(int S, int octaves) {
+    int b = 0;
+    if (!octaves) return (int)floor(S / 2.0 * sqrt(3.0));
+    while ((1 << b) < S) b++;
+    return b;
+}
+static int spec_per_band(int C, const spec_kind *k) { return C + (k->cross ? C * (C - 1) / 2 : 0); }
+static int spec_n_features(int S, int C, const spec_kind *k) { return spec_bands(S, k->octaves) * spec_per_band(C, k) + (k->moments ? 3 * C : 0); }
 
-/* features of one sample x (S,S,S,C) int16 channels-last into f (bands x C, band-major) */
-static void spec_features(const int16_t *x, int S, int C, float *f) {
+/* the band of a mode at |k| = kk, or -1 */
+static int spec_band(double kk, int nb, int octaves) {
+    int b;
+    if (kk < 1) return -1;
+    b = octaves ? (int)floor(log2(kk)) : (int)floor(kk) - 1;
+    return b < nb ? b : -1;
+}
+
+/* one channel c of x (S,S,S,C) int16 channels-last: its mean-removed log counts into re, the
+   one-point moments into m[3] (when m), then windowed and transformed in place (re, im) */
+static void spec_channel(const int16_t *x, int S, int C, int c, const double *w, double *re, double *im, float *m) {
     size_t N = (size_t)S * S * S, v;
-    double *re = (double *)malloc(N * sizeof(double)), *im = (double *)malloc(N * sizeof(double)), *w = (double *)malloc(S * sizeof(double));
-    double power[SPEC_MAX_BANDS], count[SPEC_MAX_BANDS];
-    int c, i, j, k, b, nb = spec_bands(S);
-    if (!re || !im || !w) die("out of memory for a %d^3 spectrum", S);
-    for (i = 0; i < S; i++) w[i] = 0.5 - 0.5 * cos(2 * M_PI * (i + 1) / (S + 1));   /* Hann, zero just outside the volume */
-    for (c = 0; c < C; c++) {
-        double mean = 0;
-        for (v = 0; v < N; v++) { re[v] = log1p((double)x[v * C + c]); mean += re[v]; }
-        mean /= (double)N;
-        for (i = 0; i < S; i++) for (j = 0; j < S; j++) for (k = 0; k < S; k++) {
-            v = ((size_t)i * S + j) * S + k;
-            re[v] = (re[v] - mean) * w[i] * w[j] * w[k]; im[v] = 0;
-        }
-        fft3(re, im, S, -1);
-        for (b = 0; b < nb; b++) power[b] = count[b] = 0;
-        for (i = 0; i < S; i++) for (j = 0; j < S; j++) for (k = 0; k < S; k++) {
-            int fi = i < S / 2 ? i : i - S, fj = j < S / 2 ? j : j - S, fk = k < S / 2 ? k : k - S;
-            double kk = sqrt((double)fi * fi + (double)fj * fj + (double)fk * fk);
-            if (kk < 1) continue;
-            b = (int)floor(log2(kk));
-            if (b >= nb) continue;
-            v = ((size_t)i * S + j) * S + k;
-            power[b] += re[v] * re[v] + im[v] * im[v]; count[b] += 1;
-        }
-        for (b = 0; b < nb; b++) f[b * C + c] = (float)log((count[b] ? power[b] / count[b] : 0) + 1e-3);
+    double mean = 0, m2 = 0, m3 = 0, m4 = 0;
+    int i, j, k;
+    for (v = 0; v < N; v++) { re[v] = log1p((double)x[v * C + c]); mean += re[v]; }
+    mean /= (double)N;
+    for (v = 0; v < N; v++) {
+        double d = re[v] - mean;
+        re[v] = d; m2 += d * d / N; m3 += d * d * d / N; m4 += d * d * d * d / N;
     }
-    free(re); free(im); free(w);
+    if (m) { m[0] = (float)log(m2 + 1e-6); m[1] = (float)(m3 / (pow(m2, 1.5) + 1e-12)); m[2] = (float)(m4 / (m2 * m2 + 1e-12) - 3); }
+    for (i = 0; i < S; i++) for (j = 0; j < S; j++) for (k = 0; k < S; k++) {
+        v = ((size_t)i * S + j) * S + k;
+        re[v] *= w[i] * w[j] * w[k]; im[v] = 0;
+    }
+    fft3(re, im, S, -1);
+}
+
+/* features of one sample x (S,S,S,C) int16 channels-last into f (spec_n_features of them) */
+static void spec_features(const int16_t *x, int S, int C, const spec_kind *kind, float *f) {
+    size_t N = (size_t)S * S * S, v;
+    int nb = spec_bands(S, kind->octaves), per = spec_per_band(C, kind), c, d, q, i, j, k, b;
+    double *re = (double *)malloc(N * C * sizeof(double)), *im = (double *)malloc(N * C * sizeof(double));
+    double *w = (double *)malloc(S * sizeof(double)), *sum = (double *)calloc((size_t)nb * per, sizeof(double));
+    double *count = (double *)calloc((size_t)nb, sizeof(double));
+    if (!re || !im || !w || !sum || !count) die("out of memory for a %d^3 spectrum", S);
+    for (i = 0; i < S; i++) w[i] = 0.5 - 0.5 * cos(2 * M_PI * (i + 1) / (S + 1));   /* Hann, zero just outside the volume */
+    for (c = 0; c < C; c++) spec_channel(x, S, C, c, w, re + c * N, im + c * N, kind->moments ? f + nb * per + 3 * c : NULL);
+    for (i = 0; i < S; i++) for (j = 0; j < S; j++) for (k = 0; k < S; k++) {
+        int fi = i < S / 2 ? i : i - S, fj = j < S / 2 ? j : j - S, fk = k < S / 2 ? k : k - S;
+        double *s;
+        b = spec_band(sqrt((double)fi * fi + (double)fj * fj + (double)fk * fk), nb, kind->octaves);
+        if (b < 0) continue;
+        v = ((size_t)i * S + j) * S + k;
+        s = sum + (size_t)b * per;
+        count[b] += 1;
+        for (c = 0; c < C; c++) s[c] += re[c * N + v] * re[c * N + v] + im[c * N + v] * im[c * N + v];   /* |F_c|^2 */
+        if (kind->cross)   /* Re F_c F_d* */
+            for (c = 0, q = C; c < C; c++) for (d = c + 1; d < C; d++, q++) s[q] += re[c * N + v] * re[d * N + v] + im[c * N + v] * im[d * N + v];
+    }
+    for (b = 0; b < nb; b++) {
+        double *s = sum + (size_t)b * per;
+        float *o = f + (size_t)b * per;
+        for (c = 0; c < C; c++) o[c] = (float)log((count[b] ? s[c] / count[b] : 0) + 1e-3);
+        if (kind->cross)
+            for (c = 0, q = C; c < C; c++) for (d = c + 1; d < C; d++, q++) o[q] = s[c] * s[d] > 0 ? (float)(s[q] / sqrt(s[c] * s[d])) : 0.0f;
+    }
+    free(re); free(im); free(w); free(sum); free(count);
 }
 
 /* the features of every sample of files (n of them), and their labels; ny labels each */
-static float *spec_load(char **files, int n, int S, int C, int ny, float **labels) {
-    int nf = spec_bands(S) * C, i, bad = 0;
+static float *spec_load(char **files, int n, int S, int C, int ny, const spec_kind *kind, float **labels) {
+    int nf = spec_n_features(S, C, kind), i, bad = 0;
     float *F = (float *)malloc(sizeof(float) * (size_t)n * nf), *Y = (float *)malloc(sizeof(float) * (size_t)n * ny);
     char why[8192] = "";
     if (!F || !Y) die("out of memory for %d spectra", n);
@@ -73,7 +119,7 @@ static float *spec_load(char **files, int n, int S, int C, int ny, float **label
             TOOL_OMP(omp critical)
             { if (!bad) snprintf(why, sizeof why, "%s: %d^3 x %d with %d labels; the model reads %d^3 x %d with %d", files[i], s.s, s.c, s.ny, S, C, ny); bad = 1; }
         } else {
-            spec_features(s.x, S, C, F + (size_t)i * nf);
+            spec_features(s.x, S, C, kind, F + (size_t)i * nf);
             for (p = 0; p < ny; p++) Y[(size_t)i * ny + p] = s.y[p];
         }
         cf_cosmo_free(&s);
@@ -87,10 +133,10 @@ static float *spec_load(char **files, int n, int S, int C, int ny, float **label
 static void spec_fit(const float *Ft, const float *Yt, int nt, const float *Fv, const float *Yv, int nv, int nf, int ny, int epochs, double *mae) {
     char cfg[256];
     cf_net net;
-    double mu[4 * SPEC_MAX_BANDS] = {0}, sd[4 * SPEC_MAX_BANDS] = {0};
-    float xb[8 * 4 * SPEC_MAX_BANDS], yb[8 * 16], *dout = (float *)malloc(sizeof(float) * 8 * ny);
+    double *mu = (double *)calloc((size_t)nf, sizeof(double)), *sd = (double *)calloc((size_t)nf, sizeof(double));
+    float *xb = (float *)malloc(sizeof(float) * 8 * nf), yb[8 * 16], *dout = (float *)malloc(sizeof(float) * 8 * ny);
     int *perm = (int *)malloc(sizeof(int) * nt), e, i, j, q, B = 8;
-    if (!perm || !dout || nf > 4 * SPEC_MAX_BANDS || ny > 16) die("--spectrum: out of memory or too many features");
+    if (!mu || !sd || !xb || !perm || !dout || ny > 16) die("--spectrum: out of memory or too many labels");
     for (i = 0; i < nt; i++) for (q = 0; q < nf; q++) mu[q] += Ft[(size_t)i * nf + q] / nt;
     for (i = 0; i < nt; i++) for (q = 0; q < nf; q++) sd[q] += pow(Ft[(size_t)i * nf + q] - mu[q], 2) / nt;
     for (q = 0; q < nf; q++) sd[q] = sqrt(sd[q]) + 1e-6;
@@ -120,6 +166,6 @@ static void spec_fit(const float *Ft, const float *Yt, int nt, const float *Fv, 
         for (q = 0; q < ny; q++) mae[q] += fabs((double)out[q] - Yv[(size_t)i * ny + q]) / nv;
     }
     cf_net_free(&net);
-    free(perm); free(dout);
+    free(mu); free(sd); free(xb); free(perm); free(dout);
 }
 #endif
