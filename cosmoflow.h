@@ -127,6 +127,14 @@ CFDEF double cf_rng_normal(cf_rng *r);            /* N(0,1), Box-Muller */
 CFDEF uint64_t cf_hash64(uint64_t x);             /* splitmix64 finalizer (counter-based streams) */
 CFDEF uint32_t cf_crc32c(uint32_t crc, const void *data, size_t n);
 CFDEF uint32_t cf_crc32c_masked(const void *data, size_t n); /* TFRecord's mask */
+/* bfloat16: the upper 16 bits of an fp32 (sign, 8 exponent bits, 7 mantissa bits), so the
+   same range as fp32 with 8 bits of precision.  cf_bf16_from_f32 rounds as the CPU's
+   vcvtne2ps2bf16 does: zero or denormal -> zero of the same sign, NaN -> quiet NaN, otherwise
+   round to nearest, ties to even (docs/math.md, "bf16").  cf_bf16_round: x[i] = f32(bf16(x[i])). */
+typedef uint16_t cf_bf16;
+CFDEF cf_bf16 cf_bf16_from_f32(float f);
+CFDEF float cf_f32_from_bf16(cf_bf16 h);
+CFDEF void cf_bf16_round(float *x, size_t n);
 
 typedef struct { int c, d, h, w; } cf_shape;   /* one sample; d = 1 for 2-D */
 CFDEF size_t cf_shape_size(cf_shape s);
@@ -223,6 +231,16 @@ enum {
 };
 CFDEF void cf_net_set_mode(cf_net *net, int mode);
 CFDEF int cf_net_mode(const cf_net *net);
+/* The precision of the activations.  CF_FP32, the default; CF_BF16: every layer's operands
+   (its inputs, a convolution's weights) are rounded to bfloat16 and its output is rounded once
+   when stored, as training on the CPU's bf16 dot-product instructions computes; the master
+   weights, their gradients and optimizer state, batch-norm statistics, the losses and the
+   dense head (from the first [dense] layer on) stay fp32 (docs/math.md, "bf16").  Takes
+   effect at the next forward. */
+enum { CF_FP32, CF_BF16 };
+CFDEF int cf_net_set_precision(cf_net *net, int precision);
+CFDEF int cf_net_precision(const cf_net *net);
+CFDEF const char *cf_precision_name(int precision);   /* "fp32", "bf16" */
 /* Change the model's loss (regression: CF_LOSS_MSE or CF_LOSS_L1) or every dropout layer's
    rate; the embedded cfg text is not changed (cf-train records both in its checkpoints). */
 CFDEF int cf_net_set_loss(cf_net *net, int loss);
@@ -288,13 +306,15 @@ typedef struct {
     /* the gradient averaging over ranks (one process: none) */
     int grad_lag;              /* 1: step t's update applies step t-1's averaged gradient (2018) */
     long overlap;              /* > 0: averaged in buckets of >= overlap floats during backward */
+    int precision;             /* CF_FP32 or CF_BF16: the net's (cf_net_set_precision) */
 } cf_train_config;
 CFDEF void cf_train_defaults(cf_train_config *c);
 /* The settings as text, one key each: what cf-train's flags set and what its checkpoints
    record.  Keys: optimizer (sgd adam adamw lamb auto), lr, momentum, l2, weight_decay (or
    auto), betas (B1,B2), eps, max_grad_norm, larc, base_batch, warmup_epochs, decay (none or
    E:F,...), lr_schedule (epochs multistep cosine auto), milestones (S,... or none), decay_rate,
-   warmup_steps, warmup_factor, t_max, eta_min, grad_lag (0 1), overlap.  set: CF_ERR with
+   warmup_steps, warmup_factor, t_max, eta_min, grad_lag (0 1), overlap, precision (fp32
+   bf16).  set: CF_ERR with
    a reason "key: 'value' is not ..." for an unknown key or a value out of its range; get: the value
    as set would read it back exactly.  cf_train_config_key: the i-th key (from 0, NULL past
    the last), with a word for its value and a line of help. */
@@ -641,6 +661,9 @@ CFDEF double cf_loss_softmax_ce(float *dz, const float *z, const float *labels, 
    thread-safe; a network takes a change at its next forward. */
 CFDEF int cf_fast_path_set(const char *kind, int on);
 CFDEF int cf_fast_path_on(const char *kind);                /* 1 on, 0 off, -1 unknown */
+/* What a bf16 network's convolutions run on here: "vdpbf16ps (AVX512_BF16)", or "the
+   emulation (...)" with the reason (the CPU, the build, the fast paths switched off) */
+CFDEF const char *cf_bf16_kernels(void);
 /* Which path an operation takes for these shapes: "reference" or the fast path's kind.
    op: CF_OP_FORWARD, CF_OP_BACKWARD_WEIGHTS, CF_OP_BACKWARD_DATA. */
 enum { CF_OP_FORWARD, CF_OP_BACKWARD_WEIGHTS, CF_OP_BACKWARD_DATA };
@@ -854,6 +877,31 @@ CFDEF uint32_t cf_crc32c(uint32_t crc, const void *data, size_t n) {
 CFDEF uint32_t cf_crc32c_masked(const void *data, size_t n) {
     uint32_t c = cf_crc32c(0, data, n);
     return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+}
+
+/* ---- bfloat16, as Intel's pseudo-code for vcvtne2ps2bf16 defines the rounding:
+     zero or denormal:  the sign alone (denormals go to zero)
+     infinity:          the upper half unchanged
+     NaN:               the upper half with the quiet bit (bit 6) set
+     otherwise:         round to nearest even: add 0x7fff + (bit 16) to the bits as an
+                        integer, keep the upper half (a carry may reach infinity)
+   and back: the 16 bits above 16 zero bits. */
+CFDEF cf_bf16 cf_bf16_from_f32(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7f800000u) == 0) return (cf_bf16)((u >> 16) & 0x8000u);
+    if ((u & 0x7f800000u) == 0x7f800000u) return (cf_bf16)((u >> 16) | ((u & 0x007fffffu) ? 0x0040u : 0));
+    return (cf_bf16)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+CFDEF float cf_f32_from_bf16(cf_bf16 h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+CFDEF void cf_bf16_round(float *x, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) x[i] = cf_f32_from_bf16(cf_bf16_from_f32(x[i]));
 }
 
 /* ---- the activations, the one place their formulas are written.  f(v), and the gradient
@@ -1559,15 +1607,17 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
      fusion     conv + max pool: the pool's backward writes the conv's gradient in place
      recompute  cheap outputs rebuilt in backward instead of kept (the last two are steps of
                 the memory plan, section 6)
+     bf16       a bf16 network's convolutions on the CPU's bf16 dot-product instruction: the
+                direct kernel and a GEMM for the tiles and pointwise paths
    Why each is faster, with its measurements, is in docs/performance.md.  CF_REFERENCE leaves
    them all out; cf_fast_path_set() switches kinds off and on at run time. */
 enum { CF__K_TILES, CF__K_POINTWISE, CF__K_DIRECT, CF__K_INSIDE, CF__K_PAIRS, CF__K_FUSION,
-       CF__K_RECOMPUTE, CF__NKINDS };
-static const char *cf__kind_names[CF__NKINDS] = {"tiles", "pointwise", "direct", "inside", "pairs", "fusion", "recompute"};
+       CF__K_RECOMPUTE, CF__K_BF16, CF__NKINDS };
+static const char *cf__kind_names[CF__NKINDS] = {"tiles", "pointwise", "direct", "inside", "pairs", "fusion", "recompute", "bf16"};
 #ifdef CF_REFERENCE
-static int cf__kind_on[CF__NKINDS] = {0, 0, 0, 0, 0, 0, 0};
+static int cf__kind_on[CF__NKINDS] = {0, 0, 0, 0, 0, 0, 0, 0};
 #else
-static int cf__kind_on[CF__NKINDS] = {1, 1, 1, 1, 1, 1, 1};
+static int cf__kind_on[CF__NKINDS] = {1, 1, 1, 1, 1, 1, 1, 1};
 #endif
 
 CFDEF int cf_fast_path_set(const char *kind, int on) {
@@ -1580,7 +1630,7 @@ CFDEF int cf_fast_path_set(const char *kind, int on) {
             cf__kind_on[k] = 0;   /* none is compiled in */
 #endif
         }
-    return found ? CF_OK : cf_fail("fast path kind '%s' is unknown (all, tiles, pointwise, direct, inside, pairs, fusion, recompute)", kind);
+    return found ? CF_OK : cf_fail("fast path kind '%s' is unknown (all, tiles, pointwise, direct, inside, pairs, fusion, recompute, bf16)", kind);
 }
 CFDEF int cf_fast_path_on(const char *kind) {
     int k;
@@ -1595,6 +1645,7 @@ typedef struct {
     float *dx;                                                /* backward-data: dx += ... */
     int B, groups; cf_shape in, out; const cf_geom *g;
     float *ws; size_t ws_floats;                              /* workspace */
+    int bf16;                                                 /* operands are bf16 values (section 5) */
 } cf__conv_call;
 typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); } cf__conv_path;
 /* a pooling call */
@@ -1631,6 +1682,12 @@ static int cf__thread_id(void) {
 }
 static size_t cf__positions(cf_shape s) { return (size_t)s.d * s.h * s.w; }
 
+/* the GEMM a path runs, alpha = 1, beta 0 or 1: cf_sgemm, or the bf16 one (below) */
+typedef void (*cf__gemm_fn)(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+
 /* ---- pointwise: a 1x1x1 kernel, stride 1, no padding, where im2col(x) is x itself.
    Per sample and group: y (OCg, P) = w (OCg, Cg) x x (Cg, P); dw (OCg, Cg) += dy (OCg, P) x
    x^T (P, Cg); dx (Cg, P) += w^T (Cg, OCg) x dy (OCg, P). */
@@ -1639,33 +1696,36 @@ static int cf__pointwise_applies(const cf__conv_call *c) {
     for (a = 0; a < 3; a++) if (c->g->k[a] != 1 || c->g->s[a] != 1 || c->g->pb[a] || c->g->pa[a]) return 0;
     return 1;
 }
-static void cf__pointwise_fwd(const cf__conv_call *c) {
+static void cf__pointwise_fwd_with(const cf__conv_call *c, cf__gemm_fn gemm) {
     int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi;
     size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
     for (bi = 0; bi < c->B; bi++) {
         float *yb = c->y + (size_t)bi * c->out.c * P;
         for (gi = 0; gi < c->groups; gi++)
-            cf_sgemm(0, 0, OCg, (int)P, Cg, 1.0f, c->w + (size_t)gi * OCg * Cg, Cg, c->x + bi * in_sz + (size_t)gi * Cg * P, (int)P,
-                     0.0f, yb + (size_t)gi * OCg * P, (int)P);
+            gemm(0, 0, OCg, (int)P, Cg, c->w + (size_t)gi * OCg * Cg, Cg, c->x + bi * in_sz + (size_t)gi * Cg * P, (int)P,
+                 0.0f, yb + (size_t)gi * OCg * P, (int)P);
         cf__bias_act(yb, c->b, c->out.c, P, P, c->act, c->slope);
     }
 }
-static void cf__pointwise_bww(const cf__conv_call *c) {
+static void cf__pointwise_bww_with(const cf__conv_call *c, cf__gemm_fn gemm) {
     int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi;
     size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
     for (bi = 0; bi < c->B; bi++)
         for (gi = 0; gi < c->groups; gi++)
-            cf_sgemm(0, 1, OCg, Cg, (int)P, 1.0f, c->dy + (size_t)bi * c->out.c * P + (size_t)gi * OCg * P, (int)P,
-                     c->x + bi * in_sz + (size_t)gi * Cg * P, (int)P, 1.0f, c->dw + (size_t)gi * OCg * Cg, Cg);
+            gemm(0, 1, OCg, Cg, (int)P, c->dy + (size_t)bi * c->out.c * P + (size_t)gi * OCg * P, (int)P,
+                 c->x + bi * in_sz + (size_t)gi * Cg * P, (int)P, 1.0f, c->dw + (size_t)gi * OCg * Cg, Cg);
 }
-static void cf__pointwise_bwd(const cf__conv_call *c) {
+static void cf__pointwise_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm) {
     int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi;
     size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
     for (bi = 0; bi < c->B; bi++)
         for (gi = 0; gi < c->groups; gi++)
-            cf_sgemm(1, 0, Cg, (int)P, OCg, 1.0f, c->w + (size_t)gi * OCg * Cg, Cg, c->dy + (size_t)bi * c->out.c * P + (size_t)gi * OCg * P,
-                     (int)P, 1.0f, c->dx + bi * in_sz + (size_t)gi * Cg * P, (int)P);
+            gemm(1, 0, Cg, (int)P, OCg, c->w + (size_t)gi * OCg * Cg, Cg, c->dy + (size_t)bi * c->out.c * P + (size_t)gi * OCg * P,
+                 (int)P, 1.0f, c->dx + bi * in_sz + (size_t)gi * Cg * P, (int)P);
 }
+static void cf__pointwise_fwd(const cf__conv_call *c) { cf__pointwise_fwd_with(c, cf__sgemm_fp32); }
+static void cf__pointwise_bww(const cf__conv_call *c) { cf__pointwise_bww_with(c, cf__sgemm_fp32); }
+static void cf__pointwise_bwd(const cf__conv_call *c) { cf__pointwise_bwd_with(c, cf__sgemm_fp32); }
 
 /* ---- per-thread tiles.  A large convolution is cut into tiles of output positions that the
    threads take whole: each builds its own im2col tile, small enough to stay in its cache, and
@@ -1693,7 +1753,7 @@ static int cf__kvol(const cf_geom *g) { return g->k[0] * g->k[1] * g->k[2]; }
    tile.  Tiles write disjoint columns of y, so any thread may take any tile. */
 static void cf__conv_tiles(float *y, const float *x, const float *w, const float *b, float beta,
                            cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
-                           int act, float slope) {
+                           int act, float slope, cf__gemm_fn gemm) {
     int K = in.c * cf__kvol(g);
     size_t P = cf__positions(out), tile;
     long ntiles = cf__fwd_tiles(K, P, ws_floats, &tile), t;
@@ -1704,7 +1764,7 @@ static void cf__conv_tiles(float *y, const float *x, const float *w, const float
         for (t = 0; t < ntiles; t++) {
             size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
             cf__im2col(col, x, in.c, in, out, g, p0, n);   /* its own parallel loop stays inactive in here */
-            cf_sgemm(0, 0, out.c, (int)n, K, 1.0f, w, K, col, (int)n, beta, y + p0, (int)P);
+            gemm(0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, y + p0, (int)P);
             if (b || act != CF_ACT_LINEAR) cf__bias_act(y + p0, b, out.c, n, P, act, slope);
         }
     }
@@ -1713,12 +1773,13 @@ static int cf__tiles_fwd_applies(const cf__conv_call *c) {
     size_t tile;
     return c->groups == 1 && cf__fwd_tiles(c->in.c * cf__kvol(c->g), cf__positions(c->out), c->ws_floats, &tile) > 0;
 }
-static void cf__tiles_fwd(const cf__conv_call *c) {
+static void cf__tiles_fwd_with(const cf__conv_call *c, cf__gemm_fn gemm) {
     int bi;
     for (bi = 0; bi < c->B; bi++)
         cf__conv_tiles(c->y + (size_t)bi * cf_shape_size(c->out), c->x + (size_t)bi * cf_shape_size(c->in), c->w, c->b, 0.0f,
-                       c->in, c->out, c->g, c->ws, c->ws_floats, c->act, c->slope);
+                       c->in, c->out, c->g, c->ws, c->ws_floats, c->act, c->slope, gemm);
 }
+static void cf__tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_fp32); }
 
 /* Backward-weights:  dw (OC, K) += dy (OC, P) x im2col(x)^T (P, K).  Thread 0 adds into dw,
    the others into zeroed copies after their tiles in ws, summed into dw in thread order at the
@@ -1729,7 +1790,7 @@ static int cf__bww_fits(int K, size_t P, int OC, size_t ws_floats) {
     return ntiles >= 2 * nth && (size_t)nth * K * CF__BWW_TILE + (size_t)(nth - 1) * OC * K <= ws_floats;
 }
 static void cf__conv_bww_tiles(float *dw, const float *dy, const float *x, cf_shape in, cf_shape out,
-                               const cf_geom *g, float *ws) {
+                               const cf_geom *g, float *ws, cf__gemm_fn gemm) {
     int K = in.c * cf__kvol(g), nth = cf__nthreads();
     size_t P = cf__positions(out), tile = CF__BWW_TILE, wsz = (size_t)out.c * K, i;
     long ntiles = (long)((P + tile - 1) / tile), t;
@@ -1743,7 +1804,7 @@ static void cf__conv_bww_tiles(float *dw, const float *dy, const float *x, cf_sh
         for (t = 0; t < ntiles; t++) {
             size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
             cf__im2col(col, x, in.c, in, out, g, p0, n);
-            cf_sgemm(0, 1, out.c, K, (int)n, 1.0f, dy + p0, (int)P, col, (int)n, 1.0f, a, K);
+            gemm(0, 1, out.c, K, (int)n, dy + p0, (int)P, col, (int)n, 1.0f, a, K);
         }
     }
     if (nth > 1) {
@@ -1757,12 +1818,13 @@ static void cf__conv_bww_tiles(float *dw, const float *dy, const float *x, cf_sh
 static int cf__tiles_bww_applies(const cf__conv_call *c) {
     return c->groups == 1 && cf__bww_fits(c->in.c * cf__kvol(c->g), cf__positions(c->out), c->out.c, c->ws_floats);
 }
-static void cf__tiles_bww(const cf__conv_call *c) {
+static void cf__tiles_bww_with(const cf__conv_call *c, cf__gemm_fn gemm) {
     int bi;
     for (bi = 0; bi < c->B; bi++)
         cf__conv_bww_tiles(c->dw, c->dy + (size_t)bi * cf_shape_size(c->out), c->x + (size_t)bi * cf_shape_size(c->in),
-                           c->in, c->out, c->g, c->ws);
+                           c->in, c->out, c->g, c->ws, gemm);
 }
+static void cf__tiles_bww(const cf__conv_call *c) { cf__tiles_bww_with(c, cf__sgemm_fp32); }
 
 /* Backward-data of a stride-1 convolution as a forward convolution: dx is the convolution of
    dy with the kernel flipped on every axis and its two channel axes swapped, w' (C, OC, KD,
@@ -1794,7 +1856,7 @@ static int cf__tiles_bwd_applies(const cf__conv_call *c) {
     return c->groups == 1 && cf__flipped_geom(c->g, &gt) && wsz < c->ws_floats &&
            cf__fwd_tiles(c->out.c * cf__kvol(c->g), cf__positions(c->in), c->ws_floats - wsz, &tile) > 0;
 }
-static void cf__tiles_bwd(const cf__conv_call *c) {
+static void cf__tiles_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm) {
     cf_geom gt;
     size_t wsz = cf__flipped_floats(c);
     int bi;
@@ -1802,8 +1864,9 @@ static void cf__tiles_bwd(const cf__conv_call *c) {
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
     for (bi = 0; bi < c->B; bi++)
         cf__conv_tiles(c->dx + (size_t)bi * cf_shape_size(c->in), c->dy + (size_t)bi * cf_shape_size(c->out), c->ws, NULL, 1.0f,
-                       c->out, c->in, &gt, c->ws + wsz, c->ws_floats - wsz, CF_ACT_LINEAR, 0.0f);
+                       c->out, c->in, &gt, c->ws + wsz, c->ws_floats - wsz, CF_ACT_LINEAR, 0.0f, gemm);
 }
+static void cf__tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_fp32); }
 
 /* ---- direct convolution (no im2col) for a stride of 1 along the width.  With few input
    channels im2col + GEMM is slow: CosmoFlow's first layer (4 -> 32 channels, K = 108) would
@@ -1966,6 +2029,238 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
 }
 #endif /* CF__DIRECT */
 
+/* ---- bf16 (kind "bf16"): the convolutions of a bf16 network (cf_net_set_precision) on the
+   CPU's vdpbf16ps, which multiplies 16 pairs of bf16 by 16 pairs and adds both products of
+   each pair to an fp32 lane: acc + a_odd b_odd + a_even b_even, the products exact (8-bit
+   mantissas), the additions rounded to nearest even.  Operands must be bf16 values held in
+   fp32 (the network rounds them, section 5): a pair is the upper halves of two floats, no
+   rounding needed.  They are paired along the sum: two input rows interleaved (the direct
+   kernel) or two rows of op(A) and op(B) (the GEMM).  The output is the fp32 sum; the layer
+   rounds it when it stores it.  The emulation (the fp32 paths on the same operands) computes
+   the same sums in another order (tests/test_core.c, test_bf16).  Compiled where GCC or Clang
+   targets x86-64 with AVX-512 available, chosen at run time when the CPU has AVX512_BF16. */
+#if defined(CF__DIRECT) && defined(CF__AVX512) && !defined(CF_NO_BF16)
+#define CF__BF16 1
+#include <immintrin.h>
+#define CF__BF16_TARGET __attribute__((target("avx512f,avx512bf16")))
+static int cf__has_bf16(void) {
+    static int has = -1;
+    if (has < 0) has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16") ? 1 : 0;
+    return has;
+}
+CF__INLINE uint32_t cf__bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+/* one vdpbf16ps pair of two bf16 values held in fp32: a in the low half, b in the high */
+CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (cf__bits(b) & 0xffff0000u); }
+
+/* ---- the GEMM: C (M x N) = beta C + op(A) op(B), op(A) M x K, op(B) K x N, beta 0 or 1.
+   op(A) is packed once as pairs along K, Ap[m][q] = (op(A)[m][2q], op(A)[m][2q+1]); op(B) in
+   blocks of up to 512 columns, Bp[q][j] = (op(B)[2q][n0+j], op(B)[2q+1][n0+j]); an odd K gets
+   a zero.  The micro-kernel keeps an 8 x 32 block of C in 16 registers: per pair q, two loads
+   of Bp, eight broadcasts of Ap, sixteen vdpbf16ps.  Outside a parallel region the column
+   blocks are shared out between the threads. */
+#define CF__GEMM_NB 512
+static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int lda, int M, int K) {
+    int m, q, K2 = (K + 1) / 2;
+    for (m = 0; m < M; m++)
+        for (q = 0; q < K2; q++) {
+            int k = 2 * q;
+            float a0 = tA ? A[(size_t)k * lda + m] : A[(size_t)m * lda + k];
+            float a1 = k + 1 < K ? (tA ? A[(size_t)(k + 1) * lda + m] : A[(size_t)m * lda + k + 1]) : 0.0f;
+            Ap[(size_t)m * K2 + q] = cf__pair(a0, a1);
+        }
+}
+static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int ldb, int K, int n0, int nb) {
+    int q, j, K2 = (K + 1) / 2;
+    for (q = 0; q < K2; q++) {
+        int k = 2 * q;
+        uint32_t *d = Bp + (size_t)q * nb;
+        if (!tB) {   /* two rows of B, element by element */
+            const float *b0 = B + (size_t)k * ldb + n0, *b1 = b0 + ldb;
+            if (k + 1 < K) for (j = 0; j < nb; j++) d[j] = cf__pair(b0[j], b1[j]);
+            else for (j = 0; j < nb; j++) d[j] = cf__pair(b0[j], 0.0f);
+        } else {     /* op(B)[k][n] = B[n][k]: the pair is adjacent in row n of B */
+            for (j = 0; j < nb; j++) {
+                const float *r = B + (size_t)(n0 + j) * ldb + k;
+                d[j] = cf__pair(r[0], k + 1 < K ? r[1] : 0.0f);
+            }
+        }
+    }
+}
+CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uint32_t *Ap, const uint32_t *Bp, float *C, int ldc, float beta) {
+    int m0, n0, q, o;
+    for (m0 = 0; m0 < M; m0 += 8) {
+        int nm = M - m0 < 8 ? M - m0 : 8;
+        const uint32_t *ar[8];
+        for (o = 0; o < 8; o++) ar[o] = Ap + (size_t)(m0 + (o < nm ? o : 0)) * K2;   /* the last block repeats a row, unstored */
+        for (n0 = 0; n0 < nb; n0 += 32) {
+            int nn = nb - n0 < 32 ? nb - n0 : 32;
+            __mmask16 k0 = (__mmask16)(nn >= 16 ? 0xffff : (1u << nn) - 1), k1 = (__mmask16)(nn >= 32 ? 0xffff : nn > 16 ? (1u << (nn - 16)) - 1 : 0);
+            __m512 a[8][2];
+            for (o = 0; o < 8; o++) a[o][0] = a[o][1] = _mm512_setzero_ps();
+            for (q = 0; q < K2; q++) {
+                const uint32_t *b = Bp + (size_t)q * nb + n0;
+                __m512bh x0 = (__m512bh)_mm512_maskz_loadu_epi32(k0, b), x1 = (__m512bh)_mm512_maskz_loadu_epi32(k1, b + 16);
+#define CF__DP(o) { __m512bh wb = (__m512bh)_mm512_set1_epi32((int)ar[o][q]); a[o][0] = _mm512_dpbf16_ps(a[o][0], x0, wb); a[o][1] = _mm512_dpbf16_ps(a[o][1], x1, wb); }
+                CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
+#undef CF__DP
+            }
+            for (o = 0; o < nm; o++) {
+                float *c = C + (size_t)(m0 + o) * ldc + n0;
+                if (beta != 0.0f) { a[o][0] = _mm512_add_ps(a[o][0], _mm512_maskz_loadu_ps(k0, c)); a[o][1] = _mm512_add_ps(a[o][1], _mm512_maskz_loadu_ps(k1, c + 16)); }
+                _mm512_mask_storeu_ps(c, k0, a[o][0]);
+                _mm512_mask_storeu_ps(c + 16, k1, a[o][1]);
+            }
+        }
+    }
+}
+/* cf_sgemm's arguments (alpha = 1, beta 0 or 1) on bf16 values */
+static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    int K2 = (K + 1) / 2, nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, nbk;
+    uint32_t *Ap;
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) { int i, j; for (i = 0; i < M; i++) for (j = 0; j < N; j++) C[(size_t)i * ldc + j] *= beta; return; }
+    Ap = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)M * K2);
+    if (!Ap) { cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc); return; }   /* out of memory: fp32, same operands */
+    cf__pack_a(Ap, tA, A, lda, M, K);
+    CF__OMP(omp parallel num_threads(cf__nthreads()))
+    {
+        uint32_t *Bp = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)K2 * CF__GEMM_NB);
+        CF__OMP(omp for schedule(dynamic, 1))
+        for (nbk = 0; nbk < nblocks; nbk++) {
+            int n0 = nbk * CF__GEMM_NB, nb = N - n0 < CF__GEMM_NB ? N - n0 : CF__GEMM_NB;
+            if (!Bp) { cf_sgemm(tA, tB, M, nb, K, 1.0f, A, lda, tB ? B + (size_t)n0 * ldb : B + n0, ldb, beta, C + n0, ldc); continue; }
+            cf__pack_b(Bp, tB, B, ldb, K, n0, nb);
+            cf__gemm_bf16_block(M, nb, K2, Ap, Bp, C + n0, ldc, beta);
+        }
+        CF_FREE(Bp);
+    }
+    CF_FREE(Ap);
+}
+
+/* ---- the direct kernel in bf16: as cf__direct_fwd, with R's rows (c, kd, kh) paired,
+   R2[q][w] = (R[2q][w], R[2q+1][w]), and the kernel as pairs w2[oc][q][kw] = (w[oc][2q][kw],
+   w[oc][2q+1][kw]) (a zero row when T is odd).  Per tap pair: 2 loads, 8 broadcasts, 16
+   vdpbf16ps over 8 output channels x 32 positions. */
+static const float *cf__direct_src(const float *x, cf_shape in, const cf_geom *g, int od, int oh, int t) {
+    int kh = t % g->k[1], kd = t / g->k[1] % g->k[0], c = t / (g->k[1] * g->k[0]);
+    int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+    return id >= 0 && id < in.d && ih >= 0 && ih < in.h ? x + (((size_t)c * in.d + id) * in.h + ih) * in.w : NULL;
+}
+static void cf__direct_rows_bf16(uint32_t *R2, size_t Wp, const float *x, int C, cf_shape in, const cf_geom *g, int od, int oh) {
+    int T = C * g->k[0] * g->k[1], q, w;
+    for (q = 0; q < (T + 1) / 2; q++) {
+        const float *a = cf__direct_src(x, in, g, od, oh, 2 * q), *b = 2 * q + 1 < T ? cf__direct_src(x, in, g, od, oh, 2 * q + 1) : NULL;
+        uint32_t *r = R2 + (size_t)q * Wp, *d = r + g->pb[2];
+        memset(r, 0, Wp * sizeof *r);
+        if (a && b) for (w = 0; w < in.w; w++) d[w] = cf__pair(a[w], b[w]);
+        else if (a) for (w = 0; w < in.w; w++) d[w] = cf__pair(a[w], 0.0f);
+        else if (b) for (w = 0; w < in.w; w++) d[w] = cf__pair(0.0f, b[w]);
+    }
+}
+static void cf__pack_kernel_bf16(uint32_t *w2, const float *w, int OC, int T, int KW) {
+    int T2 = (T + 1) / 2, oc, q, kw;
+    for (oc = 0; oc < OC; oc++) for (q = 0; q < T2; q++) for (kw = 0; kw < KW; kw++) {
+        const float *r = w + ((size_t)oc * T + 2 * q) * KW + kw;
+        w2[((size_t)oc * T2 + q) * KW + kw] = cf__pair(r[0], 2 * q + 1 < T ? r[KW] : 0.0f);
+    }
+}
+CF__BF16_TARGET static void cf__direct_row_bf16(float *y, size_t ystride, const uint32_t *R2, size_t Wp, int T2, int KW, int dil,
+                                                const uint32_t *w2, int OC, int OW, const float *b, int accumulate, int act, float slope) {
+    int K2 = T2 * KW, oc0, w0, q, kw, o, j;
+    for (oc0 = 0; oc0 < OC; oc0 += 8) {
+        int no = OC - oc0 < 8 ? OC - oc0 : 8;
+        const uint32_t *wo[8];
+        for (o = 0; o < 8; o++) wo[o] = w2 + (size_t)(oc0 + (o < no ? o : 0)) * K2;
+        for (w0 = 0; w0 < OW; w0 += 32) {
+            __m512 a[8][2];
+            int n = OW - w0 < 32 ? OW - w0 : 32;
+            for (o = 0; o < 8; o++) a[o][0] = a[o][1] = _mm512_setzero_ps();
+            for (q = 0; q < T2; q++) {
+                const uint32_t *r = R2 + (size_t)q * Wp + w0;
+                for (kw = 0; kw < KW; kw++) {
+                    __m512bh x0 = (__m512bh)_mm512_loadu_si512(r + kw * dil), x1 = (__m512bh)_mm512_loadu_si512(r + kw * dil + 16);
+                    int t = q * KW + kw;
+#define CF__DP(o) { __m512bh wb = (__m512bh)_mm512_set1_epi32((int)wo[o][t]); a[o][0] = _mm512_dpbf16_ps(a[o][0], x0, wb); a[o][1] = _mm512_dpbf16_ps(a[o][1], x1, wb); }
+                    CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
+#undef CF__DP
+                }
+            }
+            for (o = 0; o < no; o++) {   /* the block's valid part: + bias, act; or added */
+                float v[32], *yr = y + (size_t)(oc0 + o) * ystride + w0, bo = b ? b[oc0 + o] : 0.0f;
+                _mm512_storeu_ps(v, a[o][0]); _mm512_storeu_ps(v + 16, a[o][1]);
+                if (accumulate) for (j = 0; j < n; j++) yr[j] += v[j];
+                else if (act == CF_ACT_LEAKY) for (j = 0; j < n; j++) { float z = v[j] + bo; yr[j] = z > 0.0f ? z : slope * z; }
+                else for (j = 0; j < n; j++) yr[j] = cf__act_f(v[j] + bo, act, slope);
+            }
+        }
+    }
+}
+/* R2 per thread: ceil(T/2) pair rows of Wp */
+static size_t cf__direct_r2(cf_shape in, const cf_geom *g, cf_shape out) {
+    return (size_t)((in.c * g->k[0] * g->k[1] + 1) / 2) * cf__direct_wp(out, g);
+}
+/* y (+)= conv(x, w) as cf__direct_fwd; w2 = the packed kernel; ws: one R2 per thread */
+static void cf__direct_fwd_bf16(float *y, const float *x, const uint32_t *w2, const float *b, int accumulate, int B, cf_shape in,
+                                cf_shape out, const cf_geom *g, uint32_t *ws, int act, float slope) {
+    int T2 = (in.c * g->k[0] * g->k[1] + 1) / 2, KW = g->k[2];
+    size_t Wp = cf__direct_wp(out, g), rsz = cf__direct_r2(in, g, out), P = cf__positions(out), in_sz = cf_shape_size(in);
+    long rows = (long)B * out.d * out.h, r;
+    CF__OMP(omp parallel num_threads(cf__nthreads()))
+    {
+        uint32_t *R2 = ws + (size_t)cf__thread_id() * rsz;
+        CF__OMP(omp for schedule(static))
+        for (r = 0; r < rows; r++) {
+            int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
+            cf__direct_rows_bf16(R2, Wp, x + (size_t)bi * in_sz, in.c, in, g, od, oh);
+            cf__direct_row_bf16(y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, R2, Wp, T2, KW, g->dil[2],
+                                w2, out.c, out.w, b, accumulate, act, slope);
+        }
+    }
+}
+/* the packed kernel (OC x ceil(T/2) x KW uint32) at the front of ws, then one R2 per thread */
+static size_t cf__w2_floats(cf_shape in, const cf_geom *g, int OC) { return (size_t)OC * ((in.c * g->k[0] * g->k[1] + 1) / 2) * g->k[2]; }
+static int cf__bf16_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, size_t max_r) {
+    size_t w2 = cf__w2_floats(in, g, out.c), rsz = cf__direct_r2(in, g, out);
+    return g->s[2] == 1 && out.w >= 16 && rsz <= max_r / 2 && w2 + (size_t)cf__nthreads() * rsz <= ws_floats;
+}
+static int cf__bf16_direct_fwd_applies(const cf__conv_call *c) {
+    return c->bf16 && cf__has_bf16() && c->groups == 1 && !cf__pointwise_applies(c) && cf__bf16_direct_fits(c->in, c->out, c->g, c->ws_floats, CF__DIRECT_FWD_MAX_R);
+}
+static void cf__bf16_direct_fwd_run(const cf__conv_call *c) {
+    uint32_t *w2 = (uint32_t *)c->ws;
+    cf__pack_kernel_bf16(w2, c->w, c->out.c, c->in.c * c->g->k[0] * c->g->k[1], c->g->k[2]);
+    cf__direct_fwd_bf16(c->y, c->x, w2, c->b, 0, c->B, c->in, c->out, c->g, w2 + cf__w2_floats(c->in, c->g, c->out.c), c->act, c->slope);
+}
+/* backward-data: dy convolved with the flipped kernel (flipped into ws, then packed after it) */
+static int cf__bf16_direct_bwd_applies(const cf__conv_call *c) {
+    cf_geom gt;
+    size_t wsz = cf__flipped_floats(c);
+    return c->bf16 && cf__has_bf16() && c->groups == 1 && cf__flipped_geom(c->g, &gt) && wsz < c->ws_floats &&
+           cf__bf16_direct_fits(c->out, c->in, &gt, c->ws_floats - wsz, (size_t)-1);
+}
+static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
+    cf_geom gt;
+    size_t wsz = cf__flipped_floats(c);
+    uint32_t *w2 = (uint32_t *)(c->ws + wsz);
+    cf__flipped_geom(c->g, &gt);
+    cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
+    cf__pack_kernel_bf16(w2, c->ws, c->in.c, c->out.c * gt.k[0] * gt.k[1], gt.k[2]);
+    cf__direct_fwd_bf16(c->dx, c->dy, w2, NULL, 1, c->B, c->out, c->in, &gt, w2 + cf__w2_floats(c->out, &gt, c->in.c), CF_ACT_LINEAR, 0.0f);
+}
+/* the GEMM paths (tiles, pointwise) with the bf16 GEMM */
+static int cf__bf16_gemm_applies(const cf__conv_call *c) { return c->bf16 && cf__has_bf16(); }
+static int cf__bf16_pointwise_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__pointwise_applies(c); }
+static void cf__bf16_pointwise_fwd(const cf__conv_call *c) { cf__pointwise_fwd_with(c, cf__sgemm_bf16); }
+static void cf__bf16_pointwise_bww(const cf__conv_call *c) { cf__pointwise_bww_with(c, cf__sgemm_bf16); }
+static void cf__bf16_pointwise_bwd(const cf__conv_call *c) { cf__pointwise_bwd_with(c, cf__sgemm_bf16); }
+static int cf__bf16_tiles_fwd_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_fwd_applies(c); }
+static int cf__bf16_tiles_bww_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_bww_applies(c); }
+static int cf__bf16_tiles_bwd_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_bwd_applies(c); }
+static void cf__bf16_tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_bf16); }
+static void cf__bf16_tiles_bww(const cf__conv_call *c) { cf__tiles_bww_with(c, cf__sgemm_bf16); }
+static void cf__bf16_tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_bf16); }
+#endif /* CF__BF16 */
+
 /* ---- pooling: windows that never leave the input (CosmoFlow's 2x2x2 stride-2 pools) need
    no bounds tests; max and average then run in loops of their own. */
 static int cf__pool_inside_applies(const cf__pool_call *c) {
@@ -2067,9 +2362,25 @@ static void cf__pool_pairs_fwd(const cf__pool_call *c) {
 }
 #endif /* !CF_REFERENCE */
 
+CFDEF const char *cf_bf16_kernels(void) {
+#if defined(CF__BF16)
+    if (!cf__kind_on[CF__K_BF16]) return "the emulation (the bf16 fast paths are off)";
+    return cf__has_bf16() ? "vdpbf16ps (AVX512_BF16)" : "the emulation (this CPU lacks AVX512_BF16)";
+#elif defined(CF_REFERENCE)
+    return "the emulation (a CF_REFERENCE build)";
+#else
+    return "the emulation (no bf16 kernels in this build: they need x86-64, GCC or Clang, AVX2 and FMA)";
+#endif
+}
+
 /* ---- the paths of each operation, in the order the dispatcher tries them */
 static const cf__conv_path cf__conv_fwd_paths[] = {
 #ifndef CF_REFERENCE
+#ifdef CF__BF16
+    {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run},
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd},
+    {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd},
+#endif
 #ifdef CF__DIRECT
     {CF__K_DIRECT, cf__direct_fwd_applies, cf__direct_fwd_run},
 #endif
@@ -2079,12 +2390,21 @@ static const cf__conv_path cf__conv_fwd_paths[] = {
     {-1, NULL, NULL}};
 static const cf__conv_path cf__conv_bww_paths[] = {
 #ifndef CF_REFERENCE
+#ifdef CF__BF16
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww},
+    {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww},
+#endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bww},
     {CF__K_TILES, cf__tiles_bww_applies, cf__tiles_bww},
 #endif
     {-1, NULL, NULL}};
 static const cf__conv_path cf__conv_bwd_paths[] = {
 #ifndef CF_REFERENCE
+#ifdef CF__BF16
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd},
+    {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run},
+    {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd},
+#endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd},
 #ifdef CF__DIRECT
     {CF__K_DIRECT, cf__direct_bwd_applies, cf__direct_bwd_run},
@@ -2108,49 +2428,66 @@ static const cf__conv_path *cf__conv_paths(int op) {
 }
 
 /* ---- the dispatchers */
-static cf__conv_call cf__conv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats) {
+/* bf16 = 1: the operands are bf16 values (a bf16 network's, section 5), and the bf16 paths
+   may take the call; the others compute the same sums in fp32 (the emulation) */
+static cf__conv_call cf__conv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16) {
     cf__conv_call c;
     memset(&c, 0, sizeof c);
-    c.B = B; c.in = in; c.out = out; c.g = g; c.groups = groups; c.ws = ws; c.ws_floats = ws_floats;
+    c.B = B; c.in = in; c.out = out; c.g = g; c.groups = groups; c.ws = ws; c.ws_floats = ws_floats; c.bf16 = bf16;
     return c;
 }
-CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, groups, NULL, ws_floats);
+static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats, int bf16) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, NULL, ws_floats, bf16);
     const cf__conv_path *p = cf__conv_pick(cf__conv_paths(op), &c);
     return p ? cf__kind_names[p->kind] : "reference";
 }
-CFDEF void cf_conv_forward_act(float *y, const float *x, const float *w, const float *b,
-                               int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                               float *ws, size_t ws_floats, int act, float slope) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats);
+CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats) {
+    return cf__conv_path_p(op, B, in, out, g, groups, ws_floats, 0);
+}
+static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
+                               const cf_geom *g, int groups, float *ws, size_t ws_floats, int act, float slope, int bf16) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
     if ((p = cf__conv_pick(cf__conv_fwd_paths, &c))) { p->run(&c); return; }
     cf_ref_conv_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats);
     cf_act_forward(y, (size_t)B * cf_shape_size(out), act, slope);
 }
+CFDEF void cf_conv_forward_act(float *y, const float *x, const float *w, const float *b,
+                               int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                               float *ws, size_t ws_floats, int act, float slope) {
+    cf__conv_forward_p(y, x, w, b, B, in, out, g, groups, ws, ws_floats, act, slope, 0);
+}
 CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float *b,
                            int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
                            float *ws, size_t ws_floats) {
     cf_conv_forward_act(y, x, w, b, B, in, out, g, groups, ws, ws_floats, CF_ACT_LINEAR, 0.0f);
 }
-CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
-                                    int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                                    float *ws, size_t ws_floats) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats);
+static void cf__conv_backward_weights_p(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
+                                        const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.dw = dw; c.dy = dy; c.x = x;
     if (!(p = cf__conv_pick(cf__conv_bww_paths, &c))) { cf_ref_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats); return; }
     if (db) cf__bias_grad(db, dy, B, out.c, (size_t)out.d * out.h * out.w);   /* one way for every path */
     p->run(&c);
 }
-CFDEF void cf_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
-                                 cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats);
+CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
+                                    int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                                    float *ws, size_t ws_floats) {
+    cf__conv_backward_weights_p(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats, 0);
+}
+static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
+                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.dx = dx; c.dy = dy; c.w = w;
     if ((p = cf__conv_pick(cf__conv_bwd_paths, &c))) p->run(&c);
     else cf_ref_conv_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats);
+}
+CFDEF void cf_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
+                                 cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats) {
+    cf__conv_backward_data_p(dx, dy, w, B, in, out, g, groups, ws, ws_floats, 0);
 }
 CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                             const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
@@ -2279,6 +2616,11 @@ struct cf__net_private {
     void *layer_ctx;
     int acts_clobbered;              /* backward has reused the outputs' memory (until forward) */
     int rebuilding;                  /* inside a backward-time rebuild of an output */
+    int precision;                   /* CF_FP32, CF_BF16 */
+    float *wq;                       /* bf16: the parameters the layers read, convolution
+                                        kernels rounded (n_params floats); else NULL */
+    float *xq; size_t xq_n;          /* bf16: the input, rounded */
+    int head;                        /* bf16: the first layer of the fp32 dense head */
 };
 typedef struct { char *key, *val; int line; int used; } cf__kv;
 typedef struct { char *name; int line; cf__kv *kv; int n_kv; } cf__section;
@@ -2498,12 +2840,17 @@ static float *cf__grad(cf_net *net, int i) { return net->priv->arena + net->priv
 static float *cf__in_grad(cf_net *net, const cf_layer *l, int k) { return l->src[k] < 0 ? net->priv->dinput : cf__grad(net, l->src[k]); }
 static size_t cf__n_out(const cf_net *net, const cf_layer *l) { return cf_shape_size(l->out) * net->batch; }
 static size_t cf__per_channel(cf_shape s) { return cf_shape_size(s) / s.c; }
-static float *cf__w(cf_net *net, const cf_layer *l) { return net->params + l->w_off; }
-static float *cf__b(cf_net *net, const cf_layer *l) { return l->b_n ? net->params + l->b_off : NULL; }
+/* the parameters a layer computes with: in bf16, a convolution's kernel rounded (cf__round_params) */
+static float *cf__w(cf_net *net, const cf_layer *l) { return (net->priv->wq ? net->priv->wq : net->params) + l->w_off; }
+static float *cf__b(cf_net *net, const cf_layer *l) { return l->b_n ? (net->priv->wq ? net->priv->wq : net->params) + l->b_off : NULL; }
 static float *cf__dw(cf_net *net, const cf_layer *l) { return net->grads + l->w_off; }
 static float *cf__db(cf_net *net, const cf_layer *l) { return l->b_n ? net->grads + l->b_off : NULL; }
 static double cf__size_flops(const cf_layer *l) { return (double)cf_shape_size(l->out); }   /* elementwise layers */
 static int cf__no_keys(cf__parser *p, cf_layer *l) { (void)p; (void)l; return CF_OK; }
+/* bf16: whether layer's output (and its gradient) is stored rounded: before the dense head */
+static int cf__rounds(const cf_net *net, int layer) { return net->priv->precision == CF_BF16 && layer >= 0 && layer < net->priv->head; }
+/* bf16: an operand computed inside a layer (a convolution's dL/dz) rounded before use */
+static void cf__round_operand(cf_net *net, float *x, size_t n) { if (net->priv->precision == CF_BF16) cf_bf16_round(x, n); }
 
 /* out.d, out.h, out.w of a window layer from its input and geometry */
 static void cf__window_out(cf_layer *l) {
@@ -2541,8 +2888,8 @@ static void cf__conv_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *y = cf__out(net, i);
     if (!l->depthwise) {
-        cf_conv_forward_act(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, l->groups,
-                            net->priv->ws, net->priv->ws_floats, l->act, l->slope);
+        cf__conv_forward_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, l->groups,
+                           net->priv->ws, net->priv->ws_floats, l->act, l->slope, cf__rounds(net, i));
         return;
     }
     cf_dwconv_forward(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g);
@@ -2553,12 +2900,17 @@ static void cf__conv_backward(cf_net *net, int i) {
     float *dy = cf__grad(net, i), *dx = cf__in_grad(net, l, 0);
     const float *x = cf__in(net, l, 0);
     int B = net->batch;
-    if (net->priv->plan.l[i].fused_pool < 0) cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
+    if (net->priv->plan.l[i].fused_pool < 0) {
+        cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
+        cf__round_operand(net, dy, cf__n_out(net, l));   /* dL/dz: an operand of both products */
+    }
     /* (fused: the pool's backward has already written dL/dz, act's backward included, here) */
     if (l->depthwise) { cf_dwconv_backward(dx, cf__dw(net, l), cf__db(net, l), dy, x, cf__w(net, l), B, l->in, l->out, &l->g); return; }
-    cf_conv_backward_weights(cf__dw(net, l), cf__db(net, l), dy, x, B, l->in, l->out, &l->g, l->groups, net->priv->ws, net->priv->ws_floats);
+    cf__conv_backward_weights_p(cf__dw(net, l), cf__db(net, l), dy, x, B, l->in, l->out, &l->g, l->groups, net->priv->ws, net->priv->ws_floats,
+                                cf__rounds(net, i));
     if (net->priv->layer_hook) net->priv->layer_hook(net, i, 4, net->priv->layer_ctx);   /* cf-bench times the two halves apart */
-    if (dx) cf_conv_backward_data(dx, dy, cf__w(net, l), B, l->in, l->out, &l->g, l->groups, net->priv->ws + net->priv->ws_floats, net->priv->ws_floats);
+    if (dx) cf__conv_backward_data_p(dx, dy, cf__w(net, l), B, l->in, l->out, &l->g, l->groups, net->priv->ws + net->priv->ws_floats,
+                                     net->priv->ws_floats, cf__rounds(net, i));
 }
 
 /* ---- [deconv]: a transposed convolution.  Output size as PyTorch's ConvTranspose:
@@ -2609,6 +2961,7 @@ static void cf__deconv_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *dy = cf__grad(net, i);
     cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
+    cf__round_operand(net, dy, cf__n_out(net, l));
     cf_deconv_backward(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), net->batch,
                        l->in, l->out, &l->g, net->priv->ws, net->priv->ws_floats);
 }
@@ -3136,7 +3489,7 @@ CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf
 
 CFDEF void cf_net_free(cf_net *net) {
     struct cf__net_private *p = net->priv;
-    if (p) { CF_FREE(p->bn_sync.work); CF_FREE(p->plan.l); CF_FREE(p->bn_save); CF_FREE(p->arena); CF_FREE(p->ws); CF_FREE(p); }
+    if (p) { CF_FREE(p->bn_sync.work); CF_FREE(p->plan.l); CF_FREE(p->bn_save); CF_FREE(p->arena); CF_FREE(p->ws); CF_FREE(p->wq); CF_FREE(p->xq); CF_FREE(p); }
     CF_FREE(net->cfg_text); CF_FREE(net->cfg_name); CF_FREE(net->layers);
     CF_FREE(net->params); CF_FREE(net->grads); CF_FREE(net->opt); CF_FREE(net->stats);
     memset(net, 0, sizeof *net);
@@ -3220,6 +3573,53 @@ CFDEF void cf_net_init(cf_net *net, uint64_t seed) {
 CFDEF float *cf_net_output(cf_net *net, int layer) { return cf__out(net, layer); }
 CFDEF float *cf_net_output_grad(cf_net *net, int layer) { return cf__grad(net, layer); }
 
+/* ---- bf16 (cf_net_set_precision): each layer's bf16 form is its fp32 code on rounded
+   operands, its output rounded once when stored.  The operands: the network input and the
+   convolution kernels, rounded here once per forward; the outputs and output gradients of
+   the layers before the dense head, rounded as each layer's forward and backward store them
+   (cf__layer_forward, cf__layer_backward); dL/dz inside a convolution's backward
+   (cf__round_operand).  Everything else is fp32. */
+CFDEF const char *cf_precision_name(int precision) { return precision == CF_BF16 ? "bf16" : "fp32"; }
+CFDEF int cf_net_precision(const cf_net *net) { return net->priv->precision; }
+CFDEF int cf_net_set_precision(cf_net *net, int precision) {
+    struct cf__net_private *p = net->priv;
+    if (precision != CF_FP32 && precision != CF_BF16) return cf_fail("precision %d is neither CF_FP32 nor CF_BF16", precision);
+    p->precision = precision;
+    CF_FREE(p->wq); p->wq = NULL;
+    CF_FREE(p->xq); p->xq = NULL; p->xq_n = 0;
+    for (p->head = 0; p->head < net->n_layers && net->layers[p->head].type != CF_L_DENSE; p->head++) {}
+    if (precision == CF_BF16 && !(p->wq = CF__NEW(float, net->n_params + 1))) return cf_fail("bf16: %s (a rounded copy of the parameters)", cf_failure_reason());
+    return CF_OK;
+}
+/* the input x (B samples) and the convolution kernels, rounded into their copies */
+static int cf__round_operands(cf_net *net, const float *x, int B) {
+    struct cf__net_private *p = net->priv;
+    size_t n = (size_t)B * cf_shape_size(net->input);
+    int i;
+    if (n > p->xq_n) {
+        CF_FREE(p->xq); p->xq_n = 0;
+        if (!(p->xq = CF__NEW(float, n))) return cf_fail("bf16: %s (the rounded input)", cf_failure_reason());
+        p->xq_n = n;
+    }
+    memcpy(p->xq, x, n * sizeof(float));
+    cf_bf16_round(p->xq, n);
+    memcpy(p->wq, net->params, net->n_params * sizeof(float));
+    for (i = 0; i < p->head; i++)
+        if (net->layers[i].type == CF_L_CONV || net->layers[i].type == CF_L_DECONV) cf_bf16_round(p->wq + net->layers[i].w_off, net->layers[i].w_n);
+    return CF_OK;
+}
+static void cf__layer_forward(cf_net *net, int i) {
+    cf__types[net->layers[i].type].forward(net, i);
+    if (cf__rounds(net, i)) cf_bf16_round(cf__out(net, i), cf__n_out(net, &net->layers[i]));
+}
+static void cf__layer_backward(cf_net *net, int i) {
+    const cf_layer *l = &net->layers[i];
+    int k;
+    cf__types[l->type].backward(net, i);
+    for (k = 0; k < l->n_src; k++)   /* the gradients it added into */
+        if (cf__rounds(net, l->src[k])) cf_bf16_round(cf__grad(net, l->src[k]), cf__n_out(net, &net->layers[l->src[k]]));
+}
+
 /* ---- forward and backward: the layers in order, then in reverse */
 static int cf__plan(cf_net *net, int B);
 CFDEF const float *cf_net_forward_from(cf_net *net, int first) {
@@ -3227,7 +3627,7 @@ CFDEF const float *cf_net_forward_from(cf_net *net, int first) {
     net->priv->acts_clobbered = 0;
     for (i = first; i < net->n_layers; i++) {
         if (net->priv->layer_hook) net->priv->layer_hook(net, i, 0, net->priv->layer_ctx);
-        cf__types[net->layers[i].type].forward(net, i);
+        cf__layer_forward(net, i);
         if (net->priv->layer_hook) net->priv->layer_hook(net, i, 1, net->priv->layer_ctx);
     }
     return cf__out(net, net->n_layers - 1);
@@ -3235,6 +3635,10 @@ CFDEF const float *cf_net_forward_from(cf_net *net, int first) {
 
 CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B) {
     if (cf_net_set_batch(net, B)) return NULL;
+    if (net->priv->precision == CF_BF16) {
+        if (cf__round_operands(net, x, B)) return NULL;
+        x = net->priv->xq;
+    }
     net->priv->x = x;
     return cf_net_forward_from(net, 0);
 }
@@ -3263,8 +3667,8 @@ CFDEF void cf_net_backward(cf_net *net, const float *dout) {
         /* outputs dropped after forward that this backward is the first to read: rebuilt
            from their inputs, in forward order (section 6) */
         for (j = 0; j <= i; j++)
-            if (net->priv->plan.l[j].rebuild_at == i) { net->priv->rebuilding = 1; cf__types[net->layers[j].type].forward(net, j); net->priv->rebuilding = 0; }
-        cf__types[net->layers[i].type].backward(net, i);
+            if (net->priv->plan.l[j].rebuild_at == i) { net->priv->rebuilding = 1; cf__layer_forward(net, j); net->priv->rebuilding = 0; }
+        cf__layer_backward(net, i);
         if (net->priv->layer_hook) net->priv->layer_hook(net, i, 3, net->priv->layer_ctx);
     }
 }
@@ -3316,7 +3720,7 @@ CFDEF const char *cf_net_path(const cf_net *net, int layer, int op) {
     switch (l->type) {
     case CF_L_CONV:
         if (l->depthwise) return "reference";
-        return cf_conv_path(op, net->batch, l->in, l->out, &l->g, l->groups, net->priv->ws_floats);
+        return cf__conv_path_p(op, net->batch, l->in, l->out, &l->g, l->groups, net->priv->ws_floats, cf__rounds(net, layer));
     case CF_L_MAXPOOL: case CF_L_AVGPOOL:
         if (op == CF_OP_BACKWARD_DATA && l->src[0] >= 0 && net->priv->plan.l[l->src[0]].fused_pool == layer) return "fusion";
         return cf_pool_path(op, l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
@@ -3771,7 +4175,7 @@ CFDEF int cf_train_init(cf_trainer *t, cf_net *net, const cf_train_config *c) {
     t->cfg.sched.base_lr = t->cfg.lr;
     if (t->cfg.optimizer > CF_OPT_LAMB) return cf_fail("optimizer %d is not one of CF_OPT_*", t->cfg.optimizer);
     if (t->cfg.warmup_epochs < 0 || t->cfg.n_decay < 0 || t->cfg.n_decay > 16) return cf_fail("warmup_epochs or n_decay out of range");
-    return CF_OK;
+    return cf_net_set_precision(net, t->cfg.precision);
 }
 CFDEF void cf_train_epoch(cf_trainer *t, int epoch) { t->epoch = epoch; cf_net_set_mode(t->net, CF_MODE_TRAIN); }
 CFDEF void cf_train_free(cf_trainer *t) {
@@ -3783,7 +4187,7 @@ CFDEF void cf_train_free(cf_trainer *t) {
 /* ---- the settings as text: one key per setting, what cf-train's flags set and its
    checkpoints record.  Each key's kind and range are written once, in this table. */
 enum { CF__SET_DOUBLE, CF__SET_INT, CF__SET_LONG, CF__SET_OPTIMIZER, CF__SET_SCHEDULE, CF__SET_BETAS, CF__SET_DECAY,
-       CF__SET_MILESTONES };
+       CF__SET_MILESTONES, CF__SET_PRECISION };
 typedef struct { const char *key; int kind; size_t off; double lo, hi; const char *arg, *help; } cf__setting;
 #define CF__AT(field) offsetof(cf_train_config, field)
 static const cf__setting cf__settings[] = {
@@ -3808,6 +4212,7 @@ static const cf__setting cf__settings[] = {
     {"eta_min", CF__SET_DOUBLE, CF__AT(sched.eta_min), 0, 100, "X", "cosine: the lowest lr"},
     {"grad_lag", CF__SET_INT, CF__AT(grad_lag), 0, 1, "0|1", "1: apply the previous step's averaged gradient, its allreduce overlapping this step (2018)"},
     {"overlap", CF__SET_LONG, CF__AT(overlap), 0, 1073741824.0, "N", "average gradients in buckets of >= N floats started during backward (0: one allreduce after it)"},
+    {"precision", CF__SET_PRECISION, CF__AT(precision), 0, 0, "P", "fp32, or bf16: activations and their gradients rounded to bfloat16, fp32 master weights (docs/math.md)"},
 };
 #define CF__N_SETTINGS ((int)(sizeof cf__settings / sizeof cf__settings[0]))
 static const char *cf__opt_names[4] = {"sgd", "adam", "adamw", "lamb"};
@@ -3883,6 +4288,11 @@ CFDEF int cf_train_config_set(cf_train_config *c, const char *key, const char *v
     if (!k) return cf_fail("%s: not a training setting", key);
     if (k->kind == CF__SET_DECAY) return cf__set_decay(c, value);
     if (k->kind == CF__SET_MILESTONES) return cf__set_milestones(&c->sched, value);
+    if (k->kind == CF__SET_PRECISION) {
+        if (strcmp(value, "fp32") && strcmp(value, "bf16")) return cf_fail("precision: '%s' is not fp32 or bf16", value);
+        c->precision = strcmp(value, "bf16") ? CF_FP32 : CF_BF16;
+        return CF_OK;
+    }
     if (k->kind >= CF__SET_OPTIMIZER) return cf__set_choice(c, k, value);
     if (!strcmp(value, "auto") && !strcmp(key, "weight_decay")) { c->weight_decay = -1; return CF_OK; }
     if (cf__set_number(k, value, &x)) return CF_ERR;
@@ -3912,6 +4322,7 @@ static void cf__setting_text(const cf_train_config *c, const cf__setting *k, cha
     case CF__SET_LONG: snprintf(out, n, "%ld", *(const long *)(at + k->off)); break;
     case CF__SET_OPTIMIZER: snprintf(out, n, "%s", c->optimizer < 0 || c->optimizer > 3 ? "auto" : cf__opt_names[c->optimizer]); break;
     case CF__SET_SCHEDULE: snprintf(out, n, "%s", c->per_step < 0 ? "auto" : cf__sched_names[c->per_step ? 1 + (c->sched.type == CF_SCHED_COSINE) : 0]); break;
+    case CF__SET_PRECISION: snprintf(out, n, "%s", cf_precision_name(c->precision)); break;
     case CF__SET_BETAS:
         m = (size_t)cf__fmt_double(out, n, c->beta1);
         if (m + 1 < n) { out[m++] = ','; cf__fmt_double(out + m, n - m, c->beta2); }

@@ -276,6 +276,134 @@ static void run_conv_op(int op, const path_case *pc, const float *x, const float
         else cf_ref_conv_backward_data(o, dy, w, pc->B, in, out, &g, pc->groups, ws, wsf);
     }
 }
+/* ---- bf16.  The conversion against its definition written another way: the two bf16
+   neighbours of x by truncation, the nearer one by exact arithmetic in double, a tie to the
+   even one, the top exponent read as 2^128 (where rounding overflows to infinity); zero and
+   denormals to a signed zero; NaN to its upper half made quiet. */
+static double bf16_value(uint32_t u) {   /* the upper 16 bits as a number, exponent 255 as 2^128 */
+    int e = (int)(u >> 23 & 0xff);
+    double m = (double)(u >> 16 & 0x7f) / 128.0, v = e ? ldexp(1.0 + m, e - 127) : ldexp(m, -126);
+    return u >> 31 ? -v : v;
+}
+static uint16_t bf16_oracle(uint32_t u) {
+    uint32_t lo = u & 0xffff0000u;
+    double x, dlo, dhi;
+    float f;
+    if ((u & 0x7f800000u) == 0) return (uint16_t)(u >> 16 & 0x8000u);
+    if ((u & 0x7f800000u) == 0x7f800000u) return (uint16_t)((u & 0x7fffffu) ? (u >> 16) | 0x40u : u >> 16);
+    memcpy(&f, &u, 4);
+    x = f; dlo = fabs(x - bf16_value(lo)); dhi = fabs(bf16_value(lo + 0x10000u) - x);
+    return (uint16_t)((dlo < dhi || (dlo == dhi && !(lo & 0x10000u)) ? lo : lo + 0x10000u) >> 16);
+}
+/* n bit patterns: every exponent with random mantissas and signs, the ties and the edges */
+static uint32_t bf16_pattern(uint64_t i, cf_rng *r) {
+    uint32_t u = (uint32_t)cf_rng_u64(r);
+    switch (i % 8) {
+    case 0: return (u & 0xffff0000u) | 0x8000u;                  /* exactly halfway */
+    case 1: return (u & 0xffff0000u) | 0x7fffu;                  /* just below halfway */
+    case 2: return (u & 0x807fffffu) | 0x7f000000u;              /* near the largest numbers */
+    case 3: return u & 0x807fffffu;                              /* denormals and zeros */
+    case 4: return u | 0x7f800000u;                              /* infinities and NaNs */
+    default: return u;
+    }
+}
+#ifdef CF__BF16
+/* 32 conversions by vcvtne2ps2bf16 (the second operand's 16 go first) */
+CF__BF16_TARGET static void bf16_hw(const uint32_t *u, uint16_t *h) {
+    __m512 lo, hi;
+    __m512bh v;
+    memcpy(&lo, u, 64); memcpy(&hi, u + 16, 64);
+    v = _mm512_cvtne2ps_pbh(hi, lo);
+    memcpy(h, &v, 64);
+}
+#endif
+static void test_bf16_conversion(uint64_t n) {
+    cf_rng r = cf_rng_seed(91);
+    uint64_t i, bad = 0, hw_bad = 0, hw_n = 0;
+    for (i = 0; i < n; i++) {
+        uint32_t u = n == ((uint64_t)1 << 32) ? (uint32_t)i : bf16_pattern(i, &r), back;
+        float f, g;
+        memcpy(&f, &u, 4);
+        if (cf_bf16_from_f32(f) != bf16_oracle(u)) { if (!bad++) printf("  bf16(0x%08x): 0x%04x, the definition 0x%04x\n", u, cf_bf16_from_f32(f), bf16_oracle(u)); }
+        g = cf_f32_from_bf16(cf_bf16_from_f32(f));
+        memcpy(&back, &g, 4);
+        if (back != (uint32_t)bf16_oracle(u) << 16) bad++;
+    }
+    CHECK(!bad, "cf_bf16_from_f32 and back against the definition, %llu inputs: %llu differ", (unsigned long long)n, (unsigned long long)bad);
+#ifdef CF__BF16
+    if (cf__has_bf16()) {   /* and against the instruction itself, 32 at a time */
+        r = cf_rng_seed(92);
+        for (i = 0; i < n; i += 32) {
+            uint32_t u[32]; uint16_t h[32]; int j;
+            for (j = 0; j < 32; j++) u[j] = n == ((uint64_t)1 << 32) ? (uint32_t)(i + j) : bf16_pattern(i + j, &r);
+            bf16_hw(u, h);
+            for (j = 0; j < 32; j++) { float f; memcpy(&f, &u[j], 4); hw_bad += cf_bf16_from_f32(f) != h[j]; }
+            hw_n += 32;
+        }
+        CHECK(!hw_bad, "cf_bf16_from_f32 against vcvtne2ps2bf16, %llu inputs: %llu differ", (unsigned long long)hw_n, (unsigned long long)hw_bad);
+    } else printf("skipped: cf_bf16_from_f32 against vcvtne2ps2bf16 (the CPU lacks AVX512_BF16)\n");
+#endif
+}
+
+/* Every bf16 path against the emulation: the same rounded operands through the fp32 paths.
+   Per output element, |bf16 path - emulation| / sum |terms| (the same operation on |x|, |w|),
+   worst over the tensor: both sum the same exact products in fp32, in other orders. */
+static float *rounded(size_t n, cf_rng *r) { float *p = rnd(n, r); cf_bf16_round(p, n); return p; }
+static float *absolute(const float *p, size_t n) { float *q = (float *)malloc((n + 1) * 4); size_t i; for (i = 0; i < n; i++) q[i] = fabsf(p[i]); return q; }
+static double worst_rel_to(const float *a, const float *b, const float *scale, size_t n) {
+    double w = 0;
+    size_t i;
+    for (i = 0; i < n; i++) { double e = fabs((double)a[i] - b[i]) / (scale[i] > 1e-30f ? scale[i] : 1e-30f); if (e > w || e != e) w = e != e ? 1e30 : e; }
+    return w;
+}
+static void conv_op_p(int op, const path_case *pc, const float *x, const float *w, const float *dy, float *o, float *ws, size_t wsf, int bf16) {
+    cf_shape in, out; cf_geom g;
+    setup_path_case(pc, &in, &out, &g);
+    if (op == CF_OP_FORWARD) cf__conv_forward_p(o, x, w, NULL, pc->B, in, out, &g, pc->groups, ws, wsf, CF_ACT_LINEAR, 0.0f, bf16);
+    else if (op == CF_OP_BACKWARD_WEIGHTS) cf__conv_backward_weights_p(o, NULL, dy, x, pc->B, in, out, &g, pc->groups, ws, wsf, bf16);
+    else cf__conv_backward_data_p(o, dy, w, pc->B, in, out, &g, pc->groups, ws, wsf, bf16);
+}
+static void test_bf16_paths(void) {
+    static const char *ops[3] = {"forward", "backward-weights", "backward-data"};
+    cf_rng r = cf_rng_seed(93);
+    size_t wsf = (size_t)1 << 22;
+    float *ws = rnd(wsf, &r);
+    int op, ci, reached[3] = {0, 0, 0};
+    double worst = 0;
+#ifndef CF__BF16
+    printf("skipped: the bf16 paths (not compiled in: x86-64 with GCC or Clang)\n"); free(ws); return;
+#else
+    if (!cf__has_bf16()) { printf("skipped: the bf16 paths (the CPU lacks AVX512_BF16; bf16 runs the emulation)\n"); free(ws); return; }
+#endif
+    for (op = 0; op < 3; op++)
+        for (ci = 0; ci < (int)(sizeof path_cases / sizeof path_cases[0]); ci++) {
+            const path_case *pc = &path_cases[ci];
+            cf_shape in, out; cf_geom g;
+            setup_path_case(pc, &in, &out, &g);
+            if (strcmp(cf__conv_path_p(op, pc->B, in, out, &g, pc->groups, wsf, 1), "bf16")) continue;
+            reached[op]++;
+            {
+                size_t nx = pc->B * cf_shape_size(in), ny = pc->B * cf_shape_size(out), nw = (size_t)out.c * (in.c / pc->groups) * g.k[0] * g.k[1] * g.k[2];
+                size_t no = op == CF_OP_FORWARD ? ny : op == CF_OP_BACKWARD_WEIGHTS ? nw : nx;
+                float *x = rounded(nx, &r), *w = rounded(nw, &r), *dy = rounded(ny, &r);
+                float *ax = absolute(x, nx), *aw = absolute(w, nw), *ady = absolute(dy, ny);
+                float *o1 = (float *)calloc(no + 1, 4), *o2 = (float *)calloc(no + 1, 4), *sc = (float *)calloc(no + 1, 4);
+                double e;
+                conv_op_p(op, pc, x, w, dy, o1, ws, wsf, 1);
+                conv_op_p(op, pc, x, w, dy, o2, ws, wsf, 0);
+                conv_op_p(op, pc, ax, aw, ady, sc, ws, wsf, 0);
+                e = worst_rel_to(o1, o2, sc, no);
+                if (e > worst) worst = e;
+                CHECK(e <= 1e-6, "bf16 path of conv %s (case %d, %s) against the emulation: %.2g of sum |terms| (bound 1e-6)", ops[op], ci,
+                      cf__conv_path_p(op, pc->B, in, out, &g, pc->groups, wsf, 0), e);
+                free(x); free(w); free(dy); free(ax); free(aw); free(ady); free(o1); free(o2); free(sc);
+            }
+        }
+    for (op = 0; op < 3; op++) CHECK(reached[op] >= 2, "conv %s: the bf16 paths reached by %d test geometries", ops[op], reached[op]);
+    printf("  bf16 paths against the emulation: worst %.2g of sum |terms|\n", worst);
+    free(ws);
+}
+
 static void test_fast_paths(void) {
     static const char *ops[3] = {"forward", "backward-weights", "backward-data"};
     cf_rng r = cf_rng_seed(31);
@@ -286,6 +414,7 @@ static void test_fast_paths(void) {
         const cf__conv_path *p;
         for (p = cf__conv_paths(op); p->kind >= 0; p++) {
             int reached = 0;
+            if (p->kind == CF__K_BF16) continue;   /* a bf16 network's: test_bf16_paths */
             for (ci = 0; ci < (int)(sizeof path_cases / sizeof path_cases[0]) && !reached; ci++) {
                 const path_case *pc = &path_cases[ci];
                 cf_shape in, out; cf_geom g;
@@ -1284,8 +1413,12 @@ static void test_real_records(void) {
     }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     char dir[] = "/tmp/cf-test-XXXXXX";
+    if (argc > 1 && !strcmp(argv[1], "--bf16-sweep")) {   /* make test-bf16: every one of the 2^32 inputs */
+        test_bf16_conversion((uint64_t)1 << 32);
+        return check_summary();
+    }
     tmpdir = mkdtemp(dir);
     test_basics();
     test_sgemm();
@@ -1293,6 +1426,8 @@ int main(void) {
     test_conv_tiles();
     test_conv_direct();
     test_fast_paths();
+    test_bf16_conversion((uint64_t)1 << 24);
+    test_bf16_paths();
     test_layer_oracles();
     test_gradcheck_conv();
     test_gradcheck_layers();

@@ -31,11 +31,11 @@ static void report_blas(void) {
 
 typedef struct {
     const char *model;
-    int batch, steps, threads, has_shape, no_sgemm, no_direct, allreduce, layers, check_blas, reference;
+    int batch, steps, threads, has_shape, no_sgemm, no_direct, allreduce, layers, check_blas, reference, precision;
     long ar_floats, overlap;
     cf_shape shape;
 } options;
-static tool_flag flags[16];
+static tool_flag flags[20];
 static int n_flags;
 static void flag_table(options *o) {
     tool_flag f[] = {
@@ -47,6 +47,7 @@ static void flag_table(options *o) {
         {"--no-sgemm", NULL, FLAG_SET, &o->no_sgemm, 1, 0, "skip the sgemm rate (reports 0; otherwise one 2048^3 product after each timed step, their median)", NULL, NULL},
         {"--no-direct", NULL, FLAG_SET, &o->no_direct, 1, 0, "no direct convolution kernels (fast path 'direct' off), to compare", NULL, NULL},
         {"--reference", NULL, FLAG_SET, &o->reference, 1, 0, "every operation through its reference (all fast paths off), to compare", NULL, NULL},
+        PRECISION_FLAG(&o->precision),
         {"--allreduce", NULL, FLAG_SET, &o->allreduce, 1, 0, "also time the averaging of the gradient buffer, the library's way and the others (medians of 8; run under mpirun): last 'allreduce_ms A grad_mb G ranks P'", NULL, NULL},
         {"--overlap", "N", FLAG_LONG, &o->overlap, 0, 1L << 30, "the step's gradient averaged in buckets of >= N floats during backward (cf-train --overlap)", NULL, NULL},
         {"--allreduce-floats", "N", FLAG_LONG, &o->ar_floats, 1, 1L << 30, "--allreduce of N floats instead of the model's gradient (two sizes give a link's latency and bandwidth)", NULL, NULL},
@@ -240,7 +241,7 @@ int main(int argc, char **argv) {
 #endif
     }
     dist_start(&argc, &argv);
-    if (cf_dist_rank() == 0) report_blas();
+    if (cf_dist_rank() == 0) { report_blas(); printf("%s\n", precision_text(o.precision)); }
     if (o.check_blas) return check_blas();
     TRY(cf_net_load_cfg(&net, model, o.has_shape ? &o.shape : NULL));
     cf_net_init(&net, 1);
@@ -263,7 +264,7 @@ int main(int argc, char **argv) {
         /* the library's training step, as cf-train runs it, with the application's optimizer
            (SGD for CosmoFlow, LAMB for DeepCAM) at a constant tiny learning rate */
         cf_train_defaults(&tc);
-        tc.lr = 1e-6; tc.base_batch = 0; tc.warmup_epochs = 0; tc.n_decay = 0; tc.overlap = o.overlap;
+        tc.lr = 1e-6; tc.base_batch = 0; tc.warmup_epochs = 0; tc.n_decay = 0; tc.overlap = o.overlap; tc.precision = o.precision;
         TRY(cf_train_init(&tr, &net, &tc));
         for (i = 0; i <= steps; i++) {
             double t0;

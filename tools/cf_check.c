@@ -8,7 +8,7 @@
 
 typedef struct {
     const char *model, *weights, *dump, *input, *target, *mode;
-    int summary, gradcheck, info, batch, has_shape;
+    int summary, gradcheck, info, batch, has_shape, precision;
     double tolerance;
     uint64_t seed;
     cf_shape shape;
@@ -34,6 +34,7 @@ static void flag_table(options *o) {
         {"--input", "x.npy", FLAG_STR, &o->input, 0, 0, "float32 input (N, C, D, H, W) or (N, C, H, W), for --dump; or 'ramp': one sample x[i] = (i % 10) / 10 "
                                                         "with targets 0.5 (class 0), written as DIR/input.npy and DIR/target.npy", NULL, NULL},
         {"--target", "y.npy", FLAG_STR, &o->target, 0, 0, "float32 targets for --dump: (N, outputs), or (N, H, W) class ids for loss=softmax_ce", NULL, NULL},
+        PRECISION_FLAG(&o->precision),
         {"--mode", "train|eval", FLAG_CALL, &o->mode, 0, 0, "batch norm for --dump: batch statistics (train) or the running ones (eval); dropout off (default eval)", parse_mode, NULL},
     };
     n_flags = (int)(sizeof f / sizeof f[0]);
@@ -368,6 +369,9 @@ int main(int argc, char **argv) {
     load_model(&net, o.model, o.has_shape ? &o.shape : NULL, is_dir ? NULL : o.weights);
     cf_net_init(&net, o.seed);
     if (o.weights) TRY(cf_weights_load(&net, o.weights));
+    if (o.gradcheck && o.precision == CF_BF16) die("--gradcheck --precision bf16: finite differences cannot resolve gradients rounded to 8 bits; bf16 is checked against float64 PyTorch (make agreement)");
+    TRY(cf_net_set_precision(&net, o.precision));
+    if (o.precision == CF_BF16) printf("cf-check: %s\n", precision_text(o.precision));
     if (o.summary) summary(&net);
     if (o.dump) dump(&net, &o);
     if (o.gradcheck) bad = gradcheck(&net, o.batch, o.tolerance, o.seed);

@@ -14,7 +14,7 @@ static const char *par_names[4] = {"Omega_m", "sigma_8", "n_s", "H_0"};
 
 typedef struct {
     const char *model, *weights, *data, *pred, *png, *baseline, *spectrum, *stats, *spectrum_features, *spectrum_bins, *spectrum_dump;
-    int batch, has_shape, apply_log, png_count, spectrum_epochs, spectrum_moments;
+    int batch, has_shape, apply_log, png_count, spectrum_epochs, spectrum_moments, precision;
     cf_shape shape;
 } options;
 static tool_flag flags[24];
@@ -26,6 +26,7 @@ static void flag_table(options *o) {
         {"--model", "M.cfg", FLAG_STR, &o->model, 0, 0, "network (default: the checkpoint's own; needed with a weights directory)", NULL, NULL},
         {"--input-shape", "S", FLAG_SHAPE, &o->shape, 0, 0, "CxDxHxW, replaces the cfg's input size (default: the checkpoint's)", NULL, &o->has_shape},
         {"--batch", "B", FLAG_INT, &o->batch, 1, 65536, "samples per forward pass", NULL, NULL},
+        PRECISION_FLAG(&o->precision),
         {"--pred", "FILE.npy", FLAG_STR, &o->pred, 0, 0, "predictions in sorted file order: float32 (N, outputs), or uint8 (N, H, W) class ids", NULL, NULL},
         {"--png", "DIR", FLAG_STR, &o->png, 0, 0, "CosmoFlow: scatter_<parameter>.png and input_slice.png; DeepCAM: mask_NNNN.png", NULL, NULL},
         {"--png-count", "K", FLAG_INT, &o->png_count, 0, 1 << 30, "DeepCAM: pictures of the first K samples", NULL, NULL},
@@ -293,6 +294,8 @@ int main(int argc, char **argv) {
     output_dir("--png", o.png);
     load_model(&net, o.model, o.has_shape ? &o.shape : NULL, is_dir ? NULL : o.weights);
     TRY(cf_weights_load(&net, o.weights));
+    TRY(cf_net_set_precision(&net, o.precision));
+    if (o.precision == CF_BF16) printf("cf-eval: %s\n", precision_text(o.precision));
     if (o.apply_log < 0 && (o.apply_log = recorded_transform(o.weights)) < 0) o.apply_log = 1;
     files = list_samples(o.data, &n);
     if (net.loss == CF_LOSS_SOFTMAX_CE) eval_segmentation(&net, files, n, &o);

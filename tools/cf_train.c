@@ -302,9 +302,9 @@ static void setup(run *R, int argc, char **argv) {
     setup_data(R);
     record_run(R);
     if (R->rank == 0)
-        fprintf(stderr, "cf-train: %d rank%s x batch %d = global batch %d; %d training%s, %d validation files; %s, input %s, %zu parameters\n",
+        fprintf(stderr, "cf-train: %d rank%s x batch %d = global batch %d; %d training%s, %d validation files; %s, input %s, %zu parameters, %s\n",
                 R->size, R->size > 1 ? "s" : "", o->batch, R->global_batch, R->n_train, o->staged ? " (per rank, staged)" : "", R->n_val,
-                net->cfg_name, shape_text(net->input), net->n_params);
+                net->cfg_name, shape_text(net->input), net->n_params, precision_text(R->tr.cfg.precision));
     m.seg = R->seg; m.ranks = R->size; m.global_batch = R->global_batch; m.train_samples = R->steps * R->global_batch;
     m.eval_samples = R->n_val; m.sync_bn = o->sync_bn; m.seed = o->seed; m.dropout = o->dropout; mll_run_start(&R->tr.cfg, &m);
 }

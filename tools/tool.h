@@ -72,6 +72,19 @@ typedef struct {
     int *given;                 /* optional: set to 1 when the flag appears */
 } tool_flag;
 
+/* --precision fp32|bf16 (cf-eval, cf-bench, cf-check; cf-train's is a training setting) */
+TOOL_UNUSED static void parse_precision(const char *v, void *dst) {
+    if (strcmp(v, "fp32") && strcmp(v, "bf16")) die("--precision %s: fp32 or bf16", v);
+    *(int *)dst = strcmp(v, "bf16") ? CF_FP32 : CF_BF16;
+}
+#define PRECISION_FLAG(dst) {"--precision", "P", FLAG_CALL, dst, 0, 0, "fp32 (default), or bf16: activations and their gradients rounded to bfloat16 (docs/math.md)", parse_precision, NULL}
+/* the precision as a run's first lines say it: bf16 names what its convolutions run on */
+TOOL_UNUSED static const char *precision_text(int precision) {
+    static char b[160];
+    if (precision != CF_BF16) return "precision fp32";
+    snprintf(b, sizeof b, "precision bf16 on %s", cf_bf16_kernels());
+    return b;
+}
 /* One FLAG_TRAIN flag per training setting of the library (--lr for lr, --weight-decay for
    weight_decay, ...), appended to f[*n..max), with the library's help line */
 TOOL_UNUSED static void flag_add_train(tool_flag *f, int *n, int max) {
