@@ -91,6 +91,25 @@ for b in os.environ.get("CF_BINS", "bin").split():
     h = F.leaky_relu(F.linear(h.reshape(B, -1), w2[10], w2[11]), 0.3)
     h = F.leaky_relu(F.linear(h, w2[12], w2[13]), 0.3)
     check("exported weights in PyTorch" + tag, relerr(np.load(os.path.join(dump, "output.npy")), (torch.tanh(F.linear(h, w2[14], w2[15])) * 1.2).numpy()))
+# bf16 (cf-check --precision bf16) against the same float64 computation: the loss within 2e-3
+# (relative), the output and every gradient as relative L2 errors within the bounds below (the
+# max pools send a gradient to another input where bf16 makes a window's two largest equal,
+# and a leaky ReLU near 0 may change its slope: with 2 samples one such flip in the 64-unit
+# dense layer moves its gradient by about 9 %)
+def rel_l2(ours, ref): return float(np.linalg.norm(ours.astype(np.float64) - ref) / max(np.linalg.norm(ref), 1e-30))
+ck, dump = os.path.join(tmp, "w.cfck"), os.path.join(tmp, "dump-bf16")
+run(os.path.join(here, "..", "bin", "cf-convert"), "weights-import", "--model", model, "--input-shape", "4x32x32x32", "--npy", wdir, "--out", ck)
+run(os.path.join(here, "..", "bin", "cf-check"), "--model", model, "--input-shape", "4x32x32x32", "--weights", ck,
+    "--input", os.path.join(tmp, "x.npy"), "--target", os.path.join(tmp, "y.npy"), "--dump", dump, "--precision", "bf16")
+e = check("bf16 output (relative L2)", rel_l2(np.load(os.path.join(dump, "output.npy")), out.detach().numpy()), 1e-2)
+print("agree cosmoflow.cfg_bf16_output_(relative_L2) %.3g 1e-02" % e)
+e = check("bf16 loss", abs(float(open(os.path.join(dump, "loss.txt")).read()) - loss.item()) / abs(loss.item()), 2e-3)
+print("agree cosmoflow.cfg_bf16_loss %.3g 2e-03" % e)
+worst = 0
+for k, (l, kd, _) in enumerate(tensors):
+    n = "%03d_%d_%s.npy" % (k, l, kd)
+    worst = max(worst, check("bf16 grad %s (relative L2)" % n, rel_l2(np.load(os.path.join(dump, "grad", n)), w[k].grad.numpy()), 0.3))
+print("agree cosmoflow.cfg_bf16_gradients_(%d_tensors,_relative_L2) %.3g 3e-01" % (len(tensors), worst))
 subprocess.run(["rm", "-rf", tmp])
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

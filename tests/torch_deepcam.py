@@ -74,6 +74,9 @@ y = torch.randint(0, 3, (B, H, W)).numpy().astype(np.float32)
 x2 = torch.rand(B, 16, H, W, dtype=dt).numpy().astype(np.float32)   # eval mode's second input
 np.save(os.path.join(tmp, "x.npy"), x); np.save(os.path.join(tmp, "y.npy"), y); np.save(os.path.join(tmp, "x2.npy"), x2)
 w_class = torch.tensor([0.986267818390377, 0.0004578708870701058, 0.01327431072255291], dtype=dt) ** -0.125
+def owner_of(t):
+    """the name of the module that holds parameter t"""
+    return [n for n, mm in net.named_modules() if any(q is t for q in mm.parameters(recurse=False))][0]
 def reference(mode, dtype, xin):
     """output, loss and gradients of the network in PyTorch at the given precision"""
     m = copy.deepcopy(net).to(dtype)
@@ -86,8 +89,7 @@ def reference(mode, dtype, xin):
     grads = {}
     for k, (l, kd, t) in enumerate(tensors):
         if kd.startswith("running"): continue
-        owner = [n for n, mm in net.named_modules() if any(q is t for q in mm.parameters(recurse=False))][0]
-        grads[k] = getattr(mods[owner], "weight" if kd in ("weight", "gamma") else "bias").grad.double().numpy()
+        grads[k] = getattr(mods[owner_of(t)], "weight" if kd in ("weight", "gamma") else "bias").grad.double().numpy()
     return o.detach().double().numpy(), L.item(), grads
 
 run = lambda *a: subprocess.run(a, check=True, stdout=subprocess.DEVNULL)
@@ -100,9 +102,9 @@ def check(ok, line):
     print(("ok   " if ok else "FAIL ") + line)
 def agree(what, err, tol):
     print("agree deepcam.cfg_%s %.3g %s" % (what.replace(" ", "_"), err, tol))
-def dump_for(bin_, ck, mode, xname):
-    d = os.path.join(tmp, "dump-%s-%s-%s" % (os.path.basename(bin_), mode, xname))
-    run(os.path.join(bin_, "cf-check"), "--weights", ck, "--mode", mode,
+def dump_for(bin_, ck, mode, xname, precision="fp32"):
+    d = os.path.join(tmp, "dump-%s-%s-%s-%s" % (os.path.basename(bin_), mode, xname, precision))
+    run(os.path.join(bin_, "cf-check"), "--weights", ck, "--mode", mode, "--precision", precision,
         "--input", os.path.join(tmp, xname + ".npy"), "--target", os.path.join(tmp, "y.npy"), "--dump", d)
     return d
 # the references once; the C side for each tool directory of CF_BINS (make test: the default and
@@ -160,6 +162,41 @@ for b in os.environ.get("CF_BINS", "bin").split():
         else:
             check(not bad, line)
             agree("eval-mode gradients_(%d_tensors,_better_of_two_inputs)%s" % (len(g64), tag), worst[0], "1e-03")
+# bf16 (--precision bf16) against the same float64 computation, beside PyTorch's own bf16
+# (CPU autocast on the float32 network: convolutions in bf16, batch norm and the loss in fp32,
+# as here).  Eval mode: the loss within 2e-3 (relative), the output within 2e-2 and the median
+# gradient within 0.1 (relative L2 errors).  Train mode on this 2-sample batch, the backward of
+# 60 batch norms over maps down to 6x9 amplifies bf16's rounding as it amplifies fp32's (above)
+# by ~1e4: PyTorch's bf16 misses the output by 0.40 and the gradients by 1.2 (median) there, so
+# each of our errors must be within 1.5x PyTorch bf16's (as exact as PyTorch).
+def reference_bf16(mode, xin):
+    m = copy.deepcopy(net).to(torch.float32)
+    m.train(mode == "train")
+    m.zero_grad()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        o = m(torch.tensor(xin, dtype=torch.float32))
+    o = o.float()
+    L = torch.mean(F.cross_entropy(o, torch.tensor(y).long(), weight=w_class.float(), reduction="none"))
+    L.backward()
+    mods = dict(m.named_modules())
+    return o.detach().double().numpy(), L.item(), {k: getattr(mods[owner_of(t)], "weight" if kd in ("weight", "gamma") else "bias").grad.double().numpy()
+                                                   for k, (l, kd, t) in enumerate(tensors) if not kd.startswith("running")}
+rel_l2 = lambda a, r: float(np.linalg.norm(a.astype(np.float64).reshape(np.shape(r)) - r) / max(np.linalg.norm(r), 1e-30))
+def bf16_errors(out, loss, grads, mode):
+    """loss, output and median gradient errors against float64"""
+    out64, loss64, g64 = refs[mode]
+    errs = [rel_l2(grads[k], ref) for k, ref in g64.items()]
+    return abs(loss - loss64) / abs(loss64), rel_l2(out, out64), float(np.median(errs))
+ck, bin_ = os.path.join(tmp, "w-bin.cfck"), os.path.join(here, "..", "bin")
+for mode in ("eval", "train"):
+    dump = dump_for(bin_, ck, mode, "x", "bf16")
+    ours = bf16_errors(np.load(os.path.join(dump, "output.npy")), float(open(os.path.join(dump, "loss.txt")).read()),
+                       {k: np.load(os.path.join(dump, "grad", name(k, tensors[k][0], tensors[k][1]))) for k in refs[mode][2]}, mode)
+    peer = bf16_errors(*reference_bf16(mode, x), mode)
+    for what, e, p, bound in zip(("loss", "output_(relative_L2)", "gradients_median_(relative_L2)"), ours, peer, (2e-3, 2e-2, 0.1)):
+        tol = bound if mode == "eval" else 1.5 * p
+        check(e <= tol, "bf16, %s-mode batch norm: %s %.3g (PyTorch bf16 autocast %.3g; at most %.3g)" % (mode, what, e, p, tol))
+        agree("bf16_%s-mode_%s" % (mode, what), e, "%.1e" % tol)
 subprocess.run(["rm", "-rf", tmp])
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
