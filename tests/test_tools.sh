@@ -149,6 +149,11 @@ $TR --out "$T/full.cfck" --epochs 4 --mllog "$T/mll.txt" > "$T/full.txt" 2>/dev/
 awk '{print $8}' "$T/full.txt" | tr '\n' ' ' | grep -q '^0.01 0.0053125 0.000625 0.0003125 $' && ok || bad "LR schedule: got $(awk '{print $8}' "$T/full.txt" | tr '\n' ' ')"
 $TR --out "$T/half.cfck" --epochs 2 > /dev/null 2>&1 && $TR --out "$T/half.cfck" --epochs 4 --resume "$T/half.cfck" > "$T/resumed.txt" 2>/dev/null &&
 cmp -s "$T/full.cfck" "$T/half.cfck" && ok || bad "2 epochs + resume to 4 gives the same checkpoint bytes as 4 epochs"
+# bf16 (--precision bf16): resume gives the same bytes too, and the checkpoint records the precision
+$TR --precision bf16 --out "$T/bfull.cfck" --epochs 4 > /dev/null 2>&1 && $TR --precision bf16 --out "$T/bhalf.cfck" --epochs 2 > /dev/null 2>&1 &&
+    $TR --out "$T/bhalf.cfck" --epochs 4 --resume "$T/bhalf.cfck" > /dev/null 2>&1 && cmp -s "$T/bfull.cfck" "$T/bhalf.cfck" &&
+    $B/cf-check --weights "$T/bhalf.cfck" --info | grep -q "precision=bf16" && ! cmp -s "$T/full.cfck" "$T/bfull.cfck" &&
+    ok || bad "bf16: 2 epochs + resume to 4 gives the bytes of 4 epochs (the precision kept from the checkpoint), and differs from fp32's"
 # a run that reached --target stops; resumed, it trains no further epoch and logs success
 $TR --out "$T/tg.cfck" --epochs 4 --target 10 --mllog "$T/tg.log" > "$T/tg1.txt" 2>/dev/null && [ "$(grep -c '^epoch' "$T/tg1.txt")" = 1 ] &&
     cp "$T/tg.cfck" "$T/tg0.cfck" && $TR --out "$T/tg.cfck" --epochs 4 --target 10 --resume "$T/tg.cfck" --mllog "$T/tg.log" > "$T/tg2.txt" 2>/dev/null &&
@@ -274,6 +279,19 @@ PYEOF
     fi
     v1=$(awk '{print $6}' "$T/r1.txt" | tail -1); v2=$(awk '{print $6}' "$T/r2.txt" | tail -1)
     $PY -c "import sys; sys.exit(0 if abs($v1 - $v2) < 1e-5 else 1)" 2>/dev/null && ok || bad "validation MAE at 1 and 2 ranks: $v1 vs $v2"
+    # bf16: 1 epoch (4 steps) the same to fp32's summation order (each sample rounds alike at
+    # either batch); over 20 steps a weight that lands near a rounding boundary rounds the other
+    # way in one run, a 2^-8 step that training then carries: same to 1e-2 (biases; weights ~1e-4)
+    for e in 1 5; do
+        $TR2 --precision bf16 --batch 4 --epochs $e --out "$T/b1_$e.cfck" > /dev/null 2>&1 &&
+        $MPIRUN -np 2 $TR2 --precision bf16 --batch 2 --epochs $e --out "$T/b2_$e.cfck" > /dev/null 2>&1 &&
+        for f in b1_$e b2_$e; do $B/cf-convert weights-export --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/$f.cfck" --out "$T/w$f" >/dev/null || exit 1; done &&
+        $PY -c "
+import glob, os, numpy as np
+w = max(float(np.abs(np.load(f) - np.load('$T/wb2_$e/' + os.path.basename(f))).max() / np.abs(np.load(f)).max()) for f in glob.glob('$T/wb1_$e/*.npy'))
+print('  MPI bf16: worst relative weight difference 1 x 4 vs 2 x 2 after $((4 * e)) steps: %.2e' % w)
+assert w < (1e-6 if $e == 1 else 1e-2)" && ok || bad "bf16: 1 rank x 4 and 2 ranks x 2 give the same weights after $((4 * e)) steps"
+    done
     # gradient lag 1 (2018): the reduction of step t-1 applied at step t, overlapping it (MPI_Iallreduce)
     $TR2 --batch 4 --grad-lag 1 --out "$T/g1.cfck" > /dev/null 2>&1 && $MPIRUN -np 2 $TR2 --batch 2 --grad-lag 1 --out "$T/g2.cfck" > /dev/null 2>&1 &&
     for f in g1 g2; do $B/cf-convert weights-export --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/$f.cfck" --out "$T/w$f" >/dev/null || exit 1; done &&
@@ -514,12 +532,20 @@ must_fail "cf-eval --spectrum on universes of another size" "sp8/synth_3_00000[0
 # ---- the demos, tiny: their last lines; DEMO_OUT naming a user's own directory is refused
 DEMO_OUT="$T/demo" DEMO_TRAIN=8 DEMO_VAL=4 DEMO_EPOCHS=1 sh tools/demo.sh > "$T/demo.txt" 2>&1 &&
     tail -1 "$T/demo.txt" | grep -q '^demo: val_mae [0-9.]* baseline_mae [0-9.]* spectrum_mae [0-9.]*$' && ok || bad "make demo (tiny): $(tail -3 "$T/demo.txt")"
+PRECISION=bf16 DEMO_OUT="$T/demob" DEMO_TRAIN=8 DEMO_VAL=4 DEMO_EPOCHS=1 sh tools/demo.sh > "$T/demob.txt" 2>&1 &&
+    tail -1 "$T/demob.txt" | grep -q '^demo: val_mae [0-9.]* baseline_mae [0-9.]* spectrum_mae [0-9.]*$' && grep -q "precision bf16" "$T/demob.txt" &&
+    $B/cf-check --weights "$T/demob/cosmoflow-small.cfck" --info | grep -q "precision=bf16" && ok || bad "make demo PRECISION=bf16 (tiny): $(tail -3 "$T/demob.txt")"
 DEMO_OUT="$T/demo" DEMO_TRAIN=8 DEMO_VAL=4 DEMO_EPOCHS=1 sh tools/demo.sh > /dev/null 2>&1 && ok || bad "make demo reuses its own earlier output directory"
 if $B/cf-synth cosmo --help 2>&1 | grep -q -- '--pm '; then   # make science, tiny: two seeds, every baseline, the summary
     SCI_OUT="$T/sci" SCI_TRAIN=8 SCI_VAL=4 SCI_EPOCHS=1 SCI_PM=2 SCI_SEEDS=2 SCI_LONG=2 sh tools/science.sh > "$T/sci.txt" 2>&1 &&
         tail -1 "$T/sci.txt" | grep -q '^science: cnn_mae [0-9.]* spectrum_mae [0-9.]* spectrum_long_mae [0-9.]*$' &&
         [ "$(grep -c '^science: seed [12] ' "$T/sci.txt")" = 20 ] && grep -q '^science: cross-long  *Omega_m [0-9.]* +- [0-9.]* ' "$T/sci.txt" &&
         [ "$(awk '$1 == 2' "$T/sci/results.txt" | wc -l)" = 9 ] && ok || bad "make science (tiny, 2 seeds): $(tail -3 "$T/sci.txt")"
+    # rerun: seed 1 reused whole, seed 2 (its results removed) from its universes, the same figures
+    rm "$T/sci/seed2/rows.txt" && SCI_OUT="$T/sci" SCI_TRAIN=8 SCI_VAL=4 SCI_EPOCHS=1 SCI_PM=2 SCI_SEEDS=2 SCI_LONG=2 sh tools/science.sh > "$T/sci2.txt" 2>&1 &&
+        grep -q "^science: seed 1 of 2: reusing the results" "$T/sci2.txt" && grep -q "^science: reusing the universes in .*seed2/" "$T/sci2.txt" &&
+        ! grep -q "^science: seed 2 of 2: reusing" "$T/sci2.txt" && [ "$(tail -1 "$T/sci2.txt")" = "$(tail -1 "$T/sci.txt")" ] &&
+        ok || bad "make science rerun: reuses seed 1 and seed 2's universes, the same last line: $(tail -3 "$T/sci2.txt")"
 fi
 DEMO_OUT="$T/democ" DEMO_TRAIN=8 DEMO_VAL=4 DEMO_EPOCHS=1 sh tools/demo_climate.sh > "$T/democ.txt" 2>&1 &&
     tail -1 "$T/democ.txt" | grep -q '^demo: val_miou [0-9.]* baseline_miou [0-9.]*$' && ok || bad "make demo-climate (tiny): $(tail -3 "$T/democ.txt")"

@@ -7,7 +7,8 @@
 # the information bound of these volumes, which the network should come within 10 % of).
 set -e
 cd "$(dirname "$0")/.."
-OUT=${DEMO_OUT:-data/demo}
+PRECISION=${PRECISION:-fp32}   # make demo PRECISION=bf16: train and evaluate in bf16 (docs/math.md)
+OUT=${DEMO_OUT:-data/demo$([ "$PRECISION" = fp32 ] || echo "-$PRECISION")}
 TRAIN=${DEMO_TRAIN:-2048}
 VAL=${DEMO_VAL:-256}
 EPOCHS=${DEMO_EPOCHS:-14}
@@ -21,9 +22,9 @@ bin/cf-synth cosmo --out "$OUT/train" --samples "$TRAIN" --seed 1 $SYN
 bin/cf-synth cosmo --out "$OUT/validation" --samples "$VAL" --seed 2 $SYN
 echo "demo: training models/cosmoflow-small.cfg for $EPOCHS epochs (checkpoint $OUT/cosmoflow-small.cfck)"
 $RUN bin/cf-train --model models/cosmoflow-small.cfg --train "$OUT/train" --val "$OUT/validation" \
-    --out "$OUT/cosmoflow-small.cfck" --epochs "$EPOCHS" --batch $BATCH --lr 0.003 --base-batch 8 \
+    --out "$OUT/cosmoflow-small.cfck" --precision "$PRECISION" --epochs "$EPOCHS" --batch $BATCH --lr 0.003 --base-batch 8 \
     --warmup-epochs 1 --decay "$DECAY" --log-ratio --augment --mllog "$OUT/mllog.txt" --png "$OUT/pictures" | tee "$OUT/train.log"
-bin/cf-eval --weights "$OUT/cosmoflow-small.cfck" \
+bin/cf-eval --weights "$OUT/cosmoflow-small.cfck" --precision "$PRECISION" \
     --data "$OUT/validation" --baseline "$OUT/train" --spectrum "$OUT/train" --png "$OUT/pictures" --pred "$OUT/predictions.npy" | tee "$OUT/eval.txt"
 echo "demo: pictures in $OUT/pictures/ (learning_curve.png, scatter_<parameter>.png, input_slice.png)"
 mae=$(sed -n 's/^mae //p' "$OUT/eval.txt")

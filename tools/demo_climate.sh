@@ -8,7 +8,8 @@
 # Last line: "demo: val_miou V baseline_miou B" (B: predicting background everywhere).
 set -e
 cd "$(dirname "$0")/.."
-OUT=${DEMO_OUT:-data/demo-climate}
+PRECISION=${PRECISION:-fp32}   # make demo-climate PRECISION=bf16: train and evaluate in bf16
+OUT=${DEMO_OUT:-data/demo-climate$([ "$PRECISION" = fp32 ] || echo "-$PRECISION")}
 TRAIN=${DEMO_TRAIN:-512}
 VAL=${DEMO_VAL:-64}
 EPOCHS=${DEMO_EPOCHS:-6}
@@ -20,11 +21,11 @@ bin/cf-synth climate --out "$OUT/train" --samples "$TRAIN" --seed 1 $SYN --stats
 # validation is normalized with the training set's min/max, as in the reference
 bin/cf-synth climate --out "$OUT/validation" --samples "$VAL" --seed 2 $SYN --no-stats
 echo "demo: training models/deepcam-small.cfg for $EPOCHS epochs (checkpoint $OUT/deepcam-small.cfck)"
-bin/cf-train --model models/deepcam-small.cfg --train "$OUT/train" --val "$OUT/validation" --stats "$OUT/train" \
+bin/cf-train --precision "$PRECISION" --model models/deepcam-small.cfg --train "$OUT/train" --val "$OUT/validation" --stats "$OUT/train" \
     --out "$OUT/deepcam-small.cfck" --epochs "$EPOCHS" --batch 8 --lr 0.004 \
     --lr-schedule cosine --t-max $((EPOCHS * TRAIN / 8)) \
     --mllog "$OUT/mllog.txt" --png "$OUT/pictures" | tee "$OUT/train.log"
-bin/cf-eval --weights "$OUT/deepcam-small.cfck" --data "$OUT/validation" \
+bin/cf-eval --precision "$PRECISION" --weights "$OUT/deepcam-small.cfck" --data "$OUT/validation" \
     --stats "$OUT/train" --png "$OUT/pictures" --pred "$OUT/predictions.npy" | tee "$OUT/eval.txt"
 echo "demo: pictures in $OUT/pictures/ (learning_curve.png; mask_NNNN.png: precipitable water, true and predicted masks)"
 miou=$(sed -n 's/^miou //p' "$OUT/eval.txt")

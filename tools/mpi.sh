@@ -16,12 +16,14 @@ mpi_launcher() {
 
 # demo_dir DIR: DIR for a demo's outputs.  A directory an earlier demo made (it holds
 # .cf-demo) is emptied and reused; any other existing, non-empty directory is refused, so that
-# DEMO_OUT naming a user's own directory never loses a file.
+# DEMO_OUT naming a user's own directory never loses a file.  demo_dir DIR keep: a demo's
+# directory is kept as it is, for a caller that reuses what it holds (make science).
 demo_dir() {
     if [ -e "$1" ] && [ ! -f "$1/.cf-demo" ] && [ -n "$(ls -A "$1" 2>/dev/null)" ]; then
         echo "demo: $1 exists and was not made by a demo; give another DEMO_OUT, or remove it yourself" >&2
         exit 1
     fi
+    [ "$2" = keep ] && [ -f "$1/.cf-demo" ] && return
     rm -rf "$1"
     mkdir -p "$1" && echo "made by make demo; emptied by the next one" > "$1/.cf-demo"
 }

@@ -11,7 +11,10 @@
 # each with the network's budget (12 epochs) and with a long fit (200 epochs, "-long").
 # SCI_SEEDS=K repeats everything (universes, training, fits) with K seeds and reports the mean
 # and spread of every MAE per parameter; seed 1 is the earlier single run's data and weights.
-# About 30 minutes a seed on 2 cores; docs/science.md reports the result.
+# About 30 minutes a seed on 2 cores; docs/science.md reports the result.  A rerun with the
+# same settings reuses what an earlier run finished: a seed's universes when
+# seedK/universes.txt names the same flags, a whole seed when seedK/rows.txt was written with
+# the same settings (delete the directory to redo it).
 # Last line: "science: cnn_mae V spectrum_mae P spectrum_long_mae Q" (means over the seeds;
 # P and Q: the cross estimator, the strongest).
 set -e
@@ -27,21 +30,36 @@ LONG=${SCI_LONG:-200}
 demo_ranks bin/cf-train   # RUN and BATCH (tools/mpi.sh), as make demo
 DECAY=$((EPOCHS * 3 / 4 - 1)); [ "$DECAY" -ge 1 ] || DECAY=1; DECAY=$DECAY:0.2   # LR x 0.2 for the last quarter
 bin/cf-synth cosmo --help 2>&1 | grep -q -- '--pm ' || { echo "science: cf-synth was built without FFTW (apt-get install libfftw3-dev, then make)"; exit 1; }
-demo_dir "$OUT"
+demo_dir "$OUT" keep   # what an earlier run finished is reused (above)
 SYN="--size 32 --voxel 2 --pm $PM --spread 0.5"
 R="$OUT/results.txt"   # one row per seed and method: seed method Omega_m sigma_8 n_s H_0 mean
 : > "$R"
 row() {   # row SEED METHOD FILE PREFIX: the MAEs PREFIX_* of an evaluation's output
     awk -v s="$1" -v m="$2" -v p="$4" '$1 == p "_Omega_m" {a = $2} $1 == p "_sigma_8" {b = $2} $1 == p "_n_s" {c = $2} $1 == p "_H_0" {d = $2} $1 == p {e = $2}
-        END {print s, m, a, b, c, d, e}' "$3" >> "$R"
+        END {print s, m, a, b, c, d, e}' "$3" >> "$D/rows.new"
 }
 s=1
 while [ $s -le "$SEEDS" ]; do
     D="$OUT/seed$s"; mkdir -p "$D"
+    UNIV="$TRAIN training (--seed $((2 * s - 1))) and $VAL validation (--seed $((2 * s))) universes, $SYN"
+    SETTINGS="$UNIV; $EPOCHS epochs, batch $BATCH, $RUN; long fit $LONG epochs"
+    if [ -f "$D/rows.txt" ] && [ "$(head -1 "$D/rows.txt")" = "# $SETTINGS" ]; then   # finished before
+        echo "science: seed $s of $SEEDS: reusing the results in $D/rows.txt (same settings)"
+        grep -v '^#' "$D/rows.txt" >> "$R"
+        grep "^$s " "$R" | awk '{printf "science: seed %s %-19s Omega_m %.3f sigma_8 %.3f n_s %.3f H_0 %.3f mae %.4f\n", $1, $2, $3, $4, $5, $6, $7}'
+        s=$((s + 1)); continue
+    fi
+    echo "# $SETTINGS" > "$D/rows.new"
     echo "science: seed $s of $SEEDS: $TRAIN training and $VAL validation particle-mesh universes of 32^3 x 4 ($SYN) in $D/"
     t0=$(date +%s)
-    bin/cf-synth cosmo --out "$D/train" --samples "$TRAIN" --seed $((2 * s - 1)) $SYN --stats
-    bin/cf-synth cosmo --out "$D/validation" --samples "$VAL" --seed $((2 * s)) $SYN
+    if [ -f "$D/universes.txt" ] && [ "$(cat "$D/universes.txt")" = "$UNIV" ]; then
+        echo "science: reusing the universes in $D/ (same flags)"
+    else
+        rm -f "$D/universes.txt"
+        bin/cf-synth cosmo --out "$D/train" --samples "$TRAIN" --seed $((2 * s - 1)) $SYN --stats
+        bin/cf-synth cosmo --out "$D/validation" --samples "$VAL" --seed $((2 * s)) $SYN
+        echo "$UNIV" > "$D/universes.txt"
+    fi
     t1=$(date +%s)
     echo "science: universes in $((t1 - t0)) s; training models/cosmoflow-small.cfg for $EPOCHS epochs (--seed $((s - 1)))"
     $RUN bin/cf-train --model models/cosmoflow-small.cfg --train "$D/train" --val "$D/validation" --seed $((s - 1)) \
@@ -60,6 +78,7 @@ while [ $s -le "$SEEDS" ]; do
         row $s $m-long "$D/eval_$m-long.txt" spectrum_mae
     done
     t3=$(date +%s)
+    mv "$D/rows.new" "$D/rows.txt" && grep -v '^#' "$D/rows.txt" >> "$R"
     echo "science: seed $s: universes $((t1 - t0)) s, training $((t2 - t1)) s, evaluation $((t3 - t2)) s; pictures in $D/pictures/"
     grep "^$s " "$R" | awk '{printf "science: seed %s %-19s Omega_m %.3f sigma_8 %.3f n_s %.3f H_0 %.3f mae %.4f\n", $1, $2, $3, $4, $5, $6, $7}'
     s=$((s + 1))
