@@ -110,6 +110,10 @@ test-built: all $(REFBINS) $(TESTS)
 test-asan: bin/test_core_asan bin/test_malformed_asan
 	ASAN_OPTIONS=detect_leaks=1 bin/test_core_asan
 	ASAN_OPTIONS=detect_leaks=1 bin/test_malformed_asan
+# bf16: both conversions on all 2^32 inputs, against their definition and the instruction
+# (make test checks a 2^24 sample)
+test-bf16: bin/test_core
+	bin/test_core --bf16-sweep
 # every operation and network against PyTorch: measured error beside the asserted tolerance
 agreement: all bin/test_core
 	@sh tests/agreement.sh
@@ -169,4 +173,4 @@ deps-test:
 clean:
 	rm -rf bin
 
-.PHONY: all test test-built test-asan agreement tour bench demo demo-climate science deps deps-test clean install fuzz FORCE
+.PHONY: all test test-built test-asan test-bf16 agreement tour bench demo demo-climate science deps deps-test clean install fuzz FORCE
