@@ -546,6 +546,10 @@ if $B/cf-synth cosmo --help 2>&1 | grep -q -- '--pm '; then   # make science, ti
         grep -q "^science: seed 1 of 2: reusing the results" "$T/sci2.txt" && grep -q "^science: reusing the universes in .*seed2/" "$T/sci2.txt" &&
         ! grep -q "^science: seed 2 of 2: reusing" "$T/sci2.txt" && [ "$(tail -1 "$T/sci2.txt")" = "$(tail -1 "$T/sci.txt")" ] &&
         ok || bad "make science rerun: reuses seed 1 and seed 2's universes, the same last line: $(tail -3 "$T/sci2.txt")"
+    # rerun with other flags: nothing reused, the old universes replaced
+    SCI_OUT="$T/sci" SCI_TRAIN=8 SCI_VAL=4 SCI_EPOCHS=1 SCI_PM=1 SCI_SEEDS=1 SCI_LONG=2 sh tools/science.sh > "$T/sci3.txt" 2>&1 &&
+        ! grep -q "reusing" "$T/sci3.txt" && grep -q -- "--pm 1 " "$T/sci/seed1/universes.txt" && [ "$(ls "$T/sci/seed1/train" | grep -c tfrecord)" = 8 ] &&
+        ok || bad "make science rerun with other flags: new universes, nothing reused: $(tail -3 "$T/sci3.txt")"
 fi
 DEMO_OUT="$T/democ" DEMO_TRAIN=8 DEMO_VAL=4 DEMO_EPOCHS=1 sh tools/demo_climate.sh > "$T/democ.txt" 2>&1 &&
     tail -1 "$T/democ.txt" | grep -q '^demo: val_miou [0-9.]* baseline_miou [0-9.]*$' && ok || bad "make demo-climate (tiny): $(tail -3 "$T/democ.txt")"

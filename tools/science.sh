@@ -55,7 +55,7 @@ while [ $s -le "$SEEDS" ]; do
     if [ -f "$D/universes.txt" ] && [ "$(cat "$D/universes.txt")" = "$UNIV" ]; then
         echo "science: reusing the universes in $D/ (same flags)"
     else
-        rm -f "$D/universes.txt"
+        rm -rf "$D/universes.txt" "$D/train" "$D/validation"   # another run's, or unfinished
         bin/cf-synth cosmo --out "$D/train" --samples "$TRAIN" --seed $((2 * s - 1)) $SYN --stats
         bin/cf-synth cosmo --out "$D/validation" --samples "$VAL" --seed $((2 * s)) $SYN
         echo "$UNIV" > "$D/universes.txt"
