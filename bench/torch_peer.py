@@ -90,6 +90,7 @@ ap.add_argument("--steps", type=int, default=3)
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--memory-format", choices=["contiguous", "channels_last", "probe"], default="contiguous",
                 help="probe: time one step in each format and print 'best_format NAME'")
+ap.add_argument("--bf16", action="store_true", help="the step under CPU autocast to bfloat16 (fp32 weights, as cf-bench --precision bf16)")
 a = ap.parse_args()
 torch.set_num_threads(a.threads)
 secs = parse_cfg(a.model)
@@ -116,7 +117,9 @@ net.train()
 
 def step():
     opt.zero_grad(set_to_none=True)
-    loss_fn(net(x)).backward()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+        y = net(x)
+    loss_fn(y.float()).backward()
     opt.step()
 
 def first_conv_rate():
@@ -158,6 +161,6 @@ for i in range(a.steps):
     step()
 dt = (time.perf_counter() - t0) / a.steps
 fl = 3 * net.flops * a.batch
-print("pytorch %s %s batch %d, %s: %.3f s/step; first convolution %.1f GFLOP/s" % (torch.__version__, a.model, a.batch, best[0], dt, conv_rate))
+print("pytorch %s %s batch %d, %s%s: %.3f s/step; first convolution %.1f GFLOP/s" % (torch.__version__, a.model, a.batch, best[0], ", bf16 autocast" if a.bf16 else "", dt, conv_rate))
 print("samples_per_s %.4f gflops_per_s %.1f sgemm_peak_pct 0 peak_rss_mb %.0f first_conv_gflops %.1f" %
       (a.batch / dt, fl / dt / 1e9, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, conv_rate))
