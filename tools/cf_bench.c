@@ -66,6 +66,42 @@ static void usage(void) {
    reach its different kernels (tails, thin and long matrices, every transpose, alpha and
    beta); the error is relative to the largest |A||B| sum of the entry, so rounding passes
    and a wrong kernel does not.  Run before trusting a kernel set's speed. */
+/* The core's peak: 12 independent chains of fp32 FMA, and of vdpbf16ps (32 multiply-adds
+   each), on one thread; GFLOP/s counting a multiply-add as 2.  Printed by --check-blas, the
+   ceiling a bf16 step's rate is measured against (docs/performance.md, "bf16"). */
+#if defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 9 : defined(__GNUC__) && __GNUC__ >= 10)
+#include <immintrin.h>
+#define PEAK_CHAINS(op, x)                                                                         \
+    __m512 a[12]; int i; long k; double t;                                                          \
+    for (i = 0; i < 12; i++) a[i] = _mm512_setzero_ps();                                            \
+    t = now_s();                                                                                    \
+    for (k = 0; k < n; k++) { for (i = 0; i < 12; i++) a[i] = op; __asm__ volatile("" : "+v"(x)); } \
+    t = now_s() - t;                                                                                \
+    for (i = 1; i < 12; i++) a[0] = _mm512_add_ps(a[0], a[i]);                                      \
+    peak_sink = _mm512_reduce_add_ps(a[0]);
+static volatile float peak_sink;
+__attribute__((target("avx512f"))) static double peak_fma(long n) {
+    __m512 x = _mm512_set1_ps(1.0001f), y = _mm512_set1_ps(0.999f);
+    PEAK_CHAINS(_mm512_fmadd_ps(a[i], x, y), x)
+    return 12.0 * n * 16 * 2 / t / 1e9;
+}
+__attribute__((target("avx512f,avx512bf16"))) static double peak_bf16(long n) {
+    __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), y = (__m512bh)_mm512_set1_epi32(0x3c003c00);
+    PEAK_CHAINS(_mm512_dpbf16_ps(a[i], x, y), x)
+    return 12.0 * n * 32 * 2 / t / 1e9;
+}
+static void peak_probe(void) {
+    double f, b;
+    if (!__builtin_cpu_supports("avx512f")) { printf("peak: no AVX-512\n"); return; }
+    f = peak_fma(20000000);
+    if (!__builtin_cpu_supports("avx512bf16")) { printf("peak per core: fp32 FMA %.1f GFLOP/s; no AVX512_BF16\n", f); return; }
+    b = peak_bf16(20000000);
+    printf("peak per core: fp32 FMA %.1f GFLOP/s, bf16 vdpbf16ps %.1f GFLOP/s (%.2fx)\n", f, b, b / f);
+}
+#else
+static void peak_probe(void) { printf("peak: not probed (x86-64 with GCC or Clang only)\n"); }
+#endif
+
 static int check_blas(void) {
     static const int shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {17, 33, 65}, {64, 64, 64}, {129, 97, 300}, {32, 2048, 108}, {256, 31, 1024}, {500, 500, 17}};
     cf_rng r = cf_rng_seed(77);
@@ -96,6 +132,7 @@ static int check_blas(void) {
         }
     printf("check-blas: %s (%d shapes x 4 transposes, tolerance 1e-5 of each entry's |A||B| sum)\n", bad ? "FAILED" : "passed",
            (int)(sizeof shapes / sizeof shapes[0]));
+    peak_probe();
     return bad ? 1 : 0;
 }
 
