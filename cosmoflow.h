@@ -887,11 +887,12 @@ CFDEF uint32_t cf_crc32c_masked(const void *data, size_t n) {
                         integer, keep the upper half (a carry may reach infinity)
    and back: the 16 bits above 16 zero bits. */
 CFDEF cf_bf16 cf_bf16_from_f32(float f) {
-    uint32_t u;
+    uint32_t u, e;
     memcpy(&u, &f, 4);
-    if ((u & 0x7f800000u) == 0) return (cf_bf16)((u >> 16) & 0x8000u);
-    if ((u & 0x7f800000u) == 0x7f800000u) return (cf_bf16)((u >> 16) | ((u & 0x007fffffu) ? 0x0040u : 0));
-    return (cf_bf16)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+    e = u & 0x7f800000u;   /* the exponent's bits; one expression, so that loops vectorize */
+    return (cf_bf16)(e == 0 ? (u >> 16) & 0x8000u                                             /* zero, denormal */
+                     : e == 0x7f800000u ? (u >> 16) | ((u & 0x007fffffu) ? 0x0040u : 0)       /* inf, NaN */
+                     : (u + 0x7fffu + ((u >> 16) & 1)) >> 16);                                /* nearest even */
 }
 CFDEF float cf_f32_from_bf16(cf_bf16 h) {
     uint32_t u = (uint32_t)h << 16;
