@@ -87,34 +87,7 @@ EOW
         "$(echo "$s1 $s2" | awk '$1 > 0 {printf "%.0f", 50 * $2 / $1}')" "$r2" "$(echo "$s1 $r2" | awk '$1 > 0 && $2 > 0 {printf "%.0f", 50 * $2 / $1}')" "$ar"
 done
 
-# ---- bf16 (--precision bf16) beside fp32 in the same process setting, and the peer's bf16
-# (CPU autocast) beside its fp32, in the environment's kernels and the peer's faster format
-# (probed above for the last workload of a kind; contiguous here).  BF16_WORKLOADS chooses.
-BF16_WORKLOADS=${BF16_WORKLOADS:-"models/cosmoflow.cfg|4x128x128x128|1|2 models/cosmoflow.cfg|4x128x128x128|4|1 models/deepcam.cfg|16x768x1152|1|1"}
+
+# ---- bf16 beside fp32, ours and the peer's (bench/bf16.sh, also run alone)
 echo
-printf '%-38s %9s %9s %6s %8s %8s %6s %10s %10s %6s\n' workload "fp32 s/s" "bf16 s/s" ratio "fp32 MB" "bf16 MB" ratio "torch fp32" "torch bf16" ratio
-for w in $BF16_WORKLOADS; do
-    IFS='|' read -r model shape batch steps <<EOW
-$w
-EOW
-    rm -f "$T"/*.col
-    r=0
-    while [ $r -lt "$REPS" ]; do
-        for p in fp32 bf16; do
-            OMP_NUM_THREADS=$THREADS bin/cf-bench --model "$model" --input-shape "$shape" --batch "$batch" --steps "$steps" --threads "$THREADS" --no-sgemm --precision $p > "$T/o.txt" 2>&1
-            for f in samples_per_s peak_rss_mb; do field $f "$T/o.txt" >> "$T/$p.$f.col"; done
-            if [ $peer = 1 ]; then
-                $PY bench/torch_peer.py --model "$model" --input-shape "$shape" --batch "$batch" --steps "$steps" --threads "$THREADS" $([ $p = bf16 ] && echo --bf16) > "$T/t.txt" 2>&1
-                field samples_per_s "$T/t.txt" >> "$T/torch_$p.col"
-            fi
-        done
-        r=$((r + 1))
-    done
-    f32=$(median < "$T/fp32.samples_per_s.col"); b16=$(median < "$T/bf16.samples_per_s.col")
-    m32=$(median < "$T/fp32.peak_rss_mb.col"); m16=$(median < "$T/bf16.peak_rss_mb.col")
-    t32=-; t16=-; [ $peer = 1 ] && { t32=$(median < "$T/torch_fp32.col"); t16=$(median < "$T/torch_bf16.col"); }
-    printf '%-38s %9s %9s %6s %8s %8s %6s %10s %10s %6s\n' "$(basename "$model") $shape b$batch" "$f32" "$b16" \
-        "$(echo "$b16 $f32" | awk '$2 > 0 {printf "%.2f", $1/$2}')" "$m32" "$m16" "$(echo "$m16 $m32" | awk '$2 > 0 {printf "%.2f", $1/$2}')" \
-        "$t32" "$t16" "$(echo "$t16 $t32" | awk '$2 > 0 {printf "%.2f", $1/$2}')"
-done
-echo "bf16: $(bin/cf-bench --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --steps 0 --no-sgemm --precision bf16 2>&1 | sed -n 's/^precision //p' | head -1); kernels $ENVK"
+sh bench/bf16.sh
