@@ -319,7 +319,7 @@ CF__BF16_TARGET static void bf16_hw(const uint32_t *u, uint16_t *h) {
 #endif
 static void test_bf16_conversion(uint64_t n) {
     cf_rng r = cf_rng_seed(91);
-    uint64_t i, bad = 0, hw_bad = 0, hw_n = 0;
+    uint64_t i, bad = 0;
     for (i = 0; i < n; i++) {
         uint32_t u = n == ((uint64_t)1 << 32) ? (uint32_t)i : bf16_pattern(i, &r), back;
         float f, g;
@@ -332,6 +332,7 @@ static void test_bf16_conversion(uint64_t n) {
     CHECK(!bad, "cf_bf16_from_f32 and back against the definition, %llu inputs: %llu differ", (unsigned long long)n, (unsigned long long)bad);
 #ifdef CF__BF16
     if (cf__has_bf16()) {   /* and against the instruction itself, 32 at a time */
+        uint64_t hw_bad = 0, hw_n = 0;
         r = cf_rng_seed(92);
         for (i = 0; i < n; i += 32) {
             uint32_t u[32]; uint16_t h[32]; int j;
