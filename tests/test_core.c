@@ -372,7 +372,7 @@ static void test_bf16_paths(void) {
     int op, ci, reached[3] = {0, 0, 0};
     double worst = 0;
 #ifndef CF__BF16
-    printf("skipped: the bf16 paths (not compiled in: x86-64 with GCC or Clang)\n"); free(ws); return;
+    printf("skipped: the bf16 paths (not compiled in: they need an x86-64 build with AVX2 and FMA, -march=x86-64-v3 or newer, by GCC or Clang, as the direct kernels do)\n"); free(ws); return;
 #else
     if (!cf__has_bf16()) { printf("skipped: the bf16 paths (the CPU lacks AVX512_BF16; bf16 runs the emulation)\n"); free(ws); return; }
 #endif
