@@ -1890,14 +1890,19 @@ typedef float cf__v8 __attribute__((vector_size(32)));
 /* R (T = C*KD*KH rows of Wp floats): row t = (c, kd, kh) holds the input row that output row
    (od, oh) reads through taps (kd, kh) of channel c, shifted right by the width's padding
    and zero elsewhere; a row outside the input is all zeros.  x: (C, D, H, W), one sample. */
+/* the input row that tap row t = (c, kd, kh) of output row (od, oh) reads, or NULL in the padding */
+static const float *cf__direct_src(const float *x, cf_shape in, const cf_geom *g, int od, int oh, int t) {
+    int kh = t % g->k[1], kd = t / g->k[1] % g->k[0], c = t / (g->k[1] * g->k[0]);
+    int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+    return id >= 0 && id < in.d && ih >= 0 && ih < in.h ? x + (((size_t)c * in.d + id) * in.h + ih) * in.w : NULL;
+}
 static void cf__direct_rows(float *R, size_t Wp, const float *x, int C, cf_shape in, const cf_geom *g, int od, int oh) {
-    int c, kd, kh;
-    float *r = R;
-    for (c = 0; c < C; c++) for (kd = 0; kd < g->k[0]; kd++) for (kh = 0; kh < g->k[1]; kh++, r += Wp) {
-        int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+    int t;
+    for (t = 0; t < C * g->k[0] * g->k[1]; t++) {
+        const float *src = cf__direct_src(x, in, g, od, oh, t);
+        float *r = R + (size_t)t * Wp;
         memset(r, 0, Wp * sizeof(float));
-        if (id >= 0 && id < in.d && ih >= 0 && ih < in.h)
-            memcpy(r + g->pb[2], x + (((size_t)c * in.d + id) * in.h + ih) * in.w, (size_t)in.w * sizeof(float));
+        if (src) memcpy(r + g->pb[2], src, (size_t)in.w * sizeof(float));
     }
 }
 
@@ -2142,11 +2147,6 @@ static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, 
    R2[q][w] = (R[2q][w], R[2q+1][w]), and the kernel as pairs w2[oc][q][kw] = (w[oc][2q][kw],
    w[oc][2q+1][kw]) (a zero row when T is odd).  Per tap pair: 2 loads, 8 broadcasts, 16
    vdpbf16ps over 8 output channels x 32 positions. */
-static const float *cf__direct_src(const float *x, cf_shape in, const cf_geom *g, int od, int oh, int t) {
-    int kh = t % g->k[1], kd = t / g->k[1] % g->k[0], c = t / (g->k[1] * g->k[0]);
-    int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
-    return id >= 0 && id < in.d && ih >= 0 && ih < in.h ? x + (((size_t)c * in.d + id) * in.h + ih) * in.w : NULL;
-}
 static void cf__direct_rows_bf16(uint32_t *R2, size_t Wp, const float *x, int C, cf_shape in, const cf_geom *g, int od, int oh) {
     int T = C * g->k[0] * g->k[1], q, w;
     for (q = 0; q < (T + 1) / 2; q++) {
