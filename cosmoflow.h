@@ -901,8 +901,12 @@ CFDEF float cf_f32_from_bf16(cf_bf16 h) {
     return f;
 }
 CFDEF void cf_bf16_round(float *x, size_t n) {
-    size_t i;
-    for (i = 0; i < n; i++) x[i] = cf_f32_from_bf16(cf_bf16_from_f32(x[i]));
+    long i;   /* a signed index for OpenMP 2.5; chunks of 2^16: a pass over memory, shared by the threads */
+    CF__OMP(omp parallel for schedule(static) if (n >= ((size_t)1 << 18)))
+    for (i = 0; i < (long)((n + 65535) >> 16); i++) {
+        size_t j, end = ((size_t)i + 1) << 16 < n ? ((size_t)i + 1) << 16 : n;
+        for (j = (size_t)i << 16; j < end; j++) x[j] = cf_f32_from_bf16(cf_bf16_from_f32(x[j]));
+    }
 }
 
 /* ---- the activations, the one place their formulas are written.  f(v), and the gradient
@@ -1648,7 +1652,9 @@ typedef struct {
     float *ws; size_t ws_floats;                              /* workspace */
     int bf16;                                                 /* operands are bf16 values (section 5) */
 } cf__conv_call;
-typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); } cf__conv_path;
+/* a path: its kind, whether it applies, the code; rounds = 1: a forward path that stores its
+   output rounded to bf16 when c->bf16 (else the dispatcher rounds it, section 5) */
+typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); int rounds; } cf__conv_path;
 /* a pooling call */
 typedef struct {
     float *y, *dx; const float *x, *dy;
@@ -2165,6 +2171,13 @@ static void cf__pack_kernel_bf16(uint32_t *w2, const float *w, int OC, int T, in
         w2[((size_t)oc * T2 + q) * KW + kw] = cf__pair(r[0], 2 * q + 1 < T ? r[KW] : 0.0f);
     }
 }
+/* 16 floats rounded to bf16 and back by vcvtneps2bf16, which rounds as vcvtne2ps2bf16 does
+   (one source instead of two): as cf_bf16_from_f32 (test_core checks it on 2^24 inputs,
+   make test-bf16 on all 2^32) */
+CF__BF16_TARGET static __m512 cf__round16_bf16(__m512 z) {
+    __m256i h = (__m256i)_mm512_cvtneps_pbh(z);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
 CF__BF16_TARGET static void cf__direct_row_bf16(float *y, size_t ystride, const uint32_t *R2, size_t Wp, int T2, int KW, int dil,
                                                 const uint32_t *w2, int OC, int OW, const float *b, int accumulate, int act, float slope) {
     int K2 = T2 * KW, oc0, w0, q, kw, o, j;
@@ -2186,12 +2199,15 @@ CF__BF16_TARGET static void cf__direct_row_bf16(float *y, size_t ystride, const 
 #undef CF__DP
                 }
             }
-            for (o = 0; o < no; o++) {   /* the block's valid part: + bias, act; or added */
+            for (o = 0; o < no; o++) {   /* the block's valid part: added; or + bias, act, rounded to bf16 */
                 float v[32], *yr = y + (size_t)(oc0 + o) * ystride + w0, bo = b ? b[oc0 + o] : 0.0f;
                 _mm512_storeu_ps(v, a[o][0]); _mm512_storeu_ps(v + 16, a[o][1]);
-                if (accumulate) for (j = 0; j < n; j++) yr[j] += v[j];
-                else if (act == CF_ACT_LEAKY) for (j = 0; j < n; j++) { float z = v[j] + bo; yr[j] = z > 0.0f ? z : slope * z; }
-                else for (j = 0; j < n; j++) yr[j] = cf__act_f(v[j] + bo, act, slope);
+                if (accumulate) { for (j = 0; j < n; j++) yr[j] += v[j]; continue; }
+                if (act == CF_ACT_LEAKY) for (j = 0; j < 32; j++) { float z = v[j] + bo; v[j] = z > 0.0f ? z : slope * z; }
+                else for (j = 0; j < 32; j++) v[j] = cf__act_f(v[j] + bo, act, slope);
+                _mm512_storeu_ps(v, cf__round16_bf16(_mm512_loadu_ps(v)));
+                _mm512_storeu_ps(v + 16, cf__round16_bf16(_mm512_loadu_ps(v + 16)));
+                memcpy(yr, v, (size_t)n * sizeof *v);
             }
         }
     }
@@ -2200,7 +2216,8 @@ CF__BF16_TARGET static void cf__direct_row_bf16(float *y, size_t ystride, const 
 static size_t cf__direct_r2(cf_shape in, const cf_geom *g, cf_shape out) {
     return (size_t)((in.c * g->k[0] * g->k[1] + 1) / 2) * cf__direct_wp(out, g);
 }
-/* y (+)= conv(x, w) as cf__direct_fwd; w2 = the packed kernel; ws: one R2 per thread */
+/* y (+)= conv(x, w) as cf__direct_fwd, y stored rounded to bf16 unless added into;
+   w2 = the packed kernel; ws: one R2 per thread */
 static void cf__direct_fwd_bf16(float *y, const float *x, const uint32_t *w2, const float *b, int accumulate, int B, cf_shape in,
                                 cf_shape out, const cf_geom *g, uint32_t *ws, int act, float slope) {
     int T2 = (in.c * g->k[0] * g->k[1] + 1) / 2, KW = g->k[2];
@@ -2378,41 +2395,41 @@ CFDEF const char *cf_bf16_kernels(void) {
 static const cf__conv_path cf__conv_fwd_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
-    {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run},
-    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd},
-    {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd},
+    {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run, 1},
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd, 0},
+    {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 0},
 #endif
 #ifdef CF__DIRECT
-    {CF__K_DIRECT, cf__direct_fwd_applies, cf__direct_fwd_run},
+    {CF__K_DIRECT, cf__direct_fwd_applies, cf__direct_fwd_run, 0},
 #endif
-    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_fwd},
-    {CF__K_TILES, cf__tiles_fwd_applies, cf__tiles_fwd},
+    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_fwd, 0},
+    {CF__K_TILES, cf__tiles_fwd_applies, cf__tiles_fwd, 0},
 #endif
-    {-1, NULL, NULL}};
+    {-1, NULL, NULL, 0}};
 static const cf__conv_path cf__conv_bww_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
-    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww},
-    {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww},
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww, 0},
+    {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww, 0},
 #endif
-    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bww},
-    {CF__K_TILES, cf__tiles_bww_applies, cf__tiles_bww},
+    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bww, 0},
+    {CF__K_TILES, cf__tiles_bww_applies, cf__tiles_bww, 0},
 #endif
-    {-1, NULL, NULL}};
+    {-1, NULL, NULL, 0}};
 static const cf__conv_path cf__conv_bwd_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
-    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd},
-    {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run},
-    {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd},
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd, 0},
+    {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run, 0},
+    {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 0},
 #endif
-    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd},
+    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd, 0},
 #ifdef CF__DIRECT
-    {CF__K_DIRECT, cf__direct_bwd_applies, cf__direct_bwd_run},
+    {CF__K_DIRECT, cf__direct_bwd_applies, cf__direct_bwd_run, 0},
 #endif
-    {CF__K_TILES, cf__tiles_bwd_applies, cf__tiles_bwd},
+    {CF__K_TILES, cf__tiles_bwd_applies, cf__tiles_bwd, 0},
 #endif
-    {-1, NULL, NULL}};
+    {-1, NULL, NULL, 0}};
 static const cf__pool_path cf__pool_fwd_paths[] = {
 #ifndef CF_REFERENCE
     {CF__K_PAIRS, cf__pool_pairs_applies, cf__pool_pairs_fwd},
@@ -2430,7 +2447,8 @@ static const cf__conv_path *cf__conv_paths(int op) {
 
 /* ---- the dispatchers */
 /* bf16 = 1: the operands are bf16 values (a bf16 network's, section 5), and the bf16 paths
-   may take the call; the others compute the same sums in fp32 (the emulation) */
+   may take the call; the others compute the same sums in fp32 (the emulation).  A forward
+   stores its output rounded to bf16: the path as it stores (rounds = 1), or a pass after it. */
 static cf__conv_call cf__conv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16) {
     cf__conv_call c;
     memset(&c, 0, sizeof c);
@@ -2450,9 +2468,12 @@ static void cf__conv_forward_p(float *y, const float *x, const float *w, const f
     cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
-    if ((p = cf__conv_pick(cf__conv_fwd_paths, &c))) { p->run(&c); return; }
-    cf_ref_conv_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats);
-    cf_act_forward(y, (size_t)B * cf_shape_size(out), act, slope);
+    if ((p = cf__conv_pick(cf__conv_fwd_paths, &c))) p->run(&c);
+    else {
+        cf_ref_conv_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats);
+        cf_act_forward(y, (size_t)B * cf_shape_size(out), act, slope);
+    }
+    if (bf16 && !(p && p->rounds)) cf_bf16_round(y, (size_t)B * cf_shape_size(out));   /* stored rounded, once */
 }
 CFDEF void cf_conv_forward_act(float *y, const float *x, const float *w, const float *b,
                                int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
@@ -2534,7 +2555,7 @@ CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const fl
    inputs no window covers get 0.  dy, y (B, C, OD, OH, OW).  The memory plan decides where
    it is used (section 6, fusion). */
 static void cf__maxpool_act_backward_inplace(float *xg, const float *dy, const float *y, int B, cf_shape in, cf_shape out,
-                                             const cf_geom *g, int act, float slope) {
+                                             const cf_geom *g, int act, float slope, int bf16) {
     cf__pool_call pc = cf__pool_make(B, in, out, g, 1);
     int plane, KD = g->k[0], KH = g->k[1], KW = g->k[2], pairs = cf__pool_pairs_applies(&pc);
     CF__OMP(omp parallel for schedule(static))
@@ -2548,6 +2569,7 @@ static void cf__maxpool_act_backward_inplace(float *xg, const float *dy, const f
             for (ow = 0; ow < out.w; ow++) {
                 size_t o = ((size_t)od * out.h + oh) * out.w + ow, at = (size_t)-1;
                 float m = yp[o], d = cf__act_df(dyp[o], m, act, slope);
+                if (bf16) d = cf_f32_from_bf16(cf_bf16_from_f32(d));   /* stored rounded: dL/dz of a bf16 network's conv */
                 if (pairs) {   /* the window as pairs from 2 or 4 rows (rows point into xg, ours to write) */
                     int q, j, found = 0;
                     for (q = 0; q < nr; q++) for (j = 0; j < 2; j++) {
@@ -2622,6 +2644,8 @@ struct cf__net_private {
                                         kernels rounded (n_params floats); else NULL */
     float *xq; size_t xq_n;          /* bf16: the input, rounded */
     int head;                        /* bf16: the first layer of the fp32 dense head */
+    int stored_bf16;                 /* bf16: the layer's forward (backward) stored its output
+                                        (its sources' gradients) rounded: no second pass */
 };
 typedef struct { char *key, *val; int line; int used; } cf__kv;
 typedef struct { char *name; int line; cf__kv *kv; int n_kv; } cf__section;
@@ -2891,6 +2915,7 @@ static void cf__conv_forward(cf_net *net, int i) {
     if (!l->depthwise) {
         cf__conv_forward_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, l->groups,
                            net->priv->ws, net->priv->ws_floats, l->act, l->slope, cf__rounds(net, i));
+        net->priv->stored_bf16 = 1;   /* the dispatcher rounded it (when bf16) */
         return;
     }
     cf_dwconv_forward(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g);
@@ -2981,6 +3006,7 @@ static double cf__pool_flops(const cf_layer *l) { return (double)l->g.k[0] * l->
 static void cf__pool_forward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     cf_pool_forward(cf__out(net, i), cf__in(net, l, 0), net->batch, l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
+    net->priv->stored_bf16 = l->type == CF_L_MAXPOOL;   /* in bf16, the maximum of bf16 values is one of them */
 }
 static void cf__pool_backward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
@@ -2989,7 +3015,8 @@ static void cf__pool_backward_layer(cf_net *net, int i) {
     if (src >= 0 && net->priv->plan.l[src].fused_pool == i) {   /* the plan fused this pair: write the conv's dL/dz in place */
         const cf_layer *c = &net->layers[src];
         cf__maxpool_act_backward_inplace(cf__grad(net, src), cf__grad(net, i), cf__out(net, i), net->batch, l->in, l->out, &l->g,
-                                         c->act, c->slope);
+                                         c->act, c->slope, cf__rounds(net, src));
+        net->priv->stored_bf16 = 1;
         return;
     }
 #endif
@@ -3578,8 +3605,10 @@ CFDEF float *cf_net_output_grad(cf_net *net, int layer) { return cf__grad(net, l
    operands, its output rounded once when stored.  The operands: the network input and the
    convolution kernels, rounded here once per forward; the outputs and output gradients of
    the layers before the dense head, rounded as each layer's forward and backward store them
-   (cf__layer_forward, cf__layer_backward); dL/dz inside a convolution's backward
-   (cf__round_operand).  Everything else is fp32. */
+   (cf__layer_forward, cf__layer_backward: in a pass after the layer, or by the layer itself
+   as it stores, which then sets stored_bf16: a convolution's forward, a max pool's forward
+   and its fused backward); dL/dz inside a convolution's backward (cf__round_operand).
+   Everything else is fp32. */
 CFDEF const char *cf_precision_name(int precision) { return precision == CF_BF16 ? "bf16" : "fp32"; }
 CFDEF int cf_net_precision(const cf_net *net) { return net->priv->precision; }
 CFDEF int cf_net_set_precision(cf_net *net, int precision) {
@@ -3610,14 +3639,16 @@ static int cf__round_operands(cf_net *net, const float *x, int B) {
     return CF_OK;
 }
 static void cf__layer_forward(cf_net *net, int i) {
+    net->priv->stored_bf16 = 0;
     cf__types[net->layers[i].type].forward(net, i);
-    if (cf__rounds(net, i)) cf_bf16_round(cf__out(net, i), cf__n_out(net, &net->layers[i]));
+    if (cf__rounds(net, i) && !net->priv->stored_bf16) cf_bf16_round(cf__out(net, i), cf__n_out(net, &net->layers[i]));
 }
 static void cf__layer_backward(cf_net *net, int i) {
     const cf_layer *l = &net->layers[i];
     int k;
+    net->priv->stored_bf16 = 0;
     cf__types[l->type].backward(net, i);
-    for (k = 0; k < l->n_src; k++)   /* the gradients it added into */
+    for (k = 0; k < l->n_src && !net->priv->stored_bf16; k++)   /* the gradients it added into */
         if (cf__rounds(net, l->src[k])) cf_bf16_round(cf__grad(net, l->src[k]), cf__n_out(net, &net->layers[l->src[k]]));
 }
 

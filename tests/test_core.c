@@ -348,7 +348,10 @@ static void test_bf16_conversion(uint64_t n) {
 
 /* Every bf16 path against the emulation: the same rounded operands through the fp32 paths.
    Per output element, |bf16 path - emulation| / sum |terms| (the same operation on |x|, |w|),
-   worst over the tensor: both sum the same exact products in fp32, in other orders. */
+   worst over the tensor: both sum the same exact products in fp32, in other orders.  A
+   forward stores its output rounded: each output a bf16 value, the rounding of the
+   emulation's sum moved by at most that tolerance (a sum near a tie may round either way). */
+static float round_bf16(float f) { return cf_f32_from_bf16(cf_bf16_from_f32(f)); }
 static float *rounded(size_t n, cf_rng *r) { float *p = rnd(n, r); cf_bf16_round(p, n); return p; }
 static float *absolute(const float *p, size_t n) { float *q = (float *)malloc((n + 1) * 4); size_t i; for (i = 0; i < n; i++) q[i] = fabsf(p[i]); return q; }
 static double worst_rel_to(const float *a, const float *b, const float *scale, size_t n) {
@@ -393,10 +396,21 @@ static void test_bf16_paths(void) {
                 conv_op_p(op, pc, x, w, dy, o1, ws, wsf, 1);
                 conv_op_p(op, pc, x, w, dy, o2, ws, wsf, 0);
                 conv_op_p(op, pc, ax, aw, ady, sc, ws, wsf, 0);
-                e = worst_rel_to(o1, o2, sc, no);
-                if (e > worst) worst = e;
-                CHECK(e <= 1e-6, "bf16 path of conv %s (case %d, %s) against the emulation: %.2g of sum |terms| (bound 1e-6)", ops[op], ci,
-                      cf__conv_path_p(op, pc->B, in, out, &g, pc->groups, wsf, 0), e);
+                if (op == CF_OP_FORWARD) {   /* stored rounded: the rounding of a sum within 1e-6 of sum |terms| of the emulation's */
+                    size_t i, unrounded = 0, far = 0;
+                    for (i = 0; i < no; i++) {
+                        float d = 1e-6f * sc[i];   /* rounding is monotone: the roundings of [o2 - d, o2 + d] */
+                        unrounded += o1[i] != round_bf16(o1[i]);
+                        far += !(o1[i] >= round_bf16(o2[i] - d) && o1[i] <= round_bf16(o2[i] + d));
+                    }
+                    CHECK(!unrounded && !far, "bf16 path of conv forward (case %d, %s): %zu outputs not bf16 values, %zu not the rounding of the emulation's sum",
+                          ci, cf__conv_path_p(op, pc->B, in, out, &g, pc->groups, wsf, 0), unrounded, far);
+                } else {
+                    e = worst_rel_to(o1, o2, sc, no);
+                    if (e > worst) worst = e;
+                    CHECK(e <= 1e-6, "bf16 path of conv %s (case %d, %s) against the emulation: %.2g of sum |terms| (bound 1e-6)", ops[op], ci,
+                          cf__conv_path_p(op, pc->B, in, out, &g, pc->groups, wsf, 0), e);
+                }
                 free(x); free(w); free(dy); free(ax); free(aw); free(ady); free(o1); free(o2); free(sc);
             }
         }
@@ -897,6 +911,68 @@ static void test_pool_fusion(void) {
               (a.priv->plan.l[0].fused_pool >= 0), big, same);
         cf_net_free(&a); cf_net_free(&b);
     }
+}
+
+/* A bf16 network stores every output and output gradient before its dense head as bf16
+   values, whichever code stores them: a pass after the layer, or the layer as it stores
+   (the bf16 direct kernel's forward, max pooling's forward and its fused backward).  Checked
+   after each layer's forward and backward (the layer hook), with the fast paths and with the
+   emulation alone; the two runs' gradients agree to bf16's precision (their sums differ in
+   order, so a sum near a tie may round the other way). */
+typedef struct { int unrounded, checked; } bf16_watch;
+static size_t count_unrounded(const float *p, size_t n) { size_t i, c = 0; for (i = 0; i < n; i++) c += p[i] != round_bf16(p[i]); return c; }
+static void bf16_hook(cf_net *net, int i, int phase, void *ctx) {
+    bf16_watch *w = (bf16_watch *)ctx;
+    const cf_layer *l = &net->layers[i];
+    int k;
+    if (phase == 1 && i < net->priv->head) { w->unrounded += count_unrounded(cf_net_output(net, i), (size_t)net->batch * cf_shape_size(l->out)) > 0; w->checked++; }
+    if (phase == 3) for (k = 0; k < l->n_src; k++)
+        if (l->src[k] >= 0 && l->src[k] < net->priv->head) {
+            w->unrounded += count_unrounded(cf_net_output_grad(net, l->src[k]), (size_t)net->batch * cf_shape_size(net->layers[l->src[k]].out)) > 0;
+            w->checked++;
+        }
+}
+static void test_bf16_stored(void) {
+    static const char *cfg =   /* wide enough rows for the bf16 direct kernel; conv + pool pairs fuse */
+        "[net]\ninput=2x6x10x32\nloss=mse\n"
+        "[conv]\nfilters=4\nsize=3\npad=same\nactivation=leaky\nslope=0.3\n"
+        "[maxpool]\nsize=2\n"
+        "[conv]\nfilters=5\nsize=2\npad=same\nactivation=tanh\n"
+        "[maxpool]\nsize=3\n"
+        "[conv]\nfilters=3\nsize=1\nactivation=relu\n"
+        "[route]\nlayers=-1,-2\n"
+        "[avgpool]\nsize=1,1,2\n"
+        "[flatten]\n[dense]\noutputs=2\n";
+    cf_net net;
+    cf_rng r = cf_rng_seed(17);
+    float *x, *t, *d, *g[2];
+    double num = 0, den = 0;
+    size_t k;
+    int run, B = 2;
+    if (cf_net_parse(&net, cfg, "bf16-stored.cfg", NULL)) { CHECK(0, "bf16-stored.cfg: %s", cf_failure_reason()); return; }
+    x = rnd(B * cf_shape_size(net.input), &r); t = rnd((size_t)B * net.n_outputs, &r); d = rnd((size_t)B * net.n_outputs, &r);
+    for (run = 0; run < 2; run++) {   /* 0: the fast paths (as this CPU has them), 1: the emulation */
+        bf16_watch w = {0, 0};
+        cf_net_init(&net, 3);
+        cf_net_set_precision(&net, CF_BF16);
+        cf_fast_path_set("all", run == 0);
+        cf_net_set_layer_hook(&net, bf16_hook, &w);
+        cf_net_forward(&net, x, B);
+        cf_net_zero_grad(&net);
+        cf_net_loss(&net, t, d);
+        cf_net_backward(&net, d);
+        g[run] = (float *)malloc(net.n_params * sizeof(float));
+        memcpy(g[run], net.grads, net.n_params * sizeof(float));
+        CHECK(w.checked >= 12 && !w.unrounded, "bf16 (%s): every stored output and gradient before the head is a bf16 value: %d of %d tensors are not",
+              run ? "the emulation" : cf_bf16_kernels(), w.unrounded, w.checked);
+        if (run == 0) CHECK(net.priv->plan.l[0].fused_pool >= 0 && net.priv->plan.l[2].fused_pool >= 0, "bf16-stored.cfg: both conv + pool pairs fused");
+        cf_net_set_layer_hook(&net, NULL, NULL);
+    }
+    cf_fast_path_set("all", 1);
+    for (k = 0; k < net.n_params; k++) { num += ((double)g[0][k] - g[1][k]) * ((double)g[0][k] - g[1][k]); den += (double)g[1][k] * g[1][k]; }
+    CHECK(sqrt(num) <= 1e-2 * sqrt(den), "bf16: the fast paths' gradients against the emulation's: relative L2 %.2g (bound 1e-2)", sqrt(num / (den > 0 ? den : 1)));
+    free(x); free(t); free(d); free(g[0]); free(g[1]);
+    cf_net_free(&net);
 }
 
 /* The memory plan (cf__plan_memory): outputs whose life is over are overwritten and cheap
@@ -1455,6 +1531,7 @@ int main(int argc, char **argv) {
     test_gradcheck_layers();
     test_gradcheck_net();
     test_pool_fusion();
+    test_bf16_stored();
     test_memory_plan();
     test_models();
     test_cfg_errors();
