@@ -2065,39 +2065,47 @@ CF__INLINE uint32_t cf__bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u;
 CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (cf__bits(b) & 0xffff0000u); }
 
 /* ---- the GEMM: C (M x N) = beta C + op(A) op(B), op(A) M x K, op(B) K x N, beta 0 or 1.
-   op(A) is packed once as pairs along K, Ap[m][q] = (op(A)[m][2q], op(A)[m][2q+1]); op(B) in
-   blocks of up to 512 columns, Bp[q][j] = (op(B)[2q][n0+j], op(B)[2q+1][n0+j]); an odd K gets
-   a zero.  The micro-kernel keeps an 8 x 32 block of C in 16 registers: per pair q, two loads
-   of Bp, eight broadcasts of Ap, sixteen vdpbf16ps.  Outside a parallel region the column
-   blocks are shared out between the threads. */
+   K is taken in pairs, q = k / 2 (an odd K gets a zero).  A task is a block of C, up to 256
+   rows by 512 columns, and a part of the pairs; it runs through its part in chunks of 128 pairs,
+   packing op(A)'s chunk as Ap[m][q] = (op(A)[m][2q], op(A)[m][2q+1]) and op(B)'s as
+   Bp[q][j] = (op(B)[2q][n0+j], op(B)[2q+1][n0+j]) (256 KB: the chunk stays in cache while
+   every row block of C reads it).  The micro-kernel keeps an 8 x 32 block of C in 16
+   registers: per pair q, two loads of Bp, eight broadcasts of Ap, sixteen vdpbf16ps.  A long
+   K (a backward-weights sum over positions) is cut into parts of 4096 pairs that the threads
+   take apart, each into its own partial C; the partials are added in part order, so the
+   result does not depend on the number of threads.  Outside a parallel region the tasks are
+   shared out between the threads. */
+#define CF__GEMM_MB 256
 #define CF__GEMM_NB 512
-static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int lda, int M, int K) {
-    int m, q, K2 = (K + 1) / 2;
+#define CF__GEMM_KC 128
+#define CF__GEMM_KPART 4096
+/* Ap[m][q - q0], nq pairs from q0 */
+static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int lda, int M, int K, int q0, int nq) {
+    int m, q;
     for (m = 0; m < M; m++)
-        for (q = 0; q < K2; q++) {
-            int k = 2 * q;
+        for (q = 0; q < nq; q++) {
+            int k = 2 * (q0 + q);
             float a0 = tA ? A[(size_t)k * lda + m] : A[(size_t)m * lda + k];
             float a1 = k + 1 < K ? (tA ? A[(size_t)(k + 1) * lda + m] : A[(size_t)m * lda + k + 1]) : 0.0f;
-            Ap[(size_t)m * K2 + q] = cf__pair(a0, a1);
+            Ap[(size_t)m * nq + q] = cf__pair(a0, a1);
         }
 }
-static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int ldb, int K, int n0, int nb) {
-    int q, j, K2 = (K + 1) / 2;
-    for (q = 0; q < K2; q++) {
-        int k = 2 * q;
+/* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb */
+static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int ldb, int K, int q0, int nq, int n0, int nb) {
+    int q, j;
+    if (!tB) for (q = 0; q < nq; q++) {   /* two rows of B, element by element */
+        int k = 2 * (q0 + q);
+        const float *b0 = B + (size_t)k * ldb + n0, *b1 = b0 + ldb;
         uint32_t *d = Bp + (size_t)q * nb;
-        if (!tB) {   /* two rows of B, element by element */
-            const float *b0 = B + (size_t)k * ldb + n0, *b1 = b0 + ldb;
-            if (k + 1 < K) for (j = 0; j < nb; j++) d[j] = cf__pair(b0[j], b1[j]);
-            else for (j = 0; j < nb; j++) d[j] = cf__pair(b0[j], 0.0f);
-        } else {     /* op(B)[k][n] = B[n][k]: the pair is adjacent in row n of B */
-            for (j = 0; j < nb; j++) {
-                const float *r = B + (size_t)(n0 + j) * ldb + k;
-                d[j] = cf__pair(r[0], k + 1 < K ? r[1] : 0.0f);
-            }
-        }
+        if (k + 1 < K) for (j = 0; j < nb; j++) d[j] = cf__pair(b0[j], b1[j]);
+        else for (j = 0; j < nb; j++) d[j] = cf__pair(b0[j], 0.0f);
+    }
+    else for (j = 0; j < nb; j++) {       /* op(B)[k][n] = B[n][k]: the chunk is a stretch of row n of B */
+        const float *r = B + (size_t)(n0 + j) * ldb + 2 * q0;
+        for (q = 0; q < nq; q++) Bp[(size_t)q * nb + j] = cf__pair(r[2 * q], 2 * (q0 + q) + 1 < K ? r[2 * q + 1] : 0.0f);
     }
 }
+/* C (M x nb) = beta C + the packed chunk's nq pairs */
 CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uint32_t *Ap, const uint32_t *Bp, float *C, int ldc, float beta) {
     int m0, n0, q, o;
     for (m0 = 0; m0 < M; m0 += 8) {
@@ -2125,28 +2133,61 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uin
         }
     }
 }
+/* one task: C[:, n0 .. n0 + nb] = beta C + the sum over pairs q0 .. q1 (A and C start at the
+   task's first row); Ap, Bp: the thread's chunk buffers, or NULL when they could not be had
+   (then cf_sgemm, the same operands) */
+static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                               int n0, int nb, int q0, int q1, uint32_t *Ap, uint32_t *Bp) {
+    int q;
+    if (!Ap || !Bp) {
+        int k0 = 2 * q0, kn = (2 * q1 < K ? 2 * q1 : K) - k0;
+        cf_sgemm(tA, tB, M, nb, kn, 1.0f, tA ? A + (size_t)k0 * lda : A + k0, lda, tB ? B + (size_t)n0 * ldb + k0 : B + (size_t)k0 * ldb + n0, ldb,
+                 beta, C + n0, ldc);
+        return;
+    }
+    for (q = q0; q < q1; q += CF__GEMM_KC) {
+        int nq = q1 - q < CF__GEMM_KC ? q1 - q : CF__GEMM_KC;
+        cf__pack_a(Ap, tA, A, lda, M, K, q, nq);
+        cf__pack_b(Bp, tB, B, ldb, K, q, nq, n0, nb);
+        cf__gemm_bf16_block(M, nb, nq, Ap, Bp, C + n0, ldc, q == q0 ? beta : 1.0f);
+    }
+}
 /* cf_sgemm's arguments (alpha = 1, beta 0 or 1) on bf16 values */
 static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    int K2 = (K + 1) / 2, nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, nbk;
-    uint32_t *Ap;
+    int K2 = (K + 1) / 2, nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, mblocks = (M + CF__GEMM_MB - 1) / CF__GEMM_MB;
+    int parts = (K2 + CF__GEMM_KPART - 1) / CF__GEMM_KPART, blocks = mblocks * nblocks, span, t;
+    size_t MN = (size_t)M * N;
+    float *partial = NULL;
     if (M <= 0 || N <= 0) return;
-    if (K <= 0) { int i, j; for (i = 0; i < M; i++) for (j = 0; j < N; j++) C[(size_t)i * ldc + j] *= beta; return; }
-    Ap = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)M * K2);
-    if (!Ap) { cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc); return; }   /* out of memory: fp32, same operands */
-    cf__pack_a(Ap, tA, A, lda, M, K);
+    if (K <= 0) { int r, j; for (r = 0; r < M; r++) for (j = 0; j < N; j++) C[(size_t)r * ldc + j] *= beta; return; }
+    if (parts > 1 && !(partial = (float *)CF_MALLOC(sizeof(float) * MN * parts))) parts = 1;   /* no room: one part, the same sums */
+    span = (K2 + parts - 1) / parts;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
-        uint32_t *Bp = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)K2 * CF__GEMM_NB);
+        uint32_t *Ap = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * CF__GEMM_MB * CF__GEMM_KC), *Bp = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * CF__GEMM_KC * CF__GEMM_NB);
         CF__OMP(omp for schedule(dynamic, 1))
-        for (nbk = 0; nbk < nblocks; nbk++) {
-            int n0 = nbk * CF__GEMM_NB, nb = N - n0 < CF__GEMM_NB ? N - n0 : CF__GEMM_NB;
-            if (!Bp) { cf_sgemm(tA, tB, M, nb, K, 1.0f, A, lda, tB ? B + (size_t)n0 * ldb : B + n0, ldb, beta, C + n0, ldc); continue; }
-            cf__pack_b(Bp, tB, B, ldb, K, n0, nb);
-            cf__gemm_bf16_block(M, nb, K2, Ap, Bp, C + n0, ldc, beta);
+        for (t = 0; t < blocks * parts; t++) {
+            int b = t % blocks, m0 = b / nblocks * CF__GEMM_MB, n0 = b % nblocks * CF__GEMM_NB, q0 = t / blocks * span;
+            int mb = M - m0 < CF__GEMM_MB ? M - m0 : CF__GEMM_MB, nb = N - n0 < CF__GEMM_NB ? N - n0 : CF__GEMM_NB, q1 = K2 - q0 < span ? K2 : q0 + span;
+            const float *Am = tA ? A + m0 : A + (size_t)m0 * lda;   /* the task's rows of op(A) */
+            if (parts == 1) cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, beta, C + (size_t)m0 * ldc, ldc, n0, nb, q0, q1, Ap, Bp);
+            else cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, 0.0f, partial + MN * (size_t)(t / blocks) + (size_t)m0 * N, N, n0, nb, q0, q1, Ap, Bp);
         }
-        CF_FREE(Bp);
+        CF_FREE(Ap); CF_FREE(Bp);
     }
-    CF_FREE(Ap);
+    if (!partial) return;
+    CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
+    for (t = 0; t < M; t++) {   /* C = beta C + the parts, in order */
+        int p;
+        size_t i;
+        float *c = C + (size_t)t * ldc;
+        for (i = 0; i < (size_t)N; i++) {
+            float v = beta != 0.0f ? c[i] : 0.0f;
+            for (p = 0; p < parts; p++) v += partial[MN * p + (size_t)t * N + i];
+            c[i] = v;
+        }
+    }
+    CF_FREE(partial);
 }
 
 /* ---- the direct kernel in bf16: as cf__direct_fwd, with R's rows (c, kd, kh) paired,
@@ -3058,6 +3099,7 @@ static int cf__flatten_parse(cf__parser *p, cf_layer *l) {   /* the input is at 
 static void cf__copy_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     memcpy(cf__out(net, i), cf__in(net, l, 0), cf__n_out(net, l) * sizeof(float));
+    net->priv->stored_bf16 = 1;   /* in bf16, a copy of bf16 values */
 }
 static void cf__add_to(float *dx, const float *dy, size_t n) { size_t k; if (dx) for (k = 0; k < n; k++) dx[k] += dy[k]; }
 static void cf__copy_backward(cf_net *net, int i) {
@@ -3086,6 +3128,7 @@ static void cf__act_layer_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     cf__copy_forward(net, i);
     cf_act_forward(cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
+    net->priv->stored_bf16 = l->act == CF_ACT_RELU || l->act == CF_ACT_LINEAR;   /* max(x, 0) of a bf16 value is one */
 }
 static void cf__act_layer_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
@@ -3160,6 +3203,7 @@ static void cf__route_forward(cf_net *net, int i) {
             dst += m;
         }
     }
+    net->priv->stored_bf16 = 1;   /* in bf16, copies of bf16 values */
 }
 static void cf__route_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
@@ -3607,7 +3651,7 @@ CFDEF float *cf_net_output_grad(cf_net *net, int layer) { return cf__grad(net, l
    the layers before the dense head, rounded as each layer's forward and backward store them
    (cf__layer_forward, cf__layer_backward: in a pass after the layer, or by the layer itself
    as it stores, which then sets stored_bf16: a convolution's forward, a max pool's forward
-   and its fused backward); dL/dz inside a convolution's backward (cf__round_operand).
+   and its fused backward, the copies (route, flatten, relu)); dL/dz inside a convolution's backward (cf__round_operand).
    Everything else is fp32. */
 CFDEF const char *cf_precision_name(int precision) { return precision == CF_BF16 ? "bf16" : "fp32"; }
 CFDEF int cf_net_precision(const cf_net *net) { return net->priv->precision; }

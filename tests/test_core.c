@@ -367,6 +367,37 @@ static void conv_op_p(int op, const path_case *pc, const float *x, const float *
     else if (op == CF_OP_BACKWARD_WEIGHTS) cf__conv_backward_weights_p(o, NULL, dy, x, pc->B, in, out, &g, pc->groups, ws, wsf, bf16);
     else cf__conv_backward_data_p(o, dy, w, pc->B, in, out, &g, pc->groups, ws, wsf, bf16);
 }
+/* The bf16 GEMM against cf_sgemm on the same rounded operands, per element relative to its
+   sum |terms|: every transpose, beta 0 and 1, a K cut into parts (partial C added in order)
+   and chunks, an odd K, N over one column block, M not a multiple of 8 and over one row block. */
+static void test_bf16_gemm(void) {
+#ifdef CF__BF16
+    static const int shapes[][3] = {{13, 37, 16387}, {9, 600, 5}, {8, 32, 257}, {300, 70, 4097 * 2}};
+    cf_rng r = cf_rng_seed(61);
+    int si, tA, tB, beta, cases = 0;
+    double worst = 0;
+    if (!cf__has_bf16()) { printf("skipped: the bf16 GEMM (the CPU lacks AVX512_BF16)\n"); return; }
+    for (si = 0; si < 4; si++) for (tA = 0; tA < 2; tA++) for (tB = 0; tB < 2; tB++) for (beta = 0; beta < 2; beta++) {
+        int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], lda = tA ? M : K, ldb = tB ? K : N;
+        float *A = rounded((size_t)M * K, &r), *B = rounded((size_t)K * N, &r), *C0 = rnd((size_t)M * N, &r);
+        float *c1 = (float *)malloc((size_t)M * N * 4), *c2 = (float *)malloc((size_t)M * N * 4), *sc = absolute(C0, (size_t)M * N);
+        float *aA = absolute(A, (size_t)M * K), *aB = absolute(B, (size_t)K * N);
+        double e;
+        memcpy(c1, C0, (size_t)M * N * 4); memcpy(c2, C0, (size_t)M * N * 4);
+        cf__sgemm_bf16(tA, tB, M, N, K, A, lda, B, ldb, (float)beta, c1, N);
+        cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, (float)beta, c2, N);
+        cf_sgemm(tA, tB, M, N, K, 1.0f, aA, lda, aB, ldb, (float)beta, sc, N);
+        e = worst_rel_to(c1, c2, sc, (size_t)M * N);
+        if (e > worst) worst = e;
+        cases += e <= 1e-6;
+        if (e > 1e-6) printf("  bf16 GEMM %dx%dx%d tA %d tB %d beta %d: %.2g of sum |terms|\n", M, N, K, tA, tB, beta, e);
+        free(A); free(B); free(C0); free(c1); free(c2); free(sc); free(aA); free(aB);
+    }
+    CHECK(cases == 32, "the bf16 GEMM against cf_sgemm on rounded operands: %d of 32 cases within 1e-6 of sum |terms| (worst %.2g)", cases, worst);
+#else
+    printf("skipped: the bf16 GEMM (not compiled in)\n");
+#endif
+}
 static void test_bf16_paths(void) {
     static const char *ops[3] = {"forward", "backward-weights", "backward-data"};
     cf_rng r = cf_rng_seed(93);
@@ -915,7 +946,8 @@ static void test_pool_fusion(void) {
 
 /* A bf16 network stores every output and output gradient before its dense head as bf16
    values, whichever code stores them: a pass after the layer, or the layer as it stores
-   (the bf16 direct kernel's forward, max pooling's forward and its fused backward).  Checked
+   (the bf16 direct kernel's forward, max pooling's forward and its fused backward, copies,
+   relu).  Checked
    after each layer's forward and backward (the layer hook), with the fast paths and with the
    emulation alone; the two runs' gradients agree to bf16's precision (their sums differ in
    order, so a sum near a tie may round the other way). */
@@ -942,6 +974,7 @@ static void test_bf16_stored(void) {
         "[conv]\nfilters=3\nsize=1\nactivation=relu\n"
         "[route]\nlayers=-1,-2\n"
         "[avgpool]\nsize=1,1,2\n"
+        "[conv]\nfilters=3\nsize=1\n[activation]\nactivation=leaky\nslope=0.1\n[activation]\nactivation=relu\n"
         "[flatten]\n[dense]\noutputs=2\n";
     cf_net net;
     cf_rng r = cf_rng_seed(17);
@@ -1525,6 +1558,7 @@ int main(int argc, char **argv) {
     test_conv_direct();
     test_fast_paths();
     test_bf16_conversion((uint64_t)1 << 24);
+    test_bf16_gemm();
     test_bf16_paths();
     test_layer_oracles();
     test_gradcheck_conv();
