@@ -2915,8 +2915,12 @@ static double cf__size_flops(const cf_layer *l) { return (double)cf_shape_size(l
 static int cf__no_keys(cf__parser *p, cf_layer *l) { (void)p; (void)l; return CF_OK; }
 /* bf16: whether layer's output (and its gradient) is stored rounded: before the dense head */
 static int cf__rounds(const cf_net *net, int layer) { return net->priv->precision == CF_BF16 && layer >= 0 && layer < net->priv->head; }
-/* bf16: an operand computed inside a layer (a convolution's dL/dz) rounded before use */
-static void cf__round_operand(cf_net *net, float *x, size_t n) { if (net->priv->precision == CF_BF16) cf_bf16_round(x, n); }
+/* bf16: dL/dz = dL/dy f'(z) of layer i, an operand of its backward products, rounded before
+   use; dL/dy is stored rounded, so a linear or relu f (f' = 1 or 0) leaves it bf16 values */
+static void cf__round_dz(cf_net *net, int i, float *dz) {
+    const cf_layer *l = &net->layers[i];
+    if (cf__rounds(net, i) && l->act != CF_ACT_LINEAR && l->act != CF_ACT_RELU) cf_bf16_round(dz, cf__n_out(net, l));
+}
 
 /* out.d, out.h, out.w of a window layer from its input and geometry */
 static void cf__window_out(cf_layer *l) {
@@ -2969,7 +2973,7 @@ static void cf__conv_backward(cf_net *net, int i) {
     int B = net->batch;
     if (net->priv->plan.l[i].fused_pool < 0) {
         cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
-        cf__round_operand(net, dy, cf__n_out(net, l));   /* dL/dz: an operand of both products */
+        cf__round_dz(net, i, dy);   /* dL/dz: an operand of both products */
     }
     /* (fused: the pool's backward has already written dL/dz, act's backward included, here) */
     if (l->depthwise) { cf_dwconv_backward(dx, cf__dw(net, l), cf__db(net, l), dy, x, cf__w(net, l), B, l->in, l->out, &l->g); return; }
@@ -3028,7 +3032,7 @@ static void cf__deconv_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *dy = cf__grad(net, i);
     cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
-    cf__round_operand(net, dy, cf__n_out(net, l));
+    cf__round_dz(net, i, dy);
     cf_deconv_backward(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), net->batch,
                        l->in, l->out, &l->g, net->priv->ws, net->priv->ws_floats);
 }
@@ -3651,7 +3655,7 @@ CFDEF float *cf_net_output_grad(cf_net *net, int layer) { return cf__grad(net, l
    the layers before the dense head, rounded as each layer's forward and backward store them
    (cf__layer_forward, cf__layer_backward: in a pass after the layer, or by the layer itself
    as it stores, which then sets stored_bf16: a convolution's forward, a max pool's forward
-   and its fused backward, the copies (route, flatten, relu)); dL/dz inside a convolution's backward (cf__round_operand).
+   and its fused backward, the copies (route, flatten, relu)); dL/dz inside a convolution's backward (cf__round_dz).
    Everything else is fp32. */
 CFDEF const char *cf_precision_name(int precision) { return precision == CF_BF16 ? "bf16" : "fp32"; }
 CFDEF int cf_net_precision(const cf_net *net) { return net->priv->precision; }
@@ -3737,7 +3741,10 @@ CFDEF void cf_net_backward(cf_net *net, const float *dout) {
     for (i = n - 1; i >= 0; i--) {
         cf__zero_grads_starting(net, i);
         net->priv->acts_clobbered = 1;
-        if (i == n - 1) memcpy(cf__grad(net, i), dout, (size_t)net->n_outputs * net->batch * sizeof(float));
+        if (i == n - 1) {   /* the loss gradient, stored as every output gradient is (rounded in bf16 before a dense head) */
+            memcpy(cf__grad(net, i), dout, (size_t)net->n_outputs * net->batch * sizeof(float));
+            if (cf__rounds(net, i)) cf_bf16_round(cf__grad(net, i), (size_t)net->n_outputs * net->batch);
+        }
         if (net->priv->backward_hook) net->priv->backward_hook(net, i, net->priv->hook_ctx);
         if (net->priv->layer_hook) net->priv->layer_hook(net, i, 2, net->priv->layer_ctx);
         /* outputs dropped after forward that this backward is the first to read: rebuilt

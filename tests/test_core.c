@@ -958,31 +958,25 @@ static void bf16_hook(cf_net *net, int i, int phase, void *ctx) {
     const cf_layer *l = &net->layers[i];
     int k;
     if (phase == 1 && i < net->priv->head) { w->unrounded += count_unrounded(cf_net_output(net, i), (size_t)net->batch * cf_shape_size(l->out)) > 0; w->checked++; }
+    if (phase == 2 && i < net->priv->head) {   /* its output's gradient, complete (the loss's, for the last layer) */
+        w->unrounded += count_unrounded(cf_net_output_grad(net, i), (size_t)net->batch * cf_shape_size(l->out)) > 0;
+        w->checked++;
+    }
     if (phase == 3) for (k = 0; k < l->n_src; k++)
         if (l->src[k] >= 0 && l->src[k] < net->priv->head) {
             w->unrounded += count_unrounded(cf_net_output_grad(net, l->src[k]), (size_t)net->batch * cf_shape_size(net->layers[l->src[k]].out)) > 0;
             w->checked++;
         }
 }
-static void test_bf16_stored(void) {
-    static const char *cfg =   /* wide enough rows for the bf16 direct kernel; conv + pool pairs fuse */
-        "[net]\ninput=2x6x10x32\nloss=mse\n"
-        "[conv]\nfilters=4\nsize=3\npad=same\nactivation=leaky\nslope=0.3\n"
-        "[maxpool]\nsize=2\n"
-        "[conv]\nfilters=5\nsize=2\npad=same\nactivation=tanh\n"
-        "[maxpool]\nsize=3\n"
-        "[conv]\nfilters=3\nsize=1\nactivation=relu\n"
-        "[route]\nlayers=-1,-2\n"
-        "[avgpool]\nsize=1,1,2\n"
-        "[conv]\nfilters=3\nsize=1\n[activation]\nactivation=leaky\nslope=0.1\n[activation]\nactivation=relu\n"
-        "[flatten]\n[dense]\noutputs=2\n";
+/* one training step's checks on cfg (fused: its layers 0 and 2 pair with their pools) */
+static void bf16_stored_net(const char *cfg, const char *name, int fused) {
     cf_net net;
     cf_rng r = cf_rng_seed(17);
     float *x, *t, *d, *g[2];
     double num = 0, den = 0;
     size_t k;
     int run, B = 2;
-    if (cf_net_parse(&net, cfg, "bf16-stored.cfg", NULL)) { CHECK(0, "bf16-stored.cfg: %s", cf_failure_reason()); return; }
+    if (cf_net_parse(&net, cfg, name, NULL)) { CHECK(0, "%s: %s", name, cf_failure_reason()); return; }
     x = rnd(B * cf_shape_size(net.input), &r); t = rnd((size_t)B * net.n_outputs, &r); d = rnd((size_t)B * net.n_outputs, &r);
     for (run = 0; run < 2; run++) {   /* 0: the fast paths (as this CPU has them), 1: the emulation */
         bf16_watch w = {0, 0};
@@ -996,16 +990,37 @@ static void test_bf16_stored(void) {
         cf_net_backward(&net, d);
         g[run] = (float *)malloc(net.n_params * sizeof(float));
         memcpy(g[run], net.grads, net.n_params * sizeof(float));
-        CHECK(w.checked >= 12 && !w.unrounded, "bf16 (%s): every stored output and gradient before the head is a bf16 value: %d of %d tensors are not",
-              run ? "the emulation" : cf_bf16_kernels(), w.unrounded, w.checked);
-        if (run == 0) CHECK(net.priv->plan.l[0].fused_pool >= 0 && net.priv->plan.l[2].fused_pool >= 0, "bf16-stored.cfg: both conv + pool pairs fused");
+        CHECK(w.checked > 2 * net.priv->head && !w.unrounded, "%s, bf16 (%s): every stored output and gradient before the head is a bf16 value: %d of %d tensors are not",
+              name, run ? "the emulation" : cf_bf16_kernels(), w.unrounded, w.checked);
+        if (run == 0 && fused) CHECK(net.priv->plan.l[0].fused_pool >= 0 && net.priv->plan.l[2].fused_pool >= 0, "%s: both conv + pool pairs fused", name);
         cf_net_set_layer_hook(&net, NULL, NULL);
     }
     cf_fast_path_set("all", 1);
     for (k = 0; k < net.n_params; k++) { num += ((double)g[0][k] - g[1][k]) * ((double)g[0][k] - g[1][k]); den += (double)g[1][k] * g[1][k]; }
-    CHECK(sqrt(num) <= 1e-2 * sqrt(den), "bf16: the fast paths' gradients against the emulation's: relative L2 %.2g (bound 1e-2)", sqrt(num / (den > 0 ? den : 1)));
+    CHECK(sqrt(num) <= 1e-2 * sqrt(den), "%s, bf16: the fast paths' gradients against the emulation's: relative L2 %.2g (bound 1e-2)", name,
+          sqrt(num / (den > 0 ? den : 1)));
     free(x); free(t); free(d); free(g[0]); free(g[1]);
     cf_net_free(&net);
+}
+static void test_bf16_stored(void) {
+    static const char *cfg =   /* wide enough rows for the bf16 direct kernel; conv + pool pairs fuse */
+        "[net]\ninput=2x6x10x32\nloss=mse\n"
+        "[conv]\nfilters=4\nsize=3\npad=same\nactivation=leaky\nslope=0.3\n"
+        "[maxpool]\nsize=2\n"
+        "[conv]\nfilters=5\nsize=2\npad=same\nactivation=tanh\n"
+        "[maxpool]\nsize=3\n"
+        "[conv]\nfilters=3\nsize=1\nactivation=relu\n"
+        "[route]\nlayers=-1,-2\n"
+        "[avgpool]\nsize=1,1,2\n"
+        "[conv]\nfilters=3\nsize=1\n[activation]\nactivation=leaky\nslope=0.1\n[activation]\nactivation=relu\n"
+        "[flatten]\n[dense]\noutputs=2\n";
+    static const char *seg_cfg =   /* no dense head: the loss gradient itself is stored rounded, and linear convs' dL/dz is it */
+        "[net]\ninput=3x8x32\nloss=mse\n"
+        "[conv]\nfilters=4\nsize=3\npad=same\nactivation=relu\n"
+        "[conv]\nfilters=4\nsize=3\npad=same\n"
+        "[conv]\nfilters=2\nsize=3\npad=same\n";
+    bf16_stored_net(cfg, "bf16-stored.cfg", 1);
+    bf16_stored_net(seg_cfg, "bf16-seg.cfg", 0);
 }
 
 /* The memory plan (cf__plan_memory): outputs whose life is over are overwritten and cheap
