@@ -2681,8 +2681,8 @@ struct cf__net_private {
     int acts_clobbered;              /* backward has reused the outputs' memory (until forward) */
     int rebuilding;                  /* inside a backward-time rebuild of an output */
     int precision;                   /* CF_FP32, CF_BF16 */
-    float *wq;                       /* bf16: the parameters the layers read, convolution
-                                        kernels rounded (n_params floats); else NULL */
+    float *wq;                       /* bf16: room for the largest convolution kernel, rounded
+                                        there each time a layer reads it (cf__w); else NULL */
     float *xq; size_t xq_n;          /* bf16: the input, rounded */
     int head;                        /* bf16: the first layer of the fp32 dense head */
     int stored_bf16;                 /* bf16: the layer's forward (backward) stored its output
@@ -2906,9 +2906,20 @@ static float *cf__grad(cf_net *net, int i) { return net->priv->arena + net->priv
 static float *cf__in_grad(cf_net *net, const cf_layer *l, int k) { return l->src[k] < 0 ? net->priv->dinput : cf__grad(net, l->src[k]); }
 static size_t cf__n_out(const cf_net *net, const cf_layer *l) { return cf_shape_size(l->out) * net->batch; }
 static size_t cf__per_channel(cf_shape s) { return cf_shape_size(s) / s.c; }
-/* the parameters a layer computes with: in bf16, a convolution's kernel rounded (cf__round_params) */
-static float *cf__w(cf_net *net, const cf_layer *l) { return (net->priv->wq ? net->priv->wq : net->params) + l->w_off; }
-static float *cf__b(cf_net *net, const cf_layer *l) { return l->b_n ? (net->priv->wq ? net->priv->wq : net->params) + l->b_off : NULL; }
+/* the parameters a layer computes with: the masters, or in bf16 a convolution's kernel
+   before the dense head rounded into wq (each call: the masters may have moved since) */
+static int cf__rounds(const cf_net *net, int layer);
+static int cf__rounds_kernel(const cf_net *net, const cf_layer *l) {
+    return (l->type == CF_L_CONV || l->type == CF_L_DECONV) && cf__rounds(net, (int)(l - net->layers));
+}
+static float *cf__w(cf_net *net, const cf_layer *l) {
+    float *w = net->params + l->w_off;
+    if (!net->priv->wq || !cf__rounds_kernel(net, l)) return w;
+    memcpy(net->priv->wq, w, l->w_n * sizeof(float));
+    cf_bf16_round(net->priv->wq, l->w_n);
+    return net->priv->wq;
+}
+static float *cf__b(cf_net *net, const cf_layer *l) { return l->b_n ? net->params + l->b_off : NULL; }
 static float *cf__dw(cf_net *net, const cf_layer *l) { return net->grads + l->w_off; }
 static float *cf__db(cf_net *net, const cf_layer *l) { return l->b_n ? net->grads + l->b_off : NULL; }
 static double cf__size_flops(const cf_layer *l) { return (double)cf_shape_size(l->out); }   /* elementwise layers */
@@ -3650,8 +3661,9 @@ CFDEF float *cf_net_output(cf_net *net, int layer) { return cf__out(net, layer);
 CFDEF float *cf_net_output_grad(cf_net *net, int layer) { return cf__grad(net, layer); }
 
 /* ---- bf16 (cf_net_set_precision): each layer's bf16 form is its fp32 code on rounded
-   operands, its output rounded once when stored.  The operands: the network input and the
-   convolution kernels, rounded here once per forward; the outputs and output gradients of
+   operands, its output rounded once when stored.  The operands: the network input, rounded
+   into its copy once per forward (here); a convolution's kernel, rounded into wq as the layer
+   reads it (cf__w); the outputs and output gradients of
    the layers before the dense head, rounded as each layer's forward and backward store them
    (cf__layer_forward, cf__layer_backward: in a pass after the layer, or by the layer itself
    as it stores, which then sets stored_bf16: a convolution's forward, a max pool's forward
@@ -3666,14 +3678,18 @@ CFDEF int cf_net_set_precision(cf_net *net, int precision) {
     CF_FREE(p->wq); p->wq = NULL;
     CF_FREE(p->xq); p->xq = NULL; p->xq_n = 0;
     for (p->head = 0; p->head < net->n_layers && net->layers[p->head].type != CF_L_DENSE; p->head++) {}
-    if (precision == CF_BF16 && !(p->wq = CF__NEW(float, net->n_params + 1))) return cf_fail("bf16: %s (a rounded copy of the parameters)", cf_failure_reason());
+    if (precision == CF_BF16) {
+        size_t most = 1;
+        int i;
+        for (i = 0; i < net->n_layers; i++) if (cf__rounds_kernel(net, &net->layers[i]) && net->layers[i].w_n > most) most = net->layers[i].w_n;
+        if (!(p->wq = CF__NEW(float, most))) return cf_fail("bf16: %s (room for a rounded kernel)", cf_failure_reason());
+    }
     return CF_OK;
 }
-/* the input x (B samples) and the convolution kernels, rounded into their copies */
+/* the input x (B samples), rounded into its copy */
 static int cf__round_operands(cf_net *net, const float *x, int B) {
     struct cf__net_private *p = net->priv;
     size_t n = (size_t)B * cf_shape_size(net->input);
-    int i;
     if (n > p->xq_n) {
         CF_FREE(p->xq); p->xq_n = 0;
         if (!(p->xq = CF__NEW(float, n))) return cf_fail("bf16: %s (the rounded input)", cf_failure_reason());
@@ -3681,9 +3697,6 @@ static int cf__round_operands(cf_net *net, const float *x, int B) {
     }
     memcpy(p->xq, x, n * sizeof(float));
     cf_bf16_round(p->xq, n);
-    memcpy(p->wq, net->params, net->n_params * sizeof(float));
-    for (i = 0; i < p->head; i++)
-        if (net->layers[i].type == CF_L_CONV || net->layers[i].type == CF_L_DECONV) cf_bf16_round(p->wq + net->layers[i].w_off, net->layers[i].w_n);
     return CF_OK;
 }
 static void cf__layer_forward(cf_net *net, int i) {
