@@ -369,12 +369,13 @@ static void conv_op_p(int op, const path_case *pc, const float *x, const float *
 }
 /* The bf16 GEMM against cf_sgemm on the same rounded operands, per element relative to its
    sum |terms|: every transpose, beta 0 and 1, a K cut into parts (partial C added in order)
-   and chunks, an odd K, N over one column block, M not a multiple of 8 and over one row block. */
+   and chunks, an odd K, N over one column block, M not a multiple of 8 and over one row block;
+   and the same bits on one thread as on all. */
 static void test_bf16_gemm(void) {
 #ifdef CF__BF16
     static const int shapes[][3] = {{13, 37, 16387}, {9, 600, 5}, {8, 32, 257}, {300, 70, 4097 * 2}};
     cf_rng r = cf_rng_seed(61);
-    int si, tA, tB, beta, cases = 0;
+    int si, tA, tB, beta, cases = 0, one_thread_same = 0;
     double worst = 0;
     if (!cf__has_bf16()) { printf("skipped: the bf16 GEMM (the CPU lacks AVX512_BF16)\n"); return; }
     for (si = 0; si < 4; si++) for (tA = 0; tA < 2; tA++) for (tB = 0; tB < 2; tB++) for (beta = 0; beta < 2; beta++) {
@@ -390,10 +391,23 @@ static void test_bf16_gemm(void) {
         e = worst_rel_to(c1, c2, sc, (size_t)M * N);
         if (e > worst) worst = e;
         cases += e <= 1e-6;
+#ifdef _OPENMP
+        {   /* the same bits on one thread: the parts' partial sums are added in part order */
+            int nt = omp_get_max_threads();
+            memcpy(c2, C0, (size_t)M * N * 4);
+            omp_set_num_threads(1);
+            cf__sgemm_bf16(tA, tB, M, N, K, A, lda, B, ldb, (float)beta, c2, N);
+            omp_set_num_threads(nt);
+            one_thread_same += !memcmp(c1, c2, (size_t)M * N * 4);
+        }
+#else
+        one_thread_same++;
+#endif
         if (e > 1e-6) printf("  bf16 GEMM %dx%dx%d tA %d tB %d beta %d: %.2g of sum |terms|\n", M, N, K, tA, tB, beta, e);
         free(A); free(B); free(C0); free(c1); free(c2); free(sc); free(aA); free(aB);
     }
     CHECK(cases == 32, "the bf16 GEMM against cf_sgemm on rounded operands: %d of 32 cases within 1e-6 of sum |terms| (worst %.2g)", cases, worst);
+    CHECK(one_thread_same == 32, "the bf16 GEMM gives the same bits on one thread as on all: %d of 32 cases", one_thread_same);
 #else
     printf("skipped: the bf16 GEMM (not compiled in)\n");
 #endif
