@@ -2156,7 +2156,8 @@ static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int
 static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
     int K2 = (K + 1) / 2, nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, mblocks = (M + CF__GEMM_MB - 1) / CF__GEMM_MB;
     int parts = (K2 + CF__GEMM_KPART - 1) / CF__GEMM_KPART, blocks = mblocks * nblocks, span, t;
-    size_t MN = (size_t)M * N;
+    size_t MN = (size_t)M * N, ka = (size_t)(K2 < CF__GEMM_KC ? K2 : CF__GEMM_KC);   /* a chunk's pairs, at most */
+    size_t a_n = (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka, b_n = ka * (size_t)(N < CF__GEMM_NB ? N : CF__GEMM_NB);
     float *partial = NULL;
     if (M <= 0 || N <= 0) return;
     if (K <= 0) { int r, j; for (r = 0; r < M; r++) for (j = 0; j < N; j++) C[(size_t)r * ldc + j] *= beta; return; }
@@ -2164,7 +2165,7 @@ static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, 
     span = (K2 + parts - 1) / parts;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
-        uint32_t *Ap = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * CF__GEMM_MB * CF__GEMM_KC), *Bp = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * CF__GEMM_KC * CF__GEMM_NB);
+        uint32_t *Ap = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * a_n), *Bp = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * b_n);   /* as big as a task needs */
         CF__OMP(omp for schedule(dynamic, 1))
         for (t = 0; t < blocks * parts; t++) {
             int b = t % blocks, m0 = b / nblocks * CF__GEMM_MB, n0 = b % nblocks * CF__GEMM_NB, q0 = t / blocks * span;
