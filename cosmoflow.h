@@ -2079,9 +2079,42 @@ CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (c
 #define CF__GEMM_NB 512
 #define CF__GEMM_KC 128
 #define CF__GEMM_KPART 4096
+/* the mask of a vector's first n lanes (none when n <= 0, all when n >= 16) */
+CF__INLINE __mmask16 cf__lanes(int n) { return (__mmask16)(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1u); }
+/* the pairs (x[2i], x[2i+1]) of up to 32 floats of a row, as 16 lanes; floats past n are zero.
+   vcvtne2ps2bf16 keeps a bf16 value as it is, so on the bf16 values the GEMM is given it is
+   cf__pair, a vector at a time. */
+CF__BF16_TARGET static __m512i cf__pairs16(const float *x, int n) {
+    __m512 lo = _mm512_maskz_loadu_ps(cf__lanes(n), x), hi = _mm512_maskz_loadu_ps(cf__lanes(n - 16), x + 16);
+    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);   /* the low 16 bf16 from lo, the high 16 from hi */
+}
+/* 16 x 16 transpose of 32-bit lanes: lane j of r[i] goes to lane i of r[j].  Three rounds:
+   interleave 32-bit lanes of row pairs, then 64-bit lanes, then move 128-bit quarters twice. */
+CF__BF16_TARGET static void cf__transpose16(__m512i r[16]) {
+    __m512i t[16];
+    int i;
+    for (i = 0; i < 16; i += 2) { t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]); t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]); }
+    for (i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]); r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]); r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88); t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88); t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (i = 0; i < 8; i++) { r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88); r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd); }
+}
 /* Ap[m][q - q0], nq pairs from q0 */
-static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int lda, int M, int K, int q0, int nq) {
+CF__BF16_TARGET static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int lda, int M, int K, int q0, int nq) {
     int m, q;
+    if (!tA) {   /* op(A)'s row m is a row of A: its pairs are adjacent floats */
+        for (m = 0; m < M; m++)
+            for (q = 0; q < nq; q += 16) {
+                int k = 2 * (q0 + q);
+                _mm512_mask_storeu_epi32(Ap + (size_t)m * nq + q, cf__lanes(nq - q), cf__pairs16(A + (size_t)m * lda + k, K - k));
+            }
+        return;
+    }
     for (m = 0; m < M; m++)
         for (q = 0; q < nq; q++) {
             int k = 2 * (q0 + q);
@@ -2091,7 +2124,7 @@ static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int lda, int M, int
         }
 }
 /* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb */
-static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int ldb, int K, int q0, int nq, int n0, int nb) {
+CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int ldb, int K, int q0, int nq, int n0, int nb) {
     int q, j;
     if (!tB) for (q = 0; q < nq; q++) {   /* two rows of B, element by element */
         int k = 2 * (q0 + q);
@@ -2100,10 +2133,14 @@ static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int ldb, int K, int
         if (k + 1 < K) for (j = 0; j < nb; j++) d[j] = cf__pair(b0[j], b1[j]);
         else for (j = 0; j < nb; j++) d[j] = cf__pair(b0[j], 0.0f);
     }
-    else for (j = 0; j < nb; j++) {       /* op(B)[k][n] = B[n][k]: the chunk is a stretch of row n of B */
-        const float *r = B + (size_t)(n0 + j) * ldb + 2 * q0;
-        for (q = 0; q < nq; q++) Bp[(size_t)q * nb + j] = cf__pair(r[2 * q], 2 * (q0 + q) + 1 < K ? r[2 * q + 1] : 0.0f);
-    }
+    else for (j = 0; j < nb; j += 16)     /* op(B)[k][n] = B[n][k]: 16 rows of B give 16 pairs each, transposed */
+        for (q = 0; q < nq; q += 16) {
+            int k = 2 * (q0 + q), i;
+            __m512i r[16];
+            for (i = 0; i < 16; i++) r[i] = j + i < nb ? cf__pairs16(B + (size_t)(n0 + j + i) * ldb + k, K - k < 2 * (nq - q) ? K - k : 2 * (nq - q)) : _mm512_setzero_si512();
+            cf__transpose16(r);
+            for (i = 0; i < 16 && q + i < nq; i++) _mm512_mask_storeu_epi32(Bp + (size_t)(q + i) * nb + j, cf__lanes(nb - j), r[i]);
+        }
 }
 /* C (M x nb) = beta C + the packed chunk's nq pairs */
 CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uint32_t *Ap, const uint32_t *Bp, float *C, int ldc, float beta) {
