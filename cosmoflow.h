@@ -1100,10 +1100,15 @@ static void cf__bias_grad(float *db, const float *dy, int B, int OC, size_t P) {
        forward           y[g] (OCg, P)  = w[g] (OCg, K) x col (K, P)          + b
        backward-weights  dw[g] (OCg, K) += dy[g] (OCg, P) x col^T (P, K),      db += sum_P dy
        backward-data     dcol (K, P)    = w[g]^T (K, OCg) x dy[g] (OCg, P),    dx += col2im(dcol)
-   over tiles of as many positions as the workspace holds (docs/math.md, "Convolution"). */
-CFDEF void cf_ref_conv_forward(float *y, const float *x, const float *w, const float *b,
-                               int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                               float *ws, size_t ws_floats) {
+   over tiles of as many positions as the workspace holds (docs/math.md, "Convolution").
+   Each runs its GEMMs through a cf__gemm_fn: cf_sgemm here; the bf16 paths of section 4 run
+   these same functions with the bf16 GEMM. */
+typedef void (*cf__gemm_fn)(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+static void cf__im2col_conv_forward(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
+                                    const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
     for (bi = 0; bi < B; bi++) {
@@ -1112,17 +1117,20 @@ CFDEF void cf_ref_conv_forward(float *y, const float *x, const float *w, const f
             size_t n = P - p0 < tile ? P - p0 : tile;
             for (gi = 0; gi < groups; gi++) {
                 cf__im2col(ws, x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, Cg, in, out, g, p0, n);
-                cf_sgemm(0, 0, OCg, (int)n, K, 1.0f, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f,
-                         yb + (size_t)gi * OCg * P + p0, (int)P);
+                gemm(0, 0, OCg, (int)n, K, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f, yb + (size_t)gi * OCg * P + p0, (int)P);
             }
             cf__bias_act(yb + p0, b, out.c, n, P, CF_ACT_LINEAR, 0.0f);
         }
     }
 }
+CFDEF void cf_ref_conv_forward(float *y, const float *x, const float *w, const float *b,
+                               int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                               float *ws, size_t ws_floats) {
+    cf__im2col_conv_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
+}
 
-CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
-                                        int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                        int groups, float *ws, size_t ws_floats) {
+static void cf__im2col_conv_backward_weights(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
+                                             const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
     if (db) cf__bias_grad(db, dy, B, out.c, P);
@@ -1133,14 +1141,18 @@ CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, c
             for (p0 = 0; p0 < P; p0 += tile) {   /* col is recomputed here, not kept from forward */
                 size_t n = P - p0 < tile ? P - p0 : tile;
                 cf__im2col(ws, xg, Cg, in, out, g, p0, n);
-                cf_sgemm(0, 1, OCg, K, (int)n, 1.0f, dyg + p0, (int)P, ws, (int)n, 1.0f, dw + (size_t)gi * OCg * K, K);
+                gemm(0, 1, OCg, K, (int)n, dyg + p0, (int)P, ws, (int)n, 1.0f, dw + (size_t)gi * OCg * K, K);
             }
         }
 }
+CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
+                                        int B, cf_shape in, cf_shape out, const cf_geom *g,
+                                        int groups, float *ws, size_t ws_floats) {
+    cf__im2col_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
+}
 
-CFDEF void cf_ref_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
-                                     cf_shape out, const cf_geom *g, int groups, float *ws,
-                                     size_t ws_floats) {
+static void cf__im2col_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
+                                          const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
     for (bi = 0; bi < B; bi++)
@@ -1149,10 +1161,15 @@ CFDEF void cf_ref_conv_backward_data(float *dx, const float *dy, const float *w,
             const float *dyg = dy + (size_t)bi * out.c * P + (size_t)gi * OCg * P, *wg = w + (size_t)gi * OCg * K;
             for (p0 = 0; p0 < P; p0 += tile) {
                 size_t n = P - p0 < tile ? P - p0 : tile;
-                cf_sgemm(1, 0, K, (int)n, OCg, 1.0f, wg, K, dyg + p0, (int)P, 0.0f, ws, (int)n);
+                gemm(1, 0, K, (int)n, OCg, wg, K, dyg + p0, (int)P, 0.0f, ws, (int)n);
                 cf__col2im(dxg, ws, Cg, in, out, g, p0, n);
             }
         }
+}
+CFDEF void cf_ref_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
+                                     cf_shape out, const cf_geom *g, int groups, float *ws,
+                                     size_t ws_floats) {
+    cf__im2col_conv_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
 }
 
 /* ---- pooling, the definition: every window's taps with a bounds test.  Max: the first
@@ -1689,11 +1706,6 @@ static int cf__thread_id(void) {
 }
 static size_t cf__positions(cf_shape s) { return (size_t)s.d * s.h * s.w; }
 
-/* the GEMM a path runs, alpha = 1, beta 0 or 1: cf_sgemm, or the bf16 one (below) */
-typedef void (*cf__gemm_fn)(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
-static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
-}
 
 /* ---- pointwise: a 1x1x1 kernel, stride 1, no padding, where im2col(x) is x itself.
    Per sample and group: y (OCg, P) = w (OCg, Cg) x x (Cg, P); dw (OCg, Cg) += dy (OCg, P) x
@@ -2257,6 +2269,19 @@ CF__BF16_TARGET static __m512 cf__round16_bf16(__m512 z) {
     __m256i h = (__m256i)_mm512_cvtneps_pbh(z);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
+/* cf__act_f on 16 lanes: linear, relu and leaky as vector operations (max returns its second
+   operand for a NaN, as relu's test v > 0 gives 0; a compare with NaN is false, as leaky's),
+   others lane by lane */
+CF__BF16_TARGET static __m512 cf__act16(__m512 z, int act, float slope) {
+    float v[16];
+    int j;
+    if (act == CF_ACT_LINEAR) return z;
+    if (act == CF_ACT_RELU) return _mm512_max_ps(z, _mm512_setzero_ps());
+    if (act == CF_ACT_LEAKY) return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_mul_ps(z, _mm512_set1_ps(slope)), z);
+    _mm512_storeu_ps(v, z);
+    for (j = 0; j < 16; j++) v[j] = cf__act_f(v[j], act, slope);
+    return _mm512_loadu_ps(v);
+}
 CF__BF16_TARGET static void cf__direct_row_bf16(float *y, size_t ystride, const uint32_t *R2, size_t Wp, int T2, int KW, int dil,
                                                 const uint32_t *w2, int OC, int OW, const float *b, int accumulate, int act, float slope) {
     int K2 = T2 * KW, oc0, w0, q, kw, o, j;
@@ -2279,14 +2304,14 @@ CF__BF16_TARGET static void cf__direct_row_bf16(float *y, size_t ystride, const 
                 }
             }
             for (o = 0; o < no; o++) {   /* the block's valid part: added; or + bias, act, rounded to bf16 */
-                float v[32], *yr = y + (size_t)(oc0 + o) * ystride + w0, bo = b ? b[oc0 + o] : 0.0f;
-                _mm512_storeu_ps(v, a[o][0]); _mm512_storeu_ps(v + 16, a[o][1]);
-                if (accumulate) { for (j = 0; j < n; j++) yr[j] += v[j]; continue; }
-                if (act == CF_ACT_LEAKY) for (j = 0; j < 32; j++) { float z = v[j] + bo; v[j] = z > 0.0f ? z : slope * z; }
-                else for (j = 0; j < 32; j++) v[j] = cf__act_f(v[j] + bo, act, slope);
-                _mm512_storeu_ps(v, cf__round16_bf16(_mm512_loadu_ps(v)));
-                _mm512_storeu_ps(v + 16, cf__round16_bf16(_mm512_loadu_ps(v + 16)));
-                memcpy(yr, v, (size_t)n * sizeof *v);
+                float *yr = y + (size_t)(oc0 + o) * ystride + w0, bo = b ? b[oc0 + o] : 0.0f;
+                for (j = 0; j < 2; j++) {
+                    __mmask16 k = cf__lanes(n - 16 * j);
+                    __m512 z = a[o][j];
+                    if (accumulate) { _mm512_mask_storeu_ps(yr + 16 * j, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, yr + 16 * j), z)); continue; }
+                    z = cf__act16(_mm512_add_ps(z, _mm512_set1_ps(bo)), act, slope);
+                    _mm512_mask_storeu_ps(yr + 16 * j, k, cf__round16_bf16(z));
+                }
             }
         }
     }
@@ -2356,6 +2381,17 @@ static int cf__bf16_tiles_bwd_applies(const cf__conv_call *c) { return cf__bf16_
 static void cf__bf16_tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_bf16); }
 static void cf__bf16_tiles_bww(const cf__conv_call *c) { cf__tiles_bww_with(c, cf__sgemm_bf16); }
 static void cf__bf16_tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_bf16); }
+/* what the tiles leave (few positions, groups): the references' im2col with the bf16 GEMM */
+static void cf__bf16_im2col_fwd(const cf__conv_call *c) {
+    cf__im2col_conv_forward(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
+    cf_act_forward(c->y, (size_t)c->B * cf_shape_size(c->out), c->act, c->slope);
+}
+static void cf__bf16_im2col_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
+    cf__im2col_conv_backward_weights(c->dw, NULL, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
+}
+static void cf__bf16_im2col_bwd(const cf__conv_call *c) {
+    cf__im2col_conv_backward_data(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
+}
 #endif /* CF__BF16 */
 
 /* ---- pooling: windows that never leave the input (CosmoFlow's 2x2x2 stride-2 pools) need
@@ -2477,6 +2513,7 @@ static const cf__conv_path cf__conv_fwd_paths[] = {
     {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run, 1},
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd, 0},
     {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 0},
+    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_fwd, 0},
 #endif
 #ifdef CF__DIRECT
     {CF__K_DIRECT, cf__direct_fwd_applies, cf__direct_fwd_run, 0},
@@ -2490,6 +2527,7 @@ static const cf__conv_path cf__conv_bww_paths[] = {
 #ifdef CF__BF16
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww, 0},
     {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww, 0},
+    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bww, 0},
 #endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bww, 0},
     {CF__K_TILES, cf__tiles_bww_applies, cf__tiles_bww, 0},
@@ -2501,6 +2539,7 @@ static const cf__conv_path cf__conv_bwd_paths[] = {
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd, 0},
     {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run, 0},
     {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 0},
+    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bwd, 0},
 #endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd, 0},
 #ifdef CF__DIRECT
