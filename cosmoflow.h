@@ -1528,9 +1528,8 @@ CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, 
 
 /* ---- transposed convolution.  The GEMM runs over tiles of x's positions (the forward
    convolution's output grid), so the col workspace stays bounded like im2col's. */
-CFDEF void cf_deconv_forward(float *y, const float *x, const float *w, const float *b,
-                             int B, cf_shape in, cf_shape out, const cf_geom *g,
-                             float *col, size_t ws_floats) {
+static void cf__deconv_forward_with(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
+                                    const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm) {
     int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
     size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
     for (bi = 0; bi < B; bi++) {
@@ -1540,15 +1539,19 @@ CFDEF void cf_deconv_forward(float *y, const float *x, const float *w, const flo
         for (p0 = 0; p0 < P; p0 += tile) {
             size_t n = P - p0 < tile ? P - p0 : tile;
             /* col (K, n) = w^T (K, C) x x[:, p0:p0+n] (C, n); then scatter-add into y */
-            cf_sgemm(1, 0, K, (int)n, in.c, 1.0f, w, K, xb + p0, (int)P, 0.0f, col, (int)n);
+            gemm(1, 0, K, (int)n, in.c, w, K, xb + p0, (int)P, 0.0f, col, (int)n);
             cf__col2im(yb, col, out.c, out, in, g, p0, n);
         }
     }
 }
+CFDEF void cf_deconv_forward(float *y, const float *x, const float *w, const float *b,
+                             int B, cf_shape in, cf_shape out, const cf_geom *g,
+                             float *col, size_t ws_floats) {
+    cf__deconv_forward_with(y, x, w, b, B, in, out, g, col, ws_floats, cf__sgemm_fp32);
+}
 
-CFDEF void cf_deconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
-                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                              float *col, size_t ws_floats) {
+static void cf__deconv_backward_with(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in,
+                                     cf_shape out, const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm) {
     int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
     size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
     for (bi = 0; bi < B; bi++) {
@@ -1558,10 +1561,15 @@ CFDEF void cf_deconv_backward(float *dx, float *dw, float *db, const float *dy, 
             size_t n = P - p0 < tile ? P - p0 : tile;
             cf__im2col(col, dyb, out.c, out, in, g, p0, n);          /* (K, n) */
             /* dw (C, K) += x (C, n) x col^T (n, K);  dx (C, n) += w (C, K) x col (K, n) */
-            cf_sgemm(0, 1, in.c, K, (int)n, 1.0f, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
-            if (dx) cf_sgemm(0, 0, in.c, (int)n, K, 1.0f, w, K, col, (int)n, 1.0f, dx + (size_t)bi * in.c * P + p0, (int)P);
+            gemm(0, 1, in.c, K, (int)n, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
+            if (dx) gemm(0, 0, in.c, (int)n, K, w, K, col, (int)n, 1.0f, dx + (size_t)bi * in.c * P + p0, (int)P);
         }
     }
+}
+CFDEF void cf_deconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                              float *col, size_t ws_floats) {
+    cf__deconv_backward_with(dx, dw, db, dy, x, w, B, in, out, g, col, ws_floats, cf__sgemm_fp32);
 }
 
 /* ---- segmentation loss and metric */
@@ -2578,6 +2586,15 @@ static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, con
     const cf__conv_path *p = cf__conv_pick(cf__conv_paths(op), &c);
     return p ? cf__kind_names[p->kind] : "reference";
 }
+/* The GEMM of the transposed convolution, which has no path table: its reference with the bf16
+   GEMM when the operands are bf16 values and the bf16 kind is on and the CPU has it. */
+static cf__gemm_fn cf__deconv_gemm(int bf16) {
+#ifdef CF__BF16
+    if (bf16 && cf__kind_on[CF__K_BF16] && cf__has_bf16()) return cf__sgemm_bf16;
+#endif
+    (void)bf16;
+    return cf__sgemm_fp32;
+}
 CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats) {
     return cf__conv_path_p(op, B, in, out, g, groups, ws_floats, 0);
 }
@@ -3113,7 +3130,8 @@ static double cf__deconv_flops(const cf_layer *l) { return 2.0 * (double)cf_shap
 static void cf__deconv_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *y = cf__out(net, i);
-    cf_deconv_forward(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, net->priv->ws, net->priv->ws_floats);
+    cf__deconv_forward_with(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, net->priv->ws,
+                            net->priv->ws_floats, cf__deconv_gemm(cf__rounds(net, i)));
     cf_act_forward(y, cf__n_out(net, l), l->act, l->slope);
 }
 static void cf__deconv_backward(cf_net *net, int i) {
@@ -3121,8 +3139,8 @@ static void cf__deconv_backward(cf_net *net, int i) {
     float *dy = cf__grad(net, i);
     cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
     cf__round_dz(net, i, dy);
-    cf_deconv_backward(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), net->batch,
-                       l->in, l->out, &l->g, net->priv->ws, net->priv->ws_floats);
+    cf__deconv_backward_with(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), net->batch,
+                             l->in, l->out, &l->g, net->priv->ws, net->priv->ws_floats, cf__deconv_gemm(cf__rounds(net, i)));
 }
 
 /* ---- [maxpool], [avgpool]: stride = size unless given */
@@ -3894,6 +3912,8 @@ CFDEF const char *cf_net_path(const cf_net *net, int layer, int op) {
     case CF_L_CONV:
         if (l->depthwise) return "reference";
         return cf__conv_path_p(op, net->batch, l->in, l->out, &l->g, l->groups, net->priv->ws_floats, cf__rounds(net, layer));
+    case CF_L_DECONV:
+        return cf__deconv_gemm(cf__rounds(net, layer)) == cf__sgemm_fp32 ? "reference" : cf__kind_names[CF__K_BF16];
     case CF_L_MAXPOOL: case CF_L_AVGPOOL:
         if (op == CF_OP_BACKWARD_DATA && l->src[0] >= 0 && net->priv->plan.l[l->src[0]].fused_pool == layer) return "fusion";
         return cf_pool_path(op, l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);

@@ -464,6 +464,51 @@ static void test_bf16_paths(void) {
     free(ws);
 }
 
+/* The transposed convolution's bf16 GEMM (it has no path table: its reference runs with the
+   bf16 GEMM) against the same reference with cf_sgemm on the same rounded operands: forward,
+   and backward's dx and dw, within 1e-6 of sum |terms|.  The geometries are path_cases' with
+   groups 1, read the other way: the convolution's output is the transposed one's input. */
+static void test_bf16_deconv(void) {
+#ifdef CF__BF16
+    static const int cases[] = {0, 2, 4, 5};
+    cf_rng r = cf_rng_seed(97);
+    size_t wsf = (size_t)1 << 22;
+    float *ws = (float *)malloc(wsf * 4);
+    double worst = 0;
+    int ci, good = 0;
+    if (!cf__has_bf16()) { printf("skipped: the transposed convolution's bf16 GEMM (the CPU lacks AVX512_BF16)\n"); free(ws); return; }
+    for (ci = 0; ci < 4; ci++) {
+        const path_case *pc = &path_cases[cases[ci]];
+        cf_shape out, in; cf_geom g;   /* out: the transposed convolution's output (the path case's input) */
+        size_t nx, ny, nw, n[3];
+        float *x, *w, *dy, *ax, *aw, *ady, *o[3][3];
+        int k, t;
+        double e[3];
+        setup_path_case(pc, &out, &in, &g);
+        nx = pc->B * cf_shape_size(in); ny = pc->B * cf_shape_size(out); nw = (size_t)in.c * out.c * g.k[0] * g.k[1] * g.k[2];
+        n[0] = ny; n[1] = nx; n[2] = nw;
+        x = rounded(nx, &r); w = rounded(nw, &r); dy = rounded(ny, &r);
+        ax = absolute(x, nx); aw = absolute(w, nw); ady = absolute(dy, ny);
+        for (k = 0; k < 3; k++) for (t = 0; t < 3; t++) o[k][t] = (float *)calloc(n[t] + 1, 4);   /* [bf16, fp32, |terms|][y, dx, dw] */
+        cf__deconv_forward_with(o[0][0], x, w, NULL, pc->B, in, out, &g, ws, wsf, cf__sgemm_bf16);
+        cf_deconv_forward(o[1][0], x, w, NULL, pc->B, in, out, &g, ws, wsf);
+        cf_deconv_forward(o[2][0], ax, aw, NULL, pc->B, in, out, &g, ws, wsf);
+        cf__deconv_backward_with(o[0][1], o[0][2], NULL, dy, x, w, pc->B, in, out, &g, ws, wsf, cf__sgemm_bf16);
+        cf_deconv_backward(o[1][1], o[1][2], NULL, dy, x, w, pc->B, in, out, &g, ws, wsf);
+        cf_deconv_backward(o[2][1], o[2][2], NULL, ady, ax, aw, pc->B, in, out, &g, ws, wsf);
+        for (t = 0; t < 3; t++) { e[t] = worst_rel_to(o[0][t], o[1][t], o[2][t], n[t]); if (e[t] > worst) worst = e[t]; }
+        good += e[0] <= 1e-6 && e[1] <= 1e-6 && e[2] <= 1e-6;
+        if (e[0] > 1e-6 || e[1] > 1e-6 || e[2] > 1e-6) printf("  deconv case %d: y %.2g, dx %.2g, dw %.2g of sum |terms|\n", cases[ci], e[0], e[1], e[2]);
+        for (k = 0; k < 3; k++) for (t = 0; t < 3; t++) free(o[k][t]);
+        free(x); free(w); free(dy); free(ax); free(aw); free(ady);
+    }
+    CHECK(good == 4, "the transposed convolution with the bf16 GEMM against cf_sgemm on rounded operands: %d of 4 geometries within 1e-6 of sum |terms| (worst %.2g)", good, worst);
+    free(ws);
+#else
+    printf("skipped: the transposed convolution's bf16 GEMM (not compiled in)\n");
+#endif
+}
+
 /* sc (+)= the reference operation on |operands|: each output's sum of |terms| (before the
    forward's activation, whose slope is at most 1), the scale a reordered fp32 sum's error is
    measured against */
@@ -1589,6 +1634,7 @@ int main(int argc, char **argv) {
     test_bf16_conversion((uint64_t)1 << 24);
     test_bf16_gemm();
     test_bf16_paths();
+    test_bf16_deconv();
     test_layer_oracles();
     test_gradcheck_conv();
     test_gradcheck_layers();
