@@ -2108,6 +2108,13 @@ CF__BF16_TARGET static __m512i cf__pairs16(const float *x, int n) {
     __m512 lo = _mm512_maskz_loadu_ps(cf__lanes(n), x), hi = _mm512_maskz_loadu_ps(cf__lanes(n - 16), x + 16);
     return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);   /* the low 16 bf16 from lo, the high 16 from hi */
 }
+/* the pairs (a[i], b[i]) of up to 16 columns of two rows (b NULL: zeros), as 16 lanes: the
+   upper halves of a's words below those of b's, cf__pair a vector at a time */
+CF__BF16_TARGET static __m512i cf__pairs16_rows(const float *a, const float *b, int n) {
+    __m512i lo = _mm512_srli_epi32(_mm512_castps_si512(_mm512_maskz_loadu_ps(cf__lanes(n), a)), 16);
+    __m512i hi = b ? _mm512_castps_si512(_mm512_maskz_loadu_ps(cf__lanes(n), b)) : _mm512_setzero_si512();
+    return _mm512_or_si512(lo, _mm512_and_si512(hi, _mm512_set1_epi32((int)0xffff0000u)));
+}
 /* 16 x 16 transpose of 32-bit lanes: lane j of r[i] goes to lane i of r[j].  Three rounds:
    interleave 32-bit lanes of row pairs, then 64-bit lanes, then move 128-bit quarters twice. */
 CF__BF16_TARGET static void cf__transpose16(__m512i r[16]) {
@@ -2135,23 +2142,25 @@ CF__BF16_TARGET static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int
             }
         return;
     }
-    for (m = 0; m < M; m++)
-        for (q = 0; q < nq; q++) {
-            int k = 2 * (q0 + q);
-            float a0 = tA ? A[(size_t)k * lda + m] : A[(size_t)m * lda + k];
-            float a1 = k + 1 < K ? (tA ? A[(size_t)(k + 1) * lda + m] : A[(size_t)m * lda + k + 1]) : 0.0f;
-            Ap[(size_t)m * nq + q] = cf__pair(a0, a1);
+    for (m = 0; m < M; m += 16)   /* op(A)[m][k] = A[k][m]: two rows of A give 16 columns' pairs, transposed */
+        for (q = 0; q < nq; q += 16) {
+            __m512i r[16];
+            int i;
+            for (i = 0; i < 16; i++) {
+                int k = 2 * (q0 + q + i);
+                r[i] = q + i < nq ? cf__pairs16_rows(A + (size_t)k * lda + m, k + 1 < K ? A + (size_t)(k + 1) * lda + m : NULL, M - m) : _mm512_setzero_si512();
+            }
+            cf__transpose16(r);
+            for (i = 0; i < 16 && m + i < M; i++) _mm512_mask_storeu_epi32(Ap + (size_t)(m + i) * nq + q, cf__lanes(nq - q), r[i]);
         }
 }
 /* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb */
 CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int ldb, int K, int q0, int nq, int n0, int nb) {
     int q, j;
-    if (!tB) for (q = 0; q < nq; q++) {   /* two rows of B, element by element */
+    if (!tB) for (q = 0; q < nq; q++) {   /* two rows of B, 16 columns at a time */
         int k = 2 * (q0 + q);
-        const float *b0 = B + (size_t)k * ldb + n0, *b1 = b0 + ldb;
-        uint32_t *d = Bp + (size_t)q * nb;
-        if (k + 1 < K) for (j = 0; j < nb; j++) d[j] = cf__pair(b0[j], b1[j]);
-        else for (j = 0; j < nb; j++) d[j] = cf__pair(b0[j], 0.0f);
+        const float *b0 = B + (size_t)k * ldb + n0, *b1 = k + 1 < K ? b0 + ldb : NULL;
+        for (j = 0; j < nb; j += 16) _mm512_mask_storeu_epi32(Bp + (size_t)q * nb + j, cf__lanes(nb - j), cf__pairs16_rows(b0 + j, b1 ? b1 + j : NULL, nb - j));
     }
     else for (j = 0; j < nb; j += 16)     /* op(B)[k][n] = B[n][k]: 16 rows of B give 16 pairs each, transposed */
         for (q = 0; q < nq; q += 16) {
