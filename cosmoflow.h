@@ -1088,6 +1088,7 @@ static void cf__bias_grad(float *db, const float *dy, int B, int OC, size_t P) {
         for (oc = 0; oc < OC; oc++) {
             double s = 0.0;
             size_t p;
+            CF__OMP(omp simd reduction(+:s))   /* a sum the compiler may split into vector lanes (one chain would wait on each add) */
             for (p = 0; p < P; p++) s += dyb[(size_t)oc * P + p];
             db[oc] += (float)s;
         }
