@@ -2089,8 +2089,8 @@ CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (c
    K is taken in pairs, q = k / 2 (an odd K gets a zero).  A task is a block of C, up to 256
    rows by 512 columns, and a part of the pairs; it runs through its part in chunks of 128 pairs,
    packing op(A)'s chunk as Ap[m][q] = (op(A)[m][2q], op(A)[m][2q+1]) and op(B)'s as
-   Bp[q][j] = (op(B)[2q][n0+j], op(B)[2q+1][n0+j]) (256 KB: the chunk stays in cache while
-   every row block of C reads it).  The micro-kernel keeps an 8 x 32 block of C in 16
+   Bp[q][j] = (op(B)[2q][n0+j], op(B)[2q+1][n0+j]) in panels of 32 columns (cf__bp; 256 KB:
+   the chunk stays in cache while every row block of C reads it).  The micro-kernel keeps an 8 x 32 block of C in 16
    registers: per pair q, two loads of Bp, eight broadcasts of Ap, sixteen vdpbf16ps.  A long
    K (a backward-weights sum over positions) is cut into parts of 4096 pairs that the threads
    take apart, each into its own partial C; the partials are added in part order, so the
@@ -2155,13 +2155,18 @@ CF__BF16_TARGET static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int
             for (i = 0; i < 16 && m + i < M; i++) _mm512_mask_storeu_epi32(Ap + (size_t)(m + i) * nq + q, cf__lanes(nq - q), r[i]);
         }
 }
+/* Bp holds the chunk in panels of 32 columns, each panel's nq rows of pairs one after the
+   other: the micro-kernel reads a panel as one contiguous stretch (rows of a whole 512-column
+   block, 2 KB apart, would fall into a few sets of the L1 cache and evict each other).
+   Element (q, j) of a chunk of nq pairs: */
+CF__INLINE size_t cf__bp(int q, int j, int nq) { return (size_t)(j & ~31) * nq + (size_t)q * 32 + (j & 31); }
 /* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb */
 CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int ldb, int K, int q0, int nq, int n0, int nb) {
     int q, j;
     if (!tB) for (q = 0; q < nq; q++) {   /* two rows of B, 16 columns at a time */
         int k = 2 * (q0 + q);
         const float *b0 = B + (size_t)k * ldb + n0, *b1 = k + 1 < K ? b0 + ldb : NULL;
-        for (j = 0; j < nb; j += 16) _mm512_mask_storeu_epi32(Bp + (size_t)q * nb + j, cf__lanes(nb - j), cf__pairs16_rows(b0 + j, b1 ? b1 + j : NULL, nb - j));
+        for (j = 0; j < nb; j += 16) _mm512_mask_storeu_epi32(Bp + cf__bp(q, j, nq), cf__lanes(nb - j), cf__pairs16_rows(b0 + j, b1 ? b1 + j : NULL, nb - j));
     }
     else for (j = 0; j < nb; j += 16)     /* op(B)[k][n] = B[n][k]: 16 rows of B give 16 pairs each, transposed */
         for (q = 0; q < nq; q += 16) {
@@ -2169,7 +2174,7 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int
             __m512i r[16];
             for (i = 0; i < 16; i++) r[i] = j + i < nb ? cf__pairs16(B + (size_t)(n0 + j + i) * ldb + k, K - k < 2 * (nq - q) ? K - k : 2 * (nq - q)) : _mm512_setzero_si512();
             cf__transpose16(r);
-            for (i = 0; i < 16 && q + i < nq; i++) _mm512_mask_storeu_epi32(Bp + (size_t)(q + i) * nb + j, cf__lanes(nb - j), r[i]);
+            for (i = 0; i < 16 && q + i < nq; i++) _mm512_mask_storeu_epi32(Bp + cf__bp(q + i, j, nq), cf__lanes(nb - j), r[i]);
         }
 }
 /* C (M x nb) = beta C + the packed chunk's nq pairs */
@@ -2185,7 +2190,7 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uin
             __m512 a[8][2];
             for (o = 0; o < 8; o++) a[o][0] = a[o][1] = _mm512_setzero_ps();
             for (q = 0; q < K2; q++) {
-                const uint32_t *b = Bp + (size_t)q * nb + n0;
+                const uint32_t *b = Bp + cf__bp(q, n0, K2);
                 __m512bh x0 = (__m512bh)_mm512_maskz_loadu_epi32(k0, b), x1 = (__m512bh)_mm512_maskz_loadu_epi32(k1, b + 16);
 #define CF__DP(o) { __m512bh wb = (__m512bh)_mm512_set1_epi32((int)ar[o][q]); a[o][0] = _mm512_dpbf16_ps(a[o][0], x0, wb); a[o][1] = _mm512_dpbf16_ps(a[o][1], x1, wb); }
                 CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
@@ -2224,7 +2229,7 @@ static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, 
     int K2 = (K + 1) / 2, nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, mblocks = (M + CF__GEMM_MB - 1) / CF__GEMM_MB;
     int parts = (K2 + CF__GEMM_KPART - 1) / CF__GEMM_KPART, blocks = mblocks * nblocks, span, t;
     size_t MN = (size_t)M * N, ka = (size_t)(K2 < CF__GEMM_KC ? K2 : CF__GEMM_KC);   /* a chunk's pairs, at most */
-    size_t a_n = (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka, b_n = ka * (size_t)(N < CF__GEMM_NB ? N : CF__GEMM_NB);
+    size_t a_n = (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka, b_n = ka * (size_t)(((N < CF__GEMM_NB ? N : CF__GEMM_NB) + 31) / 32 * 32);   /* whole panels */
     float *partial = NULL;
     if (M <= 0 || N <= 0) return;
     if (K <= 0) { int r, j; for (r = 0; r < M; r++) for (j = 0; j < N; j++) C[(size_t)r * ldc + j] *= beta; return; }
