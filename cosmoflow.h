@@ -1108,7 +1108,7 @@ typedef void (*cf__gemm_fn)(int tA, int tB, int M, int N, int K, const float *A,
 static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
     cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
-static void cf__im2col_conv_forward(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
+static void cf__im2col_forward_with(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
@@ -1127,10 +1127,10 @@ static void cf__im2col_conv_forward(float *y, const float *x, const float *w, co
 CFDEF void cf_ref_conv_forward(float *y, const float *x, const float *w, const float *b,
                                int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
                                float *ws, size_t ws_floats) {
-    cf__im2col_conv_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
+    cf__im2col_forward_with(y, x, w, b, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
 }
 
-static void cf__im2col_conv_backward_weights(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
+static void cf__im2col_backward_weights_with(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
                                              const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
@@ -1149,10 +1149,10 @@ static void cf__im2col_conv_backward_weights(float *dw, float *db, const float *
 CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
                                         int B, cf_shape in, cf_shape out, const cf_geom *g,
                                         int groups, float *ws, size_t ws_floats) {
-    cf__im2col_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
+    cf__im2col_backward_weights_with(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
 }
 
-static void cf__im2col_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
+static void cf__im2col_backward_data_with(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
                                           const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
@@ -1170,7 +1170,7 @@ static void cf__im2col_conv_backward_data(float *dx, const float *dy, const floa
 CFDEF void cf_ref_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
                                      cf_shape out, const cf_geom *g, int groups, float *ws,
                                      size_t ws_floats) {
-    cf__im2col_conv_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
+    cf__im2col_backward_data_with(dx, dy, w, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
 }
 
 /* ---- pooling, the definition: every window's taps with a bounds test.  Max: the first
@@ -1714,7 +1714,6 @@ static int cf__thread_id(void) {
 #endif
 }
 static size_t cf__positions(cf_shape s) { return (size_t)s.d * s.h * s.w; }
-
 
 /* ---- pointwise: a 1x1x1 kernel, stride 1, no padding, where im2col(x) is x itself.
    Per sample and group: y (OCg, P) = w (OCg, Cg) x x (Cg, P); dw (OCg, Cg) += dy (OCg, P) x
@@ -2362,6 +2361,8 @@ static void cf__direct_fwd_bf16(float *y, const float *x, const uint32_t *w2, co
         }
     }
 }
+/* every bf16 path's first condition: the operands are bf16 values and the CPU has the instructions */
+static int cf__bf16_gemm_applies(const cf__conv_call *c) { return c->bf16 && cf__has_bf16(); }
 /* the packed kernel (OC x ceil(T/2) x KW uint32) at the front of ws, then one R2 per thread */
 static size_t cf__w2_floats(cf_shape in, const cf_geom *g, int OC) { return (size_t)OC * ((in.c * g->k[0] * g->k[1] + 1) / 2) * g->k[2]; }
 static int cf__bf16_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, size_t max_r) {
@@ -2369,7 +2370,7 @@ static int cf__bf16_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, siz
     return g->s[2] == 1 && out.w >= 16 && rsz <= max_r / 2 && w2 + (size_t)cf__nthreads() * rsz <= ws_floats;
 }
 static int cf__bf16_direct_fwd_applies(const cf__conv_call *c) {
-    return c->bf16 && cf__has_bf16() && c->groups == 1 && !cf__pointwise_applies(c) && cf__bf16_direct_fits(c->in, c->out, c->g, c->ws_floats, CF__DIRECT_FWD_MAX_R);
+    return cf__bf16_gemm_applies(c) && c->groups == 1 && !cf__pointwise_applies(c) && cf__bf16_direct_fits(c->in, c->out, c->g, c->ws_floats, CF__DIRECT_FWD_MAX_R);
 }
 static void cf__bf16_direct_fwd_run(const cf__conv_call *c) {
     uint32_t *w2 = (uint32_t *)c->ws;
@@ -2380,7 +2381,7 @@ static void cf__bf16_direct_fwd_run(const cf__conv_call *c) {
 static int cf__bf16_direct_bwd_applies(const cf__conv_call *c) {
     cf_geom gt;
     size_t wsz = cf__flipped_floats(c);
-    return c->bf16 && cf__has_bf16() && c->groups == 1 && cf__flipped_geom(c->g, &gt) && wsz < c->ws_floats &&
+    return cf__bf16_gemm_applies(c) && c->groups == 1 && cf__flipped_geom(c->g, &gt) && wsz < c->ws_floats &&
            cf__bf16_direct_fits(c->out, c->in, &gt, c->ws_floats - wsz, (size_t)-1);
 }
 static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
@@ -2393,7 +2394,6 @@ static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
     cf__direct_fwd_bf16(c->dx, c->dy, w2, NULL, 1, c->B, c->out, c->in, &gt, w2 + cf__w2_floats(c->out, &gt, c->in.c), CF_ACT_LINEAR, 0.0f);
 }
 /* the GEMM paths (tiles, pointwise) with the bf16 GEMM */
-static int cf__bf16_gemm_applies(const cf__conv_call *c) { return c->bf16 && cf__has_bf16(); }
 static int cf__bf16_pointwise_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__pointwise_applies(c); }
 static void cf__bf16_pointwise_fwd(const cf__conv_call *c) { cf__pointwise_fwd_with(c, cf__sgemm_bf16); }
 static void cf__bf16_pointwise_bww(const cf__conv_call *c) { cf__pointwise_bww_with(c, cf__sgemm_bf16); }
@@ -2406,14 +2406,14 @@ static void cf__bf16_tiles_bww(const cf__conv_call *c) { cf__tiles_bww_with(c, c
 static void cf__bf16_tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_bf16); }
 /* what the tiles leave (few positions, groups): the references' im2col with the bf16 GEMM */
 static void cf__bf16_im2col_fwd(const cf__conv_call *c) {
-    cf__im2col_conv_forward(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
+    cf__im2col_forward_with(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
     cf_act_forward(c->y, (size_t)c->B * cf_shape_size(c->out), c->act, c->slope);
 }
 static void cf__bf16_im2col_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
-    cf__im2col_conv_backward_weights(c->dw, NULL, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
+    cf__im2col_backward_weights_with(c->dw, NULL, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
 }
 static void cf__bf16_im2col_bwd(const cf__conv_call *c) {
-    cf__im2col_conv_backward_data(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
+    cf__im2col_backward_data_with(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
 }
 #endif /* CF__BF16 */
 
@@ -2602,10 +2602,13 @@ static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, con
     return p ? cf__kind_names[p->kind] : "reference";
 }
 /* The GEMM of the transposed convolution, which has no path table: its reference with the bf16
-   GEMM when the operands are bf16 values and the bf16 kind is on and the CPU has it. */
+   GEMM where a table's bf16 GEMM path would be picked (the kind on, and cf__bf16_gemm_applies). */
 static cf__gemm_fn cf__deconv_gemm(int bf16) {
 #ifdef CF__BF16
-    if (bf16 && cf__kind_on[CF__K_BF16] && cf__has_bf16()) return cf__sgemm_bf16;
+    cf__conv_call c;
+    memset(&c, 0, sizeof c);
+    c.bf16 = bf16;
+    if (cf__kind_on[CF__K_BF16] && cf__bf16_gemm_applies(&c)) return cf__sgemm_bf16;
 #endif
     (void)bf16;
     return cf__sgemm_fp32;
