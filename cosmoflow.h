@@ -2304,6 +2304,16 @@ CF__BF16_TARGET static __m512 cf__act16(__m512 z, int act, float slope) {
     for (j = 0; j < 16; j++) v[j] = cf__act_f(v[j], act, slope);
     return _mm512_loadu_ps(v);
 }
+/* n (<= 16) sums z of one output row's block into yr: added to what is there (backward-data),
+   or + bias, the activation, rounded to bf16 */
+CF__BF16_TARGET static void cf__direct_store_bf16(float *yr, __m512 z, int n, float bias, int accumulate, int act, float slope) {
+    __mmask16 k = cf__lanes(n);
+    if (accumulate) { _mm512_mask_storeu_ps(yr, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, yr), z)); return; }
+    _mm512_mask_storeu_ps(yr, k, cf__round16_bf16(cf__act16(_mm512_add_ps(z, _mm512_set1_ps(bias)), act, slope)));
+}
+/* One output row (all OC channels, OW positions) from R2: blocks of 8 channels by 32 positions,
+   16 accumulators; each step loads 32 positions of one pair row and multiplies them by one
+   packed weight pair per channel. */
 CF__BF16_TARGET static void cf__direct_row_bf16(float *y, size_t ystride, const uint32_t *R2, size_t Wp, int T2, int KW, int dil,
                                                 const uint32_t *w2, int OC, int OW, const float *b, int accumulate, int act, float slope) {
     int K2 = T2 * KW, oc0, w0, q, kw, o, j;
@@ -2325,17 +2335,35 @@ CF__BF16_TARGET static void cf__direct_row_bf16(float *y, size_t ystride, const 
 #undef CF__DP
                 }
             }
-            for (o = 0; o < no; o++) {   /* the block's valid part: added; or + bias, act, rounded to bf16 */
-                float *yr = y + (size_t)(oc0 + o) * ystride + w0, bo = b ? b[oc0 + o] : 0.0f;
-                for (j = 0; j < 2; j++) {
-                    __mmask16 k = cf__lanes(n - 16 * j);
-                    __m512 z = a[o][j];
-                    if (accumulate) { _mm512_mask_storeu_ps(yr + 16 * j, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, yr + 16 * j), z)); continue; }
-                    z = cf__act16(_mm512_add_ps(z, _mm512_set1_ps(bo)), act, slope);
-                    _mm512_mask_storeu_ps(yr + 16 * j, k, cf__round16_bf16(z));
-                }
+            for (o = 0; o < no; o++)   /* the block's valid part */
+                for (j = 0; j < 2; j++)
+                    cf__direct_store_bf16(y + (size_t)(oc0 + o) * ystride + w0 + 16 * j, a[o][j], n - 16 * j, b ? b[oc0 + o] : 0.0f,
+                                          accumulate, act, slope);
+        }
+    }
+}
+/* The same for rows of at most 16 positions (a 16^3 layer, where a 32-wide block would be half
+   empty): blocks of 16 channels by 16 positions, still 16 accumulators, one load of R2 per step. */
+CF__BF16_TARGET static void cf__direct_row_bf16_narrow(float *y, size_t ystride, const uint32_t *R2, size_t Wp, int T2, int KW, int dil,
+                                                       const uint32_t *w2, int OC, int OW, const float *b, int accumulate, int act, float slope) {
+    int K2 = T2 * KW, oc0, q, kw, o;
+    for (oc0 = 0; oc0 < OC; oc0 += 16) {
+        int no = OC - oc0 < 16 ? OC - oc0 : 16;
+        const uint32_t *wo[16];
+        __m512 a[16];
+        for (o = 0; o < 16; o++) { wo[o] = w2 + (size_t)(oc0 + (o < no ? o : 0)) * K2; a[o] = _mm512_setzero_ps(); }
+        for (q = 0; q < T2; q++) {
+            const uint32_t *r = R2 + (size_t)q * Wp;
+            for (kw = 0; kw < KW; kw++) {
+                __m512bh x0 = (__m512bh)_mm512_loadu_si512(r + kw * dil);
+                int t = q * KW + kw;
+#define CF__DP(o) a[o] = _mm512_dpbf16_ps(a[o], x0, (__m512bh)_mm512_set1_epi32((int)wo[o][t]));
+                CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
+                CF__DP(8) CF__DP(9) CF__DP(10) CF__DP(11) CF__DP(12) CF__DP(13) CF__DP(14) CF__DP(15)
+#undef CF__DP
             }
         }
+        for (o = 0; o < no; o++) cf__direct_store_bf16(y + (size_t)(oc0 + o) * ystride, a[o], OW, b ? b[oc0 + o] : 0.0f, accumulate, act, slope);
     }
 }
 /* R2 per thread: ceil(T/2) pair rows of Wp */
@@ -2349,6 +2377,8 @@ static void cf__direct_fwd_bf16(float *y, const float *x, const uint32_t *w2, co
     int T2 = (in.c * g->k[0] * g->k[1] + 1) / 2, KW = g->k[2];
     size_t Wp = cf__direct_wp(out, g), rsz = cf__direct_r2(in, g, out), P = cf__positions(out), in_sz = cf_shape_size(in);
     long rows = (long)B * out.d * out.h, r;
+    void (*row)(float *, size_t, const uint32_t *, size_t, int, int, int, const uint32_t *, int, int, const float *, int, int, float) =
+        out.w <= 16 ? cf__direct_row_bf16_narrow : cf__direct_row_bf16;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
         uint32_t *R2 = ws + (size_t)cf__thread_id() * rsz;
@@ -2356,8 +2386,8 @@ static void cf__direct_fwd_bf16(float *y, const float *x, const uint32_t *w2, co
         for (r = 0; r < rows; r++) {
             int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
             cf__direct_rows_bf16(R2, Wp, x + (size_t)bi * in_sz, in.c, in, g, od, oh);
-            cf__direct_row_bf16(y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, R2, Wp, T2, KW, g->dil[2],
-                                w2, out.c, out.w, b, accumulate, act, slope);
+            row(y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, R2, Wp, T2, KW, g->dil[2],
+                w2, out.c, out.w, b, accumulate, act, slope);
         }
     }
 }
