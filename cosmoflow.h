@@ -2108,10 +2108,10 @@ CF__BF16_TARGET static __m512i cf__pairs16(const float *x, int n) {
     __m512 lo = _mm512_maskz_loadu_ps(cf__lanes(n), x), hi = _mm512_maskz_loadu_ps(cf__lanes(n - 16), x + 16);
     return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);   /* the low 16 bf16 from lo, the high 16 from hi */
 }
-/* the pairs (a[i], b[i]) of up to 16 columns of two rows (b NULL: zeros), as 16 lanes: the
-   upper halves of a's words below those of b's, cf__pair a vector at a time */
+/* the pairs (a[i], b[i]) of up to 16 columns of two rows (a or b NULL: zeros), as 16 lanes:
+   the upper halves of a's words below those of b's, cf__pair a vector at a time */
 CF__BF16_TARGET static __m512i cf__pairs16_rows(const float *a, const float *b, int n) {
-    __m512i lo = _mm512_srli_epi32(_mm512_castps_si512(_mm512_maskz_loadu_ps(cf__lanes(n), a)), 16);
+    __m512i lo = a ? _mm512_srli_epi32(_mm512_castps_si512(_mm512_maskz_loadu_ps(cf__lanes(n), a)), 16) : _mm512_setzero_si512();
     __m512i hi = b ? _mm512_castps_si512(_mm512_maskz_loadu_ps(cf__lanes(n), b)) : _mm512_setzero_si512();
     return _mm512_or_si512(lo, _mm512_and_si512(hi, _mm512_set1_epi32((int)0xffff0000u)));
 }
@@ -2266,15 +2266,16 @@ static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, 
    R2[q][w] = (R[2q][w], R[2q+1][w]), and the kernel as pairs w2[oc][q][kw] = (w[oc][2q][kw],
    w[oc][2q+1][kw]) (a zero row when T is odd).  Per tap pair: 2 loads, 8 broadcasts, 16
    vdpbf16ps over 8 output channels x 32 positions. */
-static void cf__direct_rows_bf16(uint32_t *R2, size_t Wp, const float *x, int C, cf_shape in, const cf_geom *g, int od, int oh) {
+CF__BF16_TARGET static void cf__direct_rows_bf16(uint32_t *R2, size_t Wp, const float *x, int C, cf_shape in, const cf_geom *g, int od, int oh) {
     int T = C * g->k[0] * g->k[1], q, w;
     for (q = 0; q < (T + 1) / 2; q++) {
         const float *a = cf__direct_src(x, in, g, od, oh, 2 * q), *b = 2 * q + 1 < T ? cf__direct_src(x, in, g, od, oh, 2 * q + 1) : NULL;
         uint32_t *r = R2 + (size_t)q * Wp, *d = r + g->pb[2];
-        memset(r, 0, Wp * sizeof *r);
-        if (a && b) for (w = 0; w < in.w; w++) d[w] = cf__pair(a[w], b[w]);
-        else if (a) for (w = 0; w < in.w; w++) d[w] = cf__pair(a[w], 0.0f);
-        else if (b) for (w = 0; w < in.w; w++) d[w] = cf__pair(0.0f, b[w]);
+        if (!a && !b) { memset(r, 0, Wp * sizeof *r); continue; }   /* both rows in the padding */
+        memset(r, 0, (size_t)g->pb[2] * sizeof *r);                  /* the padding either side of the row */
+        memset(d + in.w, 0, (Wp - g->pb[2] - (size_t)in.w) * sizeof *r);
+        for (w = 0; w < in.w; w += 16)                               /* d[w] = cf__pair(a[w], b[w]), 16 at a time */
+            _mm512_mask_storeu_epi32(d + w, cf__lanes(in.w - w), cf__pairs16_rows(a ? a + w : NULL, b ? b + w : NULL, in.w - w));
     }
 }
 static void cf__pack_kernel_bf16(uint32_t *w2, const float *w, int OC, int T, int KW) {
