@@ -1983,6 +1983,7 @@ CF__DIRECT_FWD_ROW(cf__direct_fwd_row8, cf__v8, 8, 4, CF__CONTRACT)
    least 32 positions: the x86-64-v3 build still runs on AVX2 machines. */
 #if defined(__x86_64__) && !defined(CF_NO_AVX512)
 #define CF__AVX512 1
+#include <immintrin.h>
 typedef float cf__v16 __attribute__((vector_size(64)));
 #ifndef CF__DIRECT_OB512
 #define CF__DIRECT_OB512 8   /* output channels a block: 16 accumulators of the 32 registers */
@@ -1998,6 +1999,8 @@ static int cf__has_avx512(void) {
     if (has < 0) has = __builtin_cpu_supports("avx512f") ? 1 : 0;
     return has;
 }
+/* the mask of a vector's first n lanes (none when n <= 0, all when n >= 16) */
+CF__INLINE __mmask16 cf__lanes(int n) { return (__mmask16)(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1u); }
 #endif
 
 /* floats of one row of R: the output row rounded up to 32, plus the kernel's reach */
@@ -2073,7 +2076,6 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
    targets x86-64 with AVX-512 available, chosen at run time when the CPU has AVX512_BF16. */
 #if defined(CF__DIRECT) && defined(CF__AVX512) && !defined(CF_NO_BF16)
 #define CF__BF16 1
-#include <immintrin.h>
 #define CF__BF16_TARGET __attribute__((target("avx512f,avx512bf16")))
 static int cf__has_bf16(void) {
     static int has = -1;
@@ -2099,8 +2101,6 @@ CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (c
 #define CF__GEMM_NB 512
 #define CF__GEMM_KC 128
 #define CF__GEMM_KPART 4096
-/* the mask of a vector's first n lanes (none when n <= 0, all when n >= 16) */
-CF__INLINE __mmask16 cf__lanes(int n) { return (__mmask16)(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1u); }
 /* the pairs (x[2i], x[2i+1]) of up to 32 floats of a row, as 16 lanes; floats past n are zero.
    vcvtne2ps2bf16 keeps a bf16 value as it is, so on the bf16 values the GEMM is given it is
    cf__pair, a vector at a time. */
@@ -2291,6 +2291,10 @@ static void cf__pack_kernel_bf16(uint32_t *w2, const float *w, int OC, int T, in
 CF__BF16_TARGET static __m512 cf__round16_bf16(__m512 z) {
     __m256i h = (__m256i)_mm512_cvtneps_pbh(z);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+/* x[0 .. n) (n <= 16) rounded in place, as cf__round16_bf16 */
+CF__BF16_TARGET static void cf__round16_bf16_at(float *x, int n) {
+    _mm512_mask_storeu_ps(x, cf__lanes(n), cf__round16_bf16(_mm512_maskz_loadu_ps(cf__lanes(n), x)));
 }
 /* cf__act_f on 16 lanes: linear, relu and leaky as vector operations (max returns its second
    operand for a NaN, as relu's test v > 0 gives 0; a compare with NaN is false, as leaky's),
@@ -2738,6 +2742,38 @@ CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const fl
    y[o] (equal to x there: what cf_act_backward would compute), the rest of the window and
    inputs no window covers get 0.  dy, y (B, C, OD, OH, OW).  The memory plan decides where
    it is used (section 6, fusion). */
+#ifdef CF__AVX512
+/* x[0 .. n) (n <= 16) rounded to bf16 values: by vcvtneps2bf16 where the CPU has it, else as
+   cf_bf16_round does */
+static void cf__round_bf16_16(float *x, int n) {
+#ifdef CF__BF16
+    if (cf__has_bf16()) { cf__round16_bf16_at(x, n); return; }
+#endif
+    cf_bf16_round(x, (size_t)n);
+}
+/* The pairs windows of n <= 16 outputs from ow0 at once, as the loop below does them one at a
+   time: in each of the nr rows, the output's two inputs; the first input in that order equal
+   to its maximum m[i] gets d[i], every other input 0.  The 32 inputs of a row are two vectors,
+   lane 2i + j the pair's j of output i; m and d are spread to match. */
+__attribute__((target("avx512f"))) static void cf__pool_pairs_write16(const float **rows, int nr, int ow0, int n, const float *m, const float *d) {
+    const __m512i lo = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0), hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+    __m512 mv = _mm512_maskz_loadu_ps(cf__lanes(n), m), dv = _mm512_maskz_loadu_ps(cf__lanes(n), d);
+    __m512 m2[2], d2[2];
+    __mmask16 valid[2], found[2] = {0, 0};
+    int q, h;
+    m2[0] = _mm512_permutexvar_ps(lo, mv); m2[1] = _mm512_permutexvar_ps(hi, mv);
+    d2[0] = _mm512_permutexvar_ps(lo, dv); d2[1] = _mm512_permutexvar_ps(hi, dv);
+    valid[0] = cf__lanes(2 * n); valid[1] = cf__lanes(2 * n - 16);
+    for (q = 0; q < nr; q++)
+        for (h = 0; h < 2; h++) {
+            float *e = (float *)rows[q] + 2 * ow0 + 16 * h;
+            __mmask16 eq = (__mmask16)(_mm512_mask_cmp_ps_mask(valid[h], _mm512_maskz_loadu_ps(valid[h], e), m2[h], _CMP_EQ_OQ) & ~found[h]);
+            eq = (__mmask16)(eq & ~((eq & 0x5555u) << 1));                               /* of a pair both equal: the first */
+            found[h] = (__mmask16)(found[h] | eq | ((eq & 0x5555u) << 1) | ((eq & 0xaaaau) >> 1));   /* the output has its input */
+            _mm512_mask_storeu_ps(e, valid[h], _mm512_maskz_mov_ps(eq, d2[h]));
+        }
+}
+#endif
 static void cf__maxpool_act_backward_inplace(float *xg, const float *dy, const float *y, int B, cf_shape in, cf_shape out,
                                              const cf_geom *g, int act, float slope, int bf16) {
     cf__pool_call pc = cf__pool_make(B, in, out, g, 1);
@@ -2750,6 +2786,19 @@ static void cf__maxpool_act_backward_inplace(float *xg, const float *dy, const f
         for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
             const float *rows[4];
             int nr = pairs ? cf__pool_rows(rows, xp, od, oh, KD, in) : 0;
+#ifdef CF__AVX512
+            if (pairs && cf__has_avx512()) {   /* 16 outputs at a time: their gradients d, then the windows */
+                size_t o0 = ((size_t)od * out.h + oh) * out.w;
+                for (ow = 0; ow < out.w; ow += 16) {
+                    float d[16];
+                    int n = out.w - ow < 16 ? out.w - ow : 16, i;
+                    for (i = 0; i < n; i++) d[i] = cf__act_df(dyp[o0 + ow + i], yp[o0 + ow + i], act, slope);
+                    if (bf16) cf__round_bf16_16(d, n);
+                    cf__pool_pairs_write16(rows, nr, ow, n, yp + o0 + ow, d);
+                }
+                continue;
+            }
+#endif
             for (ow = 0; ow < out.w; ow++) {
                 size_t o = ((size_t)od * out.h + oh) * out.w + ow, at = (size_t)-1;
                 float m = yp[o], d = cf__act_df(dyp[o], m, act, slope);

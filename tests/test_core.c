@@ -931,8 +931,9 @@ static void test_gradcheck_net(void) {
 }
 
 /* conv + max pool fusion (cf__plan_fusion): the same gradients, bit for bit, in less memory.
-   Odd sizes leave inputs outside every window; each activation kind; a conv read twice and a
-   pool with overlapping windows must not fuse. */
+   Odd sizes leave inputs outside every window (rows of 37: a pool's 18 outputs are a vector of
+   16 and a tail); each activation kind; a conv read twice and a pool with overlapping windows
+   must not fuse. */
 /* One training step of the same net fused (a) and unfused (b, no_fuse) on the same random
    input and targets; zero_first_kernel zeroes layer 0's kernel in both first.  0 when the cfg
    does not parse (reported). */
@@ -959,7 +960,7 @@ static int fusion_step(cf_net *a, cf_net *b, const char *cfg, const char *name, 
 
 static void test_pool_fusion(void) {
     static const char *cfg =
-        "[net]\ninput=2x8x13x11\nloss=mse\n"
+        "[net]\ninput=2x8x13x37\nloss=mse\n"
         "[conv]\nfilters=4\nsize=3\npad=same\nactivation=leaky\nslope=0.3\n"   /* 0 fused */
         "[maxpool]\nsize=2\n"                                                  /* 1 */
         "[conv]\nfilters=5\nsize=2\npad=same\nactivation=tanh\n"               /* 2 fused */
@@ -974,7 +975,7 @@ static void test_pool_fusion(void) {
        of the first pool is a tie; where the gradient goes then decides that kernel's gradient
        (its input differs between the window's positions): the first maximum, both ways */
     static const char *ties_cfg =
-        "[net]\ninput=2x8x13x11\nloss=mse\n"
+        "[net]\ninput=2x8x13x37\nloss=mse\n"
         "[conv]\nfilters=4\nsize=3\npad=same\nactivation=leaky\nslope=0.3\n"
         "[maxpool]\nsize=2\n"
         "[conv]\nfilters=5\nsize=2\npad=same\nactivation=tanh\n"
