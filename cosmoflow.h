@@ -2262,27 +2262,75 @@ static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, 
     CF_FREE(partial);
 }
 
-/* ---- the direct kernel in bf16: as cf__direct_fwd, with R's rows (c, kd, kh) paired,
-   R2[q][w] = (R[2q][w], R[2q+1][w]), and the kernel as pairs w2[oc][q][kw] = (w[oc][2q][kw],
-   w[oc][2q+1][kw]) (a zero row when T is odd).  Per tap pair: 2 loads, 8 broadcasts, 16
-   vdpbf16ps over 8 output channels x 32 positions. */
-CF__BF16_TARGET static void cf__direct_rows_bf16(uint32_t *R2, size_t Wp, const float *x, int C, cf_shape in, const cf_geom *g, int od, int oh) {
-    int T = C * g->k[0] * g->k[1], q, w;
-    for (q = 0; q < (T + 1) / 2; q++) {
-        const float *a = cf__direct_src(x, in, g, od, oh, 2 * q), *b = 2 * q + 1 < T ? cf__direct_src(x, in, g, od, oh, 2 * q + 1) : NULL;
-        uint32_t *r = R2 + (size_t)q * Wp, *d = r + g->pb[2];
-        if (!a && !b) { memset(r, 0, Wp * sizeof *r); continue; }   /* both rows in the padding */
-        memset(r, 0, (size_t)g->pb[2] * sizeof *r);                  /* the padding either side of the row */
-        memset(d + in.w, 0, (Wp - g->pb[2] - (size_t)in.w) * sizeof *r);
-        for (w = 0; w < in.w; w += 16)                               /* d[w] = cf__pair(a[w], b[w]), 16 at a time */
-            _mm512_mask_storeu_epi32(d + w, cf__lanes(in.w - w), cf__pairs16_rows(a ? a + w : NULL, b ? b + w : NULL, in.w - w));
+/* ---- the direct kernel in bf16: as cf__direct_fwd, with the input channels paired.  A pair
+   row (cp, id, ih) holds (x[2cp][id][ih][w], x[2cp+1][id][ih][w]) at w + pb (zeros for a
+   missing channel and in the padding); the kernel is packed the same way, w2[oc][cp][kd][kh][kw]
+   = (w[oc][2cp][kd][kh][kw], w[oc][2cp+1][kd][kh][kw]).  Output row (od, oh) reads, for tap
+   (kd, kh), input row (id, ih); the next output row reads mostly the same input rows, so each
+   thread keeps the pair rows it built, slot (kd, ih mod NS) with NS = (KH - 1) dil + 1 (the
+   KH rows of one kd are distinct mod NS), tagged with the (sample, id, ih) it holds.  Per tap
+   pair the kernel does 2 loads, 8 broadcasts, 16 vdpbf16ps over 8 output channels x 32
+   positions. */
+typedef struct {
+    uint32_t *rows;          /* [kd][slot][cp] pair rows of Wp */
+    long *tag;               /* [kd][slot]: what the slot holds, or -1 */
+    uint32_t *zero;          /* a row of zeros: taps in the padding */
+    const uint32_t **rp;     /* the rows one output row reads, [cp][kd][kh] as the kernel */
+} cf__pair_rows;
+static size_t cf__r16(size_t n) { return (n + 15) / 16 * 16; }   /* 64-byte parts */
+static int cf__pair_slots(const cf_geom *g) { return (g->k[1] - 1) * g->dil[1] + 1; }
+/* uint32 of one thread's cf__pair_rows for input in, output rows of Wp */
+static size_t cf__pair_rows_size(cf_shape in, const cf_geom *g, size_t Wp) {
+    size_t slots = (size_t)g->k[0] * cf__pair_slots(g), C2 = ((size_t)in.c + 1) / 2;
+    return cf__r16(slots * C2 * Wp) + cf__r16(Wp) + cf__r16(2 * slots) + cf__r16(2 * C2 * g->k[0] * g->k[1]);
+}
+static cf__pair_rows cf__pair_rows_at(uint32_t *ws, cf_shape in, const cf_geom *g, size_t Wp) {
+    cf__pair_rows pr;
+    size_t slots = (size_t)g->k[0] * cf__pair_slots(g), C2 = ((size_t)in.c + 1) / 2, k;
+    pr.rows = ws; ws += cf__r16(slots * C2 * Wp);
+    pr.zero = ws; ws += cf__r16(Wp);
+    pr.tag = (long *)(void *)ws; ws += cf__r16(2 * slots);
+    pr.rp = (const uint32_t **)(void *)ws;
+    memset(pr.zero, 0, Wp * sizeof(uint32_t));
+    for (k = 0; k < slots; k++) pr.tag[k] = -1;
+    return pr;
+}
+/* pair row (cp, id, ih) of sample x into r */
+CF__BF16_TARGET static void cf__pair_row(uint32_t *r, size_t Wp, const float *x, int C, cf_shape in, int pb, int cp, int id, int ih) {
+    const float *a = x + (((size_t)2 * cp * in.d + id) * in.h + ih) * in.w, *b = 2 * cp + 1 < C ? a + cf__positions(in) : NULL;
+    uint32_t *d = r + pb;
+    int w;
+    memset(r, 0, (size_t)pb * sizeof *r);   /* the padding either side of the row */
+    memset(d + in.w, 0, (Wp - pb - (size_t)in.w) * sizeof *r);
+    for (w = 0; w < in.w; w += 16)          /* d[w] = cf__pair(a[w], b[w]), 16 at a time */
+        _mm512_mask_storeu_epi32(d + w, cf__lanes(in.w - w), cf__pairs16_rows(a + w, b ? b + w : NULL, in.w - w));
+}
+/* pr->rp for output row (od, oh) of sample bi (x), building the pair rows not in the cache */
+static void cf__pair_rows_for(cf__pair_rows *pr, size_t Wp, const float *x, int bi, int C, cf_shape in, const cf_geom *g, int od, int oh) {
+    int KD = g->k[0], KH = g->k[1], NS = cf__pair_slots(g), C2 = (C + 1) / 2, kd, kh, cp;
+    for (kd = 0; kd < KD; kd++) {
+        int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
+        for (kh = 0; kh < KH; kh++) {
+            int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1], slot = kd * NS + (ih >= 0 ? ih % NS : 0);
+            long key = ((long)bi * in.d + id) * in.h + ih;
+            if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) {
+                for (cp = 0; cp < C2; cp++) pr->rp[(cp * KD + kd) * KH + kh] = pr->zero;
+                continue;
+            }
+            if (pr->tag[slot] != key) {
+                for (cp = 0; cp < C2; cp++) cf__pair_row(pr->rows + ((size_t)slot * C2 + cp) * Wp, Wp, x, C, in, g->pb[2], cp, id, ih);
+                pr->tag[slot] = key;
+            }
+            for (cp = 0; cp < C2; cp++) pr->rp[(cp * KD + kd) * KH + kh] = pr->rows + ((size_t)slot * C2 + cp) * Wp;
+        }
     }
 }
-static void cf__pack_kernel_bf16(uint32_t *w2, const float *w, int OC, int T, int KW) {
-    int T2 = (T + 1) / 2, oc, q, kw;
-    for (oc = 0; oc < OC; oc++) for (q = 0; q < T2; q++) for (kw = 0; kw < KW; kw++) {
-        const float *r = w + ((size_t)oc * T + 2 * q) * KW + kw;
-        w2[((size_t)oc * T2 + q) * KW + kw] = cf__pair(r[0], 2 * q + 1 < T ? r[KW] : 0.0f);
+/* w (OC, C, KDKH, KW) as pairs of input channels: w2 (OC, ceil(C/2), KDKH, KW) */
+static void cf__pack_kernel_bf16(uint32_t *w2, const float *w, int OC, int C, int KDKH, int KW) {
+    int C2 = (C + 1) / 2, oc, cp, k, kw;
+    for (oc = 0; oc < OC; oc++) for (cp = 0; cp < C2; cp++) for (k = 0; k < KDKH; k++) for (kw = 0; kw < KW; kw++) {
+        const float *r = w + (((size_t)oc * C + 2 * cp) * KDKH + k) * KW + kw;
+        w2[(((size_t)oc * C2 + cp) * KDKH + k) * KW + kw] = cf__pair(r[0], 2 * cp + 1 < C ? r[(size_t)KDKH * KW] : 0.0f);
     }
 }
 /* 16 floats rounded to bf16 and back by vcvtneps2bf16, which rounds as vcvtne2ps2bf16 does
@@ -2316,10 +2364,10 @@ CF__BF16_TARGET static void cf__direct_store_bf16(float *yr, __m512 z, int n, fl
     if (accumulate) { _mm512_mask_storeu_ps(yr, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, yr), z)); return; }
     _mm512_mask_storeu_ps(yr, k, cf__round16_bf16(cf__act16(_mm512_add_ps(z, _mm512_set1_ps(bias)), act, slope)));
 }
-/* One output row (all OC channels, OW positions) from R2: blocks of 8 channels by 32 positions,
+/* One output row (all OC channels, OW positions) from its T2 pair rows rp: blocks of 8 channels by 32 positions,
    16 accumulators; each step loads 32 positions of one pair row and multiplies them by one
    packed weight pair per channel. */
-CF__BF16_TARGET static void cf__direct_row_bf16(float *y, size_t ystride, const uint32_t *R2, size_t Wp, int T2, int KW, int dil,
+CF__BF16_TARGET static void cf__direct_row_bf16(float *y, size_t ystride, const uint32_t *const *rp, int T2, int KW, int dil,
                                                 const uint32_t *w2, int OC, int OW, const float *b, int accumulate, int act, float slope) {
     int K2 = T2 * KW, oc0, w0, q, kw, o, j;
     for (oc0 = 0; oc0 < OC; oc0 += 8) {
@@ -2331,7 +2379,7 @@ CF__BF16_TARGET static void cf__direct_row_bf16(float *y, size_t ystride, const 
             int n = OW - w0 < 32 ? OW - w0 : 32;
             for (o = 0; o < 8; o++) a[o][0] = a[o][1] = _mm512_setzero_ps();
             for (q = 0; q < T2; q++) {
-                const uint32_t *r = R2 + (size_t)q * Wp + w0;
+                const uint32_t *r = rp[q] + w0;
                 for (kw = 0; kw < KW; kw++) {
                     __m512bh x0 = (__m512bh)_mm512_loadu_si512(r + kw * dil), x1 = (__m512bh)_mm512_loadu_si512(r + kw * dil + 16);
                     int t = q * KW + kw;
@@ -2349,7 +2397,7 @@ CF__BF16_TARGET static void cf__direct_row_bf16(float *y, size_t ystride, const 
 }
 /* The same for rows of at most 16 positions (a 16^3 layer, where a 32-wide block would be half
    empty): blocks of 16 channels by 16 positions, still 16 accumulators, one load of R2 per step. */
-CF__BF16_TARGET static void cf__direct_row_bf16_narrow(float *y, size_t ystride, const uint32_t *R2, size_t Wp, int T2, int KW, int dil,
+CF__BF16_TARGET static void cf__direct_row_bf16_narrow(float *y, size_t ystride, const uint32_t *const *rp, int T2, int KW, int dil,
                                                        const uint32_t *w2, int OC, int OW, const float *b, int accumulate, int act, float slope) {
     int K2 = T2 * KW, oc0, q, kw, o;
     for (oc0 = 0; oc0 < OC; oc0 += 16) {
@@ -2358,7 +2406,7 @@ CF__BF16_TARGET static void cf__direct_row_bf16_narrow(float *y, size_t ystride,
         __m512 a[16];
         for (o = 0; o < 16; o++) { wo[o] = w2 + (size_t)(oc0 + (o < no ? o : 0)) * K2; a[o] = _mm512_setzero_ps(); }
         for (q = 0; q < T2; q++) {
-            const uint32_t *r = R2 + (size_t)q * Wp;
+            const uint32_t *r = rp[q];
             for (kw = 0; kw < KW; kw++) {
                 __m512bh x0 = (__m512bh)_mm512_loadu_si512(r + kw * dil);
                 int t = q * KW + kw;
@@ -2371,37 +2419,36 @@ CF__BF16_TARGET static void cf__direct_row_bf16_narrow(float *y, size_t ystride,
         for (o = 0; o < no; o++) cf__direct_store_bf16(y + (size_t)(oc0 + o) * ystride, a[o], OW, b ? b[oc0 + o] : 0.0f, accumulate, act, slope);
     }
 }
-/* R2 per thread: ceil(T/2) pair rows of Wp */
-static size_t cf__direct_r2(cf_shape in, const cf_geom *g, cf_shape out) {
-    return (size_t)((in.c * g->k[0] * g->k[1] + 1) / 2) * cf__direct_wp(out, g);
-}
 /* y (+)= conv(x, w) as cf__direct_fwd, y stored rounded to bf16 unless added into;
-   w2 = the packed kernel; ws: one R2 per thread */
+   w2 = the packed kernel; ws: one cf__pair_rows per thread */
 static void cf__direct_fwd_bf16(float *y, const float *x, const uint32_t *w2, const float *b, int accumulate, int B, cf_shape in,
                                 cf_shape out, const cf_geom *g, uint32_t *ws, int act, float slope) {
-    int T2 = (in.c * g->k[0] * g->k[1] + 1) / 2, KW = g->k[2];
-    size_t Wp = cf__direct_wp(out, g), rsz = cf__direct_r2(in, g, out), P = cf__positions(out), in_sz = cf_shape_size(in);
+    int T2 = (in.c + 1) / 2 * g->k[0] * g->k[1], KW = g->k[2];
+    size_t Wp = cf__direct_wp(out, g), rsz = cf__pair_rows_size(in, g, Wp), P = cf__positions(out), in_sz = cf_shape_size(in);
     long rows = (long)B * out.d * out.h, r;
-    void (*row)(float *, size_t, const uint32_t *, size_t, int, int, int, const uint32_t *, int, int, const float *, int, int, float) =
+    void (*row)(float *, size_t, const uint32_t *const *, int, int, int, const uint32_t *, int, int, const float *, int, int, float) =
         out.w <= 16 ? cf__direct_row_bf16_narrow : cf__direct_row_bf16;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
-        uint32_t *R2 = ws + (size_t)cf__thread_id() * rsz;
+        cf__pair_rows pr = cf__pair_rows_at(ws + (size_t)cf__thread_id() * rsz, in, g, Wp);
         CF__OMP(omp for schedule(static))
         for (r = 0; r < rows; r++) {
             int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
-            cf__direct_rows_bf16(R2, Wp, x + (size_t)bi * in_sz, in.c, in, g, od, oh);
-            row(y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, R2, Wp, T2, KW, g->dil[2],
-                w2, out.c, out.w, b, accumulate, act, slope);
+            cf__pair_rows_for(&pr, Wp, x + (size_t)bi * in_sz, bi, in.c, in, g, od, oh);
+            row(y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, pr.rp, T2, KW, g->dil[2], w2, out.c, out.w, b,
+                accumulate, act, slope);
         }
     }
 }
 /* every bf16 path's first condition: the operands are bf16 values and the CPU has the instructions */
 static int cf__bf16_gemm_applies(const cf__conv_call *c) { return c->bf16 && cf__has_bf16(); }
-/* the packed kernel (OC x ceil(T/2) x KW uint32) at the front of ws, then one R2 per thread */
-static size_t cf__w2_floats(cf_shape in, const cf_geom *g, int OC) { return (size_t)OC * ((in.c * g->k[0] * g->k[1] + 1) / 2) * g->k[2]; }
+/* the packed kernel (OC x ceil(C/2) x KD KH x KW uint32, in 64-byte parts) at the front of ws,
+   then one cf__pair_rows per thread */
+static size_t cf__w2_floats(cf_shape in, const cf_geom *g, int OC) {
+    return cf__r16((size_t)OC * ((in.c + 1) / 2) * g->k[0] * g->k[1] * g->k[2]);
+}
 static int cf__bf16_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, size_t max_r) {
-    size_t w2 = cf__w2_floats(in, g, out.c), rsz = cf__direct_r2(in, g, out);
+    size_t w2 = cf__w2_floats(in, g, out.c), rsz = cf__pair_rows_size(in, g, cf__direct_wp(out, g));
     return g->s[2] == 1 && out.w >= 16 && rsz <= max_r / 2 && w2 + (size_t)cf__nthreads() * rsz <= ws_floats;
 }
 static int cf__bf16_direct_fwd_applies(const cf__conv_call *c) {
@@ -2409,7 +2456,7 @@ static int cf__bf16_direct_fwd_applies(const cf__conv_call *c) {
 }
 static void cf__bf16_direct_fwd_run(const cf__conv_call *c) {
     uint32_t *w2 = (uint32_t *)c->ws;
-    cf__pack_kernel_bf16(w2, c->w, c->out.c, c->in.c * c->g->k[0] * c->g->k[1], c->g->k[2]);
+    cf__pack_kernel_bf16(w2, c->w, c->out.c, c->in.c, c->g->k[0] * c->g->k[1], c->g->k[2]);
     cf__direct_fwd_bf16(c->y, c->x, w2, c->b, 0, c->B, c->in, c->out, c->g, w2 + cf__w2_floats(c->in, c->g, c->out.c), c->act, c->slope);
 }
 /* backward-data: dy convolved with the flipped kernel (flipped into ws, then packed after it) */
@@ -2425,7 +2472,7 @@ static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
     uint32_t *w2 = (uint32_t *)(c->ws + wsz);
     cf__flipped_geom(c->g, &gt);
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
-    cf__pack_kernel_bf16(w2, c->ws, c->in.c, c->out.c * gt.k[0] * gt.k[1], gt.k[2]);
+    cf__pack_kernel_bf16(w2, c->ws, c->in.c, c->out.c, gt.k[0] * gt.k[1], gt.k[2]);
     cf__direct_fwd_bf16(c->dx, c->dy, w2, NULL, 1, c->B, c->out, c->in, &gt, w2 + cf__w2_floats(c->out, &gt, c->in.c), CF_ACT_LINEAR, 0.0f);
 }
 /* the GEMM paths (tiles, pointwise) with the bf16 GEMM */
