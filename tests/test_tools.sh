@@ -280,17 +280,29 @@ PYEOF
     v1=$(awk '{print $6}' "$T/r1.txt" | tail -1); v2=$(awk '{print $6}' "$T/r2.txt" | tail -1)
     $PY -c "import sys; sys.exit(0 if abs($v1 - $v2) < 1e-5 else 1)" 2>/dev/null && ok || bad "validation MAE at 1 and 2 ranks: $v1 vs $v2"
     # bf16: 1 epoch (4 steps) the same to fp32's summation order (each sample rounds alike at
-    # either batch); over 20 steps a weight that lands near a rounding boundary rounds the other
-    # way in one run, a 2^-8 step that training then carries: same to 1e-2 (biases; weights ~1e-4)
+    # either batch). Later the runs' fp32 master weights, a few ulps apart from the order of the
+    # reduction, now and then round to different bf16 values, and training carries each such
+    # 2^-8 step: after 20 steps the two runs differ at bf16's own noise floor. Asserted: all
+    # parameters as one vector, |w(1 x 4) - w(2 x 2)| < |w(1 x 4) - w(fp32 1 x 4)| (L2), the
+    # 2-rank run nearer the 1-rank run than fp32 is. Measured on seeds 3-8, default and
+    # CF_REFERENCE builds: ratio 0 (no flip) to 0.49; per tensor it reached 1.01 once.
     for e in 1 5; do
         $TR2 --precision bf16 --batch 4 --epochs $e --out "$T/b1_$e.cfck" > /dev/null 2>&1 &&
         $MPIRUN -np 2 $TR2 --precision bf16 --batch 2 --epochs $e --out "$T/b2_$e.cfck" > /dev/null 2>&1 &&
         for f in b1_$e b2_$e; do $B/cf-convert weights-export --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --weights "$T/$f.cfck" --out "$T/w$f" >/dev/null || exit 1; done &&
         $PY -c "
 import glob, os, numpy as np
-w = max(float(np.abs(np.load(f) - np.load('$T/wb2_$e/' + os.path.basename(f))).max() / np.abs(np.load(f)).max()) for f in glob.glob('$T/wb1_$e/*.npy'))
-print('  MPI bf16: worst relative weight difference 1 x 4 vs 2 x 2 after $((4 * e)) steps: %.2e' % w)
-assert w < (1e-6 if $e == 1 else 1e-2)" && ok || bad "bf16: 1 rank x 4 and 2 ranks x 2 give the same weights after $((4 * e)) steps"
+names = sorted(os.path.basename(f) for f in glob.glob('$T/wb1_$e/*.npy'))
+if $e == 1:
+    w = max(float(np.abs(np.load('$T/wb1_1/' + n) - np.load('$T/wb2_1/' + n)).max() / np.abs(np.load('$T/wb1_1/' + n)).max()) for n in names)
+    print('  MPI bf16: worst relative weight difference 1 x 4 vs 2 x 2 after 4 steps: %.2e' % w)
+    assert w < 1e-6
+else:
+    v = lambda d: np.concatenate([np.load('$T/' + d + '/' + n).astype(np.float64).ravel() for n in names])
+    a, b, c = v('wb1_5'), v('wb2_5'), v('wr1')
+    r = np.linalg.norm(a - b) / np.linalg.norm(a - c)
+    print('  MPI bf16: after 20 steps |1 x 4 - 2 x 2| / |w| %.2e, |bf16 - fp32| / |w| %.2e: ratio %.2f' % (np.linalg.norm(a - b) / np.linalg.norm(a), np.linalg.norm(a - c) / np.linalg.norm(a), r))
+    assert r < 1" && ok || bad "bf16: 1 rank x 4 and 2 ranks x 2 give the same weights after $((4 * e)) steps"
     done
     # gradient lag 1 (2018): the reduction of step t-1 applied at step t, overlapping it (MPI_Iallreduce)
     $TR2 --batch 4 --grad-lag 1 --out "$T/g1.cfck" > /dev/null 2>&1 && $MPIRUN -np 2 $TR2 --batch 2 --grad-lag 1 --out "$T/g2.cfck" > /dev/null 2>&1 &&
