@@ -2195,12 +2195,16 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uin
                 CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
 #undef CF__DP
             }
-            for (o = 0; o < nm; o++) {
-                float *c = C + (size_t)(m0 + o) * ldc + n0;
-                if (beta != 0.0f) { a[o][0] = _mm512_add_ps(a[o][0], _mm512_maskz_loadu_ps(k0, c)); a[o][1] = _mm512_add_ps(a[o][1], _mm512_maskz_loadu_ps(k1, c + 16)); }
-                _mm512_mask_storeu_ps(c, k0, a[o][0]);
-                _mm512_mask_storeu_ps(c + 16, k1, a[o][1]);
+            /* the block's valid rows, each accumulator named by a constant: indexed by a
+               variable here, GCC kept a[][] in memory and stored all 16 at every step of q */
+#define CF__ST(o) if (o < nm) {                                                                                  \
+                float *c = C + (size_t)(m0 + o) * ldc + n0;                                                      \
+                if (beta != 0.0f) { a[o][0] = _mm512_add_ps(a[o][0], _mm512_maskz_loadu_ps(k0, c)); a[o][1] = _mm512_add_ps(a[o][1], _mm512_maskz_loadu_ps(k1, c + 16)); } \
+                _mm512_mask_storeu_ps(c, k0, a[o][0]);                                                            \
+                _mm512_mask_storeu_ps(c + 16, k1, a[o][1]);                                                       \
             }
+            CF__ST(0) CF__ST(1) CF__ST(2) CF__ST(3) CF__ST(4) CF__ST(5) CF__ST(6) CF__ST(7)
+#undef CF__ST
         }
     }
 }
@@ -2486,6 +2490,79 @@ static int cf__bf16_tiles_bwd_applies(const cf__conv_call *c) { return cf__bf16_
 static void cf__bf16_tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_bf16); }
 static void cf__bf16_tiles_bww(const cf__conv_call *c) { cf__tiles_bww_with(c, cf__sgemm_bf16); }
 static void cf__bf16_tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_bf16); }
+/* Backward-weights without im2col's buffer:  dw^T (K x OC) += col (K x P) dy^T (P x OC), in
+   tiles of CF__BWW_TILE positions.  The tile's im2col rows are packed into pairs of positions
+   straight from x (cf__pack_taps: a tap's row is a stretch of an input row, zeros where it
+   reaches into the padding); dy's tile is B, transposed by cf__pack_b.  Rows of even length keep
+   each pair of positions in one output row, unit stride along w keeps a tap's row contiguous.
+   Each thread sums its tiles (dealt statically) into its own dw^T in ws, added into dw in
+   thread order at the end: the result does not depend on timing.  Against the tiles path, no
+   im2col tile is written and read back, and the transposition is of dy's OC rows, not col's K. */
+static size_t cf__taps_bww_floats(const cf__conv_call *c) {   /* per thread: dw^T, Ap, Bp */
+    size_t K = (size_t)c->in.c * cf__kvol(c->g), nq = CF__BWW_TILE / 2;
+    return K * c->out.c + K * nq + nq * (((size_t)c->out.c + 31) / 32 * 32);
+}
+static int cf__bf16_taps_bww_applies(const cf__conv_call *c) {
+    return cf__bf16_gemm_applies(c) && c->groups == 1 && c->out.w % 2 == 0 && c->g->s[2] == 1 &&
+           (size_t)cf__nthreads() * cf__taps_bww_floats(c) <= c->ws_floats;
+}
+/* pairs (x[t], x[t + 1]) for t = 0, 2, .. 30, x[t] read only for lo <= t < hi (zero elsewhere) */
+CF__BF16_TARGET static __m512i cf__pairs16_within(const float *x, int lo, int hi) {
+    __m512 a = _mm512_maskz_loadu_ps(cf__lanes(hi) & (__mmask16)~cf__lanes(lo), x);
+    __m512 b = _mm512_maskz_loadu_ps(cf__lanes(hi - 16) & (__mmask16)~cf__lanes(lo - 16), x + 16);
+    return (__m512i)_mm512_cvtne2ps_pbh(b, a);
+}
+/* Ap[k][j / 2] = the pair of im2col(x)'s row k at tile positions j, j + 1 (n positions from p0).
+   The tile's row segments are found once (even lengths: at most half the tile's positions);
+   a tap's in-bounds part of a segment, unit stride, is [lo, hi) = [-w0, W - w0) clipped. */
+CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, cf_shape in, cf_shape out, const cf_geom *g, size_t p0, size_t n) {
+    int KD = g->k[0], KH = g->k[1], KW = g->k[2], K = in.c * KD * KH * KW, k, ns = 0, s;
+    cf__seg sg[CF__BWW_TILE / 2];
+    size_t j = 0;
+    while (j < n && cf__next_seg(&sg[ns], p0 + j, n - j, out)) j += (size_t)sg[ns++].len;
+    for (k = 0; k < K; k++) {
+        int kw = k % KW, kh = (k / KW) % KH, kd = (k / (KW * KH)) % KD, c = k / (KW * KH * KD);
+        const float *xc = x + (size_t)c * in.d * in.h * in.w;
+        uint32_t *dst = Ap + (size_t)k * (n / 2);
+        for (s = 0; s < ns; dst += sg[s].len / 2, s++) {
+            int id = sg[s].od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = sg[s].oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+            int w0 = sg[s].ow0 + kw * g->dil[2] - g->pb[2], len = sg[s].len, lo = 0, hi = 0, t;
+            const float *src = xc;   /* src[t]: the tap of the segment's position t, read for lo <= t < hi */
+            if (id >= 0 && id < in.d && ih >= 0 && ih < in.h) {
+                src = xc + ((size_t)id * in.h + ih) * in.w + w0;
+                lo = w0 < 0 ? -w0 : 0;
+                hi = in.w - w0 < len ? in.w - w0 : len;
+            }
+            for (t = 0; t < len; t += 32)
+                _mm512_mask_storeu_epi32(dst + t / 2, cf__lanes((len - t) / 2), lo < hi ? cf__pairs16_within(src + t, lo - t, hi - t) : _mm512_setzero_si512());
+        }
+    }
+}
+static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
+    int K = c->in.c * cf__kvol(c->g), OC = c->out.c, nth = cf__nthreads();
+    size_t P = cf__positions(c->out), tile = CF__BWW_TILE, per = cf__taps_bww_floats(c), i;
+    long ntiles = (long)((P + tile - 1) / tile), t;
+    memset(c->ws, 0, sizeof(float) * per * nth);
+    CF__OMP(omp parallel num_threads(nth))
+    {
+        float *dwt = c->ws + per * cf__thread_id();
+        uint32_t *Ap = (uint32_t *)(dwt + (size_t)K * OC), *Bp = Ap + (size_t)K * (tile / 2);
+        CF__OMP(omp for schedule(static))
+        for (t = 0; t < c->B * ntiles; t++) {
+            size_t bi = (size_t)(t / ntiles), p0 = (size_t)(t % ntiles) * tile, n = P - p0 < tile ? P - p0 : tile;
+            const float *dy = c->dy + bi * cf_shape_size(c->out) + p0;
+            cf__pack_taps(Ap, c->x + bi * cf_shape_size(c->in), c->in, c->out, c->g, p0, n);
+            cf__pack_b(Bp, 1, dy, (int)P, (int)n, 0, (int)n / 2, 0, OC);
+            cf__gemm_bf16_block(K, OC, (int)n / 2, Ap, Bp, dwt, OC, 1.0f);
+        }
+    }
+    CF__OMP(omp parallel for schedule(static))
+    for (i = 0; i < (size_t)OC * K; i++) {   /* dw[oc][k] += dw^T[k][oc] of each thread, in order */
+        size_t oc = i / K, k = i % K;
+        int th;
+        for (th = 0; th < nth; th++) c->dw[i] += c->ws[per * th + k * OC + oc];
+    }
+}
 /* what the tiles leave (few positions, groups): the references' im2col with the bf16 GEMM */
 static void cf__bf16_im2col_fwd(const cf__conv_call *c) {
     cf__im2col_forward_with(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
@@ -2631,6 +2708,7 @@ static const cf__conv_path cf__conv_bww_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww, 0},
+    {CF__K_BF16, cf__bf16_taps_bww_applies, cf__bf16_taps_bww, 0},
     {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww, 0},
     {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bww, 0},
 #endif
