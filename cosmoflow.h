@@ -2542,7 +2542,8 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
     int K = c->in.c * cf__kvol(c->g), OC = c->out.c, nth = cf__nthreads();
     size_t P = cf__positions(c->out), tile = CF__BWW_TILE, per = cf__taps_bww_floats(c), i;
     long ntiles = (long)((P + tile - 1) / tile), t;
-    memset(c->ws, 0, sizeof(float) * per * nth);
+    int z;
+    for (z = 0; z < nth; z++) memset(c->ws + per * z, 0, sizeof(float) * K * OC);   /* every thread's, should one not run */
     CF__OMP(omp parallel num_threads(nth))
     {
         float *dwt = c->ws + per * cf__thread_id();
