@@ -2529,6 +2529,15 @@ CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, cf_shape
         int kw = k % KW, kh = (k / KW) % KH, kd = (k / (KW * KH)) % KD, c = k / (KW * KH * KD);
         const float *xc = x + (size_t)c * in.d * in.h * in.w;
         uint32_t *dst = Ap + (size_t)k * (n / 2);
+        if (kw == 0 && k + KW < K) {   /* the next (c, kd, kh)'s input rows fetched ahead (as the pools': 15 % off these layers) */
+            int k2 = k + KW, kh2 = (k2 / KW) % KH, kd2 = (k2 / (KW * KH)) % KD, c2 = k2 / (KW * KH * KD), t;
+            const float *xc2 = x + (size_t)c2 * in.d * in.h * in.w;
+            for (s = 0; s < ns; s++) {
+                int id = sg[s].od * g->s[0] - g->pb[0] + kd2 * g->dil[0], ih = sg[s].oh * g->s[1] - g->pb[1] + kh2 * g->dil[1];
+                if (id >= 0 && id < in.d && ih >= 0 && ih < in.h)
+                    for (t = 0; t < sg[s].len && sg[s].ow0 + t < in.w; t += 16) CF__PREFETCH(xc2 + ((size_t)id * in.h + ih) * in.w + sg[s].ow0 + t, 0);
+            }
+        }
         for (s = 0; s < ns; dst += sg[s].len / 2, s++) {
             int id = sg[s].od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = sg[s].oh * g->s[1] - g->pb[1] + kh * g->dil[1];
             int w0 = sg[s].ow0 + kw * g->dil[2] - g->pb[2], len = sg[s].len, lo = 0, hi = 0, t;
