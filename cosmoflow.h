@@ -2444,6 +2444,11 @@ static void cf__direct_fwd_bf16(float *y, const float *x, const uint32_t *w2, co
         for (r = 0; r < rows; r++) {
             int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
             cf__pair_rows_for(&pr, Wp, x + (size_t)bi * in_sz, bi, in.c, in, g, od, oh);
+            if (r + 1 < rows && (r + 1) % ((long)out.d * out.h)) {   /* the next row's outputs (same sample) fetched for writing, as the pools' rows */
+                float *yn = y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh + 1) * out.w;
+                int oc, j;
+                for (oc = 0; oc < out.c; oc++) for (j = 0; j < out.w; j += 16) CF__PREFETCH(yn + (size_t)oc * P + j, 1);
+            }
             row(y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, pr.rp, T2, KW, g->dil[2], w2, out.c, out.w, b,
                 accumulate, act, slope);
         }
