@@ -1076,10 +1076,13 @@ static void test_bf16_stored(void) {
         "[avgpool]\nsize=1,1,2\n"
         "[conv]\nfilters=3\nsize=1\n[activation]\nactivation=leaky\nslope=0.1\n[activation]\nactivation=relu\n"
         "[flatten]\n[dense]\noutputs=2\n";
-    static const char *seg_cfg =   /* no dense head: the loss gradient itself is stored rounded, and linear convs' dL/dz is it */
+    static const char *seg_cfg =   /* no dense head: the loss gradient itself is stored rounded, and linear convs' dL/dz is it;
+                                      a depthwise conv and a batch norm round with their activation */
         "[net]\ninput=3x8x32\nloss=mse\n"
         "[conv]\nfilters=4\nsize=3\npad=same\nactivation=relu\n"
         "[conv]\nfilters=4\nsize=3\npad=same\n"
+        "[conv]\nfilters=4\nsize=3\npad=1\ngroups=4\nactivation=leaky\nslope=0.2\n"
+        "[batchnorm]\nactivation=leaky\nslope=0.1\n"
         "[conv]\nfilters=2\nsize=3\npad=same\n";
     bf16_stored_net(cfg, "bf16-stored.cfg", 1);
     bf16_stored_net(seg_cfg, "bf16-seg.cfg", 0);
