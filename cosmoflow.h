@@ -2167,9 +2167,10 @@ CF__INLINE size_t cf__bp(int q, int j, int nq) { return (size_t)(j & ~31) * nq +
 /* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb */
 CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int ldb, int K, int q0, int nq, int n0, int nb) {
     int q, j;
-    if (!tB) for (q = 0; q < nq; q++) {   /* two rows of B, 16 columns at a time */
+    if (!tB) for (q = 0; q < nq; q++) {   /* two rows of B, 16 columns at a time; the next two fetched ahead */
         int k = 2 * (q0 + q);
         const float *b0 = B + (size_t)k * ldb + n0, *b1 = k + 1 < K ? b0 + ldb : NULL;
+        if (k + 3 < K) for (j = 0; j < nb; j += 16) { CF__PREFETCH(b0 + (size_t)2 * ldb + j, 0); CF__PREFETCH(b0 + (size_t)3 * ldb + j, 0); }
         for (j = 0; j < nb; j += 16) _mm512_mask_storeu_epi32(Bp + cf__bp(q, j, nq), cf__lanes(nb - j), cf__pairs16_rows(b0 + j, b1 ? b1 + j : NULL, nb - j));
     }
     else for (j = 0; j < nb; j += 16)     /* op(B)[k][n] = B[n][k]: 16 rows of B give 16 pairs each, transposed */
