@@ -2106,13 +2106,16 @@ CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (c
 #define CF__GEMM_NB 512
 #define CF__GEMM_KC 128
 #define CF__GEMM_KPART 4096
+/* pairs (x[t], x[t + 1]) for t = 0, 2, .. 30, x[t] read only for lo <= t < hi (zero elsewhere) */
+CF__BF16_TARGET static __m512i cf__pairs16_within(const float *x, int lo, int hi) {
+    __m512 a = _mm512_maskz_loadu_ps(cf__lanes(hi) & (__mmask16)~cf__lanes(lo), x);
+    __m512 b = _mm512_maskz_loadu_ps(cf__lanes(hi - 16) & (__mmask16)~cf__lanes(lo - 16), x + 16);
+    return (__m512i)_mm512_cvtne2ps_pbh(b, a);
+}
 /* the pairs (x[2i], x[2i+1]) of up to 32 floats of a row, as 16 lanes; floats past n are zero.
    vcvtne2ps2bf16 keeps a bf16 value as it is, so on the bf16 values the GEMM is given it is
    cf__pair, a vector at a time. */
-CF__BF16_TARGET static __m512i cf__pairs16(const float *x, int n) {
-    __m512 lo = _mm512_maskz_loadu_ps(cf__lanes(n), x), hi = _mm512_maskz_loadu_ps(cf__lanes(n - 16), x + 16);
-    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);   /* the low 16 bf16 from lo, the high 16 from hi */
-}
+CF__BF16_TARGET static __m512i cf__pairs16(const float *x, int n) { return cf__pairs16_within(x, 0, n); }
 /* the pairs (a[i], b[i]) of up to 16 columns of two rows (a or b NULL: zeros), as 16 lanes:
    the upper halves of a's words below those of b's, cf__pair a vector at a time */
 CF__BF16_TARGET static __m512i cf__pairs16_rows(const float *a, const float *b, int n) {
@@ -2517,39 +2520,34 @@ static int cf__bf16_taps_bww_applies(const cf__conv_call *c) {
     return cf__bf16_gemm_applies(c) && c->groups == 1 && c->out.w % 2 == 0 && c->g->s[2] == 1 &&
            (size_t)cf__nthreads() * cf__taps_bww_floats(c) <= c->ws_floats;
 }
-/* pairs (x[t], x[t + 1]) for t = 0, 2, .. 30, x[t] read only for lo <= t < hi (zero elsewhere) */
-CF__BF16_TARGET static __m512i cf__pairs16_within(const float *x, int lo, int hi) {
-    __m512 a = _mm512_maskz_loadu_ps(cf__lanes(hi) & (__mmask16)~cf__lanes(lo), x);
-    __m512 b = _mm512_maskz_loadu_ps(cf__lanes(hi - 16) & (__mmask16)~cf__lanes(lo - 16), x + 16);
-    return (__m512i)_mm512_cvtne2ps_pbh(b, a);
-}
 /* Ap[k][j / 2] = the pair of im2col(x)'s row k at tile positions j, j + 1 (n positions from p0).
    The tile's row segments are found once (even lengths: at most half the tile's positions);
    a tap's in-bounds part of a segment, unit stride, is [lo, hi) = [-w0, W - w0) clipped. */
+/* the input row that im2col row k (channel c, tap kd, kh) reads for segment sg, or NULL where
+   it lies in the padding */
+static const float *cf__tap_row(const float *x, int k, const cf__seg *sg, cf_shape in, const cf_geom *g) {
+    int KD = g->k[0], KH = g->k[1], KW = g->k[2], kh = (k / KW) % KH, kd = (k / (KW * KH)) % KD, c = k / (KW * KH * KD);
+    int id = sg->od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = sg->oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+    if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) return NULL;
+    return x + (((size_t)c * in.d + id) * in.h + ih) * in.w;
+}
 CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, cf_shape in, cf_shape out, const cf_geom *g, size_t p0, size_t n) {
-    int KD = g->k[0], KH = g->k[1], KW = g->k[2], K = in.c * KD * KH * KW, k, ns = 0, s;
+    int KW = g->k[2], K = in.c * cf__kvol(g), k, ns = 0, s, t;
     cf__seg sg[CF__BWW_TILE / 2];
     size_t j = 0;
     while (j < n && cf__next_seg(&sg[ns], p0 + j, n - j, out)) j += (size_t)sg[ns++].len;
     for (k = 0; k < K; k++) {
-        int kw = k % KW, kh = (k / KW) % KH, kd = (k / (KW * KH)) % KD, c = k / (KW * KH * KD);
-        const float *xc = x + (size_t)c * in.d * in.h * in.w;
         uint32_t *dst = Ap + (size_t)k * (n / 2);
-        if (kw == 0 && k + KW < K) {   /* the next (c, kd, kh)'s input rows fetched ahead (as the pools': 15 % off these layers) */
-            int k2 = k + KW, kh2 = (k2 / KW) % KH, kd2 = (k2 / (KW * KH)) % KD, c2 = k2 / (KW * KH * KD), t;
-            const float *xc2 = x + (size_t)c2 * in.d * in.h * in.w;
+        if (k % KW == 0 && k + KW < K)   /* the next (c, kd, kh)'s input rows fetched ahead (as the pools': 15 % off these layers) */
             for (s = 0; s < ns; s++) {
-                int id = sg[s].od * g->s[0] - g->pb[0] + kd2 * g->dil[0], ih = sg[s].oh * g->s[1] - g->pb[1] + kh2 * g->dil[1];
-                if (id >= 0 && id < in.d && ih >= 0 && ih < in.h)
-                    for (t = 0; t < sg[s].len && sg[s].ow0 + t < in.w; t += 16) CF__PREFETCH(xc2 + ((size_t)id * in.h + ih) * in.w + sg[s].ow0 + t, 0);
+                const float *r = cf__tap_row(x, k + KW, &sg[s], in, g);
+                for (t = 0; r && t < sg[s].len && sg[s].ow0 + t < in.w; t += 16) CF__PREFETCH(r + sg[s].ow0 + t, 0);
             }
-        }
         for (s = 0; s < ns; dst += sg[s].len / 2, s++) {
-            int id = sg[s].od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = sg[s].oh * g->s[1] - g->pb[1] + kh * g->dil[1];
-            int w0 = sg[s].ow0 + kw * g->dil[2] - g->pb[2], len = sg[s].len, lo = 0, hi = 0, t;
-            const float *src = xc;   /* src[t]: the tap of the segment's position t, read for lo <= t < hi */
-            if (id >= 0 && id < in.d && ih >= 0 && ih < in.h) {
-                src = xc + ((size_t)id * in.h + ih) * in.w + w0;
+            const float *r = cf__tap_row(x, k, &sg[s], in, g), *src = x;   /* src[t]: the tap of the segment's position t, read for lo <= t < hi */
+            int w0 = sg[s].ow0 + (k % KW) * g->dil[2] - g->pb[2], len = sg[s].len, lo = 0, hi = 0;
+            if (r) {
+                src = r + w0;
                 lo = w0 < 0 ? -w0 : 0;
                 hi = in.w - w0 < len ? in.w - w0 : len;
             }
