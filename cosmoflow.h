@@ -778,6 +778,14 @@ CFDEF int cf_net_find_nonfinite(cf_net *net, const float *x, int B);
 #else
 #define CF__PREFETCH(p, rw) ((void)(p))
 #endif
+/* the cache lines of p[0 .. n), fetched ahead for writing (rw 1) or reading */
+CF__INLINE void cf__prefetch_floats(const float *p, size_t n, int rw) {
+    size_t j;
+    for (j = 0; j < n; j += 16) {
+        if (rw) CF__PREFETCH(p + j, 1);
+        else CF__PREFETCH(p + j, 0);
+    }
+}
 
 /* ================================================================ 1. basics */
 static CF__TLS char cf__err[8192];   /* room for two paths of PATH_MAX and the reason */
@@ -2173,7 +2181,7 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int
     if (!tB) for (q = 0; q < nq; q++) {   /* two rows of B, 16 columns at a time; the next two fetched ahead */
         int k = 2 * (q0 + q);
         const float *b0 = B + (size_t)k * ldb + n0, *b1 = k + 1 < K ? b0 + ldb : NULL;
-        if (k + 3 < K) for (j = 0; j < nb; j += 16) { CF__PREFETCH(b0 + (size_t)2 * ldb + j, 0); CF__PREFETCH(b0 + (size_t)3 * ldb + j, 0); }
+        if (k + 3 < K) { cf__prefetch_floats(b0 + (size_t)2 * ldb, (size_t)nb, 0); cf__prefetch_floats(b0 + (size_t)3 * ldb, (size_t)nb, 0); }
         for (j = 0; j < nb; j += 16) _mm512_mask_storeu_epi32(Bp + cf__bp(q, j, nq), cf__lanes(nb - j), cf__pairs16_rows(b0 + j, b1 ? b1 + j : NULL, nb - j));
     }
     else for (j = 0; j < nb; j += 16)     /* op(B)[k][n] = B[n][k]: 16 rows of B give 16 pairs each, transposed */
@@ -2450,8 +2458,8 @@ static void cf__direct_fwd_bf16(float *y, const float *x, const uint32_t *w2, co
             cf__pair_rows_for(&pr, Wp, x + (size_t)bi * in_sz, bi, in.c, in, g, od, oh);
             if (r + 1 < rows && (r + 1) % ((long)out.d * out.h)) {   /* the next row's outputs (same sample) fetched for writing, as the pools' rows */
                 float *yn = y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh + 1) * out.w;
-                int oc, j;
-                for (oc = 0; oc < out.c; oc++) for (j = 0; j < out.w; j += 16) CF__PREFETCH(yn + (size_t)oc * P + j, 1);
+                int oc;
+                for (oc = 0; oc < out.c; oc++) cf__prefetch_floats(yn + (size_t)oc * P, (size_t)out.w, 1);
             }
             row(y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, pr.rp, T2, KW, g->dil[2], w2, out.c, out.w, b,
                 accumulate, act, slope);
@@ -2541,7 +2549,7 @@ CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, cf_shape
         if (k % KW == 0 && k + KW < K)   /* the next (c, kd, kh)'s input rows fetched ahead (as the pools': 15 % off these layers) */
             for (s = 0; s < ns; s++) {
                 const float *r = cf__tap_row(x, k + KW, &sg[s], in, g);
-                for (t = 0; r && t < sg[s].len && sg[s].ow0 + t < in.w; t += 16) CF__PREFETCH(r + sg[s].ow0 + t, 0);
+                if (r && sg[s].ow0 < in.w) cf__prefetch_floats(r + sg[s].ow0, (size_t)(sg[s].len < in.w - sg[s].ow0 ? sg[s].len : in.w - sg[s].ow0), 0);
             }
         for (s = 0; s < ns; dst += sg[s].len / 2, s++) {
             const float *r = cf__tap_row(x, k, &sg[s], in, g), *src = x;   /* src[t]: the tap of the segment's position t, read for lo <= t < hi */
@@ -2676,13 +2684,9 @@ static int cf__pool_rows(const float **rows, const float *xp, int od, int oh, in
    bandwidth on the 2-core AMD EPYC machine of docs/performance.md without it (cosmoflow.cfg's
    first fused pool backward 55-83 -> 17-22 ms, its forward 15.5 -> 11.5 ms). */
 static void cf__pool_rows_ahead(const float *const *rows, int nr, int oh, cf_shape in, cf_shape out, int rw) {
-    int q, j;
+    int q;
     if (oh + 1 >= out.h) return;
-    for (q = 0; q < nr; q++)
-        for (j = 0; j < in.w; j += 16) {
-            const float *p = rows[q] + (size_t)2 * in.w + j;
-            if (rw) CF__PREFETCH(p, 1); else CF__PREFETCH(p, 0);
-        }
+    for (q = 0; q < nr; q++) cf__prefetch_floats(rows[q] + (size_t)2 * in.w, (size_t)in.w, rw);
 }
 static void cf__pool_pairs_fwd(const cf__pool_call *c) {
     cf_shape in = c->in, out = c->out;
