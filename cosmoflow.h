@@ -683,8 +683,11 @@ CFDEF void cf_net_keep_outputs(cf_net *net, int keep);
    backward (the next forward plans again).  Returns (size_t)-1 when out of memory. */
 CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_outputs);
 CFDEF const float *cf_net_forward_from(cf_net *net, int first);   /* after a forward, outputs kept */
-CFDEF float *cf_net_output(cf_net *net, int layer);         /* a layer's output in the arena */
-CFDEF float *cf_net_output_grad(cf_net *net, int layer);    /* its gradient (during backward) */
+/* A layer's output in the arena, and its gradient (during backward); NULL for a layer that
+   the plan stores in 16 bits (a bf16 network's conv before a max pool, section 6: with
+   cf_net_keep_outputs every output is fp32) */
+CFDEF float *cf_net_output(cf_net *net, int layer);
+CFDEF float *cf_net_output_grad(cf_net *net, int layer);
 /* dx (B, C, D, H, W) or NULL: backward also accumulates dL/d(input) there */
 CFDEF void cf_net_set_input_grad(cf_net *net, float *dx);
 /* Called in backward just before layer i's own backward runs, when cf_net_output_grad(net,
@@ -1092,19 +1095,28 @@ static void cf__bias_act(float *y, const float *b, int rows, size_t n, size_t st
     }
 }
 
-/* db[oc] += sum over positions of dy[b][oc] (B, OC, P), sample by sample in double */
-static void cf__bias_grad(float *db, const float *dy, int B, int OC, size_t P) {
+/* the address of element i of a tensor stored in fp32 or (half) in 16 bits (section 6, halves) */
+CF__INLINE float *cf__elt(const float *base, int half, size_t i) { return (float *)(void *)((char *)base + i * (half ? 2 : 4)); }
+
+/* the sum of x[0 .. n) (half: stored in 16 bits) in double, as 8 partial sums (lane p mod 8,
+   as a vector loop would split it, but fixed: both storages add in the same order) */
+static double cf__sum8(const float *x, int half, size_t n) {
+    const cf_bf16 *h = (const cf_bf16 *)(const void *)x;
+    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, t = 0.0;
+    size_t p = 0;
+    int j;
+    if (half) for (; p + 8 <= n; p += 8) for (j = 0; j < 8; j++) s[j] += cf_f32_from_bf16(h[p + j]);
+    else for (; p + 8 <= n; p += 8) for (j = 0; j < 8; j++) s[j] += x[p + j];
+    for (; p < n; p++) s[p % 8] += half ? cf_f32_from_bf16(h[p]) : x[p];
+    for (j = 0; j < 8; j++) t += s[j];
+    return t;
+}
+/* db[oc] += sum over positions of dy[b][oc] (B, OC, P; half: stored in 16 bits), sample by sample in double */
+static void cf__bias_grad(float *db, const float *dy, int half, int B, int OC, size_t P) {
     int bi, oc;
     for (bi = 0; bi < B; bi++) {
-        const float *dyb = dy + (size_t)bi * OC * P;
         CF__OMP(omp parallel for schedule(static))
-        for (oc = 0; oc < OC; oc++) {
-            double s = 0.0;
-            size_t p;
-            CF__OMP(omp simd reduction(+:s))   /* a sum the compiler may split into vector lanes (one chain would wait on each add) */
-            for (p = 0; p < P; p++) s += dyb[(size_t)oc * P + p];
-            db[oc] += (float)s;
-        }
+        for (oc = 0; oc < OC; oc++) db[oc] += (float)cf__sum8(cf__elt(dy, half, ((size_t)bi * OC + oc) * P), half, P);
     }
 }
 
@@ -1147,7 +1159,7 @@ static void cf__im2col_backward_weights_with(float *dw, float *db, const float *
                                              const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
-    if (db) cf__bias_grad(db, dy, B, out.c, P);
+    if (db) cf__bias_grad(db, dy, 0, B, out.c, P);
     for (bi = 0; bi < B; bi++)
         for (gi = 0; gi < groups; gi++) {
             const float *xg = x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
@@ -1690,24 +1702,28 @@ typedef struct {
     int B, groups; cf_shape in, out; const cf_geom *g;
     float *ws; size_t ws_floats;                              /* workspace */
     int bf16;                                                 /* operands are bf16 values (section 5) */
+    int half;                                                 /* y (forward) or dy (backward) is stored in
+                                                                 16 bits (section 6, halves): its pointer is a cf_bf16 * */
 } cf__conv_call;
 /* a path: its kind, whether it applies, the code; rounds = 1: a forward path that stores its
-   output rounded to bf16 when c->bf16 (else the dispatcher rounds it, section 5) */
-typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); int rounds; } cf__conv_path;
-/* a pooling call */
+   output rounded to bf16 when c->bf16 (else the dispatcher rounds it, section 5); half = 1:
+   it takes a call whose half is set (the others never see one) */
+typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); int rounds, half; } cf__conv_path;
+/* a pooling call; half: x (forward) or the in-place gradient (the fused backward) is stored in 16 bits */
 typedef struct {
     float *y, *dx; const float *x, *dy;
     int B, is_max; cf_shape in, out; const cf_geom *g;
+    int half;
 } cf__pool_call;
-typedef struct { int kind; int (*applies)(const cf__pool_call *c); void (*run)(const cf__pool_call *c); } cf__pool_path;
+typedef struct { int kind; int (*applies)(const cf__pool_call *c); void (*run)(const cf__pool_call *c); int half; } cf__pool_path;
 
 /* the first enabled path that applies (a table ends with kind -1), or NULL: the reference */
 static const cf__conv_path *cf__conv_pick(const cf__conv_path *p, const cf__conv_call *c) {
-    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && p->applies(c)) return p;
+    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && (p->half || !c->half) && p->applies(c)) return p;
     return NULL;
 }
 static const cf__pool_path *cf__pool_pick(const cf__pool_path *p, const cf__pool_call *c) {
-    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && p->applies(c)) return p;
+    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && (p->half || !c->half) && p->applies(c)) return p;
     return NULL;
 }
 
@@ -2089,10 +2105,11 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
    targets x86-64 with AVX-512 available, chosen at run time when the CPU has AVX512_BF16. */
 #if defined(CF__DIRECT) && defined(CF__AVX512) && !defined(CF_NO_BF16)
 #define CF__BF16 1
-#define CF__BF16_TARGET __attribute__((target("avx512f,avx512bf16")))
-static int cf__has_bf16(void) {
+#define CF__BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+static int cf__has_bf16(void) {   /* (every CPU with AVX512_BF16 has the 16-bit loads and stores of BW and VL) */
     static int has = -1;
-    if (has < 0) has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16") ? 1 : 0;
+    if (has < 0) has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                       __builtin_cpu_supports("avx512bf16") ? 1 : 0;
     return has;
 }
 CF__INLINE uint32_t cf__bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
@@ -2131,6 +2148,27 @@ CF__BF16_TARGET static __m512i cf__pairs16_rows(const float *a, const float *b, 
     __m512i hi = b ? _mm512_castps_si512(_mm512_maskz_loadu_ps(cf__lanes(n), b)) : _mm512_setzero_si512();
     return _mm512_or_si512(lo, _mm512_and_si512(hi, _mm512_set1_epi32((int)0xffff0000u)));
 }
+/* ---- tensors the memory plan stores in 16 bits (section 6, "halves"): element i of such a
+   tensor is ((const cf_bf16 *)base)[i], the upper half of the fp32 word the kernels compute
+   with.  Loaded by widening (a shift), stored by keeping the upper half (exact on bf16 values). */
+CF__INLINE __mmask32 cf__lanes32(int n) { return (__mmask32)(n >= 32 ? 0xffffffffu : n <= 0 ? 0u : (1u << n) - 1u); }
+/* lanes k of 16 16-bit elements at p widened to floats (0 elsewhere) */
+CF__BF16_TARGET static __m512 cf__load_half(const cf_bf16 *p, __mmask16 k) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p)), 16));
+}
+/* lanes k of v, bf16 values, stored at p in 16 bits */
+CF__BF16_TARGET static void cf__store_half(cf_bf16 *p, __mmask16 k, __m512 v) {
+    _mm512_mask_cvtepi32_storeu_epi16(p, k, _mm512_srli_epi32(_mm512_castps_si512(v), 16));
+}
+/* cf__pairs16_rows on two 16-bit rows: a's elements in the low halves, b's in the high */
+CF__BF16_TARGET static __m512i cf__pairs16_rows_half(const cf_bf16 *a, const cf_bf16 *b, int n) {
+    __m512i lo = a ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(cf__lanes(n), a)) : _mm512_setzero_si512();
+    __m512i hi = b ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(cf__lanes(n), b)), 16) : _mm512_setzero_si512();
+    return _mm512_or_si512(lo, hi);
+}
+/* cf__pairs16 on a 16-bit row: the pairs (x[2i], x[2i+1]) are its 32-bit words as they lie */
+CF__BF16_TARGET static __m512i cf__pairs16_half(const cf_bf16 *x, int n) { return _mm512_maskz_loadu_epi16(cf__lanes32(n), x); }
+
 /* 16 x 16 transpose of 32-bit lanes: lane j of r[i] goes to lane i of r[j].  Three rounds:
    interleave 32-bit lanes of row pairs, then 64-bit lanes, then move 128-bit quarters twice. */
 CF__BF16_TARGET static void cf__transpose16(__m512i r[16]) {
@@ -2175,8 +2213,8 @@ CF__BF16_TARGET static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int
    block, 2 KB apart, would fall into a few sets of the L1 cache and evict each other).
    Element (q, j) of a chunk of nq pairs: */
 CF__INLINE size_t cf__bp(int q, int j, int nq) { return (size_t)(j & ~31) * nq + (size_t)q * 32 + (j & 31); }
-/* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb */
-CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int ldb, int K, int q0, int nq, int n0, int nb) {
+/* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb; half: B (transposed) is stored in 16 bits */
+CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int half, int ldb, int K, int q0, int nq, int n0, int nb) {
     int q, j;
     if (!tB) for (q = 0; q < nq; q++) {   /* two rows of B, 16 columns at a time; the next two fetched ahead */
         int k = 2 * (q0 + q);
@@ -2188,7 +2226,11 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int
         for (q = 0; q < nq; q += 16) {
             int k = 2 * (q0 + q), i;
             __m512i r[16];
-            for (i = 0; i < 16; i++) r[i] = j + i < nb ? cf__pairs16(B + (size_t)(n0 + j + i) * ldb + k, K - k < 2 * (nq - q) ? K - k : 2 * (nq - q)) : _mm512_setzero_si512();
+            for (i = 0; i < 16; i++) {
+                size_t at = (size_t)(n0 + j + i) * ldb + k;
+                int n = K - k < 2 * (nq - q) ? K - k : 2 * (nq - q);
+                r[i] = j + i >= nb ? _mm512_setzero_si512() : half ? cf__pairs16_half((const cf_bf16 *)(const void *)B + at, n) : cf__pairs16(B + at, n);
+            }
             cf__transpose16(r);
             for (i = 0; i < 16 && q + i < nq; i++) _mm512_mask_storeu_epi32(Bp + cf__bp(q + i, j, nq), cf__lanes(nb - j), r[i]);
         }
@@ -2240,7 +2282,7 @@ static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int
     for (q = q0; q < q1; q += CF__GEMM_KC) {
         int nq = q1 - q < CF__GEMM_KC ? q1 - q : CF__GEMM_KC;
         cf__pack_a(Ap, tA, A, lda, M, K, q, nq);
-        cf__pack_b(Bp, tB, B, ldb, K, q, nq, n0, nb);
+        cf__pack_b(Bp, tB, B, 0, ldb, K, q, nq, n0, nb);
         cf__gemm_bf16_block(M, nb, nq, Ap, Bp, C + n0, ldc, q == q0 ? beta : 1.0f);
     }
 }
@@ -2316,18 +2358,21 @@ static cf__pair_rows cf__pair_rows_at(uint32_t *ws, cf_shape in, const cf_geom *
     for (k = 0; k < slots; k++) pr.tag[k] = -1;
     return pr;
 }
-/* pair row (cp, id, ih) of sample x into r */
-CF__BF16_TARGET static void cf__pair_row(uint32_t *r, size_t Wp, const float *x, int C, cf_shape in, int pb, int cp, int id, int ih) {
-    const float *a = x + (((size_t)2 * cp * in.d + id) * in.h + ih) * in.w, *b = 2 * cp + 1 < C ? a + cf__positions(in) : NULL;
+/* pair row (cp, id, ih) of sample x (half: stored in 16 bits) into r */
+CF__BF16_TARGET static void cf__pair_row(uint32_t *r, size_t Wp, const float *x, int half, int C, cf_shape in, int pb, int cp, int id, int ih) {
+    size_t at = (((size_t)2 * cp * in.d + id) * in.h + ih) * in.w;
+    const float *a = cf__elt(x, half, at), *b = 2 * cp + 1 < C ? cf__elt(x, half, at + cf__positions(in)) : NULL;
     uint32_t *d = r + pb;
     int w;
     memset(r, 0, (size_t)pb * sizeof *r);   /* the padding either side of the row */
     memset(d + in.w, 0, (Wp - pb - (size_t)in.w) * sizeof *r);
     for (w = 0; w < in.w; w += 16)          /* d[w] = cf__pair(a[w], b[w]), 16 at a time */
-        _mm512_mask_storeu_epi32(d + w, cf__lanes(in.w - w), cf__pairs16_rows(a + w, b ? b + w : NULL, in.w - w));
+        _mm512_mask_storeu_epi32(d + w, cf__lanes(in.w - w),
+                                 half ? cf__pairs16_rows_half((const cf_bf16 *)(const void *)a + w, b ? (const cf_bf16 *)(const void *)b + w : NULL, in.w - w)
+                                      : cf__pairs16_rows(a + w, b ? b + w : NULL, in.w - w));
 }
 /* pr->rp for output row (od, oh) of sample bi (x), building the pair rows not in the cache */
-static void cf__pair_rows_for(cf__pair_rows *pr, size_t Wp, const float *x, int bi, int C, cf_shape in, const cf_geom *g, int od, int oh) {
+static void cf__pair_rows_for(cf__pair_rows *pr, size_t Wp, const float *x, int half, int bi, int C, cf_shape in, const cf_geom *g, int od, int oh) {
     int KD = g->k[0], KH = g->k[1], NS = cf__pair_slots(g), C2 = (C + 1) / 2, kd, kh, cp;
     for (kd = 0; kd < KD; kd++) {
         int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
@@ -2339,7 +2384,7 @@ static void cf__pair_rows_for(cf__pair_rows *pr, size_t Wp, const float *x, int 
                 continue;
             }
             if (pr->tag[slot] != key) {
-                for (cp = 0; cp < C2; cp++) cf__pair_row(pr->rows + ((size_t)slot * C2 + cp) * Wp, Wp, x, C, in, g->pb[2], cp, id, ih);
+                for (cp = 0; cp < C2; cp++) cf__pair_row(pr->rows + ((size_t)slot * C2 + cp) * Wp, Wp, x, half, C, in, g->pb[2], cp, id, ih);
                 pr->tag[slot] = key;
             }
             for (cp = 0; cp < C2; cp++) pr->rp[(cp * KD + kd) * KH + kh] = pr->rows + ((size_t)slot * C2 + cp) * Wp;
@@ -2378,17 +2423,20 @@ CF__BF16_TARGET static __m512 cf__act16(__m512 z, int act, float slope) {
     for (j = 0; j < 16; j++) v[j] = cf__act_f(v[j], act, slope);
     return _mm512_loadu_ps(v);
 }
-/* n (<= 16) sums z of one output row's block into yr: added to what is there (backward-data),
-   or + bias, the activation, rounded to bf16 */
-CF__BF16_TARGET static void cf__direct_store_bf16(float *yr, __m512 z, int n, float bias, int accumulate, int act, float slope) {
+/* n (<= 16) sums z of one output row's block into element i of y: added to what is there
+   (backward-data), or + bias, the activation, rounded to bf16 (half: stored in 16 bits) */
+CF__BF16_TARGET static void cf__direct_store_bf16(float *y, int half, size_t i, __m512 z, int n, float bias, int accumulate, int act, float slope) {
     __mmask16 k = cf__lanes(n);
-    if (accumulate) { _mm512_mask_storeu_ps(yr, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, yr), z)); return; }
-    _mm512_mask_storeu_ps(yr, k, cf__round16_bf16(cf__act16(_mm512_add_ps(z, _mm512_set1_ps(bias)), act, slope)));
+    __m512 v;
+    if (accumulate) { _mm512_mask_storeu_ps(y + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, y + i), z)); return; }
+    v = cf__round16_bf16(cf__act16(_mm512_add_ps(z, _mm512_set1_ps(bias)), act, slope));
+    if (half) cf__store_half((cf_bf16 *)(void *)y + i, k, v);
+    else _mm512_mask_storeu_ps(y + i, k, v);
 }
 /* One output row (all OC channels, OW positions) from its T2 pair rows rp: blocks of 8 channels by 32 positions,
    16 accumulators; each step loads 32 positions of one pair row and multiplies them by one
    packed weight pair per channel. */
-CF__BF16_TARGET static void cf__direct_row_bf16(float *y, size_t ystride, const uint32_t *const *rp, int T2, int KW, int dil,
+CF__BF16_TARGET static void cf__direct_row_bf16(float *y, int half, size_t y0, size_t ystride, const uint32_t *const *rp, int T2, int KW, int dil,
                                                 const uint32_t *w2, int OC, int OW, const float *b, int accumulate, int act, float slope) {
     int K2 = T2 * KW, oc0, w0, q, kw, o, j;
     for (oc0 = 0; oc0 < OC; oc0 += 8) {
@@ -2411,14 +2459,14 @@ CF__BF16_TARGET static void cf__direct_row_bf16(float *y, size_t ystride, const 
             }
             for (o = 0; o < no; o++)   /* the block's valid part */
                 for (j = 0; j < 2; j++)
-                    cf__direct_store_bf16(y + (size_t)(oc0 + o) * ystride + w0 + 16 * j, a[o][j], n - 16 * j, b ? b[oc0 + o] : 0.0f,
+                    cf__direct_store_bf16(y, half, y0 + (size_t)(oc0 + o) * ystride + w0 + 16 * j, a[o][j], n - 16 * j, b ? b[oc0 + o] : 0.0f,
                                           accumulate, act, slope);
         }
     }
 }
 /* The same for rows of at most 16 positions (a 16^3 layer, where a 32-wide block would be half
    empty): blocks of 16 channels by 16 positions, still 16 accumulators, one load of R2 per step. */
-CF__BF16_TARGET static void cf__direct_row_bf16_narrow(float *y, size_t ystride, const uint32_t *const *rp, int T2, int KW, int dil,
+CF__BF16_TARGET static void cf__direct_row_bf16_narrow(float *y, int half, size_t y0, size_t ystride, const uint32_t *const *rp, int T2, int KW, int dil,
                                                        const uint32_t *w2, int OC, int OW, const float *b, int accumulate, int act, float slope) {
     int K2 = T2 * KW, oc0, q, kw, o;
     for (oc0 = 0; oc0 < OC; oc0 += 16) {
@@ -2437,17 +2485,17 @@ CF__BF16_TARGET static void cf__direct_row_bf16_narrow(float *y, size_t ystride,
 #undef CF__DP
             }
         }
-        for (o = 0; o < no; o++) cf__direct_store_bf16(y + (size_t)(oc0 + o) * ystride, a[o], OW, b ? b[oc0 + o] : 0.0f, accumulate, act, slope);
+        for (o = 0; o < no; o++) cf__direct_store_bf16(y, half, y0 + (size_t)(oc0 + o) * ystride, a[o], OW, b ? b[oc0 + o] : 0.0f, accumulate, act, slope);
     }
 }
 /* y (+)= conv(x, w) as cf__direct_fwd, y stored rounded to bf16 unless added into;
-   w2 = the packed kernel; ws: one cf__pair_rows per thread */
-static void cf__direct_fwd_bf16(float *y, const float *x, const uint32_t *w2, const float *b, int accumulate, int B, cf_shape in,
+   w2 = the packed kernel; ws: one cf__pair_rows per thread; y_half, x_half: stored in 16 bits */
+static void cf__direct_fwd_bf16(float *y, int y_half, const float *x, int x_half, const uint32_t *w2, const float *b, int accumulate, int B, cf_shape in,
                                 cf_shape out, const cf_geom *g, uint32_t *ws, int act, float slope) {
     int T2 = (in.c + 1) / 2 * g->k[0] * g->k[1], KW = g->k[2];
     size_t Wp = cf__direct_wp(out, g), rsz = cf__pair_rows_size(in, g, Wp), P = cf__positions(out), in_sz = cf_shape_size(in);
     long rows = (long)B * out.d * out.h, r;
-    void (*row)(float *, size_t, const uint32_t *const *, int, int, int, const uint32_t *, int, int, const float *, int, int, float) =
+    void (*row)(float *, int, size_t, size_t, const uint32_t *const *, int, int, int, const uint32_t *, int, int, const float *, int, int, float) =
         out.w <= 16 ? cf__direct_row_bf16_narrow : cf__direct_row_bf16;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
@@ -2455,13 +2503,13 @@ static void cf__direct_fwd_bf16(float *y, const float *x, const uint32_t *w2, co
         CF__OMP(omp for schedule(static))
         for (r = 0; r < rows; r++) {
             int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
-            cf__pair_rows_for(&pr, Wp, x + (size_t)bi * in_sz, bi, in.c, in, g, od, oh);
+            cf__pair_rows_for(&pr, Wp, cf__elt(x, x_half, (size_t)bi * in_sz), x_half, bi, in.c, in, g, od, oh);
             if (r + 1 < rows && (r + 1) % ((long)out.d * out.h)) {   /* the next row's outputs (same sample) fetched for writing, as the pools' rows */
-                float *yn = y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh + 1) * out.w;
+                size_t yn = (size_t)bi * out.c * P + ((size_t)od * out.h + oh + 1) * out.w;
                 int oc;
-                for (oc = 0; oc < out.c; oc++) cf__prefetch_floats(yn + (size_t)oc * P, (size_t)out.w, 1);
+                for (oc = 0; oc < out.c; oc++) cf__prefetch_floats(cf__elt(y, y_half, yn + (size_t)oc * P), y_half ? (size_t)(out.w + 1) / 2 : (size_t)out.w, 1);
             }
-            row(y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, pr.rp, T2, KW, g->dil[2], w2, out.c, out.w, b,
+            row(y, y_half, (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, pr.rp, T2, KW, g->dil[2], w2, out.c, out.w, b,
                 accumulate, act, slope);
         }
     }
@@ -2483,7 +2531,7 @@ static int cf__bf16_direct_fwd_applies(const cf__conv_call *c) {
 static void cf__bf16_direct_fwd_run(const cf__conv_call *c) {
     uint32_t *w2 = (uint32_t *)c->ws;
     cf__pack_kernel_bf16(w2, c->w, c->out.c, c->in.c, c->g->k[0] * c->g->k[1], c->g->k[2]);
-    cf__direct_fwd_bf16(c->y, c->x, w2, c->b, 0, c->B, c->in, c->out, c->g, w2 + cf__w2_floats(c->in, c->g, c->out.c), c->act, c->slope);
+    cf__direct_fwd_bf16(c->y, c->half, c->x, 0, w2, c->b, 0, c->B, c->in, c->out, c->g, w2 + cf__w2_floats(c->in, c->g, c->out.c), c->act, c->slope);
 }
 /* backward-data: dy convolved with the flipped kernel (flipped into ws, then packed after it) */
 static int cf__bf16_direct_bwd_applies(const cf__conv_call *c) {
@@ -2499,7 +2547,7 @@ static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
     cf__flipped_geom(c->g, &gt);
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
     cf__pack_kernel_bf16(w2, c->ws, c->in.c, c->out.c, gt.k[0] * gt.k[1], gt.k[2]);
-    cf__direct_fwd_bf16(c->dx, c->dy, w2, NULL, 1, c->B, c->out, c->in, &gt, w2 + cf__w2_floats(c->out, &gt, c->in.c), CF_ACT_LINEAR, 0.0f);
+    cf__direct_fwd_bf16(c->dx, 0, c->dy, c->half, w2, NULL, 1, c->B, c->out, c->in, &gt, w2 + cf__w2_floats(c->out, &gt, c->in.c), CF_ACT_LINEAR, 0.0f);
 }
 /* the GEMM paths (tiles, pointwise) with the bf16 GEMM */
 static int cf__bf16_pointwise_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__pointwise_applies(c); }
@@ -2577,9 +2625,9 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
         CF__OMP(omp for schedule(static))
         for (t = 0; t < c->B * ntiles; t++) {
             size_t bi = (size_t)(t / ntiles), p0 = (size_t)(t % ntiles) * tile, n = P - p0 < tile ? P - p0 : tile;
-            const float *dy = c->dy + bi * cf_shape_size(c->out) + p0;
+            const float *dy = cf__elt(c->dy, c->half, bi * cf_shape_size(c->out) + p0);
             cf__pack_taps(Ap, c->x + bi * cf_shape_size(c->in), c->in, c->out, c->g, p0, n);
-            cf__pack_b(Bp, 1, dy, (int)P, (int)n, 0, (int)n / 2, 0, OC);
+            cf__pack_b(Bp, 1, dy, c->half, (int)P, (int)n, 0, (int)n / 2, 0, OC);
             cf__gemm_bf16_block(K, OC, (int)n / 2, Ap, Bp, dwt, OC, 1.0f);
         }
     }
@@ -2672,21 +2720,21 @@ static int cf__pool_pairs_applies(const cf__pool_call *c) {
     for (a = 0; a < 3; a++) if (g->dil[a] != 1 || g->k[a] != g->s[a]) return 0;
     return g->k[1] == 2 && g->k[2] == 2 && (g->k[0] == 1 || g->k[0] == 2);
 }
-/* the input rows of output row (od, oh) of one plane: rows[kd*2 + kh], KD*2 of them */
-static int cf__pool_rows(const float **rows, const float *xp, int od, int oh, int KD, cf_shape in) {
+/* the input rows of output row (od, oh) of one plane (half: stored in 16 bits): rows[kd*2 + kh], KD*2 of them */
+static int cf__pool_rows(const float **rows, const float *xp, int half, int od, int oh, int KD, cf_shape in) {
     int kd, kh;
     for (kd = 0; kd < KD; kd++) for (kh = 0; kh < 2; kh++)
-        rows[kd * 2 + kh] = xp + ((size_t)(od * KD + kd) * in.h + (size_t)(oh * 2 + kh)) * in.w;
+        rows[kd * 2 + kh] = cf__elt(xp, half, ((size_t)(od * KD + kd) * in.h + (size_t)(oh * 2 + kh)) * in.w);
     return KD * 2;
 }
 /* The input rows of output row oh + 1 (two rows down), when it is in this slice, fetched ahead
    for writing (rw 1) or reading: the pools' passes over memory ran at about a fifth of its
    bandwidth on the 2-core AMD EPYC machine of docs/performance.md without it (cosmoflow.cfg's
    first fused pool backward 55-83 -> 17-22 ms, its forward 15.5 -> 11.5 ms). */
-static void cf__pool_rows_ahead(const float *const *rows, int nr, int oh, cf_shape in, cf_shape out, int rw) {
+static void cf__pool_rows_ahead(const float *const *rows, int half, int nr, int oh, cf_shape in, cf_shape out, int rw) {
     int q;
     if (oh + 1 >= out.h) return;
-    for (q = 0; q < nr; q++) cf__prefetch_floats(rows[q] + (size_t)2 * in.w, (size_t)in.w, rw);
+    for (q = 0; q < nr; q++) cf__prefetch_floats(cf__elt(rows[q], half, (size_t)2 * in.w), half ? (size_t)(in.w + 1) / 2 : (size_t)in.w, rw);
 }
 static void cf__pool_pairs_fwd(const cf__pool_call *c) {
     cf_shape in = c->in, out = c->out;
@@ -2698,8 +2746,8 @@ static void cf__pool_pairs_fwd(const cf__pool_call *c) {
         int od, oh, ow, q, nr;
         for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
             float *yr = yp + ((size_t)od * out.h + oh) * out.w;
-            nr = cf__pool_rows(rows, xp, od, oh, c->g->k[0], in);
-            cf__pool_rows_ahead(rows, nr, oh, in, out, 0);
+            nr = cf__pool_rows(rows, xp, 0, od, oh, c->g->k[0], in);
+            cf__pool_rows_ahead(rows, 0, nr, oh, in, out, 0);
             for (ow = 0; ow < out.w; ow++) {
                 float best = -INFINITY;
                 for (q = 0; q < nr; q++) {
@@ -2712,6 +2760,37 @@ static void cf__pool_pairs_fwd(const cf__pool_call *c) {
         }
     }
 }
+#ifdef CF__BF16
+/* The same on an input stored in 16 bits (section 6, halves), 16 outputs at a time: in each
+   of the rows, 32 inputs (16 windows' pairs) are one load, the pair's first the low half of a
+   word, its second the high; the comparisons in the scalar loop's order, NaN never chosen. */
+static int cf__pool_pairs_half_applies(const cf__pool_call *c) { return c->half && cf__has_bf16() && cf__pool_pairs_applies(c); }
+CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
+    cf_shape in = c->in, out = c->out;
+    int plane;
+    CF__OMP(omp parallel for schedule(static))
+    for (plane = 0; plane < c->B * in.c; plane++) {
+        const float *xp = cf__elt(c->x, 1, (size_t)plane * in.d * in.h * in.w), *rows[4];
+        float *yp = c->y + (size_t)plane * cf__positions(out);
+        int od, oh, ow, q, nr;
+        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
+            float *yr = yp + ((size_t)od * out.h + oh) * out.w;
+            nr = cf__pool_rows(rows, xp, 1, od, oh, c->g->k[0], in);
+            cf__pool_rows_ahead(rows, 1, nr, oh, in, out, 0);
+            for (ow = 0; ow < out.w; ow += 16) {
+                __m512 best = _mm512_set1_ps(-INFINITY);
+                for (q = 0; q < nr; q++) {
+                    __m512i v = _mm512_maskz_loadu_epi16(cf__lanes32(2 * (out.w - ow)), (const cf_bf16 *)(const void *)rows[q] + 2 * ow);
+                    __m512 a = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), b = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)));
+                    best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(a, best, _CMP_GT_OQ), a);   /* best = a > best ? a : best */
+                    best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(b, best, _CMP_GT_OQ), b);
+                }
+                _mm512_mask_storeu_ps(yr + ow, cf__lanes(out.w - ow), best);
+            }
+        }
+    }
+}
+#endif
 #endif /* !CF_REFERENCE */
 
 CFDEF const char *cf_bf16_kernels(void) {
@@ -2729,56 +2808,59 @@ CFDEF const char *cf_bf16_kernels(void) {
 static const cf__conv_path cf__conv_fwd_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
-    {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run, 1},
-    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd, 0},
-    {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 0},
-    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_fwd, 0},
+    {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run, 1, 1},
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd, 0, 0},
+    {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 0, 0},
+    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_fwd, 0, 0},
 #endif
 #ifdef CF__DIRECT
-    {CF__K_DIRECT, cf__direct_fwd_applies, cf__direct_fwd_run, 0},
+    {CF__K_DIRECT, cf__direct_fwd_applies, cf__direct_fwd_run, 0, 0},
 #endif
-    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_fwd, 0},
-    {CF__K_TILES, cf__tiles_fwd_applies, cf__tiles_fwd, 0},
+    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_fwd, 0, 0},
+    {CF__K_TILES, cf__tiles_fwd_applies, cf__tiles_fwd, 0, 0},
 #endif
-    {-1, NULL, NULL, 0}};
+    {-1, NULL, NULL, 0, 0}};
 static const cf__conv_path cf__conv_bww_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
-    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww, 0},
-    {CF__K_BF16, cf__bf16_taps_bww_applies, cf__bf16_taps_bww, 0},
-    {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww, 0},
-    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bww, 0},
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww, 0, 0},
+    {CF__K_BF16, cf__bf16_taps_bww_applies, cf__bf16_taps_bww, 0, 1},
+    {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww, 0, 0},
+    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bww, 0, 0},
 #endif
-    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bww, 0},
-    {CF__K_TILES, cf__tiles_bww_applies, cf__tiles_bww, 0},
+    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bww, 0, 0},
+    {CF__K_TILES, cf__tiles_bww_applies, cf__tiles_bww, 0, 0},
 #endif
-    {-1, NULL, NULL, 0}};
+    {-1, NULL, NULL, 0, 0}};
 static const cf__conv_path cf__conv_bwd_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
-    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd, 0},
-    {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run, 0},
-    {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 0},
-    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bwd, 0},
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd, 0, 0},
+    {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run, 0, 1},
+    {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 0, 0},
+    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bwd, 0, 0},
 #endif
-    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd, 0},
+    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd, 0, 0},
 #ifdef CF__DIRECT
-    {CF__K_DIRECT, cf__direct_bwd_applies, cf__direct_bwd_run, 0},
+    {CF__K_DIRECT, cf__direct_bwd_applies, cf__direct_bwd_run, 0, 0},
 #endif
-    {CF__K_TILES, cf__tiles_bwd_applies, cf__tiles_bwd, 0},
+    {CF__K_TILES, cf__tiles_bwd_applies, cf__tiles_bwd, 0, 0},
 #endif
-    {-1, NULL, NULL, 0}};
+    {-1, NULL, NULL, 0, 0}};
 static const cf__pool_path cf__pool_fwd_paths[] = {
 #ifndef CF_REFERENCE
-    {CF__K_PAIRS, cf__pool_pairs_applies, cf__pool_pairs_fwd},
-    {CF__K_INSIDE, cf__pool_inside_applies, cf__pool_inside_fwd},
+#ifdef CF__BF16
+    {CF__K_PAIRS, cf__pool_pairs_half_applies, cf__pool_pairs_half_fwd, 1},
 #endif
-    {-1, NULL, NULL}};
+    {CF__K_PAIRS, cf__pool_pairs_applies, cf__pool_pairs_fwd, 0},
+    {CF__K_INSIDE, cf__pool_inside_applies, cf__pool_inside_fwd, 0},
+#endif
+    {-1, NULL, NULL, 0}};
 static const cf__pool_path cf__pool_bwd_paths[] = {
 #ifndef CF_REFERENCE
-    {CF__K_INSIDE, cf__pool_inside_applies, cf__pool_inside_bwd},
+    {CF__K_INSIDE, cf__pool_inside_applies, cf__pool_inside_bwd, 0},
 #endif
-    {-1, NULL, NULL}};
+    {-1, NULL, NULL, 0}};
 static const cf__conv_path *cf__conv_paths(int op) {
     return op == CF_OP_FORWARD ? cf__conv_fwd_paths : op == CF_OP_BACKWARD_WEIGHTS ? cf__conv_bww_paths : cf__conv_bwd_paths;
 }
@@ -2813,12 +2895,15 @@ static cf__gemm_fn cf__deconv_gemm(int bf16) {
 CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats) {
     return cf__conv_path_p(op, B, in, out, g, groups, ws_floats, 0);
 }
+/* half: y is stored in 16 bits (the plan has made sure a path takes it, section 6) */
 static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                               const cf_geom *g, int groups, float *ws, size_t ws_floats, int act, float slope, int bf16) {
+                               const cf_geom *g, int groups, float *ws, size_t ws_floats, int act, float slope, int bf16, int half) {
     cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
-    c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
-    if ((p = cf__conv_pick(cf__conv_fwd_paths, &c))) p->run(&c);
+    c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope; c.half = half;
+    p = cf__conv_pick(cf__conv_fwd_paths, &c);
+    CF_ASSERT(!half || p);
+    if (p) p->run(&c);
     else {
         cf_ref_conv_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats);
         cf_act_forward(y, (size_t)B * cf_shape_size(out), act, slope);
@@ -2828,38 +2913,43 @@ static void cf__conv_forward_p(float *y, const float *x, const float *w, const f
 CFDEF void cf_conv_forward_act(float *y, const float *x, const float *w, const float *b,
                                int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
                                float *ws, size_t ws_floats, int act, float slope) {
-    cf__conv_forward_p(y, x, w, b, B, in, out, g, groups, ws, ws_floats, act, slope, 0);
+    cf__conv_forward_p(y, x, w, b, B, in, out, g, groups, ws, ws_floats, act, slope, 0, 0);
 }
 CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float *b,
                            int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
                            float *ws, size_t ws_floats) {
     cf_conv_forward_act(y, x, w, b, B, in, out, g, groups, ws, ws_floats, CF_ACT_LINEAR, 0.0f);
 }
+/* half: dy is stored in 16 bits */
 static void cf__conv_backward_weights_p(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
-                                        const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16) {
+                                        const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int half) {
     cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
-    c.dw = dw; c.dy = dy; c.x = x;
-    if (!(p = cf__conv_pick(cf__conv_bww_paths, &c))) { cf_ref_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats); return; }
-    if (db) cf__bias_grad(db, dy, B, out.c, (size_t)out.d * out.h * out.w);   /* one way for every path */
+    c.dw = dw; c.dy = dy; c.x = x; c.half = half;
+    p = cf__conv_pick(cf__conv_bww_paths, &c);
+    CF_ASSERT(!half || p);
+    if (!p) { cf_ref_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats); return; }
+    if (db) cf__bias_grad(db, dy, half, B, out.c, (size_t)out.d * out.h * out.w);   /* one way for every path */
     p->run(&c);
 }
 CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
                                     int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
                                     float *ws, size_t ws_floats) {
-    cf__conv_backward_weights_p(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats, 0);
+    cf__conv_backward_weights_p(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats, 0, 0);
 }
 static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
-                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16) {
+                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int half) {
     cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
-    c.dx = dx; c.dy = dy; c.w = w;
-    if ((p = cf__conv_pick(cf__conv_bwd_paths, &c))) p->run(&c);
+    c.dx = dx; c.dy = dy; c.w = w; c.half = half;
+    p = cf__conv_pick(cf__conv_bwd_paths, &c);
+    CF_ASSERT(!half || p);
+    if (p) p->run(&c);
     else cf_ref_conv_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats);
 }
 CFDEF void cf_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
                                  cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats) {
-    cf__conv_backward_data_p(dx, dy, w, B, in, out, g, groups, ws, ws_floats, 0);
+    cf__conv_backward_data_p(dx, dy, w, B, in, out, g, groups, ws, ws_floats, 0, 0);
 }
 CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                             const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
@@ -2880,13 +2970,19 @@ CFDEF const char *cf_pool_path(int op, cf_shape in, cf_shape out, const cf_geom 
     p = cf__pool_pick(op == CF_OP_FORWARD ? cf__pool_fwd_paths : cf__pool_bwd_paths, &c);
     return p ? cf__kind_names[p->kind] : "reference";
 }
-CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shape out,
-                           const cf_geom *g, int is_max) {
+/* half: x is stored in 16 bits (the plan has made sure a path takes it, section 6) */
+static void cf__pool_forward_p(float *y, const float *x, int half, int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
     cf__pool_call c = cf__pool_make(B, in, out, g, is_max);
     const cf__pool_path *p;
-    c.y = y; c.x = x;
-    if ((p = cf__pool_pick(cf__pool_fwd_paths, &c))) p->run(&c);
+    c.y = y; c.x = x; c.half = half;
+    p = cf__pool_pick(cf__pool_fwd_paths, &c);
+    CF_ASSERT(!half || p);
+    if (p) p->run(&c);
     else cf_ref_pool_forward(y, x, B, in, out, g, is_max);
+}
+CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shape out,
+                           const cf_geom *g, int is_max) {
+    cf__pool_forward_p(y, x, 0, B, in, out, g, is_max);
 }
 CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
                             cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
@@ -2916,47 +3012,91 @@ static void cf__round_bf16_16(float *x, int n) {
 /* The pairs windows of n <= 16 outputs from ow0 at once, as the loop below does them one at a
    time: in each of the nr rows, the output's two inputs; the first input in that order equal
    to its maximum m[i] gets d[i], every other input 0.  The 32 inputs of a row are two vectors,
-   lane 2i + j the pair's j of output i; m and d are spread to match. */
-__attribute__((target("avx512f"))) static void cf__pool_pairs_write16(const float **rows, int nr, int ow0, int n, const float *m, const float *d) {
+   lane 2i + j the pair's j of output i; m and d are spread to match (cf__pool_spread), and
+   cf__pool_first tells, vector by vector, which lanes get d. */
+typedef struct { __m512 m2[2], d2[2]; __mmask16 valid[2], found[2]; } cf__pool_win16;
+__attribute__((target("avx512f"))) static inline cf__pool_win16 cf__pool_spread(int n, const float *m, const float *d) {
     const __m512i lo = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0), hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
     __m512 mv = _mm512_maskz_loadu_ps(cf__lanes(n), m), dv = _mm512_maskz_loadu_ps(cf__lanes(n), d);
-    __m512 m2[2], d2[2];
-    __mmask16 valid[2], found[2] = {0, 0};
+    cf__pool_win16 w;
+    w.m2[0] = _mm512_permutexvar_ps(lo, mv); w.m2[1] = _mm512_permutexvar_ps(hi, mv);
+    w.d2[0] = _mm512_permutexvar_ps(lo, dv); w.d2[1] = _mm512_permutexvar_ps(hi, dv);
+    w.valid[0] = cf__lanes(2 * n); w.valid[1] = cf__lanes(2 * n - 16);
+    w.found[0] = w.found[1] = 0;
+    return w;
+}
+/* the lanes of e, vector h of a row, that get d: equal to their maximum, the first of a pair
+   when both are, in an output that has no input yet */
+__attribute__((target("avx512f"))) static inline __mmask16 cf__pool_first(cf__pool_win16 *w, int h, __m512 e) {
+    __mmask16 eq = (__mmask16)(_mm512_mask_cmp_ps_mask(w->valid[h], e, w->m2[h], _CMP_EQ_OQ) & ~w->found[h]);
+    eq = (__mmask16)(eq & ~((eq & 0x5555u) << 1));                                        /* of a pair both equal: the first */
+    w->found[h] = (__mmask16)(w->found[h] | eq | ((eq & 0x5555u) << 1) | ((eq & 0xaaaau) >> 1));   /* the output has its input */
+    return eq;
+}
+__attribute__((target("avx512f"))) static void cf__pool_pairs_write16(const float **rows, int nr, int ow0, int n, const float *m, const float *d) {
+    cf__pool_win16 w = cf__pool_spread(n, m, d);
     int q, h;
-    m2[0] = _mm512_permutexvar_ps(lo, mv); m2[1] = _mm512_permutexvar_ps(hi, mv);
-    d2[0] = _mm512_permutexvar_ps(lo, dv); d2[1] = _mm512_permutexvar_ps(hi, dv);
-    valid[0] = cf__lanes(2 * n); valid[1] = cf__lanes(2 * n - 16);
     for (q = 0; q < nr; q++)
         for (h = 0; h < 2; h++) {
             float *e = (float *)rows[q] + 2 * ow0 + 16 * h;
-            __mmask16 eq = (__mmask16)(_mm512_mask_cmp_ps_mask(valid[h], _mm512_maskz_loadu_ps(valid[h], e), m2[h], _CMP_EQ_OQ) & ~found[h]);
-            eq = (__mmask16)(eq & ~((eq & 0x5555u) << 1));                               /* of a pair both equal: the first */
-            found[h] = (__mmask16)(found[h] | eq | ((eq & 0x5555u) << 1) | ((eq & 0xaaaau) >> 1));   /* the output has its input */
-            _mm512_mask_storeu_ps(e, valid[h], _mm512_maskz_mov_ps(eq, d2[h]));
+            __mmask16 eq = cf__pool_first(&w, h, _mm512_maskz_loadu_ps(w.valid[h], e));
+            _mm512_mask_storeu_ps(e, w.valid[h], _mm512_maskz_mov_ps(eq, w.d2[h]));
+        }
+}
+#ifdef CF__BF16
+/* the same on rows stored in 16 bits (section 6, halves); d holds bf16 values */
+CF__BF16_TARGET static void cf__pool_pairs_write16_half(cf_bf16 *const *rows, int nr, int ow0, int n, const float *m, const float *d) {
+    cf__pool_win16 w = cf__pool_spread(n, m, d);
+    int q, h;
+    for (q = 0; q < nr; q++)
+        for (h = 0; h < 2; h++) {
+            cf_bf16 *e = rows[q] + 2 * ow0 + 16 * h;
+            __mmask16 eq = cf__pool_first(&w, h, cf__load_half(e, w.valid[h]));
+            cf__store_half(e, w.valid[h], _mm512_maskz_mov_ps(eq, w.d2[h]));
         }
 }
 #endif
-static void cf__maxpool_act_backward_inplace(float *xg, const float *dy, const float *y, int B, cf_shape in, cf_shape out,
+#endif
+/* cf__maxpool_act_backward_inplace: half = xg is stored in 16 bits (section 6, halves; the
+   plan takes them only where the vector path below does, with the CPU's bf16 instructions) */
+static int cf__maxpool_inplace_takes_half(const cf__pool_call *pc) {
+#ifdef CF__BF16
+    return cf__pool_pairs_applies(pc) && cf__has_bf16();
+#else
+    (void)pc;
+    return 0;
+#endif
+}
+static void cf__maxpool_act_backward_inplace(float *xg, int half, const float *dy, const float *y, int B, cf_shape in, cf_shape out,
                                              const cf_geom *g, int act, float slope, int bf16) {
     cf__pool_call pc = cf__pool_make(B, in, out, g, 1);
     int plane, KD = g->k[0], KH = g->k[1], KW = g->k[2], pairs = cf__pool_pairs_applies(&pc);
+    CF_ASSERT(!half || cf__maxpool_inplace_takes_half(&pc));
     CF__OMP(omp parallel for schedule(static))
     for (plane = 0; plane < B * in.c; plane++) {
-        float *xp = xg + (size_t)plane * in.d * in.h * in.w;
+        float *xp = cf__elt(xg, half, (size_t)plane * in.d * in.h * in.w);
         const float *yp = y + (size_t)plane * cf__positions(out), *dyp = dy + (size_t)plane * cf__positions(out);
         int od, oh, ow, kd, kh, kw, id, ih, iw;
         for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
             const float *rows[4];
-            int nr = pairs ? cf__pool_rows(rows, xp, od, oh, KD, in) : 0;
+            int nr = pairs ? cf__pool_rows(rows, xp, half, od, oh, KD, in) : 0;
 #ifdef CF__AVX512
             if (pairs && cf__has_avx512()) {   /* 16 outputs at a time: their gradients d, then the windows */
                 size_t o0 = ((size_t)od * out.h + oh) * out.w;
-                cf__pool_rows_ahead(rows, nr, oh, in, out, 1);
+                cf__pool_rows_ahead(rows, half, nr, oh, in, out, 1);
                 for (ow = 0; ow < out.w; ow += 16) {
                     float d[16];
                     int n = out.w - ow < 16 ? out.w - ow : 16, i;
                     for (i = 0; i < n; i++) d[i] = cf__act_df(dyp[o0 + ow + i], yp[o0 + ow + i], act, slope);
                     if (bf16) cf__round_bf16_16(d, n);
+#ifdef CF__BF16
+                    if (half) {
+                        cf_bf16 *r16[4];
+                        for (i = 0; i < nr; i++) r16[i] = (cf_bf16 *)(void *)rows[i];
+                        cf__pool_pairs_write16_half(r16, nr, ow, n, yp + o0 + ow, d);
+                        continue;
+                    }
+#endif
                     cf__pool_pairs_write16(rows, nr, ow, n, yp + o0 + ow, d);
                 }
                 continue;
@@ -3009,11 +3149,14 @@ typedef struct {
                                  before this layer's backward; -1: kept */
     int fused_pool;           /* a conv whose gradient a max pool's backward writes over the
                                  conv's output (no gradient block): that pool; -1: none */
+    int half;                 /* the output (and a fused conv's gradient over it) is stored as
+                                 bf16 in 16 bits (section 6, halves) */
 } cf__plan_layer;
 typedef struct {
     cf__plan_layer *l;        /* one per layer */
     int batch;                /* what the plan is for (0: none yet) */
     int flags;                /* the settings it was made with (keep_acts, fast paths) */
+    int threads;              /* and the threads (with halves: a path's room may depend on them) */
     size_t floats, cap;       /* arena floats this plan uses / allocated */
 } cf__arena_plan;
 struct cf__net_private {
@@ -3021,6 +3164,7 @@ struct cf__net_private {
     float *arena;                    /* plan.cap floats: every output and output gradient */
     int keep_acts;                   /* 1: every output kept from forward to the next forward */
     int no_fuse;                     /* 1: never fuse a layer's gradient into its max pool */
+    int no_half;                     /* 1: store no output in 16 bits (section 6; tests compare) */
     size_t ws_floats;                /* per im2col workspace */
     float *ws;                       /* 2 * ws_floats */
     const float *x;                  /* current input (B, C, D, H, W), caller's memory */
@@ -3325,7 +3469,7 @@ static void cf__conv_forward(cf_net *net, int i) {
     float *y = cf__out(net, i);
     if (!l->depthwise) {
         cf__conv_forward_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, l->groups,
-                           net->priv->ws, net->priv->ws_floats, l->act, l->slope, cf__rounds(net, i));
+                           net->priv->ws, net->priv->ws_floats, l->act, l->slope, cf__rounds(net, i), net->priv->plan.l[i].half);
         net->priv->stored_bf16 = 1;   /* the dispatcher rounded it (when bf16) */
         return;
     }
@@ -3336,7 +3480,7 @@ static void cf__conv_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *dy = cf__grad(net, i), *dx = cf__in_grad(net, l, 0);
     const float *x = cf__in(net, l, 0);
-    int B = net->batch;
+    int B = net->batch, half = net->priv->plan.l[i].half;   /* (16 bits: a fused conv's, section 6) */
     if (net->priv->plan.l[i].fused_pool < 0) {
         cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
         cf__round_dz(net, i, dy);   /* dL/dz: an operand of both products */
@@ -3344,10 +3488,10 @@ static void cf__conv_backward(cf_net *net, int i) {
     /* (fused: the pool's backward has already written dL/dz, act's backward included, here) */
     if (l->depthwise) { cf_dwconv_backward(dx, cf__dw(net, l), cf__db(net, l), dy, x, cf__w(net, l), B, l->in, l->out, &l->g); return; }
     cf__conv_backward_weights_p(cf__dw(net, l), cf__db(net, l), dy, x, B, l->in, l->out, &l->g, l->groups, net->priv->ws, net->priv->ws_floats,
-                                cf__rounds(net, i));
+                                cf__rounds(net, i), half);
     if (net->priv->layer_hook) net->priv->layer_hook(net, i, 4, net->priv->layer_ctx);   /* cf-bench times the two halves apart */
     if (dx) cf__conv_backward_data_p(dx, dy, cf__w(net, l), B, l->in, l->out, &l->g, l->groups, net->priv->ws + net->priv->ws_floats,
-                                     net->priv->ws_floats, cf__rounds(net, i));
+                                     net->priv->ws_floats, cf__rounds(net, i), half);
 }
 
 /* ---- [deconv]: a transposed convolution.  Output size as PyTorch's ConvTranspose:
@@ -3417,7 +3561,8 @@ static int cf__pool_parse(cf__parser *p, cf_layer *l) {
 static double cf__pool_flops(const cf_layer *l) { return (double)l->g.k[0] * l->g.k[1] * l->g.k[2] * cf_shape_size(l->out); }
 static void cf__pool_forward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
-    cf_pool_forward(cf__out(net, i), cf__in(net, l, 0), net->batch, l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
+    cf__pool_forward_p(cf__out(net, i), cf__in(net, l, 0), l->src[0] >= 0 && net->priv->plan.l[l->src[0]].half, net->batch, l->in, l->out, &l->g,
+                       l->type == CF_L_MAXPOOL);
     net->priv->stored_bf16 = l->type == CF_L_MAXPOOL;   /* in bf16, the maximum of bf16 values is one of them */
 }
 static void cf__pool_backward_layer(cf_net *net, int i) {
@@ -3426,7 +3571,7 @@ static void cf__pool_backward_layer(cf_net *net, int i) {
     int src = l->src[0];
     if (src >= 0 && net->priv->plan.l[src].fused_pool == i) {   /* the plan fused this pair: write the conv's dL/dz in place */
         const cf_layer *c = &net->layers[src];
-        cf__maxpool_act_backward_inplace(cf__grad(net, src), cf__grad(net, i), cf__out(net, i), net->batch, l->in, l->out, &l->g,
+        cf__maxpool_act_backward_inplace(cf__grad(net, src), net->priv->plan.l[src].half, cf__grad(net, i), cf__out(net, i), net->batch, l->in, l->out, &l->g,
                                          c->act, c->slope, cf__rounds(net, src));
         net->priv->stored_bf16 = 1;
         return;
@@ -4013,8 +4158,8 @@ CFDEF void cf_net_init(cf_net *net, uint64_t seed) {
     memset(net->opt, 0, 2 * net->n_params * sizeof(float));
 }
 
-CFDEF float *cf_net_output(cf_net *net, int layer) { return cf__out(net, layer); }
-CFDEF float *cf_net_output_grad(cf_net *net, int layer) { return cf__grad(net, layer); }
+CFDEF float *cf_net_output(cf_net *net, int layer) { return net->priv->plan.l[layer].half ? NULL : cf__out(net, layer); }
+CFDEF float *cf_net_output_grad(cf_net *net, int layer) { return net->priv->plan.l[layer].half ? NULL : cf__grad(net, layer); }
 
 /* ---- bf16 (cf_net_set_precision): each layer's bf16 form is its fp32 code on rounded
    operands, its output rounded once when stored.  The operands: the network input, rounded
@@ -4261,6 +4406,9 @@ CFDEF int cf_net_tensors(const cf_net *net, cf_tensor *out, int max) {
                 block: the pool's backward writes the conv's gradient over its output (fast
                 path "fusion": the largest tensors' gradients, their zeroing and an
                 activation pass disappear, with the same bits)
+     halves     in a bf16 network, a fused conv's output, and the gradient written over it,
+                stored as bf16 in 16 bits when every operation on it has a path that reads
+                and writes 16 bits (fast path "bf16": half that block's memory and traffic)
      lives      when each block is alive.  Cheap outputs that backward reads (batch norm,
                 activations, sums, concatenations, depthwise convolutions) are dropped after
                 their forward readers and rebuilt from their inputs just before the first
@@ -4268,7 +4416,7 @@ CFDEF int cf_net_tensors(const cf_net *net, cf_tensor *out, int max) {
                 for memory that serves other tensors in between)
      placement  offsets, first fit, largest block first.
    keep_acts = 1 (or the fast paths off) plans every output to live to the end of the step. */
-enum { CF__PLAN_KEEP = 1, CF__PLAN_FUSE = 2, CF__PLAN_REBUILD = 4 };
+enum { CF__PLAN_KEEP = 1, CF__PLAN_FUSE = 2, CF__PLAN_REBUILD = 4, CF__PLAN_HALF = 8, CF__PLAN_DINPUT = 16 };
 
 /* a block: its size and up to two live intervals [t[0], t[1]], [t[2], t[3]] */
 typedef struct { size_t size, off; int t[4], n; } cf__blk;
@@ -4311,6 +4459,33 @@ static void cf__plan_fusion(cf_net *net, int allow) {
         for (a = 0; a < 3 && ok; a++) ok = p->g.k[a] == p->g.s[a] && p->g.dil[a] == 1 && p->g.pb[a] == 0 && p->g.pa[a] == 0;
         if (ok) pl->fused_pool = pl->last_read;
     }
+}
+
+/* step 1b, halves: whether fused conv i's output (and its gradient over it) can be stored in
+   16 bits: each operation on it has a path that takes 16 bits (the conv's forward, its
+   backward-weights and, with a gradient to pass on, backward-data; the pool's forward and its
+   fused backward), and the pool's windows cover the conv's output (nothing past the last
+   window to zero) */
+static int cf__plan_half(cf_net *net, int i, int flags) {
+#if defined(CF__BF16) && !defined(CF_REFERENCE)
+    const cf_layer *l = &net->layers[i], *p;
+    int f = net->priv->plan.l[i].fused_pool;
+    cf__conv_call c;
+    cf__pool_call pc;
+    if (!(flags & CF__PLAN_HALF) || f < 0 || !cf__rounds(net, i) || l->depthwise) return 0;
+    p = &net->layers[f];
+    if (p->in.d != p->out.d * p->g.k[0] || p->in.h != p->out.h * p->g.k[1] || p->in.w != p->out.w * p->g.k[2]) return 0;
+    pc = cf__pool_make(net->batch, p->in, p->out, &p->g, 1);
+    pc.half = 1;
+    if (!cf__pool_pick(cf__pool_fwd_paths, &pc) || !cf__maxpool_inplace_takes_half(&pc)) return 0;
+    c = cf__conv_make(net->batch, l->in, l->out, &l->g, l->groups, NULL, net->priv->ws_floats, 1);
+    c.half = 1;
+    if (!cf__conv_pick(cf__conv_fwd_paths, &c) || !cf__conv_pick(cf__conv_bww_paths, &c)) return 0;
+    return (l->src[0] < 0 && !(flags & CF__PLAN_DINPUT)) || cf__conv_pick(cf__conv_bwd_paths, &c) != NULL;
+#else
+    (void)net; (void)i; (void)flags;
+    return 0;
+#endif
 }
 
 /* what a layer's backward reads besides gradients: its input (src[0]) and/or its output; a
@@ -4357,7 +4532,7 @@ static void cf__backward_reads(const cf_net *net, int i, int *first, int *last) 
 }
 
 /* step 2, lives: blk[2i] is layer i's output, blk[2i + 1] its gradient */
-static void cf__plan_lives(cf_net *net, cf__blk *blk, int keep, int rebuild) {
+static void cf__plan_lives(cf_net *net, cf__blk *blk, int keep, int rebuild, int flags) {
     int n = net->n_layers, i, k, T = 2 * n + 1;   /* T: after the whole step */
     for (i = 0; i < n; i++) {
         cf__plan_layer *pl = &net->priv->plan.l[i];
@@ -4365,6 +4540,7 @@ static void cf__plan_lives(cf_net *net, cf__blk *blk, int keep, int rebuild) {
         int first, last, ok = 1;
         cf__backward_reads(net, i, &first, &last);
         o->size = cf_shape_size(net->layers[i].out) * net->batch;
+        if ((pl->half = cf__plan_half(net, i, flags))) o->size = (o->size + 1) / 2;   /* 16 bits each */
         o->n = 1; o->t[0] = i; o->t[1] = pl->last_read;
         pl->rebuild_at = -1;
         if (keep) o->t[1] = T;
@@ -4426,7 +4602,7 @@ static size_t cf__plan_make(cf_net *net, int flags) {
     if (!blk) return (size_t)-1;
     cf__plan_readers(net);
     cf__plan_fusion(net, (flags & CF__PLAN_FUSE) != 0);
-    cf__plan_lives(net, blk, flags & CF__PLAN_KEEP, (flags & CF__PLAN_REBUILD) != 0);
+    cf__plan_lives(net, blk, flags & CF__PLAN_KEEP, (flags & CF__PLAN_REBUILD) != 0, flags);
     total = cf__plan_place(blk, 2 * n);
     for (i = 0; i < n; i++) {
         cf__plan_layer *pl = &net->priv->plan.l[i];
@@ -4440,16 +4616,25 @@ static size_t cf__plan_make(cf_net *net, int flags) {
 /* the plan's settings: keep_acts, and which of its fast paths are on */
 static int cf__plan_flags(const cf_net *net, int keep_acts) {
     if (keep_acts) return CF__PLAN_KEEP;
-    return (net->priv->no_fuse || !cf__kind_on[CF__K_FUSION] ? 0 : CF__PLAN_FUSE) | (cf__kind_on[CF__K_RECOMPUTE] ? CF__PLAN_REBUILD : 0);
+    return (net->priv->no_fuse || !cf__kind_on[CF__K_FUSION] ? 0 : CF__PLAN_FUSE) | (cf__kind_on[CF__K_RECOMPUTE] ? CF__PLAN_REBUILD : 0) |
+           (net->priv->precision == CF_BF16 && !net->priv->no_half && cf__kind_on[CF__K_BF16] && cf__kind_on[CF__K_PAIRS] ? CF__PLAN_HALF : 0) |
+           (net->priv->dinput ? CF__PLAN_DINPUT : 0);
 }
 
+static int cf__plan_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
 /* plans for B (again when B or a setting changed); the arena only grows, so a smaller last
    batch (validation) costs no allocation */
 static int cf__plan(cf_net *net, int B) {
     int flags = cf__plan_flags(net, net->priv->keep_acts);
     size_t na;
     if (B < 1) return cf_fail("batch %d < 1", B);
-    if (B == net->priv->plan.batch && net->priv->arena && flags == net->priv->plan.flags) return CF_OK;
+    if (B == net->priv->plan.batch && net->priv->arena && flags == net->priv->plan.flags && cf__plan_threads() == net->priv->plan.threads) return CF_OK;
     net->priv->plan.batch = net->batch = B;
     if ((na = cf__plan_make(net, flags)) == (size_t)-1) { net->priv->plan.batch = 0; return CF_ERR; }
     if (na > net->priv->plan.cap) {
@@ -4463,6 +4648,7 @@ static int cf__plan(cf_net *net, int B) {
     }
     net->priv->plan.floats = na;
     net->priv->plan.flags = flags;
+    net->priv->plan.threads = cf__plan_threads();
     return CF_OK;
 }
 CFDEF int cf_net_set_batch(cf_net *net, int B) { return cf__plan(net, B); }

@@ -365,9 +365,9 @@ static double worst_rel_to(const float *a, const float *b, const float *scale, s
 static void conv_op_p(int op, const path_case *pc, const float *x, const float *w, const float *dy, float *o, float *ws, size_t wsf, int bf16) {
     cf_shape in, out; cf_geom g;
     setup_path_case(pc, &in, &out, &g);
-    if (op == CF_OP_FORWARD) cf__conv_forward_p(o, x, w, NULL, pc->B, in, out, &g, pc->groups, ws, wsf, CF_ACT_LINEAR, 0.0f, bf16);
-    else if (op == CF_OP_BACKWARD_WEIGHTS) cf__conv_backward_weights_p(o, NULL, dy, x, pc->B, in, out, &g, pc->groups, ws, wsf, bf16);
-    else cf__conv_backward_data_p(o, dy, w, pc->B, in, out, &g, pc->groups, ws, wsf, bf16);
+    if (op == CF_OP_FORWARD) cf__conv_forward_p(o, x, w, NULL, pc->B, in, out, &g, pc->groups, ws, wsf, CF_ACT_LINEAR, 0.0f, bf16, 0);
+    else if (op == CF_OP_BACKWARD_WEIGHTS) cf__conv_backward_weights_p(o, NULL, dy, x, pc->B, in, out, &g, pc->groups, ws, wsf, bf16, 0);
+    else cf__conv_backward_data_p(o, dy, w, pc->B, in, out, &g, pc->groups, ws, wsf, bf16, 0);
 }
 /* The bf16 GEMM against cf_sgemm on the same rounded operands, per element relative to its
    sum |terms|: every transpose, beta 0 and 1, a K cut into parts (partial C added in order)
@@ -1006,6 +1006,49 @@ static void test_pool_fusion(void) {
     }
 }
 
+/* Halves (section 6): a bf16 network's fused conv outputs, and the gradients written over
+   them, stored in 16 bits, give the loss and the gradients of the same paths on fp32 storage
+   bit for bit, in less memory.  A 3-D net (rows of 36 and 18: a whole and a partial 32-wide
+   block of the direct kernel), a 2-D one, each with a first conv (no backward-data) and one
+   that passes its gradient on through the direct kernel reading 16 bits. */
+static void test_halves(void) {
+    static const char *cfgs[2] = {
+        "[net]\ninput=3x8x8x36\nloss=mse\n[conv]\nfilters=8\nsize=3\npad=same\nactivation=leaky\nslope=0.3\n[maxpool]\nsize=2\n"
+        "[conv]\nfilters=6\nsize=3\npad=same\nactivation=relu\n[maxpool]\nsize=2\n[flatten]\n[dense]\noutputs=3\n",
+        "[net]\ninput=4x20x64\nloss=mse\n[conv]\nfilters=8\nsize=3\npad=same\nactivation=leaky\nslope=0.1\n[maxpool]\nsize=2\n"
+        "[conv]\nfilters=5\nsize=3\npad=same\nactivation=leaky\nslope=0.2\n[maxpool]\nsize=2\n[flatten]\n[dense]\noutputs=2\n"};
+    int k, B = 2;
+#ifdef CF__BF16
+    if (!cf__has_bf16()) { printf("skipped: halves (the CPU lacks AVX512_BF16)\n"); return; }
+#else
+    printf("skipped: halves (no bf16 kernels in this build)\n"); return;
+#endif
+    for (k = 0; k < 2; k++) {
+        cf_net a, b;
+        cf_rng r = cf_rng_seed(21 + k);
+        float *x, *t, *da, *db;
+        double la, lb;
+        if (cf_net_parse(&a, cfgs[k], "halves.cfg", NULL) || cf_net_parse(&b, cfgs[k], "halves.cfg", NULL)) { CHECK(0, "halves.cfg: %s", cf_failure_reason()); return; }
+        cf_net_init(&a, 5); cf_net_init(&b, 5);
+        cf_net_set_precision(&a, CF_BF16); cf_net_set_precision(&b, CF_BF16);
+        b.priv->no_half = 1;
+        x = rnd(B * cf_shape_size(a.input), &r); t = rnd((size_t)B * a.n_outputs, &r);
+        da = rnd((size_t)B * a.n_outputs, &r); db = rnd((size_t)B * a.n_outputs, &r);
+        cf_net_forward(&a, x, B); cf_net_forward(&b, x, B);
+        cf_net_zero_grad(&a); cf_net_zero_grad(&b);
+        la = cf_net_loss(&a, t, da); lb = cf_net_loss(&b, t, db);
+        cf_net_backward(&a, da); cf_net_backward(&b, db);
+        CHECK(a.priv->plan.l[0].half && a.priv->plan.l[2].half && !b.priv->plan.l[0].half && !b.priv->plan.l[2].half,
+              "halves case %d: both fused convs stored in 16 bits (%d %d), none with no_half", k, a.priv->plan.l[0].half, a.priv->plan.l[2].half);
+        CHECK(la == lb && !memcmp(a.grads, b.grads, a.n_params * sizeof(float)),
+              "halves case %d: the loss (%.9g, %.9g) and every gradient as on fp32 storage, bit for bit", k, la, lb);
+        CHECK(a.priv->plan.floats < b.priv->plan.floats, "halves case %d: fewer arena floats (%zu vs %zu)", k, a.priv->plan.floats, b.priv->plan.floats);
+        CHECK(!cf_net_output(&a, 0) && cf_net_output(&a, 1), "halves case %d: cf_net_output is NULL for a 16-bit output only", k);
+        free(x); free(t); free(da); free(db);
+        cf_net_free(&a); cf_net_free(&b);
+    }
+}
+
 /* A bf16 network stores every output and output gradient before its dense head as bf16
    values, whichever code stores them: a pass after the layer, or the layer as it stores
    (the bf16 direct kernel's forward, max pooling's forward and its fused backward, copies,
@@ -1014,7 +1057,8 @@ static void test_pool_fusion(void) {
    emulation alone; the two runs' gradients agree to bf16's precision (their sums differ in
    order, so a sum near a tie may round the other way). */
 typedef struct { int unrounded, checked; } bf16_watch;
-static size_t count_unrounded(const float *p, size_t n) { size_t i, c = 0; for (i = 0; i < n; i++) c += p[i] != round_bf16(p[i]); return c; }
+/* (p NULL: a tensor stored in 16 bits, section 6, halves: bf16 values by construction) */
+static size_t count_unrounded(const float *p, size_t n) { size_t i, c = 0; for (i = 0; p && i < n; i++) c += p[i] != round_bf16(p[i]); return c; }
 static void bf16_hook(cf_net *net, int i, int phase, void *ctx) {
     bf16_watch *w = (bf16_watch *)ctx;
     const cf_layer *l = &net->layers[i];
@@ -1646,6 +1690,7 @@ int main(int argc, char **argv) {
     test_gradcheck_layers();
     test_gradcheck_net();
     test_pool_fusion();
+    test_halves();
     test_bf16_stored();
     test_memory_plan();
     test_models();

@@ -64,6 +64,18 @@ static const char *window(const cf_layer *l, int is2d) {
     n += snprintf(b + n, sizeof b - n, "+"); axes(b + n, sizeof b - n, l->g.pa, is2d);
     return b;
 }
+/* the outputs and gradients of a sample in each precision: bf16 stores some outputs in 16 bits
+   where this CPU's bf16 kernels read and write them (docs/math.md, "bf16") */
+static void arena_both(cf_net *net) {
+    int was = cf_net_precision(net);
+    double mb[2];
+    TRY(cf_net_set_precision(net, CF_FP32));
+    mb[0] = cf_net_arena_floats(net, 1, 0) * 4e-6;
+    TRY(cf_net_set_precision(net, CF_BF16));
+    mb[1] = cf_net_arena_floats(net, 1, 0) * 4e-6;
+    TRY(cf_net_set_precision(net, was));
+    printf("outputs and gradients per sample by precision: fp32 %.1f MB, bf16 %.1f MB (%.2fx; bf16 on %s)\n", mb[0], mb[1], mb[1] / mb[0], cf_bf16_kernels());
+}
 static void summary(cf_net *net) {
     int i;
     double flops = 0;
@@ -83,6 +95,7 @@ static void summary(cf_net *net) {
     if (net->n_stats) printf("batchnorm running statistics %zu (not trained, not counted)\n", net->n_stats);
     printf("training memory per sample: outputs and gradients %.1f MB (%.1f MB if every output were kept), "
            "parameters %.1f MB per copy\n", cf_net_arena_floats(net, 1, 0) * 4e-6, cf_net_arena_floats(net, 1, 1) * 4e-6, net->n_params * 4e-6);
+    arena_both(net);
     printf("params %zu\n", net->n_params);
 }
 
