@@ -1704,26 +1704,30 @@ typedef struct {
     int bf16;                                                 /* operands are bf16 values (section 5) */
     int half;                                                 /* y (forward) or dy (backward) is stored in
                                                                  16 bits (section 6, halves): its pointer is a cf_bf16 * */
+    int x_half, dx_half;                                      /* x, dx stored in 16 bits; dx written, not
+                                                                 added to (the plan: its only writer) */
 } cf__conv_call;
 /* a path: its kind, whether it applies, the code; rounds = 1: a forward path that stores its
    output rounded to bf16 when c->bf16 (else the dispatcher rounds it, section 5); half = 1:
-   it takes a call whose half is set (the others never see one) */
+   it takes a call with operands in 16 bits (half, x_half, dx_half; the others never see one) */
 typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); int rounds, half; } cf__conv_path;
-/* a pooling call; half: x (forward) or the in-place gradient (the fused backward) is stored in 16 bits */
+/* a pooling call; half: x (forward) or the in-place gradient (the fused backward) is stored
+   in 16 bits; y_half: y (and in the fused backward dy) */
 typedef struct {
     float *y, *dx; const float *x, *dy;
     int B, is_max; cf_shape in, out; const cf_geom *g;
-    int half;
+    int half, y_half;
 } cf__pool_call;
 typedef struct { int kind; int (*applies)(const cf__pool_call *c); void (*run)(const cf__pool_call *c); int half; } cf__pool_path;
 
 /* the first enabled path that applies (a table ends with kind -1), or NULL: the reference */
 static const cf__conv_path *cf__conv_pick(const cf__conv_path *p, const cf__conv_call *c) {
-    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && (p->half || !c->half) && p->applies(c)) return p;
+    int half = c->half || c->x_half || c->dx_half;
+    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && (p->half || !half) && p->applies(c)) return p;
     return NULL;
 }
 static const cf__pool_path *cf__pool_pick(const cf__pool_path *p, const cf__pool_call *c) {
-    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && (p->half || !c->half) && p->applies(c)) return p;
+    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && (p->half || !(c->half || c->y_half)) && p->applies(c)) return p;
     return NULL;
 }
 
@@ -2531,7 +2535,7 @@ static int cf__bf16_direct_fwd_applies(const cf__conv_call *c) {
 static void cf__bf16_direct_fwd_run(const cf__conv_call *c) {
     uint32_t *w2 = (uint32_t *)c->ws;
     cf__pack_kernel_bf16(w2, c->w, c->out.c, c->in.c, c->g->k[0] * c->g->k[1], c->g->k[2]);
-    cf__direct_fwd_bf16(c->y, c->half, c->x, 0, w2, c->b, 0, c->B, c->in, c->out, c->g, w2 + cf__w2_floats(c->in, c->g, c->out.c), c->act, c->slope);
+    cf__direct_fwd_bf16(c->y, c->half, c->x, c->x_half, w2, c->b, 0, c->B, c->in, c->out, c->g, w2 + cf__w2_floats(c->in, c->g, c->out.c), c->act, c->slope);
 }
 /* backward-data: dy convolved with the flipped kernel (flipped into ws, then packed after it) */
 static int cf__bf16_direct_bwd_applies(const cf__conv_call *c) {
@@ -2547,7 +2551,7 @@ static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
     cf__flipped_geom(c->g, &gt);
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
     cf__pack_kernel_bf16(w2, c->ws, c->in.c, c->out.c, gt.k[0] * gt.k[1], gt.k[2]);
-    cf__direct_fwd_bf16(c->dx, 0, c->dy, c->half, w2, NULL, 1, c->B, c->out, c->in, &gt, w2 + cf__w2_floats(c->out, &gt, c->in.c), CF_ACT_LINEAR, 0.0f);
+    cf__direct_fwd_bf16(c->dx, c->dx_half, c->dy, c->half, w2, NULL, !c->dx_half, c->B, c->out, c->in, &gt, w2 + cf__w2_floats(c->out, &gt, c->in.c), CF_ACT_LINEAR, 0.0f);
 }
 /* the GEMM paths (tiles, pointwise) with the bf16 GEMM */
 static int cf__bf16_pointwise_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__pointwise_applies(c); }
@@ -2581,13 +2585,18 @@ static int cf__bf16_taps_bww_applies(const cf__conv_call *c) {
    a tap's in-bounds part of a segment, unit stride, is [lo, hi) = [-w0, W - w0) clipped. */
 /* the input row that im2col row k (channel c, tap kd, kh) reads for segment sg, or NULL where
    it lies in the padding */
-static const float *cf__tap_row(const float *x, int k, const cf__seg *sg, cf_shape in, const cf_geom *g) {
+static const float *cf__tap_row(const float *x, int half, int k, const cf__seg *sg, cf_shape in, const cf_geom *g) {
     int KD = g->k[0], KH = g->k[1], KW = g->k[2], kh = (k / KW) % KH, kd = (k / (KW * KH)) % KD, c = k / (KW * KH * KD);
     int id = sg->od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = sg->oh * g->s[1] - g->pb[1] + kh * g->dil[1];
     if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) return NULL;
-    return x + (((size_t)c * in.d + id) * in.h + ih) * in.w;
+    return cf__elt(x, half, (((size_t)c * in.d + id) * in.h + ih) * in.w);
 }
-CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, cf_shape in, cf_shape out, const cf_geom *g, size_t p0, size_t n) {
+/* cf__pairs16_within on a 16-bit row */
+CF__BF16_TARGET static __m512i cf__pairs16_within_half(const cf_bf16 *x, int lo, int hi) {
+    return _mm512_maskz_loadu_epi16(cf__lanes32(hi) & (__mmask32)~cf__lanes32(lo), x);
+}
+/* (half: x is stored in 16 bits) */
+CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, int half, cf_shape in, cf_shape out, const cf_geom *g, size_t p0, size_t n) {
     int KW = g->k[2], K = in.c * cf__kvol(g), k, ns = 0, s, t;
     cf__seg sg[CF__BWW_TILE / 2];
     size_t j = 0;
@@ -2596,19 +2605,22 @@ CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, cf_shape
         uint32_t *dst = Ap + (size_t)k * (n / 2);
         if (k % KW == 0 && k + KW < K)   /* the next (c, kd, kh)'s input rows fetched ahead (as the pools': 15 % off these layers) */
             for (s = 0; s < ns; s++) {
-                const float *r = cf__tap_row(x, k + KW, &sg[s], in, g);
-                if (r && sg[s].ow0 < in.w) cf__prefetch_floats(r + sg[s].ow0, (size_t)(sg[s].len < in.w - sg[s].ow0 ? sg[s].len : in.w - sg[s].ow0), 0);
+                const float *r = cf__tap_row(x, half, k + KW, &sg[s], in, g);
+                size_t len = (size_t)(sg[s].len < in.w - sg[s].ow0 ? sg[s].len : in.w - sg[s].ow0);
+                if (r && sg[s].ow0 < in.w) cf__prefetch_floats(cf__elt(r, half, (size_t)sg[s].ow0), half ? (len + 1) / 2 : len, 0);
             }
         for (s = 0; s < ns; dst += sg[s].len / 2, s++) {
-            const float *r = cf__tap_row(x, k, &sg[s], in, g), *src = x;   /* src[t]: the tap of the segment's position t, read for lo <= t < hi */
+            const float *r = cf__tap_row(x, half, k, &sg[s], in, g);   /* r[w0 + t]: the tap of the segment's position t, read for lo <= t < hi */
             int w0 = sg[s].ow0 + (k % KW) * g->dil[2] - g->pb[2], len = sg[s].len, lo = 0, hi = 0;
             if (r) {
-                src = r + w0;
                 lo = w0 < 0 ? -w0 : 0;
                 hi = in.w - w0 < len ? in.w - w0 : len;
             }
-            for (t = 0; t < len; t += 32)
-                _mm512_mask_storeu_epi32(dst + t / 2, cf__lanes((len - t) / 2), lo < hi ? cf__pairs16_within(src + t, lo - t, hi - t) : _mm512_setzero_si512());
+            for (t = 0; t < len; t += 32) {
+                __m512i v = _mm512_setzero_si512();
+                if (lo < hi) v = half ? cf__pairs16_within_half((const cf_bf16 *)(const void *)r + w0 + t, lo - t, hi - t) : cf__pairs16_within(r + w0 + t, lo - t, hi - t);
+                _mm512_mask_storeu_epi32(dst + t / 2, cf__lanes((len - t) / 2), v);
+            }
         }
     }
 }
@@ -2626,7 +2638,7 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
         for (t = 0; t < c->B * ntiles; t++) {
             size_t bi = (size_t)(t / ntiles), p0 = (size_t)(t % ntiles) * tile, n = P - p0 < tile ? P - p0 : tile;
             const float *dy = cf__elt(c->dy, c->half, bi * cf_shape_size(c->out) + p0);
-            cf__pack_taps(Ap, c->x + bi * cf_shape_size(c->in), c->in, c->out, c->g, p0, n);
+            cf__pack_taps(Ap, cf__elt(c->x, c->x_half, bi * cf_shape_size(c->in)), c->x_half, c->in, c->out, c->g, p0, n);
             cf__pack_b(Bp, 1, dy, c->half, (int)P, (int)n, 0, (int)n / 2, 0, OC);
             cf__gemm_bf16_block(K, OC, (int)n / 2, Ap, Bp, dwt, OC, 1.0f);
         }
@@ -2763,7 +2775,8 @@ static void cf__pool_pairs_fwd(const cf__pool_call *c) {
 #ifdef CF__BF16
 /* The same on an input stored in 16 bits (section 6, halves), 16 outputs at a time: in each
    of the rows, 32 inputs (16 windows' pairs) are one load, the pair's first the low half of a
-   word, its second the high; the comparisons in the scalar loop's order, NaN never chosen. */
+   word, its second the high; the comparisons in the scalar loop's order, NaN never chosen.
+   The output in fp32 or (y_half) in 16 bits: a maximum of bf16 values is one of them. */
 static int cf__pool_pairs_half_applies(const cf__pool_call *c) { return c->half && cf__has_bf16() && cf__pool_pairs_applies(c); }
 CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
     cf_shape in = c->in, out = c->out;
@@ -2771,10 +2784,9 @@ CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
     CF__OMP(omp parallel for schedule(static))
     for (plane = 0; plane < c->B * in.c; plane++) {
         const float *xp = cf__elt(c->x, 1, (size_t)plane * in.d * in.h * in.w), *rows[4];
-        float *yp = c->y + (size_t)plane * cf__positions(out);
         int od, oh, ow, q, nr;
         for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
-            float *yr = yp + ((size_t)od * out.h + oh) * out.w;
+            float *yr = cf__elt(c->y, c->y_half, (size_t)plane * cf__positions(out) + ((size_t)od * out.h + oh) * out.w);
             nr = cf__pool_rows(rows, xp, 1, od, oh, c->g->k[0], in);
             cf__pool_rows_ahead(rows, 1, nr, oh, in, out, 0);
             for (ow = 0; ow < out.w; ow += 16) {
@@ -2785,7 +2797,8 @@ CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
                     best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(a, best, _CMP_GT_OQ), a);   /* best = a > best ? a : best */
                     best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(b, best, _CMP_GT_OQ), b);
                 }
-                _mm512_mask_storeu_ps(yr + ow, cf__lanes(out.w - ow), best);
+                if (c->y_half) cf__store_half((cf_bf16 *)(void *)yr + ow, cf__lanes(out.w - ow), best);
+                else _mm512_mask_storeu_ps(yr + ow, cf__lanes(out.w - ow), best);
             }
         }
     }
@@ -2895,14 +2908,20 @@ static cf__gemm_fn cf__deconv_gemm(int bf16) {
 CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats) {
     return cf__conv_path_p(op, B, in, out, g, groups, ws_floats, 0);
 }
-/* half: y is stored in 16 bits (the plan has made sure a path takes it, section 6) */
+/* halves: which operands are stored in 16 bits (the plan has made sure a path takes them,
+   section 6): CF__HALF_OUT y (forward) or dy (backward), CF__HALF_IN x, CF__HALF_DIN dx */
+enum { CF__HALF_OUT = 1, CF__HALF_IN = 2, CF__HALF_DIN = 4 };
+static void cf__conv_halves(cf__conv_call *c, int halves) {
+    c->half = (halves & CF__HALF_OUT) != 0; c->x_half = (halves & CF__HALF_IN) != 0; c->dx_half = (halves & CF__HALF_DIN) != 0;
+}
 static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                               const cf_geom *g, int groups, float *ws, size_t ws_floats, int act, float slope, int bf16, int half) {
+                               const cf_geom *g, int groups, float *ws, size_t ws_floats, int act, float slope, int bf16, int halves) {
     cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
-    c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope; c.half = half;
+    c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
+    cf__conv_halves(&c, halves);
     p = cf__conv_pick(cf__conv_fwd_paths, &c);
-    CF_ASSERT(!half || p);
+    CF_ASSERT(!halves || p);
     if (p) p->run(&c);
     else {
         cf_ref_conv_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats);
@@ -2920,16 +2939,16 @@ CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float
                            float *ws, size_t ws_floats) {
     cf_conv_forward_act(y, x, w, b, B, in, out, g, groups, ws, ws_floats, CF_ACT_LINEAR, 0.0f);
 }
-/* half: dy is stored in 16 bits */
 static void cf__conv_backward_weights_p(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
-                                        const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int half) {
+                                        const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves) {
     cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
-    c.dw = dw; c.dy = dy; c.x = x; c.half = half;
+    c.dw = dw; c.dy = dy; c.x = x;
+    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_IN));
     p = cf__conv_pick(cf__conv_bww_paths, &c);
-    CF_ASSERT(!half || p);
+    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_IN)) || p);
     if (!p) { cf_ref_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats); return; }
-    if (db) cf__bias_grad(db, dy, half, B, out.c, (size_t)out.d * out.h * out.w);   /* one way for every path */
+    if (db) cf__bias_grad(db, dy, c.half, B, out.c, (size_t)out.d * out.h * out.w);   /* one way for every path */
     p->run(&c);
 }
 CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
@@ -2938,12 +2957,13 @@ CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const
     cf__conv_backward_weights_p(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats, 0, 0);
 }
 static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
-                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int half) {
+                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves) {
     cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
-    c.dx = dx; c.dy = dy; c.w = w; c.half = half;
+    c.dx = dx; c.dy = dy; c.w = w;
+    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_DIN));
     p = cf__conv_pick(cf__conv_bwd_paths, &c);
-    CF_ASSERT(!half || p);
+    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_DIN)) || p);
     if (p) p->run(&c);
     else cf_ref_conv_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats);
 }
@@ -2970,19 +2990,19 @@ CFDEF const char *cf_pool_path(int op, cf_shape in, cf_shape out, const cf_geom 
     p = cf__pool_pick(op == CF_OP_FORWARD ? cf__pool_fwd_paths : cf__pool_bwd_paths, &c);
     return p ? cf__kind_names[p->kind] : "reference";
 }
-/* half: x is stored in 16 bits (the plan has made sure a path takes it, section 6) */
-static void cf__pool_forward_p(float *y, const float *x, int half, int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
+/* half, y_half: x, y are stored in 16 bits (the plan has made sure a path takes them, section 6) */
+static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
     cf__pool_call c = cf__pool_make(B, in, out, g, is_max);
     const cf__pool_path *p;
-    c.y = y; c.x = x; c.half = half;
+    c.y = y; c.x = x; c.half = half; c.y_half = y_half;
     p = cf__pool_pick(cf__pool_fwd_paths, &c);
-    CF_ASSERT(!half || p);
+    CF_ASSERT(!(half || y_half) || p);
     if (p) p->run(&c);
     else cf_ref_pool_forward(y, x, B, in, out, g, is_max);
 }
 CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shape out,
                            const cf_geom *g, int is_max) {
-    cf__pool_forward_p(y, x, 0, B, in, out, g, is_max);
+    cf__pool_forward_p(y, 0, x, 0, B, in, out, g, is_max);
 }
 CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
                             cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
@@ -3057,8 +3077,9 @@ CF__BF16_TARGET static void cf__pool_pairs_write16_half(cf_bf16 *const *rows, in
 }
 #endif
 #endif
-/* cf__maxpool_act_backward_inplace: half = xg is stored in 16 bits (section 6, halves; the
-   plan takes them only where the vector path below does, with the CPU's bf16 instructions) */
+/* cf__maxpool_act_backward_inplace: half, dy_half, y_half = xg, the pool's dy, its y are stored
+   in 16 bits (section 6, halves; the plan takes them only where the vector path below does,
+   with the CPU's bf16 instructions) */
 static int cf__maxpool_inplace_takes_half(const cf__pool_call *pc) {
 #ifdef CF__BF16
     return cf__pool_pairs_applies(pc) && cf__has_bf16();
@@ -3067,15 +3088,15 @@ static int cf__maxpool_inplace_takes_half(const cf__pool_call *pc) {
     return 0;
 #endif
 }
-static void cf__maxpool_act_backward_inplace(float *xg, int half, const float *dy, const float *y, int B, cf_shape in, cf_shape out,
+static void cf__maxpool_act_backward_inplace(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in, cf_shape out,
                                              const cf_geom *g, int act, float slope, int bf16) {
     cf__pool_call pc = cf__pool_make(B, in, out, g, 1);
     int plane, KD = g->k[0], KH = g->k[1], KW = g->k[2], pairs = cf__pool_pairs_applies(&pc);
-    CF_ASSERT(!half || cf__maxpool_inplace_takes_half(&pc));
+    CF_ASSERT(!(half || dy_half || y_half) || cf__maxpool_inplace_takes_half(&pc));
     CF__OMP(omp parallel for schedule(static))
     for (plane = 0; plane < B * in.c; plane++) {
         float *xp = cf__elt(xg, half, (size_t)plane * in.d * in.h * in.w);
-        const float *yp = y + (size_t)plane * cf__positions(out), *dyp = dy + (size_t)plane * cf__positions(out);
+        const float *yp = cf__elt(y, y_half, (size_t)plane * cf__positions(out)), *dyp = cf__elt(dy, dy_half, (size_t)plane * cf__positions(out));
         int od, oh, ow, kd, kh, kw, id, ih, iw;
         for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
             const float *rows[4];
@@ -3085,19 +3106,21 @@ static void cf__maxpool_act_backward_inplace(float *xg, int half, const float *d
                 size_t o0 = ((size_t)od * out.h + oh) * out.w;
                 cf__pool_rows_ahead(rows, half, nr, oh, in, out, 1);
                 for (ow = 0; ow < out.w; ow += 16) {
-                    float d[16];
+                    float d[16], m[16];
                     int n = out.w - ow < 16 ? out.w - ow : 16, i;
-                    for (i = 0; i < n; i++) d[i] = cf__act_df(dyp[o0 + ow + i], yp[o0 + ow + i], act, slope);
+                    for (i = 0; i < n; i++) m[i] = y_half ? cf_f32_from_bf16(((const cf_bf16 *)(const void *)yp)[o0 + ow + i]) : yp[o0 + ow + i];
+                    for (i = 0; i < n; i++)
+                        d[i] = cf__act_df(dy_half ? cf_f32_from_bf16(((const cf_bf16 *)(const void *)dyp)[o0 + ow + i]) : dyp[o0 + ow + i], m[i], act, slope);
                     if (bf16) cf__round_bf16_16(d, n);
 #ifdef CF__BF16
                     if (half) {
                         cf_bf16 *r16[4];
                         for (i = 0; i < nr; i++) r16[i] = (cf_bf16 *)(void *)rows[i];
-                        cf__pool_pairs_write16_half(r16, nr, ow, n, yp + o0 + ow, d);
+                        cf__pool_pairs_write16_half(r16, nr, ow, n, m, d);
                         continue;
                     }
 #endif
-                    cf__pool_pairs_write16(rows, nr, ow, n, yp + o0 + ow, d);
+                    cf__pool_pairs_write16(rows, nr, ow, n, m, d);
                 }
                 continue;
             }
@@ -3151,6 +3174,7 @@ typedef struct {
                                  conv's output (no gradient block): that pool; -1: none */
     int half;                 /* the output (and a fused conv's gradient over it) is stored as
                                  bf16 in 16 bits (section 6, halves) */
+    int grad_half;            /* the gradient block is stored in 16 bits */
 } cf__plan_layer;
 typedef struct {
     cf__plan_layer *l;        /* one per layer */
@@ -3464,12 +3488,19 @@ static int cf__conv_parse(cf__parser *p, cf_layer *l) {
 static double cf__conv_flops(const cf_layer *l) {
     return 2.0 * l->in.c / l->groups * l->g.k[0] * l->g.k[1] * l->g.k[2] * l->out.c * l->out.d * l->out.h * l->out.w;
 }
+/* which of conv i's operands the plan stores in 16 bits (section 6, halves): its output and the
+   gradient over it, its input, its input's gradient */
+static int cf__conv_layer_halves(const cf_net *net, int i) {
+    const cf__plan_layer *pl = net->priv->plan.l;
+    int s = net->layers[i].src[0];
+    return (pl[i].half ? CF__HALF_OUT : 0) | (s >= 0 && pl[s].half ? CF__HALF_IN : 0) | (s >= 0 && pl[s].grad_half ? CF__HALF_DIN : 0);
+}
 static void cf__conv_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *y = cf__out(net, i);
     if (!l->depthwise) {
         cf__conv_forward_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, l->groups,
-                           net->priv->ws, net->priv->ws_floats, l->act, l->slope, cf__rounds(net, i), net->priv->plan.l[i].half);
+                           net->priv->ws, net->priv->ws_floats, l->act, l->slope, cf__rounds(net, i), cf__conv_layer_halves(net, i) & ~CF__HALF_DIN);
         net->priv->stored_bf16 = 1;   /* the dispatcher rounded it (when bf16) */
         return;
     }
@@ -3480,7 +3511,7 @@ static void cf__conv_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *dy = cf__grad(net, i), *dx = cf__in_grad(net, l, 0);
     const float *x = cf__in(net, l, 0);
-    int B = net->batch, half = net->priv->plan.l[i].half;   /* (16 bits: a fused conv's, section 6) */
+    int B = net->batch, halves = cf__conv_layer_halves(net, i);
     if (net->priv->plan.l[i].fused_pool < 0) {
         cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
         cf__round_dz(net, i, dy);   /* dL/dz: an operand of both products */
@@ -3488,10 +3519,10 @@ static void cf__conv_backward(cf_net *net, int i) {
     /* (fused: the pool's backward has already written dL/dz, act's backward included, here) */
     if (l->depthwise) { cf_dwconv_backward(dx, cf__dw(net, l), cf__db(net, l), dy, x, cf__w(net, l), B, l->in, l->out, &l->g); return; }
     cf__conv_backward_weights_p(cf__dw(net, l), cf__db(net, l), dy, x, B, l->in, l->out, &l->g, l->groups, net->priv->ws, net->priv->ws_floats,
-                                cf__rounds(net, i), half);
+                                cf__rounds(net, i), halves);
     if (net->priv->layer_hook) net->priv->layer_hook(net, i, 4, net->priv->layer_ctx);   /* cf-bench times the two halves apart */
     if (dx) cf__conv_backward_data_p(dx, dy, cf__w(net, l), B, l->in, l->out, &l->g, l->groups, net->priv->ws + net->priv->ws_floats,
-                                     net->priv->ws_floats, cf__rounds(net, i), half);
+                                     net->priv->ws_floats, cf__rounds(net, i), halves);
 }
 
 /* ---- [deconv]: a transposed convolution.  Output size as PyTorch's ConvTranspose:
@@ -3561,8 +3592,8 @@ static int cf__pool_parse(cf__parser *p, cf_layer *l) {
 static double cf__pool_flops(const cf_layer *l) { return (double)l->g.k[0] * l->g.k[1] * l->g.k[2] * cf_shape_size(l->out); }
 static void cf__pool_forward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
-    cf__pool_forward_p(cf__out(net, i), cf__in(net, l, 0), l->src[0] >= 0 && net->priv->plan.l[l->src[0]].half, net->batch, l->in, l->out, &l->g,
-                       l->type == CF_L_MAXPOOL);
+    cf__pool_forward_p(cf__out(net, i), net->priv->plan.l[i].half, cf__in(net, l, 0), l->src[0] >= 0 && net->priv->plan.l[l->src[0]].half, net->batch,
+                       l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
     net->priv->stored_bf16 = l->type == CF_L_MAXPOOL;   /* in bf16, the maximum of bf16 values is one of them */
 }
 static void cf__pool_backward_layer(cf_net *net, int i) {
@@ -3571,8 +3602,9 @@ static void cf__pool_backward_layer(cf_net *net, int i) {
     int src = l->src[0];
     if (src >= 0 && net->priv->plan.l[src].fused_pool == i) {   /* the plan fused this pair: write the conv's dL/dz in place */
         const cf_layer *c = &net->layers[src];
-        cf__maxpool_act_backward_inplace(cf__grad(net, src), net->priv->plan.l[src].half, cf__grad(net, i), cf__out(net, i), net->batch, l->in, l->out, &l->g,
-                                         c->act, c->slope, cf__rounds(net, src));
+        const cf__plan_layer *pl = net->priv->plan.l;
+        cf__maxpool_act_backward_inplace(cf__grad(net, src), pl[src].half, cf__grad(net, i), pl[i].grad_half, cf__out(net, i), pl[i].half,
+                                         net->batch, l->in, l->out, &l->g, c->act, c->slope, cf__rounds(net, src));
         net->priv->stored_bf16 = 1;
         return;
     }
@@ -4159,7 +4191,10 @@ CFDEF void cf_net_init(cf_net *net, uint64_t seed) {
 }
 
 CFDEF float *cf_net_output(cf_net *net, int layer) { return net->priv->plan.l[layer].half ? NULL : cf__out(net, layer); }
-CFDEF float *cf_net_output_grad(cf_net *net, int layer) { return net->priv->plan.l[layer].half ? NULL : cf__grad(net, layer); }
+CFDEF float *cf_net_output_grad(cf_net *net, int layer) {
+    const cf__plan_layer *pl = &net->priv->plan.l[layer];
+    return (pl->fused_pool >= 0 ? pl->half : pl->grad_half) ? NULL : cf__grad(net, layer);
+}
 
 /* ---- bf16 (cf_net_set_precision): each layer's bf16 form is its fp32 code on rounded
    operands, its output rounded once when stored.  The operands: the network input, rounded
@@ -4210,8 +4245,8 @@ static void cf__layer_backward(cf_net *net, int i) {
     int k;
     net->priv->stored_bf16 = 0;
     cf__types[l->type].backward(net, i);
-    for (k = 0; k < l->n_src && !net->priv->stored_bf16; k++)   /* the gradients it added into */
-        if (cf__rounds(net, l->src[k])) cf_bf16_round(cf__grad(net, l->src[k]), cf__n_out(net, &net->layers[l->src[k]]));
+    for (k = 0; k < l->n_src && !net->priv->stored_bf16; k++)   /* the gradients it added into (in 16 bits: bf16 values as stored) */
+        if (cf__rounds(net, l->src[k]) && !net->priv->plan.l[l->src[k]].grad_half) cf_bf16_round(cf__grad(net, l->src[k]), cf__n_out(net, &net->layers[l->src[k]]));
 }
 
 /* ---- forward and backward: the layers in order, then in reverse */
@@ -4244,7 +4279,7 @@ static void cf__zero_grads_starting(cf_net *net, int i) {
     for (j = 0; j < n; j++) {
         const cf__plan_layer *p = &net->priv->plan.l[j];
         int start = p->last_read < n - 1 ? p->last_read : n - 1;
-        if (start == i && p->fused_pool < 0) memset(cf__grad(net, j), 0, cf__n_out(net, &net->layers[j]) * sizeof(float));
+        if (start == i && p->fused_pool < 0) memset(cf__grad(net, j), 0, cf__n_out(net, &net->layers[j]) * (p->grad_half ? sizeof(cf_bf16) : sizeof(float)));
     }
 }
 
@@ -4334,6 +4369,13 @@ static int cf__all_finite(const float *p, size_t n) {
     for (i = 0; i < n; i++) acc += p[i] * 0.0f;   /* NaN or Inf anywhere makes it NaN */
     return acc == 0.0f;
 }
+/* the same for a tensor stored in 16 bits: no element with the exponent's bits all ones */
+static int cf__all_finite_half(const cf_bf16 *p, size_t n) {
+    size_t i;
+    unsigned bad = 0;
+    for (i = 0; i < n; i++) bad |= (p[i] & 0x7f80u) == 0x7f80u;
+    return !bad;
+}
 CFDEF int cf_net_first_nonfinite_output(const cf_net *net) {
     int i, keep = net->priv->plan.flags & 1;   /* the plan the last forward used kept every output */
     for (i = 0; i < net->n_layers; i++) {
@@ -4341,7 +4383,9 @@ CFDEF int cf_net_first_nonfinite_output(const cf_net *net) {
         /* only outputs that are still there: all of them with keep_acts, otherwise those
            alive at the end of the forward, and none after a backward */
         if (!keep && (net->priv->acts_clobbered || net->priv->plan.l[i].fwd_end < net->n_layers - 1)) continue;
-        if (!cf__all_finite(net->priv->arena + net->priv->plan.l[i].y_off, cf_shape_size(l->out) * net->batch)) return i;
+        const float *y = net->priv->arena + net->priv->plan.l[i].y_off;
+        size_t n = cf_shape_size(l->out) * net->batch;
+        if (net->priv->plan.l[i].half ? !cf__all_finite_half((const cf_bf16 *)(const void *)y, n) : !cf__all_finite(y, n)) return i;
     }
     return -1;
 }
@@ -4461,32 +4505,53 @@ static void cf__plan_fusion(cf_net *net, int allow) {
     }
 }
 
-/* step 1b, halves: whether fused conv i's output (and its gradient over it) can be stored in
-   16 bits: each operation on it has a path that takes 16 bits (the conv's forward, its
-   backward-weights and, with a gradient to pass on, backward-data; the pool's forward and its
-   fused backward), and the pool's windows cover the conv's output (nothing past the last
-   window to zero) */
-static int cf__plan_half(cf_net *net, int i, int flags) {
+/* step 1b, halves: which outputs and gradients are stored in 16 bits.  A block qualifies when
+   every operation on it has a path that takes 16 bits (the paths marked half in section 4's
+   tables): a fused conv's output and the gradient over it (the conv's forward, backward-weights
+   and backward-data, the pool's forward and fused backward); a max pool's output after such a
+   conv when its readers are convolutions that take their input in 16 bits; that pool's
+   gradient when its one reader writes it through a path that stores 16 bits.  The pool's
+   windows must cover the conv's output (nothing past the last window to zero). */
 #if defined(CF__BF16) && !defined(CF_REFERENCE)
-    const cf_layer *l = &net->layers[i], *p;
-    int f = net->priv->plan.l[i].fused_pool;
-    cf__conv_call c;
-    cf__pool_call pc;
-    if (!(flags & CF__PLAN_HALF) || f < 0 || !cf__rounds(net, i) || l->depthwise) return 0;
-    p = &net->layers[f];
-    if (p->in.d != p->out.d * p->g.k[0] || p->in.h != p->out.h * p->g.k[1] || p->in.w != p->out.w * p->g.k[2]) return 0;
-    pc = cf__pool_make(net->batch, p->in, p->out, &p->g, 1);
-    pc.half = 1;
-    if (!cf__pool_pick(cf__pool_fwd_paths, &pc) || !cf__maxpool_inplace_takes_half(&pc)) return 0;
-    c = cf__conv_make(net->batch, l->in, l->out, &l->g, l->groups, NULL, net->priv->ws_floats, 1);
-    c.half = 1;
+/* conv l takes its operands in 16 bits: each of its operations has a half path */
+static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int flags) {
+    cf__conv_call c = cf__conv_make(net->batch, l->in, l->out, &l->g, l->groups, NULL, net->priv->ws_floats, 1);
+    if (l->type != CF_L_CONV || l->depthwise || l->n_src != 1) return 0;
+    cf__conv_halves(&c, CF__HALF_OUT | CF__HALF_IN | CF__HALF_DIN);
     if (!cf__conv_pick(cf__conv_fwd_paths, &c) || !cf__conv_pick(cf__conv_bww_paths, &c)) return 0;
     return (l->src[0] < 0 && !(flags & CF__PLAN_DINPUT)) || cf__conv_pick(cf__conv_bwd_paths, &c) != NULL;
-#else
-    (void)net; (void)i; (void)flags;
-    return 0;
-#endif
 }
+/* max pool p reads a 16-bit input, and writes its output in 16 bits (y_half) */
+static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half) {
+    cf__pool_call pc = cf__pool_make(net->batch, p->in, p->out, &p->g, 1);
+    pc.half = 1; pc.y_half = y_half;
+    if (p->in.d != p->out.d * p->g.k[0] || p->in.h != p->out.h * p->g.k[1] || p->in.w != p->out.w * p->g.k[2]) return 0;
+    return cf__pool_pick(cf__pool_fwd_paths, &pc) && cf__maxpool_inplace_takes_half(&pc);
+}
+static void cf__plan_halves(cf_net *net, int i, int flags) {
+    cf__plan_layer *pl = &net->priv->plan.l[i];
+    const cf_layer *l = &net->layers[i];
+    int j, k, readers = 0, n = net->n_layers;
+    pl->half = pl->grad_half = 0;
+    if (!(flags & CF__PLAN_HALF) || !cf__rounds(net, i)) return;
+    if (pl->fused_pool >= 0) {   /* a fused conv */
+        pl->half = cf__conv_takes_halves(net, l, flags) && cf__pool_takes_halves(net, &net->layers[pl->fused_pool], 0);
+        return;
+    }
+    if (l->type != CF_L_MAXPOOL || i == n - 1 || l->src[0] < 0 || !net->priv->plan.l[l->src[0]].half) return;
+    for (j = i + 1; j < n; j++)   /* its readers: convolutions taking 16 bits, each reading it alone */
+        for (k = 0; k < net->layers[j].n_src; k++)
+            if (net->layers[j].src[k] == i) {
+                if (!cf__rounds(net, j) || !cf__conv_takes_halves(net, &net->layers[j], flags)) return;
+                readers++;
+            }
+    if (!readers || !cf__pool_takes_halves(net, l, 1)) return;
+    pl->half = 1;
+    pl->grad_half = readers == 1;   /* written once by its reader's backward-data (a half path stores it) */
+}
+#else
+static void cf__plan_halves(cf_net *net, int i, int flags) { net->priv->plan.l[i].half = net->priv->plan.l[i].grad_half = 0; (void)flags; }
+#endif
 
 /* what a layer's backward reads besides gradients: its input (src[0]) and/or its output; a
    fused conv finds its gradient in its output, so it "reads" that too */
@@ -4538,9 +4603,10 @@ static void cf__plan_lives(cf_net *net, cf__blk *blk, int keep, int rebuild, int
         cf__plan_layer *pl = &net->priv->plan.l[i];
         cf__blk *o = &blk[2 * i], *g = &blk[2 * i + 1];
         int first, last, ok = 1;
+        size_t n_out = cf_shape_size(net->layers[i].out) * net->batch;
         cf__backward_reads(net, i, &first, &last);
-        o->size = cf_shape_size(net->layers[i].out) * net->batch;
-        if ((pl->half = cf__plan_half(net, i, flags))) o->size = (o->size + 1) / 2;   /* 16 bits each */
+        cf__plan_halves(net, i, flags);
+        o->size = pl->half ? (n_out + 1) / 2 : n_out;   /* in floats: 16 bits each, two to a float */
         o->n = 1; o->t[0] = i; o->t[1] = pl->last_read;
         pl->rebuild_at = -1;
         if (keep) o->t[1] = T;
@@ -4552,7 +4618,7 @@ static void cf__plan_lives(cf_net *net, cf__blk *blk, int keep, int rebuild, int
             else o->t[1] = last;
         } else if (last > o->t[1]) o->t[1] = last;
         pl->fwd_end = o->t[1];
-        g->size = pl->fused_pool >= 0 ? 0 : o->size;   /* fused: the gradient lives in the output */
+        g->size = pl->fused_pool >= 0 ? 0 : pl->grad_half ? (n_out + 1) / 2 : n_out;   /* fused: the gradient lives in the output */
         g->n = 1; g->t[0] = 2 * n - (pl->last_read < n - 1 ? pl->last_read : n - 1); g->t[1] = 2 * n - i;
     }
 }

@@ -1006,11 +1006,12 @@ static void test_pool_fusion(void) {
     }
 }
 
-/* Halves (section 6): a bf16 network's fused conv outputs, and the gradients written over
-   them, stored in 16 bits, give the loss and the gradients of the same paths on fp32 storage
-   bit for bit, in less memory.  A 3-D net (rows of 36 and 18: a whole and a partial 32-wide
-   block of the direct kernel), a 2-D one, each with a first conv (no backward-data) and one
-   that passes its gradient on through the direct kernel reading 16 bits. */
+/* Halves (section 6): a bf16 network's fused conv outputs and the gradients written over
+   them, and a max pool's output and gradient between two such convs, stored in 16 bits, give
+   the loss and the gradients of the same paths on fp32 storage bit for bit, in less memory.
+   A 3-D net (rows of 36 and 18: a whole and a partial 32-wide block of the direct kernel), a
+   2-D one, each with a first conv (no backward-data) and one that reads its input and writes
+   its input's gradient in 16 bits. */
 static void test_halves(void) {
     static const char *cfgs[2] = {
         "[net]\ninput=3x8x8x36\nloss=mse\n[conv]\nfilters=8\nsize=3\npad=same\nactivation=leaky\nslope=0.3\n[maxpool]\nsize=2\n"
@@ -1043,7 +1044,10 @@ static void test_halves(void) {
         CHECK(la == lb && !memcmp(a.grads, b.grads, a.n_params * sizeof(float)),
               "halves case %d: the loss (%.9g, %.9g) and every gradient as on fp32 storage, bit for bit", k, la, lb);
         CHECK(a.priv->plan.floats < b.priv->plan.floats, "halves case %d: fewer arena floats (%zu vs %zu)", k, a.priv->plan.floats, b.priv->plan.floats);
-        CHECK(!cf_net_output(&a, 0) && cf_net_output(&a, 1), "halves case %d: cf_net_output is NULL for a 16-bit output only", k);
+        CHECK(a.priv->plan.l[1].half && a.priv->plan.l[1].grad_half && !a.priv->plan.l[3].half && !a.priv->plan.l[3].grad_half,
+              "halves case %d: the first pool's output and gradient in 16 bits (a conv reads it), the last pool's not (flatten reads it)", k);
+        CHECK(!cf_net_output(&a, 0) && !cf_net_output(&a, 1) && cf_net_output(&a, 3) && !cf_net_output_grad(&a, 1) && cf_net_output_grad(&a, 3),
+              "halves case %d: cf_net_output and cf_net_output_grad are NULL for 16-bit tensors only", k);
         free(x); free(t); free(da); free(db);
         cf_net_free(&a); cf_net_free(&b);
     }
