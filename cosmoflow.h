@@ -1706,10 +1706,13 @@ typedef struct {
                                                                  16 bits (section 6, halves): its pointer is a cf_bf16 * */
     int x_half, dx_half;                                      /* x, dx stored in 16 bits; dx written, not
                                                                  added to (the plan: its only writer) */
+    int x_raw;                                                /* x in fp32 not yet rounded (a bf16 network's
+                                                                 input): rounded as the path reads it */
 } cf__conv_call;
 /* a path: its kind, whether it applies, the code; rounds = 1: a forward path that stores its
    output rounded to bf16 when c->bf16 (else the dispatcher rounds it, section 5); half = 1:
-   it takes a call with operands in 16 bits (half, x_half, dx_half; the others never see one) */
+   it takes a call with operands in 16 bits or an unrounded input (half, x_half, dx_half,
+   x_raw; the others never see one) */
 typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); int rounds, half; } cf__conv_path;
 /* a pooling call; half: x (forward) or the in-place gradient (the fused backward) is stored
    in 16 bits; y_half: y (and in the fused backward dy) */
@@ -1722,7 +1725,7 @@ typedef struct { int kind; int (*applies)(const cf__pool_call *c); void (*run)(c
 
 /* the first enabled path that applies (a table ends with kind -1), or NULL: the reference */
 static const cf__conv_path *cf__conv_pick(const cf__conv_path *p, const cf__conv_call *c) {
-    int half = c->half || c->x_half || c->dx_half;
+    int half = c->half || c->x_half || c->dx_half || c->x_raw;
     for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && (p->half || !half) && p->applies(c)) return p;
     return NULL;
 }
@@ -2100,9 +2103,10 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
 /* ---- bf16 (kind "bf16"): the convolutions of a bf16 network (cf_net_set_precision) on the
    CPU's vdpbf16ps, which multiplies 16 pairs of bf16 by 16 pairs and adds both products of
    each pair to an fp32 lane: acc + a_odd b_odd + a_even b_even, the products exact (8-bit
-   mantissas), the additions rounded to nearest even.  Operands must be bf16 values held in
-   fp32 (the network rounds them, section 5): a pair is the upper halves of two floats, no
-   rounding needed.  They are paired along the sum: two input rows interleaved (the direct
+   mantissas), the additions rounded to nearest even.  Operands are bf16 values, held in fp32
+   (the network rounds them, section 5) or in 16 bits (section 6, halves); the packing into
+   pairs rounds with vcvtne2ps2bf16, which keeps a bf16 value as it is (and rounds the
+   network's input, which the plan may hand over unrounded).  They are paired along the sum: two input rows interleaved (the direct
    kernel) or two rows of op(A) and op(B) (the GEMM).  The output is the fp32 sum; the layer
    rounds it when it stores it.  The emulation (the fp32 paths on the same operands) computes
    the same sums in another order (tests/test_core.c, test_bf16).  Compiled where GCC or Clang
@@ -2146,11 +2150,14 @@ CF__BF16_TARGET static __m512i cf__pairs16_within(const float *x, int lo, int hi
    cf__pair, a vector at a time. */
 CF__BF16_TARGET static __m512i cf__pairs16(const float *x, int n) { return cf__pairs16_within(x, 0, n); }
 /* the pairs (a[i], b[i]) of up to 16 columns of two rows (a or b NULL: zeros), as 16 lanes:
-   the upper halves of a's words below those of b's, cf__pair a vector at a time */
+   both rows rounded to bf16 by one vcvtne2ps2bf16 (a's in the low 16 words, b's in the high),
+   then interleaved, a's word below b's; cf__pair a vector at a time on bf16 values, and on
+   floats not yet rounded (the network's input, section 6) their rounding as they are read */
 CF__BF16_TARGET static __m512i cf__pairs16_rows(const float *a, const float *b, int n) {
-    __m512i lo = a ? _mm512_srli_epi32(_mm512_castps_si512(_mm512_maskz_loadu_ps(cf__lanes(n), a)), 16) : _mm512_setzero_si512();
-    __m512i hi = b ? _mm512_castps_si512(_mm512_maskz_loadu_ps(cf__lanes(n), b)) : _mm512_setzero_si512();
-    return _mm512_or_si512(lo, _mm512_and_si512(hi, _mm512_set1_epi32((int)0xffff0000u)));
+    const __m512i mix = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                         23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    __m512 va = a ? _mm512_maskz_loadu_ps(cf__lanes(n), a) : _mm512_setzero_ps(), vb = b ? _mm512_maskz_loadu_ps(cf__lanes(n), b) : _mm512_setzero_ps();
+    return _mm512_permutexvar_epi16(mix, (__m512i)_mm512_cvtne2ps_pbh(vb, va));
 }
 /* ---- tensors the memory plan stores in 16 bits (section 6, "halves"): element i of such a
    tensor is ((const cf_bf16 *)base)[i], the upper half of the fp32 word the kernels compute
@@ -2909,10 +2916,12 @@ CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const c
     return cf__conv_path_p(op, B, in, out, g, groups, ws_floats, 0);
 }
 /* halves: which operands are stored in 16 bits (the plan has made sure a path takes them,
-   section 6): CF__HALF_OUT y (forward) or dy (backward), CF__HALF_IN x, CF__HALF_DIN dx */
-enum { CF__HALF_OUT = 1, CF__HALF_IN = 2, CF__HALF_DIN = 4 };
+   section 6): CF__HALF_OUT y (forward) or dy (backward), CF__HALF_IN x, CF__HALF_DIN dx;
+   CF__RAW_IN: x is the network's input, not yet rounded */
+enum { CF__HALF_OUT = 1, CF__HALF_IN = 2, CF__HALF_DIN = 4, CF__RAW_IN = 8 };
 static void cf__conv_halves(cf__conv_call *c, int halves) {
     c->half = (halves & CF__HALF_OUT) != 0; c->x_half = (halves & CF__HALF_IN) != 0; c->dx_half = (halves & CF__HALF_DIN) != 0;
+    c->x_raw = (halves & CF__RAW_IN) != 0;
 }
 static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
                                const cf_geom *g, int groups, float *ws, size_t ws_floats, int act, float slope, int bf16, int halves) {
@@ -2944,9 +2953,9 @@ static void cf__conv_backward_weights_p(float *dw, float *db, const float *dy, c
     cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.dw = dw; c.dy = dy; c.x = x;
-    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_IN));
+    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN));
     p = cf__conv_pick(cf__conv_bww_paths, &c);
-    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_IN)) || p);
+    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN)) || p);
     if (!p) { cf_ref_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats); return; }
     if (db) cf__bias_grad(db, dy, c.half, B, out.c, (size_t)out.d * out.h * out.w);   /* one way for every path */
     p->run(&c);
@@ -3181,6 +3190,8 @@ typedef struct {
     int batch;                /* what the plan is for (0: none yet) */
     int flags;                /* the settings it was made with (keep_acts, fast paths) */
     int threads;              /* and the threads (with halves: a path's room may depend on them) */
+    int input_raw;            /* bf16: the input's readers round it as they read it (section 6,
+                                 halves): no rounded copy */
     size_t floats, cap;       /* arena floats this plan uses / allocated */
 } cf__arena_plan;
 struct cf__net_private {
@@ -3493,7 +3504,8 @@ static double cf__conv_flops(const cf_layer *l) {
 static int cf__conv_layer_halves(const cf_net *net, int i) {
     const cf__plan_layer *pl = net->priv->plan.l;
     int s = net->layers[i].src[0];
-    return (pl[i].half ? CF__HALF_OUT : 0) | (s >= 0 && pl[s].half ? CF__HALF_IN : 0) | (s >= 0 && pl[s].grad_half ? CF__HALF_DIN : 0);
+    return (pl[i].half ? CF__HALF_OUT : 0) | (s >= 0 && pl[s].half ? CF__HALF_IN : 0) | (s >= 0 && pl[s].grad_half ? CF__HALF_DIN : 0) |
+           (s < 0 && net->priv->plan.input_raw ? CF__RAW_IN : 0);
 }
 static void cf__conv_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
@@ -4264,7 +4276,7 @@ CFDEF const float *cf_net_forward_from(cf_net *net, int first) {
 
 CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B) {
     if (cf_net_set_batch(net, B)) return NULL;
-    if (net->priv->precision == CF_BF16) {
+    if (net->priv->precision == CF_BF16 && !net->priv->plan.input_raw) {   /* (raw: its readers round it, section 6) */
         if (cf__round_operands(net, x, B)) return NULL;
         x = net->priv->xq;
     }
@@ -4450,9 +4462,12 @@ CFDEF int cf_net_tensors(const cf_net *net, cf_tensor *out, int max) {
                 block: the pool's backward writes the conv's gradient over its output (fast
                 path "fusion": the largest tensors' gradients, their zeroing and an
                 activation pass disappear, with the same bits)
-     halves     in a bf16 network, a fused conv's output, and the gradient written over it,
-                stored as bf16 in 16 bits when every operation on it has a path that reads
-                and writes 16 bits (fast path "bf16": half that block's memory and traffic)
+     halves     in a bf16 network, blocks stored as bf16 in 16 bits where every operation
+                on them has a path that reads and writes 16 bits (fast path "bf16"): a fused
+                conv's output and the gradient written over it, a max pool's output and
+                gradient between such convs; and the network's input read as given, its
+                readers rounding it (no rounded copy).  The same bits as fp32 storage, in
+                half the memory and traffic
      lives      when each block is alive.  Cheap outputs that backward reads (batch norm,
                 activations, sums, concatenations, depthwise convolutions) are dropped after
                 their forward readers and rebuilt from their inputs just before the first
@@ -4549,8 +4564,23 @@ static void cf__plan_halves(cf_net *net, int i, int flags) {
     pl->half = 1;
     pl->grad_half = readers == 1;   /* written once by its reader's backward-data (a half path stores it) */
 }
+/* the network's input read as it is, each reader rounding it as it reads (the half paths
+   pack their operands with vcvtne2ps2bf16, which rounds): every layer that reads it is a conv
+   that takes 16-bit operands */
+static int cf__plan_input_raw(cf_net *net, int flags) {
+    int j, k, readers = 0;
+    if (!(flags & CF__PLAN_HALF)) return 0;
+    for (j = 0; j < net->n_layers; j++)
+        for (k = 0; k < net->layers[j].n_src; k++)
+            if (net->layers[j].src[k] < 0) {
+                if (!cf__rounds(net, j) || !cf__conv_takes_halves(net, &net->layers[j], flags)) return 0;
+                readers++;
+            }
+    return readers > 0;
+}
 #else
 static void cf__plan_halves(cf_net *net, int i, int flags) { net->priv->plan.l[i].half = net->priv->plan.l[i].grad_half = 0; (void)flags; }
+static int cf__plan_input_raw(cf_net *net, int flags) { (void)net; (void)flags; return 0; }
 #endif
 
 /* what a layer's backward reads besides gradients: its input (src[0]) and/or its output; a
@@ -4669,6 +4699,7 @@ static size_t cf__plan_make(cf_net *net, int flags) {
     cf__plan_readers(net);
     cf__plan_fusion(net, (flags & CF__PLAN_FUSE) != 0);
     cf__plan_lives(net, blk, flags & CF__PLAN_KEEP, (flags & CF__PLAN_REBUILD) != 0, flags);
+    net->priv->plan.input_raw = cf__plan_input_raw(net, flags);
     total = cf__plan_place(blk, 2 * n);
     for (i = 0; i < n; i++) {
         cf__plan_layer *pl = &net->priv->plan.l[i];

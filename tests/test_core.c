@@ -1044,6 +1044,8 @@ static void test_halves(void) {
         CHECK(la == lb && !memcmp(a.grads, b.grads, a.n_params * sizeof(float)),
               "halves case %d: the loss (%.9g, %.9g) and every gradient as on fp32 storage, bit for bit", k, la, lb);
         CHECK(a.priv->plan.floats < b.priv->plan.floats, "halves case %d: fewer arena floats (%zu vs %zu)", k, a.priv->plan.floats, b.priv->plan.floats);
+        CHECK(a.priv->plan.input_raw && a.priv->x == x && !b.priv->plan.input_raw,
+              "halves case %d: the input read as given (its readers round it), no rounded copy", k);
         CHECK(a.priv->plan.l[1].half && a.priv->plan.l[1].grad_half && !a.priv->plan.l[3].half && !a.priv->plan.l[3].grad_half,
               "halves case %d: the first pool's output and gradient in 16 bits (a conv reads it), the last pool's not (flatten reads it)", k);
         CHECK(!cf_net_output(&a, 0) && !cf_net_output(&a, 1) && cf_net_output(&a, 3) && !cf_net_output_grad(&a, 1) && cf_net_output_grad(&a, 3),
