@@ -1714,8 +1714,7 @@ typedef struct {
    it takes a call with operands in 16 bits or an unrounded input (half, x_half, dx_half,
    x_raw; the others never see one) */
 typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); int rounds, half; } cf__conv_path;
-/* a pooling call; half: x (forward) or the in-place gradient (the fused backward) is stored
-   in 16 bits; y_half: y (and in the fused backward dy) */
+/* a pooling call; half, y_half: x, y are stored in 16 bits (section 6, halves) */
 typedef struct {
     float *y, *dx; const float *x, *dy;
     int B, is_max; cf_shape in, out; const cf_geom *g;
@@ -2613,7 +2612,7 @@ CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, int half
         if (k % KW == 0 && k + KW < K)   /* the next (c, kd, kh)'s input rows fetched ahead (as the pools': 15 % off these layers) */
             for (s = 0; s < ns; s++) {
                 const float *r = cf__tap_row(x, half, k + KW, &sg[s], in, g);
-                size_t len = (size_t)(sg[s].len < in.w - sg[s].ow0 ? sg[s].len : in.w - sg[s].ow0);
+                size_t len = (size_t)(sg[s].len < in.w - sg[s].ow0 ? sg[s].len : in.w - sg[s].ow0);   /* (used when ow0 < in.w) */
                 if (r && sg[s].ow0 < in.w) cf__prefetch_floats(cf__elt(r, half, (size_t)sg[s].ow0), half ? (len + 1) / 2 : len, 0);
             }
         for (s = 0; s < ns; dst += sg[s].len / 2, s++) {
