@@ -1013,19 +1013,27 @@ static void test_pool_fusion(void) {
    2-D one, each with a first conv (no backward-data) and one that reads its input and writes
    its input's gradient in 16 bits. */
 static void test_halves(void) {
-    static const char *cfgs[2] = {
+    static const char *cfgs[3] = {
         "[net]\ninput=3x8x8x36\nloss=mse\n[conv]\nfilters=8\nsize=3\npad=same\nactivation=leaky\nslope=0.3\n[maxpool]\nsize=2\n"
         "[conv]\nfilters=6\nsize=3\npad=same\nactivation=relu\n[maxpool]\nsize=2\n[flatten]\n[dense]\noutputs=3\n",
         "[net]\ninput=4x20x64\nloss=mse\n[conv]\nfilters=8\nsize=3\npad=same\nactivation=leaky\nslope=0.1\n[maxpool]\nsize=2\n"
-        "[conv]\nfilters=5\nsize=3\npad=same\nactivation=leaky\nslope=0.2\n[maxpool]\nsize=2\n[flatten]\n[dense]\noutputs=2\n"};
-    int k, B = 2;
+        "[conv]\nfilters=5\nsize=3\npad=same\nactivation=leaky\nslope=0.2\n[maxpool]\nsize=2\n[flatten]\n[dense]\noutputs=2\n",
+        /* rows of 37: the first pool leaves a column no window covers and the taps take only
+           rows of even length, so the first conv, its pool and the input stay fp32 (a rounded
+           copy); the second chain is 16-bit alone, its input and its input's gradient fp32 */
+        "[net]\ninput=3x8x8x37\nloss=mse\n[conv]\nfilters=8\nsize=3\npad=same\nactivation=leaky\nslope=0.3\n[maxpool]\nsize=2\n"
+        "[conv]\nfilters=6\nsize=3\npad=same\nactivation=relu\n[maxpool]\nsize=2\n[flatten]\n[dense]\noutputs=3\n"};
+    /* per case: the input read as given; layer 0's output, layer 1's output and gradient, layer 2's, layer 3's in 16 bits */
+    static const int expect[3][6] = {{1, 1, 1, 1, 1, 0}, {1, 1, 1, 1, 1, 0}, {0, 0, 0, 0, 1, 0}};
+    int k, i, B = 2;
 #ifdef CF__BF16
     if (!cf__has_bf16()) { printf("skipped: halves (the CPU lacks AVX512_BF16)\n"); return; }
 #else
     printf("skipped: halves (no bf16 kernels in this build)\n"); return;
 #endif
-    for (k = 0; k < 2; k++) {
+    for (k = 0; k < 3; k++) {
         cf_net a, b;
+        int got[6], outputs_ok = 1;
         cf_rng r = cf_rng_seed(21 + k);
         float *x, *t, *da, *db;
         double la, lb;
@@ -1047,17 +1055,20 @@ static void test_halves(void) {
         cf_net_zero_grad(&a); cf_net_zero_grad(&b);
         la = cf_net_loss(&a, t, da); lb = cf_net_loss(&b, t, db);
         cf_net_backward(&a, da); cf_net_backward(&b, db);
-        CHECK(a.priv->plan.l[0].half && a.priv->plan.l[2].half && !b.priv->plan.l[0].half && !b.priv->plan.l[2].half,
-              "halves case %d: both fused convs stored in 16 bits (%d %d), none with no_half", k, a.priv->plan.l[0].half, a.priv->plan.l[2].half);
+        got[0] = a.priv->plan.input_raw && a.priv->x == x; got[1] = a.priv->plan.l[0].half; got[2] = a.priv->plan.l[1].half;
+        got[3] = a.priv->plan.l[1].grad_half; got[4] = a.priv->plan.l[2].half; got[5] = a.priv->plan.l[3].half || a.priv->plan.l[3].grad_half;
+        CHECK(!memcmp(got, expect[k], sizeof got) && !b.priv->plan.input_raw && !b.priv->plan.l[0].half && !b.priv->plan.l[2].half,
+              "halves case %d: in 16 bits (input as given, conv 0, pool 1 output and gradient, conv 2, pool 3): %d %d %d %d %d %d, none with no_half",
+              k, got[0], got[1], got[2], got[3], got[4], got[5]);
         CHECK(la == lb && !memcmp(a.grads, b.grads, a.n_params * sizeof(float)),
               "halves case %d: the loss (%.9g, %.9g) and every gradient as on fp32 storage, bit for bit", k, la, lb);
         CHECK(a.priv->plan.floats < b.priv->plan.floats, "halves case %d: fewer arena floats (%zu vs %zu)", k, a.priv->plan.floats, b.priv->plan.floats);
-        CHECK(a.priv->plan.input_raw && a.priv->x == x && !b.priv->plan.input_raw,
-              "halves case %d: the input read as given (its readers round it), no rounded copy", k);
-        CHECK(a.priv->plan.l[1].half && a.priv->plan.l[1].grad_half && !a.priv->plan.l[3].half && !a.priv->plan.l[3].grad_half,
-              "halves case %d: the first pool's output and gradient in 16 bits (a conv reads it), the last pool's not (flatten reads it)", k);
-        CHECK(!cf_net_output(&a, 0) && !cf_net_output(&a, 1) && cf_net_output(&a, 3) && !cf_net_output_grad(&a, 1) && cf_net_output_grad(&a, 3),
-              "halves case %d: cf_net_output and cf_net_output_grad are NULL for 16-bit tensors only", k);
+        for (i = 0; i < 4; i++) {
+            const cf__plan_layer *pl = &a.priv->plan.l[i];
+            outputs_ok &= (cf_net_output(&a, i) == NULL) == pl->half;
+            outputs_ok &= (cf_net_output_grad(&a, i) == NULL) == (pl->fused_pool >= 0 ? pl->half : pl->grad_half);
+        }
+        CHECK(outputs_ok, "halves case %d: cf_net_output and cf_net_output_grad are NULL for 16-bit tensors only", k);
         free(x); free(t); free(da); free(db);
         cf_net_free(&a); cf_net_free(&b);
     }
