@@ -2557,7 +2557,8 @@ static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
     cf__flipped_geom(c->g, &gt);
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
     cf__pack_kernel_bf16(w2, c->ws, c->in.c, c->out.c, gt.k[0] * gt.k[1], gt.k[2]);
-    cf__direct_fwd_bf16(c->dx, c->dx_half, c->dy, c->half, w2, NULL, !c->dx_half, c->B, c->out, c->in, &gt, w2 + cf__w2_floats(c->out, &gt, c->in.c), CF_ACT_LINEAR, 0.0f);
+    cf__direct_fwd_bf16(c->dx, c->dx_half, c->dy, c->half, w2, NULL, !c->dx_half, c->B, c->out, c->in, &gt,   /* dx_half: stored, not added */
+                        w2 + cf__w2_floats(c->out, &gt, c->in.c), CF_ACT_LINEAR, 0.0f);
 }
 /* the GEMM paths (tiles, pointwise) with the bf16 GEMM */
 static int cf__bf16_pointwise_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__pointwise_applies(c); }
@@ -2624,7 +2625,8 @@ CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, int half
             }
             for (t = 0; t < len; t += 32) {
                 __m512i v = _mm512_setzero_si512();
-                if (lo < hi) v = half ? cf__pairs16_within_half((const cf_bf16 *)(const void *)r + w0 + t, lo - t, hi - t) : cf__pairs16_within(r + w0 + t, lo - t, hi - t);
+                if (lo < hi && half) v = cf__pairs16_within_half((const cf_bf16 *)(const void *)r + w0 + t, lo - t, hi - t);
+                else if (lo < hi) v = cf__pairs16_within(r + w0 + t, lo - t, hi - t);
                 _mm512_mask_storeu_epi32(dst + t / 2, cf__lanes((len - t) / 2), v);
             }
         }
