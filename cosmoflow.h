@@ -2162,22 +2162,26 @@ CF__BF16_TARGET static __m512i cf__pairs16_rows(const float *a, const float *b, 
    tensor is ((const cf_bf16 *)base)[i], the upper half of the fp32 word the kernels compute
    with.  Loaded by widening (a shift), stored by keeping the upper half (exact on bf16 values). */
 CF__INLINE __mmask32 cf__lanes32(int n) { return (__mmask32)(n >= 32 ? 0xffffffffu : n <= 0 ? 0u : (1u << n) - 1u); }
-/* lanes k of 16 16-bit elements at p widened to floats (0 elsewhere) */
-CF__BF16_TARGET static __m512 cf__load_half(const cf_bf16 *p, __mmask16 k) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p)), 16));
-}
+/* lanes k of 16 16-bit elements at p, each in the low half of a 32-bit lane (0 elsewhere) */
+CF__BF16_TARGET static __m512i cf__widen_half(const cf_bf16 *p, __mmask16 k) { return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p)); }
+/* the same as floats: the 16 bits moved up */
+CF__BF16_TARGET static __m512 cf__load_half(const cf_bf16 *p, __mmask16 k) { return _mm512_castsi512_ps(_mm512_slli_epi32(cf__widen_half(p, k), 16)); }
 /* lanes k of v, bf16 values, stored at p in 16 bits */
 CF__BF16_TARGET static void cf__store_half(cf_bf16 *p, __mmask16 k, __m512 v) {
     _mm512_mask_cvtepi32_storeu_epi16(p, k, _mm512_srli_epi32(_mm512_castps_si512(v), 16));
 }
 /* cf__pairs16_rows on two 16-bit rows: a's elements in the low halves, b's in the high */
 CF__BF16_TARGET static __m512i cf__pairs16_rows_half(const cf_bf16 *a, const cf_bf16 *b, int n) {
-    __m512i lo = a ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(cf__lanes(n), a)) : _mm512_setzero_si512();
-    __m512i hi = b ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(cf__lanes(n), b)), 16) : _mm512_setzero_si512();
+    __m512i lo = a ? cf__widen_half(a, cf__lanes(n)) : _mm512_setzero_si512();
+    __m512i hi = b ? _mm512_slli_epi32(cf__widen_half(b, cf__lanes(n)), 16) : _mm512_setzero_si512();
     return _mm512_or_si512(lo, hi);
 }
-/* cf__pairs16 on a 16-bit row: the pairs (x[2i], x[2i+1]) are its 32-bit words as they lie */
-CF__BF16_TARGET static __m512i cf__pairs16_half(const cf_bf16 *x, int n) { return _mm512_maskz_loadu_epi16(cf__lanes32(n), x); }
+/* cf__pairs16_within and cf__pairs16 on a 16-bit row: the pairs (x[t], x[t+1]) are its 32-bit
+   words as they lie */
+CF__BF16_TARGET static __m512i cf__pairs16_within_half(const cf_bf16 *x, int lo, int hi) {
+    return _mm512_maskz_loadu_epi16(cf__lanes32(hi) & (__mmask32)~cf__lanes32(lo), x);
+}
+CF__BF16_TARGET static __m512i cf__pairs16_half(const cf_bf16 *x, int n) { return cf__pairs16_within_half(x, 0, n); }
 
 /* 16 x 16 transpose of 32-bit lanes: lane j of r[i] goes to lane i of r[j].  Three rounds:
    interleave 32-bit lanes of row pairs, then 64-bit lanes, then move 128-bit quarters twice. */
@@ -2598,10 +2602,6 @@ static const float *cf__tap_row(const float *x, int half, int k, const cf__seg *
     if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) return NULL;
     return cf__elt(x, half, (((size_t)c * in.d + id) * in.h + ih) * in.w);
 }
-/* cf__pairs16_within on a 16-bit row */
-CF__BF16_TARGET static __m512i cf__pairs16_within_half(const cf_bf16 *x, int lo, int hi) {
-    return _mm512_maskz_loadu_epi16(cf__lanes32(hi) & (__mmask32)~cf__lanes32(lo), x);
-}
 /* (half: x is stored in 16 bits) */
 CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, int half, cf_shape in, cf_shape out, const cf_geom *g, size_t p0, size_t n) {
     int KW = g->k[2], K = in.c * cf__kvol(g), k, ns = 0, s, t;
@@ -2800,7 +2800,7 @@ CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
             for (ow = 0; ow < out.w; ow += 16) {
                 __m512 best = _mm512_set1_ps(-INFINITY);
                 for (q = 0; q < nr; q++) {
-                    __m512i v = _mm512_maskz_loadu_epi16(cf__lanes32(2 * (out.w - ow)), (const cf_bf16 *)(const void *)rows[q] + 2 * ow);
+                    __m512i v = cf__pairs16_half((const cf_bf16 *)(const void *)rows[q] + 2 * ow, 2 * (out.w - ow));
                     __m512 a = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), b = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)));
                     best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(a, best, _CMP_GT_OQ), a);   /* best = a > best ? a : best */
                     best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(b, best, _CMP_GT_OQ), b);
@@ -2929,9 +2929,9 @@ static void cf__conv_forward_p(float *y, const float *x, const float *w, const f
     cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
-    cf__conv_halves(&c, halves);
+    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN));
     p = cf__conv_pick(cf__conv_fwd_paths, &c);
-    CF_ASSERT(!halves || p);
+    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN)) || p);
     if (p) p->run(&c);
     else {
         cf_ref_conv_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats);
@@ -3513,7 +3513,7 @@ static void cf__conv_forward(cf_net *net, int i) {
     float *y = cf__out(net, i);
     if (!l->depthwise) {
         cf__conv_forward_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, l->groups,
-                           net->priv->ws, net->priv->ws_floats, l->act, l->slope, cf__rounds(net, i), cf__conv_layer_halves(net, i) & ~CF__HALF_DIN);
+                           net->priv->ws, net->priv->ws_floats, l->act, l->slope, cf__rounds(net, i), cf__conv_layer_halves(net, i));
         net->priv->stored_bf16 = 1;   /* the dispatcher rounded it (when bf16) */
         return;
     }
@@ -4544,10 +4544,22 @@ static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half) {
     if (p->in.d != p->out.d * p->g.k[0] || p->in.h != p->out.h * p->g.k[1] || p->in.w != p->out.w * p->g.k[2]) return 0;
     return cf__pool_pick(cf__pool_fwd_paths, &pc) && cf__maxpool_inplace_takes_half(&pc);
 }
+/* how many layers read block s (-1: the network's input), when every one is a bf16 conv that
+   takes 16-bit operands; 0 when any is not */
+static int cf__readers_take_halves(cf_net *net, int s, int flags) {
+    int j, k, readers = 0;
+    for (j = s + 1; j < net->n_layers; j++)
+        for (k = 0; k < net->layers[j].n_src; k++)
+            if (net->layers[j].src[k] == s) {
+                if (!cf__rounds(net, j) || !cf__conv_takes_halves(net, &net->layers[j], flags)) return 0;
+                readers++;
+            }
+    return readers;
+}
 static void cf__plan_halves(cf_net *net, int i, int flags) {
     cf__plan_layer *pl = &net->priv->plan.l[i];
     const cf_layer *l = &net->layers[i];
-    int j, k, readers = 0, n = net->n_layers;
+    int readers, n = net->n_layers;
     pl->half = pl->grad_half = 0;
     if (!(flags & CF__PLAN_HALF) || !cf__rounds(net, i)) return;
     if (pl->fused_pool >= 0) {   /* a fused conv */
@@ -4555,30 +4567,14 @@ static void cf__plan_halves(cf_net *net, int i, int flags) {
         return;
     }
     if (l->type != CF_L_MAXPOOL || i == n - 1 || l->src[0] < 0 || !net->priv->plan.l[l->src[0]].half) return;
-    for (j = i + 1; j < n; j++)   /* its readers: convolutions taking 16 bits, each reading it alone */
-        for (k = 0; k < net->layers[j].n_src; k++)
-            if (net->layers[j].src[k] == i) {
-                if (!cf__rounds(net, j) || !cf__conv_takes_halves(net, &net->layers[j], flags)) return;
-                readers++;
-            }
-    if (!readers || !cf__pool_takes_halves(net, l, 1)) return;
+    if (!(readers = cf__readers_take_halves(net, i, flags)) || !cf__pool_takes_halves(net, l, 1)) return;
     pl->half = 1;
     pl->grad_half = readers == 1;   /* written once by its reader's backward-data (a half path stores it) */
 }
 /* the network's input read as it is, each reader rounding it as it reads (the half paths
    pack their operands with vcvtne2ps2bf16, which rounds): every layer that reads it is a conv
    that takes 16-bit operands */
-static int cf__plan_input_raw(cf_net *net, int flags) {
-    int j, k, readers = 0;
-    if (!(flags & CF__PLAN_HALF)) return 0;
-    for (j = 0; j < net->n_layers; j++)
-        for (k = 0; k < net->layers[j].n_src; k++)
-            if (net->layers[j].src[k] < 0) {
-                if (!cf__rounds(net, j) || !cf__conv_takes_halves(net, &net->layers[j], flags)) return 0;
-                readers++;
-            }
-    return readers > 0;
-}
+static int cf__plan_input_raw(cf_net *net, int flags) { return (flags & CF__PLAN_HALF) && cf__readers_take_halves(net, -1, flags) > 0; }
 #else
 static void cf__plan_halves(cf_net *net, int i, int flags) { net->priv->plan.l[i].half = net->priv->plan.l[i].grad_half = 0; (void)flags; }
 static int cf__plan_input_raw(cf_net *net, int flags) { (void)net; (void)flags; return 0; }
