@@ -594,8 +594,14 @@ CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shap
 CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
                             cf_shape in, cf_shape out, const cf_geom *g, int is_max);
 /* Depthwise convolution (groups = C = OC): a direct loop over taps, since im2col would copy
-   every input value kvol times to feed a GEMM with one row.
-   x (B, C, D, H, W)  w (C, 1, KD, KH, KW)  b (C) or NULL  y (B, C, OD, OH, OW) */
+   every input value kvol times to feed a GEMM with one row; the references.
+   x (B, C, D, H, W)  w (C, 1, KD, KH, KW)  b (C) or NULL  y (B, C, OD, OH, OW)
+   Forward writes y; backward accumulates dx (may be NULL: skipped), dw and db (may be NULL). */
+CFDEF void cf_ref_dwconv_forward(float *y, const float *x, const float *w, const float *b,
+                                 int B, cf_shape in, cf_shape out, const cf_geom *g);
+CFDEF void cf_ref_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                                  const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g);
+/* ... and through their dispatchers (section 4): same arguments, same results to rounding */
 CFDEF void cf_dwconv_forward(float *y, const float *x, const float *w, const float *b,
                              int B, cf_shape in, cf_shape out, const cf_geom *g);
 CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
@@ -1475,8 +1481,8 @@ CFDEF void cf_bn_backward(float *dx, float *dgamma, float *dbeta, const float *d
 
 /* ---- depthwise convolution: for each output row and tap, one strided run of an input row
    (the in-bounds part computed once by cf__row_range, as in im2col). */
-CFDEF void cf_dwconv_forward(float *y, const float *x, const float *w, const float *b,
-                             int B, cf_shape in, cf_shape out, const cf_geom *g) {
+CFDEF void cf_ref_dwconv_forward(float *y, const float *x, const float *w, const float *b,
+                                 int B, cf_shape in, cf_shape out, const cf_geom *g) {
     int C = in.c, c, KD = g->k[0], KH = g->k[1], KW = g->k[2];
     size_t iv = (size_t)in.d * in.h * in.w, ov = (size_t)out.d * out.h * out.w;
     CF__OMP(omp parallel for schedule(static))
@@ -1511,10 +1517,11 @@ CFDEF void cf_dwconv_forward(float *y, const float *x, const float *w, const flo
     }
 }
 
-CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
-                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g) {
+CFDEF void cf_ref_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                                  const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g) {
     int C = in.c, c, KD = g->k[0], KH = g->k[1], KW = g->k[2];
     size_t iv = (size_t)in.d * in.h * in.w, ov = (size_t)out.d * out.h * out.w;
+    if (db) cf__bias_grad(db, dy, 0, B, C, ov);
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {   /* a channel's dw and dx belong to one thread */
         const float *wc = w + (size_t)c * KD * KH * KW;
@@ -1523,8 +1530,6 @@ CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, 
         for (bi = 0; bi < B; bi++) {
             const float *xc = x + ((size_t)bi * C + c) * iv, *dyc = dy + ((size_t)bi * C + c) * ov;
             float *dxc = dx ? dx + ((size_t)bi * C + c) * iv : NULL;
-            size_t p;
-            if (db) { double s = 0.0; for (p = 0; p < ov; p++) s += dyc[p]; db[c] += (float)s; }
             for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
                 const float *dyr = dyc + ((size_t)od * out.h + oh) * out.w;
                 for (kd = 0; kd < KD; kd++) {
@@ -2728,6 +2733,50 @@ static void cf__pool_inside_bwd(const cf__pool_call *c) {
     }
 }
 
+/* ---- depthwise backward with a stride of 1 along the width (kind "direct").  The reference
+   indexes its input rows with the stride, x[row + t * s + off], which the compiler reads as a
+   gather; here each tap's in-bounds run is contiguous, x[row + t + off], and one pass over it
+   both adds the tap's dw term and scatters its dx term: plain vector loops, about 4x the
+   reference (docs/performance.md).  The same products, each row's dw sum in vector order. */
+static int cf__dw_rows_applies(const cf__conv_call *c) { return c->g->s[2] == 1; }
+/* one output row dyr against one input row xr (row kh of channel c's kernel: wk, dwk) */
+static void cf__dw_row_bwd(float *dxr, float *dwk, const float *dyr, const float *xr, const float *wk, int KW, int dil, int pad,
+                           int in_w, int out_w) {
+    int kw, t;
+    for (kw = 0; kw < KW; kw++) {
+        int off = kw * dil - pad, lo = off < 0 ? -off : 0, hi = out_w < in_w - off ? out_w : in_w - off;
+        float acc = 0.0f, wv = wk[kw];
+        if (dxr) {
+            CF__OMP(omp simd reduction(+:acc))
+            for (t = lo; t < hi; t++) { acc += dyr[t] * xr[t + off]; dxr[t + off] += wv * dyr[t]; }
+        } else {
+            CF__OMP(omp simd reduction(+:acc))
+            for (t = lo; t < hi; t++) acc += dyr[t] * xr[t + off];
+        }
+        dwk[kw] += acc;
+    }
+}
+static void cf__dw_rows_bwd(const cf__conv_call *c) {
+    const cf_geom *g = c->g;
+    cf_shape in = c->in, out = c->out;
+    int KD = g->k[0], KH = g->k[1], KW = g->k[2], ch;
+    size_t iv = cf__positions(in), ov = cf__positions(out);
+    CF__OMP(omp parallel for schedule(static))
+    for (ch = 0; ch < in.c; ch++) {   /* a channel's dw and dx belong to one thread */
+        int bi, od, oh, kd, kh;
+        for (bi = 0; bi < c->B; bi++) {
+            size_t plane = (size_t)bi * in.c + ch;
+            for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (kd = 0; kd < KD; kd++) for (kh = 0; kh < KH; kh++) {
+                int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+                size_t row = ((size_t)id * in.h + ih) * in.w, k = ((size_t)ch * KD * KH + (size_t)kd * KH + kh) * KW;
+                if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) continue;
+                cf__dw_row_bwd(c->dx ? c->dx + plane * iv + row : NULL, c->dw + k, c->dy + plane * ov + ((size_t)od * out.h + oh) * out.w,
+                               c->x + plane * iv + row, c->w + k, KW, g->dil[2], g->pb[2], in.w, out.w);
+            }
+        }
+    }
+}
+
 /* ---- max pooling with disjoint 2x2 windows on height and width and 1 or 2 on depth (k = s,
    dilation 1, inside the input): CosmoFlow's 2x2x2 pools and 2-D 2x2 ones.  Each output row
    reads its window as pairs from 2 or 4 input rows, where the general loops spend more on
@@ -2882,6 +2931,11 @@ static const cf__pool_path cf__pool_bwd_paths[] = {
     {CF__K_INSIDE, cf__pool_inside_applies, cf__pool_inside_bwd, 0},
 #endif
     {-1, NULL, NULL, 0}};
+static const cf__conv_path cf__dwconv_bwd_paths[] = {   /* both halves at once: dw and dx */
+#ifndef CF_REFERENCE
+    {CF__K_DIRECT, cf__dw_rows_applies, cf__dw_rows_bwd, 0, 0},
+#endif
+    {-1, NULL, NULL, 0, 0}};
 static const cf__conv_path *cf__conv_paths(int op) {
     return op == CF_OP_FORWARD ? cf__conv_fwd_paths : op == CF_OP_BACKWARD_WEIGHTS ? cf__conv_bww_paths : cf__conv_bwd_paths;
 }
@@ -3021,6 +3075,29 @@ CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const fl
     c.dx = dx; c.dy = dy; c.x = x; c.y = (float *)y;
     if ((p = cf__pool_pick(cf__pool_bwd_paths, &c))) p->run(&c);
     else cf_ref_pool_backward(dx, dy, x, y, B, in, out, g, is_max);
+}
+
+/* depthwise: the forward has only its reference (its rows already run as vector loops: a
+   contiguous twin measured no faster); the backward's path does dw and dx in one pass, the
+   dispatcher db (as for every convolution) */
+CFDEF void cf_dwconv_forward(float *y, const float *x, const float *w, const float *b,
+                             int B, cf_shape in, cf_shape out, const cf_geom *g) {
+    cf_ref_dwconv_forward(y, x, w, b, B, in, out, g);
+}
+static const char *cf__dwconv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, 0);
+    const cf__conv_path *p = op == CF_OP_FORWARD ? NULL : cf__conv_pick(cf__dwconv_bwd_paths, &c);
+    return p ? cf__kind_names[p->kind] : "reference";
+}
+CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, 0);
+    const cf__conv_path *p;
+    c.dx = dx; c.dw = dw; c.dy = dy; c.x = x; c.w = w;
+    p = cf__conv_pick(cf__dwconv_bwd_paths, &c);
+    if (!p) { cf_ref_dwconv_backward(dx, dw, db, dy, x, w, B, in, out, g); return; }
+    if (db) cf__bias_grad(db, dy, 0, B, in.c, (size_t)out.d * out.h * out.w);
+    p->run(&c);
 }
 
 #ifndef CF_REFERENCE
@@ -4364,7 +4441,7 @@ CFDEF const char *cf_net_path(const cf_net *net, int layer, int op) {
     if (op == CF_OP_BACKWARD_DATA && l->src[0] < 0 && !net->priv->dinput) return "-";
     switch (l->type) {
     case CF_L_CONV:
-        if (l->depthwise) return "reference";
+        if (l->depthwise) return cf__dwconv_path(op, net->batch, l->in, l->out, &l->g);
         return cf__conv_path_p(op, net->batch, l->in, l->out, &l->g, l->groups, net->priv->ws_floats, cf__rounds(net, layer));
     case CF_L_DECONV:
         return cf__deconv_gemm(cf__rounds(net, layer)) == cf__sgemm_fp32 ? "reference" : cf__kind_names[CF__K_BF16];

@@ -527,6 +527,44 @@ static void conv_sum_abs(int op, const path_case *pc, const float *x, const floa
     else cf_ref_conv_backward_data(sc, ady, aw, pc->B, in, out, &g, pc->groups, ws, wsf);
     free(ax); free(aw); free(ab); free(ady); free(adb);
 }
+/* depthwise backward: its path against cf_ref_dwconv_backward.  dx and db add the same
+   products in the same order (bit for bit); each dw is a sum the path takes in vector order,
+   within 1e-6 of its sum |terms| (the reference run on absolute values).  dx NULL skips dx. */
+static void test_dwconv_paths(cf_rng *r) {
+    static const struct { int C, D, H, W, k[3], s[3], dil[3], pb[3], pa[3], with_dx; } dcs[] = {
+        {3, 1, 9, 13, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1},   /* DeepCAM's 3x3 */
+        {2, 1, 11, 12, {1, 3, 3}, {1, 1, 1}, {1, 2, 2}, {0, 2, 2}, {0, 2, 2}, 1},  /* dilation 2 */
+        {2, 5, 7, 9, {3, 3, 3}, {2, 2, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 0},    /* 3-D, strided depth and height, no dx */
+        {2, 1, 4, 3, {1, 3, 5}, {1, 1, 1}, {1, 1, 1}, {0, 1, 2}, {0, 1, 2}, 1},    /* a row narrower than the kernel */
+        {3, 1, 9, 13, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1},   /* stride 2 on the width: the reference */
+    };
+    int ci, reached = 0, B = 2;
+    for (ci = 0; ci < (int)(sizeof dcs / sizeof dcs[0]); ci++) {
+        cf_shape in = {dcs[ci].C, dcs[ci].D, dcs[ci].H, dcs[ci].W}, out = in;
+        cf_geom g;
+        int a;
+        for (a = 0; a < 3; a++) { g.k[a] = dcs[ci].k[a]; g.s[a] = dcs[ci].s[a]; g.dil[a] = dcs[ci].dil[a]; g.pb[a] = dcs[ci].pb[a]; g.pa[a] = dcs[ci].pa[a]; }
+        out.d = cf_geom_out(&g, 0, in.d); out.h = cf_geom_out(&g, 1, in.h); out.w = cf_geom_out(&g, 2, in.w);
+        {
+            size_t nx = B * cf_shape_size(in), ny = B * cf_shape_size(out), nw = (size_t)in.c * cf__kvol(&g);
+            float *x = rnd(nx, r), *w = rnd(nw, r), *dy = rnd(ny, r), *dx1 = rnd(nx, r), *dx2 = (float *)malloc(nx * 4);
+            float *dw1 = rnd(nw, r), *dw2 = (float *)malloc(nw * 4), *db1 = rnd(in.c, r), *db2 = (float *)malloc(in.c * 4);
+            float *ax = absolute(x, nx), *ady = absolute(dy, ny), *adw = absolute(dw1, nw);
+            const char *path = cf__dwconv_path(CF_OP_BACKWARD_WEIGHTS, B, in, out, &g);
+            int dxs = dcs[ci].with_dx;
+            memcpy(dx2, dx1, nx * 4); memcpy(dw2, dw1, nw * 4); memcpy(db2, db1, in.c * 4);
+            cf_dwconv_backward(dxs ? dx1 : NULL, dw1, db1, dy, x, w, B, in, out, &g);
+            cf_ref_dwconv_backward(dxs ? dx2 : NULL, dw2, db2, dy, x, w, B, in, out, &g);
+            cf_ref_dwconv_backward(NULL, adw, NULL, ady, ax, w, B, in, out, &g);   /* sum |terms| of each dw */
+            reached |= dcs[ci].s[2] == 1 ? strcmp(path, "reference") != 0 : 2 * !strcmp(path, "reference");
+            CHECK(!memcmp(dx1, dx2, nx * 4) && !memcmp(db1, db2, in.c * 4) && worst_rel_to(dw1, dw2, adw, nw) <= 1e-6,
+                  "depthwise backward case %d (path %s) vs cf_ref_dwconv_backward: dx, db bit for bit, dw %.2g of sum |terms|", ci, path,
+                  worst_rel_to(dw1, dw2, adw, nw));
+            free(x); free(w); free(dy); free(dx1); free(dx2); free(dw1); free(dw2); free(db1); free(db2); free(ax); free(ady); free(adw);
+        }
+    }
+    CHECK(reached == 1 + 2, "the depthwise backward's fast path is reached, and a stride of 2 on the width keeps the reference");
+}
 static void test_fast_paths(void) {
     static const char *ops[3] = {"forward", "backward-weights", "backward-data"};
     cf_rng r = cf_rng_seed(31);
@@ -605,6 +643,7 @@ static void test_fast_paths(void) {
         for (p = cf__pool_bwd_paths; p->kind >= 0; p++) ok &= reach[1][p->kind];
         CHECK(ok, "every pooling fast path is reached by a test case");
     }
+    test_dwconv_paths(&r);
     free(ws);
 }
 
