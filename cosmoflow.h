@@ -1662,7 +1662,8 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
      tiles      a large convolution cut into tiles of output positions that the threads take
                 whole, each with its own im2col tile and a single-threaded sgemm
      pointwise  a 1x1 convolution as GEMMs on x and dx themselves (im2col would copy them)
-     direct     stride-1 convolutions without im2col: vector kernels over output rows
+     direct     stride-1 convolutions without im2col: vector kernels over output rows; the
+                depthwise backward over contiguous rows
      inside     pooling windows that never leave the input: no bounds tests
      pairs      max pooling with disjoint 2x2(x2) windows, read as pairs from 2 or 4 rows
      fusion     conv + max pool: the pool's backward writes the conv's gradient in place
