@@ -2769,8 +2769,9 @@ static void cf__dw_rows_bwd(const cf__conv_call *c) {
             size_t plane = (size_t)bi * in.c + ch;
             for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (kd = 0; kd < KD; kd++) for (kh = 0; kh < KH; kh++) {
                 int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
-                size_t row = ((size_t)id * in.h + ih) * in.w, k = ((size_t)ch * KD * KH + (size_t)kd * KH + kh) * KW;
+                size_t row, k;
                 if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) continue;
+                row = ((size_t)id * in.h + ih) * in.w; k = ((size_t)ch * KD * KH + (size_t)kd * KH + kh) * KW;
                 cf__dw_row_bwd(c->dx ? c->dx + plane * iv + row : NULL, c->dw + k, c->dy + plane * ov + ((size_t)od * out.h + oh) * out.w,
                                c->x + plane * iv + row, c->w + k, KW, g->dil[2], g->pb[2], in.w, out.w);
             }
@@ -3095,10 +3096,9 @@ CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, 
     cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, 0);
     const cf__conv_path *p;
     c.dx = dx; c.dw = dw; c.dy = dy; c.x = x; c.w = w;
-    p = cf__conv_pick(cf__dwconv_bwd_paths, &c);
-    if (!p) { cf_ref_dwconv_backward(dx, dw, db, dy, x, w, B, in, out, g); return; }
     if (db) cf__bias_grad(db, dy, 0, B, in.c, (size_t)out.d * out.h * out.w);
-    p->run(&c);
+    if ((p = cf__conv_pick(cf__dwconv_bwd_paths, &c))) p->run(&c);
+    else cf_ref_dwconv_backward(dx, dw, NULL, dy, x, w, B, in, out, g);
 }
 
 #ifndef CF_REFERENCE
