@@ -922,12 +922,21 @@ CFDEF float cf_f32_from_bf16(cf_bf16 h) {
     memcpy(&f, &u, 4);
     return f;
 }
+/* x[0 .. n) rounded in place on the calling thread: the rounding a pass applies to a stretch
+   it has just written, while the stretch is in cache */
+static void cf__round_floats(float *x, size_t n) {
+    size_t j;
+    for (j = 0; j < n; j++) x[j] = cf_f32_from_bf16(cf_bf16_from_f32(x[j]));
+}
+/* cf__round_floats, or its twin on the CPU's rounding instruction (the same bits, section 4,
+   kind bf16): chosen there */
+static void cf__round_run(float *x, size_t n);
 CFDEF void cf_bf16_round(float *x, size_t n) {
     long i;   /* a signed index for OpenMP 2.5; chunks of 2^16: a pass over memory, shared by the threads */
     CF__OMP(omp parallel for schedule(static) if (n >= ((size_t)1 << 18)))
     for (i = 0; i < (long)((n + 65535) >> 16); i++) {
-        size_t j, end = ((size_t)i + 1) << 16 < n ? ((size_t)i + 1) << 16 : n;
-        for (j = (size_t)i << 16; j < end; j++) x[j] = cf_f32_from_bf16(cf_bf16_from_f32(x[j]));
+        size_t start = (size_t)i << 16;
+        cf__round_run(x + start, n - start < 65536 ? n - start : 65536);
     }
 }
 
@@ -949,6 +958,18 @@ CF__INLINE float cf__act_df(float dy, float y, int act, float slope) {
     case CF_ACT_TANH: return dy * (1.0f - y * y);
     default: return dy;
     }
+}
+/* y[0 .. n) = f(y) on the calling thread: a pass's activation of a stretch it has just written */
+static void cf__act_floats(float *y, size_t n, int act, float slope) {
+    size_t i;
+#define CF__ACT_LOOP(A) do { for (i = 0; i < n; i++) y[i] = cf__act_f(y[i], A, slope); } while (0)
+    switch (act) {
+    case CF_ACT_RELU: CF__ACT_LOOP(CF_ACT_RELU); break;
+    case CF_ACT_LEAKY: CF__ACT_LOOP(CF_ACT_LEAKY); break;
+    case CF_ACT_TANH: CF__ACT_LOOP(CF_ACT_TANH); break;
+    default: break;
+    }
+#undef CF__ACT_LOOP
 }
 
 /* ================================================================ 2. sgemm */
@@ -1089,15 +1110,17 @@ static size_t cf__tile(size_t rows, size_t P, size_t ws_floats) {
 }
 
 /* y[r][p] = act(y[r][p] + b[r]) for rows r < rows, columns p < n of a (rows, stride) block:
-   a tile's bias and activation, applied right after its GEMM wrote it (b may be NULL) */
-static void cf__bias_act(float *y, const float *b, int rows, size_t n, size_t stride, int act, float slope) {
+   a tile's bias and activation, applied right after its GEMM wrote it (b may be NULL); rnd:
+   then rounded to bf16 (a bf16 network's output, stored rounded while the tile is in cache) */
+static void cf__bias_act(float *y, const float *b, int rows, size_t n, size_t stride, int act, float slope, int rnd) {
     int r;
     CF__OMP(omp parallel for schedule(static) if(rows * n > 32768))
     for (r = 0; r < rows; r++) {
         float *yr = y + (size_t)r * stride, v = b ? b[r] : 0.0f;
         size_t p;
         if (v != 0.0f) for (p = 0; p < n; p++) yr[p] += v;
-        cf_act_forward(yr, n, act, slope);   /* its own parallel loop stays inactive in here */
+        cf__act_floats(yr, n, act, slope);
+        if (rnd) cf__round_run(yr, n);
     }
 }
 
@@ -1140,7 +1163,7 @@ static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, 
     cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 static void cf__im2col_forward_with(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                                    const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
+                                    const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm, int rnd) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
     for (bi = 0; bi < B; bi++) {
@@ -1151,14 +1174,14 @@ static void cf__im2col_forward_with(float *y, const float *x, const float *w, co
                 cf__im2col(ws, x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, Cg, in, out, g, p0, n);
                 gemm(0, 0, OCg, (int)n, K, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f, yb + (size_t)gi * OCg * P + p0, (int)P);
             }
-            cf__bias_act(yb + p0, b, out.c, n, P, CF_ACT_LINEAR, 0.0f);
+            cf__bias_act(yb + p0, b, out.c, n, P, CF_ACT_LINEAR, 0.0f, rnd);
         }
     }
 }
 CFDEF void cf_ref_conv_forward(float *y, const float *x, const float *w, const float *b,
                                int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
                                float *ws, size_t ws_floats) {
-    cf__im2col_forward_with(y, x, w, b, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
+    cf__im2col_forward_with(y, x, w, b, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32, 0);
 }
 
 static void cf__im2col_backward_weights_with(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
@@ -1285,15 +1308,13 @@ CFDEF void cf_dense_backward(float *dx, float *dw, float *db, const float *dy, c
    one loop per kind, so that each runs without a test of act per element. */
 #define CF__PAR_FOR(n) CF__OMP(omp parallel for schedule(static) if((n) > 65536))
 CFDEF void cf_act_forward(float *y, size_t n, int act, float slope) {
-    long i, m = (long)n;
-#define CF__ACT_LOOP(A) do { CF__PAR_FOR(m) for (i = 0; i < m; i++) y[i] = cf__act_f(y[i], A, slope); } while (0)
-    switch (act) {
-    case CF_ACT_RELU: CF__ACT_LOOP(CF_ACT_RELU); break;
-    case CF_ACT_LEAKY: CF__ACT_LOOP(CF_ACT_LEAKY); break;
-    case CF_ACT_TANH: CF__ACT_LOOP(CF_ACT_TANH); break;
-    default: break;
+    long i;   /* chunks of 2^16, shared by the threads */
+    if (act == CF_ACT_LINEAR) return;
+    CF__PAR_FOR(n)
+    for (i = 0; i < (long)((n + 65535) >> 16); i++) {
+        size_t start = (size_t)i << 16;
+        cf__act_floats(y + start, n - start < 65536 ? n - start : 65536, act, slope);
     }
-#undef CF__ACT_LOOP
 }
 
 CFDEF void cf_act_backward(float *dy, const float *y, size_t n, int act, float slope) {
@@ -1366,28 +1387,37 @@ static double cf__bn_sum(const float *x, int B, int C, int c, size_t P, float ce
     return s;
 }
 
-/* y = gamma (x - mean) invstd + beta = a x + sh per channel: batch norm's normalizing pass,
-   also what rebuilds a batch norm's output in backward (the same bits) */
-static void cf__bn_apply(float *y, const float *x, const float *gamma, const float *beta,
-                         const float *mean, const float *invstd, int B, int C, size_t P) {
+/* y = act(gamma (x - mean) invstd + beta) = act(a x + sh) per channel: batch norm's
+   normalizing pass, also what rebuilds a batch norm's output in backward (the same bits).
+   rnd: each value rounded to bf16 as it is stored (a bf16 network, section 5).  The
+   activation and the rounding run on a stretch of CF__STRETCH values just written, while it
+   is in cache: one pass over memory instead of three. */
+#define CF__STRETCH 4096
+static void cf__bn_apply(float *y, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
+                         int B, int C, size_t P, int act, float slope, int rnd) {
     int c;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
         float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a;
-        size_t p;
+        size_t p, p0;
         int b;
         for (b = 0; b < B; b++) {
             const float *xc = x + ((size_t)b * C + c) * P;
             float *yc = y + ((size_t)b * C + c) * P;
-            for (p = 0; p < P; p++) yc[p] = a * xc[p] + sh;
+            for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
+                size_t n = P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH;
+                for (p = p0; p < p0 + n; p++) yc[p] = a * xc[p] + sh;
+                cf__act_floats(yc + p0, n, act, slope);
+                if (rnd) cf__round_run(yc + p0, n);
+            }
         }
     }
 }
 
-CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const float *beta,
-                         float *rmean, float *rvar, float *save_mean, float *save_invstd,
-                         int B, int C, size_t P, int train, float momentum, float eps,
-                         const cf_bn_sync *sync) {
+/* the statistics that normalize, into save_mean and save_invstd: the batch's (train; the
+   running ones move towards them) or the running ones */
+static void cf__bn_stats(const float *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B, int C, size_t P,
+                         int train, float momentum, float eps, const cf_bn_sync *sync) {
     int c;
     if (train) {
         /* two passes, the mean and then squared deviations (no cancellation); each pass's
@@ -1422,16 +1452,22 @@ CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const flo
     } else {   /* the running statistics are the ones used */
         for (c = 0; c < C; c++) { save_mean[c] = rmean[c]; save_invstd[c] = (float)(1.0 / sqrt((double)rvar[c] + eps)); }
     }
-    cf__bn_apply(y, x, gamma, beta, save_mean, save_invstd, B, C, P);
+}
+CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const float *beta,
+                         float *rmean, float *rvar, float *save_mean, float *save_invstd,
+                         int B, int C, size_t P, int train, float momentum, float eps,
+                         const cf_bn_sync *sync) {
+    cf__bn_stats(x, rmean, rvar, save_mean, save_invstd, B, C, P, train, momentum, eps, sync);
+    cf__bn_apply(y, x, gamma, beta, save_mean, save_invstd, B, C, P, CF_ACT_LINEAR, 0.0f, 0);
 }
 
 /* With xhat = (x - mean) invstd and n values per channel (train mode; the mean and variance
    depend on x):  dgamma = sum dy xhat,  dbeta = sum dy,
    dx = gamma invstd (dy - sum(dy)/n - xhat sum(dy xhat)/n), the sums over the global batch
    when synchronized.  Eval mode: the statistics are constants, dx = gamma invstd dy. */
-CFDEF void cf_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
-                          const float *gamma, const float *mean, const float *invstd,
-                          int B, int C, size_t P, int train, const cf_bn_sync *sync) {
+/* rnd: dx rounded to bf16 as it is stored, a stretch at a time (as cf__bn_apply) */
+static void cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
+                              const float *invstd, int B, int C, size_t P, int train, const cf_bn_sync *sync, int rnd) {
     int c;
     double *sums = sync ? sync->work : NULL, n = (double)B * P;
     if (sync && train) {   /* the global sums of dy and dy xhat first */
@@ -1474,9 +1510,19 @@ CFDEF void cf_bn_backward(float *dx, float *dgamma, float *dbeta, const float *d
         for (b = 0; b < B; b++) {
             const float *xc = x + ((size_t)b * C + c) * P, *dyc = dy + ((size_t)b * C + c) * P;
             float *dxc = dx + ((size_t)b * C + c) * P;
-            for (p = 0; p < P; p++) dxc[p] += k * (dyc[p] - k1 - (xc[p] - m) * is * k2);
+            size_t p0;
+            for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
+                size_t n = P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH;
+                for (p = p0; p < p0 + n; p++) dxc[p] += k * (dyc[p] - k1 - (xc[p] - m) * is * k2);
+                if (rnd) cf__round_run(dxc + p0, n);
+            }
         }
     }
+}
+CFDEF void cf_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                          const float *gamma, const float *mean, const float *invstd,
+                          int B, int C, size_t P, int train, const cf_bn_sync *sync) {
+    cf__bn_backward_p(dx, dgamma, dbeta, dy, x, gamma, mean, invstd, B, C, P, train, sync, 0);
 }
 
 /* ---- depthwise convolution: for each output row and tap, one strided run of an input row
@@ -1715,8 +1761,9 @@ typedef struct {
     int x_raw;                                                /* x in fp32 not yet rounded (a bf16 network's
                                                                  input): rounded as the path reads it */
 } cf__conv_call;
-/* a path: its kind, whether it applies, the code; rounds = 1: a forward path that stores its
-   output rounded to bf16 when c->bf16 (else the dispatcher rounds it, section 5); half = 1:
+/* a path: its kind, whether it applies, the code; rounds = 1: a forward or backward-data path
+   that stores its output rounded to bf16 when c->bf16 (else the dispatcher rounds it, section
+   5); half = 1:
    it takes a call with operands in 16 bits or an unrounded input (half, x_half, dx_half,
    x_raw; the others never see one) */
 typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); int rounds, half; } cf__conv_path;
@@ -1764,7 +1811,8 @@ static int cf__pointwise_applies(const cf__conv_call *c) {
     for (a = 0; a < 3; a++) if (c->g->k[a] != 1 || c->g->s[a] != 1 || c->g->pb[a] || c->g->pa[a]) return 0;
     return 1;
 }
-static void cf__pointwise_fwd_with(const cf__conv_call *c, cf__gemm_fn gemm) {
+/* rnd: the bias and activation pass rounds the output to bf16 as it stores it */
+static void cf__pointwise_fwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd) {
     int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi;
     size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
     for (bi = 0; bi < c->B; bi++) {
@@ -1772,7 +1820,7 @@ static void cf__pointwise_fwd_with(const cf__conv_call *c, cf__gemm_fn gemm) {
         for (gi = 0; gi < c->groups; gi++)
             gemm(0, 0, OCg, (int)P, Cg, c->w + (size_t)gi * OCg * Cg, Cg, c->x + bi * in_sz + (size_t)gi * Cg * P, (int)P,
                  0.0f, yb + (size_t)gi * OCg * P, (int)P);
-        cf__bias_act(yb, c->b, c->out.c, P, P, c->act, c->slope);
+        cf__bias_act(yb, c->b, c->out.c, P, P, c->act, c->slope, rnd);
     }
 }
 static void cf__pointwise_bww_with(const cf__conv_call *c, cf__gemm_fn gemm) {
@@ -1791,7 +1839,7 @@ static void cf__pointwise_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm) {
             gemm(1, 0, Cg, (int)P, OCg, c->w + (size_t)gi * OCg * Cg, Cg, c->dy + (size_t)bi * c->out.c * P + (size_t)gi * OCg * P,
                  (int)P, 1.0f, c->dx + bi * in_sz + (size_t)gi * Cg * P, (int)P);
 }
-static void cf__pointwise_fwd(const cf__conv_call *c) { cf__pointwise_fwd_with(c, cf__sgemm_fp32); }
+static void cf__pointwise_fwd(const cf__conv_call *c) { cf__pointwise_fwd_with(c, cf__sgemm_fp32, 0); }
 static void cf__pointwise_bww(const cf__conv_call *c) { cf__pointwise_bww_with(c, cf__sgemm_fp32); }
 static void cf__pointwise_bwd(const cf__conv_call *c) { cf__pointwise_bwd_with(c, cf__sgemm_fp32); }
 
@@ -1818,10 +1866,11 @@ static long cf__fwd_tiles(int K, size_t P, size_t ws_floats, size_t *tile) {
 static int cf__kvol(const cf_geom *g) { return g->k[0] * g->k[1] * g->k[2]; }
 
 /* One sample:  y (OC, P) = beta*y + w (OC, K) x im2col(x) (K, P), then bias and act per
-   tile.  Tiles write disjoint columns of y, so any thread may take any tile. */
+   tile (and rnd: rounding to bf16).  Tiles write disjoint columns of y, so any thread may take
+   any tile. */
 static void cf__conv_tiles(float *y, const float *x, const float *w, const float *b, float beta,
                            cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
-                           int act, float slope, cf__gemm_fn gemm) {
+                           int act, float slope, cf__gemm_fn gemm, int rnd) {
     int K = in.c * cf__kvol(g);
     size_t P = cf__positions(out), tile;
     long ntiles = cf__fwd_tiles(K, P, ws_floats, &tile), t;
@@ -1833,7 +1882,7 @@ static void cf__conv_tiles(float *y, const float *x, const float *w, const float
             size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
             cf__im2col(col, x, in.c, in, out, g, p0, n);   /* its own parallel loop stays inactive in here */
             gemm(0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, y + p0, (int)P);
-            if (b || act != CF_ACT_LINEAR) cf__bias_act(y + p0, b, out.c, n, P, act, slope);
+            if (b || act != CF_ACT_LINEAR || rnd) cf__bias_act(y + p0, b, out.c, n, P, act, slope, rnd);
         }
     }
 }
@@ -1841,13 +1890,13 @@ static int cf__tiles_fwd_applies(const cf__conv_call *c) {
     size_t tile;
     return c->groups == 1 && cf__fwd_tiles(c->in.c * cf__kvol(c->g), cf__positions(c->out), c->ws_floats, &tile) > 0;
 }
-static void cf__tiles_fwd_with(const cf__conv_call *c, cf__gemm_fn gemm) {
+static void cf__tiles_fwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd) {
     int bi;
     for (bi = 0; bi < c->B; bi++)
         cf__conv_tiles(c->y + (size_t)bi * cf_shape_size(c->out), c->x + (size_t)bi * cf_shape_size(c->in), c->w, c->b, 0.0f,
-                       c->in, c->out, c->g, c->ws, c->ws_floats, c->act, c->slope, gemm);
+                       c->in, c->out, c->g, c->ws, c->ws_floats, c->act, c->slope, gemm, rnd);
 }
-static void cf__tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_fp32); }
+static void cf__tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_fp32, 0); }
 
 /* Backward-weights:  dw (OC, K) += dy (OC, P) x im2col(x)^T (P, K).  Thread 0 adds into dw,
    the others into zeroed copies after their tiles in ws, summed into dw in thread order at the
@@ -1924,7 +1973,7 @@ static int cf__tiles_bwd_applies(const cf__conv_call *c) {
     return c->groups == 1 && cf__flipped_geom(c->g, &gt) && wsz < c->ws_floats &&
            cf__fwd_tiles(c->out.c * cf__kvol(c->g), cf__positions(c->in), c->ws_floats - wsz, &tile) > 0;
 }
-static void cf__tiles_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm) {
+static void cf__tiles_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd) {
     cf_geom gt;
     size_t wsz = cf__flipped_floats(c);
     int bi;
@@ -1932,9 +1981,9 @@ static void cf__tiles_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm) {
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
     for (bi = 0; bi < c->B; bi++)
         cf__conv_tiles(c->dx + (size_t)bi * cf_shape_size(c->in), c->dy + (size_t)bi * cf_shape_size(c->out), c->ws, NULL, 1.0f,
-                       c->out, c->in, &gt, c->ws + wsz, c->ws_floats - wsz, CF_ACT_LINEAR, 0.0f, gemm);
+                       c->out, c->in, &gt, c->ws + wsz, c->ws_floats - wsz, CF_ACT_LINEAR, 0.0f, gemm, rnd);
 }
-static void cf__tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_fp32); }
+static void cf__tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_fp32, 0); }
 
 /* ---- direct convolution (no im2col) for a stride of 1 along the width.  With few input
    channels im2col + GEMM is slow: CosmoFlow's first layer (4 -> 32 channels, K = 108) would
@@ -2150,6 +2199,13 @@ CF__BF16_TARGET static __m512i cf__pairs16_within(const float *x, int lo, int hi
     __m512 b = _mm512_maskz_loadu_ps(cf__lanes(hi - 16) & (__mmask16)~cf__lanes(lo - 16), x + 16);
     return (__m512i)_mm512_cvtne2ps_pbh(b, a);
 }
+/* 16 floats rounded to bf16 and back by vcvtneps2bf16, which rounds as vcvtne2ps2bf16 does
+   (one source instead of two): as cf_bf16_from_f32 (test_core checks it on 2^24 inputs,
+   make test-bf16 on all 2^32) */
+CF__BF16_TARGET static __m512 cf__round16_bf16(__m512 z) {
+    __m256i h = (__m256i)_mm512_cvtneps_pbh(z);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
 /* the pairs (x[2i], x[2i+1]) of up to 32 floats of a row, as 16 lanes; floats past n are zero.
    vcvtne2ps2bf16 keeps a bf16 value as it is, so on the bf16 values the GEMM is given it is
    cf__pair, a vector at a time. */
@@ -2255,8 +2311,9 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int
             for (i = 0; i < 16 && q + i < nq; i++) _mm512_mask_storeu_epi32(Bp + cf__bp(q + i, j, nq), cf__lanes(nb - j), r[i]);
         }
 }
-/* C (M x nb) = beta C + the packed chunk's nq pairs */
-CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uint32_t *Ap, const uint32_t *Bp, float *C, int ldc, float beta) {
+/* C (M x nb) = beta C + the packed chunk's nq pairs; rnd: C rounded to bf16 as it is stored
+   (the last chunk of a sum whose result is a bf16 network's tensor) */
+CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uint32_t *Ap, const uint32_t *Bp, float *C, int ldc, float beta, int rnd) {
     int m0, n0, q, o;
     for (m0 = 0; m0 < M; m0 += 8) {
         int nm = M - m0 < 8 ? M - m0 : 8;
@@ -2279,6 +2336,7 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uin
 #define CF__ST(o) if (o < nm) {                                                                                  \
                 float *c = C + (size_t)(m0 + o) * ldc + n0;                                                      \
                 if (beta != 0.0f) { a[o][0] = _mm512_add_ps(a[o][0], _mm512_maskz_loadu_ps(k0, c)); a[o][1] = _mm512_add_ps(a[o][1], _mm512_maskz_loadu_ps(k1, c + 16)); } \
+                if (rnd) { a[o][0] = cf__round16_bf16(a[o][0]); a[o][1] = cf__round16_bf16(a[o][1]); }            \
                 _mm512_mask_storeu_ps(c, k0, a[o][0]);                                                            \
                 _mm512_mask_storeu_ps(c + 16, k1, a[o][1]);                                                       \
             }
@@ -2288,33 +2346,35 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uin
     }
 }
 /* one task: C[:, n0 .. n0 + nb] = beta C + the sum over pairs q0 .. q1 (A and C start at the
-   task's first row); Ap, Bp: the thread's chunk buffers, or NULL when they could not be had
-   (then cf_sgemm, the same operands) */
+   task's first row), rounded to bf16 when rnd; Ap, Bp: the thread's chunk buffers, or NULL when
+   they could not be had (then cf_sgemm, the same operands) */
 static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
-                               int n0, int nb, int q0, int q1, uint32_t *Ap, uint32_t *Bp) {
+                               int n0, int nb, int q0, int q1, uint32_t *Ap, uint32_t *Bp, int rnd) {
     int q;
     if (!Ap || !Bp) {
-        int k0 = 2 * q0, kn = (2 * q1 < K ? 2 * q1 : K) - k0;
+        int k0 = 2 * q0, kn = (2 * q1 < K ? 2 * q1 : K) - k0, r;
         cf_sgemm(tA, tB, M, nb, kn, 1.0f, tA ? A + (size_t)k0 * lda : A + k0, lda, tB ? B + (size_t)n0 * ldb + k0 : B + (size_t)k0 * ldb + n0, ldb,
                  beta, C + n0, ldc);
+        for (r = 0; r < M && rnd; r++) cf__round_run(C + (size_t)r * ldc + n0, (size_t)nb);
         return;
     }
     for (q = q0; q < q1; q += CF__GEMM_KC) {
         int nq = q1 - q < CF__GEMM_KC ? q1 - q : CF__GEMM_KC;
         cf__pack_a(Ap, tA, A, lda, M, K, q, nq);
         cf__pack_b(Bp, tB, B, 0, ldb, K, q, nq, n0, nb);
-        cf__gemm_bf16_block(M, nb, nq, Ap, Bp, C + n0, ldc, q == q0 ? beta : 1.0f);
+        cf__gemm_bf16_block(M, nb, nq, Ap, Bp, C + n0, ldc, q == q0 ? beta : 1.0f, rnd && q + nq == q1);
     }
 }
-/* cf_sgemm's arguments (alpha = 1, beta 0 or 1) on bf16 values */
-static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+/* cf_sgemm's arguments (alpha = 1, beta 0 or 1) on bf16 values; rnd: C stored rounded to bf16 */
+static void cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                             int ldc) {
     int K2 = (K + 1) / 2, nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, mblocks = (M + CF__GEMM_MB - 1) / CF__GEMM_MB;
     int parts = (K2 + CF__GEMM_KPART - 1) / CF__GEMM_KPART, blocks = mblocks * nblocks, span, t;
     size_t MN = (size_t)M * N, ka = (size_t)(K2 < CF__GEMM_KC ? K2 : CF__GEMM_KC);   /* a chunk's pairs, at most */
     size_t a_n = (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka, b_n = ka * (size_t)(((N < CF__GEMM_NB ? N : CF__GEMM_NB) + 31) / 32 * 32);   /* whole panels */
     float *partial = NULL;
     if (M <= 0 || N <= 0) return;
-    if (K <= 0) { int r, j; for (r = 0; r < M; r++) for (j = 0; j < N; j++) C[(size_t)r * ldc + j] *= beta; return; }
+    if (K <= 0) { int r, j; for (r = 0; r < M; r++) for (j = 0; j < N; j++) C[(size_t)r * ldc + j] *= beta; return; }   /* (bf16 values stay) */
     if (parts > 1 && !(partial = (float *)CF_MALLOC(sizeof(float) * MN * parts))) parts = 1;   /* no room: one part, the same sums */
     span = (K2 + parts - 1) / parts;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
@@ -2325,8 +2385,8 @@ static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, 
             int b = t % blocks, m0 = b / nblocks * CF__GEMM_MB, n0 = b % nblocks * CF__GEMM_NB, q0 = t / blocks * span;
             int mb = M - m0 < CF__GEMM_MB ? M - m0 : CF__GEMM_MB, nb = N - n0 < CF__GEMM_NB ? N - n0 : CF__GEMM_NB, q1 = K2 - q0 < span ? K2 : q0 + span;
             const float *Am = tA ? A + m0 : A + (size_t)m0 * lda;   /* the task's rows of op(A) */
-            if (parts == 1) cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, beta, C + (size_t)m0 * ldc, ldc, n0, nb, q0, q1, Ap, Bp);
-            else cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, 0.0f, partial + MN * (size_t)(t / blocks) + (size_t)m0 * N, N, n0, nb, q0, q1, Ap, Bp);
+            if (parts == 1) cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, beta, C + (size_t)m0 * ldc, ldc, n0, nb, q0, q1, Ap, Bp, rnd);
+            else cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, 0.0f, partial + MN * (size_t)(t / blocks) + (size_t)m0 * N, N, n0, nb, q0, q1, Ap, Bp, 0);
         }
         CF_FREE(Ap); CF_FREE(Bp);
     }
@@ -2339,10 +2399,17 @@ static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, 
         for (i = 0; i < (size_t)N; i++) {
             float v = beta != 0.0f ? c[i] : 0.0f;
             for (p = 0; p < parts; p++) v += partial[MN * p + (size_t)t * N + i];
-            c[i] = v;
+            c[i] = rnd ? cf_f32_from_bf16(cf_bf16_from_f32(v)) : v;
         }
     }
     CF_FREE(partial);
+}
+static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    cf__sgemm_bf16_r(0, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+/* the same, C stored rounded to bf16: the sum as cf__sgemm_bf16's, rounded once */
+static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    cf__sgemm_bf16_r(1, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* ---- the direct kernel in bf16: as cf__direct_fwd, with the input channels paired.  A pair
@@ -2419,16 +2486,15 @@ static void cf__pack_kernel_bf16(uint32_t *w2, const float *w, int OC, int C, in
         w2[(((size_t)oc * C2 + cp) * KDKH + k) * KW + kw] = cf__pair(r[0], 2 * cp + 1 < C ? r[(size_t)KDKH * KW] : 0.0f);
     }
 }
-/* 16 floats rounded to bf16 and back by vcvtneps2bf16, which rounds as vcvtne2ps2bf16 does
-   (one source instead of two): as cf_bf16_from_f32 (test_core checks it on 2^24 inputs,
-   make test-bf16 on all 2^32) */
-CF__BF16_TARGET static __m512 cf__round16_bf16(__m512 z) {
-    __m256i h = (__m256i)_mm512_cvtneps_pbh(z);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
 /* x[0 .. n) (n <= 16) rounded in place, as cf__round16_bf16 */
 CF__BF16_TARGET static void cf__round16_bf16_at(float *x, int n) {
     _mm512_mask_storeu_ps(x, cf__lanes(n), cf__round16_bf16(_mm512_maskz_loadu_ps(cf__lanes(n), x)));
+}
+/* cf__round_floats, 16 at a time: about 2 instructions for 16 values instead of ~2 cycles for
+   one (the definition's three cases, vectorized by the compiler, take that long) */
+CF__BF16_TARGET static void cf__round_floats_bf16(float *x, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i += 16) cf__round16_bf16_at(x + i, n - i < 16 ? (int)(n - i) : 16);
 }
 /* cf__act_f on 16 lanes: linear, relu and leaky as vector operations (max returns its second
    operand for a NaN, as relu's test v > 0 gives 0; a compare with NaN is false, as leaky's),
@@ -2572,15 +2638,19 @@ static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
 }
 /* the GEMM paths (tiles, pointwise) with the bf16 GEMM */
 static int cf__bf16_pointwise_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__pointwise_applies(c); }
-static void cf__bf16_pointwise_fwd(const cf__conv_call *c) { cf__pointwise_fwd_with(c, cf__sgemm_bf16); }
+/* the output stored rounded: by the GEMM when no bias or activation pass follows it, else by that pass */
+static void cf__bf16_pointwise_fwd(const cf__conv_call *c) {
+    int bare = !c->b && c->act == CF_ACT_LINEAR;
+    cf__pointwise_fwd_with(c, bare ? cf__sgemm_bf16_rounded : cf__sgemm_bf16, !bare);
+}
 static void cf__bf16_pointwise_bww(const cf__conv_call *c) { cf__pointwise_bww_with(c, cf__sgemm_bf16); }
-static void cf__bf16_pointwise_bwd(const cf__conv_call *c) { cf__pointwise_bwd_with(c, cf__sgemm_bf16); }
+static void cf__bf16_pointwise_bwd(const cf__conv_call *c) { cf__pointwise_bwd_with(c, cf__sgemm_bf16_rounded); }
 static int cf__bf16_tiles_fwd_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_fwd_applies(c); }
 static int cf__bf16_tiles_bww_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_bww_applies(c); }
 static int cf__bf16_tiles_bwd_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_bwd_applies(c); }
-static void cf__bf16_tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_bf16); }
+static void cf__bf16_tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_bf16, 1); }
 static void cf__bf16_tiles_bww(const cf__conv_call *c) { cf__tiles_bww_with(c, cf__sgemm_bf16); }
-static void cf__bf16_tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_bf16); }
+static void cf__bf16_tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_bf16, 1); }
 /* Backward-weights without im2col's buffer:  dw^T (K x OC) += col (K x P) dy^T (P x OC), in
    tiles of CF__BWW_TILE positions.  The tile's im2col rows are packed into pairs of positions
    straight from x (cf__pack_taps: a tap's row is a stretch of an input row, zeros where it
@@ -2654,7 +2724,7 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
             const float *dy = cf__elt(c->dy, c->half, bi * cf_shape_size(c->out) + p0);
             cf__pack_taps(Ap, cf__elt(c->x, c->x_half, bi * cf_shape_size(c->in)), c->x_half, c->in, c->out, c->g, p0, n);
             cf__pack_b(Bp, 1, dy, c->half, (int)P, (int)n, 0, (int)n / 2, 0, OC);
-            cf__gemm_bf16_block(K, OC, (int)n / 2, Ap, Bp, dwt, OC, 1.0f);
+            cf__gemm_bf16_block(K, OC, (int)n / 2, Ap, Bp, dwt, OC, 1.0f, 0);
         }
     }
     CF__OMP(omp parallel for schedule(static))
@@ -2666,8 +2736,10 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
 }
 /* what the tiles leave (few positions, groups): the references' im2col with the bf16 GEMM */
 static void cf__bf16_im2col_fwd(const cf__conv_call *c) {
-    cf__im2col_forward_with(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
-    cf_act_forward(c->y, (size_t)c->B * cf_shape_size(c->out), c->act, c->slope);
+    size_t n = (size_t)c->B * cf_shape_size(c->out);
+    int linear = c->act == CF_ACT_LINEAR;   /* stored rounded: by the tiles' bias pass, or after the activation */
+    cf__im2col_forward_with(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16, linear);
+    if (!linear) { cf_act_forward(c->y, n, c->act, c->slope); cf_bf16_round(c->y, n); }
 }
 static void cf__bf16_im2col_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
     cf__im2col_backward_weights_with(c->dw, NULL, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
@@ -2676,6 +2748,13 @@ static void cf__bf16_im2col_bwd(const cf__conv_call *c) {
     cf__im2col_backward_data_with(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
 }
 #endif /* CF__BF16 */
+
+static void cf__round_run(float *x, size_t n) {
+#ifdef CF__BF16
+    if (cf__kind_on[CF__K_BF16] && cf__has_bf16()) { cf__round_floats_bf16(x, n); return; }
+#endif
+    cf__round_floats(x, n);
+}
 
 /* ---- pooling: windows that never leave the input (CosmoFlow's 2x2x2 stride-2 pools) need
    no bounds tests; max and average then run in loops of their own. */
@@ -2881,9 +2960,9 @@ static const cf__conv_path cf__conv_fwd_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
     {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run, 1, 1},
-    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd, 0, 0},
-    {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 0, 0},
-    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_fwd, 0, 0},
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd, 1, 0},
+    {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 1, 0},
+    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_fwd, 1, 0},
 #endif
 #ifdef CF__DIRECT
     {CF__K_DIRECT, cf__direct_fwd_applies, cf__direct_fwd_run, 0, 0},
@@ -2907,9 +2986,9 @@ static const cf__conv_path cf__conv_bww_paths[] = {
 static const cf__conv_path cf__conv_bwd_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
-    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd, 0, 0},
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd, 1, 0},
     {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run, 0, 1},
-    {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 0, 0},
+    {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 1, 0},
     {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bwd, 0, 0},
 #endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd, 0, 0},
@@ -2944,8 +3023,9 @@ static const cf__conv_path *cf__conv_paths(int op) {
 
 /* ---- the dispatchers */
 /* bf16 = 1: the operands are bf16 values (a bf16 network's, section 5), and the bf16 paths
-   may take the call; the others compute the same sums in fp32 (the emulation).  A forward
-   stores its output rounded to bf16: the path as it stores (rounds = 1), or a pass after it. */
+   may take the call; the others compute the same sums in fp32 (the emulation).  A forward and
+   a backward-data store their output rounded to bf16: the path as it stores (rounds = 1), or a
+   pass after it. */
 static cf__conv_call cf__conv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16) {
     cf__conv_call c;
     memset(&c, 0, sizeof c);
@@ -3032,6 +3112,7 @@ static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w,
     CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_DIN)) || p);
     if (p) p->run(&c);
     else cf_ref_conv_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats);
+    if (bf16 && !(p && p->rounds) && !c.dx_half) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));   /* (16 bits: bf16 values as stored) */
 }
 CFDEF void cf_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
                                  cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats) {
@@ -3109,14 +3190,6 @@ CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, 
    inputs no window covers get 0.  dy, y (B, C, OD, OH, OW).  The memory plan decides where
    it is used (section 6, fusion). */
 #ifdef CF__AVX512
-/* x[0 .. n) (n <= 16) rounded to bf16 values: by vcvtneps2bf16 where the CPU has it, else as
-   cf_bf16_round does */
-static void cf__round_bf16_16(float *x, int n) {
-#ifdef CF__BF16
-    if (cf__has_bf16()) { cf__round16_bf16_at(x, n); return; }
-#endif
-    cf_bf16_round(x, (size_t)n);
-}
 /* The pairs windows of n <= 16 outputs from ow0 at once, as the loop below does them one at a
    time: in each of the nr rows, the output's two inputs; the first input in that order equal
    to its maximum m[i] gets d[i], every other input 0.  The 32 inputs of a row are two vectors,
@@ -3199,7 +3272,7 @@ static void cf__maxpool_act_backward_inplace(float *xg, int half, const float *d
                     for (i = 0; i < n; i++) m[i] = y_half ? cf_f32_from_bf16(((const cf_bf16 *)(const void *)yp)[o0 + ow + i]) : yp[o0 + ow + i];
                     for (i = 0; i < n; i++)
                         d[i] = cf__act_df(dy_half ? cf_f32_from_bf16(((const cf_bf16 *)(const void *)dyp)[o0 + ow + i]) : dyp[o0 + ow + i], m[i], act, slope);
-                    if (bf16) cf__round_bf16_16(d, n);
+                    if (bf16) cf__round_run(d, n);
 #ifdef CF__BF16
                     if (half) {
                         cf_bf16 *r16[4];
@@ -3614,6 +3687,7 @@ static void cf__conv_backward(cf_net *net, int i) {
     if (net->priv->layer_hook) net->priv->layer_hook(net, i, 4, net->priv->layer_ctx);   /* cf-bench times the two halves apart */
     if (dx) cf__conv_backward_data_p(dx, dy, cf__w(net, l), B, l->in, l->out, &l->g, l->groups, net->priv->ws + net->priv->ws_floats,
                                      net->priv->ws_floats, cf__rounds(net, i), halves);
+    net->priv->stored_bf16 = 1;   /* the dispatcher rounded dx (when bf16) */
 }
 
 /* ---- [deconv]: a transposed convolution.  Output size as PyTorch's ConvTranspose:
@@ -3895,19 +3969,22 @@ static void cf__bn_forward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *st = net->stats + l->s_off, *sv = net->priv->bn_save + l->s_off, *y = cf__out(net, i);
     int C = l->in.c;
-    if (net->priv->rebuilding)   /* the statistics of this step's forward; the running ones stay */
-        cf__bn_apply(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), sv, sv + C, net->batch, C, cf__per_channel(l->in));
-    else cf_bn_forward(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), st, st + C, sv, sv + C, net->batch, C, cf__per_channel(l->in),
-                       net->priv->bn_train, l->momentum, l->eps, net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL);
-    cf_act_forward(y, cf__n_out(net, l), l->act, l->slope);
+    if (!net->priv->rebuilding)   /* (rebuilding: the statistics of this step's forward; the running ones stay) */
+        cf__bn_stats(cf__in(net, l, 0), st, st + C, sv, sv + C, net->batch, C, cf__per_channel(l->in), net->priv->bn_train, l->momentum, l->eps,
+                     net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL);
+    cf__bn_apply(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), sv, sv + C, net->batch, C, cf__per_channel(l->in), l->act, l->slope,
+                 cf__rounds(net, i));
+    net->priv->stored_bf16 = 1;   /* (when bf16: rounded as it stored) */
 }
 static void cf__bn_backward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *mean = net->priv->bn_save + l->s_off, *dy = cf__grad(net, i);   /* mean, 1/std: what forward used */
     int C = l->in.c;
     cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
-    cf_bn_backward(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), mean, mean + C,
-                   net->batch, C, cf__per_channel(l->in), net->priv->bn_train, net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL);
+    cf__bn_backward_p(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), mean, mean + C,
+                      net->batch, C, cf__per_channel(l->in), net->priv->bn_train, net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL,
+                      cf__rounds(net, l->src[0]) && !net->priv->plan.l[l->src[0]].grad_half);
+    net->priv->stored_bf16 = 1;   /* (its input's gradient, when bf16: rounded as it stored) */
 }
 
 /* ---- [affine]: y = act(w[c] x + b[c]) per channel (DeepCAM's image-pool branch); so

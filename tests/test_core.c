@@ -372,12 +372,13 @@ static void conv_op_p(int op, const path_case *pc, const float *x, const float *
 /* The bf16 GEMM against cf_sgemm on the same rounded operands, per element relative to its
    sum |terms|: every transpose, beta 0 and 1, a K cut into parts (partial C added in order)
    and chunks, an odd K, N over one column block, M not a multiple of 8 and over one row block;
-   and the same bits on one thread as on all. */
+   and the same bits on one thread as on all.  Its rounding form (a bf16 network's outputs)
+   must store exactly the rounding of the same sums. */
 static void test_bf16_gemm(void) {
 #ifdef CF__BF16
     static const int shapes[][3] = {{13, 37, 16387}, {9, 600, 5}, {8, 32, 257}, {300, 70, 4097 * 2}};
     cf_rng r = cf_rng_seed(61);
-    int si, tA, tB, beta, cases = 0, one_thread_same = 0;
+    int si, tA, tB, beta, cases = 0, one_thread_same = 0, rounded_same = 0;
     double worst = 0;
     if (!cf__has_bf16()) { printf("skipped: the bf16 GEMM (the CPU lacks AVX512_BF16)\n"); return; }
     for (si = 0; si < 4; si++) for (tA = 0; tA < 2; tA++) for (tB = 0; tB < 2; tB++) for (beta = 0; beta < 2; beta++) {
@@ -393,6 +394,13 @@ static void test_bf16_gemm(void) {
         e = worst_rel_to(c1, c2, sc, (size_t)M * N);
         if (e > worst) worst = e;
         cases += e <= 1e-6;
+        {   /* stored rounded: the rounding of c1, bit for bit */
+            size_t i, differ = 0;
+            memcpy(c2, C0, (size_t)M * N * 4);
+            cf__sgemm_bf16_rounded(tA, tB, M, N, K, A, lda, B, ldb, (float)beta, c2, N);
+            for (i = 0; i < (size_t)M * N; i++) differ += c2[i] != round_bf16(c1[i]);
+            rounded_same += !differ;
+        }
 #ifdef _OPENMP
         {   /* the same bits on one thread: the parts' partial sums are added in part order */
             int nt = omp_get_max_threads();
@@ -410,6 +418,7 @@ static void test_bf16_gemm(void) {
     }
     CHECK(cases == 32, "the bf16 GEMM against cf_sgemm on rounded operands: %d of 32 cases within 1e-6 of sum |terms| (worst %.2g)", cases, worst);
     CHECK(one_thread_same == 32, "the bf16 GEMM gives the same bits on one thread as on all: %d of 32 cases", one_thread_same);
+    CHECK(rounded_same == 32, "the rounding bf16 GEMM stores the rounding of the same sums, bit for bit: %d of 32 cases", rounded_same);
 #else
     printf("skipped: the bf16 GEMM (not compiled in)\n");
 #endif
@@ -443,15 +452,15 @@ static void test_bf16_paths(void) {
                 conv_op_p(op, pc, x, w, dy, o1, ws, wsf, 1);
                 conv_op_p(op, pc, x, w, dy, o2, ws, wsf, 0);
                 conv_op_p(op, pc, ax, aw, ady, sc, ws, wsf, 0);
-                if (op == CF_OP_FORWARD) {   /* stored rounded: the rounding of a sum within 1e-6 of sum |terms| of the emulation's */
+                if (op != CF_OP_BACKWARD_WEIGHTS) {   /* y, dx stored rounded: the rounding of a sum within 1e-6 of sum |terms| of the emulation's */
                     size_t i, unrounded = 0, far = 0;
                     for (i = 0; i < no; i++) {
                         float d = 1e-6f * sc[i];   /* rounding is monotone: the roundings of [o2 - d, o2 + d] */
                         unrounded += o1[i] != round_bf16(o1[i]);
                         far += !(o1[i] >= round_bf16(o2[i] - d) && o1[i] <= round_bf16(o2[i] + d));
                     }
-                    CHECK(!unrounded && !far, "bf16 path of conv forward (case %d, %s): %zu outputs not bf16 values, %zu not the rounding of the emulation's sum",
-                          ci, cf__conv_path_p(op, pc->B, in, out, &g, pc->groups, wsf, 0), unrounded, far);
+                    CHECK(!unrounded && !far, "bf16 path of conv %s (case %d, %s): %zu outputs not bf16 values, %zu not the rounding of the emulation's sum",
+                          ops[op], ci, cf__conv_path_p(op, pc->B, in, out, &g, pc->groups, wsf, 0), unrounded, far);
                 } else {
                     e = worst_rel_to(o1, o2, sc, no);
                     if (e > worst) worst = e;
