@@ -332,6 +332,28 @@ static void test_bf16_conversion(uint64_t n) {
         if (back != (uint32_t)bf16_oracle(u) << 16) bad++;
     }
     CHECK(!bad, "cf_bf16_from_f32 and back against the definition, %llu inputs: %llu differ", (unsigned long long)n, (unsigned long long)bad);
+    {   /* the pass the network runs (cf_bf16_round: the CPU's instruction where it has one) on the same inputs, 4099 at a time */
+        static float buf[4099];
+        static uint32_t src[4099];
+        uint64_t pass_bad = 0;
+        size_t k = 0, j;
+        r = cf_rng_seed(91);
+        for (i = 0; i < n; i++) {
+            src[k] = n == ((uint64_t)1 << 32) ? (uint32_t)i : bf16_pattern(i, &r);
+            memcpy(&buf[k], &src[k], 4);
+            if (++k < 4099 && i + 1 < n) continue;
+            cf_bf16_round(buf, k);
+            for (j = 0; j < k; j++) {   /* bit for bit (NaNs too) */
+                float f, want;
+                memcpy(&f, &src[j], 4);
+                want = cf_f32_from_bf16(cf_bf16_from_f32(f));
+                pass_bad += memcmp(&buf[j], &want, 4) != 0;
+            }
+            k = 0;
+        }
+        CHECK(!pass_bad, "cf_bf16_round (%s) against cf_bf16_from_f32, %llu inputs: %llu differ", cf_bf16_kernels(), (unsigned long long)n,
+              (unsigned long long)pass_bad);
+    }
 #ifdef CF__BF16
     if (cf__has_bf16()) {   /* and against the instruction itself, 32 at a time */
         uint64_t hw_bad = 0, hw_n = 0;
