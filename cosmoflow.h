@@ -2347,10 +2347,11 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uin
 }
 /* one task: C[:, n0 .. n0 + nb] = beta C + the sum over pairs q0 .. q1 (A and C start at the
    task's first row), rounded to bf16 when rnd; Ap, Bp: the thread's chunk buffers, or NULL when
-   they could not be had (then cf_sgemm, the same operands) */
+   they could not be had (then cf_sgemm, the same operands).  Each chunk of op(B) is packed once
+   and read by every block of CF__GEMM_MB rows in turn. */
 static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                                int n0, int nb, int q0, int q1, uint32_t *Ap, uint32_t *Bp, int rnd) {
-    int q;
+    int q, m0;
     if (!Ap || !Bp) {
         int k0 = 2 * q0, kn = (2 * q1 < K ? 2 * q1 : K) - k0, r;
         cf_sgemm(tA, tB, M, nb, kn, 1.0f, tA ? A + (size_t)k0 * lda : A + k0, lda, tB ? B + (size_t)n0 * ldb + k0 : B + (size_t)k0 * ldb + n0, ldb,
@@ -2360,33 +2361,46 @@ static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int
     }
     for (q = q0; q < q1; q += CF__GEMM_KC) {
         int nq = q1 - q < CF__GEMM_KC ? q1 - q : CF__GEMM_KC;
-        cf__pack_a(Ap, tA, A, lda, M, K, q, nq);
         cf__pack_b(Bp, tB, B, 0, ldb, K, q, nq, n0, nb);
-        cf__gemm_bf16_block(M, nb, nq, Ap, Bp, C + n0, ldc, q == q0 ? beta : 1.0f, rnd && q + nq == q1);
+        for (m0 = 0; m0 < M; m0 += CF__GEMM_MB) {
+            int mb = M - m0 < CF__GEMM_MB ? M - m0 : CF__GEMM_MB;
+            cf__pack_a(Ap, tA, tA ? A + m0 : A + (size_t)m0 * lda, lda, mb, K, q, nq);
+            cf__gemm_bf16_block(mb, nb, nq, Ap, Bp, C + (size_t)m0 * ldc + n0, ldc, q == q0 ? beta : 1.0f, rnd && q + nq == q1);
+        }
     }
 }
-/* cf_sgemm's arguments (alpha = 1, beta 0 or 1) on bf16 values; rnd: C stored rounded to bf16 */
+/* cf_sgemm's arguments (alpha = 1, beta 0 or 1) on bf16 values; rnd: C stored rounded to bf16.
+   A task is a block of columns of C (at most CF__GEMM_NB, in panels of 32; as many blocks as
+   make them a multiple of the threads, so that none waits at the end) over all of its rows, or
+   over CF__GEMM_MB of them when columns and parts alone give fewer tasks than threads. */
 static void cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                              int ldc) {
-    int K2 = (K + 1) / 2, nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, mblocks = (M + CF__GEMM_MB - 1) / CF__GEMM_MB;
-    int parts = (K2 + CF__GEMM_KPART - 1) / CF__GEMM_KPART, blocks = mblocks * nblocks, span, t;
+    int K2 = (K + 1) / 2, nth = cf__nthreads(), nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, width, rows, rblocks, tasks, span, t;
+    int parts = (K2 + CF__GEMM_KPART - 1) / CF__GEMM_KPART;
     size_t MN = (size_t)M * N, ka = (size_t)(K2 < CF__GEMM_KC ? K2 : CF__GEMM_KC);   /* a chunk's pairs, at most */
-    size_t a_n = (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka, b_n = ka * (size_t)(((N < CF__GEMM_NB ? N : CF__GEMM_NB) + 31) / 32 * 32);   /* whole panels */
     float *partial = NULL;
     if (M <= 0 || N <= 0) return;
     if (K <= 0) { int r, j; for (r = 0; r < M; r++) for (j = 0; j < N; j++) C[(size_t)r * ldc + j] *= beta; return; }   /* (bf16 values stay) */
     if (parts > 1 && !(partial = (float *)CF_MALLOC(sizeof(float) * MN * parts))) parts = 1;   /* no room: one part, the same sums */
     span = (K2 + parts - 1) / parts;
+    if (parts == 1 && nblocks % nth) nblocks += nth - nblocks % nth;
+    width = ((N + nblocks - 1) / nblocks + 31) / 32 * 32;
+    nblocks = (N + width - 1) / width;
+    rows = nblocks * parts >= nth ? M : CF__GEMM_MB;
+    rblocks = (M + rows - 1) / rows;
+    tasks = rblocks * nblocks * parts;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
-        uint32_t *Ap = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * a_n), *Bp = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * b_n);   /* as big as a task needs */
+        uint32_t *Ap = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka);   /* as big as a task needs */
+        uint32_t *Bp = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * ka * (size_t)width);
         CF__OMP(omp for schedule(dynamic, 1))
-        for (t = 0; t < blocks * parts; t++) {
-            int b = t % blocks, m0 = b / nblocks * CF__GEMM_MB, n0 = b % nblocks * CF__GEMM_NB, q0 = t / blocks * span;
-            int mb = M - m0 < CF__GEMM_MB ? M - m0 : CF__GEMM_MB, nb = N - n0 < CF__GEMM_NB ? N - n0 : CF__GEMM_NB, q1 = K2 - q0 < span ? K2 : q0 + span;
+        for (t = 0; t < tasks; t++) {
+            int b = t % (rblocks * nblocks), m0 = b / nblocks * rows, n0 = b % nblocks * width, q0 = t / (rblocks * nblocks) * span;
+            int mb = M - m0 < rows ? M - m0 : rows, nb = N - n0 < width ? N - n0 : width, q1 = K2 - q0 < span ? K2 : q0 + span;
             const float *Am = tA ? A + m0 : A + (size_t)m0 * lda;   /* the task's rows of op(A) */
             if (parts == 1) cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, beta, C + (size_t)m0 * ldc, ldc, n0, nb, q0, q1, Ap, Bp, rnd);
-            else cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, 0.0f, partial + MN * (size_t)(t / blocks) + (size_t)m0 * N, N, n0, nb, q0, q1, Ap, Bp, 0);
+            else cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, 0.0f, partial + MN * (size_t)(t / (rblocks * nblocks)) + (size_t)m0 * N, N, n0, nb,
+                                    q0, q1, Ap, Bp, 0);
         }
         CF_FREE(Ap); CF_FREE(Bp);
     }
