@@ -2370,9 +2370,10 @@ static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int
     }
 }
 /* cf_sgemm's arguments (alpha = 1, beta 0 or 1) on bf16 values; rnd: C stored rounded to bf16.
-   A task is a block of columns of C (at most CF__GEMM_NB, in panels of 32; as many blocks as
-   make them a multiple of the threads, so that none waits at the end) over all of its rows, or
-   over CF__GEMM_MB of them when columns and parts alone give fewer tasks than threads. */
+   A task is a block of columns of C (at most CF__GEMM_NB, in panels of 32) and a part of the
+   sum, over all of C's rows, or over CF__GEMM_MB of them when columns and parts alone give
+   fewer tasks than threads.  The columns are cut into as many blocks as make the tasks a
+   multiple of the threads, so that none waits at the end. */
 static void cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                              int ldc) {
     int K2 = (K + 1) / 2, nth = cf__nthreads(), nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, width, rows, rblocks, tasks, span, t;
@@ -2383,7 +2384,7 @@ static void cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const
     if (K <= 0) { int r, j; for (r = 0; r < M; r++) for (j = 0; j < N; j++) C[(size_t)r * ldc + j] *= beta; return; }   /* (bf16 values stay) */
     if (parts > 1 && !(partial = (float *)CF_MALLOC(sizeof(float) * MN * parts))) parts = 1;   /* no room: one part, the same sums */
     span = (K2 + parts - 1) / parts;
-    if (parts == 1 && nblocks % nth) nblocks += nth - nblocks % nth;
+    while ((nblocks * parts) % nth && nblocks * 32 < N) nblocks++;
     width = ((N + nblocks - 1) / nblocks + 31) / 32 * 32;
     nblocks = (N + width - 1) / width;
     rows = nblocks * parts >= nth ? M : CF__GEMM_MB;
