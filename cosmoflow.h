@@ -2179,19 +2179,22 @@ CF__INLINE uint32_t cf__bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u;
 CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (cf__bits(b) & 0xffff0000u); }
 
 /* ---- the GEMM: C (M x N) = beta C + op(A) op(B), op(A) M x K, op(B) K x N, beta 0 or 1.
-   K is taken in pairs, q = k / 2 (an odd K gets a zero).  A task is a block of C, up to 256
-   rows by 512 columns, and a part of the pairs; it runs through its part in chunks of 128 pairs,
-   packing op(A)'s chunk as Ap[m][q] = (op(A)[m][2q], op(A)[m][2q+1]) and op(B)'s as
-   Bp[q][j] = (op(B)[2q][n0+j], op(B)[2q+1][n0+j]) in panels of 32 columns (cf__bp; 256 KB:
-   the chunk stays in cache while every row block of C reads it).  The micro-kernel keeps an 8 x 32 block of C in 16
-   registers: per pair q, two loads of Bp, eight broadcasts of Ap, sixteen vdpbf16ps.  A long
+   K is taken in pairs, q = k / 2 (an odd K gets a zero).  A task is a block of up to 384
+   columns of C and a part of the pairs; it runs through its part in chunks of 384 pairs,
+   packing op(B)'s chunk once as Bp[q][j] = (op(B)[2q][n0+j], op(B)[2q+1][n0+j]) in panels of
+   32 columns (cf__bp; 576 KB at most), then, 128 rows of C at a time, op(A)'s chunk as
+   Ap[m][q] = (op(A)[m][2q], op(A)[m][2q+1]) (192 KB): both stay in the core's 1 MB cache while
+   the rows read them.  A chunk that long (768 terms) makes a sum of DeepCAM's 728 channels one
+   chunk, so C is stored once instead of three times: 10-15 % faster than chunks of 128 pairs on
+   its pointwise GEMMs (docs/performance.md).  The micro-kernel keeps an 8 x 32 block of C in
+   16 registers: per pair q, two loads of Bp, eight broadcasts of Ap, sixteen vdpbf16ps.  A long
    K (a backward-weights sum over positions) is cut into parts of 4096 pairs that the threads
    take apart, each into its own partial C; the partials are added in part order, so the
    result does not depend on the number of threads.  Outside a parallel region the tasks are
    shared out between the threads. */
-#define CF__GEMM_MB 256
-#define CF__GEMM_NB 512
-#define CF__GEMM_KC 128
+#define CF__GEMM_MB 128
+#define CF__GEMM_NB 384
+#define CF__GEMM_KC 384
 #define CF__GEMM_KPART 4096
 /* pairs (x[t], x[t + 1]) for t = 0, 2, .. 30, x[t] read only for lo <= t < hi (zero elsewhere) */
 CF__BF16_TARGET static __m512i cf__pairs16_within(const float *x, int lo, int hi) {
