@@ -2314,14 +2314,15 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int
             for (i = 0; i < 16 && q + i < nq; i++) _mm512_mask_storeu_epi32(Bp + cf__bp(q + i, j, nq), cf__lanes(nb - j), r[i]);
         }
 }
-/* C (M x nb) = beta C + the packed chunk's nq pairs; rnd: C rounded to bf16 as it is stored
-   (the last chunk of a sum whose result is a bf16 network's tensor) */
-CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uint32_t *Ap, const uint32_t *Bp, float *C, int ldc, float beta, int rnd) {
+/* C (M x nb) = beta C + the packed chunk's nq pairs (Ap's rows lda_p apart); rnd: C rounded
+   to bf16 as it is stored (the last chunk of a sum whose result is a bf16 network's tensor) */
+CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uint32_t *Ap, int lda_p, const uint32_t *Bp, float *C, int ldc, float beta,
+                                                int rnd) {
     int m0, n0, q, o;
     for (m0 = 0; m0 < M; m0 += 8) {
         int nm = M - m0 < 8 ? M - m0 : 8;
         const uint32_t *ar[8];
-        for (o = 0; o < 8; o++) ar[o] = Ap + (size_t)(m0 + (o < nm ? o : 0)) * K2;   /* the last block repeats a row, unstored */
+        for (o = 0; o < 8; o++) ar[o] = Ap + (size_t)(m0 + (o < nm ? o : 0)) * lda_p;   /* the last block repeats a row, unstored */
         for (n0 = 0; n0 < nb; n0 += 32) {
             int nn = nb - n0 < 32 ? nb - n0 : 32;
             __mmask16 k0 = (__mmask16)(nn >= 16 ? 0xffff : (1u << nn) - 1), k1 = (__mmask16)(nn >= 32 ? 0xffff : nn > 16 ? (1u << (nn - 16)) - 1 : 0);
@@ -2351,10 +2352,11 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uin
 /* one task: C[:, n0 .. n0 + nb] = beta C + the sum over pairs q0 .. q1 (A and C start at the
    task's first row), rounded to bf16 when rnd; Ap, Bp: the thread's chunk buffers, or NULL when
    they could not be had (then cf_sgemm, the same operands).  Each chunk of op(B) is packed once
-   and read by every block of CF__GEMM_MB rows in turn. */
+   and read by every block of CF__GEMM_MB rows in turn; op(A) too, unless all of it was packed
+   before (A_all: the task's rows, K2 pairs each). */
 static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
-                               int n0, int nb, int q0, int q1, uint32_t *Ap, uint32_t *Bp, int rnd) {
-    int q, m0;
+                               int n0, int nb, int q0, int q1, uint32_t *Ap, uint32_t *Bp, const uint32_t *A_all, int rnd) {
+    int q, m0, K2 = (K + 1) / 2;
     if (!Ap || !Bp) {
         int k0 = 2 * q0, kn = (2 * q1 < K ? 2 * q1 : K) - k0, r;
         cf_sgemm(tA, tB, M, nb, kn, 1.0f, tA ? A + (size_t)k0 * lda : A + k0, lda, tB ? B + (size_t)n0 * ldb + k0 : B + (size_t)k0 * ldb + n0, ldb,
@@ -2367,8 +2369,11 @@ static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int
         cf__pack_b(Bp, tB, B, 0, ldb, K, q, nq, n0, nb);
         for (m0 = 0; m0 < M; m0 += CF__GEMM_MB) {
             int mb = M - m0 < CF__GEMM_MB ? M - m0 : CF__GEMM_MB;
-            cf__pack_a(Ap, tA, tA ? A + m0 : A + (size_t)m0 * lda, lda, mb, K, q, nq);
-            cf__gemm_bf16_block(mb, nb, nq, Ap, Bp, C + (size_t)m0 * ldc + n0, ldc, q == q0 ? beta : 1.0f, rnd && q + nq == q1);
+            if (A_all) cf__gemm_bf16_block(mb, nb, nq, A_all + (size_t)m0 * K2 + q, K2, Bp, C + (size_t)m0 * ldc + n0, ldc, q == q0 ? beta : 1.0f, rnd && q + nq == q1);
+            else {
+                cf__pack_a(Ap, tA, tA ? A + m0 : A + (size_t)m0 * lda, lda, mb, K, q, nq);
+                cf__gemm_bf16_block(mb, nb, nq, Ap, nq, Bp, C + (size_t)m0 * ldc + n0, ldc, q == q0 ? beta : 1.0f, rnd && q + nq == q1);
+            }
         }
     }
 }
@@ -2376,13 +2381,16 @@ static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int
    A task is a block of columns of C (at most CF__GEMM_NB, in panels of 32) and a part of the
    sum, over all of C's rows, or over CF__GEMM_MB of them when columns and parts alone give
    fewer tasks than threads.  The columns are cut into as many blocks as make the tasks a
-   multiple of the threads, so that none waits at the end. */
+   multiple of the threads, so that none waits at the end.  When several column blocks would
+   each pack the same rows of op(A) (all of them, at most 64 MB packed), op(A) is packed once
+   beforehand, the threads sharing the rows. */
 static void cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                              int ldc) {
     int K2 = (K + 1) / 2, nth = cf__nthreads(), nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, width, rows, rblocks, tasks, span, t;
     int parts = (K2 + CF__GEMM_KPART - 1) / CF__GEMM_KPART;
     size_t MN = (size_t)M * N, ka = (size_t)(K2 < CF__GEMM_KC ? K2 : CF__GEMM_KC);   /* a chunk's pairs, at most */
     float *partial = NULL;
+    uint32_t *A_all = NULL;
     if (M <= 0 || N <= 0) return;
     if (K <= 0) { int r, j; for (r = 0; r < M; r++) for (j = 0; j < N; j++) C[(size_t)r * ldc + j] *= beta; return; }   /* (bf16 values stay) */
     if (parts > 1 && !(partial = (float *)CF_MALLOC(sizeof(float) * MN * parts))) parts = 1;   /* no room: one part, the same sums */
@@ -2393,6 +2401,14 @@ static void cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const
     rows = nblocks * parts >= nth ? M : CF__GEMM_MB;
     rblocks = (M + rows - 1) / rows;
     tasks = rblocks * nblocks * parts;
+    if (rblocks == 1 && nblocks > 1 && (size_t)M * K2 <= ((size_t)16 << 20)) A_all = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)M * K2);
+    if (A_all) {   /* (no room: each task packs its own) */
+        CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
+        for (t = 0; t < (M + 15) / 16; t++) {
+            int m0 = t * 16, mb = M - m0 < 16 ? M - m0 : 16;
+            cf__pack_a(A_all + (size_t)m0 * K2, tA, tA ? A + m0 : A + (size_t)m0 * lda, lda, mb, K, 0, K2);
+        }
+    }
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
         uint32_t *Ap = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka);   /* as big as a task needs */
@@ -2402,12 +2418,13 @@ static void cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const
             int b = t % (rblocks * nblocks), m0 = b / nblocks * rows, n0 = b % nblocks * width, q0 = t / (rblocks * nblocks) * span;
             int mb = M - m0 < rows ? M - m0 : rows, nb = N - n0 < width ? N - n0 : width, q1 = K2 - q0 < span ? K2 : q0 + span;
             const float *Am = tA ? A + m0 : A + (size_t)m0 * lda;   /* the task's rows of op(A) */
-            if (parts == 1) cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, beta, C + (size_t)m0 * ldc, ldc, n0, nb, q0, q1, Ap, Bp, rnd);
+            if (parts == 1) cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, beta, C + (size_t)m0 * ldc, ldc, n0, nb, q0, q1, Ap, Bp, A_all, rnd);
             else cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, 0.0f, partial + MN * (size_t)(t / (rblocks * nblocks)) + (size_t)m0 * N, N, n0, nb,
-                                    q0, q1, Ap, Bp, 0);
+                                    q0, q1, Ap, Bp, A_all, 0);
         }
         CF_FREE(Ap); CF_FREE(Bp);
     }
+    CF_FREE(A_all);
     if (!partial) return;
     CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
     for (t = 0; t < M; t++) {   /* C = beta C + the parts, in order */
@@ -2742,7 +2759,7 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
             const float *dy = cf__elt(c->dy, c->half, bi * cf_shape_size(c->out) + p0);
             cf__pack_taps(Ap, cf__elt(c->x, c->x_half, bi * cf_shape_size(c->in)), c->x_half, c->in, c->out, c->g, p0, n);
             cf__pack_b(Bp, 1, dy, c->half, (int)P, (int)n, 0, (int)n / 2, 0, OC);
-            cf__gemm_bf16_block(K, OC, (int)n / 2, Ap, Bp, dwt, OC, 1.0f, 0);
+            cf__gemm_bf16_block(K, OC, (int)n / 2, Ap, (int)n / 2, Bp, dwt, OC, 1.0f, 0);
         }
     }
     CF__OMP(omp parallel for schedule(static))
