@@ -2184,7 +2184,8 @@ CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (c
    packing op(B)'s chunk once as Bp[q][j] = (op(B)[2q][n0+j], op(B)[2q+1][n0+j]) in panels of
    32 columns (cf__bp; 576 KB at most), then, 128 rows of C at a time, op(A)'s chunk as
    Ap[m][q] = (op(A)[m][2q], op(A)[m][2q+1]) (192 KB): both stay in the core's 1 MB cache while
-   the rows read them.  A chunk that long (768 terms) makes a sum of DeepCAM's 728 channels one
+   the rows read them.  (When several column blocks would pack the same op(A), it is packed
+   whole beforehand and the tasks read it in place.)  A chunk that long (768 terms) makes a sum of DeepCAM's 728 channels one
    chunk, so C is stored once instead of three times: 10-15 % faster than chunks of 128 pairs on
    its pointwise GEMMs (docs/performance.md).  The micro-kernel keeps an 8 x 32 block of C in
    16 registers: per pair q, two loads of Bp, eight broadcasts of Ap, sixteen vdpbf16ps.  A long
@@ -2382,8 +2383,9 @@ static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int
    sum, over all of C's rows, or over CF__GEMM_MB of them when columns and parts alone give
    fewer tasks than threads.  The columns are cut into as many blocks as make the tasks a
    multiple of the threads, so that none waits at the end.  When several column blocks would
-   each pack the same rows of op(A) (all of them, at most 64 MB packed), op(A) is packed once
-   beforehand, the threads sharing the rows. */
+   each pack the same rows of op(A), a sum of one part (a kernel, at most 8 MB packed), op(A)
+   is packed once beforehand, the threads sharing the rows: a long backward-weights sum is
+   left to pack its own, which would take tens of MB at the network's peak of memory. */
 static void cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                              int ldc) {
     int K2 = (K + 1) / 2, nth = cf__nthreads(), nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, width, rows, rblocks, tasks, span, t;
@@ -2401,7 +2403,7 @@ static void cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const
     rows = nblocks * parts >= nth ? M : CF__GEMM_MB;
     rblocks = (M + rows - 1) / rows;
     tasks = rblocks * nblocks * parts;
-    if (rblocks == 1 && nblocks > 1 && (size_t)M * K2 <= ((size_t)16 << 20)) A_all = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)M * K2);
+    if (rblocks == 1 && nblocks > 1 && parts == 1 && (size_t)M * K2 <= ((size_t)2 << 20)) A_all = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)M * K2);
     if (A_all) {   /* (no room: each task packs its own) */
         CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
         for (t = 0; t < (M + 15) / 16; t++) {
