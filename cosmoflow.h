@@ -2185,10 +2185,11 @@ CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (c
    32 columns (cf__bp; 576 KB at most), then, 128 rows of C at a time, op(A)'s chunk as
    Ap[m][q] = (op(A)[m][2q], op(A)[m][2q+1]) (192 KB): both stay in the core's 1 MB cache while
    the rows read them.  (When several column blocks would pack the same op(A), it is packed
-   whole beforehand and the tasks read it in place.)  A chunk that long (768 terms) makes a sum of DeepCAM's 728 channels one
-   chunk, so C is stored once instead of three times: 10-15 % faster than chunks of 128 pairs on
-   its pointwise GEMMs (docs/performance.md).  The micro-kernel keeps an 8 x 32 block of C in
-   16 registers: per pair q, two loads of Bp, eight broadcasts of Ap, sixteen vdpbf16ps.  A long
+   whole beforehand and the tasks read it in place.)  A chunk that long (768 terms) makes a
+   sum over DeepCAM's 728 channels one chunk, so C is stored once instead of three times:
+   10-15 % faster than chunks of 128 pairs on its pointwise GEMMs (docs/performance.md).  The
+   micro-kernel keeps an 8 x 32 block of C in 16 registers: per pair q, two loads of Bp, eight
+   broadcasts of Ap, sixteen vdpbf16ps.  A long
    K (a backward-weights sum over positions) is cut into parts of 4096 pairs that the threads
    take apart, each into its own partial C; the partials are added in part order, so the
    result does not depend on the number of threads.  Outside a parallel region the tasks are
@@ -2315,15 +2316,15 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int
             for (i = 0; i < 16 && q + i < nq; i++) _mm512_mask_storeu_epi32(Bp + cf__bp(q + i, j, nq), cf__lanes(nb - j), r[i]);
         }
 }
-/* C (M x nb) = beta C + the packed chunk's nq pairs (Ap's rows lda_p apart); rnd: C rounded
+/* C (M x nb) = beta C + the packed chunk's nq pairs (Ap's rows a_stride apart); rnd: C rounded
    to bf16 as it is stored (the last chunk of a sum whose result is a bf16 network's tensor) */
-CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uint32_t *Ap, int lda_p, const uint32_t *Bp, float *C, int ldc, float beta,
+CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uint32_t *Ap, int a_stride, const uint32_t *Bp, float *C, int ldc, float beta,
                                                 int rnd) {
     int m0, n0, q, o;
     for (m0 = 0; m0 < M; m0 += 8) {
         int nm = M - m0 < 8 ? M - m0 : 8;
         const uint32_t *ar[8];
-        for (o = 0; o < 8; o++) ar[o] = Ap + (size_t)(m0 + (o < nm ? o : 0)) * lda_p;   /* the last block repeats a row, unstored */
+        for (o = 0; o < 8; o++) ar[o] = Ap + (size_t)(m0 + (o < nm ? o : 0)) * a_stride;   /* the last block repeats a row, unstored */
         for (n0 = 0; n0 < nb; n0 += 32) {
             int nn = nb - n0 < 32 ? nb - n0 : 32;
             __mmask16 k0 = (__mmask16)(nn >= 16 ? 0xffff : (1u << nn) - 1), k1 = (__mmask16)(nn >= 32 ? 0xffff : nn > 16 ? (1u << (nn - 16)) - 1 : 0);
@@ -2353,8 +2354,8 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uin
 /* one task: C[:, n0 .. n0 + nb] = beta C + the sum over pairs q0 .. q1 (A and C start at the
    task's first row), rounded to bf16 when rnd; Ap, Bp: the thread's chunk buffers, or NULL when
    they could not be had (then cf_sgemm, the same operands).  Each chunk of op(B) is packed once
-   and read by every block of CF__GEMM_MB rows in turn; op(A) too, unless all of it was packed
-   before (A_all: the task's rows, K2 pairs each). */
+   and read by every block of CF__GEMM_MB rows in turn, which packs its own chunk of op(A)
+   unless all of op(A) was packed before (A_all: the task's rows, K2 pairs each). */
 static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                                int n0, int nb, int q0, int q1, uint32_t *Ap, uint32_t *Bp, const uint32_t *A_all, int rnd) {
     int q, m0, K2 = (K + 1) / 2;
@@ -2370,11 +2371,10 @@ static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int
         cf__pack_b(Bp, tB, B, 0, ldb, K, q, nq, n0, nb);
         for (m0 = 0; m0 < M; m0 += CF__GEMM_MB) {
             int mb = M - m0 < CF__GEMM_MB ? M - m0 : CF__GEMM_MB;
-            if (A_all) cf__gemm_bf16_block(mb, nb, nq, A_all + (size_t)m0 * K2 + q, K2, Bp, C + (size_t)m0 * ldc + n0, ldc, q == q0 ? beta : 1.0f, rnd && q + nq == q1);
-            else {
-                cf__pack_a(Ap, tA, tA ? A + m0 : A + (size_t)m0 * lda, lda, mb, K, q, nq);
-                cf__gemm_bf16_block(mb, nb, nq, Ap, nq, Bp, C + (size_t)m0 * ldc + n0, ldc, q == q0 ? beta : 1.0f, rnd && q + nq == q1);
-            }
+            const uint32_t *a = A_all ? A_all + (size_t)m0 * K2 + q : Ap;   /* the rows' chunk of op(A), its rows a_stride apart */
+            int a_stride = A_all ? K2 : nq;
+            if (!A_all) cf__pack_a(Ap, tA, tA ? A + m0 : A + (size_t)m0 * lda, lda, mb, K, q, nq);
+            cf__gemm_bf16_block(mb, nb, nq, a, a_stride, Bp, C + (size_t)m0 * ldc + n0, ldc, q == q0 ? beta : 1.0f, rnd && q + nq == q1);
         }
     }
 }
