@@ -2786,13 +2786,6 @@ static void cf__bf16_im2col_bwd(const cf__conv_call *c) {
 }
 #endif /* CF__BF16 */
 
-static void cf__round_run(float *x, size_t n) {
-#ifdef CF__BF16
-    if (cf__kind_on[CF__K_BF16] && cf__has_bf16()) { cf__round_floats_bf16(x, n); return; }
-#endif
-    cf__round_floats(x, n);
-}
-
 /* ---- pooling: windows that never leave the input (CosmoFlow's 2x2x2 stride-2 pools) need
    no bounds tests; max and average then run in loops of their own. */
 static int cf__pool_inside_applies(const cf__pool_call *c) {
@@ -2980,6 +2973,13 @@ CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
 }
 #endif
 #endif /* !CF_REFERENCE */
+/* (compiled in every build: CF_REFERENCE's rounds by the definition) */
+static void cf__round_run(float *x, size_t n) {
+#ifdef CF__BF16
+    if (cf__kind_on[CF__K_BF16] && cf__has_bf16()) { cf__round_floats_bf16(x, n); return; }
+#endif
+    cf__round_floats(x, n);
+}
 
 CFDEF const char *cf_bf16_kernels(void) {
 #if defined(CF__BF16)
