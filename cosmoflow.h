@@ -959,16 +959,20 @@ CF__INLINE float cf__act_df(float dy, float y, int act, float slope) {
     default: return dy;
     }
 }
+/* one loop per activation, CF__ACT_LOOP(A) with A a constant, so that each runs without a
+   test of act per element; linear: none */
+#define CF__ACT_SWITCH(act)                                  \
+    switch (act) {                                           \
+    case CF_ACT_RELU: CF__ACT_LOOP(CF_ACT_RELU); break;      \
+    case CF_ACT_LEAKY: CF__ACT_LOOP(CF_ACT_LEAKY); break;    \
+    case CF_ACT_TANH: CF__ACT_LOOP(CF_ACT_TANH); break;      \
+    default: break;                                          \
+    }
 /* y[0 .. n) = f(y) on the calling thread: a pass's activation of a stretch it has just written */
 static void cf__act_floats(float *y, size_t n, int act, float slope) {
     size_t i;
 #define CF__ACT_LOOP(A) do { for (i = 0; i < n; i++) y[i] = cf__act_f(y[i], A, slope); } while (0)
-    switch (act) {
-    case CF_ACT_RELU: CF__ACT_LOOP(CF_ACT_RELU); break;
-    case CF_ACT_LEAKY: CF__ACT_LOOP(CF_ACT_LEAKY); break;
-    case CF_ACT_TANH: CF__ACT_LOOP(CF_ACT_TANH); break;
-    default: break;
-    }
+    CF__ACT_SWITCH(act)
 #undef CF__ACT_LOOP
 }
 
@@ -1162,8 +1166,10 @@ typedef void (*cf__gemm_fn)(int tA, int tB, int M, int N, int K, const float *A,
 static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
     cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
+/* y = act(conv(x, w) + b) by im2col tiles, each tile's bias, activation and (rnd) rounding
+   applied while it is in cache */
 static void cf__im2col_forward_with(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                                    const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm, int rnd) {
+                                    const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm, int act, float slope, int rnd) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
     for (bi = 0; bi < B; bi++) {
@@ -1174,14 +1180,14 @@ static void cf__im2col_forward_with(float *y, const float *x, const float *w, co
                 cf__im2col(ws, x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, Cg, in, out, g, p0, n);
                 gemm(0, 0, OCg, (int)n, K, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f, yb + (size_t)gi * OCg * P + p0, (int)P);
             }
-            cf__bias_act(yb + p0, b, out.c, n, P, CF_ACT_LINEAR, 0.0f, rnd);
+            cf__bias_act(yb + p0, b, out.c, n, P, act, slope, rnd);
         }
     }
 }
 CFDEF void cf_ref_conv_forward(float *y, const float *x, const float *w, const float *b,
                                int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
                                float *ws, size_t ws_floats) {
-    cf__im2col_forward_with(y, x, w, b, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32, 0);
+    cf__im2col_forward_with(y, x, w, b, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32, CF_ACT_LINEAR, 0.0f, 0);
 }
 
 static void cf__im2col_backward_weights_with(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
@@ -1320,12 +1326,7 @@ CFDEF void cf_act_forward(float *y, size_t n, int act, float slope) {
 CFDEF void cf_act_backward(float *dy, const float *y, size_t n, int act, float slope) {
     long i, m = (long)n;
 #define CF__ACT_LOOP(A) do { CF__PAR_FOR(m) for (i = 0; i < m; i++) dy[i] = cf__act_df(dy[i], y[i], A, slope); } while (0)
-    switch (act) {
-    case CF_ACT_RELU: CF__ACT_LOOP(CF_ACT_RELU); break;
-    case CF_ACT_LEAKY: CF__ACT_LOOP(CF_ACT_LEAKY); break;
-    case CF_ACT_TANH: CF__ACT_LOOP(CF_ACT_TANH); break;
-    default: break;
-    }
+    CF__ACT_SWITCH(act)
 #undef CF__ACT_LOOP
 }
 /* ---- dropout: keep element i when hash(seed, i) >= rate and scale it by 1/(1-rate).  y is
@@ -2773,10 +2774,7 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
 }
 /* what the tiles leave (few positions, groups): the references' im2col with the bf16 GEMM */
 static void cf__bf16_im2col_fwd(const cf__conv_call *c) {
-    size_t n = (size_t)c->B * cf_shape_size(c->out);
-    int linear = c->act == CF_ACT_LINEAR;   /* stored rounded: by the tiles' bias pass, or after the activation */
-    cf__im2col_forward_with(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16, linear);
-    if (!linear) { cf_act_forward(c->y, n, c->act, c->slope); cf_bf16_round(c->y, n); }
+    cf__im2col_forward_with(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16, c->act, c->slope, 1);
 }
 static void cf__bf16_im2col_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
     cf__im2col_backward_weights_with(c->dw, NULL, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);

@@ -1220,9 +1220,11 @@ static void test_bf16_stored(void) {
         "[conv]\nfilters=3\nsize=1\n[activation]\nactivation=leaky\nslope=0.1\n[activation]\nactivation=relu\n"
         "[flatten]\n[dense]\noutputs=2\n";
     static const char *seg_cfg =   /* no dense head: the loss gradient itself is stored rounded, and linear convs' dL/dz is it;
-                                      a depthwise conv and a batch norm round with their activation */
+                                      a depthwise conv and a batch norm round with their activation; a grouped, strided
+                                      conv (im2col with the bf16 GEMM) applies its activation before it rounds */
         "[net]\ninput=3x8x32\nloss=mse\n"
         "[conv]\nfilters=4\nsize=3\npad=same\nactivation=relu\n"
+        "[conv]\nfilters=4\nsize=3\nstride=1,2\npad=1\ngroups=2\nactivation=leaky\nslope=0.2\n"
         "[conv]\nfilters=4\nsize=3\npad=same\n"
         "[conv]\nfilters=4\nsize=3\npad=1\ngroups=4\nactivation=leaky\nslope=0.2\n"
         "[batchnorm]\nactivation=leaky\nslope=0.1\n"
