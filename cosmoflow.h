@@ -1466,6 +1466,23 @@ CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const flo
    depend on x):  dgamma = sum dy xhat,  dbeta = sum dy,
    dx = gamma invstd (dy - sum(dy)/n - xhat sum(dy xhat)/n), the sums over the global batch
    when synchronized.  Eval mode: the statistics are constants, dx = gamma invstd dy. */
+/* channel c's sums of dy and of dy xhat over (B, P), xhat = (x - m) is: in float per chunk of
+   1024 (SIMD), chunks in double, as cf__bn_sum */
+static void cf__bn_dsums(const float *dy, const float *x, int B, int C, int c, size_t P, float m, float is, double *sdy, double *sdyx) {
+    size_t r, p, R = 1024;
+    int b;
+    *sdy = *sdyx = 0.0;
+    for (b = 0; b < B; b++) {
+        const float *xc = x + ((size_t)b * C + c) * P, *dyc = dy + ((size_t)b * C + c) * P;
+        for (r = 0; r < P; r += R) {
+            float a = 0.0f, ax = 0.0f;
+            size_t e = r + R < P ? r + R : P;
+            CF__OMP(omp simd reduction(+:a, ax))
+            for (p = r; p < e; p++) { a += dyc[p]; ax += dyc[p] * ((xc[p] - m) * is); }
+            *sdy += a; *sdyx += ax;
+        }
+    }
+}
 /* rnd: dx rounded to bf16 as it is stored, a stretch at a time (as cf__bn_apply) */
 static void cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
                               const float *invstd, int B, int C, size_t P, int train, const cf_bn_sync *sync, int rnd) {
@@ -1474,13 +1491,8 @@ static void cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const floa
     if (sync && train) {   /* the global sums of dy and dy xhat first */
         CF__OMP(omp parallel for schedule(static))
         for (c = 0; c < C; c++) {
-            double sdy = 0.0, sdyx = 0.0;
-            size_t p;
-            int b;
-            for (b = 0; b < B; b++) {
-                const float *xc = x + ((size_t)b * C + c) * P, *dyc = dy + ((size_t)b * C + c) * P;
-                for (p = 0; p < P; p++) { sdy += dyc[p]; sdyx += dyc[p] * ((xc[p] - mean[c]) * invstd[c]); }
-            }
+            double sdy, sdyx;
+            cf__bn_dsums(dy, x, B, C, c, P, mean[c], invstd[c], &sdy, &sdyx);
             dgamma[c] += (float)sdyx;   /* this rank's share; the gradient allreduce adds the rest */
             dbeta[c] += (float)sdy;
             sums[c] = sdy; sums[C + c] = sdyx;
@@ -1491,16 +1503,13 @@ static void cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const floa
     }
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
-        double sdy = 0.0, sdyx = 0.0;
+        double sdy, sdyx;
         float m = mean[c], is = invstd[c], k, k1, k2;
         size_t p;
         int b;
         if (sync && train) { sdy = sums[c]; sdyx = sums[C + c]; }
         else {
-            for (b = 0; b < B; b++) {
-                const float *xc = x + ((size_t)b * C + c) * P, *dyc = dy + ((size_t)b * C + c) * P;
-                for (p = 0; p < P; p++) { sdy += dyc[p]; sdyx += dyc[p] * ((xc[p] - m) * is); }
-            }
+            cf__bn_dsums(dy, x, B, C, c, P, m, is, &sdy, &sdyx);
             dgamma[c] += (float)sdyx;
             dbeta[c] += (float)sdy;
         }
@@ -2317,6 +2326,11 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int
             for (i = 0; i < 16 && q + i < nq; i++) _mm512_mask_storeu_epi32(Bp + cf__bp(q + i, j, nq), cf__lanes(nb - j), r[i]);
         }
 }
+/* the 8 x 2 accumulators of a bf16 micro-kernel set to zero, each named by a constant: set in
+   a loop, GCC at -O2 (which unrolls no loop of 8) keeps the array in memory and stores all 16
+   at every step of the sum (2.6x slower at -O2 than at -O3, measured) */
+#define CF__ZERO8(a) { a[0][0] = a[0][1] = a[1][0] = a[1][1] = a[2][0] = a[2][1] = a[3][0] = a[3][1] = _mm512_setzero_ps();     \
+                       a[4][0] = a[4][1] = a[5][0] = a[5][1] = a[6][0] = a[6][1] = a[7][0] = a[7][1] = _mm512_setzero_ps(); }
 /* C (M x nb) = beta C + the packed chunk's nq pairs (Ap's rows a_stride apart); rnd: C rounded
    to bf16 as it is stored (the last chunk of a sum whose result is a bf16 network's tensor) */
 CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uint32_t *Ap, int a_stride, const uint32_t *Bp, float *C, int ldc, float beta,
@@ -2330,7 +2344,7 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uin
             int nn = nb - n0 < 32 ? nb - n0 : 32;
             __mmask16 k0 = (__mmask16)(nn >= 16 ? 0xffff : (1u << nn) - 1), k1 = (__mmask16)(nn >= 32 ? 0xffff : nn > 16 ? (1u << (nn - 16)) - 1 : 0);
             __m512 a[8][2];
-            for (o = 0; o < 8; o++) a[o][0] = a[o][1] = _mm512_setzero_ps();
+            CF__ZERO8(a)
             for (q = 0; q < K2; q++) {
                 const uint32_t *b = Bp + cf__bp(q, n0, K2);
                 __m512bh x0 = (__m512bh)_mm512_maskz_loadu_epi32(k0, b), x1 = (__m512bh)_mm512_maskz_loadu_epi32(k1, b + 16);
@@ -2570,7 +2584,7 @@ CF__BF16_TARGET static void cf__direct_row_bf16(float *y, int half, size_t y0, s
         for (w0 = 0; w0 < OW; w0 += 32) {
             __m512 a[8][2];
             int n = OW - w0 < 32 ? OW - w0 : 32;
-            for (o = 0; o < 8; o++) a[o][0] = a[o][1] = _mm512_setzero_ps();
+            CF__ZERO8(a)
             for (q = 0; q < T2; q++) {
                 const uint32_t *r = rp[q] + w0;
                 for (kw = 0; kw < KW; kw++) {
@@ -2882,6 +2896,7 @@ static void cf__dw_rows_bwd(const cf__conv_call *c) {
                 cf__dw_row_bwd(c->dx ? c->dx + plane * iv + row : NULL, c->dw + k, c->dy + plane * ov + ((size_t)od * out.h + oh) * out.w,
                                c->x + plane * iv + row, c->w + k, KW, g->dil[2], g->pb[2], in.w, out.w);
             }
+            if (c->bf16 && c->dx) cf__round_run(c->dx + plane * iv, iv);   /* the plane's dx is whole: rounded while in cache */
         }
     }
 }
@@ -3049,7 +3064,7 @@ static const cf__pool_path cf__pool_bwd_paths[] = {
     {-1, NULL, NULL, 0}};
 static const cf__conv_path cf__dwconv_bwd_paths[] = {   /* both halves at once: dw and dx */
 #ifndef CF_REFERENCE
-    {CF__K_DIRECT, cf__dw_rows_applies, cf__dw_rows_bwd, 0, 0},
+    {CF__K_DIRECT, cf__dw_rows_applies, cf__dw_rows_bwd, 1, 0},
 #endif
     {-1, NULL, NULL, 0, 0}};
 static const cf__conv_path *cf__conv_paths(int op) {
@@ -3207,14 +3222,20 @@ static const char *cf__dwconv_path(int op, int B, cf_shape in, cf_shape out, con
     const cf__conv_path *p = op == CF_OP_FORWARD ? NULL : cf__conv_pick(cf__dwconv_bwd_paths, &c);
     return p ? cf__kind_names[p->kind] : "reference";
 }
-CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
-                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, 0);
+/* bf16: dx stored rounded, by the path that rounds or after it (as every convolution's) */
+static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in, cf_shape out,
+                                  const cf_geom *g, int bf16) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, bf16);
     const cf__conv_path *p;
     c.dx = dx; c.dw = dw; c.dy = dy; c.x = x; c.w = w;
     if (db) cf__bias_grad(db, dy, 0, B, in.c, (size_t)out.d * out.h * out.w);
     if ((p = cf__conv_pick(cf__dwconv_bwd_paths, &c))) p->run(&c);
     else cf_ref_dwconv_backward(dx, dw, NULL, dy, x, w, B, in, out, g);
+    if (bf16 && dx && !(p && p->rounds)) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));
+}
+CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g) {
+    cf__dwconv_backward_p(dx, dw, db, dy, x, w, B, in, out, g, 0);
 }
 
 #ifndef CF_REFERENCE
@@ -3647,6 +3668,9 @@ static double cf__size_flops(const cf_layer *l) { return (double)cf_shape_size(l
 static int cf__no_keys(cf__parser *p, cf_layer *l) { (void)p; (void)l; return CF_OK; }
 /* bf16: whether layer's output (and its gradient) is stored rounded: before the dense head */
 static int cf__rounds(const cf_net *net, int layer) { return net->priv->precision == CF_BF16 && layer >= 0 && layer < net->priv->head; }
+/* whether a backward rounds the gradient it adds into over layer's output: one of bf16
+   values, not stored in 16 bits (those are bf16 values as stored) */
+static int cf__rounds_grad(const cf_net *net, int layer) { return cf__rounds(net, layer) && !net->priv->plan.l[layer].grad_half; }
 /* bf16: dL/dz = dL/dy f'(z) of layer i, an operand of its backward products, rounded before
    use; dL/dy is stored rounded, so a linear or relu f (f' = 1 or 0) leaves it bf16 values */
 static void cf__round_dz(cf_net *net, int i, float *dz) {
@@ -3716,7 +3740,11 @@ static void cf__conv_backward(cf_net *net, int i) {
         cf__round_dz(net, i, dy);   /* dL/dz: an operand of both products */
     }
     /* (fused: the pool's backward has already written dL/dz, act's backward included, here) */
-    if (l->depthwise) { cf_dwconv_backward(dx, cf__dw(net, l), cf__db(net, l), dy, x, cf__w(net, l), B, l->in, l->out, &l->g); return; }
+    if (l->depthwise) {
+        cf__dwconv_backward_p(dx, cf__dw(net, l), cf__db(net, l), dy, x, cf__w(net, l), B, l->in, l->out, &l->g, cf__rounds(net, i));
+        net->priv->stored_bf16 = 1;   /* (dx rounded when bf16) */
+        return;
+    }
     cf__conv_backward_weights_p(cf__dw(net, l), cf__db(net, l), dy, x, B, l->in, l->out, &l->g, l->groups, net->priv->ws, net->priv->ws_floats,
                                 cf__rounds(net, i), halves);
     if (net->priv->layer_hook) net->priv->layer_hook(net, i, 4, net->priv->layer_ctx);   /* cf-bench times the two halves apart */
@@ -3849,10 +3877,22 @@ static void cf__copy_forward(cf_net *net, int i) {
     memcpy(cf__out(net, i), cf__in(net, l, 0), cf__n_out(net, l) * sizeof(float));
     net->priv->stored_bf16 = 1;   /* in bf16, a copy of bf16 values */
 }
-static void cf__add_to(float *dx, const float *dy, size_t n) { size_t k; if (dx) for (k = 0; k < n; k++) dx[k] += dy[k]; }
+/* dx += dy (dx NULL: nothing); rnd: each stretch of CF__STRETCH values rounded to bf16 once
+   added, while in cache (a bf16 network's gradient, section 5) */
+static void cf__add_to(float *dx, const float *dy, size_t n, int rnd) {
+    long s, ns = (long)((n + CF__STRETCH - 1) / CF__STRETCH);
+    if (!dx) return;
+    CF__OMP(omp parallel for schedule(static) if (ns > 4))
+    for (s = 0; s < ns; s++) {
+        size_t k, k0 = (size_t)s * CF__STRETCH, e = n - k0 < CF__STRETCH ? n : k0 + CF__STRETCH;
+        for (k = k0; k < e; k++) dx[k] += dy[k];
+        if (rnd) cf__round_run(dx + k0, e - k0);
+    }
+}
 static void cf__copy_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
-    cf__add_to(cf__in_grad(net, l, 0), cf__grad(net, i), cf__n_out(net, l));
+    cf__add_to(cf__in_grad(net, l, 0), cf__grad(net, i), cf__n_out(net, l), cf__rounds_grad(net, l->src[0]));
+    net->priv->stored_bf16 = 1;   /* (when bf16: rounded as it added) */
 }
 /* [dropout]: y = mask x / (1 - rate) while training, y = x otherwise; dx += the same map of dy */
 static int cf__dropout_parse(cf__parser *p, cf_layer *l) { return cf__get_float(p->s, p->name, "rate", 0.5f, 0.0f, 0.999f, &l->rate); }
@@ -3961,10 +4001,11 @@ static void cf__route_backward(cf_net *net, int i) {
         for (j = 0; j < l->n_src; j++) {
             size_t m = cf_shape_size(cf__src_shape(net, l->src[j]));
             float *d = cf__in_grad(net, l, j);
-            if (d) cf__add_to(d + (size_t)b * m, src, m);
+            if (d) cf__add_to(d + (size_t)b * m, src, m, cf__rounds_grad(net, l->src[j]));
             src += m;
         }
     }
+    net->priv->stored_bf16 = 1;   /* (when bf16: rounded as it added) */
 }
 /* [add]: y = sum of the sources (same shapes); every source gets dy */
 static int cf__add_parse(cf__parser *p, cf_layer *l) {
@@ -3978,15 +4019,25 @@ static int cf__add_parse(cf__parser *p, cf_layer *l) {
 static void cf__add_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *y = cf__out(net, i);
-    size_t k, n = cf__n_out(net, l);
-    int j;
-    memcpy(y, cf__in(net, l, 0), n * sizeof(float));
-    for (j = 1; j < l->n_src; j++) { const float *o = cf__in(net, l, j); for (k = 0; k < n; k++) y[k] += o[k]; }
+    const float *x0 = cf__in(net, l, 0);
+    size_t n = cf__n_out(net, l);
+    long s, ns = (long)((n + CF__STRETCH - 1) / CF__STRETCH);
+    int rnd = cf__rounds(net, i);
+    CF__OMP(omp parallel for schedule(static) if (ns > 4))
+    for (s = 0; s < ns; s++) {   /* a stretch at a time: the sum in source order, rounded once (bf16) */
+        size_t k, k0 = (size_t)s * CF__STRETCH, e = n - k0 < CF__STRETCH ? n : k0 + CF__STRETCH;
+        int j;
+        for (k = k0; k < e; k++) y[k] = x0[k];
+        for (j = 1; j < l->n_src; j++) { const float *o = cf__in(net, l, j); for (k = k0; k < e; k++) y[k] += o[k]; }
+        if (rnd) cf__round_run(y + k0, e - k0);
+    }
+    net->priv->stored_bf16 = 1;
 }
 static void cf__add_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     int j;
-    for (j = 0; j < l->n_src; j++) cf__add_to(cf__in_grad(net, l, j), cf__grad(net, i), cf__n_out(net, l));
+    for (j = 0; j < l->n_src; j++) cf__add_to(cf__in_grad(net, l, j), cf__grad(net, i), cf__n_out(net, l), cf__rounds_grad(net, l->src[j]));
+    net->priv->stored_bf16 = 1;
 }
 
 /* ---- [batchnorm]: y = act(gamma xhat + beta) per channel, statistics of the batch while
@@ -4449,7 +4500,7 @@ static void cf__layer_backward(cf_net *net, int i) {
     net->priv->stored_bf16 = 0;
     cf__types[l->type].backward(net, i);
     for (k = 0; k < l->n_src && !net->priv->stored_bf16; k++)   /* the gradients it added into (in 16 bits: bf16 values as stored) */
-        if (cf__rounds(net, l->src[k]) && !net->priv->plan.l[l->src[k]].grad_half) cf_bf16_round(cf__grad(net, l->src[k]), cf__n_out(net, &net->layers[l->src[k]]));
+        if (cf__rounds_grad(net, l->src[k])) cf_bf16_round(cf__grad(net, l->src[k]), cf__n_out(net, &net->layers[l->src[k]]));
 }
 
 /* ---- forward and backward: the layers in order, then in reverse */

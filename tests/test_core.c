@@ -1221,13 +1221,17 @@ static void test_bf16_stored(void) {
         "[flatten]\n[dense]\noutputs=2\n";
     static const char *seg_cfg =   /* no dense head: the loss gradient itself is stored rounded, and linear convs' dL/dz is it;
                                       a depthwise conv and a batch norm round with their activation; a grouped, strided
-                                      conv (im2col with the bf16 GEMM) applies its activation before it rounds */
+                                      conv (im2col with the bf16 GEMM) applies its activation before it rounds; the batch
+                                      norm's gradient is the sum of an activation's, an add's and a route's (each rounds
+                                      the sum it adds into), the linear depthwise conv's the sum of two */
         "[net]\ninput=3x8x32\nloss=mse\n"
         "[conv]\nfilters=4\nsize=3\npad=same\nactivation=relu\n"
         "[conv]\nfilters=4\nsize=3\nstride=1,2\npad=1\ngroups=2\nactivation=leaky\nslope=0.2\n"
         "[conv]\nfilters=4\nsize=3\npad=same\n"
         "[conv]\nfilters=4\nsize=3\npad=1\ngroups=4\nactivation=leaky\nslope=0.2\n"
         "[batchnorm]\nactivation=leaky\nslope=0.1\n"
+        "[activation]\nactivation=leaky\nslope=0.3\n[add]\nlayers=-1,-2\n[route]\nlayers=-1,-3\n"
+        "[conv]\nfilters=8\nsize=3\npad=1\ngroups=8\n[add]\nlayers=-1,-2\n"
         "[conv]\nfilters=2\nsize=3\npad=same\n";
     bf16_stored_net(cfg, "bf16-stored.cfg", 1);
     bf16_stored_net(seg_cfg, "bf16-seg.cfg", 0);
