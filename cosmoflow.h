@@ -1537,40 +1537,48 @@ CFDEF void cf_bn_backward(float *dx, float *dgamma, float *dbeta, const float *d
 
 /* ---- depthwise convolution: for each output row and tap, one strided run of an input row
    (the in-bounds part computed once by cf__row_range, as in im2col). */
-CFDEF void cf_ref_dwconv_forward(float *y, const float *x, const float *w, const float *b,
-                                 int B, cf_shape in, cf_shape out, const cf_geom *g) {
-    int C = in.c, c, KD = g->k[0], KH = g->k[1], KW = g->k[2];
-    size_t iv = (size_t)in.d * in.h * in.w, ov = (size_t)out.d * out.h * out.w;
-    CF__OMP(omp parallel for schedule(static))
-    for (c = 0; c < C; c++) {
-        const float *wc = w + (size_t)c * KD * KH * KW;
-        int bi, od, oh, kd, kh, kw, t, lo, hi;
-        for (bi = 0; bi < B; bi++) {
-            const float *xc = x + ((size_t)bi * C + c) * iv;
-            float *yc = y + ((size_t)bi * C + c) * ov;
-            size_t p;
-            for (p = 0; p < ov; p++) yc[p] = b ? b[c] : 0.0f;
-            for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
-                float *yr = yc + ((size_t)od * out.h + oh) * out.w;
-                for (kd = 0; kd < KD; kd++) {
-                    int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
-                    if (id < 0 || id >= in.d) continue;
-                    for (kh = 0; kh < KH; kh++) {
-                        int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
-                        const float *xr;
-                        if (ih < 0 || ih >= in.h) continue;
-                        xr = xc + ((size_t)id * in.h + ih) * in.w;
-                        for (kw = 0; kw < KW; kw++) {
-                            int off = kw * g->dil[2] - g->pb[2], s = g->s[2];
-                            float wv = wc[(kd * KH + kh) * KW + kw];
-                            cf__row_range(0, out.w, s, off, in.w, &lo, &hi);
-                            for (t = lo; t < hi; t++) yr[t] += wv * xr[t * s + off];
-                        }
-                    }
+/* one plane: yc (OD, OH, OW) = bias + the taps wc (KD, KH, KW) over xc (D, H, W) */
+static void cf__dw_plane_forward(float *yc, const float *xc, const float *wc, float bias, cf_shape in, cf_shape out, const cf_geom *g) {
+    int KD = g->k[0], KH = g->k[1], KW = g->k[2], od, oh, kd, kh, kw, t, lo, hi;
+    size_t p, ov = (size_t)out.d * out.h * out.w;
+    for (p = 0; p < ov; p++) yc[p] = bias;
+    for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
+        float *yr = yc + ((size_t)od * out.h + oh) * out.w;
+        for (kd = 0; kd < KD; kd++) {
+            int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
+            if (id < 0 || id >= in.d) continue;
+            for (kh = 0; kh < KH; kh++) {
+                int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+                const float *xr;
+                if (ih < 0 || ih >= in.h) continue;
+                xr = xc + ((size_t)id * in.h + ih) * in.w;
+                for (kw = 0; kw < KW; kw++) {
+                    int off = kw * g->dil[2] - g->pb[2], s = g->s[2];
+                    float wv = wc[(kd * KH + kh) * KW + kw];
+                    cf__row_range(0, out.w, s, off, in.w, &lo, &hi);
+                    for (t = lo; t < hi; t++) yr[t] += wv * xr[t * s + off];
                 }
             }
         }
     }
+}
+/* y = act(dwconv(x, w) + b), each plane rounded to bf16 once whole when rnd (a bf16 network,
+   section 5): the activation and the rounding while the plane is in cache */
+static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                                 int act, float slope, int rnd) {
+    int C = in.c, pl;
+    size_t iv = (size_t)in.d * in.h * in.w, ov = (size_t)out.d * out.h * out.w;
+    CF__OMP(omp parallel for schedule(static))
+    for (pl = 0; pl < B * C; pl++) {   /* plane pl: sample pl / C, channel pl % C */
+        int c = pl % C;
+        cf__dw_plane_forward(y + (size_t)pl * ov, x + (size_t)pl * iv, w + (size_t)c * g->k[0] * g->k[1] * g->k[2], b ? b[c] : 0.0f, in, out, g);
+        cf__act_floats(y + (size_t)pl * ov, ov, act, slope);
+        if (rnd) cf__round_run(y + (size_t)pl * ov, ov);
+    }
+}
+CFDEF void cf_ref_dwconv_forward(float *y, const float *x, const float *w, const float *b,
+                                 int B, cf_shape in, cf_shape out, const cf_geom *g) {
+    cf__dwconv_forward_p(y, x, w, b, B, in, out, g, CF_ACT_LINEAR, 0.0f, 0);
 }
 
 CFDEF void cf_ref_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
@@ -3733,8 +3741,8 @@ static void cf__conv_forward(cf_net *net, int i) {
         net->priv->stored_bf16 = 1;   /* the dispatcher rounded it (when bf16) */
         return;
     }
-    cf_dwconv_forward(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g);
-    cf_act_forward(y, cf__n_out(net, l), l->act, l->slope);
+    cf__dwconv_forward_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, l->act, l->slope, cf__rounds(net, i));
+    net->priv->stored_bf16 = 1;   /* (when bf16: rounded as it stored) */
 }
 static void cf__conv_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];

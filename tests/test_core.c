@@ -689,7 +689,7 @@ static void test_fast_paths(void) {
 static const char *oracle_cfg =
     "[net]\ninput=3x4x5x6\nloss=mse\n"
     "[conv]\nfilters=4\nsize=3\npad=1\nactivation=leaky\nslope=0.3\n"              /* 0 */
-    "[conv]\nfilters=4\nsize=3\ndilation=2\npad=2\ngroups=4\nbias=0\n"              /* 1 depthwise */
+    "[conv]\nfilters=4\nsize=3\ndilation=2\npad=2\ngroups=4\nbias=0\nactivation=leaky\nslope=0.2\n"  /* 1 depthwise */
     "[batchnorm]\nactivation=relu\n"                                               /* 2 */
     "[affine]\nactivation=tanh\n"                                                  /* 3 */
     "[deconv]\nfilters=2\nsize=2\nstride=2\nactivation=relu\n"                     /* 4 */
