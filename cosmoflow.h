@@ -4083,7 +4083,7 @@ static void cf__bn_backward_layer(cf_net *net, int i) {
     cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
     cf__bn_backward_p(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), mean, mean + C,
                       net->batch, C, cf__per_channel(l->in), net->priv->bn_train, net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL,
-                      cf__rounds(net, l->src[0]) && !net->priv->plan.l[l->src[0]].grad_half);
+                      cf__rounds_grad(net, l->src[0]));
     net->priv->stored_bf16 = 1;   /* (its input's gradient, when bf16: rounded as it stored) */
 }
 
