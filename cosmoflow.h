@@ -2119,7 +2119,8 @@ static size_t cf__direct_wp(cf_shape out, const cf_geom *g) {
    rows of 16 or more, one R per thread in ws, and R at most max_r floats.  The forward pass
    passes CF__DIRECT_FWD_MAX_R, 64 Ki floats: with many input channels R outgrows the L2 cache
    while im2col + GEMM has a long K and the BLAS its best shape.  Backward-data passes no
-   limit: there the alternative is GEMM + col2im, which is slower. */
+   limit: there the alternative is GEMM + col2im, which is slower.  (The bf16 kernel has its
+   own limit, CF__BF16_DIRECT_MAX_R.) */
 #define CF__DIRECT_FWD_MAX_R 65536
 static int cf__direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, size_t max_r) {
     size_t rsz = (size_t)in.c * g->k[0] * g->k[1] * cf__direct_wp(out, g);
@@ -2673,12 +2674,19 @@ static int cf__bf16_gemm_applies(const cf__conv_call *c) { return c->bf16 && cf_
 static size_t cf__w2_floats(cf_shape in, const cf_geom *g, int OC) {
     return cf__r16((size_t)OC * ((in.c + 1) / 2) * g->k[0] * g->k[1] * g->k[2]);
 }
+/* The bf16 kernel's forward takes an R of up to CF__BF16_DIRECT_MAX_R uint32 (4 MiB), far
+   past the fp32 kernel's limit: with few filters the alternative, im2col + the bf16 GEMM, has
+   a GEMM of few rows.  Measured in one process, the paths alternated (docs/performance.md,
+   stop 40): Tiramisu's 5x5 convs to 32 channels (R up to 647 Ki) 2.8-3.7x faster than im2col;
+   DeepCAM's decoder 3x3 convs (R 147 Ki) the same either way; DeepCAM's ASPP conv of dilation
+   6 (R 1.4 Mi) 25 % slower, so it stays with im2col.  Backward-data passes no limit. */
+#define CF__BF16_DIRECT_MAX_R ((size_t)1 << 20)
 static int cf__bf16_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, size_t max_r) {
     size_t w2 = cf__w2_floats(in, g, out.c), rsz = cf__pair_rows_size(in, g, cf__direct_wp(out, g));
-    return g->s[2] == 1 && out.w >= 16 && rsz <= max_r / 2 && w2 + (size_t)cf__nthreads() * rsz <= ws_floats;
+    return g->s[2] == 1 && out.w >= 16 && rsz <= max_r && w2 + (size_t)cf__nthreads() * rsz <= ws_floats;
 }
 static int cf__bf16_direct_fwd_applies(const cf__conv_call *c) {
-    return cf__bf16_gemm_applies(c) && c->groups == 1 && !cf__pointwise_applies(c) && cf__bf16_direct_fits(c->in, c->out, c->g, c->ws_floats, CF__DIRECT_FWD_MAX_R);
+    return cf__bf16_gemm_applies(c) && c->groups == 1 && !cf__pointwise_applies(c) && cf__bf16_direct_fits(c->in, c->out, c->g, c->ws_floats, CF__BF16_DIRECT_MAX_R);
 }
 static void cf__bf16_direct_fwd_run(const cf__conv_call *c) {
     uint32_t *w2 = (uint32_t *)c->ws;
