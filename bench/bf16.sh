@@ -1,6 +1,7 @@
 #!/bin/sh
-# bf16 (--precision bf16) beside fp32 in the same process setting, and the PyTorch peer's bf16
-# (CPU autocast, bench/torch_peer.py --bf16) beside its fp32, in the peer's contiguous format;
+# bf16 (--precision bf16) beside fp32, their steps alternated in one process (cf-bench
+# --alternate; the peak memory from a run of each alone), and the PyTorch peer's bf16 (CPU
+# autocast, bench/torch_peer.py --bf16) beside its fp32, in the peer's contiguous format;
 # medians of REPS.  Ours in each BLAS kernel set bench/common.sh's kernel_sets finds (the
 # environment's, and OpenBLAS's AVX-512 ones where they compute correctly); the peer once.
 # Each of our steps' rates is also printed as a percentage of the machine's peak for its
@@ -24,7 +25,7 @@ grep '^peak' "$T/peak.txt"
 pk32=$(sed -n 's/^peak per core: fp32 FMA \([0-9.]*\) .*/\1/p' "$T/peak.txt"); pk16=$(sed -n 's/.*bf16 vdpbf16ps \([0-9.]*\) .*/\1/p' "$T/peak.txt")
 pct() { echo "$1 $2" | awk -v t="$THREADS" '$2 > 0 && $1 != "" {printf "%.0f%%", 100 * $1 / ($2 * t); exit} {print "-"}'; }
 ratio() { echo "$1 $2" | awk '$2 > 0 {printf "%.2f", $1 / $2; exit} {print "-"}'; }
-BF16_WORKLOADS=${BF16_WORKLOADS:-"models/cosmoflow.cfg|4x128x128x128|1|2 models/cosmoflow.cfg|4x128x128x128|4|1 models/deepcam.cfg|16x768x1152|1|1"}
+BF16_WORKLOADS=${BF16_WORKLOADS:-"models/cosmoflow.cfg|4x128x128x128|1|2 models/cosmoflow.cfg|4x128x128x128|4|1 models/deepcam.cfg|16x768x1152|1|3"}
 printf '%-34s %-9s %8s %8s %5s %6s %6s %7s %7s %5s %9s %9s %5s\n' workload kernels "fp32 s/s" "bf16 s/s" ratio "fp32 %" "bf16 %" "fp32 MB" "bf16 MB" ratio "torch f32" "torch b16" ratio
 for w in $BF16_WORKLOADS; do
     IFS='|' read -r model shape batch steps <<EOW
@@ -35,9 +36,14 @@ EOW
         rm -f "$T"/*.col
         r=0
         while [ $r -lt "$REPS" ]; do
+            # the speeds: both precisions in one process, their steps alternated (cf-bench
+            # --alternate), so that a host whose speed drifts between runs slows both alike
+            OPENBLAS_CORETYPE=$k OMP_NUM_THREADS=$THREADS bin/cf-bench --model "$model" --input-shape "$shape" --batch "$batch" --steps "$steps" --threads "$THREADS" --no-sgemm --precision bf16 --alternate > "$T/o.txt" 2>&1
+            sed -n 's/^alternated: fp32 \([0-9.]*\) bf16 \([0-9.]*\) .*/\1 \2/p' "$T/o.txt" > "$T/alt.txt"
+            cut -d' ' -f1 "$T/alt.txt" >> "$T/fp32.samples_per_s.col"; cut -d' ' -f2 "$T/alt.txt" >> "$T/bf16.samples_per_s.col"
             for p in fp32 bf16; do
-                OPENBLAS_CORETYPE=$k OMP_NUM_THREADS=$THREADS bin/cf-bench --model "$model" --input-shape "$shape" --batch "$batch" --steps "$steps" --threads "$THREADS" --no-sgemm --precision $p > "$T/o.txt" 2>&1
-                for f in samples_per_s gflops_per_s peak_rss_mb; do field $f "$T/o.txt" >> "$T/$p.$f.col"; done
+                # the peak memory: each precision alone
+                [ $r -eq 0 ] && OPENBLAS_CORETYPE=$k OMP_NUM_THREADS=$THREADS bin/cf-bench --model "$model" --input-shape "$shape" --batch "$batch" --steps 1 --threads "$THREADS" --no-sgemm --precision $p > "$T/m.txt" 2>&1 && field peak_rss_mb "$T/m.txt" >> "$T/$p.peak_rss_mb.col"
                 if [ $peer = 1 ] && [ $first = 1 ]; then
                     $PY bench/torch_peer.py --model "$model" --input-shape "$shape" --batch "$batch" --steps "$steps" --threads "$THREADS" $([ $p = bf16 ] && echo --bf16) > "$T/t.txt" 2>&1
                     field samples_per_s "$T/t.txt" >> "$T/torch_$p.col"
@@ -46,7 +52,8 @@ EOW
             r=$((r + 1))
         done
         f32=$(median < "$T/fp32.samples_per_s.col"); b16=$(median < "$T/bf16.samples_per_s.col")
-        g32=$(median < "$T/fp32.gflops_per_s.col"); g16=$(median < "$T/bf16.gflops_per_s.col")
+        gps=$(echo "$(field gflops_per_s "$T/o.txt") $(field samples_per_s "$T/o.txt")" | awk '$2 > 0 {print $1 / $2}')   # GFLOP per sample
+        g32=$(echo "$f32 $gps" | awk '{print $1 * $2}'); g16=$(echo "$b16 $gps" | awk '{print $1 * $2}')
         m32=$(median < "$T/fp32.peak_rss_mb.col"); m16=$(median < "$T/bf16.peak_rss_mb.col")
         t32=-; t16=-
         if [ $peer = 1 ] && [ $first = 1 ]; then t32=$(median < "$T/torch_fp32.col"); t16=$(median < "$T/torch_bf16.col"); fi

@@ -43,6 +43,11 @@ for t in train eval convert synth check bench; do
     $B/cf-$t --help >"$T/h.txt" 2>&1 && grep -q -- "--" "$T/h.txt" && ok || bad "cf-$t --help"
     $B/cf-$t --version | grep -q "$(sed -n 's/#define CF_VERSION "\(.*\)"/\1/p' cosmoflow.h)" && ok || bad "cf-$t --version"
 done
+# cf-bench --alternate: both precisions' rates from one process, and the last line as before
+# (the bf16 one of this run's own precision)
+$B/cf-bench --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --steps 2 --no-sgemm --precision bf16 --alternate > "$T/alt.txt" 2>&1
+grep -Eq '^alternated: fp32 [0-9.]*[1-9][0-9.]* bf16 [0-9.]*[1-9][0-9.]* samples/s, bf16/fp32 [0-9.]+ \(medians of 2 steps each, one process\)$' "$T/alt.txt" &&
+    tail -1 "$T/alt.txt" | grep -Eq '^samples_per_s [0-9.]+ gflops_per_s [0-9.]+ sgemm_peak_pct [0-9.]+ peak_rss_mb [0-9]+$' && ok || bad "cf-bench --alternate: the alternated line, the last line's fields"
 
 # ---- bad input: clear errors naming the file, non-zero exit
 printf '[net]\ninput=4x8x8x8\n[conv]\nfilters=2\nkernel=3\n' > "$T/bad.cfg"

@@ -31,7 +31,7 @@ static void report_blas(void) {
 
 typedef struct {
     const char *model;
-    int batch, steps, threads, has_shape, no_sgemm, no_direct, allreduce, layers, check_blas, reference, precision;
+    int batch, steps, threads, has_shape, no_sgemm, no_direct, allreduce, layers, check_blas, reference, precision, alternate;
     long ar_floats, overlap;
     cf_shape shape;
 } options;
@@ -48,6 +48,8 @@ static void flag_table(options *o) {
         {"--no-direct", NULL, FLAG_SET, &o->no_direct, 1, 0, "no direct convolution kernels (fast path 'direct' off), to compare", NULL, NULL},
         {"--reference", NULL, FLAG_SET, &o->reference, 1, 0, "every operation through its reference (all fast paths off), to compare", NULL, NULL},
         PRECISION_FLAG(&o->precision),
+        {"--alternate", NULL, FLAG_SET, &o->alternate, 1, 0, "also the same network in the other precision, its steps alternated with these in this process, each timed apart: "
+         "a line 'alternated: fp32 F bf16 B samples/s ...' (medians; a host whose speed drifts slows both alike); peak_rss_mb is then both networks'", NULL, NULL},
         {"--allreduce", NULL, FLAG_SET, &o->allreduce, 1, 0, "also time the averaging of the gradient buffer, the library's way and the others (medians of 8; run under mpirun): last 'allreduce_ms A grad_mb G ranks P'", NULL, NULL},
         {"--overlap", "N", FLAG_LONG, &o->overlap, 0, 1L << 30, "the step's gradient averaged in buckets of >= N floats during backward (cf-train --overlap)", NULL, NULL},
         {"--allreduce-floats", "N", FLAG_LONG, &o->ar_floats, 1, 1L << 30, "--allreduce of N floats instead of the model's gradient (two sizes give a link's latency and bandwidth)", NULL, NULL},
@@ -292,7 +294,9 @@ int main(int argc, char **argv) {
         cf_rng r = cf_rng_seed(3);
         layer_clock lc = {NULL, 0, 0};
         cf_train_config tc;
-        cf_trainer tr;
+        cf_trainer tr, tr2;
+        cf_net net2;
+        double *t_own = NULL, *t_twin = NULL;
         cf_step_result res;
         if (!x || !t || !rates) die("out of memory for the batch");
         for (k = 0; k < nx; k++) x[k] = cf_rng_uniform(&r);
@@ -303,6 +307,14 @@ int main(int argc, char **argv) {
         cf_train_defaults(&tc);
         tc.lr = 1e-6; tc.base_batch = 0; tc.warmup_epochs = 0; tc.n_decay = 0; tc.overlap = o.overlap; tc.precision = o.precision;
         TRY(cf_train_init(&tr, &net, &tc));
+        if (o.alternate) {   /* the twin: the same cfg and shape, the other precision */
+            TRY(cf_net_load_cfg(&net2, model, o.has_shape ? &o.shape : NULL));
+            cf_net_init(&net2, 1);
+            tc.precision = o.precision == CF_BF16 ? CF_FP32 : CF_BF16;
+            TRY(cf_train_init(&tr2, &net2, &tc));
+            if (!(t_own = (double *)calloc((size_t)steps + 1, sizeof(double))) || !(t_twin = (double *)calloc((size_t)steps + 1, sizeof(double))))
+                die("out of memory");
+        }
         for (i = 0; i <= steps; i++) {
             double t0;
             if (i == 1 && do_layers) {   /* step 0 warms up caches and allocates */
@@ -311,6 +323,12 @@ int main(int argc, char **argv) {
             }
             t0 = now_s();
             TRY(cf_train_step(&tr, x, t, B, &res));
+            if (o.alternate) {
+                double t1 = now_s();
+                TRY(cf_train_step(&tr2, x, t, B, &res));
+                t_own[i] = t1 - t0; t_twin[i] = now_s() - t1;
+                t0 += now_s() - t1;   /* the step's own time */
+            }
             if (i == 0) continue;
             dt += (now_s() - t0) / steps;
             if (do_sgemm) rates[i - 1] = sgemm_rate(&sb);
@@ -318,6 +336,13 @@ int main(int argc, char **argv) {
         if (do_sgemm) peak = median(rates, steps);
         free(rates); free(sb.a); free(sb.b); free(sb.c);
         if (do_layers && cf_dist_rank() == 0) layer_table(&net, lc.t, steps, B, dt, peak);
+        if (o.alternate && steps > 0 && cf_dist_rank() == 0) {
+            double own = B / median(t_own + 1, steps), twin = B / median(t_twin + 1, steps), f32 = o.precision == CF_BF16 ? twin : own;
+            double b16 = o.precision == CF_BF16 ? own : twin;
+            printf("alternated: fp32 %.4f bf16 %.4f samples/s, bf16/fp32 %.3f (medians of %d steps each, one process)\n", f32, b16, b16 / f32, steps);
+        }
+        if (o.alternate) { cf_train_free(&tr2); cf_net_free(&net2); }
+        free(t_own); free(t_twin);
         free(lc.t);
         if (cf_dist_rank() == 0) printf("model %s input %dx%dx%dx%d batch %d: %.3f s/step, %.1f GFLOP/step, sgemm peak %.1f GFLOP/s\n",
                model, net.input.c, net.input.d, net.input.h, net.input.w, B, dt, flops / 1e9, peak);
