@@ -255,7 +255,7 @@ static const path_case path_cases[] = {
     {1, 3, 8, 10, 37, 4, {3, 3, 3}, {1, 1, 1}, {0, 1, 1}, {2, 1, 1}, 1},    /* tiles backward-weights, uneven padding */
     {1, 5, 4, 5, 16, 20, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1},   /* rows of 16, 20 filters: the bf16 direct kernel's narrow blocks */
     {2, 3, 1, 5, 300, 6, {1, 3, 3}, {1, 1, 1}, {0, 1, 2}, {0, 1, 0}, 1},  /* 2-D rows of 300, uneven padding: tiles end mid-row */
-    {1, 96, 1, 4, 300, 8, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1}, /* 96 channels: the bf16 direct kernel's rows past 64 Ki floats */
+    {1, 96, 1, 4, 300, 8, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1}, /* 96 channels: the bf16 direct kernel with R past 32 Ki uint32, its old limit */
 };
 static void setup_path_case(const path_case *pc, cf_shape *in, cf_shape *out, cf_geom *g) {
     int a;
