@@ -1645,8 +1645,10 @@ CFDEF void cf_deconv_forward(float *y, const float *x, const float *w, const flo
     cf__deconv_forward_with(y, x, w, b, B, in, out, g, col, ws_floats, cf__sgemm_fp32);
 }
 
+/* gemm_dx: dx's GEMM, which may store it rounded (each tile's columns of dx get their one
+   product there) */
 static void cf__deconv_backward_with(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in,
-                                     cf_shape out, const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm) {
+                                     cf_shape out, const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm, cf__gemm_fn gemm_dx) {
     int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
     size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
     for (bi = 0; bi < B; bi++) {
@@ -1657,14 +1659,14 @@ static void cf__deconv_backward_with(float *dx, float *dw, float *db, const floa
             cf__im2col(col, dyb, out.c, out, in, g, p0, n);          /* (K, n) */
             /* dw (C, K) += x (C, n) x col^T (n, K);  dx (C, n) += w (C, K) x col (K, n) */
             gemm(0, 1, in.c, K, (int)n, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
-            if (dx) gemm(0, 0, in.c, (int)n, K, w, K, col, (int)n, 1.0f, dx + (size_t)bi * in.c * P + p0, (int)P);
+            if (dx) gemm_dx(0, 0, in.c, (int)n, K, w, K, col, (int)n, 1.0f, dx + (size_t)bi * in.c * P + p0, (int)P);
         }
     }
 }
 CFDEF void cf_deconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                               const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
                               float *col, size_t ws_floats) {
-    cf__deconv_backward_with(dx, dw, db, dy, x, w, B, in, out, g, col, ws_floats, cf__sgemm_fp32);
+    cf__deconv_backward_with(dx, dw, db, dy, x, w, B, in, out, g, col, ws_floats, cf__sgemm_fp32, cf__sgemm_fp32);
 }
 
 /* ---- segmentation loss and metric */
@@ -3121,6 +3123,15 @@ static cf__gemm_fn cf__deconv_gemm(int bf16) {
     (void)bf16;
     return cf__sgemm_fp32;
 }
+/* its dx's: the bf16 GEMM that stores dx rounded, when dx is to be rounded (rnd) and the bf16
+   GEMM runs; else gemm, and the network's pass after it rounds */
+static cf__gemm_fn cf__deconv_gemm_dx(cf__gemm_fn gemm, int rnd) {
+#ifdef CF__BF16
+    if (rnd && gemm == cf__sgemm_bf16) return cf__sgemm_bf16_rounded;
+#endif
+    (void)rnd;
+    return gemm;
+}
 CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats) {
     return cf__conv_path_p(op, B, in, out, g, groups, ws_floats, 0);
 }
@@ -3823,10 +3834,12 @@ static void cf__deconv_forward(cf_net *net, int i) {
 static void cf__deconv_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *dy = cf__grad(net, i);
+    cf__gemm_fn gemm = cf__deconv_gemm(cf__rounds(net, i)), gemm_dx = cf__deconv_gemm_dx(gemm, l->src[0] >= 0 && cf__rounds_grad(net, l->src[0]));
     cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
     cf__round_dz(net, i, dy);
     cf__deconv_backward_with(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), net->batch,
-                             l->in, l->out, &l->g, net->priv->ws, net->priv->ws_floats, cf__deconv_gemm(cf__rounds(net, i)));
+                             l->in, l->out, &l->g, net->priv->ws, net->priv->ws_floats, gemm, gemm_dx);
+    net->priv->stored_bf16 = gemm_dx != gemm;   /* (dx rounded by its GEMM as it stored) */
 }
 
 /* ---- [maxpool], [avgpool]: stride = size unless given */

@@ -527,7 +527,7 @@ static void test_bf16_deconv(void) {
         cf__deconv_forward_with(o[0][0], x, w, NULL, pc->B, in, out, &g, ws, wsf, cf__sgemm_bf16);
         cf_deconv_forward(o[1][0], x, w, NULL, pc->B, in, out, &g, ws, wsf);
         cf_deconv_forward(o[2][0], ax, aw, NULL, pc->B, in, out, &g, ws, wsf);
-        cf__deconv_backward_with(o[0][1], o[0][2], NULL, dy, x, w, pc->B, in, out, &g, ws, wsf, cf__sgemm_bf16);
+        cf__deconv_backward_with(o[0][1], o[0][2], NULL, dy, x, w, pc->B, in, out, &g, ws, wsf, cf__sgemm_bf16, cf__sgemm_bf16);
         cf_deconv_backward(o[1][1], o[1][2], NULL, dy, x, w, pc->B, in, out, &g, ws, wsf);
         cf_deconv_backward(o[2][1], o[2][2], NULL, ady, ax, aw, pc->B, in, out, &g, ws, wsf);
         for (t = 0; t < 3; t++) { e[t] = worst_rel_to(o[0][t], o[1][t], o[2][t], n[t]); if (e[t] > worst) worst = e[t]; }
@@ -1224,7 +1224,7 @@ static void test_bf16_stored(void) {
                                       a depthwise conv and a batch norm round with their activation; a grouped, strided
                                       conv (im2col with the bf16 GEMM) applies its activation before it rounds; the batch
                                       norm's gradient is the sum of an activation's, an add's and a route's (each rounds
-                                      the sum it adds into), the linear depthwise conv's the sum of two */
+                                      the sum it adds into), the linear depthwise conv's the sum of two; the add's is the transposed conv's dx, rounded by its GEMM */
         "[net]\ninput=3x8x32\nloss=mse\n"
         "[conv]\nfilters=4\nsize=3\npad=same\nactivation=relu\n"
         "[conv]\nfilters=4\nsize=3\nstride=1,2\npad=1\ngroups=2\nactivation=leaky\nslope=0.2\n"
@@ -1233,6 +1233,7 @@ static void test_bf16_stored(void) {
         "[batchnorm]\nactivation=leaky\nslope=0.1\n"
         "[activation]\nactivation=leaky\nslope=0.3\n[add]\nlayers=-1,-2\n[route]\nlayers=-1,-3\n"
         "[conv]\nfilters=8\nsize=3\npad=1\ngroups=8\n[add]\nlayers=-1,-2\n"
+        "[deconv]\nfilters=4\nsize=3\nstride=1,2\npad=1\noutput_padding=0,1\n"
         "[conv]\nfilters=2\nsize=3\npad=same\n";
     bf16_stored_net(cfg, "bf16-stored.cfg", 1);
     bf16_stored_net(seg_cfg, "bf16-seg.cfg", 0);
