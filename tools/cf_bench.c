@@ -48,7 +48,7 @@ static void flag_table(options *o) {
         {"--no-direct", NULL, FLAG_SET, &o->no_direct, 1, 0, "no direct convolution kernels (fast path 'direct' off), to compare", NULL, NULL},
         {"--reference", NULL, FLAG_SET, &o->reference, 1, 0, "every operation through its reference (all fast paths off), to compare", NULL, NULL},
         PRECISION_FLAG(&o->precision),
-        {"--alternate", NULL, FLAG_SET, &o->alternate, 1, 0, "also the same network in the other precision, its steps alternated with these in this process, each timed apart: "
+        {"--alternate", NULL, FLAG_SET, &o->alternate, 1, 0, "also the same network in the other precision, its steps alternated with these in this process (each first every other time), each timed apart: "
          "a line 'alternated: fp32 F bf16 B samples/s ...' (medians; a host whose speed drifts slows both alike); peak_rss_mb is then both networks'", NULL, NULL},
         {"--allreduce", NULL, FLAG_SET, &o->allreduce, 1, 0, "also time the averaging of the gradient buffer, the library's way and the others (medians of 8; run under mpirun): last 'allreduce_ms A grad_mb G ranks P'", NULL, NULL},
         {"--overlap", "N", FLAG_LONG, &o->overlap, 0, 1L << 30, "the step's gradient averaged in buckets of >= N floats during backward (cf-train --overlap)", NULL, NULL},
@@ -321,13 +321,18 @@ int main(int argc, char **argv) {
                 lc.t = (double *)calloc(3 * net.n_layers, sizeof(double));
                 cf_net_set_layer_hook(&net, time_layer, &lc);
             }
+            if (o.alternate && i % 2) {   /* the twin first on odd steps: the order of the two may matter, so each goes first half the time */
+                t0 = now_s();
+                TRY(cf_train_step(&tr2, x, t, B, &res));
+                t_twin[i] = now_s() - t0;
+            }
             t0 = now_s();
             TRY(cf_train_step(&tr, x, t, B, &res));
             if (o.alternate) {
                 double t1 = now_s();
-                TRY(cf_train_step(&tr2, x, t, B, &res));
-                t_own[i] = t1 - t0; t_twin[i] = now_s() - t1;
-                t0 += now_s() - t1;   /* the step's own time */
+                t_own[i] = t1 - t0;
+                if (i % 2 == 0) { TRY(cf_train_step(&tr2, x, t, B, &res)); t_twin[i] = now_s() - t1; }
+                t0 = now_s() - t_own[i];   /* the step's own time */
             }
             if (i == 0) continue;
             dt += (now_s() - t0) / steps;
