@@ -174,6 +174,12 @@ static void time_layer(cf_net *net, int layer, int phase, void *ctx) {
     else if (phase == 4) { lc->t[3 * layer + 1] += now - lc->start; lc->start = now; lc->split = 1; }   /* weights done, data starts */
     else lc->t[3 * layer + (lc->split ? 2 : 1)] += now - lc->start;   /* no phase 4: the whole backward */
 }
+/* one training step, its seconds */
+static double timed_step(cf_trainer *tr, const float *x, const float *t, int B, cf_step_result *res) {
+    double t0 = now_s();
+    TRY(cf_train_step(tr, x, t, B, res));
+    return now_s() - t0;
+}
 static double rate(double flops, double s) { return s > 0 ? flops / s / 1e9 : 0; }
 /* a layer's FLOPs in one training step of B samples: forward + backward-weights +
    backward-data, except that a layer reading the network input computes no input gradient */
@@ -316,26 +322,20 @@ int main(int argc, char **argv) {
                 die("out of memory");
         }
         for (i = 0; i <= steps; i++) {
-            double t0;
+            double own;
             if (i == 1 && do_layers) {   /* step 0 warms up caches and allocates */
                 lc.t = (double *)calloc(3 * net.n_layers, sizeof(double));
                 cf_net_set_layer_hook(&net, time_layer, &lc);
             }
-            if (o.alternate && i % 2) {   /* the twin first on odd steps: the order of the two may matter, so each goes first half the time */
-                t0 = now_s();
-                TRY(cf_train_step(&tr2, x, t, B, &res));
-                t_twin[i] = now_s() - t0;
-            }
-            t0 = now_s();
-            TRY(cf_train_step(&tr, x, t, B, &res));
+            if (o.alternate && i % 2) t_twin[i] = timed_step(&tr2, x, t, B, &res);   /* the twin first on odd steps: the order
+                                                                                          of the two may matter, so each goes first half the time */
+            own = timed_step(&tr, x, t, B, &res);
             if (o.alternate) {
-                double t1 = now_s();
-                t_own[i] = t1 - t0;
-                if (i % 2 == 0) { TRY(cf_train_step(&tr2, x, t, B, &res)); t_twin[i] = now_s() - t1; }
-                t0 = now_s() - t_own[i];   /* the step's own time */
+                t_own[i] = own;
+                if (i % 2 == 0) t_twin[i] = timed_step(&tr2, x, t, B, &res);
             }
             if (i == 0) continue;
-            dt += (now_s() - t0) / steps;
+            dt += own / steps;
             if (do_sgemm) rates[i - 1] = sgemm_rate(&sb);
         }
         if (do_sgemm) peak = median(rates, steps);
