@@ -568,11 +568,15 @@ static void case_geom(cf_geom *g, cf_shape in, cf_shape *out, const int k[3], co
 }
 /* depthwise backward: its path against cf_ref_dwconv_backward.  dx and db add the same
    products in the same order (bit for bit); each dw is a sum the path takes in vector order,
-   within 1e-6 of its sum |terms| (the reference run on absolute values).  dx NULL skips dx. */
+   within 1e-6 of its sum |terms| (the reference run on absolute values).  dx NULL skips dx.
+   Then as a bf16 network calls it: dx stored rounded, as the reference's rounded after. */
 static void test_dwconv_paths(cf_rng *r) {
     static const struct { int C, D, H, W, k[3], s[3], dil[3], pb[3], pa[3], with_dx; } dcs[] = {
         {3, 1, 9, 13, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1},   /* DeepCAM's 3x3 */
         {2, 1, 11, 12, {1, 3, 3}, {1, 1, 1}, {1, 2, 2}, {0, 2, 2}, {0, 2, 2}, 1},  /* dilation 2 */
+        {2, 1, 10, 37, {1, 3, 3}, {1, 1, 1}, {1, 3, 1}, {0, 0, 2}, {0, 4, 0}, 1},  /* uneven padding, dilation 3 on the height */
+        {2, 1, 2, 3, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1},    /* fewer rows than taps */
+        {2, 1, 9, 13, {1, 3, 3}, {1, 2, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1},   /* stride 2 on the height: the rows path */
         {2, 5, 7, 9, {3, 3, 3}, {2, 2, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 0},    /* 3-D, strided depth and height, no dx */
         {2, 1, 4, 3, {1, 3, 5}, {1, 1, 1}, {1, 1, 1}, {0, 1, 2}, {0, 1, 2}, 1},    /* a row narrower than the kernel */
         {3, 1, 9, 13, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1},   /* stride 2 on the width: the reference */
@@ -598,10 +602,56 @@ static void test_dwconv_paths(cf_rng *r) {
             CHECK(!memcmp(dx1, dx2, nx * 4) && !memcmp(db1, db2, in.c * 4) && worst_rel_to(dw1, dw2, adw, nw) <= 1e-6,
                   "depthwise backward case %d (path %s) vs cf_ref_dwconv_backward: dx, db bit for bit, dw %.2g of sum |terms|", ci, path,
                   worst_rel_to(dw1, dw2, adw, nw));
+            if (dxs) {   /* bf16: dx rounded as stored */
+                memcpy(dx1, dx2, nx * 4);
+                cf__dwconv_backward_p(dx1, dw1, NULL, dy, x, w, B, in, out, &g, 1);
+                cf_ref_dwconv_backward(dx2, dw2, NULL, dy, x, w, B, in, out, &g);
+                cf_bf16_round(dx2, nx);
+                CHECK(!memcmp(dx1, dx2, nx * 4), "depthwise backward case %d (path %s), bf16: dx rounded as stored, bit for bit", ci, path);
+            }
             free(x); free(w); free(dy); free(dx1); free(dx2); free(dw1); free(dw2); free(db1); free(db2); free(ax); free(ady); free(adw);
         }
     }
     CHECK(fast_reached && ref_kept, "the depthwise backward's fast path is reached, and a stride of 2 on the width keeps the reference");
+}
+/* depthwise forward: its path against the reference, bit for bit (the same products added in
+   the same order): without a bias, with one (the order of the sum shows), and as a bf16
+   network calls it (a bias, an activation, the output rounded) */
+static void test_dwconv_forward_paths(cf_rng *r) {
+    static const struct { int C, D, H, W, k[3], s[3], dil[3], pb[3], pa[3]; } dcs[] = {
+        {3, 1, 9, 13, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},   /* DeepCAM's 3x3 */
+        {2, 1, 11, 12, {1, 3, 3}, {1, 1, 1}, {1, 2, 2}, {0, 2, 2}, {0, 2, 2}},  /* dilation 2 */
+        {2, 1, 9, 40, {1, 3, 3}, {1, 2, 1}, {1, 3, 1}, {0, 0, 1}, {0, 2, 0}},   /* stride 2 on the height, uneven padding */
+        {2, 1, 2, 3, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},    /* fewer rows than taps */
+        {2, 5, 7, 9, {3, 3, 3}, {2, 2, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},    /* 3-D: the reference */
+        {3, 1, 9, 13, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},   /* stride 2 on the width: the reference */
+    };
+    int ci, v, fast_reached = 0, ref_kept = 0, B = 2;
+    for (ci = 0; ci < (int)(sizeof dcs / sizeof dcs[0]); ci++)
+        for (v = 0; v < 3; v++) {
+            cf_shape in = {dcs[ci].C, dcs[ci].D, dcs[ci].H, dcs[ci].W}, out;
+            cf_geom g;
+            size_t nx, ny;
+            float *x, *w, *b, *y1, *y2;
+            const char *path;
+            case_geom(&g, in, &out, dcs[ci].k, dcs[ci].s, dcs[ci].dil, dcs[ci].pb, dcs[ci].pa);
+            nx = B * cf_shape_size(in); ny = B * cf_shape_size(out);
+            x = rnd(nx, r); w = rnd((size_t)in.c * cf__kvol(&g), r); b = rnd(in.c, r); y1 = rnd(ny, r); y2 = rnd(ny, r);
+            path = cf__dwconv_path(CF_OP_FORWARD, B, in, out, &g);
+            if (v == 2) {   /* as a bf16 network: relu, rounded */
+                cf__dwconv_forward_p(y1, x, w, b, B, in, out, &g, CF_ACT_RELU, 0.0f, 1);
+                cf__dwconv_forward_ref(y2, x, w, b, B, in, out, &g, CF_ACT_RELU, 0.0f, 1);
+            } else {
+                cf_dwconv_forward(y1, x, w, v ? b : NULL, B, in, out, &g);
+                cf_ref_dwconv_forward(y2, x, w, v ? b : NULL, B, in, out, &g);
+            }
+            if (dcs[ci].D == 1 && dcs[ci].s[2] == 1) fast_reached |= strcmp(path, "reference") != 0;
+            else ref_kept = !strcmp(path, "reference");
+            CHECK(!memcmp(y1, y2, ny * 4), "depthwise forward case %d%s (path %s) vs its reference: bit for bit", ci,
+                  v == 2 ? ", bias, relu and bf16" : v ? ", bias" : "", path);
+            free(x); free(w); free(b); free(y1); free(y2);
+        }
+    CHECK(fast_reached && ref_kept, "the depthwise forward's fast path is reached, and 3-D or a stride of 2 on the width keeps the reference");
 }
 static void test_fast_paths(void) {
     static const char *ops[3] = {"forward", "backward-weights", "backward-data"};
@@ -680,6 +730,7 @@ static void test_fast_paths(void) {
         CHECK(ok, "every pooling fast path is reached by a test case");
     }
     test_dwconv_paths(&r);
+    test_dwconv_forward_paths(&r);
     free(ws);
 }
 
