@@ -2935,7 +2935,7 @@ static void cf__dw_rows_bwd(const cf__conv_call *c) {
    planes (docs/performance.md). */
 static int cf__dw3x3_applies(const cf__conv_call *c) {
     const cf_geom *g = c->g;
-    int a, ok = g->k[0] == 1 && g->k[1] == 3 && g->k[2] == 3 && g->s[2] == 1 && c->in.d == 1 && c->out.d == 1;
+    int a, ok = g->k[0] == 1 && g->k[1] == 3 && g->k[2] == 3 && g->s[2] == 1 && c->in.d == 1 && c->out.d == 1 && g->pb[0] == 0;
     for (a = 1; a < 3; a++) ok = ok && g->pb[a] >= 0 && g->pa[a] >= 0;
     return ok;
 }
