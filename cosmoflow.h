@@ -662,7 +662,7 @@ CFDEF double cf_loss_softmax_ce(float *dz, const float *z, const float *labels, 
 /* ================================================================ G. inside (may change)
    What the tools and tests use to look inside a step. */
 /* The fast paths by kind: "direct", "tiles", "pointwise" (convolutions), "inside", "pairs"
-   (pooling), "fusion", "recompute" (the memory plan), or "all".  All are on, except in a
+   (pooling), "fusion", "recompute", "stores" (the memory plan), "bf16", or "all".  All are on, except in a
    CF_REFERENCE build, where none exists.  Returns CF_ERR for an unknown kind.  Not
    thread-safe; a network takes a change at its next forward. */
 CFDEF int cf_fast_path_set(const char *kind, int on);
@@ -940,6 +940,16 @@ CFDEF void cf_bf16_round(float *x, size_t n) {
     }
 }
 
+/* x[0 .. n) = 0, the threads sharing the pass (chunks of 2^16, as cf_bf16_round) */
+static void cf__zero_floats(float *x, size_t n) {
+    long i;
+    CF__OMP(omp parallel for schedule(static) if (n >= ((size_t)1 << 18)))
+    for (i = 0; i < (long)((n + 65535) >> 16); i++) {
+        size_t start = (size_t)i << 16;
+        memset(x + start, 0, sizeof(float) * (n - start < 65536 ? n - start : 65536));
+    }
+}
+
 /* ---- the activations, the one place their formulas are written.  f(v), and the gradient
    dL/dv = dy f'(v) from the OUTPUT y = f(v): relu' = [y > 0], leaky' = 1 or slope by the
    sign of y (slope > 0), tanh' = 1 - y^2. */
@@ -1000,7 +1010,7 @@ CFDEF void cf_sgemm(int transA, int transB, int M, int N, int K, float alpha,
 #ifdef CF_USE_CBLAS
     if (K <= 0) { /* BLAS would be asked for an empty product: only the beta scaling remains */
         int i, j;
-        for (i = 0; i < M; i++) for (j = 0; j < N; j++) C[(size_t)i * ldc + j] *= beta;
+        for (i = 0; i < M; i++) for (j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
         return;
     }
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
@@ -1483,9 +1493,10 @@ static void cf__bn_dsums(const float *dy, const float *x, int B, int C, int c, s
         }
     }
 }
-/* rnd: dx rounded to bf16 as it is stored, a stretch at a time (as cf__bn_apply) */
+/* rnd: dx rounded to bf16 as it is stored, a stretch at a time (as cf__bn_apply); store: dx =
+   0 + the term instead of dx += it (section 6, stores) */
 static void cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
-                              const float *invstd, int B, int C, size_t P, int train, const cf_bn_sync *sync, int rnd) {
+                              const float *invstd, int B, int C, size_t P, int train, const cf_bn_sync *sync, int rnd, int store) {
     int c;
     double *sums = sync ? sync->work : NULL, n = (double)B * P;
     if (sync && train) {   /* the global sums of dy and dy xhat first */
@@ -1523,7 +1534,8 @@ static void cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const floa
             size_t p0;
             for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
                 size_t n = P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH;
-                for (p = p0; p < p0 + n; p++) dxc[p] += k * (dyc[p] - k1 - (xc[p] - m) * is * k2);
+                if (store) for (p = p0; p < p0 + n; p++) dxc[p] = 0.0f + k * (dyc[p] - k1 - (xc[p] - m) * is * k2);
+                else for (p = p0; p < p0 + n; p++) dxc[p] += k * (dyc[p] - k1 - (xc[p] - m) * is * k2);
                 if (rnd) cf__round_run(dxc + p0, n);
             }
         }
@@ -1532,7 +1544,7 @@ static void cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const floa
 CFDEF void cf_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
                           const float *gamma, const float *mean, const float *invstd,
                           int B, int C, size_t P, int train, const cf_bn_sync *sync) {
-    cf__bn_backward_p(dx, dgamma, dbeta, dy, x, gamma, mean, invstd, B, C, P, train, sync, 0);
+    cf__bn_backward_p(dx, dgamma, dbeta, dy, x, gamma, mean, invstd, B, C, P, train, sync, 0, 0);
 }
 
 /* ---- depthwise convolution: for each output row and tap, one strided run of an input row
@@ -1646,9 +1658,9 @@ CFDEF void cf_deconv_forward(float *y, const float *x, const float *w, const flo
 }
 
 /* gemm_dx: dx's GEMM, which may store it rounded (each tile's columns of dx get their one
-   product there) */
+   product there); store: dx = 0 + the product instead of dx += it (section 6, stores) */
 static void cf__deconv_backward_with(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in,
-                                     cf_shape out, const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm, cf__gemm_fn gemm_dx) {
+                                     cf_shape out, const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm, cf__gemm_fn gemm_dx, int store) {
     int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
     size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
     for (bi = 0; bi < B; bi++) {
@@ -1659,14 +1671,14 @@ static void cf__deconv_backward_with(float *dx, float *dw, float *db, const floa
             cf__im2col(col, dyb, out.c, out, in, g, p0, n);          /* (K, n) */
             /* dw (C, K) += x (C, n) x col^T (n, K);  dx (C, n) += w (C, K) x col (K, n) */
             gemm(0, 1, in.c, K, (int)n, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
-            if (dx) gemm_dx(0, 0, in.c, (int)n, K, w, K, col, (int)n, 1.0f, dx + (size_t)bi * in.c * P + p0, (int)P);
+            if (dx) gemm_dx(0, 0, in.c, (int)n, K, w, K, col, (int)n, store ? 0.0f : 1.0f, dx + (size_t)bi * in.c * P + p0, (int)P);
         }
     }
 }
 CFDEF void cf_deconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                               const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
                               float *col, size_t ws_floats) {
-    cf__deconv_backward_with(dx, dw, db, dy, x, w, B, in, out, g, col, ws_floats, cf__sgemm_fp32, cf__sgemm_fp32);
+    cf__deconv_backward_with(dx, dw, db, dy, x, w, B, in, out, g, col, ws_floats, cf__sgemm_fp32, cf__sgemm_fp32, 0);
 }
 
 /* ---- segmentation loss and metric */
@@ -1737,15 +1749,17 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
                 the memory plan, section 6)
      bf16       a bf16 network's convolutions on the CPU's bf16 dot-product instruction: the
                 direct kernel and a GEMM for the tiles and pointwise paths
+     stores     a gradient's first writer stores into it instead of adding to a block zeroed
+                before (a step of the memory plan, section 6)
    Why each is faster, with its measurements, is in docs/performance.md.  CF_REFERENCE leaves
    them all out; cf_fast_path_set() switches kinds off and on at run time. */
 enum { CF__K_TILES, CF__K_POINTWISE, CF__K_DIRECT, CF__K_INSIDE, CF__K_PAIRS, CF__K_FUSION,
-       CF__K_RECOMPUTE, CF__K_BF16, CF__NKINDS };
-static const char *cf__kind_names[CF__NKINDS] = {"tiles", "pointwise", "direct", "inside", "pairs", "fusion", "recompute", "bf16"};
+       CF__K_RECOMPUTE, CF__K_BF16, CF__K_STORES, CF__NKINDS };
+static const char *cf__kind_names[CF__NKINDS] = {"tiles", "pointwise", "direct", "inside", "pairs", "fusion", "recompute", "bf16", "stores"};
 #ifdef CF_REFERENCE
-static int cf__kind_on[CF__NKINDS] = {0, 0, 0, 0, 0, 0, 0, 0};
+static int cf__kind_on[CF__NKINDS] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
 #else
-static int cf__kind_on[CF__NKINDS] = {1, 1, 1, 1, 1, 1, 1, 1};
+static int cf__kind_on[CF__NKINDS] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
 #endif
 
 CFDEF int cf_fast_path_set(const char *kind, int on) {
@@ -1758,7 +1772,7 @@ CFDEF int cf_fast_path_set(const char *kind, int on) {
             cf__kind_on[k] = 0;   /* none is compiled in */
 #endif
         }
-    return found ? CF_OK : cf_fail("fast path kind '%s' is unknown (all, tiles, pointwise, direct, inside, pairs, fusion, recompute, bf16)", kind);
+    return found ? CF_OK : cf_fail("fast path kind '%s' is unknown (all, tiles, pointwise, direct, inside, pairs, fusion, recompute, bf16, stores)", kind);
 }
 CFDEF int cf_fast_path_on(const char *kind) {
     int k;
@@ -1771,6 +1785,9 @@ typedef struct {
     float *y; const float *x, *w, *b; int act; float slope;   /* forward: y = act(conv(x, w) + b) */
     float *dw; const float *dy;                               /* backward-weights: dw += ... */
     float *dx;                                                /* backward-data: dx += ... */
+    int dx_store;                                             /* dx = ... instead (dx holds no values yet,
+                                                                 section 6, stores): 0 + the sum, as the
+                                                                 add into a zeroed dx gives */
     int B, groups; cf_shape in, out; const cf_geom *g;
     float *ws; size_t ws_floats;                              /* workspace */
     int bf16;                                                 /* operands are bf16 values (section 5) */
@@ -1785,8 +1802,9 @@ typedef struct {
    that stores its output rounded to bf16 when c->bf16 (else the dispatcher rounds it, section
    5); half = 1:
    it takes a call with operands in 16 bits or an unrounded input (half, x_half, dx_half,
-   x_raw; the others never see one) */
-typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); int rounds, half; } cf__conv_path;
+   x_raw; the others never see one); stores = 1: a backward-data path that honours dx_store
+   (for the others the dispatcher zeroes dx first) */
+typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); int rounds, half, stores; } cf__conv_path;
 /* a pooling call; half, y_half: x, y are stored in 16 bits (section 6, halves) */
 typedef struct {
     float *y, *dx; const float *x, *dy;
@@ -1857,7 +1875,7 @@ static void cf__pointwise_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm) {
     for (bi = 0; bi < c->B; bi++)
         for (gi = 0; gi < c->groups; gi++)
             gemm(1, 0, Cg, (int)P, OCg, c->w + (size_t)gi * OCg * Cg, Cg, c->dy + (size_t)bi * c->out.c * P + (size_t)gi * OCg * P,
-                 (int)P, 1.0f, c->dx + bi * in_sz + (size_t)gi * Cg * P, (int)P);
+                 (int)P, c->dx_store ? 0.0f : 1.0f, c->dx + bi * in_sz + (size_t)gi * Cg * P, (int)P);
 }
 static void cf__pointwise_fwd(const cf__conv_call *c) { cf__pointwise_fwd_with(c, cf__sgemm_fp32, 0); }
 static void cf__pointwise_bww(const cf__conv_call *c) { cf__pointwise_bww_with(c, cf__sgemm_fp32); }
@@ -2000,7 +2018,7 @@ static void cf__tiles_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd
     cf__flipped_geom(c->g, &gt);
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
     for (bi = 0; bi < c->B; bi++)
-        cf__conv_tiles(c->dx + (size_t)bi * cf_shape_size(c->in), c->dy + (size_t)bi * cf_shape_size(c->out), c->ws, NULL, 1.0f,
+        cf__conv_tiles(c->dx + (size_t)bi * cf_shape_size(c->in), c->dy + (size_t)bi * cf_shape_size(c->out), c->ws, NULL, c->dx_store ? 0.0f : 1.0f,
                        c->out, c->in, &gt, c->ws + wsz, c->ws_floats - wsz, CF_ACT_LINEAR, 0.0f, gemm, rnd);
 }
 static void cf__tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_fp32, 0); }
@@ -2171,7 +2189,7 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
     size_t wsz = cf__flipped_floats(c);
     cf__flipped_geom(c->g, &gt);
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
-    cf__direct_fwd(c->dx, c->dy, c->ws, NULL, 1, c->B, c->out, c->in, &gt, c->ws + wsz, CF_ACT_LINEAR, 0.0f);
+    cf__direct_fwd(c->dx, c->dy, c->ws, NULL, !c->dx_store, c->B, c->out, c->in, &gt, c->ws + wsz, CF_ACT_LINEAR, 0.0f);
 }
 #endif /* CF__DIRECT */
 
@@ -2424,7 +2442,11 @@ static void cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const
     float *partial = NULL;
     uint32_t *A_all = NULL;
     if (M <= 0 || N <= 0) return;
-    if (K <= 0) { int r, j; for (r = 0; r < M; r++) for (j = 0; j < N; j++) C[(size_t)r * ldc + j] *= beta; return; }   /* (bf16 values stay) */
+    if (K <= 0) {   /* (bf16 values stay; beta 0: C is not read, as BLAS) */
+        int r, j;
+        for (r = 0; r < M; r++) for (j = 0; j < N; j++) C[(size_t)r * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)r * ldc + j];
+        return;
+    }
     if (parts > 1 && nblocks == 1 && parts % 2) parts++;   /* more parts, not more column blocks: op(A) packed once (even: the
                                                                    sums may not depend on the threads, and 2 divides most counts) */
     if (parts > 1 && !(partial = (float *)CF_MALLOC(sizeof(float) * MN * parts))) parts = 1;   /* no room: one part, the same sums */
@@ -2709,7 +2731,7 @@ static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
     cf__flipped_geom(c->g, &gt);
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
     cf__pack_kernel_bf16(w2, c->ws, c->in.c, c->out.c, gt.k[0] * gt.k[1], gt.k[2]);
-    cf__direct_fwd_bf16(c->dx, c->dx_half, c->dy, c->half, w2, NULL, !c->dx_half, c->B, c->out, c->in, &gt,   /* dx_half: stored, not added */
+    cf__direct_fwd_bf16(c->dx, c->dx_half, c->dy, c->half, w2, NULL, !c->dx_half && !c->dx_store, c->B, c->out, c->in, &gt,   /* dx_half: stored, not added */
                         w2 + cf__w2_floats(c->out, &gt, c->in.c), CF_ACT_LINEAR, 0.0f);
 }
 /* the GEMM paths (tiles, pointwise) with the bf16 GEMM */
@@ -3005,7 +3027,7 @@ static void cf__dw3x3_plane_dx(float *dxc, float *dq, int Wq, const float *dyc, 
         for (kh = 0; kh < 3; kh++) q[kh] = dq + (size_t)(ih + g->pb[1] - kh * dh + 2 * dh) * Wq + 2 * d + g->pb[2];
         CF__OMP(omp simd)
         for (iw = 0; iw < c->in.w; iw++) {
-            float a = xr[iw];
+            float a = c->dx_store ? 0.0f : xr[iw];
             a += wc[6] * q[2][iw]; a += wc[7] * q[2][iw - d]; a += wc[8] * q[2][iw - 2 * d];
             a += wc[3] * q[1][iw]; a += wc[4] * q[1][iw - d]; a += wc[5] * q[1][iw - 2 * d];
             a += wc[0] * q[0][iw]; a += wc[1] * q[0][iw - d]; a += wc[2] * q[0][iw - 2 * d];
@@ -3161,45 +3183,45 @@ CFDEF const char *cf_bf16_kernels(void) {
 static const cf__conv_path cf__conv_fwd_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
-    {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run, 1, 1},
-    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd, 1, 0},
-    {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 1, 0},
-    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_fwd, 1, 0},
+    {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run, 1, 1, 0},
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd, 1, 0, 0},
+    {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 1, 0, 0},
+    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_fwd, 1, 0, 0},
 #endif
 #ifdef CF__DIRECT
-    {CF__K_DIRECT, cf__direct_fwd_applies, cf__direct_fwd_run, 0, 0},
+    {CF__K_DIRECT, cf__direct_fwd_applies, cf__direct_fwd_run, 0, 0, 0},
 #endif
-    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_fwd, 0, 0},
-    {CF__K_TILES, cf__tiles_fwd_applies, cf__tiles_fwd, 0, 0},
+    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_fwd, 0, 0, 0},
+    {CF__K_TILES, cf__tiles_fwd_applies, cf__tiles_fwd, 0, 0, 0},
 #endif
-    {-1, NULL, NULL, 0, 0}};
+    {-1, NULL, NULL, 0, 0, 0}};
 static const cf__conv_path cf__conv_bww_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
-    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww, 0, 0},
-    {CF__K_BF16, cf__bf16_taps_bww_applies, cf__bf16_taps_bww, 0, 1},
-    {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww, 0, 0},
-    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bww, 0, 0},
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww, 0, 0, 0},
+    {CF__K_BF16, cf__bf16_taps_bww_applies, cf__bf16_taps_bww, 0, 1, 0},
+    {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww, 0, 0, 0},
+    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bww, 0, 0, 0},
 #endif
-    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bww, 0, 0},
-    {CF__K_TILES, cf__tiles_bww_applies, cf__tiles_bww, 0, 0},
+    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bww, 0, 0, 0},
+    {CF__K_TILES, cf__tiles_bww_applies, cf__tiles_bww, 0, 0, 0},
 #endif
-    {-1, NULL, NULL, 0, 0}};
+    {-1, NULL, NULL, 0, 0, 0}};
 static const cf__conv_path cf__conv_bwd_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
-    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd, 1, 0},
-    {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run, 0, 1},
-    {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 1, 0},
-    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bwd, 0, 0},
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd, 1, 0, 1},
+    {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run, 0, 1, 1},
+    {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 1, 0, 1},
+    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bwd, 0, 0, 0},
 #endif
-    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd, 0, 0},
+    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd, 0, 0, 1},
 #ifdef CF__DIRECT
-    {CF__K_DIRECT, cf__direct_bwd_applies, cf__direct_bwd_run, 0, 0},
+    {CF__K_DIRECT, cf__direct_bwd_applies, cf__direct_bwd_run, 0, 0, 1},
 #endif
-    {CF__K_TILES, cf__tiles_bwd_applies, cf__tiles_bwd, 0, 0},
+    {CF__K_TILES, cf__tiles_bwd_applies, cf__tiles_bwd, 0, 0, 1},
 #endif
-    {-1, NULL, NULL, 0, 0}};
+    {-1, NULL, NULL, 0, 0, 0}};
 static const cf__pool_path cf__pool_fwd_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
@@ -3216,15 +3238,15 @@ static const cf__pool_path cf__pool_bwd_paths[] = {
     {-1, NULL, NULL, 0}};
 static const cf__conv_path cf__dwconv_fwd_paths[] = {
 #ifndef CF_REFERENCE
-    {CF__K_DIRECT, cf__dw3x3_applies, cf__dw3x3_fwd, 1, 0},
+    {CF__K_DIRECT, cf__dw3x3_applies, cf__dw3x3_fwd, 1, 0, 0},
 #endif
-    {-1, NULL, NULL, 0, 0}};
+    {-1, NULL, NULL, 0, 0, 0}};
 static const cf__conv_path cf__dwconv_bwd_paths[] = {   /* both halves at once: dw and dx */
 #ifndef CF_REFERENCE
-    {CF__K_DIRECT, cf__dw3x3_bwd_applies, cf__dw3x3_bwd, 1, 0},
-    {CF__K_DIRECT, cf__dw_rows_applies, cf__dw_rows_bwd, 1, 0},
+    {CF__K_DIRECT, cf__dw3x3_bwd_applies, cf__dw3x3_bwd, 1, 0, 1},
+    {CF__K_DIRECT, cf__dw_rows_applies, cf__dw_rows_bwd, 1, 0, 0},
 #endif
-    {-1, NULL, NULL, 0, 0}};
+    {-1, NULL, NULL, 0, 0, 0}};
 static const cf__conv_path *cf__conv_paths(int op) {
     return op == CF_OP_FORWARD ? cf__conv_fwd_paths : op == CF_OP_BACKWARD_WEIGHTS ? cf__conv_bww_paths : cf__conv_bwd_paths;
 }
@@ -3319,21 +3341,25 @@ CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const
                                     float *ws, size_t ws_floats) {
     cf__conv_backward_weights_p(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats, 0, 0);
 }
+/* store: dx holds no values yet (section 6, stores): a path that honours dx_store writes it,
+   for any other it is zeroed first */
 static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
-                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves) {
+                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves, int store) {
     cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.dx = dx; c.dy = dy; c.w = w;
     cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_DIN));
     p = cf__conv_pick(cf__conv_bwd_paths, &c);
     CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_DIN)) || p);
+    c.dx_store = store && p && p->stores;
+    if (store && !c.dx_store) cf__zero_floats(dx, (size_t)B * cf_shape_size(in));
     if (p) p->run(&c);
     else cf_ref_conv_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats);
     if (bf16 && !(p && p->rounds) && !c.dx_half) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));   /* (16 bits: bf16 values as stored) */
 }
 CFDEF void cf_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
                                  cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats) {
-    cf__conv_backward_data_p(dx, dy, w, B, in, out, g, groups, ws, ws_floats, 0, 0);
+    cf__conv_backward_data_p(dx, dy, w, B, in, out, g, groups, ws, ws_floats, 0, 0, 0);
 }
 CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                             const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
@@ -3397,20 +3423,24 @@ static const char *cf__dwconv_path(int op, int B, cf_shape in, cf_shape out, con
     const cf__conv_path *p = cf__conv_pick(op == CF_OP_FORWARD ? cf__dwconv_fwd_paths : cf__dwconv_bwd_paths, &c);
     return p ? cf__kind_names[p->kind] : "reference";
 }
-/* bf16: dx stored rounded, by the path that rounds or after it (as every convolution's) */
+/* bf16: dx stored rounded, by the path that rounds or after it (as every convolution's);
+   store: as cf__conv_backward_data_p's */
 static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in, cf_shape out,
-                                  const cf_geom *g, int bf16) {
+                                  const cf_geom *g, int bf16, int store) {
     cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, bf16);
     const cf__conv_path *p;
     c.dx = dx; c.dw = dw; c.dy = dy; c.x = x; c.w = w;
     if (db) cf__bias_grad(db, dy, 0, B, in.c, (size_t)out.d * out.h * out.w);
-    if ((p = cf__conv_pick(cf__dwconv_bwd_paths, &c))) p->run(&c);
+    p = cf__conv_pick(cf__dwconv_bwd_paths, &c);
+    c.dx_store = store && p && p->stores;
+    if (store && dx && !c.dx_store) cf__zero_floats(dx, (size_t)B * cf_shape_size(in));
+    if (p) p->run(&c);
     else cf_ref_dwconv_backward(dx, dw, NULL, dy, x, w, B, in, out, g);
     if (bf16 && dx && !(p && p->rounds)) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));
 }
 CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                               const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g) {
-    cf__dwconv_backward_p(dx, dw, db, dy, x, w, B, in, out, g, 0);
+    cf__dwconv_backward_p(dx, dw, db, dy, x, w, B, in, out, g, 0, 0);
 }
 
 #ifndef CF_REFERENCE
@@ -3567,6 +3597,7 @@ typedef struct {
     int half;                 /* the output (and a fused conv's gradient over it) is stored as
                                  bf16 in 16 bits (section 6, halves) */
     int grad_half;            /* the gradient block is stored in 16 bits */
+    int grad_store;           /* its first writer stores into it: no zeroing (section 6, stores) */
 } cf__plan_layer;
 typedef struct {
     cf__plan_layer *l;        /* one per layer */
@@ -3826,6 +3857,7 @@ static size_t cf__per_channel(cf_shape s) { return cf_shape_size(s) / s.c; }
 /* the parameters a layer computes with: the masters, or in bf16 a convolution's kernel
    before the dense head rounded into wq (each call: the masters may have moved since) */
 static int cf__rounds(const cf_net *net, int layer);
+static int cf__stores_grad(const cf_net *net, const cf_layer *l, int k);
 static int cf__rounds_kernel(const cf_net *net, const cf_layer *l) {
     return (l->type == CF_L_CONV || l->type == CF_L_DECONV) && cf__rounds(net, (int)(l - net->layers));
 }
@@ -3916,7 +3948,8 @@ static void cf__conv_backward(cf_net *net, int i) {
     }
     /* (fused: the pool's backward has already written dL/dz, act's backward included, here) */
     if (l->depthwise) {
-        cf__dwconv_backward_p(dx, cf__dw(net, l), cf__db(net, l), dy, x, cf__w(net, l), B, l->in, l->out, &l->g, cf__rounds(net, i));
+        cf__dwconv_backward_p(dx, cf__dw(net, l), cf__db(net, l), dy, x, cf__w(net, l), B, l->in, l->out, &l->g, cf__rounds(net, i),
+                              cf__stores_grad(net, l, 0));
         net->priv->stored_bf16 = 1;   /* (dx rounded when bf16) */
         return;
     }
@@ -3924,7 +3957,7 @@ static void cf__conv_backward(cf_net *net, int i) {
                                 cf__rounds(net, i), halves);
     if (net->priv->layer_hook) net->priv->layer_hook(net, i, 4, net->priv->layer_ctx);   /* cf-bench times the two halves apart */
     if (dx) cf__conv_backward_data_p(dx, dy, cf__w(net, l), B, l->in, l->out, &l->g, l->groups, net->priv->ws + net->priv->ws_floats,
-                                     net->priv->ws_floats, cf__rounds(net, i), halves);
+                                     net->priv->ws_floats, cf__rounds(net, i), halves, cf__stores_grad(net, l, 0));
     net->priv->stored_bf16 = 1;   /* the dispatcher rounded dx (when bf16) */
 }
 
@@ -3980,7 +4013,7 @@ static void cf__deconv_backward(cf_net *net, int i) {
     cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
     cf__round_dz(net, i, dy);
     cf__deconv_backward_with(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), net->batch,
-                             l->in, l->out, &l->g, net->priv->ws, net->priv->ws_floats, gemm, gemm_dx);
+                             l->in, l->out, &l->g, net->priv->ws, net->priv->ws_floats, gemm, gemm_dx, cf__stores_grad(net, l, 0));
     net->priv->stored_bf16 = gemm_dx != gemm;   /* (dx rounded by its GEMM as it stored) */
 }
 
@@ -4054,21 +4087,23 @@ static void cf__copy_forward(cf_net *net, int i) {
     memcpy(cf__out(net, i), cf__in(net, l, 0), cf__n_out(net, l) * sizeof(float));
     net->priv->stored_bf16 = 1;   /* in bf16, a copy of bf16 values */
 }
-/* dx += dy (dx NULL: nothing); rnd: each stretch of CF__STRETCH values rounded to bf16 once
-   added, while in cache (a bf16 network's gradient, section 5) */
-static void cf__add_to(float *dx, const float *dy, size_t n, int rnd) {
+/* dx += dy (dx NULL: nothing), or (store) dx = 0 + dy, the same bits without reading dx
+   (section 6, stores); rnd: each stretch of CF__STRETCH values rounded to bf16 once added,
+   while in cache (a bf16 network's gradient, section 5) */
+static void cf__add_to(float *dx, const float *dy, size_t n, int rnd, int store) {
     long s, ns = (long)((n + CF__STRETCH - 1) / CF__STRETCH);
     if (!dx) return;
     CF__OMP(omp parallel for schedule(static) if (ns > 4))
     for (s = 0; s < ns; s++) {
         size_t k, k0 = (size_t)s * CF__STRETCH, e = n - k0 < CF__STRETCH ? n : k0 + CF__STRETCH;
-        for (k = k0; k < e; k++) dx[k] += dy[k];
+        if (store) for (k = k0; k < e; k++) dx[k] = 0.0f + dy[k];
+        else for (k = k0; k < e; k++) dx[k] += dy[k];
         if (rnd) cf__round_run(dx + k0, e - k0);
     }
 }
 static void cf__copy_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
-    cf__add_to(cf__in_grad(net, l, 0), cf__grad(net, i), cf__n_out(net, l), cf__rounds_grad(net, l->src[0]));
+    cf__add_to(cf__in_grad(net, l, 0), cf__grad(net, i), cf__n_out(net, l), cf__rounds_grad(net, l->src[0]), cf__stores_grad(net, l, 0));
     net->priv->stored_bf16 = 1;   /* (when bf16: rounded as it added) */
 }
 /* [dropout]: y = mask x / (1 - rate) while training, y = x otherwise; dx += the same map of dy */
@@ -4178,7 +4213,7 @@ static void cf__route_backward(cf_net *net, int i) {
         for (j = 0; j < l->n_src; j++) {
             size_t m = cf_shape_size(cf__src_shape(net, l->src[j]));
             float *d = cf__in_grad(net, l, j);
-            if (d) cf__add_to(d + (size_t)b * m, src, m, cf__rounds_grad(net, l->src[j]));
+            if (d) cf__add_to(d + (size_t)b * m, src, m, cf__rounds_grad(net, l->src[j]), cf__stores_grad(net, l, j));
             src += m;
         }
     }
@@ -4213,7 +4248,8 @@ static void cf__add_forward(cf_net *net, int i) {
 static void cf__add_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     int j;
-    for (j = 0; j < l->n_src; j++) cf__add_to(cf__in_grad(net, l, j), cf__grad(net, i), cf__n_out(net, l), cf__rounds_grad(net, l->src[j]));
+    for (j = 0; j < l->n_src; j++)
+        cf__add_to(cf__in_grad(net, l, j), cf__grad(net, i), cf__n_out(net, l), cf__rounds_grad(net, l->src[j]), cf__stores_grad(net, l, j));
     net->priv->stored_bf16 = 1;
 }
 
@@ -4246,7 +4282,7 @@ static void cf__bn_backward_layer(cf_net *net, int i) {
     cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
     cf__bn_backward_p(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), mean, mean + C,
                       net->batch, C, cf__per_channel(l->in), net->priv->bn_train, net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL,
-                      cf__rounds_grad(net, l->src[0]));
+                      cf__rounds_grad(net, l->src[0]), cf__stores_grad(net, l, 0));
     net->priv->stored_bf16 = 1;   /* (its input's gradient, when bf16: rounded as it stored) */
 }
 
@@ -4320,9 +4356,10 @@ static void cf__broadcast_backward(cf_net *net, int i) {
 /* ---- the layer-type table, in the order of CF_L_*.  flags: what the type's backward reads
    besides gradients (its input; its output, or its output when it has an activation),
    whether its output is cheap to rebuild from its inputs (section 6), which common keys it
-   takes (activation=, slope=; init=, l2=, bias_init=; layers=). */
+   takes (activation=, slope=; init=, l2=, bias_init=; layers=), whether its backward can store
+   into a source's gradient when it is that gradient's first writer (cf__stores_grad). */
 enum { CF__READS_IN = 1, CF__READS_OUT = 2, CF__READS_OUT_IF_ACT = 4, CF__CHEAP = 8, CF__ACT_KEYS = 16, CF__INIT_KEYS = 32,
-       CF__SOURCES = 64 };
+       CF__SOURCES = 64, CF__STORES = 128 };
 typedef struct {
     const char *name;
     int (*parse)(cf__parser *p, cf_layer *l);   /* its keys -> fields, output shape, parameter counts */
@@ -4332,18 +4369,18 @@ typedef struct {
     int flags;
 } cf__layer_type;
 static const cf__layer_type cf__types[CF_L_NTYPES] = {
-    {"conv", cf__conv_parse, cf__conv_flops, cf__conv_forward, cf__conv_backward, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__ACT_KEYS | CF__INIT_KEYS},
+    {"conv", cf__conv_parse, cf__conv_flops, cf__conv_forward, cf__conv_backward, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__ACT_KEYS | CF__INIT_KEYS | CF__STORES},
     {"maxpool", cf__pool_parse, cf__pool_flops, cf__pool_forward_layer, cf__pool_backward_layer, CF__READS_IN | CF__READS_OUT},
     {"avgpool", cf__pool_parse, cf__pool_flops, cf__pool_forward_layer, cf__pool_backward_layer, CF__READS_IN | CF__READS_OUT},
     {"dense", cf__dense_parse, cf__dense_flops, cf__dense_forward_layer, cf__dense_backward_layer, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__ACT_KEYS | CF__INIT_KEYS},
-    {"flatten", cf__flatten_parse, cf__size_flops, cf__copy_forward, cf__copy_backward, CF__CHEAP},
-    {"dropout", cf__dropout_parse, cf__size_flops, cf__dropout_forward, cf__dropout_backward, CF__CHEAP},
-    {"activation", cf__no_keys, cf__size_flops, cf__act_layer_forward, cf__act_layer_backward, CF__READS_OUT | CF__CHEAP | CF__ACT_KEYS},
+    {"flatten", cf__flatten_parse, cf__size_flops, cf__copy_forward, cf__copy_backward, CF__CHEAP | CF__STORES},
+    {"dropout", cf__dropout_parse, cf__size_flops, cf__dropout_forward, cf__dropout_backward, CF__CHEAP | CF__STORES},
+    {"activation", cf__no_keys, cf__size_flops, cf__act_layer_forward, cf__act_layer_backward, CF__READS_OUT | CF__CHEAP | CF__ACT_KEYS | CF__STORES},
     {"scale", cf__scale_parse, cf__size_flops, cf__scale_forward, cf__scale_backward, CF__CHEAP},
-    {"route", cf__route_parse, cf__size_flops, cf__route_forward, cf__route_backward, CF__CHEAP | CF__SOURCES},
-    {"add", cf__add_parse, cf__size_flops, cf__add_forward, cf__add_backward, CF__CHEAP | CF__SOURCES},
-    {"batchnorm", cf__bn_parse, cf__size_flops, cf__bn_forward_layer, cf__bn_backward_layer, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__CHEAP | CF__ACT_KEYS},
-    {"deconv", cf__deconv_parse, cf__deconv_flops, cf__deconv_forward, cf__deconv_backward, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__ACT_KEYS | CF__INIT_KEYS},
+    {"route", cf__route_parse, cf__size_flops, cf__route_forward, cf__route_backward, CF__CHEAP | CF__SOURCES | CF__STORES},
+    {"add", cf__add_parse, cf__size_flops, cf__add_forward, cf__add_backward, CF__CHEAP | CF__SOURCES | CF__STORES},
+    {"batchnorm", cf__bn_parse, cf__size_flops, cf__bn_forward_layer, cf__bn_backward_layer, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__CHEAP | CF__ACT_KEYS | CF__STORES},
+    {"deconv", cf__deconv_parse, cf__deconv_flops, cf__deconv_forward, cf__deconv_backward, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__ACT_KEYS | CF__INIT_KEYS | CF__STORES},
     {"gap", cf__gap_parse, cf__size_flops, cf__gap_forward, cf__gap_backward, 0},
     {"broadcast", cf__broadcast_parse, cf__size_flops, cf__broadcast_forward, cf__broadcast_backward, CF__CHEAP},
     {"affine", cf__affine_parse, cf__size_flops, cf__affine_forward, cf__affine_backward, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__CHEAP | CF__ACT_KEYS},
@@ -4704,13 +4741,14 @@ CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B) {
 }
 
 /* the gradient blocks whose life starts at layer i's backward (section 6): zeroed there,
-   since gradients are accumulated; a fused conv's is written by its pool, not accumulated */
+   since gradients are accumulated; a fused conv's is written by its pool, not accumulated,
+   and one whose first writer stores (section 6, stores) is not zeroed */
 static void cf__zero_grads_starting(cf_net *net, int i) {
     int j, n = net->n_layers;
     for (j = 0; j < n; j++) {
         const cf__plan_layer *p = &net->priv->plan.l[j];
         int start = p->last_read < n - 1 ? p->last_read : n - 1;
-        if (start == i && p->fused_pool < 0) memset(cf__grad(net, j), 0, cf__n_out(net, &net->layers[j]) * (p->grad_half ? sizeof(cf_bf16) : sizeof(float)));
+        if (start == i && p->fused_pool < 0 && !p->grad_store) memset(cf__grad(net, j), 0, cf__n_out(net, &net->layers[j]) * (p->grad_half ? sizeof(cf_bf16) : sizeof(float)));
     }
 }
 
@@ -4892,9 +4930,13 @@ CFDEF int cf_net_tensors(const cf_net *net, cf_tensor *out, int max) {
                 their forward readers and rebuilt from their inputs just before the first
                 backward that reads them (fast path "recompute": one more elementwise pass
                 for memory that serves other tensors in between)
+     stores     a gradient block whose first writer (its last reader's backward) reads it
+                once and can store gets no zeroing: that backward stores 0 + its term where
+                the others add theirs (fast path "stores": the same bits, one pass over the
+                block fewer; deepcam.cfg's blocks are about 5 GB a sample)
      placement  offsets, first fit, largest block first.
    keep_acts = 1 (or the fast paths off) plans every output to live to the end of the step. */
-enum { CF__PLAN_KEEP = 1, CF__PLAN_FUSE = 2, CF__PLAN_REBUILD = 4, CF__PLAN_HALF = 8, CF__PLAN_DINPUT = 16 };
+enum { CF__PLAN_KEEP = 1, CF__PLAN_FUSE = 2, CF__PLAN_REBUILD = 4, CF__PLAN_HALF = 8, CF__PLAN_DINPUT = 16, CF__PLAN_STORE = 32 };
 
 /* a block: its size and up to two live intervals [t[0], t[1]], [t[2], t[3]] */
 typedef struct { size_t size, off; int t[4], n; } cf__blk;
@@ -5105,6 +5147,31 @@ static size_t cf__plan_place(cf__blk *blk, int nb) {
     return total;
 }
 
+/* step 3, stores: layer j's gradient block is first written by its last reader i's backward
+   (backward runs from the last layer down; the network's output's by the loss gradient's
+   copy).  When i reads j once and its type can store (CF__STORES), i stores 0 + its term
+   there and the block is not zeroed: the same bits as zeroing and adding.  Not for a fused
+   conv (its pool writes over its output) nor a block in 16 bits (its writer stores already). */
+static void cf__plan_stores(cf_net *net, int allow) {
+    int j, k, n = net->n_layers;
+    for (j = 0; j < n; j++) {
+        cf__plan_layer *pl = &net->priv->plan.l[j];
+        const cf_layer *r;
+        int reads = 0;
+        pl->grad_store = 0;
+        if (!allow || pl->fused_pool >= 0 || pl->grad_half) continue;
+        if (j == n - 1) { pl->grad_store = 1; continue; }
+        r = &net->layers[pl->last_read];
+        for (k = 0; k < r->n_src; k++) reads += r->src[k] == j;
+        pl->grad_store = reads == 1 && (cf__types[r->type].flags & CF__STORES);
+    }
+}
+/* whether layer l's backward stores into (not adds to) its source k's gradient (step 3) */
+static int cf__stores_grad(const cf_net *net, const cf_layer *l, int k) {
+    int s = l->src[k];
+    return s >= 0 && net->priv->plan.l[s].grad_store && net->priv->plan.l[s].last_read == (int)(l - net->layers);
+}
+
 /* the whole plan for net->batch under flags; fills plan.l and returns the arena's floats */
 static size_t cf__plan_make(cf_net *net, int flags) {
     int i, n = net->n_layers;
@@ -5114,6 +5181,7 @@ static size_t cf__plan_make(cf_net *net, int flags) {
     cf__plan_readers(net);
     cf__plan_fusion(net, (flags & CF__PLAN_FUSE) != 0);
     cf__plan_lives(net, blk, flags & CF__PLAN_KEEP, (flags & CF__PLAN_REBUILD) != 0, flags);
+    cf__plan_stores(net, (flags & CF__PLAN_STORE) != 0);
     net->priv->plan.input_raw = cf__plan_input_raw(net, flags);
     total = cf__plan_place(blk, 2 * n);
     for (i = 0; i < n; i++) {
@@ -5130,7 +5198,7 @@ static int cf__plan_flags(const cf_net *net, int keep_acts) {
     if (keep_acts) return CF__PLAN_KEEP;
     return (net->priv->no_fuse || !cf__kind_on[CF__K_FUSION] ? 0 : CF__PLAN_FUSE) | (cf__kind_on[CF__K_RECOMPUTE] ? CF__PLAN_REBUILD : 0) |
            (net->priv->precision == CF_BF16 && !net->priv->no_half && cf__kind_on[CF__K_BF16] && cf__kind_on[CF__K_PAIRS] ? CF__PLAN_HALF : 0) |
-           (net->priv->dinput ? CF__PLAN_DINPUT : 0);
+           (net->priv->dinput ? CF__PLAN_DINPUT : 0) | (cf__kind_on[CF__K_STORES] ? CF__PLAN_STORE : 0);
 }
 
 static int cf__plan_threads(void) {

@@ -390,7 +390,7 @@ static void conv_op_p(int op, const path_case *pc, const float *x, const float *
     setup_path_case(pc, &in, &out, &g);
     if (op == CF_OP_FORWARD) cf__conv_forward_p(o, x, w, NULL, pc->B, in, out, &g, pc->groups, ws, wsf, CF_ACT_LINEAR, 0.0f, bf16, 0);
     else if (op == CF_OP_BACKWARD_WEIGHTS) cf__conv_backward_weights_p(o, NULL, dy, x, pc->B, in, out, &g, pc->groups, ws, wsf, bf16, 0);
-    else cf__conv_backward_data_p(o, dy, w, pc->B, in, out, &g, pc->groups, ws, wsf, bf16, 0);
+    else cf__conv_backward_data_p(o, dy, w, pc->B, in, out, &g, pc->groups, ws, wsf, bf16, 0, 0);
 }
 /* The bf16 GEMM against cf_sgemm on the same rounded operands, per element relative to its
    sum |terms|: every transpose, beta 0 and 1, a K cut into parts (partial C added in order)
@@ -527,7 +527,7 @@ static void test_bf16_deconv(void) {
         cf__deconv_forward_with(o[0][0], x, w, NULL, pc->B, in, out, &g, ws, wsf, cf__sgemm_bf16);
         cf_deconv_forward(o[1][0], x, w, NULL, pc->B, in, out, &g, ws, wsf);
         cf_deconv_forward(o[2][0], ax, aw, NULL, pc->B, in, out, &g, ws, wsf);
-        cf__deconv_backward_with(o[0][1], o[0][2], NULL, dy, x, w, pc->B, in, out, &g, ws, wsf, cf__sgemm_bf16, cf__sgemm_bf16);
+        cf__deconv_backward_with(o[0][1], o[0][2], NULL, dy, x, w, pc->B, in, out, &g, ws, wsf, cf__sgemm_bf16, cf__sgemm_bf16, 0);
         cf_deconv_backward(o[1][1], o[1][2], NULL, dy, x, w, pc->B, in, out, &g, ws, wsf);
         cf_deconv_backward(o[2][1], o[2][2], NULL, ady, ax, aw, pc->B, in, out, &g, ws, wsf);
         for (t = 0; t < 3; t++) { e[t] = worst_rel_to(o[0][t], o[1][t], o[2][t], n[t]); if (e[t] > worst) worst = e[t]; }
@@ -604,7 +604,7 @@ static void test_dwconv_paths(cf_rng *r) {
                   worst_rel_to(dw1, dw2, adw, nw));
             if (dxs) {   /* bf16: dx rounded as stored */
                 memcpy(dx1, dx2, nx * 4);
-                cf__dwconv_backward_p(dx1, dw1, NULL, dy, x, w, B, in, out, &g, 1);
+                cf__dwconv_backward_p(dx1, dw1, NULL, dy, x, w, B, in, out, &g, 1, 0);
                 cf_ref_dwconv_backward(dx2, dw2, NULL, dy, x, w, B, in, out, &g);
                 cf_bf16_round(dx2, nx);
                 CHECK(!memcmp(dx1, dx2, nx * 4), "depthwise backward case %d (path %s), bf16: dx rounded as stored, bit for bit", ci, path);
@@ -1346,6 +1346,88 @@ static void test_memory_plan(void) {
     }
 }
 
+/* Section 6, stores: a gradient block whose first writer stores into it is not zeroed.  The
+   test poisons each such block with NaN just before its first writer's backward (layer hook,
+   phase 2: after the zeroing), so that a writer that adds where it should store, or a store
+   that misses part of the block, shows as a NaN or a different gradient; the gradients and the
+   input's gradient must equal those of the same network with the kind "stores" off (zeroed
+   blocks, every writer adding), bit for bit, in fp32 and bf16. */
+typedef struct { int poisoned; size_t floats; } stores_poison;
+static void stores_hook(cf_net *net, int i, int phase, void *ctx) {
+    stores_poison *sp = (stores_poison *)ctx;
+    int j;
+    if (phase != 2) return;
+    for (j = 0; j < net->n_layers; j++) {
+        const cf__plan_layer *pl = &net->priv->plan.l[j];
+        size_t k, n = (size_t)net->batch * cf_shape_size(net->layers[j].out);
+        if (!pl->grad_store || pl->last_read != i) continue;
+        for (k = 0; k < n; k++) net->priv->arena[pl->dy_off + k] = NAN;
+        sp->poisoned++; sp->floats += n;
+    }
+}
+static void test_grad_stores(void) {
+    static const struct { const char *path, *shape; } nets[] = {
+        {"every-layer", NULL},
+        {"models/deepcam-small.cfg", "16x32x48"},
+        {"models/cosmoflow-small.cfg", "4x16x16x16"},
+        {"tests/ref/seg-layers.cfg", NULL},
+    };
+    int m, prec;
+    {   /* the stores write 0 + v: a -0 term becomes +0, as the add into a zeroed block gives */
+        float dy[4] = {0.0f, -0.0f, 1.5f, -2.0f}, x[4] = {1, 2, 3, 4}, g = -1.0f, mean = 2.5f, is = 1.0f;
+        float st[4] = {NAN, NAN, NAN, NAN}, ad[4] = {0, 0, 0, 0}, cs[4] = {NAN, NAN, NAN, NAN}, ca[4] = {0, 0, 0, 0}, dg = 0, db = 0;
+        cf__bn_backward_p(st, &dg, &db, dy, x, &g, &mean, &is, 1, 1, 4, 0, NULL, 0, 1);
+        cf__bn_backward_p(ad, &dg, &db, dy, x, &g, &mean, &is, 1, 1, 4, 0, NULL, 0, 0);
+        cf__add_to(cs, dy, 4, 0, 1); cf__add_to(ca, dy, 4, 0, 0);
+        CHECK(!memcmp(st, ad, sizeof st) && !memcmp(cs, ca, sizeof cs) && !signbit(st[0]) && !signbit(cs[1]),
+              "stores: batch norm's and the sums' store gives the add's bits, +0 for a -0 term (%g %g, %g %g)", st[0], ad[0], cs[1], ca[1]);
+    }
+    for (m = 0; m < (int)(sizeof nets / sizeof nets[0]); m++)
+        for (prec = 0; prec < 2; prec++) {
+            cf_net a, b;
+            cf_shape shp;
+            int rc, B = 2, stored = 0, j, same_g, same_dx;
+            cf_rng r = cf_rng_seed(77 + m);
+            stores_poison sp = {0, 0};
+            size_t nx, no, nt, k;
+            float *x, *t, *da, *db, *dxa, *dxb;
+            if (nets[m].shape) cf_parse_shape(nets[m].shape, &shp);
+            if (m == 0) rc = cf_net_parse(&a, every_layer_cfg, "every-layer", NULL) || cf_net_parse(&b, every_layer_cfg, "every-layer", NULL);
+            else rc = cf_net_load_cfg(&a, nets[m].path, nets[m].shape ? &shp : NULL) || cf_net_load_cfg(&b, nets[m].path, nets[m].shape ? &shp : NULL);
+            CHECK(rc == CF_OK, "stores: %s loads: %s", nets[m].path, cf_failure_reason());
+            if (rc) continue;
+            cf_net_init(&a, 5); cf_net_init(&b, 5);
+            if (prec) { cf_net_set_precision(&a, CF_BF16); cf_net_set_precision(&b, CF_BF16); }
+            nx = (size_t)B * cf_shape_size(a.input); no = (size_t)B * a.n_outputs; nt = (size_t)B * a.n_targets;
+            x = rnd(nx, &r); t = rnd(nt, &r); da = rnd(no, &r); db = rnd(no, &r);
+            dxa = (float *)calloc(nx, sizeof(float)); dxb = (float *)calloc(nx, sizeof(float));
+            if (a.loss == CF_LOSS_SOFTMAX_CE) for (k = 0; k < nt; k++) t[k] = (float)(cf_rng_u64(&r) % (uint64_t)a.layers[a.n_layers - 1].out.c);
+            cf_net_set_input_grad(&a, dxa); cf_net_set_input_grad(&b, dxb);
+            cf_net_set_mode(&a, CF_MODE_BATCH_STATS); cf_net_set_mode(&b, CF_MODE_BATCH_STATS);
+            cf_net_set_layer_hook(&a, stores_hook, &sp);
+            cf_net_forward(&a, x, B);
+            cf_net_zero_grad(&a);
+            cf_net_loss(&a, t, da);
+            cf_net_backward(&a, da);
+            for (j = 0; j < a.n_layers; j++) stored += a.priv->plan.l[j].grad_store;
+            cf_fast_path_set("stores", 0);
+            cf_net_forward(&b, x, B);
+            cf_net_zero_grad(&b);
+            cf_net_loss(&b, t, db);
+            cf_net_backward(&b, db);
+            cf_fast_path_set("stores", 1);
+            for (j = 0; j < b.n_layers; j++) stored -= 1000 * b.priv->plan.l[j].grad_store;   /* none with the kind off */
+            same_g = !memcmp(a.grads, b.grads, a.n_params * sizeof(float));
+            same_dx = !memcmp(dxa, dxb, nx * sizeof(float));
+            CHECK(stored > 0 && sp.poisoned == stored - 1 && same_g && same_dx,
+                  "stores, %s %s: %d gradient blocks stored into, not zeroed (%d poisoned with NaN before their first writer, %zu floats); "
+                  "gradients %s, input gradient %s to every writer adding into zeroed blocks",
+                  nets[m].path, prec ? "bf16" : "fp32", stored, sp.poisoned, sp.floats, same_g ? "equal" : "DIFFER", same_dx ? "equal" : "DIFFER");
+            free(x); free(t); free(da); free(db); free(dxa); free(dxb);
+            cf_net_free(&a); cf_net_free(&b);
+        }
+}
+
 /* ------------------------------------------------------------ the PyTorch reference */
 static float *load_f32(const char *dir, const char *name, size_t *n) {
     char p[1024]; float *d = NULL; size_t cnt = 0;
@@ -1852,6 +1934,7 @@ int main(int argc, char **argv) {
     test_halves();
     test_bf16_stored();
     test_memory_plan();
+    test_grad_stores();
     test_models();
     test_cfg_errors();
     test_pytorch_reference();
