@@ -1053,34 +1053,37 @@ static void cf__row_range(int ow0, int len, int s, int off, int W, int *lo, int 
 
 /* im2col for one sample and a tile of output positions.
    x: (C, D, H, W) with C = channels of this group;  col: (C*KD*KH*KW, n) where column j is
-   output position p0 + j.  Out-of-bounds taps read zero. */
+   output position p0 + j.  Out-of-bounds taps read zero.
+   Row r of col (channel c, tap kd, kh, kw): the tap's input value at each position, a run of
+   an input row per output row (its segment), zeros where the tap reaches into the padding.
+   (The bf16 GEMM also makes rows of col this way as it packs them, section 4.) */
+static void cf__im2col_row(float *dst, const float *x, int r, cf_shape in, cf_shape out, const cf_geom *g, size_t p0, size_t n) {
+    int KD = g->k[0], KH = g->k[1], KW = g->k[2];
+    int kw = r % KW, kh = (r / KW) % KH, kd = (r / (KW * KH)) % KD, c = r / (KW * KH * KD);
+    const float *xc = x + (size_t)c * in.d * in.h * in.w;
+    int sw = g->s[2], offw = kw * g->dil[2] - g->pb[2];
+    size_t j = 0;
+    cf__seg sg;
+    while (j < n && cf__next_seg(&sg, p0 + j, n - j, out)) {
+        int id = sg.od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = sg.oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+        float *d = dst + j;
+        int t, lo, hi;
+        if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) { memset(d, 0, sizeof(float) * sg.len); j += sg.len; continue; }
+        const float *src = xc + ((size_t)id * in.h + ih) * in.w + offw;   /* src[ow*sw] is the tap */
+        cf__row_range(sg.ow0, sg.len, sw, offw, in.w, &lo, &hi);
+        for (t = 0; t < lo; t++) d[t] = 0.0f;
+        if (sw == 1) memcpy(d + lo, src + sg.ow0 + lo, sizeof(float) * (hi - lo));
+        else for (t = lo; t < hi; t++) d[t] = src[(size_t)(sg.ow0 + t) * sw];
+        for (t = hi; t < sg.len; t++) d[t] = 0.0f;
+        j += sg.len;
+    }
+}
 static void cf__im2col(float *col, const float *x, int C, cf_shape in, cf_shape out,
                        const cf_geom *g, size_t p0, size_t n) {
-    int KD = g->k[0], KH = g->k[1], KW = g->k[2];
-    int rows = C * KD * KH * KW;
+    int rows = C * g->k[0] * g->k[1] * g->k[2];
     int r;
     CF__OMP(omp parallel for schedule(static))
-    for (r = 0; r < rows; r++) {
-        int kw = r % KW, kh = (r / KW) % KH, kd = (r / (KW * KH)) % KD, c = r / (KW * KH * KD);
-        const float *xc = x + (size_t)c * in.d * in.h * in.w;
-        float *dst = col + (size_t)r * n;
-        int sw = g->s[2], offw = kw * g->dil[2] - g->pb[2];
-        size_t j = 0;
-        cf__seg sg;
-        while (j < n && cf__next_seg(&sg, p0 + j, n - j, out)) {
-            int id = sg.od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = sg.oh * g->s[1] - g->pb[1] + kh * g->dil[1];
-            float *d = dst + j;
-            int t, lo, hi;
-            if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) { memset(d, 0, sizeof(float) * sg.len); j += sg.len; continue; }
-            const float *src = xc + ((size_t)id * in.h + ih) * in.w + offw;   /* src[ow*sw] is the tap */
-            cf__row_range(sg.ow0, sg.len, sw, offw, in.w, &lo, &hi);
-            for (t = 0; t < lo; t++) d[t] = 0.0f;
-            if (sw == 1) memcpy(d + lo, src + sg.ow0 + lo, sizeof(float) * (hi - lo));
-            else for (t = lo; t < hi; t++) d[t] = src[(size_t)(sg.ow0 + t) * sw];
-            for (t = hi; t < sg.len; t++) d[t] = 0.0f;
-            j += sg.len;
-        }
-    }
+    for (r = 0; r < rows; r++) cf__im2col_row(col + (size_t)r * n, x, r, in, out, g, p0, n);
 }
 
 /* col2im: the adjoint of im2col; ADDS col back into dx (C, D, H, W).
@@ -2237,6 +2240,13 @@ CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (c
 #define CF__GEMM_NB 384
 #define CF__GEMM_KC 384
 #define CF__GEMM_KPART 4096
+/* op(B) made as it is packed instead of read from memory: the im2col of one sample's x, its
+   rows the sum's index (channel and tap), its columns the output positions, each row made by
+   cf__im2col_row into a row buffer of the thread's.  The packed values, and so the sums, are
+   those of the im2col buffer: the same bits without the buffer (K x P floats, which the
+   references make in tiles of the workspace). */
+typedef struct { const float *x; cf_shape in, out; const cf_geom *g; } cf__col_src;
+#define CF__COL_ROW (2 * CF__GEMM_KC)   /* floats in a made row: a chunk's positions (op(B) = col^T), or a block's columns (op(B) = col) */
 /* pairs (x[t], x[t + 1]) for t = 0, 2, .. 30, x[t] read only for lo <= t < hi (zero elsewhere) */
 CF__BF16_TARGET static __m512i cf__pairs16_within(const float *x, int lo, int hi) {
     __m512 a = _mm512_maskz_loadu_ps(cf__lanes(hi) & (__mmask16)~cf__lanes(lo), x);
@@ -2333,27 +2343,44 @@ CF__BF16_TARGET static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int
    block, 2 KB apart, would fall into a few sets of the L1 cache and evict each other).
    Element (q, j) of a chunk of nq pairs: */
 CF__INLINE size_t cf__bp(int q, int j, int nq) { return (size_t)(j & ~31) * nq + (size_t)q * 32 + (j & 31); }
-/* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb; half: B (transposed) is stored in 16 bits */
-CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int half, int ldb, int K, int q0, int nq, int n0, int nb) {
-    int q, j;
-    if (!tB) for (q = 0; q < nq; q++) {   /* two rows of B, 16 columns at a time; the next two fetched ahead */
+/* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb; half: B (transposed) is stored in
+   16 bits; col: B is im2col(col->x) (not transposed, or transposed: op(B) = col^T), its rows
+   made into the buffer made (16 x CF__COL_ROW floats) */
+CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int half, int ldb, int K, int q0, int nq, int n0, int nb,
+                                       const cf__col_src *col, float *made) {
+    int q, j, i;
+    if (!tB) for (q = 0; q < nq; q++) {   /* two rows of B, 16 columns at a time */
         int k = 2 * (q0 + q);
-        const float *b0 = B + (size_t)k * ldb + n0, *b1 = k + 1 < K ? b0 + ldb : NULL;
-        if (k + 3 < K) { cf__prefetch_floats(b0 + (size_t)2 * ldb, (size_t)nb, 0); cf__prefetch_floats(b0 + (size_t)3 * ldb, (size_t)nb, 0); }
+        const float *b0 = made, *b1 = NULL;
+        if (col) {   /* rows k, k + 1 of im2col(x), made here */
+            cf__im2col_row(made, col->x, k, col->in, col->out, col->g, (size_t)n0, (size_t)nb);
+            if (k + 1 < K) cf__im2col_row(made + CF__COL_ROW, col->x, k + 1, col->in, col->out, col->g, (size_t)n0, (size_t)nb);
+            if (k + 1 < K) b1 = made + CF__COL_ROW;
+        } else {
+            b0 = B + (size_t)k * ldb + n0; b1 = k + 1 < K ? b0 + ldb : NULL;
+            if (k + 3 < K) { cf__prefetch_floats(b0 + (size_t)2 * ldb, (size_t)nb, 0); cf__prefetch_floats(b0 + (size_t)3 * ldb, (size_t)nb, 0); }   /* the next two fetched ahead */
+        }
         for (j = 0; j < nb; j += 16) _mm512_mask_storeu_epi32(Bp + cf__bp(q, j, nq), cf__lanes(nb - j), cf__pairs16_rows(b0 + j, b1 ? b1 + j : NULL, nb - j));
     }
-    else for (j = 0; j < nb; j += 16)     /* op(B)[k][n] = B[n][k]: 16 rows of B give 16 pairs each, transposed */
+    else for (j = 0; j < nb; j += 16) {   /* op(B)[k][n] = B[n][k]: 16 rows of B give 16 pairs each, transposed */
+        int kn = K - 2 * q0 < 2 * nq ? K - 2 * q0 : 2 * nq;   /* the chunk's values in a row */
+        for (i = 0; i < 16 && j + i < nb && col; i++)    /* rows n0 + j + i of im2col(x), the chunk's positions */
+            cf__im2col_row(made + (size_t)i * CF__COL_ROW, col->x, n0 + j + i, col->in, col->out, col->g, (size_t)2 * q0, (size_t)kn);
         for (q = 0; q < nq; q += 16) {
-            int k = 2 * (q0 + q), i;
+            int k = 2 * (q0 + q);
             __m512i r[16];
             for (i = 0; i < 16; i++) {
                 size_t at = (size_t)(n0 + j + i) * ldb + k;
                 int n = K - k < 2 * (nq - q) ? K - k : 2 * (nq - q);
-                r[i] = j + i >= nb ? _mm512_setzero_si512() : half ? cf__pairs16_half((const cf_bf16 *)(const void *)B + at, n) : cf__pairs16(B + at, n);
+                r[i] = j + i >= nb ? _mm512_setzero_si512()
+                       : col       ? cf__pairs16(made + (size_t)i * CF__COL_ROW + 2 * q, n)
+                       : half      ? cf__pairs16_half((const cf_bf16 *)(const void *)B + at, n)
+                                   : cf__pairs16(B + at, n);
             }
             cf__transpose16(r);
             for (i = 0; i < 16 && q + i < nq; i++) _mm512_mask_storeu_epi32(Bp + cf__bp(q + i, j, nq), cf__lanes(nb - j), r[i]);
         }
+    }
 }
 /* the 8 x 2 accumulators of a bf16 micro-kernel set to zero, each named by a constant: set in
    a loop, GCC at -O2 (which unrolls no loop of 8) keeps the array in memory and stores all 16
@@ -2399,9 +2426,11 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uin
    task's first row), rounded to bf16 when rnd; Ap, Bp: the thread's chunk buffers, or NULL when
    they could not be had (then cf_sgemm, the same operands).  Each chunk of op(B) is packed once
    and read by every block of CF__GEMM_MB rows in turn, which packs its own chunk of op(A)
-   unless all of op(A) was packed before (A_all: the task's rows, K2 pairs each). */
+   unless all of op(A) was packed before (A_all: the task's rows, K2 pairs each).  col, made:
+   op(B) made from x (cf__pack_b; then Ap and Bp are there). */
 static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
-                               int n0, int nb, int q0, int q1, uint32_t *Ap, uint32_t *Bp, const uint32_t *A_all, int rnd) {
+                               int n0, int nb, int q0, int q1, uint32_t *Ap, uint32_t *Bp, const uint32_t *A_all, int rnd,
+                               const cf__col_src *col, float *made) {
     int q, m0, K2 = (K + 1) / 2;
     if (!Ap || !Bp) {
         int k0 = 2 * q0, kn = (2 * q1 < K ? 2 * q1 : K) - k0, r;
@@ -2412,7 +2441,7 @@ static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int
     }
     for (q = q0; q < q1; q += CF__GEMM_KC) {
         int nq = q1 - q < CF__GEMM_KC ? q1 - q : CF__GEMM_KC;
-        cf__pack_b(Bp, tB, B, 0, ldb, K, q, nq, n0, nb);
+        cf__pack_b(Bp, tB, B, 0, ldb, K, q, nq, n0, nb, col, made);
         for (m0 = 0; m0 < M; m0 += CF__GEMM_MB) {
             int mb = M - m0 < CF__GEMM_MB ? M - m0 : CF__GEMM_MB;
             const uint32_t *a = A_all ? A_all + (size_t)m0 * K2 + q : Ap;   /* the rows' chunk of op(A), its rows a_stride apart */
@@ -2433,19 +2462,22 @@ static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int
    When several column blocks would each pack the same rows of op(A), a sum of one part (a
    kernel, at most 8 MB packed), op(A) is packed once beforehand, the threads sharing the
    rows: a long backward-weights sum is left to pack its own, which would take tens of MB at
-   the network's peak of memory. */
-static void cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                             int ldc) {
+   the network's peak of memory.
+   col: op(B) is made from x as it is packed (cf__col_src; B and ldb unused); returns -1, C
+   untouched, when the threads' buffers cannot be had (0 when done). */
+static int cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                            int ldc, const cf__col_src *col) {
     int K2 = (K + 1) / 2, nth = cf__nthreads(), nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, width, rows, rblocks, tasks, span, t;
     int parts = (K2 + CF__GEMM_KPART - 1) / CF__GEMM_KPART;
     size_t MN = (size_t)M * N, ka = (size_t)(K2 < CF__GEMM_KC ? K2 : CF__GEMM_KC);   /* a chunk's pairs, at most */
+    size_t per;   /* a thread's buffers: op(A)'s chunk, op(B)'s chunk, the made rows */
     float *partial = NULL;
-    uint32_t *A_all = NULL;
-    if (M <= 0 || N <= 0) return;
+    uint32_t *A_all = NULL, *buf;
+    if (M <= 0 || N <= 0) return 0;
     if (K <= 0) {   /* (bf16 values stay; beta 0: C is not read, as BLAS) */
         int r, j;
         for (r = 0; r < M; r++) for (j = 0; j < N; j++) C[(size_t)r * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)r * ldc + j];
-        return;
+        return 0;
     }
     if (parts > 1 && nblocks == 1 && parts % 2) parts++;   /* more parts, not more column blocks: op(A) packed once (even: the
                                                                    sums may not depend on the threads, and 2 divides most counts) */
@@ -2457,6 +2489,9 @@ static void cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const
     rows = nblocks * parts >= nth ? M : CF__GEMM_MB;
     rblocks = (M + rows - 1) / rows;
     tasks = rblocks * nblocks * parts;
+    per = (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka + ka * (size_t)width + (col ? (size_t)16 * CF__COL_ROW : 0);
+    buf = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * per * nth);   /* (none: each task runs cf_sgemm, which cannot make op(B)) */
+    if (!buf && col) { CF_FREE(partial); return -1; }
     if (rblocks == 1 && nblocks > 1 && parts == 1 && (size_t)M * K2 <= ((size_t)2 << 20)) A_all = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)M * K2);
     if (A_all) {   /* (no room: each task packs its own) */
         CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
@@ -2465,23 +2500,24 @@ static void cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const
             cf__pack_a(A_all + (size_t)m0 * K2, tA, tA ? A + m0 : A + (size_t)m0 * lda, lda, mb, K, 0, K2);
         }
     }
-    CF__OMP(omp parallel num_threads(cf__nthreads()))
+    CF__OMP(omp parallel num_threads(nth))
     {
-        uint32_t *Ap = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka);   /* as big as a task needs */
-        uint32_t *Bp = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * ka * (size_t)width);
+        uint32_t *Ap = buf ? buf + per * cf__thread_id() : NULL;   /* as big as a task needs */
+        uint32_t *Bp = buf ? Ap + (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka : NULL;
+        float *made = buf && col ? (float *)(void *)(Bp + ka * (size_t)width) : NULL;
         CF__OMP(omp for schedule(dynamic, 1))
         for (t = 0; t < tasks; t++) {
             int b = t % (rblocks * nblocks), m0 = b / nblocks * rows, n0 = b % nblocks * width, q0 = t / (rblocks * nblocks) * span;
             int mb = M - m0 < rows ? M - m0 : rows, nb = N - n0 < width ? N - n0 : width, q1 = K2 - q0 < span ? K2 : q0 + span;
             const float *Am = tA ? A + m0 : A + (size_t)m0 * lda;   /* the task's rows of op(A) */
-            if (parts == 1) cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, beta, C + (size_t)m0 * ldc, ldc, n0, nb, q0, q1, Ap, Bp, A_all, rnd);
+            if (parts == 1) cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, beta, C + (size_t)m0 * ldc, ldc, n0, nb, q0, q1, Ap, Bp, A_all, rnd, col, made);
             else cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, 0.0f, partial + MN * (size_t)(t / (rblocks * nblocks)) + (size_t)m0 * N, N, n0, nb,
-                                    q0, q1, Ap, Bp, A_all, 0);
+                                    q0, q1, Ap, Bp, A_all, 0, col, made);
         }
-        CF_FREE(Ap); CF_FREE(Bp);
     }
+    CF_FREE(buf);
     CF_FREE(A_all);
-    if (!partial) return;
+    if (!partial) return 0;
     CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
     for (t = 0; t < M; t++) {   /* C = beta C + the parts, in order */
         int p;
@@ -2494,13 +2530,14 @@ static void cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const
         }
     }
     CF_FREE(partial);
+    return 0;
 }
 static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    cf__sgemm_bf16_r(0, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    cf__sgemm_bf16_r(0, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL);
 }
 /* the same, C stored rounded to bf16: the sum as cf__sgemm_bf16's, rounded once */
 static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    cf__sgemm_bf16_r(1, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    cf__sgemm_bf16_r(1, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL);
 }
 
 /* ---- the direct kernel in bf16: as cf__direct_fwd, with the input channels paired.  A pair
@@ -2821,7 +2858,7 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
             size_t bi = (size_t)(t / ntiles), p0 = (size_t)(t % ntiles) * tile, n = P - p0 < tile ? P - p0 : tile;
             const float *dy = cf__elt(c->dy, c->half, bi * cf_shape_size(c->out) + p0);
             cf__pack_taps(Ap, cf__elt(c->x, c->x_half, bi * cf_shape_size(c->in)), c->x_half, c->in, c->out, c->g, p0, n);
-            cf__pack_b(Bp, 1, dy, c->half, (int)P, (int)n, 0, (int)n / 2, 0, OC);
+            cf__pack_b(Bp, 1, dy, c->half, (int)P, (int)n, 0, (int)n / 2, 0, OC, NULL, NULL);
             cf__gemm_bf16_block(K, OC, (int)n / 2, Ap, (int)n / 2, Bp, dwt, OC, 1.0f, 0);
         }
     }
@@ -2841,6 +2878,35 @@ static void cf__bf16_im2col_bww(const cf__conv_call *c) {   /* db: the dispatche
 }
 static void cf__bf16_im2col_bwd(const cf__conv_call *c) {
     cf__im2col_backward_data_with(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
+}
+/* The same GEMMs over all of a sample's positions at once, im2col's buffer never written: the
+   bf16 GEMM makes op(B)'s rows from x as it packs them (cf__col_src), forward y = w col and
+   backward-weights dw += dy col^T.  The references make col in tiles of the workspace: 455 of
+   the 3456 positions of DeepCAM's ASPP convolutions (2048 channels x 9 taps), every tile's
+   GEMM packing all of w again (forward) or adding into all of dw (backward-weights), and col
+   (255 MB there) written and read back on the way. */
+static int cf__bf16_cols_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && c->groups == 1; }
+static void cf__bf16_cols_fwd(const cf__conv_call *c) {
+    int K = c->in.c * cf__kvol(c->g), bi;
+    size_t P = cf__positions(c->out);
+    for (bi = 0; bi < c->B; bi++) {
+        cf__col_src col = {c->x + (size_t)bi * cf_shape_size(c->in), c->in, c->out, c->g};
+        float *y = c->y + (size_t)bi * cf_shape_size(c->out);
+        if (cf__sgemm_bf16_r(0, 0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, &col)) { cf__bf16_im2col_fwd(c); return; }   /* no room */
+        cf__bias_act(y, c->b, c->out.c, P, P, c->act, c->slope, 1);
+    }
+}
+static void cf__bf16_cols_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
+    int K = c->in.c * cf__kvol(c->g), bi;
+    size_t P = cf__positions(c->out);
+    for (bi = 0; bi < c->B; bi++) {
+        const float *x = c->x + (size_t)bi * cf_shape_size(c->in), *dy = c->dy + (size_t)bi * cf_shape_size(c->out);
+        cf__col_src col = {x, c->in, c->out, c->g};
+        if (cf__sgemm_bf16_r(0, 0, 1, c->out.c, K, (int)P, dy, (int)P, NULL, 0, 1.0f, c->dw, K, &col)) {   /* no room: this sample on, by tiles */
+            cf__im2col_backward_weights_with(c->dw, NULL, dy, x, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats, cf__sgemm_bf16);
+            return;
+        }
+    }
 }
 #endif /* CF__BF16 */
 
@@ -3186,6 +3252,7 @@ static const cf__conv_path cf__conv_fwd_paths[] = {
     {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run, 1, 1, 0},
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd, 1, 0, 0},
     {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 1, 0, 0},
+    {CF__K_BF16, cf__bf16_cols_applies, cf__bf16_cols_fwd, 1, 0, 0},
     {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_fwd, 1, 0, 0},
 #endif
 #ifdef CF__DIRECT
@@ -3201,6 +3268,7 @@ static const cf__conv_path cf__conv_bww_paths[] = {
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww, 0, 0, 0},
     {CF__K_BF16, cf__bf16_taps_bww_applies, cf__bf16_taps_bww, 0, 1, 0},
     {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww, 0, 0, 0},
+    {CF__K_BF16, cf__bf16_cols_applies, cf__bf16_cols_bww, 0, 0, 0},
     {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bww, 0, 0, 0},
 #endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bww, 0, 0, 0},

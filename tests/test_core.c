@@ -446,6 +446,60 @@ static void test_bf16_gemm(void) {
     printf("skipped: the bf16 GEMM (not compiled in)\n");
 #endif
 }
+/* The bf16 GEMM making op(B) from x as it packs it (cf__col_src) against the same GEMM on the
+   im2col buffer: the same packed values in the same order, so the same bits.  Forward (op(B) =
+   col, beta 0) and backward-weights (op(B) = col^T, beta 1), with dilation and padding as
+   DeepCAM's ASPP, a stride of 2, an odd number of rows and of positions, several chunks and a
+   sum in parts; then the paths built on it (cf__bf16_cols_fwd, _bww, two samples) against the
+   references' im2col with the bf16 GEMM, whose workspace holds all positions: the same GEMMs. */
+static void test_bf16_gemm_col(void) {
+#ifdef CF__BF16
+    static const int geo[][7] = {   /* C, H, W, k, stride, dilation, OC */
+        {100, 20, 22, 3, 1, 2, 20}, {3, 96, 96, 3, 1, 1, 9}, {7, 13, 13, 3, 2, 1, 5}, {24, 12, 18, 3, 1, 6, 11}};
+    cf_rng r = cf_rng_seed(67);
+    int gi, same_gemm = 0, same_path = 0;
+    if (!cf__has_bf16()) { printf("skipped: the bf16 GEMM making im2col's rows (the CPU lacks AVX512_BF16)\n"); return; }
+    for (gi = 0; gi < 4; gi++) {
+        int C = geo[gi][0], k = geo[gi][3], s = geo[gi][4], d = geo[gi][5], OC = geo[gi][6], a, K, P, B = 2, bi;
+        cf_shape in = {0, 1, 0, 0}, out; cf_geom g;
+        in.c = C; in.h = geo[gi][1]; in.w = geo[gi][2];
+        for (a = 0; a < 3; a++) { g.k[a] = a ? k : 1; g.s[a] = a ? s : 1; g.dil[a] = a ? d : 1; g.pb[a] = g.pa[a] = a ? d * (k - 1) / 2 : 0; }
+        out.c = OC; out.d = 1; out.h = cf_geom_out(&g, 1, in.h); out.w = cf_geom_out(&g, 2, in.w);
+        K = C * k * k; P = out.h * out.w;
+        {
+            size_t nx = (size_t)B * cf_shape_size(in), ny = (size_t)B * cf_shape_size(out), nw = (size_t)OC * K, wsf = (size_t)K * P;
+            float *x = rounded(nx, &r), *w = rounded(nw, &r), *b = rounded((size_t)OC, &r), *dy = rounded(ny, &r), *col = rnd(wsf, &r);
+            float *o1 = rnd(ny > nw ? ny : nw, &r), *o2 = (float *)malloc((ny > nw ? ny : nw) * 4 + 4), *dw0 = rnd(nw, &r);
+            cf__col_src src = {x, in, out, &g};
+            cf__conv_call c = cf__conv_make(B, in, out, &g, 1, col, wsf, 1);
+            int ok = 1;
+            cf__im2col(col, x, C, in, out, &g, 0, (size_t)P);   /* sample 0's col */
+            cf__sgemm_bf16(0, 0, OC, P, K, w, K, col, P, 0.0f, o1, P);
+            ok &= !cf__sgemm_bf16_r(0, 0, 0, OC, P, K, w, K, NULL, 0, 0.0f, o2, P, &src);
+            ok &= !memcmp(o1, o2, (size_t)OC * P * 4);
+            memcpy(o1, dw0, nw * 4); memcpy(o2, dw0, nw * 4);
+            cf__sgemm_bf16(0, 1, OC, K, P, dy, P, col, P, 1.0f, o1, K);
+            ok &= !cf__sgemm_bf16_r(0, 0, 1, OC, K, P, dy, P, NULL, 0, 1.0f, o2, K, &src);
+            ok &= !memcmp(o1, o2, nw * 4);
+            same_gemm += ok;
+            ok = 1;   /* the paths, two samples */
+            c.x = x; c.w = w; c.b = b; c.act = CF_ACT_RELU; c.dy = dy;
+            c.y = o1; cf__bf16_im2col_fwd(&c); c.y = o2; cf__bf16_cols_fwd(&c);
+            ok &= !memcmp(o1, o2, ny * 4);
+            for (bi = 0; bi < (int)ny; bi++) ok &= o2[bi] == round_bf16(o2[bi]);   /* stored rounded */
+            memcpy(o1, dw0, nw * 4); memcpy(o2, dw0, nw * 4);
+            c.dw = o1; cf__bf16_im2col_bww(&c); c.dw = o2; cf__bf16_cols_bww(&c);
+            ok &= !memcmp(o1, o2, nw * 4);
+            same_path += ok;
+            free(x); free(w); free(b); free(dy); free(col); free(o1); free(o2); free(dw0);
+        }
+    }
+    CHECK(same_gemm == 4, "the bf16 GEMM making im2col's rows as it packs them: the bits of the GEMM on im2col's buffer in %d of 4 geometries", same_gemm);
+    CHECK(same_path == 4, "the bf16 im2col-free paths (forward, backward-weights): the bits of im2col + the bf16 GEMM in %d of 4 geometries", same_path);
+#else
+    printf("skipped: the bf16 GEMM making im2col's rows (not compiled in)\n");
+#endif
+}
 static void test_bf16_paths(void) {
     static const char *ops[3] = {"forward", "backward-weights", "backward-data"};
     cf_rng r = cf_rng_seed(93);
@@ -1924,6 +1978,7 @@ int main(int argc, char **argv) {
     test_fast_paths();
     test_bf16_conversion((uint64_t)1 << 24);
     test_bf16_gemm();
+    test_bf16_gemm_col();
     test_bf16_paths();
     test_bf16_deconv();
     test_layer_oracles();
