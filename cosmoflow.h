@@ -2354,8 +2354,10 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int
         const float *b0 = made, *b1 = NULL;
         if (col) {   /* rows k, k + 1 of im2col(x), made here */
             cf__im2col_row(made, col->x, k, col->in, col->out, col->g, (size_t)n0, (size_t)nb);
-            if (k + 1 < K) cf__im2col_row(made + CF__COL_ROW, col->x, k + 1, col->in, col->out, col->g, (size_t)n0, (size_t)nb);
-            if (k + 1 < K) b1 = made + CF__COL_ROW;
+            if (k + 1 < K) {
+                b1 = made + CF__COL_ROW;
+                cf__im2col_row(made + CF__COL_ROW, col->x, k + 1, col->in, col->out, col->g, (size_t)n0, (size_t)nb);
+            }
         } else {
             b0 = B + (size_t)k * ldb + n0; b1 = k + 1 < K ? b0 + ldb : NULL;
             if (k + 3 < K) { cf__prefetch_floats(b0 + (size_t)2 * ldb, (size_t)nb, 0); cf__prefetch_floats(b0 + (size_t)3 * ldb, (size_t)nb, 0); }   /* the next two fetched ahead */
@@ -2470,7 +2472,7 @@ static int cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const 
     int K2 = (K + 1) / 2, nth = cf__nthreads(), nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, width, rows, rblocks, tasks, span, t;
     int parts = (K2 + CF__GEMM_KPART - 1) / CF__GEMM_KPART;
     size_t MN = (size_t)M * N, ka = (size_t)(K2 < CF__GEMM_KC ? K2 : CF__GEMM_KC);   /* a chunk's pairs, at most */
-    size_t per;   /* a thread's buffers: op(A)'s chunk, op(B)'s chunk, the made rows */
+    size_t a_sz, b_sz, per;   /* a thread's buffers: op(A)'s chunk, op(B)'s chunk, and with them the made rows */
     float *partial = NULL;
     uint32_t *A_all = NULL, *buf;
     if (M <= 0 || N <= 0) return 0;
@@ -2489,7 +2491,9 @@ static int cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const 
     rows = nblocks * parts >= nth ? M : CF__GEMM_MB;
     rblocks = (M + rows - 1) / rows;
     tasks = rblocks * nblocks * parts;
-    per = (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka + ka * (size_t)width + (col ? (size_t)16 * CF__COL_ROW : 0);
+    a_sz = (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka;   /* as big as a task needs */
+    b_sz = ka * (size_t)width;
+    per = a_sz + b_sz + (col ? (size_t)16 * CF__COL_ROW : 0);
     buf = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * per * nth);   /* (none: each task runs cf_sgemm, which cannot make op(B)) */
     if (!buf && col) { CF_FREE(partial); return -1; }
     if (rblocks == 1 && nblocks > 1 && parts == 1 && (size_t)M * K2 <= ((size_t)2 << 20)) A_all = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)M * K2);
@@ -2502,9 +2506,8 @@ static int cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const 
     }
     CF__OMP(omp parallel num_threads(nth))
     {
-        uint32_t *Ap = buf ? buf + per * cf__thread_id() : NULL;   /* as big as a task needs */
-        uint32_t *Bp = buf ? Ap + (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka : NULL;
-        float *made = buf && col ? (float *)(void *)(Bp + ka * (size_t)width) : NULL;
+        uint32_t *Ap = buf ? buf + per * cf__thread_id() : NULL, *Bp = buf ? Ap + a_sz : NULL;
+        float *made = buf && col ? (float *)(void *)(Bp + b_sz) : NULL;
         CF__OMP(omp for schedule(dynamic, 1))
         for (t = 0; t < tasks; t++) {
             int b = t % (rblocks * nblocks), m0 = b / nblocks * rows, n0 = b % nblocks * width, q0 = t / (rblocks * nblocks) * span;
@@ -2890,9 +2893,13 @@ static void cf__bf16_cols_fwd(const cf__conv_call *c) {
     int K = c->in.c * cf__kvol(c->g), bi;
     size_t P = cf__positions(c->out);
     for (bi = 0; bi < c->B; bi++) {
-        cf__col_src col = {c->x + (size_t)bi * cf_shape_size(c->in), c->in, c->out, c->g};
+        const float *x = c->x + (size_t)bi * cf_shape_size(c->in);
         float *y = c->y + (size_t)bi * cf_shape_size(c->out);
-        if (cf__sgemm_bf16_r(0, 0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, &col)) { cf__bf16_im2col_fwd(c); return; }   /* no room */
+        cf__col_src col = {x, c->in, c->out, c->g};
+        if (cf__sgemm_bf16_r(0, 0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, &col)) {   /* no room: this sample on, by tiles */
+            cf__im2col_forward_with(y, x, c->w, c->b, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats, cf__sgemm_bf16, c->act, c->slope, 1);
+            return;
+        }
         cf__bias_act(y, c->b, c->out.c, P, P, c->act, c->slope, 1);
     }
 }
