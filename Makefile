@@ -54,7 +54,7 @@ BINS   = $(addprefix bin/,$(TOOLS))
 # the tools the PyTorch comparisons run again in a CF_REFERENCE build (no fast path compiled in)
 REFBINS = bin/ref/cf-check bin/ref/cf-convert
 TESTS  = bin/test_core bin/test_core_naive bin/test_core_asan bin/test_compile bin/test_compile_cpp bin/test_static \
-         bin/test_augment bin/test_malformed_asan
+         bin/test_augment bin/test_malformed_asan bin/test_oom bin/test_oom_asan
 TOOLSRC = tools/tool.h tools/data.h tools/mllog.h tools/draw.h tools/synth_climate.h tools/fft.h tools/spectrum.h cosmoflow.h
 
 all: $(BINS)
@@ -96,6 +96,13 @@ bin/test_augment: tests/test_augment.c cosmoflow.h | bin
 bin/test_core_asan: tests/test_core.c tests/check.h cosmoflow.h | bin
 	$(CC) $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
 	    -DCF_USE_ZLIB -I. -o $@ $< -lz -lm
+# every allocation refused in turn (tests/test_oom.c), with OpenMP's threads, and serially
+# under the sanitizers (nothing leaked on the error paths); with the fast paths ($(ARCH))
+bin/test_oom: tests/test_oom.c tests/check.h cosmoflow.h bin/.config | bin
+	$(CC) $(WARN) $(CFLAGS) $(OMP) -DCF_USE_CBLAS -I. -Itests -o $@ $< $(LIBS)
+bin/test_oom_asan: tests/test_oom.c tests/check.h cosmoflow.h | bin
+	$(CC) $(WARN) -O1 -g $(ARCH) -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
+	    -I. -Itests -o $@ $< -lm
 bin/test_malformed_asan: tests/test_malformed.c tests/check.h cosmoflow.h | bin
 	$(CC) $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
 	    -DCF_USE_ZLIB -I. -Itests -o $@ $< -lz -lm

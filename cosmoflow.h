@@ -3131,7 +3131,11 @@ static void cf__dw3x3_bwd(const cf__conv_call *c) {
     size_t iv = cf__positions(c->in), ov = cf__positions(c->out), per = (size_t)Wp * Hp + (size_t)Wq * Hq;
     int nth = cf__nthreads();
     float *buf = (float *)CF_MALLOC(sizeof(float) * per * nth);   /* each thread's padded planes of x and dy */
-    if (!buf) { cf__dw_rows_bwd(c); return; }                      /* no room: the rows path */
+    if (!buf) {   /* no room: the rows path, which adds into dx (a dx to be stored holds no values yet) */
+        if (c->dx && c->dx_store) cf__zero_floats(c->dx, (size_t)c->B * cf_shape_size(c->in));
+        cf__dw_rows_bwd(c);
+        return;
+    }
     CF__OMP(omp parallel num_threads(nth))
     {
         float *xq = buf + per * cf__thread_id(), *dq = xq + (size_t)Wp * Hp;

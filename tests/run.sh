@@ -34,6 +34,8 @@ run "kernels, gradients, fast paths against references, PyTorch reference dumps,
 run "the same with the naive sgemm" bin/test_core_naive
 run "the same under AddressSanitizer, UndefinedBehaviorSanitizer and LeakSanitizer" env ASAN_OPTIONS=detect_leaks=1 bin/test_core_asan
 run "malformed files, table-driven, under AddressSanitizer" env ASAN_OPTIONS=detect_leaks=1 bin/test_malformed_asan
+run "out of memory: every allocation refused in turn, reported or absorbed by a fallback with the same numbers (OpenMP)" bin/test_oom
+run "the same serially under AddressSanitizer and LeakSanitizer: nothing leaked on the error paths" env ASAN_OPTIONS=detect_leaks=1 bin/test_oom_asan
 run "compile: C99 -pedantic, two translation units" bin/test_compile
 run "compile: C++" bin/test_compile_cpp
 run "compile: CF_STATIC" bin/test_static
