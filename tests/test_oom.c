@@ -128,9 +128,62 @@ static long sweep(const char *cfg, const char *name, int precision, bounds tol) 
     return completed;
 }
 
+/* The bf16 paths that make im2col's rows as they pack them (DeepCAM's ASPP convolutions, too
+   big for the workspace in the nets above): when the GEMM's buffers are refused they take the
+   sample on by the reference's tiles, which, with a workspace holding all positions, are the
+   GEMMs of the im2col path: the same bits, whichever allocation is refused. */
+static float *bf16_values(size_t n, cf_rng *r) {
+    float *p = (float *)malloc(sizeof(float) * (n + 1));
+    size_t i;
+    for (i = 0; i < n; i++) p[i] = 2 * cf_rng_uniform(r) - 1;
+    cf_bf16_round(p, n);
+    return p;
+}
+static void cols_fallback(void) {
+#ifdef CF__BF16
+    cf_shape in = {24, 1, 12, 18}, out = {11, 1, 12, 18};
+    cf_geom g = {{1, 3, 3}, {1, 1, 1}, {1, 6, 6}, {0, 6, 6}, {0, 6, 6}};   /* k, s, dil, pad before, after: a dilation of 6 */
+    cf_rng r = cf_rng_seed(5);
+    int B = 3, K = 24 * 9;
+    size_t ny = (size_t)B * cf_shape_size(out), nw = (size_t)11 * K, ws = (size_t)K * 12 * 18;
+    float *x = bf16_values((size_t)B * cf_shape_size(in), &r), *w = bf16_values(nw, &r), *b = bf16_values(11, &r), *dy = bf16_values(ny, &r);
+    float *col = (float *)malloc(sizeof(float) * ws), *y0 = (float *)malloc(sizeof(float) * ny), *y = (float *)malloc(sizeof(float) * ny);
+    float *dw0 = bf16_values(nw, &r), *dw1 = (float *)malloc(sizeof(float) * nw), *dw = (float *)malloc(sizeof(float) * nw);
+    cf__conv_call c = cf__conv_make(B, in, out, &g, 1, col, ws, 1);
+    long k, n_fwd, n_bww, same = 0;
+    if (!cf__has_bf16()) { printf("skipped: the bf16 im2col-free paths out of memory (the CPU lacks AVX512_BF16)\n"); goto done; }
+    c.x = x; c.w = w; c.b = b; c.act = CF_ACT_RELU; c.dy = dy;
+    c.y = y0; cf__bf16_im2col_fwd(&c);   /* the oracle: im2col + the bf16 GEMM */
+    memcpy(dw1, dw0, sizeof(float) * nw); c.dw = dw1; cf__bf16_im2col_bww(&c);
+    oom_fail_at = -1; oom_count = 0; c.y = y; cf__bf16_cols_fwd(&c); n_fwd = oom_count;
+    oom_count = 0; memcpy(dw, dw0, sizeof(float) * nw); c.dw = dw; cf__bf16_cols_bww(&c); n_bww = oom_count;
+    for (k = 0; k < n_fwd; k++) {
+        oom_fail_at = k; oom_count = 0;
+        memset(y, 0xff, sizeof(float) * ny);   /* NaN: nothing left from before */
+        cf__bf16_cols_fwd(&c);
+        same += !memcmp(y, y0, sizeof(float) * ny);
+    }
+    for (k = 0; k < n_bww; k++) {
+        oom_fail_at = k; oom_count = 0;
+        memcpy(dw, dw0, sizeof(float) * nw);
+        cf__bf16_cols_bww(&c);
+        same += !memcmp(dw, dw1, sizeof(float) * nw);
+    }
+    oom_fail_at = -1;
+    printf("ok  the bf16 im2col-free paths: %ld and %ld allocations (forward, backward-weights), each refused in turn\n", n_fwd, n_bww);
+    CHECK(n_fwd >= B && n_bww >= B && same == n_fwd + n_bww, "the bf16 im2col-free paths with an allocation refused: the bits of im2col + the bf16 GEMM in %ld of %ld runs",
+          same, n_fwd + n_bww);
+done:
+    free(x); free(w); free(b); free(dy); free(col); free(y0); free(y); free(dw0); free(dw1); free(dw);
+#else
+    printf("skipped: the bf16 im2col-free paths out of memory (not compiled in)\n");
+#endif
+}
+
 int main(void) {
     bounds fp32 = {1e-5, 1e-3, 1e-4}, bf16 = {1e-4, 0.1, 5e-3};
     long absorbed[4];
+    cols_fallback();
     absorbed[0] = sweep(cube_cfg, "oom-cube.cfg", CF_FP32, fp32);   /* (its paths take no buffer of their own: none absorbed) */
     absorbed[1] = sweep(cube_cfg, "oom-cube.cfg", CF_BF16, bf16);
     absorbed[2] = sweep(plane_cfg, "oom-plane.cfg", CF_FP32, fp32);
