@@ -2433,7 +2433,8 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uin
 static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                                int n0, int nb, int q0, int q1, uint32_t *Ap, uint32_t *Bp, const uint32_t *A_all, int rnd,
                                const cf__col_src *col, float *made) {
-    int q, m0, K2 = (K + 1) / 2;
+    int q, m0, K2 = (K + 1) / 2, chunks = (q1 - q0 + CF__GEMM_KC - 1) / CF__GEMM_KC, step;
+    step = chunks > 0 ? (q1 - q0 + chunks - 1) / chunks : 1;   /* chunks of equal length: 432 pairs as 216 + 216, not 384 + 48 */
     if (!Ap || !Bp) {
         int k0 = 2 * q0, kn = (2 * q1 < K ? 2 * q1 : K) - k0, r;
         cf_sgemm(tA, tB, M, nb, kn, 1.0f, tA ? A + (size_t)k0 * lda : A + k0, lda, tB ? B + (size_t)n0 * ldb + k0 : B + (size_t)k0 * ldb + n0, ldb,
@@ -2441,8 +2442,8 @@ static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int
         for (r = 0; r < M && rnd; r++) cf__round_run(C + (size_t)r * ldc + n0, (size_t)nb);
         return;
     }
-    for (q = q0; q < q1; q += CF__GEMM_KC) {
-        int nq = q1 - q < CF__GEMM_KC ? q1 - q : CF__GEMM_KC;
+    for (q = q0; q < q1; q += step) {
+        int nq = q1 - q < step ? q1 - q : step;
         cf__pack_b(Bp, tB, B, 0, ldb, K, q, nq, n0, nb, col, made);
         for (m0 = 0; m0 < M; m0 += CF__GEMM_MB) {
             int mb = M - m0 < CF__GEMM_MB ? M - m0 : CF__GEMM_MB;
