@@ -3058,8 +3058,8 @@ static void cf__dw3x3_plane(float *yc, float *pad, int Wp, const float *xc, cons
         float *yr = yc + (size_t)oh * c->out.w;
         cf__dw3x3_row(yr, r0, r0 + (size_t)dh * Wp, r0 + (size_t)2 * dh * Wp, wc, bias, c->out.w, g->dil[2]);
         cf__act_floats(yr, (size_t)c->out.w, c->act, c->slope);
-        if (c->bf16) cf__round_run(yr, (size_t)c->out.w);   /* rounded once, in cache (the reference: per plane) */
     }
+    if (c->bf16) cf__round_run(yc, (size_t)c->out.h * c->out.w);   /* rounded once, the plane still in cache */
 }
 static void cf__dw3x3_fwd(const cf__conv_call *c) {
     const cf_geom *g = c->g;
@@ -3107,8 +3107,8 @@ static void cf__dw3x3_plane_dx(float *dxc, float *dq, int Wq, const float *dyc, 
             a += wc[0] * q[0][iw]; a += wc[1] * q[0][iw - d]; a += wc[2] * q[0][iw - 2 * d];
             xr[iw] = a;
         }
-        if (c->bf16) cf__round_run(xr, (size_t)c->in.w);   /* the row is whole: rounded in cache */
     }
+    if (c->bf16) cf__round_run(dxc, (size_t)c->in.h * c->in.w);   /* the plane is whole: rounded, still in cache */
 }
 static void cf__dw3x3_plane_dw(float *dwc, float *xq, int Wp, const float *xc, const float *dyc, const cf__conv_call *c) {
     const cf_geom *g = c->g;
