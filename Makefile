@@ -114,9 +114,10 @@ test: deps-test
 	@$(MAKE) --no-print-directory test-built
 test-built: all $(REFBINS) $(TESTS)
 	@sh tests/run.sh
-test-asan: bin/test_core_asan bin/test_malformed_asan
+test-asan: bin/test_core_asan bin/test_malformed_asan bin/test_oom_asan
 	ASAN_OPTIONS=detect_leaks=1 bin/test_core_asan
 	ASAN_OPTIONS=detect_leaks=1 bin/test_malformed_asan
+	ASAN_OPTIONS=detect_leaks=1 bin/test_oom_asan
 # bf16: both conversions on all 2^32 inputs, against their definition and the instruction
 # (make test checks a 2^24 sample)
 test-bf16: bin/test_core

@@ -2222,9 +2222,10 @@ CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (c
 
 /* ---- the GEMM: C (M x N) = beta C + op(A) op(B), op(A) M x K, op(B) K x N, beta 0 or 1.
    K is taken in pairs, q = k / 2 (an odd K gets a zero).  A task is a block of up to 384
-   columns of C and a part of the pairs; it runs through its part in chunks of 384 pairs,
-   packing op(B)'s chunk once as Bp[q][j] = (op(B)[2q][n0+j], op(B)[2q+1][n0+j]) in panels of
-   32 columns (cf__bp; 576 KB at most), then, 128 rows of C at a time, op(A)'s chunk as
+   columns of C and a part of the pairs; it runs through its part in chunks of at most 384
+   pairs, all of one length (432 pairs as 216 + 216: a short last chunk would load and store C
+   for few pairs), packing op(B)'s chunk once as Bp[q][j] = (op(B)[2q][n0+j],
+   op(B)[2q+1][n0+j]) in panels of 32 columns (cf__bp; 576 KB at most), then, 128 rows of C at a time, op(A)'s chunk as
    Ap[m][q] = (op(A)[m][2q], op(A)[m][2q+1]) (192 KB): both stay in the core's 1 MB cache while
    the rows read them.  (When several column blocks would pack the same op(A), it is packed
    whole beforehand and the tasks read it in place.)  A chunk that long (768 terms) makes a
