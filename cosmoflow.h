@@ -2225,8 +2225,8 @@ CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (c
    columns of C and a part of the pairs; it runs through its part in chunks of at most 384
    pairs, all of one length (432 pairs as 216 + 216: a short last chunk would load and store C
    for few pairs), packing op(B)'s chunk once as Bp[q][j] = (op(B)[2q][n0+j],
-   op(B)[2q+1][n0+j]) in panels of 32 columns (cf__bp; 576 KB at most), then, 128 rows of C at a time, op(A)'s chunk as
-   Ap[m][q] = (op(A)[m][2q], op(A)[m][2q+1]) (192 KB): both stay in the core's 1 MB cache while
+   op(B)[2q+1][n0+j]) in panels of 32 columns (cf__bp; 576 KB at most), then, 128 rows of C
+   at a time, op(A)'s chunk as Ap[m][q] = (op(A)[m][2q], op(A)[m][2q+1]) (192 KB): both stay in the core's 1 MB cache while
    the rows read them.  (When several column blocks would pack the same op(A), it is packed
    whole beforehand and the tasks read it in place.)  A chunk that long (768 terms) makes a
    sum over DeepCAM's 728 channels one chunk, so C is stored once instead of three times:
@@ -3009,6 +3009,7 @@ static void cf__dw_rows_bwd(const cf__conv_call *c) {
         int bi, od, oh, kd, kh;
         for (bi = 0; bi < c->B; bi++) {
             size_t plane = (size_t)bi * in.c + ch;
+            if (c->dx && c->dx_store) memset(c->dx + plane * iv, 0, sizeof(float) * iv);   /* stored: the sums below start from 0 */
             for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (kd = 0; kd < KD; kd++) for (kh = 0; kh < KH; kh++) {
                 int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
                 size_t row, k;
@@ -3133,11 +3134,7 @@ static void cf__dw3x3_bwd(const cf__conv_call *c) {
     size_t iv = cf__positions(c->in), ov = cf__positions(c->out), per = (size_t)Wp * Hp + (size_t)Wq * Hq;
     int nth = cf__nthreads();
     float *buf = (float *)CF_MALLOC(sizeof(float) * per * nth);   /* each thread's padded planes of x and dy */
-    if (!buf) {   /* no room: the rows path, which adds into dx (a dx to be stored holds no values yet) */
-        if (c->dx && c->dx_store) cf__zero_floats(c->dx, (size_t)c->B * cf_shape_size(c->in));
-        cf__dw_rows_bwd(c);
-        return;
-    }
+    if (!buf) { cf__dw_rows_bwd(c); return; }                      /* no room: the rows path (it stores dx too) */
     CF__OMP(omp parallel num_threads(nth))
     {
         float *xq = buf + per * cf__thread_id(), *dq = xq + (size_t)Wp * Hp;
@@ -3325,7 +3322,7 @@ static const cf__conv_path cf__dwconv_fwd_paths[] = {
 static const cf__conv_path cf__dwconv_bwd_paths[] = {   /* both halves at once: dw and dx */
 #ifndef CF_REFERENCE
     {CF__K_DIRECT, cf__dw3x3_bwd_applies, cf__dw3x3_bwd, 1, 0, 1},
-    {CF__K_DIRECT, cf__dw_rows_applies, cf__dw_rows_bwd, 1, 0, 0},
+    {CF__K_DIRECT, cf__dw_rows_applies, cf__dw_rows_bwd, 1, 0, 1},
 #endif
     {-1, NULL, NULL, 0, 0, 0}};
 static const cf__conv_path *cf__conv_paths(int op) {
