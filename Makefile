@@ -54,7 +54,7 @@ BINS   = $(addprefix bin/,$(TOOLS))
 # the tools the PyTorch comparisons run again in a CF_REFERENCE build (no fast path compiled in)
 REFBINS = bin/ref/cf-check bin/ref/cf-convert
 TESTS  = bin/test_core bin/test_core_naive bin/test_core_asan bin/test_compile bin/test_compile_cpp bin/test_static \
-         bin/test_augment bin/test_malformed_asan bin/test_oom bin/test_oom_asan
+         bin/test_augment bin/test_malformed_asan bin/test_oom bin/test_oom_asan bin/test_threads
 TOOLSRC = tools/tool.h tools/data.h tools/mllog.h tools/draw.h tools/synth_climate.h tools/fft.h tools/spectrum.h cosmoflow.h
 
 all: $(BINS)
@@ -82,9 +82,9 @@ bin/test_core: tests/test_core.c tests/check.h cosmoflow.h bin/.config | bin
 bin/test_core_naive: tests/test_core.c tests/check.h cosmoflow.h bin/.config | bin
 	$(CC) $(WARN) $(CFLAGS) -DCF_USE_ZLIB -I. -o $@ $< -lz -lm
 bin/test_compile: tests/compile_a.c tests/compile_b.c cosmoflow.h | bin
-	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror $(ARCH) -I. -o $@ tests/compile_a.c tests/compile_b.c -lm
+	$(CC) -std=c99 -pedantic -Wall -Wextra -Wshadow -Werror $(ARCH) -I. -o $@ tests/compile_a.c tests/compile_b.c -lm
 bin/test_compile_cpp: tests/compile_cpp.cpp tests/compile_b.c cosmoflow.h | bin
-	$(CXX) -std=c++11 -pedantic -Wall -Wextra -Werror $(ARCH) -I. -o $@ tests/compile_cpp.cpp -lm
+	$(CXX) -std=c++11 -pedantic -Wall -Wextra -Wshadow -Werror $(ARCH) -I. -o $@ tests/compile_cpp.cpp -lm
 bin/test_static: tests/compile_static.c cosmoflow.h | bin
 	$(CC) -std=c99 -pedantic -Wall -Wextra -Werror $(ARCH) -DCF_STATIC -I. -o $@ $< -lm
 bin/test_augment: tests/test_augment.c cosmoflow.h | bin
@@ -103,6 +103,10 @@ bin/test_oom: tests/test_oom.c tests/check.h cosmoflow.h bin/.config | bin
 bin/test_oom_asan: tests/test_oom.c tests/check.h cosmoflow.h | bin
 	$(CC) $(WARN) -O1 -g $(ARCH) -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
 	    -I. -Itests -o $@ $< -lm
+# several threads parsing and planning at once, under ThreadSanitizer (no OpenMP: its runtime
+# is not instrumented)
+bin/test_threads: tests/test_threads.c tests/check.h cosmoflow.h | bin
+	$(CC) $(WARN) -O1 -g -fsanitize=thread -I. -Itests -o $@ $< -lm -lpthread
 bin/test_malformed_asan: tests/test_malformed.c tests/check.h cosmoflow.h | bin
 	$(CC) $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
 	    -DCF_USE_ZLIB -I. -Itests -o $@ $< -lz -lm

@@ -12,6 +12,53 @@
      Files are read and written with POSIX calls that every strict mode declares (open, read,
      write, fsync, rename, ...); with CF_NO_FILES it needs the C standard library alone.
 
+   LINK LINE AND BUILD FLAGS
+     The least:      cc -std=c99 prog.c -lm                     (the naive sgemm, one thread)
+     For speed:      cc -std=c99 -O3 -march=x86-64-v3 -fopenmp -DCF_USE_CBLAS prog.c \
+                        -L/usr/lib/x86_64-linux-gnu/openblas-openmp \
+                        -Wl,-rpath,/usr/lib/x86_64-linux-gnu/openblas-openmp -lopenblas -lm
+     What each buys, measured (sh bench/build_flags.sh: a training step of
+     models/cosmoflow-small.cfg at 4x32x32x32, batch 2; 2 cores of an AMD EPYC Zen 5, GCC 12;
+     docs/performance.md, "Build flags"):
+       -O2                              746 ms   the naive sgemm: correct, for reading
+       -O3                              774 ms
+       -O3 -march=x86-64-v3             468 ms   the direct convolution kernels (AVX2, FMA;
+                                                 their AVX-512 form chosen at run time)
+       ... -fopenmp                     393 ms   the threads (OpenMP)
+       ... -DCF_USE_CBLAS, OpenBLAS's   18.6 ms  BLAS, 21x: without CF_USE_CBLAS every GEMM
+           OpenMP build                          runs the naive sgemm, silently slow
+       ... the same, -lopenblas as      50.1 ms  a pthreads OpenBLAS whose threads spin
+           the system's default                  beside OpenMP's: link its OpenMP build
+     The implementation takes about 7 s to compile at -O3 (the tools, 25 s).  -O2 is fine;
+     the bf16 GEMM runs at 0.87x its -O3 rate there.  Add -DCF_USE_MPI with an MPI wrapper
+     compiler (mpicc) for data parallelism, -DCF_USE_ZLIB -lz for gzipped TFRecords and PNG.
+
+   LIMITATIONS
+     * Platforms: Linux with glibc is what the tests run on (x86-64; aarch64 is built).  Files
+       need POSIX (open, fsync, rename, uname, dirent); CF_NO_FILES leaves them out.  The fast
+       kernels need GCC or Clang on x86-64 (AVX2 + FMA; AVX-512 and AVX512_BF16 chosen at run
+       time); elsewhere the portable code runs, with the same results to rounding.
+     * Little-endian hosts only: the file formats (.npy "<f4", checkpoints, TFRecords) are read
+       and written as the host stores numbers, and a big-endian host would misread them.
+     * CPU only; float32 NCDHW activations (bf16 rounding, fp32 storage: cf_net_set_precision).
+       Per sample, a layer's output and its weights hold at most 2e9 values, an axis at most
+       2^20; a [route] or [add] at most 8 sources (CF_MAX_SRC); at most 16 classes.
+     * Data parallelism only: every rank holds whole samples (one sample is not split).
+     * Threads: see THREADS.  The library starts OpenMP threads inside its calls (-fopenmp);
+       BLAS must run single-threaded inside a parallel region (OpenBLAS's OpenMP build does).
+
+   THREADS (what may run at the same time in several threads of one process)
+     basics           any, at once: cf_failure_reason() is the calling thread's own
+     A-C              one thread at a time per cf_net (and its cf_trainer); different
+                      networks in different threads at once, cf_net_parse included
+     D. files         any, at once, on different files; one writer per file
+     E. distributed   MPI from one thread (the thread that called cf_dist_init);
+                      cf_dist_overlap_* keeps one network's state per process;
+                      cf_dist_waiting() from any thread at any time
+     F. operations    any, at once, on buffers that do not overlap
+     G. inside        cf_fast_path_set changes switches of the whole process: call it
+                      before other threads use the library; the rest as A
+
    OPTIONS (define before the implementation include)
      CF_USE_CBLAS   call cblas_sgemm (OpenBLAS); otherwise a naive sgemm is used.
                     The naive sgemm is always compiled as cf_sgemm_naive: it is the test oracle.
@@ -26,7 +73,7 @@
                     that brings its own data and keeps its own weights (cf_net_parse takes the
                     model as text; the parameters are one buffer, net->params).
      CF_REFERENCE   every operation runs its plain reference function (section 3) and
-                    no fast path (section 4) is compiled in: the code a reader audits.
+                    no fast path (section 11) is compiled in: the code a reader audits.
      CF_NO_DIRECT_CONV   no direct convolution kernels.  They are compiled with GCC or Clang
                     when the target has AVX2 and FMA (-march=x86-64-v3 or native).
      CF_STATIC      make every function static (private copy per translation unit).
@@ -34,6 +81,7 @@
      CF_ASSERT(x)   internal-invariant check (default: assert).
 
    THE PUBLIC API, by audience (the declarations below are in this order)
+     basics           errors, the generator, CRC32C, bfloat16, shapes and geometry    stable
      A. network       parse a cfg, initialize, forward, loss, backward, free          stable
      B. training      cf_train_step: forward, loss, backward, the gradient averaging
                       and the optimizer with its schedule, in one call; the optimizers
@@ -42,12 +90,15 @@
      D. files         .npy, checkpoints, weights, TFRecords, samples, PNG              stable
      E. distributed   MPI wrappers, synchronized batch norm, overlapped averaging      stable
      F. operations    every kernel's reference and its dispatcher: what a reader
-                      audits and the tests compare (arguments may change)
+                      audits and the tests compare            arguments may change
      G. inside        the paths, outputs, hooks and switches the tools and tests use
-                      to look inside a step (may change)
-     Stable: the names, arguments and meaning of groups A-E change only with the major
-     version.  The struct cf_net exposes what a user reads (the model's shapes, the parameter
-     count, the buffers); the memory plan, workspace, mode and hooks are private.
+                      to look inside a step                             may change
+     Stable: the names, arguments and meaning of the basics and of groups A-E change only
+     with the major version.  The structs expose what a user reads (the model's shapes, the
+     parameter count, the buffers, a trainer's settings); the memory plan, workspace, mode,
+     hooks, step counters and a trainer's buffers are private (read through functions).
+     Each function states what it expects (pointers not NULL unless said); a library call
+     given what it cannot use returns CF_ERR with the reason, never crashes on purpose.
 
    CONVENTIONS
      * Activations are float32 NCDHW; a 2-D network is the case D = 1.
@@ -60,29 +111,33 @@
        ACCUMULATE (+=) into gradients.  cf_net_zero_grad() clears them.
      * Every operation has one reference function, the obvious loops or im2col + sgemm with
        its derivation beside it (docs/math.md derives each backward).  Where a faster way
-       exists it is a registered alternative in section 4, chosen by one dispatcher per
+       exists it is a registered alternative in section 11, chosen by one dispatcher per
        operation; cf_fast_path_set("all", 0) or CF_REFERENCE runs the references only.
      * Library functions never exit(): they return CF_OK (0) or CF_ERR (-1) and leave a
        message in cf_failure_reason().  The library deletes no file it was not asked to.
 
    TABLE OF CONTENTS of the implementation (docs/tour.md is a reading order through it)
-     1. Basics: errors, allocation, PRNG, CRC32C, the activation formulas, reading files
+     1. Basics: errors, allocation, PRNG, CRC32C, bfloat16, the activation formulas, reading
+                files
      2. Dense linear algebra: sgemm (naive + cblas)
      3. Reference kernels: convolution (im2col + sgemm), depthwise and transposed
-                 convolution, pooling, dense, activations, dropout, batch norm, losses, IoU
-     4. Fast paths: the registry and its dispatchers; per-thread tiles, pointwise GEMM,
-                 direct convolution kernels, pooling without bounds tests, the fused
-                 conv + max-pool backward
+                convolution, pooling, dense, activations, dropout, batch norm, losses, IoU;
+                fp32, accumulating, nothing but the operation
+     4. The door to the fast paths: the kinds and their switches, and the dispatchers the
+                network calls, with what its precision and memory plan ask of an operation
      5. Networks: the layer-type table (parse, shape, parameters, FLOPs, forward, backward
-                 of each type), the cfg parser, forward and backward, initializers
+                of each type), the cfg parser, forward and backward, initializers, bf16 as
+                the reference on rounded operands
      6. The memory plan: outputs and gradients in one arena over the step's timeline,
-                 cheap outputs rebuilt in backward, conv + max-pool pairs fused
+                cheap outputs rebuilt in backward, conv + max-pool pairs fused
      7. Optimizers: Keras-form momentum SGD, Adam/AdamW, LAMB, LARC; the schedules
      8. The training step and evaluation: cf_train_step, cf_eval_batch; the references'
-                 input transforms, sharding and the cube's symmetries
+                input transforms, sharding and the cube's symmetries
      9. Files: .npy, checkpoints, weights directories, TFRecord + tf.train.Example,
                CosmoFlow and DeepCAM samples, PNG
     10. Distributed: MPI wrappers (one process without CF_USE_MPI)
+    11. Fast paths, last: the registry, the kernels (pointwise, tiles, direct, AVX-512, bf16,
+                pooling, depthwise), the tables, the dispatchers and the storage forms
 */
 #ifndef CF_INCLUDE_COSMOFLOW_H
 #define CF_INCLUDE_COSMOFLOW_H
@@ -110,7 +165,7 @@
 #define CF_MAX_DIMS 8     /* .npy arrays */
 #define CF_MAX_CLASSES 16
 
-/* ================================================================ basics */
+/* ================================================================ basics (stable) */
 CFDEF const char *cf_failure_reason(void);
 CFDEF int cf_fail(const char *fmt, ...)
 #if defined(__GNUC__)
@@ -204,13 +259,18 @@ typedef struct cf_net {
     float *params, *grads, *opt;
     size_t n_stats;
     float *stats;
-    /* read-only state: the seed of cf_net_init, the optimizer steps taken (cf_train_step
-       advances it, a checkpoint restores it; dropout masks hash both), the batch of the
-       last forward */
-    uint64_t seed, step;
+    /* read-only state: the seed of cf_net_init (dropout masks hash it with the step, below),
+       the batch of the last forward */
+    uint64_t seed;
     int batch;
     struct cf__net_private *priv;
 } cf_net;
+/* The training steps taken (cf_train_step advances it by one each call, a checkpoint restores
+   it; dropout masks hash it) and of those the optimizer updates made (not gradient lag's
+   waiting step, not a step whose gradient was not finite): Adam's and LAMB's t is the
+   update's number, counted from 1, as PyTorch counts its optimizer's steps. */
+CFDEF uint64_t cf_net_step(const cf_net *net);
+CFDEF uint64_t cf_net_updates(const cf_net *net);
 
 /* Parse a cfg text (name used in error messages).  shape_override may be NULL.
    Parameters are allocated and zero; call cf_net_init to draw the initial weights. */
@@ -321,26 +381,30 @@ CFDEF void cf_train_defaults(cf_train_config *c);
 CFDEF int cf_train_config_set(cf_train_config *c, const char *key, const char *value);
 CFDEF int cf_train_config_get(const cf_train_config *c, const char *key, char *out, size_t n);
 CFDEF const char *cf_train_config_key(int i, const char **arg, const char **help);
-/* Gradient lag's two buffers and its pending reduction (cf_dist_grad_lag) */
+/* Gradient lag's state (cf_dist_grad_lag): zero it before the first use; its fields are the
+   library's */
 typedef struct { float *buf[2]; int cur, pending; void *req; } cf_grad_lag;
+struct cf__train_private;
 typedef struct {
     cf_net *net;
     cf_train_config cfg;       /* resolved for the net's application by cf_train_init */
     int epoch;                 /* the epoch being trained, from 1 (cf_train_epoch) */
-    float *dout; size_t dout_n;
-    cf_grad_lag lag;
+    struct cf__train_private *priv;   /* the loss gradient's buffer, gradient lag's state */
 } cf_trainer;
 enum {
     CF_STEP_UPDATED,           /* the parameters moved */
     CF_STEP_WAITING,           /* gradient lag's first step: nothing to apply yet */
-    CF_STEP_NONFINITE          /* the averaged gradient (or a rank's loss) was not finite:
+    CF_STEP_NONFINITE,         /* the averaged gradient (or a rank's loss) was not finite:
                                   no update, on every rank alike */
+    CF_STEP_DIVERGED           /* the update made a parameter not finite (r->layer's): the
+                                  weights are lost, the last checkpoint is what remains */
 };
 typedef struct {
     double loss;               /* this rank's loss of the batch */
     double lr;                 /* the learning rate of this step */
     int status;                /* CF_STEP_* */
-    int layer;                 /* CF_STEP_NONFINITE: the first layer whose gradient is not finite */
+    int layer;                 /* CF_STEP_NONFINITE: the first layer whose gradient is not finite;
+                                  CF_STEP_DIVERGED: whose parameters are not */
 } cf_step_result;
 CFDEF int cf_train_init(cf_trainer *t, cf_net *net, const cf_train_config *c);
 CFDEF void cf_train_epoch(cf_trainer *t, int epoch);
@@ -429,9 +493,11 @@ CFDEF void cf_atomic_abort(cf_atomic_file *af);
 /* "<path>.tmp.<host>." : the prefix of path's temporary files written on this host */
 CFDEF int cf_atomic_tmp_prefix(const char *path, char *out, size_t n);
 
-/* Where a training run is: step, epoch, seed, the last validation metric, and meta, what the
-   training tool records of its run as key=value lines (optimizer, input transform, ...). */
-typedef struct { uint64_t step, epoch, seed; double best; char meta[4096]; } cf_train_state;
+/* Where a training run is: epoch, seed, the last validation metric, and meta, what the
+   training tool records of its run as key=value lines (optimizer, input transform, ...);
+   step and updates are the network's (cf_net_step, cf_net_updates): cf_checkpoint_save
+   writes the network's own, cf_checkpoint_load and cf_checkpoint_info fill them in. */
+typedef struct { uint64_t step, epoch, seed; double best; char meta[4096]; uint64_t updates; } cf_train_state;
 CFDEF int cf_checkpoint_save(const char *path, const cf_net *net, const cf_train_state *st);
 /* Loads parameters, statistics and optimizer state into an already built net, which must
    compute what the checkpoint's model computes (else an error names the first difference:
@@ -537,8 +603,8 @@ CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag);
    not called).  One process: always NULL. */
 CFDEF const char *cf_dist_waiting(double *seconds);
 
-/* ================================================================ F. operations
-   Every operation's plain reference (section 3) and its dispatcher (section 4): what a
+/* ================================================================ F. operations (arguments may change)
+   Every operation's plain reference (section 3) and its dispatcher (section 11): what a
    reader audits and what the tests compare.  Their mathematics is stable; their argument
    lists may change with the fast paths. */
 /* Row-major C = alpha * op(A) * op(B) + beta * C;  op(A) is M x K, op(B) is K x N. */
@@ -570,7 +636,7 @@ CFDEF void cf_ref_pool_forward(float *y, const float *x, int B, cf_shape in, cf_
                                const cf_geom *g, int is_max);
 CFDEF void cf_ref_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
                                 cf_shape in, cf_shape out, const cf_geom *g, int is_max);
-/* The same operations through their dispatchers (section 4): the first registered fast path
+/* The same operations through their dispatchers (section 11): the first registered fast path
    that applies, else the reference.  Same arguments, same results to rounding (bit for bit
    for the pooling paths); cf_conv_forward_act also applies the activation act (CF_ACT_*,
    slope for leaky) to each part of y while it is still in cache. */
@@ -601,7 +667,7 @@ CFDEF void cf_ref_dwconv_forward(float *y, const float *x, const float *w, const
                                  int B, cf_shape in, cf_shape out, const cf_geom *g);
 CFDEF void cf_ref_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                                   const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g);
-/* ... and through their dispatchers (section 4): same arguments, same results to rounding */
+/* ... and through their dispatchers (section 11): same arguments, same results to rounding */
 CFDEF void cf_dwconv_forward(float *y, const float *x, const float *w, const float *b,
                              int B, cf_shape in, cf_shape out, const cf_geom *g);
 CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
@@ -877,20 +943,17 @@ CFDEF double cf_rng_normal(cf_rng *r) {
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-/* CRC32C (Castagnoli, reflected polynomial 0x82F63B78), bytewise table. */
+/* CRC32C (Castagnoli, reflected polynomial 0x82F63B78), bytewise table.  The table is made
+   per call (2048 shifts, about a microsecond): no state shared between threads. */
 CFDEF uint32_t cf_crc32c(uint32_t crc, const void *data, size_t n) {
-    static uint32_t table[256];
-    static int ready = 0;
+    uint32_t table[256], k, c;
     const unsigned char *p = (const unsigned char *)data;
     size_t i;
-    if (!ready) {
-        uint32_t k, c; int j;
-        for (k = 0; k < 256; k++) {
-            c = k;
-            for (j = 0; j < 8; j++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-            table[k] = c;
-        }
-        ready = 1;  /* benign race: every thread writes the same table */
+    int j;
+    for (k = 0; k < 256; k++) {
+        c = k;
+        for (j = 0; j < 8; j++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        table[k] = c;
     }
     crc = ~crc;
     for (i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
@@ -928,7 +991,7 @@ static void cf__round_floats(float *x, size_t n) {
     size_t j;
     for (j = 0; j < n; j++) x[j] = cf_f32_from_bf16(cf_bf16_from_f32(x[j]));
 }
-/* cf__round_floats, or its twin on the CPU's rounding instruction (the same bits, section 4,
+/* cf__round_floats, or its twin on the CPU's rounding instruction (the same bits, section 11,
    kind bf16): chosen there */
 static void cf__round_run(float *x, size_t n);
 CFDEF void cf_bf16_round(float *x, size_t n) {
@@ -1022,7 +1085,8 @@ CFDEF void cf_sgemm(int transA, int transB, int M, int N, int K, float alpha,
 /* ================================================================ 3. reference kernels
    One plain function per operation: the obvious loops, or im2col + sgemm for a convolution,
    each with its shapes and a line of its derivation (docs/math.md has the whole of each).
-   The tests use these as the oracle of the fast paths in section 4. */
+   The tests use these as the oracle of the fast paths in section 11.  None takes a precision, a
+   storage or a GEMM: those are the dispatchers' (section 4). */
 CFDEF size_t cf_shape_size(cf_shape s) { return (size_t)s.c * s.d * s.h * s.w; }
 
 CFDEF int cf_geom_out(const cf_geom *g, int axis, int in) {
@@ -1056,7 +1120,7 @@ static void cf__row_range(int ow0, int len, int s, int off, int W, int *lo, int 
    output position p0 + j.  Out-of-bounds taps read zero.
    Row r of col (channel c, tap kd, kh, kw): the tap's input value at each position, a run of
    an input row per output row (its segment), zeros where the tap reaches into the padding.
-   (The bf16 GEMM also makes rows of col this way as it packs them, section 4.) */
+   (The bf16 GEMM also makes rows of col this way as it packs them, section 11.) */
 static void cf__im2col_row(float *dst, const float *x, int r, cf_shape in, cf_shape out, const cf_geom *g, size_t p0, size_t n) {
     int KD = g->k[0], KH = g->k[1], KW = g->k[2];
     int kw = r % KW, kh = (r / KW) % KH, kd = (r / (KW * KH)) % KD, c = r / (KW * KH * KD);
@@ -1126,43 +1190,37 @@ static size_t cf__tile(size_t rows, size_t P, size_t ws_floats) {
     return n < P ? n : P;
 }
 
-/* y[r][p] = act(y[r][p] + b[r]) for rows r < rows, columns p < n of a (rows, stride) block:
-   a tile's bias and activation, applied right after its GEMM wrote it (b may be NULL); rnd:
-   then rounded to bf16 (a bf16 network's output, stored rounded while the tile is in cache) */
-static void cf__bias_act(float *y, const float *b, int rows, size_t n, size_t stride, int act, float slope, int rnd) {
+/* yr[p] = act(yr[p] + bias) for p < n: one row of an output's bias and activation */
+static void cf__bias_act_row(float *yr, float bias, size_t n, int act, float slope) {
+    size_t p;
+    if (bias != 0.0f) for (p = 0; p < n; p++) yr[p] += bias;
+    cf__act_floats(yr, n, act, slope);
+}
+/* the rows r < rows, columns p < n of a (rows, stride) block: a tile's bias b[r] (b may be
+   NULL) and activation, applied right after its GEMM wrote it */
+static void cf__bias_act(float *y, const float *b, int rows, size_t n, size_t stride, int act, float slope) {
     int r;
     CF__OMP(omp parallel for schedule(static) if(rows * n > 32768))
-    for (r = 0; r < rows; r++) {
-        float *yr = y + (size_t)r * stride, v = b ? b[r] : 0.0f;
-        size_t p;
-        if (v != 0.0f) for (p = 0; p < n; p++) yr[p] += v;
-        cf__act_floats(yr, n, act, slope);
-        if (rnd) cf__round_run(yr, n);
-    }
+    for (r = 0; r < rows; r++) cf__bias_act_row(y + (size_t)r * stride, b ? b[r] : 0.0f, n, act, slope);
 }
 
-/* the address of element i of a tensor stored in fp32 or (half) in 16 bits (section 6, halves) */
-CF__INLINE float *cf__elt(const float *base, int half, size_t i) { return (float *)(void *)((char *)base + i * (half ? 2 : 4)); }
-
-/* the sum of x[0 .. n) (half: stored in 16 bits) in double, as 8 partial sums (lane p mod 8,
-   as a vector loop would split it, but fixed: both storages add in the same order) */
-static double cf__sum8(const float *x, int half, size_t n) {
-    const cf_bf16 *h = (const cf_bf16 *)(const void *)x;
+/* the sum of x[0 .. n) in double, as 8 partial sums: lane p mod 8, as a vector loop would
+   split it, but fixed (a tensor stored in 16 bits is summed in the same order, section 11) */
+static double cf__sum8(const float *x, size_t n) {
     double s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, t = 0.0;
     size_t p = 0;
     int j;
-    if (half) for (; p + 8 <= n; p += 8) for (j = 0; j < 8; j++) s[j] += cf_f32_from_bf16(h[p + j]);
-    else for (; p + 8 <= n; p += 8) for (j = 0; j < 8; j++) s[j] += x[p + j];
-    for (; p < n; p++) s[p % 8] += half ? cf_f32_from_bf16(h[p]) : x[p];
+    for (; p + 8 <= n; p += 8) for (j = 0; j < 8; j++) s[j] += x[p + j];
+    for (; p < n; p++) s[p % 8] += x[p];
     for (j = 0; j < 8; j++) t += s[j];
     return t;
 }
-/* db[oc] += sum over positions of dy[b][oc] (B, OC, P; half: stored in 16 bits), sample by sample in double */
-static void cf__bias_grad(float *db, const float *dy, int half, int B, int OC, size_t P) {
+/* db[oc] += sum over positions of dy[b][oc] (B, OC, P), sample by sample in double */
+static void cf__bias_grad(float *db, const float *dy, int B, int OC, size_t P) {
     int bi, oc;
     for (bi = 0; bi < B; bi++) {
         CF__OMP(omp parallel for schedule(static))
-        for (oc = 0; oc < OC; oc++) db[oc] += (float)cf__sum8(cf__elt(dy, half, ((size_t)bi * OC + oc) * P), half, P);
+        for (oc = 0; oc < OC; oc++) db[oc] += (float)cf__sum8(dy + ((size_t)bi * OC + oc) * P, P);
     }
 }
 
@@ -1172,17 +1230,10 @@ static void cf__bias_grad(float *db, const float *dy, int half, int B, int OC, s
        forward           y[g] (OCg, P)  = w[g] (OCg, K) x col (K, P)          + b
        backward-weights  dw[g] (OCg, K) += dy[g] (OCg, P) x col^T (P, K),      db += sum_P dy
        backward-data     dcol (K, P)    = w[g]^T (K, OCg) x dy[g] (OCg, P),    dx += col2im(dcol)
-   over tiles of as many positions as the workspace holds (docs/math.md, "Convolution").
-   Each runs its GEMMs through a cf__gemm_fn: cf_sgemm here; the bf16 paths of section 4 run
-   these same functions with the bf16 GEMM. */
-typedef void (*cf__gemm_fn)(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
-static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
-}
-/* y = act(conv(x, w) + b) by im2col tiles, each tile's bias, activation and (rnd) rounding
-   applied while it is in cache */
-static void cf__im2col_forward_with(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                                    const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm, int act, float slope, int rnd) {
+   over tiles of as many positions as the workspace holds (docs/math.md, "Convolution"). */
+CFDEF void cf_ref_conv_forward(float *y, const float *x, const float *w, const float *b,
+                               int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                               float *ws, size_t ws_floats) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
     for (bi = 0; bi < B; bi++) {
@@ -1191,23 +1242,19 @@ static void cf__im2col_forward_with(float *y, const float *x, const float *w, co
             size_t n = P - p0 < tile ? P - p0 : tile;
             for (gi = 0; gi < groups; gi++) {
                 cf__im2col(ws, x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, Cg, in, out, g, p0, n);
-                gemm(0, 0, OCg, (int)n, K, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f, yb + (size_t)gi * OCg * P + p0, (int)P);
+                cf_sgemm(0, 0, OCg, (int)n, K, 1.0f, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f, yb + (size_t)gi * OCg * P + p0, (int)P);
             }
-            cf__bias_act(yb + p0, b, out.c, n, P, act, slope, rnd);
+            cf__bias_act(yb + p0, b, out.c, n, P, CF_ACT_LINEAR, 0.0f);
         }
     }
 }
-CFDEF void cf_ref_conv_forward(float *y, const float *x, const float *w, const float *b,
-                               int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                               float *ws, size_t ws_floats) {
-    cf__im2col_forward_with(y, x, w, b, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32, CF_ACT_LINEAR, 0.0f, 0);
-}
 
-static void cf__im2col_backward_weights_with(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
-                                             const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
+CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
+                                        int B, cf_shape in, cf_shape out, const cf_geom *g,
+                                        int groups, float *ws, size_t ws_floats) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
-    if (db) cf__bias_grad(db, dy, 0, B, out.c, P);
+    if (db) cf__bias_grad(db, dy, B, out.c, P);
     for (bi = 0; bi < B; bi++)
         for (gi = 0; gi < groups; gi++) {
             const float *xg = x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
@@ -1215,18 +1262,14 @@ static void cf__im2col_backward_weights_with(float *dw, float *db, const float *
             for (p0 = 0; p0 < P; p0 += tile) {   /* col is recomputed here, not kept from forward */
                 size_t n = P - p0 < tile ? P - p0 : tile;
                 cf__im2col(ws, xg, Cg, in, out, g, p0, n);
-                gemm(0, 1, OCg, K, (int)n, dyg + p0, (int)P, ws, (int)n, 1.0f, dw + (size_t)gi * OCg * K, K);
+                cf_sgemm(0, 1, OCg, K, (int)n, 1.0f, dyg + p0, (int)P, ws, (int)n, 1.0f, dw + (size_t)gi * OCg * K, K);
             }
         }
 }
-CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
-                                        int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                        int groups, float *ws, size_t ws_floats) {
-    cf__im2col_backward_weights_with(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
-}
 
-static void cf__im2col_backward_data_with(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
-                                          const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
+CFDEF void cf_ref_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
+                                     cf_shape out, const cf_geom *g, int groups, float *ws,
+                                     size_t ws_floats) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
     for (bi = 0; bi < B; bi++)
@@ -1235,15 +1278,10 @@ static void cf__im2col_backward_data_with(float *dx, const float *dy, const floa
             const float *dyg = dy + (size_t)bi * out.c * P + (size_t)gi * OCg * P, *wg = w + (size_t)gi * OCg * K;
             for (p0 = 0; p0 < P; p0 += tile) {
                 size_t n = P - p0 < tile ? P - p0 : tile;
-                gemm(1, 0, K, (int)n, OCg, wg, K, dyg + p0, (int)P, 0.0f, ws, (int)n);
+                cf_sgemm(1, 0, K, (int)n, OCg, 1.0f, wg, K, dyg + p0, (int)P, 0.0f, ws, (int)n);
                 cf__col2im(dxg, ws, Cg, in, out, g, p0, n);
             }
         }
-}
-CFDEF void cf_ref_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
-                                     cf_shape out, const cf_geom *g, int groups, float *ws,
-                                     size_t ws_floats) {
-    cf__im2col_backward_data_with(dx, dy, w, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
 }
 
 /* ---- pooling, the definition: every window's taps with a bounds test.  Max: the first
@@ -1401,30 +1439,29 @@ static double cf__bn_sum(const float *x, int B, int C, int c, size_t P, float ce
     return s;
 }
 
+/* y = act(a x + sh) on n values: a stretch of batch norm's normalizing pass */
+static void cf__bn_apply_run(float *y, const float *x, float a, float sh, size_t n, int act, float slope) {
+    size_t p;
+    for (p = 0; p < n; p++) y[p] = a * x[p] + sh;
+    cf__act_floats(y, n, act, slope);
+}
 /* y = act(gamma (x - mean) invstd + beta) = act(a x + sh) per channel: batch norm's
    normalizing pass, also what rebuilds a batch norm's output in backward (the same bits).
-   rnd: each value rounded to bf16 as it is stored (a bf16 network, section 5).  The
-   activation and the rounding run on a stretch of CF__STRETCH values just written, while it
-   is in cache: one pass over memory instead of three. */
+   The activation runs on a stretch of CF__STRETCH values just written, while it is in
+   cache: one pass over memory instead of two. */
 #define CF__STRETCH 4096
 static void cf__bn_apply(float *y, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                         int B, int C, size_t P, int act, float slope, int rnd) {
+                         int B, int C, size_t P, int act, float slope) {
     int c;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
         float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a;
-        size_t p, p0;
+        size_t p0;
         int b;
-        for (b = 0; b < B; b++) {
-            const float *xc = x + ((size_t)b * C + c) * P;
-            float *yc = y + ((size_t)b * C + c) * P;
-            for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
-                size_t n = P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH;
-                for (p = p0; p < p0 + n; p++) yc[p] = a * xc[p] + sh;
-                cf__act_floats(yc + p0, n, act, slope);
-                if (rnd) cf__round_run(yc + p0, n);
-            }
-        }
+        for (b = 0; b < B; b++)
+            for (p0 = 0; p0 < P; p0 += CF__STRETCH)
+                cf__bn_apply_run(y + ((size_t)b * C + c) * P + p0, x + ((size_t)b * C + c) * P + p0, a, sh,
+                                 P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH, act, slope);
     }
 }
 
@@ -1472,7 +1509,7 @@ CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const flo
                          int B, int C, size_t P, int train, float momentum, float eps,
                          const cf_bn_sync *sync) {
     cf__bn_stats(x, rmean, rvar, save_mean, save_invstd, B, C, P, train, momentum, eps, sync);
-    cf__bn_apply(y, x, gamma, beta, save_mean, save_invstd, B, C, P, CF_ACT_LINEAR, 0.0f, 0);
+    cf__bn_apply(y, x, gamma, beta, save_mean, save_invstd, B, C, P, CF_ACT_LINEAR, 0.0f);
 }
 
 /* With xhat = (x - mean) invstd and n values per channel (train mode; the mean and variance
@@ -1496,58 +1533,62 @@ static void cf__bn_dsums(const float *dy, const float *x, int B, int C, int c, s
         }
     }
 }
-/* rnd: dx rounded to bf16 as it is stored, a stretch at a time (as cf__bn_apply); store: dx =
-   0 + the term instead of dx += it (section 6, stores) */
-static void cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
-                              const float *invstd, int B, int C, size_t P, int train, const cf_bn_sync *sync, int rnd, int store) {
+/* synchronized (train): the global sums of dy and dy xhat of every channel, reduced over
+   the ranks, into sums[0 .. C) and sums[C .. 2C), this rank's share added to dgamma and dbeta
+   first (the gradient allreduce adds the rest); returns the global count of values n */
+static double cf__bn_sync_dsums(double *sums, float *dgamma, float *dbeta, const float *dy, const float *x, const float *mean,
+                                const float *invstd, int B, int C, size_t P, const cf_bn_sync *sync) {
     int c;
-    double *sums = sync ? sync->work : NULL, n = (double)B * P;
-    if (sync && train) {   /* the global sums of dy and dy xhat first */
-        CF__OMP(omp parallel for schedule(static))
-        for (c = 0; c < C; c++) {
-            double sdy, sdyx;
-            cf__bn_dsums(dy, x, B, C, c, P, mean[c], invstd[c], &sdy, &sdyx);
-            dgamma[c] += (float)sdyx;   /* this rank's share; the gradient allreduce adds the rest */
-            dbeta[c] += (float)sdy;
-            sums[c] = sdy; sums[C + c] = sdyx;
-        }
-        sums[2 * C] = n;
-        sync->reduce(sums, 2 * C + 1, sync->ctx);
-        n = sums[2 * C];
-    }
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
         double sdy, sdyx;
-        float m = mean[c], is = invstd[c], k, k1, k2;
-        size_t p;
-        int b;
-        if (sync && train) { sdy = sums[c]; sdyx = sums[C + c]; }
-        else {
-            cf__bn_dsums(dy, x, B, C, c, P, m, is, &sdy, &sdyx);
-            dgamma[c] += (float)sdyx;
-            dbeta[c] += (float)sdy;
-        }
-        if (!dx) continue;
-        k = gamma[c] * is;
-        k1 = train ? (float)(sdy / n) : 0.0f;
-        k2 = train ? (float)(sdyx / n) : 0.0f;
-        for (b = 0; b < B; b++) {
-            const float *xc = x + ((size_t)b * C + c) * P, *dyc = dy + ((size_t)b * C + c) * P;
-            float *dxc = dx + ((size_t)b * C + c) * P;
-            size_t p0;
-            for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
-                size_t n = P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH;
-                if (store) for (p = p0; p < p0 + n; p++) dxc[p] = 0.0f + k * (dyc[p] - k1 - (xc[p] - m) * is * k2);
-                else for (p = p0; p < p0 + n; p++) dxc[p] += k * (dyc[p] - k1 - (xc[p] - m) * is * k2);
-                if (rnd) cf__round_run(dxc + p0, n);
-            }
-        }
+        cf__bn_dsums(dy, x, B, C, c, P, mean[c], invstd[c], &sdy, &sdyx);
+        dgamma[c] += (float)sdyx;
+        dbeta[c] += (float)sdy;
+        sums[c] = sdy; sums[C + c] = sdyx;
     }
+    sums[2 * C] = (double)B * P;
+    sync->reduce(sums, 2 * C + 1, sync->ctx);
+    return sums[2 * C];
+}
+/* channel c's dx = k (dy - k1 - (x - m) is k2): its coefficients from the sums of dy and dy
+   xhat (sums: the global ones, already in dgamma and dbeta; NULL: this batch's, added to
+   dgamma and dbeta here); k1 = k2 = 0 in eval mode */
+typedef struct { float m, is, k, k1, k2; } cf__bn_dx_coef;
+static cf__bn_dx_coef cf__bn_channel(float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
+                                     const float *invstd, int B, int C, int c, size_t P, int train, const double *sums, double n) {
+    cf__bn_dx_coef k;
+    double sdy, sdyx;
+    k.m = mean[c]; k.is = invstd[c];
+    if (sums) { sdy = sums[c]; sdyx = sums[C + c]; }
+    else {
+        cf__bn_dsums(dy, x, B, C, c, P, k.m, k.is, &sdy, &sdyx);
+        dgamma[c] += (float)sdyx;
+        dbeta[c] += (float)sdy;
+    }
+    k.k = gamma[c] * k.is;
+    k.k1 = train ? (float)(sdy / n) : 0.0f;
+    k.k2 = train ? (float)(sdyx / n) : 0.0f;
+    return k;
 }
 CFDEF void cf_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
                           const float *gamma, const float *mean, const float *invstd,
                           int B, int C, size_t P, int train, const cf_bn_sync *sync) {
-    cf__bn_backward_p(dx, dgamma, dbeta, dy, x, gamma, mean, invstd, B, C, P, train, sync, 0, 0);
+    double *sums = sync && train ? sync->work : NULL;
+    double n = sums ? cf__bn_sync_dsums(sums, dgamma, dbeta, dy, x, mean, invstd, B, C, P, sync) : (double)B * P;
+    int c;
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        cf__bn_dx_coef k = cf__bn_channel(dgamma, dbeta, dy, x, gamma, mean, invstd, B, C, c, P, train, sums, n);
+        size_t p;
+        int b;
+        if (!dx) continue;
+        for (b = 0; b < B; b++) {
+            const float *xc = x + ((size_t)b * C + c) * P, *dyc = dy + ((size_t)b * C + c) * P;
+            float *dxc = dx + ((size_t)b * C + c) * P;
+            for (p = 0; p < P; p++) dxc[p] += k.k * (dyc[p] - k.k1 - (xc[p] - k.m) * k.is * k.k2);
+        }
+    }
 }
 
 /* ---- depthwise convolution: for each output row and tap, one strided run of an input row
@@ -1577,10 +1618,9 @@ static void cf__dw_plane_forward(float *yc, const float *xc, const float *wc, fl
         }
     }
 }
-/* y = act(dwconv(x, w) + b), each plane rounded to bf16 once whole when rnd (a bf16 network,
-   section 5): the activation and the rounding while the plane is in cache */
+/* y = act(dwconv(x, w) + b), the activation applied to each plane while it is in cache */
 static void cf__dwconv_forward_ref(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                   int act, float slope, int rnd) {
+                                   int act, float slope) {
     int C = in.c, pl;
     size_t iv = (size_t)in.d * in.h * in.w, ov = (size_t)out.d * out.h * out.w;
     CF__OMP(omp parallel for schedule(static))
@@ -1588,19 +1628,18 @@ static void cf__dwconv_forward_ref(float *y, const float *x, const float *w, con
         int c = pl % C;
         cf__dw_plane_forward(y + (size_t)pl * ov, x + (size_t)pl * iv, w + (size_t)c * g->k[0] * g->k[1] * g->k[2], b ? b[c] : 0.0f, in, out, g);
         cf__act_floats(y + (size_t)pl * ov, ov, act, slope);
-        if (rnd) cf__round_run(y + (size_t)pl * ov, ov);
     }
 }
 CFDEF void cf_ref_dwconv_forward(float *y, const float *x, const float *w, const float *b,
                                  int B, cf_shape in, cf_shape out, const cf_geom *g) {
-    cf__dwconv_forward_ref(y, x, w, b, B, in, out, g, CF_ACT_LINEAR, 0.0f, 0);
+    cf__dwconv_forward_ref(y, x, w, b, B, in, out, g, CF_ACT_LINEAR, 0.0f);
 }
 
 CFDEF void cf_ref_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                                   const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g) {
     int C = in.c, c, KD = g->k[0], KH = g->k[1], KW = g->k[2];
     size_t iv = (size_t)in.d * in.h * in.w, ov = (size_t)out.d * out.h * out.w;
-    if (db) cf__bias_grad(db, dy, 0, B, C, ov);
+    if (db) cf__bias_grad(db, dy, B, C, ov);
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {   /* a channel's dw and dx belong to one thread */
         const float *wc = w + (size_t)c * KD * KH * KW;
@@ -1638,8 +1677,9 @@ CFDEF void cf_ref_dwconv_backward(float *dx, float *dw, float *db, const float *
 
 /* ---- transposed convolution.  The GEMM runs over tiles of x's positions (the forward
    convolution's output grid), so the col workspace stays bounded like im2col's. */
-static void cf__deconv_forward_with(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                                    const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm) {
+CFDEF void cf_deconv_forward(float *y, const float *x, const float *w, const float *b,
+                             int B, cf_shape in, cf_shape out, const cf_geom *g,
+                             float *col, size_t ws_floats) {
     int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
     size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
     for (bi = 0; bi < B; bi++) {
@@ -1649,21 +1689,15 @@ static void cf__deconv_forward_with(float *y, const float *x, const float *w, co
         for (p0 = 0; p0 < P; p0 += tile) {
             size_t n = P - p0 < tile ? P - p0 : tile;
             /* col (K, n) = w^T (K, C) x x[:, p0:p0+n] (C, n); then scatter-add into y */
-            gemm(1, 0, K, (int)n, in.c, w, K, xb + p0, (int)P, 0.0f, col, (int)n);
+            cf_sgemm(1, 0, K, (int)n, in.c, 1.0f, w, K, xb + p0, (int)P, 0.0f, col, (int)n);
             cf__col2im(yb, col, out.c, out, in, g, p0, n);
         }
     }
 }
-CFDEF void cf_deconv_forward(float *y, const float *x, const float *w, const float *b,
-                             int B, cf_shape in, cf_shape out, const cf_geom *g,
-                             float *col, size_t ws_floats) {
-    cf__deconv_forward_with(y, x, w, b, B, in, out, g, col, ws_floats, cf__sgemm_fp32);
-}
 
-/* gemm_dx: dx's GEMM, which may store it rounded (each tile's columns of dx get their one
-   product there); store: dx = 0 + the product instead of dx += it (section 6, stores) */
-static void cf__deconv_backward_with(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in,
-                                     cf_shape out, const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm, cf__gemm_fn gemm_dx, int store) {
+CFDEF void cf_deconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                              float *col, size_t ws_floats) {
     int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
     size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
     for (bi = 0; bi < B; bi++) {
@@ -1673,15 +1707,10 @@ static void cf__deconv_backward_with(float *dx, float *dw, float *db, const floa
             size_t n = P - p0 < tile ? P - p0 : tile;
             cf__im2col(col, dyb, out.c, out, in, g, p0, n);          /* (K, n) */
             /* dw (C, K) += x (C, n) x col^T (n, K);  dx (C, n) += w (C, K) x col (K, n) */
-            gemm(0, 1, in.c, K, (int)n, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
-            if (dx) gemm_dx(0, 0, in.c, (int)n, K, w, K, col, (int)n, store ? 0.0f : 1.0f, dx + (size_t)bi * in.c * P + p0, (int)P);
+            cf_sgemm(0, 1, in.c, K, (int)n, 1.0f, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
+            if (dx) cf_sgemm(0, 0, in.c, (int)n, K, 1.0f, w, K, col, (int)n, 1.0f, dx + (size_t)bi * in.c * P + p0, (int)P);
         }
     }
-}
-CFDEF void cf_deconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
-                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                              float *col, size_t ws_floats) {
-    cf__deconv_backward_with(dx, dw, db, dy, x, w, B, in, out, g, col, ws_floats, cf__sgemm_fp32, cf__sgemm_fp32, 0);
 }
 
 /* ---- segmentation loss and metric */
@@ -1733,13 +1762,20 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
     }
     return iou / K;
 }
-
-
-/* ================================================================ 4. fast paths
-   Faster ways to compute some of section 3's operations.  Each is registered as an
-   alternative for one operation: its kind, the condition under which it applies (written
-   once, here) and its code.  One dispatcher per operation runs the first enabled path whose
-   condition holds, else the reference.  The kinds:
+/* ================================================================ 4. the door to the fast paths
+   The network (section 5) runs each operation through one dispatcher: the first registered
+   fast path (section 11) that applies and is switched on, else the reference of section 3.
+   A dispatcher also takes what the network's precision and memory plan ask of an operation,
+   which the references never see:
+     bf16     the operands are bf16 values and the output is stored rounded to bf16 (a bf16
+              network, section 5): rounded by a path as it stores, else by a pass after the
+              reference; the function returns whether it rounded
+     store    the output gradient holds no values yet (section 6, stores): a path stores
+              0 + its sum, else the dispatcher zeroes the block before the reference adds
+     halves   operands stored in 16 bits (section 6, halves): the plan asks this only of an
+              operation that has a path which takes them
+   The kinds of fast path, each switched off and on by cf_fast_path_set (all on; a
+   CF_REFERENCE build compiles none in and has them all off):
      tiles      a large convolution cut into tiles of output positions that the threads take
                 whole, each with its own im2col tile and a single-threaded sgemm
      pointwise  a 1x1 convolution as GEMMs on x and dx themselves (im2col would copy them)
@@ -1750,12 +1786,11 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
      fusion     conv + max pool: the pool's backward writes the conv's gradient in place
      recompute  cheap outputs rebuilt in backward instead of kept (the last two are steps of
                 the memory plan, section 6)
-     bf16       a bf16 network's convolutions on the CPU's bf16 dot-product instruction: the
-                direct kernel and a GEMM for the tiles and pointwise paths
+     bf16       a bf16 network's convolutions on the CPU's bf16 dot-product instruction (the
+                direct kernel and a GEMM), and its outputs rounded as they are stored
      stores     a gradient's first writer stores into it instead of adding to a block zeroed
                 before (a step of the memory plan, section 6)
-   Why each is faster, with its measurements, is in docs/performance.md.  CF_REFERENCE leaves
-   them all out; cf_fast_path_set() switches kinds off and on at run time. */
+   Why each is faster, with its measurements, is in docs/performance.md. */
 enum { CF__K_TILES, CF__K_POINTWISE, CF__K_DIRECT, CF__K_INSIDE, CF__K_PAIRS, CF__K_FUSION,
        CF__K_RECOMPUTE, CF__K_BF16, CF__K_STORES, CF__NKINDS };
 static const char *cf__kind_names[CF__NKINDS] = {"tiles", "pointwise", "direct", "inside", "pairs", "fusion", "recompute", "bf16", "stores"};
@@ -1783,1878 +1818,53 @@ CFDEF int cf_fast_path_on(const char *kind) {
     return -1;
 }
 
-/* ---- the registry.  A convolution call, as every path of a convolution operation gets it: */
-typedef struct {
-    float *y; const float *x, *w, *b; int act; float slope;   /* forward: y = act(conv(x, w) + b) */
-    float *dw; const float *dy;                               /* backward-weights: dw += ... */
-    float *dx;                                                /* backward-data: dx += ... */
-    int dx_store;                                             /* dx = ... instead (dx holds no values yet,
-                                                                 section 6, stores): 0 + the sum, as the
-                                                                 add into a zeroed dx gives */
-    int B, groups; cf_shape in, out; const cf_geom *g;
-    float *ws; size_t ws_floats;                              /* workspace */
-    int bf16;                                                 /* operands are bf16 values (section 5) */
-    int half;                                                 /* y (forward) or dy (backward) is stored in
-                                                                 16 bits (section 6, halves): its pointer is a cf_bf16 * */
-    int x_half, dx_half;                                      /* x, dx stored in 16 bits; dx written, not
-                                                                 added to (the plan: its only writer) */
-    int x_raw;                                                /* x in fp32 not yet rounded (a bf16 network's
-                                                                 input): rounded as the path reads it */
-} cf__conv_call;
-/* a path: its kind, whether it applies, the code; rounds = 1: a forward or backward-data path
-   that stores its output rounded to bf16 when c->bf16 (else the dispatcher rounds it, section
-   5); half = 1:
-   it takes a call with operands in 16 bits or an unrounded input (half, x_half, dx_half,
-   x_raw; the others never see one); stores = 1: a backward-data path that honours dx_store
-   (for the others the dispatcher zeroes dx first) */
-typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); int rounds, half, stores; } cf__conv_path;
-/* a pooling call; half, y_half: x, y are stored in 16 bits (section 6, halves) */
-typedef struct {
-    float *y, *dx; const float *x, *dy;
-    int B, is_max; cf_shape in, out; const cf_geom *g;
-    int half, y_half;
-} cf__pool_call;
-typedef struct { int kind; int (*applies)(const cf__pool_call *c); void (*run)(const cf__pool_call *c); int half; } cf__pool_path;
-
-/* the first enabled path that applies (a table ends with kind -1), or NULL: the reference */
-static const cf__conv_path *cf__conv_pick(const cf__conv_path *p, const cf__conv_call *c) {
-    int half = c->half || c->x_half || c->dx_half || c->x_raw;
-    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && (p->half || !half) && p->applies(c)) return p;
-    return NULL;
-}
-static const cf__pool_path *cf__pool_pick(const cf__pool_path *p, const cf__pool_call *c) {
-    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && (p->half || !(c->half || c->y_half)) && p->applies(c)) return p;
-    return NULL;
-}
-
-#ifndef CF_REFERENCE
-static int cf__nthreads(void) {
-#ifdef _OPENMP
-    return omp_in_parallel() ? 1 : omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-static int cf__thread_id(void) {
-#ifdef _OPENMP
-    return omp_get_thread_num();
-#else
-    return 0;
-#endif
-}
-static size_t cf__positions(cf_shape s) { return (size_t)s.d * s.h * s.w; }
-
-/* ---- pointwise: a 1x1x1 kernel, stride 1, no padding, where im2col(x) is x itself.
-   Per sample and group: y (OCg, P) = w (OCg, Cg) x x (Cg, P); dw (OCg, Cg) += dy (OCg, P) x
-   x^T (P, Cg); dx (Cg, P) += w^T (Cg, OCg) x dy (OCg, P). */
-static int cf__pointwise_applies(const cf__conv_call *c) {
-    int a;
-    for (a = 0; a < 3; a++) if (c->g->k[a] != 1 || c->g->s[a] != 1 || c->g->pb[a] || c->g->pa[a]) return 0;
-    return 1;
-}
-/* rnd: the bias and activation pass rounds the output to bf16 as it stores it */
-static void cf__pointwise_fwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd) {
-    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi;
-    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
-    for (bi = 0; bi < c->B; bi++) {
-        float *yb = c->y + (size_t)bi * c->out.c * P;
-        for (gi = 0; gi < c->groups; gi++)
-            gemm(0, 0, OCg, (int)P, Cg, c->w + (size_t)gi * OCg * Cg, Cg, c->x + bi * in_sz + (size_t)gi * Cg * P, (int)P,
-                 0.0f, yb + (size_t)gi * OCg * P, (int)P);
-        cf__bias_act(yb, c->b, c->out.c, P, P, c->act, c->slope, rnd);
-    }
-}
-static void cf__pointwise_bww_with(const cf__conv_call *c, cf__gemm_fn gemm) {
-    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi;
-    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
-    for (bi = 0; bi < c->B; bi++)
-        for (gi = 0; gi < c->groups; gi++)
-            gemm(0, 1, OCg, Cg, (int)P, c->dy + (size_t)bi * c->out.c * P + (size_t)gi * OCg * P, (int)P,
-                 c->x + bi * in_sz + (size_t)gi * Cg * P, (int)P, 1.0f, c->dw + (size_t)gi * OCg * Cg, Cg);
-}
-static void cf__pointwise_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm) {
-    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi;
-    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
-    for (bi = 0; bi < c->B; bi++)
-        for (gi = 0; gi < c->groups; gi++)
-            gemm(1, 0, Cg, (int)P, OCg, c->w + (size_t)gi * OCg * Cg, Cg, c->dy + (size_t)bi * c->out.c * P + (size_t)gi * OCg * P,
-                 (int)P, c->dx_store ? 0.0f : 1.0f, c->dx + bi * in_sz + (size_t)gi * Cg * P, (int)P);
-}
-static void cf__pointwise_fwd(const cf__conv_call *c) { cf__pointwise_fwd_with(c, cf__sgemm_fp32, 0); }
-static void cf__pointwise_bww(const cf__conv_call *c) { cf__pointwise_bww_with(c, cf__sgemm_fp32); }
-static void cf__pointwise_bwd(const cf__conv_call *c) { cf__pointwise_bwd_with(c, cf__sgemm_fp32); }
-
-/* ---- per-thread tiles.  A large convolution is cut into tiles of output positions that the
-   threads take whole: each builds its own im2col tile, small enough to stay in its cache, and
-   runs a single-threaded sgemm on it (a BLAS called inside an OpenMP parallel region runs on
-   the calling thread: OpenBLAS's OpenMP build, MKL and BLIS do).  One big threaded sgemm
-   would read its im2col matrix from memory and, with few filters, split badly between
-   threads.  Only groups = 1, and only with at least 2 tiles per thread. */
-#define CF__TILE_FLOATS ((size_t)1 << 20)   /* forward: K x tile about 4 MiB, at least 1024 columns */
-#define CF__BWW_TILE 256                    /* backward-weights: columns per tile */
-
-/* The forward tiling of P positions with K im2col rows: the tile's columns, and the number
-   of tiles, or 0 when there are fewer than 2 per thread or ws_floats cannot hold one im2col
-   tile per thread. */
-static long cf__fwd_tiles(int K, size_t P, size_t ws_floats, size_t *tile) {
-    int nth = cf__nthreads();
-    long ntiles;
-    *tile = CF__TILE_FLOATS / (size_t)K;
-    if (*tile < 1024) *tile = 1024;
-    ntiles = (long)((P + *tile - 1) / *tile);
-    return ntiles < 2 * nth || (size_t)nth * K * *tile > ws_floats ? 0 : ntiles;
-}
-static int cf__kvol(const cf_geom *g) { return g->k[0] * g->k[1] * g->k[2]; }
-
-/* One sample:  y (OC, P) = beta*y + w (OC, K) x im2col(x) (K, P), then bias and act per
-   tile (and rnd: rounding to bf16).  Tiles write disjoint columns of y, so any thread may take
-   any tile. */
-static void cf__conv_tiles(float *y, const float *x, const float *w, const float *b, float beta,
-                           cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
-                           int act, float slope, cf__gemm_fn gemm, int rnd) {
-    int K = in.c * cf__kvol(g);
-    size_t P = cf__positions(out), tile;
-    long ntiles = cf__fwd_tiles(K, P, ws_floats, &tile), t;
-    CF__OMP(omp parallel num_threads(cf__nthreads()))
-    {
-        float *col = ws + (size_t)cf__thread_id() * K * tile;
-        CF__OMP(omp for schedule(dynamic, 1))
-        for (t = 0; t < ntiles; t++) {
-            size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
-            cf__im2col(col, x, in.c, in, out, g, p0, n);   /* its own parallel loop stays inactive in here */
-            gemm(0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, y + p0, (int)P);
-            if (b || act != CF_ACT_LINEAR || rnd) cf__bias_act(y + p0, b, out.c, n, P, act, slope, rnd);
-        }
-    }
-}
-static int cf__tiles_fwd_applies(const cf__conv_call *c) {
-    size_t tile;
-    return c->groups == 1 && cf__fwd_tiles(c->in.c * cf__kvol(c->g), cf__positions(c->out), c->ws_floats, &tile) > 0;
-}
-static void cf__tiles_fwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd) {
-    int bi;
-    for (bi = 0; bi < c->B; bi++)
-        cf__conv_tiles(c->y + (size_t)bi * cf_shape_size(c->out), c->x + (size_t)bi * cf_shape_size(c->in), c->w, c->b, 0.0f,
-                       c->in, c->out, c->g, c->ws, c->ws_floats, c->act, c->slope, gemm, rnd);
-}
-static void cf__tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_fp32, 0); }
-
-/* Backward-weights:  dw (OC, K) += dy (OC, P) x im2col(x)^T (P, K).  Thread 0 adds into dw,
-   the others into zeroed copies after their tiles in ws, summed into dw in thread order at the
-   end; tiles are dealt statically, so the result is the same in every run. */
-static int cf__bww_fits(int K, size_t P, int OC, size_t ws_floats) {
-    int nth = cf__nthreads();
-    long ntiles = (long)((P + CF__BWW_TILE - 1) / CF__BWW_TILE);
-    return ntiles >= 2 * nth && (size_t)nth * K * CF__BWW_TILE + (size_t)(nth - 1) * OC * K <= ws_floats;
-}
-static void cf__conv_bww_tiles(float *dw, const float *dy, const float *x, cf_shape in, cf_shape out,
-                               const cf_geom *g, float *ws, cf__gemm_fn gemm) {
-    int K = in.c * cf__kvol(g), nth = cf__nthreads();
-    size_t P = cf__positions(out), tile = CF__BWW_TILE, wsz = (size_t)out.c * K, i;
-    long ntiles = (long)((P + tile - 1) / tile), t;
-    float *acc = ws + (size_t)nth * K * tile;
-    if (nth > 1) memset(acc, 0, sizeof(float) * (nth - 1) * wsz);
-    CF__OMP(omp parallel num_threads(nth))
-    {
-        int me = cf__thread_id();
-        float *col = ws + (size_t)me * K * tile, *a = me ? acc + (size_t)(me - 1) * wsz : dw;
-        CF__OMP(omp for schedule(static))
-        for (t = 0; t < ntiles; t++) {
-            size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
-            cf__im2col(col, x, in.c, in, out, g, p0, n);
-            gemm(0, 1, out.c, K, (int)n, dy + p0, (int)P, col, (int)n, 1.0f, a, K);
-        }
-    }
-    if (nth > 1) {
-        CF__OMP(omp parallel for schedule(static))
-        for (i = 0; i < wsz; i++) {
-            int th;
-            for (th = 1; th < nth; th++) dw[i] += acc[(size_t)(th - 1) * wsz + i];
-        }
-    }
-}
-static int cf__tiles_bww_applies(const cf__conv_call *c) {
-    return c->groups == 1 && cf__bww_fits(c->in.c * cf__kvol(c->g), cf__positions(c->out), c->out.c, c->ws_floats);
-}
-static void cf__tiles_bww_with(const cf__conv_call *c, cf__gemm_fn gemm) {
-    int bi;
-    for (bi = 0; bi < c->B; bi++)
-        cf__conv_bww_tiles(c->dw, c->dy + (size_t)bi * cf_shape_size(c->out), c->x + (size_t)bi * cf_shape_size(c->in),
-                           c->in, c->out, c->g, c->ws, gemm);
-}
-static void cf__tiles_bww(const cf__conv_call *c) { cf__tiles_bww_with(c, cf__sgemm_fp32); }
-
-/* Backward-data of a stride-1 convolution as a forward convolution: dx is the convolution of
-   dy with the kernel flipped on every axis and its two channel axes swapped, w' (C, OC, KD,
-   KH, KW), padded (k-1)*dil - pb before and (k-1)*dil - pa after (docs/math.md,
-   "Backward-data as a convolution").  Its tiles write disjoint parts of dx, where col2im's
-   scatter-add would have threads adding into the same elements.  w' goes at the front of
-   the workspace.  Returns 0 when it does not apply: a stride or a padding beyond the reach. */
-static int cf__flipped_geom(const cf_geom *g, cf_geom *gt) {
-    int a;
-    *gt = *g;
-    for (a = 0; a < 3; a++) {
-        gt->pb[a] = (g->k[a] - 1) * g->dil[a] - g->pb[a];
-        gt->pa[a] = (g->k[a] - 1) * g->dil[a] - g->pa[a];
-        if (g->s[a] != 1 || gt->pb[a] < 0 || gt->pa[a] < 0) return 0;
-    }
-    return 1;
-}
-/* w'[c][oc][k] = w[oc][c][kvol-1-k]: flipping every axis of a C-order kernel reverses its flat index */
-static void cf__flip_kernel(float *wt, const float *w, int C, int OC, int kvol) {
-    int oc, c, k;
-    for (oc = 0; oc < OC; oc++)
-        for (c = 0; c < C; c++)
-            for (k = 0; k < kvol; k++) wt[((size_t)c * OC + oc) * kvol + k] = w[((size_t)oc * C + c) * kvol + kvol - 1 - k];
-}
-static size_t cf__flipped_floats(const cf__conv_call *c) { return (size_t)c->in.c * c->out.c * cf__kvol(c->g); }
-static int cf__tiles_bwd_applies(const cf__conv_call *c) {
-    cf_geom gt;
-    size_t wsz = cf__flipped_floats(c), tile;
-    return c->groups == 1 && cf__flipped_geom(c->g, &gt) && wsz < c->ws_floats &&
-           cf__fwd_tiles(c->out.c * cf__kvol(c->g), cf__positions(c->in), c->ws_floats - wsz, &tile) > 0;
-}
-static void cf__tiles_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd) {
-    cf_geom gt;
-    size_t wsz = cf__flipped_floats(c);
-    int bi;
-    cf__flipped_geom(c->g, &gt);
-    cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
-    for (bi = 0; bi < c->B; bi++)
-        cf__conv_tiles(c->dx + (size_t)bi * cf_shape_size(c->in), c->dy + (size_t)bi * cf_shape_size(c->out), c->ws, NULL, c->dx_store ? 0.0f : 1.0f,
-                       c->out, c->in, &gt, c->ws + wsz, c->ws_floats - wsz, CF_ACT_LINEAR, 0.0f, gemm, rnd);
-}
-static void cf__tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_fp32, 0); }
-
-/* ---- direct convolution (no im2col) for a stride of 1 along the width.  With few input
-   channels im2col + GEMM is slow: CosmoFlow's first layer (4 -> 32 channels, K = 108) would
-   write a 900 MB im2col matrix per sample that the BLAS then packs again, for a GEMM of only
-   32 rows.  Here each output row (od, oh) first gathers the input rows its taps read,
-   zero-padded, into a small per-thread buffer R (cf__direct_rows: C x KD x KH rows); then
-   blocks of 4 output channels x 2 vectors of positions are summed over all taps in 8 vector
-   registers: per tap 2 vector loads and 4 broadcasts feed 8 multiply-adds.  Written with
-   GCC/Clang vector types and compiled only where the target has AVX2 and FMA
-   (-march=x86-64-v3 or native), with an AVX-512 instance chosen at run time. */
-#if defined(__GNUC__) && defined(__AVX2__) && defined(__FMA__) && !defined(CF_NO_DIRECT_CONV)
-#define CF__DIRECT 1
-#if defined(__clang__)
-#define CF__CONTRACT                  /* clang fuses a += b * c into one FMA by default */
-#else
-#define CF__CONTRACT __attribute__((optimize("fp-contract=fast")))   /* GCC's ISO C mode does not */
-#endif
-typedef float cf__v8 __attribute__((vector_size(32)));
-
-/* R (T = C*KD*KH rows of Wp floats): row t = (c, kd, kh) holds the input row that output row
-   (od, oh) reads through taps (kd, kh) of channel c, shifted right by the width's padding
-   and zero elsewhere; a row outside the input is all zeros.  x: (C, D, H, W), one sample. */
-/* the input row that tap row t = (c, kd, kh) of output row (od, oh) reads, or NULL in the padding */
-static const float *cf__direct_src(const float *x, cf_shape in, const cf_geom *g, int od, int oh, int t) {
-    int kh = t % g->k[1], kd = t / g->k[1] % g->k[0], c = t / (g->k[1] * g->k[0]);
-    int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
-    return id >= 0 && id < in.d && ih >= 0 && ih < in.h ? x + (((size_t)c * in.d + id) * in.h + ih) * in.w : NULL;
-}
-static void cf__direct_rows(float *R, size_t Wp, const float *x, int C, cf_shape in, const cf_geom *g, int od, int oh) {
-    int t;
-    for (t = 0; t < C * g->k[0] * g->k[1]; t++) {
-        const float *src = cf__direct_src(x, in, g, od, oh, t);
-        float *r = R + (size_t)t * Wp;
-        memset(r, 0, Wp * sizeof(float));
-        if (src) memcpy(r + g->pb[2], src, (size_t)in.w * sizeof(float));
-    }
-}
-
-/* One output row:  y[oc][w] (+)= sum over t < T, kw < KW of w[oc][t KW + kw] R[t][w + kw dil]
-   for oc < OC, w < OW (rows of y ystride apart; R readable up to OW rounded up to 32, plus
-   (KW-1) dil).  accumulate = 0: y = act(sum + b[oc]) (b may be NULL); 1: y += sum.
-   Written once for a vector type VT of VW floats and instantiated twice below (long: one
-   body, because the two instances must stay the same code). */
-#define CF__DIRECT_FWD_ROW(NAME, VT, VW, OB, ATTR)                                                                     \
-ATTR static void NAME(float *y, size_t ystride, const float *R, size_t Wp, int T, int KW, int dil, const float *w,  \
-                      int OC, int OW, const float *b, int accumulate, int act, float slope) {                         \
-    int K = T * KW, oc0, w0, t, kw, o, j;                                                                             \
-    float out[OB][2 * VW];                                                                                            \
-    const float *wo[OB];                                                                                              \
-    for (oc0 = 0; oc0 < OC; oc0 += OB) {                                                                              \
-        int no = OC - oc0 < OB ? OC - oc0 : OB;   /* the last block may have fewer channels: rows repeat, unstored */ \
-        for (o = 0; o < OB; o++) wo[o] = w + (size_t)(oc0 + (o < no ? o : 0)) * K;                                   \
-        for (w0 = 0; w0 < OW; w0 += 2 * VW) {                                                                         \
-            VT a[OB][2];                                                                                              \
-            memset(a, 0, sizeof a);                                                                                   \
-            for (t = 0; t < T; t++) {                                                                                 \
-                const float *r = R + (size_t)t * Wp + w0;                                                             \
-                for (kw = 0; kw < KW; kw++) {   /* per tap: 2 vector loads, OB broadcasts, 2 OB multiply-adds */      \
-                    VT x0, x1;                                                                                        \
-                    memcpy(&x0, r + kw * dil, sizeof x0); memcpy(&x1, r + kw * dil + VW, sizeof x1);                  \
-                    for (o = 0; o < OB; o++) { float q = wo[o][t * KW + kw]; a[o][0] += q * x0; a[o][1] += q * x1; } \
-                }                                                                                                     \
-            }                                                                                                         \
-            for (o = 0; o < no; o++) {   /* the block's valid part (the last block may pass OW) */                    \
-                float *CF__RESTRICT yr = y + (size_t)(oc0 + o) * ystride + w0, bo = b ? b[oc0 + o] : 0.0f;           \
-                int n = OW - w0 < 2 * VW ? OW - w0 : 2 * VW;                                                          \
-                memcpy(out[o], a[o], sizeof out[o]);                                                                  \
-                if (n == 2 * VW) {   /* a whole block: loops of a constant length with act fixed, which the */    \
-                    float *v = out[o];   /* compiler turns into vector code, cf__act_f inlined in each */             \
-                    if (accumulate) { for (j = 0; j < 2 * VW; j++) yr[j] += v[j]; continue; }                        \
-                    for (j = 0; j < 2 * VW; j++) v[j] += bo;                                                          \
-                    switch (act) {                                                                                    \
-                    case CF_ACT_RELU: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], CF_ACT_RELU, slope); break; \
-                    case CF_ACT_LEAKY: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], CF_ACT_LEAKY, slope); break; \
-                    default: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], act, slope);                        \
-                    }                                                                                                 \
-                    continue;                                                                                         \
-                }                                                                                                     \
-                if (accumulate) for (j = 0; j < n; j++) yr[j] += out[o][j];                                           \
-                else for (j = 0; j < n; j++) yr[j] = cf__act_f(out[o][j] + bo, act, slope);                           \
-            }                                                                                                         \
-        }                                                                                                             \
-    }                                                                                                                 \
-}
-CF__DIRECT_FWD_ROW(cf__direct_fwd_row8, cf__v8, 8, 4, CF__CONTRACT)
-/* The same with 16-float vectors, chosen at run time when the CPU has AVX-512 and a row has at
-   least 32 positions: the x86-64-v3 build still runs on AVX2 machines. */
-#if defined(__x86_64__) && !defined(CF_NO_AVX512)
-#define CF__AVX512 1
-#include <immintrin.h>
-typedef float cf__v16 __attribute__((vector_size(64)));
-#ifndef CF__DIRECT_OB512
-#define CF__DIRECT_OB512 8   /* output channels a block: 16 accumulators of the 32 registers */
-#endif
-#if defined(__clang__)
-#define CF__CONTRACT512 __attribute__((target("avx512f")))
-#else
-#define CF__CONTRACT512 __attribute__((target("avx512f"), optimize("fp-contract=fast")))
-#endif
-CF__DIRECT_FWD_ROW(cf__direct_fwd_row16, cf__v16, 16, CF__DIRECT_OB512, CF__CONTRACT512)
-static int cf__has_avx512(void) {
-    static int has = -1;
-    if (has < 0) has = __builtin_cpu_supports("avx512f") ? 1 : 0;
-    return has;
-}
-/* the mask of a vector's first n lanes (none when n <= 0, all when n >= 16) */
-CF__INLINE __mmask16 cf__lanes(int n) { return (__mmask16)(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1u); }
-#endif
-
-/* floats of one row of R: the output row rounded up to 32, plus the kernel's reach */
-static size_t cf__direct_wp(cf_shape out, const cf_geom *g) {
-    return ((size_t)out.w + 31) / 32 * 32 + (size_t)(g->k[2] - 1) * g->dil[2];
-}
-/* Whether the direct kernel can run a convolution of in into out: stride 1 along the width,
-   rows of 16 or more, one R per thread in ws, and R at most max_r floats.  The forward pass
-   passes CF__DIRECT_FWD_MAX_R, 64 Ki floats: with many input channels R outgrows the L2 cache
-   while im2col + GEMM has a long K and the BLAS its best shape.  Backward-data passes no
-   limit: there the alternative is GEMM + col2im, which is slower.  (The bf16 kernel has its
-   own limit, CF__BF16_DIRECT_MAX_R.) */
-#define CF__DIRECT_FWD_MAX_R 65536
-static int cf__direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, size_t max_r) {
-    size_t rsz = (size_t)in.c * g->k[0] * g->k[1] * cf__direct_wp(out, g);
-    return g->s[2] == 1 && out.w >= 16 && rsz <= max_r && (size_t)cf__nthreads() * rsz <= ws_floats;
-}
-/* y (B, OC, OD, OH, OW) (+)= conv(x, w) with w (OC, C, KD, KH, KW): rows shared out between
-   the threads, each with its own R in ws.  Only where cf__direct_fits says it applies. */
-static void cf__direct_fwd(float *y, const float *x, const float *w, const float *b, int accumulate, int B, cf_shape in,
-                           cf_shape out, const cf_geom *g, float *ws, int act, float slope) {
-    int T = in.c * g->k[0] * g->k[1], KW = g->k[2];
-    size_t Wp = cf__direct_wp(out, g), rsz = (size_t)T * Wp;
-    size_t P = cf__positions(out), in_sz = cf_shape_size(in);
-    long rows = (long)B * out.d * out.h, r;
-    void (*row)(float *, size_t, const float *, size_t, int, int, int, const float *, int, int, const float *, int, int, float) =
-        cf__direct_fwd_row8;
-#ifdef CF__AVX512
-    if (out.w >= 32 && cf__has_avx512()) row = cf__direct_fwd_row16;
-#endif
-    CF__OMP(omp parallel num_threads(cf__nthreads()))
-    {
-        float *R = ws + (size_t)cf__thread_id() * rsz;
-        CF__OMP(omp for schedule(static))
-        for (r = 0; r < rows; r++) {
-            int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
-            cf__direct_rows(R, Wp, x + (size_t)bi * in_sz, in.c, in, g, od, oh);
-            row(y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, R, Wp, T, KW, g->dil[2],
-                w, out.c, out.w, b, accumulate, act, slope);
-        }
-    }
-}
-static int cf__direct_fwd_applies(const cf__conv_call *c) {
-    return c->groups == 1 && !cf__pointwise_applies(c) && cf__direct_fits(c->in, c->out, c->g, c->ws_floats, CF__DIRECT_FWD_MAX_R);
-}
-static void cf__direct_fwd_run(const cf__conv_call *c) {
-    cf__direct_fwd(c->y, c->x, c->w, c->b, 0, c->B, c->in, c->out, c->g, c->ws, c->act, c->slope);
-}
-/* backward-data: the forward of dy (out's shape) into dx with the flipped kernel, as above */
-static int cf__direct_bwd_applies(const cf__conv_call *c) {
-    cf_geom gt;
-    size_t wsz = cf__flipped_floats(c);
-    return c->groups == 1 && cf__flipped_geom(c->g, &gt) && wsz < c->ws_floats &&
-           cf__direct_fits(c->out, c->in, &gt, c->ws_floats - wsz, (size_t)-1);
-}
-static void cf__direct_bwd_run(const cf__conv_call *c) {
-    cf_geom gt;
-    size_t wsz = cf__flipped_floats(c);
-    cf__flipped_geom(c->g, &gt);
-    cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
-    cf__direct_fwd(c->dx, c->dy, c->ws, NULL, !c->dx_store, c->B, c->out, c->in, &gt, c->ws + wsz, CF_ACT_LINEAR, 0.0f);
-}
-#endif /* CF__DIRECT */
-
-/* ---- bf16 (kind "bf16"): the convolutions of a bf16 network (cf_net_set_precision) on the
-   CPU's vdpbf16ps, which multiplies 16 pairs of bf16 by 16 pairs and adds both products of
-   each pair to an fp32 lane: acc + a_odd b_odd + a_even b_even, the products exact (8-bit
-   mantissas), the additions rounded to nearest even.  Operands are bf16 values, held in fp32
-   (the network rounds them, section 5) or in 16 bits (section 6, halves); the packing into
-   pairs rounds with vcvtne2ps2bf16, which keeps a bf16 value as it is (and rounds the
-   network's input, which the plan may hand over unrounded).  They are paired along the sum: two input rows interleaved (the direct
-   kernel) or two rows of op(A) and op(B) (the GEMM).  The output is the fp32 sum; the layer
-   rounds it when it stores it.  The emulation (the fp32 paths on the same operands) computes
-   the same sums in another order (tests/test_core.c, test_bf16).  Compiled where GCC or Clang
-   targets x86-64 with AVX-512 available, chosen at run time when the CPU has AVX512_BF16. */
-#if defined(CF__DIRECT) && defined(CF__AVX512) && !defined(CF_NO_BF16)
-#define CF__BF16 1
-#define CF__BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
-static int cf__has_bf16(void) {   /* (every CPU with AVX512_BF16 has the 16-bit loads and stores of BW and VL) */
-    static int has = -1;
-    if (has < 0) has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                       __builtin_cpu_supports("avx512bf16") ? 1 : 0;
-    return has;
-}
-CF__INLINE uint32_t cf__bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-/* one vdpbf16ps pair of two bf16 values held in fp32: a in the low half, b in the high */
-CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (cf__bits(b) & 0xffff0000u); }
-
-/* ---- the GEMM: C (M x N) = beta C + op(A) op(B), op(A) M x K, op(B) K x N, beta 0 or 1.
-   K is taken in pairs, q = k / 2 (an odd K gets a zero).  A task is a block of up to 384
-   columns of C and a part of the pairs; it runs through its part in chunks of at most 384
-   pairs, all of one length (432 pairs as 216 + 216: a short last chunk would load and store C
-   for few pairs), packing op(B)'s chunk once as Bp[q][j] = (op(B)[2q][n0+j],
-   op(B)[2q+1][n0+j]) in panels of 32 columns (cf__bp; 576 KB at most), then, 128 rows of C
-   at a time, op(A)'s chunk as Ap[m][q] = (op(A)[m][2q], op(A)[m][2q+1]) (192 KB): both stay in the core's 1 MB cache while
-   the rows read them.  (When several column blocks would pack the same op(A), it is packed
-   whole beforehand and the tasks read it in place.)  A chunk that long (768 terms) makes a
-   sum over DeepCAM's 728 channels one chunk, so C is stored once instead of three times:
-   10-15 % faster than chunks of 128 pairs on its pointwise GEMMs (docs/performance.md).  The
-   micro-kernel keeps an 8 x 32 block of C in 16 registers: per pair q, two loads of Bp, eight
-   broadcasts of Ap, sixteen vdpbf16ps.  A long
-   K (a backward-weights sum over positions) is cut into parts of 4096 pairs that the threads
-   take apart, each into its own partial C; the partials are added in part order, so the
-   result does not depend on the number of threads.  Outside a parallel region the tasks are
-   shared out between the threads. */
-#define CF__GEMM_MB 128
-#define CF__GEMM_NB 384
-#define CF__GEMM_KC 384
-#define CF__GEMM_KPART 4096
-/* op(B) made as it is packed instead of read from memory: the im2col of one sample's x, its
-   rows the sum's index (channel and tap), its columns the output positions, each row made by
-   cf__im2col_row into a row buffer of the thread's.  The packed values, and so the sums, are
-   those of the im2col buffer: the same bits without the buffer (K x P floats, which the
-   references make in tiles of the workspace). */
-typedef struct { const float *x; cf_shape in, out; const cf_geom *g; } cf__col_src;
-#define CF__COL_ROW (2 * CF__GEMM_KC)   /* floats in a made row: a chunk's positions (op(B) = col^T), or a block's columns (op(B) = col) */
-/* pairs (x[t], x[t + 1]) for t = 0, 2, .. 30, x[t] read only for lo <= t < hi (zero elsewhere) */
-CF__BF16_TARGET static __m512i cf__pairs16_within(const float *x, int lo, int hi) {
-    __m512 a = _mm512_maskz_loadu_ps(cf__lanes(hi) & (__mmask16)~cf__lanes(lo), x);
-    __m512 b = _mm512_maskz_loadu_ps(cf__lanes(hi - 16) & (__mmask16)~cf__lanes(lo - 16), x + 16);
-    return (__m512i)_mm512_cvtne2ps_pbh(b, a);
-}
-/* 16 floats rounded to bf16 and back by vcvtneps2bf16, which rounds as vcvtne2ps2bf16 does
-   (one source instead of two): as cf_bf16_from_f32 (test_core checks it on 2^24 inputs,
-   make test-bf16 on all 2^32) */
-CF__BF16_TARGET static __m512 cf__round16_bf16(__m512 z) {
-    __m256i h = (__m256i)_mm512_cvtneps_pbh(z);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-/* the pairs (x[2i], x[2i+1]) of up to 32 floats of a row, as 16 lanes; floats past n are zero.
-   vcvtne2ps2bf16 keeps a bf16 value as it is, so on the bf16 values the GEMM is given it is
-   cf__pair, a vector at a time. */
-CF__BF16_TARGET static __m512i cf__pairs16(const float *x, int n) { return cf__pairs16_within(x, 0, n); }
-/* the pairs (a[i], b[i]) of up to 16 columns of two rows (a or b NULL: zeros), as 16 lanes:
-   both rows rounded to bf16 by one vcvtne2ps2bf16 (a's in the low 16 words, b's in the high),
-   then interleaved, a's word below b's; cf__pair a vector at a time on bf16 values, and on
-   floats not yet rounded (the network's input, section 6) their rounding as they are read */
-CF__BF16_TARGET static __m512i cf__pairs16_rows(const float *a, const float *b, int n) {
-    const __m512i mix = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
-                                         23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    __m512 va = a ? _mm512_maskz_loadu_ps(cf__lanes(n), a) : _mm512_setzero_ps(), vb = b ? _mm512_maskz_loadu_ps(cf__lanes(n), b) : _mm512_setzero_ps();
-    return _mm512_permutexvar_epi16(mix, (__m512i)_mm512_cvtne2ps_pbh(vb, va));
-}
-/* ---- tensors the memory plan stores in 16 bits (section 6, "halves"): element i of such a
-   tensor is ((const cf_bf16 *)base)[i], the upper half of the fp32 word the kernels compute
-   with.  Loaded by widening (a shift), stored by keeping the upper half (exact on bf16 values). */
-CF__INLINE __mmask32 cf__lanes32(int n) { return (__mmask32)(n >= 32 ? 0xffffffffu : n <= 0 ? 0u : (1u << n) - 1u); }
-/* lanes k of 16 16-bit elements at p, each in the low half of a 32-bit lane (0 elsewhere) */
-CF__BF16_TARGET static __m512i cf__widen_half(const cf_bf16 *p, __mmask16 k) { return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p)); }
-/* the same as floats: the 16 bits moved up */
-CF__BF16_TARGET static __m512 cf__load_half(const cf_bf16 *p, __mmask16 k) { return _mm512_castsi512_ps(_mm512_slli_epi32(cf__widen_half(p, k), 16)); }
-/* lanes k of v, bf16 values, stored at p in 16 bits */
-CF__BF16_TARGET static void cf__store_half(cf_bf16 *p, __mmask16 k, __m512 v) {
-    _mm512_mask_cvtepi32_storeu_epi16(p, k, _mm512_srli_epi32(_mm512_castps_si512(v), 16));
-}
-/* cf__pairs16_rows on two 16-bit rows: a's elements in the low halves, b's in the high */
-CF__BF16_TARGET static __m512i cf__pairs16_rows_half(const cf_bf16 *a, const cf_bf16 *b, int n) {
-    __m512i lo = a ? cf__widen_half(a, cf__lanes(n)) : _mm512_setzero_si512();
-    __m512i hi = b ? _mm512_slli_epi32(cf__widen_half(b, cf__lanes(n)), 16) : _mm512_setzero_si512();
-    return _mm512_or_si512(lo, hi);
-}
-/* cf__pairs16_within and cf__pairs16 on a 16-bit row: the pairs (x[t], x[t+1]) are its 32-bit
-   words as they lie */
-CF__BF16_TARGET static __m512i cf__pairs16_within_half(const cf_bf16 *x, int lo, int hi) {
-    return _mm512_maskz_loadu_epi16(cf__lanes32(hi) & (__mmask32)~cf__lanes32(lo), x);
-}
-CF__BF16_TARGET static __m512i cf__pairs16_half(const cf_bf16 *x, int n) { return cf__pairs16_within_half(x, 0, n); }
-
-/* 16 x 16 transpose of 32-bit lanes: lane j of r[i] goes to lane i of r[j].  Three rounds:
-   interleave 32-bit lanes of row pairs, then 64-bit lanes, then move 128-bit quarters twice. */
-CF__BF16_TARGET static void cf__transpose16(__m512i r[16]) {
-    __m512i t[16];
-    int i;
-    for (i = 0; i < 16; i += 2) { t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]); t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]); }
-    for (i = 0; i < 16; i += 4) {
-        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]); r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]); r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    for (i = 0; i < 4; i++) {
-        t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88); t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
-        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88); t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
-    }
-    for (i = 0; i < 8; i++) { r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88); r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd); }
-}
-/* Ap[m][q - q0], nq pairs from q0 */
-CF__BF16_TARGET static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int lda, int M, int K, int q0, int nq) {
-    int m, q;
-    if (!tA) {   /* op(A)'s row m is a row of A: its pairs are adjacent floats */
-        for (m = 0; m < M; m++)
-            for (q = 0; q < nq; q += 16) {
-                int k = 2 * (q0 + q);
-                _mm512_mask_storeu_epi32(Ap + (size_t)m * nq + q, cf__lanes(nq - q), cf__pairs16(A + (size_t)m * lda + k, K - k));
-            }
-        return;
-    }
-    for (m = 0; m < M; m += 16)   /* op(A)[m][k] = A[k][m]: two rows of A give 16 columns' pairs, transposed */
-        for (q = 0; q < nq; q += 16) {
-            __m512i r[16];
-            int i;
-            for (i = 0; i < 16; i++) {
-                int k = 2 * (q0 + q + i);
-                r[i] = q + i < nq ? cf__pairs16_rows(A + (size_t)k * lda + m, k + 1 < K ? A + (size_t)(k + 1) * lda + m : NULL, M - m) : _mm512_setzero_si512();
-            }
-            cf__transpose16(r);
-            for (i = 0; i < 16 && m + i < M; i++) _mm512_mask_storeu_epi32(Ap + (size_t)(m + i) * nq + q, cf__lanes(nq - q), r[i]);
-        }
-}
-/* Bp holds the chunk in panels of 32 columns, each panel's nq rows of pairs one after the
-   other: the micro-kernel reads a panel as one contiguous stretch (rows of a whole 512-column
-   block, 2 KB apart, would fall into a few sets of the L1 cache and evict each other).
-   Element (q, j) of a chunk of nq pairs: */
-CF__INLINE size_t cf__bp(int q, int j, int nq) { return (size_t)(j & ~31) * nq + (size_t)q * 32 + (j & 31); }
-/* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb; half: B (transposed) is stored in
-   16 bits; col: B is im2col(col->x) (not transposed, or transposed: op(B) = col^T), its rows
-   made into the buffer made (16 x CF__COL_ROW floats) */
-CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int half, int ldb, int K, int q0, int nq, int n0, int nb,
-                                       const cf__col_src *col, float *made) {
-    int q, j, i;
-    if (!tB) for (q = 0; q < nq; q++) {   /* two rows of B, 16 columns at a time */
-        int k = 2 * (q0 + q);
-        const float *b0 = made, *b1 = NULL;
-        if (col) {   /* rows k, k + 1 of im2col(x), made here */
-            cf__im2col_row(made, col->x, k, col->in, col->out, col->g, (size_t)n0, (size_t)nb);
-            if (k + 1 < K) {
-                b1 = made + CF__COL_ROW;
-                cf__im2col_row(made + CF__COL_ROW, col->x, k + 1, col->in, col->out, col->g, (size_t)n0, (size_t)nb);
-            }
-        } else {
-            b0 = B + (size_t)k * ldb + n0; b1 = k + 1 < K ? b0 + ldb : NULL;
-            if (k + 3 < K) { cf__prefetch_floats(b0 + (size_t)2 * ldb, (size_t)nb, 0); cf__prefetch_floats(b0 + (size_t)3 * ldb, (size_t)nb, 0); }   /* the next two fetched ahead */
-        }
-        for (j = 0; j < nb; j += 16) _mm512_mask_storeu_epi32(Bp + cf__bp(q, j, nq), cf__lanes(nb - j), cf__pairs16_rows(b0 + j, b1 ? b1 + j : NULL, nb - j));
-    }
-    else for (j = 0; j < nb; j += 16) {   /* op(B)[k][n] = B[n][k]: 16 rows of B give 16 pairs each, transposed */
-        int kn = K - 2 * q0 < 2 * nq ? K - 2 * q0 : 2 * nq;   /* the chunk's values in a row */
-        for (i = 0; i < 16 && j + i < nb && col; i++)    /* rows n0 + j + i of im2col(x), the chunk's positions */
-            cf__im2col_row(made + (size_t)i * CF__COL_ROW, col->x, n0 + j + i, col->in, col->out, col->g, (size_t)2 * q0, (size_t)kn);
-        for (q = 0; q < nq; q += 16) {
-            int k = 2 * (q0 + q);
-            __m512i r[16];
-            for (i = 0; i < 16; i++) {
-                size_t at = (size_t)(n0 + j + i) * ldb + k;
-                int n = K - k < 2 * (nq - q) ? K - k : 2 * (nq - q);
-                r[i] = j + i >= nb ? _mm512_setzero_si512()
-                       : col       ? cf__pairs16(made + (size_t)i * CF__COL_ROW + 2 * q, n)
-                       : half      ? cf__pairs16_half((const cf_bf16 *)(const void *)B + at, n)
-                                   : cf__pairs16(B + at, n);
-            }
-            cf__transpose16(r);
-            for (i = 0; i < 16 && q + i < nq; i++) _mm512_mask_storeu_epi32(Bp + cf__bp(q + i, j, nq), cf__lanes(nb - j), r[i]);
-        }
-    }
-}
-/* the 8 x 2 accumulators of a bf16 micro-kernel set to zero, each named by a constant: set in
-   a loop, GCC at -O2 (which unrolls no loop of 8) keeps the array in memory and stores all 16
-   at every step of the sum (2.6x slower at -O2 than at -O3, measured) */
-#define CF__ZERO8(a) { a[0][0] = a[0][1] = a[1][0] = a[1][1] = a[2][0] = a[2][1] = a[3][0] = a[3][1] = _mm512_setzero_ps();     \
-                       a[4][0] = a[4][1] = a[5][0] = a[5][1] = a[6][0] = a[6][1] = a[7][0] = a[7][1] = _mm512_setzero_ps(); }
-/* C (M x nb) = beta C + the packed chunk's nq pairs (Ap's rows a_stride apart); rnd: C rounded
-   to bf16 as it is stored (the last chunk of a sum whose result is a bf16 network's tensor) */
-CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uint32_t *Ap, int a_stride, const uint32_t *Bp, float *C, int ldc, float beta,
-                                                int rnd) {
-    int m0, n0, q, o;
-    for (m0 = 0; m0 < M; m0 += 8) {
-        int nm = M - m0 < 8 ? M - m0 : 8;
-        const uint32_t *ar[8];
-        for (o = 0; o < 8; o++) ar[o] = Ap + (size_t)(m0 + (o < nm ? o : 0)) * a_stride;   /* the last block repeats a row, unstored */
-        for (n0 = 0; n0 < nb; n0 += 32) {
-            int nn = nb - n0 < 32 ? nb - n0 : 32;
-            __mmask16 k0 = (__mmask16)(nn >= 16 ? 0xffff : (1u << nn) - 1), k1 = (__mmask16)(nn >= 32 ? 0xffff : nn > 16 ? (1u << (nn - 16)) - 1 : 0);
-            __m512 a[8][2];
-            CF__ZERO8(a)
-            for (q = 0; q < K2; q++) {
-                const uint32_t *b = Bp + cf__bp(q, n0, K2);
-                __m512bh x0 = (__m512bh)_mm512_maskz_loadu_epi32(k0, b), x1 = (__m512bh)_mm512_maskz_loadu_epi32(k1, b + 16);
-#define CF__DP(o) { __m512bh wb = (__m512bh)_mm512_set1_epi32((int)ar[o][q]); a[o][0] = _mm512_dpbf16_ps(a[o][0], x0, wb); a[o][1] = _mm512_dpbf16_ps(a[o][1], x1, wb); }
-                CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
-#undef CF__DP
-            }
-            /* the block's valid rows, each accumulator named by a constant: indexed by a
-               variable here, GCC kept a[][] in memory and stored all 16 at every step of q */
-#define CF__ST(o) if (o < nm) {                                                                                  \
-                float *c = C + (size_t)(m0 + o) * ldc + n0;                                                      \
-                if (beta != 0.0f) { a[o][0] = _mm512_add_ps(a[o][0], _mm512_maskz_loadu_ps(k0, c)); a[o][1] = _mm512_add_ps(a[o][1], _mm512_maskz_loadu_ps(k1, c + 16)); } \
-                if (rnd) { a[o][0] = cf__round16_bf16(a[o][0]); a[o][1] = cf__round16_bf16(a[o][1]); }            \
-                _mm512_mask_storeu_ps(c, k0, a[o][0]);                                                            \
-                _mm512_mask_storeu_ps(c + 16, k1, a[o][1]);                                                       \
-            }
-            CF__ST(0) CF__ST(1) CF__ST(2) CF__ST(3) CF__ST(4) CF__ST(5) CF__ST(6) CF__ST(7)
-#undef CF__ST
-        }
-    }
-}
-/* one task: C[:, n0 .. n0 + nb] = beta C + the sum over pairs q0 .. q1 (A and C start at the
-   task's first row), rounded to bf16 when rnd; Ap, Bp: the thread's chunk buffers, or NULL when
-   they could not be had (then cf_sgemm, the same operands).  Each chunk of op(B) is packed once
-   and read by every block of CF__GEMM_MB rows in turn, which packs its own chunk of op(A)
-   unless all of op(A) was packed before (A_all: the task's rows, K2 pairs each).  col, made:
-   op(B) made from x (cf__pack_b; then Ap and Bp are there). */
-static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
-                               int n0, int nb, int q0, int q1, uint32_t *Ap, uint32_t *Bp, const uint32_t *A_all, int rnd,
-                               const cf__col_src *col, float *made) {
-    int q, m0, K2 = (K + 1) / 2, chunks = (q1 - q0 + CF__GEMM_KC - 1) / CF__GEMM_KC, step;
-    step = chunks > 0 ? (q1 - q0 + chunks - 1) / chunks : 1;   /* chunks of equal length: 432 pairs as 216 + 216, not 384 + 48 */
-    if (!Ap || !Bp) {
-        int k0 = 2 * q0, kn = (2 * q1 < K ? 2 * q1 : K) - k0, r;
-        cf_sgemm(tA, tB, M, nb, kn, 1.0f, tA ? A + (size_t)k0 * lda : A + k0, lda, tB ? B + (size_t)n0 * ldb + k0 : B + (size_t)k0 * ldb + n0, ldb,
-                 beta, C + n0, ldc);
-        for (r = 0; r < M && rnd; r++) cf__round_run(C + (size_t)r * ldc + n0, (size_t)nb);
-        return;
-    }
-    for (q = q0; q < q1; q += step) {
-        int nq = q1 - q < step ? q1 - q : step;
-        cf__pack_b(Bp, tB, B, 0, ldb, K, q, nq, n0, nb, col, made);
-        for (m0 = 0; m0 < M; m0 += CF__GEMM_MB) {
-            int mb = M - m0 < CF__GEMM_MB ? M - m0 : CF__GEMM_MB;
-            const uint32_t *a = A_all ? A_all + (size_t)m0 * K2 + q : Ap;   /* the rows' chunk of op(A), its rows a_stride apart */
-            int a_stride = A_all ? K2 : nq;
-            if (!A_all) cf__pack_a(Ap, tA, tA ? A + m0 : A + (size_t)m0 * lda, lda, mb, K, q, nq);
-            cf__gemm_bf16_block(mb, nb, nq, a, a_stride, Bp, C + (size_t)m0 * ldc + n0, ldc, q == q0 ? beta : 1.0f, rnd && q + nq == q1);
-        }
-    }
-}
-/* cf_sgemm's arguments (alpha = 1, beta 0 or 1) on bf16 values; rnd: C stored rounded to bf16.
-   A task is a block of columns of C (at most CF__GEMM_NB, in panels of 32) and a part of the
-   sum, over all of C's rows, or over CF__GEMM_MB of them when columns and parts alone give
-   fewer tasks than threads.  The tasks are made a multiple of the threads, so that none waits
-   at the end: a sum in parts over one column block gets an even number of parts (a long
-   backward-weights sum over few channels: each part packs its own chunk of op(A), and a second
-   column block would pack it again: 15-25 % slower on 2 threads), and the columns are cut into
-   more blocks where that is not enough.
-   When several column blocks would each pack the same rows of op(A), a sum of one part (a
-   kernel, at most 8 MB packed), op(A) is packed once beforehand, the threads sharing the
-   rows: a long backward-weights sum is left to pack its own, which would take tens of MB at
-   the network's peak of memory.
-   col: op(B) is made from x as it is packed (cf__col_src; B and ldb unused); returns -1, C
-   untouched, when the threads' buffers cannot be had (0 when done). */
-static int cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                            int ldc, const cf__col_src *col) {
-    int K2 = (K + 1) / 2, nth = cf__nthreads(), nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, width, rows, rblocks, tasks, span, t;
-    int parts = (K2 + CF__GEMM_KPART - 1) / CF__GEMM_KPART;
-    size_t MN = (size_t)M * N, ka = (size_t)(K2 < CF__GEMM_KC ? K2 : CF__GEMM_KC);   /* a chunk's pairs, at most */
-    size_t a_sz, b_sz, per;   /* a thread's buffers: op(A)'s chunk, op(B)'s chunk, and with them the made rows */
-    float *partial = NULL;
-    uint32_t *A_all = NULL, *buf;
-    if (M <= 0 || N <= 0) return 0;
-    if (K <= 0) {   /* (bf16 values stay; beta 0: C is not read, as BLAS) */
-        int r, j;
-        for (r = 0; r < M; r++) for (j = 0; j < N; j++) C[(size_t)r * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)r * ldc + j];
-        return 0;
-    }
-    if (parts > 1 && nblocks == 1 && parts % 2) parts++;   /* more parts, not more column blocks: op(A) packed once (even: the
-                                                                   sums may not depend on the threads, and 2 divides most counts) */
-    if (parts > 1 && !(partial = (float *)CF_MALLOC(sizeof(float) * MN * parts))) parts = 1;   /* no room: one part, the same sums */
-    span = (K2 + parts - 1) / parts;
-    while ((nblocks * parts) % nth && nblocks * 32 < N) nblocks++;
-    width = ((N + nblocks - 1) / nblocks + 31) / 32 * 32;
-    nblocks = (N + width - 1) / width;
-    rows = nblocks * parts >= nth ? M : CF__GEMM_MB;
-    rblocks = (M + rows - 1) / rows;
-    tasks = rblocks * nblocks * parts;
-    a_sz = (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka;   /* as big as a task needs */
-    b_sz = ka * (size_t)width;
-    per = a_sz + b_sz + (col ? (size_t)16 * CF__COL_ROW : 0);
-    buf = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * per * nth);   /* (none: each task runs cf_sgemm, which cannot make op(B)) */
-    if (!buf && col) { CF_FREE(partial); return -1; }
-    if (rblocks == 1 && nblocks > 1 && parts == 1 && (size_t)M * K2 <= ((size_t)2 << 20)) A_all = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)M * K2);
-    if (A_all) {   /* (no room: each task packs its own) */
-        CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
-        for (t = 0; t < (M + 15) / 16; t++) {
-            int m0 = t * 16, mb = M - m0 < 16 ? M - m0 : 16;
-            cf__pack_a(A_all + (size_t)m0 * K2, tA, tA ? A + m0 : A + (size_t)m0 * lda, lda, mb, K, 0, K2);
-        }
-    }
-    CF__OMP(omp parallel num_threads(nth))
-    {
-        uint32_t *Ap = buf ? buf + per * cf__thread_id() : NULL, *Bp = buf ? Ap + a_sz : NULL;
-        float *made = buf && col ? (float *)(void *)(Bp + b_sz) : NULL;
-        CF__OMP(omp for schedule(dynamic, 1))
-        for (t = 0; t < tasks; t++) {
-            int b = t % (rblocks * nblocks), m0 = b / nblocks * rows, n0 = b % nblocks * width, q0 = t / (rblocks * nblocks) * span;
-            int mb = M - m0 < rows ? M - m0 : rows, nb = N - n0 < width ? N - n0 : width, q1 = K2 - q0 < span ? K2 : q0 + span;
-            const float *Am = tA ? A + m0 : A + (size_t)m0 * lda;   /* the task's rows of op(A) */
-            if (parts == 1) cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, beta, C + (size_t)m0 * ldc, ldc, n0, nb, q0, q1, Ap, Bp, A_all, rnd, col, made);
-            else cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, 0.0f, partial + MN * (size_t)(t / (rblocks * nblocks)) + (size_t)m0 * N, N, n0, nb,
-                                    q0, q1, Ap, Bp, A_all, 0, col, made);
-        }
-    }
-    CF_FREE(buf);
-    CF_FREE(A_all);
-    if (!partial) return 0;
-    CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
-    for (t = 0; t < M; t++) {   /* C = beta C + the parts, in order */
-        int p;
-        size_t i;
-        float *c = C + (size_t)t * ldc;
-        for (i = 0; i < (size_t)N; i++) {
-            float v = beta != 0.0f ? c[i] : 0.0f;
-            for (p = 0; p < parts; p++) v += partial[MN * p + (size_t)t * N + i];
-            c[i] = rnd ? cf_f32_from_bf16(cf_bf16_from_f32(v)) : v;
-        }
-    }
-    CF_FREE(partial);
-    return 0;
-}
-static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    cf__sgemm_bf16_r(0, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL);
-}
-/* the same, C stored rounded to bf16: the sum as cf__sgemm_bf16's, rounded once */
-static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    cf__sgemm_bf16_r(1, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL);
-}
-
-/* ---- the direct kernel in bf16: as cf__direct_fwd, with the input channels paired.  A pair
-   row (cp, id, ih) holds (x[2cp][id][ih][w], x[2cp+1][id][ih][w]) at w + pb (zeros for a
-   missing channel and in the padding); the kernel is packed the same way, w2[oc][cp][kd][kh][kw]
-   = (w[oc][2cp][kd][kh][kw], w[oc][2cp+1][kd][kh][kw]).  Output row (od, oh) reads, for tap
-   (kd, kh), input row (id, ih); the next output row reads mostly the same input rows, so each
-   thread keeps the pair rows it built, slot (kd, ih mod NS) with NS = (KH - 1) dil + 1 (the
-   KH rows of one kd are distinct mod NS), tagged with the (sample, id, ih) it holds.  Per tap
-   pair the kernel does 2 loads, 8 broadcasts, 16 vdpbf16ps over 8 output channels x 32
-   positions. */
-typedef struct {
-    uint32_t *rows;          /* [kd][slot][cp] pair rows of Wp */
-    long *tag;               /* [kd][slot]: what the slot holds, or -1 */
-    uint32_t *zero;          /* a row of zeros: taps in the padding */
-    const uint32_t **rp;     /* the rows one output row reads, [cp][kd][kh] as the kernel */
-} cf__pair_rows;
-static size_t cf__r16(size_t n) { return (n + 15) / 16 * 16; }   /* 64-byte parts */
-static int cf__pair_slots(const cf_geom *g) { return (g->k[1] - 1) * g->dil[1] + 1; }
-/* uint32 of one thread's cf__pair_rows for input in, output rows of Wp */
-static size_t cf__pair_rows_size(cf_shape in, const cf_geom *g, size_t Wp) {
-    size_t slots = (size_t)g->k[0] * cf__pair_slots(g), C2 = ((size_t)in.c + 1) / 2;
-    return cf__r16(slots * C2 * Wp) + cf__r16(Wp) + cf__r16(2 * slots) + cf__r16(2 * C2 * g->k[0] * g->k[1]);
-}
-static cf__pair_rows cf__pair_rows_at(uint32_t *ws, cf_shape in, const cf_geom *g, size_t Wp) {
-    cf__pair_rows pr;
-    size_t slots = (size_t)g->k[0] * cf__pair_slots(g), C2 = ((size_t)in.c + 1) / 2, k;
-    pr.rows = ws; ws += cf__r16(slots * C2 * Wp);
-    pr.zero = ws; ws += cf__r16(Wp);
-    pr.tag = (long *)(void *)ws; ws += cf__r16(2 * slots);
-    pr.rp = (const uint32_t **)(void *)ws;
-    memset(pr.zero, 0, Wp * sizeof(uint32_t));
-    for (k = 0; k < slots; k++) pr.tag[k] = -1;
-    return pr;
-}
-/* pair row (cp, id, ih) of sample x (half: stored in 16 bits) into r */
-CF__BF16_TARGET static void cf__pair_row(uint32_t *r, size_t Wp, const float *x, int half, int C, cf_shape in, int pb, int cp, int id, int ih) {
-    size_t at = (((size_t)2 * cp * in.d + id) * in.h + ih) * in.w;
-    const float *a = cf__elt(x, half, at), *b = 2 * cp + 1 < C ? cf__elt(x, half, at + cf__positions(in)) : NULL;
-    uint32_t *d = r + pb;
-    int w;
-    memset(r, 0, (size_t)pb * sizeof *r);   /* the padding either side of the row */
-    memset(d + in.w, 0, (Wp - pb - (size_t)in.w) * sizeof *r);
-    for (w = 0; w < in.w; w += 16)          /* d[w] = cf__pair(a[w], b[w]), 16 at a time */
-        _mm512_mask_storeu_epi32(d + w, cf__lanes(in.w - w),
-                                 half ? cf__pairs16_rows_half((const cf_bf16 *)(const void *)a + w, b ? (const cf_bf16 *)(const void *)b + w : NULL, in.w - w)
-                                      : cf__pairs16_rows(a + w, b ? b + w : NULL, in.w - w));
-}
-/* pr->rp for output row (od, oh) of sample bi (x), building the pair rows not in the cache */
-static void cf__pair_rows_for(cf__pair_rows *pr, size_t Wp, const float *x, int half, int bi, int C, cf_shape in, const cf_geom *g, int od, int oh) {
-    int KD = g->k[0], KH = g->k[1], NS = cf__pair_slots(g), C2 = (C + 1) / 2, kd, kh, cp;
-    for (kd = 0; kd < KD; kd++) {
-        int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
-        for (kh = 0; kh < KH; kh++) {
-            int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1], slot = kd * NS + (ih >= 0 ? ih % NS : 0);
-            long key = ((long)bi * in.d + id) * in.h + ih;
-            if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) {
-                for (cp = 0; cp < C2; cp++) pr->rp[(cp * KD + kd) * KH + kh] = pr->zero;
-                continue;
-            }
-            if (pr->tag[slot] != key) {
-                for (cp = 0; cp < C2; cp++) cf__pair_row(pr->rows + ((size_t)slot * C2 + cp) * Wp, Wp, x, half, C, in, g->pb[2], cp, id, ih);
-                pr->tag[slot] = key;
-            }
-            for (cp = 0; cp < C2; cp++) pr->rp[(cp * KD + kd) * KH + kh] = pr->rows + ((size_t)slot * C2 + cp) * Wp;
-        }
-    }
-}
-/* w (OC, C, KDKH, KW) as pairs of input channels: w2 (OC, ceil(C/2), KDKH, KW) */
-static void cf__pack_kernel_bf16(uint32_t *w2, const float *w, int OC, int C, int KDKH, int KW) {
-    int C2 = (C + 1) / 2, oc, cp, k, kw;
-    for (oc = 0; oc < OC; oc++) for (cp = 0; cp < C2; cp++) for (k = 0; k < KDKH; k++) for (kw = 0; kw < KW; kw++) {
-        const float *r = w + (((size_t)oc * C + 2 * cp) * KDKH + k) * KW + kw;
-        w2[(((size_t)oc * C2 + cp) * KDKH + k) * KW + kw] = cf__pair(r[0], 2 * cp + 1 < C ? r[(size_t)KDKH * KW] : 0.0f);
-    }
-}
-/* x[0 .. n) (n <= 16) rounded in place, as cf__round16_bf16 */
-CF__BF16_TARGET static void cf__round16_bf16_at(float *x, int n) {
-    _mm512_mask_storeu_ps(x, cf__lanes(n), cf__round16_bf16(_mm512_maskz_loadu_ps(cf__lanes(n), x)));
-}
-/* cf__round_floats, 16 at a time: about 2 instructions for 16 values instead of ~2 cycles for
-   one (the definition's three cases, vectorized by the compiler, take that long) */
-CF__BF16_TARGET static void cf__round_floats_bf16(float *x, size_t n) {
-    size_t i;
-    for (i = 0; i < n; i += 16) cf__round16_bf16_at(x + i, n - i < 16 ? (int)(n - i) : 16);
-}
-/* cf__act_f on 16 lanes: linear, relu and leaky as vector operations (max returns its second
-   operand for a NaN, as relu's test v > 0 gives 0; a compare with NaN is false, as leaky's),
-   others lane by lane */
-CF__BF16_TARGET static __m512 cf__act16(__m512 z, int act, float slope) {
-    float v[16];
-    int j;
-    if (act == CF_ACT_LINEAR) return z;
-    if (act == CF_ACT_RELU) return _mm512_max_ps(z, _mm512_setzero_ps());
-    if (act == CF_ACT_LEAKY) return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_mul_ps(z, _mm512_set1_ps(slope)), z);
-    _mm512_storeu_ps(v, z);
-    for (j = 0; j < 16; j++) v[j] = cf__act_f(v[j], act, slope);
-    return _mm512_loadu_ps(v);
-}
-/* n (<= 16) sums z of one output row's block into element i of y: added to what is there
-   (backward-data), or + bias, the activation, rounded to bf16 (half: stored in 16 bits) */
-CF__BF16_TARGET static void cf__direct_store_bf16(float *y, int half, size_t i, __m512 z, int n, float bias, int accumulate, int act, float slope) {
-    __mmask16 k = cf__lanes(n);
-    __m512 v;
-    if (accumulate) { _mm512_mask_storeu_ps(y + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, y + i), z)); return; }
-    v = cf__round16_bf16(cf__act16(_mm512_add_ps(z, _mm512_set1_ps(bias)), act, slope));
-    if (half) cf__store_half((cf_bf16 *)(void *)y + i, k, v);
-    else _mm512_mask_storeu_ps(y + i, k, v);
-}
-/* One output row (all OC channels, OW positions) from its T2 pair rows rp: blocks of 8 channels by 32 positions,
-   16 accumulators; each step loads 32 positions of one pair row and multiplies them by one
-   packed weight pair per channel. */
-CF__BF16_TARGET static void cf__direct_row_bf16(float *y, int half, size_t y0, size_t ystride, const uint32_t *const *rp, int T2, int KW, int dil,
-                                                const uint32_t *w2, int OC, int OW, const float *b, int accumulate, int act, float slope) {
-    int K2 = T2 * KW, oc0, w0, q, kw, o, j;
-    for (oc0 = 0; oc0 < OC; oc0 += 8) {
-        int no = OC - oc0 < 8 ? OC - oc0 : 8;
-        const uint32_t *wo[8];
-        for (o = 0; o < 8; o++) wo[o] = w2 + (size_t)(oc0 + (o < no ? o : 0)) * K2;
-        for (w0 = 0; w0 < OW; w0 += 32) {
-            __m512 a[8][2];
-            int n = OW - w0 < 32 ? OW - w0 : 32;
-            CF__ZERO8(a)
-            for (q = 0; q < T2; q++) {
-                const uint32_t *r = rp[q] + w0;
-                for (kw = 0; kw < KW; kw++) {
-                    __m512bh x0 = (__m512bh)_mm512_loadu_si512(r + kw * dil), x1 = (__m512bh)_mm512_loadu_si512(r + kw * dil + 16);
-                    int t = q * KW + kw;
-#define CF__DP(o) { __m512bh wb = (__m512bh)_mm512_set1_epi32((int)wo[o][t]); a[o][0] = _mm512_dpbf16_ps(a[o][0], x0, wb); a[o][1] = _mm512_dpbf16_ps(a[o][1], x1, wb); }
-                    CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
-#undef CF__DP
-                }
-            }
-            for (o = 0; o < no; o++)   /* the block's valid part */
-                for (j = 0; j < 2; j++)
-                    cf__direct_store_bf16(y, half, y0 + (size_t)(oc0 + o) * ystride + w0 + 16 * j, a[o][j], n - 16 * j, b ? b[oc0 + o] : 0.0f,
-                                          accumulate, act, slope);
-        }
-    }
-}
-/* The same for rows of at most 16 positions (a 16^3 layer, where a 32-wide block would be half
-   empty): blocks of 16 channels by 16 positions, still 16 accumulators, one load of R2 per step. */
-CF__BF16_TARGET static void cf__direct_row_bf16_narrow(float *y, int half, size_t y0, size_t ystride, const uint32_t *const *rp, int T2, int KW, int dil,
-                                                       const uint32_t *w2, int OC, int OW, const float *b, int accumulate, int act, float slope) {
-    int K2 = T2 * KW, oc0, q, kw, o;
-    for (oc0 = 0; oc0 < OC; oc0 += 16) {
-        int no = OC - oc0 < 16 ? OC - oc0 : 16;
-        const uint32_t *wo[16];
-        __m512 a[16];
-        for (o = 0; o < 16; o++) { wo[o] = w2 + (size_t)(oc0 + (o < no ? o : 0)) * K2; a[o] = _mm512_setzero_ps(); }
-        for (q = 0; q < T2; q++) {
-            const uint32_t *r = rp[q];
-            for (kw = 0; kw < KW; kw++) {
-                __m512bh x0 = (__m512bh)_mm512_loadu_si512(r + kw * dil);
-                int t = q * KW + kw;
-#define CF__DP(o) a[o] = _mm512_dpbf16_ps(a[o], x0, (__m512bh)_mm512_set1_epi32((int)wo[o][t]));
-                CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
-                CF__DP(8) CF__DP(9) CF__DP(10) CF__DP(11) CF__DP(12) CF__DP(13) CF__DP(14) CF__DP(15)
-#undef CF__DP
-            }
-        }
-        for (o = 0; o < no; o++) cf__direct_store_bf16(y, half, y0 + (size_t)(oc0 + o) * ystride, a[o], OW, b ? b[oc0 + o] : 0.0f, accumulate, act, slope);
-    }
-}
-/* y (+)= conv(x, w) as cf__direct_fwd, y stored rounded to bf16 unless added into;
-   w2 = the packed kernel; ws: one cf__pair_rows per thread; y_half, x_half: stored in 16 bits */
-static void cf__direct_fwd_bf16(float *y, int y_half, const float *x, int x_half, const uint32_t *w2, const float *b, int accumulate, int B, cf_shape in,
-                                cf_shape out, const cf_geom *g, uint32_t *ws, int act, float slope) {
-    int T2 = (in.c + 1) / 2 * g->k[0] * g->k[1], KW = g->k[2];
-    size_t Wp = cf__direct_wp(out, g), rsz = cf__pair_rows_size(in, g, Wp), P = cf__positions(out), in_sz = cf_shape_size(in);
-    long rows = (long)B * out.d * out.h, r;
-    void (*row)(float *, int, size_t, size_t, const uint32_t *const *, int, int, int, const uint32_t *, int, int, const float *, int, int, float) =
-        out.w <= 16 ? cf__direct_row_bf16_narrow : cf__direct_row_bf16;
-    CF__OMP(omp parallel num_threads(cf__nthreads()))
-    {
-        cf__pair_rows pr = cf__pair_rows_at(ws + (size_t)cf__thread_id() * rsz, in, g, Wp);
-        CF__OMP(omp for schedule(static))
-        for (r = 0; r < rows; r++) {
-            int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
-            cf__pair_rows_for(&pr, Wp, cf__elt(x, x_half, (size_t)bi * in_sz), x_half, bi, in.c, in, g, od, oh);
-            if (r + 1 < rows && (r + 1) % ((long)out.d * out.h)) {   /* the next row's outputs (same sample) fetched for writing, as the pools' rows */
-                size_t yn = (size_t)bi * out.c * P + ((size_t)od * out.h + oh + 1) * out.w;
-                int oc;
-                for (oc = 0; oc < out.c; oc++) cf__prefetch_floats(cf__elt(y, y_half, yn + (size_t)oc * P), y_half ? (size_t)(out.w + 1) / 2 : (size_t)out.w, 1);
-            }
-            row(y, y_half, (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, pr.rp, T2, KW, g->dil[2], w2, out.c, out.w, b,
-                accumulate, act, slope);
-        }
-    }
-}
-/* every bf16 path's first condition: the operands are bf16 values and the CPU has the instructions */
-static int cf__bf16_gemm_applies(const cf__conv_call *c) { return c->bf16 && cf__has_bf16(); }
-/* the packed kernel (OC x ceil(C/2) x KD KH x KW uint32, in 64-byte parts) at the front of ws,
-   then one cf__pair_rows per thread */
-static size_t cf__w2_floats(cf_shape in, const cf_geom *g, int OC) {
-    return cf__r16((size_t)OC * ((in.c + 1) / 2) * g->k[0] * g->k[1] * g->k[2]);
-}
-/* The bf16 kernel's forward takes an R of up to CF__BF16_DIRECT_MAX_R uint32 (4 MiB), far
-   past the fp32 kernel's limit: with few filters the alternative, im2col + the bf16 GEMM, has
-   a GEMM of few rows.  Measured in one process, the paths alternated (docs/performance.md,
-   stop 40): Tiramisu's 5x5 convs to 32 channels (R up to 647 Ki) 2.8-3.7x faster than im2col;
-   DeepCAM's decoder 3x3 convs (R 147 Ki) the same either way; DeepCAM's ASPP conv of dilation
-   6 (R 1.4 Mi) 25 % slower, so it stays with im2col.  Backward-data passes no limit. */
-#define CF__BF16_DIRECT_MAX_R ((size_t)1 << 20)
-static int cf__bf16_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, size_t max_r) {
-    size_t w2 = cf__w2_floats(in, g, out.c), rsz = cf__pair_rows_size(in, g, cf__direct_wp(out, g));
-    return g->s[2] == 1 && out.w >= 16 && rsz <= max_r && w2 + (size_t)cf__nthreads() * rsz <= ws_floats;
-}
-static int cf__bf16_direct_fwd_applies(const cf__conv_call *c) {
-    return cf__bf16_gemm_applies(c) && c->groups == 1 && !cf__pointwise_applies(c) && cf__bf16_direct_fits(c->in, c->out, c->g, c->ws_floats, CF__BF16_DIRECT_MAX_R);
-}
-static void cf__bf16_direct_fwd_run(const cf__conv_call *c) {
-    uint32_t *w2 = (uint32_t *)c->ws;
-    cf__pack_kernel_bf16(w2, c->w, c->out.c, c->in.c, c->g->k[0] * c->g->k[1], c->g->k[2]);
-    cf__direct_fwd_bf16(c->y, c->half, c->x, c->x_half, w2, c->b, 0, c->B, c->in, c->out, c->g, w2 + cf__w2_floats(c->in, c->g, c->out.c), c->act, c->slope);
-}
-/* backward-data: dy convolved with the flipped kernel (flipped into ws, then packed after it) */
-static int cf__bf16_direct_bwd_applies(const cf__conv_call *c) {
-    cf_geom gt;
-    size_t wsz = cf__flipped_floats(c);
-    return cf__bf16_gemm_applies(c) && c->groups == 1 && cf__flipped_geom(c->g, &gt) && wsz < c->ws_floats &&
-           cf__bf16_direct_fits(c->out, c->in, &gt, c->ws_floats - wsz, (size_t)-1);
-}
-static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
-    cf_geom gt;
-    size_t wsz = cf__flipped_floats(c);
-    uint32_t *w2 = (uint32_t *)(c->ws + wsz);
-    cf__flipped_geom(c->g, &gt);
-    cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
-    cf__pack_kernel_bf16(w2, c->ws, c->in.c, c->out.c, gt.k[0] * gt.k[1], gt.k[2]);
-    cf__direct_fwd_bf16(c->dx, c->dx_half, c->dy, c->half, w2, NULL, !c->dx_half && !c->dx_store, c->B, c->out, c->in, &gt,   /* dx_half: stored, not added */
-                        w2 + cf__w2_floats(c->out, &gt, c->in.c), CF_ACT_LINEAR, 0.0f);
-}
-/* the GEMM paths (tiles, pointwise) with the bf16 GEMM */
-static int cf__bf16_pointwise_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__pointwise_applies(c); }
-/* the output stored rounded: by the GEMM when no bias or activation pass follows it, else by that pass */
-static void cf__bf16_pointwise_fwd(const cf__conv_call *c) {
-    int bare = !c->b && c->act == CF_ACT_LINEAR;
-    cf__pointwise_fwd_with(c, bare ? cf__sgemm_bf16_rounded : cf__sgemm_bf16, !bare);
-}
-static void cf__bf16_pointwise_bww(const cf__conv_call *c) { cf__pointwise_bww_with(c, cf__sgemm_bf16); }
-static void cf__bf16_pointwise_bwd(const cf__conv_call *c) { cf__pointwise_bwd_with(c, cf__sgemm_bf16_rounded); }
-static int cf__bf16_tiles_fwd_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_fwd_applies(c); }
-static int cf__bf16_tiles_bww_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_bww_applies(c); }
-static int cf__bf16_tiles_bwd_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_bwd_applies(c); }
-static void cf__bf16_tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_bf16, 1); }
-static void cf__bf16_tiles_bww(const cf__conv_call *c) { cf__tiles_bww_with(c, cf__sgemm_bf16); }
-static void cf__bf16_tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_bf16, 1); }
-/* Backward-weights without im2col's buffer:  dw^T (K x OC) += col (K x P) dy^T (P x OC), in
-   tiles of CF__BWW_TILE positions.  The tile's im2col rows are packed into pairs of positions
-   straight from x (cf__pack_taps: a tap's row is a stretch of an input row, zeros where it
-   reaches into the padding); dy's tile is B, transposed by cf__pack_b.  Rows of even length keep
-   each pair of positions in one output row, unit stride along w keeps a tap's row contiguous.
-   Each thread sums its tiles (dealt statically) into its own dw^T in ws, added into dw in
-   thread order at the end: the result does not depend on timing.  Against the tiles path, no
-   im2col tile is written and read back, and the transposition is of dy's OC rows, not col's K. */
-static size_t cf__taps_bww_floats(const cf__conv_call *c) {   /* per thread: dw^T, Ap, Bp */
-    size_t K = (size_t)c->in.c * cf__kvol(c->g), nq = CF__BWW_TILE / 2;
-    return K * c->out.c + K * nq + nq * (((size_t)c->out.c + 31) / 32 * 32);
-}
-static int cf__bf16_taps_bww_applies(const cf__conv_call *c) {
-    return cf__bf16_gemm_applies(c) && c->groups == 1 && c->out.w % 2 == 0 && c->g->s[2] == 1 &&
-           (size_t)cf__nthreads() * cf__taps_bww_floats(c) <= c->ws_floats;
-}
-/* Ap[k][j / 2] = the pair of im2col(x)'s row k at tile positions j, j + 1 (n positions from p0).
-   The tile's row segments are found once (even lengths: at most half the tile's positions);
-   a tap's in-bounds part of a segment, unit stride, is [lo, hi) = [-w0, W - w0) clipped. */
-/* the input row that im2col row k (channel c, tap kd, kh) reads for segment sg, or NULL where
-   it lies in the padding */
-static const float *cf__tap_row(const float *x, int half, int k, const cf__seg *sg, cf_shape in, const cf_geom *g) {
-    int KD = g->k[0], KH = g->k[1], KW = g->k[2], kh = (k / KW) % KH, kd = (k / (KW * KH)) % KD, c = k / (KW * KH * KD);
-    int id = sg->od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = sg->oh * g->s[1] - g->pb[1] + kh * g->dil[1];
-    if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) return NULL;
-    return cf__elt(x, half, (((size_t)c * in.d + id) * in.h + ih) * in.w);
-}
-/* (half: x is stored in 16 bits) */
-CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, int half, cf_shape in, cf_shape out, const cf_geom *g, size_t p0, size_t n) {
-    int KW = g->k[2], K = in.c * cf__kvol(g), k, ns = 0, s, t;
-    cf__seg sg[CF__BWW_TILE / 2];
-    size_t j = 0;
-    while (j < n && cf__next_seg(&sg[ns], p0 + j, n - j, out)) j += (size_t)sg[ns++].len;
-    for (k = 0; k < K; k++) {
-        uint32_t *dst = Ap + (size_t)k * (n / 2);
-        if (k % KW == 0 && k + KW < K)   /* the next (c, kd, kh)'s input rows fetched ahead (as the pools': 15 % off these layers) */
-            for (s = 0; s < ns; s++) {
-                const float *r = cf__tap_row(x, half, k + KW, &sg[s], in, g);
-                size_t len = (size_t)(sg[s].len < in.w - sg[s].ow0 ? sg[s].len : in.w - sg[s].ow0);   /* (used when ow0 < in.w) */
-                if (r && sg[s].ow0 < in.w) cf__prefetch_floats(cf__elt(r, half, (size_t)sg[s].ow0), half ? (len + 1) / 2 : len, 0);
-            }
-        for (s = 0; s < ns; dst += sg[s].len / 2, s++) {
-            const float *r = cf__tap_row(x, half, k, &sg[s], in, g);   /* r[w0 + t]: the tap of the segment's position t, read for lo <= t < hi */
-            int w0 = sg[s].ow0 + (k % KW) * g->dil[2] - g->pb[2], len = sg[s].len, lo = 0, hi = 0;
-            if (r) {
-                lo = w0 < 0 ? -w0 : 0;
-                hi = in.w - w0 < len ? in.w - w0 : len;
-            }
-            for (t = 0; t < len; t += 32) {
-                __m512i v = _mm512_setzero_si512();
-                if (lo < hi && half) v = cf__pairs16_within_half((const cf_bf16 *)(const void *)r + w0 + t, lo - t, hi - t);
-                else if (lo < hi) v = cf__pairs16_within(r + w0 + t, lo - t, hi - t);
-                _mm512_mask_storeu_epi32(dst + t / 2, cf__lanes((len - t) / 2), v);
-            }
-        }
-    }
-}
-static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
-    int K = c->in.c * cf__kvol(c->g), OC = c->out.c, nth = cf__nthreads();
-    size_t P = cf__positions(c->out), tile = CF__BWW_TILE, per = cf__taps_bww_floats(c), i;
-    long ntiles = (long)((P + tile - 1) / tile), t;
-    int z;
-    for (z = 0; z < nth; z++) memset(c->ws + per * z, 0, sizeof(float) * K * OC);   /* every thread's, should one not run */
-    CF__OMP(omp parallel num_threads(nth))
-    {
-        float *dwt = c->ws + per * cf__thread_id();
-        uint32_t *Ap = (uint32_t *)(dwt + (size_t)K * OC), *Bp = Ap + (size_t)K * (tile / 2);
-        CF__OMP(omp for schedule(static))
-        for (t = 0; t < c->B * ntiles; t++) {
-            size_t bi = (size_t)(t / ntiles), p0 = (size_t)(t % ntiles) * tile, n = P - p0 < tile ? P - p0 : tile;
-            const float *dy = cf__elt(c->dy, c->half, bi * cf_shape_size(c->out) + p0);
-            cf__pack_taps(Ap, cf__elt(c->x, c->x_half, bi * cf_shape_size(c->in)), c->x_half, c->in, c->out, c->g, p0, n);
-            cf__pack_b(Bp, 1, dy, c->half, (int)P, (int)n, 0, (int)n / 2, 0, OC, NULL, NULL);
-            cf__gemm_bf16_block(K, OC, (int)n / 2, Ap, (int)n / 2, Bp, dwt, OC, 1.0f, 0);
-        }
-    }
-    CF__OMP(omp parallel for schedule(static))
-    for (i = 0; i < (size_t)OC * K; i++) {   /* dw[oc][k] += dw^T[k][oc] of each thread, in order */
-        size_t oc = i / K, k = i % K;
-        int th;
-        for (th = 0; th < nth; th++) c->dw[i] += c->ws[per * th + k * OC + oc];
-    }
-}
-/* what the tiles leave (few positions, groups): the references' im2col with the bf16 GEMM */
-static void cf__bf16_im2col_fwd(const cf__conv_call *c) {
-    cf__im2col_forward_with(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16, c->act, c->slope, 1);
-}
-static void cf__bf16_im2col_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
-    cf__im2col_backward_weights_with(c->dw, NULL, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
-}
-static void cf__bf16_im2col_bwd(const cf__conv_call *c) {
-    cf__im2col_backward_data_with(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
-}
-/* The same GEMMs over all of a sample's positions at once, im2col's buffer never written: the
-   bf16 GEMM makes op(B)'s rows from x as it packs them (cf__col_src), forward y = w col and
-   backward-weights dw += dy col^T.  The references make col in tiles of the workspace: 455 of
-   the 3456 positions of DeepCAM's ASPP convolutions (2048 channels x 9 taps), every tile's
-   GEMM packing all of w again (forward) or adding into all of dw (backward-weights), and col
-   (255 MB there) written and read back on the way. */
-static int cf__bf16_cols_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && c->groups == 1; }
-static void cf__bf16_cols_fwd(const cf__conv_call *c) {
-    int K = c->in.c * cf__kvol(c->g), bi;
-    size_t P = cf__positions(c->out);
-    for (bi = 0; bi < c->B; bi++) {
-        const float *x = c->x + (size_t)bi * cf_shape_size(c->in);
-        float *y = c->y + (size_t)bi * cf_shape_size(c->out);
-        cf__col_src col = {x, c->in, c->out, c->g};
-        if (cf__sgemm_bf16_r(0, 0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, &col)) {   /* no room: this sample on, by tiles */
-            cf__im2col_forward_with(y, x, c->w, c->b, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats, cf__sgemm_bf16, c->act, c->slope, 1);
-            return;
-        }
-        cf__bias_act(y, c->b, c->out.c, P, P, c->act, c->slope, 1);
-    }
-}
-static void cf__bf16_cols_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
-    int K = c->in.c * cf__kvol(c->g), bi;
-    size_t P = cf__positions(c->out);
-    for (bi = 0; bi < c->B; bi++) {
-        const float *x = c->x + (size_t)bi * cf_shape_size(c->in), *dy = c->dy + (size_t)bi * cf_shape_size(c->out);
-        cf__col_src col = {x, c->in, c->out, c->g};
-        if (cf__sgemm_bf16_r(0, 0, 1, c->out.c, K, (int)P, dy, (int)P, NULL, 0, 1.0f, c->dw, K, &col)) {   /* no room: this sample on, by tiles */
-            cf__im2col_backward_weights_with(c->dw, NULL, dy, x, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats, cf__sgemm_bf16);
-            return;
-        }
-    }
-}
-#endif /* CF__BF16 */
-
-/* ---- pooling: windows that never leave the input (CosmoFlow's 2x2x2 stride-2 pools) need
-   no bounds tests; max and average then run in loops of their own. */
-static int cf__pool_inside_applies(const cf__pool_call *c) {
-    const cf_geom *g = c->g;
-    int a, o[3], n[3];
-    o[0] = c->out.d; o[1] = c->out.h; o[2] = c->out.w; n[0] = c->in.d; n[1] = c->in.h; n[2] = c->in.w;
-    for (a = 0; a < 3; a++)
-        if (g->pb[a] != 0 || (o[a] - 1) * g->s[a] + (g->k[a] - 1) * g->dil[a] >= n[a]) return 0;
-    return 1;
-}
-static void cf__pool_inside_fwd(const cf__pool_call *c) {
-    const cf_geom *g = c->g;
-    cf_shape in = c->in, out = c->out;
-    int plane, kvol = cf__kvol(g);
-    CF__OMP(omp parallel for schedule(static))
-    for (plane = 0; plane < c->B * in.c; plane++) {
-        const float *xp = c->x + (size_t)plane * in.d * in.h * in.w;
-        float *yp = c->y + (size_t)plane * cf__positions(out);
-        int od, oh, ow, kd, kh, kw;
-        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (ow = 0; ow < out.w; ow++) {
-            const float *w0 = xp + ((size_t)od * g->s[0] * in.h + (size_t)oh * g->s[1]) * in.w + (size_t)ow * g->s[2];
-            float best = -INFINITY;
-            double sum = 0.0;
-            for (kd = 0; kd < g->k[0]; kd++) for (kh = 0; kh < g->k[1]; kh++) {
-                const float *r = w0 + ((size_t)kd * g->dil[0] * in.h + (size_t)kh * g->dil[1]) * in.w;
-                if (c->is_max) for (kw = 0; kw < g->k[2]; kw++) { float v = r[kw * g->dil[2]]; best = v > best ? v : best; }
-                else for (kw = 0; kw < g->k[2]; kw++) sum += r[kw * g->dil[2]];
-            }
-            yp[((size_t)od * out.h + oh) * out.w + ow] = c->is_max ? best : (float)(sum / kvol);
-        }
-    }
-}
-static void cf__pool_inside_bwd(const cf__pool_call *c) {
-    const cf_geom *g = c->g;
-    cf_shape in = c->in, out = c->out;
-    int plane, kvol = cf__kvol(g);
-    CF__OMP(omp parallel for schedule(static))
-    for (plane = 0; plane < c->B * in.c; plane++) {
-        const float *xp = c->x + (size_t)plane * in.d * in.h * in.w;
-        float *dxp = c->dx + (size_t)plane * in.d * in.h * in.w;
-        const float *yp = c->y + (size_t)plane * cf__positions(out), *dyp = c->dy + (size_t)plane * cf__positions(out);
-        int od, oh, ow, kd, kh, kw, done;
-        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (ow = 0; ow < out.w; ow++) {
-            size_t o = ((size_t)od * out.h + oh) * out.w + ow;
-            size_t w0 = ((size_t)od * g->s[0] * in.h + (size_t)oh * g->s[1]) * in.w + (size_t)ow * g->s[2];
-            float share = dyp[o] / (float)kvol, m = yp[o];
-            if (dyp[o] == 0.0f) continue;   /* nothing to add (dropout, leaky's zeros) */
-            for (done = 0, kd = 0; kd < g->k[0] && !done; kd++) for (kh = 0; kh < g->k[1] && !done; kh++) {
-                size_t r = w0 + ((size_t)kd * g->dil[0] * in.h + (size_t)kh * g->dil[1]) * in.w;
-                if (!c->is_max) { for (kw = 0; kw < g->k[2]; kw++) dxp[r + (size_t)kw * g->dil[2]] += share; continue; }
-                for (kw = 0; kw < g->k[2]; kw++)
-                    if (xp[r + (size_t)kw * g->dil[2]] == m) { dxp[r + (size_t)kw * g->dil[2]] += dyp[o]; done = 1; break; }
-            }
-        }
-    }
-}
-
-/* ---- depthwise backward with a stride of 1 along the width (kind "direct").  The reference
-   indexes its input rows with the stride, x[row + t * s + off], which the compiler reads as a
-   gather; here each tap's in-bounds run is contiguous, x[row + t + off], and one pass over it
-   both adds the tap's dw term and scatters its dx term: plain vector loops, about 4x the
-   reference (docs/performance.md).  The same products, each row's dw sum in vector order. */
-static int cf__dw_rows_applies(const cf__conv_call *c) { return c->g->s[2] == 1; }
-/* one output row dyr against one input row xr (row kh of channel c's kernel: wk, dwk) */
-static void cf__dw_row_bwd(float *dxr, float *dwk, const float *dyr, const float *xr, const float *wk, int KW, int dil, int pad,
-                           int in_w, int out_w) {
-    int kw, t;
-    for (kw = 0; kw < KW; kw++) {
-        int off = kw * dil - pad, lo = off < 0 ? -off : 0, hi = out_w < in_w - off ? out_w : in_w - off;
-        float acc = 0.0f, wv = wk[kw];
-        if (dxr) {
-            CF__OMP(omp simd reduction(+:acc))
-            for (t = lo; t < hi; t++) { acc += dyr[t] * xr[t + off]; dxr[t + off] += wv * dyr[t]; }
-        } else {
-            CF__OMP(omp simd reduction(+:acc))
-            for (t = lo; t < hi; t++) acc += dyr[t] * xr[t + off];
-        }
-        dwk[kw] += acc;
-    }
-}
-static void cf__dw_rows_bwd(const cf__conv_call *c) {
-    const cf_geom *g = c->g;
-    cf_shape in = c->in, out = c->out;
-    int KD = g->k[0], KH = g->k[1], KW = g->k[2], ch;
-    size_t iv = cf__positions(in), ov = cf__positions(out);
-    CF__OMP(omp parallel for schedule(static))
-    for (ch = 0; ch < in.c; ch++) {   /* a channel's dw and dx belong to one thread */
-        int bi, od, oh, kd, kh;
-        for (bi = 0; bi < c->B; bi++) {
-            size_t plane = (size_t)bi * in.c + ch;
-            if (c->dx && c->dx_store) memset(c->dx + plane * iv, 0, sizeof(float) * iv);   /* stored: the sums below start from 0 */
-            for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (kd = 0; kd < KD; kd++) for (kh = 0; kh < KH; kh++) {
-                int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
-                size_t row, k;
-                if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) continue;
-                row = ((size_t)id * in.h + ih) * in.w; k = ((size_t)ch * KD * KH + (size_t)kd * KH + kh) * KW;
-                cf__dw_row_bwd(c->dx ? c->dx + plane * iv + row : NULL, c->dw + k, c->dy + plane * ov + ((size_t)od * out.h + oh) * out.w,
-                               c->x + plane * iv + row, c->w + k, KW, g->dil[2], g->pb[2], in.w, out.w);
-            }
-            if (c->bf16 && c->dx) cf__round_run(c->dx + plane * iv, iv);   /* the plane's dx is whole: rounded while in cache */
-        }
-    }
-}
-
-/* ---- depthwise forward, 3x3 taps with a stride of 1 along the width (kind "direct"; DeepCAM's
-   and Tiramisu's depthwise convolutions).  The reference adds each tap's run into the output
-   row, so every output goes through a load and a store per tap; here each output sums its 9
-   taps in a register, from three rows of its plane, which is first copied once, zero-padded,
-   into a buffer of the thread's.  The same products added in the same order (bias, then taps
-   (kh, kw)); a tap in the padding adds w * 0, which the reference skips: the same bits (but a
-   zero's sign, and where w is not finite).  2.1x the reference on DeepCAM's 728 x 48 x 72
-   planes (docs/performance.md). */
-static int cf__dw3x3_applies(const cf__conv_call *c) {
-    const cf_geom *g = c->g;
-    int a, ok = g->k[0] == 1 && g->k[1] == 3 && g->k[2] == 3 && g->s[2] == 1 && c->in.d == 1 && c->out.d == 1 && g->pb[0] == 0;
-    for (a = 1; a < 3; a++) ok = ok && g->pb[a] >= 0 && g->pa[a] >= 0;
-    return ok;
-}
-/* output row y (n values) from the padded rows r0, r1, r2 its taps read, the dilation d apart */
-static void cf__dw3x3_row(float *y, const float *r0, const float *r1, const float *r2, const float *w, float bias, int n, int d) {
-    int t;
-    CF__OMP(omp simd)
-    for (t = 0; t < n; t++) {
-        float a = bias;
-        a += w[0] * r0[t]; a += w[1] * r0[t + d]; a += w[2] * r0[t + 2 * d];
-        a += w[3] * r1[t]; a += w[4] * r1[t + d]; a += w[5] * r1[t + 2 * d];
-        a += w[6] * r2[t]; a += w[7] * r2[t + d]; a += w[8] * r2[t + 2 * d];
-        y[t] = a;
-    }
-}
-/* the padded plane: Hp = pb + H + pa rows of Wp = pb + W + pa floats, input row h at row pb + h,
-   column pb; output row oh's taps read padded rows oh s + kh dil, columns t + kw dil */
-static void cf__dw3x3_plane(float *yc, float *pad, int Wp, const float *xc, const float *wc, float bias, const cf__conv_call *c) {
-    const cf_geom *g = c->g;
-    int h, oh, dh = g->dil[1];
-    for (h = 0; h < c->in.h; h++) memcpy(pad + (size_t)(h + g->pb[1]) * Wp + g->pb[2], xc + (size_t)h * c->in.w, sizeof(float) * c->in.w);
-    for (oh = 0; oh < c->out.h; oh++) {
-        const float *r0 = pad + (size_t)oh * g->s[1] * Wp;
-        float *yr = yc + (size_t)oh * c->out.w;
-        cf__dw3x3_row(yr, r0, r0 + (size_t)dh * Wp, r0 + (size_t)2 * dh * Wp, wc, bias, c->out.w, g->dil[2]);
-        cf__act_floats(yr, (size_t)c->out.w, c->act, c->slope);
-    }
-    if (c->bf16) cf__round_run(yc, (size_t)c->out.h * c->out.w);   /* rounded once, the plane still in cache */
-}
-static void cf__dw3x3_fwd(const cf__conv_call *c) {
-    const cf_geom *g = c->g;
-    int Wp = g->pb[2] + c->in.w + g->pa[2], Hp = g->pb[1] + c->in.h + g->pa[1], planes = c->B * c->in.c;
-    size_t iv = cf__positions(c->in), ov = cf__positions(c->out);
-    cf_shape in1 = c->in, out1 = c->out;   /* one channel */
-    in1.c = out1.c = 1;
-    CF__OMP(omp parallel num_threads(cf__nthreads()))
-    {
-        float *pad = (float *)CF_MALLOC(sizeof(float) * (size_t)Wp * Hp);
-        int pl;
-        if (pad) memset(pad, 0, sizeof(float) * (size_t)Wp * Hp);   /* the padding stays zero: only the inside is copied */
-        CF__OMP(omp for schedule(static))
-        for (pl = 0; pl < planes; pl++) {   /* plane pl: sample pl / C, channel pl % C */
-            int ch = pl % c->in.c;
-            float bias = c->b ? c->b[ch] : 0.0f;
-            if (pad) cf__dw3x3_plane(c->y + (size_t)pl * ov, pad, Wp, c->x + (size_t)pl * iv, c->w + (size_t)ch * 9, bias, c);
-            else cf__dwconv_forward_ref(c->y + (size_t)pl * ov, c->x + (size_t)pl * iv, c->w + (size_t)ch * 9, c->b ? c->b + ch : NULL, 1, in1,
-                                        out1, g, c->act, c->slope, c->bf16);   /* no room: the reference on this one plane */
-        }
-        CF_FREE(pad);
-    }
-}
-
-/* Its backward, with a stride of 1 on the height too.  dx: input row ih gets, for kh = 2, 1, 0
-   (output rows oh = ih + pb - kh dil ascending, the reference's order) and kw = 0, 1, 2, the
-   products w[kh][kw] dy[oh][ih's column + pb - kw dil]: 9 products summed in a register onto
-   dx's value, from the plane of dy copied zero-padded (2 dil on each side); the same bits as
-   the reference.  dw: the 9 sums of dy times the padded input, in 9 vector accumulators over
-   the plane (the order of a vector sum: within 1e-6 of the sum of |terms|, as the rows path). */
-static int cf__dw3x3_bwd_applies(const cf__conv_call *c) { return cf__dw3x3_applies(c) && c->g->s[1] == 1; }
-static void cf__dw3x3_plane_dx(float *dxc, float *dq, int Wq, const float *dyc, const float *wc, const cf__conv_call *c) {
-    const cf_geom *g = c->g;
-    int oh, ih, iw, kh, dh = g->dil[1], d = g->dil[2];
-    for (oh = 0; oh < c->out.h; oh++) memcpy(dq + (size_t)(oh + 2 * dh) * Wq + 2 * d, dyc + (size_t)oh * c->out.w, sizeof(float) * c->out.w);
-    for (ih = 0; ih < c->in.h; ih++) {
-        const float *q[3];   /* q[kh][j]: dy[oh][j - 2 d] of kh's output row oh, shifted to ih's columns */
-        float *xr = dxc + (size_t)ih * c->in.w;
-        for (kh = 0; kh < 3; kh++) q[kh] = dq + (size_t)(ih + g->pb[1] - kh * dh + 2 * dh) * Wq + 2 * d + g->pb[2];
-        CF__OMP(omp simd)
-        for (iw = 0; iw < c->in.w; iw++) {
-            float a = c->dx_store ? 0.0f : xr[iw];
-            a += wc[6] * q[2][iw]; a += wc[7] * q[2][iw - d]; a += wc[8] * q[2][iw - 2 * d];
-            a += wc[3] * q[1][iw]; a += wc[4] * q[1][iw - d]; a += wc[5] * q[1][iw - 2 * d];
-            a += wc[0] * q[0][iw]; a += wc[1] * q[0][iw - d]; a += wc[2] * q[0][iw - 2 * d];
-            xr[iw] = a;
-        }
-    }
-    if (c->bf16) cf__round_run(dxc, (size_t)c->in.h * c->in.w);   /* the plane is whole: rounded, still in cache */
-}
-static void cf__dw3x3_plane_dw(float *dwc, float *xq, int Wp, const float *xc, const float *dyc, const cf__conv_call *c) {
-    const cf_geom *g = c->g;
-    int h, oh, t, dh = g->dil[1], d = g->dil[2];
-    float a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0, a8 = 0;
-    for (h = 0; h < c->in.h; h++) memcpy(xq + (size_t)(h + g->pb[1]) * Wp + g->pb[2], xc + (size_t)h * c->in.w, sizeof(float) * c->in.w);
-    for (oh = 0; oh < c->out.h; oh++) {
-        const float *dy = dyc + (size_t)oh * c->out.w, *r0 = xq + (size_t)oh * Wp, *r1 = r0 + (size_t)dh * Wp, *r2 = r1 + (size_t)dh * Wp;
-        CF__OMP(omp simd reduction(+:a0, a1, a2, a3, a4, a5, a6, a7, a8))
-        for (t = 0; t < c->out.w; t++) {
-            a0 += dy[t] * r0[t]; a1 += dy[t] * r0[t + d]; a2 += dy[t] * r0[t + 2 * d];
-            a3 += dy[t] * r1[t]; a4 += dy[t] * r1[t + d]; a5 += dy[t] * r1[t + 2 * d];
-            a6 += dy[t] * r2[t]; a7 += dy[t] * r2[t + d]; a8 += dy[t] * r2[t + 2 * d];
-        }
-    }
-    dwc[0] += a0; dwc[1] += a1; dwc[2] += a2; dwc[3] += a3; dwc[4] += a4; dwc[5] += a5; dwc[6] += a6; dwc[7] += a7; dwc[8] += a8;
-}
-static void cf__dw3x3_bwd(const cf__conv_call *c) {
-    const cf_geom *g = c->g;
-    int Wp = g->pb[2] + c->in.w + g->pa[2], Hp = g->pb[1] + c->in.h + g->pa[1], Wq = c->out.w + 4 * g->dil[2], Hq = c->out.h + 4 * g->dil[1];
-    size_t iv = cf__positions(c->in), ov = cf__positions(c->out), per = (size_t)Wp * Hp + (size_t)Wq * Hq;
-    int nth = cf__nthreads();
-    float *buf = (float *)CF_MALLOC(sizeof(float) * per * nth);   /* each thread's padded planes of x and dy */
-    if (!buf) { cf__dw_rows_bwd(c); return; }                      /* no room: the rows path (it stores dx too) */
-    CF__OMP(omp parallel num_threads(nth))
-    {
-        float *xq = buf + per * cf__thread_id(), *dq = xq + (size_t)Wp * Hp;
-        int ch, bi;
-        memset(xq, 0, sizeof(float) * per);   /* the padding stays zero: only the inside is copied */
-        CF__OMP(omp for schedule(static))
-        for (ch = 0; ch < c->in.c; ch++)   /* a channel's dw and dx belong to one thread */
-            for (bi = 0; bi < c->B; bi++) {
-                size_t plane = (size_t)bi * c->in.c + ch;
-                cf__dw3x3_plane_dw(c->dw + (size_t)ch * 9, xq, Wp, c->x + plane * iv, c->dy + plane * ov, c);
-                if (c->dx) cf__dw3x3_plane_dx(c->dx + plane * iv, dq, Wq, c->dy + plane * ov, c->w + (size_t)ch * 9, c);
-            }
-    }
-    CF_FREE(buf);
-}
-
-/* ---- max pooling with disjoint 2x2 windows on height and width and 1 or 2 on depth (k = s,
-   dilation 1, inside the input): CosmoFlow's 2x2x2 pools and 2-D 2x2 ones.  Each output row
-   reads its window as pairs from 2 or 4 input rows, where the general loops spend more on
-   counting taps than on the comparisons.  The same comparisons in the same order: the same
-   first maximum. */
-static int cf__pool_pairs_applies(const cf__pool_call *c) {
-    const cf_geom *g = c->g;
-    int a;
-    if (!c->is_max || !cf__pool_inside_applies(c)) return 0;
-    for (a = 0; a < 3; a++) if (g->dil[a] != 1 || g->k[a] != g->s[a]) return 0;
-    return g->k[1] == 2 && g->k[2] == 2 && (g->k[0] == 1 || g->k[0] == 2);
-}
-/* the input rows of output row (od, oh) of one plane (half: stored in 16 bits): rows[kd*2 + kh], KD*2 of them */
-static int cf__pool_rows(const float **rows, const float *xp, int half, int od, int oh, int KD, cf_shape in) {
-    int kd, kh;
-    for (kd = 0; kd < KD; kd++) for (kh = 0; kh < 2; kh++)
-        rows[kd * 2 + kh] = cf__elt(xp, half, ((size_t)(od * KD + kd) * in.h + (size_t)(oh * 2 + kh)) * in.w);
-    return KD * 2;
-}
-/* The input rows of output row oh + 1 (two rows down), when it is in this slice, fetched ahead
-   for writing (rw 1) or reading: the pools' passes over memory ran at about a fifth of its
-   bandwidth on the 2-core AMD EPYC machine of docs/performance.md without it (cosmoflow.cfg's
-   first fused pool backward 55-83 -> 17-22 ms, its forward 15.5 -> 11.5 ms). */
-static void cf__pool_rows_ahead(const float *const *rows, int half, int nr, int oh, cf_shape in, cf_shape out, int rw) {
-    int q;
-    if (oh + 1 >= out.h) return;
-    for (q = 0; q < nr; q++) cf__prefetch_floats(cf__elt(rows[q], half, (size_t)2 * in.w), half ? (size_t)(in.w + 1) / 2 : (size_t)in.w, rw);
-}
-static void cf__pool_pairs_fwd(const cf__pool_call *c) {
-    cf_shape in = c->in, out = c->out;
-    int plane;
-    CF__OMP(omp parallel for schedule(static))
-    for (plane = 0; plane < c->B * in.c; plane++) {
-        const float *xp = c->x + (size_t)plane * in.d * in.h * in.w, *rows[4];
-        float *yp = c->y + (size_t)plane * cf__positions(out);
-        int od, oh, ow, q, nr;
-        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
-            float *yr = yp + ((size_t)od * out.h + oh) * out.w;
-            nr = cf__pool_rows(rows, xp, 0, od, oh, c->g->k[0], in);
-            cf__pool_rows_ahead(rows, 0, nr, oh, in, out, 0);
-            for (ow = 0; ow < out.w; ow++) {
-                float best = -INFINITY;
-                for (q = 0; q < nr; q++) {
-                    float a = rows[q][2 * ow], b = rows[q][2 * ow + 1];
-                    best = a > best ? a : best;
-                    best = b > best ? b : best;
-                }
-                yr[ow] = best;
-            }
-        }
-    }
-}
-#ifdef CF__BF16
-/* The same on an input stored in 16 bits (section 6, halves), 16 outputs at a time: in each
-   of the rows, 32 inputs (16 windows' pairs) are one load, the pair's first the low half of a
-   word, its second the high; the comparisons in the scalar loop's order, NaN never chosen.
-   The output in fp32 or (y_half) in 16 bits: a maximum of bf16 values is one of them. */
-static int cf__pool_pairs_half_applies(const cf__pool_call *c) { return c->half && cf__has_bf16() && cf__pool_pairs_applies(c); }
-CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
-    cf_shape in = c->in, out = c->out;
-    int plane;
-    CF__OMP(omp parallel for schedule(static))
-    for (plane = 0; plane < c->B * in.c; plane++) {
-        const float *xp = cf__elt(c->x, 1, (size_t)plane * in.d * in.h * in.w), *rows[4];
-        int od, oh, ow, q, nr;
-        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
-            float *yr = cf__elt(c->y, c->y_half, (size_t)plane * cf__positions(out) + ((size_t)od * out.h + oh) * out.w);
-            nr = cf__pool_rows(rows, xp, 1, od, oh, c->g->k[0], in);
-            cf__pool_rows_ahead(rows, 1, nr, oh, in, out, 0);
-            for (ow = 0; ow < out.w; ow += 16) {
-                __m512 best = _mm512_set1_ps(-INFINITY);
-                for (q = 0; q < nr; q++) {
-                    __m512i v = cf__pairs16_half((const cf_bf16 *)(const void *)rows[q] + 2 * ow, 2 * (out.w - ow));
-                    __m512 a = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), b = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)));
-                    best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(a, best, _CMP_GT_OQ), a);   /* best = a > best ? a : best */
-                    best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(b, best, _CMP_GT_OQ), b);
-                }
-                if (c->y_half) cf__store_half((cf_bf16 *)(void *)yr + ow, cf__lanes(out.w - ow), best);
-                else _mm512_mask_storeu_ps(yr + ow, cf__lanes(out.w - ow), best);
-            }
-        }
-    }
-}
-#endif
-#endif /* !CF_REFERENCE */
-/* (compiled in every build: CF_REFERENCE's rounds by the definition) */
-static void cf__round_run(float *x, size_t n) {
-#ifdef CF__BF16
-    if (cf__kind_on[CF__K_BF16] && cf__has_bf16()) { cf__round_floats_bf16(x, n); return; }
-#endif
-    cf__round_floats(x, n);
-}
-
-CFDEF const char *cf_bf16_kernels(void) {
-#if defined(CF__BF16)
-    if (!cf__kind_on[CF__K_BF16]) return "the emulation (the bf16 fast paths are off)";
-    return cf__has_bf16() ? "vdpbf16ps (AVX512_BF16)" : "the emulation (this CPU lacks AVX512_BF16)";
-#elif defined(CF_REFERENCE)
-    return "the emulation (a CF_REFERENCE build)";
-#else
-    return "the emulation (no bf16 kernels in this build: they need x86-64, GCC or Clang, AVX2 and FMA)";
-#endif
-}
-
-/* ---- the paths of each operation, in the order the dispatcher tries them */
-static const cf__conv_path cf__conv_fwd_paths[] = {
-#ifndef CF_REFERENCE
-#ifdef CF__BF16
-    {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run, 1, 1, 0},
-    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd, 1, 0, 0},
-    {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 1, 0, 0},
-    {CF__K_BF16, cf__bf16_cols_applies, cf__bf16_cols_fwd, 1, 0, 0},
-    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_fwd, 1, 0, 0},
-#endif
-#ifdef CF__DIRECT
-    {CF__K_DIRECT, cf__direct_fwd_applies, cf__direct_fwd_run, 0, 0, 0},
-#endif
-    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_fwd, 0, 0, 0},
-    {CF__K_TILES, cf__tiles_fwd_applies, cf__tiles_fwd, 0, 0, 0},
-#endif
-    {-1, NULL, NULL, 0, 0, 0}};
-static const cf__conv_path cf__conv_bww_paths[] = {
-#ifndef CF_REFERENCE
-#ifdef CF__BF16
-    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww, 0, 0, 0},
-    {CF__K_BF16, cf__bf16_taps_bww_applies, cf__bf16_taps_bww, 0, 1, 0},
-    {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww, 0, 0, 0},
-    {CF__K_BF16, cf__bf16_cols_applies, cf__bf16_cols_bww, 0, 0, 0},
-    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bww, 0, 0, 0},
-#endif
-    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bww, 0, 0, 0},
-    {CF__K_TILES, cf__tiles_bww_applies, cf__tiles_bww, 0, 0, 0},
-#endif
-    {-1, NULL, NULL, 0, 0, 0}};
-static const cf__conv_path cf__conv_bwd_paths[] = {
-#ifndef CF_REFERENCE
-#ifdef CF__BF16
-    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd, 1, 0, 1},
-    {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run, 0, 1, 1},
-    {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 1, 0, 1},
-    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bwd, 0, 0, 0},
-#endif
-    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd, 0, 0, 1},
-#ifdef CF__DIRECT
-    {CF__K_DIRECT, cf__direct_bwd_applies, cf__direct_bwd_run, 0, 0, 1},
-#endif
-    {CF__K_TILES, cf__tiles_bwd_applies, cf__tiles_bwd, 0, 0, 1},
-#endif
-    {-1, NULL, NULL, 0, 0, 0}};
-static const cf__pool_path cf__pool_fwd_paths[] = {
-#ifndef CF_REFERENCE
-#ifdef CF__BF16
-    {CF__K_PAIRS, cf__pool_pairs_half_applies, cf__pool_pairs_half_fwd, 1},
-#endif
-    {CF__K_PAIRS, cf__pool_pairs_applies, cf__pool_pairs_fwd, 0},
-    {CF__K_INSIDE, cf__pool_inside_applies, cf__pool_inside_fwd, 0},
-#endif
-    {-1, NULL, NULL, 0}};
-static const cf__pool_path cf__pool_bwd_paths[] = {
-#ifndef CF_REFERENCE
-    {CF__K_INSIDE, cf__pool_inside_applies, cf__pool_inside_bwd, 0},
-#endif
-    {-1, NULL, NULL, 0}};
-static const cf__conv_path cf__dwconv_fwd_paths[] = {
-#ifndef CF_REFERENCE
-    {CF__K_DIRECT, cf__dw3x3_applies, cf__dw3x3_fwd, 1, 0, 0},
-#endif
-    {-1, NULL, NULL, 0, 0, 0}};
-static const cf__conv_path cf__dwconv_bwd_paths[] = {   /* both halves at once: dw and dx */
-#ifndef CF_REFERENCE
-    {CF__K_DIRECT, cf__dw3x3_bwd_applies, cf__dw3x3_bwd, 1, 0, 1},
-    {CF__K_DIRECT, cf__dw_rows_applies, cf__dw_rows_bwd, 1, 0, 1},
-#endif
-    {-1, NULL, NULL, 0, 0, 0}};
-static const cf__conv_path *cf__conv_paths(int op) {
-    return op == CF_OP_FORWARD ? cf__conv_fwd_paths : op == CF_OP_BACKWARD_WEIGHTS ? cf__conv_bww_paths : cf__conv_bwd_paths;
-}
-
-/* ---- the dispatchers */
-/* bf16 = 1: the operands are bf16 values (a bf16 network's, section 5), and the bf16 paths
-   may take the call; the others compute the same sums in fp32 (the emulation).  A forward and
-   a backward-data store their output rounded to bf16: the path as it stores (rounds = 1), or a
-   pass after it. */
-static cf__conv_call cf__conv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16) {
-    cf__conv_call c;
-    memset(&c, 0, sizeof c);
-    c.B = B; c.in = in; c.out = out; c.g = g; c.groups = groups; c.ws = ws; c.ws_floats = ws_floats; c.bf16 = bf16;
-    return c;
-}
-static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats, int bf16) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, groups, NULL, ws_floats, bf16);
-    const cf__conv_path *p = cf__conv_pick(cf__conv_paths(op), &c);
-    return p ? cf__kind_names[p->kind] : "reference";
-}
-/* The GEMM of the transposed convolution, which has no path table: its reference with the bf16
-   GEMM where a table's bf16 GEMM path would be picked (the kind on, and cf__bf16_gemm_applies). */
-static cf__gemm_fn cf__deconv_gemm(int bf16) {
-#ifdef CF__BF16
-    cf__conv_call c;
-    memset(&c, 0, sizeof c);
-    c.bf16 = bf16;
-    if (cf__kind_on[CF__K_BF16] && cf__bf16_gemm_applies(&c)) return cf__sgemm_bf16;
-#endif
-    (void)bf16;
-    return cf__sgemm_fp32;
-}
-/* its dx's: the bf16 GEMM that stores dx rounded, when dx is to be rounded (rnd) and the bf16
-   GEMM runs; else gemm, and the network's pass after it rounds */
-static cf__gemm_fn cf__deconv_gemm_dx(cf__gemm_fn gemm, int rnd) {
-#ifdef CF__BF16
-    if (rnd && gemm == cf__sgemm_bf16) return cf__sgemm_bf16_rounded;
-#endif
-    (void)rnd;
-    return gemm;
-}
-CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats) {
-    return cf__conv_path_p(op, B, in, out, g, groups, ws_floats, 0);
-}
-/* halves: which operands are stored in 16 bits (the plan has made sure a path takes them,
-   section 6): CF__HALF_OUT y (forward) or dy (backward), CF__HALF_IN x, CF__HALF_DIN dx;
-   CF__RAW_IN: x is the network's input, not yet rounded */
+/* halves: which of a convolution's operands are stored in 16 bits, CF__HALF_OUT y (forward)
+   or dy (backward), CF__HALF_IN x, CF__HALF_DIN dx; CF__RAW_IN: x is the network's input, not
+   yet rounded (its readers round it as they read it, section 6) */
 enum { CF__HALF_OUT = 1, CF__HALF_IN = 2, CF__HALF_DIN = 4, CF__RAW_IN = 8 };
-static void cf__conv_halves(cf__conv_call *c, int halves) {
-    c->half = (halves & CF__HALF_OUT) != 0; c->x_half = (halves & CF__HALF_IN) != 0; c->dx_half = (halves & CF__HALF_DIN) != 0;
-    c->x_raw = (halves & CF__RAW_IN) != 0;
-}
+/* convolutions (cf_conv_forward_act and its backward halves; the arguments of section 3's
+   references, then bf16, halves and store as above) */
 static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                               const cf_geom *g, int groups, float *ws, size_t ws_floats, int act, float slope, int bf16, int halves) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
-    const cf__conv_path *p;
-    c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
-    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN));
-    p = cf__conv_pick(cf__conv_fwd_paths, &c);
-    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN)) || p);
-    if (p) p->run(&c);
-    else {
-        cf_ref_conv_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats);
-        cf_act_forward(y, (size_t)B * cf_shape_size(out), act, slope);
-    }
-    if (bf16 && !(p && p->rounds)) cf_bf16_round(y, (size_t)B * cf_shape_size(out));   /* stored rounded, once */
-}
-CFDEF void cf_conv_forward_act(float *y, const float *x, const float *w, const float *b,
-                               int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                               float *ws, size_t ws_floats, int act, float slope) {
-    cf__conv_forward_p(y, x, w, b, B, in, out, g, groups, ws, ws_floats, act, slope, 0, 0);
-}
-CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float *b,
-                           int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                           float *ws, size_t ws_floats) {
-    cf_conv_forward_act(y, x, w, b, B, in, out, g, groups, ws, ws_floats, CF_ACT_LINEAR, 0.0f);
-}
+                               const cf_geom *g, int groups, float *ws, size_t ws_floats, int act, float slope, int bf16, int halves);
 static void cf__conv_backward_weights_p(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
-                                        const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
-    const cf__conv_path *p;
-    c.dw = dw; c.dy = dy; c.x = x;
-    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN));
-    p = cf__conv_pick(cf__conv_bww_paths, &c);
-    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN)) || p);
-    if (!p) { cf_ref_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats); return; }
-    if (db) cf__bias_grad(db, dy, c.half, B, out.c, (size_t)out.d * out.h * out.w);   /* one way for every path */
-    p->run(&c);
-}
-CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
-                                    int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                                    float *ws, size_t ws_floats) {
-    cf__conv_backward_weights_p(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats, 0, 0);
-}
-/* store: dx holds no values yet (section 6, stores): a path that honours dx_store writes it,
-   for any other it is zeroed first */
+                                        const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves);
 static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
-                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves, int store) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
-    const cf__conv_path *p;
-    c.dx = dx; c.dy = dy; c.w = w;
-    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_DIN));
-    p = cf__conv_pick(cf__conv_bwd_paths, &c);
-    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_DIN)) || p);
-    c.dx_store = store && p && p->stores;
-    if (store && !c.dx_store) cf__zero_floats(dx, (size_t)B * cf_shape_size(in));
-    if (p) p->run(&c);
-    else cf_ref_conv_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats);
-    if (bf16 && !(p && p->rounds) && !c.dx_half) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));   /* (16 bits: bf16 values as stored) */
-}
-CFDEF void cf_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
-                                 cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats) {
-    cf__conv_backward_data_p(dx, dy, w, B, in, out, g, groups, ws, ws_floats, 0, 0, 0);
-}
-CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
-                            const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                            int groups, float *ws, float *dws, size_t ws_floats) {
-    cf_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats);
-    if (dx) cf_conv_backward_data(dx, dy, w, B, in, out, g, groups, dws, ws_floats);
-}
-static cf__pool_call cf__pool_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
-    cf__pool_call c;
-    memset(&c, 0, sizeof c);
-    c.B = B; c.in = in; c.out = out; c.g = g; c.is_max = is_max;
-    return c;
-}
-CFDEF const char *cf_pool_path(int op, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
-    cf__pool_call c = cf__pool_make(1, in, out, g, is_max);
-    const cf__pool_path *p;
-    if (op == CF_OP_BACKWARD_WEIGHTS) return "-";
-    p = cf__pool_pick(op == CF_OP_FORWARD ? cf__pool_fwd_paths : cf__pool_bwd_paths, &c);
-    return p ? cf__kind_names[p->kind] : "reference";
-}
-/* half, y_half: x, y are stored in 16 bits (the plan has made sure a path takes them, section 6) */
-static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
-    cf__pool_call c = cf__pool_make(B, in, out, g, is_max);
-    const cf__pool_path *p;
-    c.y = y; c.x = x; c.half = half; c.y_half = y_half;
-    p = cf__pool_pick(cf__pool_fwd_paths, &c);
-    CF_ASSERT(!(half || y_half) || p);
-    if (p) p->run(&c);
-    else cf_ref_pool_forward(y, x, B, in, out, g, is_max);
-}
-CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shape out,
-                           const cf_geom *g, int is_max) {
-    cf__pool_forward_p(y, 0, x, 0, B, in, out, g, is_max);
-}
-CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
-                            cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
-    cf__pool_call c = cf__pool_make(B, in, out, g, is_max);
-    const cf__pool_path *p;
-    c.dx = dx; c.dy = dy; c.x = x; c.y = (float *)y;
-    if ((p = cf__pool_pick(cf__pool_bwd_paths, &c))) p->run(&c);
-    else cf_ref_pool_backward(dx, dy, x, y, B, in, out, g, is_max);
-}
-
-/* depthwise: y = act(dwconv(x, w) + b), stored rounded to bf16 when bf16 (a bf16 network,
-   section 5), by its path or the reference; the backward's path does dw and dx in one pass,
-   the dispatcher db (as for every convolution) */
+                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves, int store);
+static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats, int bf16);
+/* depthwise convolutions: y = act(dwconv(x, w) + b); the backward's dx, dw and db at once */
 static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                 int act, float slope, int bf16) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, bf16);
-    const cf__conv_path *p;
-    c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
-    if ((p = cf__conv_pick(cf__dwconv_fwd_paths, &c))) p->run(&c);
-    else cf__dwconv_forward_ref(y, x, w, b, B, in, out, g, act, slope, bf16);
-}
-CFDEF void cf_dwconv_forward(float *y, const float *x, const float *w, const float *b,
-                             int B, cf_shape in, cf_shape out, const cf_geom *g) {
-    cf__dwconv_forward_p(y, x, w, b, B, in, out, g, CF_ACT_LINEAR, 0.0f, 0);
-}
-static const char *cf__dwconv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, 0);
-    const cf__conv_path *p = cf__conv_pick(op == CF_OP_FORWARD ? cf__dwconv_fwd_paths : cf__dwconv_bwd_paths, &c);
-    return p ? cf__kind_names[p->kind] : "reference";
-}
-/* bf16: dx stored rounded, by the path that rounds or after it (as every convolution's);
-   store: as cf__conv_backward_data_p's */
+                                 int act, float slope, int bf16);
 static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in, cf_shape out,
-                                  const cf_geom *g, int bf16, int store) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, bf16);
-    const cf__conv_path *p;
-    c.dx = dx; c.dw = dw; c.dy = dy; c.x = x; c.w = w;
-    if (db) cf__bias_grad(db, dy, 0, B, in.c, (size_t)out.d * out.h * out.w);
-    p = cf__conv_pick(cf__dwconv_bwd_paths, &c);
-    c.dx_store = store && p && p->stores;
-    if (store && dx && !c.dx_store) cf__zero_floats(dx, (size_t)B * cf_shape_size(in));
-    if (p) p->run(&c);
-    else cf_ref_dwconv_backward(dx, dw, NULL, dy, x, w, B, in, out, g);
-    if (bf16 && dx && !(p && p->rounds)) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));
-}
-CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
-                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g) {
-    cf__dwconv_backward_p(dx, dw, db, dy, x, w, B, in, out, g, 0, 0);
-}
-
-#ifndef CF_REFERENCE
-/* ---- the fused backward of act + max pool with disjoint windows inside the input (k = s,
-   no padding, dilation 1), in place: xg holds the pool's input x = act(z) (B, C, D, H, W) on
-   entry and dL/dz on return.  Each window's first maximum gets act's gradient of dy[o] at
-   y[o] (equal to x there: what cf_act_backward would compute), the rest of the window and
-   inputs no window covers get 0.  dy, y (B, C, OD, OH, OW).  The memory plan decides where
-   it is used (section 6, fusion). */
-#ifdef CF__AVX512
-/* The pairs windows of n <= 16 outputs from ow0 at once, as the loop below does them one at a
-   time: in each of the nr rows, the output's two inputs; the first input in that order equal
-   to its maximum m[i] gets d[i], every other input 0.  The 32 inputs of a row are two vectors,
-   lane 2i + j the pair's j of output i; m and d are spread to match (cf__pool_spread), and
-   cf__pool_first tells, vector by vector, which lanes get d. */
-typedef struct { __m512 m2[2], d2[2]; __mmask16 valid[2], found[2]; } cf__pool_win16;
-__attribute__((target("avx512f"))) static inline cf__pool_win16 cf__pool_spread(int n, const float *m, const float *d) {
-    const __m512i lo = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0), hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
-    __m512 mv = _mm512_maskz_loadu_ps(cf__lanes(n), m), dv = _mm512_maskz_loadu_ps(cf__lanes(n), d);
-    cf__pool_win16 w;
-    w.m2[0] = _mm512_permutexvar_ps(lo, mv); w.m2[1] = _mm512_permutexvar_ps(hi, mv);
-    w.d2[0] = _mm512_permutexvar_ps(lo, dv); w.d2[1] = _mm512_permutexvar_ps(hi, dv);
-    w.valid[0] = cf__lanes(2 * n); w.valid[1] = cf__lanes(2 * n - 16);
-    w.found[0] = w.found[1] = 0;
-    return w;
-}
-/* the lanes of e, vector h of a row, that get d: equal to their maximum, the first of a pair
-   when both are, in an output that has no input yet */
-__attribute__((target("avx512f"))) static inline __mmask16 cf__pool_first(cf__pool_win16 *w, int h, __m512 e) {
-    __mmask16 eq = (__mmask16)(_mm512_mask_cmp_ps_mask(w->valid[h], e, w->m2[h], _CMP_EQ_OQ) & ~w->found[h]);
-    eq = (__mmask16)(eq & ~((eq & 0x5555u) << 1));                                        /* of a pair both equal: the first */
-    w->found[h] = (__mmask16)(w->found[h] | eq | ((eq & 0x5555u) << 1) | ((eq & 0xaaaau) >> 1));   /* the output has its input */
-    return eq;
-}
-__attribute__((target("avx512f"))) static void cf__pool_pairs_write16(const float **rows, int nr, int ow0, int n, const float *m, const float *d) {
-    cf__pool_win16 w = cf__pool_spread(n, m, d);
-    int q, h;
-    for (q = 0; q < nr; q++)
-        for (h = 0; h < 2; h++) {
-            float *e = (float *)rows[q] + 2 * ow0 + 16 * h;
-            __mmask16 eq = cf__pool_first(&w, h, _mm512_maskz_loadu_ps(w.valid[h], e));
-            _mm512_mask_storeu_ps(e, w.valid[h], _mm512_maskz_mov_ps(eq, w.d2[h]));
-        }
-}
-#ifdef CF__BF16
-/* the same on rows stored in 16 bits (section 6, halves); d holds bf16 values */
-CF__BF16_TARGET static void cf__pool_pairs_write16_half(cf_bf16 *const *rows, int nr, int ow0, int n, const float *m, const float *d) {
-    cf__pool_win16 w = cf__pool_spread(n, m, d);
-    int q, h;
-    for (q = 0; q < nr; q++)
-        for (h = 0; h < 2; h++) {
-            cf_bf16 *e = rows[q] + 2 * ow0 + 16 * h;
-            __mmask16 eq = cf__pool_first(&w, h, cf__load_half(e, w.valid[h]));
-            cf__store_half(e, w.valid[h], _mm512_maskz_mov_ps(eq, w.d2[h]));
-        }
-}
-#endif
-#endif
-/* cf__maxpool_act_backward_inplace: half, dy_half, y_half = xg, the pool's dy, its y are stored
-   in 16 bits (section 6, halves; the plan takes them only where the vector path below does,
-   with the CPU's bf16 instructions) */
-static int cf__maxpool_inplace_takes_half(const cf__pool_call *pc) {
-#ifdef CF__BF16
-    return cf__pool_pairs_applies(pc) && cf__has_bf16();
-#else
-    (void)pc;
-    return 0;
-#endif
-}
-static void cf__maxpool_act_backward_inplace(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in, cf_shape out,
-                                             const cf_geom *g, int act, float slope, int bf16) {
-    cf__pool_call pc = cf__pool_make(B, in, out, g, 1);
-    int plane, KD = g->k[0], KH = g->k[1], KW = g->k[2], pairs = cf__pool_pairs_applies(&pc);
-    CF_ASSERT(!(half || dy_half || y_half) || cf__maxpool_inplace_takes_half(&pc));
-    CF__OMP(omp parallel for schedule(static))
-    for (plane = 0; plane < B * in.c; plane++) {
-        float *xp = cf__elt(xg, half, (size_t)plane * in.d * in.h * in.w);
-        const float *yp = cf__elt(y, y_half, (size_t)plane * cf__positions(out)), *dyp = cf__elt(dy, dy_half, (size_t)plane * cf__positions(out));
-        int od, oh, ow, kd, kh, kw, id, ih, iw;
-        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
-            const float *rows[4];
-            int nr = pairs ? cf__pool_rows(rows, xp, half, od, oh, KD, in) : 0;
-#ifdef CF__AVX512
-            if (pairs && cf__has_avx512()) {   /* 16 outputs at a time: their gradients d, then the windows */
-                size_t o0 = ((size_t)od * out.h + oh) * out.w;
-                cf__pool_rows_ahead(rows, half, nr, oh, in, out, 1);
-                for (ow = 0; ow < out.w; ow += 16) {
-                    float d[16], m[16];
-                    int n = out.w - ow < 16 ? out.w - ow : 16, i;
-                    for (i = 0; i < n; i++) m[i] = y_half ? cf_f32_from_bf16(((const cf_bf16 *)(const void *)yp)[o0 + ow + i]) : yp[o0 + ow + i];
-                    for (i = 0; i < n; i++)
-                        d[i] = cf__act_df(dy_half ? cf_f32_from_bf16(((const cf_bf16 *)(const void *)dyp)[o0 + ow + i]) : dyp[o0 + ow + i], m[i], act, slope);
-                    if (bf16) cf__round_run(d, n);
-#ifdef CF__BF16
-                    if (half) {
-                        cf_bf16 *r16[4];
-                        for (i = 0; i < nr; i++) r16[i] = (cf_bf16 *)(void *)rows[i];
-                        cf__pool_pairs_write16_half(r16, nr, ow, n, m, d);
-                        continue;
-                    }
-#endif
-                    cf__pool_pairs_write16(rows, nr, ow, n, m, d);
-                }
-                continue;
-            }
-#endif
-            for (ow = 0; ow < out.w; ow++) {
-                size_t o = ((size_t)od * out.h + oh) * out.w + ow, at = (size_t)-1;
-                float m = yp[o], d = cf__act_df(dyp[o], m, act, slope);
-                if (bf16) d = cf_f32_from_bf16(cf_bf16_from_f32(d));   /* stored rounded: dL/dz of a bf16 network's conv */
-                if (pairs) {   /* the window as pairs from 2 or 4 rows (rows point into xg, ours to write) */
-                    int q, j, found = 0;
-                    for (q = 0; q < nr; q++) for (j = 0; j < 2; j++) {
-                        float *e = (float *)rows[q] + 2 * ow + j;
-                        if (!found && *e == m) { *e = d; found = 1; }
-                        else *e = 0.0f;
-                    }
-                    continue;
-                }
-                for (kd = 0; kd < KD; kd++) for (kh = 0; kh < KH; kh++) {
-                    float *r = xp + ((size_t)(od * KD + kd) * in.h + (size_t)(oh * KH + kh)) * in.w + (size_t)ow * KW;
-                    for (kw = 0; kw < KW; kw++) {
-                        if (at == (size_t)-1 && r[kw] == m) at = (size_t)(r + kw - xp);
-                        r[kw] = 0.0f;
-                    }
-                }
-                if (at != (size_t)-1) xp[at] = d;
-            }
-        }
-        /* inputs past the last whole window (odd sizes) get no gradient */
-        if (out.d * KD < in.d || out.h * KH < in.h || out.w * KW < in.w)
-            for (id = 0; id < in.d; id++) for (ih = 0; ih < in.h; ih++) for (iw = 0; iw < in.w; iw++)
-                if (id >= out.d * KD || ih >= out.h * KH || iw >= out.w * KW) xp[((size_t)id * in.h + ih) * in.w + iw] = 0.0f;
-    }
-}
-#endif
+                                  const cf_geom *g, int bf16, int store);
+static const char *cf__dwconv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g);
+/* transposed convolutions; the backward's dx rounded when rnd_dx: returns whether it was */
+static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                                 float *ws, size_t ws_floats, int bf16);
+static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in,
+                                 cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int rnd_dx, int store);
+static const char *cf__deconv_path(int bf16);
+/* pooling; half, y_half: x, y stored in 16 bits */
+static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max);
+/* the backward of act + max pool fused in place (section 6, fusion): xg holds the pool's input
+   x = act(z) on entry and dL/dz on return, rounded when bf16; half, dy_half, y_half: xg, the
+   pool's dy and y stored in 16 bits */
+static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in,
+                                    cf_shape out, const cf_geom *g, int act, float slope, int bf16);
+/* batch norm's normalizing pass and backward (cf__bn_apply, cf_bn_backward), rnd: the output
+   (dx) rounded to bf16 as it is stored */
+static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
+                          int B, int C, size_t P, int act, float slope, int rnd);
+static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
+                             const float *invstd, int B, int C, size_t P, int train, const cf_bn_sync *sync, int rnd, int store);
+/* the elementwise passes of copies and sums: dx += dy (store: dx = 0 + dy; dx NULL: nothing);
+   y = the sum of n_src tensors in source order; rnd: rounded as stored.  These and batch
+   norm's return 1 when what they stored needs no rounding pass after them. */
+static int cf__add_to_p(float *dx, const float *dy, size_t n, int rnd, int store);
+static int cf__sum_p(float *y, const float *const *src, int n_src, size_t n, int rnd);
+/* what the memory plan may store in 16 bits: conv l's operands (each of its operations has a
+   path that takes them) and max pool p's input and (y_half) output */
+static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int dinput);
+static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half);
 
 /* ================================================================ 5. networks
    A network is an array of layers run in order, each reading the outputs of earlier layers
@@ -3686,7 +1896,9 @@ typedef struct {
                                  halves): no rounded copy */
     size_t floats, cap;       /* arena floats this plan uses / allocated */
 } cf__arena_plan;
+#define CF__NET_MAGIC 0x4346744eu   /* "CFtN": a network cf_net_parse made (cf_net_free clears it) */
 struct cf__net_private {
+    uint32_t magic;
     cf__arena_plan plan;             /* where outputs and gradients live (section 6) */
     float *arena;                    /* plan.cap floats: every output and output gradient */
     int keep_acts;                   /* 1: every output kept from forward to the next forward */
@@ -3700,8 +1912,10 @@ struct cf__net_private {
     float *bn_save;                  /* the batch mean and 1/std of the last forward, per layer */
     cf_bn_sync bn_sync;              /* reduce != NULL: synchronized batch norm over ranks */
     float class_w[CF_MAX_CLASSES];   /* softmax_ce: per-class weights */
-    void (*backward_hook)(cf_net *net, int layer, void *ctx);
+    void (*backward_hook)(cf_net *net, int layer, void *ctx);   /* the caller's (cf_net_set_backward_hook) */
     void *hook_ctx;
+    void (*dist_hook)(cf_net *net, int layer);        /* the overlapped averaging's (section 10), before the caller's */
+    uint64_t step, updates;          /* cf_net_step, cf_net_updates */
     void (*layer_hook)(cf_net *net, int layer, int phase, void *ctx);
     void *layer_ctx;
     int acts_clobbered;              /* backward has reused the outputs' memory (until forward) */
@@ -4080,19 +2294,19 @@ static double cf__deconv_flops(const cf_layer *l) { return 2.0 * (double)cf_shap
 static void cf__deconv_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *y = cf__out(net, i);
-    cf__deconv_forward_with(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, net->priv->ws,
-                            net->priv->ws_floats, cf__deconv_gemm(cf__rounds(net, i)));
+    cf__deconv_forward_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, net->priv->ws,
+                         net->priv->ws_floats, cf__rounds(net, i));
     cf_act_forward(y, cf__n_out(net, l), l->act, l->slope);
 }
 static void cf__deconv_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *dy = cf__grad(net, i);
-    cf__gemm_fn gemm = cf__deconv_gemm(cf__rounds(net, i)), gemm_dx = cf__deconv_gemm_dx(gemm, l->src[0] >= 0 && cf__rounds_grad(net, l->src[0]));
     cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
     cf__round_dz(net, i, dy);
-    cf__deconv_backward_with(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), net->batch,
-                             l->in, l->out, &l->g, net->priv->ws, net->priv->ws_floats, gemm, gemm_dx, cf__stores_grad(net, l, 0));
-    net->priv->stored_bf16 = gemm_dx != gemm;   /* (dx rounded by its GEMM as it stored) */
+    net->priv->stored_bf16 =
+        cf__deconv_backward_p(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), net->batch, l->in,
+                              l->out, &l->g, net->priv->ws, net->priv->ws_floats, cf__rounds(net, i), cf__rounds_grad(net, l->src[0]),
+                              cf__stores_grad(net, l, 0));
 }
 
 /* ---- [maxpool], [avgpool]: stride = size unless given */
@@ -4114,17 +2328,15 @@ static void cf__pool_forward_layer(cf_net *net, int i) {
 }
 static void cf__pool_backward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
-#ifndef CF_REFERENCE
     int src = l->src[0];
     if (src >= 0 && net->priv->plan.l[src].fused_pool == i) {   /* the plan fused this pair: write the conv's dL/dz in place */
         const cf_layer *c = &net->layers[src];
         const cf__plan_layer *pl = net->priv->plan.l;
-        cf__maxpool_act_backward_inplace(cf__grad(net, src), pl[src].half, cf__grad(net, i), pl[i].grad_half, cf__out(net, i), pl[i].half,
-                                         net->batch, l->in, l->out, &l->g, c->act, c->slope, cf__rounds(net, src));
+        cf__pool_fused_backward(cf__grad(net, src), pl[src].half, cf__grad(net, i), pl[i].grad_half, cf__out(net, i), pl[i].half,
+                                net->batch, l->in, l->out, &l->g, c->act, c->slope, cf__rounds(net, src));
         net->priv->stored_bf16 = 1;
         return;
     }
-#endif
     if (cf__in_grad(net, l, 0))
         cf_pool_backward(cf__in_grad(net, l, 0), cf__grad(net, i), cf__in(net, l, 0), cf__out(net, i), net->batch, l->in, l->out, &l->g,
                          l->type == CF_L_MAXPOOL);
@@ -4165,29 +2377,16 @@ static void cf__copy_forward(cf_net *net, int i) {
     memcpy(cf__out(net, i), cf__in(net, l, 0), cf__n_out(net, l) * sizeof(float));
     net->priv->stored_bf16 = 1;   /* in bf16, a copy of bf16 values */
 }
-/* dx += dy (dx NULL: nothing), or (store) dx = 0 + dy, the same bits without reading dx
-   (section 6, stores); rnd: each stretch of CF__STRETCH values rounded to bf16 once added,
-   while in cache (a bf16 network's gradient, section 5) */
-static void cf__add_to(float *dx, const float *dy, size_t n, int rnd, int store) {
-    long s, ns = (long)((n + CF__STRETCH - 1) / CF__STRETCH);
-    if (!dx) return;
-    CF__OMP(omp parallel for schedule(static) if (ns > 4))
-    for (s = 0; s < ns; s++) {
-        size_t k, k0 = (size_t)s * CF__STRETCH, e = n - k0 < CF__STRETCH ? n : k0 + CF__STRETCH;
-        if (store) for (k = k0; k < e; k++) dx[k] = 0.0f + dy[k];
-        else for (k = k0; k < e; k++) dx[k] += dy[k];
-        if (rnd) cf__round_run(dx + k0, e - k0);
-    }
-}
+/* dx += dy (dx NULL: nothing) */
 static void cf__copy_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
-    cf__add_to(cf__in_grad(net, l, 0), cf__grad(net, i), cf__n_out(net, l), cf__rounds_grad(net, l->src[0]), cf__stores_grad(net, l, 0));
-    net->priv->stored_bf16 = 1;   /* (when bf16: rounded as it added) */
+    net->priv->stored_bf16 = cf__add_to_p(cf__in_grad(net, l, 0), cf__grad(net, i), cf__n_out(net, l), cf__rounds_grad(net, l->src[0]),
+                                          cf__stores_grad(net, l, 0));
 }
 /* [dropout]: y = mask x / (1 - rate) while training, y = x otherwise; dx += the same map of dy */
 static int cf__dropout_parse(cf__parser *p, cf_layer *l) { return cf__get_float(p->s, p->name, "rate", 0.5f, 0.0f, 0.999f, &l->rate); }
 static uint64_t cf__dropout_seed(const cf_net *net, int layer) {
-    return cf_hash64(net->seed ^ cf_hash64(net->step * 1000003ULL + (uint64_t)layer + 1));
+    return cf_hash64(net->seed ^ cf_hash64(net->priv->step * 1000003ULL + (uint64_t)layer + 1));
 }
 static void cf__dropout_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
@@ -4234,18 +2433,21 @@ static void cf__scale_backward(cf_net *net, int i) {
    numbers count back from this one) */
 static int cf__parse_sources(cf__parser *p, cf_layer *l) {
     cf__kv *kv = cf__find(p->s, "layers");
-    char buf[256], *tok;
+    char tok[256];
+    const char *at;
     int is_input[CF_MAX_SRC], i;
     if (!kv) return cf_fail("%s:%d: [%s] needs layers=", p->name, p->s->line, p->s->name);
-    if (strlen(kv->val) >= sizeof buf) return cf_fail("%s:%d: layers= is %zu characters long; a list of up to %d layers is shorter", p->name, kv->line, strlen(kv->val), CF_MAX_SRC);
-    snprintf(buf, sizeof buf, "%s", kv->val);
+    if (strlen(kv->val) >= sizeof tok) return cf_fail("%s:%d: layers= is %zu characters long; a list of up to %d layers is shorter", p->name, kv->line, strlen(kv->val), CF_MAX_SRC);
     l->n_src = 0;
-    for (tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+    for (at = kv->val; *at; ) {   /* the items between commas (empty ones skipped), each into tok */
+        size_t len = strcspn(at, ",");
         int v[1] = {-1}, k = l->n_src;
-        while (*tok == ' ') tok++;
+        memcpy(tok, at, len); tok[len] = 0;
+        at += len + (at[len] == ',');
+        if (!len) continue;
         if (k == CF_MAX_SRC) { l->n_src = -1; break; }
-        is_input[k] = !strcmp(tok, "input");
-        if (!is_input[k] && cf__ints(tok, v, 1) != 1) { l->n_src = -1; break; }
+        is_input[k] = !strcmp(cf__trim(tok), "input");
+        if (!is_input[k] && cf__ints(cf__trim(tok), v, 1) != 1) { l->n_src = -1; break; }
         l->src[k] = v[0];   /* the input: -1 */
         l->n_src = k + 1;
     }
@@ -4285,17 +2487,18 @@ static void cf__route_forward(cf_net *net, int i) {
 }
 static void cf__route_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
-    int b, j;
+    int b, j, rounded = 1;
     for (b = 0; b < net->batch; b++) {
         const float *src = cf__grad(net, i) + (size_t)b * cf_shape_size(l->out);
         for (j = 0; j < l->n_src; j++) {
             size_t m = cf_shape_size(cf__src_shape(net, l->src[j]));
             float *d = cf__in_grad(net, l, j);
-            if (d) cf__add_to(d + (size_t)b * m, src, m, cf__rounds_grad(net, l->src[j]), cf__stores_grad(net, l, j));
+            int rnd = cf__rounds_grad(net, l->src[j]);
+            if (d && cf__add_to_p(d + (size_t)b * m, src, m, rnd, cf__stores_grad(net, l, j)) != rnd) rounded = 0;
             src += m;
         }
     }
-    net->priv->stored_bf16 = 1;   /* (when bf16: rounded as it added) */
+    net->priv->stored_bf16 = rounded;   /* (when bf16: each source's part rounded as it was added) */
 }
 /* [add]: y = sum of the sources (same shapes); every source gets dy */
 static int cf__add_parse(cf__parser *p, cf_layer *l) {
@@ -4308,27 +2511,19 @@ static int cf__add_parse(cf__parser *p, cf_layer *l) {
 }
 static void cf__add_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
-    float *y = cf__out(net, i);
-    const float *x0 = cf__in(net, l, 0);
-    size_t n = cf__n_out(net, l);
-    long s, ns = (long)((n + CF__STRETCH - 1) / CF__STRETCH);
-    int rnd = cf__rounds(net, i);
-    CF__OMP(omp parallel for schedule(static) if (ns > 4))
-    for (s = 0; s < ns; s++) {   /* a stretch at a time: the sum in source order, rounded once (bf16) */
-        size_t k, k0 = (size_t)s * CF__STRETCH, e = n - k0 < CF__STRETCH ? n : k0 + CF__STRETCH;
-        int j;
-        for (k = k0; k < e; k++) y[k] = x0[k];
-        for (j = 1; j < l->n_src; j++) { const float *o = cf__in(net, l, j); for (k = k0; k < e; k++) y[k] += o[k]; }
-        if (rnd) cf__round_run(y + k0, e - k0);
-    }
-    net->priv->stored_bf16 = 1;
+    const float *src[CF_MAX_SRC];
+    int j;
+    for (j = 0; j < l->n_src; j++) src[j] = cf__in(net, l, j);
+    net->priv->stored_bf16 = cf__sum_p(cf__out(net, i), src, l->n_src, cf__n_out(net, l), cf__rounds(net, i));
 }
 static void cf__add_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
-    int j;
-    for (j = 0; j < l->n_src; j++)
-        cf__add_to(cf__in_grad(net, l, j), cf__grad(net, i), cf__n_out(net, l), cf__rounds_grad(net, l->src[j]), cf__stores_grad(net, l, j));
-    net->priv->stored_bf16 = 1;
+    int j, rounded = 1;
+    for (j = 0; j < l->n_src; j++) {
+        int rnd = cf__rounds_grad(net, l->src[j]);
+        if (cf__add_to_p(cf__in_grad(net, l, j), cf__grad(net, i), cf__n_out(net, l), rnd, cf__stores_grad(net, l, j)) != rnd) rounded = 0;
+    }
+    net->priv->stored_bf16 = rounded;
 }
 
 /* ---- [batchnorm]: y = act(gamma xhat + beta) per channel, statistics of the batch while
@@ -4349,19 +2544,18 @@ static void cf__bn_forward_layer(cf_net *net, int i) {
     if (!net->priv->rebuilding)   /* (rebuilding: the statistics of this step's forward; the running ones stay) */
         cf__bn_stats(cf__in(net, l, 0), st, st + C, sv, sv + C, net->batch, C, cf__per_channel(l->in), net->priv->bn_train, l->momentum, l->eps,
                      net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL);
-    cf__bn_apply(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), sv, sv + C, net->batch, C, cf__per_channel(l->in), l->act, l->slope,
-                 cf__rounds(net, i));
-    net->priv->stored_bf16 = 1;   /* (when bf16: rounded as it stored) */
+    net->priv->stored_bf16 = cf__bn_apply_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), sv, sv + C, net->batch, C, cf__per_channel(l->in),
+                                            l->act, l->slope, cf__rounds(net, i));
 }
 static void cf__bn_backward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *mean = net->priv->bn_save + l->s_off, *dy = cf__grad(net, i);   /* mean, 1/std: what forward used */
     int C = l->in.c;
     cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
-    cf__bn_backward_p(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), mean, mean + C,
-                      net->batch, C, cf__per_channel(l->in), net->priv->bn_train, net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL,
-                      cf__rounds_grad(net, l->src[0]), cf__stores_grad(net, l, 0));
-    net->priv->stored_bf16 = 1;   /* (its input's gradient, when bf16: rounded as it stored) */
+    net->priv->stored_bf16 =
+        cf__bn_backward_p(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), mean, mean + C,
+                          net->batch, C, cf__per_channel(l->in), net->priv->bn_train, net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL,
+                          cf__rounds_grad(net, l->src[0]), cf__stores_grad(net, l, 0));
 }
 
 /* ---- [affine]: y = act(w[c] x + b[c]) per channel (DeepCAM's image-pool branch); so
@@ -4632,6 +2826,7 @@ CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf
     char *buf = cf__strdup(text);
     memset(net, 0, sizeof *net);
     if (!buf || !(net->priv = CF__NEW(struct cf__net_private, 1))) { CF_FREE(buf); return CF_ERR; }
+    net->priv->magic = CF__NET_MAGIC;
     if ((rc = cf__split(buf, name, &secs, &n_secs))) { CF_FREE(buf); CF_FREE(net->priv); net->priv = NULL; return rc; }
     if (!n_secs || strcmp(secs[0].name, "net")) rc = cf_fail("%s:%d: the first section must be [net]", name, n_secs ? secs[0].line : 1);
     if (!rc) rc = cf__net_section(net, &secs[0], name, shape_override);
@@ -4654,8 +2849,9 @@ CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf
 }
 
 CFDEF void cf_net_free(cf_net *net) {
-    struct cf__net_private *p = net->priv;
-    if (p) { CF_FREE(p->bn_sync.work); CF_FREE(p->plan.l); CF_FREE(p->bn_save); CF_FREE(p->arena); CF_FREE(p->ws); CF_FREE(p->wq); CF_FREE(p->xq); CF_FREE(p); }
+    struct cf__net_private *p = net ? net->priv : NULL;
+    if (!net) return;
+    if (p) { p->magic = 0; CF_FREE(p->bn_sync.work); CF_FREE(p->plan.l); CF_FREE(p->bn_save); CF_FREE(p->arena); CF_FREE(p->ws); CF_FREE(p->wq); CF_FREE(p->xq); CF_FREE(p); }
     CF_FREE(net->cfg_text); CF_FREE(net->cfg_name); CF_FREE(net->layers);
     CF_FREE(net->params); CF_FREE(net->grads); CF_FREE(net->opt); CF_FREE(net->stats);
     memset(net, 0, sizeof *net);
@@ -4841,6 +3037,7 @@ CFDEF void cf_net_backward(cf_net *net, const float *dout) {
             memcpy(cf__grad(net, i), dout, (size_t)net->n_outputs * net->batch * sizeof(float));
             if (cf__rounds(net, i)) cf_bf16_round(cf__grad(net, i), (size_t)net->n_outputs * net->batch);
         }
+        if (net->priv->dist_hook) net->priv->dist_hook(net, i);
         if (net->priv->backward_hook) net->priv->backward_hook(net, i, net->priv->hook_ctx);
         if (net->priv->layer_hook) net->priv->layer_hook(net, i, 2, net->priv->layer_ctx);
         /* outputs dropped after forward that this backward is the first to read: rebuilt
@@ -4863,6 +3060,14 @@ CFDEF double cf_net_loss(cf_net *net, const float *target, float *dout) {
     }
     return net->loss == CF_LOSS_L1 ? cf_loss_l1(dout, y, target, n) : cf_loss_mse(dout, y, target, n);
 }
+
+/* a network cf_net_parse made and cf_net_free has not freed: else CF_ERR naming the function */
+static int cf__net_check(const cf_net *net, const char *fn) {
+    if (!net || !net->priv || net->priv->magic != CF__NET_MAGIC) return cf_fail("%s: the network was not made by cf_net_parse (or was freed)", fn);
+    return CF_OK;
+}
+CFDEF uint64_t cf_net_step(const cf_net *net) { return cf__net_check(net, "cf_net_step") ? 0 : net->priv->step; }
+CFDEF uint64_t cf_net_updates(const cf_net *net) { return cf__net_check(net, "cf_net_updates") ? 0 : net->priv->updates; }
 
 /* ---- the mode, and the settings of a model a training run may change */
 CFDEF void cf_net_set_mode(cf_net *net, int mode) {
@@ -4901,7 +3106,7 @@ CFDEF const char *cf_net_path(const cf_net *net, int layer, int op) {
         if (l->depthwise) return cf__dwconv_path(op, net->batch, l->in, l->out, &l->g);
         return cf__conv_path_p(op, net->batch, l->in, l->out, &l->g, l->groups, net->priv->ws_floats, cf__rounds(net, layer));
     case CF_L_DECONV:
-        return cf__deconv_gemm(cf__rounds(net, layer)) == cf__sgemm_fp32 ? "reference" : cf__kind_names[CF__K_BF16];
+        return cf__deconv_path(cf__rounds(net, layer));
     case CF_L_MAXPOOL: case CF_L_AVGPOOL:
         if (op == CF_OP_BACKWARD_DATA && l->src[0] >= 0 && net->priv->plan.l[l->src[0]].fused_pool == layer) return "fusion";
         return cf_pool_path(op, l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
@@ -5042,7 +3247,7 @@ static void cf__plan_readers(cf_net *net) {
 
 /* step 1, fusion: conv i and max pool p pair when p is the conv's only reader and its windows
    are disjoint and inside (k = s, dilation 1, no padding): then each conv output is read by
-   exactly one window, and the pool's backward can write dL/dz there (cf__maxpool_act_backward_inplace) */
+   exactly one window, and the pool's backward can write dL/dz there (cf__pool_fused_backward) */
 static void cf__plan_fusion(cf_net *net, int allow) {
     int i, j, a, n = net->n_layers;
     for (i = 0; i < n; i++) {
@@ -5060,28 +3265,12 @@ static void cf__plan_fusion(cf_net *net, int allow) {
 }
 
 /* step 1b, halves: which outputs and gradients are stored in 16 bits.  A block qualifies when
-   every operation on it has a path that takes 16 bits (the paths marked half in section 4's
+   every operation on it has a path that takes 16 bits (the paths marked half in section 11's
    tables): a fused conv's output and the gradient over it (the conv's forward, backward-weights
    and backward-data, the pool's forward and fused backward); a max pool's output after such a
    conv when its readers are convolutions that take their input in 16 bits; that pool's
    gradient when its one reader writes it through a path that stores 16 bits.  The pool's
    windows must cover the conv's output (nothing past the last window to zero). */
-#if defined(CF__BF16) && !defined(CF_REFERENCE)
-/* conv l takes its operands in 16 bits: each of its operations has a half path */
-static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int flags) {
-    cf__conv_call c = cf__conv_make(net->batch, l->in, l->out, &l->g, l->groups, NULL, net->priv->ws_floats, 1);
-    if (l->type != CF_L_CONV || l->depthwise || l->n_src != 1) return 0;
-    cf__conv_halves(&c, CF__HALF_OUT | CF__HALF_IN | CF__HALF_DIN);
-    if (!cf__conv_pick(cf__conv_fwd_paths, &c) || !cf__conv_pick(cf__conv_bww_paths, &c)) return 0;
-    return (l->src[0] < 0 && !(flags & CF__PLAN_DINPUT)) || cf__conv_pick(cf__conv_bwd_paths, &c) != NULL;
-}
-/* max pool p reads a 16-bit input, and writes its output in 16 bits (y_half) */
-static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half) {
-    cf__pool_call pc = cf__pool_make(net->batch, p->in, p->out, &p->g, 1);
-    pc.half = 1; pc.y_half = y_half;
-    if (p->in.d != p->out.d * p->g.k[0] || p->in.h != p->out.h * p->g.k[1] || p->in.w != p->out.w * p->g.k[2]) return 0;
-    return cf__pool_pick(cf__pool_fwd_paths, &pc) && cf__maxpool_inplace_takes_half(&pc);
-}
 /* how many layers read block s (-1: the network's input), when every one is a bf16 conv that
    takes 16-bit operands; 0 when any is not */
 static int cf__readers_take_halves(cf_net *net, int s, int flags) {
@@ -5089,7 +3278,7 @@ static int cf__readers_take_halves(cf_net *net, int s, int flags) {
     for (j = s + 1; j < net->n_layers; j++)
         for (k = 0; k < net->layers[j].n_src; k++)
             if (net->layers[j].src[k] == s) {
-                if (!cf__rounds(net, j) || !cf__conv_takes_halves(net, &net->layers[j], flags)) return 0;
+                if (!cf__rounds(net, j) || !cf__conv_takes_halves(net, &net->layers[j], (flags & CF__PLAN_DINPUT) != 0)) return 0;
                 readers++;
             }
     return readers;
@@ -5101,7 +3290,7 @@ static void cf__plan_halves(cf_net *net, int i, int flags) {
     pl->half = pl->grad_half = 0;
     if (!(flags & CF__PLAN_HALF) || !cf__rounds(net, i)) return;
     if (pl->fused_pool >= 0) {   /* a fused conv */
-        pl->half = cf__conv_takes_halves(net, l, flags) && cf__pool_takes_halves(net, &net->layers[pl->fused_pool], 0);
+        pl->half = cf__conv_takes_halves(net, l, (flags & CF__PLAN_DINPUT) != 0) && cf__pool_takes_halves(net, &net->layers[pl->fused_pool], 0);
         return;
     }
     if (l->type != CF_L_MAXPOOL || i == n - 1 || l->src[0] < 0 || !net->priv->plan.l[l->src[0]].half) return;
@@ -5113,10 +3302,6 @@ static void cf__plan_halves(cf_net *net, int i, int flags) {
    pack their operands with vcvtne2ps2bf16, which rounds): every layer that reads it is a conv
    that takes 16-bit operands */
 static int cf__plan_input_raw(cf_net *net, int flags) { return (flags & CF__PLAN_HALF) && cf__readers_take_halves(net, -1, flags) > 0; }
-#else
-static void cf__plan_halves(cf_net *net, int i, int flags) { net->priv->plan.l[i].half = net->priv->plan.l[i].grad_half = 0; (void)flags; }
-static int cf__plan_input_raw(cf_net *net, int flags) { (void)net; (void)flags; return 0; }
-#endif
 
 /* what a layer's backward reads besides gradients: its input (src[0]) and/or its output; a
    fused conv finds its gradient in its output, so it "reads" that too */
@@ -5191,21 +3376,20 @@ static void cf__plan_lives(cf_net *net, cf__blk *blk, int keep, int rebuild, int
 /* step 3, placement: the blocks by size, largest first (ties in block order); each at the
    lowest offset where it overlaps no placed block alive at the same time.  placed[] holds the
    placed blocks by offset.  Returns the arena's floats, or (size_t)-1 when out of memory. */
-static const cf__blk *cf__sort_blocks;
+typedef struct { size_t size; int i; } cf__blk_key;   /* what the sort compares: no shared state */
 static int cf__by_size(const void *a, const void *b) {
-    int i = *(const int *)a, j = *(const int *)b;
-    size_t si = cf__sort_blocks[i].size, sj = cf__sort_blocks[j].size;
-    return si != sj ? (si < sj ? 1 : -1) : (i > j) - (i < j);
+    const cf__blk_key *x = (const cf__blk_key *)a, *y = (const cf__blk_key *)b;
+    return x->size != y->size ? (x->size < y->size ? 1 : -1) : (x->i > y->i) - (x->i < y->i);
 }
 static size_t cf__plan_place(cf__blk *blk, int nb) {
-    int *order = CF__NEW(int, nb), *placed = CF__NEW(int, nb), i, j, np = 0;
+    cf__blk_key *order = CF__NEW(cf__blk_key, nb);
+    int *placed = CF__NEW(int, nb), i, j, np = 0;
     size_t total = 0;
     if (!order || !placed) { CF_FREE(order); CF_FREE(placed); return (size_t)-1; }
-    for (i = 0; i < nb; i++) order[i] = i;
-    cf__sort_blocks = blk;
+    for (i = 0; i < nb; i++) { order[i].size = blk[i].size; order[i].i = i; }
     qsort(order, (size_t)nb, sizeof *order, cf__by_size);
     for (i = 0; i < nb; i++) {
-        cf__blk *b = &blk[order[i]];
+        cf__blk *b = &blk[order[i].i];
         size_t off = 0;
         b->off = 0;
         if (!b->size) continue;
@@ -5218,7 +3402,7 @@ static size_t cf__plan_place(cf__blk *blk, int nb) {
         b->off = off;
         if (off + b->size > total) total = off + b->size;
         for (j = np; j > 0 && blk[placed[j - 1]].off > off; j--) placed[j] = placed[j - 1];   /* keep placed[] by offset */
-        placed[j] = order[i];
+        placed[j] = order[i].i;
         np++;
     }
     CF_FREE(order); CF_FREE(placed);
@@ -5463,22 +3647,46 @@ CFDEF void cf_train_defaults(cf_train_config *c) {
     c->per_step = -1;
     c->sched.type = CF_SCHED_MULTISTEP; c->sched.gamma = 0.1; c->sched.warmup_factor = 1; c->sched.t_max = 9000;
 }
+/* the private part of a trainer: the loss gradient's buffer, gradient lag's state */
+#define CF__TRAINER_MAGIC 0x43467452u   /* "CFtR": an initialized trainer (cf_train_free clears it) */
+struct cf__train_private {
+    uint32_t magic;
+    float *dout; size_t dout_n;
+    cf_grad_lag lag;
+};
+static int cf__config_check(const cf_train_config *c);
 CFDEF int cf_train_init(cf_trainer *t, cf_net *net, const cf_train_config *c) {
-    int seg = net->loss == CF_LOSS_SOFTMAX_CE;
+    int seg;
+    if (!t || !net || !c) return cf_fail("cf_train_init: the trainer, the network and the settings must not be NULL");
     memset(t, 0, sizeof *t);
+    if (cf__net_check(net, "cf_train_init") || cf__config_check(c)) return CF_ERR;
+    seg = net->loss == CF_LOSS_SOFTMAX_CE;
     t->net = net; t->cfg = *c; t->epoch = 1;
     if (t->cfg.optimizer < 0) t->cfg.optimizer = seg ? CF_OPT_LAMB : CF_OPT_SGD;
     if (t->cfg.weight_decay < 0) t->cfg.weight_decay = seg ? 0.01 : 0.0;
     if (t->cfg.per_step < 0) t->cfg.per_step = seg;
     t->cfg.sched.base_lr = t->cfg.lr;
-    if (t->cfg.optimizer > CF_OPT_LAMB) return cf_fail("optimizer %d is not one of CF_OPT_*", t->cfg.optimizer);
-    if (t->cfg.warmup_epochs < 0 || t->cfg.n_decay < 0 || t->cfg.n_decay > 16) return cf_fail("warmup_epochs or n_decay out of range");
-    return cf_net_set_precision(net, t->cfg.precision);
+    if (cf_net_set_precision(net, t->cfg.precision) || !(t->priv = CF__NEW(struct cf__train_private, 1))) { memset(t, 0, sizeof *t); return CF_ERR; }
+    t->priv->magic = CF__TRAINER_MAGIC;
+    return CF_OK;
 }
-CFDEF void cf_train_epoch(cf_trainer *t, int epoch) { t->epoch = epoch; cf_net_set_mode(t->net, CF_MODE_TRAIN); }
+/* a trainer cf_train_init made, not freed since, whose network is still there */
+static int cf__trainer_check(const cf_trainer *t, const char *fn) {
+    if (!t || !t->priv || t->priv->magic != CF__TRAINER_MAGIC) return cf_fail("%s: the trainer was not made by cf_train_init (or was freed)", fn);
+    return cf__net_check(t->net, fn);
+}
+CFDEF void cf_train_epoch(cf_trainer *t, int epoch) {
+    if (cf__trainer_check(t, "cf_train_epoch")) return;
+    t->epoch = epoch; cf_net_set_mode(t->net, CF_MODE_TRAIN);
+}
 CFDEF void cf_train_free(cf_trainer *t) {
-    CF_FREE(t->dout);
-    cf_dist_grad_lag_free(&t->lag);
+    if (!t) return;
+    if (t->priv) {
+        CF_FREE(t->priv->dout);
+        cf_dist_grad_lag_free(&t->priv->lag);
+        t->priv->magic = 0;
+        CF_FREE(t->priv);
+    }
     memset(t, 0, sizeof *t);
 }
 
@@ -5495,7 +3703,7 @@ static const cf__setting cf__settings[] = {
     {"l2", CF__SET_DOUBLE, CF__AT(l2), 0, 1e3, "X", "SGD: L2 on the kernels marked l2=1 in the cfg"},
     {"weight_decay", CF__SET_DOUBLE, CF__AT(weight_decay), 0, 10, "X", "adam: L2 in the gradient; adamw, lamb: decoupled (auto: 0.01 DeepCAM, 0 CosmoFlow)"},
     {"betas", CF__SET_BETAS, CF__AT(beta1), 0, 0, "B1,B2", "Adam's betas, in [0, 1)"},
-    {"eps", CF__SET_DOUBLE, CF__AT(eps), 0, 1, "X", "Adam's epsilon"},
+    {"eps", CF__SET_DOUBLE, CF__AT(eps), 1e-30, 1, "X", "Adam's epsilon (above 0: a weight whose gradient is 0 would get 0/0)"},
     {"max_grad_norm", CF__SET_DOUBLE, CF__AT(max_grad_norm), 0, 1e9, "X", "lamb: clip the global gradient norm (0: off)"},
     {"larc", CF__SET_DOUBLE, CF__AT(larc), 0, 1e3, "ETA", "scale each tensor's gradient by min(ETA |w|/|g|, 1) first (2018 climate code: 0.002; 0: off)"},
     {"base_batch", CF__SET_DOUBLE, CF__AT(base_batch), 0, 1e9, "N", "by epoch: linear scaling, peak lr = lr * global batch / N (0: none)"},
@@ -5645,6 +3853,27 @@ CFDEF int cf_train_config_get(const cf_train_config *c, const char *key, char *o
         if (!strcmp(key, cf__settings[i].key)) { cf__setting_text(c, &cf__settings[i], out, n); return CF_OK; }
     return cf_fail("%s: not a training setting", key);
 }
+/* The whole configuration as cf_train_config_set would take it (cf_train_init's check): the
+   choices and list lengths first, then every key's value written as text and set again on
+   a scratch copy, so that each range is the table's, said in set's words. */
+static int cf__config_check(const cf_train_config *c) {
+    cf_train_config scratch;
+    char v[1024];
+    int i;
+    if (c->optimizer < -1 || c->optimizer > CF_OPT_LAMB) return cf_fail("optimizer: %d is not one of CF_OPT_* (or -1: the application's)", c->optimizer);
+    if (c->per_step < -1 || c->per_step > 1) return cf_fail("per_step: %d is not 0, 1 or -1 (the application's)", c->per_step);
+    if (c->sched.type != CF_SCHED_MULTISTEP && c->sched.type != CF_SCHED_COSINE) return cf_fail("sched.type: %d is not CF_SCHED_*", c->sched.type);
+    if (c->precision != CF_FP32 && c->precision != CF_BF16) return cf_fail("precision: %d is not CF_FP32 or CF_BF16", c->precision);
+    if (c->n_decay < 0 || c->n_decay > 16) return cf_fail("decay: %d decays (0 to 16)", c->n_decay);
+    if (c->sched.n_milestones < 0 || c->sched.n_milestones > 16) return cf_fail("milestones: %d milestones (0 to 16)", c->sched.n_milestones);
+    if (c->weight_decay < 0 && c->weight_decay != -1) return cf_fail("weight_decay: %g is not >= 0 (or -1: the application's)", c->weight_decay);
+    for (i = 0; i < CF__N_SETTINGS; i++) {
+        cf__setting_text(c, &cf__settings[i], v, sizeof v);
+        scratch = *c;
+        if (cf_train_config_set(&scratch, cf__settings[i].key, v)) return CF_ERR;
+    }
+    return CF_OK;
+}
 CFDEF const char *cf_train_config_key(int i, const char **arg, const char **help) {
     if (i < 0 || i >= CF__N_SETTINGS) return NULL;
     *arg = cf__settings[i].arg; *help = cf__settings[i].help;
@@ -5662,12 +3891,12 @@ static double cf__lr_by_epoch(const cf_train_config *c, int e, int global_batch)
     return peak * f;
 }
 CFDEF double cf_train_lr(const cf_trainer *t, int global_batch) {
-    return t->cfg.per_step ? cf_lr_sched_at(&t->cfg.sched, t->net->step) : cf__lr_by_epoch(&t->cfg, t->epoch - 1, global_batch);
+    return t->cfg.per_step ? cf_lr_sched_at(&t->cfg.sched, t->net->priv->step) : cf__lr_by_epoch(&t->cfg, t->epoch - 1, global_batch);
 }
 
 /* one update with the chosen optimizer, LARC first; the optimizers count updates from 1 */
 static void cf__optimizer_step(const cf_train_config *c, cf_net *net, double lr) {
-    uint64_t t = net->step + 1;
+    uint64_t t = net->priv->updates + 1;
     if (c->larc > 0) cf_larc_scale(net, (float)c->larc);
     switch (c->optimizer) {
     case CF_OPT_SGD: cf_sgd_step(net, (float)lr, (float)c->momentum, (float)c->l2); break;
@@ -5682,44 +3911,55 @@ static void cf__optimizer_step(const cf_train_config *c, cf_net *net, double lr)
 static int cf__backward_averaged(cf_trainer *t) {
     cf_net *net = t->net;
     if (t->cfg.grad_lag) {
-        cf_net_backward(net, t->dout);
-        return cf_dist_grad_lag(net, &t->lag);
+        cf_net_backward(net, t->priv->dout);
+        return cf_dist_grad_lag(net, &t->priv->lag);
     }
     if (t->cfg.overlap) {
         cf_dist_overlap_begin(net, (size_t)t->cfg.overlap);
-        cf_net_backward(net, t->dout);
+        cf_net_backward(net, t->priv->dout);
         cf_dist_overlap_end(net);
     } else {
-        cf_net_backward(net, t->dout);
+        cf_net_backward(net, t->priv->dout);
         cf_dist_allreduce_mean(net->grads, net->n_params);
     }
     return 1;
 }
 CFDEF int cf_train_step(cf_trainer *t, const float *x, const float *target, int B, cf_step_result *r) {
-    cf_net *net = t->net;
-    size_t nd = (size_t)B * net->n_outputs, k;
+    cf_net *net;
+    struct cf__train_private *tp;
+    size_t nd, k;
     int have;
+    if (cf__trainer_check(t, "cf_train_step")) return CF_ERR;
+    if (!x || !target || !r) return cf_fail("cf_train_step: x, target and the result must not be NULL");
+    net = t->net; tp = t->priv;
+    if (cf_net_set_batch(net, B)) return CF_ERR;   /* (B checked, the arena planned) */
+    nd = (size_t)B * net->n_outputs;
     memset(r, 0, sizeof *r);
     r->layer = -1;
-    if (nd > t->dout_n) {
-        CF_FREE(t->dout);
-        t->dout_n = 0;
-        if (!(t->dout = CF__NEW(float, nd))) return CF_ERR;
-        t->dout_n = nd;
+    if (nd > tp->dout_n) {
+        CF_FREE(tp->dout);
+        tp->dout_n = 0;
+        if (!(tp->dout = CF__NEW(float, nd))) return CF_ERR;
+        tp->dout_n = nd;
     }
     r->lr = cf_train_lr(t, B * cf_dist_size());
     cf_net_set_mode(net, CF_MODE_TRAIN);
     if (!cf_net_forward(net, x, B)) return CF_ERR;
-    r->loss = cf_net_loss(net, target, t->dout);
+    r->loss = cf_net_loss(net, target, tp->dout);
     /* a loss that is not finite makes this rank's gradient so, and the average with it: every
        rank then skips the update alike (a rank that skipped alone would leave the others) */
-    if (!isfinite(r->loss)) for (k = 0; k < nd; k++) t->dout[k] = NAN;
+    if (!isfinite(r->loss)) for (k = 0; k < nd; k++) tp->dout[k] = NAN;
     cf_net_zero_grad(net);
     if ((have = cf__backward_averaged(t)) < 0) return CF_ERR;
     if (!have) r->status = CF_STEP_WAITING;
     else if ((r->layer = cf_net_first_nonfinite_param(net, 0)) >= 0) r->status = CF_STEP_NONFINITE;
-    else cf__optimizer_step(&t->cfg, net, r->lr);
-    net->step++;
+    else {
+        cf__optimizer_step(&t->cfg, net, r->lr);
+        net->priv->updates++;
+        /* finite gradients can still make a weight infinite (a learning rate far too large) */
+        if ((r->layer = cf_net_first_nonfinite_param(net, 1)) >= 0) r->status = CF_STEP_DIVERGED;
+    }
+    net->priv->step++;
     return CF_OK;
 }
 
@@ -5727,9 +3967,16 @@ CFDEF int cf_train_step(cf_trainer *t, const float *x, const float *target, int 
    layer whose output is not finite (the batch x run again with every output kept), the loss
    itself, or the first layer whose gradient is not finite. */
 CFDEF void cf_train_explain(cf_trainer *t, const cf_step_result *r, const float *x, int B, char *out, size_t n) {
-    cf_net *net = t->net;
-    int lp = cf_net_first_nonfinite_param(net, 1), lo = lp >= 0 ? -1 : cf_net_find_nonfinite(net, x, B), lg = r->layer;
-    if (lp >= 0) snprintf(out, n, "layer %d (%s, cfg line %d)'s parameters are already not finite", lp, cf_layer_type_name(net->layers[lp].type), net->layers[lp].line);
+    cf_net *net;
+    int lp, lo, lg;
+    if (!out || !n) return;
+    if (cf__trainer_check(t, "cf_train_explain") || !r || !x) { snprintf(out, n, "%s", r && x ? cf_failure_reason() : "cf_train_explain: r and x must not be NULL"); return; }
+    net = t->net;
+    lp = cf_net_first_nonfinite_param(net, 1); lo = lp >= 0 ? -1 : cf_net_find_nonfinite(net, x, B); lg = r->layer;
+    if (r->status == CF_STEP_DIVERGED && lp >= 0)
+        snprintf(out, n, "the update made layer %d (%s, cfg line %d)'s parameters not finite (a learning rate far too large?)", lp,
+                 cf_layer_type_name(net->layers[lp].type), net->layers[lp].line);
+    else if (lp >= 0) snprintf(out, n, "layer %d (%s, cfg line %d)'s parameters are already not finite", lp, cf_layer_type_name(net->layers[lp].type), net->layers[lp].line);
     else if (lo >= 0) snprintf(out, n, "first non-finite output at layer %d (%s, cfg line %d)", lo, cf_layer_type_name(net->layers[lo].type), net->layers[lo].line);
     else if (!isfinite(r->loss)) snprintf(out, n, "every layer's output is finite: the loss itself%s", net->loss == CF_LOSS_SOFTMAX_CE ? " (a label outside the classes?)" : "");
     else snprintf(out, n, "first non-finite gradient at layer %d (%s, cfg line %d)", lg, lg >= 0 ? cf_layer_type_name(net->layers[lg].type) : "?", lg >= 0 ? net->layers[lg].line : 0);
@@ -6011,8 +4258,9 @@ CFDEF int cf_npy_write(const char *path, const cf_array *a) {
    u64 n_params, step, epoch, seed, n_stats | f64 best | u32 meta length | meta text |
    params | stats | optimizer state (2 n_params) | CRC32C of everything before it.  The meta
    text is what the training tool records of its run (key=value lines: optimizer, input
-   transform, ...).  Still read: "CFCKPT02" (no meta) and "CFCKPT01" (no meta, no stats and
-   n_params of optimizer state). */
+   transform, ...), and the line "updates=N" when the optimizer updates differ from the steps
+   (gradient lag, skipped steps; older checkpoints: as many as steps).  Still read:
+   "CFCKPT02" (no meta) and "CFCKPT01" (no meta, no stats and n_params of optimizer state). */
 typedef struct { int fd; uint32_t crc; int bad; } cf__rd;
 static int cf__rd_get(cf__rd *r, void *p, size_t n) {
     if (r->bad || cf__read_full(r->fd, p, n) != n) { r->bad = 1; return CF_ERR; }
@@ -6027,11 +4275,17 @@ static int cf__wr_put(cf_atomic_file *af, uint32_t *crc, const void *p, size_t n
 /* writes format version 1, 2 or 3 (the tests write the old ones to check they are read) */
 static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_train_state *st, int version) {
     cf_atomic_file af;
-    uint32_t crc = 0, mlen = st ? (uint32_t)strlen(st->meta) : 0;
+    uint32_t crc = 0, mlen;
     uint64_t u[6];
     int32_t shp[4];
     double best = st ? st->best : 0.0;
-    char magic[9];
+    char magic[9], meta[sizeof st->meta + 32];
+    if (cf__net_check(net, "cf_checkpoint_save")) return CF_ERR;
+    snprintf(meta, sizeof meta, "%s", st ? st->meta : "");
+    if (net->priv->updates != net->priv->step)
+        snprintf(meta + strlen(meta), sizeof meta - strlen(meta), "updates=%llu\n", (unsigned long long)net->priv->updates);
+    mlen = (uint32_t)strlen(meta);
+    if (mlen >= sizeof st->meta) return cf_fail("%s: the run's record is %u bytes (at most %u)", path, mlen, (unsigned)sizeof st->meta - 1);
     if (cf_atomic_open(&af, path)) return CF_ERR;
     snprintf(magic, sizeof magic, "CFCKPT0%d", version);
     u[0] = strlen(net->cfg_text);
@@ -6040,11 +4294,11 @@ static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_tr
     cf__wr_put(&af, &crc, net->cfg_text, (size_t)u[0]);
     shp[0] = net->input.c; shp[1] = net->input.d; shp[2] = net->input.h; shp[3] = net->input.w;
     cf__wr_put(&af, &crc, shp, sizeof shp);
-    u[1] = net->n_params; u[2] = st ? st->step : 0; u[3] = st ? st->epoch : 0; u[4] = st ? st->seed : net->seed;
+    u[1] = net->n_params; u[2] = net->priv->step; u[3] = st ? st->epoch : 0; u[4] = st ? st->seed : net->seed;
     u[5] = version >= 2 ? net->n_stats : 0;
     cf__wr_put(&af, &crc, &u[1], 5 * 8);
     cf__wr_put(&af, &crc, &best, 8);
-    if (version >= 3) { cf__wr_put(&af, &crc, &mlen, 4); cf__wr_put(&af, &crc, st ? st->meta : "", mlen); }
+    if (version >= 3) { cf__wr_put(&af, &crc, &mlen, 4); cf__wr_put(&af, &crc, meta, mlen); }
     cf__wr_put(&af, &crc, net->params, net->n_params * sizeof(float));
     if (version >= 2) cf__wr_put(&af, &crc, net->stats, net->n_stats * sizeof(float));
     cf__wr_put(&af, &crc, net->opt, (version >= 2 ? 2 : 1) * net->n_params * sizeof(float));
@@ -6077,6 +4331,29 @@ static int cf__ckpt_header(cf__rd *r, const char *path, cf__ckpt_head *h, int wh
         return cf_fail("%s: truncated or corrupt checkpoint header", path);
     }
     return CF_OK;
+}
+/* the optimizer updates a checkpoint's record holds (its "updates=" line), or its steps */
+static uint64_t cf__ckpt_updates(const char *meta, uint64_t step) {
+    const char *p = meta;
+    for (; (p = strstr(p, "updates=")); p++)
+        if (p == meta || p[-1] == '\n') return strtoull(p + 8, NULL, 10);
+    return step;
+}
+/* the state a checkpoint's header holds; the record as the tool wrote it (without the
+   library's "updates=" line) */
+static void cf__ckpt_state(cf_train_state *st, const cf__ckpt_head *h) {
+    char *p;
+    memset(st, 0, sizeof *st);
+    st->step = h->u[1]; st->epoch = h->u[2]; st->seed = h->u[3]; st->best = h->best;
+    st->updates = cf__ckpt_updates(h->meta, h->u[1]);
+    memcpy(st->meta, h->meta, sizeof st->meta);
+    for (p = st->meta; (p = strstr(p, "updates=")); p++)
+        if (p == st->meta || p[-1] == '\n') {
+            const char *next = p + strcspn(p, "\n");   /* the line's end, then past its newline */
+            if (*next) next++;
+            memmove(p, next, strlen(next) + 1);
+            break;
+        }
 }
 static int cf__ckpt_open(cf__rd *r, const char *path) { size_t n; r->crc = 0; r->bad = 0; return r->fd = cf__open_regular(path, &n); }
 
@@ -6222,9 +4499,10 @@ CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st) 
     close(r.fd);
     CF_FREE(h.cfg);
     if (rc) return rc;
-    if (st) { st->step = h.u[1]; st->epoch = h.u[2]; st->seed = h.u[3]; st->best = h.best; memcpy(st->meta, h.meta, sizeof st->meta); }
     net->seed = h.u[3];
-    net->step = h.u[1];   /* dropout masks continue where they stopped */
+    net->priv->step = h.u[1];   /* dropout masks continue where they stopped */
+    net->priv->updates = cf__ckpt_updates(h.meta, h.u[1]);
+    if (st) cf__ckpt_state(st, &h);
     return CF_OK;
 }
 
@@ -6239,8 +4517,7 @@ CFDEF int cf_checkpoint_info(const char *path, cf_ckpt_info *info) {
     if (cf__ckpt_open(&r, path) < 0) return CF_ERR;
     if ((rc = cf__ckpt_header(&r, path, &h, 1)) || (rc = cf__ckpt_net(path, &h, &net))) { close(r.fd); CF_FREE(h.cfg); return rc; }
     info->version = h.version; info->input = h.in; info->n_params = h.u[0]; info->n_stats = h.version >= 2 ? h.u[4] : 0;
-    info->state.step = h.u[1]; info->state.epoch = h.u[2]; info->state.seed = h.u[3]; info->state.best = h.best;
-    memcpy(info->state.meta, h.meta, sizeof h.meta);
+    cf__ckpt_state(&info->state, &h);
     info->cfg_text = h.cfg;
     if (!(rc = cf__ckpt_body(&r, path, &h, &net))) {
         size_t k, np = net.n_params;
@@ -6909,10 +5186,9 @@ static void cf__ov_start(float *buf, size_t lo, size_t hi) {
     }
 }
 /* called before layer i's backward: every layer after i is finished */
-static void cf__ov_hook(cf_net *net, int i, void *ctx) {
+static void cf__ov_hook(cf_net *net, int i) {
     size_t done_from = net->n_params;
     int j, flag;
-    (void)ctx;
     for (j = i + 1; j < net->n_layers; j++) if (net->layers[j].w_n) { done_from = net->layers[j].w_off; break; }
     if (done_from < cf__ov.end && cf__ov.end - done_from >= cf__ov.bucket) {
         cf__ov_start(net->grads, done_from, cf__ov.end);
@@ -6922,13 +5198,12 @@ static void cf__ov_hook(cf_net *net, int i, void *ctx) {
 }
 CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) {
     cf__ov.n = 0; cf__ov.end = net->n_params; cf__ov.bucket = bucket_floats ? bucket_floats : 1;
-    net->priv->backward_hook = cf_dist_size() > 1 ? cf__ov_hook : NULL;
-    net->priv->hook_ctx = NULL;
+    net->priv->dist_hook = cf_dist_size() > 1 ? cf__ov_hook : NULL;   /* (the caller's own hook stays, called after it) */
 }
 CFDEF void cf_dist_overlap_end(cf_net *net) {
     size_t k;
     float inv;
-    net->priv->backward_hook = NULL;
+    net->priv->dist_hook = NULL;
     if (cf_dist_size() == 1) return;
     cf__ov_start(net->grads, 0, cf__ov.end);
     CF__WAIT("MPI_Waitall (overlapped gradient buckets)");
@@ -6994,6 +5269,2133 @@ CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {   /* one process: a 
 CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag) { CF_FREE(lag->buf[0]); CF_FREE(lag->buf[1]); memset(lag, 0, sizeof *lag); }
 #endif
 CFDEF void cf_net_average_stats(cf_net *net) { if (net->n_stats) cf_dist_allreduce_mean(net->stats, net->n_stats); }
+
+/* ================================================================ 11. fast paths
+   Faster ways to compute some of section 3's operations, and the dispatchers that choose
+   them (section 4 lists the kinds).  Each is registered as an alternative for one operation:
+   its kind, the condition under which it applies (written once, here) and its code.  One
+   dispatcher per operation runs the first enabled path whose condition holds, else the
+   reference.  Contents:
+     the registry: a call, a path, picking one
+     pointwise, tiles, direct (AVX2 and AVX-512), bf16 (its GEMM, 16-bit tensors, the direct
+     kernel, the tiles, the im2col paths), pooling, depthwise, max pooling in pairs
+     the tables of paths, the dispatchers, the storage forms of section 3's passes (rounded,
+     stored), the fused backward of act + max pool
+   Why each path is faster, with its measurements, is in docs/performance.md.  CF_REFERENCE
+   leaves every path out. */
+/* ---- what the paths share with the storage forms at the end of this section: a GEMM as an
+   argument (cf_sgemm, or the bf16 GEMM below), the element of a tensor stored in fp32 or in
+   16 bits, a bias and activation rounded as it stores, the bias gradient of a tensor in 16 bits */
+typedef void (*cf__gemm_fn)(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+/* the address of element i of a tensor stored in fp32 or (half) in 16 bits (section 6, halves) */
+CF__INLINE float *cf__elt(const float *base, int half, size_t i) { return (float *)(void *)((char *)base + i * (half ? 2 : 4)); }
+/* cf__bias_act with each row then rounded to bf16 while in cache (rnd: a bf16 network's output) */
+static void cf__bias_act_p(float *y, const float *b, int rows, size_t n, size_t stride, int act, float slope, int rnd) {
+    int r;
+    CF__OMP(omp parallel for schedule(static) if(rows * n > 32768))
+    for (r = 0; r < rows; r++) {
+        float *yr = y + (size_t)r * stride;
+        cf__bias_act_row(yr, b ? b[r] : 0.0f, n, act, slope);
+        if (rnd) cf__round_run(yr, n);
+    }
+}
+/* cf__sum8 of n values stored in 16 bits, in the same order */
+static double cf__sum8_half(const cf_bf16 *h, size_t n) {
+    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, t = 0.0;
+    size_t p = 0;
+    int j;
+    for (; p + 8 <= n; p += 8) for (j = 0; j < 8; j++) s[j] += cf_f32_from_bf16(h[p + j]);
+    for (; p < n; p++) s[p % 8] += cf_f32_from_bf16(h[p]);
+    for (j = 0; j < 8; j++) t += s[j];
+    return t;
+}
+/* cf__bias_grad of a dy stored in fp32 or (half) in 16 bits */
+static void cf__bias_grad_p(float *db, const float *dy, int half, int B, int OC, size_t P) {
+    int bi, oc;
+    if (!half) { cf__bias_grad(db, dy, B, OC, P); return; }
+    for (bi = 0; bi < B; bi++) {
+        CF__OMP(omp parallel for schedule(static))
+        for (oc = 0; oc < OC; oc++) db[oc] += (float)cf__sum8_half((const cf_bf16 *)(const void *)dy + ((size_t)bi * OC + oc) * P, P);
+    }
+}
+
+/* ---- the registry.  A convolution call, as every path of a convolution operation gets it: */
+typedef struct {
+    float *y; const float *x, *w, *b; int act; float slope;   /* forward: y = act(conv(x, w) + b) */
+    float *dw; const float *dy;                               /* backward-weights: dw += ... */
+    float *dx;                                                /* backward-data: dx += ... */
+    int dx_store;                                             /* dx = ... instead (dx holds no values yet,
+                                                                 section 6, stores): 0 + the sum, as the
+                                                                 add into a zeroed dx gives */
+    int B, groups; cf_shape in, out; const cf_geom *g;
+    float *ws; size_t ws_floats;                              /* workspace */
+    int bf16;                                                 /* operands are bf16 values (section 5) */
+    int half;                                                 /* y (forward) or dy (backward) is stored in
+                                                                 16 bits (section 6, halves): its pointer is a cf_bf16 * */
+    int x_half, dx_half;                                      /* x, dx stored in 16 bits; dx written, not
+                                                                 added to (the plan: its only writer) */
+    int x_raw;                                                /* x in fp32 not yet rounded (a bf16 network's
+                                                                 input): rounded as the path reads it */
+} cf__conv_call;
+/* a path: its kind, whether it applies, the code; rounds = 1: a forward or backward-data path
+   that stores its output rounded to bf16 when c->bf16 (else the dispatcher rounds it, section
+   5); half = 1:
+   it takes a call with operands in 16 bits or an unrounded input (half, x_half, dx_half,
+   x_raw; the others never see one); stores = 1: a backward-data path that honours dx_store
+   (for the others the dispatcher zeroes dx first) */
+typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); int rounds, half, stores; } cf__conv_path;
+/* a pooling call; half, y_half: x, y are stored in 16 bits (section 6, halves) */
+typedef struct {
+    float *y, *dx; const float *x, *dy;
+    int B, is_max; cf_shape in, out; const cf_geom *g;
+    int half, y_half;
+} cf__pool_call;
+typedef struct { int kind; int (*applies)(const cf__pool_call *c); void (*run)(const cf__pool_call *c); int half; } cf__pool_path;
+
+/* the first enabled path that applies (a table ends with kind -1), or NULL: the reference */
+static const cf__conv_path *cf__conv_pick(const cf__conv_path *p, const cf__conv_call *c) {
+    int half = c->half || c->x_half || c->dx_half || c->x_raw;
+    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && (p->half || !half) && p->applies(c)) return p;
+    return NULL;
+}
+static const cf__pool_path *cf__pool_pick(const cf__pool_path *p, const cf__pool_call *c) {
+    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && (p->half || !(c->half || c->y_half)) && p->applies(c)) return p;
+    return NULL;
+}
+
+#ifndef CF_REFERENCE
+static int cf__nthreads(void) {
+#ifdef _OPENMP
+    return omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+static int cf__thread_id(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+static size_t cf__positions(cf_shape s) { return (size_t)s.d * s.h * s.w; }
+
+/* ---- pointwise: a 1x1x1 kernel, stride 1, no padding, where im2col(x) is x itself.
+   Per sample and group: y (OCg, P) = w (OCg, Cg) x x (Cg, P); dw (OCg, Cg) += dy (OCg, P) x
+   x^T (P, Cg); dx (Cg, P) += w^T (Cg, OCg) x dy (OCg, P). */
+static int cf__pointwise_applies(const cf__conv_call *c) {
+    int a;
+    for (a = 0; a < 3; a++) if (c->g->k[a] != 1 || c->g->s[a] != 1 || c->g->pb[a] || c->g->pa[a]) return 0;
+    return 1;
+}
+/* rnd: the bias and activation pass rounds the output to bf16 as it stores it */
+static void cf__pointwise_fwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd) {
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi;
+    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
+    for (bi = 0; bi < c->B; bi++) {
+        float *yb = c->y + (size_t)bi * c->out.c * P;
+        for (gi = 0; gi < c->groups; gi++)
+            gemm(0, 0, OCg, (int)P, Cg, c->w + (size_t)gi * OCg * Cg, Cg, c->x + bi * in_sz + (size_t)gi * Cg * P, (int)P,
+                 0.0f, yb + (size_t)gi * OCg * P, (int)P);
+        cf__bias_act_p(yb, c->b, c->out.c, P, P, c->act, c->slope, rnd);
+    }
+}
+static void cf__pointwise_bww_with(const cf__conv_call *c, cf__gemm_fn gemm) {
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi;
+    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
+    for (bi = 0; bi < c->B; bi++)
+        for (gi = 0; gi < c->groups; gi++)
+            gemm(0, 1, OCg, Cg, (int)P, c->dy + (size_t)bi * c->out.c * P + (size_t)gi * OCg * P, (int)P,
+                 c->x + bi * in_sz + (size_t)gi * Cg * P, (int)P, 1.0f, c->dw + (size_t)gi * OCg * Cg, Cg);
+}
+static void cf__pointwise_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm) {
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi;
+    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
+    for (bi = 0; bi < c->B; bi++)
+        for (gi = 0; gi < c->groups; gi++)
+            gemm(1, 0, Cg, (int)P, OCg, c->w + (size_t)gi * OCg * Cg, Cg, c->dy + (size_t)bi * c->out.c * P + (size_t)gi * OCg * P,
+                 (int)P, c->dx_store ? 0.0f : 1.0f, c->dx + bi * in_sz + (size_t)gi * Cg * P, (int)P);
+}
+static void cf__pointwise_fwd(const cf__conv_call *c) { cf__pointwise_fwd_with(c, cf__sgemm_fp32, 0); }
+static void cf__pointwise_bww(const cf__conv_call *c) { cf__pointwise_bww_with(c, cf__sgemm_fp32); }
+static void cf__pointwise_bwd(const cf__conv_call *c) { cf__pointwise_bwd_with(c, cf__sgemm_fp32); }
+
+/* ---- per-thread tiles.  A large convolution is cut into tiles of output positions that the
+   threads take whole: each builds its own im2col tile, small enough to stay in its cache, and
+   runs a single-threaded sgemm on it (a BLAS called inside an OpenMP parallel region runs on
+   the calling thread: OpenBLAS's OpenMP build, MKL and BLIS do).  One big threaded sgemm
+   would read its im2col matrix from memory and, with few filters, split badly between
+   threads.  Only groups = 1, and only with at least 2 tiles per thread. */
+#define CF__TILE_FLOATS ((size_t)1 << 20)   /* forward: K x tile about 4 MiB, at least 1024 columns */
+#define CF__BWW_TILE 256                    /* backward-weights: columns per tile */
+
+/* The forward tiling of P positions with K im2col rows: the tile's columns, and the number
+   of tiles, or 0 when there are fewer than 2 per thread or ws_floats cannot hold one im2col
+   tile per thread. */
+static long cf__fwd_tiles(int K, size_t P, size_t ws_floats, size_t *tile) {
+    int nth = cf__nthreads();
+    long ntiles;
+    *tile = CF__TILE_FLOATS / (size_t)K;
+    if (*tile < 1024) *tile = 1024;
+    ntiles = (long)((P + *tile - 1) / *tile);
+    return ntiles < 2 * nth || (size_t)nth * K * *tile > ws_floats ? 0 : ntiles;
+}
+static int cf__kvol(const cf_geom *g) { return g->k[0] * g->k[1] * g->k[2]; }
+
+/* One sample:  y (OC, P) = beta*y + w (OC, K) x im2col(x) (K, P), then bias and act per
+   tile (and rnd: rounding to bf16).  Tiles write disjoint columns of y, so any thread may take
+   any tile. */
+static void cf__conv_tiles(float *y, const float *x, const float *w, const float *b, float beta,
+                           cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
+                           int act, float slope, cf__gemm_fn gemm, int rnd) {
+    int K = in.c * cf__kvol(g);
+    size_t P = cf__positions(out), tile;
+    long ntiles = cf__fwd_tiles(K, P, ws_floats, &tile), t;
+    CF__OMP(omp parallel num_threads(cf__nthreads()))
+    {
+        float *col = ws + (size_t)cf__thread_id() * K * tile;
+        CF__OMP(omp for schedule(dynamic, 1))
+        for (t = 0; t < ntiles; t++) {
+            size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
+            cf__im2col(col, x, in.c, in, out, g, p0, n);   /* its own parallel loop stays inactive in here */
+            gemm(0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, y + p0, (int)P);
+            if (b || act != CF_ACT_LINEAR || rnd) cf__bias_act_p(y + p0, b, out.c, n, P, act, slope, rnd);
+        }
+    }
+}
+static int cf__tiles_fwd_applies(const cf__conv_call *c) {
+    size_t tile;
+    return c->groups == 1 && cf__fwd_tiles(c->in.c * cf__kvol(c->g), cf__positions(c->out), c->ws_floats, &tile) > 0;
+}
+static void cf__tiles_fwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd) {
+    int bi;
+    for (bi = 0; bi < c->B; bi++)
+        cf__conv_tiles(c->y + (size_t)bi * cf_shape_size(c->out), c->x + (size_t)bi * cf_shape_size(c->in), c->w, c->b, 0.0f,
+                       c->in, c->out, c->g, c->ws, c->ws_floats, c->act, c->slope, gemm, rnd);
+}
+static void cf__tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_fp32, 0); }
+
+/* Backward-weights:  dw (OC, K) += dy (OC, P) x im2col(x)^T (P, K).  Thread 0 adds into dw,
+   the others into zeroed copies after their tiles in ws, summed into dw in thread order at the
+   end; tiles are dealt statically, so the result is the same in every run. */
+static int cf__bww_fits(int K, size_t P, int OC, size_t ws_floats) {
+    int nth = cf__nthreads();
+    long ntiles = (long)((P + CF__BWW_TILE - 1) / CF__BWW_TILE);
+    return ntiles >= 2 * nth && (size_t)nth * K * CF__BWW_TILE + (size_t)(nth - 1) * OC * K <= ws_floats;
+}
+static void cf__conv_bww_tiles(float *dw, const float *dy, const float *x, cf_shape in, cf_shape out,
+                               const cf_geom *g, float *ws, cf__gemm_fn gemm) {
+    int K = in.c * cf__kvol(g), nth = cf__nthreads();
+    size_t P = cf__positions(out), tile = CF__BWW_TILE, wsz = (size_t)out.c * K, i;
+    long ntiles = (long)((P + tile - 1) / tile), t;
+    float *acc = ws + (size_t)nth * K * tile;
+    if (nth > 1) memset(acc, 0, sizeof(float) * (nth - 1) * wsz);
+    CF__OMP(omp parallel num_threads(nth))
+    {
+        int me = cf__thread_id();
+        float *col = ws + (size_t)me * K * tile, *a = me ? acc + (size_t)(me - 1) * wsz : dw;
+        CF__OMP(omp for schedule(static))
+        for (t = 0; t < ntiles; t++) {
+            size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
+            cf__im2col(col, x, in.c, in, out, g, p0, n);
+            gemm(0, 1, out.c, K, (int)n, dy + p0, (int)P, col, (int)n, 1.0f, a, K);
+        }
+    }
+    if (nth > 1) {
+        CF__OMP(omp parallel for schedule(static))
+        for (i = 0; i < wsz; i++) {
+            int th;
+            for (th = 1; th < nth; th++) dw[i] += acc[(size_t)(th - 1) * wsz + i];
+        }
+    }
+}
+static int cf__tiles_bww_applies(const cf__conv_call *c) {
+    return c->groups == 1 && cf__bww_fits(c->in.c * cf__kvol(c->g), cf__positions(c->out), c->out.c, c->ws_floats);
+}
+static void cf__tiles_bww_with(const cf__conv_call *c, cf__gemm_fn gemm) {
+    int bi;
+    for (bi = 0; bi < c->B; bi++)
+        cf__conv_bww_tiles(c->dw, c->dy + (size_t)bi * cf_shape_size(c->out), c->x + (size_t)bi * cf_shape_size(c->in),
+                           c->in, c->out, c->g, c->ws, gemm);
+}
+static void cf__tiles_bww(const cf__conv_call *c) { cf__tiles_bww_with(c, cf__sgemm_fp32); }
+
+/* Backward-data of a stride-1 convolution as a forward convolution: dx is the convolution of
+   dy with the kernel flipped on every axis and its two channel axes swapped, w' (C, OC, KD,
+   KH, KW), padded (k-1)*dil - pb before and (k-1)*dil - pa after (docs/math.md,
+   "Backward-data as a convolution").  Its tiles write disjoint parts of dx, where col2im's
+   scatter-add would have threads adding into the same elements.  w' goes at the front of
+   the workspace.  Returns 0 when it does not apply: a stride or a padding beyond the reach. */
+static int cf__flipped_geom(const cf_geom *g, cf_geom *gt) {
+    int a;
+    *gt = *g;
+    for (a = 0; a < 3; a++) {
+        gt->pb[a] = (g->k[a] - 1) * g->dil[a] - g->pb[a];
+        gt->pa[a] = (g->k[a] - 1) * g->dil[a] - g->pa[a];
+        if (g->s[a] != 1 || gt->pb[a] < 0 || gt->pa[a] < 0) return 0;
+    }
+    return 1;
+}
+/* w'[c][oc][k] = w[oc][c][kvol-1-k]: flipping every axis of a C-order kernel reverses its flat index */
+static void cf__flip_kernel(float *wt, const float *w, int C, int OC, int kvol) {
+    int oc, c, k;
+    for (oc = 0; oc < OC; oc++)
+        for (c = 0; c < C; c++)
+            for (k = 0; k < kvol; k++) wt[((size_t)c * OC + oc) * kvol + k] = w[((size_t)oc * C + c) * kvol + kvol - 1 - k];
+}
+static size_t cf__flipped_floats(const cf__conv_call *c) { return (size_t)c->in.c * c->out.c * cf__kvol(c->g); }
+static int cf__tiles_bwd_applies(const cf__conv_call *c) {
+    cf_geom gt;
+    size_t wsz = cf__flipped_floats(c), tile;
+    return c->groups == 1 && cf__flipped_geom(c->g, &gt) && wsz < c->ws_floats &&
+           cf__fwd_tiles(c->out.c * cf__kvol(c->g), cf__positions(c->in), c->ws_floats - wsz, &tile) > 0;
+}
+static void cf__tiles_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd) {
+    cf_geom gt;
+    size_t wsz = cf__flipped_floats(c);
+    int bi;
+    cf__flipped_geom(c->g, &gt);
+    cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
+    for (bi = 0; bi < c->B; bi++)
+        cf__conv_tiles(c->dx + (size_t)bi * cf_shape_size(c->in), c->dy + (size_t)bi * cf_shape_size(c->out), c->ws, NULL, c->dx_store ? 0.0f : 1.0f,
+                       c->out, c->in, &gt, c->ws + wsz, c->ws_floats - wsz, CF_ACT_LINEAR, 0.0f, gemm, rnd);
+}
+static void cf__tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_fp32, 0); }
+
+/* ---- direct convolution (no im2col) for a stride of 1 along the width.  With few input
+   channels im2col + GEMM is slow: CosmoFlow's first layer (4 -> 32 channels, K = 108) would
+   write a 900 MB im2col matrix per sample that the BLAS then packs again, for a GEMM of only
+   32 rows.  Here each output row (od, oh) first gathers the input rows its taps read,
+   zero-padded, into a small per-thread buffer R (cf__direct_rows: C x KD x KH rows); then
+   blocks of 4 output channels x 2 vectors of positions are summed over all taps in 8 vector
+   registers: per tap 2 vector loads and 4 broadcasts feed 8 multiply-adds.  Written with
+   GCC/Clang vector types and compiled only where the target has AVX2 and FMA
+   (-march=x86-64-v3 or native), with an AVX-512 instance chosen at run time. */
+#if defined(__GNUC__) && defined(__AVX2__) && defined(__FMA__) && !defined(CF_NO_DIRECT_CONV)
+#define CF__DIRECT 1
+#if defined(__clang__)
+#define CF__CONTRACT                  /* clang fuses a += b * c into one FMA by default */
+#else
+#define CF__CONTRACT __attribute__((optimize("fp-contract=fast")))   /* GCC's ISO C mode does not */
+#endif
+typedef float cf__v8 __attribute__((vector_size(32)));
+
+/* R (T = C*KD*KH rows of Wp floats): row t = (c, kd, kh) holds the input row that output row
+   (od, oh) reads through taps (kd, kh) of channel c, shifted right by the width's padding
+   and zero elsewhere; a row outside the input is all zeros.  x: (C, D, H, W), one sample. */
+/* the input row that tap row t = (c, kd, kh) of output row (od, oh) reads, or NULL in the padding */
+static const float *cf__direct_src(const float *x, cf_shape in, const cf_geom *g, int od, int oh, int t) {
+    int kh = t % g->k[1], kd = t / g->k[1] % g->k[0], c = t / (g->k[1] * g->k[0]);
+    int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+    return id >= 0 && id < in.d && ih >= 0 && ih < in.h ? x + (((size_t)c * in.d + id) * in.h + ih) * in.w : NULL;
+}
+static void cf__direct_rows(float *R, size_t Wp, const float *x, int C, cf_shape in, const cf_geom *g, int od, int oh) {
+    int t;
+    for (t = 0; t < C * g->k[0] * g->k[1]; t++) {
+        const float *src = cf__direct_src(x, in, g, od, oh, t);
+        float *r = R + (size_t)t * Wp;
+        memset(r, 0, Wp * sizeof(float));
+        if (src) memcpy(r + g->pb[2], src, (size_t)in.w * sizeof(float));
+    }
+}
+
+/* One output row:  y[oc][w] (+)= sum over t < T, kw < KW of w[oc][t KW + kw] R[t][w + kw dil]
+   for oc < OC, w < OW (rows of y ystride apart; R readable up to OW rounded up to 32, plus
+   (KW-1) dil).  accumulate = 0: y = act(sum + b[oc]) (b may be NULL); 1: y += sum.
+   Written once for a vector type VT of VW floats and instantiated twice below (long: one
+   body, because the two instances must stay the same code). */
+#define CF__DIRECT_FWD_ROW(NAME, VT, VW, OB, ATTR)                                                                     \
+ATTR static void NAME(float *y, size_t ystride, const float *R, size_t Wp, int T, int KW, int dil, const float *w,  \
+                      int OC, int OW, const float *b, int accumulate, int act, float slope) {                         \
+    int K = T * KW, oc0, w0, t, kw, o, j;                                                                             \
+    float out[OB][2 * VW];                                                                                            \
+    const float *wo[OB];                                                                                              \
+    for (oc0 = 0; oc0 < OC; oc0 += OB) {                                                                              \
+        int no = OC - oc0 < OB ? OC - oc0 : OB;   /* the last block may have fewer channels: rows repeat, unstored */ \
+        for (o = 0; o < OB; o++) wo[o] = w + (size_t)(oc0 + (o < no ? o : 0)) * K;                                   \
+        for (w0 = 0; w0 < OW; w0 += 2 * VW) {                                                                         \
+            VT a[OB][2];                                                                                              \
+            memset(a, 0, sizeof a);                                                                                   \
+            for (t = 0; t < T; t++) {                                                                                 \
+                const float *r = R + (size_t)t * Wp + w0;                                                             \
+                for (kw = 0; kw < KW; kw++) {   /* per tap: 2 vector loads, OB broadcasts, 2 OB multiply-adds */      \
+                    VT x0, x1;                                                                                        \
+                    memcpy(&x0, r + kw * dil, sizeof x0); memcpy(&x1, r + kw * dil + VW, sizeof x1);                  \
+                    for (o = 0; o < OB; o++) { float q = wo[o][t * KW + kw]; a[o][0] += q * x0; a[o][1] += q * x1; } \
+                }                                                                                                     \
+            }                                                                                                         \
+            for (o = 0; o < no; o++) {   /* the block's valid part (the last block may pass OW) */                    \
+                float *CF__RESTRICT yr = y + (size_t)(oc0 + o) * ystride + w0, bo = b ? b[oc0 + o] : 0.0f;           \
+                int n = OW - w0 < 2 * VW ? OW - w0 : 2 * VW;                                                          \
+                memcpy(out[o], a[o], sizeof out[o]);                                                                  \
+                if (n == 2 * VW) {   /* a whole block: loops of a constant length with act fixed, which the */    \
+                    float *v = out[o];   /* compiler turns into vector code, cf__act_f inlined in each */             \
+                    if (accumulate) { for (j = 0; j < 2 * VW; j++) yr[j] += v[j]; continue; }                        \
+                    for (j = 0; j < 2 * VW; j++) v[j] += bo;                                                          \
+                    switch (act) {                                                                                    \
+                    case CF_ACT_RELU: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], CF_ACT_RELU, slope); break; \
+                    case CF_ACT_LEAKY: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], CF_ACT_LEAKY, slope); break; \
+                    default: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], act, slope);                        \
+                    }                                                                                                 \
+                    continue;                                                                                         \
+                }                                                                                                     \
+                if (accumulate) for (j = 0; j < n; j++) yr[j] += out[o][j];                                           \
+                else for (j = 0; j < n; j++) yr[j] = cf__act_f(out[o][j] + bo, act, slope);                           \
+            }                                                                                                         \
+        }                                                                                                             \
+    }                                                                                                                 \
+}
+CF__DIRECT_FWD_ROW(cf__direct_fwd_row8, cf__v8, 8, 4, CF__CONTRACT)
+/* The same with 16-float vectors, chosen at run time when the CPU has AVX-512 and a row has at
+   least 32 positions: the x86-64-v3 build still runs on AVX2 machines. */
+#if defined(__x86_64__) && !defined(CF_NO_AVX512)
+#define CF__AVX512 1
+#include <immintrin.h>
+typedef float cf__v16 __attribute__((vector_size(64)));
+#ifndef CF__DIRECT_OB512
+#define CF__DIRECT_OB512 8   /* output channels a block: 16 accumulators of the 32 registers */
+#endif
+#if defined(__clang__)
+#define CF__CONTRACT512 __attribute__((target("avx512f")))
+#else
+#define CF__CONTRACT512 __attribute__((target("avx512f"), optimize("fp-contract=fast")))
+#endif
+CF__DIRECT_FWD_ROW(cf__direct_fwd_row16, cf__v16, 16, CF__DIRECT_OB512, CF__CONTRACT512)
+static int cf__has_avx512(void) { return __builtin_cpu_supports("avx512f") ? 1 : 0; }   /* (a read of what the runtime found at start) */
+/* the mask of a vector's first n lanes (none when n <= 0, all when n >= 16) */
+CF__INLINE __mmask16 cf__lanes(int n) { return (__mmask16)(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1u); }
+#endif
+
+/* floats of one row of R: the output row rounded up to 32, plus the kernel's reach */
+static size_t cf__direct_wp(cf_shape out, const cf_geom *g) {
+    return ((size_t)out.w + 31) / 32 * 32 + (size_t)(g->k[2] - 1) * g->dil[2];
+}
+/* Whether the direct kernel can run a convolution of in into out: stride 1 along the width,
+   rows of 16 or more, one R per thread in ws, and R at most max_r floats.  The forward pass
+   passes CF__DIRECT_FWD_MAX_R, 64 Ki floats: with many input channels R outgrows the L2 cache
+   while im2col + GEMM has a long K and the BLAS its best shape.  Backward-data passes no
+   limit: there the alternative is GEMM + col2im, which is slower.  (The bf16 kernel has its
+   own limit, CF__BF16_DIRECT_MAX_R.) */
+#define CF__DIRECT_FWD_MAX_R 65536
+static int cf__direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, size_t max_r) {
+    size_t rsz = (size_t)in.c * g->k[0] * g->k[1] * cf__direct_wp(out, g);
+    return g->s[2] == 1 && out.w >= 16 && rsz <= max_r && (size_t)cf__nthreads() * rsz <= ws_floats;
+}
+/* y (B, OC, OD, OH, OW) (+)= conv(x, w) with w (OC, C, KD, KH, KW): rows shared out between
+   the threads, each with its own R in ws.  Only where cf__direct_fits says it applies. */
+static void cf__direct_fwd(float *y, const float *x, const float *w, const float *b, int accumulate, int B, cf_shape in,
+                           cf_shape out, const cf_geom *g, float *ws, int act, float slope) {
+    int T = in.c * g->k[0] * g->k[1], KW = g->k[2];
+    size_t Wp = cf__direct_wp(out, g), rsz = (size_t)T * Wp;
+    size_t P = cf__positions(out), in_sz = cf_shape_size(in);
+    long rows = (long)B * out.d * out.h, r;
+    void (*row)(float *, size_t, const float *, size_t, int, int, int, const float *, int, int, const float *, int, int, float) =
+        cf__direct_fwd_row8;
+#ifdef CF__AVX512
+    if (out.w >= 32 && cf__has_avx512()) row = cf__direct_fwd_row16;
+#endif
+    CF__OMP(omp parallel num_threads(cf__nthreads()))
+    {
+        float *R = ws + (size_t)cf__thread_id() * rsz;
+        CF__OMP(omp for schedule(static))
+        for (r = 0; r < rows; r++) {
+            int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
+            cf__direct_rows(R, Wp, x + (size_t)bi * in_sz, in.c, in, g, od, oh);
+            row(y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, R, Wp, T, KW, g->dil[2],
+                w, out.c, out.w, b, accumulate, act, slope);
+        }
+    }
+}
+static int cf__direct_fwd_applies(const cf__conv_call *c) {
+    return c->groups == 1 && !cf__pointwise_applies(c) && cf__direct_fits(c->in, c->out, c->g, c->ws_floats, CF__DIRECT_FWD_MAX_R);
+}
+static void cf__direct_fwd_run(const cf__conv_call *c) {
+    cf__direct_fwd(c->y, c->x, c->w, c->b, 0, c->B, c->in, c->out, c->g, c->ws, c->act, c->slope);
+}
+/* backward-data: the forward of dy (out's shape) into dx with the flipped kernel, as above */
+static int cf__direct_bwd_applies(const cf__conv_call *c) {
+    cf_geom gt;
+    size_t wsz = cf__flipped_floats(c);
+    return c->groups == 1 && cf__flipped_geom(c->g, &gt) && wsz < c->ws_floats &&
+           cf__direct_fits(c->out, c->in, &gt, c->ws_floats - wsz, (size_t)-1);
+}
+static void cf__direct_bwd_run(const cf__conv_call *c) {
+    cf_geom gt;
+    size_t wsz = cf__flipped_floats(c);
+    cf__flipped_geom(c->g, &gt);
+    cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
+    cf__direct_fwd(c->dx, c->dy, c->ws, NULL, !c->dx_store, c->B, c->out, c->in, &gt, c->ws + wsz, CF_ACT_LINEAR, 0.0f);
+}
+#endif /* CF__DIRECT */
+
+/* ---- bf16 (kind "bf16"): the convolutions of a bf16 network (cf_net_set_precision) on the
+   CPU's vdpbf16ps, which multiplies 16 pairs of bf16 by 16 pairs and adds both products of
+   each pair to an fp32 lane: acc + a_odd b_odd + a_even b_even, the products exact (8-bit
+   mantissas), the additions rounded to nearest even.  Operands are bf16 values, held in fp32
+   (the network rounds them, section 5) or in 16 bits (section 6, halves); the packing into
+   pairs rounds with vcvtne2ps2bf16, which keeps a bf16 value as it is (and rounds the
+   network's input, which the plan may hand over unrounded).  They are paired along the sum: two input rows interleaved (the direct
+   kernel) or two rows of op(A) and op(B) (the GEMM).  The output is the fp32 sum; the layer
+   rounds it when it stores it.  The emulation (the fp32 paths on the same operands) computes
+   the same sums in another order (tests/test_core.c, test_bf16).  Compiled where GCC or Clang
+   targets x86-64 with AVX-512 available, chosen at run time when the CPU has AVX512_BF16. */
+#if defined(CF__DIRECT) && defined(CF__AVX512) && !defined(CF_NO_BF16)
+#define CF__BF16 1
+#define CF__BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+static int cf__has_bf16(void) {   /* (every CPU with AVX512_BF16 has the 16-bit loads and stores of BW and VL) */
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bf16") ? 1 : 0;
+}
+CF__INLINE uint32_t cf__bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+/* one vdpbf16ps pair of two bf16 values held in fp32: a in the low half, b in the high */
+CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (cf__bits(b) & 0xffff0000u); }
+
+/* ---- the GEMM: C (M x N) = beta C + op(A) op(B), op(A) M x K, op(B) K x N, beta 0 or 1.
+   K is taken in pairs, q = k / 2 (an odd K gets a zero).  A task is a block of up to 384
+   columns of C and a part of the pairs; it runs through its part in chunks of at most 384
+   pairs, all of one length (432 pairs as 216 + 216: a short last chunk would load and store C
+   for few pairs), packing op(B)'s chunk once as Bp[q][j] = (op(B)[2q][n0+j],
+   op(B)[2q+1][n0+j]) in panels of 32 columns (cf__bp; 576 KB at most), then, 128 rows of C
+   at a time, op(A)'s chunk as Ap[m][q] = (op(A)[m][2q], op(A)[m][2q+1]) (192 KB): both stay in the core's 1 MB cache while
+   the rows read them.  (When several column blocks would pack the same op(A), it is packed
+   whole beforehand and the tasks read it in place.)  A chunk that long (768 terms) makes a
+   sum over DeepCAM's 728 channels one chunk, so C is stored once instead of three times:
+   10-15 % faster than chunks of 128 pairs on its pointwise GEMMs (docs/performance.md).  The
+   micro-kernel keeps an 8 x 32 block of C in 16 registers: per pair q, two loads of Bp, eight
+   broadcasts of Ap, sixteen vdpbf16ps.  A long
+   K (a backward-weights sum over positions) is cut into parts of 4096 pairs that the threads
+   take apart, each into its own partial C; the partials are added in part order, so the
+   result does not depend on the number of threads.  Outside a parallel region the tasks are
+   shared out between the threads. */
+#define CF__GEMM_MB 128
+#define CF__GEMM_NB 384
+#define CF__GEMM_KC 384
+#define CF__GEMM_KPART 4096
+/* op(B) made as it is packed instead of read from memory: the im2col of one sample's x, its
+   rows the sum's index (channel and tap), its columns the output positions, each row made by
+   cf__im2col_row into a row buffer of the thread's.  The packed values, and so the sums, are
+   those of the im2col buffer: the same bits without the buffer (K x P floats, which the
+   references make in tiles of the workspace). */
+typedef struct { const float *x; cf_shape in, out; const cf_geom *g; } cf__col_src;
+#define CF__COL_ROW (2 * CF__GEMM_KC)   /* floats in a made row: a chunk's positions (op(B) = col^T), or a block's columns (op(B) = col) */
+/* pairs (x[t], x[t + 1]) for t = 0, 2, .. 30, x[t] read only for lo <= t < hi (zero elsewhere) */
+CF__BF16_TARGET static __m512i cf__pairs16_within(const float *x, int lo, int hi) {
+    __m512 a = _mm512_maskz_loadu_ps(cf__lanes(hi) & (__mmask16)~cf__lanes(lo), x);
+    __m512 b = _mm512_maskz_loadu_ps(cf__lanes(hi - 16) & (__mmask16)~cf__lanes(lo - 16), x + 16);
+    return (__m512i)_mm512_cvtne2ps_pbh(b, a);
+}
+/* 16 floats rounded to bf16 and back by vcvtneps2bf16, which rounds as vcvtne2ps2bf16 does
+   (one source instead of two): as cf_bf16_from_f32 (test_core checks it on 2^24 inputs,
+   make test-bf16 on all 2^32) */
+CF__BF16_TARGET static __m512 cf__round16_bf16(__m512 z) {
+    __m256i h = (__m256i)_mm512_cvtneps_pbh(z);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+/* the pairs (x[2i], x[2i+1]) of up to 32 floats of a row, as 16 lanes; floats past n are zero.
+   vcvtne2ps2bf16 keeps a bf16 value as it is, so on the bf16 values the GEMM is given it is
+   cf__pair, a vector at a time. */
+CF__BF16_TARGET static __m512i cf__pairs16(const float *x, int n) { return cf__pairs16_within(x, 0, n); }
+/* the pairs (a[i], b[i]) of up to 16 columns of two rows (a or b NULL: zeros), as 16 lanes:
+   both rows rounded to bf16 by one vcvtne2ps2bf16 (a's in the low 16 words, b's in the high),
+   then interleaved, a's word below b's; cf__pair a vector at a time on bf16 values, and on
+   floats not yet rounded (the network's input, section 6) their rounding as they are read */
+CF__BF16_TARGET static __m512i cf__pairs16_rows(const float *a, const float *b, int n) {
+    const __m512i mix = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                         23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    __m512 va = a ? _mm512_maskz_loadu_ps(cf__lanes(n), a) : _mm512_setzero_ps(), vb = b ? _mm512_maskz_loadu_ps(cf__lanes(n), b) : _mm512_setzero_ps();
+    return _mm512_permutexvar_epi16(mix, (__m512i)_mm512_cvtne2ps_pbh(vb, va));
+}
+/* ---- tensors the memory plan stores in 16 bits (section 6, "halves"): element i of such a
+   tensor is ((const cf_bf16 *)base)[i], the upper half of the fp32 word the kernels compute
+   with.  Loaded by widening (a shift), stored by keeping the upper half (exact on bf16 values). */
+CF__INLINE __mmask32 cf__lanes32(int n) { return (__mmask32)(n >= 32 ? 0xffffffffu : n <= 0 ? 0u : (1u << n) - 1u); }
+/* lanes k of 16 16-bit elements at p, each in the low half of a 32-bit lane (0 elsewhere) */
+CF__BF16_TARGET static __m512i cf__widen_half(const cf_bf16 *p, __mmask16 k) { return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p)); }
+/* the same as floats: the 16 bits moved up */
+CF__BF16_TARGET static __m512 cf__load_half(const cf_bf16 *p, __mmask16 k) { return _mm512_castsi512_ps(_mm512_slli_epi32(cf__widen_half(p, k), 16)); }
+/* lanes k of v, bf16 values, stored at p in 16 bits */
+CF__BF16_TARGET static void cf__store_half(cf_bf16 *p, __mmask16 k, __m512 v) {
+    _mm512_mask_cvtepi32_storeu_epi16(p, k, _mm512_srli_epi32(_mm512_castps_si512(v), 16));
+}
+/* cf__pairs16_rows on two 16-bit rows: a's elements in the low halves, b's in the high */
+CF__BF16_TARGET static __m512i cf__pairs16_rows_half(const cf_bf16 *a, const cf_bf16 *b, int n) {
+    __m512i lo = a ? cf__widen_half(a, cf__lanes(n)) : _mm512_setzero_si512();
+    __m512i hi = b ? _mm512_slli_epi32(cf__widen_half(b, cf__lanes(n)), 16) : _mm512_setzero_si512();
+    return _mm512_or_si512(lo, hi);
+}
+/* cf__pairs16_within and cf__pairs16 on a 16-bit row: the pairs (x[t], x[t+1]) are its 32-bit
+   words as they lie */
+CF__BF16_TARGET static __m512i cf__pairs16_within_half(const cf_bf16 *x, int lo, int hi) {
+    return _mm512_maskz_loadu_epi16(cf__lanes32(hi) & (__mmask32)~cf__lanes32(lo), x);
+}
+CF__BF16_TARGET static __m512i cf__pairs16_half(const cf_bf16 *x, int n) { return cf__pairs16_within_half(x, 0, n); }
+
+/* 16 x 16 transpose of 32-bit lanes: lane j of r[i] goes to lane i of r[j].  Three rounds:
+   interleave 32-bit lanes of row pairs, then 64-bit lanes, then move 128-bit quarters twice. */
+CF__BF16_TARGET static void cf__transpose16(__m512i r[16]) {
+    __m512i t[16];
+    int i;
+    for (i = 0; i < 16; i += 2) { t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]); t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]); }
+    for (i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]); r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]); r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88); t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88); t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (i = 0; i < 8; i++) { r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88); r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd); }
+}
+/* Ap[m][q - q0], nq pairs from q0 */
+CF__BF16_TARGET static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int lda, int M, int K, int q0, int nq) {
+    int m, q;
+    if (!tA) {   /* op(A)'s row m is a row of A: its pairs are adjacent floats */
+        for (m = 0; m < M; m++)
+            for (q = 0; q < nq; q += 16) {
+                int k = 2 * (q0 + q);
+                _mm512_mask_storeu_epi32(Ap + (size_t)m * nq + q, cf__lanes(nq - q), cf__pairs16(A + (size_t)m * lda + k, K - k));
+            }
+        return;
+    }
+    for (m = 0; m < M; m += 16)   /* op(A)[m][k] = A[k][m]: two rows of A give 16 columns' pairs, transposed */
+        for (q = 0; q < nq; q += 16) {
+            __m512i r[16];
+            int i;
+            for (i = 0; i < 16; i++) {
+                int k = 2 * (q0 + q + i);
+                r[i] = q + i < nq ? cf__pairs16_rows(A + (size_t)k * lda + m, k + 1 < K ? A + (size_t)(k + 1) * lda + m : NULL, M - m) : _mm512_setzero_si512();
+            }
+            cf__transpose16(r);
+            for (i = 0; i < 16 && m + i < M; i++) _mm512_mask_storeu_epi32(Ap + (size_t)(m + i) * nq + q, cf__lanes(nq - q), r[i]);
+        }
+}
+/* Bp holds the chunk in panels of 32 columns, each panel's nq rows of pairs one after the
+   other: the micro-kernel reads a panel as one contiguous stretch (rows of a whole 512-column
+   block, 2 KB apart, would fall into a few sets of the L1 cache and evict each other).
+   Element (q, j) of a chunk of nq pairs: */
+CF__INLINE size_t cf__bp(int q, int j, int nq) { return (size_t)(j & ~31) * nq + (size_t)q * 32 + (j & 31); }
+/* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb; half: B (transposed) is stored in
+   16 bits; col: B is im2col(col->x) (not transposed, or transposed: op(B) = col^T), its rows
+   made into the buffer made (16 x CF__COL_ROW floats) */
+CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int half, int ldb, int K, int q0, int nq, int n0, int nb,
+                                       const cf__col_src *col, float *made) {
+    int q, j, i;
+    if (!tB) for (q = 0; q < nq; q++) {   /* two rows of B, 16 columns at a time */
+        int k = 2 * (q0 + q);
+        const float *b0 = made, *b1 = NULL;
+        if (col) {   /* rows k, k + 1 of im2col(x), made here */
+            cf__im2col_row(made, col->x, k, col->in, col->out, col->g, (size_t)n0, (size_t)nb);
+            if (k + 1 < K) {
+                b1 = made + CF__COL_ROW;
+                cf__im2col_row(made + CF__COL_ROW, col->x, k + 1, col->in, col->out, col->g, (size_t)n0, (size_t)nb);
+            }
+        } else {
+            b0 = B + (size_t)k * ldb + n0; b1 = k + 1 < K ? b0 + ldb : NULL;
+            if (k + 3 < K) { cf__prefetch_floats(b0 + (size_t)2 * ldb, (size_t)nb, 0); cf__prefetch_floats(b0 + (size_t)3 * ldb, (size_t)nb, 0); }   /* the next two fetched ahead */
+        }
+        for (j = 0; j < nb; j += 16) _mm512_mask_storeu_epi32(Bp + cf__bp(q, j, nq), cf__lanes(nb - j), cf__pairs16_rows(b0 + j, b1 ? b1 + j : NULL, nb - j));
+    }
+    else for (j = 0; j < nb; j += 16) {   /* op(B)[k][n] = B[n][k]: 16 rows of B give 16 pairs each, transposed */
+        int kn = K - 2 * q0 < 2 * nq ? K - 2 * q0 : 2 * nq;   /* the chunk's values in a row */
+        for (i = 0; i < 16 && j + i < nb && col; i++)    /* rows n0 + j + i of im2col(x), the chunk's positions */
+            cf__im2col_row(made + (size_t)i * CF__COL_ROW, col->x, n0 + j + i, col->in, col->out, col->g, (size_t)2 * q0, (size_t)kn);
+        for (q = 0; q < nq; q += 16) {
+            int k = 2 * (q0 + q);
+            __m512i r[16];
+            for (i = 0; i < 16; i++) {
+                size_t at = (size_t)(n0 + j + i) * ldb + k;
+                int n = K - k < 2 * (nq - q) ? K - k : 2 * (nq - q);
+                r[i] = j + i >= nb ? _mm512_setzero_si512()
+                       : col       ? cf__pairs16(made + (size_t)i * CF__COL_ROW + 2 * q, n)
+                       : half      ? cf__pairs16_half((const cf_bf16 *)(const void *)B + at, n)
+                                   : cf__pairs16(B + at, n);
+            }
+            cf__transpose16(r);
+            for (i = 0; i < 16 && q + i < nq; i++) _mm512_mask_storeu_epi32(Bp + cf__bp(q + i, j, nq), cf__lanes(nb - j), r[i]);
+        }
+    }
+}
+/* the 8 x 2 accumulators of a bf16 micro-kernel set to zero, each named by a constant: set in
+   a loop, GCC at -O2 (which unrolls no loop of 8) keeps the array in memory and stores all 16
+   at every step of the sum (2.6x slower at -O2 than at -O3, measured) */
+#define CF__ZERO8(a) { a[0][0] = a[0][1] = a[1][0] = a[1][1] = a[2][0] = a[2][1] = a[3][0] = a[3][1] = _mm512_setzero_ps();     \
+                       a[4][0] = a[4][1] = a[5][0] = a[5][1] = a[6][0] = a[6][1] = a[7][0] = a[7][1] = _mm512_setzero_ps(); }
+/* C (M x nb) = beta C + the packed chunk's nq pairs (Ap's rows a_stride apart); rnd: C rounded
+   to bf16 as it is stored (the last chunk of a sum whose result is a bf16 network's tensor) */
+CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uint32_t *Ap, int a_stride, const uint32_t *Bp, float *C, int ldc, float beta,
+                                                int rnd) {
+    int m0, n0, q, o;
+    for (m0 = 0; m0 < M; m0 += 8) {
+        int nm = M - m0 < 8 ? M - m0 : 8;
+        const uint32_t *ar[8];
+        for (o = 0; o < 8; o++) ar[o] = Ap + (size_t)(m0 + (o < nm ? o : 0)) * a_stride;   /* the last block repeats a row, unstored */
+        for (n0 = 0; n0 < nb; n0 += 32) {
+            int nn = nb - n0 < 32 ? nb - n0 : 32;
+            __mmask16 k0 = (__mmask16)(nn >= 16 ? 0xffff : (1u << nn) - 1), k1 = (__mmask16)(nn >= 32 ? 0xffff : nn > 16 ? (1u << (nn - 16)) - 1 : 0);
+            __m512 a[8][2];
+            CF__ZERO8(a)
+            for (q = 0; q < K2; q++) {
+                const uint32_t *b = Bp + cf__bp(q, n0, K2);
+                __m512bh x0 = (__m512bh)_mm512_maskz_loadu_epi32(k0, b), x1 = (__m512bh)_mm512_maskz_loadu_epi32(k1, b + 16);
+#define CF__DP(o) { __m512bh wb = (__m512bh)_mm512_set1_epi32((int)ar[o][q]); a[o][0] = _mm512_dpbf16_ps(a[o][0], x0, wb); a[o][1] = _mm512_dpbf16_ps(a[o][1], x1, wb); }
+                CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
+#undef CF__DP
+            }
+            /* the block's valid rows, each accumulator named by a constant: indexed by a
+               variable here, GCC kept a[][] in memory and stored all 16 at every step of q */
+#define CF__ST(o) if (o < nm) {                                                                                  \
+                float *c = C + (size_t)(m0 + o) * ldc + n0;                                                      \
+                if (beta != 0.0f) { a[o][0] = _mm512_add_ps(a[o][0], _mm512_maskz_loadu_ps(k0, c)); a[o][1] = _mm512_add_ps(a[o][1], _mm512_maskz_loadu_ps(k1, c + 16)); } \
+                if (rnd) { a[o][0] = cf__round16_bf16(a[o][0]); a[o][1] = cf__round16_bf16(a[o][1]); }            \
+                _mm512_mask_storeu_ps(c, k0, a[o][0]);                                                            \
+                _mm512_mask_storeu_ps(c + 16, k1, a[o][1]);                                                       \
+            }
+            CF__ST(0) CF__ST(1) CF__ST(2) CF__ST(3) CF__ST(4) CF__ST(5) CF__ST(6) CF__ST(7)
+#undef CF__ST
+        }
+    }
+}
+/* one task: C[:, n0 .. n0 + nb] = beta C + the sum over pairs q0 .. q1 (A and C start at the
+   task's first row), rounded to bf16 when rnd; Ap, Bp: the thread's chunk buffers, or NULL when
+   they could not be had (then cf_sgemm, the same operands).  Each chunk of op(B) is packed once
+   and read by every block of CF__GEMM_MB rows in turn, which packs its own chunk of op(A)
+   unless all of op(A) was packed before (A_all: the task's rows, K2 pairs each).  col, made:
+   op(B) made from x (cf__pack_b; then Ap and Bp are there). */
+static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                               int n0, int nb, int q0, int q1, uint32_t *Ap, uint32_t *Bp, const uint32_t *A_all, int rnd,
+                               const cf__col_src *col, float *made) {
+    int q, m0, K2 = (K + 1) / 2, chunks = (q1 - q0 + CF__GEMM_KC - 1) / CF__GEMM_KC, step;
+    step = chunks > 0 ? (q1 - q0 + chunks - 1) / chunks : 1;   /* chunks of equal length: 432 pairs as 216 + 216, not 384 + 48 */
+    if (!Ap || !Bp) {
+        int k0 = 2 * q0, kn = (2 * q1 < K ? 2 * q1 : K) - k0, r;
+        cf_sgemm(tA, tB, M, nb, kn, 1.0f, tA ? A + (size_t)k0 * lda : A + k0, lda, tB ? B + (size_t)n0 * ldb + k0 : B + (size_t)k0 * ldb + n0, ldb,
+                 beta, C + n0, ldc);
+        for (r = 0; r < M && rnd; r++) cf__round_run(C + (size_t)r * ldc + n0, (size_t)nb);
+        return;
+    }
+    for (q = q0; q < q1; q += step) {
+        int nq = q1 - q < step ? q1 - q : step;
+        cf__pack_b(Bp, tB, B, 0, ldb, K, q, nq, n0, nb, col, made);
+        for (m0 = 0; m0 < M; m0 += CF__GEMM_MB) {
+            int mb = M - m0 < CF__GEMM_MB ? M - m0 : CF__GEMM_MB;
+            const uint32_t *a = A_all ? A_all + (size_t)m0 * K2 + q : Ap;   /* the rows' chunk of op(A), its rows a_stride apart */
+            int a_stride = A_all ? K2 : nq;
+            if (!A_all) cf__pack_a(Ap, tA, tA ? A + m0 : A + (size_t)m0 * lda, lda, mb, K, q, nq);
+            cf__gemm_bf16_block(mb, nb, nq, a, a_stride, Bp, C + (size_t)m0 * ldc + n0, ldc, q == q0 ? beta : 1.0f, rnd && q + nq == q1);
+        }
+    }
+}
+/* cf_sgemm's arguments (alpha = 1, beta 0 or 1) on bf16 values; rnd: C stored rounded to bf16.
+   A task is a block of columns of C (at most CF__GEMM_NB, in panels of 32) and a part of the
+   sum, over all of C's rows, or over CF__GEMM_MB of them when columns and parts alone give
+   fewer tasks than threads.  The tasks are made a multiple of the threads, so that none waits
+   at the end: a sum in parts over one column block gets an even number of parts (a long
+   backward-weights sum over few channels: each part packs its own chunk of op(A), and a second
+   column block would pack it again: 15-25 % slower on 2 threads), and the columns are cut into
+   more blocks where that is not enough.
+   When several column blocks would each pack the same rows of op(A), a sum of one part (a
+   kernel, at most 8 MB packed), op(A) is packed once beforehand, the threads sharing the
+   rows: a long backward-weights sum is left to pack its own, which would take tens of MB at
+   the network's peak of memory.
+   col: op(B) is made from x as it is packed (cf__col_src; B and ldb unused); returns -1, C
+   untouched, when the threads' buffers cannot be had (0 when done). */
+static int cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                            int ldc, const cf__col_src *col) {
+    int K2 = (K + 1) / 2, nth = cf__nthreads(), nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, width, rows, rblocks, tasks, span, t;
+    int parts = (K2 + CF__GEMM_KPART - 1) / CF__GEMM_KPART;
+    size_t MN = (size_t)M * N, ka = (size_t)(K2 < CF__GEMM_KC ? K2 : CF__GEMM_KC);   /* a chunk's pairs, at most */
+    size_t a_sz, b_sz, per;   /* a thread's buffers: op(A)'s chunk, op(B)'s chunk, and with them the made rows */
+    float *partial = NULL;
+    uint32_t *A_all = NULL, *buf;
+    if (M <= 0 || N <= 0) return 0;
+    if (K <= 0) {   /* (bf16 values stay; beta 0: C is not read, as BLAS) */
+        int r, j;
+        for (r = 0; r < M; r++) for (j = 0; j < N; j++) C[(size_t)r * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)r * ldc + j];
+        return 0;
+    }
+    if (parts > 1 && nblocks == 1 && parts % 2) parts++;   /* more parts, not more column blocks: op(A) packed once (even: the
+                                                                   sums may not depend on the threads, and 2 divides most counts) */
+    if (parts > 1 && !(partial = (float *)CF_MALLOC(sizeof(float) * MN * parts))) parts = 1;   /* no room: one part, the same sums */
+    span = (K2 + parts - 1) / parts;
+    while ((nblocks * parts) % nth && nblocks * 32 < N) nblocks++;
+    width = ((N + nblocks - 1) / nblocks + 31) / 32 * 32;
+    nblocks = (N + width - 1) / width;
+    rows = nblocks * parts >= nth ? M : CF__GEMM_MB;
+    rblocks = (M + rows - 1) / rows;
+    tasks = rblocks * nblocks * parts;
+    a_sz = (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka;   /* as big as a task needs */
+    b_sz = ka * (size_t)width;
+    per = a_sz + b_sz + (col ? (size_t)16 * CF__COL_ROW : 0);
+    buf = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * per * nth);   /* (none: each task runs cf_sgemm, which cannot make op(B)) */
+    if (!buf && col) { CF_FREE(partial); return -1; }
+    if (rblocks == 1 && nblocks > 1 && parts == 1 && (size_t)M * K2 <= ((size_t)2 << 20)) A_all = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)M * K2);
+    if (A_all) {   /* (no room: each task packs its own) */
+        CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
+        for (t = 0; t < (M + 15) / 16; t++) {
+            int m0 = t * 16, mb = M - m0 < 16 ? M - m0 : 16;
+            cf__pack_a(A_all + (size_t)m0 * K2, tA, tA ? A + m0 : A + (size_t)m0 * lda, lda, mb, K, 0, K2);
+        }
+    }
+    CF__OMP(omp parallel num_threads(nth))
+    {
+        uint32_t *Ap = buf ? buf + per * cf__thread_id() : NULL, *Bp = buf ? Ap + a_sz : NULL;
+        float *made = buf && col ? (float *)(void *)(Bp + b_sz) : NULL;
+        CF__OMP(omp for schedule(dynamic, 1))
+        for (t = 0; t < tasks; t++) {
+            int b = t % (rblocks * nblocks), m0 = b / nblocks * rows, n0 = b % nblocks * width, q0 = t / (rblocks * nblocks) * span;
+            int mb = M - m0 < rows ? M - m0 : rows, nb = N - n0 < width ? N - n0 : width, q1 = K2 - q0 < span ? K2 : q0 + span;
+            const float *Am = tA ? A + m0 : A + (size_t)m0 * lda;   /* the task's rows of op(A) */
+            if (parts == 1) cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, beta, C + (size_t)m0 * ldc, ldc, n0, nb, q0, q1, Ap, Bp, A_all, rnd, col, made);
+            else cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, 0.0f, partial + MN * (size_t)(t / (rblocks * nblocks)) + (size_t)m0 * N, N, n0, nb,
+                                    q0, q1, Ap, Bp, A_all, 0, col, made);
+        }
+    }
+    CF_FREE(buf);
+    CF_FREE(A_all);
+    if (!partial) return 0;
+    CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
+    for (t = 0; t < M; t++) {   /* C = beta C + the parts, in order */
+        int p;
+        size_t i;
+        float *c = C + (size_t)t * ldc;
+        for (i = 0; i < (size_t)N; i++) {
+            float v = beta != 0.0f ? c[i] : 0.0f;
+            for (p = 0; p < parts; p++) v += partial[MN * p + (size_t)t * N + i];
+            c[i] = rnd ? cf_f32_from_bf16(cf_bf16_from_f32(v)) : v;
+        }
+    }
+    CF_FREE(partial);
+    return 0;
+}
+static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    cf__sgemm_bf16_r(0, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL);
+}
+/* the same, C stored rounded to bf16: the sum as cf__sgemm_bf16's, rounded once */
+static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    cf__sgemm_bf16_r(1, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL);
+}
+
+/* ---- the direct kernel in bf16: as cf__direct_fwd, with the input channels paired.  A pair
+   row (cp, id, ih) holds (x[2cp][id][ih][w], x[2cp+1][id][ih][w]) at w + pb (zeros for a
+   missing channel and in the padding); the kernel is packed the same way, w2[oc][cp][kd][kh][kw]
+   = (w[oc][2cp][kd][kh][kw], w[oc][2cp+1][kd][kh][kw]).  Output row (od, oh) reads, for tap
+   (kd, kh), input row (id, ih); the next output row reads mostly the same input rows, so each
+   thread keeps the pair rows it built, slot (kd, ih mod NS) with NS = (KH - 1) dil + 1 (the
+   KH rows of one kd are distinct mod NS), tagged with the (sample, id, ih) it holds.  Per tap
+   pair the kernel does 2 loads, 8 broadcasts, 16 vdpbf16ps over 8 output channels x 32
+   positions. */
+typedef struct {
+    uint32_t *rows;          /* [kd][slot][cp] pair rows of Wp */
+    long *tag;               /* [kd][slot]: what the slot holds, or -1 */
+    uint32_t *zero;          /* a row of zeros: taps in the padding */
+    const uint32_t **rp;     /* the rows one output row reads, [cp][kd][kh] as the kernel */
+} cf__pair_rows;
+static size_t cf__r16(size_t n) { return (n + 15) / 16 * 16; }   /* 64-byte parts */
+static int cf__pair_slots(const cf_geom *g) { return (g->k[1] - 1) * g->dil[1] + 1; }
+/* uint32 of one thread's cf__pair_rows for input in, output rows of Wp */
+static size_t cf__pair_rows_size(cf_shape in, const cf_geom *g, size_t Wp) {
+    size_t slots = (size_t)g->k[0] * cf__pair_slots(g), C2 = ((size_t)in.c + 1) / 2;
+    return cf__r16(slots * C2 * Wp) + cf__r16(Wp) + cf__r16(2 * slots) + cf__r16(2 * C2 * g->k[0] * g->k[1]);
+}
+static cf__pair_rows cf__pair_rows_at(uint32_t *ws, cf_shape in, const cf_geom *g, size_t Wp) {
+    cf__pair_rows pr;
+    size_t slots = (size_t)g->k[0] * cf__pair_slots(g), C2 = ((size_t)in.c + 1) / 2, k;
+    pr.rows = ws; ws += cf__r16(slots * C2 * Wp);
+    pr.zero = ws; ws += cf__r16(Wp);
+    pr.tag = (long *)(void *)ws; ws += cf__r16(2 * slots);
+    pr.rp = (const uint32_t **)(void *)ws;
+    memset(pr.zero, 0, Wp * sizeof(uint32_t));
+    for (k = 0; k < slots; k++) pr.tag[k] = -1;
+    return pr;
+}
+/* pair row (cp, id, ih) of sample x (half: stored in 16 bits) into r */
+CF__BF16_TARGET static void cf__pair_row(uint32_t *r, size_t Wp, const float *x, int half, int C, cf_shape in, int pb, int cp, int id, int ih) {
+    size_t at = (((size_t)2 * cp * in.d + id) * in.h + ih) * in.w;
+    const float *a = cf__elt(x, half, at), *b = 2 * cp + 1 < C ? cf__elt(x, half, at + cf__positions(in)) : NULL;
+    uint32_t *d = r + pb;
+    int w;
+    memset(r, 0, (size_t)pb * sizeof *r);   /* the padding either side of the row */
+    memset(d + in.w, 0, (Wp - pb - (size_t)in.w) * sizeof *r);
+    for (w = 0; w < in.w; w += 16)          /* d[w] = cf__pair(a[w], b[w]), 16 at a time */
+        _mm512_mask_storeu_epi32(d + w, cf__lanes(in.w - w),
+                                 half ? cf__pairs16_rows_half((const cf_bf16 *)(const void *)a + w, b ? (const cf_bf16 *)(const void *)b + w : NULL, in.w - w)
+                                      : cf__pairs16_rows(a + w, b ? b + w : NULL, in.w - w));
+}
+/* pr->rp for output row (od, oh) of sample bi (x), building the pair rows not in the cache */
+static void cf__pair_rows_for(cf__pair_rows *pr, size_t Wp, const float *x, int half, int bi, int C, cf_shape in, const cf_geom *g, int od, int oh) {
+    int KD = g->k[0], KH = g->k[1], NS = cf__pair_slots(g), C2 = (C + 1) / 2, kd, kh, cp;
+    for (kd = 0; kd < KD; kd++) {
+        int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
+        for (kh = 0; kh < KH; kh++) {
+            int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1], slot = kd * NS + (ih >= 0 ? ih % NS : 0);
+            long key = ((long)bi * in.d + id) * in.h + ih;
+            if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) {
+                for (cp = 0; cp < C2; cp++) pr->rp[(cp * KD + kd) * KH + kh] = pr->zero;
+                continue;
+            }
+            if (pr->tag[slot] != key) {
+                for (cp = 0; cp < C2; cp++) cf__pair_row(pr->rows + ((size_t)slot * C2 + cp) * Wp, Wp, x, half, C, in, g->pb[2], cp, id, ih);
+                pr->tag[slot] = key;
+            }
+            for (cp = 0; cp < C2; cp++) pr->rp[(cp * KD + kd) * KH + kh] = pr->rows + ((size_t)slot * C2 + cp) * Wp;
+        }
+    }
+}
+/* w (OC, C, KDKH, KW) as pairs of input channels: w2 (OC, ceil(C/2), KDKH, KW) */
+static void cf__pack_kernel_bf16(uint32_t *w2, const float *w, int OC, int C, int KDKH, int KW) {
+    int C2 = (C + 1) / 2, oc, cp, k, kw;
+    for (oc = 0; oc < OC; oc++) for (cp = 0; cp < C2; cp++) for (k = 0; k < KDKH; k++) for (kw = 0; kw < KW; kw++) {
+        const float *r = w + (((size_t)oc * C + 2 * cp) * KDKH + k) * KW + kw;
+        w2[(((size_t)oc * C2 + cp) * KDKH + k) * KW + kw] = cf__pair(r[0], 2 * cp + 1 < C ? r[(size_t)KDKH * KW] : 0.0f);
+    }
+}
+/* x[0 .. n) (n <= 16) rounded in place, as cf__round16_bf16 */
+CF__BF16_TARGET static void cf__round16_bf16_at(float *x, int n) {
+    _mm512_mask_storeu_ps(x, cf__lanes(n), cf__round16_bf16(_mm512_maskz_loadu_ps(cf__lanes(n), x)));
+}
+/* cf__round_floats, 16 at a time: about 2 instructions for 16 values instead of ~2 cycles for
+   one (the definition's three cases, vectorized by the compiler, take that long) */
+CF__BF16_TARGET static void cf__round_floats_bf16(float *x, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i += 16) cf__round16_bf16_at(x + i, n - i < 16 ? (int)(n - i) : 16);
+}
+/* cf__act_f on 16 lanes: linear, relu and leaky as vector operations (max returns its second
+   operand for a NaN, as relu's test v > 0 gives 0; a compare with NaN is false, as leaky's),
+   others lane by lane */
+CF__BF16_TARGET static __m512 cf__act16(__m512 z, int act, float slope) {
+    float v[16];
+    int j;
+    if (act == CF_ACT_LINEAR) return z;
+    if (act == CF_ACT_RELU) return _mm512_max_ps(z, _mm512_setzero_ps());
+    if (act == CF_ACT_LEAKY) return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_mul_ps(z, _mm512_set1_ps(slope)), z);
+    _mm512_storeu_ps(v, z);
+    for (j = 0; j < 16; j++) v[j] = cf__act_f(v[j], act, slope);
+    return _mm512_loadu_ps(v);
+}
+/* n (<= 16) sums z of one output row's block into element i of y: added to what is there
+   (backward-data), or + bias, the activation, rounded to bf16 (half: stored in 16 bits) */
+CF__BF16_TARGET static void cf__direct_store_bf16(float *y, int half, size_t i, __m512 z, int n, float bias, int accumulate, int act, float slope) {
+    __mmask16 k = cf__lanes(n);
+    __m512 v;
+    if (accumulate) { _mm512_mask_storeu_ps(y + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, y + i), z)); return; }
+    v = cf__round16_bf16(cf__act16(_mm512_add_ps(z, _mm512_set1_ps(bias)), act, slope));
+    if (half) cf__store_half((cf_bf16 *)(void *)y + i, k, v);
+    else _mm512_mask_storeu_ps(y + i, k, v);
+}
+/* One output row (all OC channels, OW positions) from its T2 pair rows rp: blocks of 8 channels by 32 positions,
+   16 accumulators; each step loads 32 positions of one pair row and multiplies them by one
+   packed weight pair per channel. */
+CF__BF16_TARGET static void cf__direct_row_bf16(float *y, int half, size_t y0, size_t ystride, const uint32_t *const *rp, int T2, int KW, int dil,
+                                                const uint32_t *w2, int OC, int OW, const float *b, int accumulate, int act, float slope) {
+    int K2 = T2 * KW, oc0, w0, q, kw, o, j;
+    for (oc0 = 0; oc0 < OC; oc0 += 8) {
+        int no = OC - oc0 < 8 ? OC - oc0 : 8;
+        const uint32_t *wo[8];
+        for (o = 0; o < 8; o++) wo[o] = w2 + (size_t)(oc0 + (o < no ? o : 0)) * K2;
+        for (w0 = 0; w0 < OW; w0 += 32) {
+            __m512 a[8][2];
+            int n = OW - w0 < 32 ? OW - w0 : 32;
+            CF__ZERO8(a)
+            for (q = 0; q < T2; q++) {
+                const uint32_t *r = rp[q] + w0;
+                for (kw = 0; kw < KW; kw++) {
+                    __m512bh x0 = (__m512bh)_mm512_loadu_si512(r + kw * dil), x1 = (__m512bh)_mm512_loadu_si512(r + kw * dil + 16);
+                    int t = q * KW + kw;
+#define CF__DP(o) { __m512bh wb = (__m512bh)_mm512_set1_epi32((int)wo[o][t]); a[o][0] = _mm512_dpbf16_ps(a[o][0], x0, wb); a[o][1] = _mm512_dpbf16_ps(a[o][1], x1, wb); }
+                    CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
+#undef CF__DP
+                }
+            }
+            for (o = 0; o < no; o++)   /* the block's valid part */
+                for (j = 0; j < 2; j++)
+                    cf__direct_store_bf16(y, half, y0 + (size_t)(oc0 + o) * ystride + w0 + 16 * j, a[o][j], n - 16 * j, b ? b[oc0 + o] : 0.0f,
+                                          accumulate, act, slope);
+        }
+    }
+}
+/* The same for rows of at most 16 positions (a 16^3 layer, where a 32-wide block would be half
+   empty): blocks of 16 channels by 16 positions, still 16 accumulators, one load of R2 per step. */
+CF__BF16_TARGET static void cf__direct_row_bf16_narrow(float *y, int half, size_t y0, size_t ystride, const uint32_t *const *rp, int T2, int KW, int dil,
+                                                       const uint32_t *w2, int OC, int OW, const float *b, int accumulate, int act, float slope) {
+    int K2 = T2 * KW, oc0, q, kw, o;
+    for (oc0 = 0; oc0 < OC; oc0 += 16) {
+        int no = OC - oc0 < 16 ? OC - oc0 : 16;
+        const uint32_t *wo[16];
+        __m512 a[16];
+        for (o = 0; o < 16; o++) { wo[o] = w2 + (size_t)(oc0 + (o < no ? o : 0)) * K2; a[o] = _mm512_setzero_ps(); }
+        for (q = 0; q < T2; q++) {
+            const uint32_t *r = rp[q];
+            for (kw = 0; kw < KW; kw++) {
+                __m512bh x0 = (__m512bh)_mm512_loadu_si512(r + kw * dil);
+                int t = q * KW + kw;
+#define CF__DP(o) a[o] = _mm512_dpbf16_ps(a[o], x0, (__m512bh)_mm512_set1_epi32((int)wo[o][t]));
+                CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
+                CF__DP(8) CF__DP(9) CF__DP(10) CF__DP(11) CF__DP(12) CF__DP(13) CF__DP(14) CF__DP(15)
+#undef CF__DP
+            }
+        }
+        for (o = 0; o < no; o++) cf__direct_store_bf16(y, half, y0 + (size_t)(oc0 + o) * ystride, a[o], OW, b ? b[oc0 + o] : 0.0f, accumulate, act, slope);
+    }
+}
+/* y (+)= conv(x, w) as cf__direct_fwd, y stored rounded to bf16 unless added into;
+   w2 = the packed kernel; ws: one cf__pair_rows per thread; y_half, x_half: stored in 16 bits */
+static void cf__direct_fwd_bf16(float *y, int y_half, const float *x, int x_half, const uint32_t *w2, const float *b, int accumulate, int B, cf_shape in,
+                                cf_shape out, const cf_geom *g, uint32_t *ws, int act, float slope) {
+    int T2 = (in.c + 1) / 2 * g->k[0] * g->k[1], KW = g->k[2];
+    size_t Wp = cf__direct_wp(out, g), rsz = cf__pair_rows_size(in, g, Wp), P = cf__positions(out), in_sz = cf_shape_size(in);
+    long rows = (long)B * out.d * out.h, r;
+    void (*row)(float *, int, size_t, size_t, const uint32_t *const *, int, int, int, const uint32_t *, int, int, const float *, int, int, float) =
+        out.w <= 16 ? cf__direct_row_bf16_narrow : cf__direct_row_bf16;
+    CF__OMP(omp parallel num_threads(cf__nthreads()))
+    {
+        cf__pair_rows pr = cf__pair_rows_at(ws + (size_t)cf__thread_id() * rsz, in, g, Wp);
+        CF__OMP(omp for schedule(static))
+        for (r = 0; r < rows; r++) {
+            int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
+            cf__pair_rows_for(&pr, Wp, cf__elt(x, x_half, (size_t)bi * in_sz), x_half, bi, in.c, in, g, od, oh);
+            if (r + 1 < rows && (r + 1) % ((long)out.d * out.h)) {   /* the next row's outputs (same sample) fetched for writing, as the pools' rows */
+                size_t yn = (size_t)bi * out.c * P + ((size_t)od * out.h + oh + 1) * out.w;
+                int oc;
+                for (oc = 0; oc < out.c; oc++) cf__prefetch_floats(cf__elt(y, y_half, yn + (size_t)oc * P), y_half ? (size_t)(out.w + 1) / 2 : (size_t)out.w, 1);
+            }
+            row(y, y_half, (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, pr.rp, T2, KW, g->dil[2], w2, out.c, out.w, b,
+                accumulate, act, slope);
+        }
+    }
+}
+/* every bf16 path's first condition: the operands are bf16 values and the CPU has the instructions */
+static int cf__bf16_gemm_applies(const cf__conv_call *c) { return c->bf16 && cf__has_bf16(); }
+/* the packed kernel (OC x ceil(C/2) x KD KH x KW uint32, in 64-byte parts) at the front of ws,
+   then one cf__pair_rows per thread */
+static size_t cf__w2_floats(cf_shape in, const cf_geom *g, int OC) {
+    return cf__r16((size_t)OC * ((in.c + 1) / 2) * g->k[0] * g->k[1] * g->k[2]);
+}
+/* The bf16 kernel's forward takes an R of up to CF__BF16_DIRECT_MAX_R uint32 (4 MiB), far
+   past the fp32 kernel's limit: with few filters the alternative, im2col + the bf16 GEMM, has
+   a GEMM of few rows.  Measured in one process, the paths alternated (docs/performance.md,
+   stop 40): Tiramisu's 5x5 convs to 32 channels (R up to 647 Ki) 2.8-3.7x faster than im2col;
+   DeepCAM's decoder 3x3 convs (R 147 Ki) the same either way; DeepCAM's ASPP conv of dilation
+   6 (R 1.4 Mi) 25 % slower, so it stays with im2col.  Backward-data passes no limit. */
+#define CF__BF16_DIRECT_MAX_R ((size_t)1 << 20)
+static int cf__bf16_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, size_t max_r) {
+    size_t w2 = cf__w2_floats(in, g, out.c), rsz = cf__pair_rows_size(in, g, cf__direct_wp(out, g));
+    return g->s[2] == 1 && out.w >= 16 && rsz <= max_r && w2 + (size_t)cf__nthreads() * rsz <= ws_floats;
+}
+static int cf__bf16_direct_fwd_applies(const cf__conv_call *c) {
+    return cf__bf16_gemm_applies(c) && c->groups == 1 && !cf__pointwise_applies(c) && cf__bf16_direct_fits(c->in, c->out, c->g, c->ws_floats, CF__BF16_DIRECT_MAX_R);
+}
+static void cf__bf16_direct_fwd_run(const cf__conv_call *c) {
+    uint32_t *w2 = (uint32_t *)c->ws;
+    cf__pack_kernel_bf16(w2, c->w, c->out.c, c->in.c, c->g->k[0] * c->g->k[1], c->g->k[2]);
+    cf__direct_fwd_bf16(c->y, c->half, c->x, c->x_half, w2, c->b, 0, c->B, c->in, c->out, c->g, w2 + cf__w2_floats(c->in, c->g, c->out.c), c->act, c->slope);
+}
+/* backward-data: dy convolved with the flipped kernel (flipped into ws, then packed after it) */
+static int cf__bf16_direct_bwd_applies(const cf__conv_call *c) {
+    cf_geom gt;
+    size_t wsz = cf__flipped_floats(c);
+    return cf__bf16_gemm_applies(c) && c->groups == 1 && cf__flipped_geom(c->g, &gt) && wsz < c->ws_floats &&
+           cf__bf16_direct_fits(c->out, c->in, &gt, c->ws_floats - wsz, (size_t)-1);
+}
+static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
+    cf_geom gt;
+    size_t wsz = cf__flipped_floats(c);
+    uint32_t *w2 = (uint32_t *)(c->ws + wsz);
+    cf__flipped_geom(c->g, &gt);
+    cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
+    cf__pack_kernel_bf16(w2, c->ws, c->in.c, c->out.c, gt.k[0] * gt.k[1], gt.k[2]);
+    cf__direct_fwd_bf16(c->dx, c->dx_half, c->dy, c->half, w2, NULL, !c->dx_half && !c->dx_store, c->B, c->out, c->in, &gt,   /* dx_half: stored, not added */
+                        w2 + cf__w2_floats(c->out, &gt, c->in.c), CF_ACT_LINEAR, 0.0f);
+}
+/* the GEMM paths (tiles, pointwise) with the bf16 GEMM */
+static int cf__bf16_pointwise_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__pointwise_applies(c); }
+/* the output stored rounded: by the GEMM when no bias or activation pass follows it, else by that pass */
+static void cf__bf16_pointwise_fwd(const cf__conv_call *c) {
+    int bare = !c->b && c->act == CF_ACT_LINEAR;
+    cf__pointwise_fwd_with(c, bare ? cf__sgemm_bf16_rounded : cf__sgemm_bf16, !bare);
+}
+static void cf__bf16_pointwise_bww(const cf__conv_call *c) { cf__pointwise_bww_with(c, cf__sgemm_bf16); }
+static void cf__bf16_pointwise_bwd(const cf__conv_call *c) { cf__pointwise_bwd_with(c, cf__sgemm_bf16_rounded); }
+static int cf__bf16_tiles_fwd_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_fwd_applies(c); }
+static int cf__bf16_tiles_bww_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_bww_applies(c); }
+static int cf__bf16_tiles_bwd_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_bwd_applies(c); }
+static void cf__bf16_tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_bf16, 1); }
+static void cf__bf16_tiles_bww(const cf__conv_call *c) { cf__tiles_bww_with(c, cf__sgemm_bf16); }
+static void cf__bf16_tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_bf16, 1); }
+/* Backward-weights without im2col's buffer:  dw^T (K x OC) += col (K x P) dy^T (P x OC), in
+   tiles of CF__BWW_TILE positions.  The tile's im2col rows are packed into pairs of positions
+   straight from x (cf__pack_taps: a tap's row is a stretch of an input row, zeros where it
+   reaches into the padding); dy's tile is B, transposed by cf__pack_b.  Rows of even length keep
+   each pair of positions in one output row, unit stride along w keeps a tap's row contiguous.
+   Each thread sums its tiles (dealt statically) into its own dw^T in ws, added into dw in
+   thread order at the end: the result does not depend on timing.  Against the tiles path, no
+   im2col tile is written and read back, and the transposition is of dy's OC rows, not col's K. */
+static size_t cf__taps_bww_floats(const cf__conv_call *c) {   /* per thread: dw^T, Ap, Bp */
+    size_t K = (size_t)c->in.c * cf__kvol(c->g), nq = CF__BWW_TILE / 2;
+    return K * c->out.c + K * nq + nq * (((size_t)c->out.c + 31) / 32 * 32);
+}
+static int cf__bf16_taps_bww_applies(const cf__conv_call *c) {
+    return cf__bf16_gemm_applies(c) && c->groups == 1 && c->out.w % 2 == 0 && c->g->s[2] == 1 &&
+           (size_t)cf__nthreads() * cf__taps_bww_floats(c) <= c->ws_floats;
+}
+/* Ap[k][j / 2] = the pair of im2col(x)'s row k at tile positions j, j + 1 (n positions from p0).
+   The tile's row segments are found once (even lengths: at most half the tile's positions);
+   a tap's in-bounds part of a segment, unit stride, is [lo, hi) = [-w0, W - w0) clipped. */
+/* the input row that im2col row k (channel c, tap kd, kh) reads for segment sg, or NULL where
+   it lies in the padding */
+static const float *cf__tap_row(const float *x, int half, int k, const cf__seg *sg, cf_shape in, const cf_geom *g) {
+    int KD = g->k[0], KH = g->k[1], KW = g->k[2], kh = (k / KW) % KH, kd = (k / (KW * KH)) % KD, c = k / (KW * KH * KD);
+    int id = sg->od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = sg->oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+    if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) return NULL;
+    return cf__elt(x, half, (((size_t)c * in.d + id) * in.h + ih) * in.w);
+}
+/* (half: x is stored in 16 bits) */
+CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, int half, cf_shape in, cf_shape out, const cf_geom *g, size_t p0, size_t n) {
+    int KW = g->k[2], K = in.c * cf__kvol(g), k, ns = 0, s, t;
+    cf__seg sg[CF__BWW_TILE / 2];
+    size_t j = 0;
+    while (j < n && cf__next_seg(&sg[ns], p0 + j, n - j, out)) j += (size_t)sg[ns++].len;
+    for (k = 0; k < K; k++) {
+        uint32_t *dst = Ap + (size_t)k * (n / 2);
+        if (k % KW == 0 && k + KW < K)   /* the next (c, kd, kh)'s input rows fetched ahead (as the pools': 15 % off these layers) */
+            for (s = 0; s < ns; s++) {
+                const float *r = cf__tap_row(x, half, k + KW, &sg[s], in, g);
+                size_t len = (size_t)(sg[s].len < in.w - sg[s].ow0 ? sg[s].len : in.w - sg[s].ow0);   /* (used when ow0 < in.w) */
+                if (r && sg[s].ow0 < in.w) cf__prefetch_floats(cf__elt(r, half, (size_t)sg[s].ow0), half ? (len + 1) / 2 : len, 0);
+            }
+        for (s = 0; s < ns; dst += sg[s].len / 2, s++) {
+            const float *r = cf__tap_row(x, half, k, &sg[s], in, g);   /* r[w0 + t]: the tap of the segment's position t, read for lo <= t < hi */
+            int w0 = sg[s].ow0 + (k % KW) * g->dil[2] - g->pb[2], len = sg[s].len, lo = 0, hi = 0;
+            if (r) {
+                lo = w0 < 0 ? -w0 : 0;
+                hi = in.w - w0 < len ? in.w - w0 : len;
+            }
+            for (t = 0; t < len; t += 32) {
+                __m512i v = _mm512_setzero_si512();
+                if (lo < hi && half) v = cf__pairs16_within_half((const cf_bf16 *)(const void *)r + w0 + t, lo - t, hi - t);
+                else if (lo < hi) v = cf__pairs16_within(r + w0 + t, lo - t, hi - t);
+                _mm512_mask_storeu_epi32(dst + t / 2, cf__lanes((len - t) / 2), v);
+            }
+        }
+    }
+}
+static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
+    int K = c->in.c * cf__kvol(c->g), OC = c->out.c, nth = cf__nthreads();
+    size_t P = cf__positions(c->out), tile = CF__BWW_TILE, per = cf__taps_bww_floats(c), i;
+    long ntiles = (long)((P + tile - 1) / tile), t;
+    int z;
+    for (z = 0; z < nth; z++) memset(c->ws + per * z, 0, sizeof(float) * K * OC);   /* every thread's, should one not run */
+    CF__OMP(omp parallel num_threads(nth))
+    {
+        float *dwt = c->ws + per * cf__thread_id();
+        uint32_t *Ap = (uint32_t *)(dwt + (size_t)K * OC), *Bp = Ap + (size_t)K * (tile / 2);
+        CF__OMP(omp for schedule(static))
+        for (t = 0; t < c->B * ntiles; t++) {
+            size_t bi = (size_t)(t / ntiles), p0 = (size_t)(t % ntiles) * tile, n = P - p0 < tile ? P - p0 : tile;
+            const float *dy = cf__elt(c->dy, c->half, bi * cf_shape_size(c->out) + p0);
+            cf__pack_taps(Ap, cf__elt(c->x, c->x_half, bi * cf_shape_size(c->in)), c->x_half, c->in, c->out, c->g, p0, n);
+            cf__pack_b(Bp, 1, dy, c->half, (int)P, (int)n, 0, (int)n / 2, 0, OC, NULL, NULL);
+            cf__gemm_bf16_block(K, OC, (int)n / 2, Ap, (int)n / 2, Bp, dwt, OC, 1.0f, 0);
+        }
+    }
+    CF__OMP(omp parallel for schedule(static))
+    for (i = 0; i < (size_t)OC * K; i++) {   /* dw[oc][k] += dw^T[k][oc] of each thread, in order */
+        size_t oc = i / K, k = i % K;
+        int th;
+        for (th = 0; th < nth; th++) c->dw[i] += c->ws[per * th + k * OC + oc];
+    }
+}
+/* what the tiles leave (few positions, groups): the references' im2col loops (section 3)
+   with the bf16 GEMM; the forward's bias, activation and (rnd) rounding applied to each tile
+   while it is in cache; db is the dispatcher's */
+static void cf__im2col_forward_with(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
+                                    const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm, int act, float slope, int rnd) {
+    int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
+    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
+    for (bi = 0; bi < B; bi++) {
+        float *yb = y + (size_t)bi * out.c * P;
+        for (p0 = 0; p0 < P; p0 += tile) {
+            size_t n = P - p0 < tile ? P - p0 : tile;
+            for (gi = 0; gi < groups; gi++) {
+                cf__im2col(ws, x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, Cg, in, out, g, p0, n);
+                gemm(0, 0, OCg, (int)n, K, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f, yb + (size_t)gi * OCg * P + p0, (int)P);
+            }
+            cf__bias_act_p(yb + p0, b, out.c, n, P, act, slope, rnd);
+        }
+    }
+}
+static void cf__im2col_backward_weights_with(float *dw, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
+                                             const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
+    int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
+    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
+    for (bi = 0; bi < B; bi++)
+        for (gi = 0; gi < groups; gi++) {
+            const float *xg = x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
+            const float *dyg = dy + (size_t)bi * out.c * P + (size_t)gi * OCg * P;
+            for (p0 = 0; p0 < P; p0 += tile) {   /* col is recomputed here, not kept from forward */
+                size_t n = P - p0 < tile ? P - p0 : tile;
+                cf__im2col(ws, xg, Cg, in, out, g, p0, n);
+                gemm(0, 1, OCg, K, (int)n, dyg + p0, (int)P, ws, (int)n, 1.0f, dw + (size_t)gi * OCg * K, K);
+            }
+        }
+}
+static void cf__im2col_backward_data_with(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
+                                          const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
+    int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
+    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
+    for (bi = 0; bi < B; bi++)
+        for (gi = 0; gi < groups; gi++) {
+            float *dxg = dx + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
+            const float *dyg = dy + (size_t)bi * out.c * P + (size_t)gi * OCg * P, *wg = w + (size_t)gi * OCg * K;
+            for (p0 = 0; p0 < P; p0 += tile) {
+                size_t n = P - p0 < tile ? P - p0 : tile;
+                gemm(1, 0, K, (int)n, OCg, wg, K, dyg + p0, (int)P, 0.0f, ws, (int)n);
+                cf__col2im(dxg, ws, Cg, in, out, g, p0, n);
+            }
+        }
+}
+static void cf__bf16_im2col_fwd(const cf__conv_call *c) {
+    cf__im2col_forward_with(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16, c->act, c->slope, 1);
+}
+static void cf__bf16_im2col_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
+    cf__im2col_backward_weights_with(c->dw, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
+}
+static void cf__bf16_im2col_bwd(const cf__conv_call *c) {
+    cf__im2col_backward_data_with(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
+}
+/* The same GEMMs over all of a sample's positions at once, im2col's buffer never written: the
+   bf16 GEMM makes op(B)'s rows from x as it packs them (cf__col_src), forward y = w col and
+   backward-weights dw += dy col^T.  The references make col in tiles of the workspace: 455 of
+   the 3456 positions of DeepCAM's ASPP convolutions (2048 channels x 9 taps), every tile's
+   GEMM packing all of w again (forward) or adding into all of dw (backward-weights), and col
+   (255 MB there) written and read back on the way. */
+static int cf__bf16_cols_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && c->groups == 1; }
+static void cf__bf16_cols_fwd(const cf__conv_call *c) {
+    int K = c->in.c * cf__kvol(c->g), bi;
+    size_t P = cf__positions(c->out);
+    for (bi = 0; bi < c->B; bi++) {
+        const float *x = c->x + (size_t)bi * cf_shape_size(c->in);
+        float *y = c->y + (size_t)bi * cf_shape_size(c->out);
+        cf__col_src col = {x, c->in, c->out, c->g};
+        if (cf__sgemm_bf16_r(0, 0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, &col)) {   /* no room: this sample on, by tiles */
+            cf__im2col_forward_with(y, x, c->w, c->b, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats, cf__sgemm_bf16, c->act, c->slope, 1);
+            return;
+        }
+        cf__bias_act_p(y, c->b, c->out.c, P, P, c->act, c->slope, 1);
+    }
+}
+static void cf__bf16_cols_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
+    int K = c->in.c * cf__kvol(c->g), bi;
+    size_t P = cf__positions(c->out);
+    for (bi = 0; bi < c->B; bi++) {
+        const float *x = c->x + (size_t)bi * cf_shape_size(c->in), *dy = c->dy + (size_t)bi * cf_shape_size(c->out);
+        cf__col_src col = {x, c->in, c->out, c->g};
+        if (cf__sgemm_bf16_r(0, 0, 1, c->out.c, K, (int)P, dy, (int)P, NULL, 0, 1.0f, c->dw, K, &col)) {   /* no room: this sample on, by tiles */
+            cf__im2col_backward_weights_with(c->dw, dy, x, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats, cf__sgemm_bf16);
+            return;
+        }
+    }
+}
+#endif /* CF__BF16 */
+
+/* ---- pooling: windows that never leave the input (CosmoFlow's 2x2x2 stride-2 pools) need
+   no bounds tests; max and average then run in loops of their own. */
+static int cf__pool_inside_applies(const cf__pool_call *c) {
+    const cf_geom *g = c->g;
+    int a, o[3], n[3];
+    o[0] = c->out.d; o[1] = c->out.h; o[2] = c->out.w; n[0] = c->in.d; n[1] = c->in.h; n[2] = c->in.w;
+    for (a = 0; a < 3; a++)
+        if (g->pb[a] != 0 || (o[a] - 1) * g->s[a] + (g->k[a] - 1) * g->dil[a] >= n[a]) return 0;
+    return 1;
+}
+static void cf__pool_inside_fwd(const cf__pool_call *c) {
+    const cf_geom *g = c->g;
+    cf_shape in = c->in, out = c->out;
+    int plane, kvol = cf__kvol(g);
+    CF__OMP(omp parallel for schedule(static))
+    for (plane = 0; plane < c->B * in.c; plane++) {
+        const float *xp = c->x + (size_t)plane * in.d * in.h * in.w;
+        float *yp = c->y + (size_t)plane * cf__positions(out);
+        int od, oh, ow, kd, kh, kw;
+        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (ow = 0; ow < out.w; ow++) {
+            const float *w0 = xp + ((size_t)od * g->s[0] * in.h + (size_t)oh * g->s[1]) * in.w + (size_t)ow * g->s[2];
+            float best = -INFINITY;
+            double sum = 0.0;
+            for (kd = 0; kd < g->k[0]; kd++) for (kh = 0; kh < g->k[1]; kh++) {
+                const float *r = w0 + ((size_t)kd * g->dil[0] * in.h + (size_t)kh * g->dil[1]) * in.w;
+                if (c->is_max) for (kw = 0; kw < g->k[2]; kw++) { float v = r[kw * g->dil[2]]; best = v > best ? v : best; }
+                else for (kw = 0; kw < g->k[2]; kw++) sum += r[kw * g->dil[2]];
+            }
+            yp[((size_t)od * out.h + oh) * out.w + ow] = c->is_max ? best : (float)(sum / kvol);
+        }
+    }
+}
+static void cf__pool_inside_bwd(const cf__pool_call *c) {
+    const cf_geom *g = c->g;
+    cf_shape in = c->in, out = c->out;
+    int plane, kvol = cf__kvol(g);
+    CF__OMP(omp parallel for schedule(static))
+    for (plane = 0; plane < c->B * in.c; plane++) {
+        const float *xp = c->x + (size_t)plane * in.d * in.h * in.w;
+        float *dxp = c->dx + (size_t)plane * in.d * in.h * in.w;
+        const float *yp = c->y + (size_t)plane * cf__positions(out), *dyp = c->dy + (size_t)plane * cf__positions(out);
+        int od, oh, ow, kd, kh, kw, done;
+        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (ow = 0; ow < out.w; ow++) {
+            size_t o = ((size_t)od * out.h + oh) * out.w + ow;
+            size_t w0 = ((size_t)od * g->s[0] * in.h + (size_t)oh * g->s[1]) * in.w + (size_t)ow * g->s[2];
+            float share = dyp[o] / (float)kvol, m = yp[o];
+            if (dyp[o] == 0.0f) continue;   /* nothing to add (dropout, leaky's zeros) */
+            for (done = 0, kd = 0; kd < g->k[0] && !done; kd++) for (kh = 0; kh < g->k[1] && !done; kh++) {
+                size_t r = w0 + ((size_t)kd * g->dil[0] * in.h + (size_t)kh * g->dil[1]) * in.w;
+                if (!c->is_max) { for (kw = 0; kw < g->k[2]; kw++) dxp[r + (size_t)kw * g->dil[2]] += share; continue; }
+                for (kw = 0; kw < g->k[2]; kw++)
+                    if (xp[r + (size_t)kw * g->dil[2]] == m) { dxp[r + (size_t)kw * g->dil[2]] += dyp[o]; done = 1; break; }
+            }
+        }
+    }
+}
+
+/* ---- depthwise backward with a stride of 1 along the width (kind "direct").  The reference
+   indexes its input rows with the stride, x[row + t * s + off], which the compiler reads as a
+   gather; here each tap's in-bounds run is contiguous, x[row + t + off], and one pass over it
+   both adds the tap's dw term and scatters its dx term: plain vector loops, about 4x the
+   reference (docs/performance.md).  The same products, each row's dw sum in vector order. */
+static int cf__dw_rows_applies(const cf__conv_call *c) { return c->g->s[2] == 1; }
+/* one output row dyr against one input row xr (row kh of channel c's kernel: wk, dwk) */
+static void cf__dw_row_bwd(float *dxr, float *dwk, const float *dyr, const float *xr, const float *wk, int KW, int dil, int pad,
+                           int in_w, int out_w) {
+    int kw, t;
+    for (kw = 0; kw < KW; kw++) {
+        int off = kw * dil - pad, lo = off < 0 ? -off : 0, hi = out_w < in_w - off ? out_w : in_w - off;
+        float acc = 0.0f, wv = wk[kw];
+        if (dxr) {
+            CF__OMP(omp simd reduction(+:acc))
+            for (t = lo; t < hi; t++) { acc += dyr[t] * xr[t + off]; dxr[t + off] += wv * dyr[t]; }
+        } else {
+            CF__OMP(omp simd reduction(+:acc))
+            for (t = lo; t < hi; t++) acc += dyr[t] * xr[t + off];
+        }
+        dwk[kw] += acc;
+    }
+}
+static void cf__dw_rows_bwd(const cf__conv_call *c) {
+    const cf_geom *g = c->g;
+    cf_shape in = c->in, out = c->out;
+    int KD = g->k[0], KH = g->k[1], KW = g->k[2], ch;
+    size_t iv = cf__positions(in), ov = cf__positions(out);
+    CF__OMP(omp parallel for schedule(static))
+    for (ch = 0; ch < in.c; ch++) {   /* a channel's dw and dx belong to one thread */
+        int bi, od, oh, kd, kh;
+        for (bi = 0; bi < c->B; bi++) {
+            size_t plane = (size_t)bi * in.c + ch;
+            if (c->dx && c->dx_store) memset(c->dx + plane * iv, 0, sizeof(float) * iv);   /* stored: the sums below start from 0 */
+            for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (kd = 0; kd < KD; kd++) for (kh = 0; kh < KH; kh++) {
+                int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+                size_t row, k;
+                if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) continue;
+                row = ((size_t)id * in.h + ih) * in.w; k = ((size_t)ch * KD * KH + (size_t)kd * KH + kh) * KW;
+                cf__dw_row_bwd(c->dx ? c->dx + plane * iv + row : NULL, c->dw + k, c->dy + plane * ov + ((size_t)od * out.h + oh) * out.w,
+                               c->x + plane * iv + row, c->w + k, KW, g->dil[2], g->pb[2], in.w, out.w);
+            }
+            if (c->bf16 && c->dx) cf__round_run(c->dx + plane * iv, iv);   /* the plane's dx is whole: rounded while in cache */
+        }
+    }
+}
+
+/* ---- depthwise forward, the reference's loops with each plane rounded to bf16 once whole when
+   rnd (a bf16 network's output): the activation and the rounding while the plane is in cache
+   (kind "bf16" for the shapes the 3x3 kernel below leaves, and that kernel's fallback) */
+static void cf__dw_planes_rounded(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                                  int act, float slope, int rnd) {
+    int C = in.c, pl;
+    size_t iv = (size_t)in.d * in.h * in.w, ov = (size_t)out.d * out.h * out.w;
+    CF__OMP(omp parallel for schedule(static))
+    for (pl = 0; pl < B * C; pl++) {   /* plane pl: sample pl / C, channel pl % C */
+        int c = pl % C;
+        cf__dw_plane_forward(y + (size_t)pl * ov, x + (size_t)pl * iv, w + (size_t)c * g->k[0] * g->k[1] * g->k[2], b ? b[c] : 0.0f, in, out, g);
+        cf__act_floats(y + (size_t)pl * ov, ov, act, slope);
+        if (rnd) cf__round_run(y + (size_t)pl * ov, ov);
+    }
+}
+static int cf__dw_rounded_applies(const cf__conv_call *c) { return c->bf16; }
+static void cf__dw_rounded_fwd(const cf__conv_call *c) {
+    cf__dw_planes_rounded(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->act, c->slope, 1);
+}
+
+/* ---- depthwise forward, 3x3 taps with a stride of 1 along the width (kind "direct"; DeepCAM's
+   and Tiramisu's depthwise convolutions).  The reference adds each tap's run into the output
+   row, so every output goes through a load and a store per tap; here each output sums its 9
+   taps in a register, from three rows of its plane, which is first copied once, zero-padded,
+   into a buffer of the thread's.  The same products added in the same order (bias, then taps
+   (kh, kw)); a tap in the padding adds w * 0, which the reference skips: the same bits (but a
+   zero's sign, and where w is not finite).  2.1x the reference on DeepCAM's 728 x 48 x 72
+   planes (docs/performance.md). */
+static int cf__dw3x3_applies(const cf__conv_call *c) {
+    const cf_geom *g = c->g;
+    int a, ok = g->k[0] == 1 && g->k[1] == 3 && g->k[2] == 3 && g->s[2] == 1 && c->in.d == 1 && c->out.d == 1 && g->pb[0] == 0;
+    for (a = 1; a < 3; a++) ok = ok && g->pb[a] >= 0 && g->pa[a] >= 0;
+    return ok;
+}
+/* output row y (n values) from the padded rows r0, r1, r2 its taps read, the dilation d apart */
+static void cf__dw3x3_row(float *y, const float *r0, const float *r1, const float *r2, const float *w, float bias, int n, int d) {
+    int t;
+    CF__OMP(omp simd)
+    for (t = 0; t < n; t++) {
+        float a = bias;
+        a += w[0] * r0[t]; a += w[1] * r0[t + d]; a += w[2] * r0[t + 2 * d];
+        a += w[3] * r1[t]; a += w[4] * r1[t + d]; a += w[5] * r1[t + 2 * d];
+        a += w[6] * r2[t]; a += w[7] * r2[t + d]; a += w[8] * r2[t + 2 * d];
+        y[t] = a;
+    }
+}
+/* the padded plane: Hp = pb + H + pa rows of Wp = pb + W + pa floats, input row h at row pb + h,
+   column pb; output row oh's taps read padded rows oh s + kh dil, columns t + kw dil */
+static void cf__dw3x3_plane(float *yc, float *pad, int Wp, const float *xc, const float *wc, float bias, const cf__conv_call *c) {
+    const cf_geom *g = c->g;
+    int h, oh, dh = g->dil[1];
+    for (h = 0; h < c->in.h; h++) memcpy(pad + (size_t)(h + g->pb[1]) * Wp + g->pb[2], xc + (size_t)h * c->in.w, sizeof(float) * c->in.w);
+    for (oh = 0; oh < c->out.h; oh++) {
+        const float *r0 = pad + (size_t)oh * g->s[1] * Wp;
+        float *yr = yc + (size_t)oh * c->out.w;
+        cf__dw3x3_row(yr, r0, r0 + (size_t)dh * Wp, r0 + (size_t)2 * dh * Wp, wc, bias, c->out.w, g->dil[2]);
+        cf__act_floats(yr, (size_t)c->out.w, c->act, c->slope);
+    }
+    if (c->bf16) cf__round_run(yc, (size_t)c->out.h * c->out.w);   /* rounded once, the plane still in cache */
+}
+static void cf__dw3x3_fwd(const cf__conv_call *c) {
+    const cf_geom *g = c->g;
+    int Wp = g->pb[2] + c->in.w + g->pa[2], Hp = g->pb[1] + c->in.h + g->pa[1], planes = c->B * c->in.c;
+    size_t iv = cf__positions(c->in), ov = cf__positions(c->out);
+    cf_shape in1 = c->in, out1 = c->out;   /* one channel */
+    in1.c = out1.c = 1;
+    CF__OMP(omp parallel num_threads(cf__nthreads()))
+    {
+        float *pad = (float *)CF_MALLOC(sizeof(float) * (size_t)Wp * Hp);
+        int pl;
+        if (pad) memset(pad, 0, sizeof(float) * (size_t)Wp * Hp);   /* the padding stays zero: only the inside is copied */
+        CF__OMP(omp for schedule(static))
+        for (pl = 0; pl < planes; pl++) {   /* plane pl: sample pl / C, channel pl % C */
+            int ch = pl % c->in.c;
+            float bias = c->b ? c->b[ch] : 0.0f;
+            if (pad) cf__dw3x3_plane(c->y + (size_t)pl * ov, pad, Wp, c->x + (size_t)pl * iv, c->w + (size_t)ch * 9, bias, c);
+            else cf__dw_planes_rounded(c->y + (size_t)pl * ov, c->x + (size_t)pl * iv, c->w + (size_t)ch * 9, c->b ? c->b + ch : NULL, 1, in1,
+                                       out1, g, c->act, c->slope, c->bf16);   /* no room: the reference on this one plane */
+        }
+        CF_FREE(pad);
+    }
+}
+
+/* Its backward, with a stride of 1 on the height too.  dx: input row ih gets, for kh = 2, 1, 0
+   (output rows oh = ih + pb - kh dil ascending, the reference's order) and kw = 0, 1, 2, the
+   products w[kh][kw] dy[oh][ih's column + pb - kw dil]: 9 products summed in a register onto
+   dx's value, from the plane of dy copied zero-padded (2 dil on each side); the same bits as
+   the reference.  dw: the 9 sums of dy times the padded input, in 9 vector accumulators over
+   the plane (the order of a vector sum: within 1e-6 of the sum of |terms|, as the rows path). */
+static int cf__dw3x3_bwd_applies(const cf__conv_call *c) { return cf__dw3x3_applies(c) && c->g->s[1] == 1; }
+static void cf__dw3x3_plane_dx(float *dxc, float *dq, int Wq, const float *dyc, const float *wc, const cf__conv_call *c) {
+    const cf_geom *g = c->g;
+    int oh, ih, iw, kh, dh = g->dil[1], d = g->dil[2];
+    for (oh = 0; oh < c->out.h; oh++) memcpy(dq + (size_t)(oh + 2 * dh) * Wq + 2 * d, dyc + (size_t)oh * c->out.w, sizeof(float) * c->out.w);
+    for (ih = 0; ih < c->in.h; ih++) {
+        const float *q[3];   /* q[kh][j]: dy[oh][j - 2 d] of kh's output row oh, shifted to ih's columns */
+        float *xr = dxc + (size_t)ih * c->in.w;
+        for (kh = 0; kh < 3; kh++) q[kh] = dq + (size_t)(ih + g->pb[1] - kh * dh + 2 * dh) * Wq + 2 * d + g->pb[2];
+        CF__OMP(omp simd)
+        for (iw = 0; iw < c->in.w; iw++) {
+            float a = c->dx_store ? 0.0f : xr[iw];
+            a += wc[6] * q[2][iw]; a += wc[7] * q[2][iw - d]; a += wc[8] * q[2][iw - 2 * d];
+            a += wc[3] * q[1][iw]; a += wc[4] * q[1][iw - d]; a += wc[5] * q[1][iw - 2 * d];
+            a += wc[0] * q[0][iw]; a += wc[1] * q[0][iw - d]; a += wc[2] * q[0][iw - 2 * d];
+            xr[iw] = a;
+        }
+    }
+    if (c->bf16) cf__round_run(dxc, (size_t)c->in.h * c->in.w);   /* the plane is whole: rounded, still in cache */
+}
+static void cf__dw3x3_plane_dw(float *dwc, float *xq, int Wp, const float *xc, const float *dyc, const cf__conv_call *c) {
+    const cf_geom *g = c->g;
+    int h, oh, t, dh = g->dil[1], d = g->dil[2];
+    float a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0, a8 = 0;
+    for (h = 0; h < c->in.h; h++) memcpy(xq + (size_t)(h + g->pb[1]) * Wp + g->pb[2], xc + (size_t)h * c->in.w, sizeof(float) * c->in.w);
+    for (oh = 0; oh < c->out.h; oh++) {
+        const float *dy = dyc + (size_t)oh * c->out.w, *r0 = xq + (size_t)oh * Wp, *r1 = r0 + (size_t)dh * Wp, *r2 = r1 + (size_t)dh * Wp;
+        CF__OMP(omp simd reduction(+:a0, a1, a2, a3, a4, a5, a6, a7, a8))
+        for (t = 0; t < c->out.w; t++) {
+            a0 += dy[t] * r0[t]; a1 += dy[t] * r0[t + d]; a2 += dy[t] * r0[t + 2 * d];
+            a3 += dy[t] * r1[t]; a4 += dy[t] * r1[t + d]; a5 += dy[t] * r1[t + 2 * d];
+            a6 += dy[t] * r2[t]; a7 += dy[t] * r2[t + d]; a8 += dy[t] * r2[t + 2 * d];
+        }
+    }
+    dwc[0] += a0; dwc[1] += a1; dwc[2] += a2; dwc[3] += a3; dwc[4] += a4; dwc[5] += a5; dwc[6] += a6; dwc[7] += a7; dwc[8] += a8;
+}
+static void cf__dw3x3_bwd(const cf__conv_call *c) {
+    const cf_geom *g = c->g;
+    int Wp = g->pb[2] + c->in.w + g->pa[2], Hp = g->pb[1] + c->in.h + g->pa[1], Wq = c->out.w + 4 * g->dil[2], Hq = c->out.h + 4 * g->dil[1];
+    size_t iv = cf__positions(c->in), ov = cf__positions(c->out), per = (size_t)Wp * Hp + (size_t)Wq * Hq;
+    int nth = cf__nthreads();
+    float *buf = (float *)CF_MALLOC(sizeof(float) * per * nth);   /* each thread's padded planes of x and dy */
+    if (!buf) { cf__dw_rows_bwd(c); return; }                      /* no room: the rows path (it stores dx too) */
+    CF__OMP(omp parallel num_threads(nth))
+    {
+        float *xq = buf + per * cf__thread_id(), *dq = xq + (size_t)Wp * Hp;
+        int ch, bi;
+        memset(xq, 0, sizeof(float) * per);   /* the padding stays zero: only the inside is copied */
+        CF__OMP(omp for schedule(static))
+        for (ch = 0; ch < c->in.c; ch++)   /* a channel's dw and dx belong to one thread */
+            for (bi = 0; bi < c->B; bi++) {
+                size_t plane = (size_t)bi * c->in.c + ch;
+                cf__dw3x3_plane_dw(c->dw + (size_t)ch * 9, xq, Wp, c->x + plane * iv, c->dy + plane * ov, c);
+                if (c->dx) cf__dw3x3_plane_dx(c->dx + plane * iv, dq, Wq, c->dy + plane * ov, c->w + (size_t)ch * 9, c);
+            }
+    }
+    CF_FREE(buf);
+}
+
+/* ---- max pooling with disjoint 2x2 windows on height and width and 1 or 2 on depth (k = s,
+   dilation 1, inside the input): CosmoFlow's 2x2x2 pools and 2-D 2x2 ones.  Each output row
+   reads its window as pairs from 2 or 4 input rows, where the general loops spend more on
+   counting taps than on the comparisons.  The same comparisons in the same order: the same
+   first maximum. */
+static int cf__pool_pairs_applies(const cf__pool_call *c) {
+    const cf_geom *g = c->g;
+    int a;
+    if (!c->is_max || !cf__pool_inside_applies(c)) return 0;
+    for (a = 0; a < 3; a++) if (g->dil[a] != 1 || g->k[a] != g->s[a]) return 0;
+    return g->k[1] == 2 && g->k[2] == 2 && (g->k[0] == 1 || g->k[0] == 2);
+}
+/* the input rows of output row (od, oh) of one plane (half: stored in 16 bits): rows[kd*2 + kh], KD*2 of them */
+static int cf__pool_rows(const float **rows, const float *xp, int half, int od, int oh, int KD, cf_shape in) {
+    int kd, kh;
+    for (kd = 0; kd < KD; kd++) for (kh = 0; kh < 2; kh++)
+        rows[kd * 2 + kh] = cf__elt(xp, half, ((size_t)(od * KD + kd) * in.h + (size_t)(oh * 2 + kh)) * in.w);
+    return KD * 2;
+}
+/* The input rows of output row oh + 1 (two rows down), when it is in this slice, fetched ahead
+   for writing (rw 1) or reading: the pools' passes over memory ran at about a fifth of its
+   bandwidth on the 2-core AMD EPYC machine of docs/performance.md without it (cosmoflow.cfg's
+   first fused pool backward 55-83 -> 17-22 ms, its forward 15.5 -> 11.5 ms). */
+static void cf__pool_rows_ahead(const float *const *rows, int half, int nr, int oh, cf_shape in, cf_shape out, int rw) {
+    int q;
+    if (oh + 1 >= out.h) return;
+    for (q = 0; q < nr; q++) cf__prefetch_floats(cf__elt(rows[q], half, (size_t)2 * in.w), half ? (size_t)(in.w + 1) / 2 : (size_t)in.w, rw);
+}
+static void cf__pool_pairs_fwd(const cf__pool_call *c) {
+    cf_shape in = c->in, out = c->out;
+    int plane;
+    CF__OMP(omp parallel for schedule(static))
+    for (plane = 0; plane < c->B * in.c; plane++) {
+        const float *xp = c->x + (size_t)plane * in.d * in.h * in.w, *rows[4];
+        float *yp = c->y + (size_t)plane * cf__positions(out);
+        int od, oh, ow, q, nr;
+        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
+            float *yr = yp + ((size_t)od * out.h + oh) * out.w;
+            nr = cf__pool_rows(rows, xp, 0, od, oh, c->g->k[0], in);
+            cf__pool_rows_ahead(rows, 0, nr, oh, in, out, 0);
+            for (ow = 0; ow < out.w; ow++) {
+                float best = -INFINITY;
+                for (q = 0; q < nr; q++) {
+                    float a = rows[q][2 * ow], b = rows[q][2 * ow + 1];
+                    best = a > best ? a : best;
+                    best = b > best ? b : best;
+                }
+                yr[ow] = best;
+            }
+        }
+    }
+}
+#ifdef CF__BF16
+/* The same on an input stored in 16 bits (section 6, halves), 16 outputs at a time: in each
+   of the rows, 32 inputs (16 windows' pairs) are one load, the pair's first the low half of a
+   word, its second the high; the comparisons in the scalar loop's order, NaN never chosen.
+   The output in fp32 or (y_half) in 16 bits: a maximum of bf16 values is one of them. */
+static int cf__pool_pairs_half_applies(const cf__pool_call *c) { return c->half && cf__has_bf16() && cf__pool_pairs_applies(c); }
+CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
+    cf_shape in = c->in, out = c->out;
+    int plane;
+    CF__OMP(omp parallel for schedule(static))
+    for (plane = 0; plane < c->B * in.c; plane++) {
+        const float *xp = cf__elt(c->x, 1, (size_t)plane * in.d * in.h * in.w), *rows[4];
+        int od, oh, ow, q, nr;
+        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
+            float *yr = cf__elt(c->y, c->y_half, (size_t)plane * cf__positions(out) + ((size_t)od * out.h + oh) * out.w);
+            nr = cf__pool_rows(rows, xp, 1, od, oh, c->g->k[0], in);
+            cf__pool_rows_ahead(rows, 1, nr, oh, in, out, 0);
+            for (ow = 0; ow < out.w; ow += 16) {
+                __m512 best = _mm512_set1_ps(-INFINITY);
+                for (q = 0; q < nr; q++) {
+                    __m512i v = cf__pairs16_half((const cf_bf16 *)(const void *)rows[q] + 2 * ow, 2 * (out.w - ow));
+                    __m512 a = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), b = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)));
+                    best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(a, best, _CMP_GT_OQ), a);   /* best = a > best ? a : best */
+                    best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(b, best, _CMP_GT_OQ), b);
+                }
+                if (c->y_half) cf__store_half((cf_bf16 *)(void *)yr + ow, cf__lanes(out.w - ow), best);
+                else _mm512_mask_storeu_ps(yr + ow, cf__lanes(out.w - ow), best);
+            }
+        }
+    }
+}
+#endif
+#endif /* !CF_REFERENCE */
+/* (compiled in every build: CF_REFERENCE's rounds by the definition) */
+static void cf__round_run(float *x, size_t n) {
+#ifdef CF__BF16
+    if (cf__kind_on[CF__K_BF16] && cf__has_bf16()) { cf__round_floats_bf16(x, n); return; }
+#endif
+    cf__round_floats(x, n);
+}
+
+CFDEF const char *cf_bf16_kernels(void) {
+#if defined(CF__BF16)
+    if (!cf__kind_on[CF__K_BF16]) return "the emulation (the bf16 fast paths are off)";
+    return cf__has_bf16() ? "vdpbf16ps (AVX512_BF16)" : "the emulation (this CPU lacks AVX512_BF16)";
+#elif defined(CF_REFERENCE)
+    return "the emulation (a CF_REFERENCE build)";
+#else
+    return "the emulation (no bf16 kernels in this build: they need x86-64, GCC or Clang, AVX2 and FMA)";
+#endif
+}
+
+/* ---- the paths of each operation, in the order the dispatcher tries them */
+static const cf__conv_path cf__conv_fwd_paths[] = {
+#ifndef CF_REFERENCE
+#ifdef CF__BF16
+    {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run, 1, 1, 0},
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd, 1, 0, 0},
+    {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 1, 0, 0},
+    {CF__K_BF16, cf__bf16_cols_applies, cf__bf16_cols_fwd, 1, 0, 0},
+    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_fwd, 1, 0, 0},
+#endif
+#ifdef CF__DIRECT
+    {CF__K_DIRECT, cf__direct_fwd_applies, cf__direct_fwd_run, 0, 0, 0},
+#endif
+    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_fwd, 0, 0, 0},
+    {CF__K_TILES, cf__tiles_fwd_applies, cf__tiles_fwd, 0, 0, 0},
+#endif
+    {-1, NULL, NULL, 0, 0, 0}};
+static const cf__conv_path cf__conv_bww_paths[] = {
+#ifndef CF_REFERENCE
+#ifdef CF__BF16
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww, 0, 0, 0},
+    {CF__K_BF16, cf__bf16_taps_bww_applies, cf__bf16_taps_bww, 0, 1, 0},
+    {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww, 0, 0, 0},
+    {CF__K_BF16, cf__bf16_cols_applies, cf__bf16_cols_bww, 0, 0, 0},
+    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bww, 0, 0, 0},
+#endif
+    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bww, 0, 0, 0},
+    {CF__K_TILES, cf__tiles_bww_applies, cf__tiles_bww, 0, 0, 0},
+#endif
+    {-1, NULL, NULL, 0, 0, 0}};
+static const cf__conv_path cf__conv_bwd_paths[] = {
+#ifndef CF_REFERENCE
+#ifdef CF__BF16
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd, 1, 0, 1},
+    {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run, 0, 1, 1},
+    {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 1, 0, 1},
+    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bwd, 0, 0, 0},
+#endif
+    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd, 0, 0, 1},
+#ifdef CF__DIRECT
+    {CF__K_DIRECT, cf__direct_bwd_applies, cf__direct_bwd_run, 0, 0, 1},
+#endif
+    {CF__K_TILES, cf__tiles_bwd_applies, cf__tiles_bwd, 0, 0, 1},
+#endif
+    {-1, NULL, NULL, 0, 0, 0}};
+static const cf__pool_path cf__pool_fwd_paths[] = {
+#ifndef CF_REFERENCE
+#ifdef CF__BF16
+    {CF__K_PAIRS, cf__pool_pairs_half_applies, cf__pool_pairs_half_fwd, 1},
+#endif
+    {CF__K_PAIRS, cf__pool_pairs_applies, cf__pool_pairs_fwd, 0},
+    {CF__K_INSIDE, cf__pool_inside_applies, cf__pool_inside_fwd, 0},
+#endif
+    {-1, NULL, NULL, 0}};
+static const cf__pool_path cf__pool_bwd_paths[] = {
+#ifndef CF_REFERENCE
+    {CF__K_INSIDE, cf__pool_inside_applies, cf__pool_inside_bwd, 0},
+#endif
+    {-1, NULL, NULL, 0}};
+static const cf__conv_path cf__dwconv_fwd_paths[] = {
+#ifndef CF_REFERENCE
+    {CF__K_DIRECT, cf__dw3x3_applies, cf__dw3x3_fwd, 1, 0, 0},
+    {CF__K_BF16, cf__dw_rounded_applies, cf__dw_rounded_fwd, 1, 0, 0},
+#endif
+    {-1, NULL, NULL, 0, 0, 0}};
+static const cf__conv_path cf__dwconv_bwd_paths[] = {   /* both halves at once: dw and dx */
+#ifndef CF_REFERENCE
+    {CF__K_DIRECT, cf__dw3x3_bwd_applies, cf__dw3x3_bwd, 1, 0, 1},
+    {CF__K_DIRECT, cf__dw_rows_applies, cf__dw_rows_bwd, 1, 0, 1},
+#endif
+    {-1, NULL, NULL, 0, 0, 0}};
+static const cf__conv_path *cf__conv_paths(int op) {
+    return op == CF_OP_FORWARD ? cf__conv_fwd_paths : op == CF_OP_BACKWARD_WEIGHTS ? cf__conv_bww_paths : cf__conv_bwd_paths;
+}
+
+/* ---- the dispatchers */
+/* bf16 = 1: the operands are bf16 values (a bf16 network's, section 5), and the bf16 paths
+   may take the call; the others compute the same sums in fp32 (the emulation).  A forward and
+   a backward-data store their output rounded to bf16: the path as it stores (rounds = 1), or a
+   pass after it. */
+static cf__conv_call cf__conv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16) {
+    cf__conv_call c;
+    memset(&c, 0, sizeof c);
+    c.B = B; c.in = in; c.out = out; c.g = g; c.groups = groups; c.ws = ws; c.ws_floats = ws_floats; c.bf16 = bf16;
+    return c;
+}
+static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats, int bf16) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, NULL, ws_floats, bf16);
+    const cf__conv_path *p = cf__conv_pick(cf__conv_paths(op), &c);
+    return p ? cf__kind_names[p->kind] : "reference";
+}
+CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats) {
+    return cf__conv_path_p(op, B, in, out, g, groups, ws_floats, 0);
+}
+/* the operands stored in 16 bits (section 4's halves; the plan has made sure a path takes them) */
+static void cf__conv_halves(cf__conv_call *c, int halves) {
+    c->half = (halves & CF__HALF_OUT) != 0; c->x_half = (halves & CF__HALF_IN) != 0; c->dx_half = (halves & CF__HALF_DIN) != 0;
+    c->x_raw = (halves & CF__RAW_IN) != 0;
+}
+static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
+                               const cf_geom *g, int groups, float *ws, size_t ws_floats, int act, float slope, int bf16, int halves) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
+    const cf__conv_path *p;
+    c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
+    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN));
+    p = cf__conv_pick(cf__conv_fwd_paths, &c);
+    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN)) || p);
+    if (p) p->run(&c);
+    else {
+        cf_ref_conv_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats);
+        cf_act_forward(y, (size_t)B * cf_shape_size(out), act, slope);
+    }
+    if (bf16 && !(p && p->rounds)) cf_bf16_round(y, (size_t)B * cf_shape_size(out));   /* stored rounded, once */
+}
+CFDEF void cf_conv_forward_act(float *y, const float *x, const float *w, const float *b,
+                               int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                               float *ws, size_t ws_floats, int act, float slope) {
+    cf__conv_forward_p(y, x, w, b, B, in, out, g, groups, ws, ws_floats, act, slope, 0, 0);
+}
+CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float *b,
+                           int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                           float *ws, size_t ws_floats) {
+    cf_conv_forward_act(y, x, w, b, B, in, out, g, groups, ws, ws_floats, CF_ACT_LINEAR, 0.0f);
+}
+static void cf__conv_backward_weights_p(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
+                                        const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
+    const cf__conv_path *p;
+    c.dw = dw; c.dy = dy; c.x = x;
+    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN));
+    p = cf__conv_pick(cf__conv_bww_paths, &c);
+    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN)) || p);
+    if (!p) { cf_ref_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats); return; }
+    if (db) cf__bias_grad_p(db, dy, c.half, B, out.c, (size_t)out.d * out.h * out.w);   /* one way for every path */
+    p->run(&c);
+}
+CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
+                                    int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                                    float *ws, size_t ws_floats) {
+    cf__conv_backward_weights_p(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats, 0, 0);
+}
+/* store: dx holds no values yet (section 6, stores): a path that honours dx_store writes it,
+   for any other it is zeroed first */
+static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
+                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves, int store) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
+    const cf__conv_path *p;
+    c.dx = dx; c.dy = dy; c.w = w;
+    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_DIN));
+    p = cf__conv_pick(cf__conv_bwd_paths, &c);
+    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_DIN)) || p);
+    c.dx_store = store && p && p->stores;
+    if (store && !c.dx_store) cf__zero_floats(dx, (size_t)B * cf_shape_size(in));
+    if (p) p->run(&c);
+    else cf_ref_conv_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats);
+    if (bf16 && !(p && p->rounds) && !c.dx_half) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));   /* (16 bits: bf16 values as stored) */
+}
+CFDEF void cf_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
+                                 cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats) {
+    cf__conv_backward_data_p(dx, dy, w, B, in, out, g, groups, ws, ws_floats, 0, 0, 0);
+}
+CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                            const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                            int groups, float *ws, float *dws, size_t ws_floats) {
+    cf_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats);
+    if (dx) cf_conv_backward_data(dx, dy, w, B, in, out, g, groups, dws, ws_floats);
+}
+static cf__pool_call cf__pool_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
+    cf__pool_call c;
+    memset(&c, 0, sizeof c);
+    c.B = B; c.in = in; c.out = out; c.g = g; c.is_max = is_max;
+    return c;
+}
+CFDEF const char *cf_pool_path(int op, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
+    cf__pool_call c = cf__pool_make(1, in, out, g, is_max);
+    const cf__pool_path *p;
+    if (op == CF_OP_BACKWARD_WEIGHTS) return "-";
+    p = cf__pool_pick(op == CF_OP_FORWARD ? cf__pool_fwd_paths : cf__pool_bwd_paths, &c);
+    return p ? cf__kind_names[p->kind] : "reference";
+}
+/* half, y_half: x, y are stored in 16 bits (the plan has made sure a path takes them, section 6) */
+static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
+    cf__pool_call c = cf__pool_make(B, in, out, g, is_max);
+    const cf__pool_path *p;
+    c.y = y; c.x = x; c.half = half; c.y_half = y_half;
+    p = cf__pool_pick(cf__pool_fwd_paths, &c);
+    CF_ASSERT(!(half || y_half) || p);
+    if (p) p->run(&c);
+    else cf_ref_pool_forward(y, x, B, in, out, g, is_max);
+}
+CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shape out,
+                           const cf_geom *g, int is_max) {
+    cf__pool_forward_p(y, 0, x, 0, B, in, out, g, is_max);
+}
+CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
+                            cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
+    cf__pool_call c = cf__pool_make(B, in, out, g, is_max);
+    const cf__pool_path *p;
+    c.dx = dx; c.dy = dy; c.x = x; c.y = (float *)y;
+    if ((p = cf__pool_pick(cf__pool_bwd_paths, &c))) p->run(&c);
+    else cf_ref_pool_backward(dx, dy, x, y, B, in, out, g, is_max);
+}
+
+/* depthwise: y = act(dwconv(x, w) + b), stored rounded to bf16 when bf16 (a bf16 network,
+   section 5), by its path or the reference; the backward's path does dw and dx in one pass,
+   the dispatcher db (as for every convolution) */
+static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                                 int act, float slope, int bf16) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, bf16);
+    const cf__conv_path *p;
+    c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
+    if ((p = cf__conv_pick(cf__dwconv_fwd_paths, &c))) p->run(&c);
+    else cf__dwconv_forward_ref(y, x, w, b, B, in, out, g, act, slope);
+    if (bf16 && !(p && p->rounds)) cf_bf16_round(y, (size_t)B * cf_shape_size(out));
+}
+CFDEF void cf_dwconv_forward(float *y, const float *x, const float *w, const float *b,
+                             int B, cf_shape in, cf_shape out, const cf_geom *g) {
+    cf__dwconv_forward_p(y, x, w, b, B, in, out, g, CF_ACT_LINEAR, 0.0f, 0);
+}
+static const char *cf__dwconv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, 0);
+    const cf__conv_path *p = cf__conv_pick(op == CF_OP_FORWARD ? cf__dwconv_fwd_paths : cf__dwconv_bwd_paths, &c);
+    return p ? cf__kind_names[p->kind] : "reference";
+}
+/* bf16: dx stored rounded, by the path that rounds or after it (as every convolution's);
+   store: as cf__conv_backward_data_p's */
+static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in, cf_shape out,
+                                  const cf_geom *g, int bf16, int store) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, bf16);
+    const cf__conv_path *p;
+    c.dx = dx; c.dw = dw; c.dy = dy; c.x = x; c.w = w;
+    if (db) cf__bias_grad(db, dy, B, in.c, (size_t)out.d * out.h * out.w);
+    p = cf__conv_pick(cf__dwconv_bwd_paths, &c);
+    c.dx_store = store && p && p->stores;
+    if (store && dx && !c.dx_store) cf__zero_floats(dx, (size_t)B * cf_shape_size(in));
+    if (p) p->run(&c);
+    else cf_ref_dwconv_backward(dx, dw, NULL, dy, x, w, B, in, out, g);
+    if (bf16 && dx && !(p && p->rounds)) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));
+}
+CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g) {
+    cf__dwconv_backward_p(dx, dw, db, dy, x, w, B, in, out, g, 0, 0);
+}
+
+/* ---- the storage forms of section 3's passes and section 5's copies and sums: the same
+   loops, storing into a gradient that holds no values yet (store: 0 + the term, the bits of
+   adding into zeros; the plan asks for it while kind "stores" is on) and rounding each stretch
+   to bf16 as it is stored, while it is in cache (rnd, while kind "bf16" is on; otherwise the
+   network rounds in a pass after).  Each returns 1 when what it stored needs no rounding pass
+   after it. */
+static int cf__fuses_rounding(int rnd) { return rnd && cf__kind_on[CF__K_BF16]; }
+static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
+                          int B, int C, size_t P, int act, float slope, int rnd) {
+    int c;
+    if (!cf__fuses_rounding(rnd)) { cf__bn_apply(y, x, gamma, beta, mean, invstd, B, C, P, act, slope); return !rnd; }
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a;
+        size_t p0, at;
+        int b;
+        for (b = 0; b < B; b++)
+            for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
+                size_t n = P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH;
+                at = ((size_t)b * C + c) * P + p0;
+                cf__bn_apply_run(y + at, x + at, a, sh, n, act, slope);
+                cf__round_run(y + at, n);
+            }
+    }
+    return 1;
+}
+static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
+                             const float *invstd, int B, int C, size_t P, int train, const cf_bn_sync *sync, int rnd, int store) {
+    double *sums = sync && train ? sync->work : NULL, n;
+    int c, fuse = cf__fuses_rounding(rnd);
+    if (!store && !fuse) { cf_bn_backward(dx, dgamma, dbeta, dy, x, gamma, mean, invstd, B, C, P, train, sync); return !rnd || !dx; }
+    n = sums ? cf__bn_sync_dsums(sums, dgamma, dbeta, dy, x, mean, invstd, B, C, P, sync) : (double)B * P;
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        cf__bn_dx_coef k = cf__bn_channel(dgamma, dbeta, dy, x, gamma, mean, invstd, B, C, c, P, train, sums, n);
+        size_t p, p0, e;
+        int b;
+        if (!dx) continue;
+        for (b = 0; b < B; b++) {
+            const float *xc = x + ((size_t)b * C + c) * P, *dyc = dy + ((size_t)b * C + c) * P;
+            float *dxc = dx + ((size_t)b * C + c) * P;
+            for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
+                e = P - p0 < CF__STRETCH ? P : p0 + CF__STRETCH;
+                if (store) for (p = p0; p < e; p++) dxc[p] = 0.0f + k.k * (dyc[p] - k.k1 - (xc[p] - k.m) * k.is * k.k2);
+                else for (p = p0; p < e; p++) dxc[p] += k.k * (dyc[p] - k.k1 - (xc[p] - k.m) * k.is * k.k2);
+                if (fuse) cf__round_run(dxc + p0, e - p0);
+            }
+        }
+    }
+    return fuse || !rnd || !dx;
+}
+static int cf__add_to_p(float *dx, const float *dy, size_t n, int rnd, int store) {
+    long s, ns = (long)((n + CF__STRETCH - 1) / CF__STRETCH);
+    int fuse = cf__fuses_rounding(rnd);
+    if (!dx) return 1;
+    CF__OMP(omp parallel for schedule(static) if (ns > 4))
+    for (s = 0; s < ns; s++) {
+        size_t k, k0 = (size_t)s * CF__STRETCH, e = n - k0 < CF__STRETCH ? n : k0 + CF__STRETCH;
+        if (store) for (k = k0; k < e; k++) dx[k] = 0.0f + dy[k];
+        else for (k = k0; k < e; k++) dx[k] += dy[k];
+        if (fuse) cf__round_run(dx + k0, e - k0);
+    }
+    return fuse || !rnd;
+}
+static int cf__sum_p(float *y, const float *const *src, int n_src, size_t n, int rnd) {
+    long s, ns = (long)((n + CF__STRETCH - 1) / CF__STRETCH);
+    int fuse = cf__fuses_rounding(rnd);
+    CF__OMP(omp parallel for schedule(static) if (ns > 4))
+    for (s = 0; s < ns; s++) {   /* a stretch at a time: the sum in source order */
+        size_t k, k0 = (size_t)s * CF__STRETCH, e = n - k0 < CF__STRETCH ? n : k0 + CF__STRETCH;
+        int j;
+        for (k = k0; k < e; k++) y[k] = src[0][k];
+        for (j = 1; j < n_src; j++) for (k = k0; k < e; k++) y[k] += src[j][k];
+        if (fuse) cf__round_run(y + k0, e - k0);
+    }
+    return fuse || !rnd;
+}
+
+/* ---- the transposed convolution: section 3's loops with another GEMM (the bf16 GEMM where a
+   convolution's bf16 GEMM path would be picked: kind bf16 on, and cf__bf16_gemm_applies), its
+   dx stored (store: beta 0) and, by the bf16 GEMM that rounds as it stores, rounded */
+static void cf__deconv_forward_with(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
+                                    const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm) {
+    int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
+    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
+    for (bi = 0; bi < B; bi++) {
+        const float *xb = x + (size_t)bi * in.c * P;
+        float *yb = y + (size_t)bi * out.c * Q;
+        for (oc = 0; oc < out.c; oc++) for (q = 0; q < Q; q++) yb[(size_t)oc * Q + q] = b ? b[oc] : 0.0f;
+        for (p0 = 0; p0 < P; p0 += tile) {
+            size_t n = P - p0 < tile ? P - p0 : tile;
+            gemm(1, 0, K, (int)n, in.c, w, K, xb + p0, (int)P, 0.0f, col, (int)n);
+            cf__col2im(yb, col, out.c, out, in, g, p0, n);
+        }
+    }
+}
+static void cf__deconv_backward_with(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in,
+                                     cf_shape out, const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm, cf__gemm_fn gemm_dx, int store) {
+    int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
+    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
+    for (bi = 0; bi < B; bi++) {
+        const float *xb = x + (size_t)bi * in.c * P, *dyb = dy + (size_t)bi * out.c * Q;
+        if (db) for (oc = 0; oc < out.c; oc++) { double s = 0.0; for (q = 0; q < Q; q++) s += dyb[(size_t)oc * Q + q]; db[oc] += (float)s; }
+        for (p0 = 0; p0 < P; p0 += tile) {
+            size_t n = P - p0 < tile ? P - p0 : tile;
+            cf__im2col(col, dyb, out.c, out, in, g, p0, n);
+            gemm(0, 1, in.c, K, (int)n, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
+            if (dx) gemm_dx(0, 0, in.c, (int)n, K, w, K, col, (int)n, store ? 0.0f : 1.0f, dx + (size_t)bi * in.c * P + p0, (int)P);
+        }
+    }
+}
+static cf__gemm_fn cf__deconv_gemm(int bf16) {
+#ifdef CF__BF16
+    cf__conv_call c;
+    memset(&c, 0, sizeof c);
+    c.bf16 = bf16;
+    if (cf__kind_on[CF__K_BF16] && cf__bf16_gemm_applies(&c)) return cf__sgemm_bf16;
+#endif
+    (void)bf16;
+    return cf__sgemm_fp32;
+}
+static const char *cf__deconv_path(int bf16) { return cf__deconv_gemm(bf16) == cf__sgemm_fp32 ? "reference" : cf__kind_names[CF__K_BF16]; }
+static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                                 float *ws, size_t ws_floats, int bf16) {
+    cf__gemm_fn gemm = cf__deconv_gemm(bf16);
+    if (gemm == cf__sgemm_fp32) cf_deconv_forward(y, x, w, b, B, in, out, g, ws, ws_floats);
+    else cf__deconv_forward_with(y, x, w, b, B, in, out, g, ws, ws_floats, gemm);
+}
+static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in,
+                                 cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int rnd_dx, int store) {
+    cf__gemm_fn gemm = cf__deconv_gemm(bf16), gemm_dx = gemm;
+#ifdef CF__BF16
+    if (rnd_dx && gemm == cf__sgemm_bf16) gemm_dx = cf__sgemm_bf16_rounded;   /* each tile's columns of dx get their one product there */
+#endif
+    if (gemm == cf__sgemm_fp32 && !store) cf_deconv_backward(dx, dw, db, dy, x, w, B, in, out, g, ws, ws_floats);
+    else cf__deconv_backward_with(dx, dw, db, dy, x, w, B, in, out, g, ws, ws_floats, gemm, gemm_dx, store);
+    return gemm_dx != gemm || !rnd_dx || !dx;
+}
+
+#ifndef CF_REFERENCE
+/* ---- the fused backward of act + max pool with disjoint windows inside the input (k = s,
+   no padding, dilation 1), in place: xg holds the pool's input x = act(z) (B, C, D, H, W) on
+   entry and dL/dz on return.  Each window's first maximum gets act's gradient of dy[o] at
+   y[o] (equal to x there: what cf_act_backward would compute), the rest of the window and
+   inputs no window covers get 0.  dy, y (B, C, OD, OH, OW).  The memory plan decides where
+   it is used (section 6, fusion). */
+#ifdef CF__AVX512
+/* The pairs windows of n <= 16 outputs from ow0 at once, as the loop below does them one at a
+   time: in each of the nr rows, the output's two inputs; the first input in that order equal
+   to its maximum m[i] gets d[i], every other input 0.  The 32 inputs of a row are two vectors,
+   lane 2i + j the pair's j of output i; m and d are spread to match (cf__pool_spread), and
+   cf__pool_first tells, vector by vector, which lanes get d. */
+typedef struct { __m512 m2[2], d2[2]; __mmask16 valid[2], found[2]; } cf__pool_win16;
+__attribute__((target("avx512f"))) static inline cf__pool_win16 cf__pool_spread(int n, const float *m, const float *d) {
+    const __m512i lo = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0), hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+    __m512 mv = _mm512_maskz_loadu_ps(cf__lanes(n), m), dv = _mm512_maskz_loadu_ps(cf__lanes(n), d);
+    cf__pool_win16 w;
+    w.m2[0] = _mm512_permutexvar_ps(lo, mv); w.m2[1] = _mm512_permutexvar_ps(hi, mv);
+    w.d2[0] = _mm512_permutexvar_ps(lo, dv); w.d2[1] = _mm512_permutexvar_ps(hi, dv);
+    w.valid[0] = cf__lanes(2 * n); w.valid[1] = cf__lanes(2 * n - 16);
+    w.found[0] = w.found[1] = 0;
+    return w;
+}
+/* the lanes of e, vector h of a row, that get d: equal to their maximum, the first of a pair
+   when both are, in an output that has no input yet */
+__attribute__((target("avx512f"))) static inline __mmask16 cf__pool_first(cf__pool_win16 *w, int h, __m512 e) {
+    __mmask16 eq = (__mmask16)(_mm512_mask_cmp_ps_mask(w->valid[h], e, w->m2[h], _CMP_EQ_OQ) & ~w->found[h]);
+    eq = (__mmask16)(eq & ~((eq & 0x5555u) << 1));                                        /* of a pair both equal: the first */
+    w->found[h] = (__mmask16)(w->found[h] | eq | ((eq & 0x5555u) << 1) | ((eq & 0xaaaau) >> 1));   /* the output has its input */
+    return eq;
+}
+__attribute__((target("avx512f"))) static void cf__pool_pairs_write16(const float **rows, int nr, int ow0, int n, const float *m, const float *d) {
+    cf__pool_win16 w = cf__pool_spread(n, m, d);
+    int q, h;
+    for (q = 0; q < nr; q++)
+        for (h = 0; h < 2; h++) {
+            float *e = (float *)rows[q] + 2 * ow0 + 16 * h;
+            __mmask16 eq = cf__pool_first(&w, h, _mm512_maskz_loadu_ps(w.valid[h], e));
+            _mm512_mask_storeu_ps(e, w.valid[h], _mm512_maskz_mov_ps(eq, w.d2[h]));
+        }
+}
+#ifdef CF__BF16
+/* the same on rows stored in 16 bits (section 6, halves); d holds bf16 values */
+CF__BF16_TARGET static void cf__pool_pairs_write16_half(cf_bf16 *const *rows, int nr, int ow0, int n, const float *m, const float *d) {
+    cf__pool_win16 w = cf__pool_spread(n, m, d);
+    int q, h;
+    for (q = 0; q < nr; q++)
+        for (h = 0; h < 2; h++) {
+            cf_bf16 *e = rows[q] + 2 * ow0 + 16 * h;
+            __mmask16 eq = cf__pool_first(&w, h, cf__load_half(e, w.valid[h]));
+            cf__store_half(e, w.valid[h], _mm512_maskz_mov_ps(eq, w.d2[h]));
+        }
+}
+#endif
+#endif
+/* cf__pool_fused_backward: half, dy_half, y_half = xg, the pool's dy, its y are stored
+   in 16 bits (section 6, halves; the plan takes them only where the vector path below does,
+   with the CPU's bf16 instructions) */
+static int cf__maxpool_inplace_takes_half(const cf__pool_call *pc) {
+#ifdef CF__BF16
+    return cf__pool_pairs_applies(pc) && cf__has_bf16();
+#else
+    (void)pc;
+    return 0;
+#endif
+}
+static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in, cf_shape out,
+                                             const cf_geom *g, int act, float slope, int bf16) {
+    cf__pool_call pc = cf__pool_make(B, in, out, g, 1);
+    int plane, KD = g->k[0], KH = g->k[1], KW = g->k[2], pairs = cf__pool_pairs_applies(&pc);
+    CF_ASSERT(!(half || dy_half || y_half) || cf__maxpool_inplace_takes_half(&pc));
+    CF__OMP(omp parallel for schedule(static))
+    for (plane = 0; plane < B * in.c; plane++) {
+        float *xp = cf__elt(xg, half, (size_t)plane * in.d * in.h * in.w);
+        const float *yp = cf__elt(y, y_half, (size_t)plane * cf__positions(out)), *dyp = cf__elt(dy, dy_half, (size_t)plane * cf__positions(out));
+        int od, oh, ow, kd, kh, kw, id, ih, iw;
+        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
+            const float *rows[4];
+            int nr = pairs ? cf__pool_rows(rows, xp, half, od, oh, KD, in) : 0;
+#ifdef CF__AVX512
+            if (pairs && cf__has_avx512()) {   /* 16 outputs at a time: their gradients d, then the windows */
+                size_t o0 = ((size_t)od * out.h + oh) * out.w;
+                cf__pool_rows_ahead(rows, half, nr, oh, in, out, 1);
+                for (ow = 0; ow < out.w; ow += 16) {
+                    float d[16], m[16];
+                    int n = out.w - ow < 16 ? out.w - ow : 16, i;
+                    for (i = 0; i < n; i++) m[i] = y_half ? cf_f32_from_bf16(((const cf_bf16 *)(const void *)yp)[o0 + ow + i]) : yp[o0 + ow + i];
+                    for (i = 0; i < n; i++)
+                        d[i] = cf__act_df(dy_half ? cf_f32_from_bf16(((const cf_bf16 *)(const void *)dyp)[o0 + ow + i]) : dyp[o0 + ow + i], m[i], act, slope);
+                    if (bf16) cf__round_run(d, n);
+#ifdef CF__BF16
+                    if (half) {
+                        cf_bf16 *r16[4];
+                        for (i = 0; i < nr; i++) r16[i] = (cf_bf16 *)(void *)rows[i];
+                        cf__pool_pairs_write16_half(r16, nr, ow, n, m, d);
+                        continue;
+                    }
+#endif
+                    cf__pool_pairs_write16(rows, nr, ow, n, m, d);
+                }
+                continue;
+            }
+#endif
+            for (ow = 0; ow < out.w; ow++) {
+                size_t o = ((size_t)od * out.h + oh) * out.w + ow, at = (size_t)-1;
+                float m = yp[o], d = cf__act_df(dyp[o], m, act, slope);
+                if (bf16) d = cf_f32_from_bf16(cf_bf16_from_f32(d));   /* stored rounded: dL/dz of a bf16 network's conv */
+                if (pairs) {   /* the window as pairs from 2 or 4 rows (rows point into xg, ours to write) */
+                    int q, j, found = 0;
+                    for (q = 0; q < nr; q++) for (j = 0; j < 2; j++) {
+                        float *e = (float *)rows[q] + 2 * ow + j;
+                        if (!found && *e == m) { *e = d; found = 1; }
+                        else *e = 0.0f;
+                    }
+                    continue;
+                }
+                for (kd = 0; kd < KD; kd++) for (kh = 0; kh < KH; kh++) {
+                    float *r = xp + ((size_t)(od * KD + kd) * in.h + (size_t)(oh * KH + kh)) * in.w + (size_t)ow * KW;
+                    for (kw = 0; kw < KW; kw++) {
+                        if (at == (size_t)-1 && r[kw] == m) at = (size_t)(r + kw - xp);
+                        r[kw] = 0.0f;
+                    }
+                }
+                if (at != (size_t)-1) xp[at] = d;
+            }
+        }
+        /* inputs past the last whole window (odd sizes) get no gradient */
+        if (out.d * KD < in.d || out.h * KH < in.h || out.w * KW < in.w)
+            for (id = 0; id < in.d; id++) for (ih = 0; ih < in.h; ih++) for (iw = 0; iw < in.w; iw++)
+                if (id >= out.d * KD || ih >= out.h * KH || iw >= out.w * KW) xp[((size_t)id * in.h + ih) * in.w + iw] = 0.0f;
+    }
+}
+#else   /* CF_REFERENCE: the plan fuses nothing (kind "fusion" is off) */
+static int cf__maxpool_inplace_takes_half(const cf__pool_call *pc) { (void)pc; return 0; }
+static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in,
+                                    cf_shape out, const cf_geom *g, int act, float slope, int bf16) {
+    (void)xg; (void)half; (void)dy; (void)dy_half; (void)y; (void)y_half; (void)B; (void)in; (void)out; (void)g; (void)act; (void)slope; (void)bf16;
+    CF_ASSERT(0);
+}
+#endif
+
+/* ---- what the memory plan may store in 16 bits (section 6, halves): conv l's operands when
+   each of its operations has a half path, max pool p's input and (y_half) output */
+static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int dinput) {
+    cf__conv_call c = cf__conv_make(net->batch, l->in, l->out, &l->g, l->groups, NULL, net->priv->ws_floats, 1);
+    if (l->type != CF_L_CONV || l->depthwise || l->n_src != 1) return 0;
+    cf__conv_halves(&c, CF__HALF_OUT | CF__HALF_IN | CF__HALF_DIN);
+    if (!cf__conv_pick(cf__conv_fwd_paths, &c) || !cf__conv_pick(cf__conv_bww_paths, &c)) return 0;
+    return (l->src[0] < 0 && !dinput) || cf__conv_pick(cf__conv_bwd_paths, &c) != NULL;
+}
+static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half) {
+    cf__pool_call pc = cf__pool_make(net->batch, p->in, p->out, &p->g, 1);
+    pc.half = 1; pc.y_half = y_half;
+    if (p->in.d != p->out.d * p->g.k[0] || p->in.h != p->out.h * p->g.k[1] || p->in.w != p->out.w * p->g.k[2]) return 0;
+    return cf__pool_pick(cf__pool_fwd_paths, &pc) && cf__maxpool_inplace_takes_half(&pc);
+}
 
 #endif /* CF__IMPLEMENTED */
 #endif /* CF_IMPLEMENTATION */

@@ -2,7 +2,9 @@
 # The house rules a reader relies on, checked: no header function over 80 lines unless the
 # comment above it says why ("long:"); no dated measurement in a code comment; the
 # activation formulas written once; every function the docs name exists in the header or
-# the tools; no file cites a path outside the repository.  Last line "N passed, M failed".
+# the tools; no file cites a path outside the repository; the tools use the public API;
+# every exported function under a group with a stability label; the references plain
+# (tests/reference_signatures.sh).  Last line "N passed, M failed".
 cd "$(dirname "$0")/.." || exit 1
 pass=0; fail=0
 ok() { pass=$((pass + 1)); }
@@ -59,6 +61,19 @@ outside=$(git ls-files 2>/dev/null | grep -v '^tests/check_house.sh$' | xargs gr
 #    and no field of the private part of cf_net (priv->...) in tools/
 private=$(grep -nE '(^|[^A-Za-z0-9_])(cf__|CF__)[A-Za-z0-9_]|priv(->|\.)' tools/*.c tools/*.h 2>/dev/null | head -5)
 [ -z "$private" ] && ok || bad "the tools reach into the header's private part: $private"
+
+# 7. every exported function is declared under a group heading that says its stability:
+#    "/* ===... NAME (stable)" or "(may change)" or "(arguments may change)"
+unlabelled=$(awk '
+    /^\/\* =+ implementation/ { exit }
+    /^\/\* =+ / { label = ($0 ~ /\((stable|may change|arguments may change)\)/) ? 1 : 0; group = $0 }
+    /^CFDEF / { if (!label) { n++; if (n <= 3) printf "%d: %s\n", NR, substr($0, 1, 70) } }
+    END { if (n) printf "(%d functions)\n", n }' cosmoflow.h)
+[ -z "$unlabelled" ] && ok || bad "exported functions under a group heading without a stability label:
+$unlabelled"
+
+# 8. the references (section 3) take no precision, storage, store or GEMM argument
+sh tests/reference_signatures.sh > /dev/null && ok || bad "$(sh tests/reference_signatures.sh | grep -A20 FAIL)"
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -3,7 +3,8 @@
 (our interchange names, PyTorch layouts), input, labels, and for batch norm in train mode and
 in eval mode the output, the weighted softmax cross-entropy and every gradient; the running
 statistics after one train-mode forward; the weights after 5 AdamW steps (torch.optim.AdamW),
-5 Adam steps with L2 in the gradient (torch.optim.Adam, weight_decay), 5 steps of LARC (clip mode,
+5 Adam steps with L2 in the gradient (torch.optim.Adam, weight_decay), the same with gradient lag 1
+(6 steps, 5 updates: Adam's step count from the updates), 5 steps of LARC (clip mode,
 eta 0.002, the 2018 climate code) before torch.optim.Adam, and 5 LAMB steps with weight decay
 0.01 and 5 with weight decay 0.  LAMB is not in PyTorch: the steps below follow NVIDIA apex
 FusedLAMB (csrc/multi_tensor_lamb.cu) line by line, written independently of the C code.  Apex
@@ -15,7 +16,8 @@ import os, numpy as np, torch, torch.nn.functional as F
 
 torch.manual_seed(1)
 out = os.path.join(os.path.dirname(__file__), "ref", "seg_ref")
-for d in ("", "weights", "grad_train", "grad_eval", "after_adamw", "after_lamb", "after_lamb_wd0", "stats_train", "after_adam", "after_larc_adam"):
+for d in ("", "weights", "grad_train", "grad_eval", "after_adamw", "after_lamb", "after_lamb_wd0", "stats_train", "after_adam", "after_larc_adam",
+          "after_adam_lag"):
     os.makedirs(os.path.join(out, d), exist_ok=True)
 dt = torch.float64
 B = 2
@@ -155,6 +157,23 @@ for step in range(5):
 for i in TRAINABLE:
     l, k, _ = params[i]
     np.save(os.path.join(out, "after_larc_adam", name(i, l, k)), w[i].detach().numpy().astype(np.float32))
+
+# gradient lag 1 (the 2018 climate code): 6 training steps, the update of step k applying the
+# gradient of step k-1 (the first step only computes one), through torch.optim.Adam with L2 in
+# the gradient: its step count is 1 at the first update, 5 at the last
+w = load()
+for i in TRAINABLE: w[i].requires_grad_(True)
+opt = torch.optim.Adam([w[i] for i in TRAINABLE], lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
+prev = None
+for step in range(6):
+    g = [gi.clone() for gi in grads(w)]
+    if prev is not None:
+        for gi, i in zip(prev, TRAINABLE): w[i].grad = gi
+        opt.step()
+    prev = g
+for i in TRAINABLE:
+    l, k, _ = params[i]
+    np.save(os.path.join(out, "after_adam_lag", name(i, l, k)), w[i].detach().numpy().astype(np.float32))
 
 open(os.path.join(out, "hyper.txt"), "w").write("%g %g %g %g %g %g\n" % (LR, WD, BETAS[0], BETAS[1], EPS, MAX_NORM))
 print("wrote", out, "LAMB gradient norms", ["%.3f" % n for n in norms])

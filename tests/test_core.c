@@ -695,7 +695,8 @@ static void test_dwconv_forward_paths(cf_rng *r) {
             path = cf__dwconv_path(CF_OP_FORWARD, B, in, out, &g);
             if (v == 2) {   /* as a bf16 network: relu, rounded */
                 cf__dwconv_forward_p(y1, x, w, b, B, in, out, &g, CF_ACT_RELU, 0.0f, 1);
-                cf__dwconv_forward_ref(y2, x, w, b, B, in, out, &g, CF_ACT_RELU, 0.0f, 1);
+                cf__dwconv_forward_ref(y2, x, w, b, B, in, out, &g, CF_ACT_RELU, 0.0f);   /* the reference, then rounded */
+                cf_bf16_round(y2, ny);
             } else {
                 cf_dwconv_forward(y1, x, w, v ? b : NULL, B, in, out, &g);
                 cf_ref_dwconv_forward(y2, x, w, v ? b : NULL, B, in, out, &g);
@@ -900,7 +901,7 @@ static void test_layer_oracles(void) {
     cf_net_init(&net, 3);
     fill(net.params, net.n_params, &r, -0.8f, 0.8f);   /* every weight, gamma, beta and bias non-trivial */
     x = rnd(B * cf_shape_size(net.input), &r);
-    cf_net_keep_outputs(&net, 1); cf_net_set_mode(&net, CF_MODE_TRAIN); net.step = 7;
+    cf_net_keep_outputs(&net, 1); cf_net_set_mode(&net, CF_MODE_TRAIN); net.priv->step = 7;
     cf_net_forward(&net, x, B);
     for (i = 0; i < net.n_layers; i++) {
         cf_layer *l = &net.layers[i];
@@ -1073,7 +1074,7 @@ static void test_gradcheck_net(void) {
     CHECK(rc == CF_OK, "every-layer cfg parses: %s", cf_failure_reason());
     if (rc) return;
     cf_net_init(&net, 11);
-    cf_net_set_mode(&net, CF_MODE_DROPOUT); net.step = 5;  /* dropout on, with a mask that stays fixed during the check */
+    cf_net_set_mode(&net, CF_MODE_DROPOUT); net.priv->step = 5;  /* dropout on, with a mask that stays fixed during the check */
     float *x = rnd(B * cf_shape_size(net.input), &r), *t = rnd((size_t)B * net.n_outputs, &r), *dout = rnd((size_t)B * net.n_outputs, &r);
     net_ctx c = {&net, x, t, B};
     net_loss(&c);
@@ -1378,7 +1379,7 @@ static void test_memory_plan(void) {
             const float *ya, *yb;
             int same_y, same_g, same_s;
             if (a.loss == CF_LOSS_SOFTMAX_CE) for (k = 0; k < nt; k++) t[k] = (float)(cf_rng_u64(&r) % (uint64_t)a.layers[a.n_layers - 1].out.c);
-            a.step = b.step = (uint64_t)(B * 2 + mode);   /* dropout on */
+            a.priv->step = b.priv->step = (uint64_t)(B * 2 + mode);   /* dropout on */
             cf_net_set_mode(&a, CF_MODE_DROPOUT | (mode ? CF_MODE_BATCH_STATS : 0));
             cf_net_set_mode(&b, cf_net_mode(&a));
             ya = cf_net_forward(&a, x, B); yb = cf_net_forward(&b, x, B);
@@ -1432,7 +1433,7 @@ static void test_grad_stores(void) {
         float st[4] = {NAN, NAN, NAN, NAN}, ad[4] = {0, 0, 0, 0}, cs[4] = {NAN, NAN, NAN, NAN}, ca[4] = {0, 0, 0, 0}, dg = 0, db = 0;
         cf__bn_backward_p(st, &dg, &db, dy, x, &g, &mean, &is, 1, 1, 4, 0, NULL, 0, 1);
         cf__bn_backward_p(ad, &dg, &db, dy, x, &g, &mean, &is, 1, 1, 4, 0, NULL, 0, 0);
-        cf__add_to(cs, dy, 4, 0, 1); cf__add_to(ca, dy, 4, 0, 0);
+        cf__add_to_p(cs, dy, 4, 0, 1); cf__add_to_p(ca, dy, 4, 0, 0);
         CHECK(!memcmp(st, ad, sizeof st) && !memcmp(cs, ca, sizeof cs) && !signbit(st[0]) && !signbit(cs[1]),
               "stores: batch norm's and the sums' store gives the add's bits, +0 for a -0 term (%g %g, %g %g)", st[0], ad[0], cs[1], ca[1]);
     }
@@ -1627,6 +1628,29 @@ static void test_seg_reference(void) {
         }
         compare_tensors(&net, dir, sub[mode], 0, net.params, what[mode], what[mode]);
     }
+    {   /* gradient lag 1 through the trainer: 6 steps, 5 updates, Adam's t counted from the first
+           update (torch.optim.Adam, tests/make_seg_ref.py) */
+        cf_train_config cfg;
+        cf_trainer tr;
+        cf_step_result res;
+        int waiting = 0;
+        cf_weights_import(&net, "tests/ref/seg_ref/weights");
+        memset(net.opt, 0, 2 * net.n_params * sizeof(float));
+        net.priv->step = net.priv->updates = 0;
+        cf_train_defaults(&cfg);
+        cfg.optimizer = CF_OPT_ADAM; cfg.lr = hp[0]; cfg.weight_decay = hp[1]; cfg.beta1 = hp[2]; cfg.beta2 = hp[3]; cfg.eps = hp[4];
+        cfg.per_step = 1; cfg.sched.n_milestones = 0; cfg.grad_lag = 1;   /* a constant learning rate */
+        CHECK(cf_train_init(&tr, &net, &cfg) == CF_OK, "trainer with gradient lag: %s", cf_failure_reason());
+        for (step = 1; step <= 6; step++) {
+            CHECK(cf_train_step(&tr, x, lab, B, &res) == CF_OK, "lag step %d", step);
+            waiting += res.status == CF_STEP_WAITING;
+        }
+        CHECK(waiting == 1 && cf_net_step(&net) == 6 && cf_net_updates(&net) == 5, "gradient lag: 1 waiting step, 6 steps, 5 updates (%d, %llu, %llu)",
+              waiting, (unsigned long long)cf_net_step(&net), (unsigned long long)cf_net_updates(&net));
+        compare_tensors(&net, dir, "after_adam_lag", 0, net.params, "Adam_(L2)_gradient_lag_1,_6_steps_weights_(torch.optim.Adam,_t_from_updates)",
+                        "Adam_(L2)_gradient_lag_1,_6_steps_weights_(torch.optim.Adam,_t_from_updates)");
+        cf_train_free(&tr);
+    }
     for (k = 0; k < 1; k++) {   /* a label out of range is reported, not used as an index */
         lab[0] = 3.0f;
         CHECK(isnan(cf_net_loss(&net, lab, dout)), "softmax_ce: a label outside [0, K) gives NAN");
@@ -1791,15 +1815,22 @@ static void test_checkpoints(void) {
     FILE *f;
     long size;
     memset(&st, 0, sizeof st);
-    st.step = 17; st.epoch = 3; st.seed = 99; st.best = 0.5;
+    st.step = 5; st.epoch = 3; st.seed = 99; st.best = 0.5;   /* (the step written is the network's) */
+    snprintf(st.meta, sizeof st.meta, "optimizer=sgd\n");
     snprintf(path, sizeof path, "%s", tmp("ck.cfck"));
     cf_net_parse(&a, every_layer_cfg, "every-layer", NULL);
     cf_net_init(&a, 1);
+    a.priv->step = 17; a.priv->updates = 12;   /* gradient lag's waiting steps, skipped ones */
     { cf_rng r = cf_rng_seed(7); fill(a.opt, a.n_params, &r, -1, 1); }
     CHECK(cf_checkpoint_save(path, &a, &st) == CF_OK, "checkpoint save: %s", cf_failure_reason());
     cf_net_parse(&b, every_layer_cfg, "every-layer", NULL);
     CHECK(cf_checkpoint_load(path, &b, &st2) == CF_OK && !memcmp(a.params, b.params, a.n_params * 4) && !memcmp(a.opt, b.opt, a.n_params * 4) &&
-          st2.step == 17 && st2.epoch == 3 && st2.seed == 99, "checkpoint round trip: params, optimizer state, step, epoch, seed");
+          st2.step == 17 && st2.updates == 12 && cf_net_step(&b) == 17 && cf_net_updates(&b) == 12 && st2.epoch == 3 && st2.seed == 99 &&
+          !strcmp(st2.meta, "optimizer=sgd\n"), "checkpoint round trip: params, optimizer state, the network's steps and updates, epoch, seed, "
+          "the tool's record as written (%llu %llu '%s')", (unsigned long long)st2.step, (unsigned long long)st2.updates, st2.meta);
+    a.priv->updates = 17;   /* as many updates as steps: no record line of the library's (the bytes of earlier versions) */
+    CHECK(cf_checkpoint_save(path, &a, &st) == CF_OK && cf_checkpoint_load(path, &b, &st2) == CF_OK && cf_net_updates(&b) == 17 &&
+          !strcmp(st2.meta, "optimizer=sgd\n"), "checkpoint: updates = steps round trip");
     cf_net_load_cfg(&c, "models/cosmoflow-small.cfg", NULL);
     CHECK(cf_checkpoint_load(path, &c, NULL) == CF_ERR && strstr(cf_failure_reason(), "different model"), "loading into another model: %s", cf_failure_reason());
     cf_net_free(&c);

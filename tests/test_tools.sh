@@ -235,13 +235,13 @@ must_fail "a cfg with another LeakyReLU slope" "slope" "" $B/cf-eval --model "$T
 $B/cf-check --weights "$T/full.cfck" --info > "$T/info.txt" &&
     grep -q "format version 3, CRC32C correct" "$T/info.txt" && grep -q "^input 4x16x16x16$" "$T/info.txt" &&
     grep -q "^parameters $($B/cf-check --weights "$T/full.cfck" --summary | tail -1 | cut -d' ' -f2)," "$T/info.txt" &&
-    grep -q "^step 16, epoch 4, seed 3" "$T/info.txt" && grep -q "optimizer=sgd" "$T/info.txt" && grep -q "^  11   dense" "$T/info.txt" &&
+    grep -q "^step 16 (optimizer updates 16), epoch 4, seed 3" "$T/info.txt" && grep -q "optimizer=sgd" "$T/info.txt" && grep -q "^  11   dense" "$T/info.txt" &&
     ok || bad "cf-check --info: $(cat "$T/info.txt")"
 if has_numpy; then   # checkpoints of the earlier formats, written from the documented layout
     $PY tests/ckpt_versions.py "$T/full.cfck" "$T/old" &&
     for v in 1 2; do
         $B/cf-check --weights "$T/old.v$v.cfck" --info > "$T/info$v.txt" && grep -q "format version $v, CRC32C correct" "$T/info$v.txt" &&
-            grep -q "^step 16, epoch 4, seed 3" "$T/info$v.txt" && ok || bad "cf-check --info of a format $v checkpoint: $(cat "$T/info$v.txt")"
+            grep -q "^step 16 (optimizer updates 16), epoch 4, seed 3" "$T/info$v.txt" && ok || bad "cf-check --info of a format $v checkpoint: $(cat "$T/info$v.txt")"
         [ "$($B/cf-eval --weights "$T/old.v$v.cfck" --data "$T/va" | tail -1)" = "$(tail -1 "$T/eval.txt" | tail -1)" ] &&
             ok || bad "cf-eval of a format $v checkpoint gives the same MAE"
     done
@@ -323,7 +323,7 @@ assert w < 1e-4" && ok || bad "--grad-lag 1: 1 rank x 4 and 2 ranks x 2 give the
         for f in $(ls "$T"/tr/*.tfrecord | sed -n 9,16p); do cp "$f" "$T/stb/"; done
     ST="$B/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --val $T/va --batch 2 --epochs 1 --no-progress --staged"
     $MPIRUN -np 1 $ST --train "$T/sta" --out "$T/st.cfck" : -np 1 $ST --train "$T/stb" --out "$T/st.cfck" > /dev/null 2> "$T/st.err" &&
-        grep -q "8 training (per rank, staged)" "$T/st.err" && $B/cf-check --weights "$T/st.cfck" --info | grep -q "^step 4, epoch 1" &&
+        grep -q "8 training (per rank, staged)" "$T/st.err" && $B/cf-check --weights "$T/st.cfck" --info | grep -q "^step 4 (optimizer updates 4), epoch 1" &&
         ok || bad "--staged: each rank reads its own 8 files, 4 steps an epoch: $(cat "$T/st.err")"
     # a failing rank ends the whole job with its rank and reason, promptly
     mkdir -p "$T/badval"; cp "$T"/va/*.tfrecord "$T/badval/"; printf 'junk' > "$T/badval/synth_2_000003.tfrecord"

@@ -51,6 +51,19 @@ if [ -e /usr/include/x86_64-linux-gnu/cblas.h ] || [ -e /usr/include/cblas.h ]; 
 fi
 build_run "gcc -std=c99 -DCF_NO_FILES" gcc -std=c99 -pedantic $W -DCF_NO_FILES "$T/example.c"
 
+# the README's own link lines (the sh block after the example), run as written on example.c
+awk '/^## Using the header in your own C program/ {s = 1} s && /^```sh$/ {c = 1; next} c && /^```$/ {exit} c {print}' README.md |
+    sed -e ':a' -e '/\\$/N; s/\\\n//; ta' > "$T/link.sh"   # (continued lines joined)
+mkdir -p "$T/v"; cp cosmoflow.h "$T/example.c" "$T/v/"   # a vendor's copy beside the example
+nl=$(grep -c '^cc ' "$T/link.sh")
+[ "$nl" -ge 2 ] && ok "the README's link lines found ($nl)" || bad "the README's link lines: $nl found after the example"
+while read -r line; do
+    case "$line" in cc\ *) ;; *) continue ;; esac
+    rm -f "$T/v/example"
+    if (cd "$T/v" && sh -c "$line") > "$T/cc.txt" 2>&1 && "$T/v/example" > "$T/out.txt" 2>&1 && valid "$T/out.txt"; then ok "as the README says: $line"
+    else bad "as the README says: $line: $(head -3 "$T/cc.txt" "$T/out.txt" 2>/dev/null | tr '\n' ' ')"; fi
+done < "$T/link.sh"
+
 # CF_NO_FILES: nothing of files left in the program (libc's own symbols are not ours)
 gcc -std=c99 -pedantic $W -DCF_NO_FILES -I. -c "$T/example.c" -o "$T/nofiles.o"
 found=$(nm -u "$T/nofiles.o" | awk '{print $NF}' | grep -E '^(fopen|fdopen|fclose|fread|fwrite|fgets|fseek|open|open64|read|write|close|fsync|rename|remove|unlink|mkdir|stat|stat64|fstat|fstat64|opendir|readdir|readdir64|closedir|uname|getpid)$' | tr '\n' ' ')

@@ -115,8 +115,8 @@ static void info(const char *path) {
     }
     printf("input %dx%dx%dx%d\nparameters %llu, batch-norm statistics %llu\n", ci.input.c, ci.input.d, ci.input.h, ci.input.w,
            (unsigned long long)ci.n_params, (unsigned long long)ci.n_stats);
-    printf("step %llu, epoch %llu, seed %llu, last validation metric %.6g\n", (unsigned long long)ci.state.step,
-           (unsigned long long)ci.state.epoch, (unsigned long long)ci.state.seed, ci.state.best);
+    printf("step %llu (optimizer updates %llu), epoch %llu, seed %llu, last validation metric %.6g\n", (unsigned long long)ci.state.step,
+           (unsigned long long)ci.state.updates, (unsigned long long)ci.state.epoch, (unsigned long long)ci.state.seed, ci.state.best);
     printf("parameters rms %.6g; optimizer state rms: slot 1 (momentum or Adam's m) %.6g, slot 2 (Adam's v) %.6g\n", ci.rms[0], ci.rms[1], ci.rms[2]);
     if (!ci.state.meta[0]) printf("training record: none (format version %d keeps none)\n", ci.version);
     else for (printf("training record:\n"), m = ci.state.meta; *m; ) {

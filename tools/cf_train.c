@@ -228,6 +228,7 @@ static double train_epoch(run *R, int e, double *lr) {
         loader_next(&R->L, &x, &y, &nb);
         if (nb != o->batch) die("internal: short training batch");
         TRY(cf_train_step(&R->tr, x, y, o->batch, &r));
+        if (r.status == CF_STEP_DIVERGED) nonfinite_die(R, e, s + 1, &r, x);   /* the weights themselves: nothing to skip */
         if (r.status == CF_STEP_NONFINITE || !isfinite(r.loss)) {   /* the same on every rank: the average was not finite */
             if (!o->skip_nonfinite) nonfinite_die(R, e, s + 1, &r, x);
             if (r.status == CF_STEP_NONFINITE && R->rank == 0)
@@ -276,7 +277,7 @@ static void save_checkpoint(run *R, int e) {
 static void end_epoch(run *R, int e, double loss, double metric, double lr, double t0) {
     const char *name = R->seg ? "val_miou" : "val_mae";
     mll_epoch_end(e, R->seg, metric, loss);
-    R->st.step = R->net.step; R->st.epoch = (uint64_t)e; R->st.seed = R->o.seed; R->st.best = metric;
+    R->st.epoch = (uint64_t)e; R->st.seed = R->o.seed; R->st.best = metric;
     save_checkpoint(R, e);
     if (R->rank == 0) {
         printf("epoch %d train_loss %.6f %s %.6f lr %.6g time %.1f\n", e, loss, name, metric, lr, now_s() - t0);
