@@ -54,7 +54,7 @@ BINS   = $(addprefix bin/,$(TOOLS))
 # the tools the PyTorch comparisons run again in a CF_REFERENCE build (no fast path compiled in)
 REFBINS = bin/ref/cf-check bin/ref/cf-convert
 TESTS  = bin/test_core bin/test_core_naive bin/test_core_asan bin/test_compile bin/test_compile_cpp bin/test_static \
-         bin/test_augment bin/test_malformed_asan bin/test_oom bin/test_oom_asan bin/test_threads
+         bin/test_augment bin/test_malformed_asan bin/test_oom bin/test_oom_asan bin/test_threads bin/test_api bin/test_api_asan
 TOOLSRC = tools/tool.h tools/data.h tools/mllog.h tools/draw.h tools/synth_climate.h tools/fft.h tools/spectrum.h cosmoflow.h
 
 all: $(BINS)
@@ -103,6 +103,11 @@ bin/test_oom: tests/test_oom.c tests/check.h cosmoflow.h bin/.config | bin
 bin/test_oom_asan: tests/test_oom.c tests/check.h cosmoflow.h | bin
 	$(CC) $(WARN) -O1 -g $(ARCH) -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
 	    -I. -Itests -o $@ $< -lm
+# the C API misused (tests/test_api.c), plainly and under the sanitizers
+bin/test_api: tests/test_api.c tests/check.h cosmoflow.h | bin
+	$(CC) $(WARN) -O1 -g -I. -Itests -o $@ $< -lm
+bin/test_api_asan: tests/test_api.c tests/check.h cosmoflow.h | bin
+	$(CC) $(WARN) -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -I. -Itests -o $@ $< -lm
 # several threads parsing and planning at once, under ThreadSanitizer (no OpenMP: its runtime
 # is not instrumented)
 bin/test_threads: tests/test_threads.c tests/check.h cosmoflow.h | bin

@@ -205,7 +205,11 @@ typedef struct {
 CFDEF int cf_geom_out(const cf_geom *g, int axis, int in); /* output size along an axis */
 enum { CF_ACT_LINEAR, CF_ACT_RELU, CF_ACT_LEAKY, CF_ACT_TANH };
 
-/* ================================================================ A. network (stable) */
+/* ================================================================ A. network (stable)
+   What every function here and in B-E expects of a cf_net: one cf_net_parse made (or a
+   function that parses: cf_net_load_cfg, cf_checkpoint_model) and cf_net_free has not freed
+   since (a freed or never-initialized network is detected and refused); pointers not NULL
+   unless a comment says they may be. */
 enum {
     CF_L_CONV, CF_L_MAXPOOL, CF_L_AVGPOOL, CF_L_DENSE, CF_L_FLATTEN, CF_L_DROPOUT,
     CF_L_ACT, CF_L_SCALE, CF_L_ROUTE, CF_L_ADD, CF_L_BATCHNORM, CF_L_DECONV, CF_L_GAP,
@@ -272,15 +276,16 @@ typedef struct cf_net {
 CFDEF uint64_t cf_net_step(const cf_net *net);
 CFDEF uint64_t cf_net_updates(const cf_net *net);
 
-/* Parse a cfg text (name used in error messages).  shape_override may be NULL.
-   Parameters are allocated and zero; call cf_net_init to draw the initial weights. */
+/* Parse a cfg text (name used in error messages; may be NULL).  shape_override may be NULL.
+   Parameters are allocated and zero; call cf_net_init to draw the initial weights.  The cfg
+   parser keeps no state: networks may be parsed in several threads at once. */
 CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name,
                        const cf_shape *shape_override);
 #ifndef CF_NO_FILES
 CFDEF int cf_net_load_cfg(cf_net *net, const char *path, const cf_shape *shape_override);
 #endif
-CFDEF void cf_net_init(cf_net *net, uint64_t seed);
-CFDEF void cf_net_free(cf_net *net);
+CFDEF int cf_net_init(cf_net *net, uint64_t seed);
+CFDEF void cf_net_free(cf_net *net);   /* NULL, a zeroed or a freed network: nothing to do */
 /* What a forward pass does with dropout and batch norm.  A parsed net starts in
    CF_MODE_EVAL; cf_train_step sets CF_MODE_TRAIN for its own step, cf_net_predict EVAL. */
 enum {
@@ -289,7 +294,7 @@ enum {
     CF_MODE_BATCH_STATS = 2,   /* batch norm with the batch's statistics, running ones updated */
     CF_MODE_TRAIN = 3          /* both: a training step */
 };
-CFDEF void cf_net_set_mode(cf_net *net, int mode);
+CFDEF void cf_net_set_mode(cf_net *net, int mode);   /* mode one of CF_MODE_* (asserted) */
 CFDEF int cf_net_mode(const cf_net *net);
 /* The precision of the activations.  CF_FP32, the default; CF_BF16: every layer's operands
    (its inputs, a convolution's weights) are rounded to bfloat16 and its output is rounded once
@@ -302,19 +307,22 @@ CFDEF int cf_net_set_precision(cf_net *net, int precision);
 CFDEF int cf_net_precision(const cf_net *net);
 CFDEF const char *cf_precision_name(int precision);   /* "fp32", "bf16" */
 /* Change the model's loss (regression: CF_LOSS_MSE or CF_LOSS_L1) or every dropout layer's
-   rate; the embedded cfg text is not changed (cf-train records both in its checkpoints). */
+   rate (in [0, 0.999], as the cfg's rate=); the embedded cfg text is not changed (cf-train
+   records both in its checkpoints). */
 CFDEF int cf_net_set_loss(cf_net *net, int loss);
-CFDEF void cf_net_set_dropout(cf_net *net, float rate);
+CFDEF int cf_net_set_dropout(cf_net *net, float rate);
 /* x (B, C, D, H, W) -> the output (B, n_outputs), valid until the next forward; NULL on
-   failure (out of memory).  In the current mode. */
+   failure (out of memory, B < 1).  In the current mode. */
 CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B);
 /* The loss of the last forward against target (B, n_targets); dout (B, n_outputs), may be
-   NULL, receives dL/d(output). */
+   NULL, receives dL/d(output).  NAN with a reason when there is no output to score (no
+   forward since the last backward) or a label is not a class. */
 CFDEF double cf_net_loss(cf_net *net, const float *target, float *dout);
 CFDEF void cf_net_zero_grad(cf_net *net);
-/* dout (B, n_outputs): dL/d(output).  ACCUMULATES into net->grads. */
-CFDEF void cf_net_backward(cf_net *net, const float *dout);
-CFDEF const char *cf_layer_type_name(int type);
+/* dout (B, n_outputs): dL/d(output).  ACCUMULATES into net->grads.  After a forward (a
+   second backward of one forward needs cf_net_keep_outputs). */
+CFDEF int cf_net_backward(cf_net *net, const float *dout);
+CFDEF const char *cf_layer_type_name(int type);             /* "?" for a type out of range */
 CFDEF double cf_layer_flops(const cf_layer *l);             /* forward, per sample */
 /* Parameter tensors in network order: index -> layer, kind ("weight"/"bias"), offset,
    count and PyTorch shape.  Returns the number of tensors. */
@@ -407,7 +415,7 @@ typedef struct {
                                   CF_STEP_DIVERGED: whose parameters are not */
 } cf_step_result;
 CFDEF int cf_train_init(cf_trainer *t, cf_net *net, const cf_train_config *c);
-CFDEF void cf_train_epoch(cf_trainer *t, int epoch);
+CFDEF int cf_train_epoch(cf_trainer *t, int epoch);   /* epoch from 1 */
 /* x (B, C, D, H, W), target (B, n_targets); B the batch of this rank (the global batch is B
    times the ranks).  CF_ERR only when out of memory. */
 CFDEF int cf_train_step(cf_trainer *t, const float *x, const float *target, int B, cf_step_result *r);
@@ -444,7 +452,7 @@ CFDEF void cf_climate_to_input(float *out, const float *x, int H, int W, int C,
 /* One of the cube's 48 symmetries (code % 6 picks a permutation of the 3 axes, code / 6 a flip
    of each), in place on x (C, S, S, S), as the 2018 CosmoFlow code augments its volumes.
    tmp: C S^3 floats of scratch. */
-CFDEF void cf_cube_symmetry(float *x, float *tmp, int C, int S, int code);
+CFDEF int cf_cube_symmetry(float *x, float *tmp, int C, int S, int code);   /* code in [0, 48) */
 /* The references' sharding: a fresh permutation of all n files every epoch, identical on
    every rank (same seed), then files[rank::size].  Writes the rank's indices into out
    (n/size of them when drop_remainder, so every rank takes the same number of steps) and
@@ -606,7 +614,10 @@ CFDEF const char *cf_dist_waiting(double *seconds);
 /* ================================================================ F. operations (arguments may change)
    Every operation's plain reference (section 3) and its dispatcher (section 11): what a
    reader audits and what the tests compare.  Their mathematics is stable; their argument
-   lists may change with the fast paths. */
+   lists may change with the fast paths.  They are raw kernels: every pointer must be valid
+   for the shapes and counts given (B >= 1, every extent >= 1, groups dividing the channels);
+   the convolution and pooling functions assert the shapes (CF_ASSERT), pointers are the
+   caller's to get right. */
 /* Row-major C = alpha * op(A) * op(B) + beta * C;  op(A) is M x K, op(B) is K x N. */
 CFDEF void cf_sgemm(int transA, int transB, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb, float beta,
@@ -872,12 +883,18 @@ CFDEF const char *cf_failure_reason(void) { return cf__err[0] ? cf__err : "no er
 CFDEF int cf_fail(const char *fmt, ...) {
     char msg[sizeof cf__err];
     va_list ap;
+    if (!fmt) fmt = "cf_fail: no message";
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     memcpy(cf__err, msg, sizeof msg);
     return CF_ERR;
 }
+/* A function's precondition, as its comment in the public part states it.  When it does not
+   hold, the reason is set (what: the function and the argument), CF_ASSERT names it (on
+   unless NDEBUG; a program may define CF_ASSERT to catch it) and the function returns ret
+   without acting.  A function that can return an error returns it instead, no assert. */
+#define CF__REQUIRE(cond, ret, what) do { if (!(cond)) { cf_fail("%s", what); CF_ASSERT((cond) && what); return ret; } } while (0)
 
 
 /* zeroed allocation; NULL (with a reason) when n*size overflows or memory is short */
@@ -904,7 +921,9 @@ static char *cf__strdup(const char *s) {
    descriptor and its size in bytes, or -1 with a reason naming the path. */
 static int cf__open_regular(const char *path, size_t *size) {
     struct stat st;
-    int fd = open(path, O_RDONLY | O_NONBLOCK), fl;
+    int fd, fl;
+    if (!path) return cf_fail("a file's path is NULL");
+    fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) return cf_fail("%s: %s", path, strerror(errno));
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
         close(fd);
@@ -935,7 +954,11 @@ CFDEF uint64_t cf_hash64(uint64_t z) {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
 }
-CFDEF uint64_t cf_rng_u64(cf_rng *r) { r->s += 0x9e3779b97f4a7c15ULL; return cf_hash64(r->s); }
+CFDEF uint64_t cf_rng_u64(cf_rng *r) {
+    CF__REQUIRE(r, 0, "cf_rng_u64: the generator is NULL");
+    r->s += 0x9e3779b97f4a7c15ULL;
+    return cf_hash64(r->s);
+}
 CFDEF float cf_rng_uniform(cf_rng *r) { return (float)(cf_rng_u64(r) >> 40) * (1.0f / 16777216.0f); }
 CFDEF double cf_rng_uniform64(cf_rng *r) { return (double)(cf_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0); }
 CFDEF double cf_rng_normal(cf_rng *r) {
@@ -950,6 +973,7 @@ CFDEF uint32_t cf_crc32c(uint32_t crc, const void *data, size_t n) {
     const unsigned char *p = (const unsigned char *)data;
     size_t i;
     int j;
+    CF__REQUIRE(data || !n, 0, "cf_crc32c: data is NULL");
     for (k = 0; k < 256; k++) {
         c = k;
         for (j = 0; j < 8; j++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
@@ -996,6 +1020,7 @@ static void cf__round_floats(float *x, size_t n) {
 static void cf__round_run(float *x, size_t n);
 CFDEF void cf_bf16_round(float *x, size_t n) {
     long i;   /* a signed index for OpenMP 2.5; chunks of 2^16: a pass over memory, shared by the threads */
+    CF__REQUIRE(x || !n, , "cf_bf16_round: x is NULL");
     CF__OMP(omp parallel for schedule(static) if (n >= ((size_t)1 << 18)))
     for (i = 0; i < (long)((n + 65535) >> 16); i++) {
         size_t start = (size_t)i << 16;
@@ -1090,7 +1115,10 @@ CFDEF void cf_sgemm(int transA, int transB, int M, int N, int K, float alpha,
 CFDEF size_t cf_shape_size(cf_shape s) { return (size_t)s.c * s.d * s.h * s.w; }
 
 CFDEF int cf_geom_out(const cf_geom *g, int axis, int in) {
-    long long span = (long long)g->dil[axis] * (g->k[axis] - 1) + 1, padded = (long long)in + g->pb[axis] + g->pa[axis];
+    long long span, padded;
+    CF__REQUIRE(g && axis >= 0 && axis < 3 && g->s[axis] >= 1 && g->k[axis] >= 1 && g->dil[axis] >= 1, 0,
+                "cf_geom_out: the geometry is NULL, the axis not 0, 1 or 2, or a kernel, stride or dilation below 1");
+    span = (long long)g->dil[axis] * (g->k[axis] - 1) + 1; padded = (long long)in + g->pb[axis] + g->pa[axis];
     if (padded < span) return 0;
     return (int)((padded - span) / g->s[axis] + 1);   /* at most in + padding: an int */
 }
@@ -1100,6 +1128,11 @@ CFDEF int cf_geom_out(const cf_geom *g, int axis, int in) {
    a strided run of one input row; the in-bounds part [t_lo, t_hi) is computed once instead of
    testing every element. */
 typedef struct { int od, oh, ow0, len; } cf__seg;
+/* the shapes an operation is given (F's precondition, asserted): a batch, extents and a geometry */
+static int cf__shapes_ok(int B, cf_shape in, cf_shape out, const cf_geom *g, int groups) {
+    return B >= 1 && in.c >= 1 && in.d >= 1 && in.h >= 1 && in.w >= 1 && out.c >= 1 && out.d >= 1 && out.h >= 1 && out.w >= 1 && g &&
+           groups >= 1 && in.c % groups == 0 && out.c % groups == 0;
+}
 static int cf__next_seg(cf__seg *sg, size_t p, size_t left, cf_shape out) {
     sg->ow0 = (int)(p % out.w);
     sg->oh = (int)((p / out.w) % out.h);
@@ -1236,6 +1269,7 @@ CFDEF void cf_ref_conv_forward(float *y, const float *x, const float *w, const f
                                float *ws, size_t ws_floats) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)K);
     for (bi = 0; bi < B; bi++) {
         float *yb = y + (size_t)bi * out.c * P;
         for (p0 = 0; p0 < P; p0 += tile) {
@@ -1254,6 +1288,7 @@ CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, c
                                         int groups, float *ws, size_t ws_floats) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)K);
     if (db) cf__bias_grad(db, dy, B, out.c, P);
     for (bi = 0; bi < B; bi++)
         for (gi = 0; gi < groups; gi++) {
@@ -1272,6 +1307,7 @@ CFDEF void cf_ref_conv_backward_data(float *dx, const float *dy, const float *w,
                                      size_t ws_floats) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)K);
     for (bi = 0; bi < B; bi++)
         for (gi = 0; gi < groups; gi++) {
             float *dxg = dx + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
@@ -1290,6 +1326,7 @@ CFDEF void cf_ref_conv_backward_data(float *dx, const float *dy, const float *w,
 CFDEF void cf_ref_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shape out,
                                const cf_geom *g, int is_max) {
     int plane;
+    CF_ASSERT(y && x && cf__shapes_ok(B, in, out, g, 1));
     CF__OMP(omp parallel for schedule(static))
     for (plane = 0; plane < B * in.c; plane++) {
         const float *xp = x + (size_t)plane * in.d * in.h * in.w;
@@ -1315,6 +1352,7 @@ CFDEF void cf_ref_pool_forward(float *y, const float *x, int B, cf_shape in, cf_
 CFDEF void cf_ref_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
                                 cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
     int plane;
+    CF_ASSERT(dx && dy && x && y && cf__shapes_ok(B, in, out, g, 1));
     CF__OMP(omp parallel for schedule(static))
     for (plane = 0; plane < B * in.c; plane++) {
         const float *xp = x + (size_t)plane * in.d * in.h * in.w;
@@ -1742,6 +1780,7 @@ CFDEF double cf_loss_softmax_ce(float *dz, const float *z, const float *labels, 
 CFDEF void cf_argmax_classes(int *pred, const float *z, int K, size_t P) {
     size_t p;
     int k;
+    CF__REQUIRE((pred && z) || !P, , "cf_argmax_classes: pred or z is NULL");
     for (p = 0; p < P; p++) {
         int best = 0;
         for (k = 1; k < K; k++) if (z[(size_t)k * P + p] > z[(size_t)best * P + p]) best = k;
@@ -1752,6 +1791,7 @@ CFDEF void cf_argmax_classes(int *pred, const float *z, int K, size_t P) {
 CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K) {
     double iou = 0.0;
     int k;
+    if (((!pred || !label) && n) || K < 1) { cf_fail("cf_iou_sample: pred or label NULL, or K %d < 1", K); return NAN; }
     for (k = 0; k < K; k++) {
         size_t tp = 0, fp = 0, fn = 0, i;
         for (i = 0; i < n; i++) {
@@ -1928,6 +1968,12 @@ struct cf__net_private {
     int stored_bf16;                 /* bf16: the layer's forward (backward) stored its output
                                         (its sources' gradients) rounded: no second pass */
 };
+/* a network cf_net_parse made and cf_net_free has not freed: else CF_ERR naming the function */
+static int cf__net_ok(const cf_net *net) { return net && net->priv && net->priv->magic == CF__NET_MAGIC; }
+static int cf__net_check(const cf_net *net, const char *fn) {
+    return cf__net_ok(net) ? CF_OK : cf_fail("%s: the network was not made by cf_net_parse (or was freed)", fn);
+}
+#define CF__NET_REQUIRE(net, ret, fn) CF__REQUIRE(cf__net_ok(net), ret, fn ": the network was not made by cf_net_parse (or was freed)")
 typedef struct { char *key, *val; int line; int used; } cf__kv;
 typedef struct { char *name; int line; cf__kv *kv; int n_kv; } cf__section;
 
@@ -2076,7 +2122,9 @@ static int cf__get_axes(cf__section *s, const char *name, const char *key, int d
 }
 
 CFDEF int cf_parse_shape(const char *s, cf_shape *out) {
-    int v[4], n = cf__ints(s, v, 4), i;
+    int v[4], n, i;
+    if (!s || !out) return cf_fail("cf_parse_shape: the text and the shape must not be NULL");
+    n = cf__ints(s, v, 4);
     if (n == 3) { out->c = v[0]; out->d = 1; out->h = v[1]; out->w = v[2]; }
     else if (n == 4) { out->c = v[0]; out->d = v[1]; out->h = v[2]; out->w = v[3]; }
     else return cf_fail("shape '%s' is not CxDxHxW or CxHxW", s);
@@ -2658,7 +2706,10 @@ static const cf__layer_type cf__types[CF_L_NTYPES] = {
     {"affine", cf__affine_parse, cf__size_flops, cf__affine_forward, cf__affine_backward, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__CHEAP | CF__ACT_KEYS},
 };
 CFDEF const char *cf_layer_type_name(int type) { return type >= 0 && type < CF_L_NTYPES ? cf__types[type].name : "?"; }
-CFDEF double cf_layer_flops(const cf_layer *l) { return cf__types[l->type].flops(l); }
+CFDEF double cf_layer_flops(const cf_layer *l) {
+    CF__REQUIRE(l && l->type >= 0 && l->type < CF_L_NTYPES, 0.0, "cf_layer_flops: not a layer of a parsed network");
+    return cf__types[l->type].flops(l);
+}
 
 /* activation= (linear, relu, leaky, tanh) and slope= (leaky needs it said) */
 static int cf__act_keys(cf__parser *p, cf_layer *l) {
@@ -2823,7 +2874,10 @@ static size_t cf__workspace_floats(const cf_net *net) {
 CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf_shape *shape_override) {
     cf__section *secs = NULL;
     int n_secs = 0, rc;
-    char *buf = cf__strdup(text);
+    char *buf;
+    if (!net || !text) return cf_fail("cf_net_parse: the network and the cfg text must not be NULL");
+    if (!name) name = "(cfg text)";
+    buf = cf__strdup(text);
     memset(net, 0, sizeof *net);
     if (!buf || !(net->priv = CF__NEW(struct cf__net_private, 1))) { CF_FREE(buf); return CF_ERR; }
     net->priv->magic = CF__NET_MAGIC;
@@ -2859,6 +2913,7 @@ CFDEF void cf_net_free(cf_net *net) {
 
 CFDEF int cf_net_sync_bn(cf_net *net, void (*reduce)(double *buf, int n, void *ctx), void *ctx) {
     int i, C = 0;
+    if (cf__net_check(net, "cf_net_sync_bn")) return CF_ERR;
     CF_FREE(net->priv->bn_sync.work);
     memset(&net->priv->bn_sync, 0, sizeof net->priv->bn_sync);
     if (!reduce) return CF_OK;
@@ -2882,9 +2937,10 @@ static char *cf__read_text(const char *path) {
     return buf;
 }
 CFDEF int cf_net_load_cfg(cf_net *net, const char *path, const cf_shape *shape_override) {
-    char *text = cf__read_text(path);
+    char *text;
     int rc;
-    if (!text) return CF_ERR;
+    if (!net || !path) return cf_fail("cf_net_load_cfg: the network and the path must not be NULL");
+    if (!(text = cf__read_text(path))) return CF_ERR;
     rc = cf_net_parse(net, text, path, shape_override);
     CF_FREE(text);
     return rc;
@@ -2909,8 +2965,9 @@ static void cf__init_tensor(float *p, size_t n, int kind, double fan_in, double 
 /* Initial weights, each layer from its own stream (inserting a layer does not change the
    others' weights); fan_in and fan_out as PyTorch computes them.  Batch norm and affine
    layers start as the identity, running statistics at mean 0, variance 1. */
-CFDEF void cf_net_init(cf_net *net, uint64_t seed) {
+CFDEF int cf_net_init(cf_net *net, uint64_t seed) {
     int i;
+    if (cf__net_check(net, "cf_net_init")) return CF_ERR;
     net->seed = seed;
     for (i = 0; i < net->n_layers; i++) {
         cf_layer *l = &net->layers[i];
@@ -2930,11 +2987,19 @@ CFDEF void cf_net_init(cf_net *net, uint64_t seed) {
         if (l->b_n) cf__init_tensor(net->params + l->b_off, l->b_n, l->bias_init, fan_in, fan_out, l->bias_value, &r);
     }
     memset(net->opt, 0, 2 * net->n_params * sizeof(float));
+    return CF_OK;
 }
 
-CFDEF float *cf_net_output(cf_net *net, int layer) { return net->priv->plan.l[layer].half ? NULL : cf__out(net, layer); }
+/* a layer index of a network that has run a forward (its arena planned) */
+static int cf__layer_ok(const cf_net *net, int layer) { return cf__net_ok(net) && layer >= 0 && layer < net->n_layers && net->priv->arena; }
+CFDEF float *cf_net_output(cf_net *net, int layer) {
+    CF__REQUIRE(cf__layer_ok(net, layer), NULL, "cf_net_output: not a layer of a network that has run a forward");
+    return net->priv->plan.l[layer].half ? NULL : cf__out(net, layer);
+}
 CFDEF float *cf_net_output_grad(cf_net *net, int layer) {
-    const cf__plan_layer *pl = &net->priv->plan.l[layer];
+    const cf__plan_layer *pl;
+    CF__REQUIRE(cf__layer_ok(net, layer), NULL, "cf_net_output_grad: not a layer of a network that has run a forward");
+    pl = &net->priv->plan.l[layer];
     return (pl->fused_pool >= 0 ? pl->half : pl->grad_half) ? NULL : cf__grad(net, layer);
 }
 
@@ -2948,9 +3013,11 @@ CFDEF float *cf_net_output_grad(cf_net *net, int layer) {
    and its fused backward, the copies (route, flatten, relu)); dL/dz inside a convolution's backward (cf__round_dz).
    Everything else is fp32. */
 CFDEF const char *cf_precision_name(int precision) { return precision == CF_BF16 ? "bf16" : "fp32"; }
-CFDEF int cf_net_precision(const cf_net *net) { return net->priv->precision; }
+CFDEF int cf_net_precision(const cf_net *net) { return cf__net_check(net, "cf_net_precision") ? CF_ERR : net->priv->precision; }
 CFDEF int cf_net_set_precision(cf_net *net, int precision) {
-    struct cf__net_private *p = net->priv;
+    struct cf__net_private *p;
+    if (cf__net_check(net, "cf_net_set_precision")) return CF_ERR;
+    p = net->priv;
     if (precision != CF_FP32 && precision != CF_BF16) return cf_fail("precision %d is neither CF_FP32 nor CF_BF16", precision);
     p->precision = precision;
     CF_FREE(p->wq); p->wq = NULL;
@@ -2993,8 +3060,15 @@ static void cf__layer_backward(cf_net *net, int i) {
 
 /* ---- forward and backward: the layers in order, then in reverse */
 static int cf__plan(cf_net *net, int B);
+/* the outputs of the last forward are still there: no backward since, or every output kept
+   (plan flag CF__PLAN_KEEP, section 6) */
+static int cf__outputs_valid(const cf_net *net) {
+    return net->priv->x && net->priv->arena && (!net->priv->acts_clobbered || (net->priv->plan.flags & 1));
+}
 CFDEF const float *cf_net_forward_from(cf_net *net, int first) {
     int i;
+    CF__REQUIRE(cf__net_ok(net) && net->priv->x && net->priv->arena && first >= 0 && first < net->n_layers && (first == 0 || (net->priv->plan.flags & 1)),
+                NULL, "cf_net_forward_from: needs a network that has run a forward with every output kept (cf_net_keep_outputs), and a layer of it");
     net->priv->acts_clobbered = 0;
     for (i = first; i < net->n_layers; i++) {
         if (net->priv->layer_hook) net->priv->layer_hook(net, i, 0, net->priv->layer_ctx);
@@ -3005,6 +3079,8 @@ CFDEF const float *cf_net_forward_from(cf_net *net, int first) {
 }
 
 CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B) {
+    if (cf__net_check(net, "cf_net_forward")) return NULL;
+    if (!x) { cf_fail("cf_net_forward: x is NULL"); return NULL; }
     if (cf_net_set_batch(net, B)) return NULL;
     if (net->priv->precision == CF_BF16 && !net->priv->plan.input_raw) {   /* (raw: its readers round it, section 6) */
         if (cf__round_operands(net, x, B)) return NULL;
@@ -3026,8 +3102,12 @@ static void cf__zero_grads_starting(cf_net *net, int i) {
     }
 }
 
-CFDEF void cf_net_backward(cf_net *net, const float *dout) {
-    int i, j, n = net->n_layers;
+CFDEF int cf_net_backward(cf_net *net, const float *dout) {
+    int i, j, n;
+    if (cf__net_check(net, "cf_net_backward")) return CF_ERR;
+    if (!dout) return cf_fail("cf_net_backward: dout is NULL");
+    if (!cf__outputs_valid(net)) return cf_fail("cf_net_backward: no forward since the last backward (its outputs are gone; cf_net_keep_outputs keeps them)");
+    n = net->n_layers;
     /* the plan is the one the forward used (a setting changed since takes effect at the next
        forward): the outputs backward reads are where that forward put them */
     for (i = n - 1; i >= 0; i--) {
@@ -3047,59 +3127,78 @@ CFDEF void cf_net_backward(cf_net *net, const float *dout) {
         cf__layer_backward(net, i);
         if (net->priv->layer_hook) net->priv->layer_hook(net, i, 3, net->priv->layer_ctx);
     }
+    return CF_OK;
 }
 
-CFDEF void cf_net_zero_grad(cf_net *net) { memset(net->grads, 0, net->n_params * sizeof(float)); }
+CFDEF void cf_net_zero_grad(cf_net *net) {
+    CF__NET_REQUIRE(net, , "cf_net_zero_grad");
+    memset(net->grads, 0, net->n_params * sizeof(float));
+}
 
 CFDEF double cf_net_loss(cf_net *net, const float *target, float *dout) {
-    const float *y = cf__out(net, net->n_layers - 1);
-    size_t n = (size_t)net->n_outputs * net->batch;
+    const float *y;
+    size_t n;
+    if (cf__net_check(net, "cf_net_loss")) return NAN;
+    if (!target) { cf_fail("cf_net_loss: target is NULL"); return NAN; }
+    if (!cf__outputs_valid(net)) { cf_fail("cf_net_loss: no forward since the last backward: there is no output to score"); return NAN; }
+    y = cf__out(net, net->n_layers - 1);
+    n = (size_t)net->n_outputs * net->batch;
     if (net->loss == CF_LOSS_SOFTMAX_CE) {
         const cf_layer *l = &net->layers[net->n_layers - 1];
-        return cf_loss_softmax_ce(dout, y, target, net->priv->class_w, net->batch, l->out.c, (size_t)net->n_targets);
+        double loss = cf_loss_softmax_ce(dout, y, target, net->priv->class_w, net->batch, l->out.c, (size_t)net->n_targets);
+        if (isnan(loss)) cf_fail("cf_net_loss: a label is not a class id in [0, %d)", l->out.c);
+        return loss;
     }
     return net->loss == CF_LOSS_L1 ? cf_loss_l1(dout, y, target, n) : cf_loss_mse(dout, y, target, n);
 }
 
-/* a network cf_net_parse made and cf_net_free has not freed: else CF_ERR naming the function */
-static int cf__net_check(const cf_net *net, const char *fn) {
-    if (!net || !net->priv || net->priv->magic != CF__NET_MAGIC) return cf_fail("%s: the network was not made by cf_net_parse (or was freed)", fn);
-    return CF_OK;
-}
 CFDEF uint64_t cf_net_step(const cf_net *net) { return cf__net_check(net, "cf_net_step") ? 0 : net->priv->step; }
 CFDEF uint64_t cf_net_updates(const cf_net *net) { return cf__net_check(net, "cf_net_updates") ? 0 : net->priv->updates; }
 
 /* ---- the mode, and the settings of a model a training run may change */
 CFDEF void cf_net_set_mode(cf_net *net, int mode) {
+    CF__NET_REQUIRE(net, , "cf_net_set_mode");
+    CF__REQUIRE(mode >= 0 && mode <= CF_MODE_TRAIN, , "cf_net_set_mode: the mode is not one of CF_MODE_*");
     net->priv->training = (mode & CF_MODE_DROPOUT) != 0;
     net->priv->bn_train = (mode & CF_MODE_BATCH_STATS) != 0;
 }
 CFDEF int cf_net_mode(const cf_net *net) {
+    if (cf__net_check(net, "cf_net_mode")) return CF_ERR;
     return (net->priv->training ? CF_MODE_DROPOUT : 0) | (net->priv->bn_train ? CF_MODE_BATCH_STATS : 0);
 }
 CFDEF int cf_net_set_loss(cf_net *net, int loss) {
+    if (cf__net_check(net, "cf_net_set_loss")) return CF_ERR;
     if (net->loss == CF_LOSS_SOFTMAX_CE || (loss != CF_LOSS_MSE && loss != CF_LOSS_L1))
         return cf_fail("%s: the loss of a regression model can be mse or l1; a segmentation model keeps softmax_ce", net->cfg_name);
     net->loss = loss;
     return CF_OK;
 }
-CFDEF void cf_net_set_dropout(cf_net *net, float rate) {
+CFDEF int cf_net_set_dropout(cf_net *net, float rate) {
     int i;
+    if (cf__net_check(net, "cf_net_set_dropout")) return CF_ERR;
+    if (!(rate >= 0.0f && rate <= 0.999f)) return cf_fail("cf_net_set_dropout: the rate %g is not in [0, 0.999] (the cfg's rate= range)", rate);
     for (i = 0; i < net->n_layers; i++) if (net->layers[i].type == CF_L_DROPOUT) net->layers[i].rate = rate;
+    return CF_OK;
 }
 
 /* ---- looking inside */
-CFDEF void cf_net_keep_outputs(cf_net *net, int keep) { net->priv->keep_acts = keep != 0; }
-CFDEF void cf_net_set_input_grad(cf_net *net, float *dx) { net->priv->dinput = dx; }
+CFDEF void cf_net_keep_outputs(cf_net *net, int keep) { CF__NET_REQUIRE(net, , "cf_net_keep_outputs"); net->priv->keep_acts = keep != 0; }
+CFDEF void cf_net_set_input_grad(cf_net *net, float *dx) { CF__NET_REQUIRE(net, , "cf_net_set_input_grad"); net->priv->dinput = dx; }
 CFDEF void cf_net_set_backward_hook(cf_net *net, void (*hook)(cf_net *net, int layer, void *ctx), void *ctx) {
+    CF__NET_REQUIRE(net, , "cf_net_set_backward_hook");
     net->priv->backward_hook = hook; net->priv->hook_ctx = ctx;
 }
 CFDEF void cf_net_set_layer_hook(cf_net *net, void (*hook)(cf_net *net, int layer, int phase, void *ctx), void *ctx) {
+    CF__NET_REQUIRE(net, , "cf_net_set_layer_hook");
     net->priv->layer_hook = hook; net->priv->layer_ctx = ctx;
 }
 CFDEF const char *cf_net_path(const cf_net *net, int layer, int op) {
-    const cf_layer *l = &net->layers[layer];
-    int has_w = l->w_n > 0;
+    const cf_layer *l;
+    int has_w;
+    CF__REQUIRE(cf__net_ok(net) && layer >= 0 && layer < net->n_layers && op >= CF_OP_FORWARD && op <= CF_OP_BACKWARD_DATA, "?",
+                "cf_net_path: not a layer of a network made by cf_net_parse, or not one of CF_OP_*");
+    l = &net->layers[layer];
+    has_w = l->w_n > 0;
     if (op == CF_OP_BACKWARD_DATA && l->src[0] < 0 && !net->priv->dinput) return "-";
     switch (l->type) {
     case CF_L_CONV:
@@ -3129,7 +3228,10 @@ static int cf__all_finite_half(const cf_bf16 *p, size_t n) {
     return !bad;
 }
 CFDEF int cf_net_first_nonfinite_output(const cf_net *net) {
-    int i, keep = net->priv->plan.flags & 1;   /* the plan the last forward used kept every output */
+    int i, keep;
+    CF__NET_REQUIRE(net, -1, "cf_net_first_nonfinite_output");
+    if (!net->priv->arena) return -1;   /* no forward yet: no output */
+    keep = net->priv->plan.flags & 1;   /* the plan the last forward used kept every output */
     for (i = 0; i < net->n_layers; i++) {
         const cf_layer *l = &net->layers[i];
         /* only outputs that are still there: all of them with keep_acts, otherwise those
@@ -3142,8 +3244,10 @@ CFDEF int cf_net_first_nonfinite_output(const cf_net *net) {
     return -1;
 }
 CFDEF int cf_net_first_nonfinite_param(const cf_net *net, int params) {
-    const float *base = params ? net->params : net->grads;
+    const float *base;
     int i;
+    CF__NET_REQUIRE(net, -1, "cf_net_first_nonfinite_param");
+    base = params ? net->params : net->grads;
     for (i = 0; i < net->n_layers; i++) {
         const cf_layer *l = &net->layers[i];
         if ((l->w_n && !cf__all_finite(base + l->w_off, l->w_n)) || (l->b_n && !cf__all_finite(base + l->b_off, l->b_n))) return i;
@@ -3151,7 +3255,9 @@ CFDEF int cf_net_first_nonfinite_param(const cf_net *net, int params) {
     return -1;
 }
 CFDEF int cf_net_find_nonfinite(cf_net *net, const float *x, int B) {
-    int keep = net->priv->keep_acts, bad;
+    int keep, bad;
+    CF__NET_REQUIRE(net, -1, "cf_net_find_nonfinite");
+    keep = net->priv->keep_acts;
     net->priv->keep_acts = 1;
     bad = cf_net_forward(net, x, B) ? cf_net_first_nonfinite_output(net) : -1;
     net->priv->keep_acts = keep;
@@ -3184,6 +3290,7 @@ static int cf__layer_tensors(const cf_net *net, int i, cf_tensor *t) {
 CFDEF int cf_net_tensors(const cf_net *net, cf_tensor *out, int max) {
     int i, n = 0, k, m;
     cf_tensor t[4];
+    if (cf__net_check(net, "cf_net_tensors")) return CF_ERR;
     for (i = 0; i < net->n_layers; i++)
         for (m = cf__layer_tensors(net, i, t), k = 0; k < m; k++, n++) if (out && n < max) out[n] = t[k];
     return n;
@@ -3493,11 +3600,13 @@ static int cf__plan(cf_net *net, int B) {
     net->priv->plan.threads = cf__plan_threads();
     return CF_OK;
 }
-CFDEF int cf_net_set_batch(cf_net *net, int B) { return cf__plan(net, B); }
+CFDEF int cf_net_set_batch(cf_net *net, int B) { return cf__net_check(net, "cf_net_set_batch") ? CF_ERR : cf__plan(net, B); }
 
 CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_acts) {
-    int batch = net->batch;
+    int batch;
     size_t na;
+    if (cf__net_check(net, "cf_net_arena_floats")) return (size_t)-1;
+    batch = net->batch;
     net->batch = B < 1 ? 1 : B;
     na = cf__plan_make(net, cf__plan_flags(net, keep_acts));
     net->batch = batch;
@@ -3508,6 +3617,7 @@ CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_acts) {
 /* ================================================================ 7. optimizers */
 CFDEF void cf_sgd_step(cf_net *net, float lr, float momentum, float l2) {
     int i;
+    CF__NET_REQUIRE(net, , "cf_sgd_step");
     for (i = 0; i < net->n_layers; i++) {
         cf_layer *l = &net->layers[i];
         size_t k, off = l->w_off, n = l->w_n + l->b_n;   /* weight and bias are adjacent */
@@ -3534,11 +3644,14 @@ static int cf__next_tensor(const cf_net *net, int *i, int *part, size_t *off, si
 
 CFDEF void cf_adam_step(cf_net *net, float lr, float beta1, float beta2, float eps, float wd,
                         int decoupled, uint64_t t) {
-    long k, n = (long)net->n_params;
-    float *m = net->opt, *v = net->opt + n, *w = net->params;
-    const float *gr = net->grads;
-    float bc1 = (float)(1.0 - pow(beta1, (double)t)), sq2 = (float)sqrt(1.0 - pow(beta2, (double)t));
-    float step = lr / bc1, decay = decoupled ? 1.0f - lr * wd : 1.0f, l2 = decoupled ? 0.0f : wd;
+    long k, n;
+    float *m, *v, *w, bc1, sq2, step, decay, l2;
+    const float *gr;
+    CF__NET_REQUIRE(net, , "cf_adam_step");
+    CF__REQUIRE(t >= 1, , "cf_adam_step: t counts the updates from 1");
+    n = (long)net->n_params; m = net->opt; v = net->opt + n; w = net->params; gr = net->grads;
+    bc1 = (float)(1.0 - pow(beta1, (double)t)); sq2 = (float)sqrt(1.0 - pow(beta2, (double)t));
+    step = lr / bc1; decay = decoupled ? 1.0f - lr * wd : 1.0f; l2 = decoupled ? 0.0f : wd;
     CF__OMP(omp parallel for schedule(static))
     for (k = 0; k < n; k++) {
         float g = gr[k] + l2 * w[k];
@@ -3555,13 +3668,15 @@ CFDEF void cf_adam_step(cf_net *net, float lr, float beta1, float beta2, float e
    second square root per parameter.  net->grads holds the updates afterwards. */
 CFDEF double cf_lamb_step(cf_net *net, float lr, float beta1, float beta2, float eps, float wd,
                           float max_grad_norm, uint64_t t) {
-    long k, n = (long)net->n_params;
+    long k, n;
     size_t off, cnt;
-    float *m = net->opt, *v = net->opt + n, *gr = net->grads;
-    float bc1 = (float)(1.0 - pow(beta1, (double)t)), bc2 = (float)(1.0 - pow(beta2, (double)t));
+    float *m, *v, *gr, bc1, bc2, inv_clip = 1.0f;
     double gn = 0.0;
-    float inv_clip = 1.0f;
     int i = 0, part = 0;
+    CF__NET_REQUIRE(net, NAN, "cf_lamb_step");
+    CF__REQUIRE(t >= 1, NAN, "cf_lamb_step: t counts the updates from 1");
+    n = (long)net->n_params; m = net->opt; v = net->opt + n; gr = net->grads;
+    bc1 = (float)(1.0 - pow(beta1, (double)t)); bc2 = (float)(1.0 - pow(beta2, (double)t));
     CF__OMP(omp parallel for schedule(static) reduction(+:gn))
     for (k = 0; k < n; k++) gn += (double)gr[k] * gr[k];
     gn = sqrt(gn);
@@ -3590,6 +3705,7 @@ CFDEF double cf_lamb_step(cf_net *net, float lr, float beta1, float beta2, float
 CFDEF void cf_larc_scale(cf_net *net, float eta) {
     size_t k, off, cnt;
     int i = 0, part = 0;
+    CF__NET_REQUIRE(net, , "cf_larc_scale");
     while (cf__next_tensor(net, &i, &part, &off, &cnt)) {
         double wn = 0.0, gn = 0.0, s;
         for (k = 0; k < cnt; k++) { wn += (double)net->params[off + k] * net->params[off + k]; gn += (double)net->grads[off + k] * net->grads[off + k]; }
@@ -3599,33 +3715,43 @@ CFDEF void cf_larc_scale(cf_net *net, float eta) {
     }
 }
 
-/* The reference's torch schedulers, step by step.  Warmup (k <= W): base * k / W (factor 1) or
-   base * ((factor - 1) k / W + 1).  After it the lr is CHAINED from the previous step's:
-   multistep multiplies it by gamma at k = milestone + W + 1 (plain MultiStepLR, W = 0: at
-   k = milestone); cosine applies torch's recurrence with k - W.  Note the warmup's first step
-   has lr 0, as in the reference. */
-CFDEF double cf_lr_sched_at(const cf_lr_sched *s, uint64_t k) {
-    double lr = s->base_lr;
-    uint64_t j;
+/* The reference's torch schedulers, in closed form (O(1) at any step).  Warmup (k <= W): base
+   * k / W (factor 1) or base * ((factor - 1) k / W + 1); its first step has lr 0, as in the
+   reference.  After it, torch CHAINS each step's lr from the previous one; the closed forms
+   of those chains, from the warmup's last lr L (base without warmup):
+     multistep   L times gamma once for each milestone m reached, at k >= m + W + 1 (plain
+                 MultiStepLR, W = 0: at k >= m): the chain's own products, the same bits
+     cosine      with e = k - W: eta_min + (L - eta_min)(1 + cos(pi e / T)) / 2 up to e = T;
+                 from the chain's first restart (e = T + 1) on, base in place of L: torch's
+                 recurrence telescopes to this, equal to its values within about 1e-16 of lr
+   (docs/math.md, "Learning-rate schedules"). */
+static double cf__warmup_lr(const cf_lr_sched *s, uint64_t k) {
     long W = s->warmup_steps;
-    for (j = 0; j <= k; j++) {
-        long e = (long)j;
-        if (W > 0 && e <= W) {
-            lr = s->warmup_factor == 1.0 ? s->base_lr * e / W : s->base_lr * ((s->warmup_factor - 1.0) * e / W + 1.0);
-            continue;
-        }
-        if (s->type == CF_SCHED_MULTISTEP) {
-            int m;
-            for (m = 0; m < s->n_milestones; m++) if (e == s->milestones[m] + (W > 0 ? W + 1 : 0)) lr *= s->gamma;
-        } else {
-            long T = s->t_max, ee = W > 0 ? e - W : e;
-            const double pi = 3.14159265358979323846;
-            if (ee == 0) continue;   /* torch: the first step keeps the base lr */
-            if ((ee - 1 - T) % (2 * T) == 0) lr = lr + (s->base_lr - s->eta_min) * (1.0 - cos(pi / T)) / 2.0;
-            else lr = (1.0 + cos(pi * ee / T)) / (1.0 + cos(pi * (ee - 1) / T)) * (lr - s->eta_min) + s->eta_min;
-        }
+    return s->warmup_factor == 1.0 ? s->base_lr * (long)k / W : s->base_lr * ((s->warmup_factor - 1.0) * (long)k / W + 1.0);
+}
+CFDEF double cf_lr_sched_at(const cf_lr_sched *s, uint64_t k) {
+    const double pi = 3.14159265358979323846;
+    long W;
+    double lr;
+    int m;
+    if (!s) { cf_fail("cf_lr_sched_at: the schedule is NULL"); return NAN; }
+    W = s->warmup_steps;
+    if (W < 0 || s->n_milestones < 0 || s->n_milestones > 16 || (s->type == CF_SCHED_COSINE && s->t_max < 1) ||
+        (s->type != CF_SCHED_MULTISTEP && s->type != CF_SCHED_COSINE)) {
+        cf_fail("cf_lr_sched_at: not a schedule (warmup %ld steps, %d milestones, t_max %ld, type %d)", W, s->n_milestones, s->t_max, s->type);
+        return NAN;
     }
-    return lr;
+    if (W > 0 && k <= (uint64_t)W) return cf__warmup_lr(s, k);
+    lr = W > 0 ? cf__warmup_lr(s, (uint64_t)W) : s->base_lr;
+    if (s->type == CF_SCHED_MULTISTEP) {
+        for (m = 0; m < s->n_milestones; m++)
+            if (s->milestones[m] >= 0 && (uint64_t)s->milestones[m] + (uint64_t)(W > 0 ? W + 1 : 0) <= k) lr *= s->gamma;
+        return lr;
+    } else {
+        double e = (double)(k - (uint64_t)(W > 0 ? W : 0)), T = (double)s->t_max;
+        if (e == 0.0) return lr;   /* torch: the first step keeps the lr it starts from */
+        return s->eta_min + ((e <= T ? lr : s->base_lr) - s->eta_min) * (1.0 + cos(pi * fmod(e, 2.0 * T) / T)) / 2.0;
+    }
 }
 
 /* ================================================================ 8. the training step
@@ -3636,6 +3762,7 @@ CFDEF double cf_lr_sched_at(const cf_lr_sched *s, uint64_t k) {
    guard against non-finite gradients, LARC, and the optimizer.  Then evaluation, and the
    references' input transforms, sharding and augmentation. */
 CFDEF void cf_train_defaults(cf_train_config *c) {
+    CF__REQUIRE(c, , "cf_train_defaults: the settings are NULL");
     memset(c, 0, sizeof *c);
     c->optimizer = -1; c->lr = 0.001; c->momentum = 0.9; c->weight_decay = -1;
     c->beta1 = 0.9; c->beta2 = 0.999; c->eps = 1e-6; c->max_grad_norm = 1.0;
@@ -3675,9 +3802,11 @@ static int cf__trainer_check(const cf_trainer *t, const char *fn) {
     if (!t || !t->priv || t->priv->magic != CF__TRAINER_MAGIC) return cf_fail("%s: the trainer was not made by cf_train_init (or was freed)", fn);
     return cf__net_check(t->net, fn);
 }
-CFDEF void cf_train_epoch(cf_trainer *t, int epoch) {
-    if (cf__trainer_check(t, "cf_train_epoch")) return;
+CFDEF int cf_train_epoch(cf_trainer *t, int epoch) {
+    if (cf__trainer_check(t, "cf_train_epoch")) return CF_ERR;
+    if (epoch < 1) return cf_fail("cf_train_epoch: epoch %d (epochs count from 1)", epoch);
     t->epoch = epoch; cf_net_set_mode(t->net, CF_MODE_TRAIN);
+    return CF_OK;
 }
 CFDEF void cf_train_free(cf_trainer *t) {
     if (!t) return;
@@ -3790,6 +3919,7 @@ CFDEF int cf_train_config_set(cf_train_config *c, const char *key, const char *v
     char *at = (char *)c;
     double x;
     int i;
+    if (!c || !key || !value) return cf_fail("cf_train_config_set: the settings, the key and the value must not be NULL");
     for (i = 0; i < CF__N_SETTINGS && !k; i++) if (!strcmp(key, cf__settings[i].key)) k = &cf__settings[i];
     if (!k) return cf_fail("%s: not a training setting", key);
     if (k->kind == CF__SET_DECAY) return cf__set_decay(c, value);
@@ -3848,9 +3978,17 @@ static void cf__setting_text(const cf_train_config *c, const cf__setting *k, cha
     }
 }
 CFDEF int cf_train_config_get(const cf_train_config *c, const char *key, char *out, size_t n) {
+    char v[1024];
     int i;
+    if (!c || !key || !out || !n) return cf_fail("cf_train_config_get: the settings, the key and the output must not be NULL or empty");
+    out[0] = 0;
     for (i = 0; i < CF__N_SETTINGS; i++)
-        if (!strcmp(key, cf__settings[i].key)) { cf__setting_text(c, &cf__settings[i], out, n); return CF_OK; }
+        if (!strcmp(key, cf__settings[i].key)) {
+            cf__setting_text(c, &cf__settings[i], v, sizeof v);
+            if (strlen(v) >= n) return cf_fail("%s: its value '%s' needs %zu bytes, the output has %zu", key, v, strlen(v) + 1, n);
+            memcpy(out, v, strlen(v) + 1);
+            return CF_OK;
+        }
     return cf_fail("%s: not a training setting", key);
 }
 /* The whole configuration as cf_train_config_set would take it (cf_train_init's check): the
@@ -3876,7 +4014,8 @@ static int cf__config_check(const cf_train_config *c) {
 }
 CFDEF const char *cf_train_config_key(int i, const char **arg, const char **help) {
     if (i < 0 || i >= CF__N_SETTINGS) return NULL;
-    *arg = cf__settings[i].arg; *help = cf__settings[i].help;
+    if (arg) *arg = cf__settings[i].arg;
+    if (help) *help = cf__settings[i].help;
     return cf__settings[i].key;
 }
 
@@ -3891,6 +4030,7 @@ static double cf__lr_by_epoch(const cf_train_config *c, int e, int global_batch)
     return peak * f;
 }
 CFDEF double cf_train_lr(const cf_trainer *t, int global_batch) {
+    if (cf__trainer_check(t, "cf_train_lr")) return NAN;
     return t->cfg.per_step ? cf_lr_sched_at(&t->cfg.sched, t->net->priv->step) : cf__lr_by_epoch(&t->cfg, t->epoch - 1, global_batch);
 }
 
@@ -3984,14 +4124,21 @@ CFDEF void cf_train_explain(cf_trainer *t, const cf_step_result *r, const float 
 
 /* ---- evaluation */
 CFDEF const float *cf_net_predict(cf_net *net, const float *x, int B) {
+    if (cf__net_check(net, "cf_net_predict")) return NULL;
     cf_net_set_mode(net, CF_MODE_EVAL);
     return cf_net_forward(net, x, B);
 }
 CFDEF int cf_eval_batch(cf_net *net, const float *x, const float *target, int B, double sums[2], int *bad) {
-    int seg = net->loss == CF_LOSS_SOFTMAX_CE, k, j, *pred = seg ? CF__NEW(int, net->n_targets) : NULL;
-    size_t ny = (size_t)net->n_outputs, nt = (size_t)net->n_targets;
-    const float *out = seg && !pred ? NULL : cf_net_predict(net, x, B);
+    int seg, k, j, *pred, bad_own;
+    size_t ny, nt;
+    const float *out;
+    if (!bad) bad = &bad_own;
     *bad = -1;
+    if (cf__net_check(net, "cf_eval_batch")) return CF_ERR;
+    if (!x || !target || !sums) return cf_fail("cf_eval_batch: x, target and sums must not be NULL");
+    seg = net->loss == CF_LOSS_SOFTMAX_CE; ny = (size_t)net->n_outputs; nt = (size_t)net->n_targets;
+    pred = seg ? CF__NEW(int, net->n_targets) : NULL;
+    out = seg && !pred ? NULL : cf_net_predict(net, x, B);
     if (!out) { CF_FREE(pred); return CF_ERR; }
     for (k = 0; k < B; k++) {
         if (seg) {   /* the sample's mean IoU */
@@ -4013,6 +4160,7 @@ CFDEF void cf_climate_to_input(float *out, const float *x, int H, int W, int C,
                                const float *minval, const float *maxval) {
     size_t p, P = (size_t)H * W;
     int c;
+    CF__REQUIRE(out && x && minval && maxval && H >= 1 && W >= 1 && C >= 1, , "cf_climate_to_input: a NULL pointer or a size below 1");
     for (c = 0; c < C; c++) {
         float lo = minval[c], range = maxval[c] - minval[c];
         float inv = range > 0.0f ? 1.0f / range : 0.0f;   /* a constant channel becomes 0 */
@@ -4025,6 +4173,7 @@ CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int app
     double sum = 0.0;
     float scale = 1.0f, log1p_small[256];   /* log1pf of the counts 0..255 (most voxels hold 0-10) */
     int c, i;
+    CF__REQUIRE(out && x && S >= 1 && C >= 1 && apply_log >= 0 && apply_log <= 2, , "cf_cosmo_to_input: a NULL pointer, a size below 1 or apply_log not 0, 1 or 2");
     if (!apply_log) {   /* the reference's other branch: x / mean(x) over the whole sample */
         for (v = 0; v < vox * C; v++) sum += x[v];
         scale = sum > 0 ? (float)((double)(vox * C) / sum) : 1.0f;
@@ -4048,24 +4197,31 @@ CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int app
 
 /* out[o] = in[i] where i is o with the axes permuted by p and flipped where flip's bit is
    set: a cube has 6 axis orders times 8 flips */
-CFDEF void cf_cube_symmetry(float *x, float *tmp, int C, int S, int code) {
+CFDEF int cf_cube_symmetry(float *x, float *tmp, int C, int S, int code) {
     static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
-    const int *p = perms[code % 6];
-    int flip = code / 6, c, i[3], o[3], a;
+    const int *p;
+    int flip, c, i[3], o[3], a;
     size_t vox = (size_t)S * S * S;
+    if (!x || !tmp || C < 1 || S < 1) return cf_fail("cf_cube_symmetry: x and tmp must not be NULL, C and S at least 1");
+    if (code < 0 || code >= 48) return cf_fail("cf_cube_symmetry: code %d is not one of the cube's 48 symmetries [0, 48)", code);
+    p = perms[code % 6]; flip = code / 6;
     memcpy(tmp, x, sizeof(float) * C * vox);
     for (c = 0; c < C; c++)
         for (o[0] = 0; o[0] < S; o[0]++) for (o[1] = 0; o[1] < S; o[1]++) for (o[2] = 0; o[2] < S; o[2]++) {
             for (a = 0; a < 3; a++) { i[p[a]] = o[a]; if (flip >> a & 1) i[p[a]] = S - 1 - o[a]; }
             x[c * vox + ((size_t)o[0] * S + o[1]) * S + o[2]] = tmp[c * vox + ((size_t)i[0] * S + i[1]) * S + i[2]];
         }
+    return CF_OK;
 }
 
 CFDEF int cf_epoch_shard(int *out, int n, uint64_t seed, int epoch, int rank, int size,
                          int shuffle, int drop_remainder) {
-    int *perm = CF__NEW(int, n + 1), i, k = 0, per = n / size;
+    int *perm, i, k = 0, per;
     cf_rng r = cf_rng_seed(cf_hash64(seed ^ (0x5eedULL + (uint64_t)epoch * 0x9e3779b97f4a7c15ULL)));
-    if (!perm) return -1;
+    if (!out || n < 0 || size < 1 || rank < 0 || rank >= size)
+        return cf_fail("cf_epoch_shard: out NULL, n %d < 0, or rank %d not in [0, %d)", n, rank, size);
+    per = n / size;
+    if (!(perm = CF__NEW(int, n + 1))) return -1;
     for (i = 0; i < n; i++) perm[i] = i;
     if (shuffle)   /* Fisher-Yates with our generator: the same order on every platform */
         for (i = n - 1; i > 0; i--) { int j = (int)(cf_rng_u64(&r) % (uint64_t)(i + 1)), t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
@@ -4085,7 +4241,7 @@ CFDEF size_t cf_dtype_size(int dtype) {
 }
 static const char *cf__dtype_descr[] = { "<f4", "<i2", "|u1", "<i8" };
 
-CFDEF void cf_array_free(cf_array *a) { CF_FREE(a->data); memset(a, 0, sizeof *a); }
+CFDEF void cf_array_free(cf_array *a) { if (!a) return; CF_FREE(a->data); memset(a, 0, sizeof *a); }
 
 /* ---- atomic writes: the new contents go to path.tmp.<host>.<pid> (the host from uname(),
    so that writers on several nodes sharing a file system never meet), are synced to disk and
@@ -4094,12 +4250,16 @@ CFDEF void cf_array_free(cf_array *a) { CF_FREE(a->data); memset(a, 0, sizeof *a
 CFDEF int cf_atomic_tmp_prefix(const char *path, char *out, size_t n) {
     struct utsname u;
     const char *host = uname(&u) == 0 && u.nodename[0] ? u.nodename : "host";
-    int k = snprintf(out, n, "%s.tmp.%s.", path, host);
+    int k;
+    if (!path || !out || !n) return cf_fail("cf_atomic_tmp_prefix: the path and the output must not be NULL or empty");
+    k = snprintf(out, n, "%s.tmp.%s.", path, host);
     return k < 0 || (size_t)k >= n ? cf_fail("%s: path too long", path) : CF_OK;
 }
 CFDEF int cf_atomic_open(cf_atomic_file *af, const char *path) {
-    size_t n = strlen(path) + 128 + sizeof ((struct utsname *)0)->nodename;
+    size_t n;
     int flags = O_WRONLY | O_CREAT | O_TRUNC;
+    if (!af || !path) return cf_fail("cf_atomic_open: the file and the path must not be NULL");
+    n = strlen(path) + 128 + sizeof ((struct utsname *)0)->nodename;
 #ifdef O_NOFOLLOW
     flags |= O_NOFOLLOW;   /* never write through a link planted at the temporary name */
 #endif
@@ -4118,6 +4278,7 @@ CFDEF int cf_atomic_open(cf_atomic_file *af, const char *path) {
 }
 CFDEF int cf_atomic_write(cf_atomic_file *af, const void *p, size_t n) {
     const char *c = (const char *)p;
+    if (!af || !af->tmp || (!p && n)) return cf_fail("cf_atomic_write: not a file cf_atomic_open opened, or p NULL");
     if (af->failed) return CF_ERR;
     while (n) {   /* a write may take fewer bytes than asked */
         ssize_t k = write(af->fd, c, n < ((size_t)1 << 30) ? n : ((size_t)1 << 30));
@@ -4128,6 +4289,7 @@ CFDEF int cf_atomic_write(cf_atomic_file *af, const void *p, size_t n) {
     return CF_OK;
 }
 CFDEF void cf_atomic_abort(cf_atomic_file *af) {
+    if (!af || !af->tmp) return;   /* nothing open */
     if (af->fd >= 0) close(af->fd);
     if (af->tmp) remove(af->tmp);   /* our own temporary file */
     CF_FREE(af->path); CF_FREE(af->tmp);
@@ -4135,7 +4297,9 @@ CFDEF void cf_atomic_abort(cf_atomic_file *af) {
     af->fd = -1;
 }
 CFDEF int cf_atomic_commit(cf_atomic_file *af) {
-    int ok = !af->failed && fsync(af->fd) == 0;
+    int ok;
+    if (!af || !af->tmp) return cf_fail("cf_atomic_commit: not a file cf_atomic_open opened");
+    ok = !af->failed && fsync(af->fd) == 0;
     char reason[256];
     struct stat st;
     snprintf(reason, sizeof reason, "%s", strerror(errno));
@@ -4199,6 +4363,7 @@ CFDEF int cf_npy_read(const char *path, cf_array *a) {
     char *h = NULL;
     size_t hlen, pos, need, fsize;
     int fd;
+    if (!a) return cf_fail("cf_npy_read: the array is NULL");
     memset(a, 0, sizeof *a);
     if ((fd = cf__open_regular(path, &fsize)) < 0) return CF_ERR;
     if (cf__read_full(fd, pre, 10) != 10 || memcmp(pre, "\x93NUMPY", 6)) { close(fd); return cf_fail("%s: not an .npy file (bad magic)", path); }
@@ -4227,6 +4392,7 @@ CFDEF int cf_npy_read(const char *path, cf_array *a) {
 
 CFDEF int cf_npy_read_f32(const char *path, float **data, size_t *count) {
     cf_array a;
+    if (!data || !count) return cf_fail("cf_npy_read_f32: data and count must not be NULL");
     if (cf_npy_read(path, &a)) return CF_ERR;
     if (a.dtype != CF_F32) { cf_array_free(&a); return cf_fail("%s: dtype must be float32 (<f4)", path); }
     *data = (float *)a.data; *count = a.count;
@@ -4239,6 +4405,8 @@ CFDEF int cf_npy_write(const char *path, const cf_array *a) {
     int n, i;
     size_t total;
     cf_atomic_file af;
+    if (!path || !a || a->dtype < CF_F32 || a->dtype > CF_I64 || a->ndim < 0 || a->ndim > CF_MAX_DIMS || (!a->data && a->count))
+        return cf_fail("cf_npy_write: the path or the array is NULL, or the array's dtype, dimensions or data are not an array's");
     n = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': (", cf__dtype_descr[a->dtype]);
     for (i = 0; i < a->ndim; i++) n += snprintf(h + n, sizeof h - n, "%lld%s", (long long)a->shape[i], a->ndim == 1 ? "," : (i + 1 < a->ndim ? ", " : ""));
     n += snprintf(h + n, sizeof h - n, "), }");
@@ -4361,6 +4529,7 @@ CFDEF int cf_checkpoint_cfg(const char *path, char **cfg_text, cf_shape *input) 
     cf__rd r;
     cf__ckpt_head h;
     int rc;
+    if (!cfg_text || !input) return cf_fail("cf_checkpoint_cfg: cfg_text and input must not be NULL");
     if (cf__ckpt_open(&r, path) < 0) return CF_ERR;
     rc = cf__ckpt_header(&r, path, &h, 0);
     close(r.fd);
@@ -4433,6 +4602,7 @@ CFDEF int cf_checkpoint_matches(const char *path, const cf_net *net) {
     cf__rd r;
     cf__ckpt_head h;
     int rc;
+    if (cf__net_check(net, "cf_checkpoint_matches")) return CF_ERR;
     if (cf__ckpt_open(&r, path) < 0) return CF_ERR;
     rc = cf__ckpt_header(&r, path, &h, 0);
     close(r.fd);
@@ -4444,6 +4614,7 @@ CFDEF int cf_checkpoint_model(const char *path, cf_net *net, const cf_shape *sha
     cf__rd r;
     cf__ckpt_head h;
     int rc;
+    if (!net) return cf_fail("cf_checkpoint_model: the network is NULL");
     memset(net, 0, sizeof *net);
     if (cf__ckpt_open(&r, path) < 0) return CF_ERR;
     rc = cf__ckpt_header(&r, path, &h, 0);
@@ -4492,6 +4663,7 @@ CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st) 
     cf__rd r;
     cf__ckpt_head h;
     int rc;
+    if (cf__net_check(net, "cf_checkpoint_load")) return CF_ERR;
     if (cf__ckpt_open(&r, path) < 0) return CF_ERR;
     rc = cf__ckpt_header(&r, path, &h, 1);
     if (!rc) rc = cf__ckpt_compare(path, &h, net);
@@ -4513,6 +4685,7 @@ CFDEF int cf_checkpoint_info(const char *path, cf_ckpt_info *info) {
     cf__ckpt_head h;
     cf_net net;
     int rc;
+    if (!info) return cf_fail("cf_checkpoint_info: info is NULL");
     memset(info, 0, sizeof *info);
     if (cf__ckpt_open(&r, path) < 0) return CF_ERR;
     if ((rc = cf__ckpt_header(&r, path, &h, 1)) || (rc = cf__ckpt_net(path, &h, &net))) { close(r.fd); CF_FREE(h.cfg); return rc; }
@@ -4537,10 +4710,13 @@ static void cf__tensor_path(char *out, size_t n, const char *dir, int idx, const
 }
 
 CFDEF int cf_weights_export(const cf_net *net, const char *dir) {
-    int nt = cf_net_tensors(net, NULL, 0), i, j;
-    cf_tensor *t = CF__NEW(cf_tensor, nt + 1);
+    int nt, i, j;
+    cf_tensor *t;
     char path[4096];
-    if (!t) return CF_ERR;
+    if (cf__net_check(net, "cf_weights_export")) return CF_ERR;
+    if (!dir) return cf_fail("cf_weights_export: the directory is NULL");
+    nt = cf_net_tensors(net, NULL, 0);
+    if (!(t = CF__NEW(cf_tensor, nt + 1))) return CF_ERR;
     cf_net_tensors(net, t, nt);
     if (mkdir(dir, 0777) && errno != EEXIST) { CF_FREE(t); return cf_fail("%s: cannot create directory (%s)", dir, strerror(errno)); }
     for (i = 0; i < nt; i++) {
@@ -4556,10 +4732,15 @@ CFDEF int cf_weights_export(const cf_net *net, const char *dir) {
 }
 
 CFDEF int cf_weights_import(cf_net *net, const char *dir) {
-    int nt = cf_net_tensors(net, NULL, 0), i, j, found = 0;
-    cf_tensor *t = CF__NEW(cf_tensor, nt + 1);
-    float *tmp = CF__NEW(float, net->n_params + net->n_stats + 1);   /* params, then stats */
+    int nt, i, j, found = 0;
+    cf_tensor *t;
+    float *tmp;   /* params, then stats */
     char path[4096];
+    if (cf__net_check(net, "cf_weights_import")) return CF_ERR;
+    if (!dir) return cf_fail("cf_weights_import: the directory is NULL");
+    nt = cf_net_tensors(net, NULL, 0);
+    t = CF__NEW(cf_tensor, nt + 1);
+    tmp = CF__NEW(float, net->n_params + net->n_stats + 1);
     DIR *dd;
     struct dirent *e;
     if (!t || !tmp) { CF_FREE(t); CF_FREE(tmp); return CF_ERR; }
@@ -4596,6 +4777,7 @@ CFDEF int cf_weights_import(cf_net *net, const char *dir) {
 
 CFDEF int cf_weights_load(cf_net *net, const char *path) {
     struct stat st;
+    if (!path) return cf_fail("cf_weights_load: the path is NULL");
     if (stat(path, &st)) return cf_fail("%s: %s", path, strerror(errno));
     return S_ISDIR(st.st_mode) ? cf_weights_import(net, path) : cf_checkpoint_load(path, net, NULL);
 }
@@ -4667,6 +4849,7 @@ static int cf__gunzip(const char *path, const unsigned char *raw, size_t n, unsi
 CFDEF int cf_tfrecord_open(cf_tfrecord *r, const char *path) {
     unsigned char *raw = NULL;
     size_t n = 0;
+    if (!r) return cf_fail("cf_tfrecord_open: the reader is NULL");
     memset(r, 0, sizeof *r);
     if (cf__slurp(path, &raw, &n)) return CF_ERR;
     if (n >= 2 && raw[0] == 0x1f && raw[1] == 0x8b) {
@@ -4687,8 +4870,10 @@ CFDEF int cf_tfrecord_open(cf_tfrecord *r, const char *path) {
 
 CFDEF int cf_tfrecord_next(cf_tfrecord *r, const unsigned char **data, size_t *len) {
     uint64_t n;
-    size_t left = r->len - r->pos;
-    const unsigned char *p = r->buf + r->pos;
+    size_t left;
+    const unsigned char *p;
+    if (!r || !r->buf || !data || !len) return cf_fail("cf_tfrecord_next: not a reader cf_tfrecord_open opened, or data or len NULL");
+    left = r->len - r->pos; p = r->buf + r->pos;
     if (left == 0) return 0;
     if (left < 12) return cf_fail("%s: truncated record header at offset %zu", r->path, r->pos);
     n = cf__le64(p);
@@ -4700,7 +4885,7 @@ CFDEF int cf_tfrecord_next(cf_tfrecord *r, const unsigned char **data, size_t *l
     return 1;
 }
 
-CFDEF void cf_tfrecord_close(cf_tfrecord *r) { CF_FREE(r->buf); CF_FREE(r->path); memset(r, 0, sizeof *r); }
+CFDEF void cf_tfrecord_close(cf_tfrecord *r) { if (!r) return; CF_FREE(r->buf); CF_FREE(r->path); memset(r, 0, sizeof *r); }
 
 /* protobuf wire format: tag = field << 3 | wire type; 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32 */
 static const unsigned char *cf__pb_varint(const unsigned char *p, const unsigned char *end, uint64_t *v) {
@@ -4867,9 +5052,11 @@ CFDEF size_t cf_tfrecord_frame(unsigned char *out, const unsigned char *rec, siz
 
 CFDEF int cf_tfrecord_write(const char *path, const unsigned char *rec, size_t n, int gzip) {
     cf_atomic_file af;
-    unsigned char *framed = CF__NEW(unsigned char, n + 16), *out = framed;
+    unsigned char *framed, *out;
     size_t outlen = n + 16;
     int rc;
+    if (!path || (!rec && n)) return cf_fail("cf_tfrecord_write: the path or the record is NULL");
+    out = framed = CF__NEW(unsigned char, n + 16);
     if (!framed) return CF_ERR;
     cf_tfrecord_frame(framed, rec, n);
 #ifdef CF_USE_ZLIB
@@ -4900,7 +5087,9 @@ static void cf__be32(unsigned char *p, uint32_t v) { p[0] = (unsigned char)(v >>
 #endif
 CFDEF int cf_png_write(const char *path, const unsigned char *rgb, int w, int h) {
 #ifdef CF_USE_ZLIB
-    size_t row = (size_t)w * 3 + 1, raw_n = row * h;
+    size_t row, raw_n;
+    if (!path || !rgb || w < 1 || h < 1) return cf_fail("cf_png_write: the path or the image is NULL, or a side below 1");
+    row = (size_t)w * 3 + 1; raw_n = row * h;
     unsigned char *raw = CF__NEW(unsigned char, raw_n), *z, hdr[13], len[4], crc[4];
     uLongf zn = compressBound((uLong)raw_n);
     cf_atomic_file af;
@@ -4946,6 +5135,7 @@ static int cf__cosmo_shape(const char *path, size_t count, int *S) {
 }
 
 CFDEF int cf_cosmo_read(const char *path, cf_cosmo_sample *smp) {
+    if (!path || !smp) return cf_fail("cf_cosmo_read: the path and the sample must not be NULL");
     memset(smp, 0, sizeof *smp);
     smp->c = 4;
     if (cf__ends_with(path, "_data.npy")) {   /* the submitters' numpy layout */
@@ -5002,13 +5192,14 @@ CFDEF int cf_cosmo_read(const char *path, cf_cosmo_sample *smp) {
     }
 }
 
-CFDEF void cf_cosmo_free(cf_cosmo_sample *smp) { CF_FREE(smp->x); memset(smp, 0, sizeof *smp); }
+CFDEF void cf_cosmo_free(cf_cosmo_sample *smp) { if (!smp) return; CF_FREE(smp->x); memset(smp, 0, sizeof *smp); }
 
 CFDEF int cf_climate_read(const char *path, cf_climate_sample *smp, int n_classes) {
     cf_array a, lab;
-    const char *base = strrchr(path, '/');
+    const char *base = path ? strrchr(path, '/') : NULL;
     char *lp;
     size_t dirlen, k;
+    if (!path || !smp) return cf_fail("cf_climate_read: the path and the sample must not be NULL");
     memset(smp, 0, sizeof *smp);
     base = base ? base + 1 : path;
     if (strncmp(base, "data-", 5) || !cf__ends_with(base, ".npy")) return cf_fail("%s: not a DeepCAM data-*.npy file", path);
@@ -5045,7 +5236,7 @@ CFDEF int cf_climate_read(const char *path, cf_climate_sample *smp, int n_classe
     return CF_OK;
 }
 
-CFDEF void cf_climate_free(cf_climate_sample *smp) { CF_FREE(smp->x); CF_FREE(smp->y); memset(smp, 0, sizeof *smp); }
+CFDEF void cf_climate_free(cf_climate_sample *smp) { if (!smp) return; CF_FREE(smp->x); CF_FREE(smp->y); memset(smp, 0, sizeof *smp); }
 
 static int cf__stats_pair(const char *dir, float *minval, float *maxval, int C) {
     static const char *names[2] = {"stats_minval.npy", "stats_maxval.npy"};
@@ -5073,6 +5264,7 @@ CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C)
     char path[4200], parent[4096];
     size_t n;
     struct stat st;
+    if (!dir || !minval || !maxval || C < 1) return cf_fail("cf_climate_stats: dir, minval and maxval must not be NULL, C at least 1");
     snprintf(path, sizeof path, "%s/stats_minval.npy", dir);
     if (stat(path, &st) == 0) return cf__stats_pair(dir, minval, maxval, C);
     snprintf(parent, sizeof parent, "%s", dir);
@@ -5142,6 +5334,7 @@ CFDEF int cf_dist_size(void) { int s = 1, i = 0; MPI_Initialized(&i); if (i) MPI
 CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) {
     int size = cf_dist_size();
     size_t off, k;
+    CF__REQUIRE(buf || !n, , "cf_dist_allreduce_mean: buf is NULL");
     if (size == 1) return;
     for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
         size_t m = n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK;
@@ -5152,16 +5345,19 @@ CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) {
     }
 }
 CFDEF void cf_dist_allreduce_sum_d(double *buf, int n) {
+    CF__REQUIRE((buf || n == 0) && n >= 0, , "cf_dist_allreduce_sum_d: buf NULL or n < 0");
     if (cf_dist_size() == 1) return;
     CF__WAIT("MPI_Allreduce (a sum)"); MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); CF__WAITED;
 }
 CFDEF void cf_dist_allreduce_max_d(double *buf, int n) {
+    CF__REQUIRE((buf || n == 0) && n >= 0, , "cf_dist_allreduce_max_d: buf NULL or n < 0");
     if (cf_dist_size() == 1) return;
     CF__WAIT("MPI_Allreduce (a maximum)"); MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); CF__WAITED;
 }
 CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx) { (void)ctx; cf_dist_allreduce_sum_d(buf, n); }
 CFDEF void cf_dist_bcast(float *buf, size_t n) {
     size_t off = 0;
+    CF__REQUIRE(buf || !n, , "cf_dist_bcast: buf is NULL");
     if (cf_dist_size() == 1) return;
     while (off < n) {
         int chunk = (int)(n - off > ((size_t)1 << 30) ? ((size_t)1 << 30) : n - off);
@@ -5197,12 +5393,14 @@ static void cf__ov_hook(cf_net *net, int i) {
     if (cf__ov.n) MPI_Testall(cf__ov.n, cf__ov.req, &flag, cf__ov.st);   /* let MPI progress */
 }
 CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) {
+    CF__NET_REQUIRE(net, , "cf_dist_overlap_begin");
     cf__ov.n = 0; cf__ov.end = net->n_params; cf__ov.bucket = bucket_floats ? bucket_floats : 1;
     net->priv->dist_hook = cf_dist_size() > 1 ? cf__ov_hook : NULL;   /* (the caller's own hook stays, called after it) */
 }
 CFDEF void cf_dist_overlap_end(cf_net *net) {
     size_t k;
     float inv;
+    CF__NET_REQUIRE(net, , "cf_dist_overlap_end");
     net->priv->dist_hook = NULL;
     if (cf_dist_size() == 1) return;
     cf__ov_start(net->grads, 0, cf__ov.end);
@@ -5214,9 +5412,12 @@ CFDEF void cf_dist_overlap_end(cf_net *net) {
 }
 
 CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {
-    size_t k, n = net->n_params;
-    int had = lag->pending, size = cf_dist_size(), next;
+    size_t k, n;
+    int had, size = cf_dist_size(), next;
     float inv = 1.0f / (float)size;
+    if (cf__net_check(net, "cf_dist_grad_lag")) return CF_ERR;
+    if (!lag) return cf_fail("cf_dist_grad_lag: lag is NULL");
+    n = net->n_params; had = lag->pending;
     if (!lag->buf[0]) {
         lag->buf[0] = CF__NEW(float, n + 1); lag->buf[1] = CF__NEW(float, n + 1);
         lag->req = CF_MALLOC(sizeof(MPI_Request));
@@ -5233,6 +5434,7 @@ CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {
     return had;
 }
 CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag) {
+    if (!lag) return;
     if (lag->pending && cf_dist_size() > 1) { CF__WAIT("MPI_Wait (the last gradient)"); MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE); CF__WAITED; }
     CF_FREE(lag->buf[0]); CF_FREE(lag->buf[1]); CF_FREE(lag->req);
     memset(lag, 0, sizeof *lag);
@@ -5249,12 +5451,15 @@ CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx) { (void)ctx; cf_dis
 CFDEF void cf_dist_bcast(float *buf, size_t n) { (void)buf; (void)n; }
 CFDEF void cf_dist_abort(int code) { (void)code; }
 CFDEF void cf_dist_barrier(void) {}
-CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) { (void)net; (void)bucket_floats; }
-CFDEF void cf_dist_overlap_end(cf_net *net) { (void)net; }
+CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) { CF__NET_REQUIRE(net, , "cf_dist_overlap_begin"); (void)bucket_floats; }
+CFDEF void cf_dist_overlap_end(cf_net *net) { CF__NET_REQUIRE(net, , "cf_dist_overlap_end"); }
 
 CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {   /* one process: a delay line */
-    size_t n = net->n_params;
-    int had = lag->pending, next;
+    size_t n;
+    int had, next;
+    if (cf__net_check(net, "cf_dist_grad_lag")) return CF_ERR;
+    if (!lag) return cf_fail("cf_dist_grad_lag: lag is NULL");
+    n = net->n_params; had = lag->pending;
     if (!lag->buf[0]) {
         lag->buf[0] = CF__NEW(float, n + 1); lag->buf[1] = CF__NEW(float, n + 1);
         if (!lag->buf[0] || !lag->buf[1]) return cf_fail("out of memory for the gradient lag buffers");
@@ -5266,9 +5471,12 @@ CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {   /* one process: a 
     lag->pending = 1;
     return had;
 }
-CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag) { CF_FREE(lag->buf[0]); CF_FREE(lag->buf[1]); memset(lag, 0, sizeof *lag); }
+CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag) { if (!lag) return; CF_FREE(lag->buf[0]); CF_FREE(lag->buf[1]); memset(lag, 0, sizeof *lag); }
 #endif
-CFDEF void cf_net_average_stats(cf_net *net) { if (net->n_stats) cf_dist_allreduce_mean(net->stats, net->n_stats); }
+CFDEF void cf_net_average_stats(cf_net *net) {
+    CF__NET_REQUIRE(net, , "cf_net_average_stats");
+    if (net->n_stats) cf_dist_allreduce_mean(net->stats, net->n_stats);
+}
 
 /* ================================================================ 11. fast paths
    Faster ways to compute some of section 3's operations, and the dispatchers that choose
@@ -6938,6 +7146,7 @@ static const cf__conv_path *cf__conv_paths(int op) {
    pass after it. */
 static cf__conv_call cf__conv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16) {
     cf__conv_call c;
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups));   /* (F's precondition) */
     memset(&c, 0, sizeof c);
     c.B = B; c.in = in; c.out = out; c.g = g; c.groups = groups; c.ws = ws; c.ws_floats = ws_floats; c.bf16 = bf16;
     return c;
@@ -7025,6 +7234,7 @@ CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, co
 }
 static cf__pool_call cf__pool_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
     cf__pool_call c;
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, 1));   /* (F's precondition) */
     memset(&c, 0, sizeof c);
     c.B = B; c.in = in; c.out = out; c.g = g; c.is_max = is_max;
     return c;

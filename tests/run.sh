@@ -36,6 +36,8 @@ run "the same under AddressSanitizer, UndefinedBehaviorSanitizer and LeakSanitiz
 run "malformed files, table-driven, under AddressSanitizer" env ASAN_OPTIONS=detect_leaks=1 bin/test_malformed_asan
 run "out of memory: every allocation refused in turn, reported or absorbed by a fallback with the same numbers (OpenMP)" bin/test_oom
 run "the same serially under AddressSanitizer and LeakSanitizer: nothing leaked on the error paths" env ASAN_OPTIONS=detect_leaks=1 bin/test_oom_asan
+run "the C API misused: NULL, out of range, NaN, freed and never-made objects refused by name" bin/test_api
+run "the same under AddressSanitizer and UndefinedBehaviorSanitizer" env ASAN_OPTIONS=detect_leaks=1 bin/test_api_asan
 run "threads: models parsed and planned in 4 threads at once, every network compared, under ThreadSanitizer" env TSAN_OPTIONS=halt_on_error=1 bin/test_threads 15
 run "compile: C99 -pedantic, two translation units" bin/test_compile
 run "compile: C++" bin/test_compile_cpp

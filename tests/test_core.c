@@ -1550,7 +1550,7 @@ static double read_number(const char *dir, const char *name) {
    agree (when not NULL) names the comparison in make agreement's table ("agree NAME WORST TOL"). */
 static void compare_tensors(cf_net *net, const char *dir, const char *sub, int stats, const float *base, const char *what, const char *agree) {
     int nt = cf_net_tensors(net, NULL, 0), i;
-    cf_tensor *ts = (cf_tensor *)calloc(nt, sizeof *ts);
+    cf_tensor *ts = (cf_tensor *)calloc(nt > 0 ? (size_t)nt : 1, sizeof *ts);
     double worst = 0;
     cf_net_tensors(net, ts, nt);
     for (i = 0; i < nt; i++) {
