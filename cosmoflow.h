@@ -4647,7 +4647,9 @@ static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf
     /* a correct CRC says the file is what was written, not that what was written makes sense */
     if (!cf__all_finite(buf, net->n_params + n_stats)) { CF_FREE(buf); return cf_fail("%s: its parameters or statistics hold a NaN or an infinity", path); }
     if (!cf__all_finite(buf + net->n_params + n_stats, n_opt)) { CF_FREE(buf); return cf_fail("%s: its optimizer state holds a NaN or an infinity", path); }
-    if (!isfinite(h->best) || h->u[2] > 100000000u || h->u[1] > ((uint64_t)1 << 50)) {
+    /* at most 10^8 epochs, and (a checkpoint that counts epochs) as many steps as that many
+       epochs of at most 2^31 steps make */
+    if (!isfinite(h->best) || h->u[2] > 100000000u || h->u[1] > ((uint64_t)1 << 50) || (h->u[2] && h->u[1] > h->u[2] * (uint64_t)2147483647u)) {
         CF_FREE(buf);
         return cf_fail("%s: its state is not plausible (epoch %llu, step %llu, validation metric %g)", path, (unsigned long long)h->u[2],
                        (unsigned long long)h->u[1], h->best);

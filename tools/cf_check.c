@@ -310,6 +310,12 @@ static void show(const char *name, const float *v, size_t n) {
     for (k = 0; k < n; k++) printf(" %.6g", v[k]);
     printf("\n");
 }
+/* the first value of x that is NaN or infinite: refused, naming it, before anything is written */
+static void finite_or_die(const char *path, const cf_array *a) {
+    size_t k;
+    for (k = 0; k < a->count; k++)
+        if (!isfinite(((const float *)a->data)[k])) die("%s: value %zu is %g: not finite (nothing dumped)", path, k, ((const float *)a->data)[k]);
+}
 static void dump(cf_net *net, const options *o) {
     cf_array xa, ta;
     char path[4096], text[64];
@@ -323,11 +329,14 @@ static void dump(cf_net *net, const options *o) {
     else TRY(cf_npy_read(o->input, &xa));
     if (xa.dtype != CF_F32 || xa.ndim < 2 || xa.count % per || xa.shape[1] != net->input.c)
         die("%s: expected float32 (N, %d, ...) with %zu values per sample", o->input, net->input.c, per);
-    if (o->target) TRY(cf_npy_read(o->target, &ta));
+    if (xa.dtype == CF_F32) finite_or_die(o->input, &xa);
+    if (o->target) { TRY(cf_npy_read(o->target, &ta)); if (ta.dtype == CF_F32) finite_or_die(o->target, &ta); }
     output_dir("--dump", o->dump);   /* made once the inputs are known to be good */
     B = (int)(xa.count / per);
     cf_net_set_mode(net, strcmp(o->mode, "train") ? CF_MODE_EVAL : CF_MODE_BATCH_STATS);   /* dropout off */
     if (!(y = cf_net_forward(net, (const float *)xa.data, B))) die("%s", cf_failure_reason());
+    if (cf_net_first_nonfinite_param(net, 1) >= 0)
+        die("%s: layer %d's parameters are not finite (nothing dumped)", o->weights ? o->weights : o->model, cf_net_first_nonfinite_param(net, 1));
     dump_output(net, o->dump, y, B);
     show("input", (const float *)xa.data, xa.count);
     show("output", y, (size_t)B * net->n_outputs);
@@ -368,6 +377,7 @@ int main(int argc, char **argv) {
     flag_table(&o);
     flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
     dist_start(&argc, &argv);
+    one_process_only();
     if (!o.summary && !o.gradcheck && !o.dump && !o.info) die("nothing to do: give --summary, --info, --gradcheck or --dump DIR");
     if (o.dump && !o.input) die("--dump: needs --input x.npy (or --input ramp)");
     is_dir = o.weights && !stat(o.weights, &st) && S_ISDIR(st.st_mode);

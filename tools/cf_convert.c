@@ -65,6 +65,15 @@ static void out_path(char *path, size_t n, const char *dir, const char *fmt, con
     snprintf(path + m, n - m, fmt, a, b, k);
     output_new(path);
 }
+/* --append into a data set: the samples to add have the set's shape (side and channels, or
+   H, W and channels), checked before the first file is written */
+static void append_matches(const options *o, int climate, const int shape[3], const char *first) {
+    int have[3];
+    if (!o->append || !set_sample_shape(o->out, climate, have)) return;
+    if (have[0] != shape[0] || have[1] != shape[1] || (climate && have[2] != shape[2]))
+        die("--append %s: its samples are %dx%d%s%.0d, %s is %dx%d%s%.0d: one set holds samples of one shape (nothing written)", o->out,
+            have[0], have[1], climate ? "x" : "", climate ? have[2] : 0, first, shape[0], shape[1], climate ? "x" : "", climate ? shape[2] : 0);
+}
 
 static void weights_export(const options *o) {
     cf_net net;
@@ -115,7 +124,7 @@ static void write_list(const char *dir, const char *suffix, const char *listname
     size_t sl = strlen(suffix);
     cf_atomic_file af;
     if (!d) die("%s: %s", dir, strerror(errno));
-    while ((e = readdir(d))) {
+    while ((e = readdir(d))) {   /* (with --append the lists are rewritten: they index the whole set) */
         size_t l = strlen(e->d_name);
         if (l > sl && !strcmp(e->d_name + l - sl, suffix)) {
             if (!(v = (char **)realloc(v, (n + 1) * sizeof *v)) || !(v[n++] = strdup(e->d_name))) die("out of memory");
@@ -123,7 +132,8 @@ static void write_list(const char *dir, const char *suffix, const char *listname
     }
     closedir(d);
     if (n) qsort(v, n, sizeof *v, cmp_str);
-    out_path(path, sizeof path, dir, "%s%s", listname, "", 0);
+    snprintf(path, sizeof path, "%s/%s", dir, listname);
+    output_in_dir(path);
     TRY(cf_atomic_open(&af, path));
     for (i = 0; i < n; i++) { cf_atomic_write(&af, v[i], strlen(v[i])); cf_atomic_write(&af, "\n", 1); free(v[i]); }
     TRY(cf_atomic_commit(&af));
@@ -138,32 +148,52 @@ static void check_sample(const char *file, const cf_cosmo_sample *s) {
     for (v = 0; v < s->count; v++)
         if (s->x[v] < 0) die("%s: value %zu of x (voxel %zu, channel %zu) is %d: particle counts cannot be negative", file, v, v / 4, v % 4, s->x[v]);
 }
+/* the name of record in's numpy files: its name without .tfrecord[.gz] */
+static void npy_base(char *base, size_t n, const char *in) {
+    char *dot;
+    snprintf(base, n, "%s", basename_of(in));
+    if ((dot = strstr(base, ".tfrecord"))) *dot = 0;
+}
 static void tfrecord2npy(const options *o) {
-    int i;
+    int i, shape[3] = {0, 0, 0};
     char path[4096];
     if (!o->out) die("tfrecord2npy: needs --out DIR");
     if (!o->n_in) die("tfrecord2npy: no input files");
     for (i = 0; i < o->n_in; i++) input_path(o->in[i]);
     output_data_dir("--out", o->out, o->force, o->append);
+    for (i = 0; i < o->n_in; i++) {   /* first every record read and checked, and every name it would take: nothing written yet */
+        cf_cosmo_sample s;
+        char base[2048];
+        TRY(cf_cosmo_read(o->in[i], &s));
+        check_sample(o->in[i], &s);
+        if (!i) { shape[0] = s.s; shape[1] = s.c; append_matches(o, 0, shape, o->in[0]); }
+        else if (s.s != shape[0] || s.c != shape[1])
+            die("%s: a sample of %dx%d, %s of %dx%d: one set holds samples of one shape (nothing written)", o->in[i], s.s, s.c, o->in[0], shape[0], shape[1]);
+        cf_cosmo_free(&s);
+        npy_base(base, sizeof base, o->in[i]);
+        out_path(path, sizeof path, o->out, "%s%s_data.npy", base, "", 0);
+        out_path(path, sizeof path, o->out, "%s%s_label.npy", base, "", 0);
+    }
     for (i = 0; i < o->n_in; i++) {
         cf_cosmo_sample s;
         cf_array a;
-        char base[2048], *dot;
+        char base[2048];
         TRY(cf_cosmo_read(o->in[i], &s));
-        check_sample(o->in[i], &s);
-        snprintf(base, sizeof base, "%s", basename_of(o->in[i]));
-        if ((dot = strstr(base, ".tfrecord"))) *dot = 0;
+        npy_base(base, sizeof base, o->in[i]);
         memset(&a, 0, sizeof a);
         a.dtype = CF_I16; a.ndim = 4; a.shape[0] = a.shape[1] = a.shape[2] = s.s; a.shape[3] = s.c; a.count = s.count; a.data = s.x;
         out_path(path, sizeof path, o->out, "%s%s_data.npy", base, "", 0);
         TRY(cf_npy_write(path, &a));
+        output_added(path);
         a.dtype = CF_F32; a.ndim = 1; a.shape[0] = s.ny; a.count = (size_t)s.ny; a.data = s.y;
         out_path(path, sizeof path, o->out, "%s%s_label.npy", base, "", 0);
         TRY(cf_npy_write(path, &a));
+        output_added(path);
         cf_cosmo_free(&s);
     }
     write_list(o->out, "_data.npy", "files_data.lst");
     write_list(o->out, "_label.npy", "files_label.lst");
+    outputs_complete();
     printf("tfrecord2npy: %d records -> %s\n", o->n_in, o->out);
 }
 
@@ -344,6 +374,7 @@ int main(int argc, char **argv) {
     if (!(o.in = (const char **)calloc((size_t)argc, sizeof *o.in))) die("out of memory");
     o.n_in = flag_parse(argc, argv, 2, flags, n_flags, usage, o.in, argc);
     dist_start(&argc, &argv);
+    one_process_only();
     if (strcmp(o.cmd, "extract-cfg") && strcmp(o.cmd, "tfrecord2npy") && strcmp(o.cmd, "universe") && strcmp(o.cmd, "h52npy") && o.n_in)
         die("%s: unexpected argument for %s (see --help)", o.in[0], o.cmd);
     if (!strcmp(o.cmd, "weights-export")) weights_export(&o);

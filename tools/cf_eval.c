@@ -283,6 +283,7 @@ int main(int argc, char **argv) {
     flag_table(&o);
     flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
     dist_start(&argc, &argv);
+    one_process_only();
     if (!o.weights || !o.data) die("needs --weights and --data (see --help)");
     is_dir = !stat(o.weights, &st) && S_ISDIR(st.st_mode);
     if (is_dir && !o.model) die("--weights %s: a weights directory does not hold its model: give --model", o.weights);
@@ -292,6 +293,7 @@ int main(int argc, char **argv) {
     output_file("--pred", o.pred);
     output_file("--spectrum-dump", o.spectrum_dump);
     output_dir("--png", o.png);
+    if (o.png && input_dir_named(o.png)) die("--png %s: is the input directory %s: the pictures would go among its samples (give another directory)", o.png, input_dir_named(o.png));
     load_model(&net, o.model, o.has_shape ? &o.shape : NULL, is_dir ? NULL : o.weights);
     TRY(cf_weights_load(&net, o.weights));
     TRY(cf_net_set_precision(&net, o.precision));

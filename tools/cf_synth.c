@@ -186,6 +186,7 @@ int main(int argc, char **argv) {
     uint64_t seed;
     double zero[4] = {0}, sum[4] = {0}, mx[4] = {0};
     tool_init(argc, argv, "synth");
+    one_process_only();
     memset(&o, 0, sizeof o);
     o.format = "tfrecord"; o.prefix = "synth"; o.S = 128; o.split = 1; o.spread = 0.1; o.voxel = 1.0; o.seed = 1; o.pm_mesh = 2;
     flag_table(&o);
@@ -207,7 +208,13 @@ int main(int argc, char **argv) {
     if (split & (split - 1) || (long)S * split > 1024) die("--split: %d is not a power of 2 with --size x --split <= 1024", split);
     if (strcmp(format, "tfrecord") && strcmp(format, "npy")) die("--format: '%s' is not tfrecord or npy", format);
     output_data_dir("--out", out, o.force, o.append);
-    if (o.append) check_appended(out, prefix, format, seed, n, split);
+    tool_append_advice = "another --seed or --prefix, or --force to replace same-named files";
+    if (o.append) {
+        int have[3];
+        check_appended(out, prefix, format, seed, n, split);
+        if (set_sample_shape(out, 0, have) && (have[0] != S || have[1] != 4))
+            die("--append %s: its samples are %d^3 x %d, --size %d makes %d^3 x 4: one set holds samples of one shape (nothing written)", out, have[0], have[1], S, S);
+    }
     int failed = 0;
     char err[8192] = "";
     TOOL_OMP(omp parallel for schedule(dynamic) reduction(+:zero[:4], sum[:4]) reduction(max:mx[:4]))
@@ -243,15 +250,18 @@ int main(int argc, char **argv) {
                 cf_example_encode(ex, "x", x, N * 8, "y", y, 4, 0);
                 snprintf(path, sizeof path, "%s/%s_%ld_%06ld%s.tfrecord", out, prefix, (long)seed, i, tag);
                 rc = cf_tfrecord_write(path, ex, len, 1);
+                if (!rc) { TOOL_OMP(omp critical(added)) output_added(path); }
             } else {
                 cf_array a;
                 memset(&a, 0, sizeof a);
                 a.dtype = CF_I16; a.ndim = 4; a.shape[0] = a.shape[1] = a.shape[2] = S; a.shape[3] = 4; a.count = N * 4; a.data = x;
                 snprintf(path, sizeof path, "%s/%s_%ld_%06ld%s_data.npy", out, prefix, (long)seed, i, tag);
                 rc = cf_npy_write(path, &a);
+                if (!rc) { TOOL_OMP(omp critical(added)) output_added(path); }
                 a.dtype = CF_F32; a.ndim = 1; a.shape[0] = 4; a.count = 4; a.data = y;
                 snprintf(path, sizeof path, "%s/%s_%ld_%06ld%s_label.npy", out, prefix, (long)seed, i, tag);
                 if (!rc) rc = cf_npy_write(path, &a);
+                if (!rc) { TOOL_OMP(omp critical(added)) output_added(path); }
             }
         }
         if (rc) {
@@ -272,6 +282,7 @@ int main(int argc, char **argv) {
         snprintf(cmd, sizeof cmd, "cd '%s' && ls | grep '_data.npy$' | sort > files_data.lst && ls | grep '_label.npy$' | sort > files_label.lst", out);
         if (system(cmd)) die("%s: cannot write the file lists", out);
     }
+    outputs_complete();
     if (stats) {
         double N = (double)n * S * S * S * split * split * split;
         for (k = 0; k < 4; k++) printf("channel %d (z = %.1f): mean %.3f zero %.1f %% max %.0f\n", k, redshift[k], sum[k] / N, 100 * zero[k] / N, mx[k]);

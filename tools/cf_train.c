@@ -287,11 +287,35 @@ static void end_epoch(run *R, int e, double loss, double metric, double lr, doub
     if ((R->reached = target_met(R, metric)) && R->seg) mll_target_reached(e, metric);
 }
 
+/* the settings every rank of a job must share (tools/tool.h, settings_agree): the training
+   step's and the run's (the record's lines as flags), the model's text, the inputs and outputs;
+   --staged gives each rank its own --train */
+static void agree_across_ranks(const options *o) {
+    char rec[8192], text[16384], *at = text, *end = text + sizeof text;
+    const char *p;
+    unsigned crc = 0;
+    FILE *f = o->model ? fopen(o->model, "rb") : NULL;
+    if (f) { char b[4096]; size_t k; while ((k = fread(b, 1, sizeof b, f)) > 0) crc = cf_crc32c(crc, b, k); fclose(f); }
+    settings_record(flags, n_flags, settings, N_SETTINGS, rec, sizeof rec);
+    for (p = rec; *p && at < end - 1; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != 0)) {   /* key=value -> --key value */
+        size_t kl = strcspn(p, "="), ll = strcspn(p, "\n"), i;
+        at += snprintf(at, (size_t)(end - at), "--");
+        for (i = 0; i < kl && at < end - 1; i++) *at++ = p[i] == '_' ? '-' : p[i];
+        at += snprintf(at, (size_t)(end - at), " %.*s\n", (int)(ll > kl ? ll - kl - 1 : 0), p + kl + (kl < ll));
+    }
+    if (at < end) snprintf(at, (size_t)(end - at), "--model %s (its text's CRC32C %08x)\n--train %s\n--val %s\n--out %s\n--resume %s\n--batch %d\n--epochs %d\n"
+             "--input-shape %s\n--target %.17g\n--n-train %d\n--n-val %d\n--stats %s\n--mllog %s\n--png %s\n--preset %s\n--skip-nonfinite %d\n",
+             o->model ? o->model : "(none)", crc, o->staged ? "(each rank's own)" : o->train, o->val, o->out, o->resume ? o->resume : "(none)",
+             o->batch, o->epochs, o->has_shape ? shape_text(o->shape) : "(the cfg's)", o->target, o->n_train, o->n_val,
+             o->stats ? o->stats : "(none)", o->mllog ? o->mllog : "(none)", o->png ? o->png : "(none)", o->preset ? o->preset : "(none)", o->skip_nonfinite);
+    settings_agree(text);
+}
 static void setup(run *R, int argc, char **argv) {
     options *o = &R->o;
     cf_net *net = &R->net;
     mll_run m;
     dist_start(&argc, &argv);
+    agree_across_ranks(o);
     R->rank = cf_dist_rank(); R->size = cf_dist_size();
     if (R->rank) o->progress = 0;
     check_outputs(R);

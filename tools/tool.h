@@ -30,6 +30,7 @@
 #endif
 
 static const char *tool_name = "cf";
+static const char *tool_record_of;   /* while a checkpoint's record is read as flags: the checkpoint */
 
 /* "cf-<tool>: <what>" on stderr, then the whole job ends (MPI_Abort when several ranks run) */
 TOOL_UNUSED static void die(const char *fmt, ...) {
@@ -39,6 +40,8 @@ TOOL_UNUSED static void die(const char *fmt, ...) {
     fflush(stdout);
     if (cf_dist_size() > 1) n = snprintf(msg, sizeof msg, "cf-%s: rank %d: ", tool_name, cf_dist_rank());
     else n = snprintf(msg, sizeof msg, "cf-%s: ", tool_name);
+    if (tool_record_of)   /* a value read from a checkpoint's record, not a flag of this command */
+        n += snprintf(msg + n, sizeof msg - n, "%.4000s: its training record (not a flag of this command): ", tool_record_of);
     va_start(ap, fmt);
     vsnprintf(msg + n, sizeof msg - n - 1, fmt, ap);
     va_end(ap);
@@ -291,8 +294,10 @@ TOOL_UNUSED static int settings_resume(const tool_flag *f, int n, const tool_set
         if (!meta_value(record, key, want, sizeof want)) { missing++; continue; }
         flag_text(&f[i], show, v, sizeof v);
         if (!flag_was_given(f, n, f[i].name)) {   /* continued as it was trained (and as if given: a recipe does not override it) */
+            tool_record_of = ckpt;
             if (f[i].kind != FLAG_SET) flag_set(&f[i], want);
             else if (flag_n_given < 256) { *(int *)f[i].dst = atoi(want); flag_given_dst[flag_n_given++] = f[i].dst; }
+            tool_record_of = NULL;
             continue;
         }
         if (!strcmp(v, want)) continue;
@@ -389,14 +394,51 @@ static void *tool_watchdog(void *arg) {
     return NULL;
 }
 /* MPI started under the watchdog, then the launch checked (check_launch) */
+/* SIGTERM, SIGINT and a hang-up (SIGHUP) end the run, whatever handler the MPI library
+   installed: the checkpoint written last stays as it was (writes are atomic), the run's lock
+   is removed, and the process ends by the signal, as it would have without the handler */
+static void lock_release(void);
+static void tool_on_signal(int sig) {
+    lock_release();   /* (fstat, lstat, unlink, close: safe in a handler) */
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+static void tool_end_on_signals(void) { signal(SIGTERM, tool_on_signal); signal(SIGINT, tool_on_signal); signal(SIGHUP, tool_on_signal); }
 TOOL_UNUSED static void dist_start(int *argc, char ***argv) {
     pthread_t th;
     const char *r = getenv("PMI_RANK") ? getenv("PMI_RANK") : getenv("OMPI_COMM_WORLD_RANK");
     tool_rank = r ? atoi(r) : 0;   /* before MPI answers (MPI_Init itself is watched) */
     if (tool_comm_timeout > 0 && pthread_create(&th, NULL, tool_watchdog, NULL) == 0) pthread_detach(th);
     if (cf_dist_init(argc, argv)) die("%s", cf_failure_reason());
+    tool_end_on_signals();   /* again: the MPI library may have installed its own (SIGHUP) */
     tool_rank = cf_dist_rank();
     check_launch();
+}
+/* One job, one set of settings: every rank compares the settings it was started with (text,
+   one "--flag value" a line) with rank 0's, and a rank whose line differs ends the job naming
+   the flag.  An MPMD launch (mpirun -np 1 A : -np 1 B) gives each rank its own command line:
+   another --lr, --seed, --model or --out would otherwise train diverging copies silently. */
+TOOL_UNUSED static void settings_agree(const char *text) {
+#ifdef CF_USE_MPI
+    int len = (int)strlen(text) + 1, line = 0;
+    char *ref;
+    const char *a, *b;
+    if (cf_dist_size() <= 1) return;
+    MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!(ref = (char *)malloc((size_t)len))) die("out of memory");
+    if (cf_dist_rank() == 0) memcpy(ref, text, (size_t)len);
+    MPI_Bcast(ref, len, MPI_CHAR, 0, MPI_COMM_WORLD);
+    for (a = text, b = ref; *a || *b; line++) {   /* the first line that differs */
+        size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
+        if (la != lb || strncmp(a, b, la))
+            die("%.*s here; rank 0 has %.*s: every rank of one job must run with the same settings (an MPMD launch with other flags?)",
+                (int)la, a, (int)lb, b);
+        a += la + (a[la] != 0); b += lb + (b[lb] != 0);
+    }
+    free(ref);
+#else
+    (void)text;
+#endif
 }
 /* what the watchdog's message adds: where the run's last checkpoint is */
 TOOL_UNUSED static void comm_watch_note(const char *ckpt, int epoch) {
@@ -519,10 +561,36 @@ static void blas_warm_up(void) {
    libgomp reads OMP_WAIT_POLICY when it loads, so the tool sets it and runs itself again,
    once, before anything else (MPI included).  Without a preinit array, the same run does the
    checks above. */
+/* Standard output and error open, before anything else: a closed one would be the next file
+   opened, and the run's lines would go into it (a lock, a log).  Standard input closed is
+   given the null device (read only), so that no file the tool opens lands on descriptor 0. */
+static void std_streams_open(const char *name) {
+    char msg[256];
+    int n;
+    if (fcntl(0, F_GETFD) == -1) {
+        int fd = open("/dev/null", O_RDONLY);
+        if (fd > 0) { dup2(fd, 0); close(fd); }
+    }
+    if (fcntl(1, F_GETFD) != -1 && fcntl(2, F_GETFD) != -1) return;
+    n = snprintf(msg, sizeof msg, "cf-%s: standard %s is closed: its lines would go into the next file opened; give it somewhere to go (> FILE)\n",
+                 name, fcntl(1, F_GETFD) == -1 ? "output" : "error");
+    if (n > 0 && write(fcntl(2, F_GETFD) != -1 ? 2 : 1, msg, (size_t)n) < 0) {}
+    _exit(2);
+}
+/* A tool that does one process's work (cf-eval, cf-check, cf-convert, cf-synth): started as
+   one of several ranks (mpirun -np 2, srun), every copy would do the same work and write the
+   same files: refused */
+TOOL_UNUSED static void one_process_only(void) {
+    int n = cf_dist_size() > launcher_ranks() ? cf_dist_size() : launcher_ranks();
+    if (n > 1) die("started as one of %d ranks: cf-%s runs as one process (every copy would do the same work and write the same files); run it without mpirun or srun",
+                   n, tool_name);
+}
 TOOL_UNUSED static void tool_init(int argc, char **argv, const char *name) {
     (void)argc;
     tool_name = name;
+    std_streams_open(name);
     atexit(tool_close_stdout);
+    tool_end_on_signals();
 #ifdef CF_USE_MPI
     setenv("UCX_HANDLE_ERRORS", "none", 0);
     signal(SIGABRT, tool_on_abort);
@@ -603,6 +671,15 @@ static const char *input_like(const struct stat *st) {
         if (tool_inputs[i].dev == st->st_dev && tool_inputs[i].ino == st->st_ino &&
             (tool_inputs[i].dir == 2 || (!stat(tool_inputs[i].path, &now) && now.st_dev == st->st_dev && now.st_ino == st->st_ino)))
             return tool_inputs[i].path;
+    return NULL;
+}
+/* the input directory that is dir itself (its device and inode), or NULL */
+TOOL_UNUSED static const char *input_dir_named(const char *dir) {
+    struct stat st, in;
+    int i;
+    if (stat(dir, &st)) return NULL;
+    for (i = 0; i < tool_n_inputs; i++)
+        if (tool_inputs[i].dir == 1 && !stat(tool_inputs[i].path, &in) && in.st_dev == st.st_dev && in.st_ino == st.st_ino) return tool_inputs[i].path;
     return NULL;
 }
 static const char *same_as_input(const char *path) {
@@ -698,26 +775,68 @@ TOOL_UNUSED static void resume_global_batch(const char *record, const char *ckpt
 /* ---- checkpoints: one writer each, rotated so that a valid one always exists
    One writer per checkpoint: an advisory lock (fcntl) on CKPT.lock, held until the process
    ends (the kernel releases it then, also after a kill -9); the file says who holds it.  A
-   second writer is refused at its start, naming the first. */
+   second writer is refused at its start, naming the first.  The lock file is the run's own:
+   created new (O_EXCL), never through a link, removed when the run ends; one that a run left
+   behind (killed) is taken over, saying whose it was; a CKPT.lock that is not a lock file (a
+   link, another kind of file, a file with other contents) is never touched: refused. */
+static char tool_lock_path[4200];
+static int tool_lock_fd = -1;
+/* at exit: the lock file removed, if it is still ours (the same file) */
+static void lock_release(void) {
+    struct stat a, b;
+    if (tool_lock_fd < 0) return;
+    if (!fstat(tool_lock_fd, &a) && !lstat(tool_lock_path, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino) unlink(tool_lock_path);
+    close(tool_lock_fd);
+    tool_lock_fd = -1;
+}
+/* what a lock file says: "pid N on HOST"; 1 when it says that (or nothing: one being made), 0 otherwise */
+static int lock_words(int fd, char *who, size_t n, long *pid) {
+    ssize_t k = pread(fd, who, n - 1, 0);
+    char host[256];
+    who[k > 0 ? k : 0] = 0;
+    if (k > 0 && who[k - 1] == '\n') who[k - 1] = 0;
+    *pid = 0;
+    return k <= 0 || (sscanf(who, "pid %ld on %255s", pid, host) == 2 && *pid > 0);
+}
 TOOL_UNUSED static void lock_output(const char *what, const char *path) {
-    char lock[4200], who[256] = "";
+    char who[256] = "";
     struct flock fl;
     struct utsname u;
-    int fd, k;
-    snprintf(lock, sizeof lock, "%s.lock", path);
-    if ((fd = open(lock, O_RDWR | O_CREAT, 0666)) < 0) die("%s %s: cannot create its lock %s (%s)", what, path, lock, strerror(errno));
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = F_WRLCK; fl.l_whence = SEEK_SET;
-    if (fcntl(fd, F_SETLK, &fl)) {
-        k = (int)read(fd, who, sizeof who - 1);
-        who[k > 0 ? k : 0] = 0;
-        if (k > 0 && who[k - 1] == '\n') who[k - 1] = 0;
-        die("%s %s: another run is writing it (%s; its lock %s): one writer per checkpoint", what, path, who[0] ? who : "pid unknown", lock);
-    }
+    struct stat st, now;
+    long pid;
+    int fd, k, tries;
+    snprintf(tool_lock_path, sizeof tool_lock_path, "%s.lock", path);
     uname(&u);
+    for (tries = 0; ; tries++) {
+        int made = 1;
+        if ((fd = open(tool_lock_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666)) < 0) {
+            if (errno != EEXIST) die("%s %s: cannot create its lock %s (%s)", what, path, tool_lock_path, strerror(errno));
+            made = 0;
+            if (lstat(tool_lock_path, &st)) continue;   /* gone meanwhile: make it anew */
+            if (S_ISLNK(st.st_mode)) die("%s %s: its lock %s is a symbolic link: never followed or written through (remove it)", what, path, tool_lock_path);
+            if (!S_ISREG(st.st_mode) || st.st_nlink != 1)
+                die("%s %s: its lock %s is %s: not a lock file of ours, left as it is (remove it)", what, path, tool_lock_path,
+                    S_ISREG(st.st_mode) ? "a file with another name too (a hard link)" : file_kind(st.st_mode));
+            if ((fd = open(tool_lock_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)) < 0) die("%s %s: cannot open its lock %s (%s)", what, path, tool_lock_path, strerror(errno));
+            if (!lock_words(fd, who, sizeof who, &pid))
+                die("%s %s: %s exists and is not a lock file (it holds '%.60s'): left as it is; remove it or give another --out", what, path, tool_lock_path, who);
+        }
+        memset(&fl, 0, sizeof fl);
+        fl.l_type = F_WRLCK; fl.l_whence = SEEK_SET;
+        if (fcntl(fd, F_SETLK, &fl)) {
+            lock_words(fd, who, sizeof who, &pid);
+            die("%s %s: another run is writing it (%s; its lock %s): one writer per checkpoint", what, path, who[0] ? who : "pid unknown", tool_lock_path);
+        }
+        /* still the file at that name (not one a finished run just removed)? */
+        if (fstat(fd, &st) || lstat(tool_lock_path, &now) || st.st_dev != now.st_dev || st.st_ino != now.st_ino) { close(fd); if (tries < 8) continue; die("%s: keeps changing", tool_lock_path); }
+        if (!made && who[0]) fprintf(stderr, "cf-%s: %s: taking over the lock %s left by %s, which no longer holds it\n", tool_name, what, tool_lock_path, who);
+        break;
+    }
+    if (fd <= 2) die("internal: the lock got descriptor %d (a standard stream was closed)", fd);
     k = snprintf(who, sizeof who, "pid %ld on %s\n", (long)getpid(), u.nodename);
-    if (ftruncate(fd, 0) || write(fd, who, (size_t)k) != k) die("%s: cannot write (%s)", lock, strerror(errno));
-    /* fd stays open: the lock lasts as long as the process */
+    if (ftruncate(fd, 0) || pwrite(fd, who, (size_t)k, 0) != k) die("%s: cannot write (%s)", tool_lock_path, strerror(errno));
+    tool_lock_fd = fd;   /* stays open: the lock lasts as long as the process */
+    atexit(lock_release);
 }
 /* The new checkpoint is complete on disk (CKPT.next, itself written atomically) before the
    previous one moves to CKPT.prev: a crash or a full disk at any moment leaves a valid CKPT
@@ -766,6 +885,7 @@ TOOL_UNUSED static void output_data_dir(const char *what, const char *dir, int f
     struct stat st, in;
     char p[4200];
     int i;
+    if (force && append) die("--force and --append: one or the other (--force replaces same-named files, --append adds beside them and replaces none)");
     output_dir(what, dir);
     tool_write_force = force; tool_write_append = append;
     if (stat(dir, &st)) die("%s %s: %s", what, dir, strerror(errno));
@@ -781,11 +901,66 @@ TOOL_UNUSED static void output_data_dir(const char *what, const char *dir, int f
                 "or --append to add beside them", what, dir, e->d_name);
     closedir(d);
 }
-/* a file about to be written into such a directory: with --append, never one that exists */
+/* a file about to be written into such a directory: with --append, never one that exists
+   (tool_append_advice: what the tool's flags offer instead) */
+static const char *tool_append_advice = "give another --out, or --force to replace same-named files";
 TOOL_UNUSED static void output_new(const char *path) {
     if (tool_write_append && !tool_write_force && access(path, F_OK) == 0)
-        die("%s: exists: --append adds files and replaces none (another --seed or --prefix, or --force)", path);
+        die("%s: exists: --append adds files and replaces none (%s)", path, tool_append_advice);
     output_in_dir(path);
+}
+/* --append's undo: the files a run added to a data set are removed again when it fails before
+   it has written them all (outputs_complete), so that a failed append leaves the set as it
+   was.  (Only its own new files: with --append nothing was replaced.) */
+static char **tool_added;
+static int tool_n_added, tool_cap_added, tool_added_done;
+static void added_undo(void) {
+    int i;
+    for (i = 0; i < tool_n_added; i++) { if (!tool_added_done) remove(tool_added[i]); free(tool_added[i]); }
+    free(tool_added);
+    tool_added = NULL; tool_n_added = 0;
+}
+TOOL_UNUSED static void output_added(const char *path) {   /* (callers in threads hold a critical section) */
+    if (!tool_write_append) return;
+    if (!tool_cap_added) atexit(added_undo);
+    if (tool_n_added == tool_cap_added) {
+        tool_cap_added = tool_cap_added ? 2 * tool_cap_added : 64;
+        if (!(tool_added = (char **)realloc(tool_added, sizeof *tool_added * tool_cap_added))) die("out of memory");
+    }
+    if (!(tool_added[tool_n_added] = strdup(path))) die("out of memory");
+    tool_n_added++;
+}
+TOOL_UNUSED static void outputs_complete(void) { tool_added_done = 1; }
+static int is_sample_file(const char *n);
+/* The sample shape of a data set already in dir, for --append to match: a CosmoFlow set's cube
+   side and channels (*.tfrecord, *_data.npy), or a DeepCAM set's (data-*.npy) H, W and channels.
+   0 when dir holds no sample of that kind. */
+TOOL_UNUSED static int set_sample_shape(const char *dir, int climate, int shape[3]) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[4200];
+    int found = 0;
+    if (!d) return 0;
+    while (!found && (e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        int is_climate = l > 9 && !strncmp(e->d_name, "data-", 5) && !strcmp(e->d_name + l - 4, ".npy");
+        if (!is_sample_file(e->d_name) || is_climate != climate) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (climate) {
+            cf_array a;
+            if (cf_npy_read(path, &a) || a.ndim != 3) die("%s: a sample of the set --append adds to cannot be read: %s", path, cf_failure_reason());
+            shape[0] = (int)a.shape[0]; shape[1] = (int)a.shape[1]; shape[2] = (int)a.shape[2];
+            cf_array_free(&a);
+        } else {
+            cf_cosmo_sample smp;
+            if (cf_cosmo_read(path, &smp)) die("%s: a sample of the set --append adds to cannot be read: %s", path, cf_failure_reason());
+            shape[0] = smp.s; shape[1] = smp.c; shape[2] = 0;
+            cf_cosmo_free(&smp);
+        }
+        found = 1;
+    }
+    closedir(d);
+    return found;
 }
 /* an input a library outside ours will open (libhdf5): a regular file, checked without
    waiting on a FIFO */
