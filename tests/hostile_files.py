@@ -4,7 +4,7 @@ CRCs, valid HDF5) and wrong in one way, from the formats docs/formats.md describ
 
   hostile_files.py ckpt IN.cfck OUT.cfck FIELD=VALUE   a format-3 checkpoint with one field
         changed and its CRC32C recomputed: opt0=nan (the first optimizer value), best=nan,
-        best=-inf, epoch=N, step=N
+        best=-inf, epoch=N, step=N, meta=OLD>NEW (in the training record, NEW as long as OLD)
   hostile_files.py tfrecord OUT.tfrecord S LABEL        a CosmoFlow record of an SxSxSx4
         volume of ones whose first label is LABEL (e.g. nan)
   hostile_files.py universe OUT.hdf5 KIND               a raw 8^3 x 4 universe: KIND nan-label
@@ -24,8 +24,13 @@ def ckpt(src, dst, edit):
     best = o; o += 8
     (meta_len,) = struct.unpack_from("<I", b, o); o += 4 + meta_len
     opt = o + 4 * (n_params + n_stats)
-    key, value = edit.split("=")
-    if key == "opt0": struct.pack_into("<f", b, opt, float(value))
+    key, value = edit.split("=", 1)
+    if key == "meta":
+        old, new = value.split(">")
+        at = b.find(old.encode(), best + 12)
+        assert len(old) == len(new) and 0 <= at < best + 12 + meta_len
+        b[at:at + len(old)] = new.encode()
+    elif key == "opt0": struct.pack_into("<f", b, opt, float(value))
     elif key == "best": struct.pack_into("<d", b, best, float(value))
     elif key == "step": struct.pack_into("<Q", b, head + 8, int(value))
     elif key == "epoch": struct.pack_into("<Q", b, head + 16, int(value))

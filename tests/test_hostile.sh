@@ -4,7 +4,10 @@
 # cfg limits, loose readers and broken MPI jobs; then (the third round) outputs that are
 # devices, FIFOs or links, resume that keeps its settings, one writer per checkpoint, data
 # sets never mixed, converters that check what they write, checkpoints whose contents are
-# impossible, cfg numbers, memory and thread limits, long paths.  Every case asserts the exit code (non-zero,
+# impossible, cfg numbers, memory and thread limits, long paths; then (the fourth round) locks
+# that are links or other files, schedules at late steps, closed standard streams, appends
+# that check first, MPMD jobs with other settings, SIGHUP, records named as the checkpoint's.
+# Every case asserts the exit code (non-zero,
 # and not a timeout), the words of the message, and that every file given as input is
 # byte-identical and where it was afterwards.  CF_BIN=DIR runs the cases against other
 # binaries (docs/reliability.md counts how many the previous release failed).
@@ -216,7 +219,7 @@ mkdir -p "$I/empty"
 refused "an empty data directory" "empty" $EV --weights "$I/c.cfck" --data "$I/empty"
 if [ -n "$MPIRUN" ]; then
     mkdir -p "$I/tr3" && cp "$(ls "$I"/tr/*.tfrecord | head -1)" "$(ls "$I"/tr/*.tfrecord | sed -n 2p)" "$(ls "$I"/tr/*.tfrecord | sed -n 3p)" "$I/tr3/"
-    refused "ranks given different file counts (MPMD)" "cf-train: .*files" $MPIRUN -np 1 $TR --model "$I/m.cfg" --out "$O/a.cfck" : \
+    refused "ranks given different file counts (MPMD)" "cf-train: .*--train .* here; rank 0 has --train" $MPIRUN -np 1 $TR --model "$I/m.cfg" --out "$O/a.cfck" : \
         -np 1 $B/cf-train --train "$I/tr3" --val "$I/va" --batch 2 --epochs 1 --no-progress --model "$I/m.cfg" --out "$O/a.cfck"
     grep -q "Message truncated" "$T/stderr" && bad "[7] MPMD: MPI's own message instead of the tool's" || ok
     # a rank killed in the middle of training: the job ends, the survivor says so in a tool line
@@ -236,6 +239,7 @@ if [ -n "$MPIRUN" ]; then
 else echo "skipped: MPI job cases (no launcher for this build's MPI)"; fi
 
 . tests/test_hostile_3.sh
-for f in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do eval "echo \"family $f: \${n$f:-0} cases\""; done
+. tests/test_hostile_4.sh
+for f in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23; do eval "echo \"family $f: \${n$f:-0} cases\""; done
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

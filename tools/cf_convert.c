@@ -70,9 +70,12 @@ static void out_path(char *path, size_t n, const char *dir, const char *fmt, con
 static void append_matches(const options *o, int climate, const int shape[3], const char *first) {
     int have[3];
     if (!o->append || !set_sample_shape(o->out, climate, have)) return;
-    if (have[0] != shape[0] || have[1] != shape[1] || (climate && have[2] != shape[2]))
-        die("--append %s: its samples are %dx%d%s%.0d, %s is %dx%d%s%.0d: one set holds samples of one shape (nothing written)", o->out,
-            have[0], have[1], climate ? "x" : "", climate ? have[2] : 0, first, shape[0], shape[1], climate ? "x" : "", climate ? shape[2] : 0);
+    if (climate && (have[0] != shape[0] || have[1] != shape[1] || have[2] != shape[2]))
+        die("--append %s: its samples are %dx%dx%d (H, W, C), %s is %dx%dx%d: one set holds samples of one shape (nothing written)", o->out,
+            have[0], have[1], have[2], first, shape[0], shape[1], shape[2]);
+    if (!climate && (have[0] != shape[0] || have[1] != shape[1]))
+        die("--append %s: its samples are %d^3 x %d, %s is %d^3 x %d: one set holds samples of one shape (nothing written)", o->out,
+            have[0], have[1], first, shape[0], shape[1]);
 }
 
 static void weights_export(const options *o) {

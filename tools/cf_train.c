@@ -294,8 +294,10 @@ static void agree_across_ranks(const options *o) {
     char rec[8192], text[16384], *at = text, *end = text + sizeof text;
     const char *p;
     unsigned crc = 0;
-    FILE *f = o->model ? fopen(o->model, "rb") : NULL;
-    if (f) { char b[4096]; size_t k; while ((k = fread(b, 1, sizeof b, f)) > 0) crc = cf_crc32c(crc, b, k); fclose(f); }
+    struct stat st;
+    int fd = o->model ? open(o->model, O_RDONLY | O_NONBLOCK) : -1;   /* (a FIFO is refused later, by name, not waited on here) */
+    if (fd >= 0 && !fstat(fd, &st) && S_ISREG(st.st_mode)) { char b[4096]; ssize_t k; while ((k = read(fd, b, sizeof b)) > 0) crc = cf_crc32c(crc, b, (size_t)k); }
+    if (fd >= 0) close(fd);
     settings_record(flags, n_flags, settings, N_SETTINGS, rec, sizeof rec);
     for (p = rec; *p && at < end - 1; p += strcspn(p, "\n") + (p[strcspn(p, "\n")] != 0)) {   /* key=value -> --key value */
         size_t kl = strcspn(p, "="), ll = strcspn(p, "\n"), i;
