@@ -3067,7 +3067,7 @@ static int cf__outputs_valid(const cf_net *net) {
 }
 CFDEF const float *cf_net_forward_from(cf_net *net, int first) {
     int i;
-    CF__REQUIRE(cf__net_ok(net) && net->priv->x && net->priv->arena && first >= 0 && first < net->n_layers && (first == 0 || (net->priv->plan.flags & 1)),
+    CF__REQUIRE(cf__net_ok(net) && net->priv->x && net->priv->arena && first >= 0 && first <= net->n_layers && (first == 0 || (net->priv->plan.flags & 1)),
                 NULL, "cf_net_forward_from: needs a network that has run a forward with every output kept (cf_net_keep_outputs), and a layer of it");
     net->priv->acts_clobbered = 0;
     for (i = first; i < net->n_layers; i++) {
@@ -5502,6 +5502,7 @@ static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, 
 }
 /* the address of element i of a tensor stored in fp32 or (half) in 16 bits (section 6, halves) */
 CF__INLINE float *cf__elt(const float *base, int half, size_t i) { return (float *)(void *)((char *)base + i * (half ? 2 : 4)); }
+#ifndef CF_REFERENCE
 /* cf__bias_act with each row then rounded to bf16 while in cache (rnd: a bf16 network's output) */
 static void cf__bias_act_p(float *y, const float *b, int rows, size_t n, size_t stride, int act, float slope, int rnd) {
     int r;
@@ -5512,6 +5513,7 @@ static void cf__bias_act_p(float *y, const float *b, int rows, size_t n, size_t 
         if (rnd) cf__round_run(yr, n);
     }
 }
+#endif
 /* cf__sum8 of n values stored in 16 bits, in the same order */
 static double cf__sum8_half(const cf_bf16 *h, size_t n) {
     double s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, t = 0.0;
