@@ -13,7 +13,7 @@
 static const char *par_names[4] = {"Omega_m", "sigma_8", "n_s", "H_0"};
 
 typedef struct {
-    const char *model, *weights, *data, *pred, *png, *baseline, *spectrum, *stats, *spectrum_features, *spectrum_bins, *spectrum_dump;
+    const char *model, *weights, *data, *pred, *png, *baseline, *spectrum, *stats, *spectrum_features, *spectrum_bins, *spectrum_dump, *spectrum_select;
     int batch, has_shape, apply_log, png_count, spectrum_epochs, spectrum_moments, precision;
     cf_shape shape;
 } options;
@@ -34,7 +34,9 @@ static void flag_table(options *o) {
         {"--spectrum", "DIR", FLAG_STR, &o->spectrum, 0, 0, "also the MAE of the power-spectrum estimator fitted on DIR (the training set): the information bound of the data (docs/science.md)", NULL, NULL},
         {"--spectrum-epochs", "E", FLAG_INT, &o->spectrum_epochs, 1, 100000, "epochs of the estimator's fit (12: the demo network's budget)", NULL, NULL},
         {"--spectrum-features", "F", FLAG_STR, &o->spectrum_features, 0, 0, "cross: the auto-spectra of every channel and the cross-correlation of every pair; auto: the auto-spectra alone", NULL, NULL},
-        {"--spectrum-bins", "K", FLAG_STR, &o->spectrum_bins, 0, 0, "linear: unit shells of |k| (27 at 32^3); octave: [1,2), [2,4), .. (5 at 32^3)", NULL, NULL},
+        {"--spectrum-bins", "K", FLAG_STR, &o->spectrum_bins, 0, 0, "linear: unit shells of |k| (27 at 32^3); octave: [1,2), [2,4), .. (5 at 32^3); half: half shells (54)", NULL, NULL},
+        {"--spectrum-select", "DIR", FLAG_STR, &o->spectrum_select, 0, 0, "with --spectrum: choose the estimator's bins, features and fit on DIR (held-out training samples), "
+         "then fit the chosen one on both and report every candidate (docs/science.md)", NULL, NULL},
         {"--spectrum-moments", NULL, FLAG_SET, &o->spectrum_moments, 1, 0, "also each channel's one-point moments (log variance, skewness, excess kurtosis of the log counts)", NULL, NULL},
         {"--spectrum-dump", "F.npy", FLAG_STR, &o->spectrum_dump, 0, 0, "write the estimator's features of the --data samples: float32 (N, features), in sorted file order", NULL, NULL},
         {"--transform", "T", FLAG_CALL, &o->apply_log, 0, 0, "CosmoFlow input: log, mean or log-ratio (default: what the checkpoint was trained with, else log)", parse_transform, NULL},
@@ -197,7 +199,8 @@ static void spectrum_baseline(const options *o, char **files, int n, const cf_ne
     float *Yt, *Yv, *Ft, *Fv;
     double mae[16], total = 0;
     if (ny > 16) die("--spectrum: %d outputs; at most 16", ny);
-    kind.cross = !strcmp(o->spectrum_features, "cross"); kind.octaves = !strcmp(o->spectrum_bins, "octave"); kind.moments = o->spectrum_moments;
+    kind.cross = !strcmp(o->spectrum_features, "cross"); kind.moments = o->spectrum_moments;
+    kind.octaves = !strcmp(o->spectrum_bins, "octave") ? SPEC_OCTAVE : !strcmp(o->spectrum_bins, "half") ? SPEC_HALF : SPEC_LINEAR;
     nf = spec_n_features(S, C, &kind);
     printf("spectrum_features %s, %s bins: %d bands x %d%s = %d features\n", o->spectrum_features, o->spectrum_bins,
            spec_bands(S, kind.octaves), spec_per_band(C, &kind), kind.moments ? " + moments" : "", nf);
@@ -214,6 +217,60 @@ static void spectrum_baseline(const options *o, char **files, int n, const cf_ne
     printf("spectrum_mae %.6f\n", total / ny);
     free_samples(tf, nt);
     free(Ft); free(Fv); free(Yt); free(Yv);
+}
+/* The estimator chosen on held-out training samples (--spectrum-select DIR): for each binning
+   (octaves, unit shells, half shells) and features (auto; auto and cross; the same with the
+   one-point moments, reported apart: beyond two-point), each fitting of spec_fittings is fitted
+   on --spectrum's samples and scored on DIR's; the best fitting of each is then fitted on both
+   and scored on the data.  The chosen estimator is the two-point one (no moments) with the best
+   held-out score, and its scores are the spectrum_mae lines, as a single fit's. */
+typedef struct { double held, val[17]; int fit; } spec_result;
+static void spectrum_select(const options *o, char **files, int n, const cf_net *net) {
+    static const char *bin_names[3] = {"linear", "octave", "half"}, *feat_names[3] = {"auto", "cross", "cross-moments"};
+    int S = net->input.d, C = net->input.c, ny = net->n_outputs, nt, nh, b, f, k, p, best = -1;
+    char **tf = list_samples(o->spectrum, &nt), **hf = list_samples(o->spectrum_select, &nh);
+    spec_result r[9];
+    if (ny > 16) die("--spectrum: %d outputs; at most 16", ny);
+    printf("spectrum_select: fitted on %d samples of %s, chosen on %d of %s, scored on %d\n", nt, o->spectrum, nh, o->spectrum_select, n);
+    for (b = 0; b < 3; b++) {
+        spec_kind full = {0, 1, 1};
+        float *Yt, *Yh, *Yv, *Ft, *Fh, *Fv, *Ya;
+        full.octaves = b;
+        Ft = spec_load(tf, nt, S, C, ny, &full, &Yt); Fh = spec_load(hf, nh, S, C, ny, &full, &Yh); Fv = spec_load(files, n, S, C, ny, &full, &Yv);
+        Ya = spec_concat(Yt, nt, Yh, nh, ny);
+        for (f = 0; f < 3; f++) {
+            spec_kind sub;
+            spec_result *q = &r[b * 3 + f];
+            int nf;
+            float *ft, *fh, *fv, *fa;
+            double mae[16];
+            sub.octaves = b; sub.cross = f > 0; sub.moments = f == 2;
+            ft = spec_columns(Ft, nt, S, C, &sub, &nf); fh = spec_columns(Fh, nh, S, C, &sub, &nf); fv = spec_columns(Fv, n, S, C, &sub, &nf);
+            q->held = 1e30; q->fit = 0;
+            for (k = 0; k < SPEC_N_FITTINGS; k++) {   /* each fitting, scored on the held-out samples */
+                double m = 0;
+                spec_fit_as(ft, Yt, nt, fh, Yh, nh, nf, ny, &spec_fittings[k], mae);
+                for (p = 0; p < ny; p++) m += mae[p] / ny;
+                printf("spectrum_heldout %s %s %s %.6f\n", bin_names[b], feat_names[f], spec_fittings[k].name, m);
+                if (m < q->held) { q->held = m; q->fit = k; }
+            }
+            fa = spec_concat(ft, nt, fh, nh, nf);   /* the best one on all the training samples, scored on the data */
+            spec_fit_as(fa, Ya, nt + nh, fv, Yv, n, nf, ny, &spec_fittings[q->fit], mae);
+            q->val[16] = 0;
+            for (p = 0; p < ny; p++) { q->val[p] = mae[p]; q->val[16] += mae[p] / ny; }
+            printf("spectrum_estimator %s-%s %s held_out %.6f", feat_names[f], bin_names[b], spec_fittings[q->fit].name, q->held);
+            for (p = 0; p < ny; p++) printf(" %s %.6f", p < 4 ? par_names[p] : "output", q->val[p]);
+            printf(" mae %.6f\n", q->val[16]);
+            if (f < 2 && (best < 0 || q->held < r[best].held)) best = b * 3 + f;
+            free(ft); free(fh); free(fv); free(fa);
+        }
+        free(Ft); free(Fh); free(Fv); free(Yt); free(Yh); free(Yv); free(Ya);
+    }
+    printf("spectrum_chosen %s-%s %s (held-out MAE %.6f; two-point statistics only)\n", feat_names[best % 3], bin_names[best / 3],
+           spec_fittings[r[best].fit].name, r[best].held);
+    for (p = 0; p < ny; p++) printf("spectrum_mae_%s %.6f\n", p < 4 ? par_names[p] : "output", r[best].val[p]);
+    printf("spectrum_mae %.6f\n", r[best].val[16]);
+    free_samples(tf, nt); free_samples(hf, nh);
 }
 static void eval_regression(cf_net *net, char **files, int n, const options *o) {
     int ny = net->n_outputs, i, k, p, nb;
@@ -244,7 +301,8 @@ static void eval_regression(cf_net *net, char **files, int n, const options *o) 
         for (i = 0; i < n; i++) for (p = 0; p < ny && p < 16; p++) bmae += fabs(truth[i * ny + p] - mean[p]);
         printf("baseline_mae %.6f\n", bmae / ((double)n * ny));
     }
-    if (o->spectrum) spectrum_baseline(o, files, n, net);
+    if (o->spectrum && o->spectrum_select) spectrum_select(o, files, n, net);
+    else if (o->spectrum) spectrum_baseline(o, files, n, net);
     if (o->pred) {
         cf_array a;
         memset(&a, 0, sizeof a);
@@ -287,9 +345,10 @@ int main(int argc, char **argv) {
     if (!o.weights || !o.data) die("needs --weights and --data (see --help)");
     is_dir = !stat(o.weights, &st) && S_ISDIR(st.st_mode);
     if (is_dir && !o.model) die("--weights %s: a weights directory does not hold its model: give --model", o.weights);
-    input_path(o.model); input_path(o.weights); input_path(o.data); input_path(o.stats); input_path(o.baseline); input_path(o.spectrum);
+    input_path(o.model); input_path(o.weights); input_path(o.data); input_path(o.stats); input_path(o.baseline); input_path(o.spectrum); input_path(o.spectrum_select);
     if (strcmp(o.spectrum_features, "cross") && strcmp(o.spectrum_features, "auto")) die("--spectrum-features %s: cross or auto", o.spectrum_features);
-    if (strcmp(o.spectrum_bins, "linear") && strcmp(o.spectrum_bins, "octave")) die("--spectrum-bins %s: linear or octave", o.spectrum_bins);
+    if (strcmp(o.spectrum_bins, "linear") && strcmp(o.spectrum_bins, "octave") && strcmp(o.spectrum_bins, "half")) die("--spectrum-bins %s: linear, octave or half", o.spectrum_bins);
+    if (o.spectrum_select && !o.spectrum) die("--spectrum-select %s: needs --spectrum (the samples the estimator is fitted on)", o.spectrum_select);
     output_file("--pred", o.pred);
     output_file("--spectrum-dump", o.spectrum_dump);
     output_dir("--png", o.png);

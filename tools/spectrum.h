@@ -1,11 +1,14 @@
 /* The two-point estimator behind cf-eval --spectrum TRAIN: how well the labels can be read
    from a volume's two-point statistics alone, seen as a CNN sees the volume (not as a periodic
-   box).  The network's MAE is put beside it (docs/science.md).
+   box).  The network's MAE is put beside it (docs/science.md).  With a held-out part of the
+   training set (cf-eval --spectrum-select), the estimator's binning, features and fit are
+   chosen on it, so that the network is compared with the strongest of them (spec_select).
 
    Features, per sample: for each channel, the log counts log(1 + x) with their mean removed,
    times a 3-D Hann window, Fourier transformed (F_c).  Then, band by band of |k| (in
    fundamental frequencies; unit shells [1,2), [2,3), .., [B,B+1) with B = floor(S/2 sqrt 3),
-   27 at S = 32, or with octaves [1,2), [2,4), .., [S/2,S)):
+   27 at S = 32, or with octaves [1,2), [2,4), .., [S/2,S), or half shells [1,1.5), [1.5,2), ..,
+   54 at S = 32):
      - each channel's log power, log(mean |F_c|^2 + 1e-3)                  (the auto-spectra)
      - with cross, each channel pair's (c < d) correlation coefficient
        r_cd = Re sum F_c F_d* / sqrt(sum |F_c|^2 sum |F_d|^2)             (the cross-spectra)
@@ -19,20 +22,24 @@
    Estimator: a small network fitted on the training set's features, z-scored with their mean
    and deviation: dense 64 (LeakyReLU 0.3), dense to the labels, tanh x 1.2 (the CosmoFlow
    head); MSE, SGD with momentum 0.9, lr 0.01, batch 8, 12 epochs (the demo's budget; cf-eval
-   --spectrum-epochs for a longer fit), seed 0.
+   --spectrum-epochs for a longer fit), seed 0.  The other fits spec_select tries: 200 epochs
+   of the same; AdamW (lr 1e-3, betas 0.9, 0.999) for 300 epochs with weight decay 1e-4 at
+   width 64 and 1e-3 at width 256.
    It is bench/ps_regressor.py --log --taper --budget [--octaves] [--cross] [--moments], here in
    C with this library; the two compute the same features (tests/test_tools.sh). */
 #ifndef CF_TOOLS_SPECTRUM_H
 #define CF_TOOLS_SPECTRUM_H
 #include "fft.h"
 
-typedef struct { int octaves, cross, moments; } spec_kind;   /* what the estimator reads */
+enum { SPEC_LINEAR, SPEC_OCTAVE, SPEC_HALF };   /* the bins: unit shells, octaves, half shells */
+typedef struct { int octaves, cross, moments; } spec_kind;   /* what the estimator reads (octaves: SPEC_*) */
 
-/* the number of bands at S voxels a side: octaves up to |k| < S (|k| reaches S/2 sqrt 3), or
-   unit shells up to floor(S/2 sqrt 3) */
+/* the number of bands at S voxels a side: octaves up to |k| < S (|k| reaches S/2 sqrt 3), unit
+   shells up to floor(S/2 sqrt 3), half shells to the same |k| */
 static int spec_bands(int S, int octaves) {
     int b = 0;
-    if (!octaves) return (int)floor(S / 2.0 * sqrt(3.0));
+    if (octaves == SPEC_HALF) return (int)floor((S / 2.0 * sqrt(3.0) - 1) * 2) + 1;
+    if (octaves != SPEC_OCTAVE) return (int)floor(S / 2.0 * sqrt(3.0));
     while ((1 << b) < S) b++;
     return b;
 }
@@ -43,7 +50,7 @@ static int spec_n_features(int S, int C, const spec_kind *k) { return spec_bands
 static int spec_band(double kk, int nb, int octaves) {
     int b;
     if (kk < 1) return -1;
-    b = octaves ? (int)floor(log2(kk)) : (int)floor(kk) - 1;
+    b = octaves == SPEC_OCTAVE ? (int)floor(log2(kk)) : octaves == SPEC_HALF ? (int)floor((kk - 1) * 2) : (int)floor(kk) - 1;
     return b < nb ? b : -1;
 }
 
@@ -129,22 +136,33 @@ static float *spec_load(char **files, int n, int S, int C, int ny, const spec_ki
     return F;
 }
 
-/* fits the estimator on (Ft, Yt) and returns its absolute errors on (Fv, Yv), per label */
-static void spec_fit(const float *Ft, const float *Yt, int nt, const float *Fv, const float *Yv, int nv, int nf, int ny, int epochs, double *mae) {
+/* how the estimator is fitted: SGD (momentum 0.9) or AdamW, its epochs, hidden width, lr, decay */
+typedef struct { const char *name; int adam, epochs, width; float lr, wd; } spec_fitting;
+static const spec_fitting spec_fittings[] = {
+    {"sgd-12", 0, 12, 64, 0.01f, 0.0f},   /* the network's budget: the default of cf-eval --spectrum */
+    {"sgd-200", 0, 200, 64, 0.01f, 0.0f},
+    {"adamw-300", 1, 300, 64, 1e-3f, 1e-4f},
+    {"adamw-300-wide", 1, 300, 256, 1e-3f, 1e-3f},
+};
+#define SPEC_N_FITTINGS ((int)(sizeof spec_fittings / sizeof spec_fittings[0]))
+/* fits the estimator on (Ft, Yt) as fit says and returns its absolute errors on (Fv, Yv), per label */
+static void spec_fit_as(const float *Ft, const float *Yt, int nt, const float *Fv, const float *Yv, int nv, int nf, int ny,
+                        const spec_fitting *fit, double *mae) {
     char cfg[256];
     cf_net net;
     double *mu = (double *)calloc((size_t)nf, sizeof(double)), *sd = (double *)calloc((size_t)nf, sizeof(double));
     float *xb = (float *)malloc(sizeof(float) * 8 * nf), yb[8 * 16], *dout = (float *)malloc(sizeof(float) * 8 * ny);
     int *perm = (int *)malloc(sizeof(int) * nt), e, i, j, q, B = 8;
+    uint64_t t;
     if (!mu || !sd || !xb || !perm || !dout || ny > 16) die("--spectrum: out of memory or too many labels");
     for (i = 0; i < nt; i++) for (q = 0; q < nf; q++) mu[q] += Ft[(size_t)i * nf + q] / nt;
     for (i = 0; i < nt; i++) for (q = 0; q < nf; q++) sd[q] += pow(Ft[(size_t)i * nf + q] - mu[q], 2) / nt;
     for (q = 0; q < nf; q++) sd[q] = sqrt(sd[q]) + 1e-6;
-    snprintf(cfg, sizeof cfg, "[net]\ninput=%dx1x1\nloss=mse\n[dense]\noutputs=64\nactivation=leaky\nslope=0.3\n"
-             "[dense]\noutputs=%d\nactivation=tanh\n[scale]\nfactor=1.2\n", nf, ny);
+    snprintf(cfg, sizeof cfg, "[net]\ninput=%dx1x1\nloss=mse\n[dense]\noutputs=%d\nactivation=leaky\nslope=0.3\n"
+             "[dense]\noutputs=%d\nactivation=tanh\n[scale]\nfactor=1.2\n", nf, fit->width, ny);
     TRY(cf_net_parse(&net, cfg, "the spectrum estimator", NULL));
     cf_net_init(&net, 0);
-    for (e = 0; e < epochs; e++) {
+    for (e = 0, t = 0; e < fit->epochs; e++) {
         if (cf_epoch_shard(perm, nt, 0, e, 0, 1, 1, 0) < 0) die("%s", cf_failure_reason());   /* the training tool's shuffle */
         for (i = 0; i + B <= nt; i += B) {   /* whole batches */
             for (j = 0; j < B; j++) {
@@ -155,7 +173,8 @@ static void spec_fit(const float *Ft, const float *Yt, int nt, const float *Fv, 
             cf_net_zero_grad(&net);
             cf_net_loss(&net, yb, dout);
             cf_net_backward(&net, dout);
-            cf_sgd_step(&net, 0.01f, 0.9f, 0.0f);
+            if (fit->adam) cf_adam_step(&net, fit->lr, 0.9f, 0.999f, 1e-8f, fit->wd, 1, ++t);
+            else cf_sgd_step(&net, fit->lr, 0.9f, 0.0f);
         }
     }
     for (q = 0; q < ny; q++) mae[q] = 0;
@@ -167,5 +186,39 @@ static void spec_fit(const float *Ft, const float *Yt, int nt, const float *Fv, 
     }
     cf_net_free(&net);
     free(mu); free(sd); free(xb); free(perm); free(dout);
+}
+/* the default fit (SGD for epochs, width 64) */
+static void spec_fit(const float *Ft, const float *Yt, int nt, const float *Fv, const float *Yv, int nv, int nf, int ny, int epochs, double *mae) {
+    spec_fitting fit = spec_fittings[0];
+    fit.epochs = epochs;
+    spec_fit_as(Ft, Yt, nt, Fv, Yv, nv, nf, ny, &fit, mae);
+}
+
+/* the columns of the features kind sub reads, out of F (n rows of the full kind's: cross and
+   moments); returns a new array of n rows of *nf_out */
+static float *spec_columns(const float *F, int n, int S, int C, const spec_kind *sub, int *nf_out) {
+    spec_kind full;
+    int nb, per_full, per, nf_full, nf, i, b, c;
+    float *out;
+    full.octaves = sub->octaves; full.cross = 1; full.moments = 1;
+    nb = spec_bands(S, sub->octaves); per_full = spec_per_band(C, &full); per = spec_per_band(C, sub);
+    nf_full = spec_n_features(S, C, &full); nf = spec_n_features(S, C, sub);
+    if (!(out = (float *)malloc(sizeof(float) * (size_t)n * nf))) die("out of memory for %d spectra", n);
+    for (i = 0; i < n; i++) {
+        const float *f = F + (size_t)i * nf_full;
+        float *o = out + (size_t)i * nf;
+        for (b = 0; b < nb; b++) for (c = 0; c < per; c++) o[b * per + c] = f[b * per_full + c];   /* a band's powers, then its pairs */
+        if (sub->moments) for (c = 0; c < 3 * C; c++) o[nb * per + c] = f[nb * per_full + c];
+    }
+    *nf_out = nf;
+    return out;
+}
+/* rows a (na) then b (nb) of nf columns, in one new array */
+static float *spec_concat(const float *a, int na, const float *b, int nb, int nf) {
+    float *o = (float *)malloc(sizeof(float) * ((size_t)na + nb) * nf);
+    if (!o) die("out of memory");
+    memcpy(o, a, sizeof(float) * (size_t)na * nf);
+    memcpy(o + (size_t)na * nf, b, sizeof(float) * (size_t)nb * nf);
+    return o;
 }
 #endif
