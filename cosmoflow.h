@@ -610,6 +610,26 @@ CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag);
    how many seconds, or NULL: for a watchdog thread, which may call it at any time (MPI is
    not called).  One process: always NULL. */
 CFDEF const char *cf_dist_waiting(double *seconds);
+/* A sample split across ranks (spatial parallelism; docs/mpi.md, "A sample across ranks").
+   The P ranks form D = P / K groups of K consecutive ranks; a group trains on the same
+   samples, rank r of it (r = rank % K) holding slab r of each sample and of every output
+   before the network's first [flatten]: planes [r Dl / K, (r + 1) Dl / K) of a layer's depth
+   Dl (the first spatial axis).  A convolution exchanges with its neighbours the planes its
+   windows reach across a slab boundary (the halo) before its forward, and sends back their
+   part of the input's gradient after its backward; pools keep their windows inside a slab;
+   batch norm sums its statistics over the group; the [flatten] gathers the slabs, and the
+   layers after it run whole on every rank of the group.  The gradient is averaged over the D
+   groups.  periodic: the volume wraps around its depth (a periodic box) where otherwise its
+   faces are zero-padded.  Results are a one-rank run's, up to the order of sums.
+   Refused naming the first layer a split of K cannot keep whole (a pool's window, a halo
+   wider than a slab, a layer that needs the whole volume); cf_net_spatial_max: the largest K
+   <= limit that works.  K = 1 and periodic = 0: no split.  Under MPI K must divide the ranks;
+   in one process the layers take one slab's shapes (for planning: cf-check --summary
+   --spatial) and forward and backward need K = 1.  The network's input is then a slab:
+   (B, C, D / K, H, W), its first plane cf_net_spatial's d0. */
+CFDEF int cf_net_set_spatial(cf_net *net, int K, int periodic);
+CFDEF int cf_net_spatial_max(cf_net *net, int limit);
+CFDEF int cf_net_spatial(const cf_net *net, int *r, int *d0);   /* K; this rank's slab and its input's first plane (may be NULL) */
 
 /* ================================================================ F. operations (arguments may change)
    Every operation's plain reference (section 3) and its dispatcher (section 11): what a
@@ -1937,6 +1957,21 @@ typedef struct {
     size_t floats, cap;       /* arena floats this plan uses / allocated */
 } cf__arena_plan;
 #define CF__NET_MAGIC 0x4346744eu   /* "CFtN": a network cf_net_parse made (cf_net_free clears it) */
+/* a sample split across ranks (cf_net_set_spatial): K slabs of every output of the layers before
+   end (the gathering [flatten]), this rank holding slab r; the layers' whole shapes kept, and
+   the network's input slab; each convolution's halos, hb planes before its slab and ha after;
+   the buffers of the exchange: the extended input (and its gradient) of the largest
+   convolution, the packed halos and the gathered features */
+typedef struct {
+    int K, r, periodic, end, on;     /* on: K > 1 or periodic (the split's code runs) */
+    int comm;                        /* the group's communicator is made (an MPI run of several ranks) */
+    void *mpi_comm;                  /* its MPI_Comm (section 10) */
+    cf_shape input;                  /* the input slab (net->input stays the whole sample) */
+    cf_shape *gin, *gout;            /* every layer's whole input and output */
+    int *hb, *ha;                    /* per layer: a convolution's halo planes */
+    float *ext, *dext; size_t ext_n; /* (B, C, D/K + hb + ha, H, W) and its gradient */
+    float *pack; size_t pack_n;      /* halos in transit; the [flatten]'s gathered slabs */
+} cf__split_state;
 struct cf__net_private {
     uint32_t magic;
     cf__arena_plan plan;             /* where outputs and gradients live (section 6) */
@@ -1967,6 +2002,7 @@ struct cf__net_private {
     int head;                        /* bf16: the first layer of the fp32 dense head */
     int stored_bf16;                 /* bf16: the layer's forward (backward) stored its output
                                         (its sources' gradients) rounded: no second pass */
+    cf__split_state split;           /* a sample across ranks (section 5, "a sample across ranks") */
 };
 /* a network cf_net_parse made and cf_net_free has not freed: else CF_ERR naming the function */
 static int cf__net_ok(const cf_net *net) { return net && net->priv && net->priv->magic == CF__NET_MAGIC; }
@@ -2177,11 +2213,16 @@ static const char *cf__init_names[] = { "glorot_uniform", "kaiming_uniform", "ka
 static const char *cf__loss_names[] = { "mse", "l1", "softmax_ce" };
 
 /* the output shape of a layer, or the network input's for src < 0 */
-static cf_shape cf__src_shape(const cf_net *net, int src) { return src < 0 ? net->input : net->layers[src].out; }
+static cf_shape cf__src_shape(const cf_net *net, int src) {
+    return src >= 0 ? net->layers[src].out : net->priv && net->priv->split.on ? net->priv->split.input : net->input;
+}
 
-/* The limits of a layer: per sample at most CF__MAX_ELEMENTS values in its output and in its
-   weights (so every count fits an int), at most CF__MAX_EXTENT along an axis. */
+/* The limits of a layer: per sample at most CF__MAX_ELEMENTS values in its output on a rank
+   (a slab of it when a sample is split across ranks, at most CF__MAX_SLABS of them: checked
+   when the network is planned) and in its weights (so every count fits an int), at most
+   CF__MAX_EXTENT along an axis. */
 #define CF__MAX_ELEMENTS ((size_t)2000000000)
+#define CF__MAX_SLABS 4096
 #define CF__MAX_EXTENT (1 << 20)
 
 /* ---- what every layer type's functions get: the layer's section of the cfg and the net */
@@ -2241,6 +2282,116 @@ static int cf__filter_keys(cf__parser *p, cf_layer *l) {
     return CF_OK;
 }
 
+/* ---- a sample across ranks (cf_net_set_spatial; docs/mpi.md, "A sample across ranks").  Slab r
+   of a layer's output holds planes [r Dl/K, (r + 1) Dl/K) of its depth Dl.  A convolution of
+   stride s, kernel k, dilation dil and padding pb before its input writes its slab's outputs
+   [o0, o1) from the input planes [o0 s - pb, (o1 - 1) s - pb + dil (k - 1)]: with the slabs
+   aligned (the input's slab s times the output's: o0 s = d0), that is its own planes and hb =
+   pb planes of the previous slab, ha = dil (k - 1) - pb + 1 - s of the next (the halo).  The
+   forward runs the convolution on the extended input, ext = [previous's last hb | own | next's
+   first ha] (zeros beyond the volume's faces, or the other face's planes when periodic), with
+   no padding along the depth; its backward-data gives the gradient of ext, whose halo parts
+   belong to the neighbours' planes: sent back and added there (docs/math.md, "Halos"). */
+
+/* planes [p0, p0 + np) of every (sample, channel) of x (BC of them, Dl planes of HW values)
+   to and from buf (BC, np, HW) */
+static void cf__planes_pack(float *buf, const float *x, int BC, int Dl, size_t HW, int p0, int np) {
+    int q;
+    for (q = 0; q < BC; q++) memcpy(buf + (size_t)q * np * HW, x + ((size_t)q * Dl + p0) * HW, sizeof(float) * np * HW);
+}
+static void cf__planes_add(float *x, const float *buf, int BC, int Dl, size_t HW, int p0, int np) {
+    int q;
+    size_t k;
+    for (q = 0; q < BC; q++) {
+        float *d = x + ((size_t)q * Dl + p0) * HW;
+        const float *s = buf + (size_t)q * np * HW;
+        for (k = 0; k < (size_t)np * HW; k++) d[k] += s[k];
+    }
+}
+/* the exchanges of section 10: with the group's previous and next ranks (periodic: around) */
+static void cf__halo_swap(cf_net *net, const float *to_next, float *from_prev, size_t n1, const float *to_prev, float *from_next, size_t n2);
+static void cf__split_allgather(cf_net *net, const float *mine, float *all, size_t n);
+static int cf__split_comm_make(cf_net *net);
+static void cf__split_comm_free(cf_net *net);
+static void cf__split_sum(double *buf, int n, void *ctx);
+
+/* the extended input of conv i: priv->split.ext (B, C, hb + Dl + ha, H, W) from its slab x */
+static void cf__split_extend(cf_net *net, int i, const float *x) {
+    cf__split_state *sp = &net->priv->split;
+    const cf_layer *l = &net->layers[i];
+    int BC = net->batch * l->in.c, Dl = l->in.d, hb = sp->hb[i], ha = sp->ha[i], L = hb + Dl + ha, q;
+    size_t HW = (size_t)l->in.h * l->in.w;
+    float *to_next = sp->pack, *from_prev = to_next + (size_t)BC * hb * HW, *to_prev = from_prev + (size_t)BC * hb * HW,
+          *from_next = to_prev + (size_t)BC * ha * HW;
+    cf__planes_pack(to_next, x, BC, Dl, HW, Dl - hb, hb);   /* my last planes are the next slab's "before" */
+    cf__planes_pack(to_prev, x, BC, Dl, HW, 0, ha);         /* my first planes the previous slab's "after" */
+    cf__halo_swap(net, to_next, from_prev, (size_t)BC * hb * HW, to_prev, from_next, (size_t)BC * ha * HW);
+    for (q = 0; q < BC; q++) {
+        float *e = sp->ext + (size_t)q * L * HW;
+        memcpy(e, from_prev + (size_t)q * hb * HW, sizeof(float) * hb * HW);
+        memcpy(e + (size_t)hb * HW, x + (size_t)q * Dl * HW, sizeof(float) * Dl * HW);
+        memcpy(e + (size_t)(hb + Dl) * HW, from_next + (size_t)q * ha * HW, sizeof(float) * ha * HW);
+    }
+}
+/* the gradient of conv i's extended input (priv->split.dext) back to the slabs: its own part
+   into dx (stored when dx holds no values yet, section 6), its halo parts sent to the
+   neighbours, and theirs of my planes added */
+static void cf__split_reduce(cf_net *net, int i, float *dx, int store) {
+    cf__split_state *sp = &net->priv->split;
+    const cf_layer *l = &net->layers[i];
+    int BC = net->batch * l->in.c, Dl = l->in.d, hb = sp->hb[i], ha = sp->ha[i], L = hb + Dl + ha, q;
+    size_t HW = (size_t)l->in.h * l->in.w, k;
+    float *to_prev = sp->pack, *from_next = to_prev + (size_t)BC * hb * HW, *to_next = from_next + (size_t)BC * hb * HW,
+          *from_prev = to_next + (size_t)BC * ha * HW;
+    for (q = 0; q < BC; q++) {
+        const float *e = sp->dext + (size_t)q * L * HW;
+        float *d = dx + (size_t)q * Dl * HW;
+        if (store) for (k = 0; k < (size_t)Dl * HW; k++) d[k] = 0.0f + e[(size_t)hb * HW + k];
+        else for (k = 0; k < (size_t)Dl * HW; k++) d[k] += e[(size_t)hb * HW + k];
+    }
+    cf__planes_pack(to_prev, sp->dext, BC, L, HW, 0, hb);        /* the previous slab's last planes */
+    cf__planes_pack(to_next, sp->dext, BC, L, HW, hb + Dl, ha);  /* the next slab's first */
+    cf__halo_swap(net, to_next, from_prev, (size_t)BC * ha * HW, to_prev, from_next, (size_t)BC * hb * HW);
+    cf__planes_add(dx, from_prev, BC, Dl, HW, 0, ha);
+    cf__planes_add(dx, from_next, BC, Dl, HW, Dl - hb, hb);
+}
+/* conv i on its extended input: the convolution's own code on a taller input, no depth padding */
+static void cf__split_geometry(const cf_net *net, int i, cf_shape *in, cf_geom *g) {
+    const cf_layer *l = &net->layers[i];
+    *in = l->in; *g = l->g;
+    in->d += net->priv->split.hb[i] + net->priv->split.ha[i];
+    g->pb[0] = g->pa[0] = 0;
+}
+/* [flatten] at the split's end gathers the slabs: y (B, C, D, H, W) whole, from every rank's
+   (B, C, Dl, H, W); its backward takes this slab's planes of dy */
+static void cf__split_gather(cf_net *net, int i) {
+    cf__split_state *sp = &net->priv->split;
+    const cf_layer *l = &net->layers[i];
+    int B = net->batch, C = l->in.c, Dl = l->in.d, K = sp->K, b, c, q;
+    size_t HW = (size_t)l->in.h * l->in.w, slab = (size_t)C * Dl * HW;
+    float *y = cf__out(net, i);
+    cf__split_allgather(net, cf__in(net, l, 0), sp->pack, (size_t)B * slab);
+    for (q = 0; q < K; q++) for (b = 0; b < B; b++) for (c = 0; c < C; c++)
+        memcpy(y + (((size_t)b * C + c) * K * Dl + (size_t)q * Dl) * HW, sp->pack + ((size_t)q * B + b) * slab + (size_t)c * Dl * HW, sizeof(float) * Dl * HW);
+    net->priv->stored_bf16 = 1;   /* copies of bf16 values */
+}
+static void cf__split_scatter(cf_net *net, int i) {
+    cf__split_state *sp = &net->priv->split;
+    const cf_layer *l = &net->layers[i];
+    int B = net->batch, C = l->in.c, Dl = l->in.d, b, c, store = cf__stores_grad(net, l, 0);
+    size_t HW = (size_t)l->in.h * l->in.w, k;
+    const float *dy = cf__grad(net, i);
+    float *dx = cf__in_grad(net, l, 0);
+    if (!dx) return;
+    for (b = 0; b < B; b++) for (c = 0; c < C; c++) {
+        const float *s = dy + (((size_t)b * C + c) * sp->K * Dl + (size_t)sp->r * Dl) * HW;
+        float *d = dx + ((size_t)b * C + c) * Dl * HW;
+        if (store) for (k = 0; k < (size_t)Dl * HW; k++) d[k] = 0.0f + s[k];
+        else for (k = 0; k < (size_t)Dl * HW; k++) d[k] += s[k];
+    }
+    net->priv->stored_bf16 = 1;
+}
+
 /* ---- [conv]: y = act(conv(x, w) + b); a depthwise one (groups = C = OC) by its own loops */
 static int cf__conv_parse(cf__parser *p, cf_layer *l) {
     int rc;
@@ -2265,40 +2416,55 @@ static int cf__conv_layer_halves(const cf_net *net, int i) {
     return (pl[i].half ? CF__HALF_OUT : 0) | (s >= 0 && pl[s].half ? CF__HALF_IN : 0) | (s >= 0 && pl[s].grad_half ? CF__HALF_DIN : 0) |
            (s < 0 && net->priv->plan.input_raw ? CF__RAW_IN : 0);
 }
+/* whether layer i is the [flatten] that gathers a split network's slabs */
+static int cf__split_gathers(const cf_net *net, int i) { return net->priv->split.on && i == net->priv->split.end; }
+/* whether conv i runs on a slab (a split network's layer before its [flatten]) */
+static int cf__split_layer(const cf_net *net, int i) { return net->priv->split.on && i < net->priv->split.end; }
 static void cf__conv_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *y = cf__out(net, i);
-    if (!l->depthwise) {
-        cf__conv_forward_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, l->groups,
-                           net->priv->ws, net->priv->ws_floats, l->act, l->slope, cf__rounds(net, i), cf__conv_layer_halves(net, i));
-        net->priv->stored_bf16 = 1;   /* the dispatcher rounded it (when bf16) */
-        return;
+    const float *x = cf__in(net, l, 0);
+    cf_shape in = l->in;
+    cf_geom g = l->g;
+    if (cf__split_layer(net, i)) {   /* its slab with the neighbours' planes: the same convolution, taller, unpadded in depth */
+        cf__split_extend(net, i, x);
+        x = net->priv->split.ext;
+        cf__split_geometry(net, i, &in, &g);
     }
-    cf__dwconv_forward_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, l->act, l->slope, cf__rounds(net, i));
-    net->priv->stored_bf16 = 1;   /* (when bf16: rounded as it stored) */
+    if (!l->depthwise)
+        cf__conv_forward_p(y, x, cf__w(net, l), cf__b(net, l), net->batch, in, l->out, &g, l->groups, net->priv->ws, net->priv->ws_floats,
+                           l->act, l->slope, cf__rounds(net, i), cf__conv_layer_halves(net, i));
+    else cf__dwconv_forward_p(y, x, cf__w(net, l), cf__b(net, l), net->batch, in, l->out, &g, l->act, l->slope, cf__rounds(net, i));
+    net->priv->stored_bf16 = 1;   /* the dispatcher rounded it (when bf16) */
 }
 static void cf__conv_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
-    float *dy = cf__grad(net, i), *dx = cf__in_grad(net, l, 0);
+    float *dy = cf__grad(net, i), *dx = cf__in_grad(net, l, 0), *dx_to = dx;
     const float *x = cf__in(net, l, 0);
-    int B = net->batch, halves = cf__conv_layer_halves(net, i);
+    int B = net->batch, halves = cf__conv_layer_halves(net, i), store = cf__stores_grad(net, l, 0), split = cf__split_layer(net, i);
+    cf_shape in = l->in;
+    cf_geom g = l->g;
     if (net->priv->plan.l[i].fused_pool < 0) {
         cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
         cf__round_dz(net, i, dy);   /* dL/dz: an operand of both products */
     }
     /* (fused: the pool's backward has already written dL/dz, act's backward included, here) */
-    if (l->depthwise) {
-        cf__dwconv_backward_p(dx, cf__dw(net, l), cf__db(net, l), dy, x, cf__w(net, l), B, l->in, l->out, &l->g, cf__rounds(net, i),
-                              cf__stores_grad(net, l, 0));
-        net->priv->stored_bf16 = 1;   /* (dx rounded when bf16) */
-        return;
+    if (split) {   /* the extended input again, and its gradient first, returned to the slabs after */
+        cf__split_extend(net, i, x);
+        x = net->priv->split.ext;
+        cf__split_geometry(net, i, &in, &g);
+        if (dx) { dx_to = net->priv->split.dext; store = 1; }
     }
-    cf__conv_backward_weights_p(cf__dw(net, l), cf__db(net, l), dy, x, B, l->in, l->out, &l->g, l->groups, net->priv->ws, net->priv->ws_floats,
-                                cf__rounds(net, i), halves);
-    if (net->priv->layer_hook) net->priv->layer_hook(net, i, 4, net->priv->layer_ctx);   /* cf-bench times the two halves apart */
-    if (dx) cf__conv_backward_data_p(dx, dy, cf__w(net, l), B, l->in, l->out, &l->g, l->groups, net->priv->ws + net->priv->ws_floats,
-                                     net->priv->ws_floats, cf__rounds(net, i), halves, cf__stores_grad(net, l, 0));
-    net->priv->stored_bf16 = 1;   /* the dispatcher rounded dx (when bf16) */
+    if (l->depthwise) cf__dwconv_backward_p(dx_to, cf__dw(net, l), cf__db(net, l), dy, x, cf__w(net, l), B, in, l->out, &g, cf__rounds(net, i), store);
+    else {
+        cf__conv_backward_weights_p(cf__dw(net, l), cf__db(net, l), dy, x, B, in, l->out, &g, l->groups, net->priv->ws, net->priv->ws_floats,
+                                    cf__rounds(net, i), halves);
+        if (net->priv->layer_hook) net->priv->layer_hook(net, i, 4, net->priv->layer_ctx);   /* cf-bench times the two halves apart */
+        if (dx) cf__conv_backward_data_p(dx_to, dy, cf__w(net, l), B, in, l->out, &g, l->groups, net->priv->ws + net->priv->ws_floats,
+                                         net->priv->ws_floats, cf__rounds(net, i), halves, store);
+    }
+    if (split && dx) cf__split_reduce(net, i, dx, cf__stores_grad(net, l, 0));
+    net->priv->stored_bf16 = !split;   /* the dispatcher rounded dx (when bf16); split: rounded after the halos are added */
 }
 
 /* ---- [deconv]: a transposed convolution.  Output size as PyTorch's ConvTranspose:
@@ -2417,17 +2583,23 @@ static void cf__dense_backward_layer(cf_net *net, int i) {
 
 /* ---- elementwise layers.  Each backward adds its input's gradient: dx += (dy/dx) dy. */
 /* [flatten]: y = x as (C D H W, 1, 1, 1); dx += dy */
-static int cf__flatten_parse(cf__parser *p, cf_layer *l) {   /* the input is at most CF__MAX_ELEMENTS: an int */
-    (void)p; l->out.c = (int)cf_shape_size(l->in); l->out.d = l->out.h = l->out.w = 1; return CF_OK;
+static int cf__flatten_parse(cf__parser *p, cf_layer *l) {   /* (a split network's is whole on every rank: an int, too) */
+    if (cf_shape_size(l->in) > CF__MAX_ELEMENTS)
+        return cf_fail("%s:%d: [flatten] of %dx%dx%dx%d: more than %lld values a sample", p->name, p->s->line, l->in.c, l->in.d, l->in.h, l->in.w,
+                       (long long)CF__MAX_ELEMENTS);
+    l->out.c = (int)cf_shape_size(l->in); l->out.d = l->out.h = l->out.w = 1;
+    return CF_OK;
 }
 static void cf__copy_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
+    if (cf__split_gathers(net, i)) { cf__split_gather(net, i); return; }
     memcpy(cf__out(net, i), cf__in(net, l, 0), cf__n_out(net, l) * sizeof(float));
     net->priv->stored_bf16 = 1;   /* in bf16, a copy of bf16 values */
 }
 /* dx += dy (dx NULL: nothing) */
 static void cf__copy_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
+    if (cf__split_gathers(net, i)) { cf__split_scatter(net, i); return; }
     net->priv->stored_bf16 = cf__add_to_p(cf__in_grad(net, l, 0), cf__grad(net, i), cf__n_out(net, l), cf__rounds_grad(net, l->src[0]),
                                           cf__stores_grad(net, l, 0));
 }
@@ -2748,9 +2920,9 @@ static int cf__check_layer(cf__parser *p, const cf_layer *l) {
     if (l->out.c <= 0 || l->out.d <= 0 || l->out.h <= 0 || l->out.w <= 0)
         return cf_fail("%s:%d: [%s] gets input %dx%dx%dx%d and would produce an empty output", p->name, s->line, s->name,
                        l->in.c, l->in.d, l->in.h, l->in.w);
-    if (l->out.d > CF__MAX_EXTENT || l->out.h > CF__MAX_EXTENT || l->out.w > CF__MAX_EXTENT || cf_shape_size(l->out) > CF__MAX_ELEMENTS)
-        return cf_fail("%s:%d: [%s] would output %dx%dx%dx%d per sample (at most %d per axis, %lld values)", p->name, s->line, s->name,
-                       l->out.c, l->out.d, l->out.h, l->out.w, CF__MAX_EXTENT, (long long)CF__MAX_ELEMENTS);
+    if (l->out.d > CF__MAX_EXTENT || l->out.h > CF__MAX_EXTENT || l->out.w > CF__MAX_EXTENT || cf_shape_size(l->out) > CF__MAX_ELEMENTS * CF__MAX_SLABS)
+        return cf_fail("%s:%d: [%s] would output %dx%dx%dx%d per sample (at most %d per axis, %lld values a rank, %d ranks a sample)", p->name, s->line,
+                       s->name, l->out.c, l->out.d, l->out.h, l->out.w, CF__MAX_EXTENT, (long long)CF__MAX_ELEMENTS, CF__MAX_SLABS);
     if (l->w_n > CF__MAX_ELEMENTS) return cf_fail("%s:%d: [%s] would have %zu weights (at most %lld)", p->name, s->line, s->name, l->w_n, (long long)CF__MAX_ELEMENTS);
     return CF_OK;
 }
@@ -2905,6 +3077,11 @@ CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf
 CFDEF void cf_net_free(cf_net *net) {
     struct cf__net_private *p = net ? net->priv : NULL;
     if (!net) return;
+    if (p) {
+        cf__split_comm_free(net);
+        CF_FREE(p->split.gin); CF_FREE(p->split.gout); CF_FREE(p->split.hb); CF_FREE(p->split.ha);
+        CF_FREE(p->split.ext); CF_FREE(p->split.dext); CF_FREE(p->split.pack);
+    }
     if (p) { p->magic = 0; CF_FREE(p->bn_sync.work); CF_FREE(p->plan.l); CF_FREE(p->bn_save); CF_FREE(p->arena); CF_FREE(p->ws); CF_FREE(p->wq); CF_FREE(p->xq); CF_FREE(p); }
     CF_FREE(net->cfg_text); CF_FREE(net->cfg_name); CF_FREE(net->layers);
     CF_FREE(net->params); CF_FREE(net->grads); CF_FREE(net->opt); CF_FREE(net->stats);
@@ -3034,7 +3211,7 @@ CFDEF int cf_net_set_precision(cf_net *net, int precision) {
 /* the input x (B samples), rounded into its copy */
 static int cf__round_operands(cf_net *net, const float *x, int B) {
     struct cf__net_private *p = net->priv;
-    size_t n = (size_t)B * cf_shape_size(net->input);
+    size_t n = (size_t)B * cf_shape_size(cf__src_shape(net, -1));
     if (n > p->xq_n) {
         CF_FREE(p->xq); p->xq_n = 0;
         if (!(p->xq = CF__NEW(float, n))) return cf_fail("bf16: %s (the rounded input)", cf_failure_reason());
@@ -3081,6 +3258,10 @@ CFDEF const float *cf_net_forward_from(cf_net *net, int first) {
 CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B) {
     if (cf__net_check(net, "cf_net_forward")) return NULL;
     if (!x) { cf_fail("cf_net_forward: x is NULL"); return NULL; }
+    if (net->priv->split.on && net->priv->split.K > 1 && !net->priv->split.comm) {
+        cf_fail("%s: split into %d slabs for planning only: a forward needs the ranks of an MPI run (cf_net_set_spatial)", net->cfg_name, net->priv->split.K);
+        return NULL;
+    }
     if (cf_net_set_batch(net, B)) return NULL;
     if (net->priv->precision == CF_BF16 && !net->priv->plan.input_raw) {   /* (raw: its readers round it, section 6) */
         if (cf__round_operands(net, x, B)) return NULL;
@@ -3294,6 +3475,130 @@ CFDEF int cf_net_tensors(const cf_net *net, cf_tensor *out, int max) {
     for (i = 0; i < net->n_layers; i++)
         for (m = cf__layer_tensors(net, i, t), k = 0; k < m; k++, n++) if (out && n < max) out[n] = t[k];
     return n;
+}
+
+/* ---- a sample across ranks: the slabs' shapes (cf_net_set_spatial).  A layer before the
+   first [flatten] must keep whole on slabs: a convolution whose input slab is its stride times
+   its output slab and whose halos fit a neighbour's slab, a pool whose windows stay inside a
+   slab, an elementwise layer (batch norm, activation, scale, sum, concatenation); a dropout
+   there would draw its masks over the whole volume, other layers need the whole volume. */
+static cf_shape cf__whole_in(const cf_net *net, int i) { return net->priv->split.gin ? net->priv->split.gin[i] : net->layers[i].in; }
+static cf_shape cf__whole_out(const cf_net *net, int i) { return net->priv->split.gin ? net->priv->split.gout[i] : net->layers[i].out; }
+/* CF_OK when K slabs fit (the gathering [flatten] in *end), else CF_ERR naming the layer */
+static int cf__split_fits(const cf_net *net, int K, int *end) {
+    int i;
+    const char *name = net->cfg_name;
+    if (net->input.d == 1) return cf_fail("%s: a 2-D network has no depth to split across ranks", name);
+    if (net->input.d % K) return cf_fail("%s: the input's depth %d does not divide into %d slabs", name, net->input.d, K);
+    for (i = 0; i < net->n_layers && net->layers[i].type != CF_L_FLATTEN; i++) {
+        const cf_layer *l = &net->layers[i];
+        int Din = cf__whole_in(net, i).d, Dout = cf__whole_out(net, i).d, k = l->g.k[0], s = l->g.s[0];
+        if (Din % K || Dout % K) return cf_fail("%s:%d: layer %d ([%s]) has %d planes in and %d out: not %d equal slabs", name, l->line, i, cf_layer_type_name(l->type), Din, Dout, K);
+        switch (l->type) {
+        case CF_L_CONV: {
+            int hb = l->g.pb[0], ha = l->g.dil[0] * (k - 1) - l->g.pb[0] + 1 - s;
+            if (Din / K != s * (Dout / K)) return cf_fail("%s:%d: layer %d ([conv], stride %d) maps %d planes to %d: slabs of %d to slabs of %d do not align", name, l->line, i, s, Din, Dout, Din / K, Dout / K);
+            if (hb < 0 || ha < 0 || hb > Din / K || ha > Din / K)
+                return cf_fail("%s:%d: layer %d ([conv]) reads %d planes before and %d after its slab of %d: wider than a neighbour's slab", name, l->line, i, hb, ha, Din / K);
+            break;
+        }
+        case CF_L_MAXPOOL: case CF_L_AVGPOOL:
+            if (s != k || l->g.pb[0] || l->g.pa[0] || (Din / K) % k || Din / k != Dout)
+                return cf_fail("%s:%d: layer %d ([%s]) has windows of %d planes: they cross the boundaries of slabs of %d planes", name, l->line, i,
+                               cf_layer_type_name(l->type), k, Din / K);
+            break;
+        case CF_L_BATCHNORM: case CF_L_ACT: case CF_L_SCALE: case CF_L_ADD: case CF_L_ROUTE: case CF_L_AFFINE: break;
+        case CF_L_DROPOUT:
+            if (l->rate > 0.0f) return cf_fail("%s:%d: layer %d ([dropout]) draws its masks over the whole volume: before the [flatten] it cannot be split", name, l->line, i);
+            break;
+        default:
+            return cf_fail("%s:%d: layer %d ([%s]) needs the whole volume: a split network's layers before its first [flatten] work on slabs", name, l->line, i, cf_layer_type_name(l->type));
+        }
+    }
+    if (i == net->n_layers) return cf_fail("%s: no [flatten]: the network's output would be split across the ranks", name);
+    *end = i;
+    return CF_OK;
+}
+CFDEF int cf_net_spatial_max(cf_net *net, int limit) {
+    int K, end;
+    char keep[sizeof cf__err];
+    if (cf__net_check(net, "cf_net_spatial_max")) return CF_ERR;
+    memcpy(keep, cf__err, sizeof keep);   /* (the tries' reasons are not the caller's) */
+    for (K = limit; K > 1 && cf__split_fits(net, K, &end); K--) {}
+    memcpy(cf__err, keep, sizeof keep);
+    return K < 1 ? 1 : K;
+}
+/* the whole shapes back into the layers (and kept, the first time) */
+static int cf__split_whole(cf_net *net) {
+    cf__split_state *sp = &net->priv->split;
+    int i, n = net->n_layers;
+    if (!sp->gin) {
+        if (!(sp->gin = CF__NEW(cf_shape, n)) || !(sp->gout = CF__NEW(cf_shape, n)) || !(sp->hb = CF__NEW(int, n)) || !(sp->ha = CF__NEW(int, n))) return CF_ERR;
+        for (i = 0; i < n; i++) { sp->gin[i] = net->layers[i].in; sp->gout[i] = net->layers[i].out; }
+    }
+    for (i = 0; i < n; i++) { net->layers[i].in = sp->gin[i]; net->layers[i].out = sp->gout[i]; sp->hb[i] = sp->ha[i] = 0; }
+    return CF_OK;
+}
+CFDEF int cf_net_set_spatial(cf_net *net, int K, int periodic) {
+    cf__split_state *sp;
+    int i, end = 0;
+    if (cf__net_check(net, "cf_net_set_spatial")) return CF_ERR;
+    if (K < 1 || K > 65536) return cf_fail("cf_net_set_spatial: K = %d slabs (1 to 65536)", K);
+    sp = &net->priv->split;
+    if (cf__split_whole(net)) return CF_ERR;
+    net->priv->plan.batch = 0;   /* the next forward plans anew */
+    if (K == 1 && !periodic) { cf__split_comm_free(net); sp->on = 0; sp->K = 1; sp->r = 0; return CF_OK; }
+    if (cf__split_fits(net, K, &end)) {
+        int best = cf_net_spatial_max(net, K);
+        return cf_fail("%s (the largest split of %d or fewer ranks that works: %d)", cf_failure_reason(), K, best);
+    }
+    sp->K = K; sp->periodic = periodic != 0; sp->end = end; sp->on = 1;
+    if (cf__split_comm_make(net)) { sp->on = 0; return CF_ERR; }   /* (sets r; one process: r = 0, no exchange) */
+    sp->input = net->input; sp->input.d /= K;
+    for (i = 0; i <= end; i++) {
+        cf_layer *l = &net->layers[i];
+        l->in.d /= K;
+        if (i == end) break;   /* the [flatten]'s output is the whole gathered volume */
+        l->out.d /= K;
+        if (l->type == CF_L_CONV) { sp->hb[i] = l->g.pb[0]; sp->ha[i] = l->g.dil[0] * (l->g.k[0] - 1) - l->g.pb[0] + 1 - l->g.s[0]; }
+    }
+    if (K > 1 && sp->comm && !net->priv->bn_sync.reduce) return cf_net_sync_bn(net, cf__split_sum, net);   /* batch norm's statistics over the slabs */
+    return CF_OK;
+}
+CFDEF int cf_net_spatial(const cf_net *net, int *r, int *d0) {
+    const cf__split_state *sp;
+    if (cf__net_check(net, "cf_net_spatial")) return CF_ERR;
+    sp = &net->priv->split;
+    if (r) *r = sp->on ? sp->r : 0;
+    if (d0) *d0 = sp->on ? sp->r * sp->input.d : 0;
+    return sp->on ? sp->K : 1;
+}
+/* the exchange's buffers for a batch of B (cf__plan): the largest extended convolution input and
+   its gradient; the halos in transit and the gathered slabs */
+static int cf__split_buffers(cf_net *net, int B) {
+    cf__split_state *sp = &net->priv->split;
+    size_t ext = 1, pack = 1;
+    int i;
+    if (!sp->on) return CF_OK;
+    for (i = 0; i <= sp->end; i++) {
+        const cf_layer *l = &net->layers[i];
+        size_t plane = (size_t)B * l->in.c * l->in.h * l->in.w;
+        if (i == sp->end) { if ((size_t)sp->K * plane * l->in.d > pack) pack = (size_t)sp->K * plane * l->in.d; break; }
+        if (l->type != CF_L_CONV) continue;
+        if (plane * (l->in.d + sp->hb[i] + sp->ha[i]) > ext) ext = plane * (l->in.d + sp->hb[i] + sp->ha[i]);
+        if (2 * plane * (sp->hb[i] + sp->ha[i]) > pack) pack = 2 * plane * (sp->hb[i] + sp->ha[i]);
+    }
+    if (ext > sp->ext_n) {
+        CF_FREE(sp->ext); CF_FREE(sp->dext); sp->ext_n = 0;
+        if (!(sp->ext = CF__NEW(float, ext)) || !(sp->dext = CF__NEW(float, ext))) return cf_fail("a split convolution's extended input: %s", cf_failure_reason());
+        sp->ext_n = ext;
+    }
+    if (pack > sp->pack_n) {
+        CF_FREE(sp->pack); sp->pack_n = 0;
+        if (!(sp->pack = CF__NEW(float, pack))) return cf_fail("a split network's halos: %s", cf_failure_reason());
+        sp->pack_n = pack;
+    }
+    return CF_OK;
 }
 
 /* ================================================================ 6. the memory plan
@@ -3566,7 +3871,7 @@ static size_t cf__plan_make(cf_net *net, int flags) {
 static int cf__plan_flags(const cf_net *net, int keep_acts) {
     if (keep_acts) return CF__PLAN_KEEP;
     return (net->priv->no_fuse || !cf__kind_on[CF__K_FUSION] ? 0 : CF__PLAN_FUSE) | (cf__kind_on[CF__K_RECOMPUTE] ? CF__PLAN_REBUILD : 0) |
-           (net->priv->precision == CF_BF16 && !net->priv->no_half && cf__kind_on[CF__K_BF16] && cf__kind_on[CF__K_PAIRS] ? CF__PLAN_HALF : 0) |
+           (net->priv->precision == CF_BF16 && !net->priv->no_half && !net->priv->split.on && cf__kind_on[CF__K_BF16] && cf__kind_on[CF__K_PAIRS] ? CF__PLAN_HALF : 0) |
            (net->priv->dinput ? CF__PLAN_DINPUT : 0) | (cf__kind_on[CF__K_STORES] ? CF__PLAN_STORE : 0);
 }
 
@@ -3579,11 +3884,26 @@ static int cf__plan_threads(void) {
 }
 /* plans for B (again when B or a setting changed); the arena only grows, so a smaller last
    batch (validation) costs no allocation */
+/* a layer's output per sample (a rank's slab when split) at most CF__MAX_ELEMENTS values */
+static int cf__plan_sizes(const cf_net *net) {
+    int i, K;
+    for (i = 0; i < net->n_layers; i++) {
+        const cf_layer *l = &net->layers[i];
+        if (cf_shape_size(l->out) <= CF__MAX_ELEMENTS) continue;
+        for (K = 2; K <= 4096 && (double)cf_shape_size(l->out) / K > (double)CF__MAX_ELEMENTS; K *= 2) {}
+        return cf_fail("%s:%d: [%s] would output %dx%dx%dx%d per sample: %.3g values, at most %lld a rank (split each sample across ranks: "
+                       "cf_net_set_spatial, --spatial %d or more)", net->cfg_name, l->line, cf_layer_type_name(l->type), l->out.c, l->out.d, l->out.h,
+                       l->out.w, (double)cf_shape_size(l->out), (long long)CF__MAX_ELEMENTS, K);
+    }
+    return CF_OK;
+}
 static int cf__plan(cf_net *net, int B) {
     int flags = cf__plan_flags(net, net->priv->keep_acts);
     size_t na;
     if (B < 1) return cf_fail("batch %d < 1", B);
     if (B == net->priv->plan.batch && net->priv->arena && flags == net->priv->plan.flags && cf__plan_threads() == net->priv->plan.threads) return CF_OK;
+    if (cf__plan_sizes(net)) return CF_ERR;
+    if (cf__split_buffers(net, B)) return CF_ERR;
     net->priv->plan.batch = net->batch = B;
     if ((na = cf__plan_make(net, flags)) == (size_t)-1) { net->priv->plan.batch = 0; return CF_ERR; }
     if (na > net->priv->plan.cap) {
@@ -4048,8 +4368,15 @@ static void cf__optimizer_step(const cf_train_config *c, cf_net *net, double lr)
 /* backward and the averaging of the gradient over the ranks: one allreduce after backward,
    or buckets started during it, or (gradient lag) the previous step's average.  Returns 0
    when there is nothing to apply yet (gradient lag's first step), CF_ERR out of memory. */
+static void cf__split_average(cf_net *net);
 static int cf__backward_averaged(cf_trainer *t) {
     cf_net *net = t->net;
+    if (net->priv->split.on) {   /* a sample across ranks (section 5): the slabs' parts summed, over the groups averaged */
+        if (t->cfg.grad_lag || t->cfg.overlap) return cf_fail("gradient lag and overlapped averaging do not run with a sample split across ranks");
+        if (cf_net_backward(net, t->priv->dout)) return CF_ERR;
+        cf__split_average(net);
+        return 1;
+    }
     if (t->cfg.grad_lag) {
         cf_net_backward(net, t->priv->dout);
         return cf_dist_grad_lag(net, &t->priv->lag);
@@ -5372,6 +5699,87 @@ CFDEF void cf_dist_bcast(float *buf, size_t n) {
 CFDEF void cf_dist_abort(int code) { int i = 0; MPI_Initialized(&i); if (i && cf_dist_size() > 1) MPI_Abort(MPI_COMM_WORLD, code); }
 CFDEF void cf_dist_barrier(void) { if (cf_dist_size() > 1) { CF__WAIT("MPI_Barrier"); MPI_Barrier(MPI_COMM_WORLD); CF__WAITED; } }
 
+/* ---- a sample across ranks: the group's communicator (the K consecutive ranks that share
+   samples) and its exchanges, each bracketed for the watchdog */
+static MPI_Comm *cf__split_mpi(const cf_net *net) { return (MPI_Comm *)net->priv->split.mpi_comm; }
+static int cf__split_comm_make(cf_net *net) {
+    cf__split_state *sp = &net->priv->split;
+    int size = cf_dist_size(), rank = cf_dist_rank();
+    cf__split_comm_free(net);
+    sp->r = 0;
+    if (size == 1) return CF_OK;   /* one process: the shapes only (K = 1: the wrap onto itself) */
+    if (size % sp->K) return cf_fail("%d ranks do not form groups of %d (a sample across %d ranks needs a multiple of %d)", size, sp->K, sp->K, sp->K);
+    if (!(sp->mpi_comm = CF_MALLOC(sizeof(MPI_Comm)))) return cf_fail("out of memory for a communicator");
+    MPI_Comm_split(MPI_COMM_WORLD, rank / sp->K, rank % sp->K, cf__split_mpi(net));
+    sp->r = rank % sp->K;
+    sp->comm = 1;
+    return CF_OK;
+}
+static void cf__split_comm_free(cf_net *net) {
+    cf__split_state *sp = &net->priv->split;
+    int fin = 0;
+    if (sp->mpi_comm) { MPI_Finalized(&fin); if (!fin) MPI_Comm_free(cf__split_mpi(net)); CF_FREE(sp->mpi_comm); }
+    sp->mpi_comm = NULL; sp->comm = 0;
+}
+/* sends to_next (n1 floats) to the group's next rank, receiving the previous's into from_prev;
+   then to_prev (n2) to the previous, receiving the next's into from_next.  At a face of the
+   volume (not periodic) there is no partner: nothing sent, zeros received.  One rank (K = 1,
+   periodic): itself on both sides. */
+static void cf__halo_swap(cf_net *net, const float *to_next, float *from_prev, size_t n1, const float *to_prev, float *from_next, size_t n2) {
+    cf__split_state *sp = &net->priv->split;
+    int K = sp->K, r = sp->r, next = r + 1 < K ? r + 1 : sp->periodic ? 0 : MPI_PROC_NULL, prev = r > 0 ? r - 1 : sp->periodic ? K - 1 : MPI_PROC_NULL;
+    if (!sp->comm) {   /* one rank: the wrap onto itself, or the faces' zeros */
+        if (sp->periodic) { memcpy(from_prev, to_next, n1 * sizeof(float)); memcpy(from_next, to_prev, n2 * sizeof(float)); }
+        else { memset(from_prev, 0, n1 * sizeof(float)); memset(from_next, 0, n2 * sizeof(float)); }
+        return;
+    }
+    CF_ASSERT(n1 < 2147483647u && n2 < 2147483647u);
+    if (prev == MPI_PROC_NULL) memset(from_prev, 0, n1 * sizeof(float));
+    if (next == MPI_PROC_NULL) memset(from_next, 0, n2 * sizeof(float));
+    CF__WAIT("MPI_Sendrecv (a convolution's halo)");
+    MPI_Sendrecv(to_next, (int)n1, MPI_FLOAT, next, 11, from_prev, (int)n1, MPI_FLOAT, prev, 11, *cf__split_mpi(net), MPI_STATUS_IGNORE);
+    MPI_Sendrecv(to_prev, (int)n2, MPI_FLOAT, prev, 12, from_next, (int)n2, MPI_FLOAT, next, 12, *cf__split_mpi(net), MPI_STATUS_IGNORE);
+    CF__WAITED;
+}
+/* every rank's n floats, in rank order, into all (K n) */
+static void cf__split_allgather(cf_net *net, const float *mine, float *all, size_t n) {
+    if (!net->priv->split.comm) { memcpy(all, mine, n * sizeof(float)); return; }
+    CF_ASSERT(n < 2147483647u);
+    CF__WAIT("MPI_Allgather (a split network's features)");
+    MPI_Allgather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, *cf__split_mpi((cf_net *)net));
+    CF__WAITED;
+}
+/* the gradient averaged over the D = P / K groups: each group's is the sum of its slabs' parts
+   (the layers after the [flatten] run whole on every rank of a group: only its first adds
+   theirs), summed over all ranks, divided by D */
+static void cf__split_average(cf_net *net) {
+    cf__split_state *sp = &net->priv->split;
+    int i, groups = cf_dist_size() / sp->K;
+    size_t off, k, n = net->n_params;
+    if (!sp->comm) { cf_dist_allreduce_mean(net->grads, n); return; }
+    if (sp->r)
+        for (i = sp->end; i < net->n_layers; i++) {
+            const cf_layer *l = &net->layers[i];
+            if (l->w_n) memset(net->grads + l->w_off, 0, l->w_n * sizeof(float));
+            if (l->b_n) memset(net->grads + l->b_off, 0, l->b_n * sizeof(float));
+        }
+    for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
+        size_t m = n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK;
+        CF__WAIT("MPI_Allreduce of the gradient");
+        MPI_Allreduce(MPI_IN_PLACE, net->grads + off, (int)m, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        CF__WAITED;
+        for (k = off; k < off + m; k++) net->grads[k] /= (float)groups;
+    }
+}
+/* batch norm's sums over the group's slabs (a cf_bn_sync reduce; ctx: the network) */
+static void cf__split_sum(double *buf, int n, void *ctx) {
+    cf_net *net = (cf_net *)ctx;
+    if (!net->priv->split.comm) return;
+    CF__WAIT("MPI_Allreduce (batch norm over a sample's slabs)");
+    MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, *cf__split_mpi(net));
+    CF__WAITED;
+}
+
 /* state of the overlapped reduction: the not-yet-started prefix is grads[0, end) */
 typedef struct { MPI_Request req[1024]; MPI_Status st[1024]; int n; size_t end, bucket; } cf__overlap;
 static cf__overlap cf__ov;
@@ -5456,6 +5864,16 @@ CFDEF void cf_dist_barrier(void) {}
 CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) { CF__NET_REQUIRE(net, , "cf_dist_overlap_begin"); (void)bucket_floats; }
 CFDEF void cf_dist_overlap_end(cf_net *net) { CF__NET_REQUIRE(net, , "cf_dist_overlap_end"); }
 
+/* one process: a split's shapes only, and the wrap of a periodic volume onto itself */
+static int cf__split_comm_make(cf_net *net) { net->priv->split.r = 0; return CF_OK; }
+static void cf__split_comm_free(cf_net *net) { net->priv->split.comm = 0; }
+static void cf__halo_swap(cf_net *net, const float *to_next, float *from_prev, size_t n1, const float *to_prev, float *from_next, size_t n2) {
+    if (net->priv->split.periodic) { memcpy(from_prev, to_next, n1 * sizeof(float)); memcpy(from_next, to_prev, n2 * sizeof(float)); }
+    else { memset(from_prev, 0, n1 * sizeof(float)); memset(from_next, 0, n2 * sizeof(float)); }
+}
+static void cf__split_allgather(cf_net *net, const float *mine, float *all, size_t n) { (void)net; memcpy(all, mine, n * sizeof(float)); }
+static void cf__split_sum(double *buf, int n, void *ctx) { (void)buf; (void)n; (void)ctx; }
+static void cf__split_average(cf_net *net) { (void)net; }
 CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {   /* one process: a delay line */
     size_t n;
     int had, next;
