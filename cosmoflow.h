@@ -453,6 +453,12 @@ CFDEF void cf_climate_to_input(float *out, const float *x, int H, int W, int C,
    of each), in place on x (C, S, S, S), as the 2018 CosmoFlow code augments its volumes.
    tmp: C S^3 floats of scratch. */
 CFDEF int cf_cube_symmetry(float *x, float *tmp, int C, int S, int code);   /* code in [0, 48) */
+/* The same symmetry on a slab (a sample across ranks): planes [d0, d0 + n) of the depth of
+   cf_cube_symmetry's result come from the original's voxels whose index along *axis lies in
+   [*first, *first + n) (cf_cube_symmetry_source); cf_cube_symmetry_slab makes them, out (C,
+   n, S, S), from that box, box (C, ...) with the extent n along axis. */
+CFDEF int cf_cube_symmetry_source(int code, int S, int d0, int n, int *axis, int *first);
+CFDEF int cf_cube_symmetry_slab(float *out, const float *box, int C, int S, int code, int d0, int n);
 /* The references' sharding: a fresh permutation of all n files every epoch, identical on
    every rank (same seed), then files[rank::size].  Writes the rank's indices into out
    (n/size of them when drop_remainder, so every rank takes the same number of steps) and
@@ -486,6 +492,10 @@ typedef struct {
 } cf_array;
 CFDEF size_t cf_dtype_size(int dtype);
 CFDEF int cf_npy_read(const char *path, cf_array *a);
+/* The part of an .npy array whose index along axis lies in [first, first + n), read alone
+   (one read per combination of the indices before axis): a->shape[axis] = n.  A slab of a
+   volume (axis 0) is one read. */
+CFDEF int cf_npy_read_box(const char *path, int axis, int64_t first, int64_t n, cf_array *a);
 CFDEF int cf_npy_write(const char *path, const cf_array *a);      /* atomic */
 CFDEF void cf_array_free(cf_array *a);
 CFDEF int cf_npy_read_f32(const char *path, float **data, size_t *count); /* any float32 */
@@ -559,6 +569,11 @@ CFDEF int cf_png_write(const char *path, const unsigned char *rgb, int w, int h)
    X_data.npy (its label from the matching X_label.npy). */
 typedef struct { int16_t *x; size_t count; int s, c; float y[8]; int ny; } cf_cosmo_sample;
 CFDEF int cf_cosmo_read(const char *path, cf_cosmo_sample *smp);
+/* The sample's voxels whose index along axis (0 depth, 1 height, 2 width) lies in [first,
+   first + n): x (S,S,S,4) with that extent n, count its values, s the whole side S.  An .npy
+   is read in part (a depth slab in one read); a TFRecord, framed and maybe compressed, is
+   read whole and the box kept. */
+CFDEF int cf_cosmo_read_box(const char *path, int axis, int first, int n, cf_cosmo_sample *smp);
 CFDEF void cf_cosmo_free(cf_cosmo_sample *smp);
 /* DeepCAM samples in the numpy layout (NVIDIA's convert_hdf52npy): data-X.npy float32
    (H, W, C) channels-last and label-X.npy float32 (H, W) class ids beside it.  path names the
@@ -630,6 +645,10 @@ CFDEF const char *cf_dist_waiting(double *seconds);
 CFDEF int cf_net_set_spatial(cf_net *net, int K, int periodic);
 CFDEF int cf_net_spatial_max(cf_net *net, int limit);
 CFDEF int cf_net_spatial(const cf_net *net, int *r, int *d0);   /* K; this rank's slab and its input's first plane (may be NULL) */
+/* v[0..n) summed over this rank's group, in place (unsplit or one process: unchanged): what
+   a slab alone cannot know, such as a sample's total for an input transform.  Collective
+   over the group. */
+CFDEF int cf_net_spatial_sum(cf_net *net, double *v, int n);
 
 /* ================================================================ F. operations (arguments may change)
    Every operation's plain reference (section 3) and its dispatcher (section 11): what a
@@ -3565,6 +3584,12 @@ CFDEF int cf_net_set_spatial(cf_net *net, int K, int periodic) {
     if (K > 1 && sp->comm && !net->priv->bn_sync.reduce) return cf_net_sync_bn(net, cf__split_sum, net);   /* batch norm's statistics over the slabs */
     return CF_OK;
 }
+CFDEF int cf_net_spatial_sum(cf_net *net, double *v, int n) {
+    if (cf__net_check(net, "cf_net_spatial_sum")) return CF_ERR;
+    if ((!v && n) || n < 0) return cf_fail("cf_net_spatial_sum: v NULL or n %d < 0", n);
+    if (net->priv->split.on && n) cf__split_sum(v, n, net);
+    return CF_OK;
+}
 CFDEF int cf_net_spatial(const cf_net *net, int *r, int *d0) {
     const cf__split_state *sp;
     if (cf__net_check(net, "cf_net_spatial")) return CF_ERR;
@@ -4409,7 +4434,7 @@ CFDEF int cf_train_step(cf_trainer *t, const float *x, const float *target, int 
         if (!(tp->dout = CF__NEW(float, nd))) return CF_ERR;
         tp->dout_n = nd;
     }
-    r->lr = cf_train_lr(t, B * cf_dist_size());
+    r->lr = cf_train_lr(t, B * (cf_dist_size() / (net->priv->split.on ? net->priv->split.K : 1)));   /* the global batch: B a group */
     cf_net_set_mode(net, CF_MODE_TRAIN);
     if (!cf_net_forward(net, x, B)) return CF_ERR;
     r->loss = cf_net_loss(net, target, tp->dout);
@@ -4537,6 +4562,31 @@ CFDEF int cf_cube_symmetry(float *x, float *tmp, int C, int S, int code) {
         for (o[0] = 0; o[0] < S; o[0]++) for (o[1] = 0; o[1] < S; o[1]++) for (o[2] = 0; o[2] < S; o[2]++) {
             for (a = 0; a < 3; a++) { i[p[a]] = o[a]; if (flip >> a & 1) i[p[a]] = S - 1 - o[a]; }
             x[c * vox + ((size_t)o[0] * S + o[1]) * S + o[2]] = tmp[c * vox + ((size_t)i[0] * S + i[1]) * S + i[2]];
+        }
+    return CF_OK;
+}
+
+/* the output's depth (axis 0) is the input's axis p[0], flipped when bit 0 of the flips is set */
+CFDEF int cf_cube_symmetry_source(int code, int S, int d0, int n, int *axis, int *first) {
+    static const int axis_of_depth[6] = {0, 0, 1, 1, 2, 2};   /* p[0] of cf_cube_symmetry's perms */
+    if (!axis || !first || code < 0 || code >= 48 || S < 1 || d0 < 0 || n < 1 || d0 + n > S)
+        return cf_fail("cf_cube_symmetry_source: code %d (0 to 47), planes [%d, %d) of %d, or a NULL pointer", code, d0, d0 + n, S);
+    *axis = axis_of_depth[code % 6];
+    *first = (code / 6) & 1 ? S - d0 - n : d0;
+    return CF_OK;
+}
+CFDEF int cf_cube_symmetry_slab(float *out, const float *box, int C, int S, int code, int d0, int n) {
+    static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+    const int *p;
+    int flip, c, i[3], o[3], a, axis = 0, first = 0, ext[3];
+    if (!out || !box || C < 1 || cf_cube_symmetry_source(code, S, d0, n, &axis, &first)) return cf_fail("cf_cube_symmetry_slab: %s", out && box && C >= 1 ? cf_failure_reason() : "out or box NULL, or C < 1");
+    p = perms[code % 6]; flip = code / 6;
+    for (a = 0; a < 3; a++) ext[a] = a == axis ? n : S;
+    for (c = 0; c < C; c++)
+        for (o[0] = d0; o[0] < d0 + n; o[0]++) for (o[1] = 0; o[1] < S; o[1]++) for (o[2] = 0; o[2] < S; o[2]++) {
+            for (a = 0; a < 3; a++) { i[p[a]] = o[a]; if (flip >> a & 1) i[p[a]] = S - 1 - o[a]; }
+            i[axis] -= first;   /* into the box */
+            out[(((size_t)c * n + (o[0] - d0)) * S + o[1]) * S + o[2]] = box[(((size_t)c * ext[0] + i[0]) * ext[1] + i[1]) * ext[2] + i[2]];
         }
     return CF_OK;
 }
@@ -4685,14 +4735,15 @@ static int cf__npy_parse_header(const char *path, const char *h, cf_array *a) {
     return CF_OK;
 }
 
-CFDEF int cf_npy_read(const char *path, cf_array *a) {
+/* opens an .npy file and reads its header into a (no data yet): the descriptor, positioned at
+   the data, whose size is the shape's; -1 with the reason */
+static int cf__npy_open(const char *path, cf_array *a) {
     unsigned char pre[12];
     char *h = NULL;
     size_t hlen, pos, need, fsize;
     int fd;
-    if (!a) return cf_fail("cf_npy_read: the array is NULL");
     memset(a, 0, sizeof *a);
-    if ((fd = cf__open_regular(path, &fsize)) < 0) return CF_ERR;
+    if ((fd = cf__open_regular(path, &fsize)) < 0) return -1;
     if (cf__read_full(fd, pre, 10) != 10 || memcmp(pre, "\x93NUMPY", 6)) { close(fd); return cf_fail("%s: not an .npy file (bad magic)", path); }
     if (pre[6] == 1) { hlen = pre[8] | (size_t)pre[9] << 8; pos = 10; }
     else if (pre[6] == 2 || pre[6] == 3) {
@@ -4701,18 +4752,60 @@ CFDEF int cf_npy_read(const char *path, cf_array *a) {
     } else { close(fd); return cf_fail("%s: npy version %d is not supported", path, pre[6]); }
     if (hlen > 1 << 20 || pos + hlen > fsize) { close(fd); return cf_fail("%s: npy header length %zu is impossible", path, hlen); }
     h = CF__NEW(char, hlen + 1);
-    if (!h) { close(fd); return CF_ERR; }
+    if (!h) { close(fd); return -1; }
     if (cf__read_full(fd, h, hlen) != hlen) { CF_FREE(h); close(fd); return cf_fail("%s: truncated npy header", path); }
-    if (cf__npy_parse_header(path, h, a)) { CF_FREE(h); close(fd); return CF_ERR; }
+    if (cf__npy_parse_header(path, h, a)) { CF_FREE(h); close(fd); return -1; }
     CF_FREE(h);
     need = a->count * cf_dtype_size(a->dtype);
     if (fsize - pos - hlen != need) {
         close(fd);
         return cf_fail("%s: data is %zu bytes but the header's shape needs %zu (truncated or corrupt)", path, fsize - (pos + hlen), need);
     }
+    return fd;
+}
+CFDEF int cf_npy_read(const char *path, cf_array *a) {
+    size_t need;
+    int fd;
+    if (!a) return cf_fail("cf_npy_read: the array is NULL");
+    if ((fd = cf__npy_open(path, a)) < 0) return CF_ERR;
+    need = a->count * cf_dtype_size(a->dtype);
     a->data = cf__calloc(need ? need : 1, 1);
     if (!a->data) { close(fd); return CF_ERR; }
     if (need && cf__read_full(fd, a->data, need) != need) { close(fd); cf_array_free(a); return cf_fail("%s: read error", path); }
+    close(fd);
+    return CF_OK;
+}
+/* a box along axis: outer runs (the indices before axis) of n lines of inner values (the
+   extents after it) each */
+CFDEF int cf_npy_read_box(const char *path, int axis, int64_t first, int64_t n, cf_array *a) {
+    size_t outer = 1, inner = 1, run, q, es, E;
+    off_t data;
+    int fd, i;
+    if (!a) return cf_fail("cf_npy_read_box: the array is NULL");
+    if ((fd = cf__npy_open(path, a)) < 0) return CF_ERR;
+    if (axis < 0 || axis >= a->ndim || first < 0 || n < 1 || first + n > a->shape[axis]) {
+        long long ext = axis >= 0 && axis < a->ndim ? (long long)a->shape[axis] : 0;
+        int nd = a->ndim;
+        close(fd);
+        memset(a, 0, sizeof *a);
+        return cf_fail("%s: no box [%lld, %lld) along axis %d of this %d-dimensional array (that axis has %lld)", path, (long long)first,
+                       (long long)(first + n), axis, nd, ext);
+    }
+    for (i = 0; i < axis; i++) outer *= (size_t)a->shape[i];
+    for (i = axis + 1; i < a->ndim; i++) inner *= (size_t)a->shape[i];
+    es = cf_dtype_size(a->dtype);
+    data = lseek(fd, 0, SEEK_CUR);
+    E = (size_t)a->shape[axis];
+    run = (size_t)n * inner * es;
+    a->shape[axis] = n; a->count = outer * (size_t)n * inner;
+    if (data < 0 || !(a->data = cf__calloc(a->count * es, 1))) { close(fd); memset(a, 0, sizeof *a); return data < 0 ? cf_fail("%s: cannot seek", path) : CF_ERR; }
+    for (q = 0; q < outer; q++) {   /* run q: lines [first, first + n) under the outer index q */
+        off_t at = data + (off_t)((q * E + (size_t)first) * inner * es);
+        if (lseek(fd, at, SEEK_SET) != at || cf__read_full(fd, (char *)a->data + q * run, run) != run) {
+            close(fd); cf_array_free(a);
+            return cf_fail("%s: read error", path);
+        }
+    }
     close(fd);
     return CF_OK;
 }
@@ -5463,64 +5556,92 @@ static int cf__cosmo_shape(const char *path, size_t count, int *S) {
     return CF_OK;
 }
 
+/* the labels of X_data.npy: X_label.npy, float32, 1 to 8 values */
+static int cf__cosmo_npy_labels(const char *path, cf_cosmo_sample *smp) {
+    cf_array lab;
+    char *lp = CF__NEW(char, strlen(path) + 8);
+    size_t k;
+    if (!lp) return CF_ERR;
+    memcpy(lp, path, strlen(path) - 9);
+    strcpy(lp + strlen(path) - 9, "_label.npy");
+    if (cf_npy_read(lp, &lab)) { CF_FREE(lp); return CF_ERR; }
+    if (lab.dtype != CF_F32 || lab.count < 1 || lab.count > 8) {
+        int rc = cf_fail("%s: expected float32 labels (1 to 8 values)", lp);
+        cf_array_free(&lab); CF_FREE(lp);
+        return rc;
+    }
+    for (k = 0; k < lab.count; k++) smp->y[k] = ((float *)lab.data)[k];
+    smp->ny = (int)lab.count;
+    cf_array_free(&lab); CF_FREE(lp);
+    return CF_OK;
+}
+/* the submitters' numpy layout, whole (n = 0) or its box [first, first + n) along axis */
+static int cf__cosmo_read_npy(const char *path, int axis, int first, int n, cf_cosmo_sample *smp) {
+    cf_array a;
+    int S;
+    if (n ? cf_npy_read_box(path, axis, first, n, &a) : cf_npy_read(path, &a)) return CF_ERR;
+    S = (int)a.shape[axis == 0 ? 1 : 0];
+    if (a.dtype != CF_I16 || a.ndim != 4 || a.shape[3] != 4 || a.shape[(axis + 1) % 3] != S || a.shape[(axis + 2) % 3] != S || (!n && a.shape[axis] != S)) {
+        cf_array_free(&a);
+        return cf_fail("%s: expected int16 of shape (S,S,S,4)", path);
+    }
+    if (cf__cosmo_npy_labels(path, smp)) { cf_array_free(&a); return CF_ERR; }
+    smp->x = (int16_t *)a.data; smp->count = a.count; smp->s = S;
+    return CF_OK;
+}
+/* a TFRecord's one Example: x, S^3 x 4 int16 as bytes, and y */
+static int cf__cosmo_read_tfrecord(const char *path, cf_cosmo_sample *smp) {
+    cf_tfrecord r;
+    const unsigned char *rec = NULL, *xb, *more;
+    size_t rlen = 0, xlen, ny = 0, mlen;
+    int rc, next;
+    if (cf_tfrecord_open(&r, path)) return CF_ERR;
+    rc = cf_tfrecord_next(&r, &rec, &rlen);
+    if (rc == 0) { cf_tfrecord_close(&r); return cf_fail("%s: no record in file", path); }
+    if (rc < 0) { cf_tfrecord_close(&r); return CF_ERR; }
+    next = cf_tfrecord_next(&r, &more, &mlen);   /* one Example per file, as the reference's prepare step writes them */
+    if (next) { cf_tfrecord_close(&r); return next < 0 ? CF_ERR : cf_fail("%s: holds more than one record (a CosmoFlow file holds one sample)", path); }
+    if (cf_example_bytes(rec, rlen, "x", &xb, &xlen) || cf_example_floats(rec, rlen, "y", smp->y, 8, &ny)) {
+        char keep[sizeof cf__err]; memcpy(keep, cf__err, sizeof keep);
+        cf_tfrecord_close(&r);
+        return cf_fail("%s: %s", path, keep);
+    }
+    if (xlen % 2 || cf__cosmo_shape(path, xlen / 2, &smp->s)) { cf_tfrecord_close(&r); return xlen % 2 ? cf_fail("%s: x has an odd number of bytes", path) : CF_ERR; }
+    if (ny < 1) { cf_tfrecord_close(&r); return cf_fail("%s: y is empty", path); }
+    smp->ny = (int)ny;
+    smp->count = xlen / 2;
+    smp->x = CF__NEW(int16_t, smp->count);
+    if (!smp->x) { cf_tfrecord_close(&r); return CF_ERR; }
+    memcpy(smp->x, xb, xlen);   /* little-endian int16, as on every supported host */
+    cf_tfrecord_close(&r);
+    return CF_OK;
+}
 CFDEF int cf_cosmo_read(const char *path, cf_cosmo_sample *smp) {
     if (!path || !smp) return cf_fail("cf_cosmo_read: the path and the sample must not be NULL");
     memset(smp, 0, sizeof *smp);
     smp->c = 4;
-    if (cf__ends_with(path, "_data.npy")) {   /* the submitters' numpy layout */
-        cf_array a, lab;
-        char *lp = CF__NEW(char, strlen(path) + 8);
-        size_t k;
-        if (!lp) return CF_ERR;
-        if (cf_npy_read(path, &a)) { CF_FREE(lp); return CF_ERR; }
-        if (a.dtype != CF_I16 || a.ndim != 4 || a.shape[3] != 4 || a.shape[0] != a.shape[1] || a.shape[1] != a.shape[2]) {
-            cf_array_free(&a); CF_FREE(lp);
-            return cf_fail("%s: expected int16 of shape (S,S,S,4)", path);
-        }
-        memcpy(lp, path, strlen(path) - 9);
-        strcpy(lp + strlen(path) - 9, "_label.npy");
-        if (cf_npy_read(lp, &lab)) { cf_array_free(&a); CF_FREE(lp); return CF_ERR; }
-        if (lab.dtype != CF_F32 || lab.count < 1 || lab.count > 8) {
-            cf_array_free(&a); cf_array_free(&lab);
-            { int rc = cf_fail("%s: expected float32 labels (1 to 8 values)", lp); CF_FREE(lp); return rc; }
-        }
-        for (k = 0; k < lab.count; k++) smp->y[k] = ((float *)lab.data)[k];
-        smp->ny = (int)lab.count;
-        smp->x = (int16_t *)a.data; smp->count = a.count; smp->s = (int)a.shape[0];
-        cf_array_free(&lab); CF_FREE(lp);
-        return CF_OK;
-    } else {
-        cf_tfrecord r;
-        const unsigned char *rec, *xb;
-        size_t rlen, xlen, ny = 0;
-        int rc;
-        if (cf_tfrecord_open(&r, path)) return CF_ERR;
-        rc = cf_tfrecord_next(&r, &rec, &rlen);
-        if (rc == 0) { cf_tfrecord_close(&r); return cf_fail("%s: no record in file", path); }
-        if (rc < 0) { cf_tfrecord_close(&r); return CF_ERR; }
-        {   /* one Example per file, as the reference's prepare step writes them */
-            const unsigned char *more;
-            size_t mlen;
-            int next = cf_tfrecord_next(&r, &more, &mlen);
-            if (next) { cf_tfrecord_close(&r); return next < 0 ? CF_ERR : cf_fail("%s: holds more than one record (a CosmoFlow file holds one sample)", path); }
-        }
-        if (cf_example_bytes(rec, rlen, "x", &xb, &xlen) || cf_example_floats(rec, rlen, "y", smp->y, 8, &ny)) {
-            char keep[sizeof cf__err]; memcpy(keep, cf__err, sizeof keep);
-            cf_tfrecord_close(&r);
-            return cf_fail("%s: %s", path, keep);
-        }
-        if (xlen % 2 || cf__cosmo_shape(path, xlen / 2, &smp->s)) { cf_tfrecord_close(&r); return xlen % 2 ? cf_fail("%s: x has an odd number of bytes", path) : CF_ERR; }
-        if (ny < 1) { cf_tfrecord_close(&r); return cf_fail("%s: y is empty", path); }
-        smp->ny = (int)ny;
-        smp->count = xlen / 2;
-        smp->x = CF__NEW(int16_t, smp->count);
-        if (!smp->x) { cf_tfrecord_close(&r); return CF_ERR; }
-        memcpy(smp->x, xb, xlen);   /* little-endian int16, as on every supported host */
-        cf_tfrecord_close(&r);
-        return CF_OK;
-    }
+    return cf__ends_with(path, "_data.npy") ? cf__cosmo_read_npy(path, 0, 0, 0, smp) : cf__cosmo_read_tfrecord(path, smp);
 }
-
+CFDEF int cf_cosmo_read_box(const char *path, int axis, int first, int n, cf_cosmo_sample *smp) {
+    int16_t *box;
+    size_t run, outer, inner, i, S;
+    if (!path || !smp) return cf_fail("cf_cosmo_read_box: the path and the sample must not be NULL");
+    memset(smp, 0, sizeof *smp);
+    smp->c = 4;
+    if (axis < 0 || axis > 2 || first < 0 || n < 1) return cf_fail("cf_cosmo_read_box: axis %d (0, 1 or 2), first %d (>= 0), n %d (>= 1)", axis, first, n);
+    if (cf__ends_with(path, "_data.npy")) return cf__cosmo_read_npy(path, axis, first, n, smp);
+    if (cf__cosmo_read_tfrecord(path, smp)) return CF_ERR;   /* a record is framed and maybe compressed: read whole, the box kept */
+    S = (size_t)smp->s;
+    if ((size_t)first + (size_t)n > S) { cf_cosmo_free(smp); return cf_fail("%s: no planes [%d, %d) in a sample of side %zu", path, first, first + n, S); }
+    outer = axis == 0 ? 1 : axis == 1 ? S : S * S;
+    inner = (axis == 0 ? S * S : axis == 1 ? S : 1) * 4;
+    run = (size_t)n * inner;
+    if (!(box = CF__NEW(int16_t, outer * run))) { cf_cosmo_free(smp); return CF_ERR; }
+    for (i = 0; i < outer; i++) memcpy(box + i * run, smp->x + (i * S + (size_t)first) * inner, run * sizeof(int16_t));
+    CF_FREE(smp->x);
+    smp->x = box; smp->count = outer * run;
+    return CF_OK;
+}
 CFDEF void cf_cosmo_free(cf_cosmo_sample *smp) { if (!smp) return; CF_FREE(smp->x); memset(smp, 0, sizeof *smp); }
 
 CFDEF int cf_climate_read(const char *path, cf_climate_sample *smp, int n_classes) {

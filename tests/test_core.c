@@ -2038,6 +2038,48 @@ static void test_real_records(void) {
     }
 }
 
+/* a box of a CosmoFlow sample (cf_cosmo_read_box) along each axis, from an .npy (read in part)
+   and from a gzipped TFRecord (read whole), equals the same voxels of the whole sample */
+static void test_cosmo_box(void) {
+    enum { S = 6 };
+    static int16_t vol[S * S * S * 4];
+    float y[4] = {0.5f, 1.5f, -2.0f, 3.0f};
+    cf_array a;
+    char data[4200];
+    int i, axis, first, n, f, bad = 0;
+    for (i = 0; i < S * S * S * 4; i++) vol[i] = (int16_t)(i % 5000);
+    memset(&a, 0, sizeof a);
+    a.dtype = CF_I16; a.ndim = 4; a.shape[0] = a.shape[1] = a.shape[2] = S; a.shape[3] = 4; a.count = S * S * S * 4; a.data = vol;
+    snprintf(data, sizeof data, "%s", tmp("u_data.npy"));
+    CHECK(cf_npy_write(data, &a) == CF_OK, "the volume as npy");
+    a.ndim = 1; a.shape[0] = 4; a.count = 4; a.dtype = CF_F32; a.data = y;
+    CHECK(cf_npy_write(tmp("u_label.npy"), &a) == CF_OK, "its labels");
+    {
+        size_t ne = cf_example_encode(NULL, "x", vol, sizeof vol, "y", y, 4, 0);
+        unsigned char *ex = (unsigned char *)malloc(ne);
+        cf_example_encode(ex, "x", vol, sizeof vol, "y", y, 4, 0);
+        CHECK(cf_tfrecord_write(tmp("u.tfrecord"), ex, ne, 1) == CF_OK, "the volume as a gzipped TFRecord");
+        free(ex);
+    }
+    for (f = 0; f < 2; f++) for (axis = 0; axis < 3; axis++) for (first = 0; first < S; first += 2) for (n = 1; first + n <= S; n += 3) {
+        cf_cosmo_sample s;
+        int p, q, r, c;
+        if (cf_cosmo_read_box(f ? tmp("u.tfrecord") : data, axis, first, n, &s) || s.s != S || s.ny != 4 || s.y[2] != -2.0f || s.count != (size_t)n * S * S * 4) { bad++; continue; }
+        for (p = 0; p < (axis == 0 ? n : S); p++) for (q = 0; q < (axis == 1 ? n : S); q++) for (r = 0; r < (axis == 2 ? n : S); r++) for (c = 0; c < 4; c++) {
+            int o[3]; o[0] = p; o[1] = q; o[2] = r; o[axis] += first;
+            bad += s.x[(((size_t)p * (axis == 1 ? n : S) + q) * (axis == 2 ? n : S) + r) * 4 + c] != vol[(((size_t)o[0] * S + o[1]) * S + o[2]) * 4 + c];
+        }
+        cf_cosmo_free(&s);
+    }
+    CHECK(!bad, "boxes along each axis of an npy and a TFRecord sample equal the whole's voxels (%d differ)", bad);
+    {
+        cf_cosmo_sample s;
+        CHECK(cf_cosmo_read_box(data, 0, 4, 3, &s) == CF_ERR && strstr(cf_failure_reason(), "[4, 7)") && strstr(cf_failure_reason(), "has 6"), "a box past the volume: %s", cf_failure_reason());
+        CHECK(cf_cosmo_read_box(tmp("u.tfrecord"), 2, 6, 1, &s) == CF_ERR && strstr(cf_failure_reason(), "[6, 7)"), "a box past a TFRecord's volume: %s", cf_failure_reason());
+        CHECK(cf_cosmo_read_box(data, 3, 0, 1, &s) == CF_ERR && strstr(cf_failure_reason(), "axis 3"), "axis 3 refused: %s", cf_failure_reason());
+    }
+}
+
 int main(int argc, char **argv) {
     char dir[] = "/tmp/cf-test-XXXXXX";
     if (argc > 1 && !strcmp(argv[1], "--bf16-sweep")) {   /* make test-bf16: every one of the 2^32 inputs */
@@ -2075,6 +2117,7 @@ int main(int argc, char **argv) {
     test_checkpoints();
     test_npy();
     test_tfrecord();
+    test_cosmo_box();
     test_cosmo_input();
     test_real_records();
     {   char cmd[600]; snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir); if (system(cmd)) {} }

@@ -31,11 +31,11 @@ static void report_blas(void) {
 
 typedef struct {
     const char *model;
-    int batch, steps, threads, has_shape, no_sgemm, no_direct, allreduce, layers, check_blas, reference, precision, alternate;
+    int batch, steps, threads, has_shape, no_sgemm, no_direct, allreduce, layers, check_blas, reference, precision, alternate, spatial;
     long ar_floats, overlap;
     cf_shape shape;
 } options;
-static tool_flag flags[20];
+static tool_flag flags[21];
 static int n_flags;
 static void flag_table(options *o) {
     tool_flag f[] = {
@@ -51,6 +51,8 @@ static void flag_table(options *o) {
         {"--alternate", NULL, FLAG_SET, &o->alternate, 1, 0, "also the same network in the other precision, its steps alternated with these in this process (each first every other time), each timed apart: "
          "a line 'alternated: fp32 F bf16 B samples/s ...' (medians; a host whose speed drifts slows both alike); peak_rss_mb is then both networks'", NULL, NULL},
         {"--allreduce", NULL, FLAG_SET, &o->allreduce, 1, 0, "also time the averaging of the gradient buffer, the library's way and the others (medians of 8; run under mpirun): last 'allreduce_ms A grad_mb G ranks P'", NULL, NULL},
+        {"--spatial", "K", FLAG_INT, &o->spatial, 1, 65536, "each sample split by depth across K ranks (run under mpirun; cf-train --spatial): rates are a group's, "
+         "peak_rss_mb the largest rank's, and a line 'spatial K D per-rank peak_rss_mb min .. max'", NULL, NULL},
         {"--overlap", "N", FLAG_LONG, &o->overlap, 0, 1L << 30, "the step's gradient averaged in buckets of >= N floats during backward (cf-train --overlap)", NULL, NULL},
         {"--allreduce-floats", "N", FLAG_LONG, &o->ar_floats, 1, 1L << 30, "--allreduce of N floats instead of the model's gradient (two sizes give a link's latency and bandwidth)", NULL, NULL},
         {"--layers", NULL, FLAG_SET, &o->layers, 1, 0, "per layer: forward, backward-weights, backward-data ms, GFLOP/s, share, the paths taken; totals per type", NULL, NULL},
@@ -270,7 +272,7 @@ int main(int argc, char **argv) {
     cf_net net;
     tool_init(argc, argv, "bench");
     memset(&o, 0, sizeof o);
-    o.model = "models/cosmoflow.cfg"; o.batch = 1; o.steps = 3;
+    o.model = "models/cosmoflow.cfg"; o.batch = 1; o.steps = 3; o.spatial = 1;
     flag_table(&o);
     flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
     model = o.model; B = o.batch; steps = o.steps; threads = o.threads;
@@ -290,9 +292,11 @@ int main(int argc, char **argv) {
     if (o.check_blas) return check_blas();
     TRY(cf_net_load_cfg(&net, model, o.has_shape ? &o.shape : NULL));
     cf_net_init(&net, 1);
+    if (o.spatial > 1 && o.alternate) die("--spatial with --alternate: the twin network is not split");
+    if (o.spatial > 1 && cf_net_set_spatial(&net, o.spatial, 0)) die("--spatial %d: %s", o.spatial, cf_failure_reason());
     if (do_ar) allreduce_bench(o.ar_floats ? (size_t)o.ar_floats : net.n_params);
     if (steps > 0) {
-        size_t nx = (size_t)B * cf_shape_size(net.input), nt = (size_t)B * net.n_targets, k;
+        size_t nx = (size_t)B * cf_shape_size(net.input) / (size_t)o.spatial, nt = (size_t)B * net.n_targets, k;   /* a rank's slabs */
         int seg = net.loss == CF_LOSS_SOFTMAX_CE;
         float *x = (float *)malloc(nx * 4), *t = (float *)malloc(nt * 4);
         double flops = 0, peak = 0, dt = 0, *rates = (double *)calloc((size_t)steps, sizeof(double));
@@ -351,8 +355,15 @@ int main(int argc, char **argv) {
         free(lc.t);
         if (cf_dist_rank() == 0) printf("model %s input %dx%dx%dx%d batch %d: %.3f s/step, %.1f GFLOP/step, sgemm peak %.1f GFLOP/s\n",
                model, net.input.c, net.input.d, net.input.h, net.input.w, B, dt, flops / 1e9, peak);
-        if (cf_dist_rank() == 0) printf("samples_per_s %.4f gflops_per_s %.1f sgemm_peak_pct %.1f peak_rss_mb %.0f\n",
-               B / dt, flops / dt / 1e9, peak > 0 ? 100.0 * flops / dt / 1e9 / peak : 0.0, peak_rss_mb());
+        {   /* the largest and smallest rank's peak */
+            double rss[2];
+            rss[0] = peak_rss_mb(); rss[1] = -rss[0];
+            cf_dist_allreduce_max_d(rss, 2);
+            if (o.spatial > 1 && cf_dist_rank() == 0) printf("spatial %d groups %d per-rank peak_rss_mb %.0f .. %.0f (each rank %d of %d planes; GFLOP a rank's)\n",
+                                                          o.spatial, cf_dist_size() / o.spatial, -rss[1], rss[0], net.input.d / o.spatial, net.input.d);
+            if (cf_dist_rank() == 0) printf("samples_per_s %.4f gflops_per_s %.1f sgemm_peak_pct %.1f peak_rss_mb %.0f\n",
+                                            B / dt, flops / dt / 1e9, peak > 0 ? 100.0 * flops / dt / 1e9 / peak : 0.0, rss[0]);
+        }
         free(x); free(t);
         cf_train_free(&tr);
     }

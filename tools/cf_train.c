@@ -1,5 +1,6 @@
 /* cf-train: CosmoFlow regression and DeepCAM segmentation with the MLPerf HPC references'
-   defaults, on one process or under mpirun (synchronous data parallelism).  The application
+   defaults, on one process or under mpirun (synchronous data parallelism; with --spatial K,
+   each sample split across K ranks too).  The application
    follows from the model: loss=softmax_ce is DeepCAM.  The training step itself is the
    library's (cf_train_step); this program parses the flags, loads the data, validates,
    logs, and decides when to write checkpoints.  main() is setup, then per epoch: train,
@@ -19,6 +20,7 @@ typedef struct {
     cf_shape shape;
     cf_train_config tc;       /* the training step's settings (the library's defaults) */
     int sync_bn, staged, skip_nonfinite, override;   /* --sync-bn, --staged, --skip-nonfinite, --override */
+    int spatial;              /* --spatial K: ranks a sample */
 } options;
 
 /* ---------------------------------------------------------------- flags */
@@ -65,6 +67,8 @@ static void flag_table(options *o) {
         {"--skip-nonfinite", NULL, FLAG_SET, &o->skip_nonfinite, 1, 0, "skip a batch whose loss or gradient is NaN/Inf, with a counted warning (default: stop, naming it)", NULL, NULL},
         {"--staged", NULL, FLAG_SET, &o->staged, 1, 0, "each rank's --train holds its own share of the training set, all of which it reads every epoch (data staged per node; data/README.md); default: every rank sees the whole set", NULL, NULL},
         {"--sync-bn", NULL, FLAG_SET, &o->sync_bn, 1, 0, "batch-norm statistics of the global batch (PyTorch's SyncBatchNorm; default per rank)", NULL, NULL},
+        {"--spatial", "K", FLAG_INT, &o->spatial, 1, 65536, "each sample split by depth across K ranks (groups of K consecutive ranks share samples, each rank reading and holding its slab; "
+         "the groups run data parallelism; docs/mpi.md, 'A sample across ranks'); default 1", NULL, NULL},
         {"--comm-timeout", "S", FLAG_INT, &tool_comm_timeout, 0, 1e6, "end this rank when an MPI operation gets no answer from its peers in S s (a node or link gone; 0: wait for ever)", NULL, NULL},
         {NULL, NULL, FLAG_STR, NULL, 0, 0, "The training step (the library's cf_train_config; defaults: the MLPerf references'):", NULL, NULL},
     };
@@ -84,7 +88,7 @@ static void usage(void) {
 }
 static void defaults(options *o) {
     memset(o, 0, sizeof *o);
-    o->epochs = 128; o->batch = 4; o->apply_log = 1; o->dropout = -1; o->loss = -1; o->progress = 1;
+    o->epochs = 128; o->batch = 4; o->apply_log = 1; o->dropout = -1; o->loss = -1; o->progress = 1; o->spatial = 1;
     cf_train_defaults(&o->tc);
 }
 /* The 2018 papers' training recipes (docs/references.md, "The 2018 recipes"), under the flags
@@ -103,6 +107,7 @@ static void parse_flags(options *o, int argc, char **argv) {
     if (!o->train || !o->val || !o->out) die("needs --train, --val and --out (see --help)");
     if (!o->model && !o->resume) die("needs --model M.cfg, or --resume CKPT to take the model from the checkpoint");
     if (o->progress) o->progress = isatty(2) ? 1 : 2;
+    if (o->spatial > 1 && o->staged) die("--spatial %d with --staged: the ranks of a group read the same samples, so their --train cannot be each rank's own", o->spatial);
 }
 
 /* ---------------------------------------------------------------- the run */
@@ -112,6 +117,7 @@ typedef struct {
     cf_trainer tr;
     cf_train_state st;
     int rank, size, seg, first_epoch, global_batch, steps, reached;
+    int groups, group;        /* data parallelism's replicas: ranks, or groups of --spatial ranks; this rank's */
     char **train_files, **val_files;
     int n_train, n_val, n_train_files, n_val_files;
     int *order;
@@ -131,7 +137,7 @@ static void resume(run *R) {
     if (settings_resume(flags, n_flags, settings, N_SETTINGS, R->st.meta, R->o.resume, R->o.override, changed, sizeof changed) && R->rank == 0)
         fprintf(stderr, "cf-train: %s records only some of its settings (an older checkpoint): the others from the flags or the defaults\n", R->o.resume);
     if (!meta_value(R->st.meta, "seed", seed, sizeof seed)) R->o.seed = R->st.seed;   /* an older record */
-    resume_global_batch(R->st.meta, R->o.resume, &R->o.batch, R->size, flag_was_given(flags, n_flags, "--batch"), R->o.override, changed, sizeof changed);
+    resume_global_batch(R->st.meta, R->o.resume, &R->o.batch, R->groups, R->o.spatial > 1 ? "groups of --spatial ranks" : "ranks", flag_was_given(flags, n_flags, "--batch"), R->o.override, changed, sizeof changed);
     if (changed[0]) snprintf(R->override_note, sizeof R->override_note, "override=epoch %d: %s\n", R->first_epoch, changed);
 }
 /* the model (from --model or the checkpoint), the flags that change it (loss, dropout), the
@@ -155,6 +161,7 @@ static void setup_model(run *R) {
     if (!R->seg) o->loss = net->loss;     /* the record says which */
     if (o->dropout >= 0) cf_net_set_dropout(net, (float)o->dropout);
     cf_dist_bcast(net->params, net->n_params);   /* rank 0's weights everywhere */
+    if (o->spatial > 1 && cf_net_set_spatial(net, o->spatial, 0)) die("--spatial %d: %s", o->spatial, cf_failure_reason());
     if (o->sync_bn) TRY(cf_net_sync_bn(net, cf_dist_sum_reduce, NULL));
     TRY(cf_train_init(&R->tr, net, &o->tc));
     o->tc = R->tr.cfg;   /* resolved for the application: what the record says */
@@ -163,7 +170,7 @@ static void setup_data(run *R) {
     options *o = &R->o;
     R->train_files = data_files(o->train, o->n_train, &R->n_train, &R->n_train_files);
     R->val_files = data_files(o->val, o->n_val, &R->n_val, &R->n_val_files);
-    R->global_batch = o->batch * R->size;
+    R->global_batch = o->batch * R->groups;
     R->steps = o->staged ? R->n_train / o->batch : R->n_train / R->global_batch;
     if (R->steps < 1) die("%s: %d training files are fewer than one %sbatch of %d", o->train, R->n_train, o->staged ? "" : "global ",
                           o->staged ? o->batch : R->global_batch);
@@ -193,7 +200,7 @@ static void check_outputs(const run *R) {
 static void record_run(run *R) {
     char old[4096], extra[128];
     snprintf(old, sizeof old, "%s", R->st.meta);
-    snprintf(extra, sizeof extra, "global_batch=%d\nmetric=%s\n", R->global_batch, R->seg ? "val_miou" : "val_mae");
+    snprintf(extra, sizeof extra, "global_batch=%d\nmetric=%s\nspatial=%d\n", R->global_batch, R->seg ? "val_miou" : "val_mae", R->o.spatial);
     run_record(R->st.meta, sizeof R->st.meta, flags, n_flags, settings, N_SETTINGS, extra, old, R->override_note);
 }
 static int target_met(const run *R, double metric) {
@@ -214,7 +221,7 @@ static double train_epoch(run *R, int e, double *lr) {
     double t0 = now_s(), sum = 0;
     int n_local = o->staged   /* its own files, in its own order; else its share of one global permutation */
                   ? cf_epoch_shard(R->order, R->n_train, cf_hash64(o->seed + 1000003u * (uint64_t)R->rank), e, 0, 1, 1, 1)
-                  : cf_epoch_shard(R->order, R->n_train, o->seed, e, R->rank, R->size, 1, 1);
+                  : cf_epoch_shard(R->order, R->n_train, o->seed, e, R->group, R->groups, 1, 1);   /* a group's ranks: the same samples */
     int s, nb, skipped = 0;
     float *x, *y;
     cf_step_result r;
@@ -251,7 +258,7 @@ static double validate(run *R) {
     float *x, *y;
     cf_net_average_stats(&R->net);
     R->L.augment = 0;
-    n_local = cf_epoch_shard(R->order, R->n_val, 0, 0, R->rank, R->size, 0, 0);
+    n_local = cf_epoch_shard(R->order, R->n_val, 0, 0, R->group, R->groups, 0, 0);
     R->L.files = R->val_files;
     loader_begin(&R->L, R->order, n_local);
     for (;;) {
@@ -261,7 +268,7 @@ static double validate(run *R) {
             die(bad >= 0 ? "validation: %s gives a non-finite %s (an input or label out of range, or a diverged model)" : "%s%s",
                 bad >= 0 ? loader_file(&R->L, bad) : cf_failure_reason(), bad >= 0 ? (R->seg ? "IoU" : "error") : "");
     }
-    cf_dist_allreduce_sum_d(sums, 2);
+    cf_dist_allreduce_sum_d(sums, 2);   /* (a group's ranks each add its samples': K times both sums) */
     return sums[0] / sums[1];
 }
 /* after each epoch (rank 0): a checkpoint never holds a parameter that is not finite */
@@ -306,10 +313,10 @@ static void agree_across_ranks(const options *o) {
         at += snprintf(at, (size_t)(end - at), " %.*s\n", (int)(ll > kl ? ll - kl - 1 : 0), p + kl + (kl < ll));
     }
     if (at < end) snprintf(at, (size_t)(end - at), "--model %s (its text's CRC32C %08x)\n--train %s\n--val %s\n--out %s\n--resume %s\n--batch %d\n--epochs %d\n"
-             "--input-shape %s\n--target %.17g\n--n-train %d\n--n-val %d\n--stats %s\n--mllog %s\n--png %s\n--preset %s\n--skip-nonfinite %d\n",
+             "--input-shape %s\n--target %.17g\n--n-train %d\n--n-val %d\n--stats %s\n--mllog %s\n--png %s\n--preset %s\n--skip-nonfinite %d\n--spatial %d\n",
              o->model ? o->model : "(none)", crc, o->staged ? "(each rank's own)" : o->train, o->val, o->out, o->resume ? o->resume : "(none)",
              o->batch, o->epochs, o->has_shape ? shape_text(o->shape) : "(the cfg's)", o->target, o->n_train, o->n_val,
-             o->stats ? o->stats : "(none)", o->mllog ? o->mllog : "(none)", o->png ? o->png : "(none)", o->preset ? o->preset : "(none)", o->skip_nonfinite);
+             o->stats ? o->stats : "(none)", o->mllog ? o->mllog : "(none)", o->png ? o->png : "(none)", o->preset ? o->preset : "(none)", o->skip_nonfinite, o->spatial);
     settings_agree(text);
 }
 static void setup(run *R, int argc, char **argv) {
@@ -319,6 +326,8 @@ static void setup(run *R, int argc, char **argv) {
     dist_start(&argc, &argv);
     agree_across_ranks(o);
     R->rank = cf_dist_rank(); R->size = cf_dist_size();
+    if (R->size % o->spatial) die("--spatial %d: %d ranks do not form groups of %d", o->spatial, R->size, o->spatial);
+    R->groups = R->size / o->spatial; R->group = R->rank / o->spatial;
     if (R->rank) o->progress = 0;
     check_outputs(R);
     if (R->rank == 0) lock_output("--out", o->out);   /* one writer per checkpoint */
@@ -328,9 +337,12 @@ static void setup(run *R, int argc, char **argv) {
     setup_model(R);
     setup_data(R);
     record_run(R);
+    if (R->rank == 0 && o->spatial > 1)
+        fprintf(stderr, "cf-train: %d ranks: %d group%s of %d, each sample split across a group (%d planes a rank)\n", R->size, R->groups,
+                R->groups > 1 ? "s" : "", o->spatial, net->input.d / o->spatial);
     if (R->rank == 0)
-        fprintf(stderr, "cf-train: %d rank%s x batch %d = global batch %d; %d training%s, %d validation files; %s, input %s, %zu parameters, %s\n",
-                R->size, R->size > 1 ? "s" : "", o->batch, R->global_batch, R->n_train, o->staged ? " (per rank, staged)" : "", R->n_val,
+        fprintf(stderr, "cf-train: %d %s%s x batch %d = global batch %d; %d training%s, %d validation files; %s, input %s, %zu parameters, %s\n",
+                R->groups, o->spatial > 1 ? "group" : "rank", R->groups > 1 ? "s" : "", o->batch, R->global_batch, R->n_train, o->staged ? " (per rank, staged)" : "", R->n_val,
                 net->cfg_name, shape_text(net->input), net->n_params, precision_text(R->tr.cfg.precision));
     m.seg = R->seg; m.ranks = R->size; m.global_batch = R->global_batch; m.train_samples = R->steps * R->global_batch;
     m.eval_samples = R->n_val; m.sync_bn = o->sync_bn; m.seed = o->seed; m.dropout = o->dropout; mll_run_start(&R->tr.cfg, &m);

@@ -763,12 +763,12 @@ TOOL_UNUSED static void output_dir(const char *what, const char *dir) {
 /* --resume and the batch: the record's global batch (batch x ranks) is the setting, so that a
    run of 2 ranks x 2 resumes on 1 rank as 1 x 4.  Taken when --batch is not given (it must
    divide by the ranks), refused when it is and differs, unless override (then noted in changed). */
-TOOL_UNUSED static void resume_global_batch(const char *record, const char *ckpt, int *batch, int ranks, int given, int override, char *changed, size_t n) {
+TOOL_UNUSED static void resume_global_batch(const char *record, const char *ckpt, int *batch, int ranks, const char *what, int given, int override, char *changed, size_t n) {
     char v[32];
     int g;
     if (!meta_value(record, "global_batch", v, sizeof v) || (g = atoi(v)) == *batch * ranks) return;
-    if (given && !override) die("--batch %d: %s was trained with a global batch of %d; here %d x %d (give --override to change it)", *batch, ckpt, g, ranks, *batch);
-    if (!given && g % ranks) die("%s: its global batch %d is not a multiple of %d ranks", ckpt, g, ranks);
+    if (given && !override) die("--batch %d: %s was trained with a global batch of %d; here %d %s x %d (give --override to change it)", *batch, ckpt, g, ranks, what, *batch);
+    if (!given && g % ranks) die("%s: its global batch %d is not a multiple of %d %s", ckpt, g, ranks, what);
     if (!given) *batch = g / ranks;
     else snprintf(changed + strlen(changed), n - strlen(changed), "%sglobal_batch %d, was %d", changed[0] ? "; " : "", *batch * ranks, g);
 }
