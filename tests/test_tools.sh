@@ -554,17 +554,18 @@ PRECISION=bf16 DEMO_OUT="$T/demob" DEMO_TRAIN=8 DEMO_VAL=4 DEMO_EPOCHS=1 sh tool
     $B/cf-check --weights "$T/demob/cosmoflow-small.cfck" --info | grep -q "precision=bf16" && ok || bad "make demo PRECISION=bf16 (tiny): $(tail -3 "$T/demob.txt")"
 DEMO_OUT="$T/demo" DEMO_TRAIN=8 DEMO_VAL=4 DEMO_EPOCHS=1 sh tools/demo.sh > /dev/null 2>&1 && ok || bad "make demo reuses its own earlier output directory"
 if $B/cf-synth cosmo --help 2>&1 | grep -q -- '--pm '; then   # make science, tiny: two seeds, every baseline, the summary
-    SCI_OUT="$T/sci" SCI_TRAIN=8 SCI_VAL=4 SCI_EPOCHS=1 SCI_PM=2 SCI_SEEDS=2 SCI_LONG=2 sh tools/science.sh > "$T/sci.txt" 2>&1 &&
-        tail -1 "$T/sci.txt" | grep -q '^science: cnn_mae [0-9.]* spectrum_mae [0-9.]* spectrum_long_mae [0-9.]*$' &&
-        [ "$(grep -c '^science: seed [12] ' "$T/sci.txt")" = 20 ] && grep -q '^science: cross-long  *Omega_m [0-9.]* +- [0-9.]* ' "$T/sci.txt" &&
-        [ "$(awk '$1 == 2' "$T/sci/results.txt" | wc -l)" = 9 ] && ok || bad "make science (tiny, 2 seeds): $(tail -3 "$T/sci.txt")"
+    SCI_OUT="$T/sci" SCI_TRAIN=8 SCI_VAL=4 SCI_EPOCHS=1 SCI_PM=2 SCI_SEEDS=2 sh tools/science.sh > "$T/sci.txt" 2>&1 &&
+        tail -1 "$T/sci.txt" | grep -q '^science: cnn_mae [0-9.]* spectrum_mae [0-9.]* spectrum_moments_mae [0-9.]*$' &&
+        [ "$(grep -c '^science: seed [12] ' "$T/sci.txt")" = 26 ] && grep -q '^science: two-point-chosen  *Omega_m [0-9.]* +- [0-9.]* ' "$T/sci.txt" &&
+        grep -q '^science: moments-chosen  *Omega_m [0-9.]* +- [0-9.]* ' "$T/sci.txt" && [ "$(grep -c "^science: the network's MAE is" "$T/sci.txt")" = 2 ] &&
+        [ "$(awk '$1 == 2' "$T/sci/results.txt" | wc -l)" = 12 ] && ok || bad "make science (tiny, 2 seeds): $(tail -3 "$T/sci.txt")"
     # rerun: seed 1 reused whole, seed 2 (its results removed) from its universes, the same figures
-    rm "$T/sci/seed2/rows.txt" && SCI_OUT="$T/sci" SCI_TRAIN=8 SCI_VAL=4 SCI_EPOCHS=1 SCI_PM=2 SCI_SEEDS=2 SCI_LONG=2 sh tools/science.sh > "$T/sci2.txt" 2>&1 &&
+    rm "$T/sci/seed2/rows.txt" && SCI_OUT="$T/sci" SCI_TRAIN=8 SCI_VAL=4 SCI_EPOCHS=1 SCI_PM=2 SCI_SEEDS=2 sh tools/science.sh > "$T/sci2.txt" 2>&1 &&
         grep -q "^science: seed 1 of 2: reusing the results" "$T/sci2.txt" && grep -q "^science: reusing the universes in .*seed2/" "$T/sci2.txt" &&
         ! grep -q "^science: seed 2 of 2: reusing" "$T/sci2.txt" && [ "$(tail -1 "$T/sci2.txt")" = "$(tail -1 "$T/sci.txt")" ] &&
         ok || bad "make science rerun: reuses seed 1 and seed 2's universes, the same last line: $(tail -3 "$T/sci2.txt")"
     # rerun with other flags: nothing reused, the old universes replaced
-    SCI_OUT="$T/sci" SCI_TRAIN=8 SCI_VAL=4 SCI_EPOCHS=1 SCI_PM=1 SCI_SEEDS=1 SCI_LONG=2 sh tools/science.sh > "$T/sci3.txt" 2>&1 &&
+    SCI_OUT="$T/sci" SCI_TRAIN=8 SCI_VAL=4 SCI_EPOCHS=1 SCI_PM=1 SCI_SEEDS=1 sh tools/science.sh > "$T/sci3.txt" 2>&1 &&
         ! grep -q "reusing" "$T/sci3.txt" && grep -q -- "--pm 1 " "$T/sci/seed1/universes.txt" && [ "$(ls "$T/sci/seed1/train" | grep -c tfrecord)" = 8 ] &&
         ok || bad "make science rerun with other flags: new universes, nothing reused: $(tail -3 "$T/sci3.txt")"
 fi
