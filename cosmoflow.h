@@ -517,6 +517,10 @@ CFDEF int cf_atomic_tmp_prefix(const char *path, char *out, size_t n);
    writes the network's own, cf_checkpoint_load and cf_checkpoint_info fill them in. */
 typedef struct { uint64_t step, epoch, seed; double best; char meta[4096]; uint64_t updates; } cf_train_state;
 CFDEF int cf_checkpoint_save(const char *path, const cf_net *net, const cf_train_state *st);
+/* (A network split across ranks, cf_net_set_spatial: the save is collective over the K ranks
+   of one group, whose first rank writes path while the others send it their rows of a split
+   [dense] (path unused there); the load reads the whole file on every rank, each keeping its
+   own rows.  Either way the file is the whole network's.) */
 /* Loads parameters, statistics and optimizer state into an already built net, which must
    compute what the checkpoint's model computes (else an error names the first difference:
    the input shape, a layer's type, activation, geometry, ...).  st may be NULL. */
@@ -649,6 +653,10 @@ CFDEF int cf_net_spatial(const cf_net *net, int *r, int *d0);   /* K; this rank'
    a slab alone cannot know, such as a sample's total for an input transform.  Collective
    over the group. */
 CFDEF int cf_net_spatial_sum(cf_net *net, double *v, int n);
+/* Floats a rank's split needs beside its arena for a batch of B: the largest convolution's
+   extended input and its gradient, the halos in transit and the gathered features, a split
+   [dense]'s rows (0 unsplit; (size_t)-1 on a bad network) */
+CFDEF size_t cf_net_spatial_floats(cf_net *net, int B);
 
 /* ================================================================ F. operations (arguments may change)
    Every operation's plain reference (section 3) and its dispatcher (section 11): what a
@@ -1980,7 +1988,10 @@ typedef struct {
    end (the gathering [flatten]), this rank holding slab r; the layers' whole shapes kept, and
    the network's input slab; each convolution's halos, hb planes before its slab and ha after;
    the buffers of the exchange: the extended input (and its gradient) of the largest
-   convolution, the packed halos and the gathered features */
+   convolution, the packed halos and the gathered features.  The first [dense] after the
+   [flatten] may hold only its rows [r rows, (r + 1) rows) here (shard >= 0: its layer): the
+   parameters, gradients and optimizer state then have this rank's layout, the whole one's
+   with the other ranks' rows of that layer cut out (whole_n the whole count) */
 typedef struct {
     int K, r, periodic, end, on;     /* on: K > 1 or periodic (the split's code runs) */
     int comm;                        /* the group's communicator is made (an MPI run of several ranks) */
@@ -1990,6 +2001,10 @@ typedef struct {
     int *hb, *ha;                    /* per layer: a convolution's halo planes */
     float *ext, *dext; size_t ext_n; /* (B, C, D/K + hb + ha, H, W) and its gradient */
     float *pack; size_t pack_n;      /* halos in transit; the [flatten]'s gathered slabs */
+    int shard, rows;                 /* the [dense] whose rows are split, -1: none; rows a rank */
+    size_t whole_n;                  /* the whole network's parameter count */
+    void *cross_comm;                /* the MPI_Comm of the ranks holding the same rows (one a group) */
+    float *part; size_t part_n;      /* the shard's rows of a batch, and its part of dx */
 } cf__split_state;
 struct cf__net_private {
     uint32_t magic;
@@ -2586,15 +2601,47 @@ static int cf__dense_parse(cf__parser *p, cf_layer *l) {
     return CF_OK;
 }
 static double cf__dense_flops(const cf_layer *l) { return 2.0 * (double)cf_shape_size(l->in) * l->out.c; }
+/* the [dense] whose rows a split network shares (section 5, split.shard): this rank's rows of
+   y = act(x w^T + b) from the whole (gathered) x, then every rank's rows gathered into y (B,
+   out.c).  Backward: dL/dz of every row (the same on every rank), this rank's rows' dw and db,
+   and their part of dx = dz w, summed over the group. */
+static void cf__split_sum_floats(cf_net *net, float *buf, size_t n);
+static void cf__shard_dense_forward(cf_net *net, int i) {
+    const cf__split_state *sp = &net->priv->split;
+    cf_layer *l = &net->layers[i];
+    int B = net->batch, O = l->out.c, R = sp->rows, q, b;
+    float *y = cf__out(net, i), *mine = sp->part, *all = sp->part + (size_t)B * R;
+    cf_dense_forward(mine, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), B, (int)cf_shape_size(l->in), R);
+    cf_act_forward(mine, (size_t)B * R, l->act, l->slope);
+    cf__split_allgather(net, mine, all, (size_t)B * R);   /* (rank q's B R values, in rank order) */
+    for (q = 0; q < sp->K; q++)
+        for (b = 0; b < B; b++) memcpy(y + (size_t)b * O + (size_t)q * R, all + ((size_t)q * B + b) * R, (size_t)R * sizeof(float));
+}
+static void cf__shard_dense_backward(cf_net *net, int i) {
+    const cf__split_state *sp = &net->priv->split;
+    cf_layer *l = &net->layers[i];
+    int B = net->batch, O = l->out.c, R = sp->rows, b;
+    size_t F = cf_shape_size(l->in), k;
+    float *dy = cf__grad(net, i), *dx = cf__in_grad(net, l, 0), *dz = sp->part, *part = sp->part + (size_t)B * R;
+    cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
+    for (b = 0; b < B; b++) memcpy(dz + (size_t)b * R, dy + (size_t)b * O + (size_t)sp->r * R, (size_t)R * sizeof(float));
+    if (dx) memset(part, 0, (size_t)B * F * sizeof(float));
+    cf_dense_backward(dx ? part : NULL, cf__dw(net, l), cf__db(net, l), dz, cf__in(net, l, 0), cf__w(net, l), B, (int)F, R);
+    if (!dx) return;
+    cf__split_sum_floats(net, part, (size_t)B * F);   /* every rank's rows' part of dx */
+    for (k = 0; k < (size_t)B * F; k++) dx[k] += part[k];
+}
 static void cf__dense_forward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *y = cf__out(net, i);
+    if (i == net->priv->split.shard) { cf__shard_dense_forward(net, i); return; }
     cf_dense_forward(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, (int)cf_shape_size(l->in), l->out.c);
     cf_act_forward(y, cf__n_out(net, l), l->act, l->slope);
 }
 static void cf__dense_backward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *dy = cf__grad(net, i);
+    if (i == net->priv->split.shard) { cf__shard_dense_backward(net, i); return; }
     cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
     cf_dense_backward(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), net->batch,
                       (int)cf_shape_size(l->in), l->out.c);
@@ -3072,6 +3119,7 @@ CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf
     memset(net, 0, sizeof *net);
     if (!buf || !(net->priv = CF__NEW(struct cf__net_private, 1))) { CF_FREE(buf); return CF_ERR; }
     net->priv->magic = CF__NET_MAGIC;
+    net->priv->split.shard = -1;
     if ((rc = cf__split(buf, name, &secs, &n_secs))) { CF_FREE(buf); CF_FREE(net->priv); net->priv = NULL; return rc; }
     if (!n_secs || strcmp(secs[0].name, "net")) rc = cf_fail("%s:%d: the first section must be [net]", name, n_secs ? secs[0].line : 1);
     if (!rc) rc = cf__net_section(net, &secs[0], name, shape_override);
@@ -3099,7 +3147,7 @@ CFDEF void cf_net_free(cf_net *net) {
     if (p) {
         cf__split_comm_free(net);
         CF_FREE(p->split.gin); CF_FREE(p->split.gout); CF_FREE(p->split.hb); CF_FREE(p->split.ha);
-        CF_FREE(p->split.ext); CF_FREE(p->split.dext); CF_FREE(p->split.pack);
+        CF_FREE(p->split.ext); CF_FREE(p->split.dext); CF_FREE(p->split.pack); CF_FREE(p->split.part);
     }
     if (p) { p->magic = 0; CF_FREE(p->bn_sync.work); CF_FREE(p->plan.l); CF_FREE(p->bn_save); CF_FREE(p->arena); CF_FREE(p->ws); CF_FREE(p->wq); CF_FREE(p->xq); CF_FREE(p); }
     CF_FREE(net->cfg_text); CF_FREE(net->cfg_name); CF_FREE(net->layers);
@@ -3158,6 +3206,22 @@ static void cf__init_tensor(float *p, size_t n, int kind, double fan_in, double 
 }
 
 
+/* a [dense] whose rows are split across ranks (section 5): every row drawn in turn, as the
+   whole layer's, this rank's kept */
+static int cf__init_shard(cf_net *net, const cf_layer *l, double fan_in, double fan_out, cf_rng *r) {
+    size_t F = cf_shape_size(l->in), o0 = (size_t)net->priv->split.r * net->priv->split.rows, R = (size_t)net->priv->split.rows, o;
+    float *other = CF__NEW(float, F > (size_t)l->out.c ? F : (size_t)l->out.c);
+    if (!other) return CF_ERR;
+    for (o = 0; o < (size_t)l->out.c; o++)
+        cf__init_tensor(o >= o0 && o < o0 + R ? net->params + l->w_off + (o - o0) * F : other, F, l->init, fan_in, fan_out, 0.0f, r);
+    if (l->b_n) {
+        cf__init_tensor(other, (size_t)l->out.c, l->bias_init, fan_in, fan_out, l->bias_value, r);
+        memcpy(net->params + l->b_off, other + o0, R * sizeof(float));
+    }
+    CF_FREE(other);
+    return CF_OK;
+}
+
 /* Initial weights, each layer from its own stream (inserting a layer does not change the
    others' weights); fan_in and fan_out as PyTorch computes them.  Batch norm and affine
    layers start as the identity, running statistics at mean 0, variance 1. */
@@ -3179,6 +3243,7 @@ CFDEF int cf_net_init(cf_net *net, uint64_t seed) {
         if (l->type == CF_L_CONV) { fan_in = (double)l->in.c / l->groups * kvol; fan_out = (double)l->out.c * kvol; }
         else if (l->type == CF_L_DECONV) { fan_in = (double)l->out.c * kvol; fan_out = (double)l->in.c * kvol; }  /* PyTorch: weight.size(1) * kvol */
         else { fan_in = (double)cf_shape_size(l->in); fan_out = l->out.c; }
+        if (i == net->priv->split.shard) { if (cf__init_shard(net, l, fan_in, fan_out, &r)) return CF_ERR; continue; }
         cf__init_tensor(net->params + l->w_off, l->w_n, l->init, fan_in, fan_out, 0.0f, &r);
         if (l->b_n) cf__init_tensor(net->params + l->b_off, l->b_n, l->bias_init, fan_in, fan_out, l->bias_value, &r);
     }
@@ -3513,6 +3578,9 @@ static int cf__split_fits(const cf_net *net, int K, int *end) {
         const cf_layer *l = &net->layers[i];
         int Din = cf__whole_in(net, i).d, Dout = cf__whole_out(net, i).d, k = l->g.k[0], s = l->g.s[0];
         if (Din % K || Dout % K) return cf_fail("%s:%d: layer %d ([%s]) has %d planes in and %d out: not %d equal slabs", name, l->line, i, cf_layer_type_name(l->type), Din, Dout, K);
+        if ((double)cf_shape_size(cf__whole_out(net, i)) / K > (double)CF__MAX_ELEMENTS)
+            return cf_fail("%s:%d: layer %d ([%s]) would output %.3g values a sample on each of %d ranks, at most %lld: split it across more ranks", name, l->line, i,
+                           cf_layer_type_name(l->type), (double)cf_shape_size(cf__whole_out(net, i)) / K, K, (long long)CF__MAX_ELEMENTS);
         switch (l->type) {
         case CF_L_CONV: {
             int hb = l->g.pb[0], ha = l->g.dil[0] * (k - 1) - l->g.pb[0] + 1 - s;
@@ -3558,18 +3626,102 @@ static int cf__split_whole(cf_net *net) {
     for (i = 0; i < n; i++) { net->layers[i].in = sp->gin[i]; net->layers[i].out = sp->gout[i]; sp->hb[i] = sp->ha[i] = 0; }
     return CF_OK;
 }
+/* ---- the first [dense] after the [flatten], its rows split over the group (split.shard):
+   rank r holds rows [r R, (r + 1) R) of its weights (out.c rows of F = its input's size) and
+   of its bias, R = out.c / K; in a model where that layer carries most of the parameters (the
+   MLPerf network at 256^3: 33.5 M of 38.3 M) this is what keeps a rank's memory near 1 / K of
+   one rank's.  The whole parameter vector is then a sequence of pieces, each every rank's or
+   one group rank's: the layers before that one; its weight rows of rank 0, 1, ...; its bias
+   of rank 0, 1, ...; the layers after it.  A rank's layout (params, grads, each optimizer
+   slot) keeps its own pieces, in that order. */
+typedef struct { size_t off, n; int owner; } cf__piece;   /* whole offset, count, group rank (-1: every rank) */
+static int cf__n_pieces(const cf_net *net) { return net->priv->split.shard < 0 ? 1 : 2 * net->priv->split.K + 2; }
+static cf__piece cf__piece_at(const cf_net *net, int j) {
+    const cf__split_state *sp = &net->priv->split;
+    const cf_layer *l;
+    cf__piece p;
+    size_t F, w0, R;
+    int K = sp->K;
+    p.owner = -1;
+    if (sp->shard < 0) { p.off = 0; p.n = net->n_params; return p; }
+    l = &net->layers[sp->shard]; F = cf_shape_size(l->in); w0 = l->w_off; R = (size_t)sp->rows;
+    if (j == 0) { p.off = 0; p.n = w0; }
+    else if (j <= K) { p.off = w0 + (size_t)(j - 1) * R * F; p.n = R * F; p.owner = j - 1; }
+    else if (j <= 2 * K) { p.off = w0 + (size_t)l->out.c * F + (size_t)(j - K - 1) * R; p.n = l->has_bias ? R : 0; p.owner = j - K - 1; }
+    else { p.off = w0 + (size_t)l->out.c * (F + (l->has_bias ? 1 : 0)); p.n = sp->whole_n - p.off; }
+    return p;
+}
+/* where a piece lives in this rank's layout, or (size_t)-1 when it is another rank's */
+static size_t cf__piece_local(const cf_net *net, cf__piece p) {
+    const cf__split_state *sp = &net->priv->split;
+    const cf_layer *l;
+    if (sp->shard < 0 || p.owner < 0) return sp->shard < 0 || p.off < net->layers[sp->shard].w_off ? p.off : p.off - (sp->whole_n - net->n_params);
+    if (p.owner != sp->r) return (size_t)-1;
+    l = &net->layers[sp->shard];
+    return l->w_off + (p.off < l->w_off + (size_t)l->out.c * cf_shape_size(l->in) ? 0 : (size_t)sp->rows * cf_shape_size(l->in));   /* its weight rows, or its bias */
+}
+/* the [dense] whose rows a split of K can share: right after the [flatten], reading it alone,
+   read by nothing else, its rows a multiple of K; -1 when none */
+static int cf__shard_candidate(const cf_net *net, int end, int K) {
+    int j = end + 1, i, k;
+    if (K < 2 || j >= net->n_layers || net->layers[j].type != CF_L_DENSE || net->layers[j].n_src != 1 || net->layers[j].src[0] != end ||
+        net->layers[j].out.c % K)
+        return -1;
+    for (i = 0; i < net->n_layers; i++) for (k = 0; k < net->layers[i].n_src; k++) if (i != j && net->layers[i].src[k] == end) return -1;
+    return j;
+}
+/* the parameters, gradients and optimizer state of the whole layout into this rank's (layer
+   j's rows split; r set): its own pieces copied, the buffers replaced */
+static int cf__shard_relayout(cf_net *net, int j) {
+    cf__split_state *sp = &net->priv->split;
+    cf_layer *l = &net->layers[j];
+    size_t whole = net->n_params, F = cf_shape_size(l->in), R = (size_t)(l->out.c / sp->K), n, cut, q;
+    float *params, *grads, *opt;
+    int i, s;
+    cut = (size_t)(l->out.c - (int)R) * (F + (l->has_bias ? 1 : 0));
+    n = whole - cut;
+    params = CF__NEW(float, n); grads = CF__NEW(float, n); opt = CF__NEW(float, 2 * n);
+    if (!params || !grads || !opt) { CF_FREE(params); CF_FREE(grads); CF_FREE(opt); return cf_fail("a split network's parameters: %s", cf_failure_reason()); }
+    sp->shard = j; sp->rows = (int)R; sp->whole_n = whole;
+    net->n_params = n;   /* (what cf__piece_local computes with) */
+    for (q = 0; q < (size_t)cf__n_pieces(net); q++) {
+        cf__piece p = cf__piece_at(net, (int)q);
+        size_t at = cf__piece_local(net, p);
+        if (at == (size_t)-1 || !p.n) continue;
+        memcpy(params + at, net->params + p.off, p.n * sizeof(float));
+        for (s = 0; s < 2; s++) memcpy(opt + s * n + at, net->opt + s * whole + p.off, p.n * sizeof(float));
+    }
+    CF_FREE(net->params); CF_FREE(net->grads); CF_FREE(net->opt);
+    net->params = params; net->grads = grads; net->opt = opt;
+    l->w_n = R * F;
+    if (l->has_bias) { l->b_off = l->w_off + l->w_n; l->b_n = R; }
+    for (i = j + 1; i < net->n_layers; i++) {
+        if (net->layers[i].w_n) net->layers[i].w_off -= cut;
+        if (net->layers[i].b_n) net->layers[i].b_off -= cut;
+    }
+    return CF_OK;
+}
+
 CFDEF int cf_net_set_spatial(cf_net *net, int K, int periodic) {
     cf__split_state *sp;
     int i, end = 0;
     if (cf__net_check(net, "cf_net_set_spatial")) return CF_ERR;
     if (K < 1 || K > 65536) return cf_fail("cf_net_set_spatial: K = %d slabs (1 to 65536)", K);
     sp = &net->priv->split;
+    if (sp->shard >= 0)
+        return cf_fail("%s: its [dense] at line %d holds only this rank's rows (split across %d ranks): a network is split once (load it anew to split it another way)",
+                       net->cfg_name, net->layers[sp->shard].line, sp->K);
     if (cf__split_whole(net)) return CF_ERR;
     net->priv->plan.batch = 0;   /* the next forward plans anew */
     if (K == 1 && !periodic) { cf__split_comm_free(net); sp->on = 0; sp->K = 1; sp->r = 0; return CF_OK; }
     if (cf__split_fits(net, K, &end)) {
-        int best = cf_net_spatial_max(net, K);
-        return cf_fail("%s (the largest split of %d or fewer ranks that works: %d)", cf_failure_reason(), K, best);
+        int best = cf_net_spatial_max(net, K), more;
+        char why[sizeof cf__err];
+        memcpy(why, cf__err, sizeof why);
+        if (!strstr(why, "across more ranks")) return cf_fail("%s (the largest split of %d or fewer ranks that works: %d)", why, K, best);
+        for (more = K + 1; more <= 65536 && (net->input.d % more || cf__split_fits(net, more, &end)); more++) {}
+        memcpy(cf__err, why, sizeof why);
+        return more <= 65536 ? cf_fail("%s (the smallest split that works: %d)", why, more) : CF_ERR;
     }
     sp->K = K; sp->periodic = periodic != 0; sp->end = end; sp->on = 1;
     if (cf__split_comm_make(net)) { sp->on = 0; return CF_ERR; }   /* (sets r; one process: r = 0, no exchange) */
@@ -3581,6 +3733,7 @@ CFDEF int cf_net_set_spatial(cf_net *net, int K, int periodic) {
         l->out.d /= K;
         if (l->type == CF_L_CONV) { sp->hb[i] = l->g.pb[0]; sp->ha[i] = l->g.dil[0] * (l->g.k[0] - 1) - l->g.pb[0] + 1 - l->g.s[0]; }
     }
+    if ((i = cf__shard_candidate(net, end, K)) >= 0 && cf__shard_relayout(net, i)) { cf__split_whole(net); sp->on = 0; return CF_ERR; }
     if (K > 1 && sp->comm && !net->priv->bn_sync.reduce) return cf_net_sync_bn(net, cf__split_sum, net);   /* batch norm's statistics over the slabs */
     return CF_OK;
 }
@@ -3600,19 +3753,36 @@ CFDEF int cf_net_spatial(const cf_net *net, int *r, int *d0) {
 }
 /* the exchange's buffers for a batch of B (cf__plan): the largest extended convolution input and
    its gradient; the halos in transit and the gathered slabs */
-static int cf__split_buffers(cf_net *net, int B) {
-    cf__split_state *sp = &net->priv->split;
-    size_t ext = 1, pack = 1;
+static void cf__split_sizes(const cf_net *net, int B, size_t *ext, size_t *pack, size_t *part) {
+    const cf__split_state *sp = &net->priv->split;
     int i;
-    if (!sp->on) return CF_OK;
+    *ext = 1; *pack = 1; *part = 0;
     for (i = 0; i <= sp->end; i++) {
         const cf_layer *l = &net->layers[i];
         size_t plane = (size_t)B * l->in.c * l->in.h * l->in.w;
-        if (i == sp->end) { if ((size_t)sp->K * plane * l->in.d > pack) pack = (size_t)sp->K * plane * l->in.d; break; }
+        if (i == sp->end) { if ((size_t)sp->K * plane * l->in.d > *pack) *pack = (size_t)sp->K * plane * l->in.d; break; }
         if (l->type != CF_L_CONV) continue;
-        if (plane * (l->in.d + sp->hb[i] + sp->ha[i]) > ext) ext = plane * (l->in.d + sp->hb[i] + sp->ha[i]);
-        if (2 * plane * (sp->hb[i] + sp->ha[i]) > pack) pack = 2 * plane * (sp->hb[i] + sp->ha[i]);
+        if (plane * (l->in.d + sp->hb[i] + sp->ha[i]) > *ext) *ext = plane * (l->in.d + sp->hb[i] + sp->ha[i]);
+        if (2 * plane * (sp->hb[i] + sp->ha[i]) > *pack) *pack = 2 * plane * (sp->hb[i] + sp->ha[i]);
     }
+    if (sp->shard >= 0) {   /* the shared [dense]: B rows-of-mine, then B out.c gathered or B F of dx */
+        const cf_layer *l = &net->layers[sp->shard];
+        size_t F = cf_shape_size(l->in);
+        *part = (size_t)B * sp->rows + (size_t)B * (F > (size_t)l->out.c ? F : (size_t)l->out.c);
+    }
+}
+CFDEF size_t cf_net_spatial_floats(cf_net *net, int B) {
+    size_t ext, pack, part;
+    if (cf__net_check(net, "cf_net_spatial_floats")) return (size_t)-1;
+    if (!net->priv->split.on) return 0;
+    cf__split_sizes(net, B < 1 ? 1 : B, &ext, &pack, &part);
+    return 2 * ext + pack + part;
+}
+static int cf__split_buffers(cf_net *net, int B) {
+    cf__split_state *sp = &net->priv->split;
+    size_t ext, pack, part;
+    if (!sp->on) return CF_OK;
+    cf__split_sizes(net, B, &ext, &pack, &part);
     if (ext > sp->ext_n) {
         CF_FREE(sp->ext); CF_FREE(sp->dext); sp->ext_n = 0;
         if (!(sp->ext = CF__NEW(float, ext)) || !(sp->dext = CF__NEW(float, ext))) return cf_fail("a split convolution's extended input: %s", cf_failure_reason());
@@ -3622,6 +3792,11 @@ static int cf__split_buffers(cf_net *net, int B) {
         CF_FREE(sp->pack); sp->pack_n = 0;
         if (!(sp->pack = CF__NEW(float, pack))) return cf_fail("a split network's halos: %s", cf_failure_reason());
         sp->pack_n = pack;
+    }
+    if (part > sp->part_n) {
+        CF_FREE(sp->part); sp->part_n = 0;
+        if (!(sp->part = CF__NEW(float, part))) return cf_fail("a split [dense]'s rows: %s", cf_failure_reason());
+        sp->part_n = part;
     }
     return CF_OK;
 }
@@ -4394,10 +4569,20 @@ static void cf__optimizer_step(const cf_train_config *c, cf_net *net, double lr)
    or buckets started during it, or (gradient lag) the previous step's average.  Returns 0
    when there is nothing to apply yet (gradient lag's first step), CF_ERR out of memory. */
 static void cf__split_average(cf_net *net);
+static int cf__max_over_ranks(int v);
+/* cf_net_first_nonfinite_param, decided alike on every rank: a split network's ranks hold
+   different rows of its split [dense] (section 5); the last such layer over the ranks */
+static int cf__first_nonfinite_everywhere(cf_net *net, int params) {
+    int l = cf_net_first_nonfinite_param(net, params);
+    return net->priv->split.shard >= 0 ? cf__max_over_ranks(l) : l;
+}
 static int cf__backward_averaged(cf_trainer *t) {
     cf_net *net = t->net;
     if (net->priv->split.on) {   /* a sample across ranks (section 5): the slabs' parts summed, over the groups averaged */
         if (t->cfg.grad_lag || t->cfg.overlap) return cf_fail("gradient lag and overlapped averaging do not run with a sample split across ranks");
+        if (net->priv->split.shard >= 0 && (t->cfg.optimizer == CF_OPT_LAMB || t->cfg.larc > 0))
+            return cf_fail("LAMB and LARC take each tensor's norm: with the rows of [dense] at line %d split across ranks (cf_net_set_spatial) give SGD, Adam or AdamW",
+                           net->layers[net->priv->split.shard].line);
         if (cf_net_backward(net, t->priv->dout)) return CF_ERR;
         cf__split_average(net);
         return 1;
@@ -4444,12 +4629,12 @@ CFDEF int cf_train_step(cf_trainer *t, const float *x, const float *target, int 
     cf_net_zero_grad(net);
     if ((have = cf__backward_averaged(t)) < 0) return CF_ERR;
     if (!have) r->status = CF_STEP_WAITING;
-    else if ((r->layer = cf_net_first_nonfinite_param(net, 0)) >= 0) r->status = CF_STEP_NONFINITE;
+    else if ((r->layer = cf__first_nonfinite_everywhere(net, 0)) >= 0) r->status = CF_STEP_NONFINITE;
     else {
         cf__optimizer_step(&t->cfg, net, r->lr);
         net->priv->updates++;
         /* finite gradients can still make a weight infinite (a learning rate far too large) */
-        if ((r->layer = cf_net_first_nonfinite_param(net, 1)) >= 0) r->status = CF_STEP_DIVERGED;
+        if ((r->layer = cf__first_nonfinite_everywhere(net, 1)) >= 0) r->status = CF_STEP_DIVERGED;
     }
     net->priv->step++;
     return CF_OK;
@@ -4860,6 +5045,38 @@ static int cf__wr_put(cf_atomic_file *af, uint32_t *crc, const void *p, size_t n
     return cf_atomic_write(af, p, n);
 }
 
+/* the parameters or an optimizer slot, buf in this rank's layout, in the whole layout's order
+   (section 5, "pieces"): the pieces other ranks of the group hold received from them (section
+   10) in chunks of tmp's CF_ALLREDUCE_CHUNK floats; af NULL: received and dropped (a writer
+   that failed still takes its group's rows, or they would wait on it) */
+#ifndef CF_ALLREDUCE_CHUNK
+#define CF_ALLREDUCE_CHUNK ((size_t)1 << 20)   /* floats an MPI call moves at once (section 10) */
+#endif
+static void cf__split_send(cf_net *net, const float *buf, size_t n);
+static void cf__split_recv(cf_net *net, int from, float *buf, size_t n);
+static void cf__wr_pieces(cf_atomic_file *af, uint32_t *crc, const cf_net *net, const float *buf, float *tmp) {
+    int j;
+    size_t off;
+    for (j = 0; j < cf__n_pieces(net); j++) {
+        cf__piece p = cf__piece_at(net, j);
+        size_t at = cf__piece_local(net, p);
+        if (at != (size_t)-1) { if (af) cf__wr_put(af, crc, buf + at, p.n * sizeof(float)); continue; }
+        for (off = 0; off < p.n; off += CF_ALLREDUCE_CHUNK) {
+            size_t m = p.n - off < CF_ALLREDUCE_CHUNK ? p.n - off : CF_ALLREDUCE_CHUNK;
+            cf__split_recv((cf_net *)net, p.owner, tmp, m);
+            if (af) cf__wr_put(af, crc, tmp, m * sizeof(float));
+        }
+    }
+}
+/* the other side: this rank's own pieces of buf, to the group's first rank */
+static void cf__send_pieces(const cf_net *net, const float *buf) {
+    int j;
+    for (j = 0; j < cf__n_pieces(net); j++) {
+        cf__piece p = cf__piece_at(net, j);
+        if (p.owner == net->priv->split.r && p.n) cf__split_send((cf_net *)net, buf + cf__piece_local(net, p), p.n);
+    }
+}
+
 /* writes format version 1, 2 or 3 (the tests write the old ones to check they are read) */
 static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_train_state *st, int version) {
     cf_atomic_file af;
@@ -4868,13 +5085,26 @@ static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_tr
     int32_t shp[4];
     double best = st ? st->best : 0.0;
     char magic[9], meta[sizeof st->meta + 32];
+    int s, rc = CF_OK, split = 0;
+    float *tmp = NULL;
     if (cf__net_check(net, "cf_checkpoint_save")) return CF_ERR;
+    split = net->priv->split.shard >= 0;
+    if (net->priv->split.on && net->priv->split.r) {   /* a group's other rank: its rows of a split [dense] to the writer */
+        if (split) { cf__send_pieces(net, net->params); for (s = 0; s < 2; s++) cf__send_pieces(net, net->opt + (size_t)s * net->n_params); }
+        return CF_OK;
+    }
     snprintf(meta, sizeof meta, "%s", st ? st->meta : "");
     if (net->priv->updates != net->priv->step)
         snprintf(meta + strlen(meta), sizeof meta - strlen(meta), "updates=%llu\n", (unsigned long long)net->priv->updates);
     mlen = (uint32_t)strlen(meta);
-    if (mlen >= sizeof st->meta) return cf_fail("%s: the run's record is %u bytes (at most %u)", path, mlen, (unsigned)sizeof st->meta - 1);
-    if (cf_atomic_open(&af, path)) return CF_ERR;
+    if (mlen >= sizeof st->meta) rc = cf_fail("%s: the run's record is %u bytes (at most %u)", path, mlen, (unsigned)sizeof st->meta - 1);
+    if (split && !(tmp = CF__NEW(float, CF_ALLREDUCE_CHUNK))) rc = CF_ERR;
+    if (!rc && cf_atomic_open(&af, path)) rc = CF_ERR;
+    if (rc) {   /* nothing written; a split group's rows still taken */
+        if (split && tmp) for (s = 0; s < 3; s++) cf__wr_pieces(NULL, &crc, net, s ? net->opt + (size_t)(s - 1) * net->n_params : net->params, tmp);
+        CF_FREE(tmp);
+        return rc;
+    }
     snprintf(magic, sizeof magic, "CFCKPT0%d", version);
     u[0] = strlen(net->cfg_text);
     cf__wr_put(&af, &crc, magic, 8);
@@ -4882,14 +5112,15 @@ static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_tr
     cf__wr_put(&af, &crc, net->cfg_text, (size_t)u[0]);
     shp[0] = net->input.c; shp[1] = net->input.d; shp[2] = net->input.h; shp[3] = net->input.w;
     cf__wr_put(&af, &crc, shp, sizeof shp);
-    u[1] = net->n_params; u[2] = net->priv->step; u[3] = st ? st->epoch : 0; u[4] = st ? st->seed : net->seed;
+    u[1] = split ? net->priv->split.whole_n : net->n_params; u[2] = net->priv->step; u[3] = st ? st->epoch : 0; u[4] = st ? st->seed : net->seed;
     u[5] = version >= 2 ? net->n_stats : 0;
     cf__wr_put(&af, &crc, &u[1], 5 * 8);
     cf__wr_put(&af, &crc, &best, 8);
     if (version >= 3) { cf__wr_put(&af, &crc, &mlen, 4); cf__wr_put(&af, &crc, meta, mlen); }
-    cf__wr_put(&af, &crc, net->params, net->n_params * sizeof(float));
+    cf__wr_pieces(&af, &crc, net, net->params, tmp);
     if (version >= 2) cf__wr_put(&af, &crc, net->stats, net->n_stats * sizeof(float));
-    cf__wr_put(&af, &crc, net->opt, (version >= 2 ? 2 : 1) * net->n_params * sizeof(float));
+    for (s = 0; s < 2; s++) cf__wr_pieces(version >= 2 || s == 0 ? &af : NULL, &crc, net, net->opt + (size_t)s * net->n_params, tmp);
+    CF_FREE(tmp);
     cf_atomic_write(&af, &crc, 4);
     return cf_atomic_commit(&af);
 }
@@ -4997,11 +5228,14 @@ static int cf__model_diff(const cf_net *a, const cf_net *b, char *w, size_t n) {
     if (a->n_layers != b->n_layers) { snprintf(w, n, "%d layers in the checkpoint, %d in the cfg", a->n_layers, b->n_layers); return 1; }
     if (a->loss != b->loss) { snprintf(w, n, "loss=%s in the checkpoint, %s in the cfg", cf__loss_names[a->loss], cf__loss_names[b->loss]); return 1; }
     if (memcmp(a->priv->class_w, b->priv->class_w, sizeof a->priv->class_w)) { snprintf(w, n, "class_weights= differ"); return 1; }
-    for (i = 0; i < a->n_layers; i++)
-        if (cf__layer_diff(&a->layers[i], &b->layers[i], why, sizeof why)) {
+    for (i = 0; i < a->n_layers; i++) {
+        cf_layer bw = b->layers[i];   /* (a split network's: its whole shapes, section 5) */
+        bw.in = cf__whole_in(b, i); bw.out = cf__whole_out(b, i);
+        if (cf__layer_diff(&a->layers[i], &bw, why, sizeof why)) {
             snprintf(w, n, "layer %d ([%s] at line %d of the cfg): %s", i, cf_layer_type_name(b->layers[i].type), b->layers[i].line, why);
             return 1;
         }
+    }
     return 0;
 }
 /* the net the checkpoint's embedded cfg and shape describe, into saved */
@@ -5049,36 +5283,72 @@ CFDEF int cf_checkpoint_model(const char *path, cf_net *net, const cf_shape *sha
     return rc;
 }
 
-/* the parameters, statistics and optimizer state after the header, and the CRC */
-static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf_net *net) {
-    size_t n_stats = h->version >= 2 ? net->n_stats : 0, n_opt = (h->version >= 2 ? 2 : 1) * net->n_params;
-    size_t total = net->n_params + n_stats + n_opt;
-    float *buf;
-    uint32_t crc_file, crc;
-    unsigned char extra;
-    if (h->u[0] != net->n_params || (h->version >= 2 && h->u[4] != net->n_stats)) return cf_fail("%s: corrupt checkpoint (its counts do not fit its model)", path);
-    if (!(buf = CF__NEW(float, total + 1))) return CF_ERR;
-    if (cf__rd_get(r, buf, total * sizeof(float))) { CF_FREE(buf); return cf_fail("%s: truncated checkpoint", path); }
-    crc = r->crc;
-    if (cf__read_full(r->fd, &crc_file, 4) != 4 || crc_file != crc || cf__read_full(r->fd, &extra, 1) != 0) {
-        CF_FREE(buf);
-        return cf_fail("%s: checksum mismatch or trailing bytes: the checkpoint is corrupt", path);
+/* the parameters, statistics and optimizer state after the header, and the CRC, read twice
+   rather than held twice: first checked whole (the CRC, every value finite, the state
+   plausible) in chunks, then read into the network, each piece where this rank keeps it
+   (section 5, "pieces": all of them but a split [dense]'s other rows), the CRC again.  On an
+   error in the first pass the network is untouched. */
+#define CF__CKPT_CHUNK ((size_t)1 << 18)   /* floats a pass reads at once */
+/* n floats of the file into dst (NULL: read and dropped), in chunks through tmp; 0 when any
+   was not finite (with check) */
+static int cf__rd_floats(cf__rd *r, float *dst, size_t n, float *tmp, int check) {
+    size_t off, k;
+    int finite = 1;
+    for (off = 0; off < n && !r->bad; off += CF__CKPT_CHUNK) {
+        size_t m = n - off < CF__CKPT_CHUNK ? n - off : CF__CKPT_CHUNK;
+        float *to = dst ? dst + off : tmp;
+        cf__rd_get(r, to, m * sizeof(float));
+        if (check) for (k = 0; k < m && finite; k++) finite = isfinite(to[k]) != 0;
     }
+    return finite;
+}
+/* the parameters or an optimizer slot into buf (this rank's layout), piece by piece */
+static void cf__rd_pieces(cf__rd *r, const cf_net *net, float *buf, float *tmp) {
+    int j;
+    for (j = 0; j < cf__n_pieces(net); j++) {
+        cf__piece p = cf__piece_at(net, j);
+        size_t at = cf__piece_local(net, p);
+        cf__rd_floats(r, at == (size_t)-1 ? NULL : buf + at, p.n, tmp, 0);
+    }
+}
+/* the CRC at the end, and nothing after it */
+static int cf__rd_crc_ok(cf__rd *r) {
+    uint32_t crc_file;
+    unsigned char extra;
+    return !r->bad && cf__read_full(r->fd, &crc_file, 4) == 4 && crc_file == r->crc && cf__read_full(r->fd, &extra, 1) == 0;
+}
+static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf_net *net) {
+    size_t np = net->priv->split.shard >= 0 ? net->priv->split.whole_n : net->n_params, n_stats = h->version >= 2 ? net->n_stats : 0;
+    int slots = h->version >= 2 ? 2 : 1, s, params_ok, opt_ok = 1;
+    off_t body = lseek(r->fd, 0, SEEK_CUR);
+    uint32_t crc0 = r->crc;
+    float *tmp;
+    if (h->u[0] != np || (h->version >= 2 && h->u[4] != net->n_stats)) return cf_fail("%s: corrupt checkpoint (its counts do not fit its model)", path);
+    if (body < 0) return cf_fail("%s: cannot seek", path);
+    if (!(tmp = CF__NEW(float, CF__CKPT_CHUNK))) return CF_ERR;
     /* a correct CRC says the file is what was written, not that what was written makes sense */
-    if (!cf__all_finite(buf, net->n_params + n_stats)) { CF_FREE(buf); return cf_fail("%s: its parameters or statistics hold a NaN or an infinity", path); }
-    if (!cf__all_finite(buf + net->n_params + n_stats, n_opt)) { CF_FREE(buf); return cf_fail("%s: its optimizer state holds a NaN or an infinity", path); }
+    params_ok = cf__rd_floats(r, NULL, np + n_stats, tmp, 1);
+    for (s = 0; s < slots; s++) if (!cf__rd_floats(r, NULL, np, tmp, 1)) opt_ok = 0;
+    if (r->bad) { CF_FREE(tmp); return cf_fail("%s: truncated checkpoint", path); }
+    if (!cf__rd_crc_ok(r)) { CF_FREE(tmp); return cf_fail("%s: checksum mismatch or trailing bytes: the checkpoint is corrupt", path); }
+    if (!params_ok) { CF_FREE(tmp); return cf_fail("%s: its parameters or statistics hold a NaN or an infinity", path); }
+    if (!opt_ok) { CF_FREE(tmp); return cf_fail("%s: its optimizer state holds a NaN or an infinity", path); }
     /* at most 10^8 epochs, and (a checkpoint that counts epochs) as many steps as that many
        epochs of at most 2^31 steps make */
     if (!isfinite(h->best) || h->u[2] > 100000000u || h->u[1] > ((uint64_t)1 << 50) || (h->u[2] && h->u[1] > h->u[2] * (uint64_t)2147483647u)) {
-        CF_FREE(buf);
+        CF_FREE(tmp);
         return cf_fail("%s: its state is not plausible (epoch %llu, step %llu, validation metric %g)", path, (unsigned long long)h->u[2],
                        (unsigned long long)h->u[1], h->best);
     }
-    memcpy(net->params, buf, net->n_params * sizeof(float));
-    memcpy(net->stats, buf + net->n_params, n_stats * sizeof(float));
+    /* the second pass, into the network */
+    r->crc = crc0;
+    if (lseek(r->fd, body, SEEK_SET) != body) { CF_FREE(tmp); return cf_fail("%s: cannot seek", path); }
+    cf__rd_pieces(r, net, net->params, tmp);
+    cf__rd_floats(r, net->stats, n_stats, tmp, 0);
     memset(net->opt, 0, 2 * net->n_params * sizeof(float));
-    memcpy(net->opt, buf + net->n_params + n_stats, n_opt * sizeof(float));
-    CF_FREE(buf);
+    for (s = 0; s < slots; s++) cf__rd_pieces(r, net, net->opt + (size_t)s * net->n_params, tmp);
+    CF_FREE(tmp);
+    if (!cf__rd_crc_ok(r)) return cf_fail("%s: changed while it was read (its second reading does not match its CRC): load it again", path);
     return CF_OK;
 }
 CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st) {
@@ -5137,6 +5407,7 @@ CFDEF int cf_weights_export(const cf_net *net, const char *dir) {
     char path[4096];
     if (cf__net_check(net, "cf_weights_export")) return CF_ERR;
     if (!dir) return cf_fail("cf_weights_export: the directory is NULL");
+    if (net->priv->split.shard >= 0) return cf_fail("cf_weights_export: %s holds only this rank's rows of a [dense] (cf_net_set_spatial): save a checkpoint (the whole network) and export that", net->cfg_name);
     nt = cf_net_tensors(net, NULL, 0);
     if (!(t = CF__NEW(cf_tensor, nt + 1))) return CF_ERR;
     cf_net_tensors(net, t, nt);
@@ -5160,6 +5431,7 @@ CFDEF int cf_weights_import(cf_net *net, const char *dir) {
     char path[4096];
     if (cf__net_check(net, "cf_weights_import")) return CF_ERR;
     if (!dir) return cf_fail("cf_weights_import: the directory is NULL");
+    if (net->priv->split.shard >= 0) return cf_fail("cf_weights_import: %s holds only this rank's rows of a [dense] (cf_net_set_spatial): import into the whole network, then split it", net->cfg_name);
     nt = cf_net_tensors(net, NULL, 0);
     t = CF__NEW(cf_tensor, nt + 1);
     tmp = CF__NEW(float, net->n_params + net->n_stats + 1);
@@ -5830,8 +6102,12 @@ static int cf__split_comm_make(cf_net *net) {
     sp->r = 0;
     if (size == 1) return CF_OK;   /* one process: the shapes only (K = 1: the wrap onto itself) */
     if (size % sp->K) return cf_fail("%d ranks do not form groups of %d (a sample across %d ranks needs a multiple of %d)", size, sp->K, sp->K, sp->K);
-    if (!(sp->mpi_comm = CF_MALLOC(sizeof(MPI_Comm)))) return cf_fail("out of memory for a communicator");
-    MPI_Comm_split(MPI_COMM_WORLD, rank / sp->K, rank % sp->K, cf__split_mpi(net));
+    if (!(sp->mpi_comm = CF_MALLOC(sizeof(MPI_Comm))) || !(sp->cross_comm = CF_MALLOC(sizeof(MPI_Comm)))) {
+        CF_FREE(sp->mpi_comm);
+        return cf_fail("out of memory for a communicator");
+    }
+    MPI_Comm_split(MPI_COMM_WORLD, rank / sp->K, rank % sp->K, cf__split_mpi(net));          /* the group */
+    MPI_Comm_split(MPI_COMM_WORLD, rank % sp->K, rank / sp->K, (MPI_Comm *)sp->cross_comm);  /* slab r of every group */
     sp->r = rank % sp->K;
     sp->comm = 1;
     return CF_OK;
@@ -5839,8 +6115,10 @@ static int cf__split_comm_make(cf_net *net) {
 static void cf__split_comm_free(cf_net *net) {
     cf__split_state *sp = &net->priv->split;
     int fin = 0;
-    if (sp->mpi_comm) { MPI_Finalized(&fin); if (!fin) MPI_Comm_free(cf__split_mpi(net)); CF_FREE(sp->mpi_comm); }
-    sp->mpi_comm = NULL; sp->comm = 0;
+    MPI_Finalized(&fin);
+    if (sp->mpi_comm) { if (!fin) MPI_Comm_free(cf__split_mpi(net)); CF_FREE(sp->mpi_comm); }
+    if (sp->cross_comm) { if (!fin) MPI_Comm_free((MPI_Comm *)sp->cross_comm); CF_FREE(sp->cross_comm); }
+    sp->mpi_comm = sp->cross_comm = NULL; sp->comm = 0;
 }
 /* sends to_next (n1 floats) to the group's next rank, receiving the previous's into from_prev;
    then to_prev (n2) to the previous, receiving the next's into from_next.  At a face of the
@@ -5870,27 +6148,66 @@ static void cf__split_allgather(cf_net *net, const float *mine, float *all, size
     MPI_Allgather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, *cf__split_mpi((cf_net *)net));
     CF__WAITED;
 }
+/* n floats summed in place over comm, in chunks, then divided by div (1: the sum) */
+static void cf__allreduce_floats(float *buf, size_t n, MPI_Comm comm, int div, const char *what) {
+    size_t off, k;
+    for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
+        size_t m = n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK;
+        CF__WAIT(what);
+        MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)m, MPI_FLOAT, MPI_SUM, comm);
+        CF__WAITED;
+        if (div > 1) for (k = off; k < off + m; k++) buf[k] /= (float)div;
+    }
+}
+static void cf__split_sum_floats(cf_net *net, float *buf, size_t n) {
+    if (net->priv->split.comm) cf__allreduce_floats(buf, n, *cf__split_mpi(net), 1, "MPI_Allreduce (a split [dense]'s part of dx)");
+}
 /* the gradient averaged over the D = P / K groups: each group's is the sum of its slabs' parts
    (the layers after the [flatten] run whole on every rank of a group: only its first adds
-   theirs), summed over all ranks, divided by D */
+   theirs), summed over all ranks, divided by D.  A [dense] whose rows are split: each rank's
+   rows summed over the ranks that hold them, one a group, divided by D. */
 static void cf__split_average(cf_net *net) {
     cf__split_state *sp = &net->priv->split;
-    int i, groups = cf_dist_size() / sp->K;
-    size_t off, k, n = net->n_params;
-    if (!sp->comm) { cf_dist_allreduce_mean(net->grads, n); return; }
+    int i, j, groups = cf_dist_size() / sp->K;
+    if (!sp->comm) { cf_dist_allreduce_mean(net->grads, net->n_params); return; }
     if (sp->r)
         for (i = sp->end; i < net->n_layers; i++) {
             const cf_layer *l = &net->layers[i];
+            if (i == sp->shard) continue;   /* (its rows are this rank's own) */
             if (l->w_n) memset(net->grads + l->w_off, 0, l->w_n * sizeof(float));
             if (l->b_n) memset(net->grads + l->b_off, 0, l->b_n * sizeof(float));
         }
-    for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
-        size_t m = n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK;
-        CF__WAIT("MPI_Allreduce of the gradient");
-        MPI_Allreduce(MPI_IN_PLACE, net->grads + off, (int)m, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        CF__WAITED;
-        for (k = off; k < off + m; k++) net->grads[k] /= (float)groups;
+    for (j = 0; j < cf__n_pieces(net); j++) {
+        cf__piece p = cf__piece_at(net, j);
+        size_t at = cf__piece_local(net, p);
+        if (at == (size_t)-1 || !p.n) continue;
+        if (p.owner < 0) cf__allreduce_floats(net->grads + at, p.n, MPI_COMM_WORLD, groups, "MPI_Allreduce of the gradient");
+        else cf__allreduce_floats(net->grads + at, p.n, *(MPI_Comm *)sp->cross_comm, groups, "MPI_Allreduce of a split [dense]'s rows' gradient");
     }
+}
+/* a checkpoint of a network whose [dense] rows are split (section 9): the rows other ranks
+   hold, sent to the group's first rank in chunks, received there in the same chunks */
+static void cf__split_send(cf_net *net, const float *buf, size_t n) {
+    size_t off;
+    for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
+        CF__WAIT("MPI_Send (a split [dense]'s rows to the checkpoint's writer)");
+        MPI_Send(buf + off, (int)(n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK), MPI_FLOAT, 0, 13, *cf__split_mpi(net));
+        CF__WAITED;
+    }
+}
+static void cf__split_recv(cf_net *net, int from, float *buf, size_t n) {
+    size_t off;
+    for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
+        CF__WAIT("MPI_Recv (a split [dense]'s rows for the checkpoint)");
+        MPI_Recv(buf + off, (int)(n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK), MPI_FLOAT, from, 13, *cf__split_mpi(net), MPI_STATUS_IGNORE);
+        CF__WAITED;
+    }
+}
+/* the largest of v over every rank (a decision every rank must take alike) */
+static int cf__max_over_ranks(int v) {
+    double d = v;
+    cf_dist_allreduce_max_d(&d, 1);
+    return (int)d;
 }
 /* batch norm's sums over the group's slabs (a cf_bn_sync reduce; ctx: the network) */
 static void cf__split_sum(double *buf, int n, void *ctx) {
@@ -5994,7 +6311,11 @@ static void cf__halo_swap(cf_net *net, const float *to_next, float *from_prev, s
 }
 static void cf__split_allgather(cf_net *net, const float *mine, float *all, size_t n) { (void)net; memcpy(all, mine, n * sizeof(float)); }
 static void cf__split_sum(double *buf, int n, void *ctx) { (void)buf; (void)n; (void)ctx; }
+static void cf__split_sum_floats(cf_net *net, float *buf, size_t n) { (void)net; (void)buf; (void)n; }
 static void cf__split_average(cf_net *net) { (void)net; }
+static void cf__split_send(cf_net *net, const float *buf, size_t n) { (void)net; (void)buf; (void)n; }
+static void cf__split_recv(cf_net *net, int from, float *buf, size_t n) { (void)net; (void)from; (void)buf; (void)n; }
+static int cf__max_over_ranks(int v) { return v; }
 CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {   /* one process: a delay line */
     size_t n;
     int had, next;

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Many nodes for real, on one machine: two node namespaces on a bridge (tests/nodes.sh), each
 # link shaped to 1 Gbit/s, jobs started across them by MPICH's hydra and by Open MPI's mpirun,
-# forced onto TCP.  2 nodes x batch 2 train the weights of 1 process x batch 4; 5 % packet
+# forced onto TCP.  2 nodes x batch 2 train the weights of 1 process x batch 4, and one sample
+# split across the 2 nodes (--spatial 2) those of 1 process; 5 % packet
 # loss changes no byte; a link cut in the middle of a run ends every rank within
 # --comm-timeout + 10 s with a message naming the operation and the last checkpoint, which is
 # intact, and resuming from it gives the uninterrupted run's bytes; nothing is left behind
@@ -52,6 +53,17 @@ node_run 1 timeout 60 $HYDRA $TR --batch 2 --epochs 3 --out "$T/m2.cfck" > "$T/m
     ok "MPICH, 2 nodes x batch 2 = 1 x batch 4 (worst relative weight difference $w)" || bad "MPICH across the nodes: $(tail -3 "$T/m2.txt") $w"
 moved=$(( $(rx) - before ))
 [ $moved -gt 3000000 ] && ok "the gradients crossed the emulated link ($moved bytes into node 2)" || bad "only $moved bytes crossed eth0: shared memory?"
+
+# ---- a sample split across the two nodes (--spatial 2): its halos and its split [dense] cross
+#      the link; one process's weights
+$B/cf-synth cosmo --out "$T/tr32" --samples 8 --size 32 --seed 1 --spread 0.5 --format npy > /dev/null || bad "32^3 data"
+TS="$B/cf-train --model $(pwd)/models/cosmoflow-small.cfg --train $T/tr32 --seed 3 --lr 0.001 --augment --no-progress --batch 2 --epochs 1"
+$TS --input-shape 4x32x32x32 --val "$T/tr32" --out "$T/s1.cfck" > /dev/null 2>&1 || bad "1 process at 32^3"
+before=$(rx)
+node_run 1 timeout 90 $HYDRA $TS --input-shape 4x32x32x32 --val "$T/tr32" --spatial 2 --out "$T/s2.cfck" > "$T/s2.txt" 2>&1 && w=$(same_weights "$T/s1.cfck" "$T/s2.cfck") &&
+    ok "MPICH, one sample split across the 2 nodes (--spatial 2): one process's weights ($w)" || bad "--spatial 2 across the nodes: $(tail -3 "$T/s2.txt") $w"
+moved=$(( $(rx) - before ))
+[ $moved -gt 1000000 ] && ok "the halos and the features crossed the emulated link ($moved bytes into node 2)" || bad "only $moved bytes crossed eth0"
 
 # ---- Open MPI: the tools built with its wrapper
 if command -v mpicc.openmpi > /dev/null && command -v mpirun.openmpi > /dev/null; then

@@ -3,8 +3,14 @@
 # the machine has: tests/test_spatial.c under mpirun for K = 2, K = 4, K = 2 x D = 2, periodic
 # volumes, bf16, batch norm over the slabs and models/cosmoflow.cfg at 128^3; a split that cannot
 # align refused naming the layer and the largest K; and two sabotages of the header (the
-# backward halo not added; a periodic volume's halo from no neighbour, zeros at its faces), each of
-# which must fail.  Every run has 10 minutes: a hang is a failure.
+# backward halo not added; a split periodic volume's halo from no neighbour, zeros at its faces,
+# where the one rank's wraps around), each of which must fail.  Then the tools (MPICH): cf-train --spatial 2 on 2 ranks and 2 x 2 on 4 against
+# one rank (an epoch with augmentation and the mean transform, whose sums the group adds; .npy
+# read in slabs and gzipped TFRecords read whole): the same epoch line and the weights within
+# 1e-5; a run resumed with another K continues as the uninterrupted one; cf-eval --spatial 2
+# gives one rank's MAE; cf-check --summary --spatial shows a rank's plan; the refusals (ranks
+# that do not form groups, --staged, LAMB, a split that cannot align).
+# Every run has 10 minutes: a hang is a failure.
 # Last line "N passed, M failed".
 cd "$(dirname "$0")/.." || exit 1
 T=$(mktemp -d /tmp/cf-spatial-XXXXXX)
@@ -24,11 +30,11 @@ grep -c '^\[batchnorm\]' "$T/bn.cfg" | grep -q '^2$' || bad "the batch-norm mode
 runs() {   # $1 the launcher, $2 the binary, $3 the MPI's name
     L=$1; X=$2; M=$3
     set -- "2 models/cosmoflow-small.cfg 4x32x32x32 2 2 5" "4 models/cosmoflow-small.cfg 4x64x64x64 4 1 5" "4 models/cosmoflow-small.cfg 4x32x32x32 2 2 5" \
-           "2 models/cosmoflow-small.cfg 4x32x32x32 2 2 5 periodic" "2 models/cosmoflow-small.cfg 4x32x32x32 2 2 1 bf16" "2 $T/bn.cfg 4x32x32x32 2 2 5" \
-           "2 models/cosmoflow.cfg 4x128x128x128 2 1 2"
+           "2 models/cosmoflow-small.cfg 4x32x32x32 2 2 5 periodic" "2 models/cosmoflow-small.cfg 4x32x32x32 2 2 1 bf16" "2 $T/bn.cfg 4x32x32x32 2 2 4" \
+           "2 models/cosmoflow.cfg 4x128x128x128 2 1 1"
     for c in "$@"; do
         np=${c%% *}; a=${c#* }
-        if timeout 600 env OMP_NUM_THREADS=1 $L -np $np "$X" $a > "$T/out.txt" 2>&1 && grep -q ' passed, 0 failed$' "$T/out.txt"; then ok "$M: $(grep '^spatial' "$T/out.txt")"
+        if timeout 600 env OMP_NUM_THREADS=1 CF_SPATIAL_TMP="$T" $L -np $np "$X" $a > "$T/out.txt" 2>&1 && grep -q ' passed, 0 failed$' "$T/out.txt"; then ok "$M: $(grep '^spatial' "$T/out.txt")"
         else bad "$M -np $np $a: $(grep -E 'FAIL|refused|spatial' "$T/out.txt" | head -4)"; fi
     done
     timeout 600 env OMP_NUM_THREADS=1 $L -np 2 "$X" models/cosmoflow-small.cfg 4x16x16x16 2 2 1 > "$T/out.txt" 2>&1
@@ -36,22 +42,75 @@ runs() {   # $1 the launcher, $2 the binary, $3 the MPI's name
         ok "$M: a split that cannot align is refused: $(grep refused "$T/out.txt" | head -1)" || bad "$M: the refusal at 16^3: $(head -3 "$T/out.txt")"
 }
 . tools/mpi.sh
-if command -v mpicc.mpich > /dev/null 2>&1 && command -v mpirun.mpich > /dev/null 2>&1 && build mpicc.mpich . "$T/sp"; then
+if ! command -v mpicc.mpich > /dev/null 2>&1 || ! command -v mpirun.mpich > /dev/null 2>&1; then echo "skipped: MPICH (mpicc.mpich or mpirun.mpich missing)"
+elif ! build mpicc.mpich . "$T/sp"; then bad "MPICH: tests/test_spatial.c does not build"
+else
     runs mpirun.mpich "$T/sp" MPICH
     # the sabotages, each on a copy of the header
     mkdir -p "$T/s1" "$T/s2"
     sed 's/^    cf__planes_add(dx, from_prev, BC, Dl, HW, 0, ha);$/    (void)from_prev;/' cosmoflow.h > "$T/s1/cosmoflow.h"
-    sed 's/next = r + 1 < K ? r + 1 : sp->periodic ? 0 : MPI_PROC_NULL, prev = r > 0 ? r - 1 : sp->periodic ? K - 1 : MPI_PROC_NULL;/next = r + 1 < K ? r + 1 : MPI_PROC_NULL, prev = r > 0 ? r - 1 : MPI_PROC_NULL;/' cosmoflow.h > "$T/s2/cosmoflow.h"
+    sed 's/next = r + 1 < K ? r + 1 : sp->periodic ? 0 : MPI_PROC_NULL, prev = r > 0 ? r - 1 : sp->periodic ? K - 1 : MPI_PROC_NULL;/next = r + 1 < K ? r + 1 : K == 1 \&\& sp->periodic ? 0 : MPI_PROC_NULL, prev = r > 0 ? r - 1 : K == 1 \&\& sp->periodic ? 0 : MPI_PROC_NULL;/' cosmoflow.h > "$T/s2/cosmoflow.h"
     for s in s1 s2; do
         cmp -s cosmoflow.h "$T/$s/cosmoflow.h" && { bad "sabotage $s: the line to change was not found"; continue; }
         build mpicc.mpich "$T/$s" "$T/$s/sp" || { bad "sabotage $s does not build"; continue; }
         [ $s = s1 ] && a="models/cosmoflow-small.cfg 4x32x32x32 2 2 2" || a="models/cosmoflow-small.cfg 4x32x32x32 2 2 2 periodic"
-        if timeout 600 env OMP_NUM_THREADS=1 mpirun.mpich -np 2 "$T/$s/sp" $a > "$T/out.txt" 2>&1; then bad "sabotage $s ($([ $s = s1 ] && echo 'the backward halo not added' || echo 'the periodic halo from no neighbour: zeros at the faces')) passes"
+        if timeout 600 env OMP_NUM_THREADS=1 mpirun.mpich -np 2 "$T/$s/sp" $a > "$T/out.txt" 2>&1; then bad "sabotage $s ($([ $s = s1 ] && echo 'the backward halo not added' || echo 'a split periodic volume'"'"'s halo from no neighbour: zeros at its faces')) passes"
         else ok "sabotage $s fails: $(grep FAIL "$T/out.txt" | head -1 | sed 's/.*: //')"; fi
     done
-else echo "skipped: MPICH (mpicc.mpich or mpirun.mpich missing)"; fi
-if command -v mpicc.openmpi > /dev/null 2>&1 && command -v mpirun.openmpi > /dev/null 2>&1 && build mpicc.openmpi . "$T/spo"; then
-    runs "mpirun.openmpi --allow-run-as-root --oversubscribe" "$T/spo" "Open MPI"
-else echo "skipped: Open MPI (mpicc.openmpi or mpirun.openmpi missing)"; fi
+fi
+if ! command -v mpicc.openmpi > /dev/null 2>&1 || ! command -v mpirun.openmpi > /dev/null 2>&1; then echo "skipped: Open MPI (mpicc.openmpi or mpirun.openmpi missing)"
+elif ! build mpicc.openmpi . "$T/spo"; then bad "Open MPI: tests/test_spatial.c does not build"
+else runs "mpirun.openmpi --allow-run-as-root --oversubscribe" "$T/spo" "Open MPI"; fi
+# ---- the tools
+PY=/usr/bin/python3
+B=$(pwd)/bin
+same_weights() {   # $1 $2 checkpoints: the largest difference relative to each tensor's largest value, under $3
+    for f in "$1" "$2"; do rm -rf "$f.w"; $B/cf-convert weights-export --weights "$f" --out "$f.w" > /dev/null 2>&1 || { echo "export $f failed"; return 1; }; done
+    $PY - "$1.w" "$2.w" "$3" <<'PYEOF'
+import sys, glob, os, numpy as np
+worst = max(float(np.abs(np.load(f) - np.load(os.path.join(sys.argv[2], os.path.basename(f)))).max() / np.abs(np.load(f)).max())
+            for f in glob.glob(sys.argv[1] + "/*.npy"))
+print("%.2e" % worst)
+sys.exit(0 if worst <= float(sys.argv[3]) else 1)
+PYEOF
+}
+if ! ldd bin/cf-train 2>/dev/null | grep -q libmpich || ! command -v mpirun.mpich > /dev/null 2>&1; then echo "skipped: the tools' --spatial (bin/cf-train is not the MPICH build)"
+elif ! $PY -c 'import numpy' 2> /dev/null; then echo "skipped: the tools' --spatial (python3-numpy missing)"
+else
+    R="timeout 600 env OMP_NUM_THREADS=1 mpirun.mpich"
+    $B/cf-synth cosmo --out "$T/tr" --samples 16 --size 32 --seed 1 --spread 0.5 --format npy > /dev/null &&
+    $B/cf-synth cosmo --out "$T/trt" --samples 16 --size 32 --seed 1 --spread 0.5 > /dev/null &&
+    $B/cf-synth cosmo --out "$T/va" --samples 8 --size 32 --seed 2 --spread 0.5 --format npy > /dev/null || bad "data"
+    TR="$B/cf-train --model $(pwd)/models/cosmoflow-small.cfg --val $T/va --seed 3 --lr 0.001 --augment --transform mean --no-progress"
+    $R -np 1 $TR --train "$T/tr" --batch 4 --epochs 1 --out "$T/k1.cfck" > "$T/k1.txt" 2>&1 || bad "one rank: $(tail -2 "$T/k1.txt")"
+    for c in "2 4 2 tr npy" "4 2 2 tr npy" "2 4 2 trt gzipped-TFRecord"; do
+        set -- $c
+        $R -np $1 $TR --train "$T/$4" --batch $2 --spatial $3 --epochs 1 --out "$T/s$1$4.cfck" > "$T/s.txt" 2>&1 &&
+            [ "$(grep '^epoch' "$T/s.txt" | cut -d' ' -f1-7)" = "$(grep '^epoch' "$T/k1.txt" | cut -d' ' -f1-7)" ] && w=$(same_weights "$T/k1.cfck" "$T/s$1$4.cfck" 1e-5) &&
+            ok "cf-train --spatial $3 on $1 ranks x batch $2 ($5): one rank's epoch line, weights within $w" || bad "cf-train --spatial $3 -np $1 ($5): $w $(grep -E '^epoch|cf-train: [^0-9]' "$T/s.txt" | head -3)"
+    done
+    grep -q "cf-train: 2 ranks: 1 group of 2, each sample split across a group (16 planes a rank)" "$T/s.txt" && ok "the split announced" || bad "the split's line: $(head -2 "$T/s.txt")"
+    # resumed with another K: the uninterrupted run's continuation
+    $R -np 2 $TR --train "$T/tr" --batch 4 --spatial 2 --epochs 2 --out "$T/u.cfck" > /dev/null 2>&1 &&
+    cp "$T/s2tr.cfck" "$T/a.cfck" && cp "$T/s2tr.cfck" "$T/b.cfck" &&
+    $R -np 1 $B/cf-train --train "$T/tr" --val "$T/va" --no-progress --epochs 2 --resume "$T/a.cfck" --out "$T/a.cfck" > "$T/a.txt" 2>&1 &&
+    $R -np 2 $B/cf-train --train "$T/tr" --val "$T/va" --no-progress --epochs 2 --spatial 2 --resume "$T/b.cfck" --out "$T/b.cfck" > "$T/b.txt" 2>&1 &&
+    wa=$(same_weights "$T/u.cfck" "$T/a.cfck" 1e-5) && wb=$(same_weights "$T/u.cfck" "$T/b.cfck" 0) &&
+        ok "resumed: K = 2 then K = 1 within $wa of the uninterrupted K = 2; K = 2 then K = 2 the same ($wb)" || bad "resume with another K: $wa $wb $(tail -2 "$T/a.txt" "$T/b.txt")"
+    e1=$($B/cf-eval --weights "$T/u.cfck" --data "$T/va" 2>&1 | tail -1); e2=$($R -np 2 $B/cf-eval --weights "$T/u.cfck" --data "$T/va" --spatial 2 2>&1 | tail -1)
+    [ -n "$e1" ] && [ "$e1" = "$e2" ] && ok "cf-eval --spatial 2: $e2, as one process" || bad "cf-eval --spatial 2: '$e2' against '$e1'"
+    $B/cf-check --model models/cosmoflow.cfg --input-shape 4x256x256x256 --summary --spatial 4 > "$T/sum.txt" 2>&1 &&
+        grep -q "^per rank of --spatial 4 .*input slab 4x64x256x256 of 256 planes" "$T/sum.txt" && grep -q "^training memory per rank, batch 1, SGD: [0-9.]* MB" "$T/sum.txt" &&
+        ok "cf-check --summary --spatial 4: $(grep '^training memory per rank' "$T/sum.txt" | cut -d'(' -f1)" || bad "cf-check --summary --spatial: $(tail -3 "$T/sum.txt")"
+    refused() {   # refused WHAT TEXT NP ARGS...
+        what=$1; text=$2; np=$3; shift 3
+        if $R -np $np "$@" > "$T/r.txt" 2>&1; then bad "$what: ran"; elif grep -q -- "$text" "$T/r.txt"; then ok "$what refused: $(grep -m1 -- "$text" "$T/r.txt")"; else bad "$what: $(head -3 "$T/r.txt")"; fi
+    }
+    refused "--spatial 2 on 3 ranks" "3 ranks do not form groups of 2" 3 $TR --train "$T/tr" --batch 2 --spatial 2 --epochs 1 --out "$T/x.cfck"
+    refused "--spatial 2 --staged" "with --staged" 2 $TR --train "$T/tr" --batch 2 --spatial 2 --staged --epochs 1 --out "$T/x.cfck"
+    refused "--spatial 2 --optimizer lamb" "LAMB and LARC take each tensor's norm" 2 $TR --train "$T/tr" --batch 2 --spatial 2 --optimizer lamb --epochs 1 --out "$T/x.cfck"
+    refused "--spatial 2 at 16^3" "layer 7 (\[maxpool\]) has 2 planes in and 1 out" 2 $TR --train "$T/tr" --batch 2 --spatial 2 --input-shape 4x16x16x16 --epochs 1 --out "$T/x.cfck"
+    [ ! -e "$T/x.cfck" ] && ok "no refused run wrote a checkpoint" || bad "a refused run wrote $T/x.cfck"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

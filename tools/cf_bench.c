@@ -291,9 +291,9 @@ int main(int argc, char **argv) {
     if (cf_dist_rank() == 0) { report_blas(); printf("%s\n", precision_text(o.precision)); }
     if (o.check_blas) return check_blas();
     TRY(cf_net_load_cfg(&net, model, o.has_shape ? &o.shape : NULL));
-    cf_net_init(&net, 1);
     if (o.spatial > 1 && o.alternate) die("--spatial with --alternate: the twin network is not split");
-    if (o.spatial > 1 && cf_net_set_spatial(&net, o.spatial, 0)) die("--spatial %d: %s", o.spatial, cf_failure_reason());
+    if (o.spatial > 1 && cf_net_set_spatial(&net, o.spatial, 0)) die("--spatial %d: %s", o.spatial, cf_failure_reason());   /* before the weights: a rank holds its part */
+    cf_net_init(&net, 1);
     if (do_ar) allreduce_bench(o.ar_floats ? (size_t)o.ar_floats : net.n_params);
     if (steps > 0) {
         size_t nx = (size_t)B * cf_shape_size(net.input) / (size_t)o.spatial, nt = (size_t)B * net.n_targets, k;   /* a rank's slabs */

@@ -8,7 +8,7 @@
 
 typedef struct {
     const char *model, *weights, *dump, *input, *target, *mode;
-    int summary, gradcheck, info, batch, has_shape, precision;
+    int summary, gradcheck, info, batch, has_shape, precision, spatial;
     double tolerance;
     uint64_t seed;
     cf_shape shape;
@@ -17,7 +17,7 @@ static void parse_mode(const char *v, void *dst) {
     if (strcmp(v, "train") && strcmp(v, "eval")) die("--mode: '%s' is not train or eval", v);
     *(const char **)dst = v;
 }
-static tool_flag flags[20];
+static tool_flag flags[21];
 static int n_flags;
 static void flag_table(options *o) {
     tool_flag f[] = {
@@ -35,6 +35,8 @@ static void flag_table(options *o) {
                                                         "with targets 0.5 (class 0), written as DIR/input.npy and DIR/target.npy", NULL, NULL},
         {"--target", "y.npy", FLAG_STR, &o->target, 0, 0, "float32 targets for --dump: (N, outputs), or (N, H, W) class ids for loss=softmax_ce", NULL, NULL},
         PRECISION_FLAG(&o->precision),
+        {"--spatial", "K", FLAG_INT, &o->spatial, 1, 65536, "--summary of one rank of a sample split across K (cf-train --spatial K): its slabs, its memory; "
+         "refused, naming the layer, when the split cannot align", NULL, NULL},
         {"--mode", "train|eval", FLAG_CALL, &o->mode, 0, 0, "batch norm for --dump: batch statistics (train) or the running ones (eval); dropout off (default eval)", parse_mode, NULL},
     };
     n_flags = (int)(sizeof f / sizeof f[0]);
@@ -76,10 +78,23 @@ static void arena_both(cf_net *net) {
     TRY(cf_net_set_precision(net, was));
     printf("outputs and gradients per sample by precision: fp32 %.1f MB, bf16 %.1f MB (%.2fx; bf16 on %s)\n", mb[0], mb[1], mb[1] / mb[0], cf_bf16_kernels());
 }
+/* a split network's rank (cf-check --spatial K: the shapes above are its slabs): its memory for
+   a batch of 1 in fp32, and what a training step holds of it (SGD: parameters, gradients,
+   momentum; Adam's second moment one more copy) */
+static void spatial_summary(cf_net *net) {
+    int K = cf_net_spatial(net, NULL, NULL);
+    double arena, extra, par;
+    if (K < 2) return;
+    arena = cf_net_arena_floats(net, 1, 0) * 4e-6; extra = cf_net_spatial_floats(net, 1) * 4e-6; par = net->n_params * 4e-6;
+    printf("per rank of --spatial %d (the rows above: rank 0's slabs, its FLOP and memory): input slab %dx%dx%dx%d of %d planes; outputs and gradients %.1f MB, halos, extended inputs and gathered features %.1f MB, "
+           "parameters %zu (%.1f MB per copy)\n", K, net->input.c, net->input.d / K, net->input.h, net->input.w, net->input.d, arena, extra, net->n_params, par);
+    printf("training memory per rank, batch 1, SGD: %.1f MB (outputs and gradients, the split's buffers, 3 copies of the parameters); the input batch and the libraries' own besides\n",
+           arena + extra + 3 * par);
+}
 static void summary(cf_net *net) {
     int i;
     double flops = 0;
-    cf_net_set_batch(net, 1);   /* the paths are those of a batch of 1 */
+    TRY(cf_net_set_batch(net, 1));   /* the paths are those of a batch of 1 */
     printf("%-4s %-10s %-22s %12s %14s  %-16s %s\n", "#", "type", "output (CxDxHxW)", "params", "fwd MFLOP", "window", "paths: fwd, bwd-w, bwd-d");
     printf("%-4s %-10s %4dx%-4dx%-4dx%-6d %12s %14s\n", "in", "input", net->input.c, net->input.d, net->input.h, net->input.w, "", "");
     for (i = 0; i < net->n_layers; i++) {
@@ -96,6 +111,7 @@ static void summary(cf_net *net) {
     printf("training memory per sample: outputs and gradients %.1f MB (%.1f MB if every output were kept), "
            "parameters %.1f MB per copy\n", cf_net_arena_floats(net, 1, 0) * 4e-6, cf_net_arena_floats(net, 1, 1) * 4e-6, net->n_params * 4e-6);
     arena_both(net);
+    spatial_summary(net);
     printf("params %zu\n", net->n_params);
 }
 
@@ -373,7 +389,7 @@ int main(int argc, char **argv) {
     int is_dir, bad = 0;
     tool_init(argc, argv, "check");
     memset(&o, 0, sizeof o);
-    o.batch = 2; o.tolerance = 0.01; o.seed = 1; o.mode = "eval";
+    o.batch = 2; o.tolerance = 0.01; o.seed = 1; o.mode = "eval"; o.spatial = 1;
     flag_table(&o);
     flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
     dist_start(&argc, &argv);
@@ -395,6 +411,8 @@ int main(int argc, char **argv) {
     if (o.gradcheck && o.precision == CF_BF16) die("--gradcheck --precision bf16: finite differences cannot resolve gradients rounded to 8 bits; bf16 is checked against float64 PyTorch (make agreement)");
     TRY(cf_net_set_precision(&net, o.precision));
     if (o.precision == CF_BF16) printf("cf-check: %s\n", precision_text(o.precision));
+    if (o.spatial > 1 && !o.summary) die("--spatial: with --summary (one rank's plan)");
+    if (o.spatial > 1 && cf_net_set_spatial(&net, o.spatial, 0)) die("--spatial %d: %s", o.spatial, cf_failure_reason());
     if (o.summary) summary(&net);
     if (o.dump) dump(&net, &o);
     if (o.gradcheck) bad = gradcheck(&net, o.batch, o.tolerance, o.seed);

@@ -2,7 +2,9 @@
    parameter, predictions (.npy), pictures (scatter plots, an input slice).  DeepCAM
    (loss=softmax_ce): mean IoU as MLPerf, per class, against predicting background everywhere;
    predicted masks (.npy); pictures of the precipitable water with the true and the predicted
-   masks side by side.  The model comes from the checkpoint unless --model is given. */
+   masks side by side.  The model comes from the checkpoint unless --model is given.  One
+   process, or with --spatial K the K ranks of mpirun -np K, each sample split across them
+   (rank 0 prints and writes). */
 #define CF_IMPLEMENTATION
 #include "cosmoflow.h"
 #include "tool.h"
@@ -14,10 +16,10 @@ static const char *par_names[4] = {"Omega_m", "sigma_8", "n_s", "H_0"};
 
 typedef struct {
     const char *model, *weights, *data, *pred, *png, *baseline, *spectrum, *stats, *spectrum_features, *spectrum_bins, *spectrum_dump, *spectrum_select;
-    int batch, has_shape, apply_log, png_count, spectrum_epochs, spectrum_moments, precision;
+    int batch, has_shape, apply_log, png_count, spectrum_epochs, spectrum_moments, precision, spatial;
     cf_shape shape;
 } options;
-static tool_flag flags[24];
+static tool_flag flags[25];
 static int n_flags;
 static void flag_table(options *o) {
     tool_flag f[] = {
@@ -43,6 +45,7 @@ static void flag_table(options *o) {
         {"--no-log", NULL, FLAG_SET, &o->apply_log, 0, 0, "--transform mean", NULL, NULL},
         {"--log-ratio", NULL, FLAG_SET, &o->apply_log, 2, 0, "--transform log-ratio", NULL, NULL},
         {"--stats", "DIR", FLAG_STR, &o->stats, 0, 0, "DeepCAM: stats_minval.npy / stats_maxval.npy (default: --data or its parent)", NULL, NULL},
+        {"--spatial", "K", FLAG_INT, &o->spatial, 1, 65536, "each sample split by depth across the K ranks of mpirun -np K, each reading its slab (cf-train --spatial); default 1: one process", NULL, NULL},
     };
     n_flags = (int)(sizeof f / sizeof f[0]);
     memcpy(flags, f, sizeof f);
@@ -337,12 +340,14 @@ int main(int argc, char **argv) {
     struct stat st;
     tool_init(argc, argv, "eval");
     memset(&o, 0, sizeof o);
-    o.batch = 4; o.apply_log = -1; o.png_count = 8; o.spectrum_epochs = 12; o.spectrum_features = "cross"; o.spectrum_bins = "linear";
+    o.batch = 4; o.apply_log = -1; o.png_count = 8; o.spectrum_epochs = 12; o.spectrum_features = "cross"; o.spectrum_bins = "linear"; o.spatial = 1;
     flag_table(&o);
     flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
     dist_start(&argc, &argv);
-    one_process_only();
+    if (o.spatial == 1) one_process_only();
+    else if (cf_dist_size() != o.spatial) die("--spatial %d: needs exactly %d ranks (mpirun -np %d); this job has %d", o.spatial, o.spatial, o.spatial, cf_dist_size());
     if (!o.weights || !o.data) die("needs --weights and --data (see --help)");
+    if (o.spatial > 1 && o.spectrum) die("--spatial with --spectrum: the two-point estimator reads whole volumes (run it without --spatial)");
     is_dir = !stat(o.weights, &st) && S_ISDIR(st.st_mode);
     if (is_dir && !o.model) die("--weights %s: a weights directory does not hold its model: give --model", o.weights);
     input_path(o.model); input_path(o.weights); input_path(o.data); input_path(o.stats); input_path(o.baseline); input_path(o.spectrum); input_path(o.spectrum_select);
@@ -355,6 +360,11 @@ int main(int argc, char **argv) {
     if (o.png && input_dir_named(o.png)) die("--png %s: is the input directory %s: the pictures would go among its samples (give another directory)", o.png, input_dir_named(o.png));
     load_model(&net, o.model, o.has_shape ? &o.shape : NULL, is_dir ? NULL : o.weights);
     TRY(cf_weights_load(&net, o.weights));
+    if (o.spatial > 1 && cf_net_set_spatial(&net, o.spatial, 0)) die("--spatial %d: %s", o.spatial, cf_failure_reason());
+    if (cf_dist_rank()) {   /* rank 0 alone prints and writes */
+        o.pred = o.png = NULL;
+        if (!freopen("/dev/null", "w", stdout)) die("stdout: cannot silence rank %d", cf_dist_rank());
+    }
     TRY(cf_net_set_precision(&net, o.precision));
     if (o.precision == CF_BF16) printf("cf-eval: %s\n", precision_text(o.precision));
     if (o.apply_log < 0 && (o.apply_log = recorded_transform(o.weights)) < 0) o.apply_log = 1;

@@ -149,6 +149,9 @@ static void setup_model(run *R) {
     if (o->model) TRY(cf_net_load_cfg(net, o->model, shape));
     else TRY(cf_checkpoint_model(o->resume, net, shape));
     R->seg = net->loss == CF_LOSS_SOFTMAX_CE;
+    /* split before the weights are drawn or read: a rank then only ever holds its part (each
+       draws, or reads from the checkpoint, the whole network's values and keeps its own) */
+    if (o->spatial > 1 && cf_net_set_spatial(net, o->spatial, 0)) die("--spatial %d: %s", o->spatial, cf_failure_reason());
     cf_net_init(net, o->seed);
     R->first_epoch = 1;
     if (o->resume) resume(R);             /* its weights and state, then its settings */
@@ -160,8 +163,7 @@ static void setup_model(run *R) {
     if (o->loss >= 0 && !R->seg) TRY(cf_net_set_loss(net, o->loss));
     if (!R->seg) o->loss = net->loss;     /* the record says which */
     if (o->dropout >= 0) cf_net_set_dropout(net, (float)o->dropout);
-    cf_dist_bcast(net->params, net->n_params);   /* rank 0's weights everywhere */
-    if (o->spatial > 1 && cf_net_set_spatial(net, o->spatial, 0)) die("--spatial %d: %s", o->spatial, cf_failure_reason());
+    if (o->spatial == 1) cf_dist_bcast(net->params, net->n_params);   /* rank 0's weights everywhere (split: each rank's own, above) */
     if (o->sync_bn) TRY(cf_net_sync_bn(net, cf_dist_sum_reduce, NULL));
     TRY(cf_train_init(&R->tr, net, &o->tc));
     o->tc = R->tr.cfg;   /* resolved for the application: what the record says */
@@ -271,14 +273,22 @@ static double validate(run *R) {
     cf_dist_allreduce_sum_d(sums, 2);   /* (a group's ranks each add its samples': K times both sums) */
     return sums[0] / sums[1];
 }
-/* after each epoch (rank 0): a checkpoint never holds a parameter that is not finite */
+/* rank 0 writes the checkpoint; split across ranks (--spatial), the other ranks of its group
+   send it their rows of a split [dense] (cf_checkpoint_save) */
+static void write_checkpoint(run *R) {
+    if (R->group) return;
+    if (R->rank) TRY(cf_checkpoint_save(NULL, &R->net, &R->st));
+    else ckpt_save(R->o.out, &R->net, &R->st);
+}
+/* after each epoch: a checkpoint never holds a parameter that is not finite */
 static void save_checkpoint(run *R, int e) {
     comm_watch_note(R->o.out, e);   /* what a watchdog's message names (rank 0 writes it) */
-    if (R->rank) return;
+    if (R->group) return;
+    if (R->rank) { write_checkpoint(R); return; }
     if (cf_net_first_nonfinite_param(&R->net, 1) >= 0)
         die("epoch %d: layer %d's parameters are not finite; no checkpoint written, the last one %s is untouched",
             e, cf_net_first_nonfinite_param(&R->net, 1), R->o.out);
-    ckpt_save(R->o.out, &R->net, &R->st);
+    write_checkpoint(R);
 }
 /* After an epoch: the MLPerf lines, the checkpoint, the epoch line, the learning curve */
 static void end_epoch(run *R, int e, double loss, double metric, double lr, double t0) {
@@ -382,7 +392,7 @@ int main(int argc, char **argv) {
         end_epoch(&R, e, loss / R.size, metric, lr, t0);
     }
     /* a resumed run with no epoch left still writes the checkpoint it announces */
-    if (e == R.first_epoch && R.rank == 0 && !same_file(R.o.resume, R.o.out)) ckpt_save(R.o.out, &R.net, &R.st);
+    if (e == R.first_epoch && !same_file(R.o.resume, R.o.out)) write_checkpoint(&R);
     finish(&R, e);
     return 0;
 }
