@@ -43,7 +43,10 @@
      * CPU only; float32 NCDHW activations (bf16 rounding, fp32 storage: cf_net_set_precision).
        Per sample, a layer's output and its weights hold at most 2e9 values, an axis at most
        2^20; a [route] or [add] at most 8 sources (CF_MAX_SRC); at most 16 classes.
-     * Data parallelism only: every rank holds whole samples (one sample is not split).
+     * A sample split across ranks (cf_net_set_spatial) only along depth, only 3-D networks
+       whose layers before the first [flatten] align with the slabs (checked, named); no
+       gradient lag or overlapped averaging there, no LAMB or LARC with its [dense] split,
+       no 16-bit storage of bf16 outputs; a network is split once.
      * Threads: see THREADS.  The library starts OpenMP threads inside its calls (-fopenmp);
        BLAS must run single-threaded inside a parallel region (OpenBLAS's OpenMP build does).
 
@@ -105,6 +108,8 @@
      * All parameters live in one buffer (net->params), their gradients in a second with the
        same offsets (net->grads), the optimizer state in a third (net->opt, two slots per
        parameter).  Layers hold offsets.  Data parallelism is one allreduce over net->grads.
+       A sample split across ranks keeps the layout, cut to the rank's rows of its split
+       [dense] (section 5, "pieces"); its files stay the whole network's.
        Batch-norm running statistics, which are saved but not trained, have their own buffer
        (net->stats).
      * Kernels are plain functions over raw pointers with a shape comment; backward kernels
@@ -127,7 +132,8 @@
                 network calls, with what its precision and memory plan ask of an operation
      5. Networks: the layer-type table (parse, shape, parameters, FLOPs, forward, backward
                 of each type), the cfg parser, forward and backward, initializers, bf16 as
-                the reference on rounded operands
+                the reference on rounded operands; a sample split across ranks (halos,
+                slabs, the gathered features, the [dense] split by rows)
      6. The memory plan: outputs and gradients in one arena over the step's timeline,
                 cheap outputs rebuilt in backward, conv + max-pool pairs fused
      7. Optimizers: Keras-form momentum SGD, Adam/AdamW, LAMB, LARC; the schedules
@@ -135,7 +141,8 @@
                 input transforms, sharding and the cube's symmetries
      9. Files: .npy, checkpoints, weights directories, TFRecord + tf.train.Example,
                CosmoFlow and DeepCAM samples, PNG
-    10. Distributed: MPI wrappers (one process without CF_USE_MPI)
+    10. Distributed: MPI wrappers (one process without CF_USE_MPI), a split's group and its
+                exchanges
     11. Fast paths, last: the registry, the kernels (pointwise, tiles, direct, AVX-512, bf16,
                 pooling, depthwise), the tables, the dispatchers and the storage forms
 */

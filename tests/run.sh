@@ -60,7 +60,8 @@ fi
 run "tools" sh tests/test_tools.sh
 run "particle-mesh universes: linear growth on large scales, collapse on small ones, halos, the real records' counts" sh tests/test_pm.sh
 run "hostile use: outputs over inputs, FIFOs, late errors, non-finite values, other models, cfg limits, broken MPI jobs" sh tests/test_hostile.sh
-run "many nodes, emulated: network namespaces at 1 Gbit/s, MPICH and Open MPI over TCP, 5 % loss, a cut link ended by the watchdog" sh tests/test_nodes.sh
+run "a sample across ranks: K = 2, 4, 2 x 2 against one rank (MPICH and Open MPI), two sabotages, the tools' --spatial, resume under another K" sh tests/test_spatial.sh
+run "many nodes, emulated: network namespaces at 1 Gbit/s, MPICH and Open MPI over TCP, 5 % loss, a cut link ended by the watchdog, a sample split across them" sh tests/test_nodes.sh
 if need mpicc.openmpi && need mpirun.openmpi; then
     run "Open MPI: built with mpicc.openmpi, 1 rank x 4 = 2 ranks x 2, a mismatched launcher refused" sh tests/test_openmpi.sh
 else

@@ -137,6 +137,19 @@ assert all(x[i, j, k, c] == code(8 + i, 4 + j, 4 + k, c) for i in range(4) for j
 assert np.allclose(y, [0.25, -0.5, 0.75, -1.0])
 " && ok || bad "universe: sub-volume 37 holds block (2,1,1) of the universe and its labels"
     fi
+    # --whole: kept whole as the numpy layout, read by hyperslabs of 3 planes (the last one 1)
+    if has_numpy; then
+        $B/cf-convert universe "$T/sims/22098324/univ_ics_2019-03_a1.hdf5" --whole --slab-planes 3 --out "$T/uniw" > "$T/uniw.txt" &&
+        grep -q "^universe --whole: 1 files -> 1 whole universes in" "$T/uniw.txt" && grep -q "22098324_univ_ics_2019-03_a1_data.npy" "$T/uniw/files_data.lst" &&
+        $PY -c "
+import numpy as np
+x = np.load('$T/uniw/22098324_univ_ics_2019-03_a1_data.npy'); y = np.load('$T/uniw/22098324_univ_ics_2019-03_a1_label.npy')
+assert x.shape == (16, 16, 16, 4) and x.dtype == np.int16, (x.shape, x.dtype)
+i, j, k, c = np.indices(x.shape)
+assert (x == (i * 16 + j) * 16 + k + 1000 * c).all()
+assert np.allclose(y, [0.25, -0.5, 0.75, -1.0])
+" && ok || bad "universe --whole: the universe whole, every plane where it belongs, its labels: $(cat "$T/uniw.txt")"
+    fi
     printf 'not hdf5' > "$T/sims/bad.hdf5"
     must_fail "universe: not an HDF5 file" "bad.hdf5: not a readable HDF5 file" "" $B/cf-convert universe "$T/sims/bad.hdf5" --out "$T/uni2"
 else

@@ -3,7 +3,8 @@
      weights-import   directory of .npy tensors -> checkpoint
      extract-cfg      the cfg text a checkpoint embeds, byte for byte
      tfrecord2npy     CosmoFlow TFRecords -> the submitters' numpy layout
-     universe         raw 512^3 x 4 HDF5 universe -> its 64 sub-volumes as gzip TFRecords
+     universe         raw 512^3 x 4 HDF5 universe -> its 64 sub-volumes as gzip TFRecords, or
+                      (--whole) kept whole as .npy, read by hyperslabs
      h52npy           DeepCAM HDF5 snapshots and stats.h5 -> the numpy layout
    No output is written over an input, and each is written atomically. */
 #define CF_IMPLEMENTATION
@@ -15,7 +16,7 @@
 
 typedef struct {
     const char *cmd, *model, *weights, *npy, *out;
-    int has_shape, plain, n_in, force, append;
+    int has_shape, plain, n_in, force, append, whole, slab_planes;
     cf_shape shape;
     const char **in;     /* the positional inputs */
 } options;
@@ -31,7 +32,8 @@ static const char *commands =
     "        X_data.npy int16 (S,S,S,4) and X_label.npy float32 (4,) per record, plus files_data.lst, files_label.lst\n"
     "  universe IN.hdf5... --out DIR [--plain]\n"
     "        datasets 'full' (N,N,N,4) int16 and 'unitPar' (4) -> 64 sub-volumes of (N/4)^3, index 16a+4b+c,\n"
-    "        named <parentdir>_<name>_<iii>.tfrecord (gzip unless --plain)\n"
+    "        named <parentdir>_<name>_<iii>.tfrecord (gzip unless --plain); with --whole the universe kept whole:\n"
+    "        <parentdir>_<name>_data.npy int16 (N,N,N,4) and _label.npy (4,), read and written by slabs of planes\n"
     "  h52npy IN.h5... --out DIR\n"
     "        DeepCAM: climate/data (H,W,C) and climate/labels_0 (H,W) of each data-X.h5 -> data-X.npy and\n"
     "        label-X.npy (float32, as NVIDIA's convert_hdf52npy.py); a stats.h5 among the inputs ->\n"
@@ -40,7 +42,7 @@ static const char *commands =
     "  (this build has no libhdf5, so no universe or h52npy: rebuild with HDF5=1)\n"
 #endif
     ;
-static tool_flag flags[10];
+static tool_flag flags[12];
 static int n_flags;
 static void flag_table(options *o) {
     tool_flag f[] = {
@@ -50,6 +52,8 @@ static void flag_table(options *o) {
         {"--model", "M.cfg", FLAG_STR, &o->model, 0, 0, "the network (weights-import; weights-export: default the checkpoint's)", NULL, NULL},
         {"--input-shape", "S", FLAG_SHAPE, &o->shape, 0, 0, "replaces the cfg's input size", NULL, &o->has_shape},
         {"--plain", NULL, FLAG_SET, &o->plain, 1, 0, "universe: plain TFRecords instead of gzip", NULL, NULL},
+        {"--whole", NULL, FLAG_SET, &o->whole, 1, 0, "universe: the whole universe as one numpy sample (for --spatial: each rank reads its slab)", NULL, NULL},
+        {"--slab-planes", "P", FLAG_INT, &o->slab_planes, 1, 1 << 20, "universe --whole: planes read from the HDF5 file at once (default: about 16 M values)", NULL, NULL},
         {"--force", NULL, FLAG_SET, &o->force, 1, 0, "an output directory that holds files: same-named files are replaced, others stay", NULL, NULL},
         {"--append", NULL, FLAG_SET, &o->append, 1, 0, "an output directory that holds a data set: add to it, replacing none (default: refused)", NULL, NULL},
     };
@@ -297,6 +301,86 @@ static void universe_file(const options *o, const char *file) {
     }
     free(sub); free(full); free(par);
 }
+/* --whole: planes [p0, p0 + np) of the universe's 'full' (N,N,N,4) dataset, read by hyperslab
+   in the dataset's own width class (wide: np N N 4 floats of room) and checked as h5_counts
+   checks, into out (np N N 4 int16) */
+static void h5_counts_planes(hid_t f, const char *file, hsize_t N, hsize_t p0, hsize_t np, int16_t *out, float *wide) {
+    hid_t ds = H5Dopen2(f, "full", H5P_DEFAULT), ty = H5Dget_type(ds), fs = H5Dget_space(ds), ms;
+    hsize_t start[4], count[4];
+    int cls = (int)H5Tget_class(ty), narrow = cls == H5T_INTEGER && H5Tget_size(ty) <= 2;
+    size_t n = (size_t)(np * N * N * 4), k;
+    H5Tclose(ty);
+    start[0] = p0; start[1] = start[2] = start[3] = 0; count[0] = np; count[1] = count[2] = N; count[3] = 4;
+    ms = H5Screate_simple(4, count, NULL);
+    if (H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+        H5Dread(ds, narrow ? H5T_NATIVE_SHORT : cls == H5T_FLOAT ? H5T_NATIVE_FLOAT : H5T_NATIVE_INT, ms, fs, H5P_DEFAULT, narrow ? (void *)out : (void *)wide) < 0)
+        die("%s: cannot read planes %llu to %llu of 'full'", file, (unsigned long long)p0, (unsigned long long)(p0 + np - 1));
+    H5Sclose(ms); H5Sclose(fs); H5Dclose(ds);
+    for (k = 0; k < n; k++) {
+        double x = narrow ? out[k] : cls == H5T_FLOAT ? wide[k] : ((int *)wide)[k];
+        if (!(x >= 0 && x <= 32767) || x != floor(x))
+            die("%s: full value %zu is %g: particle counts are whole numbers in [0, 32767] (not converted)", file, (size_t)(p0 * N * N * 4) + k, x);
+        out[k] = (int16_t)x;
+    }
+}
+/* An .npy version 1 header for int16 (N,N,N,4): the magic, the dict's length, the dict padded
+   with spaces to a multiple of 64 bytes in all, ending in a newline */
+static size_t npy_header_i16(char *h, int N) {
+    int len = snprintf(h + 10, 118, "{'descr': '<i2', 'fortran_order': False, 'shape': (%d, %d, %d, 4), }", N, N, N), total = ((10 + len + 1 + 63) / 64) * 64;
+    memcpy(h, "\x93NUMPY\x01\x00", 8);
+    h[8] = (char)((total - 10) & 0xff); h[9] = (char)((total - 10) >> 8);
+    memset(h + 10 + len, ' ', (size_t)(total - 10 - len - 1));
+    h[total - 1] = '\n';
+    return (size_t)total;
+}
+/* One universe kept whole (--whole): <parent>_<name>_data.npy int16 (N,N,N,4) and its labels,
+   the numpy layout whose depth slabs a rank of --spatial reads by offset.  The 'full' dataset
+   is read by hyperslabs of whole planes (about 16 M values each: a 512^3 universe, 1 GB as
+   int16, is never held at once): checked for every input first (write 0), then written into
+   one atomic file each (write 1). */
+static void universe_whole(const options *o, const char *file, int write) {
+    hid_t f = h5_open(file), ds, sp;
+    hsize_t dims[8], pd[8], p0, np, N;
+    int pn, nd, k;
+    float *par = (float *)h5_read(f, file, "unitPar", H5T_NATIVE_FLOAT, 4, &pn, pd), *wide;
+    char parent[1024] = "", name[1024], path[8192], *slash, *dot, head[128];
+    int16_t *planes;
+    cf_atomic_file af;
+    cf_array a;
+    if (!H5Lexists(f, "full", H5P_DEFAULT) || (ds = H5Dopen2(f, "full", H5P_DEFAULT)) < 0) die("%s: no dataset 'full'", file);
+    sp = H5Dget_space(ds); nd = H5Sget_simple_extent_ndims(sp);
+    if (nd == 4) H5Sget_simple_extent_dims(sp, dims, NULL);
+    H5Sclose(sp); H5Dclose(ds);
+    if (nd != 4 || dims[0] != dims[1] || dims[1] != dims[2] || dims[3] != 4 || dims[0] > 4096) die("%s: 'full' must be (N,N,N,4), N at most 4096", file);
+    if (pn != 1 || pd[0] != 4) die("%s: 'unitPar' must hold 4 values", file);
+    for (k = 0; k < 4; k++) if (!isfinite(par[k])) die("%s: unitPar[%d] is %g: a label must be a finite number", file, k, par[k]);
+    N = dims[0];
+    snprintf(path, sizeof path, "%s", file);
+    if ((slash = strrchr(path, '/'))) { *slash = 0; snprintf(parent, sizeof parent, "%.900s_", basename_of(path)); }
+    snprintf(name, sizeof name, "%s", basename_of(file));
+    if ((dot = strstr(name, ".hdf5")) || (dot = strstr(name, ".h5"))) *dot = 0;
+    np = o->slab_planes ? (hsize_t)o->slab_planes : ((hsize_t)1 << 24) / (N * N * 4);
+    if (np < 1) np = 1;
+    if (np > N) np = N;
+    if (!(planes = (int16_t *)malloc((size_t)(np * N * N * 4) * 2)) || !(wide = (float *)malloc((size_t)(np * N * N * 4) * 4))) die("out of memory");
+    out_path(path, sizeof path, o->out, "%s%s_data.npy", parent, name, 0);
+    if (write) { TRY(cf_atomic_open(&af, path)); cf_atomic_write(&af, head, npy_header_i16(head, (int)N)); }
+    for (p0 = 0; p0 < N; p0 += np) {
+        hsize_t m = N - p0 < np ? N - p0 : np;
+        h5_counts_planes(f, file, N, p0, m, planes, wide);
+        if (write) cf_atomic_write(&af, planes, (size_t)(m * N * N * 4) * 2);
+    }
+    if (write) { TRY(cf_atomic_commit(&af)); output_added(path); }
+    out_path(path, sizeof path, o->out, "%s%s_label.npy", parent, name, 0);
+    if (write) {
+        memset(&a, 0, sizeof a);
+        a.dtype = CF_F32; a.ndim = 1; a.shape[0] = 4; a.count = 4; a.data = par;
+        TRY(cf_npy_write(path, &a));
+        output_added(path);
+    }
+    H5Fclose(f);
+    free(planes); free(wide); free(par);
+}
 /* writes a float32 array atomically */
 static void save_f32(const char *path, const float *p, int ndim, const hsize_t *dims) {
     cf_array a;
@@ -352,6 +436,18 @@ static void hdf5_command(const options *o, int universe) {
     for (i = 0; i < o->n_in; i++) input_path(o->in[i]);
     output_data_dir("--out", o->out, o->force, o->append);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);   /* our messages, not the library's stack dumps */
+    if ((o->whole || o->slab_planes) && !universe) die("--whole and --slab-planes: for universe only");
+    if (o->whole && o->plain) die("--whole with --plain: --plain is for the sub-volumes' TFRecords");
+    if (o->slab_planes && !o->whole) die("--slab-planes: with --whole");
+    if (universe && o->whole) {   /* every input checked, then every one written */
+        int write;
+        for (write = 0; write < 2; write++) for (i = 0; i < o->n_in; i++) universe_whole(o, o->in[i], write);
+        write_list(o->out, "_data.npy", "files_data.lst");
+        write_list(o->out, "_label.npy", "files_label.lst");
+        outputs_complete();
+        printf("universe --whole: %d files -> %d whole universes in %s\n", o->n_in, o->n_in, o->out);
+        return;
+    }
     for (i = 0; i < o->n_in; i++) {
         hid_t f;
         if (universe) { universe_file(o, o->in[i]); continue; }
