@@ -6192,6 +6192,7 @@ static void cf__split_average(cf_net *net) {
         else cf__allreduce_floats(net->grads + at, p.n, *(MPI_Comm *)sp->cross_comm, groups, "MPI_Allreduce of a split [dense]'s rows' gradient");
     }
 }
+#ifndef CF_NO_FILES
 /* a checkpoint of a network whose [dense] rows are split (section 9): the rows other ranks
    hold, sent to the group's first rank in chunks, received there in the same chunks */
 static void cf__split_send(cf_net *net, const float *buf, size_t n) {
@@ -6210,6 +6211,7 @@ static void cf__split_recv(cf_net *net, int from, float *buf, size_t n) {
         CF__WAITED;
     }
 }
+#endif
 /* the largest of v over every rank (a decision every rank must take alike) */
 static int cf__max_over_ranks(int v) {
     double d = v;
@@ -6320,8 +6322,10 @@ static void cf__split_allgather(cf_net *net, const float *mine, float *all, size
 static void cf__split_sum(double *buf, int n, void *ctx) { (void)buf; (void)n; (void)ctx; }
 static void cf__split_sum_floats(cf_net *net, float *buf, size_t n) { (void)net; (void)buf; (void)n; }
 static void cf__split_average(cf_net *net) { (void)net; }
+#ifndef CF_NO_FILES
 static void cf__split_send(cf_net *net, const float *buf, size_t n) { (void)net; (void)buf; (void)n; }
 static void cf__split_recv(cf_net *net, int from, float *buf, size_t n) { (void)net; (void)from; (void)buf; (void)n; }
+#endif
 static int cf__max_over_ranks(int v) { return v; }
 CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {   /* one process: a delay line */
     size_t n;

@@ -102,6 +102,21 @@ else
     $B/cf-check --model models/cosmoflow.cfg --input-shape 4x256x256x256 --summary --spatial 4 > "$T/sum.txt" 2>&1 &&
         grep -q "^per rank of --spatial 4 .*input slab 4x64x256x256 of 256 planes" "$T/sum.txt" && grep -q "^training memory per rank, batch 1, SGD: [0-9.]* MB" "$T/sum.txt" &&
         ok "cf-check --summary --spatial 4: $(grep '^training memory per rank' "$T/sum.txt" | cut -d'(' -f1)" || bad "cf-check --summary --spatial: $(tail -3 "$T/sum.txt")"
+    # the large-volume networks: their sizes, one rank's plan at 512^3 (no rank can hold it whole)
+    [ "$($B/cf-check --model models/cosmoflow-256.cfg --summary | tail -1)" = "params 15985956" ] &&
+    $B/cf-check --model models/cosmoflow-512.cfg --summary --spatial 4 > "$T/s512.txt" 2>&1 && grep -q "input slab 4x128x512x512 of 512 planes" "$T/s512.txt" &&
+    ! $B/cf-check --model models/cosmoflow-512.cfg --summary > "$T/w512.txt" 2>&1 && grep -q "would output 32x512x512x512 per sample.*--spatial" "$T/w512.txt" &&
+        ok "cosmoflow-256.cfg: 15985956 parameters; cosmoflow-512.cfg refused whole, $(grep '^training memory per rank' "$T/s512.txt" | cut -d'(' -f1)at --spatial 4" ||
+        bad "the large-volume networks: $(tail -1 "$T/s512.txt") $(tail -1 "$T/w512.txt")"
+    # the oracle: every split of 4 ranks, its memory a rank the plan's (cf-check --summary --spatial) and its batch
+    OMP_NUM_THREADS=1 $B/cf-bench --plan 4 --model models/cosmoflow.cfg --batch 1 --steps 1 --overhead 0 > "$T/plan.txt" 2>&1
+    for k in 2 4; do
+        cc=$($B/cf-check --model models/cosmoflow.cfg --summary --spatial $k | awk '/^training memory per rank/ {print $8}')
+        om=$(awk -v k=$k '$1 == k && NF == 10 {print $9}' "$T/plan.txt")
+        awk -v a="$om" -v b="$cc" 'BEGIN { exit !(b > 0 && a >= b && a <= 1.1 * b) }' &&
+            ok "the oracle's memory a rank at K=$k: $om MB, cf-check --summary --spatial $k's plan $cc MB (within 10 %)" || bad "the oracle's memory at K=$k: '$om' against '$cc': $(tail -3 "$T/plan.txt")"
+    done
+    grep -q "^plan: best K=[124] D=[124]: " "$T/plan.txt" && ok "the oracle names the best split: $(tail -1 "$T/plan.txt")" || bad "the oracle's last line: $(tail -1 "$T/plan.txt")"
     refused() {   # refused WHAT TEXT NP ARGS...
         what=$1; text=$2; np=$3; shift 3
         if $R -np $np "$@" > "$T/r.txt" 2>&1; then bad "$what: ran"; elif grep -q -- "$text" "$T/r.txt"; then ok "$what refused: $(grep -m1 -- "$text" "$T/r.txt")"; else bad "$what: $(head -3 "$T/r.txt")"; fi

@@ -1,8 +1,9 @@
 /* cf-bench: training-step throughput of a model (forward, backward, the application's optimizer: SGD for CosmoFlow, LAMB for DeepCAM) on random
-   data, beside this machine's sgemm rate measured in the same run, and the peak memory. */
+   data, beside this machine's sgemm rate measured in the same run, and the peak memory; --plan P: the oracle (tools/plan.h). */
 #define CF_IMPLEMENTATION
 #include "cosmoflow.h"
 #include "tool.h"
+#include "plan.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -34,8 +35,19 @@ typedef struct {
     int batch, steps, threads, has_shape, no_sgemm, no_direct, allreduce, layers, check_blas, reference, precision, alternate, spatial;
     long ar_floats, overlap;
     cf_shape shape;
+    plan_options plan;
 } options;
-static tool_flag flags[21];
+static tool_flag flags[28];
+/* --link A,BW */
+static void parse_link(const char *v, void *dst) {
+    plan_link *l = (plan_link *)dst;
+    char *end;
+    l->alpha = strtod(v, &end);
+    if (*end != ',' || !(l->alpha >= 0 && l->alpha < 1)) die("--link %s: latency in seconds (0 to 1), a comma, bandwidth in bytes/s", v);
+    l->bw = strtod(end + 1, &end);
+    if (*end || !(l->bw > 0 && l->bw < 1e15)) die("--link %s: bandwidth in bytes/s, above 0", v);
+}
+
 static int n_flags;
 static void flag_table(options *o) {
     tool_flag f[] = {
@@ -53,6 +65,13 @@ static void flag_table(options *o) {
         {"--allreduce", NULL, FLAG_SET, &o->allreduce, 1, 0, "also time the averaging of the gradient buffer, the library's way and the others (medians of 8; run under mpirun): last 'allreduce_ms A grad_mb G ranks P'", NULL, NULL},
         {"--spatial", "K", FLAG_INT, &o->spatial, 1, 65536, "each sample split by depth across K ranks (run under mpirun; cf-train --spatial): rates are a group's, "
          "peak_rss_mb the largest rank's, and a line 'spatial K D per-rank peak_rss_mb min .. max'", NULL, NULL},
+        {"--plan", "P", FLAG_INT, &o->plan.P, 1, 1 << 20, "the oracle: for each split of P ranks (K a sample, D = P / K samples at once), the predicted step time and memory a rank, "
+         "and the best split that fits; one process (docs/mpi.md, 'The oracle'); last line 'plan: best K=.. D=.. ...'", NULL, NULL},
+        {"--link", "A,BW", FLAG_CALL, &o->plan.link, 0, 0, "--plan: the link's latency in s and bandwidth in bytes/s (default 5e-6,1e10; bench/oracle.sh measures one)", parse_link, NULL},
+        {"--mem-limit", "MB", FLAG_DOUBLE, &o->plan.mem_limit_mb, 1, 1e9, "--plan: memory a rank may take (default: this machine's over --ranks-per-node)", NULL, NULL},
+        {"--overhead", "MB", FLAG_DOUBLE, &o->plan.overhead_mb, 0, 1e6, "--plan: a process's memory beyond the plan and its batch: MPI, OpenBLAS, the program", NULL, NULL},
+        {"--cores", "C", FLAG_INT, &o->plan.cores, 1, 1 << 20, "--plan: cores a node (default: this machine's)", NULL, NULL},
+        {"--ranks-per-node", "R", FLAG_INT, &o->plan.ranks_per_node, 1, 1 << 20, "--plan: ranks a node (default P: one node)", NULL, NULL},
         {"--overlap", "N", FLAG_LONG, &o->overlap, 0, 1L << 30, "the step's gradient averaged in buckets of >= N floats during backward (cf-train --overlap)", NULL, NULL},
         {"--allreduce-floats", "N", FLAG_LONG, &o->ar_floats, 1, 1L << 30, "--allreduce of N floats instead of the model's gradient (two sizes give a link's latency and bandwidth)", NULL, NULL},
         {"--layers", NULL, FLAG_SET, &o->layers, 1, 0, "per layer: forward, backward-weights, backward-data ms, GFLOP/s, share, the paths taken; totals per type", NULL, NULL},
@@ -273,6 +292,7 @@ int main(int argc, char **argv) {
     tool_init(argc, argv, "bench");
     memset(&o, 0, sizeof o);
     o.model = "models/cosmoflow.cfg"; o.batch = 1; o.steps = 3; o.spatial = 1;
+    o.plan.link.alpha = 5e-6; o.plan.link.bw = 1e10; o.plan.overhead_mb = 40; o.plan.cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     flag_table(&o);
     flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
     model = o.model; B = o.batch; steps = o.steps; threads = o.threads;
@@ -290,6 +310,21 @@ int main(int argc, char **argv) {
     dist_start(&argc, &argv);
     if (cf_dist_rank() == 0) { report_blas(); printf("%s\n", precision_text(o.precision)); }
     if (o.check_blas) return check_blas();
+    if (o.plan.P) {   /* the oracle: one process, one thread (the model's compute is a rank's) */
+        one_process_only();
+        o.plan.model = model; o.plan.B = B; o.plan.steps = steps > 0 ? steps : 1; o.plan.has_shape = o.has_shape; o.plan.shape = o.shape;
+        if (o.plan.cores < 1) o.plan.cores = 1;
+        if (!o.plan.mem_limit_mb) o.plan.mem_limit_mb = plan_machine_mb() / (o.plan.ranks_per_node ? o.plan.ranks_per_node : o.plan.P);
+#ifdef _OPENMP
+        omp_set_num_threads(1);
+#endif
+#ifdef CF_USE_CBLAS
+        openblas_set_num_threads(1);
+#endif
+        plan_run(&o.plan);
+        cf_dist_finalize();
+        return 0;
+    }
     TRY(cf_net_load_cfg(&net, model, o.has_shape ? &o.shape : NULL));
     if (o.spatial > 1 && o.alternate) die("--spatial with --alternate: the twin network is not split");
     if (o.spatial > 1 && cf_net_set_spatial(&net, o.spatial, 0)) die("--spatial %d: %s", o.spatial, cf_failure_reason());   /* before the weights: a rank holds its part */
