@@ -168,6 +168,10 @@ demo-climate: deps
 	@$(MAKE) --no-print-directory all
 	@sh tools/demo_climate.sh
 
+demo-large: deps
+	@$(MAKE) --no-print-directory all
+	@sh tools/demo_large.sh
+
 # make install PREFIX=/opt/cosmoflow: the header (include/), the tools (bin/), the models
 # (share/cosmoflow/models/) and a pkg-config file (lib/pkgconfig/cosmoflow.pc) whose flags
 # build a program that defines CF_IMPLEMENTATION with OpenBLAS and zlib.
@@ -190,4 +194,4 @@ deps-test:
 clean:
 	rm -rf bin
 
-.PHONY: all test test-built test-asan test-bf16 agreement tour bench demo demo-climate science deps deps-test clean install fuzz FORCE
+.PHONY: all test test-built test-asan test-bf16 agreement tour bench demo demo-climate demo-large science deps deps-test clean install fuzz FORCE

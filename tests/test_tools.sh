@@ -582,6 +582,11 @@ if $B/cf-synth cosmo --help 2>&1 | grep -q -- '--pm '; then   # make science, ti
         ! grep -q "reusing" "$T/sci3.txt" && grep -q -- "--pm 1 " "$T/sci/seed1/universes.txt" && [ "$(ls "$T/sci/seed1/train" | grep -c tfrecord)" = 8 ] &&
         ok || bad "make science rerun with other flags: new universes, nothing reused: $(tail -3 "$T/sci3.txt")"
 fi
+if ldd $B/cf-train | grep -q libmpi; then   # make demo-large, tiny: 128^3 universes split across 2 ranks
+    DEMO_OUT="$T/demol" DEMO_TRAIN=2 DEMO_VAL=1 DEMO_EPOCHS=1 DEMO_SIZE=128 DEMO_RANKS=2 sh tools/demo_large.sh > "$T/demol.txt" 2>&1 &&
+        tail -1 "$T/demol.txt" | grep -q '^demo: val_mae [0-9.]* baseline_mae [0-9.]* peak_rss_mb [0-9]*$' &&
+        grep -q "cf-train: 2 ranks: 1 group of 2, each sample split across a group (64 planes a rank)" "$T/demol.txt" && ok || bad "make demo-large (tiny): $(tail -3 "$T/demol.txt")"
+fi
 DEMO_OUT="$T/democ" DEMO_TRAIN=8 DEMO_VAL=4 DEMO_EPOCHS=1 sh tools/demo_climate.sh > "$T/democ.txt" 2>&1 &&
     tail -1 "$T/democ.txt" | grep -q '^demo: val_miou [0-9.]* baseline_miou [0-9.]*$' && ok || bad "make demo-climate (tiny): $(tail -3 "$T/democ.txt")"
 mkdir -p "$T/mine" && echo precious > "$T/mine/notes.txt"

@@ -358,8 +358,12 @@ static void setup(run *R, int argc, char **argv) {
     m.eval_samples = R->n_val; m.sync_bn = o->sync_bn; m.seed = o->seed; m.dropout = o->dropout; mll_run_start(&R->tr.cfg, &m);
 }
 static void finish(run *R, int e) {
+    double rss[2];
     mll_run_stop(R->reached || R->o.target <= 0);
+    rss[0] = peak_rss_mb(); rss[1] = -rss[0];
+    cf_dist_allreduce_max_d(rss, 2);   /* the largest and the smallest rank's peak */
     if (R->rank == 0) fprintf(stderr, "cf-train: %d epochs in %.1f s, checkpoint %s\n", e - R->first_epoch, now_s() - R->t_start, R->o.out);
+    if (R->rank == 0 && R->size > 1) fprintf(stderr, "cf-train: peak memory a rank %.0f MB (the largest of %d; the smallest %.0f MB)\n", rss[0], R->size, -rss[1]);
     loader_free(&R->L);
     free(R->order);
     cf_train_free(&R->tr);
