@@ -3662,10 +3662,12 @@ static cf__piece cf__piece_at(const cf_net *net, int j) {
 static size_t cf__piece_local(const cf_net *net, cf__piece p) {
     const cf__split_state *sp = &net->priv->split;
     const cf_layer *l;
-    if (sp->shard < 0 || p.owner < 0) return sp->shard < 0 || p.off < net->layers[sp->shard].w_off ? p.off : p.off - (sp->whole_n - net->n_params);
-    if (p.owner != sp->r) return (size_t)-1;
-    l = &net->layers[sp->shard];
-    return l->w_off + (p.off < l->w_off + (size_t)l->out.c * cf_shape_size(l->in) ? 0 : (size_t)sp->rows * cf_shape_size(l->in));   /* its weight rows, or its bias */
+    size_t F;
+    if (sp->shard < 0) return p.off;   /* nothing split: the whole layout */
+    l = &net->layers[sp->shard]; F = cf_shape_size(l->in);
+    if (p.owner < 0) return p.off < l->w_off ? p.off : p.off - (sp->whole_n - net->n_params);   /* before the layer, or after it: moved down by the cut */
+    if (p.owner != sp->r) return (size_t)-1;   /* another rank's rows */
+    return p.off < l->w_off + (size_t)l->out.c * F ? l->w_off : l->w_off + (size_t)sp->rows * F;   /* my weight rows, then my bias */
 }
 /* the [dense] whose rows a split of K can share: right after the [flatten], reading it alone,
    read by nothing else, its rows a multiple of K; -1 when none */
