@@ -164,6 +164,9 @@ demo: deps
 science: deps
 	@$(MAKE) --no-print-directory all
 	@sh tools/science.sh
+science-crops: deps
+	@$(MAKE) --no-print-directory all
+	@sh tools/crops.sh
 demo-climate: deps
 	@$(MAKE) --no-print-directory all
 	@sh tools/demo_climate.sh
@@ -194,4 +197,4 @@ deps-test:
 clean:
 	rm -rf bin
 
-.PHONY: all test test-built test-asan test-bf16 agreement tour bench demo demo-climate demo-large science deps deps-test clean install fuzz FORCE
+.PHONY: all test test-built test-asan test-bf16 agreement tour bench demo demo-climate demo-large science science-crops deps deps-test clean install fuzz FORCE

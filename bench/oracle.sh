@@ -35,7 +35,7 @@ for P in 2 4; do predict $P "$LINK" $P "$CORES" local; done
 while read -r w P K D pred; do
     [ "$w" = local ] || continue
     sp=""; [ "$K" -gt 1 ] && sp="--spatial $K"
-    meas=$(mpirun.mpich -np "$P" $BENCH --steps "$STEPS" $sp 2> /dev/null | step_of)
+    meas=$(mpirun.mpich -np "$P" $BENCH --steps "$STEPS" $sp 2> /dev/null < /dev/null | step_of)   # (mpirun reads stdin: not the loop's)
     echo "local $P $K $D $pred $meas" >> "$rows"
 done < "$T/pred.txt"
 
@@ -51,7 +51,7 @@ if [ "$(id -u)" = 0 ] && command -v mpiexec.hydra > /dev/null 2>&1 && ldd bin/cf
         while read -r w P K D pred; do
             [ "$w" = nodes ] || continue
             sp=""; [ "$K" -gt 1 ] && sp="--spatial $K"
-            meas=$(node_run 1 $H $BENCH --steps "$STEPS" $sp 2> /dev/null | step_of)
+            meas=$(node_run 1 $H $BENCH --steps "$STEPS" $sp 2> /dev/null < /dev/null | step_of)
             echo "nodes $P $K $D $pred $meas" >> "$rows"
         done < "$T/pred.txt"
         nodes_down

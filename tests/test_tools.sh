@@ -75,12 +75,16 @@ assert 0.7 < x.mean() < 1.3 and 0.2 < (x == 0).mean() < 0.8, (x.mean(), (x == 0)
 PYEOF
 else echo "skipped: numpy interop (python3-numpy absent)"; fi
 # --split 2: a universe twice as wide, written as its 8 sub-volumes with its labels (as the real
-# data cuts its simulations): they are the octants of the same seed's --size 32 universe
-$B/cf-synth cosmo --out "$T/sp" --samples 2 --size 16 --split 2 --seed 7 --spread 0.5 --format npy >/dev/null &&
-$B/cf-synth cosmo --out "$T/sw" --samples 2 --size 32 --seed 7 --spread 0.5 --format npy >/dev/null &&
-[ "$(wc -l < "$T/sp/files_data.lst")" = 16 ] && ok || bad "cf-synth --split 2: 2 universes give 16 samples"
+# data cuts its simulations): they are the octants of the same seed's --size 32 universe, lognormal
+# and particle-mesh (make science-crops relies on it)
+for pm in "" "--voxel 2 --pm 2"; do
+[ -z "$pm" ] || $B/cf-synth cosmo --help 2>&1 | grep -q -- '--pm ' || continue   # built without FFTW
+rm -rf "$T/sp" "$T/sw"
+$B/cf-synth cosmo --out "$T/sp" --samples 2 --size 16 --split 2 --seed 7 --spread 0.5 $pm --format npy >/dev/null &&
+$B/cf-synth cosmo --out "$T/sw" --samples 2 --size 32 --seed 7 --spread 0.5 $pm --format npy >/dev/null &&
+[ "$(wc -l < "$T/sp/files_data.lst")" = 16 ] && ok || bad "cf-synth --split 2 $pm: 2 universes give 16 samples"
 if has_numpy; then
-    $PY - "$T" <<'PYEOF' && ok || bad "cf-synth --split 2: the sub-volumes are the octants of the whole universe, with its labels"
+    $PY - "$T" <<'PYEOF' && ok || bad "cf-synth --split 2 $pm: the sub-volumes are the octants of the whole universe, with its labels"
 import sys, numpy as np
 t = sys.argv[1]
 for i in range(2):
@@ -92,6 +96,7 @@ for i in range(2):
         assert np.array_equal(y, yw)
 PYEOF
 fi
+done
 must_fail "--split that is not a power of 2" "--split: 3 is not a power of 2" "$T/sp3" $B/cf-synth cosmo --out "$T/sp3" --samples 1 --size 16 --split 3
 
 # ---- real records: tfrecord2npy keeps the int16 sum and maximum of the fixture README
@@ -577,6 +582,32 @@ if $B/cf-synth cosmo --help 2>&1 | grep -q -- '--pm '; then   # make science, ti
         grep -q "^science: seed 1 of 2: reusing the results" "$T/sci2.txt" && grep -q "^science: reusing the universes in .*seed2/" "$T/sci2.txt" &&
         ! grep -q "^science: seed 2 of 2: reusing" "$T/sci2.txt" && [ "$(tail -1 "$T/sci2.txt")" = "$(tail -1 "$T/sci.txt")" ] &&
         ok || bad "make science rerun: reuses seed 1 and seed 2's universes, the same last line: $(tail -3 "$T/sci2.txt")"
+    # make science-crops, tiny: the same universes as their octants, the network and the estimator on both
+    SCI_OUT="$T/sci" SCI_TRAIN=8 SCI_VAL=4 SCI_EPOCHS=1 SCI_PM=2 SCI_SEEDS=2 sh tools/crops.sh > "$T/crops.txt" 2>&1 &&
+        tail -1 "$T/crops.txt" | grep -q '^crops: cnn_whole [0-9.]* cnn_crops [0-9.]* spectrum_whole [0-9.]* spectrum_crops [0-9.]*$' &&
+        [ "$(grep -c '^crops: seed [12] ' "$T/crops.txt")" = 8 ] && [ "$(wc -l < "$T/sci/crops.txt")" = 8 ] &&
+        [ "$(ls "$T/sci/seed2/crops/validation" | grep -c tfrecord)" = 32 ] && [ "$(grep -c "^crops: the .*times the whole volumes'$" "$T/crops.txt")" = 2 ] &&
+        grep -q "^2 cnn-whole $(awk '$2 == "cnn" {print $3}' "$T/sci/seed2/rows.txt") " "$T/sci/crops.txt" && ok || bad "make science-crops (tiny, 2 seeds): $(tail -3 "$T/crops.txt")"
+    # cf-eval --crops 8: crop_mae is the crops' own MAE, mae the mean over each volume's 8 crops
+    CV="$T/sci/seed1/crops/validation"; CK="$T/sci/seed1/crops/cosmoflow-small-16.cfck"
+    $B/cf-eval --weights "$CK" --data "$CV" > "$T/ce1.txt" && $B/cf-eval --weights "$CK" --data "$CV" --crops 8 --pred "$T/cp.npy" > "$T/ce8.txt" &&
+        [ "$(sed -n 's/^crop_mae \([0-9.]*\) .*/\1/p' "$T/ce8.txt")" = "$(sed -n 's/^mae //p' "$T/ce1.txt")" ] && grep -q '^volumes 4, each the mean of 8 crops' "$T/ce8.txt" &&
+        ok || bad "cf-eval --crops 8: crop_mae is the plain MAE: $(cat "$T/ce8.txt")"
+    if has_numpy; then
+        $B/cf-convert tfrecord2npy "$CV"/*.tfrecord --out "$T/cvn" > /dev/null &&
+        $PY - "$T/cp.npy" "$(sed -n 's/^mae //p' "$T/ce8.txt")" "$T/cvn" <<'PYEOF' && ok || bad "cf-eval --crops 8: mae is the MAE of each volume's mean prediction (numpy)"
+import sys, glob, numpy as np
+p = np.load(sys.argv[1]); want = float(sys.argv[2])
+ys = [np.load(f) for f in sorted(glob.glob(sys.argv[3] + "/*_label.npy"))]
+assert p.shape == (32, 4) and len(ys) == 32, (p.shape, len(ys))
+y = np.array(ys, dtype=np.float64).reshape(32, 4)
+assert all(np.array_equal(y[8 * v], y[8 * v + j]) for v in range(4) for j in range(8))
+got = np.abs(p.reshape(4, 8, 4).astype(np.float64).mean(axis=1) - y[::8]).mean()
+assert abs(got - want) < 2e-6, (got, want)
+PYEOF
+    fi
+    must_fail "cf-eval --crops 8 on whole volumes" "have different labels: not crops of one volume" "" $B/cf-eval --weights "$T/sci/seed1/cosmoflow-small.cfck" --data "$T/sci/seed1/validation" --crops 2
+    must_fail "cf-eval --crops 3 on 32 crops" "--crops 3: 32 samples are not whole volumes" "" $B/cf-eval --weights "$CK" --data "$CV" --crops 3
     # rerun with other flags: nothing reused, the old universes replaced
     SCI_OUT="$T/sci" SCI_TRAIN=8 SCI_VAL=4 SCI_EPOCHS=1 SCI_PM=1 SCI_SEEDS=1 sh tools/science.sh > "$T/sci3.txt" 2>&1 &&
         ! grep -q "reusing" "$T/sci3.txt" && grep -q -- "--pm 1 " "$T/sci/seed1/universes.txt" && [ "$(ls "$T/sci/seed1/train" | grep -c tfrecord)" = 8 ] &&

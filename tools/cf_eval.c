@@ -16,10 +16,10 @@ static const char *par_names[4] = {"Omega_m", "sigma_8", "n_s", "H_0"};
 
 typedef struct {
     const char *model, *weights, *data, *pred, *png, *baseline, *spectrum, *stats, *spectrum_features, *spectrum_bins, *spectrum_dump, *spectrum_select;
-    int batch, has_shape, apply_log, png_count, spectrum_epochs, spectrum_moments, precision, spatial;
+    int batch, has_shape, apply_log, png_count, spectrum_epochs, spectrum_moments, precision, spatial, crops;
     cf_shape shape;
 } options;
-static tool_flag flags[25];
+static tool_flag flags[26];
 static int n_flags;
 static void flag_table(options *o) {
     tool_flag f[] = {
@@ -45,6 +45,8 @@ static void flag_table(options *o) {
         {"--no-log", NULL, FLAG_SET, &o->apply_log, 0, 0, "--transform mean", NULL, NULL},
         {"--log-ratio", NULL, FLAG_SET, &o->apply_log, 2, 0, "--transform log-ratio", NULL, NULL},
         {"--stats", "DIR", FLAG_STR, &o->stats, 0, 0, "DeepCAM: stats_minval.npy / stats_maxval.npy (default: --data or its parent)", NULL, NULL},
+        {"--crops", "N", FLAG_INT, &o->crops, 1, 4096, "CosmoFlow: the samples are crops of volumes, each N consecutive ones (sorted file order) one volume's, "
+         "with its labels: the MAE (and --spectrum's, --spectrum-select's held-out samples too) is of each volume's mean prediction; crop_mae the crops' own", NULL, NULL},
         {"--spatial", "K", FLAG_INT, &o->spatial, 1, 65536, "each sample split by depth across the K ranks of mpirun -np K, each reading its slab (cf-train --spatial); default 1: one process", NULL, NULL},
     };
     n_flags = (int)(sizeof f / sizeof f[0]);
@@ -215,7 +217,7 @@ static void spectrum_baseline(const options *o, char **files, int n, const cf_ne
         a.dtype = CF_F32; a.ndim = 2; a.shape[0] = n; a.shape[1] = nf; a.count = (size_t)n * nf; a.data = Fv;
         TRY(cf_npy_write(o->spectrum_dump, &a));
     }
-    spec_fit(Ft, Yt, nt, Fv, Yv, n, nf, ny, o->spectrum_epochs, mae);
+    spec_fit(Ft, Yt, nt, Fv, Yv, n, o->crops, nf, ny, o->spectrum_epochs, mae);
     for (p = 0; p < ny; p++) { printf("spectrum_mae_%s %.6f\n", p < 4 ? par_names[p] : "output", mae[p]); total += mae[p]; }
     printf("spectrum_mae %.6f\n", total / ny);
     free_samples(tf, nt);
@@ -252,13 +254,13 @@ static void spectrum_select(const options *o, char **files, int n, const cf_net 
             q->held = 1e30; q->fit = 0;
             for (k = 0; k < SPEC_N_FITTINGS; k++) {   /* each fitting, scored on the held-out samples */
                 double m = 0;
-                spec_fit_as(ft, Yt, nt, fh, Yh, nh, nf, ny, &spec_fittings[k], mae);
+                spec_fit_as(ft, Yt, nt, fh, Yh, nh, o->crops, nf, ny, &spec_fittings[k], mae);
                 for (p = 0; p < ny; p++) m += mae[p] / ny;
                 printf("spectrum_heldout %s %s %s %.6f\n", bin_names[b], feat_names[f], spec_fittings[k].name, m);
                 if (m < q->held) { q->held = m; q->fit = k; }
             }
             fa = spec_concat(ft, nt, fh, nh, nf);   /* the best one on all the training samples, scored on the data */
-            spec_fit_as(fa, Ya, nt + nh, fv, Yv, n, nf, ny, &spec_fittings[q->fit], mae);
+            spec_fit_as(fa, Ya, nt + nh, fv, Yv, n, o->crops, nf, ny, &spec_fittings[q->fit], mae);
             q->val[16] = 0;
             for (p = 0; p < ny; p++) { q->val[p] = mae[p]; q->val[16] += mae[p] / ny; }
             printf("spectrum_estimator %s-%s %s held_out %.6f", feat_names[f], bin_names[b], spec_fittings[q->fit].name, q->held);
@@ -274,6 +276,24 @@ static void spectrum_select(const options *o, char **files, int n, const cf_net 
     for (p = 0; p < ny; p++) printf("spectrum_mae_%s %.6f\n", p < 4 ? par_names[p] : "output", r[best].val[p]);
     printf("spectrum_mae %.6f\n", r[best].val[16]);
     free_samples(tf, nt); free_samples(hf, nh);
+}
+/* --crops N: each N consecutive samples (sorted file order) are the crops of one volume, their
+   labels the volume's (checked); the volume's prediction is the mean of its crops'.  Writes
+   the n / N volumes' predictions and labels into vp and vt. */
+static void crops_to_volumes(const float *pred, const float *truth, int n, int ny, int N, char **files, float *vp, float *vt) {
+    int v, j, p;
+    if (n % N) die("--crops %d: %d samples are not whole volumes of %d crops", N, n, N);
+    for (v = 0; v < n / N; v++) for (p = 0; p < ny; p++) {
+        double m = 0;
+        for (j = 0; j < N; j++) {
+            size_t i = (size_t)(v * N + j) * ny + p;
+            if (truth[i] != truth[(size_t)v * N * ny + p])
+                die("--crops %d: %s and %s have different labels: not crops of one volume (a volume's crops come together in sorted file order)", N, files[v * N], files[v * N + j]);
+            m += pred[i];
+        }
+        vp[(size_t)v * ny + p] = (float)(m / N);
+        vt[(size_t)v * ny + p] = truth[(size_t)v * N * ny + p];
+    }
 }
 static void eval_regression(cf_net *net, char **files, int n, const options *o) {
     int ny = net->n_outputs, i, k, p, nb;
@@ -297,6 +317,19 @@ static void eval_regression(cf_net *net, char **files, int n, const options *o) 
         k += nb;
     }
     loader_free(&L);
+    if (o->crops > 1) {   /* the crops' own MAE, then every figure below of the volumes' mean predictions */
+        for (i = 0; i < n * ny; i++) total += fabs((double)pred[i] - truth[i]);
+        printf("crop_mae %.6f (%d crops)\n", total / ((double)n * ny), n);
+        if (o->pred) {
+            cf_array a;
+            memset(&a, 0, sizeof a);
+            a.dtype = CF_F32; a.ndim = 2; a.shape[0] = n; a.shape[1] = ny; a.count = (size_t)n * ny; a.data = pred;
+            TRY(cf_npy_write(o->pred, &a));
+        }
+        crops_to_volumes(pred, truth, n, ny, o->crops, files, pred, truth);   /* in place: volume v's row is written after its crops are read */
+        n /= o->crops; total = 0;
+        printf("volumes %d, each the mean of %d crops' predictions\n", n, o->crops);
+    }
     for (i = 0; i < n; i++) for (p = 0; p < ny; p++) { double d = fabs((double)pred[i * ny + p] - truth[i * ny + p]); total += d; if (p < 16) per[p] += d; }
     for (p = 0; p < ny && p < 16; p++) printf("mae_%s %.6f\n", p < 4 ? par_names[p] : "output", per[p] / n);
     if (o->baseline) {
@@ -304,9 +337,9 @@ static void eval_regression(cf_net *net, char **files, int n, const options *o) 
         for (i = 0; i < n; i++) for (p = 0; p < ny && p < 16; p++) bmae += fabs(truth[i * ny + p] - mean[p]);
         printf("baseline_mae %.6f\n", bmae / ((double)n * ny));
     }
-    if (o->spectrum && o->spectrum_select) spectrum_select(o, files, n, net);
-    else if (o->spectrum) spectrum_baseline(o, files, n, net);
-    if (o->pred) {
+    if (o->spectrum && o->spectrum_select) spectrum_select(o, files, n * o->crops, net);
+    else if (o->spectrum) spectrum_baseline(o, files, n * o->crops, net);
+    if (o->pred && o->crops == 1) {
         cf_array a;
         memset(&a, 0, sizeof a);
         a.dtype = CF_F32; a.ndim = 2; a.shape[0] = n; a.shape[1] = ny; a.count = (size_t)n * ny; a.data = pred;
@@ -340,7 +373,7 @@ int main(int argc, char **argv) {
     struct stat st;
     tool_init(argc, argv, "eval");
     memset(&o, 0, sizeof o);
-    o.batch = 4; o.apply_log = -1; o.png_count = 8; o.spectrum_epochs = 12; o.spectrum_features = "cross"; o.spectrum_bins = "linear"; o.spatial = 1;
+    o.batch = 4; o.apply_log = -1; o.png_count = 8; o.spectrum_epochs = 12; o.spectrum_features = "cross"; o.spectrum_bins = "linear"; o.spatial = 1; o.crops = 1;
     flag_table(&o);
     flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
     dist_start(&argc, &argv);

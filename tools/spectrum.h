@@ -145,8 +145,10 @@ static const spec_fitting spec_fittings[] = {
     {"adamw-300-wide", 1, 300, 256, 1e-3f, 1e-3f},
 };
 #define SPEC_N_FITTINGS ((int)(sizeof spec_fittings / sizeof spec_fittings[0]))
-/* fits the estimator on (Ft, Yt) as fit says and returns its absolute errors on (Fv, Yv), per label */
-static void spec_fit_as(const float *Ft, const float *Yt, int nt, const float *Fv, const float *Yv, int nv, int nf, int ny,
+/* fits the estimator on (Ft, Yt) as fit says and returns its absolute errors on (Fv, Yv), per
+   label; with crops > 1 the nv rows of Fv are crops, each run of crops rows one volume's, and
+   the error is of the volume's mean prediction (cf-eval --crops) */
+static void spec_fit_as(const float *Ft, const float *Yt, int nt, const float *Fv, const float *Yv, int nv, int crops, int nf, int ny,
                         const spec_fitting *fit, double *mae) {
     char cfg[256];
     cf_net net;
@@ -155,6 +157,7 @@ static void spec_fit_as(const float *Ft, const float *Yt, int nt, const float *F
     int *perm = (int *)malloc(sizeof(int) * nt), e, i, j, q, B = 8;
     uint64_t t;
     if (!mu || !sd || !xb || !perm || !dout || ny > 16) die("--spectrum: out of memory or too many labels");
+    if (crops < 1 || nv % crops) die("--crops %d: %d samples are not whole volumes of %d crops", crops, nv, crops);
     for (i = 0; i < nt; i++) for (q = 0; q < nf; q++) mu[q] += Ft[(size_t)i * nf + q] / nt;
     for (i = 0; i < nt; i++) for (q = 0; q < nf; q++) sd[q] += pow(Ft[(size_t)i * nf + q] - mu[q], 2) / nt;
     for (q = 0; q < nf; q++) sd[q] = sqrt(sd[q]) + 1e-6;
@@ -178,20 +181,24 @@ static void spec_fit_as(const float *Ft, const float *Yt, int nt, const float *F
         }
     }
     for (q = 0; q < ny; q++) mae[q] = 0;
-    for (i = 0; i < nv; i++) {
-        const float *out;
-        for (q = 0; q < nf; q++) xb[q] = (float)((Fv[(size_t)i * nf + q] - mu[q]) / sd[q]);
-        if (!(out = cf_net_forward(&net, xb, 1))) die("%s", cf_failure_reason());
-        for (q = 0; q < ny; q++) mae[q] += fabs((double)out[q] - Yv[(size_t)i * ny + q]) / nv;
+    for (i = 0; i < nv; i += crops) {   /* a volume: the mean of its crops' predictions */
+        double m[16] = {0};
+        for (j = 0; j < crops; j++) {
+            const float *out;
+            for (q = 0; q < nf; q++) xb[q] = (float)((Fv[(size_t)(i + j) * nf + q] - mu[q]) / sd[q]);
+            if (!(out = cf_net_forward(&net, xb, 1))) die("%s", cf_failure_reason());
+            for (q = 0; q < ny; q++) m[q] += out[q] / (double)crops;
+        }
+        for (q = 0; q < ny; q++) mae[q] += fabs(m[q] - Yv[(size_t)i * ny + q]) / (nv / crops);
     }
     cf_net_free(&net);
     free(mu); free(sd); free(xb); free(perm); free(dout);
 }
 /* the default fit (SGD for epochs, width 64) */
-static void spec_fit(const float *Ft, const float *Yt, int nt, const float *Fv, const float *Yv, int nv, int nf, int ny, int epochs, double *mae) {
+static void spec_fit(const float *Ft, const float *Yt, int nt, const float *Fv, const float *Yv, int nv, int crops, int nf, int ny, int epochs, double *mae) {
     spec_fitting fit = spec_fittings[0];
     fit.epochs = epochs;
-    spec_fit_as(Ft, Yt, nt, Fv, Yv, nv, nf, ny, &fit, mae);
+    spec_fit_as(Ft, Yt, nt, Fv, Yv, nv, crops, nf, ny, &fit, mae);
 }
 
 /* the columns of the features kind sub reads, out of F (n rows of the full kind's: cross and
