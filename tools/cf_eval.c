@@ -393,6 +393,7 @@ int main(int argc, char **argv) {
     if (o.png && input_dir_named(o.png)) die("--png %s: is the input directory %s: the pictures would go among its samples (give another directory)", o.png, input_dir_named(o.png));
     load_model(&net, o.model, o.has_shape ? &o.shape : NULL, is_dir ? NULL : o.weights);
     TRY(cf_weights_load(&net, o.weights));
+    if (o.crops > 1 && net.loss == CF_LOSS_SOFTMAX_CE) die("--crops %d: for a regression (CosmoFlow); this model segments pixels", o.crops);
     if (o.spatial > 1 && cf_net_set_spatial(&net, o.spatial, 0)) die("--spatial %d: %s", o.spatial, cf_failure_reason());
     if (cf_dist_rank()) {   /* rank 0 alone prints and writes */
         o.pred = o.png = NULL;
