@@ -14,8 +14,8 @@
 # --crops 8), which removes the cosmic variance a single crop adds.  Beside both, the two-point
 # estimator (auto- and cross-spectra in octaves, the default fit: cf-eval --spectrum) on whole
 # volumes and on crops, averaged the same way.  SCI_SEEDS=K seeds (mean and spread).
-# About 20 minutes a seed on 2 cores beyond make science's (the crops 11, training 10).  docs/science.md, "Whole volumes
-# against crops".
+# About 20 minutes a seed on 2 cores beyond make science's (the crops 11, training 10).
+# docs/science.md, "Whole volumes against crops".
 # Last line: "crops: cnn_whole V cnn_crops C spectrum_whole S spectrum_crops T" (means over the
 # seeds; the MAEs on the validation universes, crops by their volumes' mean prediction).
 set -e
