@@ -20,23 +20,11 @@
 # seeds; the MAEs on the validation universes, crops by their volumes' mean prediction).
 set -e
 cd "$(dirname "$0")/.."
-OUT=${SCI_OUT:-data/science}
-TRAIN=${SCI_TRAIN:-2048}
-VAL=${SCI_VAL:-512}
-EPOCHS=${SCI_EPOCHS:-16}
-PM=${SCI_PM:-6}
-SEEDS=${SCI_SEEDS:-1}
-. tools/mpi.sh
-demo_ranks bin/cf-train   # RUN and BATCH (tools/mpi.sh), as make science
-DECAY=$((EPOCHS * 3 / 4 - 1)); [ "$DECAY" -ge 1 ] || DECAY=1; DECAY=$DECAY:0.2
+. tools/science_lib.sh   # make science's settings, sci_row, sci_show, sci_summary, sci_mean
 echo "crops: make science first (the whole universes and the network on them; what it finished is reused)"
 sh tools/science.sh | tail -1
 R="$OUT/crops.txt"   # one row per seed and method: seed method Omega_m sigma_8 n_s H_0 mean
 : > "$R"
-row() {   # row SEED METHOD FILE PREFIX: the MAEs PREFIX_* of an evaluation's output
-    awk -v s="$1" -v m="$2" -v p="$4" '$1 == p "_Omega_m" {a = $2} $1 == p "_sigma_8" {b = $2} $1 == p "_n_s" {c = $2} $1 == p "_H_0" {d = $2} $1 == p {e = $2}
-        END {print s, m, a, b, c, d, e}' "$3" >> "$R"
-}
 SPEC="--spectrum-features cross --spectrum-bins octave"
 s=1
 while [ $s -le "$SEEDS" ]; do
@@ -68,19 +56,15 @@ while [ $s -le "$SEEDS" ]; do
     bin/cf-eval --weights "$D/cosmoflow-small.cfck" --data "$D/validation" --spectrum "$D/train" $SPEC > "$D/eval_spectrum_octave.txt"
     t3=$(date +%s)
     awk -v s=$s '$2 == "cnn" {print s, "cnn-whole", $3, $4, $5, $6, $7}' "$D/rows.txt" >> "$R"
-    row $s cnn-crops "$C/eval.txt" mae
-    row $s spectrum-whole "$D/eval_spectrum_octave.txt" spectrum_mae
-    row $s spectrum-crops "$C/eval_spectrum.txt" spectrum_mae
+    sci_row $s cnn-crops "$C/eval.txt" mae "$R"
+    sci_row $s spectrum-whole "$D/eval_spectrum_octave.txt" spectrum_mae "$R"
+    sci_row $s spectrum-crops "$C/eval_spectrum.txt" spectrum_mae "$R"
     echo "crops: seed $s: crops $((t1 - t0)) s, training $((t2 - t1)) s, evaluation $((t3 - t2)) s; one crop alone: $(sed -n 's/^crop_mae //p' "$C/eval.txt")"
-    grep "^$s " "$R" | awk '{printf "crops: seed %s %-15s Omega_m %.3f sigma_8 %.3f n_s %.3f H_0 %.3f mae %.4f\n", $1, $2, $3, $4, $5, $6, $7}'
+    sci_show crops $s "$R"
     s=$((s + 1))
 done
 echo "crops: $SEEDS seed(s); MAE per parameter, mean +- standard deviation over the seeds"
-awk '{ m = $2; if (!(m in n)) order[k++] = m; n[m]++; for (i = 3; i <= 7; i++) { s[m, i] += $i; q[m, i] += $i * $i } }
-    END { for (j = 0; j < k; j++) { m = order[j]; line = sprintf("crops: %-15s", m)
-              for (i = 3; i <= 7; i++) { mu = s[m, i] / n[m]; v = n[m] > 1 ? (q[m, i] - n[m] * mu * mu) / (n[m] - 1) : 0
-                  line = line sprintf(" %s %.3f +- %.3f", i == 3 ? "Omega_m" : i == 4 ? "sigma_8" : i == 5 ? "n_s" : i == 6 ? "H_0" : "mae", mu, v > 0 ? sqrt(v) : 0) }
-              print line } }' "$R" | tee "$OUT/crops_summary.txt"
+sci_summary crops "$R" | tee "$OUT/crops_summary.txt"
 # whole against crops, seed by seed: the crops' MAE over the whole volumes', and its spread
 ratio() {   # ratio CROPS WHOLE WHAT
     awk -v a="$1" -v b="$2" -v what="$3" '$2 == a {c[$1] = $7} $2 == b {w[$1] = $7}
@@ -90,5 +74,4 @@ ratio() {   # ratio CROPS WHOLE WHAT
 }
 ratio cnn-crops cnn-whole "the network"
 ratio spectrum-crops spectrum-whole "the two-point estimator"
-mean() { awk -v m="$1" '$2 == m {s += $7; n++} END {printf "%.6f", s / n}' "$R"; }
-echo "crops: cnn_whole $(mean cnn-whole) cnn_crops $(mean cnn-crops) spectrum_whole $(mean spectrum-whole) spectrum_crops $(mean spectrum-crops)"
+echo "crops: cnn_whole $(sci_mean cnn-whole "$R") cnn_crops $(sci_mean cnn-crops "$R") spectrum_whole $(sci_mean spectrum-whole "$R") spectrum_crops $(sci_mean spectrum-crops "$R")"

@@ -23,15 +23,7 @@
 # chosen so).
 set -e
 cd "$(dirname "$0")/.."
-OUT=${SCI_OUT:-data/science}
-TRAIN=${SCI_TRAIN:-2048}
-VAL=${SCI_VAL:-512}
-EPOCHS=${SCI_EPOCHS:-16}
-PM=${SCI_PM:-6}
-SEEDS=${SCI_SEEDS:-1}
-. tools/mpi.sh
-demo_ranks bin/cf-train   # RUN and BATCH (tools/mpi.sh), as make demo
-DECAY=$((EPOCHS * 3 / 4 - 1)); [ "$DECAY" -ge 1 ] || DECAY=1; DECAY=$DECAY:0.2   # LR x 0.2 for the last quarter
+. tools/science_lib.sh   # the settings, sci_row, sci_show, sci_summary, sci_mean
 bin/cf-synth cosmo --help 2>&1 | grep -q -- '--pm ' || { echo "science: cf-synth was built without FFTW (apt-get install libfftw3-dev, then make)"; exit 1; }
 demo_dir "$OUT" keep   # what an earlier run finished is reused (above)
 SYN="--size 32 --voxel 2 --pm $PM --spread 0.5"
@@ -40,10 +32,6 @@ R="$OUT/results.txt"   # one row per seed and method: seed method Omega_m sigma_
 moments_row() {   # moments_row SEED: of the estimators with one-point moments, the one best on the held-out universes
     awk -v s="$1" '$1 == "spectrum_estimator" && $2 ~ /^cross-moments-/ && (!n++ || $5 < h) {h = $5; r = s " moments-chosen " $7 " " $9 " " $11 " " $13 " " $15}
         END {if (n) print r}' "$OUT/seed$1/eval_select.txt" >> "$R"
-}
-row() {   # row SEED METHOD FILE PREFIX: the MAEs PREFIX_* of an evaluation's output
-    awk -v s="$1" -v m="$2" -v p="$4" '$1 == p "_Omega_m" {a = $2} $1 == p "_sigma_8" {b = $2} $1 == p "_n_s" {c = $2} $1 == p "_H_0" {d = $2} $1 == p {e = $2}
-        END {print s, m, a, b, c, d, e}' "$3" >> "$D/rows.new"
 }
 s=1
 while [ $s -le "$SEEDS" ]; do
@@ -54,7 +42,7 @@ while [ $s -le "$SEEDS" ]; do
         echo "science: seed $s of $SEEDS: reusing the results in $D/rows.txt (same settings)"
         grep -v '^#' "$D/rows.txt" >> "$R"
         moments_row $s
-        grep "^$s " "$R" | awk '{printf "science: seed %s %-19s Omega_m %.3f sigma_8 %.3f n_s %.3f H_0 %.3f mae %.4f\n", $1, $2, $3, $4, $5, $6, $7}'
+        sci_show science $s "$R"
         s=$((s + 1)); continue
     fi
     echo "# $SETTINGS" > "$D/rows.new"
@@ -76,7 +64,7 @@ while [ $s -le "$SEEDS" ]; do
     t2=$(date +%s)
     EV="bin/cf-eval --weights $D/cosmoflow-small.cfck --data $D/validation"
     $EV --baseline "$D/train" --png "$D/pictures" --pred "$D/predictions.npy" > "$D/eval.txt"
-    row $s cnn "$D/eval.txt" mae
+    sci_row $s cnn "$D/eval.txt" mae "$D/rows.new"
     # the estimator: fitted on the first three quarters of the training universes, chosen on
     # the last (links to the same files), then fitted on all of them
     rm -rf "$D/fit" "$D/select"; mkdir -p "$D/fit" "$D/select"
@@ -85,25 +73,19 @@ while [ $s -le "$SEEDS" ]; do
     done
     $EV --spectrum "$D/fit" --spectrum-select "$D/select" > "$D/eval_select.txt"
     awk -v s=$s '$1 == "spectrum_estimator" {print s, $2, $7, $9, $11, $13, $15 >> "'"$D/rows.new"'"}' "$D/eval_select.txt"
-    row $s two-point-chosen "$D/eval_select.txt" spectrum_mae
+    sci_row $s two-point-chosen "$D/eval_select.txt" spectrum_mae "$D/rows.new"
     grep '^spectrum_chosen' "$D/eval_select.txt" | sed "s/^/science: seed $s: /"
     t3=$(date +%s)
     mv "$D/rows.new" "$D/rows.txt" && grep -v '^#' "$D/rows.txt" >> "$R"
     moments_row $s
     echo "science: seed $s: universes $((t1 - t0)) s, training $((t2 - t1)) s, evaluation $((t3 - t2)) s; pictures in $D/pictures/"
-    grep "^$s " "$R" | awk '{printf "science: seed %s %-19s Omega_m %.3f sigma_8 %.3f n_s %.3f H_0 %.3f mae %.4f\n", $1, $2, $3, $4, $5, $6, $7}'
+    sci_show science $s "$R"
     s=$((s + 1))
 done
-# mean and spread (the sample standard deviation over the seeds; 0 with one seed) per method
 echo "science: $SEEDS seed(s); MAE per parameter, mean +- standard deviation over the seeds"
-awk '{ m = $2; if (!(m in n)) order[k++] = m; n[m]++; for (i = 3; i <= 7; i++) { s[m, i] += $i; q[m, i] += $i * $i } }
-    END { for (j = 0; j < k; j++) { m = order[j]; line = sprintf("science: %-19s", m)
-              for (i = 3; i <= 7; i++) { mu = s[m, i] / n[m]; v = n[m] > 1 ? (q[m, i] - n[m] * mu * mu) / (n[m] - 1) : 0
-                  line = line sprintf(" %s %.3f +- %.3f", i == 3 ? "Omega_m" : i == 4 ? "sigma_8" : i == 5 ? "n_s" : i == 6 ? "H_0" : "mae", mu, v > 0 ? sqrt(v) : 0) }
-              print line } }' "$R" | tee "$OUT/summary.txt"
-mean() { awk -v m="$1" '$2 == m {s += $7; n++} END {printf "%.6f", s / n}' "$R"; }
-cnn=$(mean cnn); spec=$(mean two-point-chosen)
-moments=$(mean moments-chosen)
+sci_summary science "$R" | tee "$OUT/summary.txt"
+cnn=$(sci_mean cnn "$R"); spec=$(sci_mean two-point-chosen "$R")
+moments=$(sci_mean moments-chosen "$R")
 # the network against each baseline chosen on held-out universes, seed by seed: its MAE as a
 # percentage of the chosen estimator's, and the spread of that percentage
 verdict() {   # verdict METHOD WHAT

@@ -1,0 +1,27 @@
+# Shared by make science (tools/science.sh) and make science-crops (tools/crops.sh), sourced
+# from the repository's top: their settings (SCI_* in the environment), the launcher, and the
+# rows files they write, one row per seed and method: "seed method Omega_m sigma_8 n_s H_0 mean".
+OUT=${SCI_OUT:-data/science}
+TRAIN=${SCI_TRAIN:-2048}
+VAL=${SCI_VAL:-512}
+EPOCHS=${SCI_EPOCHS:-16}
+PM=${SCI_PM:-6}
+SEEDS=${SCI_SEEDS:-1}
+. tools/mpi.sh
+demo_ranks bin/cf-train   # RUN and BATCH (tools/mpi.sh), as make demo
+DECAY=$((EPOCHS * 3 / 4 - 1)); [ "$DECAY" -ge 1 ] || DECAY=1; DECAY=$DECAY:0.2   # LR x 0.2 for the last quarter
+sci_row() {   # sci_row SEED METHOD FILE PREFIX ROWS: the MAEs PREFIX_* of an evaluation's output, a row appended to ROWS
+    awk -v s="$1" -v m="$2" -v p="$4" '$1 == p "_Omega_m" {a = $2} $1 == p "_sigma_8" {b = $2} $1 == p "_n_s" {c = $2} $1 == p "_H_0" {d = $2} $1 == p {e = $2}
+        END {print s, m, a, b, c, d, e}' "$3" >> "$5"
+}
+sci_show() {   # sci_show TAG SEED ROWS: the seed's rows, one line each
+    grep "^$2 " "$3" | awk -v t="$1" '{printf "%s: seed %s %-19s Omega_m %.3f sigma_8 %.3f n_s %.3f H_0 %.3f mae %.4f\n", t, $1, $2, $3, $4, $5, $6, $7}'
+}
+sci_summary() {   # sci_summary TAG ROWS: per method, the mean and spread (the sample standard deviation over the seeds; 0 with one seed)
+    awk -v t="$1" '{ m = $2; if (!(m in n)) order[k++] = m; n[m]++; for (i = 3; i <= 7; i++) { s[m, i] += $i; q[m, i] += $i * $i } }
+        END { for (j = 0; j < k; j++) { m = order[j]; line = sprintf("%s: %-19s", t, m)
+                  for (i = 3; i <= 7; i++) { mu = s[m, i] / n[m]; v = n[m] > 1 ? (q[m, i] - n[m] * mu * mu) / (n[m] - 1) : 0
+                      line = line sprintf(" %s %.3f +- %.3f", i == 3 ? "Omega_m" : i == 4 ? "sigma_8" : i == 5 ? "n_s" : i == 6 ? "H_0" : "mae", mu, v > 0 ? sqrt(v) : 0) }
+                  print line } }' "$2"
+}
+sci_mean() { awk -v m="$1" '$2 == m {s += $7; n++} END {printf "%.6f", s / n}' "$2"; }   # sci_mean METHOD ROWS: the mean MAE over the seeds
