@@ -278,21 +278,23 @@ static void spectrum_select(const options *o, char **files, int n, const cf_net 
     free_samples(tf, nt); free_samples(hf, nh);
 }
 /* --crops N: each N consecutive samples (sorted file order) are the crops of one volume, their
-   labels the volume's (checked); the volume's prediction is the mean of its crops'.  Writes
-   the n / N volumes' predictions and labels into vp and vt. */
-static void crops_to_volumes(const float *pred, const float *truth, int n, int ny, int N, char **files, float *vp, float *vt) {
+   labels the volume's (checked); the volume's prediction is the mean of its crops'.  In place:
+   rows 0 .. n/N - 1 of pred and truth become the volumes' (row v is written after the rows of
+   its crops, v N .. v N + N - 1, are read). */
+static void crops_to_volumes(float *pred, float *truth, int n, int ny, int N, char **files) {
     int v, j, p;
     if (n % N) die("--crops %d: %d samples are not whole volumes of %d crops", N, n, N);
     for (v = 0; v < n / N; v++) for (p = 0; p < ny; p++) {
         double m = 0;
+        float label = truth[(size_t)v * N * ny + p];
         for (j = 0; j < N; j++) {
             size_t i = (size_t)(v * N + j) * ny + p;
-            if (truth[i] != truth[(size_t)v * N * ny + p])
+            if (truth[i] != label)
                 die("--crops %d: %s and %s have different labels: not crops of one volume (a volume's crops come together in sorted file order)", N, files[v * N], files[v * N + j]);
             m += pred[i];
         }
-        vp[(size_t)v * ny + p] = (float)(m / N);
-        vt[(size_t)v * ny + p] = truth[(size_t)v * N * ny + p];
+        pred[(size_t)v * ny + p] = (float)(m / N);
+        truth[(size_t)v * ny + p] = label;
     }
 }
 static void eval_regression(cf_net *net, char **files, int n, const options *o) {
@@ -317,16 +319,16 @@ static void eval_regression(cf_net *net, char **files, int n, const options *o) 
         k += nb;
     }
     loader_free(&L);
+    if (o->pred) {   /* one row a sample (with --crops, a crop) */
+        cf_array a;
+        memset(&a, 0, sizeof a);
+        a.dtype = CF_F32; a.ndim = 2; a.shape[0] = n; a.shape[1] = ny; a.count = (size_t)n * ny; a.data = pred;
+        TRY(cf_npy_write(o->pred, &a));
+    }
     if (o->crops > 1) {   /* the crops' own MAE, then every figure below of the volumes' mean predictions */
         for (i = 0; i < n * ny; i++) total += fabs((double)pred[i] - truth[i]);
         printf("crop_mae %.6f (%d crops)\n", total / ((double)n * ny), n);
-        if (o->pred) {
-            cf_array a;
-            memset(&a, 0, sizeof a);
-            a.dtype = CF_F32; a.ndim = 2; a.shape[0] = n; a.shape[1] = ny; a.count = (size_t)n * ny; a.data = pred;
-            TRY(cf_npy_write(o->pred, &a));
-        }
-        crops_to_volumes(pred, truth, n, ny, o->crops, files, pred, truth);   /* in place: volume v's row is written after its crops are read */
+        crops_to_volumes(pred, truth, n, ny, o->crops, files);
         n /= o->crops; total = 0;
         printf("volumes %d, each the mean of %d crops' predictions\n", n, o->crops);
     }
@@ -339,12 +341,6 @@ static void eval_regression(cf_net *net, char **files, int n, const options *o) 
     }
     if (o->spectrum && o->spectrum_select) spectrum_select(o, files, n * o->crops, net);
     else if (o->spectrum) spectrum_baseline(o, files, n * o->crops, net);
-    if (o->pred && o->crops == 1) {
-        cf_array a;
-        memset(&a, 0, sizeof a);
-        a.dtype = CF_F32; a.ndim = 2; a.shape[0] = n; a.shape[1] = ny; a.count = (size_t)n * ny; a.data = pred;
-        TRY(cf_npy_write(o->pred, &a));
-    }
     if (o->png) {
         for (p = 0; p < ny && p < 16; p++) scatter(o->png, p, pred, truth, n, ny, per[p] / n);
         slice_png(o->png, files[0]);

@@ -20,7 +20,7 @@
 # seeds; the MAEs on the validation universes, crops by their volumes' mean prediction).
 set -e
 cd "$(dirname "$0")/.."
-. tools/science_lib.sh   # make science's settings, sci_row, sci_show, sci_summary, sci_mean
+. tools/science_lib.sh   # make science's settings, sci_row, sci_show, sci_summary, sci_mean, sci_ratio
 echo "crops: make science first (the whole universes and the network on them; what it finished is reused)"
 sh tools/science.sh | tail -1
 R="$OUT/crops.txt"   # one row per seed and method: seed method Omega_m sigma_8 n_s H_0 mean
@@ -67,10 +67,7 @@ echo "crops: $SEEDS seed(s); MAE per parameter, mean +- standard deviation over 
 sci_summary crops "$R" | tee "$OUT/crops_summary.txt"
 # whole against crops, seed by seed: the crops' MAE over the whole volumes', and its spread
 ratio() {   # ratio CROPS WHOLE WHAT
-    awk -v a="$1" -v b="$2" -v what="$3" '$2 == a {c[$1] = $7} $2 == b {w[$1] = $7}
-        END { for (s in c) { r = c[s] / w[s]; t += r; tt += r * r; n++ }
-              mu = t / n; sd = n > 1 ? sqrt((tt - n * mu * mu) / (n - 1)) : 0
-              printf "crops: %s: the crops'"'"' MAE is %.2f (+- %.2f over %d seed(s)) times the whole volumes'"'"'\n", what, mu, sd, n }' "$R"
+    sci_ratio "$1" "$2" "$R" | awk -v what="$3" '{ printf "crops: %s: the crops'"'"' MAE is %.2f (+- %.2f over %d seed(s)) times the whole volumes'"'"'\n", what, $1, $2, $3 }'
 }
 ratio cnn-crops cnn-whole "the network"
 ratio spectrum-crops spectrum-whole "the two-point estimator"

@@ -23,7 +23,7 @@
 # chosen so).
 set -e
 cd "$(dirname "$0")/.."
-. tools/science_lib.sh   # the settings, sci_row, sci_show, sci_summary, sci_mean
+. tools/science_lib.sh   # the settings, sci_row, sci_show, sci_summary, sci_mean, sci_ratio
 bin/cf-synth cosmo --help 2>&1 | grep -q -- '--pm ' || { echo "science: cf-synth was built without FFTW (apt-get install libfftw3-dev, then make)"; exit 1; }
 demo_dir "$OUT" keep   # what an earlier run finished is reused (above)
 SYN="--size 32 --voxel 2 --pm $PM --spread 0.5"
@@ -89,11 +89,9 @@ moments=$(sci_mean moments-chosen "$R")
 # the network against each baseline chosen on held-out universes, seed by seed: its MAE as a
 # percentage of the chosen estimator's, and the spread of that percentage
 verdict() {   # verdict METHOD WHAT
-    awk -v m="$1" -v what="$2" '$2 == "cnn" {c[$1] = $7} $2 == m {a[$1] = $7}
-        END { for (s in c) { r = 100 * c[s] / a[s]; t += r; tt += r * r; n++ }
-              mu = t / n; sd = n > 1 ? sqrt((tt - n * mu * mu) / (n - 1)) : 0
-              printf "science: the network'"'"'s MAE is %.0f %% (+- %.0f over %d seed(s)) of %s: %s\n", mu, sd, n, what,
-                  mu + sd <= 90 ? "it beats them by 10 % or more" : mu + sd < 100 ? "below them, by less than 10 %" : mu - sd < 100 ? "within the spread of theirs" : "above them" }' "$R"
+    sci_ratio cnn "$1" "$R" | awk -v what="$2" '{ mu = 100 * $1; sd = 100 * $2
+        printf "science: the network'"'"'s MAE is %.0f %% (+- %.0f over %d seed(s)) of %s: %s\n", mu, sd, $3, what,
+            mu + sd <= 90 ? "it beats them by 10 % or more" : mu + sd < 100 ? "below them, by less than 10 %" : mu - sd < 100 ? "within the spread of theirs" : "above them" }'
 }
 verdict two-point-chosen "the two-point baseline's (auto- and cross-spectra; binning, features and fit chosen on held-out universes)"
 verdict moments-chosen "the spectra with one-point moments' (chosen likewise)"

@@ -25,3 +25,8 @@ sci_summary() {   # sci_summary TAG ROWS: per method, the mean and spread (the s
                   print line } }' "$2"
 }
 sci_mean() { awk -v m="$1" '$2 == m {s += $7; n++} END {printf "%.6f", s / n}' "$2"; }   # sci_mean METHOD ROWS: the mean MAE over the seeds
+sci_ratio() {   # sci_ratio NUM DEN ROWS: "mean sd n" over the seeds of NUM's mean MAE over DEN's, seed by seed (sd 0 with one seed)
+    awk -v a="$1" -v b="$2" '$2 == a {x[$1] = $7} $2 == b {y[$1] = $7}
+        END { for (s in x) { r = x[s] / y[s]; t += r; tt += r * r; n++ }
+              mu = t / n; print mu, (n > 1 && tt - n * mu * mu > 0 ? sqrt((tt - n * mu * mu) / (n - 1)) : 0), n }' "$3"
+}
