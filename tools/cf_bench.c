@@ -247,11 +247,6 @@ static void layer_table(const cf_net *net, const double *t, int steps, int B, do
    the first round sets up buffers and is not counted; medians.  The library's line keeps the
    form 'allreduce_ms A grad_mb G ranks P'. */
 #define AR_ROUNDS 9
-static double ar_median(double *t, int n) {
-    int a, b;
-    for (a = 0; a < n; a++) for (b = a + 1; b < n; b++) if (t[b] < t[a]) { double x = t[a]; t[a] = t[b]; t[b] = x; }
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
 static void ar_variant(int v, float *buf, float *kept, size_t n) {
 #ifdef CF_USE_MPI
     size_t chunk = v == 2 ? (1u << 20) / 4 : v == 3 ? (16u << 20) / 4 : n, off, k;
@@ -279,8 +274,8 @@ static void allreduce_bench(size_t n) {
             ar_variant(v, buf, kept, n);
             t[v][r] = now_s() - t0;
         }
-    for (v = 0; v < 5 && cf_dist_rank() == 0; v++) printf("allreduce_ms_%s %.3f\n", names[v], 1e3 * ar_median(t[v] + 1, AR_ROUNDS - 1));
-    if (cf_dist_rank() == 0) printf("allreduce_ms %.3f grad_mb %.2f ranks %d\n", 1e3 * ar_median(t[0] + 1, AR_ROUNDS - 1), n * 4.0 / 1e6, cf_dist_size());
+    for (v = 0; v < 5 && cf_dist_rank() == 0; v++) printf("allreduce_ms_%s %.3f\n", names[v], 1e3 * median(t[v] + 1, AR_ROUNDS - 1));
+    if (cf_dist_rank() == 0) printf("allreduce_ms %.3f grad_mb %.2f ranks %d\n", 1e3 * median(t[0] + 1, AR_ROUNDS - 1), n * 4.0 / 1e6, cf_dist_size());
     free(buf); free(kept);
 }
 

@@ -27,6 +27,7 @@
 #ifndef CF_PLAN_H
 #define CF_PLAN_H
 
+static double median(double *v, int n);   /* cf-bench's (sorts v) */
 typedef struct { double alpha, bw; } plan_link;   /* seconds a message, bytes a second */
 typedef struct {
     const char *model;
@@ -55,7 +56,7 @@ static double plan_step_time(cf_net *net, int B, int steps) {
     cf_train_config tc;
     cf_trainer tr;
     cf_step_result res;
-    int i, j;
+    int i;
     if (!x || !t || !s) die("out of memory for the plan's timing");
     for (k = 0; k < nx; k++) x[k] = cf_rng_uniform(&r);
     for (k = 0; k < nt; k++) t[k] = cf_rng_uniform(&r) * 2 - 1;
@@ -67,8 +68,7 @@ static double plan_step_time(cf_net *net, int B, int steps) {
         TRY(cf_train_step(&tr, x, t, B, &res));
         if (i) s[i - 1] = now_s() - t0;
     }
-    for (i = 0; i < steps; i++) for (j = i + 1; j < steps; j++) if (s[j] < s[i]) { double v = s[i]; s[i] = s[j]; s[j] = v; }
-    med = steps % 2 ? s[steps / 2] : 0.5 * (s[steps / 2 - 1] + s[steps / 2]);
+    med = median(s, steps);
     cf_train_free(&tr);
     free(x); free(t); free(s);
     return med;
