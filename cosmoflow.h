@@ -264,10 +264,14 @@ typedef struct cf_net {
     int n_layers;
     cf_layer *layers;
     /* the buffers (llm.c's memory model): parameters, their gradients and the optimizer state
-       with the same offsets (opt holds 2 * n_params: SGD's velocity, or Adam's first moments
-       then its second moments); batch-norm running statistics apart, saved but not trained */
+       with the same offsets.  opt holds opt_slots slots of n_params: the first SGD's velocity
+       or Adam's and LAMB's first moments, the second (opt + n_params) their second moments,
+       allocated (zero) when an optimizer that uses it first needs it (cf_train_init, the
+       first cf_adam_step or cf_lamb_step, a checkpoint that holds one): SGD leaves opt_slots
+       at 1.  Batch-norm running statistics apart, saved but not trained */
     size_t n_params;
     float *params, *grads, *opt;
+    int opt_slots;
     size_t n_stats;
     float *stats;
     /* read-only state: the seed of cf_net_init (dropout masks hash it with the step, below),
@@ -435,14 +439,16 @@ CFDEF void cf_train_free(cf_trainer *t);
    w += v */
 CFDEF void cf_sgd_step(cf_net *net, float lr, float momentum, float l2);
 /* Adam as torch.optim.Adam (decoupled = 0: wd adds wd*w to the gradient) or AdamW
-   (decoupled = 1: w *= 1 - lr*wd first).  t: this step's number, counted from 1. */
-CFDEF void cf_adam_step(cf_net *net, float lr, float beta1, float beta2, float eps, float wd,
+   (decoupled = 1: w *= 1 - lr*wd first).  t: this step's number, counted from 1.  CF_ERR
+   (nothing changed) when the second moments' slot cannot be allocated. */
+CFDEF int cf_adam_step(cf_net *net, float lr, float beta1, float beta2, float eps, float wd,
                         int decoupled, uint64_t t);
 /* LAMB as NVIDIA apex FusedLAMB (the DeepCAM reference): gradients clipped to a global norm
    of max_grad_norm (0: no clipping), Adam moments with bias correction, update
    u = m^/(sqrt(v^)+eps) + wd*w, then per tensor w -= lr * (|w|/|u|) * u.  As apex (not the
    paper), the trust ratio is 1 when wd = 0 or a norm is 0 (docs/math.md, "LAMB").  Returns
-   the global gradient norm before clipping.  The gradient buffer is overwritten with u. */
+   the global gradient norm before clipping (NAN, nothing changed: the second moments' slot
+   cannot be allocated).  The gradient buffer is overwritten with u. */
 CFDEF double cf_lamb_step(cf_net *net, float lr, float beta1, float beta2, float eps, float wd,
                           float max_grad_norm, uint64_t t);
 /* LARC (the 2018 climate code, clip mode): per tensor, g *= min(eta |w| / |g|, 1);
@@ -3133,7 +3139,7 @@ CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf
     if (!rc) rc = cf__net_layers(net, secs + 1, n_secs - 1, name);
     if (!rc && net->loss == CF_LOSS_SOFTMAX_CE) rc = cf__class_weights(net, &secs[0], name);
     if (!rc) {
-        net->params = CF__NEW(float, net->n_params); net->grads = CF__NEW(float, net->n_params); net->opt = CF__NEW(float, 2 * net->n_params);
+        net->params = CF__NEW(float, net->n_params); net->grads = CF__NEW(float, net->n_params); net->opt = CF__NEW(float, net->n_params); net->opt_slots = 1;
         net->stats = CF__NEW(float, net->n_stats + 1); net->priv->bn_save = CF__NEW(float, net->n_stats + 1);
         net->cfg_text = cf__strdup(text); net->cfg_name = cf__strdup(name);
         net->priv->ws_floats = cf__workspace_floats(net);
@@ -3254,7 +3260,7 @@ CFDEF int cf_net_init(cf_net *net, uint64_t seed) {
         cf__init_tensor(net->params + l->w_off, l->w_n, l->init, fan_in, fan_out, 0.0f, &r);
         if (l->b_n) cf__init_tensor(net->params + l->b_off, l->b_n, l->bias_init, fan_in, fan_out, l->bias_value, &r);
     }
-    memset(net->opt, 0, 2 * net->n_params * sizeof(float));
+    memset(net->opt, 0, (size_t)net->opt_slots * net->n_params * sizeof(float));
     return CF_OK;
 }
 
@@ -3689,7 +3695,7 @@ static int cf__shard_relayout(cf_net *net, int j) {
     int i, s;
     cut = (size_t)(l->out.c - (int)R) * (F + (l->has_bias ? 1 : 0));
     n = whole - cut;
-    params = CF__NEW(float, n); grads = CF__NEW(float, n); opt = CF__NEW(float, 2 * n);
+    params = CF__NEW(float, n); grads = CF__NEW(float, n); opt = CF__NEW(float, (size_t)net->opt_slots * n);
     if (!params || !grads || !opt) { CF_FREE(params); CF_FREE(grads); CF_FREE(opt); return cf_fail("a split network's parameters: %s", cf_failure_reason()); }
     sp->shard = j; sp->rows = (int)R; sp->whole_n = whole;
     net->n_params = n;   /* (what cf__piece_local computes with) */
@@ -3698,7 +3704,7 @@ static int cf__shard_relayout(cf_net *net, int j) {
         size_t at = cf__piece_local(net, p);
         if (at == (size_t)-1 || !p.n) continue;
         memcpy(params + at, net->params + p.off, p.n * sizeof(float));
-        for (s = 0; s < 2; s++) memcpy(opt + s * n + at, net->opt + s * whole + p.off, p.n * sizeof(float));
+        for (s = 0; s < net->opt_slots; s++) memcpy(opt + s * n + at, net->opt + s * whole + p.off, p.n * sizeof(float));
     }
     CF_FREE(net->params); CF_FREE(net->grads); CF_FREE(net->opt);
     net->params = params; net->grads = grads; net->opt = opt;
@@ -4144,6 +4150,16 @@ CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_acts) {
 }
 
 /* ================================================================ 7. optimizers */
+/* opt holds at least slots slots (section A): a new slot is zero */
+static int cf__opt_slots(cf_net *net, int slots) {
+    float *opt;
+    if (net->opt_slots >= slots) return CF_OK;
+    if (!(opt = CF__NEW(float, (size_t)slots * net->n_params))) return cf_fail("the optimizer's second moments (%zu floats): %s", net->n_params, cf_failure_reason());
+    memcpy(opt, net->opt, (size_t)net->opt_slots * net->n_params * sizeof(float));
+    CF_FREE(net->opt);
+    net->opt = opt; net->opt_slots = slots;
+    return CF_OK;
+}
 CFDEF void cf_sgd_step(cf_net *net, float lr, float momentum, float l2) {
     int i;
     CF__NET_REQUIRE(net, , "cf_sgd_step");
@@ -4171,13 +4187,14 @@ static int cf__next_tensor(const cf_net *net, int *i, int *part, size_t *off, si
     return 0;
 }
 
-CFDEF void cf_adam_step(cf_net *net, float lr, float beta1, float beta2, float eps, float wd,
-                        int decoupled, uint64_t t) {
+CFDEF int cf_adam_step(cf_net *net, float lr, float beta1, float beta2, float eps, float wd,
+                       int decoupled, uint64_t t) {
     long k, n;
     float *m, *v, *w, bc1, sq2, step, decay, l2;
     const float *gr;
-    CF__NET_REQUIRE(net, , "cf_adam_step");
-    CF__REQUIRE(t >= 1, , "cf_adam_step: t counts the updates from 1");
+    CF__NET_REQUIRE(net, CF_ERR, "cf_adam_step");
+    CF__REQUIRE(t >= 1, CF_ERR, "cf_adam_step: t counts the updates from 1");
+    if (cf__opt_slots(net, 2)) return CF_ERR;
     n = (long)net->n_params; m = net->opt; v = net->opt + n; w = net->params; gr = net->grads;
     bc1 = (float)(1.0 - pow(beta1, (double)t)); sq2 = (float)sqrt(1.0 - pow(beta2, (double)t));
     step = lr / bc1; decay = decoupled ? 1.0f - lr * wd : 1.0f; l2 = decoupled ? 0.0f : wd;
@@ -4190,6 +4207,7 @@ CFDEF void cf_adam_step(cf_net *net, float lr, float beta1, float beta2, float e
         /* torch: w -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps) */
         w[k] -= step * m[k] / (sqrtf(v[k]) / sq2 + eps);
     }
+    return CF_OK;
 }
 
 /* The update u of each tensor is needed twice (its norm, then the step), so pass 1 writes it
@@ -4204,6 +4222,7 @@ CFDEF double cf_lamb_step(cf_net *net, float lr, float beta1, float beta2, float
     int i = 0, part = 0;
     CF__NET_REQUIRE(net, NAN, "cf_lamb_step");
     CF__REQUIRE(t >= 1, NAN, "cf_lamb_step: t counts the updates from 1");
+    if (cf__opt_slots(net, 2)) return NAN;
     n = (long)net->n_params; m = net->opt; v = net->opt + n; gr = net->grads;
     bc1 = (float)(1.0 - pow(beta1, (double)t)); bc2 = (float)(1.0 - pow(beta2, (double)t));
     CF__OMP(omp parallel for schedule(static) reduction(+:gn))
@@ -4322,7 +4341,7 @@ CFDEF int cf_train_init(cf_trainer *t, cf_net *net, const cf_train_config *c) {
     if (t->cfg.weight_decay < 0) t->cfg.weight_decay = seg ? 0.01 : 0.0;
     if (t->cfg.per_step < 0) t->cfg.per_step = seg;
     t->cfg.sched.base_lr = t->cfg.lr;
-    if (cf_net_set_precision(net, t->cfg.precision) || !(t->priv = CF__NEW(struct cf__train_private, 1))) { memset(t, 0, sizeof *t); return CF_ERR; }
+    if (cf_net_set_precision(net, t->cfg.precision) || (t->cfg.optimizer != CF_OPT_SGD && cf__opt_slots(net, 2)) || !(t->priv = CF__NEW(struct cf__train_private, 1))) { memset(t, 0, sizeof *t); return CF_ERR; }
     t->priv->magic = CF__TRAINER_MAGIC;
     return CF_OK;
 }
@@ -5057,18 +5076,24 @@ static int cf__wr_put(cf_atomic_file *af, uint32_t *crc, const void *p, size_t n
 /* the parameters or an optimizer slot, buf in this rank's layout, in the whole layout's order
    (section 5, "pieces"): the pieces other ranks of the group hold received from them (section
    10) in chunks of tmp's CF_ALLREDUCE_CHUNK floats; af NULL: received and dropped (a writer
-   that failed still takes its group's rows, or they would wait on it) */
+   that failed still takes its group's rows, or they would wait on it); buf NULL: an optimizer
+   slot the group's ranks do not hold (SGD's second), written as zeros, nothing received */
 #ifndef CF_ALLREDUCE_CHUNK
 #define CF_ALLREDUCE_CHUNK ((size_t)1 << 20)   /* floats an MPI call moves at once (section 10) */
 #endif
 static void cf__split_send(cf_net *net, const float *buf, size_t n);
 static void cf__split_recv(cf_net *net, int from, float *buf, size_t n);
 static void cf__wr_pieces(cf_atomic_file *af, uint32_t *crc, const cf_net *net, const float *buf, float *tmp) {
+    static const float zeros[1024];
     int j;
     size_t off;
     for (j = 0; j < cf__n_pieces(net); j++) {
         cf__piece p = cf__piece_at(net, j);
         size_t at = cf__piece_local(net, p);
+        if (!buf) {
+            for (off = 0; af && off < p.n; off += 1024) cf__wr_put(af, crc, zeros, (p.n - off < 1024 ? p.n - off : 1024) * sizeof(float));
+            continue;
+        }
         if (at != (size_t)-1) { if (af) cf__wr_put(af, crc, buf + at, p.n * sizeof(float)); continue; }
         for (off = 0; off < p.n; off += CF_ALLREDUCE_CHUNK) {
             size_t m = p.n - off < CF_ALLREDUCE_CHUNK ? p.n - off : CF_ALLREDUCE_CHUNK;
@@ -5099,7 +5124,7 @@ static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_tr
     if (cf__net_check(net, "cf_checkpoint_save")) return CF_ERR;
     split = net->priv->split.shard >= 0;
     if (net->priv->split.on && net->priv->split.r) {   /* a group's other rank: its rows of a split [dense] to the writer */
-        if (split) { cf__send_pieces(net, net->params); for (s = 0; s < 2; s++) cf__send_pieces(net, net->opt + (size_t)s * net->n_params); }
+        if (split) { cf__send_pieces(net, net->params); for (s = 0; s < net->opt_slots; s++) cf__send_pieces(net, net->opt + (size_t)s * net->n_params); }
         return CF_OK;
     }
     snprintf(meta, sizeof meta, "%s", st ? st->meta : "");
@@ -5110,7 +5135,7 @@ static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_tr
     if (split && !(tmp = CF__NEW(float, CF_ALLREDUCE_CHUNK))) rc = CF_ERR;
     if (!rc && cf_atomic_open(&af, path)) rc = CF_ERR;
     if (rc) {   /* nothing written; a split group's rows still taken */
-        if (split && tmp) for (s = 0; s < 3; s++) cf__wr_pieces(NULL, &crc, net, s ? net->opt + (size_t)(s - 1) * net->n_params : net->params, tmp);
+        if (split && tmp) for (s = 0; s < 1 + net->opt_slots; s++) cf__wr_pieces(NULL, &crc, net, s ? net->opt + (size_t)(s - 1) * net->n_params : net->params, tmp);
         CF_FREE(tmp);
         return rc;
     }
@@ -5128,7 +5153,8 @@ static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_tr
     if (version >= 3) { cf__wr_put(&af, &crc, &mlen, 4); cf__wr_put(&af, &crc, meta, mlen); }
     cf__wr_pieces(&af, &crc, net, net->params, tmp);
     if (version >= 2) cf__wr_put(&af, &crc, net->stats, net->n_stats * sizeof(float));
-    for (s = 0; s < 2; s++) cf__wr_pieces(version >= 2 || s == 0 ? &af : NULL, &crc, net, net->opt + (size_t)s * net->n_params, tmp);
+    for (s = 0; s < 2; s++)   /* (a slot not held: zeros) */
+        cf__wr_pieces(version >= 2 || s == 0 ? &af : NULL, &crc, net, s < net->opt_slots ? net->opt + (size_t)s * net->n_params : NULL, tmp);
     CF_FREE(tmp);
     cf_atomic_write(&af, &crc, 4);
     return cf_atomic_commit(&af);
@@ -5298,26 +5324,26 @@ CFDEF int cf_checkpoint_model(const char *path, cf_net *net, const cf_shape *sha
    (section 5, "pieces": all of them but a split [dense]'s other rows), the CRC again.  On an
    error in the first pass the network is untouched. */
 #define CF__CKPT_CHUNK ((size_t)1 << 18)   /* floats a pass reads at once */
-/* n floats of the file into dst (NULL: read and dropped), in chunks through tmp; 0 when any
-   was not finite (with check) */
+/* n floats of the file into dst (NULL: read and dropped), in chunks through tmp; with check,
+   bit 0 set when all were finite and bit 1 when any was not zero */
 static int cf__rd_floats(cf__rd *r, float *dst, size_t n, float *tmp, int check) {
     size_t off, k;
-    int finite = 1;
+    int finite = 1, nonzero = 0;
     for (off = 0; off < n && !r->bad; off += CF__CKPT_CHUNK) {
         size_t m = n - off < CF__CKPT_CHUNK ? n - off : CF__CKPT_CHUNK;
         float *to = dst ? dst + off : tmp;
         cf__rd_get(r, to, m * sizeof(float));
-        if (check) for (k = 0; k < m && finite; k++) finite = isfinite(to[k]) != 0;
+        if (check) for (k = 0; k < m; k++) { finite &= isfinite(to[k]) != 0; nonzero |= to[k] != 0.0f; }
     }
-    return finite;
+    return finite | nonzero << 1;
 }
-/* the parameters or an optimizer slot into buf (this rank's layout), piece by piece */
+/* the parameters or an optimizer slot into buf (this rank's layout; NULL: read and dropped), piece by piece */
 static void cf__rd_pieces(cf__rd *r, const cf_net *net, float *buf, float *tmp) {
     int j;
     for (j = 0; j < cf__n_pieces(net); j++) {
         cf__piece p = cf__piece_at(net, j);
         size_t at = cf__piece_local(net, p);
-        cf__rd_floats(r, at == (size_t)-1 ? NULL : buf + at, p.n, tmp, 0);
+        cf__rd_floats(r, !buf || at == (size_t)-1 ? NULL : buf + at, p.n, tmp, 0);
     }
 }
 /* the CRC at the end, and nothing after it */
@@ -5328,7 +5354,7 @@ static int cf__rd_crc_ok(cf__rd *r) {
 }
 static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf_net *net) {
     size_t np = net->priv->split.shard >= 0 ? net->priv->split.whole_n : net->n_params, n_stats = h->version >= 2 ? net->n_stats : 0;
-    int slots = h->version >= 2 ? 2 : 1, s, params_ok, opt_ok = 1;
+    int slots = h->version >= 2 ? 2 : 1, s, params_ok, opt_ok = 1, second = 0, f;
     off_t body = lseek(r->fd, 0, SEEK_CUR);
     uint32_t crc0 = r->crc;
     float *tmp;
@@ -5336,8 +5362,12 @@ static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf
     if (body < 0) return cf_fail("%s: cannot seek", path);
     if (!(tmp = CF__NEW(float, CF__CKPT_CHUNK))) return CF_ERR;
     /* a correct CRC says the file is what was written, not that what was written makes sense */
-    params_ok = cf__rd_floats(r, NULL, np + n_stats, tmp, 1);
-    for (s = 0; s < slots; s++) if (!cf__rd_floats(r, NULL, np, tmp, 1)) opt_ok = 0;
+    params_ok = cf__rd_floats(r, NULL, np + n_stats, tmp, 1) & 1;
+    for (s = 0; s < slots; s++) {
+        f = cf__rd_floats(r, NULL, np, tmp, 1);
+        if (!(f & 1)) opt_ok = 0;
+        if (s == 1 && (f & 2)) second = 1;   /* second moments: the network needs their slot */
+    }
     if (r->bad) { CF_FREE(tmp); return cf_fail("%s: truncated checkpoint", path); }
     if (!cf__rd_crc_ok(r)) { CF_FREE(tmp); return cf_fail("%s: checksum mismatch or trailing bytes: the checkpoint is corrupt", path); }
     if (!params_ok) { CF_FREE(tmp); return cf_fail("%s: its parameters or statistics hold a NaN or an infinity", path); }
@@ -5354,8 +5384,9 @@ static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf
     if (lseek(r->fd, body, SEEK_SET) != body) { CF_FREE(tmp); return cf_fail("%s: cannot seek", path); }
     cf__rd_pieces(r, net, net->params, tmp);
     cf__rd_floats(r, net->stats, n_stats, tmp, 0);
-    memset(net->opt, 0, 2 * net->n_params * sizeof(float));
-    for (s = 0; s < slots; s++) cf__rd_pieces(r, net, net->opt + (size_t)s * net->n_params, tmp);
+    if (second && cf__opt_slots(net, 2)) { CF_FREE(tmp); return CF_ERR; }
+    memset(net->opt, 0, (size_t)net->opt_slots * net->n_params * sizeof(float));
+    for (s = 0; s < slots; s++) cf__rd_pieces(r, net, s < net->opt_slots ? net->opt + (size_t)s * net->n_params : NULL, tmp);
     CF_FREE(tmp);
     if (!cf__rd_crc_ok(r)) return cf_fail("%s: changed while it was read (its second reading does not match its CRC): load it again", path);
     return CF_OK;
@@ -5396,7 +5427,7 @@ CFDEF int cf_checkpoint_info(const char *path, cf_ckpt_info *info) {
     if (!(rc = cf__ckpt_body(&r, path, &h, &net))) {
         size_t k, np = net.n_params;
         double s[3] = {0, 0, 0};
-        for (k = 0; k < np; k++) { s[0] += (double)net.params[k] * net.params[k]; s[1] += (double)net.opt[k] * net.opt[k]; s[2] += (double)net.opt[np + k] * net.opt[np + k]; }
+        for (k = 0; k < np; k++) { s[0] += (double)net.params[k] * net.params[k]; s[1] += (double)net.opt[k] * net.opt[k]; s[2] += net.opt_slots > 1 ? (double)net.opt[np + k] * net.opt[np + k] : 0.0; }
         for (k = 0; k < 3; k++) info->rms[k] = np ? sqrt(s[k] / np) : 0.0;
         info->crc_ok = 1;
     }

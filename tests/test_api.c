@@ -94,6 +94,7 @@ static void test_lifecycle(void) {
     TRIPS(cf_net_zero_grad(&net), "cf_net_zero_grad", "cf_net_zero_grad on a freed network");
     TRIPS(cf_net_set_mode(&zero, CF_MODE_TRAIN), "cf_net_set_mode", "cf_net_set_mode on a zeroed network");
     TRIPS(cf_sgd_step(&net, 0.1f, 0.9f, 0.0f), "cf_sgd_step", "cf_sgd_step on a freed network");
+    CHECK(cf_adam_step(&net, 0.1f, 0.9f, 0.999f, 1e-8f, 0.0f, 0, 1) == CF_ERR && says("cf_adam_step"), "cf_adam_step on a freed network: CF_ERR, %s", reason());
     CHECK(cf_net_step(&net) == 0 && says("cf_net_step"), "cf_net_step of a freed network: 0, %s", reason());
     cf_train_free(&tr);
     CHECK(cf_train_step(&tr, x, t, 2, &r) == CF_ERR && says("cf_train_init"), "cf_train_step after cf_train_free: %s", reason());

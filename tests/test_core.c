@@ -5,6 +5,7 @@
 #define CF_IMPLEMENTATION
 #include "cosmoflow.h"
 #include "check.h"
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1614,7 +1615,7 @@ static void test_seg_reference(void) {
                                       "LARC_(clip)_and_Adam_5_steps_weights", "LAMB_5_steps_weights_(apex_FusedLAMB_in_PyTorch)",
                                       "LAMB_weight_decay_0_5_steps_weights_(apex:_trust_ratio_1)"};
         cf_weights_import(&net, "tests/ref/seg_ref/weights");
-        memset(net.opt, 0, 2 * net.n_params * sizeof(float));
+        memset(net.opt, 0, (size_t)net.opt_slots * net.n_params * sizeof(float));
         cf_net_set_mode(&net, CF_MODE_BATCH_STATS);
         for (step = 1; step <= 5; step++) {
             cf_net_forward(&net, x, B);
@@ -1635,7 +1636,7 @@ static void test_seg_reference(void) {
         cf_step_result res;
         int waiting = 0;
         cf_weights_import(&net, "tests/ref/seg_ref/weights");
-        memset(net.opt, 0, 2 * net.n_params * sizeof(float));
+        memset(net.opt, 0, (size_t)net.opt_slots * net.n_params * sizeof(float));
         net.priv->step = net.priv->updates = 0;
         cf_train_defaults(&cfg);
         cfg.optimizer = CF_OPT_ADAM; cfg.lr = hp[0]; cfg.weight_decay = hp[1]; cfg.beta1 = hp[2]; cfg.beta2 = hp[3]; cfg.eps = hp[4];
@@ -1852,6 +1853,61 @@ static void test_basics(void) {
     CHECK(cf_crc32c(0, "123456789", 9) == 0xE3069283u, "CRC32C check value");
 }
 
+/* the optimizer state's second slot (Adam's and LAMB's second moments) exists only where an
+   optimizer uses it: SGD's networks hold one slot, their checkpoints the same bytes as before
+   (the second slot written as zeros) */
+static long file_size_of(const char *path) { struct stat sb; return stat(path, &sb) ? -1 : (long)sb.st_size; }
+static int same_files(const char *p, const char *q) {
+    FILE *a = fopen(p, "rb"), *b = fopen(q, "rb");
+    int ca = 0, cb = 0;
+    if (a && b) do { ca = fgetc(a); cb = fgetc(b); } while (ca == cb && ca != EOF);
+    if (a) fclose(a);
+    if (b) fclose(b);
+    return a && b && ca == cb;
+}
+static void test_opt_slots(const char *path) {
+    cf_net a, b;
+    cf_train_config c;
+    cf_trainer tr;
+    char p2[1100];
+    size_t k, n;
+    int nonzero = 0;
+    snprintf(p2, sizeof p2, "%s.2", path);
+    cf_net_parse(&a, every_layer_cfg, "every-layer", NULL); cf_net_init(&a, 1);
+    n = a.n_params;
+    CHECK(a.opt_slots == 1, "a new network holds one optimizer slot (%d)", a.opt_slots);
+    cf_train_defaults(&c); c.optimizer = CF_OPT_SGD;
+    CHECK(cf_train_init(&tr, &a, &c) == CF_OK && a.opt_slots == 1, "SGD's trainer adds none (%d)", a.opt_slots);
+    cf_train_free(&tr);
+    { cf_rng r = cf_rng_seed(3); fill(a.opt, n, &r, -1, 1); }
+    CHECK(cf_checkpoint_save(path, &a, NULL) == CF_OK, "save with one slot: %s", cf_failure_reason());
+    c.optimizer = CF_OPT_ADAM;
+    CHECK(cf_train_init(&tr, &a, &c) == CF_OK && a.opt_slots == 2, "Adam's trainer adds the second (%d)", a.opt_slots);
+    cf_train_free(&tr);
+    for (k = 0; k < n; k++) nonzero |= a.opt[n + k] != 0.0f;
+    CHECK(!nonzero, "the second slot starts at zero, the first is kept");
+    CHECK(cf_checkpoint_save(p2, &a, NULL) == CF_OK && file_size_of(path) > 0 && same_files(path, p2),
+          "one slot and two with a zero second: the same checkpoint bytes");
+    cf_net_parse(&b, every_layer_cfg, "every-layer", NULL);
+    CHECK(cf_checkpoint_load(p2, &b, NULL) == CF_OK && b.opt_slots == 1 && !memcmp(a.opt, b.opt, n * 4),
+          "a checkpoint whose second slot is zero loads into one slot (%d)", b.opt_slots);
+    cf_net_free(&b);
+    a.grads[0] = 0.5f;
+    CHECK(cf_adam_step(&a, 0.001f, 0.9f, 0.999f, 1e-8f, 0.0f, 0, 1) == CF_OK && a.opt[n] != 0.0f, "Adam writes its second moments");
+    CHECK(cf_checkpoint_save(p2, &a, NULL) == CF_OK, "save with two slots: %s", cf_failure_reason());
+    cf_net_parse(&b, every_layer_cfg, "every-layer", NULL);
+    CHECK(cf_checkpoint_load(p2, &b, NULL) == CF_OK && b.opt_slots == 2 && !memcmp(a.opt, b.opt, 2 * n * 4),
+          "a checkpoint with second moments loads both slots, byte for byte (%d)", b.opt_slots);
+    cf_net_free(&b);
+    cf_net_parse(&b, every_layer_cfg, "every-layer", NULL); cf_net_init(&b, 1);
+    b.grads[0] = 0.5f;
+    CHECK(cf_adam_step(&b, 0.001f, 0.9f, 0.999f, 1e-8f, 0.0f, 0, 1) == CF_OK && b.opt_slots == 2 && b.opt[n] != 0.0f,
+          "cf_adam_step on a network of one slot adds the second");
+    cf_net_free(&b);
+    cf_net_free(&a);
+    remove(p2);
+}
+
 static void test_checkpoints(void) {
     cf_net a, b, c;
     cf_train_state st, st2;
@@ -1884,6 +1940,7 @@ static void test_checkpoints(void) {
     CHECK(cf_checkpoint_save("/nonexistent-dir/x.cfck", &a, &st) == CF_ERR, "save into a missing directory fails cleanly");
     CHECK(cf_weights_export(&a, tmp("w")) == CF_OK && cf_weights_import(&b, tmp("w")) == CF_OK && !memcmp(a.params, b.params, a.n_params * 4), "weights export/import round trip");
     cf_net_free(&a); cf_net_free(&b);
+    test_opt_slots(path);
 }
 
 static void test_npy(void) {
