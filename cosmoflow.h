@@ -825,6 +825,10 @@ CFDEF void cf_net_keep_outputs(cf_net *net, int keep);
    plan or with every output kept.  Allocates nothing; not between a forward and its
    backward (the next forward plans again).  Returns (size_t)-1 when out of memory. */
 CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_outputs);
+/* How the plan of the last cf_net_arena_floats or forward stores layer's output (gradient 0)
+   or its output's gradient (1): 32 or 16 (bits a value, section 6, halves), 0 for a gradient
+   that lives in its output (a fused conv's); -1 for no such layer or no plan yet */
+CFDEF int cf_net_stored_bits(const cf_net *net, int layer, int gradient);
 CFDEF const float *cf_net_forward_from(cf_net *net, int first);   /* after a forward, outputs kept */
 /* A layer's output in the arena, and its gradient (during backward); NULL for a layer that
    the plan stores in 16 bits (a bf16 network's conv before a max pool, section 6: with
@@ -1514,25 +1518,29 @@ CFDEF double cf_loss_l1(float *dy, const float *y, const float *t, size_t n) {
 }
 
 /* ---- batch normalization.  Sums in double: a channel of a 768x1152 batch has ~10^6 terms. */
-/* sum over (B, P) of f(x) for one channel, in float per chunk of 1024 (SIMD), chunks in double */
+/* sum over (B, P) of f(x) for one channel, in float per chunk of CF__BN_CHUNK (SIMD), chunks
+   in double */
+#define CF__BN_CHUNK 1024
+/* one chunk's sum of x or of (x - center)^2, n <= CF__BN_CHUNK */
+static float cf__bn_chunk_sum(const float *x, size_t n, float center, int squared) {
+    float acc = 0.0f;
+    size_t p;
+    if (squared) {
+        CF__OMP(omp simd reduction(+:acc))
+        for (p = 0; p < n; p++) acc += (x[p] - center) * (x[p] - center);
+    } else {
+        CF__OMP(omp simd reduction(+:acc))
+        for (p = 0; p < n; p++) acc += x[p];
+    }
+    return acc;
+}
 static double cf__bn_sum(const float *x, int B, int C, int c, size_t P, float center, int squared) {
     double s = 0.0;
-    size_t r, p, R = 1024;
+    size_t r;
     int b;
     for (b = 0; b < B; b++) {
         const float *xc = x + ((size_t)b * C + c) * P;
-        for (r = 0; r < P; r += R) {
-            float acc = 0.0f;
-            size_t e = r + R < P ? r + R : P;
-            if (squared) {
-                CF__OMP(omp simd reduction(+:acc))
-                for (p = r; p < e; p++) acc += (xc[p] - center) * (xc[p] - center);
-            } else {
-                CF__OMP(omp simd reduction(+:acc))
-                for (p = r; p < e; p++) acc += xc[p];
-            }
-            s += acc;
-        }
+        for (r = 0; r < P; r += CF__BN_CHUNK) s += cf__bn_chunk_sum(xc + r, P - r < CF__BN_CHUNK ? P - r : CF__BN_CHUNK, center, squared);
     }
     return s;
 }
@@ -1565,6 +1573,14 @@ static void cf__bn_apply(float *y, const float *x, const float *gamma, const flo
 
 /* the statistics that normalize, into save_mean and save_invstd: the batch's (train; the
    running ones move towards them) or the running ones */
+/* channel c's statistics from its mean and biased variance over n values */
+static void cf__bn_set(int c, double mean, double var, double n, float *rmean, float *rvar, float *save_mean, float *save_invstd, float momentum,
+                       float eps) {
+    save_mean[c] = (float)mean;
+    save_invstd[c] = (float)(1.0 / sqrt(var + eps));
+    rmean[c] = (float)((1.0 - momentum) * rmean[c] + momentum * mean);
+    rvar[c] = (float)((1.0 - momentum) * rvar[c] + momentum * (n > 1 ? var * n / (n - 1) : var));  /* unbiased */
+}
 static void cf__bn_stats(const float *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B, int C, size_t P,
                          int train, float momentum, float eps, const cf_bn_sync *sync) {
     int c;
@@ -1593,10 +1609,7 @@ static void cf__bn_stats(const float *x, float *rmean, float *rvar, float *save_
                 mean = cf__bn_sum(x, B, C, c, P, 0.0f, 0) / n;
                 var = cf__bn_sum(x, B, C, c, P, (float)mean, 1) / n;   /* biased: what normalizes */
             }
-            save_mean[c] = (float)mean;
-            save_invstd[c] = (float)(1.0 / sqrt(var + eps));
-            rmean[c] = (float)((1.0 - momentum) * rmean[c] + momentum * mean);
-            rvar[c] = (float)((1.0 - momentum) * rvar[c] + momentum * (n > 1 ? var * n / (n - 1) : var));  /* unbiased */
+            cf__bn_set(c, mean, var, n, rmean, rvar, save_mean, save_invstd, momentum, eps);
         }
     } else {   /* the running statistics are the ones used */
         for (c = 0; c < C; c++) { save_mean[c] = rmean[c]; save_invstd[c] = (float)(1.0 / sqrt((double)rvar[c] + eps)); }
@@ -1616,19 +1629,21 @@ CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const flo
    when synchronized.  Eval mode: the statistics are constants, dx = gamma invstd dy. */
 /* channel c's sums of dy and of dy xhat over (B, P), xhat = (x - m) is: in float per chunk of
    1024 (SIMD), chunks in double, as cf__bn_sum */
+/* one chunk's: n <= CF__BN_CHUNK values, added to sdy and sdyx */
+static void cf__bn_chunk_dsums(const float *dy, const float *x, size_t n, float m, float is, double *sdy, double *sdyx) {
+    float a = 0.0f, ax = 0.0f;
+    size_t p;
+    CF__OMP(omp simd reduction(+:a, ax))
+    for (p = 0; p < n; p++) { a += dy[p]; ax += dy[p] * ((x[p] - m) * is); }
+    *sdy += a; *sdyx += ax;
+}
 static void cf__bn_dsums(const float *dy, const float *x, int B, int C, int c, size_t P, float m, float is, double *sdy, double *sdyx) {
-    size_t r, p, R = 1024;
+    size_t r;
     int b;
     *sdy = *sdyx = 0.0;
     for (b = 0; b < B; b++) {
         const float *xc = x + ((size_t)b * C + c) * P, *dyc = dy + ((size_t)b * C + c) * P;
-        for (r = 0; r < P; r += R) {
-            float a = 0.0f, ax = 0.0f;
-            size_t e = r + R < P ? r + R : P;
-            CF__OMP(omp simd reduction(+:a, ax))
-            for (p = r; p < e; p++) { a += dyc[p]; ax += dyc[p] * ((xc[p] - m) * is); }
-            *sdy += a; *sdyx += ax;
-        }
+        for (r = 0; r < P; r += CF__BN_CHUNK) cf__bn_chunk_dsums(dyc + r, xc + r, P - r < CF__BN_CHUNK ? P - r : CF__BN_CHUNK, m, is, sdy, sdyx);
     }
 }
 /* synchronized (train): the global sums of dy and dy xhat of every channel, reduced over
@@ -1653,6 +1668,12 @@ static double cf__bn_sync_dsums(double *sums, float *dgamma, float *dbeta, const
    xhat (sums: the global ones, already in dgamma and dbeta; NULL: this batch's, added to
    dgamma and dbeta here); k1 = k2 = 0 in eval mode */
 typedef struct { float m, is, k, k1, k2; } cf__bn_dx_coef;
+static cf__bn_dx_coef cf__bn_coef(cf__bn_dx_coef k, float gamma, double sdy, double sdyx, int train, double n) {
+    k.k = gamma * k.is;
+    k.k1 = train ? (float)(sdy / n) : 0.0f;
+    k.k2 = train ? (float)(sdyx / n) : 0.0f;
+    return k;
+}
 static cf__bn_dx_coef cf__bn_channel(float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
                                      const float *invstd, int B, int C, int c, size_t P, int train, const double *sums, double n) {
     cf__bn_dx_coef k;
@@ -1664,10 +1685,7 @@ static cf__bn_dx_coef cf__bn_channel(float *dgamma, float *dbeta, const float *d
         dgamma[c] += (float)sdyx;
         dbeta[c] += (float)sdy;
     }
-    k.k = gamma[c] * k.is;
-    k.k1 = train ? (float)(sdy / n) : 0.0f;
-    k.k2 = train ? (float)(sdyx / n) : 0.0f;
-    return k;
+    return cf__bn_coef(k, gamma[c], sdy, sdyx, train, n);
 }
 CFDEF void cf_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
                           const float *gamma, const float *mean, const float *invstd,
@@ -1921,7 +1939,7 @@ CFDEF int cf_fast_path_on(const char *kind) {
 /* halves: which of a convolution's operands are stored in 16 bits, CF__HALF_OUT y (forward)
    or dy (backward), CF__HALF_IN x, CF__HALF_DIN dx; CF__RAW_IN: x is the network's input, not
    yet rounded (its readers round it as they read it, section 6) */
-enum { CF__HALF_OUT = 1, CF__HALF_IN = 2, CF__HALF_DIN = 4, CF__RAW_IN = 8 };
+enum { CF__HALF_OUT = 1, CF__HALF_IN = 2, CF__HALF_DIN = 4, CF__RAW_IN = 8, CF__HALF_ALL = 7 };
 /* convolutions (cf_conv_forward_act and its backward halves; the arguments of section 3's
    references, then bf16, halves and store as above) */
 static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
@@ -1956,14 +1974,23 @@ static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const fl
                           int B, int C, size_t P, int act, float slope, int rnd);
 static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
                              const float *invstd, int B, int C, size_t P, int train, const cf_bn_sync *sync, int rnd, int store);
+/* the same three (the statistics, cf__bn_apply, cf_bn_backward) on an input x and its gradient
+   dx stored in 16 bits (section 6, halves), a batch of this rank's alone; y is fp32 and rounded */
+static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B, int C, size_t P,
+                              int train, float momentum, float eps);
+static void cf__bn_apply_half(float *y, const cf_bf16 *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
+                              int B, int C, size_t P, int act, float slope);
+static void cf__bn_backward_half(cf_bf16 *dx, float *dgamma, float *dbeta, const float *dy, const cf_bf16 *x, const float *gamma,
+                                 const float *mean, const float *invstd, int B, int C, size_t P, int train, int store);
 /* the elementwise passes of copies and sums: dx += dy (store: dx = 0 + dy; dx NULL: nothing);
    y = the sum of n_src tensors in source order; rnd: rounded as stored.  These and batch
    norm's return 1 when what they stored needs no rounding pass after them. */
 static int cf__add_to_p(float *dx, const float *dy, size_t n, int rnd, int store);
 static int cf__sum_p(float *y, const float *const *src, int n_src, size_t n, int rnd);
-/* what the memory plan may store in 16 bits: conv l's operands (each of its operations has a
-   path that takes them) and max pool p's input and (y_half) output */
-static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int dinput);
+/* what the memory plan may store in 16 bits: conv l's operands halves (CF__HALF_*: each of its
+   operations has a path that takes them) and max pool p's input and (y_half) output */
+static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int dinput, int halves);
+static size_t cf__pointwise_ws_floats(void);
 static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half);
 
 /* ================================================================ 5. networks
@@ -2836,10 +2863,20 @@ static int cf__bn_parse(cf__parser *p, cf_layer *l) {
     l->s_n = 2 * (size_t)l->in.c;        /* running mean, running var */
     return CF_OK;
 }
+/* (its input and the gradient over it in 16 bits: section 6, halves) */
+static int cf__bn_half(const cf_net *net, const cf_layer *l) { return l->src[0] >= 0 && net->priv->plan.l[l->src[0]].half; }
 static void cf__bn_forward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *st = net->stats + l->s_off, *sv = net->priv->bn_save + l->s_off, *y = cf__out(net, i);
     int C = l->in.c;
+    if (cf__bn_half(net, l)) {
+        const cf_bf16 *x = (const cf_bf16 *)(const void *)cf__in(net, l, 0);
+        if (!net->priv->rebuilding)
+            cf__bn_stats_half(x, st, st + C, sv, sv + C, net->batch, C, cf__per_channel(l->in), net->priv->bn_train, l->momentum, l->eps);
+        cf__bn_apply_half(y, x, cf__w(net, l), cf__b(net, l), sv, sv + C, net->batch, C, cf__per_channel(l->in), l->act, l->slope);
+        net->priv->stored_bf16 = 1;
+        return;
+    }
     if (!net->priv->rebuilding)   /* (rebuilding: the statistics of this step's forward; the running ones stay) */
         cf__bn_stats(cf__in(net, l, 0), st, st + C, sv, sv + C, net->batch, C, cf__per_channel(l->in), net->priv->bn_train, l->momentum, l->eps,
                      net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL);
@@ -2851,6 +2888,12 @@ static void cf__bn_backward_layer(cf_net *net, int i) {
     float *mean = net->priv->bn_save + l->s_off, *dy = cf__grad(net, i);   /* mean, 1/std: what forward used */
     int C = l->in.c;
     cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
+    if (cf__bn_half(net, l)) {
+        cf__bn_backward_half((cf_bf16 *)(void *)cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, (const cf_bf16 *)(const void *)cf__in(net, l, 0),
+                             cf__w(net, l), mean, mean + C, net->batch, C, cf__per_channel(l->in), net->priv->bn_train, cf__stores_grad(net, l, 0));
+        net->priv->stored_bf16 = 1;
+        return;
+    }
     net->priv->stored_bf16 =
         cf__bn_backward_p(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), mean, mean + C,
                           net->batch, C, cf__per_channel(l->in), net->priv->bn_train, net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL,
@@ -3103,7 +3146,8 @@ static int cf__net_layers(cf_net *net, cf__section *secs, int n, const char *nam
 }
 
 /* the workspace: the largest im2col tile a convolution needs (columns: output positions;
-   transposed: input positions), capped by CF_WS_FLOATS */
+   transposed: input positions), capped by CF_WS_FLOATS; at least the buffers of the bf16 GEMM
+   on 16-bit operands where a conv is pointwise (section 11, for a bf16 network's halves) */
 static size_t cf__workspace_floats(const cf_net *net) {
     size_t ws = 1;
     int i;
@@ -3113,6 +3157,7 @@ static size_t cf__workspace_floats(const cf_net *net) {
         if (l->type == CF_L_CONV) {
             rows = (size_t)l->in.c / l->groups * kvol;
             need = rows * cf__tile(rows, (size_t)l->out.d * l->out.h * l->out.w, CF_WS_FLOATS);
+            if (kvol == 1 && l->groups < l->in.c && need < cf__pointwise_ws_floats()) need = cf__pointwise_ws_floats();
         } else if (l->type == CF_L_DECONV) {
             rows = (size_t)l->out.c * kvol;
             need = rows * cf__tile(rows, (size_t)l->in.d * l->in.h * l->in.w, CF_WS_FLOATS);
@@ -3173,6 +3218,7 @@ CFDEF int cf_net_sync_bn(cf_net *net, void (*reduce)(double *buf, int n, void *c
     if (cf__net_check(net, "cf_net_sync_bn")) return CF_ERR;
     CF_FREE(net->priv->bn_sync.work);
     memset(&net->priv->bn_sync, 0, sizeof net->priv->bn_sync);
+    net->priv->plan.batch = 0;   /* the next forward plans anew (section 6, halves: batch norms synchronized read fp32) */
     if (!reduce) return CF_OK;
     for (i = 0; i < net->n_layers; i++) if (net->layers[i].type == CF_L_BATCHNORM && net->layers[i].in.c > C) C = net->layers[i].in.c;
     if (!(net->priv->bn_sync.work = CF__NEW(double, 2 * C + 1))) return CF_ERR;
@@ -3897,7 +3943,11 @@ static void cf__plan_fusion(cf_net *net, int allow) {
    and backward-data, the pool's forward and fused backward); a max pool's output after such a
    conv when its readers are convolutions that take their input in 16 bits; that pool's
    gradient when its one reader writes it through a path that stores 16 bits.  The pool's
-   windows must cover the conv's output (nothing past the last window to zero). */
+   windows must cover the conv's output (nothing past the last window to zero).  And a conv's
+   output and the gradient over it when its one reader is a [batchnorm] (DeepCAM's conv ->
+   batch norm pairs; section 11, "batch norm on an input stored in 16 bits"): the conv without
+   an activation of its own (the batch norm has it), its three operations with half paths, the
+   batch norm's statistics this rank's alone (not synchronized). */
 /* how many layers read block s (-1: the network's input), when every one is a bf16 conv that
    takes 16-bit operands; 0 when any is not */
 static int cf__readers_take_halves(cf_net *net, int s, int flags) {
@@ -3905,10 +3955,26 @@ static int cf__readers_take_halves(cf_net *net, int s, int flags) {
     for (j = s + 1; j < net->n_layers; j++)
         for (k = 0; k < net->layers[j].n_src; k++)
             if (net->layers[j].src[k] == s) {
-                if (!cf__rounds(net, j) || !cf__conv_takes_halves(net, &net->layers[j], (flags & CF__PLAN_DINPUT) != 0)) return 0;
+                if (!cf__rounds(net, j) || !cf__conv_takes_halves(net, &net->layers[j], (flags & CF__PLAN_DINPUT) != 0, CF__HALF_ALL)) return 0;
                 readers++;
             }
     return readers;
+}
+/* the one layer that reads block s, or -1 (none, or more than one) */
+static int cf__only_reader(const cf_net *net, int s) {
+    int j, k, reader = -1;
+    for (j = s + 1; j < net->n_layers; j++)
+        for (k = 0; k < net->layers[j].n_src; k++)
+            if (net->layers[j].src[k] == s) { if (reader >= 0) return -1; reader = j; }
+    return reader;
+}
+static int cf__conv_to_bn_half(cf_net *net, int i, int flags) {
+    const cf_layer *l = &net->layers[i];
+    const cf__plan_layer *pl = net->priv->plan.l;
+    int j = cf__only_reader(net, i), s = l->src[0];
+    int halves = CF__HALF_OUT | (s < 0 ? CF__RAW_IN : (pl[s].half ? CF__HALF_IN : 0) | (pl[s].grad_half ? CF__HALF_DIN : 0));   /* (its input as planned) */
+    return l->type == CF_L_CONV && !l->depthwise && l->act == CF_ACT_LINEAR && j > i && net->layers[j].type == CF_L_BATCHNORM && cf__rounds(net, j) &&
+           !net->priv->bn_sync.reduce && cf__conv_takes_halves(net, l, (flags & CF__PLAN_DINPUT) != 0, halves);
 }
 static void cf__plan_halves(cf_net *net, int i, int flags) {
     cf__plan_layer *pl = &net->priv->plan.l[i];
@@ -3917,9 +3983,10 @@ static void cf__plan_halves(cf_net *net, int i, int flags) {
     pl->half = pl->grad_half = 0;
     if (!(flags & CF__PLAN_HALF) || !cf__rounds(net, i)) return;
     if (pl->fused_pool >= 0) {   /* a fused conv */
-        pl->half = cf__conv_takes_halves(net, l, (flags & CF__PLAN_DINPUT) != 0) && cf__pool_takes_halves(net, &net->layers[pl->fused_pool], 0);
+        pl->half = cf__conv_takes_halves(net, l, (flags & CF__PLAN_DINPUT) != 0, CF__HALF_ALL) && cf__pool_takes_halves(net, &net->layers[pl->fused_pool], 0);
         return;
     }
+    if (i < n - 1 && cf__conv_to_bn_half(net, i, flags)) { pl->half = pl->grad_half = 1; return; }
     if (l->type != CF_L_MAXPOOL || i == n - 1 || l->src[0] < 0 || !net->priv->plan.l[l->src[0]].half) return;
     if (!(readers = cf__readers_take_halves(net, i, flags)) || !cf__pool_takes_halves(net, l, 1)) return;
     pl->half = 1;
@@ -4147,6 +4214,14 @@ CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_acts) {
     net->batch = batch;
     net->priv->plan.batch = 0;   /* plan.l now describes this plan: the next forward plans anew */
     return na;
+}
+CFDEF int cf_net_stored_bits(const cf_net *net, int layer, int gradient) {
+    const cf__plan_layer *pl;
+    if (!cf__net_ok(net) || layer < 0 || layer >= net->n_layers || !net->priv->plan.l) return -1;
+    pl = &net->priv->plan.l[layer];
+    if (!gradient) return pl->half ? 16 : 32;
+    if (pl->fused_pool >= 0) return 0;
+    return pl->grad_half ? 16 : 32;
 }
 
 /* ================================================================ 7. optimizers */
@@ -5084,7 +5159,7 @@ static int cf__wr_put(cf_atomic_file *af, uint32_t *crc, const void *p, size_t n
 static void cf__split_send(cf_net *net, const float *buf, size_t n);
 static void cf__split_recv(cf_net *net, int from, float *buf, size_t n);
 static void cf__wr_pieces(cf_atomic_file *af, uint32_t *crc, const cf_net *net, const float *buf, float *tmp) {
-    static const float zeros[1024];
+    static const float zeros[1024] = {0.0f};
     int j;
     size_t off;
     for (j = 0; j < cf__n_pieces(net); j++) {
@@ -6965,17 +7040,20 @@ CF__BF16_TARGET static void cf__transpose16(__m512i r[16]) {
     }
     for (i = 0; i < 8; i++) { r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88); r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd); }
 }
-/* Ap[m][q - q0], nq pairs from q0 */
-CF__BF16_TARGET static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int lda, int M, int K, int q0, int nq) {
+/* Ap[m][q - q0], nq pairs from q0; half: A (not transposed) is stored in 16 bits */
+CF__BF16_TARGET static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int half, int lda, int M, int K, int q0, int nq) {
     int m, q;
-    if (!tA) {   /* op(A)'s row m is a row of A: its pairs are adjacent floats */
+    if (!tA) {   /* op(A)'s row m is a row of A: its pairs are adjacent floats (adjacent 16-bit values: a 32-bit word) */
         for (m = 0; m < M; m++)
             for (q = 0; q < nq; q += 16) {
                 int k = 2 * (q0 + q);
-                _mm512_mask_storeu_epi32(Ap + (size_t)m * nq + q, cf__lanes(nq - q), cf__pairs16(A + (size_t)m * lda + k, K - k));
+                _mm512_mask_storeu_epi32(Ap + (size_t)m * nq + q, cf__lanes(nq - q),
+                                         half ? cf__pairs16_half((const cf_bf16 *)(const void *)A + (size_t)m * lda + k, K - k)
+                                              : cf__pairs16(A + (size_t)m * lda + k, K - k));
             }
         return;
     }
+    CF_ASSERT(!half);   /* (op(A) = A^T is never stored in 16 bits) */
     for (m = 0; m < M; m += 16)   /* op(A)[m][k] = A[k][m]: two rows of A give 16 columns' pairs, transposed */
         for (q = 0; q < nq; q += 16) {
             __m512i r[16];
@@ -6993,8 +7071,7 @@ CF__BF16_TARGET static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int
    block, 2 KB apart, would fall into a few sets of the L1 cache and evict each other).
    Element (q, j) of a chunk of nq pairs: */
 CF__INLINE size_t cf__bp(int q, int j, int nq) { return (size_t)(j & ~31) * nq + (size_t)q * 32 + (j & 31); }
-/* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb; half: B (transposed) is stored in
-   16 bits; col: B is im2col(col->x) (not transposed, or transposed: op(B) = col^T), its rows
+/* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb; half: B is stored in 16 bits; col: B is im2col(col->x) (not transposed, or transposed: op(B) = col^T), its rows
    made into the buffer made (16 x CF__COL_ROW floats) */
 CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int half, int ldb, int K, int q0, int nq, int n0, int nb,
                                        const cf__col_src *col, float *made) {
@@ -7002,6 +7079,11 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int
     if (!tB) for (q = 0; q < nq; q++) {   /* two rows of B, 16 columns at a time */
         int k = 2 * (q0 + q);
         const float *b0 = made, *b1 = NULL;
+        if (half) {   /* two 16-bit rows */
+            const cf_bf16 *h0 = (const cf_bf16 *)(const void *)B + (size_t)k * ldb + n0, *h1 = k + 1 < K ? h0 + ldb : NULL;
+            for (j = 0; j < nb; j += 16) _mm512_mask_storeu_epi32(Bp + cf__bp(q, j, nq), cf__lanes(nb - j), cf__pairs16_rows_half(h0 + j, h1 ? h1 + j : NULL, nb - j));
+            continue;
+        }
         if (col) {   /* rows k, k + 1 of im2col(x), made here */
             cf__im2col_row(made, col->x, k, col->in, col->out, col->g, (size_t)n0, (size_t)nb);
             if (k + 1 < K) {
@@ -7040,9 +7122,10 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int
 #define CF__ZERO8(a) { a[0][0] = a[0][1] = a[1][0] = a[1][1] = a[2][0] = a[2][1] = a[3][0] = a[3][1] = _mm512_setzero_ps();     \
                        a[4][0] = a[4][1] = a[5][0] = a[5][1] = a[6][0] = a[6][1] = a[7][0] = a[7][1] = _mm512_setzero_ps(); }
 /* C (M x nb) = beta C + the packed chunk's nq pairs (Ap's rows a_stride apart); rnd: C rounded
-   to bf16 as it is stored (the last chunk of a sum whose result is a bf16 network's tensor) */
-CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uint32_t *Ap, int a_stride, const uint32_t *Bp, float *C, int ldc, float beta,
-                                                int rnd) {
+   to bf16 as it is stored (the last chunk of a sum whose result is a bf16 network's tensor);
+   c_half: C is stored in 16 bits (then rnd: a sum of one chunk) */
+CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uint32_t *Ap, int a_stride, const uint32_t *Bp, float *C, int c_half, int ldc,
+                                                float beta, int rnd) {
     int m0, n0, q, o;
     for (m0 = 0; m0 < M; m0 += 8) {
         int nm = M - m0 < 8 ? M - m0 : 8;
@@ -7062,7 +7145,12 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uin
             }
             /* the block's valid rows, each accumulator named by a constant: indexed by a
                variable here, GCC kept a[][] in memory and stored all 16 at every step of q */
-#define CF__ST(o) if (o < nm) {                                                                                  \
+#define CF__ST(o) if (o < nm && c_half) {                                                                        \
+                cf_bf16 *h = (cf_bf16 *)(void *)C + (size_t)(m0 + o) * ldc + n0;                                \
+                if (beta != 0.0f) { a[o][0] = _mm512_add_ps(a[o][0], cf__load_half(h, k0)); a[o][1] = _mm512_add_ps(a[o][1], cf__load_half(h + 16, k1)); } \
+                cf__store_half(h, k0, cf__round16_bf16(a[o][0]));                                                \
+                cf__store_half(h + 16, k1, cf__round16_bf16(a[o][1]));                                           \
+            } else if (o < nm) {                                                                                 \
                 float *c = C + (size_t)(m0 + o) * ldc + n0;                                                      \
                 if (beta != 0.0f) { a[o][0] = _mm512_add_ps(a[o][0], _mm512_maskz_loadu_ps(k0, c)); a[o][1] = _mm512_add_ps(a[o][1], _mm512_maskz_loadu_ps(k1, c + 16)); } \
                 if (rnd) { a[o][0] = cf__round16_bf16(a[o][0]); a[o][1] = cf__round16_bf16(a[o][1]); }            \
@@ -7079,10 +7167,12 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uin
    they could not be had (then cf_sgemm, the same operands).  Each chunk of op(B) is packed once
    and read by every block of CF__GEMM_MB rows in turn, which packs its own chunk of op(A)
    unless all of op(A) was packed before (A_all: the task's rows, K2 pairs each).  col, made:
-   op(B) made from x (cf__pack_b; then Ap and Bp are there). */
+   op(B) made from x (cf__pack_b; then Ap and Bp are there).  halves: which of A, B and C are
+   stored in 16 bits (CF__GEMM_HALF_*; then Ap and Bp are there, and a 16-bit C's sum is one chunk). */
+enum { CF__GEMM_HALF_A = 1, CF__GEMM_HALF_B = 2, CF__GEMM_HALF_C = 4 };
 static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                                int n0, int nb, int q0, int q1, uint32_t *Ap, uint32_t *Bp, const uint32_t *A_all, int rnd,
-                               const cf__col_src *col, float *made) {
+                               const cf__col_src *col, float *made, int halves) {
     int q, m0, K2 = (K + 1) / 2, chunks = (q1 - q0 + CF__GEMM_KC - 1) / CF__GEMM_KC, step;
     step = chunks > 0 ? (q1 - q0 + chunks - 1) / chunks : 1;   /* chunks of equal length: 432 pairs as 216 + 216, not 384 + 48 */
     if (!Ap || !Bp) {
@@ -7094,13 +7184,14 @@ static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int
     }
     for (q = q0; q < q1; q += step) {
         int nq = q1 - q < step ? q1 - q : step;
-        cf__pack_b(Bp, tB, B, 0, ldb, K, q, nq, n0, nb, col, made);
+        cf__pack_b(Bp, tB, B, (halves & CF__GEMM_HALF_B) != 0, ldb, K, q, nq, n0, nb, col, made);
         for (m0 = 0; m0 < M; m0 += CF__GEMM_MB) {
-            int mb = M - m0 < CF__GEMM_MB ? M - m0 : CF__GEMM_MB;
+            int mb = M - m0 < CF__GEMM_MB ? M - m0 : CF__GEMM_MB, ah = (halves & CF__GEMM_HALF_A) != 0, ch = (halves & CF__GEMM_HALF_C) != 0;
             const uint32_t *a = A_all ? A_all + (size_t)m0 * K2 + q : Ap;   /* the rows' chunk of op(A), its rows a_stride apart */
             int a_stride = A_all ? K2 : nq;
-            if (!A_all) cf__pack_a(Ap, tA, tA ? A + m0 : A + (size_t)m0 * lda, lda, mb, K, q, nq);
-            cf__gemm_bf16_block(mb, nb, nq, a, a_stride, Bp, C + (size_t)m0 * ldc + n0, ldc, q == q0 ? beta : 1.0f, rnd && q + nq == q1);
+            if (!A_all) cf__pack_a(Ap, tA, tA ? A + m0 : cf__elt(A, ah, (size_t)m0 * lda), ah, lda, mb, K, q, nq);
+            CF_ASSERT(!ch || (q == q0 && q + nq == q1 && rnd));   /* (a 16-bit C: one chunk, rounded) */
+            cf__gemm_bf16_block(mb, nb, nq, a, a_stride, Bp, cf__elt(C, ch, (size_t)m0 * ldc + n0), ch, ldc, q == q0 ? beta : 1.0f, rnd && q + nq == q1);
         }
     }
 }
@@ -7116,10 +7207,13 @@ static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int
    kernel, at most 8 MB packed), op(A) is packed once beforehand, the threads sharing the
    rows: a long backward-weights sum is left to pack its own, which would take tens of MB at
    the network's peak of memory.
-   col: op(B) is made from x as it is packed (cf__col_src; B and ldb unused); returns -1, C
-   untouched, when the threads' buffers cannot be had (0 when done). */
+   col: op(B) is made from x as it is packed (cf__col_src; B and ldb unused); halves: operands
+   stored in 16 bits (CF__GEMM_HALF_*; a 16-bit C needs rnd and K <= 2 CF__GEMM_KC: a sum of
+   one chunk); ws: the threads' buffers (cf__gemm_bf16_ws_floats), or NULL: allocated here.
+   Returns -1, C untouched, when the threads' buffers cannot be had for col or halves (0 when done). */
+static size_t cf__gemm_bf16_ws_floats(void) { return (size_t)cf__nthreads() * ((size_t)CF__GEMM_MB * CF__GEMM_KC + (size_t)CF__GEMM_KC * CF__GEMM_NB); }
 static int cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                            int ldc, const cf__col_src *col) {
+                            int ldc, const cf__col_src *col, int halves, float *ws) {
     int K2 = (K + 1) / 2, nth = cf__nthreads(), nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, width, rows, rblocks, tasks, span, t;
     int parts = (K2 + CF__GEMM_KPART - 1) / CF__GEMM_KPART;
     size_t MN = (size_t)M * N, ka = (size_t)(K2 < CF__GEMM_KC ? K2 : CF__GEMM_KC);   /* a chunk's pairs, at most */
@@ -7145,14 +7239,15 @@ static int cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const 
     a_sz = (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka;   /* as big as a task needs */
     b_sz = ka * (size_t)width;
     per = a_sz + b_sz + (col ? (size_t)16 * CF__COL_ROW : 0);
-    buf = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * per * nth);   /* (none: each task runs cf_sgemm, which cannot make op(B)) */
-    if (!buf && col) { CF_FREE(partial); return -1; }
+    buf = ws ? (uint32_t *)(void *)ws : (uint32_t *)CF_MALLOC(sizeof(uint32_t) * per * nth);   /* (none: each task runs cf_sgemm, which cannot make op(B) or read 16 bits) */
+    if (!buf && (col || halves)) { CF_FREE(partial); return -1; }
+    CF_ASSERT(!(halves & CF__GEMM_HALF_C) || (rnd && K2 <= CF__GEMM_KC && !partial));
     if (rblocks == 1 && nblocks > 1 && parts == 1 && (size_t)M * K2 <= ((size_t)2 << 20)) A_all = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)M * K2);
     if (A_all) {   /* (no room: each task packs its own) */
         CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
         for (t = 0; t < (M + 15) / 16; t++) {
             int m0 = t * 16, mb = M - m0 < 16 ? M - m0 : 16;
-            cf__pack_a(A_all + (size_t)m0 * K2, tA, tA ? A + m0 : A + (size_t)m0 * lda, lda, mb, K, 0, K2);
+            cf__pack_a(A_all + (size_t)m0 * K2, tA, tA ? A + m0 : cf__elt(A, halves & CF__GEMM_HALF_A, (size_t)m0 * lda), halves & CF__GEMM_HALF_A, lda, mb, K, 0, K2);
         }
     }
     CF__OMP(omp parallel num_threads(nth))
@@ -7163,13 +7258,15 @@ static int cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const 
         for (t = 0; t < tasks; t++) {
             int b = t % (rblocks * nblocks), m0 = b / nblocks * rows, n0 = b % nblocks * width, q0 = t / (rblocks * nblocks) * span;
             int mb = M - m0 < rows ? M - m0 : rows, nb = N - n0 < width ? N - n0 : width, q1 = K2 - q0 < span ? K2 : q0 + span;
-            const float *Am = tA ? A + m0 : A + (size_t)m0 * lda;   /* the task's rows of op(A) */
-            if (parts == 1) cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, beta, C + (size_t)m0 * ldc, ldc, n0, nb, q0, q1, Ap, Bp, A_all, rnd, col, made);
+            const float *Am = tA ? A + m0 : cf__elt(A, halves & CF__GEMM_HALF_A, (size_t)m0 * lda);   /* the task's rows of op(A) */
+            if (parts == 1)
+                cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, beta, cf__elt(C, halves & CF__GEMM_HALF_C, (size_t)m0 * ldc), ldc, n0, nb, q0, q1, Ap, Bp,
+                                   A_all, rnd, col, made, halves);
             else cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, 0.0f, partial + MN * (size_t)(t / (rblocks * nblocks)) + (size_t)m0 * N, N, n0, nb,
-                                    q0, q1, Ap, Bp, A_all, 0, col, made);
+                                    q0, q1, Ap, Bp, A_all, 0, col, made, halves & ~CF__GEMM_HALF_C);
         }
     }
-    CF_FREE(buf);
+    if (!ws) CF_FREE(buf);
     CF_FREE(A_all);
     if (!partial) return 0;
     CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
@@ -7187,11 +7284,11 @@ static int cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const 
     return 0;
 }
 static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    cf__sgemm_bf16_r(0, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL);
+    cf__sgemm_bf16_r(0, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL, 0, NULL);
 }
 /* the same, C stored rounded to bf16: the sum as cf__sgemm_bf16's, rounded once */
 static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    cf__sgemm_bf16_r(1, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL);
+    cf__sgemm_bf16_r(1, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL, 0, NULL);
 }
 
 /* ---- the direct kernel in bf16: as cf__direct_fwd, with the input channels paired.  A pair
@@ -7434,6 +7531,48 @@ static void cf__bf16_pointwise_fwd(const cf__conv_call *c) {
 }
 static void cf__bf16_pointwise_bww(const cf__conv_call *c) { cf__pointwise_bww_with(c, cf__sgemm_bf16); }
 static void cf__bf16_pointwise_bwd(const cf__conv_call *c) { cf__pointwise_bwd_with(c, cf__sgemm_bf16_rounded); }
+/* The same three on operands stored in 16 bits (section 6, halves): y or dy (half), x (x_half)
+   and dx (dx_half) read by the bf16 GEMM's packing and written by its store, the same sums as
+   above.  Its buffers are the workspace's (a GEMM on 16-bit operands cannot fall back on
+   cf_sgemm).  The GEMM stores a 16-bit y or dx rounded, so its sum must be one chunk (at most
+   2 CF__GEMM_KC channels in, or out for dx) with no bias and no activation after it: a conv
+   before a batch norm. */
+static int cf__bf16_pw_half_applies(const cf__conv_call *c) {
+    return (c->half || c->x_half || c->dx_half) && !c->x_raw && cf__bf16_pointwise_applies(c) && c->ws_floats >= cf__gemm_bf16_ws_floats();
+}
+static int cf__bf16_pw_half_fwd_applies(const cf__conv_call *c) {
+    return cf__bf16_pw_half_applies(c) && (!c->half || (!c->b && c->act == CF_ACT_LINEAR && (c->in.c / c->groups + 1) / 2 <= CF__GEMM_KC));
+}
+static int cf__bf16_pw_half_bwd_applies(const cf__conv_call *c) {
+    return cf__bf16_pw_half_applies(c) && (!c->dx_half || (c->out.c / c->groups + 1) / 2 <= CF__GEMM_KC);
+}
+static void cf__bf16_pw_half_fwd(const cf__conv_call *c) {
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi, h = (c->x_half ? CF__GEMM_HALF_B : 0) | (c->half ? CF__GEMM_HALF_C : 0);
+    int bare = !c->b && c->act == CF_ACT_LINEAR;   /* rounded by the GEMM, as cf__bf16_pointwise_fwd (a 16-bit y is bare) */
+    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
+    for (bi = 0; bi < c->B; bi++) {
+        for (gi = 0; gi < c->groups; gi++)
+            cf__sgemm_bf16_r(bare, 0, 0, OCg, (int)P, Cg, c->w + (size_t)gi * OCg * Cg, Cg, cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P),
+                             (int)P, 0.0f, cf__elt(c->y, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P, NULL, h, c->ws);
+        if (!c->half) cf__bias_act_p(c->y + (size_t)bi * c->out.c * P, c->b, c->out.c, P, P, c->act, c->slope, !bare);
+    }
+}
+static void cf__bf16_pw_half_bww(const cf__conv_call *c) {
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi, h = (c->half ? CF__GEMM_HALF_A : 0) | (c->x_half ? CF__GEMM_HALF_B : 0);
+    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
+    for (bi = 0; bi < c->B; bi++)
+        for (gi = 0; gi < c->groups; gi++)
+            cf__sgemm_bf16_r(0, 0, 1, OCg, Cg, (int)P, cf__elt(c->dy, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P,
+                             cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P), (int)P, 1.0f, c->dw + (size_t)gi * OCg * Cg, Cg, NULL, h, c->ws);
+}
+static void cf__bf16_pw_half_bwd(const cf__conv_call *c) {   /* (a 16-bit dx is stored: its only writer) */
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi, h = (c->half ? CF__GEMM_HALF_B : 0) | (c->dx_half ? CF__GEMM_HALF_C : 0);
+    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
+    for (bi = 0; bi < c->B; bi++)
+        for (gi = 0; gi < c->groups; gi++)
+            cf__sgemm_bf16_r(1, 1, 0, Cg, (int)P, OCg, c->w + (size_t)gi * OCg * Cg, Cg, cf__elt(c->dy, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P),
+                             (int)P, c->dx_store || c->dx_half ? 0.0f : 1.0f, cf__elt(c->dx, c->dx_half, bi * in_sz + (size_t)gi * Cg * P), (int)P, NULL, h, c->ws);
+}
 static int cf__bf16_tiles_fwd_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_fwd_applies(c); }
 static int cf__bf16_tiles_bww_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_bww_applies(c); }
 static int cf__bf16_tiles_bwd_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_bwd_applies(c); }
@@ -7513,7 +7652,7 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
             const float *dy = cf__elt(c->dy, c->half, bi * cf_shape_size(c->out) + p0);
             cf__pack_taps(Ap, cf__elt(c->x, c->x_half, bi * cf_shape_size(c->in)), c->x_half, c->in, c->out, c->g, p0, n);
             cf__pack_b(Bp, 1, dy, c->half, (int)P, (int)n, 0, (int)n / 2, 0, OC, NULL, NULL);
-            cf__gemm_bf16_block(K, OC, (int)n / 2, Ap, (int)n / 2, Bp, dwt, OC, 1.0f, 0);
+            cf__gemm_bf16_block(K, OC, (int)n / 2, Ap, (int)n / 2, Bp, dwt, 0, OC, 1.0f, 0);
         }
     }
     CF__OMP(omp parallel for schedule(static))
@@ -7595,7 +7734,7 @@ static void cf__bf16_cols_fwd(const cf__conv_call *c) {
         const float *x = c->x + (size_t)bi * cf_shape_size(c->in);
         float *y = c->y + (size_t)bi * cf_shape_size(c->out);
         cf__col_src col = {x, c->in, c->out, c->g};
-        if (cf__sgemm_bf16_r(0, 0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, &col)) {   /* no room: this sample on, by tiles */
+        if (cf__sgemm_bf16_r(0, 0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, &col, 0, NULL)) {   /* no room: this sample on, by tiles */
             cf__im2col_forward_with(y, x, c->w, c->b, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats, cf__sgemm_bf16, c->act, c->slope, 1);
             return;
         }
@@ -7608,13 +7747,21 @@ static void cf__bf16_cols_bww(const cf__conv_call *c) {   /* db: the dispatcher'
     for (bi = 0; bi < c->B; bi++) {
         const float *x = c->x + (size_t)bi * cf_shape_size(c->in), *dy = c->dy + (size_t)bi * cf_shape_size(c->out);
         cf__col_src col = {x, c->in, c->out, c->g};
-        if (cf__sgemm_bf16_r(0, 0, 1, c->out.c, K, (int)P, dy, (int)P, NULL, 0, 1.0f, c->dw, K, &col)) {   /* no room: this sample on, by tiles */
+        if (cf__sgemm_bf16_r(0, 0, 1, c->out.c, K, (int)P, dy, (int)P, NULL, 0, 1.0f, c->dw, K, &col, 0, NULL)) {   /* no room: this sample on, by tiles */
             cf__im2col_backward_weights_with(c->dw, dy, x, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats, cf__sgemm_bf16);
             return;
         }
     }
 }
 #endif /* CF__BF16 */
+/* the workspace a pointwise convolution's bf16 GEMM on 16-bit operands needs (its buffers) */
+static size_t cf__pointwise_ws_floats(void) {
+#ifdef CF__BF16
+    return cf__gemm_bf16_ws_floats();
+#else
+    return 0;
+#endif
+}
 
 /* ---- pooling: windows that never leave the input (CosmoFlow's 2x2x2 stride-2 pools) need
    no bounds tests; max and average then run in loops of their own. */
@@ -7977,6 +8124,7 @@ static const cf__conv_path cf__conv_fwd_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
     {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run, 1, 1, 0},
+    {CF__K_BF16, cf__bf16_pw_half_fwd_applies, cf__bf16_pw_half_fwd, 1, 1, 0},
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd, 1, 0, 0},
     {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 1, 0, 0},
     {CF__K_BF16, cf__bf16_cols_applies, cf__bf16_cols_fwd, 1, 0, 0},
@@ -7992,6 +8140,7 @@ static const cf__conv_path cf__conv_fwd_paths[] = {
 static const cf__conv_path cf__conv_bww_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
+    {CF__K_BF16, cf__bf16_pw_half_applies, cf__bf16_pw_half_bww, 0, 1, 0},
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww, 0, 0, 0},
     {CF__K_BF16, cf__bf16_taps_bww_applies, cf__bf16_taps_bww, 0, 1, 0},
     {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww, 0, 0, 0},
@@ -8005,6 +8154,7 @@ static const cf__conv_path cf__conv_bww_paths[] = {
 static const cf__conv_path cf__conv_bwd_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
+    {CF__K_BF16, cf__bf16_pw_half_bwd_applies, cf__bf16_pw_half_bwd, 1, 1, 1},
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd, 1, 0, 1},
     {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run, 0, 1, 1},
     {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 1, 0, 1},
@@ -8269,6 +8419,99 @@ static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float
     }
     return fuse || !rnd || !dx;
 }
+/* ---- batch norm on an input stored in 16 bits (section 6, halves: a bf16 conv's output whose
+   one reader is the batch norm, and the gradient over it).  Section 3's loops on the same
+   chunks and stretches, each first widened into a buffer of the thread's (exact: the values
+   are bf16): the same sums in the same order, so the bits of fp32 storage; dx rounded to bf16
+   as it is stored in 16 bits.  Half the bytes of x and dx read and written. */
+static void cf__widen_run(float *to, const cf_bf16 *h, size_t n) {
+    size_t p;
+    for (p = 0; p < n; p++) { uint32_t u = (uint32_t)h[p] << 16; memcpy(to + p, &u, 4); }
+}
+/* v rounded to bf16 (in place), then stored as its upper halves */
+static void cf__narrow_run(cf_bf16 *to, float *v, size_t n) {
+    size_t p;
+    cf__round_run(v, n);
+    for (p = 0; p < n; p++) { uint32_t u; memcpy(&u, v + p, 4); to[p] = (cf_bf16)(u >> 16); }
+}
+static double cf__bn_sum_half(const cf_bf16 *x, int B, int C, int c, size_t P, float center, int squared) {
+    float buf[CF__BN_CHUNK];
+    double s = 0.0;
+    size_t r, n;
+    int b;
+    for (b = 0; b < B; b++)
+        for (r = 0; r < P; r += CF__BN_CHUNK) {
+            n = P - r < CF__BN_CHUNK ? P - r : CF__BN_CHUNK;
+            cf__widen_run(buf, x + ((size_t)b * C + c) * P + r, n);
+            s += cf__bn_chunk_sum(buf, n, center, squared);
+        }
+    return s;
+}
+static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B, int C, size_t P,
+                              int train, float momentum, float eps) {
+    int c;
+    if (!train) { cf__bn_stats(NULL, rmean, rvar, save_mean, save_invstd, B, C, P, 0, momentum, eps, NULL); return; }   /* (x not read) */
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        double n = (double)B * P, mean = cf__bn_sum_half(x, B, C, c, P, 0.0f, 0) / n;
+        double var = cf__bn_sum_half(x, B, C, c, P, (float)mean, 1) / n;
+        cf__bn_set(c, mean, var, n, rmean, rvar, save_mean, save_invstd, momentum, eps);
+    }
+}
+static void cf__bn_apply_half(float *y, const cf_bf16 *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
+                              int B, int C, size_t P, int act, float slope) {
+    int c;
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a, buf[CF__STRETCH];
+        size_t p0, n, at;
+        int b;
+        for (b = 0; b < B; b++)
+            for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
+                n = P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH;
+                at = ((size_t)b * C + c) * P + p0;
+                cf__widen_run(buf, x + at, n);
+                cf__bn_apply_run(y + at, buf, a, sh, n, act, slope);
+                cf__round_run(y + at, n);
+            }
+    }
+}
+static void cf__bn_backward_half(cf_bf16 *dx, float *dgamma, float *dbeta, const float *dy, const cf_bf16 *x, const float *gamma,
+                                 const float *mean, const float *invstd, int B, int C, size_t P, int train, int store) {
+    int c;
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        float xb[CF__STRETCH], v[CF__STRETCH];
+        double sdy = 0.0, sdyx = 0.0;
+        cf__bn_dx_coef k;
+        size_t r, n, p, at;
+        int b;
+        k.m = mean[c]; k.is = invstd[c];
+        for (b = 0; b < B; b++)   /* the sums of dy and dy xhat, as cf__bn_dsums */
+            for (r = 0; r < P; r += CF__BN_CHUNK) {
+                n = P - r < CF__BN_CHUNK ? P - r : CF__BN_CHUNK;
+                at = ((size_t)b * C + c) * P + r;
+                cf__widen_run(xb, x + at, n);
+                cf__bn_chunk_dsums(dy + at, xb, n, k.m, k.is, &sdy, &sdyx);
+            }
+        dgamma[c] += (float)sdyx;
+        dbeta[c] += (float)sdy;
+        k = cf__bn_coef(k, gamma[c], sdy, sdyx, train, (double)B * P);
+        if (!dx) continue;
+        for (b = 0; b < B; b++)   /* dx, as cf__bn_backward_p: 0 + the term (store) or the term added */
+            for (r = 0; r < P; r += CF__STRETCH) {
+                n = P - r < CF__STRETCH ? P - r : CF__STRETCH;
+                at = ((size_t)b * C + c) * P + r;
+                cf__widen_run(xb, x + at, n);
+                if (store) for (p = 0; p < n; p++) v[p] = 0.0f + k.k * (dy[at + p] - k.k1 - (xb[p] - k.m) * k.is * k.k2);
+                else {
+                    cf__widen_run(v, dx + at, n);
+                    for (p = 0; p < n; p++) v[p] += k.k * (dy[at + p] - k.k1 - (xb[p] - k.m) * k.is * k.k2);
+                }
+                cf__narrow_run(dx + at, v, n);
+            }
+    }
+}
 static int cf__add_to_p(float *dx, const float *dy, size_t n, int rnd, int store) {
     long s, ns = (long)((n + CF__STRETCH - 1) / CF__STRETCH);
     int fuse = cf__fuses_rounding(rnd);
@@ -8501,10 +8744,12 @@ static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy
 
 /* ---- what the memory plan may store in 16 bits (section 6, halves): conv l's operands when
    each of its operations has a half path, max pool p's input and (y_half) output */
-static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int dinput) {
+static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int dinput, int halves) {
+    static const float some_bias = 0.0f;   /* (the paths ask only whether there is one) */
     cf__conv_call c = cf__conv_make(net->batch, l->in, l->out, &l->g, l->groups, NULL, net->priv->ws_floats, 1);
     if (l->type != CF_L_CONV || l->depthwise || l->n_src != 1) return 0;
-    cf__conv_halves(&c, CF__HALF_OUT | CF__HALF_IN | CF__HALF_DIN);
+    c.b = l->has_bias ? &some_bias : NULL; c.act = l->act; c.slope = l->slope;
+    cf__conv_halves(&c, halves);
     if (!cf__conv_pick(cf__conv_fwd_paths, &c) || !cf__conv_pick(cf__conv_bww_paths, &c)) return 0;
     return (l->src[0] < 0 && !dinput) || cf__conv_pick(cf__conv_bwd_paths, &c) != NULL;
 }

@@ -476,11 +476,11 @@ static void test_bf16_gemm_col(void) {
             int ok = 1;
             cf__im2col(col, x, C, in, out, &g, 0, (size_t)P);   /* sample 0's col */
             cf__sgemm_bf16(0, 0, OC, P, K, w, K, col, P, 0.0f, o1, P);
-            ok &= !cf__sgemm_bf16_r(0, 0, 0, OC, P, K, w, K, NULL, 0, 0.0f, o2, P, &src);
+            ok &= !cf__sgemm_bf16_r(0, 0, 0, OC, P, K, w, K, NULL, 0, 0.0f, o2, P, &src, 0, NULL);
             ok &= !memcmp(o1, o2, (size_t)OC * P * 4);
             memcpy(o1, dw0, nw * 4); memcpy(o2, dw0, nw * 4);
             cf__sgemm_bf16(0, 1, OC, K, P, dy, P, col, P, 1.0f, o1, K);
-            ok &= !cf__sgemm_bf16_r(0, 0, 1, OC, K, P, dy, P, NULL, 0, 1.0f, o2, K, &src);
+            ok &= !cf__sgemm_bf16_r(0, 0, 1, OC, K, P, dy, P, NULL, 0, 1.0f, o2, K, &src, 0, NULL);
             ok &= !memcmp(o1, o2, nw * 4);
             same_gemm += ok;
             ok = 1;   /* the paths, two samples */
@@ -1252,6 +1252,76 @@ static void test_halves(void) {
             outputs_ok &= (cf_net_output_grad(&a, i) == NULL) == (pl->fused_pool >= 0 ? pl->half : pl->grad_half);
         }
         CHECK(outputs_ok, "halves case %d: cf_net_output and cf_net_output_grad are NULL for 16-bit tensors only", k);
+        free(x); free(t); free(da); free(db);
+        cf_net_free(&a); cf_net_free(&b);
+    }
+}
+
+/* Halves before batch norms (section 6; DeepCAM's conv -> batch norm pairs): a conv without
+   bias or activation whose one reader is a batch norm stores its output and the gradient over
+   it in 16 bits (the 3x3 direct kernel, the pointwise GEMM), the batch norm reads and writes
+   them so; the loss, every gradient, the running statistics and an evaluation forward as on
+   fp32 storage, bit for bit.  Planes of 30x46 (two of batch norm's 1024-value chunks), a batch
+   of 2; conv 7 has a bias and conv 9 two readers: fp32.  Once more with
+   the batch norms synchronized (a reduce over one rank): fp32, the same bits. */
+static void halves_bn_reduce(double *v, int n, void *ctx) { (void)v; (void)n; (void)ctx; }
+static void test_halves_bn(void) {
+    static const char *cfg =
+        "[net]\ninput=4x30x46\nloss=mse\n"
+        "[conv]\nfilters=8\nsize=3\npad=1\nbias=0\n[batchnorm]\nactivation=relu\n"                     /* 0, 1 */
+        "[conv]\nfilters=16\nsize=1\nbias=0\n[batchnorm]\nactivation=relu\n"                          /* 2, 3 */
+        "[conv]\nfilters=16\nsize=3\npad=1\ngroups=16\nbias=0\n"                                      /* 4: depthwise */
+        "[conv]\nfilters=16\nsize=1\nbias=0\n[batchnorm]\n"                                             /* 5, 6 */
+        "[conv]\nfilters=16\nsize=1\n[batchnorm]\nactivation=relu\n"                                    /* 7: a bias */
+        "[conv]\nfilters=16\nsize=1\nbias=0\n[batchnorm]\n[add]\nlayers=-1,-2\n"                      /* 9: two readers */
+        "[flatten]\n[dense]\noutputs=3\n";
+    static const int expect[12] = {1, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0}, none[12];
+    int k, i, B = 2, sync;
+#ifdef CF__BF16
+    if (!cf__has_bf16()) { printf("skipped: halves before batch norms (the CPU lacks AVX512_BF16)\n"); return; }
+#else
+    printf("skipped: halves before batch norms (no bf16 kernels in this build)\n"); return;
+#endif
+    for (sync = 0; sync < 2; sync++) {
+        cf_net a, b;
+        int got[12], ok = 1, bits_ok = 1;
+        cf_rng r = cf_rng_seed(31);
+        float *x, *t, *da, *db;
+        double la, lb;
+        if (cf_net_parse(&a, cfg, "halves-bn.cfg", NULL) || cf_net_parse(&b, cfg, "halves-bn.cfg", NULL)) { CHECK(0, "halves-bn.cfg: %s", cf_failure_reason()); return; }
+        cf_net_init(&a, 5); cf_net_init(&b, 5);
+        cf_net_set_precision(&a, CF_BF16); cf_net_set_precision(&b, CF_BF16);
+        b.priv->no_half = 1;
+        if (sync) { cf_net_sync_bn(&a, halves_bn_reduce, NULL); cf_net_sync_bn(&b, halves_bn_reduce, NULL); }
+        x = rnd(B * cf_shape_size(a.input), &r); t = rnd((size_t)B * a.n_outputs, &r);
+        da = rnd((size_t)B * a.n_outputs, &r); db = rnd((size_t)B * a.n_outputs, &r);
+        for (k = 0; k < 2; k++) {   /* two training steps: the second reads the first's running statistics and weights */
+            cf_net_set_mode(&a, CF_MODE_TRAIN); cf_net_set_mode(&b, CF_MODE_TRAIN);
+            cf_net_forward(&a, x, B); cf_net_forward(&b, x, B);
+            cf_net_zero_grad(&a); cf_net_zero_grad(&b);
+            la = cf_net_loss(&a, t, da); lb = cf_net_loss(&b, t, db);
+            cf_net_backward(&a, da); cf_net_backward(&b, db);
+            ok &= la == lb && !memcmp(a.grads, b.grads, a.n_params * sizeof(float)) && !memcmp(a.stats, b.stats, a.n_stats * sizeof(float));
+            cf_sgd_step(&a, 0.01f, 0.9f, 0.0f); cf_sgd_step(&b, 0.01f, 0.9f, 0.0f);
+        }
+        for (i = 0; i < 12; i++) {
+            got[i] = a.priv->plan.l[i].half;
+            bits_ok &= cf_net_stored_bits(&a, i, 0) == (got[i] ? 16 : 32) && cf_net_stored_bits(&a, i, 1) == (a.priv->plan.l[i].grad_half ? 16 : 32);
+            bits_ok &= a.priv->plan.l[i].half == a.priv->plan.l[i].grad_half;
+        }
+        CHECK(!memcmp(got, sync ? none : expect, sizeof got),
+              "halves before batch norms%s: in 16 bits conv 0 %d, conv 2 %d, conv 5 %d, conv 7 %d, conv 9 %d", sync ? " (synchronized: none)" : "",
+              got[0], got[2], got[5], got[7], got[9]);
+        CHECK(bits_ok, "halves before batch norms%s: cf_net_stored_bits says 16 for each 16-bit output and gradient", sync ? " (synchronized)" : "");
+        CHECK(ok, "halves before batch norms%s: two steps' losses, gradients and running statistics as on fp32 storage, bit for bit", sync ? " (synchronized)" : "");
+        if (!sync) CHECK(a.priv->plan.floats < b.priv->plan.floats, "halves before batch norms: fewer arena floats (%zu vs %zu)", a.priv->plan.floats, b.priv->plan.floats);
+        {   /* evaluation: the running statistics */
+            const float *ya, *yb;
+            cf_net_set_mode(&a, CF_MODE_EVAL); cf_net_set_mode(&b, CF_MODE_EVAL);
+            ya = cf_net_forward(&a, x, B); yb = cf_net_forward(&b, x, B);
+            CHECK(ya && yb && !memcmp(ya, yb, (size_t)B * a.n_outputs * sizeof(float)), "halves before batch norms%s: an evaluation forward, bit for bit",
+                  sync ? " (synchronized)" : "");
+        }
         free(x); free(t); free(da); free(db);
         cf_net_free(&a); cf_net_free(&b);
     }
@@ -2161,6 +2231,7 @@ int main(int argc, char **argv) {
     test_gradcheck_net();
     test_pool_fusion();
     test_halves();
+    test_halves_bn();
     test_bf16_stored();
     test_memory_plan();
     test_grad_stores();

@@ -91,18 +91,28 @@ static void spatial_summary(cf_net *net) {
     printf("training memory per rank, batch 1, SGD: %.1f MB (outputs and gradients, the split's buffers, 3 copies of the parameters); the input batch and the libraries' own besides\n",
            arena + extra + 3 * par);
 }
+/* how the plan stores a layer's output and its gradient: "32/32", "16/16", "16/-" (the
+   gradient lives in the output: a fused conv's) */
+static const char *stored(const cf_net *net, int i) {
+    static char b[16];
+    int y = cf_net_stored_bits(net, i, 0), g = cf_net_stored_bits(net, i, 1);
+    if (g) snprintf(b, sizeof b, "%d/%d", y, g);
+    else snprintf(b, sizeof b, "%d/-", y);
+    return b;
+}
 static void summary(cf_net *net) {
     int i;
     double flops = 0;
     TRY(cf_net_set_batch(net, 1));   /* the paths are those of a batch of 1 */
-    printf("%-4s %-10s %-22s %12s %14s  %-16s %s\n", "#", "type", "output (CxDxHxW)", "params", "fwd MFLOP", "window", "paths: fwd, bwd-w, bwd-d");
+    if (cf_net_arena_floats(net, 1, 0) == (size_t)-1) die("%s", cf_failure_reason());   /* (the plan the bits column reads) */
+    printf("%-4s %-10s %-22s %12s %14s  %-16s %-6s %s\n", "#", "type", "output (CxDxHxW)", "params", "fwd MFLOP", "window", "bits", "paths: fwd, bwd-w, bwd-d");
     printf("%-4s %-10s %4dx%-4dx%-4dx%-6d %12s %14s\n", "in", "input", net->input.c, net->input.d, net->input.h, net->input.w, "", "");
     for (i = 0; i < net->n_layers; i++) {
         cf_layer *l = &net->layers[i];
         char shp[64];
         snprintf(shp, sizeof shp, "%dx%dx%dx%d", l->out.c, l->out.d, l->out.h, l->out.w);
-        printf("%-4d %-10s %-22s %12zu %14.2f  %-16s %s, %s, %s\n", i, cf_layer_type_name(l->type), shp, l->w_n + l->b_n, cf_layer_flops(l) / 1e6,
-               window(l, net->input.d == 1), cf_net_path(net, i, CF_OP_FORWARD), cf_net_path(net, i, CF_OP_BACKWARD_WEIGHTS),
+        printf("%-4d %-10s %-22s %12zu %14.2f  %-16s %-6s %s, %s, %s\n", i, cf_layer_type_name(l->type), shp, l->w_n + l->b_n, cf_layer_flops(l) / 1e6,
+               window(l, net->input.d == 1), stored(net, i), cf_net_path(net, i, CF_OP_FORWARD), cf_net_path(net, i, CF_OP_BACKWARD_WEIGHTS),
                cf_net_path(net, i, CF_OP_BACKWARD_DATA));
         flops += cf_layer_flops(l);
     }
