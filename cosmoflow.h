@@ -1571,6 +1571,27 @@ static void cf__bn_apply(float *y, const float *x, const float *gamma, const flo
     }
 }
 
+/* dy = act'(y) dy, batch norm's activation backward, with y = act(a x + sh) computed again a
+   stretch at a time from x as cf__bn_apply computes it, not read: a batch norm's output need
+   not be kept (or rebuilt) for its own backward (section 6), and its bytes are not read */
+static void cf__bn_act_backward(float *dy, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
+                                int B, int C, size_t P, int act, float slope) {
+    int c;
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a, y[CF__STRETCH];
+        size_t p0, p, n, at;
+        int b;
+        for (b = 0; b < B; b++)
+            for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
+                n = P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH;
+                at = ((size_t)b * C + c) * P + p0;
+                cf__bn_apply_run(y, x + at, a, sh, n, act, slope);
+                for (p = 0; p < n; p++) dy[at + p] = cf__act_df(dy[at + p], y[p], act, slope);
+            }
+    }
+}
+
 /* the statistics that normalize, into save_mean and save_invstd: the batch's (train; the
    running ones move towards them) or the running ones */
 /* channel c's statistics from its mean and biased variance over n values */
@@ -1951,9 +1972,9 @@ static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w,
 static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats, int bf16);
 /* depthwise convolutions: y = act(dwconv(x, w) + b); the backward's dx, dw and db at once */
 static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                 int act, float slope, int bf16);
+                                 int act, float slope, int bf16, int halves, float *ws, size_t ws_floats);
 static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in, cf_shape out,
-                                  const cf_geom *g, int bf16, int store);
+                                  const cf_geom *g, int bf16, int store, int halves, float *ws, size_t ws_floats);
 static const char *cf__dwconv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g);
 /* transposed convolutions; the backward's dx rounded when rnd_dx: returns whether it was */
 static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
@@ -1974,6 +1995,10 @@ static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const fl
                           int B, int C, size_t P, int act, float slope, int rnd);
 static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
                              const float *invstd, int B, int C, size_t P, int train, const cf_bn_sync *sync, int rnd, int store);
+/* cf__bn_act_backward on x stored in 16 bits (x_half) and with y rounded to bf16 as the forward
+   stored it (rnd: a bf16 network's) */
+static void cf__bn_act_backward_p(float *dy, const float *x, int x_half, const float *gamma, const float *beta, const float *mean, const float *invstd,
+                                  int B, int C, size_t P, int act, float slope, int rnd);
 /* the same three (the statistics, cf__bn_apply, cf_bn_backward) on an input x and its gradient
    dx stored in 16 bits (section 6, halves), a batch of this rank's alone; y is fp32 and rounded */
 static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B, int C, size_t P,
@@ -1990,6 +2015,7 @@ static int cf__sum_p(float *y, const float *const *src, int n_src, size_t n, int
 /* what the memory plan may store in 16 bits: conv l's operands halves (CF__HALF_*: each of its
    operations has a path that takes them) and max pool p's input and (y_half) output */
 static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int dinput, int halves);
+static int cf__dwconv_takes_halves(cf_net *net, const cf_layer *l, int halves);
 static size_t cf__pointwise_ws_floats(void);
 static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half);
 
@@ -2508,7 +2534,8 @@ static void cf__conv_forward(cf_net *net, int i) {
     if (!l->depthwise)
         cf__conv_forward_p(y, x, cf__w(net, l), cf__b(net, l), net->batch, in, l->out, &g, l->groups, net->priv->ws, net->priv->ws_floats,
                            l->act, l->slope, cf__rounds(net, i), cf__conv_layer_halves(net, i));
-    else cf__dwconv_forward_p(y, x, cf__w(net, l), cf__b(net, l), net->batch, in, l->out, &g, l->act, l->slope, cf__rounds(net, i));
+    else cf__dwconv_forward_p(y, x, cf__w(net, l), cf__b(net, l), net->batch, in, l->out, &g, l->act, l->slope, cf__rounds(net, i), cf__conv_layer_halves(net, i),
+                              net->priv->ws, net->priv->ws_floats);
     net->priv->stored_bf16 = 1;   /* the dispatcher rounded it (when bf16) */
 }
 static void cf__conv_backward(cf_net *net, int i) {
@@ -2529,7 +2556,9 @@ static void cf__conv_backward(cf_net *net, int i) {
         cf__split_geometry(net, i, &in, &g);
         if (dx) { dx_to = net->priv->split.dext; store = 1; }
     }
-    if (l->depthwise) cf__dwconv_backward_p(dx_to, cf__dw(net, l), cf__db(net, l), dy, x, cf__w(net, l), B, in, l->out, &g, cf__rounds(net, i), store);
+    if (l->depthwise)
+        cf__dwconv_backward_p(dx_to, cf__dw(net, l), cf__db(net, l), dy, x, cf__w(net, l), B, in, l->out, &g, cf__rounds(net, i), store, halves, net->priv->ws,
+                              net->priv->ws_floats);
     else {
         cf__conv_backward_weights_p(cf__dw(net, l), cf__db(net, l), dy, x, B, in, l->out, &g, l->groups, net->priv->ws, net->priv->ws_floats,
                                     cf__rounds(net, i), halves);
@@ -2887,7 +2916,9 @@ static void cf__bn_backward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *mean = net->priv->bn_save + l->s_off, *dy = cf__grad(net, i);   /* mean, 1/std: what forward used */
     int C = l->in.c;
-    cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
+    if (l->act != CF_ACT_LINEAR)   /* (its output computed again from x: not kept for this) */
+        cf__bn_act_backward_p(dy, cf__in(net, l, 0), cf__bn_half(net, l), cf__w(net, l), cf__b(net, l), mean, mean + C, net->batch, C,
+                              cf__per_channel(l->in), l->act, l->slope, cf__rounds(net, i));
     if (cf__bn_half(net, l)) {
         cf__bn_backward_half((cf_bf16 *)(void *)cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, (const cf_bf16 *)(const void *)cf__in(net, l, 0),
                              cf__w(net, l), mean, mean + C, net->batch, C, cf__per_channel(l->in), net->priv->bn_train, cf__stores_grad(net, l, 0));
@@ -2993,7 +3024,7 @@ static const cf__layer_type cf__types[CF_L_NTYPES] = {
     {"scale", cf__scale_parse, cf__size_flops, cf__scale_forward, cf__scale_backward, CF__CHEAP},
     {"route", cf__route_parse, cf__size_flops, cf__route_forward, cf__route_backward, CF__CHEAP | CF__SOURCES | CF__STORES},
     {"add", cf__add_parse, cf__size_flops, cf__add_forward, cf__add_backward, CF__CHEAP | CF__SOURCES | CF__STORES},
-    {"batchnorm", cf__bn_parse, cf__size_flops, cf__bn_forward_layer, cf__bn_backward_layer, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__CHEAP | CF__ACT_KEYS | CF__STORES},
+    {"batchnorm", cf__bn_parse, cf__size_flops, cf__bn_forward_layer, cf__bn_backward_layer, CF__READS_IN | CF__CHEAP | CF__ACT_KEYS | CF__STORES},
     {"deconv", cf__deconv_parse, cf__deconv_flops, cf__deconv_forward, cf__deconv_backward, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__ACT_KEYS | CF__INIT_KEYS | CF__STORES},
     {"gap", cf__gap_parse, cf__size_flops, cf__gap_forward, cf__gap_backward, 0},
     {"broadcast", cf__broadcast_parse, cf__size_flops, cf__broadcast_forward, cf__broadcast_backward, CF__CHEAP},
@@ -3968,13 +3999,29 @@ static int cf__only_reader(const cf_net *net, int s) {
             if (net->layers[j].src[k] == s) { if (reader >= 0) return -1; reader = j; }
     return reader;
 }
+static int cf__planned_input(const cf_net *net, const cf_layer *l);
 static int cf__conv_to_bn_half(cf_net *net, int i, int flags) {
     const cf_layer *l = &net->layers[i];
-    const cf__plan_layer *pl = net->priv->plan.l;
-    int j = cf__only_reader(net, i), s = l->src[0];
-    int halves = CF__HALF_OUT | (s < 0 ? CF__RAW_IN : (pl[s].half ? CF__HALF_IN : 0) | (pl[s].grad_half ? CF__HALF_DIN : 0));   /* (its input as planned) */
+    int j = cf__only_reader(net, i), halves = CF__HALF_OUT | cf__planned_input(net, l);
     return l->type == CF_L_CONV && !l->depthwise && l->act == CF_ACT_LINEAR && j > i && net->layers[j].type == CF_L_BATCHNORM && cf__rounds(net, j) &&
            !net->priv->bn_sync.reduce && cf__conv_takes_halves(net, l, (flags & CF__PLAN_DINPUT) != 0, halves);
+}
+/* conv l's input as planned (CF__HALF_*; the network's input: as given, CF__RAW_IN) */
+static int cf__planned_input(const cf_net *net, const cf_layer *l) {
+    const cf__plan_layer *pl = net->priv->plan.l;
+    int s = l->src[0];
+    return s < 0 ? CF__RAW_IN : (pl[s].half ? CF__HALF_IN : 0) | (pl[s].grad_half ? CF__HALF_DIN : 0);
+}
+/* a depthwise conv's output and the gradient over it when its one reader is a conv that reads
+   that input and writes its gradient in 16 bits (DeepCAM's separable convolutions: depthwise,
+   then pointwise; the pointwise conv's own output is decided after) */
+static int cf__dw_to_conv_half(cf_net *net, int i) {
+    const cf_layer *l = &net->layers[i];
+    int j = cf__only_reader(net, i);
+    if (l->type != CF_L_CONV || !l->depthwise || l->act != CF_ACT_LINEAR || j <= i || net->layers[j].type != CF_L_CONV || net->layers[j].depthwise ||
+        !cf__rounds(net, j))
+        return 0;
+    return cf__dwconv_takes_halves(net, l, CF__HALF_OUT | cf__planned_input(net, l)) && cf__conv_takes_halves(net, &net->layers[j], 1, CF__HALF_IN | CF__HALF_DIN);
 }
 static void cf__plan_halves(cf_net *net, int i, int flags) {
     cf__plan_layer *pl = &net->priv->plan.l[i];
@@ -3986,7 +4033,7 @@ static void cf__plan_halves(cf_net *net, int i, int flags) {
         pl->half = cf__conv_takes_halves(net, l, (flags & CF__PLAN_DINPUT) != 0, CF__HALF_ALL) && cf__pool_takes_halves(net, &net->layers[pl->fused_pool], 0);
         return;
     }
-    if (i < n - 1 && cf__conv_to_bn_half(net, i, flags)) { pl->half = pl->grad_half = 1; return; }
+    if (i < n - 1 && (cf__conv_to_bn_half(net, i, flags) || cf__dw_to_conv_half(net, i))) { pl->half = pl->grad_half = 1; return; }
     if (l->type != CF_L_MAXPOOL || i == n - 1 || l->src[0] < 0 || !net->priv->plan.l[l->src[0]].half) return;
     if (!(readers = cf__readers_take_halves(net, i, flags)) || !cf__pool_takes_halves(net, l, 1)) return;
     pl->half = 1;
@@ -6481,6 +6528,17 @@ static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, 
 }
 /* the address of element i of a tensor stored in fp32 or (half) in 16 bits (section 6, halves) */
 CF__INLINE float *cf__elt(const float *base, int half, size_t i) { return (float *)(void *)((char *)base + i * (half ? 2 : 4)); }
+/* n values stored in 16 bits widened to fp32 (exact) */
+static void cf__widen_run(float *to, const cf_bf16 *h, size_t n) {
+    size_t p;
+    for (p = 0; p < n; p++) { uint32_t u = (uint32_t)h[p] << 16; memcpy(to + p, &u, 4); }
+}
+/* v rounded to bf16 (in place), then stored as its upper halves */
+static void cf__narrow_run(cf_bf16 *to, float *v, size_t n) {
+    size_t p;
+    cf__round_run(v, n);
+    for (p = 0; p < n; p++) { uint32_t u; memcpy(&u, v + p, 4); to[p] = (cf_bf16)(u >> 16); }
+}
 #ifndef CF_REFERENCE
 /* cf__bias_act with each row then rounded to bf16 while in cache (rnd: a bf16 network's output) */
 static void cf__bias_act_p(float *y, const float *b, int rows, size_t n, size_t stride, int act, float slope, int rnd) {
@@ -6535,7 +6593,9 @@ typedef struct {
    that stores its output rounded to bf16 when c->bf16 (else the dispatcher rounds it, section
    5); half = 1:
    it takes a call with operands in 16 bits or an unrounded input (half, x_half, dx_half,
-   x_raw; the others never see one); stores = 1: a backward-data path that honours dx_store
+   x_raw; the others never see one); half = 2: the same, and it computes the sums of the next
+   path in its table, the one fp32 storage takes (its twin: the plan stores a tensor in 16 bits
+   only where that keeps every bit, section 6); stores = 1: a backward-data path that honours dx_store
    (for the others the dispatcher zeroes dx first) */
 typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); int rounds, half, stores; } cf__conv_path;
 /* a pooling call; half, y_half: x, y are stored in 16 bits (section 6, halves) */
@@ -7914,18 +7974,38 @@ static void cf__dw3x3_row(float *y, const float *r0, const float *r1, const floa
     }
 }
 /* the padded plane: Hp = pb + H + pa rows of Wp = pb + W + pa floats, input row h at row pb + h,
-   column pb; output row oh's taps read padded rows oh s + kh dil, columns t + kw dil */
-static void cf__dw3x3_plane(float *yc, float *pad, int Wp, const float *xc, const float *wc, float bias, const cf__conv_call *c) {
+   column pb; output row oh's taps read padded rows oh s + kh dil, columns t + kw dil.  16-bit
+   operands (section 6, halves: x_half, half): x widened as it is copied in, each output row
+   computed into row (out.w floats) and rounded as it is stored in 16 bits: the same bits */
+static void cf__dw3x3_plane(float *yc, float *pad, float *row, int Wp, const float *xc, const float *wc, float bias, const cf__conv_call *c) {
     const cf_geom *g = c->g;
     int h, oh, dh = g->dil[1];
-    for (h = 0; h < c->in.h; h++) memcpy(pad + (size_t)(h + g->pb[1]) * Wp + g->pb[2], xc + (size_t)h * c->in.w, sizeof(float) * c->in.w);
+    for (h = 0; h < c->in.h; h++)
+        if (c->x_half) cf__widen_run(pad + (size_t)(h + g->pb[1]) * Wp + g->pb[2], (const cf_bf16 *)(const void *)xc + (size_t)h * c->in.w, (size_t)c->in.w);
+        else memcpy(pad + (size_t)(h + g->pb[1]) * Wp + g->pb[2], xc + (size_t)h * c->in.w, sizeof(float) * c->in.w);
     for (oh = 0; oh < c->out.h; oh++) {
         const float *r0 = pad + (size_t)oh * g->s[1] * Wp;
-        float *yr = yc + (size_t)oh * c->out.w;
+        float *yr = c->half ? row : yc + (size_t)oh * c->out.w;
         cf__dw3x3_row(yr, r0, r0 + (size_t)dh * Wp, r0 + (size_t)2 * dh * Wp, wc, bias, c->out.w, g->dil[2]);
         cf__act_floats(yr, (size_t)c->out.w, c->act, c->slope);
+        if (c->half) cf__narrow_run((cf_bf16 *)(void *)yc + (size_t)oh * c->out.w, yr, (size_t)c->out.w);
     }
-    if (c->bf16) cf__round_run(yc, (size_t)c->out.h * c->out.w);   /* rounded once, the plane still in cache */
+    if (c->bf16 && !c->half) cf__round_run(yc, (size_t)c->out.h * c->out.w);   /* rounded once, the plane still in cache */
+}
+/* a thread's buffers of a 16-bit call: the workspace (the plan has checked its room, section 6;
+   no fallback reads 16 bits), else allocated (NULL: none) */
+static float *cf__dw_buffers(const cf__conv_call *c, size_t per) {
+    if (c->half || c->x_half || c->dx_half) return c->ws + per * cf__thread_id();
+    return (float *)CF_MALLOC(sizeof(float) * per);
+}
+static void cf__dw_buffers_free(const cf__conv_call *c, float *p) { if (!(c->half || c->x_half || c->dx_half)) CF_FREE(p); }
+/* a thread's floats: the padded plane and an output row */
+static size_t cf__dw3x3_fwd_floats(const cf__conv_call *c) {
+    return (size_t)(c->g->pb[2] + c->in.w + c->g->pa[2]) * (c->g->pb[1] + c->in.h + c->g->pa[1]) + (size_t)c->out.w;
+}
+/* 16-bit operands: the threads' buffers in the workspace */
+static int cf__dw3x3_half_applies(const cf__conv_call *c) {
+    return (c->half || c->x_half || c->dx_half) && cf__dw3x3_applies(c) && c->bf16 && !c->x_raw && (size_t)cf__nthreads() * cf__dw3x3_fwd_floats(c) <= c->ws_floats;
 }
 static void cf__dw3x3_fwd(const cf__conv_call *c) {
     const cf_geom *g = c->g;
@@ -7935,18 +8015,20 @@ static void cf__dw3x3_fwd(const cf__conv_call *c) {
     in1.c = out1.c = 1;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
-        float *pad = (float *)CF_MALLOC(sizeof(float) * (size_t)Wp * Hp);
+        float *pad = cf__dw_buffers(c, cf__dw3x3_fwd_floats(c));   /* the padded plane, then an output row */
         int pl;
         if (pad) memset(pad, 0, sizeof(float) * (size_t)Wp * Hp);   /* the padding stays zero: only the inside is copied */
         CF__OMP(omp for schedule(static))
         for (pl = 0; pl < planes; pl++) {   /* plane pl: sample pl / C, channel pl % C */
             int ch = pl % c->in.c;
             float bias = c->b ? c->b[ch] : 0.0f;
-            if (pad) cf__dw3x3_plane(c->y + (size_t)pl * ov, pad, Wp, c->x + (size_t)pl * iv, c->w + (size_t)ch * 9, bias, c);
+            if (pad)
+                cf__dw3x3_plane(cf__elt(c->y, c->half, (size_t)pl * ov), pad, pad + (size_t)Wp * Hp, Wp, cf__elt(c->x, c->x_half, (size_t)pl * iv),
+                                c->w + (size_t)ch * 9, bias, c);
             else cf__dw_planes_rounded(c->y + (size_t)pl * ov, c->x + (size_t)pl * iv, c->w + (size_t)ch * 9, c->b ? c->b + ch : NULL, 1, in1,
                                        out1, g, c->act, c->slope, c->bf16);   /* no room: the reference on this one plane */
         }
-        CF_FREE(pad);
+        cf__dw_buffers_free(c, pad);
     }
 }
 
@@ -7957,32 +8039,42 @@ static void cf__dw3x3_fwd(const cf__conv_call *c) {
    the reference.  dw: the 9 sums of dy times the padded input, in 9 vector accumulators over
    the plane (the order of a vector sum: within 1e-6 of the sum of |terms|, as the rows path). */
 static int cf__dw3x3_bwd_applies(const cf__conv_call *c) { return cf__dw3x3_applies(c) && c->g->s[1] == 1; }
-static void cf__dw3x3_plane_dx(float *dxc, float *dq, int Wq, const float *dyc, const float *wc, const cf__conv_call *c) {
+/* 16-bit operands (section 6, halves): dy (half) widened as it is copied into dq, a 16-bit dx
+   (stored: its only writer) computed a row at a time into row and rounded as it is stored */
+static void cf__dw3x3_plane_dx(float *dxc, float *dq, float *row, int Wq, const float *dyc, const float *wc, const cf__conv_call *c) {
     const cf_geom *g = c->g;
     int oh, ih, iw, kh, dh = g->dil[1], d = g->dil[2];
-    for (oh = 0; oh < c->out.h; oh++) memcpy(dq + (size_t)(oh + 2 * dh) * Wq + 2 * d, dyc + (size_t)oh * c->out.w, sizeof(float) * c->out.w);
+    for (oh = 0; oh < c->out.h; oh++)
+        if (c->half) cf__widen_run(dq + (size_t)(oh + 2 * dh) * Wq + 2 * d, (const cf_bf16 *)(const void *)dyc + (size_t)oh * c->out.w, (size_t)c->out.w);
+        else memcpy(dq + (size_t)(oh + 2 * dh) * Wq + 2 * d, dyc + (size_t)oh * c->out.w, sizeof(float) * c->out.w);
     for (ih = 0; ih < c->in.h; ih++) {
         const float *q[3];   /* q[kh][j]: dy[oh][j - 2 d] of kh's output row oh, shifted to ih's columns */
-        float *xr = dxc + (size_t)ih * c->in.w;
+        float *xr = c->dx_half ? row : dxc + (size_t)ih * c->in.w;
+        int store = c->dx_store || c->dx_half;
         for (kh = 0; kh < 3; kh++) q[kh] = dq + (size_t)(ih + g->pb[1] - kh * dh + 2 * dh) * Wq + 2 * d + g->pb[2];
         CF__OMP(omp simd)
         for (iw = 0; iw < c->in.w; iw++) {
-            float a = c->dx_store ? 0.0f : xr[iw];
+            float a = store ? 0.0f : xr[iw];
             a += wc[6] * q[2][iw]; a += wc[7] * q[2][iw - d]; a += wc[8] * q[2][iw - 2 * d];
             a += wc[3] * q[1][iw]; a += wc[4] * q[1][iw - d]; a += wc[5] * q[1][iw - 2 * d];
             a += wc[0] * q[0][iw]; a += wc[1] * q[0][iw - d]; a += wc[2] * q[0][iw - 2 * d];
             xr[iw] = a;
         }
+        if (c->dx_half) cf__narrow_run((cf_bf16 *)(void *)dxc + (size_t)ih * c->in.w, xr, (size_t)c->in.w);
     }
-    if (c->bf16) cf__round_run(dxc, (size_t)c->in.h * c->in.w);   /* the plane is whole: rounded, still in cache */
+    if (c->bf16 && !c->dx_half) cf__round_run(dxc, (size_t)c->in.h * c->in.w);   /* the plane is whole: rounded, still in cache */
 }
-static void cf__dw3x3_plane_dw(float *dwc, float *xq, int Wp, const float *xc, const float *dyc, const cf__conv_call *c) {
+/* (16 bits: x widened as it is copied into xq, each row of dy into row first) */
+static void cf__dw3x3_plane_dw(float *dwc, float *xq, float *row, int Wp, const float *xc, const float *dyc, const cf__conv_call *c) {
     const cf_geom *g = c->g;
     int h, oh, t, dh = g->dil[1], d = g->dil[2];
     float a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0, a8 = 0;
-    for (h = 0; h < c->in.h; h++) memcpy(xq + (size_t)(h + g->pb[1]) * Wp + g->pb[2], xc + (size_t)h * c->in.w, sizeof(float) * c->in.w);
+    for (h = 0; h < c->in.h; h++)
+        if (c->x_half) cf__widen_run(xq + (size_t)(h + g->pb[1]) * Wp + g->pb[2], (const cf_bf16 *)(const void *)xc + (size_t)h * c->in.w, (size_t)c->in.w);
+        else memcpy(xq + (size_t)(h + g->pb[1]) * Wp + g->pb[2], xc + (size_t)h * c->in.w, sizeof(float) * c->in.w);
     for (oh = 0; oh < c->out.h; oh++) {
-        const float *dy = dyc + (size_t)oh * c->out.w, *r0 = xq + (size_t)oh * Wp, *r1 = r0 + (size_t)dh * Wp, *r2 = r1 + (size_t)dh * Wp;
+        const float *dy = c->half ? row : dyc + (size_t)oh * c->out.w, *r0 = xq + (size_t)oh * Wp, *r1 = r0 + (size_t)dh * Wp, *r2 = r1 + (size_t)dh * Wp;
+        if (c->half) cf__widen_run(row, (const cf_bf16 *)(const void *)dyc + (size_t)oh * c->out.w, (size_t)c->out.w);
         CF__OMP(omp simd reduction(+:a0, a1, a2, a3, a4, a5, a6, a7, a8))
         for (t = 0; t < c->out.w; t++) {
             a0 += dy[t] * r0[t]; a1 += dy[t] * r0[t + d]; a2 += dy[t] * r0[t + 2 * d];
@@ -7992,27 +8084,37 @@ static void cf__dw3x3_plane_dw(float *dwc, float *xq, int Wp, const float *xc, c
     }
     dwc[0] += a0; dwc[1] += a1; dwc[2] += a2; dwc[3] += a3; dwc[4] += a4; dwc[5] += a5; dwc[6] += a6; dwc[7] += a7; dwc[8] += a8;
 }
+/* a thread's floats: the padded planes of x and dy, a row of the wider of dy and dx */
+static size_t cf__dw3x3_bwd_floats(const cf__conv_call *c) {
+    const cf_geom *g = c->g;
+    return (size_t)(g->pb[2] + c->in.w + g->pa[2]) * (g->pb[1] + c->in.h + g->pa[1]) + (size_t)(c->out.w + 4 * g->dil[2]) * (c->out.h + 4 * g->dil[1]) +
+           (size_t)(c->in.w > c->out.w ? c->in.w : c->out.w);
+}
+static int cf__dw3x3_half_bwd_applies(const cf__conv_call *c) {
+    return (c->half || c->x_half || c->dx_half) && cf__dw3x3_bwd_applies(c) && c->bf16 && !c->x_raw && (size_t)cf__nthreads() * cf__dw3x3_bwd_floats(c) <= c->ws_floats;
+}
 static void cf__dw3x3_bwd(const cf__conv_call *c) {
     const cf_geom *g = c->g;
     int Wp = g->pb[2] + c->in.w + g->pa[2], Hp = g->pb[1] + c->in.h + g->pa[1], Wq = c->out.w + 4 * g->dil[2], Hq = c->out.h + 4 * g->dil[1];
-    size_t iv = cf__positions(c->in), ov = cf__positions(c->out), per = (size_t)Wp * Hp + (size_t)Wq * Hq;
-    int nth = cf__nthreads();
-    float *buf = (float *)CF_MALLOC(sizeof(float) * per * nth);   /* each thread's padded planes of x and dy */
+    size_t iv = cf__positions(c->in), ov = cf__positions(c->out), per = cf__dw3x3_bwd_floats(c);
+    int nth = cf__nthreads(), halves = c->half || c->x_half || c->dx_half;
+    float *buf = halves ? c->ws : (float *)CF_MALLOC(sizeof(float) * per * nth);   /* each thread's padded planes of x and dy (16 bits: the workspace's) */
     if (!buf) { cf__dw_rows_bwd(c); return; }                      /* no room: the rows path (it stores dx too) */
     CF__OMP(omp parallel num_threads(nth))
     {
-        float *xq = buf + per * cf__thread_id(), *dq = xq + (size_t)Wp * Hp;
+        float *xq = buf + per * cf__thread_id(), *dq = xq + (size_t)Wp * Hp, *row = dq + (size_t)Wq * Hq;
         int ch, bi;
         memset(xq, 0, sizeof(float) * per);   /* the padding stays zero: only the inside is copied */
         CF__OMP(omp for schedule(static))
         for (ch = 0; ch < c->in.c; ch++)   /* a channel's dw and dx belong to one thread */
             for (bi = 0; bi < c->B; bi++) {
                 size_t plane = (size_t)bi * c->in.c + ch;
-                cf__dw3x3_plane_dw(c->dw + (size_t)ch * 9, xq, Wp, c->x + plane * iv, c->dy + plane * ov, c);
-                if (c->dx) cf__dw3x3_plane_dx(c->dx + plane * iv, dq, Wq, c->dy + plane * ov, c->w + (size_t)ch * 9, c);
+                cf__dw3x3_plane_dw(c->dw + (size_t)ch * 9, xq, row, Wp, cf__elt(c->x, c->x_half, plane * iv), cf__elt(c->dy, c->half, plane * ov), c);
+                if (c->dx)
+                    cf__dw3x3_plane_dx(cf__elt(c->dx, c->dx_half, plane * iv), dq, row, Wq, cf__elt(c->dy, c->half, plane * ov), c->w + (size_t)ch * 9, c);
             }
     }
-    CF_FREE(buf);
+    if (!halves) CF_FREE(buf);
 }
 
 /* ---- max pooling with disjoint 2x2 windows on height and width and 1 or 2 on depth (k = s,
@@ -8124,7 +8226,7 @@ static const cf__conv_path cf__conv_fwd_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
     {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run, 1, 1, 0},
-    {CF__K_BF16, cf__bf16_pw_half_fwd_applies, cf__bf16_pw_half_fwd, 1, 1, 0},
+    {CF__K_BF16, cf__bf16_pw_half_fwd_applies, cf__bf16_pw_half_fwd, 1, 2, 0},
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd, 1, 0, 0},
     {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 1, 0, 0},
     {CF__K_BF16, cf__bf16_cols_applies, cf__bf16_cols_fwd, 1, 0, 0},
@@ -8140,7 +8242,7 @@ static const cf__conv_path cf__conv_fwd_paths[] = {
 static const cf__conv_path cf__conv_bww_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
-    {CF__K_BF16, cf__bf16_pw_half_applies, cf__bf16_pw_half_bww, 0, 1, 0},
+    {CF__K_BF16, cf__bf16_pw_half_applies, cf__bf16_pw_half_bww, 0, 2, 0},
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww, 0, 0, 0},
     {CF__K_BF16, cf__bf16_taps_bww_applies, cf__bf16_taps_bww, 0, 1, 0},
     {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww, 0, 0, 0},
@@ -8154,7 +8256,7 @@ static const cf__conv_path cf__conv_bww_paths[] = {
 static const cf__conv_path cf__conv_bwd_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
-    {CF__K_BF16, cf__bf16_pw_half_bwd_applies, cf__bf16_pw_half_bwd, 1, 1, 1},
+    {CF__K_BF16, cf__bf16_pw_half_bwd_applies, cf__bf16_pw_half_bwd, 1, 2, 1},
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd, 1, 0, 1},
     {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run, 0, 1, 1},
     {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 1, 0, 1},
@@ -8183,12 +8285,14 @@ static const cf__pool_path cf__pool_bwd_paths[] = {
     {-1, NULL, NULL, 0}};
 static const cf__conv_path cf__dwconv_fwd_paths[] = {
 #ifndef CF_REFERENCE
+    {CF__K_DIRECT, cf__dw3x3_half_applies, cf__dw3x3_fwd, 1, 2, 0},
     {CF__K_DIRECT, cf__dw3x3_applies, cf__dw3x3_fwd, 1, 0, 0},
     {CF__K_BF16, cf__dw_rounded_applies, cf__dw_rounded_fwd, 1, 0, 0},
 #endif
     {-1, NULL, NULL, 0, 0, 0}};
 static const cf__conv_path cf__dwconv_bwd_paths[] = {   /* both halves at once: dw and dx */
 #ifndef CF_REFERENCE
+    {CF__K_DIRECT, cf__dw3x3_half_bwd_applies, cf__dw3x3_bwd, 1, 2, 1},
     {CF__K_DIRECT, cf__dw3x3_bwd_applies, cf__dw3x3_bwd, 1, 0, 1},
     {CF__K_DIRECT, cf__dw_rows_applies, cf__dw_rows_bwd, 1, 0, 1},
 #endif
@@ -8330,18 +8434,23 @@ CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const fl
 /* depthwise: y = act(dwconv(x, w) + b), stored rounded to bf16 when bf16 (a bf16 network,
    section 5), by its path or the reference; the backward's path does dw and dx in one pass,
    the dispatcher db (as for every convolution) */
+/* halves: as the convolutions' (CF__HALF_*: the plan has made sure a path takes them, in the
+   workspace ws) */
 static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                 int act, float slope, int bf16) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, bf16);
+                                 int act, float slope, int bf16, int halves, float *ws, size_t ws_floats) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
-    if ((p = cf__conv_pick(cf__dwconv_fwd_paths, &c))) p->run(&c);
+    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_IN));
+    p = cf__conv_pick(cf__dwconv_fwd_paths, &c);
+    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_IN)) || p);
+    if (p) p->run(&c);
     else cf__dwconv_forward_ref(y, x, w, b, B, in, out, g, act, slope);
     if (bf16 && !(p && p->rounds)) cf_bf16_round(y, (size_t)B * cf_shape_size(out));
 }
 CFDEF void cf_dwconv_forward(float *y, const float *x, const float *w, const float *b,
                              int B, cf_shape in, cf_shape out, const cf_geom *g) {
-    cf__dwconv_forward_p(y, x, w, b, B, in, out, g, CF_ACT_LINEAR, 0.0f, 0);
+    cf__dwconv_forward_p(y, x, w, b, B, in, out, g, CF_ACT_LINEAR, 0.0f, 0, 0, NULL, 0);
 }
 static const char *cf__dwconv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g) {
     cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, 0);
@@ -8351,21 +8460,23 @@ static const char *cf__dwconv_path(int op, int B, cf_shape in, cf_shape out, con
 /* bf16: dx stored rounded, by the path that rounds or after it (as every convolution's);
    store: as cf__conv_backward_data_p's */
 static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in, cf_shape out,
-                                  const cf_geom *g, int bf16, int store) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, bf16);
+                                  const cf_geom *g, int bf16, int store, int halves, float *ws, size_t ws_floats) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.dx = dx; c.dw = dw; c.dy = dy; c.x = x; c.w = w;
-    if (db) cf__bias_grad(db, dy, B, in.c, (size_t)out.d * out.h * out.w);
+    cf__conv_halves(&c, halves & CF__HALF_ALL);
+    if (db) cf__bias_grad_p(db, dy, c.half, B, in.c, (size_t)out.d * out.h * out.w);
     p = cf__conv_pick(cf__dwconv_bwd_paths, &c);
+    CF_ASSERT(!(halves & CF__HALF_ALL) || p);
     c.dx_store = store && p && p->stores;
     if (store && dx && !c.dx_store) cf__zero_floats(dx, (size_t)B * cf_shape_size(in));
     if (p) p->run(&c);
     else cf_ref_dwconv_backward(dx, dw, NULL, dy, x, w, B, in, out, g);
-    if (bf16 && dx && !(p && p->rounds)) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));
+    if (bf16 && dx && !(p && p->rounds)) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));   /* (a 16-bit dx: rounded by the path) */
 }
 CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                               const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g) {
-    cf__dwconv_backward_p(dx, dw, db, dy, x, w, B, in, out, g, 0, 0);
+    cf__dwconv_backward_p(dx, dw, db, dy, x, w, B, in, out, g, 0, 0, 0, NULL, 0);
 }
 
 /* ---- the storage forms of section 3's passes and section 5's copies and sums: the same
@@ -8419,21 +8530,32 @@ static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float
     }
     return fuse || !rnd || !dx;
 }
+static void cf__bn_act_backward_p(float *dy, const float *x, int x_half, const float *gamma, const float *beta, const float *mean, const float *invstd,
+                                  int B, int C, size_t P, int act, float slope, int rnd) {
+    int c;
+    if (!x_half && !rnd) { cf__bn_act_backward(dy, x, gamma, beta, mean, invstd, B, C, P, act, slope); return; }
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a, y[CF__STRETCH], xb[CF__STRETCH];
+        size_t p0, p, n, at;
+        int b;
+        for (b = 0; b < B; b++)
+            for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
+                n = P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH;
+                at = ((size_t)b * C + c) * P + p0;
+                if (x_half) cf__widen_run(xb, (const cf_bf16 *)(const void *)x + at, n);
+                cf__bn_apply_run(y, x_half ? xb : x + at, a, sh, n, act, slope);
+                if (rnd) cf__round_run(y, n);   /* (as the forward stored it) */
+                for (p = 0; p < n; p++) dy[at + p] = cf__act_df(dy[at + p], y[p], act, slope);
+            }
+    }
+}
+
 /* ---- batch norm on an input stored in 16 bits (section 6, halves: a bf16 conv's output whose
    one reader is the batch norm, and the gradient over it).  Section 3's loops on the same
    chunks and stretches, each first widened into a buffer of the thread's (exact: the values
    are bf16): the same sums in the same order, so the bits of fp32 storage; dx rounded to bf16
    as it is stored in 16 bits.  Half the bytes of x and dx read and written. */
-static void cf__widen_run(float *to, const cf_bf16 *h, size_t n) {
-    size_t p;
-    for (p = 0; p < n; p++) { uint32_t u = (uint32_t)h[p] << 16; memcpy(to + p, &u, 4); }
-}
-/* v rounded to bf16 (in place), then stored as its upper halves */
-static void cf__narrow_run(cf_bf16 *to, float *v, size_t n) {
-    size_t p;
-    cf__round_run(v, n);
-    for (p = 0; p < n; p++) { uint32_t u; memcpy(&u, v + p, 4); to[p] = (cf_bf16)(u >> 16); }
-}
 static double cf__bn_sum_half(const cf_bf16 *x, int B, int C, int c, size_t P, float center, int squared) {
     float buf[CF__BN_CHUNK];
     double s = 0.0;
@@ -8744,14 +8866,31 @@ static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy
 
 /* ---- what the memory plan may store in 16 bits (section 6, halves): conv l's operands when
    each of its operations has a half path, max pool p's input and (y_half) output */
+/* the path a call with 16-bit operands takes computes the bits the same call on fp32 storage
+   gets: it is that path, or its twin (half = 2) */
+static int cf__same_sums(const cf__conv_path *table, const cf__conv_call *c) {
+    cf__conv_call c32 = *c;
+    const cf__conv_path *p = cf__conv_pick(table, c), *p32;
+    cf__conv_halves(&c32, 0);
+    p32 = cf__conv_pick(table, &c32);
+    return p && (p == p32 || (p->half == 2 && p + 1 == p32));
+}
 static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int dinput, int halves) {
     static const float some_bias = 0.0f;   /* (the paths ask only whether there is one) */
     cf__conv_call c = cf__conv_make(net->batch, l->in, l->out, &l->g, l->groups, NULL, net->priv->ws_floats, 1);
     if (l->type != CF_L_CONV || l->depthwise || l->n_src != 1) return 0;
     c.b = l->has_bias ? &some_bias : NULL; c.act = l->act; c.slope = l->slope;
     cf__conv_halves(&c, halves);
-    if (!cf__conv_pick(cf__conv_fwd_paths, &c) || !cf__conv_pick(cf__conv_bww_paths, &c)) return 0;
-    return (l->src[0] < 0 && !dinput) || cf__conv_pick(cf__conv_bwd_paths, &c) != NULL;
+    if (!cf__same_sums(cf__conv_fwd_paths, &c) || !cf__same_sums(cf__conv_bww_paths, &c)) return 0;
+    return (l->src[0] < 0 && !dinput) || cf__same_sums(cf__conv_bwd_paths, &c);
+}
+static int cf__dwconv_takes_halves(cf_net *net, const cf_layer *l, int halves) {
+    static const float some_bias = 0.0f;
+    cf__conv_call c = cf__conv_make(net->batch, l->in, l->out, &l->g, l->in.c, NULL, net->priv->ws_floats, 1);
+    if (l->type != CF_L_CONV || !l->depthwise || l->n_src != 1) return 0;
+    c.b = l->has_bias ? &some_bias : NULL; c.act = l->act; c.slope = l->slope;
+    cf__conv_halves(&c, halves);
+    return cf__same_sums(cf__dwconv_fwd_paths, &c) && cf__same_sums(cf__dwconv_bwd_paths, &c);
 }
 static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half) {
     cf__pool_call pc = cf__pool_make(net->batch, p->in, p->out, &p->g, 1);
