@@ -1961,6 +1961,8 @@ CFDEF int cf_fast_path_on(const char *kind) {
    or dy (backward), CF__HALF_IN x, CF__HALF_DIN dx; CF__RAW_IN: x is the network's input, not
    yet rounded (its readers round it as they read it, section 6) */
 enum { CF__HALF_OUT = 1, CF__HALF_IN = 2, CF__HALF_DIN = 4, CF__RAW_IN = 8, CF__HALF_ALL = 7 };
+/* which of a GEMM's A, B and C are stored in 16 bits (section 11, the bf16 GEMM) */
+enum { CF__GEMM_HALF_A = 1, CF__GEMM_HALF_B = 2, CF__GEMM_HALF_C = 4 };
 /* convolutions (cf_conv_forward_act and its backward halves; the arguments of section 3's
    references, then bf16, halves and store as above) */
 static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
@@ -1978,9 +1980,9 @@ static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *
 static const char *cf__dwconv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g);
 /* transposed convolutions; the backward's dx rounded when rnd_dx: returns whether it was */
 static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                 float *ws, size_t ws_floats, int bf16);
+                                 float *ws, size_t ws_floats, int bf16, int halves);
 static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in,
-                                 cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int rnd_dx, int store);
+                                 cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int rnd_dx, int store, int halves);
 static const char *cf__deconv_path(int bf16);
 /* pooling; half, y_half: x, y stored in 16 bits */
 static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max);
@@ -1999,14 +2001,16 @@ static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float
    stored it (rnd: a bf16 network's) */
 static void cf__bn_act_backward_p(float *dy, const float *x, int x_half, const float *gamma, const float *beta, const float *mean, const float *invstd,
                                   int B, int C, size_t P, int act, float slope, int rnd);
-/* the same three (the statistics, cf__bn_apply, cf_bn_backward) on an input x and its gradient
-   dx stored in 16 bits (section 6, halves), a batch of this rank's alone; y is fp32 and rounded */
+/* the same three (the statistics, cf__bn_apply, cf_bn_backward with the activation's
+   derivative) on x, y, dy, dx each in fp32 or 16 bits (section 6, halves), a batch of this
+   rank's alone (not synchronized); y and dx rounded (a bf16 network's) */
 static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B, int C, size_t P,
                               int train, float momentum, float eps);
-static void cf__bn_apply_half(float *y, const cf_bf16 *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                              int B, int C, size_t P, int act, float slope);
-static void cf__bn_backward_half(cf_bf16 *dx, float *dgamma, float *dbeta, const float *dy, const cf_bf16 *x, const float *gamma,
-                                 const float *mean, const float *invstd, int B, int C, size_t P, int train, int store);
+static void cf__bn_apply_h(float *y, int y_half, const float *x, int x_half, const float *gamma, const float *beta, const float *mean, const float *invstd,
+                           int B, int C, size_t P, int act, float slope);
+static void cf__bn_backward_h(float *dx, int dx_half, float *dgamma, float *dbeta, const float *dy, int dy_half, const float *x, int x_half,
+                              const float *gamma, const float *beta, const float *mean, const float *invstd, int B, int C, size_t P, int train,
+                              int store, int act, float slope, int rnd);
 /* the elementwise passes of copies and sums: dx += dy (store: dx = 0 + dy; dx NULL: nothing);
    y = the sum of n_src tensors in source order; rnd: rounded as stored.  These and batch
    norm's return 1 when what they stored needs no rounding pass after them. */
@@ -2017,6 +2021,7 @@ static int cf__sum_p(float *y, const float *const *src, int n_src, size_t n, int
 static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int dinput, int halves);
 static int cf__dwconv_takes_halves(cf_net *net, const cf_layer *l, int halves);
 static size_t cf__pointwise_ws_floats(void);
+static int cf__deconv_takes_halves(cf_net *net, const cf_layer *l, int halves);
 static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half);
 
 /* ================================================================ 5. networks
@@ -2612,7 +2617,7 @@ static void cf__deconv_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *y = cf__out(net, i);
     cf__deconv_forward_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, net->priv->ws,
-                         net->priv->ws_floats, cf__rounds(net, i));
+                         net->priv->ws_floats, cf__rounds(net, i), cf__conv_layer_halves(net, i));
     cf_act_forward(y, cf__n_out(net, l), l->act, l->slope);
 }
 static void cf__deconv_backward(cf_net *net, int i) {
@@ -2623,7 +2628,7 @@ static void cf__deconv_backward(cf_net *net, int i) {
     net->priv->stored_bf16 =
         cf__deconv_backward_p(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), net->batch, l->in,
                               l->out, &l->g, net->priv->ws, net->priv->ws_floats, cf__rounds(net, i), cf__rounds_grad(net, l->src[0]),
-                              cf__stores_grad(net, l, 0));
+                              cf__stores_grad(net, l, 0), cf__conv_layer_halves(net, i));
 }
 
 /* ---- [maxpool], [avgpool]: stride = size unless given */
@@ -2892,17 +2897,21 @@ static int cf__bn_parse(cf__parser *p, cf_layer *l) {
     l->s_n = 2 * (size_t)l->in.c;        /* running mean, running var */
     return CF_OK;
 }
-/* (its input and the gradient over it in 16 bits: section 6, halves) */
+/* its input and the gradient over it in 16 bits, its output and its gradient (section 6, halves) */
 static int cf__bn_half(const cf_net *net, const cf_layer *l) { return l->src[0] >= 0 && net->priv->plan.l[l->src[0]].half; }
+static int cf__bn_dx_half(const cf_net *net, const cf_layer *l) { return l->src[0] >= 0 && net->priv->plan.l[l->src[0]].grad_half; }
 static void cf__bn_forward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *st = net->stats + l->s_off, *sv = net->priv->bn_save + l->s_off, *y = cf__out(net, i);
-    int C = l->in.c;
-    if (cf__bn_half(net, l)) {
-        const cf_bf16 *x = (const cf_bf16 *)(const void *)cf__in(net, l, 0);
-        if (!net->priv->rebuilding)
-            cf__bn_stats_half(x, st, st + C, sv, sv + C, net->batch, C, cf__per_channel(l->in), net->priv->bn_train, l->momentum, l->eps);
-        cf__bn_apply_half(y, x, cf__w(net, l), cf__b(net, l), sv, sv + C, net->batch, C, cf__per_channel(l->in), l->act, l->slope);
+    int C = l->in.c, x_half = cf__bn_half(net, l), y_half = net->priv->plan.l[i].half;
+    if (x_half || y_half) {
+        const float *x = cf__in(net, l, 0);
+        if (!net->priv->rebuilding && x_half)
+            cf__bn_stats_half((const cf_bf16 *)(const void *)x, st, st + C, sv, sv + C, net->batch, C, cf__per_channel(l->in), net->priv->bn_train,
+                              l->momentum, l->eps);
+        else if (!net->priv->rebuilding)
+            cf__bn_stats(x, st, st + C, sv, sv + C, net->batch, C, cf__per_channel(l->in), net->priv->bn_train, l->momentum, l->eps, NULL);
+        cf__bn_apply_h(y, y_half, x, x_half, cf__w(net, l), cf__b(net, l), sv, sv + C, net->batch, C, cf__per_channel(l->in), l->act, l->slope);
         net->priv->stored_bf16 = 1;
         return;
     }
@@ -2915,16 +2924,17 @@ static void cf__bn_forward_layer(cf_net *net, int i) {
 static void cf__bn_backward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *mean = net->priv->bn_save + l->s_off, *dy = cf__grad(net, i);   /* mean, 1/std: what forward used */
-    int C = l->in.c;
-    if (l->act != CF_ACT_LINEAR)   /* (its output computed again from x: not kept for this) */
-        cf__bn_act_backward_p(dy, cf__in(net, l, 0), cf__bn_half(net, l), cf__w(net, l), cf__b(net, l), mean, mean + C, net->batch, C,
-                              cf__per_channel(l->in), l->act, l->slope, cf__rounds(net, i));
-    if (cf__bn_half(net, l)) {
-        cf__bn_backward_half((cf_bf16 *)(void *)cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, (const cf_bf16 *)(const void *)cf__in(net, l, 0),
-                             cf__w(net, l), mean, mean + C, net->batch, C, cf__per_channel(l->in), net->priv->bn_train, cf__stores_grad(net, l, 0));
+    int C = l->in.c, x_half = cf__bn_half(net, l), dy_half = net->priv->plan.l[i].grad_half, dx_half = cf__bn_dx_half(net, l);
+    if (x_half || dy_half || dx_half) {   /* (16 bits: the activation's derivative taken as dy is read) */
+        cf__bn_backward_h(cf__in_grad(net, l, 0), dx_half, cf__dw(net, l), cf__db(net, l), dy, dy_half, cf__in(net, l, 0), x_half, cf__w(net, l),
+                          cf__b(net, l), mean, mean + C, net->batch, C, cf__per_channel(l->in), net->priv->bn_train, cf__stores_grad(net, l, 0), l->act,
+                          l->slope, cf__rounds_grad(net, l->src[0]));
         net->priv->stored_bf16 = 1;
         return;
     }
+    if (l->act != CF_ACT_LINEAR)   /* (its output computed again from x: not kept for this) */
+        cf__bn_act_backward_p(dy, cf__in(net, l, 0), 0, cf__w(net, l), cf__b(net, l), mean, mean + C, net->batch, C, cf__per_channel(l->in), l->act,
+                              l->slope, cf__rounds(net, i));
     net->priv->stored_bf16 =
         cf__bn_backward_p(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), mean, mean + C,
                           net->batch, C, cf__per_channel(l->in), net->priv->bn_train, net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL,
@@ -3907,12 +3917,16 @@ static int cf__split_buffers(cf_net *net, int B) {
                 path "fusion": the largest tensors' gradients, their zeroing and an
                 activation pass disappear, with the same bits)
      halves     in a bf16 network, blocks stored as bf16 in 16 bits where every operation
-                on them has a path that reads and writes 16 bits (fast path "bf16"): a fused
-                conv's output and the gradient written over it, a max pool's output and
-                gradient between such convs; and the network's input read as given, its
-                readers rounding it (no rounded copy).  The same bits as fp32 storage, in
-                half the memory and traffic
-     lives      when each block is alive.  Cheap outputs that backward reads (batch norm,
+                on them has a path that reads and writes 16 bits and computes the sums fp32
+                storage gets (fast path "bf16"): a fused conv's output and the gradient
+                written over it, a max pool's output and gradient between such convs; a
+                conv's output and gradient when a batch norm alone reads it, a depthwise
+                conv's when a pointwise conv alone reads it (DeepCAM); and the network's
+                input read as given, its readers rounding it (no rounded copy).  The same
+                bits as fp32 storage, in half the memory and traffic
+     lives      when each block is alive (a batch norm's backward reads its input, not its
+                output: its activation's derivative takes y computed again from x, section
+                5).  Cheap outputs that backward reads (batch norm,
                 activations, sums, concatenations, depthwise convolutions) are dropped after
                 their forward readers and rebuilt from their inputs just before the first
                 backward that reads them (fast path "recompute": one more elementwise pass
@@ -4023,6 +4037,17 @@ static int cf__dw_to_conv_half(cf_net *net, int i) {
         return 0;
     return cf__dwconv_takes_halves(net, l, CF__HALF_OUT | cf__planned_input(net, l)) && cf__conv_takes_halves(net, &net->layers[j], 1, CF__HALF_IN | CF__HALF_DIN);
 }
+/* a batch norm's output and the gradient over it when its one reader is a conv (depthwise or
+   not) or a transposed conv that reads that input and writes its gradient in 16 bits (the
+   batch norm writes y and reads dy so, its activation's derivative taken from x) */
+static int cf__bn_to_half(cf_net *net, int i) {
+    const cf_layer *l = &net->layers[i], *r;
+    int j = cf__only_reader(net, i), in = CF__HALF_IN | CF__HALF_DIN;
+    if (l->type != CF_L_BATCHNORM || !cf__rounds(net, i) || net->priv->bn_sync.reduce || j <= i || !cf__rounds(net, j)) return 0;
+    r = &net->layers[j];
+    if (r->type == CF_L_CONV) return r->depthwise ? cf__dwconv_takes_halves(net, r, in) : cf__conv_takes_halves(net, r, 1, in);
+    return r->type == CF_L_DECONV && cf__deconv_takes_halves(net, r, in);
+}
 static void cf__plan_halves(cf_net *net, int i, int flags) {
     cf__plan_layer *pl = &net->priv->plan.l[i];
     const cf_layer *l = &net->layers[i];
@@ -4033,7 +4058,7 @@ static void cf__plan_halves(cf_net *net, int i, int flags) {
         pl->half = cf__conv_takes_halves(net, l, (flags & CF__PLAN_DINPUT) != 0, CF__HALF_ALL) && cf__pool_takes_halves(net, &net->layers[pl->fused_pool], 0);
         return;
     }
-    if (i < n - 1 && (cf__conv_to_bn_half(net, i, flags) || cf__dw_to_conv_half(net, i))) { pl->half = pl->grad_half = 1; return; }
+    if (i < n - 1 && (cf__conv_to_bn_half(net, i, flags) || cf__dw_to_conv_half(net, i) || cf__bn_to_half(net, i))) { pl->half = pl->grad_half = 1; return; }
     if (l->type != CF_L_MAXPOOL || i == n - 1 || l->src[0] < 0 || !net->priv->plan.l[l->src[0]].half) return;
     if (!(readers = cf__readers_take_halves(net, i, flags)) || !cf__pool_takes_halves(net, l, 1)) return;
     pl->half = 1;
@@ -7229,7 +7254,6 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uin
    unless all of op(A) was packed before (A_all: the task's rows, K2 pairs each).  col, made:
    op(B) made from x (cf__pack_b; then Ap and Bp are there).  halves: which of A, B and C are
    stored in 16 bits (CF__GEMM_HALF_*; then Ap and Bp are there, and a 16-bit C's sum is one chunk). */
-enum { CF__GEMM_HALF_A = 1, CF__GEMM_HALF_B = 2, CF__GEMM_HALF_C = 4 };
 static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                                int n0, int nb, int q0, int q1, uint32_t *Ap, uint32_t *Bp, const uint32_t *A_all, int rnd,
                                const cf__col_src *col, float *made, int halves) {
@@ -8580,30 +8604,51 @@ static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float
         cf__bn_set(c, mean, var, n, rmean, rvar, save_mean, save_invstd, momentum, eps);
     }
 }
-static void cf__bn_apply_half(float *y, const cf_bf16 *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                              int B, int C, size_t P, int act, float slope) {
+/* y = act(a x + sh) rounded, x and y each in fp32 or (x_half, y_half) in 16 bits */
+static void cf__bn_apply_h(float *y, int y_half, const float *x, int x_half, const float *gamma, const float *beta, const float *mean, const float *invstd,
+                           int B, int C, size_t P, int act, float slope) {
     int c;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
-        float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a, buf[CF__STRETCH];
+        float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a, xb[CF__STRETCH], yb[CF__STRETCH];
         size_t p0, n, at;
         int b;
         for (b = 0; b < B; b++)
             for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
+                float *yr;
                 n = P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH;
                 at = ((size_t)b * C + c) * P + p0;
-                cf__widen_run(buf, x + at, n);
-                cf__bn_apply_run(y + at, buf, a, sh, n, act, slope);
-                cf__round_run(y + at, n);
+                if (x_half) cf__widen_run(xb, (const cf_bf16 *)(const void *)x + at, n);
+                yr = y_half ? yb : y + at;
+                cf__bn_apply_run(yr, x_half ? xb : x + at, a, sh, n, act, slope);
+                if (y_half) cf__narrow_run((cf_bf16 *)(void *)y + at, yr, n);
+                else cf__round_run(yr, n);
             }
     }
 }
-static void cf__bn_backward_half(cf_bf16 *dx, float *dgamma, float *dbeta, const float *dy, const cf_bf16 *x, const float *gamma,
-                                 const float *mean, const float *invstd, int B, int C, size_t P, int train, int store) {
+/* n <= CF__STRETCH values of dy from at (16 bits: dy_half) into d, times the activation's
+   derivative at y = act(a x + sh) rounded (x's values in xv), as cf__bn_act_backward_p leaves
+   them in an fp32 dy */
+static void cf__bn_dy_run(float *d, const float *dy, int dy_half, size_t at, const float *xv, size_t n, float a, float sh, int act, float slope) {
+    float y[CF__STRETCH];
+    size_t p;
+    if (dy_half) cf__widen_run(d, (const cf_bf16 *)(const void *)dy + at, n);
+    else memcpy(d, dy + at, n * sizeof(float));
+    if (act == CF_ACT_LINEAR) return;
+    cf__bn_apply_run(y, xv, a, sh, n, act, slope);
+    cf__round_run(y, n);
+    for (p = 0; p < n; p++) d[p] = cf__act_df(d[p], y[p], act, slope);
+}
+/* cf_bn_backward with the activation's derivative (y computed again from x) on x, dy and dx
+   each in fp32 or 16 bits (x_half, dy_half, dx_half); dx stored or added (store), rounded as
+   it is stored (16 bits, or rnd) */
+static void cf__bn_backward_h(float *dx, int dx_half, float *dgamma, float *dbeta, const float *dy, int dy_half, const float *x, int x_half,
+                              const float *gamma, const float *beta, const float *mean, const float *invstd, int B, int C, size_t P, int train,
+                              int store, int act, float slope, int rnd) {
     int c;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
-        float xb[CF__STRETCH], v[CF__STRETCH];
+        float xb[CF__STRETCH], d[CF__STRETCH], v[CF__STRETCH], a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a;
         double sdy = 0.0, sdyx = 0.0;
         cf__bn_dx_coef k;
         size_t r, n, p, at;
@@ -8611,10 +8656,13 @@ static void cf__bn_backward_half(cf_bf16 *dx, float *dgamma, float *dbeta, const
         k.m = mean[c]; k.is = invstd[c];
         for (b = 0; b < B; b++)   /* the sums of dy and dy xhat, as cf__bn_dsums */
             for (r = 0; r < P; r += CF__BN_CHUNK) {
+                const float *xv;
                 n = P - r < CF__BN_CHUNK ? P - r : CF__BN_CHUNK;
                 at = ((size_t)b * C + c) * P + r;
-                cf__widen_run(xb, x + at, n);
-                cf__bn_chunk_dsums(dy + at, xb, n, k.m, k.is, &sdy, &sdyx);
+                if (x_half) cf__widen_run(xb, (const cf_bf16 *)(const void *)x + at, n);
+                xv = x_half ? xb : x + at;
+                cf__bn_dy_run(d, dy, dy_half, at, xv, n, a, sh, act, slope);
+                cf__bn_chunk_dsums(d, xv, n, k.m, k.is, &sdy, &sdyx);
             }
         dgamma[c] += (float)sdyx;
         dbeta[c] += (float)sdy;
@@ -8622,15 +8670,21 @@ static void cf__bn_backward_half(cf_bf16 *dx, float *dgamma, float *dbeta, const
         if (!dx) continue;
         for (b = 0; b < B; b++)   /* dx, as cf__bn_backward_p: 0 + the term (store) or the term added */
             for (r = 0; r < P; r += CF__STRETCH) {
+                const float *xv;
+                float *o;
                 n = P - r < CF__STRETCH ? P - r : CF__STRETCH;
                 at = ((size_t)b * C + c) * P + r;
-                cf__widen_run(xb, x + at, n);
-                if (store) for (p = 0; p < n; p++) v[p] = 0.0f + k.k * (dy[at + p] - k.k1 - (xb[p] - k.m) * k.is * k.k2);
+                if (x_half) cf__widen_run(xb, (const cf_bf16 *)(const void *)x + at, n);
+                xv = x_half ? xb : x + at;
+                cf__bn_dy_run(d, dy, dy_half, at, xv, n, a, sh, act, slope);
+                o = dx_half ? v : dx + at;
+                if (store) for (p = 0; p < n; p++) o[p] = 0.0f + k.k * (d[p] - k.k1 - (xv[p] - k.m) * k.is * k.k2);
                 else {
-                    cf__widen_run(v, dx + at, n);
-                    for (p = 0; p < n; p++) v[p] += k.k * (dy[at + p] - k.k1 - (xb[p] - k.m) * k.is * k.k2);
+                    if (dx_half) cf__widen_run(v, (const cf_bf16 *)(const void *)dx + at, n);
+                    for (p = 0; p < n; p++) o[p] += k.k * (d[p] - k.k1 - (xv[p] - k.m) * k.is * k.k2);
                 }
-                cf__narrow_run(dx + at, v, n);
+                if (dx_half) cf__narrow_run((cf_bf16 *)(void *)dx + at, v, n);
+                else if (rnd) cf__round_run(o, n);
             }
     }
 }
@@ -8663,34 +8717,54 @@ static int cf__sum_p(float *y, const float *const *src, int n_src, size_t n, int
 
 /* ---- the transposed convolution: section 3's loops with another GEMM (the bf16 GEMM where a
    convolution's bf16 GEMM path would be picked: kind bf16 on, and cf__bf16_gemm_applies), its
-   dx stored (store: beta 0) and, by the bf16 GEMM that rounds as it stores, rounded */
-static void cf__deconv_forward_with(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
+   dx stored (store: beta 0) and, by the bf16 GEMM that rounds as it stores, rounded.  x and
+   dx may be stored in 16 bits (x_half, dx_half; section 6, halves): then the bf16 GEMM packs x
+   from 16 bits and stores dx in 16 bits, rounded (a sum of one chunk: out.c k^3 <= 2
+   CF__GEMM_KC), its buffers in gws (the workspace's second half), the same sums. */
+static void cf__gemm_halves(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                            int halves, float *gws) {
+#ifdef CF__BF16
+    int rc = cf__sgemm_bf16_r(rnd, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL, halves, gws);
+    CF_ASSERT(rc == 0);   /* (gws has the room: the plan checked, cf__deconv_takes_halves) */
+    (void)rc;
+#else
+    (void)rnd; (void)tA; (void)tB; (void)M; (void)N; (void)K; (void)A; (void)lda; (void)B; (void)ldb; (void)beta; (void)C; (void)ldc; (void)halves; (void)gws;
+    CF_ASSERT(!"16-bit operands without the bf16 GEMM");
+#endif
+}
+static void cf__deconv_forward_with(float *y, const float *x, int x_half, const float *w, const float *b, int B, cf_shape in, cf_shape out,
                                     const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm) {
     int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
     size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
     for (bi = 0; bi < B; bi++) {
-        const float *xb = x + (size_t)bi * in.c * P;
+        const float *xb = cf__elt(x, x_half, (size_t)bi * in.c * P);
         float *yb = y + (size_t)bi * out.c * Q;
         for (oc = 0; oc < out.c; oc++) for (q = 0; q < Q; q++) yb[(size_t)oc * Q + q] = b ? b[oc] : 0.0f;
         for (p0 = 0; p0 < P; p0 += tile) {
             size_t n = P - p0 < tile ? P - p0 : tile;
-            gemm(1, 0, K, (int)n, in.c, w, K, xb + p0, (int)P, 0.0f, col, (int)n);
+            if (x_half) cf__gemm_halves(0, 1, 0, K, (int)n, in.c, w, K, cf__elt(xb, 1, p0), (int)P, 0.0f, col, (int)n, CF__GEMM_HALF_B, col + ws_floats);
+            else gemm(1, 0, K, (int)n, in.c, w, K, xb + p0, (int)P, 0.0f, col, (int)n);
             cf__col2im(yb, col, out.c, out, in, g, p0, n);
         }
     }
 }
-static void cf__deconv_backward_with(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in,
-                                     cf_shape out, const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm, cf__gemm_fn gemm_dx, int store) {
+static void cf__deconv_backward_with(float *dx, int dx_half, float *dw, float *db, const float *dy, const float *x, int x_half, const float *w, int B,
+                                     cf_shape in, cf_shape out, const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm, cf__gemm_fn gemm_dx,
+                                     int store) {
     int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
     size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
     for (bi = 0; bi < B; bi++) {
-        const float *xb = x + (size_t)bi * in.c * P, *dyb = dy + (size_t)bi * out.c * Q;
+        const float *xb = cf__elt(x, x_half, (size_t)bi * in.c * P), *dyb = dy + (size_t)bi * out.c * Q;
         if (db) for (oc = 0; oc < out.c; oc++) { double s = 0.0; for (q = 0; q < Q; q++) s += dyb[(size_t)oc * Q + q]; db[oc] += (float)s; }
         for (p0 = 0; p0 < P; p0 += tile) {
             size_t n = P - p0 < tile ? P - p0 : tile;
             cf__im2col(col, dyb, out.c, out, in, g, p0, n);
-            gemm(0, 1, in.c, K, (int)n, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
-            if (dx) gemm_dx(0, 0, in.c, (int)n, K, w, K, col, (int)n, store ? 0.0f : 1.0f, dx + (size_t)bi * in.c * P + p0, (int)P);
+            if (x_half) cf__gemm_halves(0, 0, 1, in.c, K, (int)n, cf__elt(xb, 1, p0), (int)P, col, (int)n, 1.0f, dw, K, CF__GEMM_HALF_A, col + ws_floats);
+            else gemm(0, 1, in.c, K, (int)n, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
+            if (dx && dx_half)   /* (stored: its only writer) */
+                cf__gemm_halves(1, 0, 0, in.c, (int)n, K, w, K, col, (int)n, 0.0f, cf__elt(dx, 1, (size_t)bi * in.c * P + p0), (int)P, CF__GEMM_HALF_C,
+                                col + ws_floats);
+            else if (dx) gemm_dx(0, 0, in.c, (int)n, K, w, K, col, (int)n, store ? 0.0f : 1.0f, dx + (size_t)bi * in.c * P + p0, (int)P);
         }
     }
 }
@@ -8705,21 +8779,33 @@ static cf__gemm_fn cf__deconv_gemm(int bf16) {
     return cf__sgemm_fp32;
 }
 static const char *cf__deconv_path(int bf16) { return cf__deconv_gemm(bf16) == cf__sgemm_fp32 ? "reference" : cf__kind_names[CF__K_BF16]; }
+/* halves: CF__HALF_IN, CF__HALF_DIN (x, dx in 16 bits; the plan has checked, cf__deconv_takes_halves) */
 static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                 float *ws, size_t ws_floats, int bf16) {
+                                 float *ws, size_t ws_floats, int bf16, int halves) {
     cf__gemm_fn gemm = cf__deconv_gemm(bf16);
-    if (gemm == cf__sgemm_fp32) cf_deconv_forward(y, x, w, b, B, in, out, g, ws, ws_floats);
-    else cf__deconv_forward_with(y, x, w, b, B, in, out, g, ws, ws_floats, gemm);
+    if (gemm == cf__sgemm_fp32 && !(halves & CF__HALF_IN)) cf_deconv_forward(y, x, w, b, B, in, out, g, ws, ws_floats);
+    else cf__deconv_forward_with(y, x, (halves & CF__HALF_IN) != 0, w, b, B, in, out, g, ws, ws_floats, gemm);
 }
 static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in,
-                                 cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int rnd_dx, int store) {
+                                 cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int rnd_dx, int store, int halves) {
     cf__gemm_fn gemm = cf__deconv_gemm(bf16), gemm_dx = gemm;
+    int dx_half = (halves & CF__HALF_DIN) != 0;
 #ifdef CF__BF16
     if (rnd_dx && gemm == cf__sgemm_bf16) gemm_dx = cf__sgemm_bf16_rounded;   /* each tile's columns of dx get their one product there */
 #endif
-    if (gemm == cf__sgemm_fp32 && !store) cf_deconv_backward(dx, dw, db, dy, x, w, B, in, out, g, ws, ws_floats);
-    else cf__deconv_backward_with(dx, dw, db, dy, x, w, B, in, out, g, ws, ws_floats, gemm, gemm_dx, store);
-    return gemm_dx != gemm || !rnd_dx || !dx;
+    if (gemm == cf__sgemm_fp32 && !store && !(halves & (CF__HALF_IN | CF__HALF_DIN))) cf_deconv_backward(dx, dw, db, dy, x, w, B, in, out, g, ws, ws_floats);
+    else cf__deconv_backward_with(dx, dx_half, dw, db, dy, x, (halves & CF__HALF_IN) != 0, w, B, in, out, g, ws, ws_floats, gemm, gemm_dx, store);
+    return dx_half || gemm_dx != gemm || !rnd_dx || !dx;
+}
+static int cf__deconv_takes_halves(cf_net *net, const cf_layer *l, int halves) {
+#ifdef CF__BF16
+    size_t K = (size_t)l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2];
+    return cf__deconv_gemm(1) == cf__sgemm_bf16 && l->type == CF_L_DECONV && !(halves & (CF__HALF_OUT | CF__RAW_IN)) &&
+           net->priv->ws_floats >= cf__pointwise_ws_floats() && (!(halves & CF__HALF_DIN) || (K + 1) / 2 <= CF__GEMM_KC);
+#else
+    (void)net; (void)l; (void)halves;
+    return 0;
+#endif
 }
 
 #ifndef CF_REFERENCE
