@@ -1137,6 +1137,14 @@ static void cf__act_floats(float *y, size_t n, int act, float slope) {
     CF__ACT_SWITCH(act)
 #undef CF__ACT_LOOP
 }
+/* dy[i] = act'(y[i]) dy[i] on n values on the calling thread (the switch outside the loop, as
+   cf_act_backward's) */
+static void cf__act_backward_run(float *dy, const float *y, size_t n, int act, float slope) {
+    size_t i;
+#define CF__ACT_LOOP(A) do { for (i = 0; i < n; i++) dy[i] = cf__act_df(dy[i], y[i], A, slope); } while (0)
+    CF__ACT_SWITCH(act)
+#undef CF__ACT_LOOP
+}
 
 /* ================================================================ 2. sgemm */
 static float cf__at(const float *M, int ld, int trans, int r, int c) {
@@ -1580,14 +1588,14 @@ static void cf__bn_act_backward(float *dy, const float *x, const float *gamma, c
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
         float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a, y[CF__STRETCH];
-        size_t p0, p, n, at;
+        size_t p0, n, at;
         int b;
         for (b = 0; b < B; b++)
             for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
                 n = P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH;
                 at = ((size_t)b * C + c) * P + p0;
                 cf__bn_apply_run(y, x + at, a, sh, n, act, slope);
-                for (p = 0; p < n; p++) dy[at + p] = cf__act_df(dy[at + p], y[p], act, slope);
+                cf__act_backward_run(dy + at, y, n, act, slope);
             }
     }
 }
@@ -8561,7 +8569,7 @@ static void cf__bn_act_backward_p(float *dy, const float *x, int x_half, const f
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
         float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a, y[CF__STRETCH], xb[CF__STRETCH];
-        size_t p0, p, n, at;
+        size_t p0, n, at;
         int b;
         for (b = 0; b < B; b++)
             for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
@@ -8570,7 +8578,7 @@ static void cf__bn_act_backward_p(float *dy, const float *x, int x_half, const f
                 if (x_half) cf__widen_run(xb, (const cf_bf16 *)(const void *)x + at, n);
                 cf__bn_apply_run(y, x_half ? xb : x + at, a, sh, n, act, slope);
                 if (rnd) cf__round_run(y, n);   /* (as the forward stored it) */
-                for (p = 0; p < n; p++) dy[at + p] = cf__act_df(dy[at + p], y[p], act, slope);
+                cf__act_backward_run(dy + at, y, n, act, slope);
             }
     }
 }
@@ -8631,13 +8639,12 @@ static void cf__bn_apply_h(float *y, int y_half, const float *x, int x_half, con
    them in an fp32 dy */
 static void cf__bn_dy_run(float *d, const float *dy, int dy_half, size_t at, const float *xv, size_t n, float a, float sh, int act, float slope) {
     float y[CF__STRETCH];
-    size_t p;
     if (dy_half) cf__widen_run(d, (const cf_bf16 *)(const void *)dy + at, n);
     else memcpy(d, dy + at, n * sizeof(float));
     if (act == CF_ACT_LINEAR) return;
     cf__bn_apply_run(y, xv, a, sh, n, act, slope);
     cf__round_run(y, n);
-    for (p = 0; p < n; p++) d[p] = cf__act_df(d[p], y[p], act, slope);
+    cf__act_backward_run(d, y, n, act, slope);
 }
 /* cf_bn_backward with the activation's derivative (y computed again from x) on x, dy and dx
    each in fp32 or 16 bits (x_half, dy_half, dx_half); dx stored or added (store), rounded as
