@@ -24,7 +24,7 @@ static void flag_table(options *o) {
         {"--model", "M.cfg", FLAG_STR, &o->model, 0, 0, "network (default: the one in the --weights checkpoint)", NULL, NULL},
         {"--weights", "W", FLAG_STR, &o->weights, 0, 0, "checkpoint or weights directory (default: initial weights from --seed)", NULL, NULL},
         {"--input-shape", "S", FLAG_SHAPE, &o->shape, 0, 0, "CxDxHxW or CxHxW, replaces the cfg's input size (default: the cfg's)", NULL, &o->has_shape},
-        {"--summary", NULL, FLAG_SET, &o->summary, 1, 0, "one row per layer: type, output, parameters, MFLOP, the paths its forward, backward-weights and backward-data take; last line 'params N'", NULL, NULL},
+        {"--summary", NULL, FLAG_SET, &o->summary, 1, 0, "one row per layer: type, output, parameters, MFLOP, the bits its output and gradient are stored in (16 where a bf16 plan halves them), the paths its forward, backward-weights and backward-data take; last line 'params N'", NULL, NULL},
         {"--info", NULL, FLAG_SET, &o->info, 1, 0, "what the --weights checkpoint holds: model, input, state, its training record, CRC, format", NULL, NULL},
         {"--gradcheck", NULL, FLAG_SET, &o->gradcheck, 1, 0, "finite differences against backprop for every layer; exit 1 on failure", NULL, NULL},
         {"--batch", "B", FLAG_INT, &o->batch, 1, 4096, "batch for --gradcheck", NULL, NULL},
