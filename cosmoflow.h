@@ -5212,7 +5212,8 @@ CFDEF int cf_npy_write(const char *path, const cf_array *a) {
 
 /* ---- checkpoints: "CFCKPT03" | u64 cfg length | cfg text | i32 input C,D,H,W |
    u64 n_params, step, epoch, seed, n_stats | f64 best | u32 meta length | meta text |
-   params | stats | optimizer state (2 n_params) | CRC32C of everything before it.  The meta
+   params | stats | optimizer state (2 n_params; a slot the network does not hold, SGD's second,
+   written as zeros) | CRC32C of everything before it.  The meta
    text is what the training tool records of its run (key=value lines: optimizer, input
    transform, ...), and the line "updates=N" when the optimizer updates differ from the steps
    (gradient lag, skipped steps; older checkpoints: as many as steps).  Still read:
