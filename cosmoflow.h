@@ -2005,9 +2005,8 @@ static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const fl
                           int B, int C, size_t P, int act, float slope, int rnd);
 static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
                              const float *invstd, int B, int C, size_t P, int train, const cf_bn_sync *sync, int rnd, int store);
-/* cf__bn_act_backward on x stored in 16 bits (x_half) and with y rounded to bf16 as the forward
-   stored it (rnd: a bf16 network's) */
-static void cf__bn_act_backward_p(float *dy, const float *x, int x_half, const float *gamma, const float *beta, const float *mean, const float *invstd,
+/* cf__bn_act_backward with y rounded to bf16 as the forward stored it (rnd: a bf16 network's) */
+static void cf__bn_act_backward_p(float *dy, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
                                   int B, int C, size_t P, int act, float slope, int rnd);
 /* the same three (the statistics, cf__bn_apply, cf_bn_backward with the activation's
    derivative) on x, y, dy, dx each in fp32 or 16 bits (section 6, halves), a batch of this
@@ -2941,7 +2940,7 @@ static void cf__bn_backward_layer(cf_net *net, int i) {
         return;
     }
     if (l->act != CF_ACT_LINEAR)   /* (its output computed again from x: not kept for this) */
-        cf__bn_act_backward_p(dy, cf__in(net, l, 0), 0, cf__w(net, l), cf__b(net, l), mean, mean + C, net->batch, C, cf__per_channel(l->in), l->act,
+        cf__bn_act_backward_p(dy, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), mean, mean + C, net->batch, C, cf__per_channel(l->in), l->act,
                               l->slope, cf__rounds(net, i));
     net->priv->stored_bf16 =
         cf__bn_backward_p(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), mean, mean + C,
@@ -8563,32 +8562,32 @@ static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float
     }
     return fuse || !rnd || !dx;
 }
-static void cf__bn_act_backward_p(float *dy, const float *x, int x_half, const float *gamma, const float *beta, const float *mean, const float *invstd,
+static void cf__bn_act_backward_p(float *dy, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
                                   int B, int C, size_t P, int act, float slope, int rnd) {
     int c;
-    if (!x_half && !rnd) { cf__bn_act_backward(dy, x, gamma, beta, mean, invstd, B, C, P, act, slope); return; }
+    if (!rnd) { cf__bn_act_backward(dy, x, gamma, beta, mean, invstd, B, C, P, act, slope); return; }
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
-        float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a, y[CF__STRETCH], xb[CF__STRETCH];
-        size_t p0, n, at;
+        float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a, y[CF__STRETCH];
+        size_t p0, n;
         int b;
         for (b = 0; b < B; b++)
-            for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
+            for (p0 = 0; p0 < P; p0 += n) {
+                float *d = dy + ((size_t)b * C + c) * P + p0;
                 n = P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH;
-                at = ((size_t)b * C + c) * P + p0;
-                if (x_half) cf__widen_run(xb, (const cf_bf16 *)(const void *)x + at, n);
-                cf__bn_apply_run(y, x_half ? xb : x + at, a, sh, n, act, slope);
-                if (rnd) cf__round_run(y, n);   /* (as the forward stored it) */
-                cf__act_backward_run(dy + at, y, n, act, slope);
+                cf__bn_apply_run(y, x + (d - dy), a, sh, n, act, slope);
+                cf__round_run(y, n);   /* (as the forward stored it) */
+                cf__act_backward_run(d, y, n, act, slope);
             }
     }
 }
 
-/* ---- batch norm on an input stored in 16 bits (section 6, halves: a bf16 conv's output whose
-   one reader is the batch norm, and the gradient over it).  Section 3's loops on the same
-   chunks and stretches, each first widened into a buffer of the thread's (exact: the values
-   are bf16): the same sums in the same order, so the bits of fp32 storage; dx rounded to bf16
-   as it is stored in 16 bits.  Half the bytes of x and dx read and written. */
+/* ---- batch norm on tensors stored in 16 bits (section 6, halves: its input and the gradient
+   over it when a bf16 conv's output; its output and gradient when a conv reads them).
+   Section 3's loops on the same chunks and stretches, each first widened into a buffer of the
+   thread's (exact: the values are bf16): the same sums in the same order, so the bits of fp32
+   storage; y and dx rounded to bf16 as they are stored in 16 bits.  Half the bytes read and
+   written. */
 static double cf__bn_sum_half(const cf_bf16 *x, int B, int C, int c, size_t P, float center, int squared) {
     float buf[CF__BN_CHUNK];
     double s = 0.0;
