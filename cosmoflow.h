@@ -7846,14 +7846,6 @@ static void cf__bf16_cols_bww(const cf__conv_call *c) {   /* db: the dispatcher'
     }
 }
 #endif /* CF__BF16 */
-/* the workspace a pointwise convolution's bf16 GEMM on 16-bit operands needs (its buffers) */
-static size_t cf__pointwise_ws_floats(void) {
-#ifdef CF__BF16
-    return cf__gemm_bf16_ws_floats();
-#else
-    return 0;
-#endif
-}
 
 /* ---- pooling: windows that never leave the input (CosmoFlow's 2x2x2 stride-2 pools) need
    no bounds tests; max and average then run in loops of their own. */
@@ -8803,6 +8795,14 @@ static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *d
     if (gemm == cf__sgemm_fp32 && !store && !(halves & (CF__HALF_IN | CF__HALF_DIN))) cf_deconv_backward(dx, dw, db, dy, x, w, B, in, out, g, ws, ws_floats);
     else cf__deconv_backward_with(dx, dx_half, dw, db, dy, x, (halves & CF__HALF_IN) != 0, w, B, in, out, g, ws, ws_floats, gemm, gemm_dx, store);
     return dx_half || gemm_dx != gemm || !rnd_dx || !dx;
+}
+/* the workspace a pointwise convolution's bf16 GEMM on 16-bit operands needs (its buffers) */
+static size_t cf__pointwise_ws_floats(void) {
+#ifdef CF__BF16
+    return cf__gemm_bf16_ws_floats();
+#else
+    return 0;
+#endif
 }
 static int cf__deconv_takes_halves(cf_net *net, const cf_layer *l, int halves) {
 #ifdef CF__BF16
