@@ -2023,10 +2023,10 @@ static void cf__bn_backward_h(float *dx, int dx_half, float *dgamma, float *dbet
    norm's return 1 when what they stored needs no rounding pass after them. */
 static int cf__add_to_p(float *dx, const float *dy, size_t n, int rnd, int store);
 static int cf__sum_p(float *y, const float *const *src, int n_src, size_t n, int rnd);
-/* what the memory plan may store in 16 bits: conv l's operands halves (CF__HALF_*: each of its
-   operations has a path that takes them) and max pool p's input and (y_half) output */
+/* what the memory plan may store in 16 bits: conv l's (depthwise or not) operands halves
+   (CF__HALF_*: each of its operations has a path that takes them and computes fp32 storage's
+   sums) and max pool p's input and (y_half) output */
 static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int dinput, int halves);
-static int cf__dwconv_takes_halves(cf_net *net, const cf_layer *l, int halves);
 static size_t cf__pointwise_ws_floats(void);
 static int cf__deconv_takes_halves(cf_net *net, const cf_layer *l, int halves);
 static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half);
@@ -2520,13 +2520,12 @@ static int cf__conv_parse(cf__parser *p, cf_layer *l) {
 static double cf__conv_flops(const cf_layer *l) {
     return 2.0 * l->in.c / l->groups * l->g.k[0] * l->g.k[1] * l->g.k[2] * l->out.c * l->out.d * l->out.h * l->out.w;
 }
-/* which of conv i's operands the plan stores in 16 bits (section 6, halves): its output and the
-   gradient over it, its input, its input's gradient */
-static int cf__conv_layer_halves(const cf_net *net, int i) {
-    const cf__plan_layer *pl = net->priv->plan.l;
-    int s = net->layers[i].src[0];
-    return (pl[i].half ? CF__HALF_OUT : 0) | (s >= 0 && pl[s].half ? CF__HALF_IN : 0) | (s >= 0 && pl[s].grad_half ? CF__HALF_DIN : 0) |
-           (s < 0 && net->priv->plan.input_raw ? CF__RAW_IN : 0);
+/* which of layer i's operands the plan stores in 16 bits (section 6, halves): its output and
+   the gradient over it, its input, its input's gradient (the network's input: as given) */
+static int cf__planned_input(const cf_net *net, const cf_layer *l);
+static int cf__layer_halves(const cf_net *net, int i) {
+    int in = cf__planned_input(net, &net->layers[i]);
+    return (net->priv->plan.l[i].half ? CF__HALF_OUT : 0) | (in == CF__RAW_IN && !net->priv->plan.input_raw ? 0 : in);
 }
 /* whether layer i is the [flatten] that gathers a split network's slabs */
 static int cf__split_gathers(const cf_net *net, int i) { return net->priv->split.on && i == net->priv->split.end; }
@@ -2545,8 +2544,8 @@ static void cf__conv_forward(cf_net *net, int i) {
     }
     if (!l->depthwise)
         cf__conv_forward_p(y, x, cf__w(net, l), cf__b(net, l), net->batch, in, l->out, &g, l->groups, net->priv->ws, net->priv->ws_floats,
-                           l->act, l->slope, cf__rounds(net, i), cf__conv_layer_halves(net, i));
-    else cf__dwconv_forward_p(y, x, cf__w(net, l), cf__b(net, l), net->batch, in, l->out, &g, l->act, l->slope, cf__rounds(net, i), cf__conv_layer_halves(net, i),
+                           l->act, l->slope, cf__rounds(net, i), cf__layer_halves(net, i));
+    else cf__dwconv_forward_p(y, x, cf__w(net, l), cf__b(net, l), net->batch, in, l->out, &g, l->act, l->slope, cf__rounds(net, i), cf__layer_halves(net, i),
                               net->priv->ws, net->priv->ws_floats);
     net->priv->stored_bf16 = 1;   /* the dispatcher rounded it (when bf16) */
 }
@@ -2554,7 +2553,7 @@ static void cf__conv_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *dy = cf__grad(net, i), *dx = cf__in_grad(net, l, 0), *dx_to = dx;
     const float *x = cf__in(net, l, 0);
-    int B = net->batch, halves = cf__conv_layer_halves(net, i), store = cf__stores_grad(net, l, 0), split = cf__split_layer(net, i);
+    int B = net->batch, halves = cf__layer_halves(net, i), store = cf__stores_grad(net, l, 0), split = cf__split_layer(net, i);
     cf_shape in = l->in;
     cf_geom g = l->g;
     if (net->priv->plan.l[i].fused_pool < 0) {
@@ -2624,7 +2623,7 @@ static void cf__deconv_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *y = cf__out(net, i);
     cf__deconv_forward_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, net->priv->ws,
-                         net->priv->ws_floats, cf__rounds(net, i), cf__conv_layer_halves(net, i));
+                         net->priv->ws_floats, cf__rounds(net, i), cf__layer_halves(net, i));
     cf_act_forward(y, cf__n_out(net, l), l->act, l->slope);
 }
 static void cf__deconv_backward(cf_net *net, int i) {
@@ -2635,7 +2634,7 @@ static void cf__deconv_backward(cf_net *net, int i) {
     net->priv->stored_bf16 =
         cf__deconv_backward_p(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), net->batch, l->in,
                               l->out, &l->g, net->priv->ws, net->priv->ws_floats, cf__rounds(net, i), cf__rounds_grad(net, l->src[0]),
-                              cf__stores_grad(net, l, 0), cf__conv_layer_halves(net, i));
+                              cf__stores_grad(net, l, 0), cf__layer_halves(net, i));
 }
 
 /* ---- [maxpool], [avgpool]: stride = size unless given */
@@ -2904,13 +2903,10 @@ static int cf__bn_parse(cf__parser *p, cf_layer *l) {
     l->s_n = 2 * (size_t)l->in.c;        /* running mean, running var */
     return CF_OK;
 }
-/* its input and the gradient over it in 16 bits, its output and its gradient (section 6, halves) */
-static int cf__bn_half(const cf_net *net, const cf_layer *l) { return l->src[0] >= 0 && net->priv->plan.l[l->src[0]].half; }
-static int cf__bn_dx_half(const cf_net *net, const cf_layer *l) { return l->src[0] >= 0 && net->priv->plan.l[l->src[0]].grad_half; }
 static void cf__bn_forward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *st = net->stats + l->s_off, *sv = net->priv->bn_save + l->s_off, *y = cf__out(net, i);
-    int C = l->in.c, x_half = cf__bn_half(net, l), y_half = net->priv->plan.l[i].half;
+    int C = l->in.c, h = cf__layer_halves(net, i), x_half = (h & CF__HALF_IN) != 0, y_half = (h & CF__HALF_OUT) != 0;
     if (x_half || y_half) {
         const float *x = cf__in(net, l, 0);
         if (!net->priv->rebuilding && x_half)
@@ -2931,7 +2927,8 @@ static void cf__bn_forward_layer(cf_net *net, int i) {
 static void cf__bn_backward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *mean = net->priv->bn_save + l->s_off, *dy = cf__grad(net, i);   /* mean, 1/std: what forward used */
-    int C = l->in.c, x_half = cf__bn_half(net, l), dy_half = net->priv->plan.l[i].grad_half, dx_half = cf__bn_dx_half(net, l);
+    int C = l->in.c, h = cf__layer_halves(net, i), x_half = (h & CF__HALF_IN) != 0, dx_half = (h & CF__HALF_DIN) != 0;
+    int dy_half = net->priv->plan.l[i].grad_half;
     if (x_half || dy_half || dx_half) {   /* (16 bits: the activation's derivative taken as dy is read) */
         cf__bn_backward_h(cf__in_grad(net, l, 0), dx_half, cf__dw(net, l), cf__db(net, l), dy, dy_half, cf__in(net, l, 0), x_half, cf__w(net, l),
                           cf__b(net, l), mean, mean + C, net->batch, C, cf__per_channel(l->in), net->priv->bn_train, cf__stores_grad(net, l, 0), l->act,
@@ -3970,6 +3967,14 @@ static void cf__plan_readers(cf_net *net) {
     for (i = 0; i < n; i++) if (net->priv->plan.l[i].last_read < 0) net->priv->plan.l[i].last_read = i;
 }
 
+/* the one layer that reads block s, or -1 (none, or more than one) */
+static int cf__only_reader(const cf_net *net, int s) {
+    int j, k, reader = -1;
+    for (j = s + 1; j < net->n_layers; j++)
+        for (k = 0; k < net->layers[j].n_src; k++)
+            if (net->layers[j].src[k] == s) { if (reader >= 0) return -1; reader = j; }
+    return reader;
+}
 /* step 1, fusion: conv i and max pool p pair when p is the conv's only reader and its windows
    are disjoint and inside (k = s, dilation 1, no padding): then each conv output is read by
    exactly one window, and the pool's backward can write dL/dz there (cf__pool_fused_backward) */
@@ -3978,14 +3983,13 @@ static void cf__plan_fusion(cf_net *net, int allow) {
     for (i = 0; i < n; i++) {
         cf__plan_layer *pl = &net->priv->plan.l[i];
         const cf_layer *p;
-        int readers = 0, ok;
+        int ok;
         pl->fused_pool = -1;
-        if (!allow || net->layers[i].type != CF_L_CONV || pl->last_read >= n) continue;
-        for (j = i + 1; j < n; j++) for (a = 0; a < net->layers[j].n_src; a++) readers += net->layers[j].src[a] == i;
-        p = &net->layers[pl->last_read];
-        ok = readers == 1 && p->type == CF_L_MAXPOOL && p->n_src == 1;
+        if (!allow || net->layers[i].type != CF_L_CONV || pl->last_read >= n || (j = cf__only_reader(net, i)) < 0) continue;
+        p = &net->layers[j];   /* (its last reader) */
+        ok = p->type == CF_L_MAXPOOL && p->n_src == 1;
         for (a = 0; a < 3 && ok; a++) ok = p->g.k[a] == p->g.s[a] && p->g.dil[a] == 1 && p->g.pb[a] == 0 && p->g.pa[a] == 0;
-        if (ok) pl->fused_pool = pl->last_read;
+        if (ok) pl->fused_pool = j;
     }
 }
 
@@ -4012,22 +4016,14 @@ static int cf__readers_take_halves(cf_net *net, int s, int flags) {
             }
     return readers;
 }
-/* the one layer that reads block s, or -1 (none, or more than one) */
-static int cf__only_reader(const cf_net *net, int s) {
-    int j, k, reader = -1;
-    for (j = s + 1; j < net->n_layers; j++)
-        for (k = 0; k < net->layers[j].n_src; k++)
-            if (net->layers[j].src[k] == s) { if (reader >= 0) return -1; reader = j; }
-    return reader;
-}
-static int cf__planned_input(const cf_net *net, const cf_layer *l);
 static int cf__conv_to_bn_half(cf_net *net, int i, int flags) {
     const cf_layer *l = &net->layers[i];
     int j = cf__only_reader(net, i), halves = CF__HALF_OUT | cf__planned_input(net, l);
     return l->type == CF_L_CONV && !l->depthwise && l->act == CF_ACT_LINEAR && j > i && net->layers[j].type == CF_L_BATCHNORM && cf__rounds(net, j) &&
            !net->priv->bn_sync.reduce && cf__conv_takes_halves(net, l, (flags & CF__PLAN_DINPUT) != 0, halves);
 }
-/* conv l's input as planned (CF__HALF_*; the network's input: as given, CF__RAW_IN) */
+/* layer l's input as planned (CF__HALF_*; the network's input: CF__RAW_IN, read as given where
+   the plan says so, plan.input_raw) */
 static int cf__planned_input(const cf_net *net, const cf_layer *l) {
     const cf__plan_layer *pl = net->priv->plan.l;
     int s = l->src[0];
@@ -4042,7 +4038,7 @@ static int cf__dw_to_conv_half(cf_net *net, int i) {
     if (l->type != CF_L_CONV || !l->depthwise || l->act != CF_ACT_LINEAR || j <= i || net->layers[j].type != CF_L_CONV || net->layers[j].depthwise ||
         !cf__rounds(net, j))
         return 0;
-    return cf__dwconv_takes_halves(net, l, CF__HALF_OUT | cf__planned_input(net, l)) && cf__conv_takes_halves(net, &net->layers[j], 1, CF__HALF_IN | CF__HALF_DIN);
+    return cf__conv_takes_halves(net, l, 1, CF__HALF_OUT | cf__planned_input(net, l)) && cf__conv_takes_halves(net, &net->layers[j], 1, CF__HALF_IN | CF__HALF_DIN);
 }
 /* a batch norm's output and the gradient over it when its one reader is a conv (depthwise or
    not) or a transposed conv that reads that input and writes its gradient in 16 bits (the
@@ -4052,7 +4048,7 @@ static int cf__bn_to_half(cf_net *net, int i) {
     int j = cf__only_reader(net, i), in = CF__HALF_IN | CF__HALF_DIN;
     if (l->type != CF_L_BATCHNORM || !cf__rounds(net, i) || net->priv->bn_sync.reduce || j <= i || !cf__rounds(net, j)) return 0;
     r = &net->layers[j];
-    if (r->type == CF_L_CONV) return r->depthwise ? cf__dwconv_takes_halves(net, r, in) : cf__conv_takes_halves(net, r, 1, in);
+    if (r->type == CF_L_CONV) return cf__conv_takes_halves(net, r, 1, in);
     return r->type == CF_L_DECONV && cf__deconv_takes_halves(net, r, in);
 }
 static void cf__plan_halves(cf_net *net, int i, int flags) {
@@ -8971,19 +8967,12 @@ static int cf__same_sums(const cf__conv_path *table, const cf__conv_call *c) {
 static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int dinput, int halves) {
     static const float some_bias = 0.0f;   /* (the paths ask only whether there is one) */
     cf__conv_call c = cf__conv_make(net->batch, l->in, l->out, &l->g, l->groups, NULL, net->priv->ws_floats, 1);
-    if (l->type != CF_L_CONV || l->depthwise || l->n_src != 1) return 0;
+    if (l->type != CF_L_CONV || l->n_src != 1) return 0;
     c.b = l->has_bias ? &some_bias : NULL; c.act = l->act; c.slope = l->slope;
     cf__conv_halves(&c, halves);
+    if (l->depthwise) return cf__same_sums(cf__dwconv_fwd_paths, &c) && cf__same_sums(cf__dwconv_bwd_paths, &c);   /* (dw and dx at once) */
     if (!cf__same_sums(cf__conv_fwd_paths, &c) || !cf__same_sums(cf__conv_bww_paths, &c)) return 0;
     return (l->src[0] < 0 && !dinput) || cf__same_sums(cf__conv_bwd_paths, &c);
-}
-static int cf__dwconv_takes_halves(cf_net *net, const cf_layer *l, int halves) {
-    static const float some_bias = 0.0f;
-    cf__conv_call c = cf__conv_make(net->batch, l->in, l->out, &l->g, l->in.c, NULL, net->priv->ws_floats, 1);
-    if (l->type != CF_L_CONV || !l->depthwise || l->n_src != 1) return 0;
-    c.b = l->has_bias ? &some_bias : NULL; c.act = l->act; c.slope = l->slope;
-    cf__conv_halves(&c, halves);
-    return cf__same_sums(cf__dwconv_fwd_paths, &c) && cf__same_sums(cf__dwconv_bwd_paths, &c);
 }
 static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half) {
     cf__pool_call pc = cf__pool_make(net->batch, p->in, p->out, &p->g, 1);
