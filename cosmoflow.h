@@ -4001,7 +4001,7 @@ static void cf__plan_fusion(cf_net *net, int allow) {
    gradient when its one reader writes it through a path that stores 16 bits.  The pool's
    windows must cover the conv's output (nothing past the last window to zero).  And a conv's
    output and the gradient over it when its one reader is a [batchnorm] (DeepCAM's conv ->
-   batch norm pairs; section 11, "batch norm on an input stored in 16 bits"): the conv without
+   batch norm pairs; section 11, "batch norm on tensors stored in 16 bits"): the conv without
    an activation of its own (the batch norm has it), its three operations with half paths, the
    batch norm's statistics this rank's alone (not synchronized). */
 /* how many layers read block s (-1: the network's input), when every one is a bf16 conv that
