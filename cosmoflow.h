@@ -3583,13 +3583,20 @@ CFDEF const char *cf_net_path(const cf_net *net, int layer, int op) {
     }
 }
 
+/* no NaN or Inf among p's n floats: no element with the exponent's bits all ones.  (Integer
+   tests the compiler vectorizes: the sum of p[i] * 0 this was is one chain of dependent adds,
+   5x slower, 12 ms of cosmoflow.cfg's step checking its gradients and parameters.) */
 static int cf__all_finite(const float *p, size_t n) {
     size_t i;
-    float acc = 0.0f;
-    for (i = 0; i < n; i++) acc += p[i] * 0.0f;   /* NaN or Inf anywhere makes it NaN */
-    return acc == 0.0f;
+    unsigned bad = 0;
+    for (i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, p + i, sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return !bad;
 }
-/* the same for a tensor stored in 16 bits: no element with the exponent's bits all ones */
+/* the same for a tensor stored in 16 bits */
 static int cf__all_finite_half(const cf_bf16 *p, size_t n) {
     size_t i;
     unsigned bad = 0;
@@ -4315,14 +4322,17 @@ CFDEF void cf_sgd_step(cf_net *net, float lr, float momentum, float l2) {
     CF__NET_REQUIRE(net, , "cf_sgd_step");
     for (i = 0; i < net->n_layers; i++) {
         cf_layer *l = &net->layers[i];
-        size_t k, off = l->w_off, n = l->w_n + l->b_n;   /* weight and bias are adjacent */
-        if (!n) continue;
+        long k, n = (long)(l->w_n + l->b_n), nw = (long)l->w_n;   /* weight and bias are adjacent */
+        float *w = net->params + l->w_off, *v = net->opt + l->w_off;
+        const float *dw = net->grads + l->w_off;
+        int decay = l->l2 && l2 != 0.0f;
+        CF__PAR_FOR(n)   /* (each element on its own: the same values on any number of threads) */
         for (k = 0; k < n; k++) {
-            float g = net->grads[off + k];
+            float g = dw[k];
             /* Keras kernel_regularizer l2: loss += l2*sum(w^2), so the gradient gains 2*l2*w */
-            if (l->l2 && l2 != 0.0f && k < l->w_n) g += 2.0f * l2 * net->params[off + k];
-            net->opt[off + k] = momentum * net->opt[off + k] - lr * g;
-            net->params[off + k] += net->opt[off + k];
+            if (decay && k < nw) g += 2.0f * l2 * w[k];
+            v[k] = momentum * v[k] - lr * g;
+            w[k] += v[k];
         }
     }
 }
@@ -7686,42 +7696,52 @@ static int cf__bf16_taps_bww_applies(const cf__conv_call *c) {
 /* Ap[k][j / 2] = the pair of im2col(x)'s row k at tile positions j, j + 1 (n positions from p0).
    The tile's row segments are found once (even lengths: at most half the tile's positions);
    a tap's in-bounds part of a segment, unit stride, is [lo, hi) = [-w0, W - w0) clipped. */
-/* the input row that im2col row k (channel c, tap kd, kh) reads for segment sg, or NULL where
-   it lies in the padding */
-static const float *cf__tap_row(const float *x, int half, int k, const cf__seg *sg, cf_shape in, const cf_geom *g) {
-    int KD = g->k[0], KH = g->k[1], KW = g->k[2], kh = (k / KW) % KH, kd = (k / (KW * KH)) % KD, c = k / (KW * KH * KD);
+/* the input row that the im2col rows of channel c, taps kd, kh read for segment sg, or NULL
+   where it lies in the padding */
+static const float *cf__tap_row(const float *x, int half, int c, int kd, int kh, const cf__seg *sg, cf_shape in, const cf_geom *g) {
     int id = sg->od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = sg->oh * g->s[1] - g->pb[1] + kh * g->dil[1];
     if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) return NULL;
     return cf__elt(x, half, (((size_t)c * in.d + id) * in.h + ih) * in.w);
 }
-/* (half: x is stored in 16 bits) */
+/* (half: x is stored in 16 bits).  The taps kw = 0 .. KW - 1 of one (c, kd, kh) read the same
+   input row, shifted: the row is found once per segment for the KW of them, and the next
+   (c, kd, kh)'s rows are fetched ahead while these are packed (as the pools': 15 % off these
+   layers).  On cosmoflow.cfg's first conv (K = 108, 32 channels out) finding each tap's row
+   alone took as long as the GEMM's part (docs/performance.md, "Bytes per step"). */
 CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, int half, cf_shape in, cf_shape out, const cf_geom *g, size_t p0, size_t n) {
-    int KW = g->k[2], K = in.c * cf__kvol(g), k, ns = 0, s, t;
+    int KD = g->k[0], KH = g->k[1], KW = g->k[2], K = in.c * cf__kvol(g), k, kw, ns = 0, s, t, c = 0, kd = 0, kh = 0;
     cf__seg sg[CF__BWW_TILE / 2];
+    const float *row[CF__BWW_TILE / 2], *next[CF__BWW_TILE / 2];
     size_t j = 0;
     while (j < n && cf__next_seg(&sg[ns], p0 + j, n - j, out)) j += (size_t)sg[ns++].len;
-    for (k = 0; k < K; k++) {
-        uint32_t *dst = Ap + (size_t)k * (n / 2);
-        if (k % KW == 0 && k + KW < K)   /* the next (c, kd, kh)'s input rows fetched ahead (as the pools': 15 % off these layers) */
-            for (s = 0; s < ns; s++) {
-                const float *r = cf__tap_row(x, half, k + KW, &sg[s], in, g);
-                size_t len = (size_t)(sg[s].len < in.w - sg[s].ow0 ? sg[s].len : in.w - sg[s].ow0);   /* (used when ow0 < in.w) */
-                if (r && sg[s].ow0 < in.w) cf__prefetch_floats(cf__elt(r, half, (size_t)sg[s].ow0), half ? (len + 1) / 2 : len, 0);
-            }
-        for (s = 0; s < ns; dst += sg[s].len / 2, s++) {
-            const float *r = cf__tap_row(x, half, k, &sg[s], in, g);   /* r[w0 + t]: the tap of the segment's position t, read for lo <= t < hi */
-            int w0 = sg[s].ow0 + (k % KW) * g->dil[2] - g->pb[2], len = sg[s].len, lo = 0, hi = 0;
-            if (r) {
-                lo = w0 < 0 ? -w0 : 0;
-                hi = in.w - w0 < len ? in.w - w0 : len;
-            }
-            for (t = 0; t < len; t += 32) {
-                __m512i v = _mm512_setzero_si512();
-                if (lo < hi && half) v = cf__pairs16_within_half((const cf_bf16 *)(const void *)r + w0 + t, lo - t, hi - t);
-                else if (lo < hi) v = cf__pairs16_within(r + w0 + t, lo - t, hi - t);
-                _mm512_mask_storeu_epi32(dst + t / 2, cf__lanes((len - t) / 2), v);
+    for (s = 0; s < ns; s++) row[s] = cf__tap_row(x, half, 0, 0, 0, &sg[s], in, g);
+    for (k = 0; k < K; k += KW) {   /* rows k .. k + KW - 1 of im2col(x): channel c, taps kd, kh */
+        int nc = c, nkd = kd, nkh = kh + 1;   /* the next rows' */
+        if (nkh == KH) { nkh = 0; if (++nkd == KD) { nkd = 0; nc++; } }
+        for (s = 0; s < ns; s++) {
+            size_t len = (size_t)(sg[s].len < in.w - sg[s].ow0 ? sg[s].len : in.w - sg[s].ow0);   /* (used when ow0 < in.w) */
+            next[s] = nc < in.c ? cf__tap_row(x, half, nc, nkd, nkh, &sg[s], in, g) : NULL;
+            if (next[s] && sg[s].ow0 < in.w) cf__prefetch_floats(cf__elt(next[s], half, (size_t)sg[s].ow0), half ? (len + 1) / 2 : len, 0);
+        }
+        for (kw = 0; kw < KW; kw++) {
+            uint32_t *dst = Ap + (size_t)(k + kw) * (n / 2);
+            for (s = 0; s < ns; dst += sg[s].len / 2, s++) {
+                const float *r = row[s];   /* r[w0 + t]: the tap of the segment's position t, read for lo <= t < hi */
+                int w0 = sg[s].ow0 + kw * g->dil[2] - g->pb[2], len = sg[s].len, lo = 0, hi = 0;
+                if (r) {
+                    lo = w0 < 0 ? -w0 : 0;
+                    hi = in.w - w0 < len ? in.w - w0 : len;
+                }
+                for (t = 0; t < len; t += 32) {
+                    __m512i v = _mm512_setzero_si512();
+                    if (lo < hi && half) v = cf__pairs16_within_half((const cf_bf16 *)(const void *)r + w0 + t, lo - t, hi - t);
+                    else if (lo < hi) v = cf__pairs16_within(r + w0 + t, lo - t, hi - t);
+                    _mm512_mask_storeu_epi32(dst + t / 2, cf__lanes((len - t) / 2), v);
+                }
             }
         }
+        for (s = 0; s < ns; s++) row[s] = next[s];
+        c = nc; kd = nkd; kh = nkh;
     }
 }
 static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
@@ -8878,6 +8898,7 @@ static int cf__maxpool_inplace_takes_half(const cf__pool_call *pc) {
     return 0;
 #endif
 }
+#define CF__POOL_RUN 256   /* outputs whose m and d are made at once (each loop the compiler vectorizes) */
 static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in, cf_shape out,
                                              const cf_geom *g, int act, float slope, int bf16) {
     cf__pool_call pc = cf__pool_make(B, in, out, g, 1);
@@ -8892,25 +8913,31 @@ static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy
             const float *rows[4];
             int nr = pairs ? cf__pool_rows(rows, xp, half, od, oh, KD, in) : 0;
 #ifdef CF__AVX512
-            if (pairs && cf__has_avx512()) {   /* 16 outputs at a time: their gradients d, then the windows */
+            if (pairs && cf__has_avx512()) {   /* a run of the row's outputs: their maxima m and gradients d, then the windows 16 at a time */
                 size_t o0 = ((size_t)od * out.h + oh) * out.w;
+                int run, i;
                 cf__pool_rows_ahead(rows, half, nr, oh, in, out, 1);
-                for (ow = 0; ow < out.w; ow += 16) {
-                    float d[16], m[16];
-                    int n = out.w - ow < 16 ? out.w - ow : 16, i;
-                    for (i = 0; i < n; i++) m[i] = y_half ? cf_f32_from_bf16(((const cf_bf16 *)(const void *)yp)[o0 + ow + i]) : yp[o0 + ow + i];
-                    for (i = 0; i < n; i++)
-                        d[i] = cf__act_df(dy_half ? cf_f32_from_bf16(((const cf_bf16 *)(const void *)dyp)[o0 + ow + i]) : dyp[o0 + ow + i], m[i], act, slope);
-                    if (bf16) cf__round_run(d, n);
+                for (run = 0; run < out.w; run += CF__POOL_RUN) {
+                    float d[CF__POOL_RUN], m[CF__POOL_RUN];
+                    int nrun = out.w - run < CF__POOL_RUN ? out.w - run : CF__POOL_RUN;
+                    if (y_half) cf__widen_run(m, (const cf_bf16 *)(const void *)yp + o0 + run, (size_t)nrun);
+                    else memcpy(m, yp + o0 + run, sizeof(float) * nrun);
+                    if (dy_half) cf__widen_run(d, (const cf_bf16 *)(const void *)dyp + o0 + run, (size_t)nrun);
+                    else memcpy(d, dyp + o0 + run, sizeof(float) * nrun);
+                    cf__act_backward_run(d, m, (size_t)nrun, act, slope);
+                    if (bf16) cf__round_run(d, (size_t)nrun);
+                    for (ow = 0; ow < nrun; ow += 16) {
+                        int n = nrun - ow < 16 ? nrun - ow : 16;
 #ifdef CF__BF16
-                    if (half) {
-                        cf_bf16 *r16[4];
-                        for (i = 0; i < nr; i++) r16[i] = (cf_bf16 *)(void *)rows[i];
-                        cf__pool_pairs_write16_half(r16, nr, ow, n, m, d);
-                        continue;
-                    }
+                        if (half) {
+                            cf_bf16 *r16[4];
+                            for (i = 0; i < nr; i++) r16[i] = (cf_bf16 *)(void *)rows[i];
+                            cf__pool_pairs_write16_half(r16, nr, run + ow, n, m + ow, d + ow);
+                            continue;
+                        }
 #endif
-                    cf__pool_pairs_write16(rows, nr, ow, n, m, d);
+                        cf__pool_pairs_write16(rows, nr, run + ow, n, m + ow, d + ow);
+                    }
                 }
                 continue;
             }
