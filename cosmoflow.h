@@ -2624,6 +2624,7 @@ static void cf__deconv_forward(cf_net *net, int i) {
     float *y = cf__out(net, i);
     cf__deconv_forward_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, net->priv->ws,
                          net->priv->ws_floats, cf__rounds(net, i), cf__layer_halves(net, i));
+    if (net->priv->plan.l[i].half) { net->priv->stored_bf16 = 1; return; }   /* (16 bits: rounded as stored, no activation) */
     cf_act_forward(y, cf__n_out(net, l), l->act, l->slope);
 }
 static void cf__deconv_backward(cf_net *net, int i) {
@@ -4026,8 +4027,9 @@ static int cf__readers_take_halves(cf_net *net, int s, int flags) {
 static int cf__conv_to_bn_half(cf_net *net, int i, int flags) {
     const cf_layer *l = &net->layers[i];
     int j = cf__only_reader(net, i), halves = CF__HALF_OUT | cf__planned_input(net, l);
-    return l->type == CF_L_CONV && !l->depthwise && l->act == CF_ACT_LINEAR && j > i && net->layers[j].type == CF_L_BATCHNORM && cf__rounds(net, j) &&
-           !net->priv->bn_sync.reduce && cf__conv_takes_halves(net, l, (flags & CF__PLAN_DINPUT) != 0, halves);
+    if (l->act != CF_ACT_LINEAR || j <= i || net->layers[j].type != CF_L_BATCHNORM || !cf__rounds(net, j) || net->priv->bn_sync.reduce) return 0;
+    if (l->type == CF_L_DECONV) return cf__deconv_takes_halves(net, l, halves);   /* (a transposed conv's too) */
+    return l->type == CF_L_CONV && !l->depthwise && cf__conv_takes_halves(net, l, (flags & CF__PLAN_DINPUT) != 0, halves);
 }
 /* layer l's input as planned (CF__HALF_*; the network's input: CF__RAW_IN, read as given where
    the plan says so, plan.input_raw) */
@@ -4075,9 +4077,19 @@ static void cf__plan_halves(cf_net *net, int i, int flags) {
     pl->grad_half = readers == 1;   /* written once by its reader's backward-data (a half path stores it) */
 }
 /* the network's input read as it is, each reader rounding it as it reads (the half paths
-   pack their operands with vcvtne2ps2bf16, which rounds): every layer that reads it is a conv
-   that takes 16-bit operands */
-static int cf__plan_input_raw(cf_net *net, int flags) { return (flags & CF__PLAN_HALF) && cf__readers_take_halves(net, -1, flags) > 0; }
+   pack their operands with vcvtne2ps2bf16, which rounds): every layer that reads it is a bf16
+   conv that takes it so, its output stored as planned (after the halves) */
+static int cf__plan_input_raw(cf_net *net, int flags) {
+    int j, k, readers = 0;
+    for (j = 0; j < net->n_layers && (flags & CF__PLAN_HALF); j++)
+        for (k = 0; k < net->layers[j].n_src; k++)
+            if (net->layers[j].src[k] == -1) {
+                int out = net->priv->plan.l[j].half ? CF__HALF_OUT : 0;
+                if (!cf__rounds(net, j) || !cf__conv_takes_halves(net, &net->layers[j], (flags & CF__PLAN_DINPUT) != 0, CF__RAW_IN | out)) return 0;
+                readers++;
+            }
+    return readers > 0;
+}
 
 /* what a layer's backward reads besides gradients: its input (src[0]) and/or its output; a
    fused conv finds its gradient in its output, so it "reads" that too */
@@ -6562,6 +6574,10 @@ CFDEF void cf_net_average_stats(cf_net *net) {
    argument (cf_sgemm, or the bf16 GEMM below), the element of a tensor stored in fp32 or in
    16 bits, a bias and activation rounded as it stores, the bias gradient of a tensor in 16 bits */
 typedef void (*cf__gemm_fn)(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+/* the bf16 GEMM on operands stored in 16 bits (CF__GEMM_HALF_*) or not yet rounded, with its
+   buffers in gws (one thread's: cf__gemm_bf16_thread_floats; the threads': cf__gemm_bf16_ws_floats) */
+static void cf__gemm_halves(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                            int halves, float *gws);
 static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
     cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
@@ -6719,6 +6735,7 @@ static void cf__pointwise_bwd(const cf__conv_call *c) { cf__pointwise_bwd_with(c
    the calling thread: OpenBLAS's OpenMP build, MKL and BLIS do).  One big threaded sgemm
    would read its im2col matrix from memory and, with few filters, split badly between
    threads.  Only groups = 1, and only with at least 2 tiles per thread. */
+static size_t cf__gemm_bf16_thread_floats(void);
 #define CF__TILE_FLOATS ((size_t)1 << 20)   /* forward: K x tile about 4 MiB, at least 1024 columns */
 #define CF__BWW_TILE 256                    /* backward-weights: columns per tile */
 
@@ -6737,10 +6754,12 @@ static int cf__kvol(const cf_geom *g) { return g->k[0] * g->k[1] * g->k[2]; }
 
 /* One sample:  y (OC, P) = beta*y + w (OC, K) x im2col(x) (K, P), then bias and act per
    tile (and rnd: rounding to bf16).  Tiles write disjoint columns of y, so any thread may take
-   any tile. */
-static void cf__conv_tiles(float *y, const float *x, const float *w, const float *b, float beta,
+   any tile.  gws: the bf16 GEMM with each thread's buffers there (cf__gemm_halves), for a y
+   stored in 16 bits (y_half: no bias, no activation, rounded as the GEMM stores) or an x not
+   yet rounded (the GEMM's packing rounds it, section 6, halves). */
+static void cf__conv_tiles(float *y, int y_half, const float *x, const float *w, const float *b, float beta,
                            cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
-                           int act, float slope, cf__gemm_fn gemm, int rnd) {
+                           int act, float slope, cf__gemm_fn gemm, int rnd, float *gws) {
     int K = in.c * cf__kvol(g);
     size_t P = cf__positions(out), tile;
     long ntiles = cf__fwd_tiles(K, P, ws_floats, &tile), t;
@@ -6751,8 +6770,11 @@ static void cf__conv_tiles(float *y, const float *x, const float *w, const float
         for (t = 0; t < ntiles; t++) {
             size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
             cf__im2col(col, x, in.c, in, out, g, p0, n);   /* its own parallel loop stays inactive in here */
-            gemm(0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, y + p0, (int)P);
-            if (b || act != CF_ACT_LINEAR || rnd) cf__bias_act_p(y + p0, b, out.c, n, P, act, slope, rnd);
+            if (gws)
+                cf__gemm_halves(y_half, 0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, cf__elt(y, y_half, p0), (int)P, y_half ? CF__GEMM_HALF_C : 0,
+                                gws + (size_t)cf__thread_id() * cf__gemm_bf16_thread_floats());
+            else gemm(0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, y + p0, (int)P);
+            if (!y_half && (b || act != CF_ACT_LINEAR || rnd)) cf__bias_act_p(y + p0, b, out.c, n, P, act, slope, rnd);
         }
     }
 }
@@ -6760,11 +6782,19 @@ static int cf__tiles_fwd_applies(const cf__conv_call *c) {
     size_t tile;
     return c->groups == 1 && cf__fwd_tiles(c->in.c * cf__kvol(c->g), cf__positions(c->out), c->ws_floats, &tile) > 0;
 }
+/* the workspace the tiles take (gws: the GEMM's buffers start there) */
+static size_t cf__fwd_tiles_floats(const cf__conv_call *c) {
+    size_t tile;
+    int K = c->in.c * cf__kvol(c->g);
+    cf__fwd_tiles(K, cf__positions(c->out), c->ws_floats, &tile);
+    return (size_t)cf__nthreads() * K * tile;
+}
 static void cf__tiles_fwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd) {
+    float *gws = c->half || c->x_raw ? c->ws + cf__fwd_tiles_floats(c) : NULL;
     int bi;
     for (bi = 0; bi < c->B; bi++)
-        cf__conv_tiles(c->y + (size_t)bi * cf_shape_size(c->out), c->x + (size_t)bi * cf_shape_size(c->in), c->w, c->b, 0.0f,
-                       c->in, c->out, c->g, c->ws, c->ws_floats, c->act, c->slope, gemm, rnd);
+        cf__conv_tiles(cf__elt(c->y, c->half, (size_t)bi * cf_shape_size(c->out)), c->half, c->x + (size_t)bi * cf_shape_size(c->in), c->w, c->b, 0.0f,
+                       c->in, c->out, c->g, c->ws, c->ws_floats, c->act, c->slope, gemm, rnd, gws);
 }
 static void cf__tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_fp32, 0); }
 
@@ -6776,8 +6806,9 @@ static int cf__bww_fits(int K, size_t P, int OC, size_t ws_floats) {
     long ntiles = (long)((P + CF__BWW_TILE - 1) / CF__BWW_TILE);
     return ntiles >= 2 * nth && (size_t)nth * K * CF__BWW_TILE + (size_t)(nth - 1) * OC * K <= ws_floats;
 }
-static void cf__conv_bww_tiles(float *dw, const float *dy, const float *x, cf_shape in, cf_shape out,
-                               const cf_geom *g, float *ws, cf__gemm_fn gemm) {
+/* (gws, dy_half: as cf__conv_tiles's, dy stored in 16 bits) */
+static void cf__conv_bww_tiles(float *dw, const float *dy, int dy_half, const float *x, cf_shape in, cf_shape out,
+                               const cf_geom *g, float *ws, cf__gemm_fn gemm, float *gws) {
     int K = in.c * cf__kvol(g), nth = cf__nthreads();
     size_t P = cf__positions(out), tile = CF__BWW_TILE, wsz = (size_t)out.c * K, i;
     long ntiles = (long)((P + tile - 1) / tile), t;
@@ -6791,7 +6822,10 @@ static void cf__conv_bww_tiles(float *dw, const float *dy, const float *x, cf_sh
         for (t = 0; t < ntiles; t++) {
             size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
             cf__im2col(col, x, in.c, in, out, g, p0, n);
-            gemm(0, 1, out.c, K, (int)n, dy + p0, (int)P, col, (int)n, 1.0f, a, K);
+            if (gws)
+                cf__gemm_halves(0, 0, 1, out.c, K, (int)n, cf__elt(dy, dy_half, p0), (int)P, col, (int)n, 1.0f, a, K, dy_half ? CF__GEMM_HALF_A : 0,
+                                gws + (size_t)me * cf__gemm_bf16_thread_floats());
+            else gemm(0, 1, out.c, K, (int)n, dy + p0, (int)P, col, (int)n, 1.0f, a, K);
         }
     }
     if (nth > 1) {
@@ -6805,11 +6839,17 @@ static void cf__conv_bww_tiles(float *dw, const float *dy, const float *x, cf_sh
 static int cf__tiles_bww_applies(const cf__conv_call *c) {
     return c->groups == 1 && cf__bww_fits(c->in.c * cf__kvol(c->g), cf__positions(c->out), c->out.c, c->ws_floats);
 }
+/* the workspace the backward-weights tiles take: the im2col tiles, the threads' dw after thread 0 */
+static size_t cf__bww_tiles_floats(const cf__conv_call *c) {
+    size_t nth = (size_t)cf__nthreads(), K = (size_t)c->in.c * cf__kvol(c->g);
+    return nth * K * CF__BWW_TILE + (nth - 1) * c->out.c * K;
+}
 static void cf__tiles_bww_with(const cf__conv_call *c, cf__gemm_fn gemm) {
+    float *gws = c->half || c->x_raw ? c->ws + cf__bww_tiles_floats(c) : NULL;
     int bi;
     for (bi = 0; bi < c->B; bi++)
-        cf__conv_bww_tiles(c->dw, c->dy + (size_t)bi * cf_shape_size(c->out), c->x + (size_t)bi * cf_shape_size(c->in),
-                           c->in, c->out, c->g, c->ws, gemm);
+        cf__conv_bww_tiles(c->dw, cf__elt(c->dy, c->half, (size_t)bi * cf_shape_size(c->out)), c->half, c->x + (size_t)bi * cf_shape_size(c->in),
+                           c->in, c->out, c->g, c->ws, gemm, gws);
 }
 static void cf__tiles_bww(const cf__conv_call *c) { cf__tiles_bww_with(c, cf__sgemm_fp32); }
 
@@ -6850,8 +6890,8 @@ static void cf__tiles_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd
     cf__flipped_geom(c->g, &gt);
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
     for (bi = 0; bi < c->B; bi++)
-        cf__conv_tiles(c->dx + (size_t)bi * cf_shape_size(c->in), c->dy + (size_t)bi * cf_shape_size(c->out), c->ws, NULL, c->dx_store ? 0.0f : 1.0f,
-                       c->out, c->in, &gt, c->ws + wsz, c->ws_floats - wsz, CF_ACT_LINEAR, 0.0f, gemm, rnd);
+        cf__conv_tiles(c->dx + (size_t)bi * cf_shape_size(c->in), 0, c->dy + (size_t)bi * cf_shape_size(c->out), c->ws, NULL, c->dx_store ? 0.0f : 1.0f,
+                       c->out, c->in, &gt, c->ws + wsz, c->ws_floats - wsz, CF_ACT_LINEAR, 0.0f, gemm, rnd, NULL);
 }
 static void cf__tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_fp32, 0); }
 
@@ -7309,7 +7349,8 @@ static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int
    stored in 16 bits (CF__GEMM_HALF_*; a 16-bit C needs rnd and K <= 2 CF__GEMM_KC: a sum of
    one chunk); ws: the threads' buffers (cf__gemm_bf16_ws_floats), or NULL: allocated here.
    Returns -1, C untouched, when the threads' buffers cannot be had for col or halves (0 when done). */
-static size_t cf__gemm_bf16_ws_floats(void) { return (size_t)cf__nthreads() * ((size_t)CF__GEMM_MB * CF__GEMM_KC + (size_t)CF__GEMM_KC * CF__GEMM_NB); }
+static size_t cf__gemm_bf16_thread_floats(void) { return (size_t)CF__GEMM_MB * CF__GEMM_KC + (size_t)CF__GEMM_KC * CF__GEMM_NB; }
+static size_t cf__gemm_bf16_ws_floats(void) { return (size_t)cf__nthreads() * cf__gemm_bf16_thread_floats(); }
 static int cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                             int ldc, const cf__col_src *col, int halves, float *ws) {
     int K2 = (K + 1) / 2, nth = cf__nthreads(), nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, width, rows, rblocks, tasks, span, t;
@@ -7671,8 +7712,23 @@ static void cf__bf16_pw_half_bwd(const cf__conv_call *c) {   /* (a 16-bit dx is 
             cf__sgemm_bf16_r(1, 1, 0, Cg, (int)P, OCg, c->w + (size_t)gi * OCg * Cg, Cg, cf__elt(c->dy, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P),
                              (int)P, c->dx_store || c->dx_half ? 0.0f : 1.0f, cf__elt(c->dx, c->dx_half, bi * in_sz + (size_t)gi * Cg * P), (int)P, NULL, h, c->ws);
 }
-static int cf__bf16_tiles_fwd_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_fwd_applies(c); }
-static int cf__bf16_tiles_bww_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_bww_applies(c); }
+/* The tiles, the whole-sample GEMM (cols) and im2col's backward-data on operands stored in 16
+   bits or an input not yet rounded (section 6, halves), the same sums: a forward's y when it
+   has no bias or activation (the GEMM rounds it as it stores: one chunk of pairs), a backward's
+   dy (the GEMM packs it from 16 bits), the network's input (x_raw: the GEMM's packing rounds it
+   as it reads it); never a 16-bit x or dx (im2col reads and col2im writes fp32).  The GEMM's
+   buffers come from the workspace, after what the path takes there. */
+static int cf__bf16_y_half_ok(const cf__conv_call *c) {
+    return !c->half || (!c->b && c->act == CF_ACT_LINEAR && (c->in.c / c->groups * cf__kvol(c->g) + 1) / 2 <= CF__GEMM_KC);
+}
+static int cf__bf16_tiles_fwd_applies(const cf__conv_call *c) {
+    if (!cf__bf16_gemm_applies(c) || !cf__tiles_fwd_applies(c) || c->x_half || !cf__bf16_y_half_ok(c)) return 0;
+    return !(c->half || c->x_raw) || cf__fwd_tiles_floats(c) + cf__gemm_bf16_ws_floats() <= c->ws_floats;
+}
+static int cf__bf16_tiles_bww_applies(const cf__conv_call *c) {
+    if (!cf__bf16_gemm_applies(c) || !cf__tiles_bww_applies(c) || c->x_half) return 0;
+    return !(c->half || c->x_raw) || cf__bww_tiles_floats(c) + cf__gemm_bf16_ws_floats() <= c->ws_floats;
+}
 static int cf__bf16_tiles_bwd_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_bwd_applies(c); }
 static void cf__bf16_tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_bf16, 1); }
 static void cf__bf16_tiles_bww(const cf__conv_call *c) { cf__tiles_bww_with(c, cf__sgemm_bf16); }
@@ -7804,17 +7860,20 @@ static void cf__im2col_backward_weights_with(float *dw, const float *dy, const f
             }
         }
 }
-static void cf__im2col_backward_data_with(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
+/* (dy_half: dy stored in 16 bits, packed from there by the bf16 GEMM with its buffers after the tile) */
+static void cf__im2col_backward_data_with(float *dx, const float *dy, int dy_half, const float *w, int B, cf_shape in, cf_shape out,
                                           const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
     for (bi = 0; bi < B; bi++)
         for (gi = 0; gi < groups; gi++) {
             float *dxg = dx + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
-            const float *dyg = dy + (size_t)bi * out.c * P + (size_t)gi * OCg * P, *wg = w + (size_t)gi * OCg * K;
+            size_t dyg = (size_t)bi * out.c * P + (size_t)gi * OCg * P;
+            const float *wg = w + (size_t)gi * OCg * K;
             for (p0 = 0; p0 < P; p0 += tile) {
                 size_t n = P - p0 < tile ? P - p0 : tile;
-                gemm(1, 0, K, (int)n, OCg, wg, K, dyg + p0, (int)P, 0.0f, ws, (int)n);
+                if (dy_half) cf__gemm_halves(0, 1, 0, K, (int)n, OCg, wg, K, cf__elt(dy, 1, dyg + p0), (int)P, 0.0f, ws, (int)n, CF__GEMM_HALF_B, ws + K * tile);
+                else gemm(1, 0, K, (int)n, OCg, wg, K, dy + dyg + p0, (int)P, 0.0f, ws, (int)n);
                 cf__col2im(dxg, ws, Cg, in, out, g, p0, n);
             }
         }
@@ -7825,8 +7884,13 @@ static void cf__bf16_im2col_fwd(const cf__conv_call *c) {
 static void cf__bf16_im2col_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
     cf__im2col_backward_weights_with(c->dw, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
 }
+static int cf__bf16_im2col_bwd_applies(const cf__conv_call *c) {
+    size_t K = (size_t)c->in.c / c->groups * cf__kvol(c->g);
+    if (!cf__bf16_gemm_applies(c) || c->dx_half) return 0;
+    return !c->half || K * cf__tile(K, cf__positions(c->out), c->ws_floats) + cf__gemm_bf16_ws_floats() <= c->ws_floats;
+}
 static void cf__bf16_im2col_bwd(const cf__conv_call *c) {
-    cf__im2col_backward_data_with(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
+    cf__im2col_backward_data_with(c->dx, c->dy, c->half, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
 }
 /* The same GEMMs over all of a sample's positions at once, im2col's buffer never written: the
    bf16 GEMM makes op(B)'s rows from x as it packs them (cf__col_src), forward y = w col and
@@ -7835,13 +7899,22 @@ static void cf__bf16_im2col_bwd(const cf__conv_call *c) {
    GEMM packing all of w again (forward) or adding into all of dw (backward-weights), and col
    (255 MB there) written and read back on the way. */
 static int cf__bf16_cols_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && c->groups == 1; }
+static int cf__bf16_cols_fwd_applies(const cf__conv_call *c) {   /* (halves: the GEMM's buffers and made rows in the workspace) */
+    if (!cf__bf16_cols_applies(c) || c->x_half || !cf__bf16_y_half_ok(c)) return 0;
+    return !(c->half || c->x_raw) || cf__gemm_bf16_ws_floats() + (size_t)cf__nthreads() * 16 * CF__COL_ROW <= c->ws_floats;
+}
 static void cf__bf16_cols_fwd(const cf__conv_call *c) {
     int K = c->in.c * cf__kvol(c->g), bi;
     size_t P = cf__positions(c->out);
     for (bi = 0; bi < c->B; bi++) {
         const float *x = c->x + (size_t)bi * cf_shape_size(c->in);
-        float *y = c->y + (size_t)bi * cf_shape_size(c->out);
+        float *y = cf__elt(c->y, c->half, (size_t)bi * cf_shape_size(c->out));
         cf__col_src col = {x, c->in, c->out, c->g};
+        if (c->half || c->x_raw) {   /* (its buffers in the workspace: it runs) */
+            cf__sgemm_bf16_r(c->half, 0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, &col, c->half ? CF__GEMM_HALF_C : 0, c->ws);
+            if (!c->half) cf__bias_act_p(y, c->b, c->out.c, P, P, c->act, c->slope, 1);
+            continue;
+        }
         if (cf__sgemm_bf16_r(0, 0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, &col, 0, NULL)) {   /* no room: this sample on, by tiles */
             cf__im2col_forward_with(y, x, c->w, c->b, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats, cf__sgemm_bf16, c->act, c->slope, 1);
             return;
@@ -7861,6 +7934,8 @@ static void cf__bf16_cols_bww(const cf__conv_call *c) {   /* db: the dispatcher'
         }
     }
 }
+#else
+static size_t cf__gemm_bf16_thread_floats(void) { return 0; }   /* (no bf16 GEMM: no call asks) */
 #endif /* CF__BF16 */
 
 /* ---- pooling: windows that never leave the input (CosmoFlow's 2x2x2 stride-2 pools) need
@@ -8268,8 +8343,8 @@ static const cf__conv_path cf__conv_fwd_paths[] = {
     {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run, 1, 1, 0},
     {CF__K_BF16, cf__bf16_pw_half_fwd_applies, cf__bf16_pw_half_fwd, 1, 2, 0},
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd, 1, 0, 0},
-    {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 1, 0, 0},
-    {CF__K_BF16, cf__bf16_cols_applies, cf__bf16_cols_fwd, 1, 0, 0},
+    {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 1, 1, 0},
+    {CF__K_BF16, cf__bf16_cols_fwd_applies, cf__bf16_cols_fwd, 1, 1, 0},
     {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_fwd, 1, 0, 0},
 #endif
 #ifdef CF__DIRECT
@@ -8285,7 +8360,7 @@ static const cf__conv_path cf__conv_bww_paths[] = {
     {CF__K_BF16, cf__bf16_pw_half_applies, cf__bf16_pw_half_bww, 0, 2, 0},
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww, 0, 0, 0},
     {CF__K_BF16, cf__bf16_taps_bww_applies, cf__bf16_taps_bww, 0, 1, 0},
-    {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww, 0, 0, 0},
+    {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww, 0, 1, 0},
     {CF__K_BF16, cf__bf16_cols_applies, cf__bf16_cols_bww, 0, 0, 0},
     {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bww, 0, 0, 0},
 #endif
@@ -8300,7 +8375,7 @@ static const cf__conv_path cf__conv_bwd_paths[] = {
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd, 1, 0, 1},
     {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run, 0, 1, 1},
     {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 1, 0, 1},
-    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bwd, 0, 0, 0},
+    {CF__K_BF16, cf__bf16_im2col_bwd_applies, cf__bf16_im2col_bwd, 0, 1, 0},
 #endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd, 0, 0, 1},
 #ifdef CF__DIRECT
@@ -8747,33 +8822,104 @@ static void cf__gemm_halves(int rnd, int tA, int tB, int M, int N, int K, const 
     CF_ASSERT(!"16-bit operands without the bf16 GEMM");
 #endif
 }
-static void cf__deconv_forward_with(float *y, const float *x, int x_half, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                                    const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm) {
-    int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
-    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
-    for (bi = 0; bi < B; bi++) {
-        const float *xb = cf__elt(x, x_half, (size_t)bi * in.c * P);
-        float *yb = y + (size_t)bi * out.c * Q;
-        for (oc = 0; oc < out.c; oc++) for (q = 0; q < Q; q++) yb[(size_t)oc * Q + q] = b ? b[oc] : 0.0f;
-        for (p0 = 0; p0 < P; p0 += tile) {
-            size_t n = P - p0 < tile ? P - p0 : tile;
-            if (x_half) cf__gemm_halves(0, 1, 0, K, (int)n, in.c, w, K, cf__elt(xb, 1, p0), (int)P, 0.0f, col, (int)n, CF__GEMM_HALF_B, col + ws_floats);
-            else gemm(1, 0, K, (int)n, in.c, w, K, xb + p0, (int)P, 0.0f, col, (int)n);
-            cf__col2im(yb, col, out.c, out, in, g, p0, n);
+/* y and dy stored in 16 bits (2-D; section 6, halves), the sums those of fp32 storage, made
+   in a band of H output rows in fp32 after the GEMM's buffers in the workspace's second half.
+   The forward's tiles go down the input's rows, each adding into the output rows [first,
+   first + H) (first: where its first input row's taps begin), so the rows above a tile's first
+   are complete: rounded and stored in 16 bits as the band moves down.  The backward widens
+   the dy rows a tile's im2col reads into the band (zeros in the padding).  The band stands
+   for output rows [lo, lo + H): col2im and im2col see an output H rows tall, padded pb + lo
+   above. */
+static int cf__band_rows(cf_shape in, const cf_geom *g, size_t tile) {   /* H: the most output rows one tile's taps reach */
+    size_t rows = (tile + in.w - 2) / in.w + 1;   /* input rows a run of tile positions touches, at most */
+    if (rows > (size_t)in.h) rows = (size_t)in.h;
+    return (int)(rows - 1) * g->s[1] + (g->k[1] - 1) * g->dil[1] + 1;
+}
+static int cf__band_first(cf_shape in, const cf_geom *g, size_t p0) { return (int)(p0 / in.w) * g->s[1] - g->pb[1]; }
+/* output rows [r0, r1) of the band (at lo) rounded into y16's, rows past OH left */
+static void cf__band_store(cf_bf16 *y16, float *band, int C, int H, int W, int OH, int lo, int r0, int r1) {
+    int c;
+    if (r1 > OH) r1 = OH;
+    if (r0 >= r1) return;
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) cf__narrow_run(y16 + ((size_t)c * OH + r0) * W, band + ((size_t)c * H + (r0 - lo)) * W, (size_t)(r1 - r0) * W);
+}
+/* the band moved from lo down to lo + m: its first m rows stored, the rest moved up, the new rows the bias */
+static void cf__band_move(cf_bf16 *y16, float *band, const float *b, int C, int H, int W, int OH, int lo, int m) {
+    int c;
+    cf__band_store(y16, band, C, H, W, OH, lo, lo, lo + (m < H ? m : H));
+    if (m > H) m = H;
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        float *bc = band + (size_t)c * H * W;
+        size_t k;
+        memmove(bc, bc + (size_t)m * W, sizeof(float) * (H - m) * W);
+        for (k = (size_t)(H - m) * W; k < (size_t)H * W; k++) bc[k] = b ? b[c] : 0.0f;
+    }
+}
+/* dy16's rows [lo, lo + H) widened into the band, rows outside the output zero */
+static void cf__band_widen(float *band, const cf_bf16 *dy16, int C, int H, int W, int OH, int lo) {
+    int c;
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        int r;
+        for (r = 0; r < H; r++) {
+            float *d = band + ((size_t)c * H + r) * W;
+            if (lo + r < 0 || lo + r >= OH) memset(d, 0, sizeof(float) * W);
+            else cf__widen_run(d, dy16 + ((size_t)c * OH + lo + r) * W, (size_t)W);
         }
     }
 }
-static void cf__deconv_backward_with(float *dx, int dx_half, float *dw, float *db, const float *dy, const float *x, int x_half, const float *w, int B,
-                                     cf_shape in, cf_shape out, const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm, cf__gemm_fn gemm_dx,
-                                     int store) {
-    int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
+/* y_half: y stored in 16 bits (a band, above) */
+static void cf__deconv_forward_with(float *y, int y_half, const float *x, int x_half, const float *w, const float *b, int B, cf_shape in, cf_shape out,
+                                    const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm) {
+    int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc, H = 0, lo = 0;
     size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
+    float *band = col + ws_floats + cf__pointwise_ws_floats();
+    cf_shape bs = out;
+    cf_geom bg = *g;
+    if (y_half) H = bs.h = cf__band_rows(in, g, tile);
     for (bi = 0; bi < B; bi++) {
-        const float *xb = cf__elt(x, x_half, (size_t)bi * in.c * P), *dyb = dy + (size_t)bi * out.c * Q;
-        if (db) for (oc = 0; oc < out.c; oc++) { double s = 0.0; for (q = 0; q < Q; q++) s += dyb[(size_t)oc * Q + q]; db[oc] += (float)s; }
+        const float *xb = cf__elt(x, x_half, (size_t)bi * in.c * P);
+        float *yb = cf__elt(y, y_half, (size_t)bi * out.c * Q), *to = y_half ? band : yb;
+        if (y_half) { lo = 0; cf__band_move(NULL, band, b, out.c, H, out.w, 0, 0, H); }   /* (rows of bias) */
+        else for (oc = 0; oc < out.c; oc++) for (q = 0; q < Q; q++) yb[(size_t)oc * Q + q] = b ? b[oc] : 0.0f;
         for (p0 = 0; p0 < P; p0 += tile) {
             size_t n = P - p0 < tile ? P - p0 : tile;
-            cf__im2col(col, dyb, out.c, out, in, g, p0, n);
+            int first = cf__band_first(in, g, p0);
+            if (y_half && first > lo) { cf__band_move((cf_bf16 *)(void *)yb, band, b, out.c, H, out.w, out.h, lo, first - lo); lo = first; }
+            bg.pb[1] = g->pb[1] + lo;
+            if (x_half) cf__gemm_halves(0, 1, 0, K, (int)n, in.c, w, K, cf__elt(xb, 1, p0), (int)P, 0.0f, col, (int)n, CF__GEMM_HALF_B, col + ws_floats);
+            else gemm(1, 0, K, (int)n, in.c, w, K, xb + p0, (int)P, 0.0f, col, (int)n);
+            cf__col2im(to, col, out.c, bs, in, &bg, p0, n);
+        }
+        if (y_half) cf__band_store((cf_bf16 *)(void *)yb, band, out.c, H, out.w, out.h, lo, lo, lo + H);
+    }
+}
+/* (dy_half: dy stored in 16 bits, read through a band, above) */
+static void cf__deconv_backward_with(float *dx, int dx_half, float *dw, float *db, const float *dy, int dy_half, const float *x, int x_half, const float *w,
+                                     int B, cf_shape in, cf_shape out, const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm,
+                                     cf__gemm_fn gemm_dx, int store) {
+    int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
+    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
+    float *band = col + ws_floats + cf__pointwise_ws_floats();
+    cf_shape bs = out;
+    cf_geom bg = *g;
+    if (dy_half) bs.h = cf__band_rows(in, g, tile);
+    for (bi = 0; bi < B; bi++) {
+        const float *xb = cf__elt(x, x_half, (size_t)bi * in.c * P), *dyb = cf__elt(dy, dy_half, (size_t)bi * out.c * Q);
+        for (oc = 0; oc < out.c && db; oc++) {   /* (in this order in both storages) */
+            double s = 0.0;
+            for (q = 0; q < Q; q++) s += dy_half ? cf_f32_from_bf16(((const cf_bf16 *)(const void *)dyb)[(size_t)oc * Q + q]) : dyb[(size_t)oc * Q + q];
+            db[oc] += (float)s;
+        }
+        for (p0 = 0; p0 < P; p0 += tile) {
+            size_t n = P - p0 < tile ? P - p0 : tile;
+            if (dy_half) {
+                bg.pb[1] = g->pb[1] + cf__band_first(in, g, p0);
+                cf__band_widen(band, (const cf_bf16 *)(const void *)dyb, out.c, bs.h, out.w, out.h, cf__band_first(in, g, p0));
+                cf__im2col(col, band, out.c, bs, in, &bg, p0, n);
+            } else cf__im2col(col, dyb, out.c, out, in, g, p0, n);
             if (x_half) cf__gemm_halves(0, 0, 1, in.c, K, (int)n, cf__elt(xb, 1, p0), (int)P, col, (int)n, 1.0f, dw, K, CF__GEMM_HALF_A, col + ws_floats);
             else gemm(0, 1, in.c, K, (int)n, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
             if (dx && dx_half)   /* (stored: its only writer) */
@@ -8794,12 +8940,13 @@ static cf__gemm_fn cf__deconv_gemm(int bf16) {
     return cf__sgemm_fp32;
 }
 static const char *cf__deconv_path(int bf16) { return cf__deconv_gemm(bf16) == cf__sgemm_fp32 ? "reference" : cf__kind_names[CF__K_BF16]; }
-/* halves: CF__HALF_IN, CF__HALF_DIN (x, dx in 16 bits; the plan has checked, cf__deconv_takes_halves) */
+/* halves: CF__HALF_OUT, CF__HALF_IN, CF__HALF_DIN (y and dy, x, dx in 16 bits; the plan has
+   checked, cf__deconv_takes_halves; ws holds 2 ws_floats) */
 static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
                                  float *ws, size_t ws_floats, int bf16, int halves) {
     cf__gemm_fn gemm = cf__deconv_gemm(bf16);
-    if (gemm == cf__sgemm_fp32 && !(halves & CF__HALF_IN)) cf_deconv_forward(y, x, w, b, B, in, out, g, ws, ws_floats);
-    else cf__deconv_forward_with(y, x, (halves & CF__HALF_IN) != 0, w, b, B, in, out, g, ws, ws_floats, gemm);
+    if (gemm == cf__sgemm_fp32 && !(halves & (CF__HALF_IN | CF__HALF_OUT))) cf_deconv_forward(y, x, w, b, B, in, out, g, ws, ws_floats);
+    else cf__deconv_forward_with(y, (halves & CF__HALF_OUT) != 0, x, (halves & CF__HALF_IN) != 0, w, b, B, in, out, g, ws, ws_floats, gemm);
 }
 static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in,
                                  cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int rnd_dx, int store, int halves) {
@@ -8808,8 +8955,10 @@ static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *d
 #ifdef CF__BF16
     if (rnd_dx && gemm == cf__sgemm_bf16) gemm_dx = cf__sgemm_bf16_rounded;   /* each tile's columns of dx get their one product there */
 #endif
-    if (gemm == cf__sgemm_fp32 && !store && !(halves & (CF__HALF_IN | CF__HALF_DIN))) cf_deconv_backward(dx, dw, db, dy, x, w, B, in, out, g, ws, ws_floats);
-    else cf__deconv_backward_with(dx, dx_half, dw, db, dy, x, (halves & CF__HALF_IN) != 0, w, B, in, out, g, ws, ws_floats, gemm, gemm_dx, store);
+    if (gemm == cf__sgemm_fp32 && !store && !(halves & (CF__HALF_IN | CF__HALF_DIN | CF__HALF_OUT)))
+        cf_deconv_backward(dx, dw, db, dy, x, w, B, in, out, g, ws, ws_floats);
+    else cf__deconv_backward_with(dx, dx_half, dw, db, dy, (halves & CF__HALF_OUT) != 0, x, (halves & CF__HALF_IN) != 0, w, B, in, out, g, ws, ws_floats,
+                                  gemm, gemm_dx, store);
     return dx_half || gemm_dx != gemm || !rnd_dx || !dx;
 }
 /* the workspace a pointwise convolution's bf16 GEMM on 16-bit operands needs (its buffers) */
@@ -8820,11 +8969,14 @@ static size_t cf__pointwise_ws_floats(void) {
     return 0;
 #endif
 }
+/* (a 16-bit y and dy: 2-D, no activation, the band's room after the GEMM's buffers) */
 static int cf__deconv_takes_halves(cf_net *net, const cf_layer *l, int halves) {
 #ifdef CF__BF16
-    size_t K = (size_t)l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2];
-    return cf__deconv_gemm(1) == cf__sgemm_bf16 && l->type == CF_L_DECONV && !(halves & (CF__HALF_OUT | CF__RAW_IN)) &&
-           net->priv->ws_floats >= cf__pointwise_ws_floats() && (!(halves & CF__HALF_DIN) || (K + 1) / 2 <= CF__GEMM_KC);
+    size_t K = (size_t)l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2], ws = net->priv->ws_floats, tile = cf__tile(K, cf__positions(l->in), ws);
+    size_t band = (size_t)l->out.c * cf__band_rows(l->in, &l->g, tile) * l->out.w;
+    if ((halves & CF__HALF_OUT) && (l->in.d != 1 || l->out.d != 1 || l->act != CF_ACT_LINEAR || ws < cf__pointwise_ws_floats() + band)) return 0;
+    return cf__deconv_gemm(1) == cf__sgemm_bf16 && l->type == CF_L_DECONV && !(halves & CF__RAW_IN) &&
+           ws >= cf__pointwise_ws_floats() && (!(halves & CF__HALF_DIN) || (K + 1) / 2 <= CF__GEMM_KC);
 #else
     (void)net; (void)l; (void)halves;
     return 0;

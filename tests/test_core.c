@@ -579,10 +579,10 @@ static void test_bf16_deconv(void) {
         x = rounded(nx, &r); w = rounded(nw, &r); dy = rounded(ny, &r);
         ax = absolute(x, nx); aw = absolute(w, nw); ady = absolute(dy, ny);
         for (k = 0; k < 3; k++) for (t = 0; t < 3; t++) o[k][t] = (float *)calloc(n[t] + 1, 4);   /* [bf16, fp32, |terms|][y, dx, dw] */
-        cf__deconv_forward_with(o[0][0], x, 0, w, NULL, pc->B, in, out, &g, ws, wsf, cf__sgemm_bf16);
+        cf__deconv_forward_with(o[0][0], 0, x, 0, w, NULL, pc->B, in, out, &g, ws, wsf, cf__sgemm_bf16);
         cf_deconv_forward(o[1][0], x, w, NULL, pc->B, in, out, &g, ws, wsf);
         cf_deconv_forward(o[2][0], ax, aw, NULL, pc->B, in, out, &g, ws, wsf);
-        cf__deconv_backward_with(o[0][1], 0, o[0][2], NULL, dy, x, 0, w, pc->B, in, out, &g, ws, wsf, cf__sgemm_bf16, cf__sgemm_bf16, 0);
+        cf__deconv_backward_with(o[0][1], 0, o[0][2], NULL, dy, 0, x, 0, w, pc->B, in, out, &g, ws, wsf, cf__sgemm_bf16, cf__sgemm_bf16, 0);
         cf_deconv_backward(o[1][1], o[1][2], NULL, dy, x, w, pc->B, in, out, &g, ws, wsf);
         cf_deconv_backward(o[2][1], o[2][2], NULL, ady, ax, aw, pc->B, in, out, &g, ws, wsf);
         for (t = 0; t < 3; t++) { e[t] = worst_rel_to(o[0][t], o[1][t], o[2][t], n[t]); if (e[t] > worst) worst = e[t]; }
@@ -1327,6 +1327,69 @@ static void test_halves_bn(void) {
             CHECK(ya && yb && !memcmp(ya, yb, (size_t)B * a.n_outputs * sizeof(float)), "halves before batch norms%s: an evaluation forward, bit for bit",
                   sync ? " (synchronized)" : "");
         }
+        free(x); free(t); free(da); free(db);
+        cf_net_free(&a); cf_net_free(&b);
+    }
+}
+
+/* More 16-bit blocks, the same bits (section 6, halves): (a) a transposed conv's output and
+   gradient before a batch norm, its sums made in a band of rows that moves down its tiles (the
+   workspace cut to 600000 floats past the GEMM's buffers, so that deconv 1's two tiles meet
+   inside an input row; deconv 4 with a bias, stride 1); (b) the network's input read as given
+   by a stride-2 conv on the tiles paths, its output and gradient in 16 bits before a batch
+   norm.  Two training steps and an evaluation forward against fp32 storage, bit for bit. */
+static void test_halves_tiles_band(void) {
+    static const char *cfgs[2] = {
+        "[net]\ninput=4x100x150\nloss=mse\n[conv]\nfilters=4\nsize=1\n"                                         /* 0 */
+        "[deconv]\nfilters=8\nsize=3\nstride=2\npad=1\noutput_padding=1\nbias=0\n[batchnorm]\nactivation=relu\n"   /* 1, 2 */
+        "[conv]\nfilters=4\nsize=3\nstride=2\npad=1\nbias=0\n"                                                  /* 3 */
+        "[deconv]\nfilters=4\nsize=3\npad=1\n[batchnorm]\n[gap]\n[flatten]\n[dense]\noutputs=3\n",              /* 4: a bias, 5 */
+        "[net]\ninput=4x600x800\nloss=mse\n"
+        "[conv]\nfilters=8\nsize=3\nstride=2\npad=1\nbias=0\n[batchnorm]\nactivation=relu\n"                    /* 0, 1 */
+        "[gap]\n[flatten]\n[dense]\noutputs=3\n"};
+    static const int expect[2][6] = {{0, 1, 0, 0, 1, 0}, {1, 0, 0, 0, 0, 0}};
+    int k, i, s, B;
+#ifdef CF__BF16
+    if (!cf__has_bf16()) { printf("skipped: 16-bit transposed convs and tiles (the CPU lacks AVX512_BF16)\n"); return; }
+#else
+    printf("skipped: 16-bit transposed convs and tiles (no bf16 kernels in this build)\n"); return;
+#endif
+    for (k = 0; k < 2; k++) {
+        cf_net a, b;
+        int got[6], ok = 1, raw;
+        cf_rng r = cf_rng_seed(37);
+        float *x, *t, *da, *db;
+        double la, lb;
+        const float *ya, *yb;
+        B = k ? 1 : 2;
+        if (cf_net_parse(&a, cfgs[k], "halves-more.cfg", NULL) || cf_net_parse(&b, cfgs[k], "halves-more.cfg", NULL)) { CHECK(0, "halves-more.cfg: %s", cf_failure_reason()); return; }
+        cf_net_init(&a, 5); cf_net_init(&b, 5);
+        cf_net_set_precision(&a, CF_BF16); cf_net_set_precision(&b, CF_BF16);
+        b.priv->no_half = 1;
+        if (!k) {   /* (the allocation holds twice the original: more than twice this) */
+            size_t ws = 600000 + cf__pointwise_ws_floats();
+            if (2 * ws <= 2 * a.priv->ws_floats) a.priv->ws_floats = b.priv->ws_floats = ws;
+            CHECK(cf__tile(72, 100 * 150, a.priv->ws_floats) < 100 * 150 || cf__nthreads() > 2, "halves, transposed conv: deconv 1 runs in more than one tile");
+        }
+        x = rnd(B * cf_shape_size(a.input), &r); t = rnd((size_t)B * a.n_outputs, &r);
+        da = rnd((size_t)B * a.n_outputs, &r); db = rnd((size_t)B * a.n_outputs, &r);
+        for (s = 0; s < 2; s++) {
+            cf_net_set_mode(&a, CF_MODE_TRAIN); cf_net_set_mode(&b, CF_MODE_TRAIN);
+            cf_net_forward(&a, x, B); cf_net_forward(&b, x, B);
+            cf_net_zero_grad(&a); cf_net_zero_grad(&b);
+            la = cf_net_loss(&a, t, da); lb = cf_net_loss(&b, t, db);
+            cf_net_backward(&a, da); cf_net_backward(&b, db);
+            ok &= la == lb && !memcmp(a.grads, b.grads, a.n_params * sizeof(float)) && !memcmp(a.stats, b.stats, a.n_stats * sizeof(float));
+            cf_sgd_step(&a, 0.01f, 0.9f, 0.0f); cf_sgd_step(&b, 0.01f, 0.9f, 0.0f);
+        }
+        for (i = 0; i < 6; i++) got[i] = i < a.n_layers && a.priv->plan.l[i].half && a.priv->plan.l[i].grad_half;
+        raw = a.priv->plan.input_raw;
+        CHECK(!memcmp(got, expect[k], sizeof got) && raw == k, "halves, %s: in 16 bits (layers 0 to 5) %d %d %d %d %d %d, the input read as given %d",
+              k ? "tiles" : "transposed conv", got[0], got[1], got[2], got[3], got[4], got[5], raw);
+        CHECK(ok, "halves, %s: two steps' losses, gradients and running statistics as on fp32 storage, bit for bit", k ? "tiles" : "transposed conv");
+        cf_net_set_mode(&a, CF_MODE_EVAL); cf_net_set_mode(&b, CF_MODE_EVAL);
+        ya = cf_net_forward(&a, x, B); yb = cf_net_forward(&b, x, B);
+        CHECK(ya && yb && !memcmp(ya, yb, (size_t)B * a.n_outputs * sizeof(float)), "halves, %s: an evaluation forward, bit for bit", k ? "tiles" : "transposed conv");
         free(x); free(t); free(da); free(db);
         cf_net_free(&a); cf_net_free(&b);
     }
@@ -2237,6 +2300,7 @@ int main(int argc, char **argv) {
     test_pool_fusion();
     test_halves();
     test_halves_bn();
+    test_halves_tiles_band();
     test_bf16_stored();
     test_memory_plan();
     test_grad_stores();
