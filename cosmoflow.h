@@ -3203,7 +3203,8 @@ static size_t cf__workspace_floats(const cf_net *net) {
         if (l->type == CF_L_CONV) {
             rows = (size_t)l->in.c / l->groups * kvol;
             need = rows * cf__tile(rows, (size_t)l->out.d * l->out.h * l->out.w, CF_WS_FLOATS);
-            if (kvol == 1 && l->groups < l->in.c && need < cf__pointwise_ws_floats()) need = cf__pointwise_ws_floats();
+            if (kvol == 1 && l->groups < l->in.c && need < cf__pointwise_ws_floats() + (size_t)l->out.c / l->groups * 32)   /* (a 16-bit y's blocks) */
+                need = cf__pointwise_ws_floats() + (size_t)l->out.c / l->groups * 32;
         } else if (l->type == CF_L_DECONV) {
             rows = (size_t)l->out.c * kvol;
             need = rows * cf__tile(rows, (size_t)l->in.d * l->in.h * l->in.w, CF_WS_FLOATS);
@@ -7675,20 +7676,42 @@ static void cf__bf16_pointwise_bwd(const cf__conv_call *c) { cf__pointwise_bwd_w
    above.  Its buffers are the workspace's (a GEMM on 16-bit operands cannot fall back on
    cf_sgemm).  The GEMM stores a 16-bit y or dx rounded, so its sum must be one chunk (at most
    2 CF__GEMM_KC channels in, or out for dx) with no bias and no activation after it: a conv
-   before a batch norm. */
+   before a batch norm.  A 16-bit y of a longer sum, or with a bias or an activation, is made
+   a block of columns at a time in fp32 in the workspace after the GEMM's buffers: there the
+   bias, the activation and the rounding, as fp32 storage's, then stored in 16 bits (a sum
+   does not depend on how the columns are cut). */
 static int cf__bf16_pw_half_applies(const cf__conv_call *c) {
     return (c->half || c->x_half || c->dx_half) && !c->x_raw && cf__bf16_pointwise_applies(c) && c->ws_floats >= cf__gemm_bf16_ws_floats();
 }
-static int cf__bf16_pw_half_fwd_applies(const cf__conv_call *c) {
-    return cf__bf16_pw_half_applies(c) && (!c->half || (!c->b && c->act == CF_ACT_LINEAR && (c->in.c / c->groups + 1) / 2 <= CF__GEMM_KC));
+/* whether the GEMM stores y in 16 bits itself (else the blocks, below) */
+static int cf__bf16_pw_y16(const cf__conv_call *c) { return !c->b && c->act == CF_ACT_LINEAR && (c->in.c / c->groups + 1) / 2 <= CF__GEMM_KC; }
+static int cf__bf16_pw_half_fwd_applies(const cf__conv_call *c) {   /* (the blocks: at least 32 columns) */
+    return cf__bf16_pw_half_applies(c) && (!c->half || cf__bf16_pw_y16(c) || c->ws_floats >= cf__gemm_bf16_ws_floats() + (size_t)c->out.c / c->groups * 32);
+}
+static void cf__bf16_pw_half_fwd_blocks(const cf__conv_call *c) {
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi, r;
+    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in), cols = (c->ws_floats - cf__gemm_bf16_ws_floats()) / OCg, p0;
+    float *block = c->ws + cf__gemm_bf16_ws_floats();
+    if (cols > P) cols = P;
+    for (bi = 0; bi < c->B; bi++)
+        for (gi = 0; gi < c->groups; gi++)
+            for (p0 = 0; p0 < P; p0 += cols) {
+                size_t n = P - p0 < cols ? P - p0 : cols, at = ((size_t)bi * c->out.c + (size_t)gi * OCg) * P + p0;
+                cf__sgemm_bf16_r(0, 0, 0, OCg, (int)n, Cg, c->w + (size_t)gi * OCg * Cg, Cg, cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P + p0),
+                                 (int)P, 0.0f, block, (int)n, NULL, c->x_half ? CF__GEMM_HALF_B : 0, c->ws);
+                cf__bias_act_p(block, c->b ? c->b + (size_t)gi * OCg : NULL, OCg, n, n, c->act, c->slope, 0);
+                CF__OMP(omp parallel for schedule(static))
+                for (r = 0; r < OCg; r++) cf__narrow_run((cf_bf16 *)(void *)c->y + at + (size_t)r * P, block + (size_t)r * n, n);
+            }
 }
 static int cf__bf16_pw_half_bwd_applies(const cf__conv_call *c) {
     return cf__bf16_pw_half_applies(c) && (!c->dx_half || (c->out.c / c->groups + 1) / 2 <= CF__GEMM_KC);
 }
 static void cf__bf16_pw_half_fwd(const cf__conv_call *c) {
     int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi, h = (c->x_half ? CF__GEMM_HALF_B : 0) | (c->half ? CF__GEMM_HALF_C : 0);
-    int bare = !c->b && c->act == CF_ACT_LINEAR;   /* rounded by the GEMM, as cf__bf16_pointwise_fwd (a 16-bit y is bare) */
+    int bare = !c->b && c->act == CF_ACT_LINEAR;   /* rounded by the GEMM, as cf__bf16_pointwise_fwd */
     size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
+    if (c->half && !cf__bf16_pw_y16(c)) { cf__bf16_pw_half_fwd_blocks(c); return; }
     for (bi = 0; bi < c->B; bi++) {
         for (gi = 0; gi < c->groups; gi++)
             cf__sgemm_bf16_r(bare, 0, 0, OCg, (int)P, Cg, c->w + (size_t)gi * OCg * Cg, Cg, cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P),
