@@ -4160,6 +4160,21 @@ static void cf__plan_lives(cf_net *net, cf__blk *blk, int keep, int rebuild, int
         g->size = pl->fused_pool >= 0 ? 0 : pl->grad_half ? (n_out + 1) / 2 : n_out;   /* fused: the gradient lives in the output */
         g->n = 1; g->t[0] = 2 * n - (pl->last_read < n - 1 ? pl->last_read : n - 1); g->t[1] = 2 * n - i;
     }
+    /* A rebuilt output lives until its last use: its own backward's reads, or the rebuild of
+       a layer that reads it.  A chain of cheap layers rebuilt for a later one (DeepCAM's
+       middle flow: relu(batch norm + the previous block's relu)) moves each link's rebuild
+       earlier; its batch norm and sum are then read at that rebuild alone, not at the time
+       first asked (deepcam.cfg bf16: 32 of its 10 MB tensors a sample fewer alive there). */
+    for (i = 0; i < n; i++) {
+        cf__blk *o = &blk[2 * i];
+        int first, last, j;
+        if (o->n != 2) continue;
+        cf__backward_reads(net, i, &first, &last);
+        o->t[3] = last > o->t[2] ? last : o->t[2];
+        for (j = i + 1; j < n; j++)
+            for (k = 0; k < net->layers[j].n_src; k++)
+                if (net->layers[j].src[k] == i && blk[2 * j].n == 2 && blk[2 * j].t[2] > o->t[3]) o->t[3] = blk[2 * j].t[2];
+    }
 }
 
 /* step 3, placement: the blocks by size, largest first (ties in block order); each at the
