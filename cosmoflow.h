@@ -2556,6 +2556,7 @@ static void cf__conv_backward(cf_net *net, int i) {
     int B = net->batch, halves = cf__layer_halves(net, i), store = cf__stores_grad(net, l, 0), split = cf__split_layer(net, i);
     cf_shape in = l->in;
     cf_geom g = l->g;
+    if (!net->priv->plan.l[i].grad_half && net->priv->plan.l[i].fused_pool < 0) halves &= ~CF__HALF_OUT;   /* (its output alone in 16 bits) */
     if (net->priv->plan.l[i].fused_pool < 0) {
         cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
         cf__round_dz(net, i, dy);   /* dL/dz: an operand of both products */
@@ -4061,6 +4062,16 @@ static int cf__bn_to_half(cf_net *net, int i) {
     if (r->type == CF_L_CONV) return cf__conv_takes_halves(net, r, 1, in);
     return r->type == CF_L_DECONV && cf__deconv_takes_halves(net, r, in);
 }
+/* a conv's output alone (the gradient over it in fp32) when its one reader is a transposed
+   conv that reads it in 16 bits but cannot store the gradient so (DeepCAM's decoder: the 1x1
+   conv before the last transposed conv, whose dx sums 2304 terms) */
+static int cf__conv_to_deconv_half(cf_net *net, int i, int flags) {
+    const cf_layer *l = &net->layers[i];
+    int j = cf__only_reader(net, i), in = cf__planned_input(net, l), dinput = (flags & CF__PLAN_DINPUT) != 0;
+    if (l->type != CF_L_CONV || l->depthwise || l->act != CF_ACT_LINEAR || j <= i || net->layers[j].type != CF_L_DECONV || !cf__rounds(net, j)) return 0;
+    return cf__conv_takes_halves(net, l, dinput, CF__HALF_OUT | in) && (in == CF__RAW_IN || !in || cf__conv_takes_halves(net, l, dinput, in)) &&
+           cf__deconv_takes_halves(net, &net->layers[j], CF__HALF_IN);
+}
 static void cf__plan_halves(cf_net *net, int i, int flags) {
     cf__plan_layer *pl = &net->priv->plan.l[i];
     const cf_layer *l = &net->layers[i];
@@ -4072,6 +4083,7 @@ static void cf__plan_halves(cf_net *net, int i, int flags) {
         return;
     }
     if (i < n - 1 && (cf__conv_to_bn_half(net, i, flags) || cf__dw_to_conv_half(net, i) || cf__bn_to_half(net, i))) { pl->half = pl->grad_half = 1; return; }
+    if (i < n - 1 && cf__conv_to_deconv_half(net, i, flags)) { pl->half = 1; return; }
     if (l->type != CF_L_MAXPOOL || i == n - 1 || l->src[0] < 0 || !net->priv->plan.l[l->src[0]].half) return;
     if (!(readers = cf__readers_take_halves(net, i, flags)) || !cf__pool_takes_halves(net, l, 1)) return;
     pl->half = 1;

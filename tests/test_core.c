@@ -1335,20 +1335,21 @@ static void test_halves_bn(void) {
 
 /* More 16-bit blocks, the same bits (section 6, halves): (a) a transposed conv's output and
    gradient before a batch norm, its sums made in a band of rows that moves down its tiles (the
-   workspace cut to 600000 floats past the GEMM's buffers, so that deconv 1's two tiles meet
-   inside an input row; deconv 4 with a bias, stride 1); (b) the network's input read as given
+   workspace cut to 600000 floats past the GEMM's buffers, so that deconv 2's two tiles meet
+   inside an input row; deconv 5 with a bias, stride 1), and the output alone of the 1x1 conv
+   1 (a bias) that deconv 2 reads in 16 bits; (b) the network's input read as given
    by a stride-2 conv on the tiles paths, its output and gradient in 16 bits before a batch
    norm.  Two training steps and an evaluation forward against fp32 storage, bit for bit. */
 static void test_halves_tiles_band(void) {
     static const char *cfgs[2] = {
-        "[net]\ninput=4x100x150\nloss=mse\n[conv]\nfilters=4\nsize=1\n"                                         /* 0 */
-        "[deconv]\nfilters=8\nsize=3\nstride=2\npad=1\noutput_padding=1\nbias=0\n[batchnorm]\nactivation=relu\n"   /* 1, 2 */
-        "[conv]\nfilters=4\nsize=3\nstride=2\npad=1\nbias=0\n"                                                  /* 3 */
-        "[deconv]\nfilters=4\nsize=3\npad=1\n[batchnorm]\n[gap]\n[flatten]\n[dense]\noutputs=3\n",              /* 4: a bias, 5 */
+        "[net]\ninput=4x100x150\nloss=mse\n[conv]\nfilters=4\nsize=1\n[conv]\nfilters=8\nsize=1\n"           /* 0, 1 */
+        "[deconv]\nfilters=8\nsize=3\nstride=2\npad=1\noutput_padding=1\nbias=0\n[batchnorm]\nactivation=relu\n"   /* 2, 3 */
+        "[conv]\nfilters=4\nsize=3\nstride=2\npad=1\nbias=0\n"                                                  /* 4 */
+        "[deconv]\nfilters=4\nsize=3\npad=1\n[batchnorm]\n[gap]\n[flatten]\n[dense]\noutputs=3\n",              /* 5: a bias, 6 */
         "[net]\ninput=4x600x800\nloss=mse\n"
         "[conv]\nfilters=8\nsize=3\nstride=2\npad=1\nbias=0\n[batchnorm]\nactivation=relu\n"                    /* 0, 1 */
         "[gap]\n[flatten]\n[dense]\noutputs=3\n"};
-    static const int expect[2][6] = {{0, 1, 0, 0, 1, 0}, {1, 0, 0, 0, 0, 0}};
+    static const int expect[2][7] = {{0, 1, 3, 0, 0, 3, 0}, {3, 0, 0, 0, 0, 0, 0}};   /* 1: the output in 16 bits, 3: and its gradient */
     int k, i, s, B;
 #ifdef CF__BF16
     if (!cf__has_bf16()) { printf("skipped: 16-bit transposed convs and tiles (the CPU lacks AVX512_BF16)\n"); return; }
@@ -1357,7 +1358,7 @@ static void test_halves_tiles_band(void) {
 #endif
     for (k = 0; k < 2; k++) {
         cf_net a, b;
-        int got[6], ok = 1, raw;
+        int got[7], ok = 1, raw;
         cf_rng r = cf_rng_seed(37);
         float *x, *t, *da, *db;
         double la, lb;
@@ -1370,7 +1371,7 @@ static void test_halves_tiles_band(void) {
         if (!k) {   /* (the allocation holds twice the original: more than twice this) */
             size_t ws = 600000 + cf__pointwise_ws_floats();
             if (2 * ws <= 2 * a.priv->ws_floats) a.priv->ws_floats = b.priv->ws_floats = ws;
-            CHECK(cf__tile(72, 100 * 150, a.priv->ws_floats) < 100 * 150 || cf__nthreads() > 2, "halves, transposed conv: deconv 1 runs in more than one tile");
+            CHECK(cf__tile(72, 100 * 150, a.priv->ws_floats) < 100 * 150 || cf__nthreads() > 2, "halves, transposed conv: deconv 2 runs in more than one tile");
         }
         x = rnd(B * cf_shape_size(a.input), &r); t = rnd((size_t)B * a.n_outputs, &r);
         da = rnd((size_t)B * a.n_outputs, &r); db = rnd((size_t)B * a.n_outputs, &r);
@@ -1383,10 +1384,10 @@ static void test_halves_tiles_band(void) {
             ok &= la == lb && !memcmp(a.grads, b.grads, a.n_params * sizeof(float)) && !memcmp(a.stats, b.stats, a.n_stats * sizeof(float));
             cf_sgd_step(&a, 0.01f, 0.9f, 0.0f); cf_sgd_step(&b, 0.01f, 0.9f, 0.0f);
         }
-        for (i = 0; i < 6; i++) got[i] = i < a.n_layers && a.priv->plan.l[i].half && a.priv->plan.l[i].grad_half;
+        for (i = 0; i < 7; i++) got[i] = i < a.n_layers ? a.priv->plan.l[i].half + 2 * a.priv->plan.l[i].grad_half : 0;
         raw = a.priv->plan.input_raw;
-        CHECK(!memcmp(got, expect[k], sizeof got) && raw == k, "halves, %s: in 16 bits (layers 0 to 5) %d %d %d %d %d %d, the input read as given %d",
-              k ? "tiles" : "transposed conv", got[0], got[1], got[2], got[3], got[4], got[5], raw);
+        CHECK(!memcmp(got, expect[k], sizeof got) && raw == k, "halves, %s: in 16 bits (layers 0 to 6) %d %d %d %d %d %d %d, the input read as given %d",
+              k ? "tiles" : "transposed conv", got[0], got[1], got[2], got[3], got[4], got[5], got[6], raw);
         CHECK(ok, "halves, %s: two steps' losses, gradients and running statistics as on fp32 storage, bit for bit", k ? "tiles" : "transposed conv");
         cf_net_set_mode(&a, CF_MODE_EVAL); cf_net_set_mode(&b, CF_MODE_EVAL);
         ya = cf_net_forward(&a, x, B); yb = cf_net_forward(&b, x, B);
