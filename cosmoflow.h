@@ -4010,10 +4010,12 @@ static void cf__plan_fusion(cf_net *net, int allow) {
    conv when its readers are convolutions that take their input in 16 bits; that pool's
    gradient when its one reader writes it through a path that stores 16 bits.  The pool's
    windows must cover the conv's output (nothing past the last window to zero).  And a conv's
-   output and the gradient over it when its one reader is a [batchnorm] (DeepCAM's conv ->
-   batch norm pairs; section 11, "batch norm on tensors stored in 16 bits"): the conv without
-   an activation of its own (the batch norm has it), its three operations with half paths, the
-   batch norm's statistics this rank's alone (not synchronized). */
+   or a transposed conv's output and the gradient over it when its one reader is a [batchnorm]
+   (DeepCAM's conv -> batch norm pairs; section 11, "batch norm on tensors stored in 16
+   bits"): the conv without an activation of its own (the batch norm has it), its three
+   operations with half paths, the batch norm's statistics this rank's alone (not
+   synchronized).  A conv's output alone (its gradient fp32) when its one reader is a
+   transposed conv that reads it in 16 bits. */
 /* how many layers read block s (-1: the network's input), when every one is a bf16 conv that
    takes 16-bit operands; 0 when any is not */
 static int cf__readers_take_halves(cf_net *net, int s, int flags) {
@@ -7812,8 +7814,8 @@ static const float *cf__tap_row(const float *x, int half, int c, int kd, int kh,
 /* (half: x is stored in 16 bits).  The taps kw = 0 .. KW - 1 of one (c, kd, kh) read the same
    input row, shifted: the row is found once per segment for the KW of them, and the next
    (c, kd, kh)'s rows are fetched ahead while these are packed (as the pools': 15 % off these
-   layers).  On cosmoflow.cfg's first conv (K = 108, 32 channels out) finding each tap's row
-   alone took as long as the GEMM's part (docs/performance.md, "Bytes per step"). */
+   layers).  Found per tap, with its divisions, the rows cost cosmoflow.cfg's 32 -> 64 conv 8 %
+   of its backward-weights (88 -> 81 ms, docs/performance.md, "Bytes per step, stop 55"). */
 CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, int half, cf_shape in, cf_shape out, const cf_geom *g, size_t p0, size_t n) {
     int KD = g->k[0], KH = g->k[1], KW = g->k[2], K = in.c * cf__kvol(g), k, kw, ns = 0, s, t, c = 0, kd = 0, kh = 0;
     cf__seg sg[CF__BWW_TILE / 2];
