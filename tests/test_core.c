@@ -1189,6 +1189,42 @@ static void test_pool_fusion(void) {
     }
 }
 
+/* the halves tests' setup: 1 (and a line saying why) when this build or CPU has no bf16
+   kernels; twins a and b of one cfg in bf16, b storing nothing in 16 bits (no_half); two
+   training steps of both on x: 1 when the losses, gradients and running statistics agree bit
+   for bit at each */
+static int halves_skipped(const char *what) {
+#ifdef CF__BF16
+    if (cf__has_bf16()) return 0;
+    printf("skipped: %s (the CPU lacks AVX512_BF16)\n", what);
+#else
+    printf("skipped: %s (no bf16 kernels in this build)\n", what);
+#endif
+    return 1;
+}
+static int halves_twins(cf_net *a, cf_net *b, const char *cfg, const char *name) {
+    if (cf_net_parse(a, cfg, name, NULL) || cf_net_parse(b, cfg, name, NULL)) { CHECK(0, "%s: %s", name, cf_failure_reason()); return 0; }
+    cf_net_init(a, 5); cf_net_init(b, 5);
+    cf_net_set_precision(a, CF_BF16); cf_net_set_precision(b, CF_BF16);
+    b->priv->no_half = 1;
+    return 1;
+}
+static int halves_two_steps(cf_net *a, cf_net *b, const float *x, const float *t, int B) {
+    float *da = (float *)calloc((size_t)B * a->n_outputs + 1, sizeof(float)), *db = (float *)calloc((size_t)B * a->n_outputs + 1, sizeof(float));
+    int s, ok = da && db;
+    for (s = 0; s < 2 && ok; s++) {   /* the second step reads the first's running statistics and weights */
+        double la, lb;
+        cf_net_set_mode(a, CF_MODE_TRAIN); cf_net_set_mode(b, CF_MODE_TRAIN);
+        cf_net_forward(a, x, B); cf_net_forward(b, x, B);
+        cf_net_zero_grad(a); cf_net_zero_grad(b);
+        la = cf_net_loss(a, t, da); lb = cf_net_loss(b, t, db);
+        cf_net_backward(a, da); cf_net_backward(b, db);
+        ok &= la == lb && !memcmp(a->grads, b->grads, a->n_params * sizeof(float)) && !memcmp(a->stats, b->stats, a->n_stats * sizeof(float));
+        cf_sgd_step(a, 0.01f, 0.9f, 0.0f); cf_sgd_step(b, 0.01f, 0.9f, 0.0f);
+    }
+    free(da); free(db);
+    return ok;
+}
 /* Halves (section 6): a bf16 network's fused conv outputs and the gradients written over
    them, and a max pool's output and gradient between two such convs, stored in 16 bits, give
    the loss and the gradients of the same paths on fp32 storage bit for bit, in less memory.
@@ -1209,21 +1245,14 @@ static void test_halves(void) {
     /* per case: the input read as given; layer 0's output, layer 1's output and gradient, layer 2's, layer 3's in 16 bits */
     static const int expect[3][6] = {{1, 1, 1, 1, 1, 0}, {1, 1, 1, 1, 1, 0}, {0, 0, 0, 0, 1, 0}};
     int k, i, B = 2;
-#ifdef CF__BF16
-    if (!cf__has_bf16()) { printf("skipped: halves (the CPU lacks AVX512_BF16)\n"); return; }
-#else
-    printf("skipped: halves (no bf16 kernels in this build)\n"); return;
-#endif
+    if (halves_skipped("halves")) return;
     for (k = 0; k < 3; k++) {
         cf_net a, b;
         int got[6], outputs_ok = 1;
         cf_rng r = cf_rng_seed(21 + k);
         float *x, *t, *da, *db;
         double la, lb;
-        if (cf_net_parse(&a, cfgs[k], "halves.cfg", NULL) || cf_net_parse(&b, cfgs[k], "halves.cfg", NULL)) { CHECK(0, "halves.cfg: %s", cf_failure_reason()); return; }
-        cf_net_init(&a, 5); cf_net_init(&b, 5);
-        cf_net_set_precision(&a, CF_BF16); cf_net_set_precision(&b, CF_BF16);
-        b.priv->no_half = 1;
+        if (!halves_twins(&a, &b, cfgs[k], "halves.cfg")) return;
         x = rnd(B * cf_shape_size(a.input), &r); t = rnd((size_t)B * a.n_outputs, &r);
         da = rnd((size_t)B * a.n_outputs, &r); db = rnd((size_t)B * a.n_outputs, &r);
         cf_net_forward(&a, x, B); cf_net_forward(&b, x, B);
@@ -1281,34 +1310,17 @@ static void test_halves_bn(void) {
         "[conv]\nfilters=16\nsize=1\nbias=0\n[batchnorm]\n[add]\nlayers=-1,-2\n"                      /* 9: two readers */
         "[flatten]\n[dense]\noutputs=3\n";
     static const int expect[2][12] = {{1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0}, {0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0}};
-    int k, i, B = 2, sync;
-#ifdef CF__BF16
-    if (!cf__has_bf16()) { printf("skipped: halves before batch norms (the CPU lacks AVX512_BF16)\n"); return; }
-#else
-    printf("skipped: halves before batch norms (no bf16 kernels in this build)\n"); return;
-#endif
+    int i, B = 2, sync;
+    if (halves_skipped("halves before batch norms")) return;
     for (sync = 0; sync < 2; sync++) {
         cf_net a, b;
-        int got[12], ok = 1, bits_ok = 1;
+        int got[12], ok, bits_ok = 1;
         cf_rng r = cf_rng_seed(31);
-        float *x, *t, *da, *db;
-        double la, lb;
-        if (cf_net_parse(&a, cfg, "halves-bn.cfg", NULL) || cf_net_parse(&b, cfg, "halves-bn.cfg", NULL)) { CHECK(0, "halves-bn.cfg: %s", cf_failure_reason()); return; }
-        cf_net_init(&a, 5); cf_net_init(&b, 5);
-        cf_net_set_precision(&a, CF_BF16); cf_net_set_precision(&b, CF_BF16);
-        b.priv->no_half = 1;
+        float *x, *t;
+        if (!halves_twins(&a, &b, cfg, "halves-bn.cfg")) return;
         if (sync) { cf_net_sync_bn(&a, halves_bn_reduce, NULL); cf_net_sync_bn(&b, halves_bn_reduce, NULL); }
         x = rnd(B * cf_shape_size(a.input), &r); t = rnd((size_t)B * a.n_outputs, &r);
-        da = rnd((size_t)B * a.n_outputs, &r); db = rnd((size_t)B * a.n_outputs, &r);
-        for (k = 0; k < 2; k++) {   /* two training steps: the second reads the first's running statistics and weights */
-            cf_net_set_mode(&a, CF_MODE_TRAIN); cf_net_set_mode(&b, CF_MODE_TRAIN);
-            cf_net_forward(&a, x, B); cf_net_forward(&b, x, B);
-            cf_net_zero_grad(&a); cf_net_zero_grad(&b);
-            la = cf_net_loss(&a, t, da); lb = cf_net_loss(&b, t, db);
-            cf_net_backward(&a, da); cf_net_backward(&b, db);
-            ok &= la == lb && !memcmp(a.grads, b.grads, a.n_params * sizeof(float)) && !memcmp(a.stats, b.stats, a.n_stats * sizeof(float));
-            cf_sgd_step(&a, 0.01f, 0.9f, 0.0f); cf_sgd_step(&b, 0.01f, 0.9f, 0.0f);
-        }
+        ok = halves_two_steps(&a, &b, x, t, B);
         for (i = 0; i < 12; i++) {
             got[i] = a.priv->plan.l[i].half;
             bits_ok &= cf_net_stored_bits(&a, i, 0) == (got[i] ? 16 : 32) && cf_net_stored_bits(&a, i, 1) == (a.priv->plan.l[i].grad_half ? 16 : 32);
@@ -1328,7 +1340,7 @@ static void test_halves_bn(void) {
             CHECK(ya && yb && !memcmp(ya, yb, (size_t)B * a.n_outputs * sizeof(float)), "halves before batch norms%s: an evaluation forward, bit for bit",
                   sync ? " (synchronized)" : "");
         }
-        free(x); free(t); free(da); free(db);
+        free(x); free(t);
         cf_net_free(&a); cf_net_free(&b);
     }
 }
@@ -1350,40 +1362,23 @@ static void test_halves_tiles_band(void) {
         "[conv]\nfilters=8\nsize=3\nstride=2\npad=1\nbias=0\n[batchnorm]\nactivation=relu\n"                    /* 0, 1 */
         "[gap]\n[flatten]\n[dense]\noutputs=3\n"};
     static const int expect[2][7] = {{0, 1, 3, 0, 0, 3, 0}, {3, 0, 0, 0, 0, 0, 0}};   /* 1: the output in 16 bits, 3: and its gradient */
-    int k, i, s, B;
-#ifdef CF__BF16
-    if (!cf__has_bf16()) { printf("skipped: 16-bit transposed convs and tiles (the CPU lacks AVX512_BF16)\n"); return; }
-#else
-    printf("skipped: 16-bit transposed convs and tiles (no bf16 kernels in this build)\n"); return;
-#endif
+    int k, i, B;
+    if (halves_skipped("16-bit transposed convs and tiles")) return;
     for (k = 0; k < 2; k++) {
         cf_net a, b;
-        int got[7], ok = 1, raw;
+        int got[7], ok, raw;
         cf_rng r = cf_rng_seed(37);
-        float *x, *t, *da, *db;
-        double la, lb;
+        float *x, *t;
         const float *ya, *yb;
         B = k ? 1 : 2;
-        if (cf_net_parse(&a, cfgs[k], "halves-more.cfg", NULL) || cf_net_parse(&b, cfgs[k], "halves-more.cfg", NULL)) { CHECK(0, "halves-more.cfg: %s", cf_failure_reason()); return; }
-        cf_net_init(&a, 5); cf_net_init(&b, 5);
-        cf_net_set_precision(&a, CF_BF16); cf_net_set_precision(&b, CF_BF16);
-        b.priv->no_half = 1;
+        if (!halves_twins(&a, &b, cfgs[k], "halves-more.cfg")) return;
         if (!k) {   /* (the allocation holds twice the original: more than twice this) */
             size_t ws = 600000 + cf__pointwise_ws_floats();
             if (2 * ws <= 2 * a.priv->ws_floats) a.priv->ws_floats = b.priv->ws_floats = ws;
             CHECK(cf__tile(72, 100 * 150, a.priv->ws_floats) < 100 * 150 || cf__nthreads() > 2, "halves, transposed conv: deconv 2 runs in more than one tile");
         }
         x = rnd(B * cf_shape_size(a.input), &r); t = rnd((size_t)B * a.n_outputs, &r);
-        da = rnd((size_t)B * a.n_outputs, &r); db = rnd((size_t)B * a.n_outputs, &r);
-        for (s = 0; s < 2; s++) {
-            cf_net_set_mode(&a, CF_MODE_TRAIN); cf_net_set_mode(&b, CF_MODE_TRAIN);
-            cf_net_forward(&a, x, B); cf_net_forward(&b, x, B);
-            cf_net_zero_grad(&a); cf_net_zero_grad(&b);
-            la = cf_net_loss(&a, t, da); lb = cf_net_loss(&b, t, db);
-            cf_net_backward(&a, da); cf_net_backward(&b, db);
-            ok &= la == lb && !memcmp(a.grads, b.grads, a.n_params * sizeof(float)) && !memcmp(a.stats, b.stats, a.n_stats * sizeof(float));
-            cf_sgd_step(&a, 0.01f, 0.9f, 0.0f); cf_sgd_step(&b, 0.01f, 0.9f, 0.0f);
-        }
+        ok = halves_two_steps(&a, &b, x, t, B);
         for (i = 0; i < 7; i++) got[i] = i < a.n_layers ? a.priv->plan.l[i].half + 2 * a.priv->plan.l[i].grad_half : 0;
         raw = a.priv->plan.input_raw;
         CHECK(!memcmp(got, expect[k], sizeof got) && raw == k, "halves, %s: in 16 bits (layers 0 to 6) %d %d %d %d %d %d %d, the input read as given %d",
@@ -1392,7 +1387,7 @@ static void test_halves_tiles_band(void) {
         cf_net_set_mode(&a, CF_MODE_EVAL); cf_net_set_mode(&b, CF_MODE_EVAL);
         ya = cf_net_forward(&a, x, B); yb = cf_net_forward(&b, x, B);
         CHECK(ya && yb && !memcmp(ya, yb, (size_t)B * a.n_outputs * sizeof(float)), "halves, %s: an evaluation forward, bit for bit", k ? "tiles" : "transposed conv");
-        free(x); free(t); free(da); free(db);
+        free(x); free(t);
         cf_net_free(&a); cf_net_free(&b);
     }
 }
