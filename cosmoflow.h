@@ -2028,6 +2028,7 @@ static int cf__sum_p(float *y, const float *const *src, int n_src, size_t n, int
    sums) and max pool p's input and (y_half) output */
 static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int dinput, int halves);
 static size_t cf__pointwise_ws_floats(void);
+static int cf__band_rows(cf_shape in, const cf_geom *g, size_t tile);
 static int cf__deconv_takes_halves(cf_net *net, const cf_layer *l, int halves);
 static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half);
 
@@ -3207,8 +3208,12 @@ static size_t cf__workspace_floats(const cf_net *net) {
             if (kvol == 1 && l->groups < l->in.c && need < cf__pointwise_ws_floats() + (size_t)l->out.c / l->groups * 32)   /* (a 16-bit y's blocks) */
                 need = cf__pointwise_ws_floats() + (size_t)l->out.c / l->groups * 32;
         } else if (l->type == CF_L_DECONV) {
+            size_t tile, band;
             rows = (size_t)l->out.c * kvol;
-            need = rows * cf__tile(rows, (size_t)l->in.d * l->in.h * l->in.w, CF_WS_FLOATS);
+            tile = cf__tile(rows, (size_t)l->in.d * l->in.h * l->in.w, CF_WS_FLOATS);
+            need = rows * tile;
+            band = cf__pointwise_ws_floats() + (size_t)l->out.c * cf__band_rows(l->in, &l->g, tile) * l->out.w;   /* (a 16-bit y's band, 2-D) */
+            if (l->in.d == 1 && need < band && band <= CF_WS_FLOATS) need = band;
         }
         if (need > ws) ws = need;
     }
@@ -8896,10 +8901,23 @@ static void cf__band_store(cf_bf16 *y16, float *band, int C, int H, int W, int O
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) cf__narrow_run(y16 + ((size_t)c * OH + r0) * W, band + ((size_t)c * H + (r0 - lo)) * W, (size_t)(r1 - r0) * W);
 }
-/* the band moved from lo down to lo + m: its first m rows stored, the rest moved up, the new rows the bias */
+/* output rows [r0, r1) that no tap reaches (a stride longer than the kernel, output padding):
+   the bias, rounded, as fp32 storage has them */
+static void cf__band_bias_rows(cf_bf16 *y16, const float *b, int C, int W, int OH, int r0, int r1) {
+    int c;
+    if (r1 > OH) r1 = OH;
+    for (c = 0; c < C && r0 < r1; c++) {
+        size_t k;
+        cf_bf16 v = cf_bf16_from_f32(b ? b[c] : 0.0f);
+        for (k = (size_t)r0 * W; k < (size_t)r1 * W; k++) y16[(size_t)c * OH * W + k] = v;
+    }
+}
+/* the band moved from lo down to lo + m: its first m rows stored (past H: rows no tap reached),
+   the rest moved up, the new rows the bias */
 static void cf__band_move(cf_bf16 *y16, float *band, const float *b, int C, int H, int W, int OH, int lo, int m) {
     int c;
     cf__band_store(y16, band, C, H, W, OH, lo, lo, lo + (m < H ? m : H));
+    if (m > H) cf__band_bias_rows(y16, b, C, W, OH, lo + H, lo + m);
     if (m > H) m = H;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
@@ -8945,7 +8963,10 @@ static void cf__deconv_forward_with(float *y, int y_half, const float *x, int x_
             else gemm(1, 0, K, (int)n, in.c, w, K, xb + p0, (int)P, 0.0f, col, (int)n);
             cf__col2im(to, col, out.c, bs, in, &bg, p0, n);
         }
-        if (y_half) cf__band_store((cf_bf16 *)(void *)yb, band, out.c, H, out.w, out.h, lo, lo, lo + H);
+        if (y_half) {
+            cf__band_store((cf_bf16 *)(void *)yb, band, out.c, H, out.w, out.h, lo, lo, lo + H);
+            cf__band_bias_rows((cf_bf16 *)(void *)yb, b, out.c, out.w, out.h, lo + H, out.h);
+        }
     }
 }
 /* (dy_half: dy stored in 16 bits, read through a band, above) */

@@ -1351,26 +1351,30 @@ static void test_halves_bn(void) {
    inside an input row; deconv 5 with a bias, stride 1), and the output alone of the 1x1 conv
    1 (a bias) that deconv 2 reads in 16 bits; (b) the network's input read as given
    by a stride-2 conv on the tiles paths, its output and gradient in 16 bits before a batch
-   norm.  Two training steps and an evaluation forward against fp32 storage, bit for bit. */
+   norm; (c) a 1x1 transposed conv of stride 2, whose odd rows no tap reaches (the bias
+   alone).  Two training steps and an evaluation forward against fp32 storage, bit for bit. */
 static void test_halves_tiles_band(void) {
-    static const char *cfgs[2] = {
+    static const char *cfgs[3] = {
         "[net]\ninput=4x100x150\nloss=mse\n[conv]\nfilters=4\nsize=1\n[conv]\nfilters=8\nsize=1\n"           /* 0, 1 */
         "[deconv]\nfilters=8\nsize=3\nstride=2\npad=1\noutput_padding=1\nbias=0\n[batchnorm]\nactivation=relu\n"   /* 2, 3 */
         "[conv]\nfilters=4\nsize=3\nstride=2\npad=1\nbias=0\n"                                                  /* 4 */
         "[deconv]\nfilters=4\nsize=3\npad=1\n[batchnorm]\n[gap]\n[flatten]\n[dense]\noutputs=3\n",              /* 5: a bias, 6 */
         "[net]\ninput=4x600x800\nloss=mse\n"
         "[conv]\nfilters=8\nsize=3\nstride=2\npad=1\nbias=0\n[batchnorm]\nactivation=relu\n"                    /* 0, 1 */
-        "[gap]\n[flatten]\n[dense]\noutputs=3\n"};
-    static const int expect[2][7] = {{0, 1, 3, 0, 0, 3, 0}, {3, 0, 0, 0, 0, 0, 0}};   /* 1: the output in 16 bits, 3: and its gradient */
+        "[gap]\n[flatten]\n[dense]\noutputs=3\n",
+        "[net]\ninput=4x20x30\nloss=mse\n[conv]\nfilters=4\nsize=1\nbias=0\n"                                   /* 0 */
+        "[deconv]\nfilters=8\nsize=1\nstride=2\n[batchnorm]\n[gap]\n[flatten]\n[dense]\noutputs=3\n"};   /* 1, 2 */
+    static const int expect[3][7] = {{0, 1, 3, 0, 0, 3, 0}, {3, 0, 0, 0, 0, 0, 0}, {0, 3, 0, 0, 0, 0, 0}};   /* 1: the output in 16 bits, 3: and its gradient */
+    static const char *what[3] = {"transposed conv", "tiles", "transposed conv, rows no tap reaches"};
     int k, i, B;
     if (halves_skipped("16-bit transposed convs and tiles")) return;
-    for (k = 0; k < 2; k++) {
+    for (k = 0; k < 3; k++) {
         cf_net a, b;
         int got[7], ok, raw;
         cf_rng r = cf_rng_seed(37);
         float *x, *t;
         const float *ya, *yb;
-        B = k ? 1 : 2;
+        B = k == 1 ? 1 : 2;
         if (!halves_twins(&a, &b, cfgs[k], "halves-more.cfg")) return;
         if (!k) {   /* (the allocation holds twice the original: more than twice this) */
             size_t ws = 600000 + cf__pointwise_ws_floats();
@@ -1381,12 +1385,12 @@ static void test_halves_tiles_band(void) {
         ok = halves_two_steps(&a, &b, x, t, B);
         for (i = 0; i < 7; i++) got[i] = i < a.n_layers ? a.priv->plan.l[i].half + 2 * a.priv->plan.l[i].grad_half : 0;
         raw = a.priv->plan.input_raw;
-        CHECK(!memcmp(got, expect[k], sizeof got) && raw == k, "halves, %s: in 16 bits (layers 0 to 6) %d %d %d %d %d %d %d, the input read as given %d",
-              k ? "tiles" : "transposed conv", got[0], got[1], got[2], got[3], got[4], got[5], got[6], raw);
-        CHECK(ok, "halves, %s: two steps' losses, gradients and running statistics as on fp32 storage, bit for bit", k ? "tiles" : "transposed conv");
+        CHECK(!memcmp(got, expect[k], sizeof got) && raw == (k == 1), "halves, %s: in 16 bits (layers 0 to 6) %d %d %d %d %d %d %d, the input read as given %d",
+              what[k], got[0], got[1], got[2], got[3], got[4], got[5], got[6], raw);
+        CHECK(ok, "halves, %s: two steps' losses, gradients and running statistics as on fp32 storage, bit for bit", what[k]);
         cf_net_set_mode(&a, CF_MODE_EVAL); cf_net_set_mode(&b, CF_MODE_EVAL);
         ya = cf_net_forward(&a, x, B); yb = cf_net_forward(&b, x, B);
-        CHECK(ya && yb && !memcmp(ya, yb, (size_t)B * a.n_outputs * sizeof(float)), "halves, %s: an evaluation forward, bit for bit", k ? "tiles" : "transposed conv");
+        CHECK(ya && yb && !memcmp(ya, yb, (size_t)B * a.n_outputs * sizeof(float)), "halves, %s: an evaluation forward, bit for bit", what[k]);
         free(x); free(t);
         cf_net_free(&a); cf_net_free(&b);
     }
