@@ -28,11 +28,12 @@ static void *oom_malloc(size_t n) {
 #include "cosmoflow.h"
 #include "check.h"
 
-static const char *cube_cfg =   /* direct-kernel widths; conv + max pool pairs fuse (16-bit halves in bf16) */
+static const char *cube_cfg =   /* direct-kernel widths; conv + max pool pairs fuse (16-bit halves in bf16); the last
+                                   conv's operands fp32 (the bf16 GEMM with buffers of its own, and their fallback) */
     "[net]\ninput=2x4x8x32\nloss=mse\n"
     "[conv]\nfilters=4\nsize=3\npad=same\nactivation=leaky\nslope=0.3\n[maxpool]\nsize=2\n"
     "[conv]\nfilters=6\nsize=3\npad=same\nactivation=leaky\nslope=0.3\n[maxpool]\nsize=2\n"
-    "[conv]\nfilters=4\nsize=1\nactivation=relu\n"
+    "[conv]\nfilters=4\nsize=1\nactivation=relu\n[conv]\nfilters=4\nsize=1\nactivation=relu\n"
     "[flatten]\n[dense]\noutputs=5\nactivation=relu\n[dense]\noutputs=3\n";
 static const char *plane_cfg =   /* segmentation: LAMB, softmax cross-entropy */
     "[net]\ninput=4x16x40\nloss=softmax_ce\n"
