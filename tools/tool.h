@@ -398,7 +398,11 @@ static void *tool_watchdog(void *arg) {
    installed: the checkpoint written last stays as it was (writes are atomic), the run's lock
    is removed, and the process ends by the signal, as it would have without the handler */
 static void lock_release(void);
+/* a signal that arrives while a checkpoint moves into place (ckpt_save: CKPT to CKPT.prev,
+   CKPT.next to CKPT) waits for the second rename: ended between the two, a run left no CKPT */
+static volatile sig_atomic_t tool_in_ckpt = 0, tool_pending_signal = 0;
 static void tool_on_signal(int sig) {
+    if (tool_in_ckpt) { tool_pending_signal = sig; return; }
     lock_release();   /* (fstat, lstat, unlink, close: safe in a handler) */
     signal(sig, SIG_DFL);
     raise(sig);
@@ -848,8 +852,11 @@ TOOL_UNUSED static void ckpt_save(const char *out, const cf_net *net, const cf_t
     snprintf(next, sizeof next, "%s.next", out);
     TRY(cf_checkpoint_save(next, net, st));
     if (!stat(out, &sb) && !S_ISREG(sb.st_mode)) die("%s: is %s now, not a regular file: not moved", out, file_kind(sb.st_mode));
+    tool_in_ckpt = 1;
     if (access(out, F_OK) == 0 && rename(out, prev)) die("%s: cannot keep the previous checkpoint (%s)", out, strerror(errno));
     if (rename(next, out)) die("%s: cannot move the new checkpoint into place (%s)", out, strerror(errno));
+    tool_in_ckpt = 0;
+    if (tool_pending_signal) tool_on_signal(tool_pending_signal);   /* (one that came meanwhile: the run ends now) */
 }
 /* The newest valid one of CKPT.next (a crash before its rename), CKPT, CKPT.prev, loaded into
    net; returns which (0, 1, 2), with a note on stderr when it had to fall back to CKPT.prev */
