@@ -2028,7 +2028,7 @@ static int cf__sum_p(float *y, const float *const *src, int n_src, size_t n, int
    sums) and max pool p's input and (y_half) output */
 static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int dinput, int halves);
 static size_t cf__pointwise_ws_floats(void);
-static int cf__band_rows(cf_shape in, const cf_geom *g, size_t tile);
+static size_t cf__band_floats(const cf_layer *l, size_t ws_floats);
 static int cf__deconv_takes_halves(cf_net *net, const cf_layer *l, int halves);
 static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half);
 
@@ -3208,11 +3208,9 @@ static size_t cf__workspace_floats(const cf_net *net) {
             if (kvol == 1 && l->groups < l->in.c && need < cf__pointwise_ws_floats() + (size_t)l->out.c / l->groups * 32)   /* (a 16-bit y's blocks) */
                 need = cf__pointwise_ws_floats() + (size_t)l->out.c / l->groups * 32;
         } else if (l->type == CF_L_DECONV) {
-            size_t tile, band;
+            size_t band = cf__pointwise_ws_floats() + cf__band_floats(l, CF_WS_FLOATS);   /* (a 16-bit y's band, 2-D) */
             rows = (size_t)l->out.c * kvol;
-            tile = cf__tile(rows, (size_t)l->in.d * l->in.h * l->in.w, CF_WS_FLOATS);
-            need = rows * tile;
-            band = cf__pointwise_ws_floats() + (size_t)l->out.c * cf__band_rows(l->in, &l->g, tile) * l->out.w;   /* (a 16-bit y's band, 2-D) */
+            need = rows * cf__tile(rows, (size_t)l->in.d * l->in.h * l->in.w, CF_WS_FLOATS);
             if (l->in.d == 1 && need < band && band <= CF_WS_FLOATS) need = band;
         }
         if (need > ws) ws = need;
@@ -4076,7 +4074,7 @@ static int cf__conv_to_deconv_half(cf_net *net, int i, int flags) {
     const cf_layer *l = &net->layers[i];
     int j = cf__only_reader(net, i), in = cf__planned_input(net, l), dinput = (flags & CF__PLAN_DINPUT) != 0;
     if (l->type != CF_L_CONV || l->depthwise || l->act != CF_ACT_LINEAR || j <= i || net->layers[j].type != CF_L_DECONV || !cf__rounds(net, j)) return 0;
-    return cf__conv_takes_halves(net, l, dinput, CF__HALF_OUT | in) && (in == CF__RAW_IN || !in || cf__conv_takes_halves(net, l, dinput, in)) &&
+    return cf__conv_takes_halves(net, l, dinput, CF__HALF_OUT | in) && (!in || cf__conv_takes_halves(net, l, dinput, in)) &&
            cf__deconv_takes_halves(net, &net->layers[j], CF__HALF_IN);
 }
 static void cf__plan_halves(cf_net *net, int i, int flags) {
@@ -4183,7 +4181,8 @@ static void cf__plan_lives(cf_net *net, cf__blk *blk, int keep, int rebuild, int
        a layer that reads it.  A chain of cheap layers rebuilt for a later one (DeepCAM's
        middle flow: relu(batch norm + the previous block's relu)) moves each link's rebuild
        earlier; its batch norm and sum are then read at that rebuild alone, not at the time
-       first asked (deepcam.cfg bf16: 32 of its 10 MB tensors a sample fewer alive there). */
+       first asked (deepcam.cfg bf16: 1176.8 -> 1166.7 MB a sample; at the rebuild's own step
+       every link is still alive, the plan counting time a layer at a time). */
     for (i = 0; i < n; i++) {
         cf__blk *o = &blk[2 * i];
         int first, last, j;
@@ -8893,6 +8892,11 @@ static int cf__band_rows(cf_shape in, const cf_geom *g, size_t tile) {   /* H: t
     return (int)(rows - 1) * g->s[1] + (g->k[1] - 1) * g->dil[1] + 1;
 }
 static int cf__band_first(cf_shape in, const cf_geom *g, size_t p0) { return (int)(p0 / in.w) * g->s[1] - g->pb[1]; }
+/* the band of transposed conv l with the tiles of a workspace of ws_floats */
+static size_t cf__band_floats(const cf_layer *l, size_t ws_floats) {
+    size_t K = (size_t)l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2], tile = cf__tile(K, (size_t)l->in.d * l->in.h * l->in.w, ws_floats);
+    return (size_t)l->out.c * cf__band_rows(l->in, &l->g, tile) * l->out.w;
+}
 /* output rows [r0, r1) of the band (at lo) rounded into y16's, rows past OH left */
 static void cf__band_store(cf_bf16 *y16, float *band, int C, int H, int W, int OH, int lo, int r0, int r1) {
     int c;
@@ -9045,9 +9049,9 @@ static size_t cf__pointwise_ws_floats(void) {
 /* (a 16-bit y and dy: 2-D, no activation, the band's room after the GEMM's buffers) */
 static int cf__deconv_takes_halves(cf_net *net, const cf_layer *l, int halves) {
 #ifdef CF__BF16
-    size_t K = (size_t)l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2], ws = net->priv->ws_floats, tile = cf__tile(K, cf__positions(l->in), ws);
-    size_t band = (size_t)l->out.c * cf__band_rows(l->in, &l->g, tile) * l->out.w;
-    if ((halves & CF__HALF_OUT) && (l->in.d != 1 || l->out.d != 1 || l->act != CF_ACT_LINEAR || ws < cf__pointwise_ws_floats() + band)) return 0;
+    size_t K = (size_t)l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2], ws = net->priv->ws_floats;
+    if ((halves & CF__HALF_OUT) && (l->in.d != 1 || l->out.d != 1 || l->act != CF_ACT_LINEAR || ws < cf__pointwise_ws_floats() + cf__band_floats(l, ws)))
+        return 0;
     return cf__deconv_gemm(1) == cf__sgemm_bf16 && l->type == CF_L_DECONV && !(halves & CF__RAW_IN) &&
            ws >= cf__pointwise_ws_floats() && (!(halves & CF__HALF_DIN) || (K + 1) / 2 <= CF__GEMM_KC);
 #else
