@@ -1,10 +1,12 @@
-# cosmoflow.h - build, test, demo.   make | make test | make demo | make MPI=0 | make HDF5=0 | make FFTW=0 | make MPICC=...
+# cosmoflow.h - build, test, demo.   make | make test | make demo | make MPI=0 | make HDF5=0 | make FFTW=0 | make BLAS=0 | make MPICC=...
 #
 # What the machine has (MPI, libhdf5, OpenBLAS's OpenMP build, the CPU) is decided each time
 # make runs, and the tools depend on bin/.config, which changes only when that decision does:
 # a build after `make MPI=0`, or after packages were installed, rebuilds them.  make demo and
 # make test install what is missing first (as root; otherwise they say what to install) and
-# then run make again, so the packages they installed are seen.
+# then run make again, so the packages they installed are seen.  The header's implementation is
+# compiled once per configuration (bin/cosmoflow.o) and linked into the six tools; make -j2
+# builds it beside the tools' own code.
 CC      ?= cc
 CXX     ?= c++
 MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
@@ -15,14 +17,21 @@ CFLAGS  ?= -O3 $(ARCHFLAG) -g
 ARCH     = $(filter -march=%,$(CFLAGS))
 WARN     = -std=c99 -D_POSIX_C_SOURCE=200809L -Wall -Wextra
 OMP      = -fopenmp
-DEFS     = -DCF_USE_CBLAS -DCF_USE_ZLIB
+# OpenBLAS: on when its cblas.h and its library are found.  Without it make stops, naming the
+# package and BLAS=0, which builds on the header's own sgemm (the same numbers' definition,
+# several times slower): a slow build is chosen, never fallen into.
+BLAS_FOUND := $(shell printf '\043include <cblas.h>\n' | $(CC) -E -x c - > /dev/null 2>&1 && \
+                $(CC) -print-file-name=libopenblas.so | grep -q / && echo 1)
+BLAS    ?= $(if $(BLAS_FOUND),1,missing)
+BLASDEF  = $(if $(filter 0,$(BLAS)),,-DCF_USE_CBLAS)
+DEFS     = $(BLASDEF) -DCF_USE_ZLIB
 # OpenBLAS's OpenMP build when it is installed (Debian: libopenblas-openmp-dev): its threads are
 # the same OpenMP pool as our own parallel loops, so the two take turns on the cores instead of
 # spinning against each other.  OPENBLAS_OMP= (empty) links the system default instead.
 OPENBLAS_OMP ?= $(wildcard /usr/lib/$(shell $(CC) -print-multiarch 2>/dev/null)/openblas-openmp)
 comma   := ,
 BLASLIB  = $(if $(OPENBLAS_OMP),-L$(OPENBLAS_OMP) -Wl$(comma)-rpath$(comma)$(OPENBLAS_OMP)) -lopenblas
-LIBS     = $(BLASLIB) -lz -lm -lpthread
+LIBS     = $(if $(filter 0,$(BLAS)),,$(BLASLIB)) -lz -lm -lpthread
 
 # MPI: the MPI wrapper compiler MPICC (default: Debian's MPICH one when installed, else
 # mpicc; Open MPI: make MPICC=mpicc.openmpi).  MPI and HDF5 are on when found; MPI=0 / HDF5=0
@@ -62,23 +71,32 @@ all: $(BINS)
 # the configuration the binaries were built with; rewritten only when it changes
 CONFIG = $(TOOLCC) | $(CC) | $(CFLAGS) | $(DEFS) | $(LIBS) | $(SYNTHDEFS) $(SYNTHLIBS)
 bin/.config: FORCE | bin
+	@if [ "$(BLAS)" = missing ]; then echo "make: OpenBLAS not found (cblas.h, libopenblas): apt-get install libopenblas-dev, or make BLAS=0 to build on the header's own sgemm, several times slower" >&2; exit 1; fi
 	@printf '%s\n' '$(CONFIG)' | cmp -s - $@ || printf '%s\n' '$(CONFIG)' > $@
 FORCE:
 
-bin/cf-%: tools/cf_%.c $(TOOLSRC) bin/.config | bin
-	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) -I. -o $@ $< $(LIBS)
-bin/cf-synth: tools/cf_synth.c tools/synth_pm.h tools/fft.h $(TOOLSRC) bin/.config | bin
-	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) $(SYNTHDEFS) -I. -o $@ $< $(LIBS) $(SYNTHLIBS)
-bin/ref/cf-%: tools/cf_%.c $(TOOLSRC) bin/.config | bin
+# the header's implementation, once per configuration: bin/cosmoflow.o for the tools, and
+# bin/ref/cosmoflow.o without the fast paths (CF_REFERENCE); each tool compiles only its own
+# code (CF_IMPLEMENTATION_LINKED: the tool does not define CF_IMPLEMENTATION itself)
+bin/cosmoflow.o: tools/cosmoflow.c cosmoflow.h bin/.config | bin
+	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) -I. -c -o $@ $<
+bin/ref/cosmoflow.o: tools/cosmoflow.c cosmoflow.h bin/.config | bin
 	@mkdir -p bin/ref
-	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) -DCF_REFERENCE -I. -o $@ $< $(LIBS)
+	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) -DCF_REFERENCE -I. -c -o $@ $<
+LINKED = -DCF_IMPLEMENTATION_LINKED
+bin/cf-%: tools/cf_%.c bin/cosmoflow.o $(TOOLSRC) bin/.config | bin
+	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) $(LINKED) -I. -o $@ $< bin/cosmoflow.o $(LIBS)
+bin/cf-synth: tools/cf_synth.c tools/synth_pm.h tools/fft.h bin/cosmoflow.o $(TOOLSRC) bin/.config | bin
+	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) $(SYNTHDEFS) $(LINKED) -I. -o $@ $< bin/cosmoflow.o $(LIBS) $(SYNTHLIBS)
+bin/ref/cf-%: tools/cf_%.c bin/ref/cosmoflow.o $(TOOLSRC) bin/.config | bin
+	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) -DCF_REFERENCE $(LINKED) -I. -o $@ $< bin/ref/cosmoflow.o $(LIBS)
 
 bin:
 	mkdir -p bin
 
 # ---- tests: kernels, gradients, PyTorch references, and the stb compile matrix
 bin/test_core: tests/test_core.c tests/check.h cosmoflow.h bin/.config | bin
-	$(CC) $(WARN) $(CFLAGS) $(OMP) -DCF_USE_CBLAS -DCF_USE_ZLIB -I. -o $@ $< $(LIBS)
+	$(CC) $(WARN) $(CFLAGS) $(OMP) $(BLASDEF) -DCF_USE_ZLIB -I. -o $@ $< $(LIBS)
 bin/test_core_naive: tests/test_core.c tests/check.h cosmoflow.h bin/.config | bin
 	$(CC) $(WARN) $(CFLAGS) -DCF_USE_ZLIB -I. -o $@ $< -lz -lm
 bin/test_compile: tests/compile_a.c tests/compile_b.c cosmoflow.h | bin
@@ -99,7 +117,7 @@ bin/test_core_asan: tests/test_core.c tests/check.h cosmoflow.h | bin
 # every allocation refused in turn (tests/test_oom.c), with OpenMP's threads, and serially
 # under the sanitizers (nothing leaked on the error paths); with the fast paths ($(ARCH))
 bin/test_oom: tests/test_oom.c tests/check.h cosmoflow.h bin/.config | bin
-	$(CC) $(WARN) $(CFLAGS) $(OMP) -DCF_USE_CBLAS -I. -Itests -o $@ $< $(LIBS)
+	$(CC) $(WARN) $(CFLAGS) $(OMP) $(BLASDEF) -I. -Itests -o $@ $< $(LIBS)
 bin/test_oom_asan: tests/test_oom.c tests/check.h cosmoflow.h | bin
 	$(CC) $(WARN) -O1 -g $(ARCH) -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
 	    -I. -Itests -o $@ $< -lm

@@ -174,6 +174,9 @@
 
 /* ================================================================ basics (stable) */
 CFDEF const char *cf_failure_reason(void);
+/* frees what a call handed to the caller (a checkpoint's cfg_text) with the library's own
+   CF_FREE, so a translation unit without CF_IMPLEMENTATION can free it too */
+CFDEF void cf_free(void *p);
 CFDEF int cf_fail(const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 1, 2)))
@@ -538,13 +541,13 @@ CFDEF int cf_checkpoint_save(const char *path, const cf_net *net, const cf_train
    compute what the checkpoint's model computes (else an error names the first difference:
    the input shape, a layer's type, activation, geometry, ...).  st may be NULL. */
 CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st);
-/* Reads only the cfg text embedded in a checkpoint (malloc'd; caller frees with CF_FREE). */
+/* Reads only the cfg text embedded in a checkpoint (the caller frees it with cf_free). */
 CFDEF int cf_checkpoint_cfg(const char *path, char **cfg_text, cf_shape *input);
 /* A checkpoint is its own model: builds the net its cfg text and input shape describe
    (shape, when not NULL, must be that shape), or checks that net is that model. */
 CFDEF int cf_checkpoint_model(const char *path, cf_net *net, const cf_shape *shape);
 CFDEF int cf_checkpoint_matches(const char *path, const cf_net *net);
-/* everything a checkpoint holds but its tensors; cfg_text is malloc'd (free with CF_FREE) */
+/* everything a checkpoint holds but its tensors; cfg_text is the caller's (free with cf_free) */
 typedef struct {
     int version;              /* 1, 2 or 3 */
     cf_shape input;
@@ -941,6 +944,7 @@ CF__INLINE void cf__prefetch_floats(const float *p, size_t n, int rw) {
 static CF__TLS char cf__err[8192];   /* room for two paths of PATH_MAX and the reason */
 
 CFDEF const char *cf_failure_reason(void) { return cf__err[0] ? cf__err : "no error"; }
+CFDEF void cf_free(void *p) { CF_FREE(p); }
 
 /* formatted into a scratch buffer first: the arguments may be the current reason itself
    (cf_fail("%s: %s", path, cf_failure_reason()) adds a prefix to it) */

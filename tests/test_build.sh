@@ -3,7 +3,8 @@
 # by mpirun or srun as one of several ranks refuses to run (it would train N copies); a
 # changed configuration (MPI=0, then MPI found) rebuilds the binaries; the header and the
 # tools compile for aarch64 (the vector kernels' guards on a second architecture), and the
-# Makefile adds -march only on x86-64.  Last line "N passed, M failed".
+# Makefile adds -march only on x86-64; without OpenBLAS make stops naming the package and
+# BLAS=0, which builds on the header's own sgemm; make compiles the implementation once.  Last line "N passed, M failed".
 cd "$(dirname "$0")/.." || exit 1
 . tools/mpi.sh
 T=$(mktemp -d /tmp/cf-build-XXXXXX)
@@ -48,6 +49,21 @@ if [ -n "$MPIRUN" ] && ldd bin/cf-check | grep -q libmpi; then
 else
     echo "skipped: the rebuild on a changed configuration (this build has no MPI)"
 fi
+
+# ---- OpenBLAS missing: make stops in one line naming the package and BLAS=0; BLAS=0 builds on
+# the header's own sgemm (a compiler that finds no libopenblas stands for a machine without it)
+mkdir -p "$T/nb" && cp -r Makefile cosmoflow.h tools models "$T/nb/" &&
+printf '#!/bin/sh\ncase "$*" in *-print-file-name=libopenblas.so*) echo libopenblas.so; exit 0;; esac\nexec cc "$@"\n' > "$T/nocblas-cc" && chmod +x "$T/nocblas-cc"
+NB="make -s -C $T/nb CC=$T/nocblas-cc MPI=0 HDF5=0 FFTW=0 CFLAGS=-O0"
+if $NB bin/cf-check > "$T/nb.txt" 2>&1; then bad "make without OpenBLAS: built"
+elif [ "$(grep -c 'OpenBLAS not found.*apt-get install libopenblas-dev.*make BLAS=0' "$T/nb.txt")" = 1 ] && [ ! -e "$T/nb/bin/cf-check" ]; then ok
+else bad "make without OpenBLAS: $(head -3 "$T/nb.txt")"; fi
+$NB BLAS=0 bin/cf-check > "$T/nb.txt" 2>&1 && ! ldd "$T/nb/bin/cf-check" | grep -q openblas &&
+    [ "$("$T/nb/bin/cf-check" --model models/cosmoflow.cfg --summary | tail -1)" = "params 8907556" ] && ok || bad "make BLAS=0: $(head -3 "$T/nb.txt")"
+# the implementation compiled once: one bin/cosmoflow.o, and each tool's own compile line without it
+make -n -B MPI=0 HDF5=0 FFTW=0 all 2>/dev/null > "$T/n.txt"
+[ "$(grep -c -- '-c -o bin/cosmoflow.o tools/cosmoflow.c' "$T/n.txt")" = 1 ] && [ "$(grep -c -- '-DCF_IMPLEMENTATION_LINKED .*-o bin/cf-[a-z]* tools/cf_[a-z]*.c bin/cosmoflow.o' "$T/n.txt")" = 6 ] && ok ||
+    bad "make all does not compile the implementation once and link it into the six tools: $(grep -c cosmoflow.o "$T/n.txt") lines"
 
 # ---- aarch64: the header (implementation, reference build) and every tool compile
 if command -v aarch64-linux-gnu-gcc > /dev/null 2>&1; then

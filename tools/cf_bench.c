@@ -1,6 +1,8 @@
 /* cf-bench: training-step throughput of a model (forward, backward, the application's optimizer: SGD for CosmoFlow, LAMB for DeepCAM) on random
    data, beside this machine's sgemm rate measured in the same run, and the peak memory; --plan P: the oracle (tools/plan.h). */
+#ifndef CF_IMPLEMENTATION_LINKED   /* the Makefile links the implementation it compiled once (tools/cosmoflow.c) */
 #define CF_IMPLEMENTATION
+#endif
 #include "cosmoflow.h"
 #include "tool.h"
 #include "plan.h"

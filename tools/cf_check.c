@@ -2,7 +2,9 @@
    FLOPs, the path each operation takes), --gradcheck (finite differences against backprop,
    layer by layer), --dump (one forward and backward pass written as .npy, to compare with
    PyTorch), --info (what a checkpoint holds). */
+#ifndef CF_IMPLEMENTATION_LINKED   /* the Makefile links the implementation it compiled once (tools/cosmoflow.c) */
 #define CF_IMPLEMENTATION
+#endif
 #include "cosmoflow.h"
 #include "tool.h"
 
@@ -151,7 +153,7 @@ static void info(const char *path) {
         printf("  %.*s\n", len, m);
         m += len + (nl != NULL);
     }
-    CF_FREE(ci.cfg_text);
+    cf_free(ci.cfg_text);
     cf_net_free(&net);
 }
 

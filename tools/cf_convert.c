@@ -7,7 +7,9 @@
                       (--whole) kept whole as .npy, read by hyperslabs
      h52npy           DeepCAM HDF5 snapshots and stats.h5 -> the numpy layout
    No output is written over an input, and each is written atomically. */
+#ifndef CF_IMPLEMENTATION_LINKED   /* the Makefile links the implementation it compiled once (tools/cosmoflow.c) */
 #define CF_IMPLEMENTATION
+#endif
 #include "cosmoflow.h"
 #include "tool.h"
 #ifdef CF_USE_HDF5
@@ -119,7 +121,7 @@ static void extract_cfg(const options *o) {
     cf_atomic_write(&af, text, strlen(text));
     TRY(cf_atomic_commit(&af));
     printf("extract-cfg: %zu bytes (model for input %dx%dx%dx%d) -> %s\n", strlen(text), in.c, in.d, in.h, in.w, o->out);
-    CF_FREE(text);
+    cf_free(text);
 }
 
 /* files_*.lst: the sorted names of DIR's *suffix files, one per line (atomically) */

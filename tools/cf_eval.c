@@ -5,7 +5,9 @@
    masks side by side.  The model comes from the checkpoint unless --model is given.  One
    process, or with --spatial K the K ranks of mpirun -np K, each sample split across them
    (rank 0 prints and writes). */
+#ifndef CF_IMPLEMENTATION_LINKED   /* the Makefile links the implementation it compiled once (tools/cosmoflow.c) */
 #define CF_IMPLEMENTATION
+#endif
 #include "cosmoflow.h"
 #include "tool.h"
 #include "data.h"
@@ -357,7 +359,7 @@ static int recorded_transform(const char *weights) {
     struct stat st;
     if (stat(weights, &st) || S_ISDIR(st.st_mode) || cf_checkpoint_info(weights, &info)) return -1;
     if (meta_value(info.state.meta, "transform", value, sizeof value)) for (k = 0; k < 3 && strcmp(value, transform_names[k]); k++) {}
-    CF_FREE(info.cfg_text);
+    cf_free(info.cfg_text);
     return k >= 0 && k < 3 ? k : -1;
 }
 

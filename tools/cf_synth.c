@@ -21,7 +21,9 @@
    5. A lognormal density rho = exp(delta)/<exp(delta)> (mean 1) and Poisson particle counts
       with 1 particle per voxel on average: int16 counts, most of them 0 or 1, a few hundreds.
    Same seed, same bytes: every random number comes from cf_rng streams keyed by (seed, sample). */
+#ifndef CF_IMPLEMENTATION_LINKED   /* the Makefile links the implementation it compiled once (tools/cosmoflow.c) */
 #define CF_IMPLEMENTATION
+#endif
 #include "cosmoflow.h"
 #include "tool.h"
 #ifndef M_PI

@@ -5,7 +5,9 @@
    library's (cf_train_step); this program parses the flags, loads the data, validates,
    logs, and decides when to write checkpoints.  main() is setup, then per epoch: train,
    validate, save. */
+#ifndef CF_IMPLEMENTATION_LINKED   /* the Makefile links the implementation it compiled once (tools/cosmoflow.c) */
 #define CF_IMPLEMENTATION
+#endif
 #include "cosmoflow.h"
 #include "tool.h"
 #include "data.h"

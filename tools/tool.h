@@ -1,9 +1,13 @@
 /* What the cf-* programs share: error exits that end every MPI rank, a table-driven flag
    parser that also writes --help, the checks every output path passes before any work, file
-   lists, timing and memory figures.  Each tool defines CF_IMPLEMENTATION and includes
-   cosmoflow.h before this file. */
+   lists, timing and memory figures.  Each tool includes cosmoflow.h before this file (with
+   CF_IMPLEMENTATION, or linked to the implementation the Makefile compiled once), so what a
+   tool uses of the C library, MPI, zlib and OpenMP is included here. */
 #ifndef CF_TOOL_H
 #define CF_TOOL_H
+#include <stdio.h>
+#include <ctype.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +20,15 @@
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <sys/utsname.h>
+#ifdef CF_USE_MPI
+#include <mpi.h>
+#endif
+#ifdef CF_USE_ZLIB
+#include <zlib.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* OpenMP pragmas that vanish without -fopenmp (no unknown-pragma warnings) */
 #ifdef _OPENMP
