@@ -47,6 +47,7 @@ run "training augmentation: the cube's 48 symmetries" bin/test_augment
 run "house rules: function lengths, no dated comments, the activations written once, names in the docs, the tools on the public API" sh tests/check_house.sh
 run "checks that see what they claim: a layer type with the wrong table flags fails the gradient check" sh tests/test_checks.sh
 run "the tour: every command of docs/tour.md as written, in a copy of the repository" sh tests/test_tour.sh
+run "OpenBLAS's kernels: a fallback to SSE replaced by the newest set that passes the sgemm check, said on the first line; OPENBLAS_CORETYPE obeyed" sh tests/test_blas.sh
 run "builds: without MPI, OpenBLAS or libhdf5; refusing mpirun and srun; rebuilt when the configuration changes; aarch64" sh tests/test_build.sh
 if has_torch; then
     # the default build and the CF_REFERENCE one (no fast path compiled in), against PyTorch

@@ -11,22 +11,14 @@
 #endif
 #ifdef CF_USE_CBLAS
 extern void openblas_set_num_threads(int);
-extern char *openblas_get_corename(void);
 #endif
 
-/* Which kernels the BLAS runs.  An OpenBLAS older than the CPU does not recognise it and
-   falls back to its SSE3 'Prescott' kernels: correct, but about 4x slower (seen here: Debian
-   12's OpenBLAS on a Xeon with AVX-512 measured 50 GFLOP/s against 225 with
-   OPENBLAS_CORETYPE=Haswell).  Say so, since nothing else would. */
+/* Which kernels the BLAS runs (a tool picks a newer set itself when OpenBLAS fell back to its
+   SSE kernels and the user set none: tools/tool.h, "OpenBLAS's kernels") */
 static void report_blas(void) {
 #ifdef CF_USE_CBLAS
     const char *core = openblas_get_corename();
     printf("blas: OpenBLAS, %s kernels\n", core ? core : "unknown");
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    if (core && (!strcmp(core, "Prescott") || !strcmp(core, "Core2") || !strcmp(core, "Katmai")) && __builtin_cpu_supports("avx2"))
-        fprintf(stderr, "cf-bench: OpenBLAS runs its %s (SSE) kernels on a CPU with AVX2: it does not know this CPU; "
-                "set OPENBLAS_CORETYPE=Haswell (or SkylakeX) for several times the speed\n", core);
-#endif
 #else
     printf("blas: the naive sgemm (built without CF_USE_CBLAS)\n");
 #endif
@@ -87,10 +79,8 @@ static void usage(void) {
               "last line: samples_per_s X gflops_per_s Y sgemm_peak_pct Z peak_rss_mb R\n");
 }
 
-/* --check-blas: the BLAS's sgemm (cf_sgemm) against a double-precision loop over shapes that
-   reach its different kernels (tails, thin and long matrices, every transpose, alpha and
-   beta); the error is relative to the largest |A||B| sum of the entry, so rounding passes
-   and a wrong kernel does not.  Run before trusting a kernel set's speed. */
+/* --check-blas: the BLAS's sgemm against a double-precision loop (blas_check in tools/tool.h).
+   Run before trusting a kernel set's speed. */
 /* The core's peak: 12 independent chains of fp32 FMA, and of vdpbf16ps (32 multiply-adds
    each), on one thread; GFLOP/s counting a multiply-add as 2.  Printed by --check-blas, the
    ceiling a bf16 step's rate is measured against (docs/performance.md, "bf16"). */
@@ -128,35 +118,8 @@ static void peak_probe(void) { printf("peak: not probed (x86-64 with GCC or Clan
 #endif
 
 static int check_blas(void) {
-    static const int shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {17, 33, 65}, {64, 64, 64}, {129, 97, 300}, {32, 2048, 108}, {256, 31, 1024}, {500, 500, 17}};
-    cf_rng r = cf_rng_seed(77);
-    int si, ta, tb, bad = 0;
-    for (si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++)
-        for (ta = 0; ta < 2; ta++) for (tb = 0; tb < 2; tb++) {
-            int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], i, j, k;
-            float *A = (float *)malloc(sizeof(float) * M * K), *Bm = (float *)malloc(sizeof(float) * K * N), *C = (float *)malloc(sizeof(float) * M * N);
-            double worst = 0, alpha = 0.75, beta = si % 2 ? 0.5 : 0.0;
-            float *C0 = (float *)malloc(sizeof(float) * M * N);
-            if (!A || !Bm || !C || !C0) die("out of memory");
-            for (i = 0; i < M * K; i++) A[i] = cf_rng_uniform(&r) * 2 - 1;
-            for (i = 0; i < K * N; i++) Bm[i] = cf_rng_uniform(&r) * 2 - 1;
-            for (i = 0; i < M * N; i++) C[i] = C0[i] = cf_rng_uniform(&r) * 2 - 1;
-            cf_sgemm(ta, tb, M, N, K, (float)alpha, A, ta ? M : K, Bm, tb ? K : N, (float)beta, C, N);
-            for (i = 0; i < M; i++) for (j = 0; j < N; j++) {
-                double s = 0, mag = 0;
-                for (k = 0; k < K; k++) {
-                    double a = ta ? A[(size_t)k * M + i] : A[(size_t)i * K + k], b = tb ? Bm[(size_t)j * K + k] : Bm[(size_t)k * N + j];
-                    s += a * b; mag += fabs(a * b);
-                }
-                s = alpha * s + beta * C0[(size_t)i * N + j];
-                mag = alpha * mag + fabs(beta * C0[(size_t)i * N + j]) + 1e-30;
-                if (fabs(C[(size_t)i * N + j] - s) / mag > worst) worst = fabs(C[(size_t)i * N + j] - s) / mag;
-            }
-            if (worst > 1e-5) { bad++; printf("sgemm %dx%dx%d trans %d%d: relative error %.3g WRONG\n", M, N, K, ta, tb, worst); }
-            free(A); free(Bm); free(C); free(C0);
-        }
-    printf("check-blas: %s (%d shapes x 4 transposes, tolerance 1e-5 of each entry's |A||B| sum)\n", bad ? "FAILED" : "passed",
-           (int)(sizeof shapes / sizeof shapes[0]));
+    int bad = blas_check(1);   /* tools/tool.h: the same check a tool runs before it picks a kernel set */
+    printf("check-blas: %s (8 shapes x 4 transposes, tolerance 1e-5 of each entry's |A||B| sum)\n", bad ? "FAILED" : "passed");
     peak_probe();
     return bad ? 1 : 0;
 }

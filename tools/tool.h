@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #ifdef CF_USE_MPI
 #include <mpi.h>
 #endif
@@ -574,6 +575,112 @@ static void blas_warm_up(void) {
     }
 #endif
 }
+/* ---------------------------------------------------------------- OpenBLAS's kernels
+   OpenBLAS picks its kernels when it loads, for the CPU it recognises; an OpenBLAS older than
+   the CPU (Debian 12's 0.3.21 on AMD Zen 5 or a recent Xeon) falls back to its SSE kernels
+   ('Prescott'): correct, but about 4x slower.  Unless the user chose a set (OPENBLAS_CORETYPE,
+   always obeyed), a tool that finds such a fallback picks the newest set the CPU supports
+   (SkylakeX with AVX-512, else Haswell with AVX2 and FMA), checks it in a child process (the
+   same binary run with CF_BLAS_PROBE set: sgemm on the shapes below against a double-precision
+   loop; a set that computes wrong or crashes is not used), and runs itself again with it.  Its
+   first line says which kernels run. */
+#ifdef CF_USE_CBLAS
+extern char *openblas_get_corename(void);
+#endif
+/* OpenBLAS's sgemm on shapes that reach its different kernels (tails, thin and long matrices,
+   every transpose, alpha and beta) against a double-precision loop; the error is relative to
+   the entry's |A||B| sum, so rounding passes and a wrong kernel does not.  The number of wrong
+   products; each printed when verbose. */
+TOOL_UNUSED static int blas_check(int verbose) {
+    static const int shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {17, 33, 65}, {64, 64, 64}, {129, 97, 300}, {32, 2048, 108}, {256, 31, 1024}, {500, 500, 17}};
+    cf_rng r = cf_rng_seed(77);
+    int si, ta, tb, bad = 0;
+    for (si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++)
+        for (ta = 0; ta < 2; ta++) for (tb = 0; tb < 2; tb++) {
+            int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], i, j, k;
+            float *A = (float *)malloc(sizeof(float) * M * K), *Bm = (float *)malloc(sizeof(float) * K * N);
+            float *C = (float *)malloc(sizeof(float) * M * N), *C0 = (float *)malloc(sizeof(float) * M * N);
+            double worst = 0, alpha = 0.75, beta = si % 2 ? 0.5 : 0.0;
+            if (!A || !Bm || !C || !C0) { free(A); free(Bm); free(C); free(C0); return bad + 1; }
+            for (i = 0; i < M * K; i++) A[i] = cf_rng_uniform(&r) * 2 - 1;
+            for (i = 0; i < K * N; i++) Bm[i] = cf_rng_uniform(&r) * 2 - 1;
+            for (i = 0; i < M * N; i++) C[i] = C0[i] = cf_rng_uniform(&r) * 2 - 1;
+            cf_sgemm(ta, tb, M, N, K, (float)alpha, A, ta ? M : K, Bm, tb ? K : N, (float)beta, C, N);
+            for (i = 0; i < M; i++) for (j = 0; j < N; j++) {
+                double sum = 0, mag = 0, e;
+                for (k = 0; k < K; k++) {
+                    double a = ta ? A[(size_t)k * M + i] : A[(size_t)i * K + k], b = tb ? Bm[(size_t)j * K + k] : Bm[(size_t)k * N + j];
+                    sum += a * b; mag += fabs(a * b);
+                }
+                sum = alpha * sum + beta * C0[(size_t)i * N + j];
+                mag = alpha * mag + fabs(beta * C0[(size_t)i * N + j]) + 1e-30;
+                e = fabs(C[(size_t)i * N + j] - sum) / mag;
+                if (!(e <= worst)) worst = e;   /* a NaN counts as wrong */
+            }
+            if (!(worst <= 1e-5)) {
+                bad++;
+                if (verbose) printf("sgemm %dx%dx%d trans %d%d: relative error %.3g WRONG\n", M, N, K, ta, tb, worst);
+            }
+            free(A); free(Bm); free(C); free(C0);
+        }
+    return bad;
+}
+#if defined(CF_USE_CBLAS) && defined(__GNUC__) && defined(__x86_64__)
+static int blas_is_fallback(const char *core) {
+    return core && (!strcmp(core, "Prescott") || !strcmp(core, "Core2") || !strcmp(core, "Katmai"));
+}
+/* the kernel set `name` checked in a child: this binary again, with CF_BLAS_PROBE set */
+static int blas_probe(const char *self, const char *name) {
+    int status = 0;
+    pid_t pid = fork();
+    if (pid < 0) return 0;
+    if (pid == 0) {
+        char *args[2];
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
+        args[0] = (char *)self; args[1] = NULL;
+        setenv("OPENBLAS_CORETYPE", name, 1); setenv("CF_BLAS_PROBE", "1", 1);
+        unsetenv("OMP_NUM_THREADS"); setenv("OPENBLAS_NUM_THREADS", "1", 1);
+        execv(self, args);
+        _exit(127);
+    }
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+/* 1 when it set OPENBLAS_CORETYPE for the run of this binary that follows (CF_BLAS_KERNELS
+   tells that run what happened) */
+static int blas_choose_kernels(const char *self) {
+    static const char *sets[] = {"SkylakeX", "Haswell"};
+    const char *core = openblas_get_corename();
+    char note[160];
+    int i;
+    if (getenv("OPENBLAS_CORETYPE") || getenv("CF_BLAS_KERNELS") || !blas_is_fallback(core)) return 0;
+    __builtin_cpu_init();
+    for (i = 0; i < 2; i++) {
+        int fits = i == 0 ? __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd")
+                          : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        if (!fits || !blas_probe(self, sets[i])) continue;
+        snprintf(note, sizeof note, "OpenBLAS runs its %s kernels (it does not know this CPU: its own choice was %s, SSE)", sets[i], core);
+        setenv("OPENBLAS_CORETYPE", sets[i], 1);
+        setenv("CF_BLAS_KERNELS", note, 1);
+        return 1;
+    }
+    snprintf(note, sizeof note, "OpenBLAS runs its %s (SSE) kernels: it does not know this CPU, and no newer set passed the check", core);
+    setenv("CF_BLAS_KERNELS", note, 1);
+    return 0;
+}
+#else
+static int blas_choose_kernels(const char *self) { (void)self; return 0; }
+#endif
+/* the first line: which kernels run, when the tool chose them or found none better (rank 0) */
+static void blas_kernels_note(void) {
+    const char *note = getenv("CF_BLAS_KERNELS"), *rank = getenv("PMI_RANK");
+    if (!rank) rank = getenv("OMPI_COMM_WORLD_RANK");
+    if (!rank) rank = getenv("SLURM_PROCID");
+    if (note && (!rank || atoi(rank) == 0)) fprintf(stderr, "cf-%s: %s; OPENBLAS_CORETYPE chooses a set\n", tool_name, note);
+}
+
 /* OpenMP threads spin after every parallel region and steal the cores the BLAS needs next;
    libgomp reads OMP_WAIT_POLICY when it loads, so the tool sets it and runs itself again,
    once, before anything else (MPI included).  Without a preinit array, the same run does the
@@ -604,6 +711,7 @@ TOOL_UNUSED static void one_process_only(void) {
 }
 TOOL_UNUSED static void tool_init(int argc, char **argv, const char *name) {
     (void)argc;
+    if (getenv("CF_BLAS_PROBE")) _exit(blas_check(0) ? 1 : 0);   /* the check of a kernel set, in a child (above) */
     tool_name = name;
     std_streams_open(name);
     atexit(tool_close_stdout);
@@ -615,16 +723,24 @@ TOOL_UNUSED static void tool_init(int argc, char **argv, const char *name) {
     /* past a file-size limit (ulimit -f) writes fail with EFBIG and we say so, instead of
        the process dying silently from SIGXFSZ */
     signal(SIGXFSZ, SIG_IGN);
-    if (!getenv("OMP_WAIT_POLICY")) {
+    {   /* once, before anything else: the OpenMP wait policy and OpenBLAS's kernels, both read when
+           their libraries load, so the tool runs itself again with them set */
         char self[4096];
         ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        int again = 0;
+        self[n > 0 ? n : 0] = 0;
+        if (!getenv("OMP_WAIT_POLICY")) {
 #ifndef TOOL_PREINIT
-        extern char **environ;
-        tool_preinit(argc, argv, environ);
+            extern char **environ;
+            tool_preinit(argc, argv, environ);
 #endif
-        setenv("OMP_WAIT_POLICY", "passive", 1);
-        if (n > 0) { self[n] = 0; execv(self, argv); }   /* on failure go on with the default policy */
+            setenv("OMP_WAIT_POLICY", "passive", 1);
+            again = 1;
+        }
+        if (n > 0 && blas_choose_kernels(self)) again = 1;
+        if (again && n > 0) execv(self, argv);   /* on failure go on as we are */
     }
+    blas_kernels_note();
     blas_warm_up();
 }
 
