@@ -365,6 +365,11 @@ TOOL_UNUSED static void check_launch(void) {
 #endif
     if (want <= 1 || cf_dist_size() == want) return;
 #ifdef CF_USE_MPI
+    /* srun without an MPI plugin (Slurm's default MpiDefault=none, or pmix, which MPICH lacks)
+       starts N one-rank copies: the build is fine, the launch is not */
+    if (getenv("SLURM_PROCID") && !getenv("PMI_RANK") && !getenv("OMPI_COMM_WORLD_RANK"))
+        die("started by srun as one of %d tasks, but MPI reports %d: srun started no MPI for this binary "
+            "(MPICH: srun --mpi=pmi2; srun --mpi=list shows what this Slurm offers; or mpirun -np %d inside the allocation)", want, cf_dist_size(), want);
     die("started as one of %d ranks, but MPI reports %d: this binary's MPI library is not the launcher's "
         "(rebuild with the launcher's wrapper: make MPICC=/path/to/mpicc)", want, cf_dist_size());
 #else
@@ -408,8 +413,9 @@ static void *tool_watchdog(void *arg) {
     return NULL;
 }
 /* MPI started under the watchdog, then the launch checked (check_launch) */
-/* SIGTERM, SIGINT and a hang-up (SIGHUP) end the run, whatever handler the MPI library
-   installed: the checkpoint written last stays as it was (writes are atomic), the run's lock
+/* SIGTERM, SIGINT, a hang-up (SIGHUP) and the user signals a scheduler sends as a warning
+   (SIGUSR1, SIGUSR2: Slurm's --signal) end the run, whatever handler the MPI library installed
+   (MPICH takes SIGUSR1 at MPI_Init): the checkpoint written last stays as it was (writes are atomic), the run's lock
    is removed, and the process ends by the signal, as it would have without the handler */
 static void lock_release(void);
 /* a signal that arrives while a checkpoint moves into place (ckpt_save: CKPT to CKPT.prev,
@@ -421,14 +427,18 @@ static void tool_on_signal(int sig) {
     signal(sig, SIG_DFL);
     raise(sig);
 }
-static void tool_end_on_signals(void) { signal(SIGTERM, tool_on_signal); signal(SIGINT, tool_on_signal); signal(SIGHUP, tool_on_signal); }
+static void tool_end_on_signals(void) {
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
+    size_t i;
+    for (i = 0; i < sizeof sigs / sizeof *sigs; i++) signal(sigs[i], tool_on_signal);
+}
 TOOL_UNUSED static void dist_start(int *argc, char ***argv) {
     pthread_t th;
     const char *r = getenv("PMI_RANK") ? getenv("PMI_RANK") : getenv("OMPI_COMM_WORLD_RANK");
     tool_rank = r ? atoi(r) : 0;   /* before MPI answers (MPI_Init itself is watched) */
     if (tool_comm_timeout > 0 && pthread_create(&th, NULL, tool_watchdog, NULL) == 0) pthread_detach(th);
     if (cf_dist_init(argc, argv)) die("%s", cf_failure_reason());
-    tool_end_on_signals();   /* again: the MPI library may have installed its own (SIGHUP) */
+    tool_end_on_signals();   /* again: the MPI library may have installed its own (SIGHUP, SIGUSR1) */
     tool_rank = cf_dist_rank();
     check_launch();
 }
