@@ -1335,33 +1335,36 @@ static void cf__bias_grad(float *db, const float *dy, int B, int OC, size_t P) {
        forward           y[g] (OCg, P)  = w[g] (OCg, K) x col (K, P)          + b
        backward-weights  dw[g] (OCg, K) += dy[g] (OCg, P) x col^T (P, K),      db += sum_P dy
        backward-data     dcol (K, P)    = w[g]^T (K, OCg) x dy[g] (OCg, P),    dx += col2im(dcol)
-   over tiles of as many positions as the workspace holds (docs/math.md, "Convolution"). */
-CFDEF void cf_ref_conv_forward(float *y, const float *x, const float *w, const float *b,
-                               int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                               float *ws, size_t ws_floats) {
+   over tiles of as many positions as the workspace holds (docs/math.md, "Convolution").
+   Each loop takes the GEMM as a function: the references pass cf_sgemm (cf__sgemm_fp32), the
+   bf16 paths of section 11 the bf16 GEMM. */
+/* a GEMM as an argument: C (M, N) = op(A) op(B) + beta C, op(X) = X^T when tX */
+typedef void (*cf__gemm_fn)(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+/* y = w col + b, tile by tile (no activation: the caller's) */
+static void cf__im2col_forward(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
+                               const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
-    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)K);
     for (bi = 0; bi < B; bi++) {
         float *yb = y + (size_t)bi * out.c * P;
         for (p0 = 0; p0 < P; p0 += tile) {
             size_t n = P - p0 < tile ? P - p0 : tile;
             for (gi = 0; gi < groups; gi++) {
                 cf__im2col(ws, x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, Cg, in, out, g, p0, n);
-                cf_sgemm(0, 0, OCg, (int)n, K, 1.0f, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f, yb + (size_t)gi * OCg * P + p0, (int)P);
+                gemm(0, 0, OCg, (int)n, K, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f, yb + (size_t)gi * OCg * P + p0, (int)P);
             }
             cf__bias_act(yb + p0, b, out.c, n, P, CF_ACT_LINEAR, 0.0f);
         }
     }
 }
-
-CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
-                                        int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                        int groups, float *ws, size_t ws_floats) {
+/* dw += dy col^T (db: the caller's) */
+static void cf__im2col_backward_weights(float *dw, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
+                                        const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
-    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)K);
-    if (db) cf__bias_grad(db, dy, B, out.c, P);
     for (bi = 0; bi < B; bi++)
         for (gi = 0; gi < groups; gi++) {
             const float *xg = x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
@@ -1369,27 +1372,44 @@ CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, c
             for (p0 = 0; p0 < P; p0 += tile) {   /* col is recomputed here, not kept from forward */
                 size_t n = P - p0 < tile ? P - p0 : tile;
                 cf__im2col(ws, xg, Cg, in, out, g, p0, n);
-                cf_sgemm(0, 1, OCg, K, (int)n, 1.0f, dyg + p0, (int)P, ws, (int)n, 1.0f, dw + (size_t)gi * OCg * K, K);
+                gemm(0, 1, OCg, K, (int)n, dyg + p0, (int)P, ws, (int)n, 1.0f, dw + (size_t)gi * OCg * K, K);
             }
         }
 }
-
-CFDEF void cf_ref_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
-                                     cf_shape out, const cf_geom *g, int groups, float *ws,
-                                     size_t ws_floats) {
+/* dx += col2im(w^T dy) */
+static void cf__im2col_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
+                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
-    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)K);
     for (bi = 0; bi < B; bi++)
         for (gi = 0; gi < groups; gi++) {
             float *dxg = dx + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
             const float *dyg = dy + (size_t)bi * out.c * P + (size_t)gi * OCg * P, *wg = w + (size_t)gi * OCg * K;
             for (p0 = 0; p0 < P; p0 += tile) {
                 size_t n = P - p0 < tile ? P - p0 : tile;
-                cf_sgemm(1, 0, K, (int)n, OCg, 1.0f, wg, K, dyg + p0, (int)P, 0.0f, ws, (int)n);
+                gemm(1, 0, K, (int)n, OCg, wg, K, dyg + p0, (int)P, 0.0f, ws, (int)n);
                 cf__col2im(dxg, ws, Cg, in, out, g, p0, n);
             }
         }
+}
+CFDEF void cf_ref_conv_forward(float *y, const float *x, const float *w, const float *b,
+                               int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                               float *ws, size_t ws_floats) {
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
+    cf__im2col_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
+}
+CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
+                                        int B, cf_shape in, cf_shape out, const cf_geom *g,
+                                        int groups, float *ws, size_t ws_floats) {
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
+    if (db) cf__bias_grad(db, dy, B, out.c, (size_t)out.d * out.h * out.w);
+    cf__im2col_backward_weights(dw, dy, x, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
+}
+CFDEF void cf_ref_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
+                                     cf_shape out, const cf_geom *g, int groups, float *ws,
+                                     size_t ws_floats) {
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
+    cf__im2col_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
 }
 
 /* ---- pooling, the definition: every window's taps with a bounds test.  Max: the first
@@ -2052,13 +2072,8 @@ static size_t cf__band_floats(const cf_layer *l, size_t ws_floats);
 static int cf__deconv_takes_halves(cf_net *net, const cf_layer *l, int halves);
 static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half);
 
-/* ---- what the door and the paths share: a GEMM as an argument (cf_sgemm, or section 11's
-   bf16 GEMM), the element of a tensor stored in fp32 or in 16 bits, the bias gradient of a
-   tensor in 16 bits */
-typedef void (*cf__gemm_fn)(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
-static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
-}
+/* ---- what the door and the paths share: the element of a tensor stored in fp32 or in 16
+   bits, the bias gradient of a tensor in 16 bits (a GEMM as an argument: section 3) */
 /* the address of element i of a tensor stored in fp32 or (half) in 16 bits (section 6, halves) */
 CF__INLINE float *cf__elt(const float *base, int half, size_t i) { return (float *)(void *)((char *)base + i * (half ? 2 : 4)); }
 /* n values stored in 16 bits widened to fp32 (exact) */
@@ -8588,71 +8603,44 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
         for (th = 0; th < nth; th++) c->dw[i] += c->ws[per * th + k * OC + oc];
     }
 }
-/* what the tiles leave (few positions, groups): the references' im2col loops (section 3)
-   with the bf16 GEMM; the forward's bias, activation and (rnd) rounding applied to each tile
-   while it is in cache; db is the dispatcher's */
-static void cf__im2col_forward_with(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                                    const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm, int act, float slope, int rnd) {
-    int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
-    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
-    for (bi = 0; bi < B; bi++) {
-        float *yb = y + (size_t)bi * out.c * P;
-        for (p0 = 0; p0 < P; p0 += tile) {
-            size_t n = P - p0 < tile ? P - p0 : tile;
-            for (gi = 0; gi < groups; gi++) {
-                cf__im2col(ws, x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, Cg, in, out, g, p0, n);
-                gemm(0, 0, OCg, (int)n, K, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f, yb + (size_t)gi * OCg * P + p0, (int)P);
-            }
-            cf__bias_act_p(yb + p0, b, out.c, n, P, act, slope, rnd);
-        }
-    }
+/* what the tiles leave (few positions, groups): section 3's im2col loops with the bf16 GEMM.
+   The forward's activation and rounding follow the loop over samples [bi, B) (the loop adds
+   the bias; elementwise, the bits of applying them tile by tile); db is the dispatcher's. */
+static void cf__bf16_im2col_fwd_from(const cf__conv_call *c, int bi) {
+    size_t P = cf__positions(c->out);
+    float *y = c->y + (size_t)bi * cf_shape_size(c->out);
+    cf__im2col_forward(y, c->x + (size_t)bi * cf_shape_size(c->in), c->w, c->b, c->B - bi, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats,
+                       cf__sgemm_bf16);
+    cf__bias_act_p(y, NULL, (c->B - bi) * c->out.c, P, P, c->act, c->slope, 1);
 }
-static void cf__im2col_backward_weights_with(float *dw, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
-                                             const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
-    int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
-    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
-    for (bi = 0; bi < B; bi++)
-        for (gi = 0; gi < groups; gi++) {
-            const float *xg = x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
-            const float *dyg = dy + (size_t)bi * out.c * P + (size_t)gi * OCg * P;
-            for (p0 = 0; p0 < P; p0 += tile) {   /* col is recomputed here, not kept from forward */
-                size_t n = P - p0 < tile ? P - p0 : tile;
-                cf__im2col(ws, xg, Cg, in, out, g, p0, n);
-                gemm(0, 1, OCg, K, (int)n, dyg + p0, (int)P, ws, (int)n, 1.0f, dw + (size_t)gi * OCg * K, K);
-            }
-        }
-}
-/* (dy_half: dy stored in 16 bits, packed from there by the bf16 GEMM with its buffers after the tile) */
-static void cf__im2col_backward_data_with(float *dx, const float *dy, int dy_half, const float *w, int B, cf_shape in, cf_shape out,
-                                          const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
-    int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
-    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
-    for (bi = 0; bi < B; bi++)
-        for (gi = 0; gi < groups; gi++) {
-            float *dxg = dx + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
-            size_t dyg = (size_t)bi * out.c * P + (size_t)gi * OCg * P;
-            const float *wg = w + (size_t)gi * OCg * K;
-            for (p0 = 0; p0 < P; p0 += tile) {
-                size_t n = P - p0 < tile ? P - p0 : tile;
-                if (dy_half) cf__gemm_halves(0, 1, 0, K, (int)n, OCg, wg, K, cf__elt(dy, 1, dyg + p0), (int)P, 0.0f, ws, (int)n, CF__GEMM_HALF_B, ws + K * tile);
-                else gemm(1, 0, K, (int)n, OCg, wg, K, dy + dyg + p0, (int)P, 0.0f, ws, (int)n);
-                cf__col2im(dxg, ws, Cg, in, out, g, p0, n);
-            }
-        }
-}
-static void cf__bf16_im2col_fwd(const cf__conv_call *c) {
-    cf__im2col_forward_with(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16, c->act, c->slope, 1);
-}
-static void cf__bf16_im2col_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
-    cf__im2col_backward_weights_with(c->dw, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
+static void cf__bf16_im2col_fwd(const cf__conv_call *c) { cf__bf16_im2col_fwd_from(c, 0); }
+static void cf__bf16_im2col_bww(const cf__conv_call *c) {
+    cf__im2col_backward_weights(c->dw, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
 }
 static int cf__bf16_im2col_bwd_applies(const cf__conv_call *c) {
     size_t K = (size_t)c->in.c / c->groups * cf__kvol(c->g);
     if (!cf__bf16_gemm_applies(c) || c->dx_half) return 0;
     return !c->half || K * cf__tile(K, cf__positions(c->out), c->ws_floats) + cf__gemm_bf16_ws_floats() <= c->ws_floats;
 }
+/* dy stored in 16 bits: the bf16 GEMM packs each tile of dy from there (cf__gemm_halves), its
+   buffers after the tile.  Section 3's loop cannot take it: it addresses dy in floats and hands
+   its GEMM fp32 operands, and widening dy first would need the fp32 copy the plan stored it in
+   16 bits to save.  The same tiles, GEMMs and col2im as that loop, sample and group s at once. */
+static void cf__bf16_im2col_bwd_half(const cf__conv_call *c) {
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, K = Cg * cf__kvol(c->g), s;
+    size_t P = cf__positions(c->out), tile = cf__tile((size_t)K, P, c->ws_floats), p0, n;
+    for (s = 0; s < c->B * c->groups; s++)   /* (sample s / groups, group s % groups) */
+        for (p0 = 0; p0 < P; p0 += n) {
+            const cf_bf16 *dys = (const cf_bf16 *)(const void *)c->dy + (size_t)s * OCg * P + p0;
+            n = P - p0 < tile ? P - p0 : tile;
+            cf__gemm_halves(0, 1, 0, K, (int)n, OCg, c->w + (size_t)(s % c->groups) * OCg * K, K, (const float *)(const void *)dys, (int)P, 0.0f,
+                            c->ws, (int)n, CF__GEMM_HALF_B, c->ws + K * tile);
+            cf__col2im(c->dx + (size_t)s * Cg * cf__positions(c->in), c->ws, Cg, c->in, c->out, c->g, p0, n);
+        }
+}
 static void cf__bf16_im2col_bwd(const cf__conv_call *c) {
-    cf__im2col_backward_data_with(c->dx, c->dy, c->half, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
+    if (c->half) cf__bf16_im2col_bwd_half(c);
+    else cf__im2col_backward_data(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
 }
 /* The same GEMMs over all of a sample's positions at once, im2col's buffer never written: the
    bf16 GEMM makes op(B)'s rows from x as it packs them (cf__col_src), forward y = w col and
@@ -8678,7 +8666,7 @@ static void cf__bf16_cols_fwd(const cf__conv_call *c) {
             continue;
         }
         if (cf__sgemm_bf16_r(0, 0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, &col, 0, NULL)) {   /* no room: this sample on, by tiles */
-            cf__im2col_forward_with(y, x, c->w, c->b, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats, cf__sgemm_bf16, c->act, c->slope, 1);
+            cf__bf16_im2col_fwd_from(c, bi);
             return;
         }
         cf__bias_act_p(y, c->b, c->out.c, P, P, c->act, c->slope, 1);
@@ -8691,7 +8679,7 @@ static void cf__bf16_cols_bww(const cf__conv_call *c) {   /* db: the dispatcher'
         const float *x = c->x + (size_t)bi * cf_shape_size(c->in), *dy = c->dy + (size_t)bi * cf_shape_size(c->out);
         cf__col_src col = {x, c->in, c->out, c->g};
         if (cf__sgemm_bf16_r(0, 0, 1, c->out.c, K, (int)P, dy, (int)P, NULL, 0, 1.0f, c->dw, K, &col, 0, NULL)) {   /* no room: this sample on, by tiles */
-            cf__im2col_backward_weights_with(c->dw, dy, x, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats, cf__sgemm_bf16);
+            cf__im2col_backward_weights(c->dw, dy, x, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats, cf__sgemm_bf16);
             return;
         }
     }
