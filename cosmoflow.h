@@ -117,7 +117,7 @@
      * Every operation has one reference function, the obvious loops or im2col + sgemm with
        its derivation beside it (docs/math.md derives each backward).  Where a faster way
        exists it is a registered alternative in section 11, chosen by one dispatcher per
-       operation; cf_fast_path_set("all", 0) or CF_REFERENCE runs the references only.
+       operation (section 4); cf_fast_path_set("all", 0) or CF_REFERENCE runs the references only.
      * Library functions never exit(): they return CF_OK (0) or CF_ERR (-1) and leave a
        message in cf_failure_reason().  The library deletes no file it was not asked to.
 
@@ -675,7 +675,7 @@ CFDEF int cf_net_spatial_sum(cf_net *net, double *v, int n);
 CFDEF size_t cf_net_spatial_floats(cf_net *net, int B);
 
 /* ================================================================ F. operations (arguments may change)
-   Every operation's plain reference (section 3) and its dispatcher (section 11): what a
+   Every operation's plain reference (section 3) and its dispatcher (section 4): what a
    reader audits and what the tests compare.  Their mathematics is stable; their argument
    lists may change with the fast paths.  They are raw kernels: every pointer must be valid
    for the shapes and counts given (B >= 1, every extent >= 1, groups dividing the channels);
@@ -710,7 +710,7 @@ CFDEF void cf_ref_pool_forward(float *y, const float *x, int B, cf_shape in, cf_
                                const cf_geom *g, int is_max);
 CFDEF void cf_ref_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
                                 cf_shape in, cf_shape out, const cf_geom *g, int is_max);
-/* The same operations through their dispatchers (section 11): the first registered fast path
+/* The same operations through their dispatchers (section 4): the first registered fast path
    that applies, else the reference.  Same arguments, same results to rounding (bit for bit
    for the pooling paths); cf_conv_forward_act also applies the activation act (CF_ACT_*,
    slope for leaky) to each part of y while it is still in cache. */
@@ -741,7 +741,7 @@ CFDEF void cf_ref_dwconv_forward(float *y, const float *x, const float *w, const
                                  int B, cf_shape in, cf_shape out, const cf_geom *g);
 CFDEF void cf_ref_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                                   const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g);
-/* ... and through their dispatchers (section 11): same arguments, same results to rounding */
+/* ... and through their dispatchers (section 4): same arguments, same results to rounding */
 CFDEF void cf_dwconv_forward(float *y, const float *x, const float *w, const float *b,
                              int B, cf_shape in, cf_shape out, const cf_geom *g);
 CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
@@ -1084,7 +1084,7 @@ static void cf__round_floats(float *x, size_t n) {
     for (j = 0; j < n; j++) x[j] = cf_f32_from_bf16(cf_bf16_from_f32(x[j]));
 }
 /* cf__round_floats, or its twin on the CPU's rounding instruction (the same bits, section 11,
-   kind bf16): chosen there */
+   kind bf16): chosen by the door, section 4 */
 static void cf__round_run(float *x, size_t n);
 CFDEF void cf_bf16_round(float *x, size_t n) {
     long i;   /* a signed index for OpenMP 2.5; chunks of 2^16: a pass over memory, shared by the threads */
@@ -1339,33 +1339,36 @@ static void cf__bias_grad(float *db, const float *dy, int B, int OC, size_t P) {
        forward           y[g] (OCg, P)  = w[g] (OCg, K) x col (K, P)          + b
        backward-weights  dw[g] (OCg, K) += dy[g] (OCg, P) x col^T (P, K),      db += sum_P dy
        backward-data     dcol (K, P)    = w[g]^T (K, OCg) x dy[g] (OCg, P),    dx += col2im(dcol)
-   over tiles of as many positions as the workspace holds (docs/math.md, "Convolution"). */
-CFDEF void cf_ref_conv_forward(float *y, const float *x, const float *w, const float *b,
-                               int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                               float *ws, size_t ws_floats) {
+   over tiles of as many positions as the workspace holds (docs/math.md, "Convolution").
+   Each loop takes the GEMM as a function: the references pass cf_sgemm (cf__sgemm_fp32), the
+   bf16 paths of section 11 the bf16 GEMM. */
+/* a GEMM as an argument: C (M, N) = op(A) op(B) + beta C, op(X) = X^T when tX */
+typedef void (*cf__gemm_fn)(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+}
+/* y = w col + b, tile by tile (no activation: the caller's) */
+static void cf__im2col_forward(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
+                               const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
-    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)K);
     for (bi = 0; bi < B; bi++) {
         float *yb = y + (size_t)bi * out.c * P;
         for (p0 = 0; p0 < P; p0 += tile) {
             size_t n = P - p0 < tile ? P - p0 : tile;
             for (gi = 0; gi < groups; gi++) {
                 cf__im2col(ws, x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, Cg, in, out, g, p0, n);
-                cf_sgemm(0, 0, OCg, (int)n, K, 1.0f, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f, yb + (size_t)gi * OCg * P + p0, (int)P);
+                gemm(0, 0, OCg, (int)n, K, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f, yb + (size_t)gi * OCg * P + p0, (int)P);
             }
             cf__bias_act(yb + p0, b, out.c, n, P, CF_ACT_LINEAR, 0.0f);
         }
     }
 }
-
-CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
-                                        int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                        int groups, float *ws, size_t ws_floats) {
+/* dw += dy col^T (db: the caller's) */
+static void cf__im2col_backward_weights(float *dw, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
+                                        const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
-    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)K);
-    if (db) cf__bias_grad(db, dy, B, out.c, P);
     for (bi = 0; bi < B; bi++)
         for (gi = 0; gi < groups; gi++) {
             const float *xg = x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
@@ -1373,27 +1376,44 @@ CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, c
             for (p0 = 0; p0 < P; p0 += tile) {   /* col is recomputed here, not kept from forward */
                 size_t n = P - p0 < tile ? P - p0 : tile;
                 cf__im2col(ws, xg, Cg, in, out, g, p0, n);
-                cf_sgemm(0, 1, OCg, K, (int)n, 1.0f, dyg + p0, (int)P, ws, (int)n, 1.0f, dw + (size_t)gi * OCg * K, K);
+                gemm(0, 1, OCg, K, (int)n, dyg + p0, (int)P, ws, (int)n, 1.0f, dw + (size_t)gi * OCg * K, K);
             }
         }
 }
-
-CFDEF void cf_ref_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
-                                     cf_shape out, const cf_geom *g, int groups, float *ws,
-                                     size_t ws_floats) {
+/* dx += col2im(w^T dy) */
+static void cf__im2col_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
+                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
-    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)K);
     for (bi = 0; bi < B; bi++)
         for (gi = 0; gi < groups; gi++) {
             float *dxg = dx + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
             const float *dyg = dy + (size_t)bi * out.c * P + (size_t)gi * OCg * P, *wg = w + (size_t)gi * OCg * K;
             for (p0 = 0; p0 < P; p0 += tile) {
                 size_t n = P - p0 < tile ? P - p0 : tile;
-                cf_sgemm(1, 0, K, (int)n, OCg, 1.0f, wg, K, dyg + p0, (int)P, 0.0f, ws, (int)n);
+                gemm(1, 0, K, (int)n, OCg, wg, K, dyg + p0, (int)P, 0.0f, ws, (int)n);
                 cf__col2im(dxg, ws, Cg, in, out, g, p0, n);
             }
         }
+}
+CFDEF void cf_ref_conv_forward(float *y, const float *x, const float *w, const float *b,
+                               int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                               float *ws, size_t ws_floats) {
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
+    cf__im2col_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
+}
+CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
+                                        int B, cf_shape in, cf_shape out, const cf_geom *g,
+                                        int groups, float *ws, size_t ws_floats) {
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
+    if (db) cf__bias_grad(db, dy, B, out.c, (size_t)out.d * out.h * out.w);
+    cf__im2col_backward_weights(dw, dy, x, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
+}
+CFDEF void cf_ref_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
+                                     cf_shape out, const cf_geom *g, int groups, float *ws,
+                                     size_t ws_floats) {
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
+    cf__im2col_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
 }
 
 /* ---- pooling, the definition: every window's taps with a bounds test.  Max: the first
@@ -1941,7 +1961,13 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
                 direct kernel and a GEMM), and its outputs rounded as they are stored
      stores     a gradient's first writer stores into it instead of adding to a block zeroed
                 before (a step of the memory plan, section 6)
-   Why each is faster, with its measurements, is in docs/performance.md. */
+   Why each is faster, with its measurements, is in docs/performance.md.
+   Every decision of which path runs, and of which tensors a path takes in 16 bits, is made
+   here; section 11 holds the paths' code, which sections 1-10 reach only through this door
+   (tests/check_calls.sh).  Contents: the kinds and what this build compiles in; the dispatchers'
+   declarations; the registry (a call, a path, picking one); the section-11 code the door calls
+   (declared); the tables of paths and the dispatchers; the storage forms of section 3's passes
+   (rounded, stored, 16 bits); what the memory plan may store in 16 bits. */
 enum { CF__K_TILES, CF__K_POINTWISE, CF__K_DIRECT, CF__K_INSIDE, CF__K_PAIRS, CF__K_FUSION,
        CF__K_RECOMPUTE, CF__K_BF16, CF__K_STORES, CF__NKINDS };
 static const char *cf__kind_names[CF__NKINDS] = {"tiles", "pointwise", "direct", "inside", "pairs", "fusion", "recompute", "bf16", "stores"};
@@ -1969,6 +1995,20 @@ CFDEF int cf_fast_path_on(const char *kind) {
     return -1;
 }
 
+/* what this build compiles in (section 11 holds the code; CF_REFERENCE none of it): the direct
+   kernels where GCC or Clang targets AVX2 and FMA (-march=x86-64-v3 or native), their AVX-512
+   instances on x86-64, and the bf16 kernels with those; the last two chosen at run time, by
+   the CPU */
+#if !defined(CF_REFERENCE) && defined(__GNUC__) && defined(__AVX2__) && defined(__FMA__) && !defined(CF_NO_DIRECT_CONV)
+#define CF__DIRECT 1
+#endif
+#if defined(CF__DIRECT) && defined(__x86_64__) && !defined(CF_NO_AVX512)
+#define CF__AVX512 1
+#endif
+#if defined(CF__DIRECT) && defined(CF__AVX512) && !defined(CF_NO_BF16)
+#define CF__BF16 1
+#define CF__BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#endif
 /* halves: which of a convolution's operands are stored in 16 bits, CF__HALF_OUT y (forward)
    or dy (backward), CF__HALF_IN x, CF__HALF_DIN dx; CF__RAW_IN: x is the network's input, not
    yet rounded (its readers round it as they read it, section 6) */
@@ -2035,6 +2075,774 @@ static size_t cf__pointwise_ws_floats(void);
 static size_t cf__band_floats(const cf_layer *l, size_t ws_floats);
 static int cf__deconv_takes_halves(cf_net *net, const cf_layer *l, int halves);
 static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half);
+
+/* ---- what the door and the paths share: the element of a tensor stored in fp32 or in 16
+   bits, the bias gradient of a tensor in 16 bits (a GEMM as an argument: section 3) */
+/* the address of element i of a tensor stored in fp32 or (half) in 16 bits (section 6, halves) */
+CF__INLINE float *cf__elt(const float *base, int half, size_t i) { return (float *)(void *)((char *)base + i * (half ? 2 : 4)); }
+/* n values stored in 16 bits widened to fp32 (exact) */
+static void cf__widen_run(float *to, const cf_bf16 *h, size_t n) {
+    size_t p;
+    for (p = 0; p < n; p++) { uint32_t u = (uint32_t)h[p] << 16; memcpy(to + p, &u, 4); }
+}
+/* v rounded to bf16 (in place), then stored as its upper halves */
+static void cf__narrow_run(cf_bf16 *to, float *v, size_t n) {
+    size_t p;
+    cf__round_run(v, n);
+    for (p = 0; p < n; p++) { uint32_t u; memcpy(&u, v + p, 4); to[p] = (cf_bf16)(u >> 16); }
+}
+/* cf__sum8 of n values stored in 16 bits, in the same order */
+static double cf__sum8_half(const cf_bf16 *h, size_t n) {
+    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, t = 0.0;
+    size_t p = 0;
+    int j;
+    for (; p + 8 <= n; p += 8) for (j = 0; j < 8; j++) s[j] += cf_f32_from_bf16(h[p + j]);
+    for (; p < n; p++) s[p % 8] += cf_f32_from_bf16(h[p]);
+    for (j = 0; j < 8; j++) t += s[j];
+    return t;
+}
+/* cf__bias_grad of a dy stored in fp32 or (half) in 16 bits */
+static void cf__bias_grad_p(float *db, const float *dy, int half, int B, int OC, size_t P) {
+    int bi, oc;
+    if (!half) { cf__bias_grad(db, dy, B, OC, P); return; }
+    for (bi = 0; bi < B; bi++) {
+        CF__OMP(omp parallel for schedule(static))
+        for (oc = 0; oc < OC; oc++) db[oc] += (float)cf__sum8_half((const cf_bf16 *)(const void *)dy + ((size_t)bi * OC + oc) * P, P);
+    }
+}
+
+/* ---- the registry.  A convolution call, as every path of a convolution operation gets it: */
+typedef struct {
+    float *y; const float *x, *w, *b; int act; float slope;   /* forward: y = act(conv(x, w) + b) */
+    float *dw; const float *dy;                               /* backward-weights: dw += ... */
+    float *dx;                                                /* backward-data: dx += ... */
+    int dx_store;                                             /* dx = ... instead (dx holds no values yet,
+                                                                 section 6, stores): 0 + the sum, as the
+                                                                 add into a zeroed dx gives */
+    int B, groups; cf_shape in, out; const cf_geom *g;
+    float *ws; size_t ws_floats;                              /* workspace */
+    int bf16;                                                 /* operands are bf16 values (section 5) */
+    int half;                                                 /* y (forward) or dy (backward) is stored in
+                                                                 16 bits (section 6, halves): its pointer is a cf_bf16 * */
+    int x_half, dx_half;                                      /* x, dx stored in 16 bits; dx written, not
+                                                                 added to (the plan: its only writer) */
+    int x_raw;                                                /* x in fp32 not yet rounded (a bf16 network's
+                                                                 input): rounded as the path reads it */
+} cf__conv_call;
+/* a path: its kind, whether it applies, the code; rounds = 1: a forward or backward-data path
+   that stores its output rounded to bf16 when c->bf16 (else the dispatcher rounds it, section
+   5); half = 1:
+   it takes a call with operands in 16 bits or an unrounded input (half, x_half, dx_half,
+   x_raw; the others never see one); half = 2: the same, and it computes the sums of the next
+   path in its table, the one fp32 storage takes (its twin: the plan stores a tensor in 16 bits
+   only where that keeps every bit, section 6); stores = 1: a backward-data path that honours dx_store
+   (for the others the dispatcher zeroes dx first) */
+typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); int rounds, half, stores; } cf__conv_path;
+/* a pooling call; half, y_half: x, y are stored in 16 bits (section 6, halves) */
+typedef struct {
+    float *y, *dx; const float *x, *dy;
+    int B, is_max; cf_shape in, out; const cf_geom *g;
+    int half, y_half;
+} cf__pool_call;
+typedef struct { int kind; int (*applies)(const cf__pool_call *c); void (*run)(const cf__pool_call *c); int half; } cf__pool_path;
+
+/* the first enabled path that applies (a table ends with kind -1), or NULL: the reference */
+static const cf__conv_path *cf__conv_pick(const cf__conv_path *p, const cf__conv_call *c) {
+    int half = c->half || c->x_half || c->dx_half || c->x_raw;
+    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && (p->half || !half) && p->applies(c)) return p;
+    return NULL;
+}
+static const cf__pool_path *cf__pool_pick(const cf__pool_path *p, const cf__pool_call *c) {
+    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && (p->half || !(c->half || c->y_half)) && p->applies(c)) return p;
+    return NULL;
+}
+
+/* ---- what the door calls in section 11: each path's condition and code (the tables below),
+   the bf16 GEMM and the CPU's bf16 instructions, the transposed convolution's loops with
+   another GEMM and their band of 16-bit rows, the fused backward of act + max pool */
+#ifndef CF_REFERENCE
+static int cf__pointwise_applies(const cf__conv_call *c);
+static void cf__pointwise_fwd(const cf__conv_call *c);
+static void cf__pointwise_bww(const cf__conv_call *c);
+static void cf__pointwise_bwd(const cf__conv_call *c);
+static int cf__tiles_fwd_applies(const cf__conv_call *c);
+static void cf__tiles_fwd(const cf__conv_call *c);
+static int cf__tiles_bww_applies(const cf__conv_call *c);
+static void cf__tiles_bww(const cf__conv_call *c);
+static int cf__tiles_bwd_applies(const cf__conv_call *c);
+static void cf__tiles_bwd(const cf__conv_call *c);
+static int cf__pool_pairs_applies(const cf__pool_call *c);
+static void cf__pool_pairs_fwd(const cf__pool_call *c);
+static int cf__pool_inside_applies(const cf__pool_call *c);
+static void cf__pool_inside_fwd(const cf__pool_call *c);
+static void cf__pool_inside_bwd(const cf__pool_call *c);
+static int cf__dw3x3_half_applies(const cf__conv_call *c);
+static int cf__dw3x3_applies(const cf__conv_call *c);
+static void cf__dw3x3_fwd(const cf__conv_call *c);
+static int cf__dw_rounded_applies(const cf__conv_call *c);
+static void cf__dw_rounded_fwd(const cf__conv_call *c);
+static int cf__dw3x3_half_bwd_applies(const cf__conv_call *c);
+static int cf__dw3x3_bwd_applies(const cf__conv_call *c);
+static void cf__dw3x3_bwd(const cf__conv_call *c);
+static int cf__dw_rows_applies(const cf__conv_call *c);
+static void cf__dw_rows_bwd(const cf__conv_call *c);
+static void cf__pool_fused_backward_run(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in,
+                                        cf_shape out, const cf_geom *g, int act, float slope, int bf16);
+#endif
+#ifdef CF__DIRECT
+static int cf__direct_fwd_applies(const cf__conv_call *c);
+static void cf__direct_fwd_run(const cf__conv_call *c);
+static int cf__direct_bwd_applies(const cf__conv_call *c);
+static void cf__direct_bwd_run(const cf__conv_call *c);
+#endif
+#ifdef CF__BF16
+static int cf__has_bf16(void);
+CF__BF16_TARGET static void cf__round_floats_bf16(float *x, size_t n);
+static int cf__bf16_gemm_applies(const cf__conv_call *c);
+static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+static size_t cf__gemm_bf16_ws_floats(void);
+static int cf__gemm_bf16_one_chunk(size_t K);
+static int cf__bf16_direct_fwd_applies(const cf__conv_call *c);
+static void cf__bf16_direct_fwd_run(const cf__conv_call *c);
+static int cf__bf16_pw_half_fwd_applies(const cf__conv_call *c);
+static void cf__bf16_pw_half_fwd(const cf__conv_call *c);
+static int cf__bf16_pointwise_applies(const cf__conv_call *c);
+static void cf__bf16_pointwise_fwd(const cf__conv_call *c);
+static int cf__bf16_tiles_fwd_applies(const cf__conv_call *c);
+static void cf__bf16_tiles_fwd(const cf__conv_call *c);
+static int cf__bf16_cols_fwd_applies(const cf__conv_call *c);
+static void cf__bf16_cols_fwd(const cf__conv_call *c);
+static void cf__bf16_im2col_fwd(const cf__conv_call *c);
+static int cf__bf16_pw_half_applies(const cf__conv_call *c);
+static void cf__bf16_pw_half_bww(const cf__conv_call *c);
+static void cf__bf16_pointwise_bww(const cf__conv_call *c);
+static int cf__bf16_taps_bww_applies(const cf__conv_call *c);
+static void cf__bf16_taps_bww(const cf__conv_call *c);
+static int cf__bf16_tiles_bww_applies(const cf__conv_call *c);
+static void cf__bf16_tiles_bww(const cf__conv_call *c);
+static int cf__bf16_cols_applies(const cf__conv_call *c);
+static void cf__bf16_cols_bww(const cf__conv_call *c);
+static void cf__bf16_im2col_bww(const cf__conv_call *c);
+static int cf__bf16_pw_half_bwd_applies(const cf__conv_call *c);
+static void cf__bf16_pw_half_bwd(const cf__conv_call *c);
+static void cf__bf16_pointwise_bwd(const cf__conv_call *c);
+static int cf__bf16_direct_bwd_applies(const cf__conv_call *c);
+static void cf__bf16_direct_bwd_run(const cf__conv_call *c);
+static int cf__bf16_tiles_bwd_applies(const cf__conv_call *c);
+static void cf__bf16_tiles_bwd(const cf__conv_call *c);
+static int cf__bf16_im2col_bwd_applies(const cf__conv_call *c);
+static void cf__bf16_im2col_bwd(const cf__conv_call *c);
+static int cf__pool_pairs_half_applies(const cf__pool_call *c);
+CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c);
+#endif
+static int cf__band_rows(cf_shape in, const cf_geom *g, size_t tile);
+static void cf__deconv_forward_with(float *y, int y_half, const float *x, int x_half, const float *w, const float *b, int B, cf_shape in, cf_shape out,
+                                    const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm);
+static void cf__deconv_backward_with(float *dx, int dx_half, float *dw, float *db, const float *dy, int dy_half, const float *x, int x_half, const float *w,
+                                     int B, cf_shape in, cf_shape out, const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm,
+                                     cf__gemm_fn gemm_dx, int store);
+/* the network's workspace (section 5 holds the network's private part) */
+static size_t cf__net_ws_floats(const cf_net *net);
+
+/* (compiled in every build: CF_REFERENCE's rounds by the definition) */
+static void cf__round_run(float *x, size_t n) {
+#ifdef CF__BF16
+    if (cf__kind_on[CF__K_BF16] && cf__has_bf16()) { cf__round_floats_bf16(x, n); return; }
+#endif
+    cf__round_floats(x, n);
+}
+
+CFDEF const char *cf_bf16_kernels(void) {
+#if defined(CF__BF16)
+    if (!cf__kind_on[CF__K_BF16]) return "the emulation (the bf16 fast paths are off)";
+    return cf__has_bf16() ? "vdpbf16ps (AVX512_BF16)" : "the emulation (this CPU lacks AVX512_BF16)";
+#elif defined(CF_REFERENCE)
+    return "the emulation (a CF_REFERENCE build)";
+#else
+    return "the emulation (no bf16 kernels in this build: they need x86-64, GCC or Clang, AVX2 and FMA)";
+#endif
+}
+
+/* ---- the paths of each operation, in the order the dispatcher tries them */
+static const cf__conv_path cf__conv_fwd_paths[] = {
+#ifndef CF_REFERENCE
+#ifdef CF__BF16
+    {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run, 1, 1, 0},
+    {CF__K_BF16, cf__bf16_pw_half_fwd_applies, cf__bf16_pw_half_fwd, 1, 2, 0},
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd, 1, 0, 0},
+    {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 1, 1, 0},
+    {CF__K_BF16, cf__bf16_cols_fwd_applies, cf__bf16_cols_fwd, 1, 1, 0},
+    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_fwd, 1, 0, 0},
+#endif
+#ifdef CF__DIRECT
+    {CF__K_DIRECT, cf__direct_fwd_applies, cf__direct_fwd_run, 0, 0, 0},
+#endif
+    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_fwd, 0, 0, 0},
+    {CF__K_TILES, cf__tiles_fwd_applies, cf__tiles_fwd, 0, 0, 0},
+#endif
+    {-1, NULL, NULL, 0, 0, 0}};
+static const cf__conv_path cf__conv_bww_paths[] = {
+#ifndef CF_REFERENCE
+#ifdef CF__BF16
+    {CF__K_BF16, cf__bf16_pw_half_applies, cf__bf16_pw_half_bww, 0, 2, 0},
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww, 0, 0, 0},
+    {CF__K_BF16, cf__bf16_taps_bww_applies, cf__bf16_taps_bww, 0, 1, 0},
+    {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww, 0, 1, 0},
+    {CF__K_BF16, cf__bf16_cols_applies, cf__bf16_cols_bww, 0, 0, 0},
+    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bww, 0, 0, 0},
+#endif
+    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bww, 0, 0, 0},
+    {CF__K_TILES, cf__tiles_bww_applies, cf__tiles_bww, 0, 0, 0},
+#endif
+    {-1, NULL, NULL, 0, 0, 0}};
+static const cf__conv_path cf__conv_bwd_paths[] = {
+#ifndef CF_REFERENCE
+#ifdef CF__BF16
+    {CF__K_BF16, cf__bf16_pw_half_bwd_applies, cf__bf16_pw_half_bwd, 1, 2, 1},
+    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd, 1, 0, 1},
+    {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run, 0, 1, 1},
+    {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 1, 0, 1},
+    {CF__K_BF16, cf__bf16_im2col_bwd_applies, cf__bf16_im2col_bwd, 0, 1, 0},
+#endif
+    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd, 0, 0, 1},
+#ifdef CF__DIRECT
+    {CF__K_DIRECT, cf__direct_bwd_applies, cf__direct_bwd_run, 0, 0, 1},
+#endif
+    {CF__K_TILES, cf__tiles_bwd_applies, cf__tiles_bwd, 0, 0, 1},
+#endif
+    {-1, NULL, NULL, 0, 0, 0}};
+static const cf__pool_path cf__pool_fwd_paths[] = {
+#ifndef CF_REFERENCE
+#ifdef CF__BF16
+    {CF__K_PAIRS, cf__pool_pairs_half_applies, cf__pool_pairs_half_fwd, 1},
+#endif
+    {CF__K_PAIRS, cf__pool_pairs_applies, cf__pool_pairs_fwd, 0},
+    {CF__K_INSIDE, cf__pool_inside_applies, cf__pool_inside_fwd, 0},
+#endif
+    {-1, NULL, NULL, 0}};
+static const cf__pool_path cf__pool_bwd_paths[] = {
+#ifndef CF_REFERENCE
+    {CF__K_INSIDE, cf__pool_inside_applies, cf__pool_inside_bwd, 0},
+#endif
+    {-1, NULL, NULL, 0}};
+static const cf__conv_path cf__dwconv_fwd_paths[] = {
+#ifndef CF_REFERENCE
+    {CF__K_DIRECT, cf__dw3x3_half_applies, cf__dw3x3_fwd, 1, 2, 0},
+    {CF__K_DIRECT, cf__dw3x3_applies, cf__dw3x3_fwd, 1, 0, 0},
+    {CF__K_BF16, cf__dw_rounded_applies, cf__dw_rounded_fwd, 1, 0, 0},
+#endif
+    {-1, NULL, NULL, 0, 0, 0}};
+static const cf__conv_path cf__dwconv_bwd_paths[] = {   /* both halves at once: dw and dx */
+#ifndef CF_REFERENCE
+    {CF__K_DIRECT, cf__dw3x3_half_bwd_applies, cf__dw3x3_bwd, 1, 2, 1},
+    {CF__K_DIRECT, cf__dw3x3_bwd_applies, cf__dw3x3_bwd, 1, 0, 1},
+    {CF__K_DIRECT, cf__dw_rows_applies, cf__dw_rows_bwd, 1, 0, 1},
+#endif
+    {-1, NULL, NULL, 0, 0, 0}};
+static const cf__conv_path *cf__conv_paths(int op) {
+    return op == CF_OP_FORWARD ? cf__conv_fwd_paths : op == CF_OP_BACKWARD_WEIGHTS ? cf__conv_bww_paths : cf__conv_bwd_paths;
+}
+
+/* ---- the dispatchers */
+/* bf16 = 1: the operands are bf16 values (a bf16 network's, section 5), and the bf16 paths
+   may take the call; the others compute the same sums in fp32 (the emulation).  A forward and
+   a backward-data store their output rounded to bf16: the path as it stores (rounds = 1), or a
+   pass after it. */
+static cf__conv_call cf__conv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16) {
+    cf__conv_call c;
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups));   /* (F's precondition) */
+    memset(&c, 0, sizeof c);
+    c.B = B; c.in = in; c.out = out; c.g = g; c.groups = groups; c.ws = ws; c.ws_floats = ws_floats; c.bf16 = bf16;
+    return c;
+}
+static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats, int bf16) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, NULL, ws_floats, bf16);
+    const cf__conv_path *p = cf__conv_pick(cf__conv_paths(op), &c);
+    return p ? cf__kind_names[p->kind] : "reference";
+}
+CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats) {
+    return cf__conv_path_p(op, B, in, out, g, groups, ws_floats, 0);
+}
+/* the operands stored in 16 bits (section 4's halves; the plan has made sure a path takes them) */
+static void cf__conv_halves(cf__conv_call *c, int halves) {
+    c->half = (halves & CF__HALF_OUT) != 0; c->x_half = (halves & CF__HALF_IN) != 0; c->dx_half = (halves & CF__HALF_DIN) != 0;
+    c->x_raw = (halves & CF__RAW_IN) != 0;
+}
+static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
+                               const cf_geom *g, int groups, float *ws, size_t ws_floats, int act, float slope, int bf16, int halves) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
+    const cf__conv_path *p;
+    c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
+    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN));
+    p = cf__conv_pick(cf__conv_fwd_paths, &c);
+    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN)) || p);
+    if (p) p->run(&c);
+    else {
+        cf_ref_conv_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats);
+        cf_act_forward(y, (size_t)B * cf_shape_size(out), act, slope);
+    }
+    if (bf16 && !(p && p->rounds)) cf_bf16_round(y, (size_t)B * cf_shape_size(out));   /* stored rounded, once */
+}
+CFDEF void cf_conv_forward_act(float *y, const float *x, const float *w, const float *b,
+                               int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                               float *ws, size_t ws_floats, int act, float slope) {
+    cf__conv_forward_p(y, x, w, b, B, in, out, g, groups, ws, ws_floats, act, slope, 0, 0);
+}
+CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float *b,
+                           int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                           float *ws, size_t ws_floats) {
+    cf_conv_forward_act(y, x, w, b, B, in, out, g, groups, ws, ws_floats, CF_ACT_LINEAR, 0.0f);
+}
+static void cf__conv_backward_weights_p(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
+                                        const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
+    const cf__conv_path *p;
+    c.dw = dw; c.dy = dy; c.x = x;
+    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN));
+    p = cf__conv_pick(cf__conv_bww_paths, &c);
+    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN)) || p);
+    if (!p) { cf_ref_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats); return; }
+    if (db) cf__bias_grad_p(db, dy, c.half, B, out.c, (size_t)out.d * out.h * out.w);   /* one way for every path */
+    p->run(&c);
+}
+CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
+                                    int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                                    float *ws, size_t ws_floats) {
+    cf__conv_backward_weights_p(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats, 0, 0);
+}
+/* store: dx holds no values yet (section 6, stores): a path that honours dx_store writes it,
+   for any other it is zeroed first */
+static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
+                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves, int store) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
+    const cf__conv_path *p;
+    c.dx = dx; c.dy = dy; c.w = w;
+    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_DIN));
+    p = cf__conv_pick(cf__conv_bwd_paths, &c);
+    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_DIN)) || p);
+    c.dx_store = store && p && p->stores;
+    if (store && !c.dx_store) cf__zero_floats(dx, (size_t)B * cf_shape_size(in));
+    if (p) p->run(&c);
+    else cf_ref_conv_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats);
+    if (bf16 && !(p && p->rounds) && !c.dx_half) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));   /* (16 bits: bf16 values as stored) */
+}
+CFDEF void cf_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
+                                 cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats) {
+    cf__conv_backward_data_p(dx, dy, w, B, in, out, g, groups, ws, ws_floats, 0, 0, 0);
+}
+CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                            const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                            int groups, float *ws, float *dws, size_t ws_floats) {
+    cf_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats);
+    if (dx) cf_conv_backward_data(dx, dy, w, B, in, out, g, groups, dws, ws_floats);
+}
+static cf__pool_call cf__pool_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
+    cf__pool_call c;
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, 1));   /* (F's precondition) */
+    memset(&c, 0, sizeof c);
+    c.B = B; c.in = in; c.out = out; c.g = g; c.is_max = is_max;
+    return c;
+}
+CFDEF const char *cf_pool_path(int op, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
+    cf__pool_call c = cf__pool_make(1, in, out, g, is_max);
+    const cf__pool_path *p;
+    if (op == CF_OP_BACKWARD_WEIGHTS) return "-";
+    p = cf__pool_pick(op == CF_OP_FORWARD ? cf__pool_fwd_paths : cf__pool_bwd_paths, &c);
+    return p ? cf__kind_names[p->kind] : "reference";
+}
+/* half, y_half: x, y are stored in 16 bits (the plan has made sure a path takes them, section 6) */
+static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
+    cf__pool_call c = cf__pool_make(B, in, out, g, is_max);
+    const cf__pool_path *p;
+    c.y = y; c.x = x; c.half = half; c.y_half = y_half;
+    p = cf__pool_pick(cf__pool_fwd_paths, &c);
+    CF_ASSERT(!(half || y_half) || p);
+    if (p) p->run(&c);
+    else cf_ref_pool_forward(y, x, B, in, out, g, is_max);
+}
+CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shape out,
+                           const cf_geom *g, int is_max) {
+    cf__pool_forward_p(y, 0, x, 0, B, in, out, g, is_max);
+}
+CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
+                            cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
+    cf__pool_call c = cf__pool_make(B, in, out, g, is_max);
+    const cf__pool_path *p;
+    c.dx = dx; c.dy = dy; c.x = x; c.y = (float *)y;
+    if ((p = cf__pool_pick(cf__pool_bwd_paths, &c))) p->run(&c);
+    else cf_ref_pool_backward(dx, dy, x, y, B, in, out, g, is_max);
+}
+
+/* depthwise: y = act(dwconv(x, w) + b), stored rounded to bf16 when bf16 (a bf16 network,
+   section 5), by its path or the reference; the backward's path does dw and dx in one pass,
+   the dispatcher db (as for every convolution) */
+/* halves: as the convolutions' (CF__HALF_*: the plan has made sure a path takes them, in the
+   workspace ws) */
+static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                                 int act, float slope, int bf16, int halves, float *ws, size_t ws_floats) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, ws, ws_floats, bf16);
+    const cf__conv_path *p;
+    c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
+    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_IN));
+    p = cf__conv_pick(cf__dwconv_fwd_paths, &c);
+    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_IN)) || p);
+    if (p) p->run(&c);
+    else cf__dwconv_forward_ref(y, x, w, b, B, in, out, g, act, slope);
+    if (bf16 && !(p && p->rounds)) cf_bf16_round(y, (size_t)B * cf_shape_size(out));
+}
+CFDEF void cf_dwconv_forward(float *y, const float *x, const float *w, const float *b,
+                             int B, cf_shape in, cf_shape out, const cf_geom *g) {
+    cf__dwconv_forward_p(y, x, w, b, B, in, out, g, CF_ACT_LINEAR, 0.0f, 0, 0, NULL, 0);
+}
+static const char *cf__dwconv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, 0);
+    const cf__conv_path *p = cf__conv_pick(op == CF_OP_FORWARD ? cf__dwconv_fwd_paths : cf__dwconv_bwd_paths, &c);
+    return p ? cf__kind_names[p->kind] : "reference";
+}
+/* bf16: dx stored rounded, by the path that rounds or after it (as every convolution's);
+   store: as cf__conv_backward_data_p's */
+static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in, cf_shape out,
+                                  const cf_geom *g, int bf16, int store, int halves, float *ws, size_t ws_floats) {
+    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, ws, ws_floats, bf16);
+    const cf__conv_path *p;
+    c.dx = dx; c.dw = dw; c.dy = dy; c.x = x; c.w = w;
+    cf__conv_halves(&c, halves & CF__HALF_ALL);
+    if (db) cf__bias_grad_p(db, dy, c.half, B, in.c, (size_t)out.d * out.h * out.w);
+    p = cf__conv_pick(cf__dwconv_bwd_paths, &c);
+    CF_ASSERT(!(halves & CF__HALF_ALL) || p);
+    c.dx_store = store && p && p->stores;
+    if (store && dx && !c.dx_store) cf__zero_floats(dx, (size_t)B * cf_shape_size(in));
+    if (p) p->run(&c);
+    else cf_ref_dwconv_backward(dx, dw, NULL, dy, x, w, B, in, out, g);
+    if (bf16 && dx && !(p && p->rounds)) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));   /* (a 16-bit dx: rounded by the path) */
+}
+CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g) {
+    cf__dwconv_backward_p(dx, dw, db, dy, x, w, B, in, out, g, 0, 0, 0, NULL, 0);
+}
+
+static cf__gemm_fn cf__deconv_gemm(int bf16) {
+#ifdef CF__BF16
+    cf__conv_call c;
+    memset(&c, 0, sizeof c);
+    c.bf16 = bf16;
+    if (cf__kind_on[CF__K_BF16] && cf__bf16_gemm_applies(&c)) return cf__sgemm_bf16;
+#endif
+    (void)bf16;
+    return cf__sgemm_fp32;
+}
+static const char *cf__deconv_path(int bf16) { return cf__deconv_gemm(bf16) == cf__sgemm_fp32 ? "reference" : cf__kind_names[CF__K_BF16]; }
+/* halves: CF__HALF_OUT, CF__HALF_IN, CF__HALF_DIN (y and dy, x, dx in 16 bits; the plan has
+   checked, cf__deconv_takes_halves; ws holds 2 ws_floats) */
+static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
+                                 float *ws, size_t ws_floats, int bf16, int halves) {
+    cf__gemm_fn gemm = cf__deconv_gemm(bf16);
+    if (gemm == cf__sgemm_fp32 && !(halves & (CF__HALF_IN | CF__HALF_OUT))) cf_deconv_forward(y, x, w, b, B, in, out, g, ws, ws_floats);
+    else cf__deconv_forward_with(y, (halves & CF__HALF_OUT) != 0, x, (halves & CF__HALF_IN) != 0, w, b, B, in, out, g, ws, ws_floats, gemm);
+}
+static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in,
+                                 cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int rnd_dx, int store, int halves) {
+    cf__gemm_fn gemm = cf__deconv_gemm(bf16), gemm_dx = gemm;
+    int dx_half = (halves & CF__HALF_DIN) != 0;
+#ifdef CF__BF16
+    if (rnd_dx && gemm == cf__sgemm_bf16) gemm_dx = cf__sgemm_bf16_rounded;   /* each tile's columns of dx get their one product there */
+#endif
+    if (gemm == cf__sgemm_fp32 && !store && !(halves & (CF__HALF_IN | CF__HALF_DIN | CF__HALF_OUT)))
+        cf_deconv_backward(dx, dw, db, dy, x, w, B, in, out, g, ws, ws_floats);
+    else cf__deconv_backward_with(dx, dx_half, dw, db, dy, (halves & CF__HALF_OUT) != 0, x, (halves & CF__HALF_IN) != 0, w, B, in, out, g, ws, ws_floats,
+                                  gemm, gemm_dx, store);
+    return dx_half || gemm_dx != gemm || !rnd_dx || !dx;
+}
+/* the workspace a pointwise convolution's bf16 GEMM on 16-bit operands needs (its buffers) */
+static size_t cf__pointwise_ws_floats(void) {
+#ifdef CF__BF16
+    return cf__gemm_bf16_ws_floats();
+#else
+    return 0;
+#endif
+}
+/* (a 16-bit y and dy: 2-D, no activation, the band's room after the GEMM's buffers) */
+static int cf__deconv_takes_halves(cf_net *net, const cf_layer *l, int halves) {
+#ifdef CF__BF16
+    size_t K = (size_t)l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2], ws = cf__net_ws_floats(net);
+    if ((halves & CF__HALF_OUT) && (l->in.d != 1 || l->out.d != 1 || l->act != CF_ACT_LINEAR || ws < cf__pointwise_ws_floats() + cf__band_floats(l, ws)))
+        return 0;
+    return cf__deconv_gemm(1) == cf__sgemm_bf16 && l->type == CF_L_DECONV && !(halves & CF__RAW_IN) &&
+           ws >= cf__pointwise_ws_floats() && (!(halves & CF__HALF_DIN) || cf__gemm_bf16_one_chunk(K));
+#else
+    (void)net; (void)l; (void)halves;
+    return 0;
+#endif
+}
+
+/* cf__pool_fused_backward: half, dy_half, y_half = xg, the pool's dy, its y are stored
+   in 16 bits (section 6, halves; the plan takes them only where the vector path below does,
+   with the CPU's bf16 instructions) */
+static int cf__maxpool_inplace_takes_half(const cf__pool_call *pc) {
+#ifdef CF__BF16
+    return cf__pool_pairs_applies(pc) && cf__has_bf16();
+#else
+    (void)pc;
+    return 0;
+#endif
+}
+/* the backward of act + max pool fused in place (section 11 holds the kernel; a CF_REFERENCE
+   build fuses nothing: kind "fusion" is off, and the plan never asks) */
+static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in,
+                                    cf_shape out, const cf_geom *g, int act, float slope, int bf16) {
+#ifndef CF_REFERENCE
+    cf__pool_fused_backward_run(xg, half, dy, dy_half, y, y_half, B, in, out, g, act, slope, bf16);
+#else
+    (void)xg; (void)half; (void)dy; (void)dy_half; (void)y; (void)y_half; (void)B; (void)in; (void)out; (void)g; (void)act; (void)slope; (void)bf16;
+    CF_ASSERT(0);
+#endif
+}
+
+/* ---- the storage forms of section 3's passes and section 5's copies and sums: the same
+   loops, storing into a gradient that holds no values yet (store: 0 + the term, the bits of
+   adding into zeros; the plan asks for it while kind "stores" is on) and rounding each stretch
+   to bf16 as it is stored, while it is in cache (rnd, while kind "bf16" is on; otherwise the
+   network rounds in a pass after).  Each returns 1 when what it stored needs no rounding pass
+   after it. */
+static int cf__fuses_rounding(int rnd) { return rnd && cf__kind_on[CF__K_BF16]; }
+static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
+                          int B, int C, size_t P, int act, float slope, int rnd) {
+    int c;
+    if (!cf__fuses_rounding(rnd)) { cf__bn_apply(y, x, gamma, beta, mean, invstd, B, C, P, act, slope); return !rnd; }
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a;
+        size_t p0, at;
+        int b;
+        for (b = 0; b < B; b++)
+            for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
+                size_t n = P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH;
+                at = ((size_t)b * C + c) * P + p0;
+                cf__bn_apply_run(y + at, x + at, a, sh, n, act, slope);
+                cf__round_run(y + at, n);
+            }
+    }
+    return 1;
+}
+static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
+                             const float *invstd, int B, int C, size_t P, int train, const cf_bn_sync *sync, int rnd, int store) {
+    double *sums = sync && train ? sync->work : NULL, n;
+    int c, fuse = cf__fuses_rounding(rnd);
+    if (!store && !fuse) { cf_bn_backward(dx, dgamma, dbeta, dy, x, gamma, mean, invstd, B, C, P, train, sync); return !rnd || !dx; }
+    n = sums ? cf__bn_sync_dsums(sums, dgamma, dbeta, dy, x, mean, invstd, B, C, P, sync) : (double)B * P;
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        cf__bn_dx_coef k = cf__bn_channel(dgamma, dbeta, dy, x, gamma, mean, invstd, B, C, c, P, train, sums, n);
+        size_t p, p0, e;
+        int b;
+        if (!dx) continue;
+        for (b = 0; b < B; b++) {
+            const float *xc = x + ((size_t)b * C + c) * P, *dyc = dy + ((size_t)b * C + c) * P;
+            float *dxc = dx + ((size_t)b * C + c) * P;
+            for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
+                e = P - p0 < CF__STRETCH ? P : p0 + CF__STRETCH;
+                if (store) for (p = p0; p < e; p++) dxc[p] = 0.0f + k.k * (dyc[p] - k.k1 - (xc[p] - k.m) * k.is * k.k2);
+                else for (p = p0; p < e; p++) dxc[p] += k.k * (dyc[p] - k.k1 - (xc[p] - k.m) * k.is * k.k2);
+                if (fuse) cf__round_run(dxc + p0, e - p0);
+            }
+        }
+    }
+    return fuse || !rnd || !dx;
+}
+static void cf__bn_act_backward_p(float *dy, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
+                                  int B, int C, size_t P, int act, float slope, int rnd) {
+    int c;
+    if (!rnd) { cf__bn_act_backward(dy, x, gamma, beta, mean, invstd, B, C, P, act, slope); return; }
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a, y[CF__STRETCH];
+        size_t p0, n;
+        int b;
+        for (b = 0; b < B; b++)
+            for (p0 = 0; p0 < P; p0 += n) {
+                float *d = dy + ((size_t)b * C + c) * P + p0;
+                n = P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH;
+                cf__bn_apply_run(y, x + (d - dy), a, sh, n, act, slope);
+                cf__round_run(y, n);   /* (as the forward stored it) */
+                cf__act_backward_run(d, y, n, act, slope);
+            }
+    }
+}
+
+/* ---- batch norm on tensors stored in 16 bits (section 6, halves: its input and the gradient
+   over it when a bf16 conv's output; its output and gradient when a conv reads them).
+   Section 3's loops on the same chunks and stretches, each first widened into a buffer of the
+   thread's (exact: the values are bf16): the same sums in the same order, so the bits of fp32
+   storage; y and dx rounded to bf16 as they are stored in 16 bits.  Half the bytes read and
+   written. */
+static double cf__bn_sum_half(const cf_bf16 *x, int B, int C, int c, size_t P, float center, int squared) {
+    float buf[CF__BN_CHUNK];
+    double s = 0.0;
+    size_t r, n;
+    int b;
+    for (b = 0; b < B; b++)
+        for (r = 0; r < P; r += CF__BN_CHUNK) {
+            n = P - r < CF__BN_CHUNK ? P - r : CF__BN_CHUNK;
+            cf__widen_run(buf, x + ((size_t)b * C + c) * P + r, n);
+            s += cf__bn_chunk_sum(buf, n, center, squared);
+        }
+    return s;
+}
+static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B, int C, size_t P,
+                              int train, float momentum, float eps) {
+    int c;
+    if (!train) { cf__bn_stats(NULL, rmean, rvar, save_mean, save_invstd, B, C, P, 0, momentum, eps, NULL); return; }   /* (x not read) */
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        double n = (double)B * P, mean = cf__bn_sum_half(x, B, C, c, P, 0.0f, 0) / n;
+        double var = cf__bn_sum_half(x, B, C, c, P, (float)mean, 1) / n;
+        cf__bn_set(c, mean, var, n, rmean, rvar, save_mean, save_invstd, momentum, eps);
+    }
+}
+/* y = act(a x + sh) rounded, x and y each in fp32 or (x_half, y_half) in 16 bits */
+static void cf__bn_apply_h(float *y, int y_half, const float *x, int x_half, const float *gamma, const float *beta, const float *mean, const float *invstd,
+                           int B, int C, size_t P, int act, float slope) {
+    int c;
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a, xb[CF__STRETCH], yb[CF__STRETCH];
+        size_t p0, n, at;
+        int b;
+        for (b = 0; b < B; b++)
+            for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
+                float *yr;
+                n = P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH;
+                at = ((size_t)b * C + c) * P + p0;
+                if (x_half) cf__widen_run(xb, (const cf_bf16 *)(const void *)x + at, n);
+                yr = y_half ? yb : y + at;
+                cf__bn_apply_run(yr, x_half ? xb : x + at, a, sh, n, act, slope);
+                if (y_half) cf__narrow_run((cf_bf16 *)(void *)y + at, yr, n);
+                else cf__round_run(yr, n);
+            }
+    }
+}
+/* n <= CF__STRETCH values of dy from at (16 bits: dy_half) into d, times the activation's
+   derivative at y = act(a x + sh) rounded (x's values in xv), as cf__bn_act_backward_p leaves
+   them in an fp32 dy */
+static void cf__bn_dy_run(float *d, const float *dy, int dy_half, size_t at, const float *xv, size_t n, float a, float sh, int act, float slope) {
+    float y[CF__STRETCH];
+    if (dy_half) cf__widen_run(d, (const cf_bf16 *)(const void *)dy + at, n);
+    else memcpy(d, dy + at, n * sizeof(float));
+    if (act == CF_ACT_LINEAR) return;
+    cf__bn_apply_run(y, xv, a, sh, n, act, slope);
+    cf__round_run(y, n);
+    cf__act_backward_run(d, y, n, act, slope);
+}
+/* cf_bn_backward with the activation's derivative (y computed again from x) on x, dy and dx
+   each in fp32 or 16 bits (x_half, dy_half, dx_half); dx stored or added (store), rounded as
+   it is stored (16 bits, or rnd) */
+static void cf__bn_backward_h(float *dx, int dx_half, float *dgamma, float *dbeta, const float *dy, int dy_half, const float *x, int x_half,
+                              const float *gamma, const float *beta, const float *mean, const float *invstd, int B, int C, size_t P, int train,
+                              int store, int act, float slope, int rnd) {
+    int c;
+    CF__OMP(omp parallel for schedule(static))
+    for (c = 0; c < C; c++) {
+        float xb[CF__STRETCH], d[CF__STRETCH], v[CF__STRETCH], a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a;
+        double sdy = 0.0, sdyx = 0.0;
+        cf__bn_dx_coef k;
+        size_t r, n, p, at;
+        int b;
+        k.m = mean[c]; k.is = invstd[c];
+        for (b = 0; b < B; b++)   /* the sums of dy and dy xhat, as cf__bn_dsums */
+            for (r = 0; r < P; r += CF__BN_CHUNK) {
+                const float *xv;
+                n = P - r < CF__BN_CHUNK ? P - r : CF__BN_CHUNK;
+                at = ((size_t)b * C + c) * P + r;
+                if (x_half) cf__widen_run(xb, (const cf_bf16 *)(const void *)x + at, n);
+                xv = x_half ? xb : x + at;
+                cf__bn_dy_run(d, dy, dy_half, at, xv, n, a, sh, act, slope);
+                cf__bn_chunk_dsums(d, xv, n, k.m, k.is, &sdy, &sdyx);
+            }
+        dgamma[c] += (float)sdyx;
+        dbeta[c] += (float)sdy;
+        k = cf__bn_coef(k, gamma[c], sdy, sdyx, train, (double)B * P);
+        if (!dx) continue;
+        for (b = 0; b < B; b++)   /* dx, as cf__bn_backward_p: 0 + the term (store) or the term added */
+            for (r = 0; r < P; r += CF__STRETCH) {
+                const float *xv;
+                float *o;
+                n = P - r < CF__STRETCH ? P - r : CF__STRETCH;
+                at = ((size_t)b * C + c) * P + r;
+                if (x_half) cf__widen_run(xb, (const cf_bf16 *)(const void *)x + at, n);
+                xv = x_half ? xb : x + at;
+                cf__bn_dy_run(d, dy, dy_half, at, xv, n, a, sh, act, slope);
+                o = dx_half ? v : dx + at;
+                if (store) for (p = 0; p < n; p++) o[p] = 0.0f + k.k * (d[p] - k.k1 - (xv[p] - k.m) * k.is * k.k2);
+                else {
+                    if (dx_half) cf__widen_run(v, (const cf_bf16 *)(const void *)dx + at, n);
+                    for (p = 0; p < n; p++) o[p] += k.k * (d[p] - k.k1 - (xv[p] - k.m) * k.is * k.k2);
+                }
+                if (dx_half) cf__narrow_run((cf_bf16 *)(void *)dx + at, v, n);
+                else if (rnd) cf__round_run(o, n);
+            }
+    }
+}
+static int cf__add_to_p(float *dx, const float *dy, size_t n, int rnd, int store) {
+    long s, ns = (long)((n + CF__STRETCH - 1) / CF__STRETCH);
+    int fuse = cf__fuses_rounding(rnd);
+    if (!dx) return 1;
+    CF__OMP(omp parallel for schedule(static) if (ns > 4))
+    for (s = 0; s < ns; s++) {
+        size_t k, k0 = (size_t)s * CF__STRETCH, e = n - k0 < CF__STRETCH ? n : k0 + CF__STRETCH;
+        if (store) for (k = k0; k < e; k++) dx[k] = 0.0f + dy[k];
+        else for (k = k0; k < e; k++) dx[k] += dy[k];
+        if (fuse) cf__round_run(dx + k0, e - k0);
+    }
+    return fuse || !rnd;
+}
+static int cf__sum_p(float *y, const float *const *src, int n_src, size_t n, int rnd) {
+    long s, ns = (long)((n + CF__STRETCH - 1) / CF__STRETCH);
+    int fuse = cf__fuses_rounding(rnd);
+    CF__OMP(omp parallel for schedule(static) if (ns > 4))
+    for (s = 0; s < ns; s++) {   /* a stretch at a time: the sum in source order */
+        size_t k, k0 = (size_t)s * CF__STRETCH, e = n - k0 < CF__STRETCH ? n : k0 + CF__STRETCH;
+        int j;
+        for (k = k0; k < e; k++) y[k] = src[0][k];
+        for (j = 1; j < n_src; j++) for (k = k0; k < e; k++) y[k] += src[j][k];
+        if (fuse) cf__round_run(y + k0, e - k0);
+    }
+    return fuse || !rnd;
+}
+
+/* ---- what the memory plan may store in 16 bits (section 6, halves): conv l's operands when
+   each of its operations has a half path, max pool p's input and (y_half) output */
+/* the path a call with 16-bit operands takes computes the bits the same call on fp32 storage
+   gets: it is that path, or its twin (half = 2) */
+static int cf__same_sums(const cf__conv_path *table, const cf__conv_call *c) {
+    cf__conv_call c32 = *c;
+    const cf__conv_path *p = cf__conv_pick(table, c), *p32;
+    cf__conv_halves(&c32, 0);
+    p32 = cf__conv_pick(table, &c32);
+    return p && (p == p32 || (p->half == 2 && p + 1 == p32));
+}
+static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int dinput, int halves) {
+    static const float some_bias = 0.0f;   /* (the paths ask only whether there is one) */
+    cf__conv_call c = cf__conv_make(net->batch, l->in, l->out, &l->g, l->groups, NULL, cf__net_ws_floats(net), 1);
+    if (l->type != CF_L_CONV || l->n_src != 1) return 0;
+    c.b = l->has_bias ? &some_bias : NULL; c.act = l->act; c.slope = l->slope;
+    cf__conv_halves(&c, halves);
+    if (l->depthwise) return cf__same_sums(cf__dwconv_fwd_paths, &c) && cf__same_sums(cf__dwconv_bwd_paths, &c);   /* (dw and dx at once) */
+    if (!cf__same_sums(cf__conv_fwd_paths, &c) || !cf__same_sums(cf__conv_bww_paths, &c)) return 0;
+    return (l->src[0] < 0 && !dinput) || cf__same_sums(cf__conv_bwd_paths, &c);
+}
+static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half) {
+    cf__pool_call pc = cf__pool_make(net->batch, p->in, p->out, &p->g, 1);
+    pc.half = 1; pc.y_half = y_half;
+    if (p->in.d != p->out.d * p->g.k[0] || p->in.h != p->out.h * p->g.k[1] || p->in.w != p->out.w * p->g.k[2]) return 0;
+    return cf__pool_pick(cf__pool_fwd_paths, &pc) && cf__maxpool_inplace_takes_half(&pc);
+}
+
+/* the band of transposed conv l with the tiles of a workspace of ws_floats */
+static size_t cf__band_floats(const cf_layer *l, size_t ws_floats) {
+    size_t K = (size_t)l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2], tile = cf__tile(K, (size_t)l->in.d * l->in.h * l->in.w, ws_floats);
+    return (size_t)l->out.c * cf__band_rows(l->in, &l->g, tile) * l->out.w;
+}
 
 /* ================================================================ 5. networks
    A network is an array of layers run in order, each reading the outputs of earlier layers
@@ -2121,6 +2929,8 @@ struct cf__net_private {
                                         (its sources' gradients) rounded: no second pass */
     cf__split_state split;           /* a sample across ranks (section 5, "a sample across ranks") */
 };
+/* the floats of one of the network's two workspaces (section 4 asks it for the plan) */
+static size_t cf__net_ws_floats(const cf_net *net) { return net->priv->ws_floats; }
 /* a network cf_net_parse made and cf_net_free has not freed: else CF_ERR naming the function */
 static int cf__net_ok(const cf_net *net) { return net && net->priv && net->priv->magic == CF__NET_MAGIC; }
 static int cf__net_check(const cf_net *net, const char *fn) {
@@ -4011,14 +4821,14 @@ static void cf__plan_fusion(cf_net *net, int allow) {
 }
 
 /* step 1b, halves: which outputs and gradients are stored in 16 bits.  A block qualifies when
-   every operation on it has a path that takes 16 bits (the paths marked half in section 11's
+   every operation on it has a path that takes 16 bits (the paths marked half in section 4's
    tables): a fused conv's output and the gradient over it (the conv's forward, backward-weights
    and backward-data, the pool's forward and fused backward); a max pool's output after such a
    conv when its readers are convolutions that take their input in 16 bits; that pool's
    gradient when its one reader writes it through a path that stores 16 bits.  The pool's
    windows must cover the conv's output (nothing past the last window to zero).  And a conv's
    or a transposed conv's output and the gradient over it when its one reader is a [batchnorm]
-   (DeepCAM's conv -> batch norm pairs; section 11, "batch norm on tensors stored in 16
+   (DeepCAM's conv -> batch norm pairs; section 4, "batch norm on tensors stored in 16
    bits"): the conv without an activation of its own (the batch norm has it), its three
    operations with half paths, the batch norm's statistics this rank's alone (not
    synchronized).  A conv's output alone (its gradient fp32) when its one reader is a
@@ -6596,42 +7406,21 @@ CFDEF void cf_net_average_stats(cf_net *net) {
 }
 
 /* ================================================================ 11. fast paths
-   Faster ways to compute some of section 3's operations, and the dispatchers that choose
-   them (section 4 lists the kinds).  Each is registered as an alternative for one operation:
-   its kind, the condition under which it applies (written once, here) and its code.  One
-   dispatcher per operation runs the first enabled path whose condition holds, else the
-   reference.  Contents:
-     the registry: a call, a path, picking one
+   Faster ways to compute some of section 3's operations.  Each is registered as an
+   alternative for one operation, in section 4's tables: its kind, the condition under which
+   it applies (written once, here) and its code.  One dispatcher per operation (section 4)
+   runs the first enabled path whose condition holds, else the reference.  Contents:
      pointwise, tiles, direct (AVX2 and AVX-512), bf16 (its GEMM, 16-bit tensors, the direct
-     kernel, the tiles, the im2col paths), pooling, depthwise, max pooling in pairs
-     the tables of paths, the dispatchers, the storage forms of section 3's passes (rounded,
-     stored), the fused backward of act + max pool
+     kernel, the tiles, the im2col paths), pooling, depthwise, max pooling in pairs, the
+     transposed convolution's loops with another GEMM, the fused backward of act + max pool
    Why each path is faster, with its measurements, is in docs/performance.md.  CF_REFERENCE
    leaves every path out. */
-/* ---- what the paths share with the storage forms at the end of this section: a GEMM as an
-   argument (cf_sgemm, or the bf16 GEMM below), the element of a tensor stored in fp32 or in
-   16 bits, a bias and activation rounded as it stores, the bias gradient of a tensor in 16 bits */
-typedef void (*cf__gemm_fn)(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+/* ---- what the paths share (with the registry of section 4): a bias and activation rounded as
+   it stores */
 /* the bf16 GEMM on operands stored in 16 bits (CF__GEMM_HALF_*) or not yet rounded, with its
    buffers in gws (one thread's: cf__gemm_bf16_thread_floats; the threads': cf__gemm_bf16_ws_floats) */
 static void cf__gemm_halves(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
                             int halves, float *gws);
-static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
-}
-/* the address of element i of a tensor stored in fp32 or (half) in 16 bits (section 6, halves) */
-CF__INLINE float *cf__elt(const float *base, int half, size_t i) { return (float *)(void *)((char *)base + i * (half ? 2 : 4)); }
-/* n values stored in 16 bits widened to fp32 (exact) */
-static void cf__widen_run(float *to, const cf_bf16 *h, size_t n) {
-    size_t p;
-    for (p = 0; p < n; p++) { uint32_t u = (uint32_t)h[p] << 16; memcpy(to + p, &u, 4); }
-}
-/* v rounded to bf16 (in place), then stored as its upper halves */
-static void cf__narrow_run(cf_bf16 *to, float *v, size_t n) {
-    size_t p;
-    cf__round_run(v, n);
-    for (p = 0; p < n; p++) { uint32_t u; memcpy(&u, v + p, 4); to[p] = (cf_bf16)(u >> 16); }
-}
 #ifndef CF_REFERENCE
 /* cf__bias_act with each row then rounded to bf16 while in cache (rnd: a bf16 network's output) */
 static void cf__bias_act_p(float *y, const float *b, int rows, size_t n, size_t stride, int act, float slope, int rnd) {
@@ -6644,72 +7433,6 @@ static void cf__bias_act_p(float *y, const float *b, int rows, size_t n, size_t 
     }
 }
 #endif
-/* cf__sum8 of n values stored in 16 bits, in the same order */
-static double cf__sum8_half(const cf_bf16 *h, size_t n) {
-    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, t = 0.0;
-    size_t p = 0;
-    int j;
-    for (; p + 8 <= n; p += 8) for (j = 0; j < 8; j++) s[j] += cf_f32_from_bf16(h[p + j]);
-    for (; p < n; p++) s[p % 8] += cf_f32_from_bf16(h[p]);
-    for (j = 0; j < 8; j++) t += s[j];
-    return t;
-}
-/* cf__bias_grad of a dy stored in fp32 or (half) in 16 bits */
-static void cf__bias_grad_p(float *db, const float *dy, int half, int B, int OC, size_t P) {
-    int bi, oc;
-    if (!half) { cf__bias_grad(db, dy, B, OC, P); return; }
-    for (bi = 0; bi < B; bi++) {
-        CF__OMP(omp parallel for schedule(static))
-        for (oc = 0; oc < OC; oc++) db[oc] += (float)cf__sum8_half((const cf_bf16 *)(const void *)dy + ((size_t)bi * OC + oc) * P, P);
-    }
-}
-
-/* ---- the registry.  A convolution call, as every path of a convolution operation gets it: */
-typedef struct {
-    float *y; const float *x, *w, *b; int act; float slope;   /* forward: y = act(conv(x, w) + b) */
-    float *dw; const float *dy;                               /* backward-weights: dw += ... */
-    float *dx;                                                /* backward-data: dx += ... */
-    int dx_store;                                             /* dx = ... instead (dx holds no values yet,
-                                                                 section 6, stores): 0 + the sum, as the
-                                                                 add into a zeroed dx gives */
-    int B, groups; cf_shape in, out; const cf_geom *g;
-    float *ws; size_t ws_floats;                              /* workspace */
-    int bf16;                                                 /* operands are bf16 values (section 5) */
-    int half;                                                 /* y (forward) or dy (backward) is stored in
-                                                                 16 bits (section 6, halves): its pointer is a cf_bf16 * */
-    int x_half, dx_half;                                      /* x, dx stored in 16 bits; dx written, not
-                                                                 added to (the plan: its only writer) */
-    int x_raw;                                                /* x in fp32 not yet rounded (a bf16 network's
-                                                                 input): rounded as the path reads it */
-} cf__conv_call;
-/* a path: its kind, whether it applies, the code; rounds = 1: a forward or backward-data path
-   that stores its output rounded to bf16 when c->bf16 (else the dispatcher rounds it, section
-   5); half = 1:
-   it takes a call with operands in 16 bits or an unrounded input (half, x_half, dx_half,
-   x_raw; the others never see one); half = 2: the same, and it computes the sums of the next
-   path in its table, the one fp32 storage takes (its twin: the plan stores a tensor in 16 bits
-   only where that keeps every bit, section 6); stores = 1: a backward-data path that honours dx_store
-   (for the others the dispatcher zeroes dx first) */
-typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); int rounds, half, stores; } cf__conv_path;
-/* a pooling call; half, y_half: x, y are stored in 16 bits (section 6, halves) */
-typedef struct {
-    float *y, *dx; const float *x, *dy;
-    int B, is_max; cf_shape in, out; const cf_geom *g;
-    int half, y_half;
-} cf__pool_call;
-typedef struct { int kind; int (*applies)(const cf__pool_call *c); void (*run)(const cf__pool_call *c); int half; } cf__pool_path;
-
-/* the first enabled path that applies (a table ends with kind -1), or NULL: the reference */
-static const cf__conv_path *cf__conv_pick(const cf__conv_path *p, const cf__conv_call *c) {
-    int half = c->half || c->x_half || c->dx_half || c->x_raw;
-    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && (p->half || !half) && p->applies(c)) return p;
-    return NULL;
-}
-static const cf__pool_path *cf__pool_pick(const cf__pool_path *p, const cf__pool_call *c) {
-    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && (p->half || !(c->half || c->y_half)) && p->applies(c)) return p;
-    return NULL;
-}
-
 #ifndef CF_REFERENCE
 static int cf__nthreads(void) {
 #ifdef _OPENMP
@@ -6942,8 +7665,7 @@ static void cf__tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sg
    registers: per tap 2 vector loads and 4 broadcasts feed 8 multiply-adds.  Written with
    GCC/Clang vector types and compiled only where the target has AVX2 and FMA
    (-march=x86-64-v3 or native), with an AVX-512 instance chosen at run time. */
-#if defined(__GNUC__) && defined(__AVX2__) && defined(__FMA__) && !defined(CF_NO_DIRECT_CONV)
-#define CF__DIRECT 1
+#ifdef CF__DIRECT   /* (section 4: what this build compiles in) */
 #if defined(__clang__)
 #define CF__CONTRACT                  /* clang fuses a += b * c into one FMA by default */
 #else
@@ -7019,8 +7741,7 @@ ATTR static void NAME(float *y, size_t ystride, const float *R, size_t Wp, int T
 CF__DIRECT_FWD_ROW(cf__direct_fwd_row8, cf__v8, 8, 4, CF__CONTRACT)
 /* The same with 16-float vectors, chosen at run time when the CPU has AVX-512 and a row has at
    least 32 positions: the x86-64-v3 build still runs on AVX2 machines. */
-#if defined(__x86_64__) && !defined(CF_NO_AVX512)
-#define CF__AVX512 1
+#ifdef CF__AVX512
 #include <immintrin.h>
 typedef float cf__v16 __attribute__((vector_size(64)));
 #ifndef CF__DIRECT_OB512
@@ -7110,9 +7831,7 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
    rounds it when it stores it.  The emulation (the fp32 paths on the same operands) computes
    the same sums in another order (tests/test_core.c, test_bf16).  Compiled where GCC or Clang
    targets x86-64 with AVX-512 available, chosen at run time when the CPU has AVX512_BF16. */
-#if defined(CF__DIRECT) && defined(CF__AVX512) && !defined(CF_NO_BF16)
-#define CF__BF16 1
-#define CF__BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#ifdef CF__BF16
 static int cf__has_bf16(void) {   /* (every CPU with AVX512_BF16 has the 16-bit loads and stores of BW and VL) */
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512bf16") ? 1 : 0;
@@ -7389,6 +8108,8 @@ static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int
    Returns -1, C untouched, when the threads' buffers cannot be had for col or halves (0 when done). */
 static size_t cf__gemm_bf16_thread_floats(void) { return (size_t)CF__GEMM_MB * CF__GEMM_KC + (size_t)CF__GEMM_KC * CF__GEMM_NB; }
 static size_t cf__gemm_bf16_ws_floats(void) { return (size_t)cf__nthreads() * cf__gemm_bf16_thread_floats(); }
+/* whether a sum of K products is one chunk of the GEMM (what a 16-bit C needs) */
+static int cf__gemm_bf16_one_chunk(size_t K) { return (K + 1) / 2 <= CF__GEMM_KC; }
 static int cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
                             int ldc, const cf__col_src *col, int halves, float *ws) {
     int K2 = (K + 1) / 2, nth = cf__nthreads(), nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, width, rows, rblocks, tasks, span, t;
@@ -7886,71 +8607,44 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
         for (th = 0; th < nth; th++) c->dw[i] += c->ws[per * th + k * OC + oc];
     }
 }
-/* what the tiles leave (few positions, groups): the references' im2col loops (section 3)
-   with the bf16 GEMM; the forward's bias, activation and (rnd) rounding applied to each tile
-   while it is in cache; db is the dispatcher's */
-static void cf__im2col_forward_with(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                                    const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm, int act, float slope, int rnd) {
-    int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
-    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
-    for (bi = 0; bi < B; bi++) {
-        float *yb = y + (size_t)bi * out.c * P;
-        for (p0 = 0; p0 < P; p0 += tile) {
-            size_t n = P - p0 < tile ? P - p0 : tile;
-            for (gi = 0; gi < groups; gi++) {
-                cf__im2col(ws, x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, Cg, in, out, g, p0, n);
-                gemm(0, 0, OCg, (int)n, K, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f, yb + (size_t)gi * OCg * P + p0, (int)P);
-            }
-            cf__bias_act_p(yb + p0, b, out.c, n, P, act, slope, rnd);
-        }
-    }
+/* what the tiles leave (few positions, groups): section 3's im2col loops with the bf16 GEMM.
+   The forward's activation and rounding follow the loop over samples [bi, B) (the loop adds
+   the bias; elementwise, the bits of applying them tile by tile); db is the dispatcher's. */
+static void cf__bf16_im2col_fwd_from(const cf__conv_call *c, int bi) {
+    size_t P = cf__positions(c->out);
+    float *y = c->y + (size_t)bi * cf_shape_size(c->out);
+    cf__im2col_forward(y, c->x + (size_t)bi * cf_shape_size(c->in), c->w, c->b, c->B - bi, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats,
+                       cf__sgemm_bf16);
+    cf__bias_act_p(y, NULL, (c->B - bi) * c->out.c, P, P, c->act, c->slope, 1);
 }
-static void cf__im2col_backward_weights_with(float *dw, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
-                                             const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
-    int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
-    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
-    for (bi = 0; bi < B; bi++)
-        for (gi = 0; gi < groups; gi++) {
-            const float *xg = x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
-            const float *dyg = dy + (size_t)bi * out.c * P + (size_t)gi * OCg * P;
-            for (p0 = 0; p0 < P; p0 += tile) {   /* col is recomputed here, not kept from forward */
-                size_t n = P - p0 < tile ? P - p0 : tile;
-                cf__im2col(ws, xg, Cg, in, out, g, p0, n);
-                gemm(0, 1, OCg, K, (int)n, dyg + p0, (int)P, ws, (int)n, 1.0f, dw + (size_t)gi * OCg * K, K);
-            }
-        }
-}
-/* (dy_half: dy stored in 16 bits, packed from there by the bf16 GEMM with its buffers after the tile) */
-static void cf__im2col_backward_data_with(float *dx, const float *dy, int dy_half, const float *w, int B, cf_shape in, cf_shape out,
-                                          const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
-    int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
-    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
-    for (bi = 0; bi < B; bi++)
-        for (gi = 0; gi < groups; gi++) {
-            float *dxg = dx + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
-            size_t dyg = (size_t)bi * out.c * P + (size_t)gi * OCg * P;
-            const float *wg = w + (size_t)gi * OCg * K;
-            for (p0 = 0; p0 < P; p0 += tile) {
-                size_t n = P - p0 < tile ? P - p0 : tile;
-                if (dy_half) cf__gemm_halves(0, 1, 0, K, (int)n, OCg, wg, K, cf__elt(dy, 1, dyg + p0), (int)P, 0.0f, ws, (int)n, CF__GEMM_HALF_B, ws + K * tile);
-                else gemm(1, 0, K, (int)n, OCg, wg, K, dy + dyg + p0, (int)P, 0.0f, ws, (int)n);
-                cf__col2im(dxg, ws, Cg, in, out, g, p0, n);
-            }
-        }
-}
-static void cf__bf16_im2col_fwd(const cf__conv_call *c) {
-    cf__im2col_forward_with(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16, c->act, c->slope, 1);
-}
-static void cf__bf16_im2col_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
-    cf__im2col_backward_weights_with(c->dw, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
+static void cf__bf16_im2col_fwd(const cf__conv_call *c) { cf__bf16_im2col_fwd_from(c, 0); }
+static void cf__bf16_im2col_bww(const cf__conv_call *c) {
+    cf__im2col_backward_weights(c->dw, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
 }
 static int cf__bf16_im2col_bwd_applies(const cf__conv_call *c) {
     size_t K = (size_t)c->in.c / c->groups * cf__kvol(c->g);
     if (!cf__bf16_gemm_applies(c) || c->dx_half) return 0;
     return !c->half || K * cf__tile(K, cf__positions(c->out), c->ws_floats) + cf__gemm_bf16_ws_floats() <= c->ws_floats;
 }
+/* dy stored in 16 bits: the bf16 GEMM packs each tile of dy from there (cf__gemm_halves), its
+   buffers after the tile.  Section 3's loop cannot take it: it addresses dy in floats and hands
+   its GEMM fp32 operands, and widening dy first would need the fp32 copy the plan stored it in
+   16 bits to save.  The same tiles, GEMMs and col2im as that loop, sample and group s at once. */
+static void cf__bf16_im2col_bwd_half(const cf__conv_call *c) {
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, K = Cg * cf__kvol(c->g), s;
+    size_t P = cf__positions(c->out), tile = cf__tile((size_t)K, P, c->ws_floats), p0, n;
+    for (s = 0; s < c->B * c->groups; s++)   /* (sample s / groups, group s % groups) */
+        for (p0 = 0; p0 < P; p0 += n) {
+            const cf_bf16 *dys = (const cf_bf16 *)(const void *)c->dy + (size_t)s * OCg * P + p0;
+            n = P - p0 < tile ? P - p0 : tile;
+            cf__gemm_halves(0, 1, 0, K, (int)n, OCg, c->w + (size_t)(s % c->groups) * OCg * K, K, (const float *)(const void *)dys, (int)P, 0.0f,
+                            c->ws, (int)n, CF__GEMM_HALF_B, c->ws + K * tile);
+            cf__col2im(c->dx + (size_t)s * Cg * cf__positions(c->in), c->ws, Cg, c->in, c->out, c->g, p0, n);
+        }
+}
 static void cf__bf16_im2col_bwd(const cf__conv_call *c) {
-    cf__im2col_backward_data_with(c->dx, c->dy, c->half, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
+    if (c->half) cf__bf16_im2col_bwd_half(c);
+    else cf__im2col_backward_data(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
 }
 /* The same GEMMs over all of a sample's positions at once, im2col's buffer never written: the
    bf16 GEMM makes op(B)'s rows from x as it packs them (cf__col_src), forward y = w col and
@@ -7976,7 +8670,7 @@ static void cf__bf16_cols_fwd(const cf__conv_call *c) {
             continue;
         }
         if (cf__sgemm_bf16_r(0, 0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, &col, 0, NULL)) {   /* no room: this sample on, by tiles */
-            cf__im2col_forward_with(y, x, c->w, c->b, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats, cf__sgemm_bf16, c->act, c->slope, 1);
+            cf__bf16_im2col_fwd_from(c, bi);
             return;
         }
         cf__bias_act_p(y, c->b, c->out.c, P, P, c->act, c->slope, 1);
@@ -7989,7 +8683,7 @@ static void cf__bf16_cols_bww(const cf__conv_call *c) {   /* db: the dispatcher'
         const float *x = c->x + (size_t)bi * cf_shape_size(c->in), *dy = c->dy + (size_t)bi * cf_shape_size(c->out);
         cf__col_src col = {x, c->in, c->out, c->g};
         if (cf__sgemm_bf16_r(0, 0, 1, c->out.c, K, (int)P, dy, (int)P, NULL, 0, 1.0f, c->dw, K, &col, 0, NULL)) {   /* no room: this sample on, by tiles */
-            cf__im2col_backward_weights_with(c->dw, dy, x, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats, cf__sgemm_bf16);
+            cf__im2col_backward_weights(c->dw, dy, x, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats, cf__sgemm_bf16);
             return;
         }
     }
@@ -8377,494 +9071,6 @@ CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
 }
 #endif
 #endif /* !CF_REFERENCE */
-/* (compiled in every build: CF_REFERENCE's rounds by the definition) */
-static void cf__round_run(float *x, size_t n) {
-#ifdef CF__BF16
-    if (cf__kind_on[CF__K_BF16] && cf__has_bf16()) { cf__round_floats_bf16(x, n); return; }
-#endif
-    cf__round_floats(x, n);
-}
-
-CFDEF const char *cf_bf16_kernels(void) {
-#if defined(CF__BF16)
-    if (!cf__kind_on[CF__K_BF16]) return "the emulation (the bf16 fast paths are off)";
-    return cf__has_bf16() ? "vdpbf16ps (AVX512_BF16)" : "the emulation (this CPU lacks AVX512_BF16)";
-#elif defined(CF_REFERENCE)
-    return "the emulation (a CF_REFERENCE build)";
-#else
-    return "the emulation (no bf16 kernels in this build: they need x86-64, GCC or Clang, AVX2 and FMA)";
-#endif
-}
-
-/* ---- the paths of each operation, in the order the dispatcher tries them */
-static const cf__conv_path cf__conv_fwd_paths[] = {
-#ifndef CF_REFERENCE
-#ifdef CF__BF16
-    {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run, 1, 1, 0},
-    {CF__K_BF16, cf__bf16_pw_half_fwd_applies, cf__bf16_pw_half_fwd, 1, 2, 0},
-    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd, 1, 0, 0},
-    {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 1, 1, 0},
-    {CF__K_BF16, cf__bf16_cols_fwd_applies, cf__bf16_cols_fwd, 1, 1, 0},
-    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_fwd, 1, 0, 0},
-#endif
-#ifdef CF__DIRECT
-    {CF__K_DIRECT, cf__direct_fwd_applies, cf__direct_fwd_run, 0, 0, 0},
-#endif
-    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_fwd, 0, 0, 0},
-    {CF__K_TILES, cf__tiles_fwd_applies, cf__tiles_fwd, 0, 0, 0},
-#endif
-    {-1, NULL, NULL, 0, 0, 0}};
-static const cf__conv_path cf__conv_bww_paths[] = {
-#ifndef CF_REFERENCE
-#ifdef CF__BF16
-    {CF__K_BF16, cf__bf16_pw_half_applies, cf__bf16_pw_half_bww, 0, 2, 0},
-    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww, 0, 0, 0},
-    {CF__K_BF16, cf__bf16_taps_bww_applies, cf__bf16_taps_bww, 0, 1, 0},
-    {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww, 0, 1, 0},
-    {CF__K_BF16, cf__bf16_cols_applies, cf__bf16_cols_bww, 0, 0, 0},
-    {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bww, 0, 0, 0},
-#endif
-    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bww, 0, 0, 0},
-    {CF__K_TILES, cf__tiles_bww_applies, cf__tiles_bww, 0, 0, 0},
-#endif
-    {-1, NULL, NULL, 0, 0, 0}};
-static const cf__conv_path cf__conv_bwd_paths[] = {
-#ifndef CF_REFERENCE
-#ifdef CF__BF16
-    {CF__K_BF16, cf__bf16_pw_half_bwd_applies, cf__bf16_pw_half_bwd, 1, 2, 1},
-    {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd, 1, 0, 1},
-    {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run, 0, 1, 1},
-    {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 1, 0, 1},
-    {CF__K_BF16, cf__bf16_im2col_bwd_applies, cf__bf16_im2col_bwd, 0, 1, 0},
-#endif
-    {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd, 0, 0, 1},
-#ifdef CF__DIRECT
-    {CF__K_DIRECT, cf__direct_bwd_applies, cf__direct_bwd_run, 0, 0, 1},
-#endif
-    {CF__K_TILES, cf__tiles_bwd_applies, cf__tiles_bwd, 0, 0, 1},
-#endif
-    {-1, NULL, NULL, 0, 0, 0}};
-static const cf__pool_path cf__pool_fwd_paths[] = {
-#ifndef CF_REFERENCE
-#ifdef CF__BF16
-    {CF__K_PAIRS, cf__pool_pairs_half_applies, cf__pool_pairs_half_fwd, 1},
-#endif
-    {CF__K_PAIRS, cf__pool_pairs_applies, cf__pool_pairs_fwd, 0},
-    {CF__K_INSIDE, cf__pool_inside_applies, cf__pool_inside_fwd, 0},
-#endif
-    {-1, NULL, NULL, 0}};
-static const cf__pool_path cf__pool_bwd_paths[] = {
-#ifndef CF_REFERENCE
-    {CF__K_INSIDE, cf__pool_inside_applies, cf__pool_inside_bwd, 0},
-#endif
-    {-1, NULL, NULL, 0}};
-static const cf__conv_path cf__dwconv_fwd_paths[] = {
-#ifndef CF_REFERENCE
-    {CF__K_DIRECT, cf__dw3x3_half_applies, cf__dw3x3_fwd, 1, 2, 0},
-    {CF__K_DIRECT, cf__dw3x3_applies, cf__dw3x3_fwd, 1, 0, 0},
-    {CF__K_BF16, cf__dw_rounded_applies, cf__dw_rounded_fwd, 1, 0, 0},
-#endif
-    {-1, NULL, NULL, 0, 0, 0}};
-static const cf__conv_path cf__dwconv_bwd_paths[] = {   /* both halves at once: dw and dx */
-#ifndef CF_REFERENCE
-    {CF__K_DIRECT, cf__dw3x3_half_bwd_applies, cf__dw3x3_bwd, 1, 2, 1},
-    {CF__K_DIRECT, cf__dw3x3_bwd_applies, cf__dw3x3_bwd, 1, 0, 1},
-    {CF__K_DIRECT, cf__dw_rows_applies, cf__dw_rows_bwd, 1, 0, 1},
-#endif
-    {-1, NULL, NULL, 0, 0, 0}};
-static const cf__conv_path *cf__conv_paths(int op) {
-    return op == CF_OP_FORWARD ? cf__conv_fwd_paths : op == CF_OP_BACKWARD_WEIGHTS ? cf__conv_bww_paths : cf__conv_bwd_paths;
-}
-
-/* ---- the dispatchers */
-/* bf16 = 1: the operands are bf16 values (a bf16 network's, section 5), and the bf16 paths
-   may take the call; the others compute the same sums in fp32 (the emulation).  A forward and
-   a backward-data store their output rounded to bf16: the path as it stores (rounds = 1), or a
-   pass after it. */
-static cf__conv_call cf__conv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16) {
-    cf__conv_call c;
-    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups));   /* (F's precondition) */
-    memset(&c, 0, sizeof c);
-    c.B = B; c.in = in; c.out = out; c.g = g; c.groups = groups; c.ws = ws; c.ws_floats = ws_floats; c.bf16 = bf16;
-    return c;
-}
-static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats, int bf16) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, groups, NULL, ws_floats, bf16);
-    const cf__conv_path *p = cf__conv_pick(cf__conv_paths(op), &c);
-    return p ? cf__kind_names[p->kind] : "reference";
-}
-CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats) {
-    return cf__conv_path_p(op, B, in, out, g, groups, ws_floats, 0);
-}
-/* the operands stored in 16 bits (section 4's halves; the plan has made sure a path takes them) */
-static void cf__conv_halves(cf__conv_call *c, int halves) {
-    c->half = (halves & CF__HALF_OUT) != 0; c->x_half = (halves & CF__HALF_IN) != 0; c->dx_half = (halves & CF__HALF_DIN) != 0;
-    c->x_raw = (halves & CF__RAW_IN) != 0;
-}
-static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                               const cf_geom *g, int groups, float *ws, size_t ws_floats, int act, float slope, int bf16, int halves) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
-    const cf__conv_path *p;
-    c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
-    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN));
-    p = cf__conv_pick(cf__conv_fwd_paths, &c);
-    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN)) || p);
-    if (p) p->run(&c);
-    else {
-        cf_ref_conv_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats);
-        cf_act_forward(y, (size_t)B * cf_shape_size(out), act, slope);
-    }
-    if (bf16 && !(p && p->rounds)) cf_bf16_round(y, (size_t)B * cf_shape_size(out));   /* stored rounded, once */
-}
-CFDEF void cf_conv_forward_act(float *y, const float *x, const float *w, const float *b,
-                               int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                               float *ws, size_t ws_floats, int act, float slope) {
-    cf__conv_forward_p(y, x, w, b, B, in, out, g, groups, ws, ws_floats, act, slope, 0, 0);
-}
-CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float *b,
-                           int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                           float *ws, size_t ws_floats) {
-    cf_conv_forward_act(y, x, w, b, B, in, out, g, groups, ws, ws_floats, CF_ACT_LINEAR, 0.0f);
-}
-static void cf__conv_backward_weights_p(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
-                                        const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
-    const cf__conv_path *p;
-    c.dw = dw; c.dy = dy; c.x = x;
-    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN));
-    p = cf__conv_pick(cf__conv_bww_paths, &c);
-    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN)) || p);
-    if (!p) { cf_ref_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats); return; }
-    if (db) cf__bias_grad_p(db, dy, c.half, B, out.c, (size_t)out.d * out.h * out.w);   /* one way for every path */
-    p->run(&c);
-}
-CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
-                                    int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
-                                    float *ws, size_t ws_floats) {
-    cf__conv_backward_weights_p(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats, 0, 0);
-}
-/* store: dx holds no values yet (section 6, stores): a path that honours dx_store writes it,
-   for any other it is zeroed first */
-static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
-                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves, int store) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
-    const cf__conv_path *p;
-    c.dx = dx; c.dy = dy; c.w = w;
-    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_DIN));
-    p = cf__conv_pick(cf__conv_bwd_paths, &c);
-    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_DIN)) || p);
-    c.dx_store = store && p && p->stores;
-    if (store && !c.dx_store) cf__zero_floats(dx, (size_t)B * cf_shape_size(in));
-    if (p) p->run(&c);
-    else cf_ref_conv_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats);
-    if (bf16 && !(p && p->rounds) && !c.dx_half) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));   /* (16 bits: bf16 values as stored) */
-}
-CFDEF void cf_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
-                                 cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats) {
-    cf__conv_backward_data_p(dx, dy, w, B, in, out, g, groups, ws, ws_floats, 0, 0, 0);
-}
-CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
-                            const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                            int groups, float *ws, float *dws, size_t ws_floats) {
-    cf_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats);
-    if (dx) cf_conv_backward_data(dx, dy, w, B, in, out, g, groups, dws, ws_floats);
-}
-static cf__pool_call cf__pool_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
-    cf__pool_call c;
-    CF_ASSERT(cf__shapes_ok(B, in, out, g, 1));   /* (F's precondition) */
-    memset(&c, 0, sizeof c);
-    c.B = B; c.in = in; c.out = out; c.g = g; c.is_max = is_max;
-    return c;
-}
-CFDEF const char *cf_pool_path(int op, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
-    cf__pool_call c = cf__pool_make(1, in, out, g, is_max);
-    const cf__pool_path *p;
-    if (op == CF_OP_BACKWARD_WEIGHTS) return "-";
-    p = cf__pool_pick(op == CF_OP_FORWARD ? cf__pool_fwd_paths : cf__pool_bwd_paths, &c);
-    return p ? cf__kind_names[p->kind] : "reference";
-}
-/* half, y_half: x, y are stored in 16 bits (the plan has made sure a path takes them, section 6) */
-static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
-    cf__pool_call c = cf__pool_make(B, in, out, g, is_max);
-    const cf__pool_path *p;
-    c.y = y; c.x = x; c.half = half; c.y_half = y_half;
-    p = cf__pool_pick(cf__pool_fwd_paths, &c);
-    CF_ASSERT(!(half || y_half) || p);
-    if (p) p->run(&c);
-    else cf_ref_pool_forward(y, x, B, in, out, g, is_max);
-}
-CFDEF void cf_pool_forward(float *y, const float *x, int B, cf_shape in, cf_shape out,
-                           const cf_geom *g, int is_max) {
-    cf__pool_forward_p(y, 0, x, 0, B, in, out, g, is_max);
-}
-CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const float *y, int B,
-                            cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
-    cf__pool_call c = cf__pool_make(B, in, out, g, is_max);
-    const cf__pool_path *p;
-    c.dx = dx; c.dy = dy; c.x = x; c.y = (float *)y;
-    if ((p = cf__pool_pick(cf__pool_bwd_paths, &c))) p->run(&c);
-    else cf_ref_pool_backward(dx, dy, x, y, B, in, out, g, is_max);
-}
-
-/* depthwise: y = act(dwconv(x, w) + b), stored rounded to bf16 when bf16 (a bf16 network,
-   section 5), by its path or the reference; the backward's path does dw and dx in one pass,
-   the dispatcher db (as for every convolution) */
-/* halves: as the convolutions' (CF__HALF_*: the plan has made sure a path takes them, in the
-   workspace ws) */
-static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                 int act, float slope, int bf16, int halves, float *ws, size_t ws_floats) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, ws, ws_floats, bf16);
-    const cf__conv_path *p;
-    c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
-    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_IN));
-    p = cf__conv_pick(cf__dwconv_fwd_paths, &c);
-    CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_IN)) || p);
-    if (p) p->run(&c);
-    else cf__dwconv_forward_ref(y, x, w, b, B, in, out, g, act, slope);
-    if (bf16 && !(p && p->rounds)) cf_bf16_round(y, (size_t)B * cf_shape_size(out));
-}
-CFDEF void cf_dwconv_forward(float *y, const float *x, const float *w, const float *b,
-                             int B, cf_shape in, cf_shape out, const cf_geom *g) {
-    cf__dwconv_forward_p(y, x, w, b, B, in, out, g, CF_ACT_LINEAR, 0.0f, 0, 0, NULL, 0);
-}
-static const char *cf__dwconv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, 0);
-    const cf__conv_path *p = cf__conv_pick(op == CF_OP_FORWARD ? cf__dwconv_fwd_paths : cf__dwconv_bwd_paths, &c);
-    return p ? cf__kind_names[p->kind] : "reference";
-}
-/* bf16: dx stored rounded, by the path that rounds or after it (as every convolution's);
-   store: as cf__conv_backward_data_p's */
-static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in, cf_shape out,
-                                  const cf_geom *g, int bf16, int store, int halves, float *ws, size_t ws_floats) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, ws, ws_floats, bf16);
-    const cf__conv_path *p;
-    c.dx = dx; c.dw = dw; c.dy = dy; c.x = x; c.w = w;
-    cf__conv_halves(&c, halves & CF__HALF_ALL);
-    if (db) cf__bias_grad_p(db, dy, c.half, B, in.c, (size_t)out.d * out.h * out.w);
-    p = cf__conv_pick(cf__dwconv_bwd_paths, &c);
-    CF_ASSERT(!(halves & CF__HALF_ALL) || p);
-    c.dx_store = store && p && p->stores;
-    if (store && dx && !c.dx_store) cf__zero_floats(dx, (size_t)B * cf_shape_size(in));
-    if (p) p->run(&c);
-    else cf_ref_dwconv_backward(dx, dw, NULL, dy, x, w, B, in, out, g);
-    if (bf16 && dx && !(p && p->rounds)) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));   /* (a 16-bit dx: rounded by the path) */
-}
-CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
-                              const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g) {
-    cf__dwconv_backward_p(dx, dw, db, dy, x, w, B, in, out, g, 0, 0, 0, NULL, 0);
-}
-
-/* ---- the storage forms of section 3's passes and section 5's copies and sums: the same
-   loops, storing into a gradient that holds no values yet (store: 0 + the term, the bits of
-   adding into zeros; the plan asks for it while kind "stores" is on) and rounding each stretch
-   to bf16 as it is stored, while it is in cache (rnd, while kind "bf16" is on; otherwise the
-   network rounds in a pass after).  Each returns 1 when what it stored needs no rounding pass
-   after it. */
-static int cf__fuses_rounding(int rnd) { return rnd && cf__kind_on[CF__K_BF16]; }
-static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                          int B, int C, size_t P, int act, float slope, int rnd) {
-    int c;
-    if (!cf__fuses_rounding(rnd)) { cf__bn_apply(y, x, gamma, beta, mean, invstd, B, C, P, act, slope); return !rnd; }
-    CF__OMP(omp parallel for schedule(static))
-    for (c = 0; c < C; c++) {
-        float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a;
-        size_t p0, at;
-        int b;
-        for (b = 0; b < B; b++)
-            for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
-                size_t n = P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH;
-                at = ((size_t)b * C + c) * P + p0;
-                cf__bn_apply_run(y + at, x + at, a, sh, n, act, slope);
-                cf__round_run(y + at, n);
-            }
-    }
-    return 1;
-}
-static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
-                             const float *invstd, int B, int C, size_t P, int train, const cf_bn_sync *sync, int rnd, int store) {
-    double *sums = sync && train ? sync->work : NULL, n;
-    int c, fuse = cf__fuses_rounding(rnd);
-    if (!store && !fuse) { cf_bn_backward(dx, dgamma, dbeta, dy, x, gamma, mean, invstd, B, C, P, train, sync); return !rnd || !dx; }
-    n = sums ? cf__bn_sync_dsums(sums, dgamma, dbeta, dy, x, mean, invstd, B, C, P, sync) : (double)B * P;
-    CF__OMP(omp parallel for schedule(static))
-    for (c = 0; c < C; c++) {
-        cf__bn_dx_coef k = cf__bn_channel(dgamma, dbeta, dy, x, gamma, mean, invstd, B, C, c, P, train, sums, n);
-        size_t p, p0, e;
-        int b;
-        if (!dx) continue;
-        for (b = 0; b < B; b++) {
-            const float *xc = x + ((size_t)b * C + c) * P, *dyc = dy + ((size_t)b * C + c) * P;
-            float *dxc = dx + ((size_t)b * C + c) * P;
-            for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
-                e = P - p0 < CF__STRETCH ? P : p0 + CF__STRETCH;
-                if (store) for (p = p0; p < e; p++) dxc[p] = 0.0f + k.k * (dyc[p] - k.k1 - (xc[p] - k.m) * k.is * k.k2);
-                else for (p = p0; p < e; p++) dxc[p] += k.k * (dyc[p] - k.k1 - (xc[p] - k.m) * k.is * k.k2);
-                if (fuse) cf__round_run(dxc + p0, e - p0);
-            }
-        }
-    }
-    return fuse || !rnd || !dx;
-}
-static void cf__bn_act_backward_p(float *dy, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                                  int B, int C, size_t P, int act, float slope, int rnd) {
-    int c;
-    if (!rnd) { cf__bn_act_backward(dy, x, gamma, beta, mean, invstd, B, C, P, act, slope); return; }
-    CF__OMP(omp parallel for schedule(static))
-    for (c = 0; c < C; c++) {
-        float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a, y[CF__STRETCH];
-        size_t p0, n;
-        int b;
-        for (b = 0; b < B; b++)
-            for (p0 = 0; p0 < P; p0 += n) {
-                float *d = dy + ((size_t)b * C + c) * P + p0;
-                n = P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH;
-                cf__bn_apply_run(y, x + (d - dy), a, sh, n, act, slope);
-                cf__round_run(y, n);   /* (as the forward stored it) */
-                cf__act_backward_run(d, y, n, act, slope);
-            }
-    }
-}
-
-/* ---- batch norm on tensors stored in 16 bits (section 6, halves: its input and the gradient
-   over it when a bf16 conv's output; its output and gradient when a conv reads them).
-   Section 3's loops on the same chunks and stretches, each first widened into a buffer of the
-   thread's (exact: the values are bf16): the same sums in the same order, so the bits of fp32
-   storage; y and dx rounded to bf16 as they are stored in 16 bits.  Half the bytes read and
-   written. */
-static double cf__bn_sum_half(const cf_bf16 *x, int B, int C, int c, size_t P, float center, int squared) {
-    float buf[CF__BN_CHUNK];
-    double s = 0.0;
-    size_t r, n;
-    int b;
-    for (b = 0; b < B; b++)
-        for (r = 0; r < P; r += CF__BN_CHUNK) {
-            n = P - r < CF__BN_CHUNK ? P - r : CF__BN_CHUNK;
-            cf__widen_run(buf, x + ((size_t)b * C + c) * P + r, n);
-            s += cf__bn_chunk_sum(buf, n, center, squared);
-        }
-    return s;
-}
-static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B, int C, size_t P,
-                              int train, float momentum, float eps) {
-    int c;
-    if (!train) { cf__bn_stats(NULL, rmean, rvar, save_mean, save_invstd, B, C, P, 0, momentum, eps, NULL); return; }   /* (x not read) */
-    CF__OMP(omp parallel for schedule(static))
-    for (c = 0; c < C; c++) {
-        double n = (double)B * P, mean = cf__bn_sum_half(x, B, C, c, P, 0.0f, 0) / n;
-        double var = cf__bn_sum_half(x, B, C, c, P, (float)mean, 1) / n;
-        cf__bn_set(c, mean, var, n, rmean, rvar, save_mean, save_invstd, momentum, eps);
-    }
-}
-/* y = act(a x + sh) rounded, x and y each in fp32 or (x_half, y_half) in 16 bits */
-static void cf__bn_apply_h(float *y, int y_half, const float *x, int x_half, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                           int B, int C, size_t P, int act, float slope) {
-    int c;
-    CF__OMP(omp parallel for schedule(static))
-    for (c = 0; c < C; c++) {
-        float a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a, xb[CF__STRETCH], yb[CF__STRETCH];
-        size_t p0, n, at;
-        int b;
-        for (b = 0; b < B; b++)
-            for (p0 = 0; p0 < P; p0 += CF__STRETCH) {
-                float *yr;
-                n = P - p0 < CF__STRETCH ? P - p0 : CF__STRETCH;
-                at = ((size_t)b * C + c) * P + p0;
-                if (x_half) cf__widen_run(xb, (const cf_bf16 *)(const void *)x + at, n);
-                yr = y_half ? yb : y + at;
-                cf__bn_apply_run(yr, x_half ? xb : x + at, a, sh, n, act, slope);
-                if (y_half) cf__narrow_run((cf_bf16 *)(void *)y + at, yr, n);
-                else cf__round_run(yr, n);
-            }
-    }
-}
-/* n <= CF__STRETCH values of dy from at (16 bits: dy_half) into d, times the activation's
-   derivative at y = act(a x + sh) rounded (x's values in xv), as cf__bn_act_backward_p leaves
-   them in an fp32 dy */
-static void cf__bn_dy_run(float *d, const float *dy, int dy_half, size_t at, const float *xv, size_t n, float a, float sh, int act, float slope) {
-    float y[CF__STRETCH];
-    if (dy_half) cf__widen_run(d, (const cf_bf16 *)(const void *)dy + at, n);
-    else memcpy(d, dy + at, n * sizeof(float));
-    if (act == CF_ACT_LINEAR) return;
-    cf__bn_apply_run(y, xv, a, sh, n, act, slope);
-    cf__round_run(y, n);
-    cf__act_backward_run(d, y, n, act, slope);
-}
-/* cf_bn_backward with the activation's derivative (y computed again from x) on x, dy and dx
-   each in fp32 or 16 bits (x_half, dy_half, dx_half); dx stored or added (store), rounded as
-   it is stored (16 bits, or rnd) */
-static void cf__bn_backward_h(float *dx, int dx_half, float *dgamma, float *dbeta, const float *dy, int dy_half, const float *x, int x_half,
-                              const float *gamma, const float *beta, const float *mean, const float *invstd, int B, int C, size_t P, int train,
-                              int store, int act, float slope, int rnd) {
-    int c;
-    CF__OMP(omp parallel for schedule(static))
-    for (c = 0; c < C; c++) {
-        float xb[CF__STRETCH], d[CF__STRETCH], v[CF__STRETCH], a = gamma[c] * invstd[c], sh = beta[c] - mean[c] * a;
-        double sdy = 0.0, sdyx = 0.0;
-        cf__bn_dx_coef k;
-        size_t r, n, p, at;
-        int b;
-        k.m = mean[c]; k.is = invstd[c];
-        for (b = 0; b < B; b++)   /* the sums of dy and dy xhat, as cf__bn_dsums */
-            for (r = 0; r < P; r += CF__BN_CHUNK) {
-                const float *xv;
-                n = P - r < CF__BN_CHUNK ? P - r : CF__BN_CHUNK;
-                at = ((size_t)b * C + c) * P + r;
-                if (x_half) cf__widen_run(xb, (const cf_bf16 *)(const void *)x + at, n);
-                xv = x_half ? xb : x + at;
-                cf__bn_dy_run(d, dy, dy_half, at, xv, n, a, sh, act, slope);
-                cf__bn_chunk_dsums(d, xv, n, k.m, k.is, &sdy, &sdyx);
-            }
-        dgamma[c] += (float)sdyx;
-        dbeta[c] += (float)sdy;
-        k = cf__bn_coef(k, gamma[c], sdy, sdyx, train, (double)B * P);
-        if (!dx) continue;
-        for (b = 0; b < B; b++)   /* dx, as cf__bn_backward_p: 0 + the term (store) or the term added */
-            for (r = 0; r < P; r += CF__STRETCH) {
-                const float *xv;
-                float *o;
-                n = P - r < CF__STRETCH ? P - r : CF__STRETCH;
-                at = ((size_t)b * C + c) * P + r;
-                if (x_half) cf__widen_run(xb, (const cf_bf16 *)(const void *)x + at, n);
-                xv = x_half ? xb : x + at;
-                cf__bn_dy_run(d, dy, dy_half, at, xv, n, a, sh, act, slope);
-                o = dx_half ? v : dx + at;
-                if (store) for (p = 0; p < n; p++) o[p] = 0.0f + k.k * (d[p] - k.k1 - (xv[p] - k.m) * k.is * k.k2);
-                else {
-                    if (dx_half) cf__widen_run(v, (const cf_bf16 *)(const void *)dx + at, n);
-                    for (p = 0; p < n; p++) o[p] += k.k * (d[p] - k.k1 - (xv[p] - k.m) * k.is * k.k2);
-                }
-                if (dx_half) cf__narrow_run((cf_bf16 *)(void *)dx + at, v, n);
-                else if (rnd) cf__round_run(o, n);
-            }
-    }
-}
-static int cf__add_to_p(float *dx, const float *dy, size_t n, int rnd, int store) {
-    long s, ns = (long)((n + CF__STRETCH - 1) / CF__STRETCH);
-    int fuse = cf__fuses_rounding(rnd);
-    if (!dx) return 1;
-    CF__OMP(omp parallel for schedule(static) if (ns > 4))
-    for (s = 0; s < ns; s++) {
-        size_t k, k0 = (size_t)s * CF__STRETCH, e = n - k0 < CF__STRETCH ? n : k0 + CF__STRETCH;
-        if (store) for (k = k0; k < e; k++) dx[k] = 0.0f + dy[k];
-        else for (k = k0; k < e; k++) dx[k] += dy[k];
-        if (fuse) cf__round_run(dx + k0, e - k0);
-    }
-    return fuse || !rnd;
-}
-static int cf__sum_p(float *y, const float *const *src, int n_src, size_t n, int rnd) {
-    long s, ns = (long)((n + CF__STRETCH - 1) / CF__STRETCH);
-    int fuse = cf__fuses_rounding(rnd);
-    CF__OMP(omp parallel for schedule(static) if (ns > 4))
-    for (s = 0; s < ns; s++) {   /* a stretch at a time: the sum in source order */
-        size_t k, k0 = (size_t)s * CF__STRETCH, e = n - k0 < CF__STRETCH ? n : k0 + CF__STRETCH;
-        int j;
-        for (k = k0; k < e; k++) y[k] = src[0][k];
-        for (j = 1; j < n_src; j++) for (k = k0; k < e; k++) y[k] += src[j][k];
-        if (fuse) cf__round_run(y + k0, e - k0);
-    }
-    return fuse || !rnd;
-}
-
 /* ---- the transposed convolution: section 3's loops with another GEMM (the bf16 GEMM where a
    convolution's bf16 GEMM path would be picked: kind bf16 on, and cf__bf16_gemm_applies), its
    dx stored (store: beta 0) and, by the bf16 GEMM that rounds as it stores, rounded.  x and
@@ -8896,11 +9102,6 @@ static int cf__band_rows(cf_shape in, const cf_geom *g, size_t tile) {   /* H: t
     return (int)(rows - 1) * g->s[1] + (g->k[1] - 1) * g->dil[1] + 1;
 }
 static int cf__band_first(cf_shape in, const cf_geom *g, size_t p0) { return (int)(p0 / in.w) * g->s[1] - g->pb[1]; }
-/* the band of transposed conv l with the tiles of a workspace of ws_floats */
-static size_t cf__band_floats(const cf_layer *l, size_t ws_floats) {
-    size_t K = (size_t)l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2], tile = cf__tile(K, (size_t)l->in.d * l->in.h * l->in.w, ws_floats);
-    return (size_t)l->out.c * cf__band_rows(l->in, &l->g, tile) * l->out.w;
-}
 /* output rows [r0, r1) of the band (at lo) rounded into y16's, rows past OH left */
 static void cf__band_store(cf_bf16 *y16, float *band, int C, int H, int W, int OH, int lo, int r0, int r1) {
     int c;
@@ -9010,60 +9211,6 @@ static void cf__deconv_backward_with(float *dx, int dx_half, float *dw, float *d
         }
     }
 }
-static cf__gemm_fn cf__deconv_gemm(int bf16) {
-#ifdef CF__BF16
-    cf__conv_call c;
-    memset(&c, 0, sizeof c);
-    c.bf16 = bf16;
-    if (cf__kind_on[CF__K_BF16] && cf__bf16_gemm_applies(&c)) return cf__sgemm_bf16;
-#endif
-    (void)bf16;
-    return cf__sgemm_fp32;
-}
-static const char *cf__deconv_path(int bf16) { return cf__deconv_gemm(bf16) == cf__sgemm_fp32 ? "reference" : cf__kind_names[CF__K_BF16]; }
-/* halves: CF__HALF_OUT, CF__HALF_IN, CF__HALF_DIN (y and dy, x, dx in 16 bits; the plan has
-   checked, cf__deconv_takes_halves; ws holds 2 ws_floats) */
-static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                 float *ws, size_t ws_floats, int bf16, int halves) {
-    cf__gemm_fn gemm = cf__deconv_gemm(bf16);
-    if (gemm == cf__sgemm_fp32 && !(halves & (CF__HALF_IN | CF__HALF_OUT))) cf_deconv_forward(y, x, w, b, B, in, out, g, ws, ws_floats);
-    else cf__deconv_forward_with(y, (halves & CF__HALF_OUT) != 0, x, (halves & CF__HALF_IN) != 0, w, b, B, in, out, g, ws, ws_floats, gemm);
-}
-static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in,
-                                 cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int rnd_dx, int store, int halves) {
-    cf__gemm_fn gemm = cf__deconv_gemm(bf16), gemm_dx = gemm;
-    int dx_half = (halves & CF__HALF_DIN) != 0;
-#ifdef CF__BF16
-    if (rnd_dx && gemm == cf__sgemm_bf16) gemm_dx = cf__sgemm_bf16_rounded;   /* each tile's columns of dx get their one product there */
-#endif
-    if (gemm == cf__sgemm_fp32 && !store && !(halves & (CF__HALF_IN | CF__HALF_DIN | CF__HALF_OUT)))
-        cf_deconv_backward(dx, dw, db, dy, x, w, B, in, out, g, ws, ws_floats);
-    else cf__deconv_backward_with(dx, dx_half, dw, db, dy, (halves & CF__HALF_OUT) != 0, x, (halves & CF__HALF_IN) != 0, w, B, in, out, g, ws, ws_floats,
-                                  gemm, gemm_dx, store);
-    return dx_half || gemm_dx != gemm || !rnd_dx || !dx;
-}
-/* the workspace a pointwise convolution's bf16 GEMM on 16-bit operands needs (its buffers) */
-static size_t cf__pointwise_ws_floats(void) {
-#ifdef CF__BF16
-    return cf__gemm_bf16_ws_floats();
-#else
-    return 0;
-#endif
-}
-/* (a 16-bit y and dy: 2-D, no activation, the band's room after the GEMM's buffers) */
-static int cf__deconv_takes_halves(cf_net *net, const cf_layer *l, int halves) {
-#ifdef CF__BF16
-    size_t K = (size_t)l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2], ws = net->priv->ws_floats;
-    if ((halves & CF__HALF_OUT) && (l->in.d != 1 || l->out.d != 1 || l->act != CF_ACT_LINEAR || ws < cf__pointwise_ws_floats() + cf__band_floats(l, ws)))
-        return 0;
-    return cf__deconv_gemm(1) == cf__sgemm_bf16 && l->type == CF_L_DECONV && !(halves & CF__RAW_IN) &&
-           ws >= cf__pointwise_ws_floats() && (!(halves & CF__HALF_DIN) || (K + 1) / 2 <= CF__GEMM_KC);
-#else
-    (void)net; (void)l; (void)halves;
-    return 0;
-#endif
-}
-
 #ifndef CF_REFERENCE
 /* ---- the fused backward of act + max pool with disjoint windows inside the input (k = s,
    no padding, dilation 1), in place: xg holds the pool's input x = act(z) (B, C, D, H, W) on
@@ -9120,20 +9267,9 @@ CF__BF16_TARGET static void cf__pool_pairs_write16_half(cf_bf16 *const *rows, in
 }
 #endif
 #endif
-/* cf__pool_fused_backward: half, dy_half, y_half = xg, the pool's dy, its y are stored
-   in 16 bits (section 6, halves; the plan takes them only where the vector path below does,
-   with the CPU's bf16 instructions) */
-static int cf__maxpool_inplace_takes_half(const cf__pool_call *pc) {
-#ifdef CF__BF16
-    return cf__pool_pairs_applies(pc) && cf__has_bf16();
-#else
-    (void)pc;
-    return 0;
-#endif
-}
 #define CF__POOL_RUN 256   /* outputs whose m and d are made at once (each loop the compiler vectorizes) */
-static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in, cf_shape out,
-                                             const cf_geom *g, int act, float slope, int bf16) {
+static void cf__pool_fused_backward_run(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in,
+                                        cf_shape out, const cf_geom *g, int act, float slope, int bf16) {
     cf__pool_call pc = cf__pool_make(B, in, out, g, 1);
     int plane, KD = g->k[0], KH = g->k[1], KW = g->k[2], pairs = cf__pool_pairs_applies(&pc);
     CF_ASSERT(!(half || dy_half || y_half) || cf__maxpool_inplace_takes_half(&pc));
@@ -9204,42 +9340,7 @@ static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy
                 if (id >= out.d * KD || ih >= out.h * KH || iw >= out.w * KW) xp[((size_t)id * in.h + ih) * in.w + iw] = 0.0f;
     }
 }
-#else   /* CF_REFERENCE: the plan fuses nothing (kind "fusion" is off) */
-static int cf__maxpool_inplace_takes_half(const cf__pool_call *pc) { (void)pc; return 0; }
-static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in,
-                                    cf_shape out, const cf_geom *g, int act, float slope, int bf16) {
-    (void)xg; (void)half; (void)dy; (void)dy_half; (void)y; (void)y_half; (void)B; (void)in; (void)out; (void)g; (void)act; (void)slope; (void)bf16;
-    CF_ASSERT(0);
-}
 #endif
-
-/* ---- what the memory plan may store in 16 bits (section 6, halves): conv l's operands when
-   each of its operations has a half path, max pool p's input and (y_half) output */
-/* the path a call with 16-bit operands takes computes the bits the same call on fp32 storage
-   gets: it is that path, or its twin (half = 2) */
-static int cf__same_sums(const cf__conv_path *table, const cf__conv_call *c) {
-    cf__conv_call c32 = *c;
-    const cf__conv_path *p = cf__conv_pick(table, c), *p32;
-    cf__conv_halves(&c32, 0);
-    p32 = cf__conv_pick(table, &c32);
-    return p && (p == p32 || (p->half == 2 && p + 1 == p32));
-}
-static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int dinput, int halves) {
-    static const float some_bias = 0.0f;   /* (the paths ask only whether there is one) */
-    cf__conv_call c = cf__conv_make(net->batch, l->in, l->out, &l->g, l->groups, NULL, net->priv->ws_floats, 1);
-    if (l->type != CF_L_CONV || l->n_src != 1) return 0;
-    c.b = l->has_bias ? &some_bias : NULL; c.act = l->act; c.slope = l->slope;
-    cf__conv_halves(&c, halves);
-    if (l->depthwise) return cf__same_sums(cf__dwconv_fwd_paths, &c) && cf__same_sums(cf__dwconv_bwd_paths, &c);   /* (dw and dx at once) */
-    if (!cf__same_sums(cf__conv_fwd_paths, &c) || !cf__same_sums(cf__conv_bww_paths, &c)) return 0;
-    return (l->src[0] < 0 && !dinput) || cf__same_sums(cf__conv_bwd_paths, &c);
-}
-static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half) {
-    cf__pool_call pc = cf__pool_make(net->batch, p->in, p->out, &p->g, 1);
-    pc.half = 1; pc.y_half = y_half;
-    if (p->in.d != p->out.d * p->g.k[0] || p->in.h != p->out.h * p->g.k[1] || p->in.w != p->out.w * p->g.k[2]) return 0;
-    return cf__pool_pick(cf__pool_fwd_paths, &pc) && cf__maxpool_inplace_takes_half(&pc);
-}
 
 #endif /* CF__IMPLEMENTED */
 #endif /* CF_IMPLEMENTATION */
