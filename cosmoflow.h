@@ -81,7 +81,8 @@
                     when the target has AVX2 and FMA (-march=x86-64-v3 or native).
      CF_STATIC      make every function static (private copy per translation unit).
      CF_MALLOC(n), CF_FREE(p)   allocator overrides (define both or neither).
-     CF_ASSERT(x)   internal-invariant check (default: assert).
+     CF_ASSERT(x)   internal-invariant check (default: assert): only in functions that return
+                    nothing (the contract, below).
 
    THE PUBLIC API, by audience (the declarations below are in this order)
      basics           errors, the generator, CRC32C, bfloat16, shapes and geometry    stable
@@ -100,8 +101,10 @@
      with the major version.  The structs expose what a user reads (the model's shapes, the
      parameter count, the buffers, a trainer's settings); the memory plan, workspace, mode,
      hooks, step counters and a trainer's buffers are private (read through functions).
-     Each function states what it expects (pointers not NULL unless said); a library call
-     given what it cannot use returns CF_ERR with the reason, never crashes on purpose.
+     Each function states what it expects (pointers not NULL unless said).  The contract: a
+     function that can report an error (an int code, a NULL pointer, NAN) reports it with the
+     reason in cf_failure_reason() and never asserts; CF_ASSERT is only where nothing can be
+     returned (void functions).  No library call crashes on purpose.
 
    CONVENTIONS
      * Activations are float32 NCDHW; a 2-D network is the case D = 1.
@@ -431,16 +434,20 @@ typedef struct {
 CFDEF int cf_train_init(cf_trainer *t, cf_net *net, const cf_train_config *c);
 CFDEF int cf_train_epoch(cf_trainer *t, int epoch);   /* epoch from 1 */
 /* x (B, C, D, H, W), target (B, n_targets); B the batch of this rank (the global batch is B
-   times the ranks).  CF_ERR only when out of memory. */
+   times the ranks).  CF_ERR when out of memory or the optimizer refuses the step's arguments
+   (a setting that as a float leaves its range: the reason names it). */
 CFDEF int cf_train_step(cf_trainer *t, const float *x, const float *target, int B, cf_step_result *r);
-CFDEF double cf_train_lr(const cf_trainer *t, int global_batch);   /* the next step's */
+CFDEF double cf_train_lr(const cf_trainer *t, int global_batch);   /* the next step's; NAN for a batch < 1 */
 /* After a step that was not finite (r->status CF_STEP_NONFINITE, or a loss that is not):
    where it first went wrong, as a sentence (runs the batch x again) */
 CFDEF void cf_train_explain(cf_trainer *t, const cf_step_result *r, const float *x, int B, char *out, size_t n);
 CFDEF void cf_train_free(cf_trainer *t);
-/* The building blocks of the step.  Keras SGD: v = m*v - lr*(g + 2*l2*w [layers with l2=1]);
-   w += v */
-CFDEF void cf_sgd_step(cf_net *net, float lr, float momentum, float l2);
+/* The building blocks of the step.  Each checks its arguments against the ranges of the
+   training settings of the same names (cf_train_config_set's, the ones cf_train_init checks;
+   lr: finite and >= 0, eta: larc's) and refuses one outside them, NaN included, with the
+   reason: CF_ERR (cf_lamb_step: NAN), nothing changed.
+   Keras SGD: v = m*v - lr*(g + 2*l2*w [layers with l2=1]); w += v */
+CFDEF int cf_sgd_step(cf_net *net, float lr, float momentum, float l2);
 /* Adam as torch.optim.Adam (decoupled = 0: wd adds wd*w to the gradient) or AdamW
    (decoupled = 1: w *= 1 - lr*wd first).  t: this step's number, counted from 1.  CF_ERR
    (nothing changed) when the second moments' slot cannot be allocated. */
@@ -456,7 +463,7 @@ CFDEF double cf_lamb_step(cf_net *net, float lr, float beta1, float beta2, float
                           float max_grad_norm, uint64_t t);
 /* LARC (the 2018 climate code, clip mode): per tensor, g *= min(eta |w| / |g|, 1);
    a tensor with a zero norm is left alone.  Run before the optimizer step. */
-CFDEF void cf_larc_scale(cf_net *net, float eta);
+CFDEF int cf_larc_scale(cf_net *net, float eta);
 /* The references' data: CosmoFlow's channels-last (S,S,S,C) int16 -> (C,S,S,S) float:
    log(1 + x), or x / mean(x) when apply_log = 0 (the two branches of the reference's
    _parse_data), or with apply_log = 2 log(1 + x) - log(1 + mean_c), mean_c the sample's mean
@@ -671,7 +678,7 @@ CFDEF int cf_net_spatial(const cf_net *net, int *r, int *d0);   /* K; this rank'
 CFDEF int cf_net_spatial_sum(cf_net *net, double *v, int n);
 /* Floats a rank's split needs beside its arena for a batch of B: the largest convolution's
    extended input and its gradient, the halos in transit and the gathered features, a split
-   [dense]'s rows (0 unsplit; (size_t)-1 on a bad network) */
+   [dense]'s rows (0 unsplit; (size_t)-1 with the reason on a bad network or a batch below 1) */
 CFDEF size_t cf_net_spatial_floats(cf_net *net, int B);
 
 /* ================================================================ F. operations (arguments may change)
@@ -679,8 +686,8 @@ CFDEF size_t cf_net_spatial_floats(cf_net *net, int B);
    reader audits and what the tests compare.  Their mathematics is stable; their argument
    lists may change with the fast paths.  They are raw kernels: every pointer must be valid
    for the shapes and counts given (B >= 1, every extent >= 1, groups dividing the channels);
-   the convolution and pooling functions assert the shapes (CF_ASSERT), pointers are the
-   caller's to get right. */
+   the convolution and pooling functions, which return nothing, assert the shapes
+   (CF_ASSERT); pointers are the caller's to get right. */
 /* Row-major C = alpha * op(A) * op(B) + beta * C;  op(A) is M x K, op(B) is K x N. */
 CFDEF void cf_sgemm(int transA, int transB, int M, int N, int K, float alpha,
                     const float *A, int lda, const float *B, int ldb, float beta,
@@ -765,8 +772,8 @@ CFDEF void cf_dense_backward(float *dx, float *dw, float *db, const float *dy, c
    OUTPUT y (valid for relu, leaky with slope > 0, tanh). */
 CFDEF void cf_act_forward(float *y, size_t n, int act, float slope);
 CFDEF void cf_act_backward(float *dy, const float *y, size_t n, int act, float slope);
-/* Inverted dropout: y = x * mask / (1 - rate); the mask is a hash of (seed, index), so it is
-   recomputed in backward instead of stored. */
+/* Inverted dropout: y = x * mask / (1 - rate), rate in [0, 0.999] (asserted); the mask is a
+   hash of (seed, index), so it is recomputed in backward instead of stored. */
 CFDEF void cf_dropout(float *y, const float *x, size_t n, float rate, uint64_t seed);
 /* Losses over n = B * outputs values; return the loss, write dL/dy into dy (may be NULL). */
 CFDEF double cf_loss_mse(float *dy, const float *y, const float *t, size_t n);
@@ -810,7 +817,8 @@ CFDEF int cf_fast_path_on(const char *kind);                /* 1 on, 0 off, -1 u
 /* What a bf16 network's convolutions run on here: "vdpbf16ps (AVX512_BF16)", or "the
    emulation (...)" with the reason (the CPU, the build, the fast paths switched off) */
 CFDEF const char *cf_bf16_kernels(void);
-/* Which path an operation takes for these shapes: "reference" or the fast path's kind.
+/* Which path an operation takes for these shapes: "reference" or the fast path's kind; "?"
+   with the reason for an op or shapes it cannot take.
    op: CF_OP_FORWARD, CF_OP_BACKWARD_WEIGHTS, CF_OP_BACKWARD_DATA. */
 enum { CF_OP_FORWARD, CF_OP_BACKWARD_WEIGHTS, CF_OP_BACKWARD_DATA };
 CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g,
@@ -826,7 +834,8 @@ CFDEF int cf_net_set_batch(cf_net *net, int B);             /* plans and (re)all
 CFDEF void cf_net_keep_outputs(cf_net *net, int keep);
 /* Floats of the arena (outputs and output gradients) a batch of B needs, under the default
    plan or with every output kept.  Allocates nothing; not between a forward and its
-   backward (the next forward plans again).  Returns (size_t)-1 when out of memory. */
+   backward (the next forward plans again).  Returns (size_t)-1 with the reason when out of
+   memory or B is below 1. */
 CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_outputs);
 /* How the plan of the last cf_net_arena_floats or forward stores layer's output (gradient 0)
    or its output's gradient (1): 32 or 16 (bits a value, section 6, halves), 0 for a gradient
@@ -959,10 +968,13 @@ CFDEF int cf_fail(const char *fmt, ...) {
     return CF_ERR;
 }
 /* A function's precondition, as its comment in the public part states it.  When it does not
-   hold, the reason is set (what: the function and the argument), CF_ASSERT names it (on
-   unless NDEBUG; a program may define CF_ASSERT to catch it) and the function returns ret
-   without acting.  A function that can return an error returns it instead, no assert. */
-#define CF__REQUIRE(cond, ret, what) do { if (!(cond)) { cf_fail("%s", what); CF_ASSERT((cond) && what); return ret; } } while (0)
+   hold, the reason is set (what: the function and the argument) and the function returns
+   without acting: CF__REQUIRE, in a function that returns a value, returns ret (its error:
+   CF_ERR, NULL, NAN, ...) and asserts nothing; CF__REQUIRE_VOID, in a function that returns
+   nothing, has CF_ASSERT name it as well (on unless NDEBUG; a program may define CF_ASSERT to
+   catch it).  (CF__REQUIRE with no ret does not compile: a void function takes the other.) */
+#define CF__REQUIRE(cond, ret, what) do { if (!(cond)) { cf_fail("%s", what); return (ret); } } while (0)
+#define CF__REQUIRE_VOID(cond, what) do { if (!(cond)) { cf_fail("%s", what); CF_ASSERT((cond) && what); return; } } while (0)
 
 
 /* zeroed allocation; NULL (with a reason) when n*size overflows or memory is short */
@@ -1088,7 +1100,7 @@ static void cf__round_floats(float *x, size_t n) {
 static void cf__round_run(float *x, size_t n);
 CFDEF void cf_bf16_round(float *x, size_t n) {
     long i;   /* a signed index for OpenMP 2.5; chunks of 2^16: a pass over memory, shared by the threads */
-    CF__REQUIRE(x || !n, , "cf_bf16_round: x is NULL");
+    CF__REQUIRE_VOID(x || !n, "cf_bf16_round: x is NULL");
     CF__OMP(omp parallel for schedule(static) if (n >= ((size_t)1 << 18)))
     for (i = 0; i < (long)((n + 65535) >> 16); i++) {
         size_t start = (size_t)i << 16;
@@ -1517,8 +1529,10 @@ CFDEF void cf_act_backward(float *dy, const float *y, size_t n, int act, float s
 /* ---- dropout: keep element i when hash(seed, i) >= rate and scale it by 1/(1-rate).  y is
    linear in x with the mask as its diagonal, so backward is the same map: dx += dropout(dy). */
 CFDEF void cf_dropout(float *y, const float *x, size_t n, float rate, uint64_t seed) {
-    float scale = rate < 1.0f ? 1.0f / (1.0f - rate) : 0.0f;
+    float scale;
     size_t i;
+    CF__REQUIRE_VOID(rate >= 0.0f && rate <= 0.999f, "cf_dropout: the rate is not in [0, 0.999] (the cfg's rate= range)");
+    scale = 1.0f / (1.0f - rate);
     for (i = 0; i < n; i++) {
         float u = (float)(cf_hash64(seed ^ (0x9e3779b97f4a7c15ULL * (i + 1))) >> 40) * (1.0f / 16777216.0f);
         y[i] = u >= rate ? x[i] * scale : 0.0f;
@@ -1911,7 +1925,7 @@ CFDEF double cf_loss_softmax_ce(float *dz, const float *z, const float *labels, 
 CFDEF void cf_argmax_classes(int *pred, const float *z, int K, size_t P) {
     size_t p;
     int k;
-    CF__REQUIRE((pred && z) || !P, , "cf_argmax_classes: pred or z is NULL");
+    CF__REQUIRE_VOID((pred && z) || !P, "cf_argmax_classes: pred or z is NULL");
     for (p = 0; p < P; p++) {
         int best = 0;
         for (k = 1; k < K; k++) if (z[(size_t)k * P + p] > z[(size_t)best * P + p]) best = k;
@@ -2362,6 +2376,8 @@ static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, con
     return p ? cf__kind_names[p->kind] : "reference";
 }
 CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats) {
+    CF__REQUIRE(op >= CF_OP_FORWARD && op <= CF_OP_BACKWARD_DATA && cf__shapes_ok(B, in, out, g, groups), "?",
+                "cf_conv_path: op is not one of CF_OP_*, or a size below 1, g NULL or channels not divisible by groups");
     return cf__conv_path_p(op, B, in, out, g, groups, ws_floats, 0);
 }
 /* the operands stored in 16 bits (section 4's halves; the plan has made sure a path takes them) */
@@ -2445,8 +2461,11 @@ static cf__pool_call cf__pool_make(int B, cf_shape in, cf_shape out, const cf_ge
     return c;
 }
 CFDEF const char *cf_pool_path(int op, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
-    cf__pool_call c = cf__pool_make(1, in, out, g, is_max);
+    cf__pool_call c;
     const cf__pool_path *p;
+    CF__REQUIRE(op >= CF_OP_FORWARD && op <= CF_OP_BACKWARD_DATA && cf__shapes_ok(1, in, out, g, 1), "?",
+                "cf_pool_path: op is not one of CF_OP_*, or a size below 1 or g NULL");
+    c = cf__pool_make(1, in, out, g, is_max);
     if (op == CF_OP_BACKWARD_WEIGHTS) return "-";
     p = cf__pool_pick(op == CF_OP_FORWARD ? cf__pool_fwd_paths : cf__pool_bwd_paths, &c);
     return p ? cf__kind_names[p->kind] : "reference";
@@ -2937,6 +2956,7 @@ static int cf__net_check(const cf_net *net, const char *fn) {
     return cf__net_ok(net) ? CF_OK : cf_fail("%s: the network was not made by cf_net_parse (or was freed)", fn);
 }
 #define CF__NET_REQUIRE(net, ret, fn) CF__REQUIRE(cf__net_ok(net), ret, fn ": the network was not made by cf_net_parse (or was freed)")
+#define CF__NET_REQUIRE_VOID(net, fn) CF__REQUIRE_VOID(cf__net_ok(net), fn ": the network was not made by cf_net_parse (or was freed)")
 typedef struct { char *key, *val; int line; int used; } cf__kv;
 typedef struct { char *name; int line; cf__kv *kv; int n_kv; } cf__section;
 
@@ -4320,7 +4340,7 @@ CFDEF int cf_net_backward(cf_net *net, const float *dout) {
 }
 
 CFDEF void cf_net_zero_grad(cf_net *net) {
-    CF__NET_REQUIRE(net, , "cf_net_zero_grad");
+    CF__NET_REQUIRE_VOID(net, "cf_net_zero_grad");
     memset(net->grads, 0, net->n_params * sizeof(float));
 }
 
@@ -4346,8 +4366,8 @@ CFDEF uint64_t cf_net_updates(const cf_net *net) { return cf__net_check(net, "cf
 
 /* ---- the mode, and the settings of a model a training run may change */
 CFDEF void cf_net_set_mode(cf_net *net, int mode) {
-    CF__NET_REQUIRE(net, , "cf_net_set_mode");
-    CF__REQUIRE(mode >= 0 && mode <= CF_MODE_TRAIN, , "cf_net_set_mode: the mode is not one of CF_MODE_*");
+    CF__NET_REQUIRE_VOID(net, "cf_net_set_mode");
+    CF__REQUIRE_VOID(mode >= 0 && mode <= CF_MODE_TRAIN, "cf_net_set_mode: the mode is not one of CF_MODE_*");
     net->priv->training = (mode & CF_MODE_DROPOUT) != 0;
     net->priv->bn_train = (mode & CF_MODE_BATCH_STATS) != 0;
 }
@@ -4371,14 +4391,14 @@ CFDEF int cf_net_set_dropout(cf_net *net, float rate) {
 }
 
 /* ---- looking inside */
-CFDEF void cf_net_keep_outputs(cf_net *net, int keep) { CF__NET_REQUIRE(net, , "cf_net_keep_outputs"); net->priv->keep_acts = keep != 0; }
-CFDEF void cf_net_set_input_grad(cf_net *net, float *dx) { CF__NET_REQUIRE(net, , "cf_net_set_input_grad"); net->priv->dinput = dx; }
+CFDEF void cf_net_keep_outputs(cf_net *net, int keep) { CF__NET_REQUIRE_VOID(net, "cf_net_keep_outputs"); net->priv->keep_acts = keep != 0; }
+CFDEF void cf_net_set_input_grad(cf_net *net, float *dx) { CF__NET_REQUIRE_VOID(net, "cf_net_set_input_grad"); net->priv->dinput = dx; }
 CFDEF void cf_net_set_backward_hook(cf_net *net, void (*hook)(cf_net *net, int layer, void *ctx), void *ctx) {
-    CF__NET_REQUIRE(net, , "cf_net_set_backward_hook");
+    CF__NET_REQUIRE_VOID(net, "cf_net_set_backward_hook");
     net->priv->backward_hook = hook; net->priv->hook_ctx = ctx;
 }
 CFDEF void cf_net_set_layer_hook(cf_net *net, void (*hook)(cf_net *net, int layer, int phase, void *ctx), void *ctx) {
-    CF__NET_REQUIRE(net, , "cf_net_set_layer_hook");
+    CF__NET_REQUIRE_VOID(net, "cf_net_set_layer_hook");
     net->priv->layer_hook = hook; net->priv->layer_ctx = ctx;
 }
 CFDEF const char *cf_net_path(const cf_net *net, int layer, int op) {
@@ -4707,8 +4727,9 @@ static void cf__split_sizes(const cf_net *net, int B, size_t *ext, size_t *pack,
 CFDEF size_t cf_net_spatial_floats(cf_net *net, int B) {
     size_t ext, pack, part;
     if (cf__net_check(net, "cf_net_spatial_floats")) return (size_t)-1;
+    if (B < 1) { cf_fail("cf_net_spatial_floats: batch %d < 1", B); return (size_t)-1; }
     if (!net->priv->split.on) return 0;
-    cf__split_sizes(net, B < 1 ? 1 : B, &ext, &pack, &part);
+    cf__split_sizes(net, B, &ext, &pack, &part);
     return 2 * ext + pack + part;
 }
 static int cf__split_buffers(cf_net *net, int B) {
@@ -5150,8 +5171,9 @@ CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_acts) {
     int batch;
     size_t na;
     if (cf__net_check(net, "cf_net_arena_floats")) return (size_t)-1;
+    if (B < 1) { cf_fail("cf_net_arena_floats: batch %d < 1", B); return (size_t)-1; }
     batch = net->batch;
-    net->batch = B < 1 ? 1 : B;
+    net->batch = B;
     na = cf__plan_make(net, cf__plan_flags(net, keep_acts));
     net->batch = batch;
     net->priv->plan.batch = 0;   /* plan.l now describes this plan: the next forward plans anew */
@@ -5177,9 +5199,16 @@ static int cf__opt_slots(cf_net *net, int slots) {
     net->opt = opt; net->opt_slots = slots;
     return CF_OK;
 }
-CFDEF void cf_sgd_step(cf_net *net, float lr, float momentum, float l2) {
+/* A building block's argument against the range of its training setting (key) in the table
+   of section 8, the range cf_train_init checks: CF_ERR, "fn: key X is not in [lo, hi]".
+   upper = 0: the lower bound alone, for a step's learning rate, which linear scaling by the
+   global batch takes above the base lr's bound. */
+static int cf__check_arg(const char *fn, const char *key, double x, int upper);
+CFDEF int cf_sgd_step(cf_net *net, float lr, float momentum, float l2) {
     int i;
-    CF__NET_REQUIRE(net, , "cf_sgd_step");
+    CF__NET_REQUIRE(net, CF_ERR, "cf_sgd_step");
+    if (cf__check_arg("cf_sgd_step", "lr", lr, 0) || cf__check_arg("cf_sgd_step", "momentum", momentum, 1) ||
+        cf__check_arg("cf_sgd_step", "l2", l2, 1)) return CF_ERR;
     for (i = 0; i < net->n_layers; i++) {
         cf_layer *l = &net->layers[i];
         long k, n = (long)(l->w_n + l->b_n), nw = (long)l->w_n;   /* weight and bias are adjacent */
@@ -5195,6 +5224,7 @@ CFDEF void cf_sgd_step(cf_net *net, float lr, float momentum, float l2) {
             w[k] += v[k];
         }
     }
+    return CF_OK;
 }
 
 /* One parameter tensor at a time (PyTorch's per-tensor norms): weight, then bias. */
@@ -5214,6 +5244,10 @@ CFDEF int cf_adam_step(cf_net *net, float lr, float beta1, float beta2, float ep
     const float *gr;
     CF__NET_REQUIRE(net, CF_ERR, "cf_adam_step");
     CF__REQUIRE(t >= 1, CF_ERR, "cf_adam_step: t counts the updates from 1");
+    CF__REQUIRE(decoupled == 0 || decoupled == 1, CF_ERR, "cf_adam_step: decoupled is not 0 or 1");
+    if (cf__check_arg("cf_adam_step", "lr", lr, 0) || cf__check_arg("cf_adam_step", "betas", beta1, 1) ||
+        cf__check_arg("cf_adam_step", "betas", beta2, 1) || cf__check_arg("cf_adam_step", "eps", eps, 1) ||
+        cf__check_arg("cf_adam_step", "weight_decay", wd, 1)) return CF_ERR;
     if (cf__opt_slots(net, 2)) return CF_ERR;
     n = (long)net->n_params; m = net->opt; v = net->opt + n; w = net->params; gr = net->grads;
     bc1 = (float)(1.0 - pow(beta1, (double)t)); sq2 = (float)sqrt(1.0 - pow(beta2, (double)t));
@@ -5242,6 +5276,9 @@ CFDEF double cf_lamb_step(cf_net *net, float lr, float beta1, float beta2, float
     int i = 0, part = 0;
     CF__NET_REQUIRE(net, NAN, "cf_lamb_step");
     CF__REQUIRE(t >= 1, NAN, "cf_lamb_step: t counts the updates from 1");
+    if (cf__check_arg("cf_lamb_step", "lr", lr, 0) || cf__check_arg("cf_lamb_step", "betas", beta1, 1) ||
+        cf__check_arg("cf_lamb_step", "betas", beta2, 1) || cf__check_arg("cf_lamb_step", "eps", eps, 1) ||
+        cf__check_arg("cf_lamb_step", "weight_decay", wd, 1) || cf__check_arg("cf_lamb_step", "max_grad_norm", max_grad_norm, 1)) return NAN;
     if (cf__opt_slots(net, 2)) return NAN;
     n = (long)net->n_params; m = net->opt; v = net->opt + n; gr = net->grads;
     bc1 = (float)(1.0 - pow(beta1, (double)t)); bc2 = (float)(1.0 - pow(beta2, (double)t));
@@ -5270,10 +5307,11 @@ CFDEF double cf_lamb_step(cf_net *net, float lr, float beta1, float beta2, float
     return gn;
 }
 
-CFDEF void cf_larc_scale(cf_net *net, float eta) {
+CFDEF int cf_larc_scale(cf_net *net, float eta) {
     size_t k, off, cnt;
     int i = 0, part = 0;
-    CF__NET_REQUIRE(net, , "cf_larc_scale");
+    CF__NET_REQUIRE(net, CF_ERR, "cf_larc_scale");
+    if (cf__check_arg("cf_larc_scale", "larc", eta, 1)) return CF_ERR;
     while (cf__next_tensor(net, &i, &part, &off, &cnt)) {
         double wn = 0.0, gn = 0.0, s;
         for (k = 0; k < cnt; k++) { wn += (double)net->params[off + k] * net->params[off + k]; gn += (double)net->grads[off + k] * net->grads[off + k]; }
@@ -5281,6 +5319,7 @@ CFDEF void cf_larc_scale(cf_net *net, float eta) {
         s = eta * sqrt(wn) / sqrt(gn);
         if (s < 1.0) for (k = 0; k < cnt; k++) net->grads[off + k] *= (float)s;
     }
+    return CF_OK;
 }
 
 /* The reference's torch schedulers, in closed form (O(1) at any step).  Warmup (k <= W): base
@@ -5309,11 +5348,20 @@ CFDEF double cf_lr_sched_at(const cf_lr_sched *s, uint64_t k) {
         cf_fail("cf_lr_sched_at: not a schedule (warmup %ld steps, %d milestones, t_max %ld, type %d)", W, s->n_milestones, s->t_max, s->type);
         return NAN;
     }
+    /* what this schedule uses, against its training setting's range (cf_train_init's) */
+    if (cf__check_arg("cf_lr_sched_at", "lr", s->base_lr, 1) || cf__check_arg("cf_lr_sched_at", "warmup_steps", (double)W, 1) ||
+        (W > 0 && cf__check_arg("cf_lr_sched_at", "warmup_factor", s->warmup_factor, 1)) ||
+        (s->type == CF_SCHED_MULTISTEP && cf__check_arg("cf_lr_sched_at", "decay_rate", s->gamma, 1)) ||
+        (s->type == CF_SCHED_COSINE && (cf__check_arg("cf_lr_sched_at", "t_max", (double)s->t_max, 1) ||
+                                        cf__check_arg("cf_lr_sched_at", "eta_min", s->eta_min, 1))))
+        return NAN;
+    for (m = 0; m < s->n_milestones; m++)
+        if (s->milestones[m] < 0) { cf_fail("cf_lr_sched_at: milestone %ld is below 0", s->milestones[m]); return NAN; }
     if (W > 0 && k <= (uint64_t)W) return cf__warmup_lr(s, k);
     lr = W > 0 ? cf__warmup_lr(s, (uint64_t)W) : s->base_lr;
     if (s->type == CF_SCHED_MULTISTEP) {
         for (m = 0; m < s->n_milestones; m++)
-            if (s->milestones[m] >= 0 && (uint64_t)s->milestones[m] + (uint64_t)(W > 0 ? W + 1 : 0) <= k) lr *= s->gamma;
+            if ((uint64_t)s->milestones[m] + (uint64_t)(W > 0 ? W + 1 : 0) <= k) lr *= s->gamma;
         return lr;
     } else {
         double e = (double)(k - (uint64_t)(W > 0 ? W : 0)), T = (double)s->t_max;
@@ -5330,7 +5378,7 @@ CFDEF double cf_lr_sched_at(const cf_lr_sched *s, uint64_t k) {
    guard against non-finite gradients, LARC, and the optimizer.  Then evaluation, and the
    references' input transforms, sharding and augmentation. */
 CFDEF void cf_train_defaults(cf_train_config *c) {
-    CF__REQUIRE(c, , "cf_train_defaults: the settings are NULL");
+    CF__REQUIRE_VOID(c, "cf_train_defaults: the settings are NULL");
     memset(c, 0, sizeof *c);
     c->optimizer = -1; c->lr = 0.001; c->momentum = 0.9; c->weight_decay = -1;
     c->beta1 = 0.9; c->beta2 = 0.999; c->eps = 1e-6; c->max_grad_norm = 1.0;
@@ -5399,7 +5447,7 @@ static const cf__setting cf__settings[] = {
     {"momentum", CF__SET_DOUBLE, CF__AT(momentum), 0, 0.9999, "M", "SGD momentum, Keras form v = m v - lr g"},
     {"l2", CF__SET_DOUBLE, CF__AT(l2), 0, 1e3, "X", "SGD: L2 on the kernels marked l2=1 in the cfg"},
     {"weight_decay", CF__SET_DOUBLE, CF__AT(weight_decay), 0, 10, "X", "adam: L2 in the gradient; adamw, lamb: decoupled (auto: 0.01 DeepCAM, 0 CosmoFlow)"},
-    {"betas", CF__SET_BETAS, CF__AT(beta1), 0, 0, "B1,B2", "Adam's betas, in [0, 1)"},
+    {"betas", CF__SET_BETAS, CF__AT(beta1), 0, 1, "B1,B2", "Adam's betas, in [0, 1)"},   /* (1 itself excluded) */
     {"eps", CF__SET_DOUBLE, CF__AT(eps), 1e-30, 1, "X", "Adam's epsilon (above 0: a weight whose gradient is 0 would get 0/0)"},
     {"max_grad_norm", CF__SET_DOUBLE, CF__AT(max_grad_norm), 0, 1e9, "X", "lamb: clip the global gradient norm (0: off)"},
     {"larc", CF__SET_DOUBLE, CF__AT(larc), 0, 1e3, "ETA", "scale each tensor's gradient by min(ETA |w|/|g|, 1) first (2018 climate code: 0.002; 0: off)"},
@@ -5421,6 +5469,19 @@ static const cf__setting cf__settings[] = {
 static const char *cf__opt_names[4] = {"sgd", "adam", "adamw", "lamb"};
 static const char *cf__sched_names[3] = {"epochs", "multistep", "cosine"};   /* per_step 0; 1 with sched.type 0, 1 */
 
+/* (section 7's building blocks: their arguments against the same rows) */
+static int cf__check_arg(const char *fn, const char *key, double x, int upper) {
+    const cf__setting *k = NULL;
+    int i, in;
+    for (i = 0; i < CF__N_SETTINGS && !k; i++) if (!strcmp(key, cf__settings[i].key)) k = &cf__settings[i];
+    if (!k) return cf_fail("%s: %s is not a training setting", fn, key);
+    if (!upper) in = x >= k->lo && isfinite(x);
+    else if (k->kind == CF__SET_BETAS) in = x >= k->lo && x < k->hi;
+    else in = x >= k->lo && x <= k->hi;
+    if (in) return CF_OK;
+    if (!upper) return cf_fail("%s: %s %g is not a finite number >= %g", fn, key, x, k->lo);
+    return cf_fail("%s: %s %g is not in [%g, %g%s", fn, key, x, k->lo, k->hi, k->kind == CF__SET_BETAS ? ")" : "]");
+}
 /* a number with its range, whole when asked: strtod and the checks every key shares */
 static int cf__set_number(const cf__setting *k, const char *v, double *x) {
     char *end;
@@ -5466,7 +5527,7 @@ static int cf__set_choice(cf_train_config *c, const cf__setting *k, const char *
     if (k->kind == CF__SET_BETAS) {
         char *e1, *e2 = NULL;
         double b1 = strtod(v, &e1), b2 = *e1 == ',' ? strtod(e1 + 1, &e2) : -1;
-        if (*e1 != ',' || !e2 || *e2 || !(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1)) return cf_fail("betas: '%s' is not B1,B2 in [0, 1)", v);
+        if (*e1 != ',' || !e2 || *e2 || !(b1 >= k->lo && b1 < k->hi && b2 >= k->lo && b2 < k->hi)) return cf_fail("betas: '%s' is not B1,B2 in [%g, %g)", v, k->lo, k->hi);
         c->beta1 = b1; c->beta2 = b2;
         return CF_OK;
     }
@@ -5599,18 +5660,20 @@ static double cf__lr_by_epoch(const cf_train_config *c, int e, int global_batch)
 }
 CFDEF double cf_train_lr(const cf_trainer *t, int global_batch) {
     if (cf__trainer_check(t, "cf_train_lr")) return NAN;
+    if (global_batch < 1) { cf_fail("cf_train_lr: global batch %d < 1", global_batch); return NAN; }
     return t->cfg.per_step ? cf_lr_sched_at(&t->cfg.sched, t->net->priv->step) : cf__lr_by_epoch(&t->cfg, t->epoch - 1, global_batch);
 }
 
-/* one update with the chosen optimizer, LARC first; the optimizers count updates from 1 */
-static void cf__optimizer_step(const cf_train_config *c, cf_net *net, double lr) {
+/* one update with the chosen optimizer, LARC first; the optimizers count updates from 1.
+   CF_ERR (the optimizer's reason) when one refuses its arguments or memory is short */
+static int cf__optimizer_step(const cf_train_config *c, cf_net *net, double lr) {
     uint64_t t = net->priv->updates + 1;
-    if (c->larc > 0) cf_larc_scale(net, (float)c->larc);
+    if (c->larc > 0 && cf_larc_scale(net, (float)c->larc)) return CF_ERR;
     switch (c->optimizer) {
-    case CF_OPT_SGD: cf_sgd_step(net, (float)lr, (float)c->momentum, (float)c->l2); break;
-    case CF_OPT_ADAM: cf_adam_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, 0, t); break;
-    case CF_OPT_ADAMW: cf_adam_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, 1, t); break;
-    default: cf_lamb_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, (float)c->max_grad_norm, t); break;
+    case CF_OPT_SGD: return cf_sgd_step(net, (float)lr, (float)c->momentum, (float)c->l2);
+    case CF_OPT_ADAM: return cf_adam_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, 0, t);
+    case CF_OPT_ADAMW: return cf_adam_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, 1, t);
+    default: return isnan(cf_lamb_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, (float)c->max_grad_norm, t)) ? CF_ERR : CF_OK;
     }
 }
 /* backward and the averaging of the gradient over the ranks: one allreduce after backward,
@@ -5679,7 +5742,7 @@ CFDEF int cf_train_step(cf_trainer *t, const float *x, const float *target, int 
     if (!have) r->status = CF_STEP_WAITING;
     else if ((r->layer = cf__first_nonfinite_everywhere(net, 0)) >= 0) r->status = CF_STEP_NONFINITE;
     else {
-        cf__optimizer_step(&t->cfg, net, r->lr);
+        if (cf__optimizer_step(&t->cfg, net, r->lr)) return CF_ERR;
         net->priv->updates++;
         /* finite gradients can still make a weight infinite (a learning rate far too large) */
         if ((r->layer = cf__first_nonfinite_everywhere(net, 1)) >= 0) r->status = CF_STEP_DIVERGED;
@@ -5745,7 +5808,7 @@ CFDEF void cf_climate_to_input(float *out, const float *x, int H, int W, int C,
                                const float *minval, const float *maxval) {
     size_t p, P = (size_t)H * W;
     int c;
-    CF__REQUIRE(out && x && minval && maxval && H >= 1 && W >= 1 && C >= 1, , "cf_climate_to_input: a NULL pointer or a size below 1");
+    CF__REQUIRE_VOID(out && x && minval && maxval && H >= 1 && W >= 1 && C >= 1, "cf_climate_to_input: a NULL pointer or a size below 1");
     for (c = 0; c < C; c++) {
         float lo = minval[c], range = maxval[c] - minval[c];
         float inv = range > 0.0f ? 1.0f / range : 0.0f;   /* a constant channel becomes 0 */
@@ -5758,7 +5821,7 @@ CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int app
     double sum = 0.0;
     float scale = 1.0f, log1p_small[256];   /* log1pf of the counts 0..255 (most voxels hold 0-10) */
     int c, i;
-    CF__REQUIRE(out && x && S >= 1 && C >= 1 && apply_log >= 0 && apply_log <= 2, , "cf_cosmo_to_input: a NULL pointer, a size below 1 or apply_log not 0, 1 or 2");
+    CF__REQUIRE_VOID(out && x && S >= 1 && C >= 1 && apply_log >= 0 && apply_log <= 2, "cf_cosmo_to_input: a NULL pointer, a size below 1 or apply_log not 0, 1 or 2");
     if (!apply_log) {   /* the reference's other branch: x / mean(x) over the whole sample */
         for (v = 0; v < vox * C; v++) sum += x[v];
         scale = sum > 0 ? (float)((double)(vox * C) / sum) : 1.0f;
@@ -7117,7 +7180,7 @@ CFDEF int cf_dist_size(void) { int s = 1, i = 0; MPI_Initialized(&i); if (i) MPI
 CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) {
     int size = cf_dist_size();
     size_t off, k;
-    CF__REQUIRE(buf || !n, , "cf_dist_allreduce_mean: buf is NULL");
+    CF__REQUIRE_VOID(buf || !n, "cf_dist_allreduce_mean: buf is NULL");
     if (size == 1) return;
     for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
         size_t m = n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK;
@@ -7128,19 +7191,19 @@ CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) {
     }
 }
 CFDEF void cf_dist_allreduce_sum_d(double *buf, int n) {
-    CF__REQUIRE((buf || n == 0) && n >= 0, , "cf_dist_allreduce_sum_d: buf NULL or n < 0");
+    CF__REQUIRE_VOID((buf || n == 0) && n >= 0, "cf_dist_allreduce_sum_d: buf NULL or n < 0");
     if (cf_dist_size() == 1) return;
     CF__WAIT("MPI_Allreduce (a sum)"); MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); CF__WAITED;
 }
 CFDEF void cf_dist_allreduce_max_d(double *buf, int n) {
-    CF__REQUIRE((buf || n == 0) && n >= 0, , "cf_dist_allreduce_max_d: buf NULL or n < 0");
+    CF__REQUIRE_VOID((buf || n == 0) && n >= 0, "cf_dist_allreduce_max_d: buf NULL or n < 0");
     if (cf_dist_size() == 1) return;
     CF__WAIT("MPI_Allreduce (a maximum)"); MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); CF__WAITED;
 }
 CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx) { (void)ctx; cf_dist_allreduce_sum_d(buf, n); }
 CFDEF void cf_dist_bcast(float *buf, size_t n) {
     size_t off = 0;
-    CF__REQUIRE(buf || !n, , "cf_dist_bcast: buf is NULL");
+    CF__REQUIRE_VOID(buf || !n, "cf_dist_bcast: buf is NULL");
     if (cf_dist_size() == 1) return;
     while (off < n) {
         int chunk = (int)(n - off > ((size_t)1 << 30) ? ((size_t)1 << 30) : n - off);
@@ -7304,14 +7367,14 @@ static void cf__ov_hook(cf_net *net, int i) {
     if (cf__ov.n) MPI_Testall(cf__ov.n, cf__ov.req, &flag, cf__ov.st);   /* let MPI progress */
 }
 CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) {
-    CF__NET_REQUIRE(net, , "cf_dist_overlap_begin");
+    CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_begin");
     cf__ov.n = 0; cf__ov.end = net->n_params; cf__ov.bucket = bucket_floats ? bucket_floats : 1;
     net->priv->dist_hook = cf_dist_size() > 1 ? cf__ov_hook : NULL;   /* (the caller's own hook stays, called after it) */
 }
 CFDEF void cf_dist_overlap_end(cf_net *net) {
     size_t k;
     float inv;
-    CF__NET_REQUIRE(net, , "cf_dist_overlap_end");
+    CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_end");
     net->priv->dist_hook = NULL;
     if (cf_dist_size() == 1) return;
     cf__ov_start(net->grads, 0, cf__ov.end);
@@ -7329,11 +7392,11 @@ CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {
     if (cf__net_check(net, "cf_dist_grad_lag")) return CF_ERR;
     if (!lag) return cf_fail("cf_dist_grad_lag: lag is NULL");
     n = net->n_params; had = lag->pending;
+    if (n >= 2147483647u) return cf_fail("cf_dist_grad_lag: %zu parameters, more than an MPI count holds", n);
     if (!lag->buf[0]) {
         lag->buf[0] = CF__NEW(float, n + 1); lag->buf[1] = CF__NEW(float, n + 1);
         lag->req = CF_MALLOC(sizeof(MPI_Request));
         if (!lag->buf[0] || !lag->buf[1] || !lag->req) return cf_fail("out of memory for the gradient lag buffers");
-        CF_ASSERT(n < 2147483647u);
     }
     if (had && size > 1) { CF__WAIT("MPI_Wait (the previous step's gradient)"); MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE); CF__WAITED; }
     next = 1 - lag->cur;
@@ -7362,8 +7425,8 @@ CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx) { (void)ctx; cf_dis
 CFDEF void cf_dist_bcast(float *buf, size_t n) { (void)buf; (void)n; }
 CFDEF void cf_dist_abort(int code) { (void)code; }
 CFDEF void cf_dist_barrier(void) {}
-CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) { CF__NET_REQUIRE(net, , "cf_dist_overlap_begin"); (void)bucket_floats; }
-CFDEF void cf_dist_overlap_end(cf_net *net) { CF__NET_REQUIRE(net, , "cf_dist_overlap_end"); }
+CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) { CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_begin"); (void)bucket_floats; }
+CFDEF void cf_dist_overlap_end(cf_net *net) { CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_end"); }
 
 /* one process: a split's shapes only, and the wrap of a periodic volume onto itself */
 static int cf__split_comm_make(cf_net *net) { net->priv->split.r = 0; return CF_OK; }
@@ -7401,7 +7464,7 @@ CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {   /* one process: a 
 CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag) { if (!lag) return; CF_FREE(lag->buf[0]); CF_FREE(lag->buf[1]); memset(lag, 0, sizeof *lag); }
 #endif
 CFDEF void cf_net_average_stats(cf_net *net) {
-    CF__NET_REQUIRE(net, , "cf_net_average_stats");
+    CF__NET_REQUIRE_VOID(net, "cf_net_average_stats");
     if (net->n_stats) cf_dist_allreduce_mean(net->stats, net->n_stats);
 }
 

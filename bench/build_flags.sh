@@ -41,7 +41,8 @@ run() {   # $1: the label, $2 the compiler and its flags, $3 the libraries (the 
     s0=$(date +%s.%N)
     if ! $2 -D_POSIX_C_SOURCE=200809L -I. -o "$T/step" "$T/step.c" $3 -lm > "$T/cc.txt" 2>&1; then printf '%-58s does not build: %s\n' "$label" "$(head -1 "$T/cc.txt")"; return; fi
     s1=$(date +%s.%N)
-    printf '%-58s %8s ms  %5.1f s\n' "$label" "$("$T/step")" "$(echo "$s1 - $s0" | bc)"
+    ms=$("$T/step") || { echo "build_flags: $label: the built step failed: $ms" >&2; exit 1; }   # (a failed run is no row)
+    printf '%-58s %8s ms  %5.1f s\n' "$label" "$ms" "$(echo "$s1 - $s0" | bc)"
 }
 run "cc -std=c99 -O2" "cc -std=c99 -O2"
 run "cc -std=c99 -O3" "cc -std=c99 -O3"

@@ -28,9 +28,9 @@ EOW
         while [ $r -lt "$REPS" ]; do
             for side in old new; do
                 if [ $side = old ]; then b=$OLD; else b=$NEW; fi
-                OPENBLAS_CORETYPE=$k OMP_NUM_THREADS=$THREADS "$b/cf-bench" --model "$model" --input-shape "$shape" --batch "$batch" \
-                    --steps "$steps" --threads "$THREADS" --no-sgemm > "$T/o.txt" 2>&1
-                field samples_per_s "$T/o.txt" >> "$T/$side.s.col"; field peak_rss_mb "$T/o.txt" >> "$T/$side.m.col"
+                script_measured "$T/o.txt" env OPENBLAS_CORETYPE=$k OMP_NUM_THREADS=$THREADS "$b/cf-bench" --model "$model" --input-shape "$shape" --batch "$batch" \
+                    --steps "$steps" --threads "$THREADS" --no-sgemm
+                measured_field samples_per_s "$T/o.txt" >> "$T/$side.s.col"; measured_field peak_rss_mb "$T/o.txt" >> "$T/$side.m.col"
             done
             r=$((r + 1))
         done

@@ -8,8 +8,11 @@
 # prediction beside measurement.  STEPS=0: the allreduce alone (DeepCAM's step takes minutes).  docs/mpi.md, "The scaling model against a link".
 cd "$(dirname "$0")/.." || exit 1
 RATE=${RATE:-1gbit}; MODEL=${MODEL:-models/cosmoflow.cfg}; STEPS=${STEPS:-3}
+. tools/mpi.sh   # (script_whole, script_fail, script_measured: the variables first, a failed run the end)
+script_whole STEPS "$STEPS" 0 100000
+[ -f "$MODEL" ] || script_fail "MODEL=$MODEL: no such file"
+echo "$RATE" | grep -Eq '^[0-9.]+[mg]bit$' || script_fail "RATE='$RATE' is not a rate in mbit or gbit (1gbit)"
 [ "$(id -u)" = 0 ] || { echo "link: needs root (network namespaces)"; exit 1; }
-. tools/mpi.sh
 mpi_launcher bin/cf-bench
 echo "$MPIRUN" | grep -q mpich || command -v mpiexec.hydra > /dev/null || { echo "link: needs the MPICH build and mpiexec.hydra"; exit 1; }
 T=$(mktemp -d /tmp/cf-link-XXXXXX)
@@ -21,17 +24,26 @@ BENCH="$(pwd)/bin/cf-bench --model $(pwd)/$MODEL --no-sgemm --threads 1"
 bits=$(echo "$RATE" | awk '{ v = $1 + 0; if ($1 ~ /gbit/) v *= 1e9; else if ($1 ~ /mbit/) v *= 1e6; print v }')
 
 echo "== the allreduce of $MODEL's gradient, 2 nodes at $RATE (medians of 8)"
-node_run 1 $H $BENCH --allreduce --steps 0 2>/dev/null | grep allreduce_ms | tee "$T/ar.txt"
+script_measured "$T/run.txt" node_run 1 $H $BENCH --allreduce --steps 0
+grep allreduce_ms "$T/run.txt" | tee "$T/ar.txt"
+[ -s "$T/ar.txt" ] || script_fail "the allreduce printed no allreduce_ms"
+: > "$T/fit.txt"
 for f in 1024 4194304; do
-    node_run 1 $H $BENCH --allreduce --allreduce-floats $f --steps 0 2>/dev/null | grep '^allreduce_ms ' | awk -v n=$((4 * f)) '{ print n, $2 / 1e3 }'
-done > "$T/fit.txt"
+    script_measured "$T/run.txt" node_run 1 $H $BENCH --allreduce --allreduce-floats $f --steps 0
+    grep '^allreduce_ms ' "$T/run.txt" | awk -v n=$((4 * f)) '{ print n, $2 / 1e3 }' >> "$T/fit.txt"
+done
+[ "$(wc -l < "$T/fit.txt")" = 2 ] || script_fail "the two allreduce sizes printed no allreduce_ms"
 fit=$(tr '\n' ' ' < "$T/fit.txt")
 shm=0; shm_ar=0; link=0
 if [ "$STEPS" != 0 ]; then
     echo "== a training step of $MODEL, batch 1 per rank, $STEPS steps"
-    shm=$($MPIRUN -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $BENCH --steps "$STEPS" 2>/dev/null | sed -n 's/.*: \([0-9.]*\) s\/step.*/\1/p')
-    shm_ar=$($MPIRUN -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $BENCH --allreduce --steps 0 2>/dev/null | sed -n 's/^allreduce_ms \([0-9.]*\).*/\1/p')
-    link=$(node_run 1 $H $BENCH --steps "$STEPS" 2>/dev/null | sed -n 's/.*: \([0-9.]*\) s\/step.*/\1/p')
+    script_measured "$T/run.txt" $MPIRUN -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $BENCH --steps "$STEPS"
+    shm=$(sed -n 's/.*: \([0-9.]*\) s\/step.*/\1/p' "$T/run.txt")
+    script_measured "$T/run.txt" $MPIRUN -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $BENCH --allreduce --steps 0
+    shm_ar=$(sed -n 's/^allreduce_ms \([0-9.]*\).*/\1/p' "$T/run.txt")
+    script_measured "$T/run.txt" node_run 1 $H $BENCH --steps "$STEPS"
+    link=$(sed -n 's/.*: \([0-9.]*\) s\/step.*/\1/p' "$T/run.txt")
+    [ -n "$shm" ] && [ -n "$shm_ar" ] && [ -n "$link" ] || script_fail "a step printed no time (shared memory '$shm' s, its allreduce '$shm_ar' ms, the link '$link' s)"
     echo "2 ranks on this machine (shared memory, $MPIRUN): $shm s/step, of which the allreduce $shm_ar ms"
     echo "2 nodes over the emulated link: $link s/step"
 fi

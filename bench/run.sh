@@ -31,18 +31,18 @@ EOW
     rm -f "$T"/*.col
     fmt=contiguous
     if [ $peer = 1 ]; then
-        $PY bench/torch_peer.py --model "$model" --input-shape "$shape" --batch "$batch" --threads "$THREADS" --memory-format probe > "$T/probe.txt" 2>&1
+        script_measured "$T/probe.txt" $PY bench/torch_peer.py --model "$model" --input-shape "$shape" --batch "$batch" --threads "$THREADS" --memory-format probe
         fmt=$(sed -n 's/^best_format \([a-z_]*\).*/\1/p' "$T/probe.txt"); [ -n "$fmt" ] || fmt=contiguous
     fi
     r=0
     while [ $r -lt "$REPS" ]; do
         for k in $KSETS; do
-            OPENBLAS_CORETYPE=$k OMP_NUM_THREADS=$THREADS bin/cf-bench --model "$model" --input-shape "$shape" --batch "$batch" --steps "$steps" --threads "$THREADS" > "$T/o.txt" 2>&1
-            for f in samples_per_s sgemm_peak_pct gflops_per_s peak_rss_mb; do field $f "$T/o.txt" >> "$T/$k.$f.col"; done
+            script_measured "$T/o.txt" env OPENBLAS_CORETYPE=$k OMP_NUM_THREADS=$THREADS bin/cf-bench --model "$model" --input-shape "$shape" --batch "$batch" --steps "$steps" --threads "$THREADS"
+            for f in samples_per_s sgemm_peak_pct gflops_per_s peak_rss_mb; do measured_field $f "$T/o.txt" >> "$T/$k.$f.col"; done
         done
         if [ $peer = 1 ]; then
-            $PY bench/torch_peer.py --model "$model" --input-shape "$shape" --batch "$batch" --steps "$steps" --threads "$THREADS" --memory-format "$fmt" > "$T/t.txt" 2>&1
-            for f in samples_per_s peak_rss_mb first_conv_gflops; do field $f "$T/t.txt" >> "$T/torch.$f.col"; done
+            script_measured "$T/t.txt" $PY bench/torch_peer.py --model "$model" --input-shape "$shape" --batch "$batch" --steps "$steps" --threads "$THREADS" --memory-format "$fmt"
+            for f in samples_per_s peak_rss_mb first_conv_gflops; do measured_field $f "$T/t.txt" >> "$T/torch.$f.col"; done
         fi
         r=$((r + 1))
     done
@@ -74,13 +74,14 @@ $w
 EOW
     k=$ENVK
     B="bin/cf-bench --model $model --input-shape $shape --batch $batch --steps $steps --no-sgemm"
-    OPENBLAS_CORETYPE=$k $B --threads 1 > "$T/s1.txt" 2>&1; s1=$(field samples_per_s "$T/s1.txt")
-    OPENBLAS_CORETYPE=$k $B --threads 2 > "$T/s2.txt" 2>&1; s2=$(field samples_per_s "$T/s2.txt")
+    script_measured "$T/s1.txt" env OPENBLAS_CORETYPE=$k $B --threads 1; s1=$(measured_field samples_per_s "$T/s1.txt") || exit 1
+    script_measured "$T/s2.txt" env OPENBLAS_CORETYPE=$k $B --threads 2; s2=$(measured_field samples_per_s "$T/s2.txt") || exit 1
     r2=-; ar=-; er=-
     if [ -n "$MPIRUN" ]; then
         # two ranks of one thread each; a data-parallel step is the step plus one gradient allreduce
-        OPENBLAS_CORETYPE=$k $MPIRUN -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $B --threads 1 --allreduce > "$T/r2.txt" 2>&1
-        ar=$(sed -n 's/^allreduce_ms \([0-9.]*\).*/\1/p' "$T/r2.txt"); rs=$(field samples_per_s "$T/r2.txt")
+        script_measured "$T/r2.txt" env OPENBLAS_CORETYPE=$k $MPIRUN -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $B --threads 1 --allreduce
+        ar=$(sed -n 's/^allreduce_ms \([0-9.]*\).*/\1/p' "$T/r2.txt"); rs=$(measured_field samples_per_s "$T/r2.txt") || exit 1
+        [ -n "$ar" ] || script_fail "the 2-rank run printed no allreduce_ms: $(tail -c 300 "$T/r2.txt")"
         r2=$(echo "$rs $ar $batch" | awk '$1 > 0 {t = $3 / $1 + $2 / 1000; printf "%.4f", 2 * $3 / t}')
     fi
     printf '%-38s %-9s %10s %10s %8s%% %10s %8s%% %12s\n' "$(basename "$model") $shape b$batch" "$k" "$s1" "$s2" \
@@ -90,4 +91,4 @@ done
 
 # ---- bf16 beside fp32, ours and the peer's (bench/bf16.sh, also run alone)
 echo
-sh bench/bf16.sh
+sh bench/bf16.sh || exit 1

@@ -17,6 +17,17 @@
 cd "$(dirname "$0")/.." || exit 1
 . tools/mpi.sh
 ALPHA=${ALPHA:-5e-6}; BW=${BW:-1.0e10}; FAST=${FAST:-15}; MODEL=${MODEL:-models/cosmoflow.cfg}; ALG=${ALG:-rabenseifner}
+# the variables first: numbers where numbers are meant, else the end naming them
+number() { echo "$2" | grep -Eq '^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$' && awk -v x="$2" 'BEGIN { exit !(x > 0) }' || script_fail "$1='$2' is not a number above 0"; }
+number ALPHA "$ALPHA"; number BW "$BW"; number FAST "$FAST"; [ -z "$STEP" ] || number STEP "$STEP"
+[ -f "$MODEL" ] || script_fail "MODEL=$MODEL: no such file"
+case $ALG in rabenseifner|ring) ;; *) script_fail "ALG='$ALG' is not rabenseifner or ring";; esac
+if [ -n "$FIT" ]; then
+    set -- $FIT
+    [ $# = 4 ] || script_fail "FIT='$FIT' is not four numbers n1 t1 n2 t2"
+    for x in "$@"; do number FIT "$x"; done
+    awk -v n1="$1" -v t1="$2" -v n2="$3" -v t2="$4" 'BEGIN { exit !(n2 > n1 && t2 > t1) }' || script_fail "FIT='$FIT': the second size and time must exceed the first"
+fi
 if [ -n "$FIT" ]; then
     set -- $FIT
     BW=$(awk -v n1="$1" -v t1="$2" -v n2="$3" -v t2="$4" 'BEGIN { printf "%.6g", (n2 - n1) / (t2 - t1) }')
@@ -25,10 +36,17 @@ if [ -n "$FIT" ]; then
 fi
 mpi_launcher bin/cf-bench   # MPIRUN: the launcher of this build's MPI, named (not the bare mpirun)
 [ -n "$MPIRUN" ] || { echo "scaling: bin/cf-bench has no MPI launcher"; exit 1; }
-step=${STEP:-$(bin/cf-bench --model "$MODEL" --steps 1 --no-sgemm | sed -n 's/.*: \([0-9.]*\) s\/step.*/\1/p')}
+T=$(mktemp -d /tmp/cf-scaling-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+if [ -z "$STEP" ]; then
+    script_measured "$T/step.txt" bin/cf-bench --model "$MODEL" --steps 1 --no-sgemm
+    step=$(sed -n 's/.*: \([0-9.]*\) s\/step.*/\1/p' "$T/step.txt")
+    [ -n "$step" ] || script_fail "cf-bench printed no s/step: $(tail -c 300 "$T/step.txt")"
+else step=$STEP; fi
 # the gradient does not depend on the input size: the allreduce is timed on a small input
 small=$(case "$MODEL" in *deepcam*|*tiramisu*|*deeplab*) echo 16x96x144;; *) echo 4x128x128x128;; esac)
-ar=$($MPIRUN -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 bin/cf-bench --model "$MODEL" --input-shape "$small" --allreduce --steps 1 --no-sgemm 2>/dev/null | grep '^allreduce_ms ')
+script_measured "$T/ar.txt" $MPIRUN -np 2 env OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 bin/cf-bench --model "$MODEL" --input-shape "$small" --allreduce --steps 1 --no-sgemm
+ar=$(grep '^allreduce_ms ' "$T/ar.txt") || script_fail "the 2-rank run printed no allreduce_ms: $(tail -c 300 "$T/ar.txt")"
 echo "measured: $MODEL step (batch 1) $step s; 2-rank allreduce on this machine ($MPIRUN): $ar"
 echo "model: $ALG allreduce, alpha $ALPHA s, bandwidth $BW B/s per node; a 'fast node' computes $FAST x faster than this one"
 echo "$ar" | awk -v T="$step" -v a="$ALPHA" -v bw="$BW" -v fast="$FAST" -v alg="$ALG" '{

@@ -22,7 +22,9 @@ set -e
 cd "$(dirname "$0")/.."
 . tools/science_lib.sh   # make science's settings, sci_row, sci_show, sci_summary, sci_mean, sci_ratio
 echo "crops: make science first (the whole universes and the network on them; what it finished is reused)"
-sh tools/science.sh | tail -1
+sci_log=$(mktemp /tmp/cf-crops-XXXXXX)
+sh tools/science.sh > "$sci_log" 2>&1 || { cat "$sci_log" >&2; rm -f "$sci_log"; script_fail "tools/science.sh failed (its output above)"; }
+tail -1 "$sci_log"; rm -f "$sci_log"
 R="$OUT/crops.txt"   # one row per seed and method: seed method Omega_m sigma_8 n_s H_0 mean
 : > "$R"
 SPEC="--spectrum-features cross --spectrum-bins octave"
@@ -45,9 +47,9 @@ while [ $s -le "$SEEDS" ]; do
     if [ ! -f "$C/train.done" ] || [ ! -f "$C/cosmoflow-small-16.cfck" ]; then
         echo "crops: seed $s: training models/cosmoflow-small.cfg on 16^3 crops for $EPOCHS epochs (--seed $((s - 1)), as on the whole)"
         rm -f "$C"/cosmoflow-small-16.cfck*   # an unfinished run's
-        $RUN bin/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train "$C/train" --val "$C/validation" --seed $((s - 1)) \
+        script_logged "$C/train.log" $RUN bin/cf-train --model models/cosmoflow-small.cfg --input-shape 4x16x16x16 --train "$C/train" --val "$C/validation" --seed $((s - 1)) \
             --out "$C/cosmoflow-small-16.cfck" --epochs "$EPOCHS" --batch $BATCH --lr 0.003 --base-batch 8 \
-            --warmup-epochs 1 --decay "$DECAY" --log-ratio --augment --no-progress | tee "$C/train.log"
+            --warmup-epochs 1 --decay "$DECAY" --log-ratio --augment --no-progress
         touch "$C/train.done"
     fi
     t2=$(date +%s)
@@ -67,8 +69,10 @@ echo "crops: $SEEDS seed(s); MAE per parameter, mean +- standard deviation over 
 sci_summary crops "$R" | tee "$OUT/crops_summary.txt"
 # whole against crops, seed by seed: the crops' MAE over the whole volumes', and its spread
 ratio() {   # ratio CROPS WHOLE WHAT
-    sci_ratio "$1" "$2" "$R" | awk -v what="$3" '{ printf "crops: %s: the crops'"'"' MAE is %.2f (+- %.2f over %d seed(s)) times the whole volumes'"'"'\n", what, $1, $2, $3 }'
+    r=$(sci_ratio "$1" "$2" "$R") || exit 1
+    echo "$r" | awk -v what="$3" '{ printf "crops: %s: the crops'"'"' MAE is %.2f (+- %.2f over %d seed(s)) times the whole volumes'"'"'\n", what, $1, $2, $3 }'
 }
 ratio cnn-crops cnn-whole "the network"
 ratio spectrum-crops spectrum-whole "the two-point estimator"
-echo "crops: cnn_whole $(sci_mean cnn-whole "$R") cnn_crops $(sci_mean cnn-crops "$R") spectrum_whole $(sci_mean spectrum-whole "$R") spectrum_crops $(sci_mean spectrum-crops "$R")"
+cw=$(sci_mean cnn-whole "$R"); cc=$(sci_mean cnn-crops "$R"); sw=$(sci_mean spectrum-whole "$R"); sc=$(sci_mean spectrum-crops "$R")
+echo "crops: cnn_whole $cw cnn_crops $cc spectrum_whole $sw spectrum_crops $sc"

@@ -14,6 +14,31 @@ mpi_launcher() {
     command -v mpirun > /dev/null 2>&1 && MPIRUN=mpirun
 }
 
+# The scripts' checks (docs/reliability.md, "Scripts"): a setting that is not what it must be,
+# or a run that fails, ends the script non-zero with one line naming it (a failed tool's own
+# message is printed above that line).  script_whole NAME VALUE LO HI: VALUE a whole number in
+# [LO, HI].  script_logged LOG CMD...: CMD's output shown and kept in LOG, CMD's failure the
+# end (a pipe into tee alone would take tee's status, and go on).  script_measured OUT CMD...:
+# CMD's standard output into OUT (its stderr into OUT.err), CMD's failure the end.
+script_fail() { echo "$(basename "$0" .sh): $*" >&2; exit 1; }
+script_whole() {
+    case $2 in ''|*[!0-9]*) script_fail "$1='$2' is not a whole number in [$3, $4]";; esac
+    [ "${#2}" -le 9 ] && [ "$2" -ge "$3" ] && [ "$2" -le "$4" ] || script_fail "$1='$2' is not a whole number in [$3, $4]"
+}
+script_logged() {
+    log=$1; shift
+    { "$@" && echo 0 > "$log.rc" || echo $? > "$log.rc"; } | tee "$log"
+    rc=$(cat "$log.rc" 2> /dev/null); rm -f "$log.rc"
+    [ "$rc" = 0 ] || script_fail "$1 failed (exit $rc; its message above)"
+}
+script_measured() {
+    out=$1; shift
+    "$@" > "$out" 2> "$out.err" < /dev/null && return   # (a launcher reads stdin: not the caller's loop)
+    cat "$out.err" >&2
+    script_fail "a run failed (its message above): $*"
+}
+script_precision() { case $1 in fp32|bf16) ;; *) script_fail "PRECISION='$1' is not fp32 or bf16";; esac; }
+
 # demo_dir DIR: DIR for a demo's outputs.  A directory an earlier demo made (it holds
 # .cf-demo) is emptied and reused; any other existing, non-empty directory is refused, so that
 # DEMO_OUT naming a user's own directory never loses a file.  demo_dir DIR keep: a demo's

@@ -58,9 +58,9 @@ while [ $s -le "$SEEDS" ]; do
     fi
     t1=$(date +%s)
     echo "science: universes in $((t1 - t0)) s; training models/cosmoflow-small.cfg for $EPOCHS epochs (--seed $((s - 1)))"
-    $RUN bin/cf-train --model models/cosmoflow-small.cfg --train "$D/train" --val "$D/validation" --seed $((s - 1)) \
+    script_logged "$D/train.log" $RUN bin/cf-train --model models/cosmoflow-small.cfg --train "$D/train" --val "$D/validation" --seed $((s - 1)) \
         --out "$D/cosmoflow-small.cfck" --epochs "$EPOCHS" --batch $BATCH --lr 0.003 --base-batch 8 \
-        --warmup-epochs 1 --decay "$DECAY" --log-ratio --augment --png "$D/pictures" --no-progress | tee "$D/train.log"
+        --warmup-epochs 1 --decay "$DECAY" --log-ratio --augment --png "$D/pictures" --no-progress
     t2=$(date +%s)
     EV="bin/cf-eval --weights $D/cosmoflow-small.cfck --data $D/validation"
     $EV --baseline "$D/train" --png "$D/pictures" --pred "$D/predictions.npy" > "$D/eval.txt"
@@ -89,7 +89,8 @@ moments=$(sci_mean moments-chosen "$R")
 # the network against each baseline chosen on held-out universes, seed by seed: its MAE as a
 # percentage of the chosen estimator's, and the spread of that percentage
 verdict() {   # verdict METHOD WHAT
-    sci_ratio cnn "$1" "$R" | awk -v what="$2" '{ mu = 100 * $1; sd = 100 * $2
+    ratio=$(sci_ratio cnn "$1" "$R") || exit 1
+    echo "$ratio" | awk -v what="$2" '{ mu = 100 * $1; sd = 100 * $2
         printf "science: the network'"'"'s MAE is %.0f %% (+- %.0f over %d seed(s)) of %s: %s\n", mu, sd, $3, what,
             mu + sd <= 90 ? "it beats them by 10 % or more" : mu + sd < 100 ? "below them, by less than 10 %" : mu - sd < 100 ? "within the spread of theirs" : "above them" }'
 }
