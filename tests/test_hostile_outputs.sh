@@ -38,6 +38,11 @@ if [ -n "$H5" ]; then
     refused "h52npy of data-1.h5 and 1.h5 (both data-1.npy)" "h5a/data-1.h5 and .*h5b/1.h5: would both be written as .*data-1.npy" \
         $B/cf-convert h52npy "$I/h5a/data-1.h5" "$I/h5b/1.h5" --out "$O/h2"
     gone "h52npy of two snapshots of one name" "$O/h2"
+    $PY -c "import h5py, numpy as np, sys
+for d in sys.argv[1:]:
+    with h5py.File(d + '/stats.h5', 'w') as f: f['climate/minval'] = np.zeros(2, np.float32); f['climate/maxval'] = np.ones(2, np.float32)" "$I/h5a" "$I/h5b"
+    refused "h52npy of two stats.h5 of two directories" "h5a/stats.h5 and .*h5b/stats.h5: would both be written as .*stats_m[a-z]*val.npy" \
+        $B/cf-convert h52npy "$I/h5a/data-1.h5" "$I/h5a/stats.h5" "$I/h5b/stats.h5" --out "$O/h4"
     accepted "h52npy of a snapshot: the summary counts the snapshots written" $B/cf-convert h52npy "$I/h5a/data-1.h5" --out "$O/h3"
     count; grep -q "1 files -> 1 snapshots in" "$T/stdout" && ok || bad "[25] h52npy's summary: $(cat "$T/stdout")"
     rm -rf "$I/run1" "$I/run2" "$I/h5a" "$I/h5b" "$O/h3"
