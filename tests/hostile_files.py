@@ -7,8 +7,11 @@ CRCs, valid HDF5) and wrong in one way, from the formats docs/formats.md describ
         best=-inf, epoch=N, step=N, meta=OLD>NEW (in the training record, NEW as long as OLD)
   hostile_files.py tfrecord OUT.tfrecord S LABEL        a CosmoFlow record of an SxSxSx4
         volume of ones whose first label is LABEL (e.g. nan)
-  hostile_files.py universe OUT.hdf5 KIND               a raw 8^3 x 4 universe: KIND nan-label
-        (unitPar[1] NaN), float-density ('full' float32 in [0, 1)), negative (a count -3)
+  hostile_files.py universe OUT.hdf5 KIND [N]           a raw N^3 x 4 universe (N: 8): KIND nan-label
+        (unitPar[1] NaN), float-density ('full' float32 in [0, 1)), negative (a count -3),
+        ok (a good one), empty ('full' of shape (0,0,0,4))
+  hostile_files.py snapshot OUT.h5 H W C                a DeepCAM snapshot: climate/data (H,W,C)
+        float32, climate/labels_0 (H,W) of class ids
 """
 import math, struct, sys
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
@@ -55,21 +58,29 @@ def tfrecord(dst, S, label):
     n = struct.pack("<Q", len(ex))
     open(dst, "wb").write(n + struct.pack("<I", masked(n)) + ex + struct.pack("<I", masked(ex)))
 
-def universe(dst, kind):
+def universe(dst, kind, N=8):
     import h5py, numpy as np
-    full = np.ones((8, 8, 8, 4), np.int16)
+    full = np.ones((N, N, N, 4), np.int16)
     par = np.array([0.25, -0.5, 0.75, -1.0], np.float32)
     if kind == "nan-label": par[1] = np.nan
-    elif kind == "float-density": full = np.random.default_rng(1).random((8, 8, 8, 4)).astype(np.float32)
+    elif kind == "float-density": full = np.random.default_rng(1).random((N, N, N, 4)).astype(np.float32)
     elif kind == "negative": full[1, 2, 3, 0] = -3
-    else: raise SystemExit("unknown kind " + kind)
+    elif kind == "empty": full = np.zeros((0, 0, 0, 4), np.int16)
+    elif kind != "ok": raise SystemExit("unknown kind " + kind)
     with h5py.File(dst, "w") as f:
         f["full"] = full
         f["unitPar"] = par
+
+def snapshot(dst, H, W, C):
+    import h5py, numpy as np
+    with h5py.File(dst, "w") as f:
+        f["climate/data"] = np.random.default_rng(2).random((H, W, C)).astype(np.float32)
+        f["climate/labels_0"] = (np.arange(H * W) % 3).reshape(H, W).astype(np.float32)
 
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "ckpt": ckpt(sys.argv[2], sys.argv[3], sys.argv[4])
     elif what == "tfrecord": tfrecord(sys.argv[2], int(sys.argv[3]), sys.argv[4])
-    elif what == "universe": universe(sys.argv[2], sys.argv[3])
+    elif what == "universe": universe(sys.argv[2], sys.argv[3], *[int(v) for v in sys.argv[4:5]])
+    elif what == "snapshot": snapshot(sys.argv[2], *[int(v) for v in sys.argv[3:6]])
     else: raise SystemExit(__doc__)

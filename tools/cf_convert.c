@@ -71,17 +71,12 @@ static void out_path(char *path, size_t n, const char *dir, const char *fmt, con
     snprintf(path + m, n - m, fmt, a, b, k);
     output_new(path);
 }
-/* --append into a data set: the samples to add have the set's shape (side and channels, or
-   H, W and channels), checked before the first file is written */
-static void append_matches(const options *o, int climate, const int shape[3], const char *first) {
-    int have[3];
-    if (!o->append || !set_sample_shape(o->out, climate, have)) return;
-    if (climate && (have[0] != shape[0] || have[1] != shape[1] || have[2] != shape[2]))
-        die("--append %s: its samples are %dx%dx%d (H, W, C), %s is %dx%dx%d: one set holds samples of one shape (nothing written)", o->out,
-            have[0], have[1], have[2], first, shape[0], shape[1], shape[2]);
-    if (!climate && (have[0] != shape[0] || have[1] != shape[1]))
-        die("--append %s: its samples are %d^3 x %d, %s is %d^3 x %d: one set holds samples of one shape (nothing written)", o->out,
-            have[0], have[1], first, shape[0], shape[1]);
+/* the same, before anything is written: the name claimed for the input from (two inputs that
+   would take one name are refused by output_claims_check) */
+static void out_claim(const char *dir, const char *fmt, const char *a, const char *b, int k, const char *from) {
+    char path[8192];
+    out_path(path, sizeof path, dir, fmt, a, b, k);
+    output_claim(path, from);
 }
 
 static void weights_export(const options *o) {
@@ -92,6 +87,7 @@ static void weights_export(const options *o) {
     load_model(&net, o->model, o->has_shape ? &o->shape : NULL, o->weights);
     TRY(cf_weights_load(&net, o->weights));
     TRY(cf_weights_export(&net, o->out));
+    outputs_complete();
     printf("weights-export: %d tensors, %zu parameters -> %s\n", cf_net_tensors(&net, NULL, 0), net.n_params, o->out);
     cf_net_free(&net);
 }
@@ -129,7 +125,7 @@ static void write_list(const char *dir, const char *suffix, const char *listname
     DIR *d = opendir(dir);
     struct dirent *e;
     char **v = NULL, path[4096];
-    int n = 0, i;
+    int n = 0, i, existed;
     size_t sl = strlen(suffix);
     cf_atomic_file af;
     if (!d) die("%s: %s", dir, strerror(errno));
@@ -143,9 +139,11 @@ static void write_list(const char *dir, const char *suffix, const char *listname
     if (n) qsort(v, n, sizeof *v, cmp_str);
     snprintf(path, sizeof path, "%s/%s", dir, listname);
     output_in_dir(path);
+    existed = access(path, F_OK) == 0;
     TRY(cf_atomic_open(&af, path));
     for (i = 0; i < n; i++) { cf_atomic_write(&af, v[i], strlen(v[i])); cf_atomic_write(&af, "\n", 1); free(v[i]); }
     TRY(cf_atomic_commit(&af));
+    if (!existed) output_added(path);   /* (a list the run replaced stays: it indexes the whole set) */
     free(v);
 }
 /* what a converter writes is checked as a reader would check it: finite labels (never a NaN
@@ -175,14 +173,16 @@ static void tfrecord2npy(const options *o) {
         char base[2048];
         TRY(cf_cosmo_read(o->in[i], &s));
         check_sample(o->in[i], &s);
-        if (!i) { shape[0] = s.s; shape[1] = s.c; append_matches(o, 0, shape, o->in[0]); }
-        else if (s.s != shape[0] || s.c != shape[1])
-            die("%s: a sample of %dx%d, %s of %dx%d: one set holds samples of one shape (nothing written)", o->in[i], s.s, s.c, o->in[0], shape[0], shape[1]);
+        if (!i) { shape[0] = s.s; shape[1] = s.c; shape[2] = s.ny; append_same_shape(o->out, 0, shape, o->in[0]); }
+        else if (s.s != shape[0] || s.c != shape[1] || s.ny != shape[2])
+            die("%s: a sample of %d^3 x %d with %d labels, %s of %d^3 x %d with %d: one set holds samples of one shape (nothing written)",
+                o->in[i], s.s, s.c, s.ny, o->in[0], shape[0], shape[1], shape[2]);
         cf_cosmo_free(&s);
         npy_base(base, sizeof base, o->in[i]);
-        out_path(path, sizeof path, o->out, "%s%s_data.npy", base, "", 0);
-        out_path(path, sizeof path, o->out, "%s%s_label.npy", base, "", 0);
+        out_claim(o->out, "%s%s_data.npy", base, "", 0, o->in[i]);
+        out_claim(o->out, "%s%s_label.npy", base, "", 0, o->in[i]);
     }
+    output_claims_check();
     for (i = 0; i < o->n_in; i++) {
         cf_cosmo_sample s;
         cf_array a;
@@ -203,7 +203,7 @@ static void tfrecord2npy(const options *o) {
     write_list(o->out, "_data.npy", "files_data.lst");
     write_list(o->out, "_label.npy", "files_label.lst");
     outputs_complete();
-    printf("tfrecord2npy: %d records -> %s\n", o->n_in, o->out);
+    printf("tfrecord2npy: %d records -> %s\n", i, o->out);
 }
 
 #ifdef CF_USE_HDF5
@@ -272,24 +272,69 @@ static void subvolume(int16_t *sub, const int16_t *full, int N, int S, int a, in
     for (x = 0; x < S; x++) for (y = 0; y < S; y++)   /* one row of S voxels x 4 channels at a time */
         memcpy(sub + (((size_t)x * S + y) * S) * 4, full + ((((size_t)(a * S + x) * N + (b * S + y)) * N) + (size_t)c * S) * 4, (size_t)S * 4 * 2);
 }
-/* one universe file into its 64 sub-volumes, named as the reference's prepare.py does:
-   <parent dir>_<file name without .hdf5>_<iii> */
+/* A universe's outputs are named as the reference's prepare.py names them: <parent dir>_<file
+   name without .hdf5 or .h5>, the stem; then _<iii>.tfrecord (a sub-volume), or _data.npy and
+   _label.npy (--whole) */
+static void universe_stem(const char *file, char *stem, size_t n) {
+    char path[8192], parent[1024] = "", name[1024], *slash, *dot;
+    snprintf(path, sizeof path, "%s", file);
+    if ((slash = strrchr(path, '/'))) { *slash = 0; snprintf(parent, sizeof parent, "%.900s_", basename_of(path)); }
+    snprintf(name, sizeof name, "%s", basename_of(file));
+    if ((dot = strstr(name, ".hdf5")) || (dot = strstr(name, ".h5"))) *dot = 0;
+    snprintf(stem, n, "%s%s", parent, name);
+}
+/* "(a,b,c,d)": a dataset's dimensions, for messages (in a static buffer) */
+static const char *dims_text(int nd, const hsize_t *dims) {
+    static char t[256];
+    int k, m = 0;
+    for (k = 0; k < nd && k < 8; k++) m += snprintf(t + m, sizeof t - m, "%s%llu", k ? "," : "(", (unsigned long long)dims[k]);
+    snprintf(t + m, sizeof t - m, "%s)", nd ? "" : "(");
+    return t;
+}
+/* the dimensions of dataset name of f, without reading it; its rank returned */
+static int h5_dims(hid_t f, const char *file, const char *name, hsize_t dims[8]) {
+    hid_t ds, sp;
+    int nd;
+    if (!H5Lexists(f, name, H5P_DEFAULT) || (ds = H5Dopen2(f, name, H5P_DEFAULT)) < 0) die("%s: no dataset '%s'", file, name);
+    sp = H5Dget_space(ds);
+    nd = H5Sget_simple_extent_ndims(sp);
+    if (nd < 0 || nd > 8) die("%s: dataset '%s' has %d dimensions", file, name, nd);
+    H5Sget_simple_extent_dims(sp, dims, NULL);
+    H5Sclose(sp); H5Dclose(ds);
+    return nd;
+}
+/* A universe file's shape, checked before anything is written: 'full' (N,N,N,4) with N at least
+   1 and at most 4096, for sub-volumes a multiple of 4 (64 of (N/4)^3); 'unitPar' 4 finite
+   values.  Returns N. */
+static int universe_shape(const options *o, const char *file) {
+    hid_t f = h5_open(file);
+    hsize_t dims[8], pd[8];
+    int nd = h5_dims(f, file, "full", dims), pn, k;
+    float *par = (float *)h5_read(f, file, "unitPar", H5T_NATIVE_FLOAT, 4, &pn, pd);
+    H5Fclose(f);
+    if (nd != 4 || dims[0] != dims[1] || dims[1] != dims[2] || dims[3] != 4)
+        die("%s: 'full' is %s: it must be (N,N,N,4)", file, dims_text(nd, dims));
+    if (dims[0] == 0) die("%s: 'full' is %s: an empty universe (not converted)", file, dims_text(nd, dims));
+    if (dims[0] > 4096) die("%s: 'full' is %s: N at most 4096", file, dims_text(nd, dims));
+    if (!o->whole && dims[0] % 4) die("%s: 'full' is %s: for 64 sub-volumes N must be divisible by 4 (or give --whole)", file, dims_text(nd, dims));
+    if (pn != 1 || pd[0] != 4) die("%s: 'unitPar' must hold 4 values", file);
+    for (k = 0; k < 4; k++) if (!isfinite(par[k])) die("%s: unitPar[%d] is %g: a label must be a finite number", file, k, par[k]);
+    free(par);
+    return (int)dims[0];
+}
+/* one universe file into its 64 sub-volumes (its shape checked by universe_shape) */
 static void universe_file(const options *o, const char *file) {
     hid_t f = h5_open(file);
     hsize_t dims[8], pd[8];
     int nd, pn, a, b, c, N, S;
     int16_t *full = h5_counts(f, file, "full", &nd, dims), *sub;
     float *par = (float *)h5_read(f, file, "unitPar", H5T_NATIVE_FLOAT, 4, &pn, pd);
-    char parent[1024] = "", name[1024], path[8192], *slash, *dot;
+    char stem[2048], path[8192];
     H5Fclose(f);
-    if (nd != 4 || dims[0] != dims[1] || dims[1] != dims[2] || dims[3] != 4 || dims[0] % 4) die("%s: 'full' must be (N,N,N,4) with N divisible by 4", file);
-    if (pn != 1 || pd[0] != 4) die("%s: 'unitPar' must hold 4 values", file);
-    for (a = 0; a < 4; a++) if (!isfinite(par[a])) die("%s: unitPar[%d] is %g: a label must be a finite number", file, a, par[a]);
+    if (nd != 4 || dims[0] != dims[1] || dims[1] != dims[2] || dims[3] != 4 || dims[0] % 4 || !dims[0] || pn != 1 || pd[0] != 4)
+        die("%s: 'full' or 'unitPar' changed shape while it was converted", file);
     N = (int)dims[0]; S = N / 4;
-    snprintf(path, sizeof path, "%s", file);
-    if ((slash = strrchr(path, '/'))) { *slash = 0; snprintf(parent, sizeof parent, "%.900s_", basename_of(path)); }
-    snprintf(name, sizeof name, "%s", basename_of(file));
-    if ((dot = strstr(name, ".hdf5")) || (dot = strstr(name, ".h5"))) *dot = 0;
+    universe_stem(file, stem, sizeof stem);
     if (!(sub = (int16_t *)malloc((size_t)S * S * S * 4 * 2))) die("out of memory");
     for (a = 0; a < 4; a++) for (b = 0; b < 4; b++) for (c = 0; c < 4; c++) {
         size_t n = cf_example_encode(NULL, "x", NULL, (size_t)S * S * S * 8, "y", par, 4, 0);
@@ -297,8 +342,9 @@ static void universe_file(const options *o, const char *file) {
         if (!ex) die("out of memory");
         subvolume(sub, full, N, S, a, b, c);
         cf_example_encode(ex, "x", sub, (size_t)S * S * S * 8, "y", par, 4, 0);
-        out_path(path, sizeof path, o->out, "%s%s_%03d.tfrecord", parent, name, 16 * a + 4 * b + c);
+        out_path(path, sizeof path, o->out, "%s%s_%03d.tfrecord", stem, "", 16 * a + 4 * b + c);
         TRY(cf_tfrecord_write(path, ex, n, !o->plain));
+        output_added(path);
         free(ex);
     }
     free(sub); free(full); free(par);
@@ -339,33 +385,25 @@ static size_t npy_header_i16(char *h, int N) {
    the numpy layout whose depth slabs a rank of --spatial reads by offset.  The 'full' dataset
    is read by hyperslabs of whole planes (about 16 M values each: a 512^3 universe, 1 GB as
    int16, is never held at once): checked for every input first (write 0), then written into
-   one atomic file each (write 1). */
+   one atomic file each (write 1).  Its shape is checked first, by universe_shape. */
 static void universe_whole(const options *o, const char *file, int write) {
-    hid_t f = h5_open(file), ds, sp;
+    hid_t f = h5_open(file);
     hsize_t dims[8], pd[8], p0, np, N;
-    int pn, nd, k;
+    int pn, nd = h5_dims(f, file, "full", dims);
     float *par = (float *)h5_read(f, file, "unitPar", H5T_NATIVE_FLOAT, 4, &pn, pd), *wide;
-    char parent[1024] = "", name[1024], path[8192], *slash, *dot, head[128];
+    char stem[2048], path[8192], head[128];
     int16_t *planes;
     cf_atomic_file af;
     cf_array a;
-    if (!H5Lexists(f, "full", H5P_DEFAULT) || (ds = H5Dopen2(f, "full", H5P_DEFAULT)) < 0) die("%s: no dataset 'full'", file);
-    sp = H5Dget_space(ds); nd = H5Sget_simple_extent_ndims(sp);
-    if (nd == 4) H5Sget_simple_extent_dims(sp, dims, NULL);
-    H5Sclose(sp); H5Dclose(ds);
-    if (nd != 4 || dims[0] != dims[1] || dims[1] != dims[2] || dims[3] != 4 || dims[0] > 4096) die("%s: 'full' must be (N,N,N,4), N at most 4096", file);
-    if (pn != 1 || pd[0] != 4) die("%s: 'unitPar' must hold 4 values", file);
-    for (k = 0; k < 4; k++) if (!isfinite(par[k])) die("%s: unitPar[%d] is %g: a label must be a finite number", file, k, par[k]);
+    if (nd != 4 || dims[0] != dims[1] || dims[1] != dims[2] || dims[3] != 4 || !dims[0] || dims[0] > 4096 || pn != 1 || pd[0] != 4)
+        die("%s: 'full' or 'unitPar' changed shape while it was converted", file);
     N = dims[0];
-    snprintf(path, sizeof path, "%s", file);
-    if ((slash = strrchr(path, '/'))) { *slash = 0; snprintf(parent, sizeof parent, "%.900s_", basename_of(path)); }
-    snprintf(name, sizeof name, "%s", basename_of(file));
-    if ((dot = strstr(name, ".hdf5")) || (dot = strstr(name, ".h5"))) *dot = 0;
+    universe_stem(file, stem, sizeof stem);
     np = o->slab_planes ? (hsize_t)o->slab_planes : ((hsize_t)1 << 24) / (N * N * 4);
     if (np < 1) np = 1;
     if (np > N) np = N;
     if (!(planes = (int16_t *)malloc((size_t)(np * N * N * 4) * 2)) || !(wide = (float *)malloc((size_t)(np * N * N * 4) * 4))) die("out of memory");
-    out_path(path, sizeof path, o->out, "%s%s_data.npy", parent, name, 0);
+    out_path(path, sizeof path, o->out, "%s%s_data.npy", stem, "", 0);
     if (write) { TRY(cf_atomic_open(&af, path)); cf_atomic_write(&af, head, npy_header_i16(head, (int)N)); }
     for (p0 = 0; p0 < N; p0 += np) {
         hsize_t m = N - p0 < np ? N - p0 : np;
@@ -373,7 +411,7 @@ static void universe_whole(const options *o, const char *file, int write) {
         if (write) cf_atomic_write(&af, planes, (size_t)(m * N * N * 4) * 2);
     }
     if (write) { TRY(cf_atomic_commit(&af)); output_added(path); }
-    out_path(path, sizeof path, o->out, "%s%s_label.npy", parent, name, 0);
+    out_path(path, sizeof path, o->out, "%s%s_label.npy", stem, "", 0);
     if (write) {
         memset(&a, 0, sizeof a);
         a.dtype = CF_F32; a.ndim = 1; a.shape[0] = 4; a.count = 4; a.data = par;
@@ -391,6 +429,7 @@ static void save_f32(const char *path, const float *p, int ndim, const hsize_t *
     a.dtype = CF_F32; a.ndim = ndim; a.count = 1; a.data = (void *)p;
     for (i = 0; i < ndim; i++) { a.shape[i] = (int64_t)dims[i]; a.count *= (size_t)dims[i]; }
     TRY(cf_npy_write(path, &a));
+    output_added(path);
 }
 /* the reference's summarize_data.py output: per-channel minimum and maximum */
 static void h5_stats(const options *o, hid_t f, const char *file) {
@@ -404,13 +443,50 @@ static void h5_stats(const options *o, hid_t f, const char *file) {
     out_path(path, sizeof path, o->out, "%s%s", "stats_maxval.npy", "", 0); save_f32(path, mx, 1, d2);
     free(mn); free(mx);
 }
+/* X of a snapshot data-X.h5 (or X.h5): its outputs are data-X.npy and label-X.npy */
+static void snapshot_name(const char *file, char *name, size_t n) {
+    const char *base = basename_of(file);
+    char *dot;
+    snprintf(name, n, "%s", strncmp(base, "data-", 5) ? base : base + 5);
+    if ((dot = strstr(name, ".h5")) || (dot = strstr(name, ".hdf5"))) *dot = 0;
+}
+/* A DeepCAM input's shapes, checked before anything is written, and its output names claimed:
+   a snapshot's climate/data (H, W, C) and climate/labels_0 (H, W), none of them 0; a stats.h5's
+   climate/minval and climate/maxval, vectors of one length, not 0.  The snapshot's (H, W, C) in
+   shape. */
+static void h52npy_shape(const options *o, const char *file, int shape[3]) {
+    hid_t f = h5_open(file);
+    hsize_t d1[8], d2[8];
+    int n1, n2;
+    char name[1024];
+    if (!H5Lexists(f, "climate", H5P_DEFAULT)) die("%s: no group 'climate' (not a DeepCAM file)", file);
+    if (!strcmp(basename_of(file), "stats.h5")) {
+        n1 = h5_dims(f, file, "climate/minval", d1); n2 = h5_dims(f, file, "climate/maxval", d2);
+        if (n1 != 1 || n2 != 1 || d1[0] != d2[0]) die("%s: climate/minval and climate/maxval must be vectors of one length", file);
+        if (!d1[0]) die("%s: climate/minval and climate/maxval are empty (0 channels)", file);
+        out_claim(o->out, "%s%s", "stats_minval.npy", "", 0, file);
+        out_claim(o->out, "%s%s", "stats_maxval.npy", "", 0, file);
+        shape[0] = shape[1] = shape[2] = 0;
+        H5Fclose(f);
+        return;
+    }
+    n1 = h5_dims(f, file, "climate/data", d1); n2 = h5_dims(f, file, "climate/labels_0", d2);
+    H5Fclose(f);
+    if (n1 != 3) die("%s: climate/data must be (H, W, C), channels last; it has %d dimensions", file, n1);
+    if (n2 != 2 || d2[0] != d1[0] || d2[1] != d1[1]) die("%s: climate/labels_0 must be (%d, %d) like climate/data", file, (int)d1[0], (int)d1[1]);
+    if (!d1[0] || !d1[1] || !d1[2] || d1[0] > 65536 || d1[1] > 65536 || d1[2] > 65536)
+        die("%s: climate/data is %s: each of H, W and C from 1 to 65536", file, dims_text(n1, d1));
+    snapshot_name(file, name, sizeof name);
+    out_claim(o->out, "data-%s%s.npy", name, "", 0, file);
+    out_claim(o->out, "label-%s%s.npy", name, "", 0, file);
+    shape[0] = (int)d1[0]; shape[1] = (int)d1[1]; shape[2] = (int)d1[2];
+}
 /* one snapshot: data-X.h5 -> data-X.npy and label-X.npy, values checked */
 static void h5_snapshot(const options *o, hid_t f, const char *file) {
     hsize_t d1[8], d2[8];
     int n1, n2;
     size_t k, P;
-    char name[1024], path[8192], *dot;
-    const char *base = basename_of(file);
+    char name[1024], path[8192];
     float *x = (float *)h5_read(f, file, "climate/data", H5T_NATIVE_FLOAT, 4, &n1, d1);
     float *y = (float *)h5_read(f, file, "climate/labels_0", H5T_NATIVE_FLOAT, 4, &n2, d2);
     if (n1 != 3) die("%s: climate/data must be (H, W, C), channels last; it has %d dimensions", file, n1);
@@ -419,8 +495,7 @@ static void h5_snapshot(const options *o, hid_t f, const char *file) {
     for (k = 0; k < P * d1[2]; k++) if (!isfinite(x[k])) die("%s: climate/data value %zu is not finite", file, k);
     for (k = 0; k < P; k++)
         if (!(y[k] >= 0 && y[k] < 3) || y[k] != (float)(int)y[k]) die("%s: climate/labels_0 pixel %zu is %g, not 0, 1 or 2", file, k, y[k]);
-    snprintf(name, sizeof name, "%s", strncmp(base, "data-", 5) ? base : base + 5);
-    if ((dot = strstr(name, ".h5")) || (dot = strstr(name, ".hdf5"))) *dot = 0;
+    snapshot_name(file, name, sizeof name);
     out_path(path, sizeof path, o->out, "data-%s%s.npy", name, "", 0); save_f32(path, x, 3, d1);
     out_path(path, sizeof path, o->out, "label-%s%s.npy", name, "", 0); save_f32(path, y, 2, d2);
     free(x); free(y);
@@ -432,35 +507,56 @@ static void hdf5_command(const options *o, int universe) {
     (void)universe;
     die("%s: this build has no libhdf5 (install libhdf5-dev and rebuild with HDF5=1)", o->cmd);
 #else
-    int i;
+    int i, k, written = 0, first = -1, first_shape[3] = {0, 0, 0};
     if (!o->out) die("%s: needs --out DIR", o->cmd);
     if (!o->n_in) die("%s: no input files", o->cmd);
     for (i = 0; i < o->n_in; i++) input_path(o->in[i]);
-    output_data_dir("--out", o->out, o->force, o->append);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);   /* our messages, not the library's stack dumps */
     if ((o->whole || o->slab_planes) && !universe) die("--whole and --slab-planes: for universe only");
     if (o->whole && o->plain) die("--whole with --plain: --plain is for the sub-volumes' TFRecords");
     if (o->slab_planes && !o->whole) die("--slab-planes: with --whole");
-    if (universe && o->whole) {   /* every input checked, then every one written */
+    output_data_dir("--out", o->out, o->force, o->append);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);   /* our messages, not the library's stack dumps */
+    /* first every input's shape and every output name: nothing written yet */
+    for (i = 0; i < o->n_in; i++) {
+        int shape[3] = {0, 0, 0};
+        char stem[2048];
+        if (universe) {
+            int N = universe_shape(o, o->in[i]);
+            shape[0] = o->whole ? N : N / 4; shape[1] = 4; shape[2] = 4;   /* side, channels, labels */
+            universe_stem(o->in[i], stem, sizeof stem);
+            if (o->whole) { out_claim(o->out, "%s%s_data.npy", stem, "", 0, o->in[i]); out_claim(o->out, "%s%s_label.npy", stem, "", 0, o->in[i]); }
+            else for (k = 0; k < 64; k++) out_claim(o->out, "%s%s_%03d.tfrecord", stem, "", k, o->in[i]);
+        } else h52npy_shape(o, o->in[i], shape);
+        if (!shape[0]) continue;   /* (a stats.h5) */
+        if (first < 0) { first = i; memcpy(first_shape, shape, sizeof shape); append_same_shape(o->out, !universe, shape, o->in[i]); }
+        else if (memcmp(shape, first_shape, sizeof shape) && universe)
+            die("%s: its samples would be %d^3 x 4, those of %s %d^3 x 4: one set holds samples of one shape (nothing written)", o->in[i],
+                shape[0], o->in[first], first_shape[0]);
+        else if (memcmp(shape, first_shape, sizeof shape))
+            die("%s: a snapshot of %dx%dx%d (H, W, C), %s of %dx%dx%d: one set holds samples of one shape (nothing written)", o->in[i],
+                shape[0], shape[1], shape[2], o->in[first], first_shape[0], first_shape[1], first_shape[2]);
+    }
+    output_claims_check();
+    if (universe && o->whole) {   /* every input's values checked, then every one written */
         int write;
         for (write = 0; write < 2; write++) for (i = 0; i < o->n_in; i++) universe_whole(o, o->in[i], write);
         write_list(o->out, "_data.npy", "files_data.lst");
         write_list(o->out, "_label.npy", "files_label.lst");
         outputs_complete();
-        printf("universe --whole: %d files -> %d whole universes in %s\n", o->n_in, o->n_in, o->out);
+        printf("universe --whole: %d files -> %d whole universes in %s\n", o->n_in, i, o->out);
         return;
     }
     for (i = 0; i < o->n_in; i++) {
         hid_t f;
-        if (universe) { universe_file(o, o->in[i]); continue; }
+        if (universe) { universe_file(o, o->in[i]); written += 64; continue; }
         f = h5_open(o->in[i]);
-        if (!H5Lexists(f, "climate", H5P_DEFAULT)) die("%s: no group 'climate' (not a DeepCAM file)", o->in[i]);
         if (!strcmp(basename_of(o->in[i]), "stats.h5")) h5_stats(o, f, o->in[i]);
-        else h5_snapshot(o, f, o->in[i]);
+        else { h5_snapshot(o, f, o->in[i]); written++; }
         H5Fclose(f);
     }
-    if (universe) printf("universe: %d files -> %d sub-volumes in %s\n", o->n_in, 64 * o->n_in, o->out);
-    else printf("h52npy: %d files -> %s\n", o->n_in, o->out);
+    outputs_complete();
+    if (universe) printf("universe: %d files -> %d sub-volumes in %s\n", o->n_in, written, o->out);
+    else printf("h52npy: %d files -> %d snapshots in %s\n", o->n_in, written, o->out);
 #endif
 }
 

@@ -388,7 +388,7 @@ int main(int argc, char **argv) {
     output_file("--pred", o.pred);
     output_file("--spectrum-dump", o.spectrum_dump);
     output_dir("--png", o.png);
-    if (o.png && input_dir_named(o.png)) die("--png %s: is the input directory %s: the pictures would go among its samples (give another directory)", o.png, input_dir_named(o.png));
+    output_dir_not_data("--png", o.png);
     load_model(&net, o.model, o.has_shape ? &o.shape : NULL, is_dir ? NULL : o.weights);
     TRY(cf_weights_load(&net, o.weights));
     if (o.crops > 1 && net.loss == CF_LOSS_SOFTMAX_CE) die("--crops %d: for a regression (CosmoFlow); this model segments pixels", o.crops);

@@ -212,10 +212,11 @@ int main(int argc, char **argv) {
     output_data_dir("--out", out, o.force, o.append);
     tool_append_advice = "another --seed or --prefix, or --force to replace same-named files";
     if (o.append) {
-        int have[3];
+        int shape[3] = {S, 4, 4};   /* side, channels, labels */
+        char size[32];
         check_appended(out, prefix, format, seed, n, split);
-        if (set_sample_shape(out, 0, have) && (have[0] != S || have[1] != 4))
-            die("--append %s: its samples are %d^3 x %d, --size %d makes %d^3 x 4: one set holds samples of one shape (nothing written)", out, have[0], have[1], S, S);
+        snprintf(size, sizeof size, "--size %d", S);
+        append_same_shape(out, 0, shape, size);
     }
     int failed = 0;
     char err[8192] = "";

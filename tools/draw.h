@@ -100,7 +100,7 @@ TOOL_UNUSED static void learning_curve_outputs(const char *dir) {
     char p[4200];
     if (!dir) return;
     output_dir("--png", dir);
-    if (input_dir_named(dir)) die("--png %s: is the input directory %s: the pictures would go among its samples (give another directory)", dir, input_dir_named(dir));
+    output_dir_not_data("--png", dir);
     snprintf(p, sizeof p, "%s/history.tsv", dir); output_in_dir(p);
     snprintf(p, sizeof p, "%s/learning_curve.png", dir); output_in_dir(p);
 }

@@ -231,6 +231,7 @@ static int climate_main(int argc, char **argv) {
         a.data = mn; snprintf(path, sizeof path, "%s/stats_minval.npy", out); TRY(cf_npy_write(path, &a));
         a.data = mx; snprintf(path, sizeof path, "%s/stats_maxval.npy", out); TRY(cf_npy_write(path, &a));
     }
+    outputs_complete();
     if (stats) {
         double tot = frac[0] + frac[1] + frac[2];
         printf("class fractions: background %.4f cyclone %.4f river %.4f\n", frac[0] / tot, frac[1] / tot, frac[2] / tot);

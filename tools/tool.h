@@ -868,6 +868,29 @@ static void remove_stale_tmp(const char *path) {
     }
     closedir(d);
 }
+static int is_sample_file(const char *n);
+/* a name the data readers take for a label: X_label.npy (beside X_data.npy), label-X.npy */
+static int is_label_file(const char *n) {
+    size_t l = strlen(n);
+    return (l > 10 && !strcmp(n + l - 10, "_label.npy")) || (l > 10 && !strncmp(n, "label-", 6) && !strcmp(n + l - 4, ".npy"));
+}
+/* An output never lands in a directory the run reads (an input directory, compared by device
+   and inode) under a name the data readers take for a sample or a label: the next run on that
+   directory would read it as data.  A picture directory that is an input directory is refused
+   whatever its files' names (output_dir_not_data). */
+static void output_not_data(const char *what, const char *path) {
+    char dir[4096];
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path, *in;
+    if (!is_sample_file(base) && !is_label_file(base)) return;
+    dir_of(path, dir, sizeof dir);
+    if ((in = input_dir_named(dir)))
+        die("%s %s: is named like a %s and is inside the input directory %s: the data readers would take it for one (give another name or directory)",
+            what, path, is_label_file(base) ? "label file" : "sample", in);
+}
+TOOL_UNUSED static void output_dir_not_data(const char *what, const char *dir) {
+    const char *in = dir ? input_dir_named(dir) : NULL;
+    if (in) die("%s %s: is the input directory %s: the pictures would go among its samples (give another directory)", what, dir, in);
+}
 /* An output file: written (atomically) only after the run's work, so refused now if it could
    not be, if something that is not a regular file is in its place, or if it would replace
    an input.  what: the flag, for the message. */
@@ -884,6 +907,7 @@ TOOL_UNUSED static void output_file(const char *what, const char *path) {
     if (!stat(path, &st) && !S_ISREG(st.st_mode))
         die("%s %s: is %s, not a regular file: it is never replaced or moved (give a file name)", what, path, file_kind(st.st_mode));
     if ((in = same_as_input(path))) die("%s %s: is the same file as the input %s; it would be overwritten", what, path, in);
+    output_not_data(what, path);
     remove_stale_tmp(path);
 }
 /* An output directory: created when missing, with its missing parents (as mkdir -p);
@@ -1023,8 +1047,11 @@ TOOL_UNUSED static void output_in_dir(const char *path) {
    holds files (a data set) is refused unless the user says what to do with them: --force
    (same-named files are replaced, the rest stay) or --append (files are added beside them,
    none replaced: output_new refuses one that exists).  One that holds an input is refused in
-   any case: the same samples would be there twice. */
+   any case: the same samples would be there twice.  One the run creates is removed again,
+   with what the run wrote into it, when the run fails (added_undo). */
 static int tool_write_force, tool_write_append;
+static char tool_new_dir[4200], tool_new_top[4200];   /* the output directory when this run created it, and its topmost new parent */
+static void added_undo(void);
 TOOL_UNUSED static void output_data_dir(const char *what, const char *dir, int force, int append) {
     DIR *d;
     struct dirent *e;
@@ -1032,6 +1059,13 @@ TOOL_UNUSED static void output_data_dir(const char *what, const char *dir, int f
     char p[4200];
     int i;
     if (force && append) die("--force and --append: one or the other (--force replaces same-named files, --append adds beside them and replaces none)");
+    if (dir && stat(dir, &st)) {   /* a new directory, and maybe new parents (mkdir -p) */
+        snprintf(tool_new_dir, sizeof tool_new_dir, "%s", dir);
+        snprintf(tool_new_top, sizeof tool_new_top, "%s", dir);
+        for (dir_of(tool_new_top, p, sizeof p); strcmp(p, tool_new_top) && stat(p, &st); dir_of(tool_new_top, p, sizeof p))
+            snprintf(tool_new_top, sizeof tool_new_top, "%s", p);
+        atexit(added_undo);
+    }
     output_dir(what, dir);
     tool_write_force = force; tool_write_append = append;
     if (stat(dir, &st)) die("%s %s: %s", what, dir, strerror(errno));
@@ -1055,9 +1089,10 @@ TOOL_UNUSED static void output_new(const char *path) {
         die("%s: exists: --append adds files and replaces none (%s)", path, tool_append_advice);
     output_in_dir(path);
 }
-/* --append's undo: the files a run added to a data set are removed again when it fails before
-   it has written them all (outputs_complete), so that a failed append leaves the set as it
-   was.  (Only its own new files: with --append nothing was replaced.) */
+/* The undo of a failed write: the files a run added to a data set (--append) or wrote into the
+   directory it created are removed again when it fails before it has written them all
+   (outputs_complete), and that directory too, so that a failed run leaves the set as it was,
+   or no new directory.  (Only its own new files: with --append nothing was replaced.) */
 static char **tool_added;
 static int tool_n_added, tool_cap_added, tool_added_done;
 static void added_undo(void) {
@@ -1065,10 +1100,17 @@ static void added_undo(void) {
     for (i = 0; i < tool_n_added; i++) { if (!tool_added_done) remove(tool_added[i]); free(tool_added[i]); }
     free(tool_added);
     tool_added = NULL; tool_n_added = 0;
+    while (!tool_added_done && tool_new_dir[0]) {   /* the new directory, then its new parents (rmdir: only when empty) */
+        char up[4200];
+        if (rmdir(tool_new_dir) || !strcmp(tool_new_dir, tool_new_top)) break;
+        dir_of(tool_new_dir, up, sizeof up);
+        snprintf(tool_new_dir, sizeof tool_new_dir, "%s", up);
+    }
+    tool_new_dir[0] = 0;
 }
 TOOL_UNUSED static void output_added(const char *path) {   /* (callers in threads hold a critical section) */
-    if (!tool_write_append) return;
-    if (!tool_cap_added) atexit(added_undo);
+    if (!tool_write_append && !tool_new_dir[0]) return;
+    if (!tool_cap_added && !tool_new_dir[0]) atexit(added_undo);
     if (tool_n_added == tool_cap_added) {
         tool_cap_added = tool_cap_added ? 2 * tool_cap_added : 64;
         if (!(tool_added = (char **)realloc(tool_added, sizeof *tool_added * tool_cap_added))) die("out of memory");
@@ -1077,9 +1119,44 @@ TOOL_UNUSED static void output_added(const char *path) {   /* (callers in thread
     tool_n_added++;
 }
 TOOL_UNUSED static void outputs_complete(void) { tool_added_done = 1; }
+/* A converter's output names, all claimed before anything is written (output_claim), then
+   checked at once (output_claims_check): two inputs that would be written under one name are
+   refused naming both (the second would replace the first, and the summary would count a
+   sample that is not there); so is one input given twice. */
+static char **tool_claims;   /* "path\0input" */
+static int tool_n_claims, tool_cap_claims;
+TOOL_UNUSED static void output_claim(const char *path, const char *from) {
+    size_t lp = strlen(path), lf = strlen(from);
+    if (tool_n_claims == tool_cap_claims) {
+        tool_cap_claims = tool_cap_claims ? 2 * tool_cap_claims : 64;
+        if (!(tool_claims = (char **)realloc(tool_claims, sizeof *tool_claims * tool_cap_claims))) die("out of memory");
+    }
+    if (!(tool_claims[tool_n_claims] = (char *)malloc(lp + lf + 2))) die("out of memory");
+    memcpy(tool_claims[tool_n_claims], path, lp + 1); memcpy(tool_claims[tool_n_claims] + lp + 1, from, lf + 1);
+    tool_n_claims++;
+}
+static int cmp_claim(const void *a, const void *b) {   /* by path, then by input */
+    const char *x = *(char *const *)a, *y = *(char *const *)b;
+    int c = strcmp(x, y);
+    return c ? c : strcmp(x + strlen(x) + 1, y + strlen(y) + 1);
+}
+TOOL_UNUSED static void output_claims_check(void) {
+    int i;
+    if (tool_n_claims) qsort(tool_claims, (size_t)tool_n_claims, sizeof *tool_claims, cmp_claim);
+    for (i = 1; i < tool_n_claims; i++) {
+        const char *path = tool_claims[i], *a = tool_claims[i - 1] + strlen(tool_claims[i - 1]) + 1, *b = path + strlen(path) + 1;
+        if (strcmp(path, tool_claims[i - 1])) continue;
+        if (!strcmp(a, b) || same_file(a, b)) die("%s: is given twice (once is enough; nothing written)", a);
+        die("%s and %s: would both be written as %s, the second replacing the first: convert them into separate directories, "
+            "or rename one (nothing written)", a, b, path);
+    }
+    for (i = 0; i < tool_n_claims; i++) free(tool_claims[i]);
+    free(tool_claims);
+    tool_claims = NULL; tool_n_claims = tool_cap_claims = 0;
+}
 static int is_sample_file(const char *n);
 /* The sample shape of a data set already in dir, for --append to match: a CosmoFlow set's cube
-   side and channels (*.tfrecord, *_data.npy), or a DeepCAM set's (data-*.npy) H, W and channels.
+   side, channels and labels (*.tfrecord, *_data.npy), or a DeepCAM set's (data-*.npy) H, W and channels.
    0 when dir holds no sample of that kind. */
 TOOL_UNUSED static int set_sample_shape(const char *dir, int climate, int shape[3]) {
     DIR *d = opendir(dir);
@@ -1100,13 +1177,26 @@ TOOL_UNUSED static int set_sample_shape(const char *dir, int climate, int shape[
         } else {
             cf_cosmo_sample smp;
             if (cf_cosmo_read(path, &smp)) die("%s: a sample of the set --append adds to cannot be read: %s", path, cf_failure_reason());
-            shape[0] = smp.s; shape[1] = smp.c; shape[2] = 0;
+            shape[0] = smp.s; shape[1] = smp.c; shape[2] = smp.ny;
             cf_cosmo_free(&smp);
         }
         found = 1;
     }
     closedir(d);
     return found;
+}
+/* --append into a data set: the samples to add (of, e.g. the first input or "--size 32") have the
+   set's shape (cube side, channels and labels, or H, W and channels), checked before the first
+   file is written, in every writer that appends */
+TOOL_UNUSED static void append_same_shape(const char *dir, int climate, const int shape[3], const char *of) {
+    int have[3];
+    if (!tool_write_append || !set_sample_shape(dir, climate, have)) return;
+    if (climate && (have[0] != shape[0] || have[1] != shape[1] || have[2] != shape[2]))
+        die("--append %s: its samples are %dx%dx%d (H, W, C), %s makes %dx%dx%d: one set holds samples of one shape (nothing written)", dir,
+            have[0], have[1], have[2], of, shape[0], shape[1], shape[2]);
+    if (!climate && (have[0] != shape[0] || have[1] != shape[1] || have[2] != shape[2]))
+        die("--append %s: its samples are %d^3 x %d with %d labels, %s makes %d^3 x %d with %d: one set holds samples of one shape (nothing written)", dir,
+            have[0], have[1], have[2], of, shape[0], shape[1], shape[2]);
 }
 /* an input a library outside ours will open (libhdf5): a regular file, checked without
    waiting on a FIFO */
