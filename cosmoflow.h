@@ -1304,7 +1304,7 @@ static void cf__col2im(float *dx, const float *col, int C, cf_shape in, cf_shape
 }
 
 /* Columns per im2col tile: as many output positions as fit the workspace, at least one.
-   One large GEMM per tile is what the BLAS does best (docs/performance.md, "Tile sizes"). */
+   One large GEMM per tile is what the BLAS does best (docs/performance.md, "Per-thread tiles"). */
 static size_t cf__tile(size_t rows, size_t P, size_t ws_floats) {
     size_t n = ws_floats / (rows ? rows : 1);
     if (n < 1) n = 1;
@@ -8450,7 +8450,7 @@ static size_t cf__w2_floats(cf_shape in, const cf_geom *g, int OC) {
 /* The bf16 kernel's forward takes an R of up to CF__BF16_DIRECT_MAX_R uint32 (4 MiB), far
    past the fp32 kernel's limit: with few filters the alternative, im2col + the bf16 GEMM, has
    a GEMM of few rows.  Measured in one process, the paths alternated (docs/performance.md,
-   stop 40): Tiramisu's 5x5 convs to 32 channels (R up to 647 Ki) 2.8-3.7x faster than im2col;
+   "bf16"): Tiramisu's 5x5 convs to 32 channels (R up to 647 Ki) 2.8-3.7x faster than im2col;
    DeepCAM's decoder 3x3 convs (R 147 Ki) the same either way; DeepCAM's ASPP conv of dilation
    6 (R 1.4 Mi) 25 % slower, so it stays with im2col.  Backward-data passes no limit. */
 #define CF__BF16_DIRECT_MAX_R ((size_t)1 << 20)
@@ -8607,7 +8607,7 @@ static const float *cf__tap_row(const float *x, int half, int c, int kd, int kh,
    input row, shifted: the row is found once per segment for the KW of them, and the next
    (c, kd, kh)'s rows are fetched ahead while these are packed (as the pools': 15 % off these
    layers).  Found per tap, with its divisions, the rows cost cosmoflow.cfg's 32 -> 64 conv 8 %
-   of its backward-weights (88 -> 81 ms, docs/performance.md, "Bytes per step, stop 55"). */
+   of its backward-weights (88 -> 81 ms, docs/performance.md, "bf16"). */
 CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, int half, cf_shape in, cf_shape out, const cf_geom *g, size_t p0, size_t n) {
     int KD = g->k[0], KH = g->k[1], KW = g->k[2], K = in.c * cf__kvol(g), k, kw, ns = 0, s, t, c = 0, kd = 0, kh = 0;
     cf__seg sg[CF__BWW_TILE / 2];
