@@ -65,6 +65,7 @@ static void flag_table(options *o) {
         {"--allreduce", NULL, FLAG_SET, &o->allreduce, 1, 0, "also time the averaging of the gradient buffer, the library's way and the others (medians of 8; run under mpirun): last 'allreduce_ms A grad_mb G ranks P'", NULL, NULL},
         {"--spatial", "K", FLAG_INT, &o->spatial, 1, 65536, "each sample split by depth across K ranks (run under mpirun; cf-train --spatial): rates are a group's, "
          "peak_rss_mb the largest rank's, and a line 'spatial K D per-rank peak_rss_mb min .. max'", NULL, NULL},
+        COMM_TIMEOUT_FLAG,
         {"--plan", "P", FLAG_INT, &o->plan.P, 1, 1 << 20, "the oracle: for each split of P ranks (K a sample, D = P / K samples at once), the predicted step time and memory a rank, "
          "and the best split that fits; one process (docs/mpi.md, 'The oracle'); last line 'plan: best K=.. D=.. ...'", NULL, NULL},
         {"--link", "A,BW", FLAG_CALL, &o->plan.link, 0, 0, "--plan: the link's latency in s and bandwidth in bytes/s (default 5e-6,1e10; bench/oracle.sh measures one)", parse_link, NULL},
@@ -252,9 +253,11 @@ static void ar_variant(int v, float *buf, float *kept, size_t n) {
     size_t chunk = v == 2 ? (1u << 20) / 4 : v == 3 ? (16u << 20) / 4 : n, off, k;
     if (v == 0) { cf_dist_allreduce_mean(buf, n); return; }
     if (cf_dist_size() == 1) return;
-    if (v == 4) { MPI_Allreduce(buf, kept, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); return; }
-    for (off = 0; off < n; off += chunk)
+    TOOL_WAIT("MPI_Allreduce (--allreduce's variants)");   /* (the watchdog's, --comm-timeout) */
+    if (v == 4) MPI_Allreduce(buf, kept, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    for (off = 0; v != 4 && off < n; off += chunk)
         MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)(n - off < chunk ? n - off : chunk), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    TOOL_WAITED;
     if (v == 1) for (k = 0; k < n; k++) buf[k] /= (float)cf_dist_size();   /* the library before: one call, then the mean */
 #else
     (void)kept; (void)n;

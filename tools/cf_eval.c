@@ -48,6 +48,7 @@ static void flag_table(options *o) {
         {"--crops", "N", FLAG_INT, &o->crops, 1, 4096, "CosmoFlow: the samples are crops of volumes, each N consecutive ones (sorted file order) one volume's, "
          "with its labels: the MAE (and --spectrum's, --spectrum-select's held-out samples too) is of each volume's mean prediction; crop_mae the crops' own", NULL, NULL},
         {"--spatial", "K", FLAG_INT, &o->spatial, 1, 65536, "each sample split by depth across the K ranks of mpirun -np K, each reading its slab (cf-train --spatial); default 1: one process", NULL, NULL},
+        COMM_TIMEOUT_FLAG,
     };
     n_flags = (int)(sizeof f / sizeof f[0]);
     memcpy(flags, f, sizeof f);

@@ -69,7 +69,7 @@ static void flag_table(options *o) {
         {"--sync-bn", NULL, FLAG_SET, &o->sync_bn, 1, 0, "batch-norm statistics of the global batch (PyTorch's SyncBatchNorm; default per rank)", NULL, NULL},
         {"--spatial", "K", FLAG_INT, &o->spatial, 1, 65536, "each sample split by depth across K ranks (groups of K consecutive ranks share samples, each rank reading and holding its slab; "
          "the groups run data parallelism; docs/mpi.md, 'A sample across ranks'); default 1", NULL, NULL},
-        {"--comm-timeout", "S", FLAG_INT, &tool_comm_timeout, 0, 1e6, "end this rank when an MPI operation gets no answer from its peers in S s (a node or link gone; 0: wait for ever)", NULL, NULL},
+        COMM_TIMEOUT_FLAG,
         {NULL, NULL, FLAG_STR, NULL, 0, 0, "The training step (the library's cf_train_config; defaults: the MLPerf references'):", NULL, NULL},
     };
     n_flags = (int)(sizeof f / sizeof f[0]);

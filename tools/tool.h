@@ -80,6 +80,10 @@ TOOL_UNUSED static void parse_precision(const char *v, void *dst) {
     if (strcmp(v, "fp32") && strcmp(v, "bf16")) die("--precision %s: fp32 or bf16", v);
     *(int *)dst = strcmp(v, "bf16") ? CF_FP32 : CF_BF16;
 }
+/* --comm-timeout S: every tool that runs collectively (cf-train, cf-eval and cf-bench under
+   mpirun) ends a rank whose MPI operation has had no answer in S s (the watchdog, below) */
+#define COMM_TIMEOUT_FLAG {"--comm-timeout", "S", FLAG_INT, &tool_comm_timeout, 0, 1e6, \
+    "end this rank when an MPI operation gets no answer from its peers in S s (a node or link gone, a rank stopped; 0: wait for ever)", NULL, NULL}
 #define PRECISION_FLAG(dst) {"--precision", "P", FLAG_CALL, dst, 0, 0, "fp32 (default), or bf16: activations and their gradients rounded to bfloat16 (docs/math.md)", parse_precision, NULL}
 /* the precision as a run's first lines say it: bf16 names what its convolutions run on */
 TOOL_UNUSED static const char *precision_text(int precision) {
@@ -369,6 +373,11 @@ TOOL_UNUSED static void check_launch(void) {
 static int tool_comm_timeout = 1800;   /* seconds; 0: no watchdog (PyTorch's default: 30 minutes) */
 static int tool_rank = -1;
 static char tool_watch_note[4300];     /* e.g. "; the last checkpoint is k.cfck, epoch 3" */
+/* a tool's own MPI call (not the library's), watched alike: TOOL_WAIT("MPI_Allreduce ..."); the call; TOOL_WAITED */
+static const char *volatile tool_waiting_op;
+static volatile time_t tool_waiting_since;
+#define TOOL_WAIT(op) (tool_waiting_since = time(NULL), tool_waiting_op = (op))
+#define TOOL_WAITED (tool_waiting_op = NULL)
 static void *tool_watchdog(void *arg) {
     char line[5000];
     int n, fin_bound = tool_comm_timeout < 30 ? tool_comm_timeout : 30;
@@ -377,7 +386,8 @@ static void *tool_watchdog(void *arg) {
         double waited;
         const char *op;
         sleep(1);
-        if (!(op = cf_dist_waiting(&waited))) continue;
+        if (!(op = cf_dist_waiting(&waited)) && (op = tool_waiting_op)) waited = difftime(time(NULL), tool_waiting_since);
+        if (!op) continue;
         if (!strcmp(op, "MPI_Finalize")) {
             if (waited < fin_bound) continue;
             n = snprintf(line, sizeof line, "cf-%s: rank %d: MPI_Finalize did not return in %d s; the run has finished (its outputs are complete): leaving\n",
