@@ -31,6 +31,7 @@
 
 static const char *tool_name = "cf";
 static const char *tool_record_of;   /* while a checkpoint's record is read as flags: the checkpoint */
+static void lock_release(void);      /* the run's lock removed (below): on every way out */
 
 /* "cf-<tool>: <what>" on stderr, then the whole job ends (MPI_Abort when several ranks run) */
 TOOL_UNUSED static void die(const char *fmt, ...) {
@@ -46,6 +47,7 @@ TOOL_UNUSED static void die(const char *fmt, ...) {
     vsnprintf(msg + n, sizeof msg - n - 1, fmt, ap);
     va_end(ap);
     fprintf(stderr, "%s\n", msg);   /* one write: lines of several ranks do not interleave */
+    lock_release();   /* MPI_Abort runs no atexit handler */
     if (cf_dist_size() > 1) {   /* let mpirun forward the line before MPI_Abort tears the job down:
                                    MPICH's hydra sometimes dropped it otherwise */
         struct timespec pause = {0, 200000000};
@@ -393,12 +395,14 @@ static void *tool_watchdog(void *arg) {
             n = snprintf(line, sizeof line, "cf-%s: rank %d: MPI_Finalize did not return in %d s; the run has finished (its outputs are complete): leaving\n",
                          tool_name, tool_rank, fin_bound);
             if (write(2, line, (size_t)n) < 0) {}
+            lock_release();   /* (fstat, lstat, unlink, close on the path kept since lock_output) */
             _exit(0);
         }
         if (waited < tool_comm_timeout) continue;
         n = snprintf(line, sizeof line, "cf-%s: rank %d: %s got no answer from its peers in %d s (a node or the link is gone)%s\n",
                      tool_name, tool_rank, op, tool_comm_timeout, tool_watch_note);
         if (write(2, line, (size_t)n) < 0) {}
+        lock_release();
         _exit(3);
     }
     return NULL;
@@ -474,6 +478,7 @@ static void tool_on_abort(int sig) {
     static char line[256];
     int n = snprintf(line, sizeof line, "cf-%s: the MPI library ended this process: " TOOL_PEER_GONE "\n", tool_name);
     if (n > 0 && write(2, line, (size_t)n) < 0) {}
+    lock_release();
     _exit(128 + sig);
 }
 #endif
