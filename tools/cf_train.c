@@ -341,6 +341,7 @@ static void setup(run *R, int argc, char **argv) {
     if (R->rank) o->progress = 0;
     check_outputs(R);
     if (R->rank == 0) lock_output("--out", o->out);   /* one writer per checkpoint */
+    lock_share();   /* (a rank that ends the job removes it too) */
     mll_open(o->mllog, o->resume != NULL);
     MLL_EVENT("cache_clear", "true");
     MLL_START("init_start", NULL);

@@ -800,10 +800,28 @@ TOOL_UNUSED static void resume_global_batch(const char *record, const char *ckpt
    link, another kind of file, a file with other contents) is never touched: refused. */
 static char tool_lock_path[4200];
 static int tool_lock_fd = -1;
-/* at exit: the lock file removed, if it is still ours (the same file) */
+/* The holder's lock as it wrote it ("pid N on HOST"), known to every other rank of its job
+   (lock_share).  A rank that ends the job removes that file too: MPI_Abort and the launcher
+   end the holder with SIGKILL, which no process can answer.  Only the holder's own file (a
+   regular file, the same words) is removed: a run that took it over since wrote its own. */
+static char tool_lock_peer[300];
+static void lock_release_peer(void) {
+    char now[300];
+    struct stat a, b;
+    ssize_t k;
+    int fd;
+    if (!tool_lock_peer[0] || (fd = open(tool_lock_path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0) return;
+    k = read(fd, now, sizeof now - 1);
+    now[k > 0 ? k : 0] = 0;
+    if (!strcmp(now, tool_lock_peer) && !fstat(fd, &a) && S_ISREG(a.st_mode) && !lstat(tool_lock_path, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        unlink(tool_lock_path);
+    close(fd);
+    tool_lock_peer[0] = 0;
+}
+/* at exit: the lock file removed, if it is still ours (the same file); on another rank, the holder's */
 static void lock_release(void) {
     struct stat a, b;
-    if (tool_lock_fd < 0) return;
+    if (tool_lock_fd < 0) { lock_release_peer(); return; }
     if (!fstat(tool_lock_fd, &a) && !lstat(tool_lock_path, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino) unlink(tool_lock_path);
     close(tool_lock_fd);
     tool_lock_fd = -1;
@@ -855,7 +873,16 @@ TOOL_UNUSED static void lock_output(const char *what, const char *path) {
     k = snprintf(who, sizeof who, "pid %ld on %s\n", (long)getpid(), u.nodename);
     if (ftruncate(fd, 0) || pwrite(fd, who, (size_t)k, 0) != k) die("%s: cannot write (%s)", tool_lock_path, strerror(errno));
     tool_lock_fd = fd;   /* stays open: the lock lasts as long as the process */
+    snprintf(tool_lock_peer, sizeof tool_lock_peer, "%s", who);
     atexit(lock_release);
+}
+/* after rank 0's lock_output, on every rank: the others learn its lock's path and words */
+TOOL_UNUSED static void lock_share(void) {
+#ifdef CF_USE_MPI
+    if (cf_dist_size() <= 1) return;
+    MPI_Bcast(tool_lock_path, (int)sizeof tool_lock_path, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Bcast(tool_lock_peer, (int)sizeof tool_lock_peer, MPI_CHAR, 0, MPI_COMM_WORLD);
+#endif
 }
 /* The new checkpoint is complete on disk (CKPT.next, itself written atomically) before the
    previous one moves to CKPT.prev: a crash or a full disk at any moment leaves a valid CKPT
