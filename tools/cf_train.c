@@ -106,6 +106,7 @@ static void parse_flags(options *o, int argc, char **argv) {
     flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
     if (!o->train || !o->val || !o->out) die("needs --train, --val and --out (see --help)");
     if (!o->model && !o->resume) die("needs --model M.cfg, or --resume CKPT to take the model from the checkpoint");
+    if (o->override && !o->resume) die("--override: lets the flags given win over the settings --resume's checkpoint records; needs --resume CKPT");
     if (o->progress) o->progress = isatty(2) ? 1 : 2;
     if (o->spatial > 1 && o->staged) die("--spatial %d with --staged: the ranks of a group read the same samples, so their --train cannot be each rank's own", o->spatial);
 }
