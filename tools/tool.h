@@ -144,8 +144,9 @@ TOOL_UNUSED static void flag_help(const char *synopsis, const tool_flag *f, int 
 TOOL_UNUSED static double flag_number(const char *flag, const char *v, double lo, double hi, int whole) {
     char *end;
     double x = strtod(v, &end);
-    if (end == v || *end || !isfinite(x) || !(x >= lo && x <= hi) || (whole && x != floor(x)))
-        die("%s: '%s' is not a%s number in [%g, %g]", flag, v, whole ? " whole" : "", lo, hi);
+    int bad = end == v || *end || !isfinite(x) || !(x >= lo && x <= hi) || (whole && x != floor(x));
+    if (bad && whole) die("%s: '%s' is not a whole number in [%.0f, %.0f]", flag, v, lo, hi);   /* 1048576, not 1.04858e+06 */
+    if (bad) die("%s: '%s' is not a number in [%g, %g]", flag, v, lo, hi);
     return x;
 }
 /* what the command line set: the destinations of the flags given (flags that set the same
