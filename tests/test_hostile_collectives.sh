@@ -98,6 +98,9 @@ if $PLAN --plan 65536 > "$T/plan.txt" 2>&1 && grep -q "^plan: no split of 65536 
 count   # a slab far beyond this machine's memory (a batch of 4096 at 64^3) is not timed, and says so
 if $B/cf-bench --model "$I/m.cfg" --input-shape 4x64x64x64 --batch 4096 --steps 1 --plan 1 --mem-limit 1000 > "$T/plan.txt" 2>&1 &&
     grep -q "^1 .*(not timed)" "$T/plan.txt" && ! grep -qi "nan" "$T/plan.txt"; then ok; else bad "[31] an untimed split: $(grep '^1 ' "$T/plan.txt")"; fi
+count   # the same slab within a limit of 1 TB: it fits, but was not timed, and is not called too large for the limit
+if $B/cf-bench --model "$I/m.cfg" --input-shape 4x64x64x64 --batch 4096 --steps 1 --plan 1 --mem-limit 1000000 > "$T/plan.txt" 2>&1 &&
+    tail -1 "$T/plan.txt" | grep -q "^plan: no split of 1 ranks that fits 1000000 MB a rank could be timed"; then ok; else bad "[31] an untimed split that fits: $(tail -1 "$T/plan.txt")"; fi
 
 # ---- 32. a flag that this run would not read is refused by name
 family=32

@@ -136,7 +136,7 @@ static double plan_machine_mb(void) {
 static void plan_run(const plan_options *o) {
     cf_net whole;
     plan_row rows[32];
-    int n = 0, K, best = -1, kmax, rpn = o->ranks_per_node > 0 ? o->ranks_per_node : o->P;
+    int n = 0, K, best = -1, kmax, rpn = o->ranks_per_node > 0 ? o->ranks_per_node : o->P, untimed_fit = 0;
     int mb_digits = o->mem_limit_mb < 10 ? 2 : 0;   /* a limit below 1 MB shown as itself, not as 0 */
     double over = rpn > o->cores ? (double)rpn / o->cores : 1.0, here = plan_machine_mb();
     TRY(cf_net_load_cfg(&whole, o->model, o->has_shape ? &o->shape : NULL));
@@ -159,10 +159,14 @@ static void plan_run(const plan_options *o) {
         else   /* no step time, so no rate: the row says so rather than nan */
             printf("%-5d %-5d %11s %9.4f %11.4f %11.4f %10s %12s %10.1f %s\n", K, r->D, "(not timed)", r->halos, r->features, r->averaging, "-", "-",
                    r->mem_mb, r->fits ? "yes" : "no");
+        untimed_fit += r->fits && !isfinite(r->step);
         if (r->fits && isfinite(r->step) && (best < 0 || (double)o->B * r->D / r->step > (double)o->B * rows[best].D / rows[best].step)) best = n;
         n++;
     }
-    if (best < 0 && o->limit_is_machines)   /* more ranks on this one node would only shrink the limit */
+    if (best < 0 && untimed_fit)   /* fits the limit given, but not this machine */
+        printf("plan: no split of %d ranks that fits %.*f MB a rank could be timed: each is too large for this machine's memory (time it on a node that holds a rank's slab)\n",
+               o->P, mb_digits, o->mem_limit_mb);
+    else if (best < 0 && o->limit_is_machines)   /* more ranks on this one node would only shrink the limit */
         printf("plan: no split of %d ranks fits %.*f MB a rank (this machine's memory shared by %d ranks a node: give --ranks-per-node R, "
                "the ranks on each node, or --mem-limit MB; or a smaller batch)\n", o->P, mb_digits, o->mem_limit_mb, rpn);
     else if (best < 0) printf("plan: no split of %d ranks fits %.*f MB a rank (more ranks, for a larger split K, or a smaller batch)\n", o->P, mb_digits, o->mem_limit_mb);
