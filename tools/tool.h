@@ -881,8 +881,10 @@ TOOL_UNUSED static void lock_output(const char *what, const char *path) {
 TOOL_UNUSED static void lock_share(void) {
 #ifdef CF_USE_MPI
     if (cf_dist_size() <= 1) return;
+    TOOL_WAIT("MPI_Bcast (the checkpoint's lock)");
     MPI_Bcast(tool_lock_path, (int)sizeof tool_lock_path, MPI_CHAR, 0, MPI_COMM_WORLD);
     MPI_Bcast(tool_lock_peer, (int)sizeof tool_lock_peer, MPI_CHAR, 0, MPI_COMM_WORLD);
+    TOOL_WAITED;
 #endif
 }
 /* The new checkpoint is complete on disk (CKPT.next, itself written atomically) before the
