@@ -120,6 +120,11 @@ else echo "skipped: DeepCAM flags of cf-eval (no DeepCAM checkpoint: python3-num
 refused "cf-train --override without --resume" "--override: .*needs --resume" $TR --model "$I/m.cfg" --out "$O/o.cfck" --override
 count; [ ! -e "$O/o.cfck" ] && ok || bad "[32] --override without --resume trained $O/o.cfck"
 rm -f "$O"/o.cfck*
+refused "cf-check --tolerance without --gradcheck" "--tolerance: a setting of --gradcheck; needs --gradcheck" $B/cf-check --model "$I/m.cfg" --summary --tolerance 0.5
+refused "cf-check --mode train without --dump" "--mode: a setting of --dump; needs --dump" $B/cf-check --model "$I/m.cfg" --summary --mode train
+refused "cf-synth --pm-mesh without --pm" "--pm-mesh 4: .*needs --pm" $B/cf-synth cosmo --out "$O/pm" --samples 1 --size 16 --pm-mesh 4
+count; [ ! -e "$O/pm" ] && ok || bad "[32] cf-synth --pm-mesh without --pm wrote $O/pm"
+rm -rf "$O/pm"
 refused "cf-bench --allreduce-floats without --allreduce" "--allreduce-floats 1000: .*needs --allreduce" $B/cf-bench --model "$I/m.cfg" --steps 1 --no-sgemm --allreduce-floats 1000
 
 # ---- 33. messages that say what is wrong: whole bounds as whole numbers, shapes that differ by what
