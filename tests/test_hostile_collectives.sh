@@ -4,29 +4,31 @@
 # however it ends, leaves its lock; 31: cf-bench --plan takes only layouts that exist;
 # 32: a flag that would be ignored is refused by name; 33: messages say what is wrong.
 
-# stopped NAME WORDS CMD...: CMD runs under $MPIRUN -np 2; rank 1 is stopped (kill -STOP) as
-# soon as it runs, or once the file $STOP_AFTER exists.  The job must end within 20 s, a rank
-# saying WORDS on stderr.  The stopped rank is ended by its pid afterwards, whatever happened.
-rank_of() { tr '\0' '\n' < /proc/$1/environ 2> /dev/null | sed -n 's/^\(PMI_RANK\|OMPI_COMM_WORLD_RANK\)=//p' | head -1; }
+# stopped NAME WORDS CMD...: CMD runs under $MPIRUN -np 2, each rank writing its pid first;
+# rank 1 is stopped (kill -STOP) at its start, before CMD (with STOP_AT_START=1), or
+# $STOP_DELAY s after both run, or once the file $STOP_AFTER exists.  Rank 0 must end within
+# 20 s, saying WORDS on stderr.  The launcher may wait for the stopped rank: it is ended by its
+# pid afterwards, whatever happened, and the job with it.
 stopped() {
     name=$1; want=$2; shift 2
-    tool=$(basename "$1")
     count
-    $MPIRUN -np 2 "$@" > "$T/stop.out" 2> "$T/stop.err" < /dev/null &
+    rm -f "$T"/rank[01].pid
+    $MPIRUN -np 2 sh -c 'r=${PMI_RANK:-$OMPI_COMM_WORLD_RANK}; echo $$ > "$0/rank$r.pid"; [ "$r" = 1 ] && [ "$1" = 1 ] && kill -STOP $$; shift; exec "$@"' \
+        "$T" "${STOP_AT_START:-0}" "$@" > "$T/stop.out" 2> "$T/stop.err" < /dev/null &
     job=$!
-    victim=""; i=0
-    while [ -z "$victim" ] && [ $i -lt 100 ]; do   # this job's rank 1 (its arguments name this test's directory)
-        sleep 0.1; i=$((i + 1))
-        victim=$(pgrep -f "$tool.*$T" | while read -r p; do [ "$(cat /proc/$p/comm 2>/dev/null)" = "$tool" ] && [ "$(rank_of $p)" = 1 ] && echo "$p"; done | head -1)
-    done
+    i=0; while { [ ! -s "$T/rank0.pid" ] || [ ! -s "$T/rank1.pid" ]; } && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    first=$(cat "$T/rank0.pid" 2> /dev/null); victim=$(cat "$T/rank1.pid" 2> /dev/null)
+    [ -n "$STOP_DELAY" ] && sleep "$STOP_DELAY"
     i=0; while [ -n "$STOP_AFTER" ] && [ ! -e "$STOP_AFTER" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
     [ -n "$victim" ] && kill -STOP "$victim"
-    i=0; while kill -0 $job 2> /dev/null && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
-    if [ -z "$victim" ]; then bad "[$family] $name: rank 1 never ran: $(head -c 400 "$T/stop.err")"
-    elif kill -0 $job 2> /dev/null; then bad "[$family] $name: the job still runs 20 s after a rank was stopped"
+    i=0; while [ -n "$first" ] && kill -0 "$first" 2> /dev/null && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+    if [ -z "$victim" ] || [ -z "$first" ]; then bad "[$family] $name: the two ranks never ran: $(head -c 400 "$T/stop.err")"
+    elif kill -0 "$first" 2> /dev/null; then bad "[$family] $name: rank 0 still runs 20 s after rank 1 was stopped"
     elif ! grep -q -- "$want" "$T/stop.err"; then bad "[$family] $name: stderr lacks '$want': $(head -c 400 "$T/stop.err")"
     else ok; fi
     [ -n "$victim" ] && { kill -CONT "$victim" 2> /dev/null; kill -9 "$victim" 2> /dev/null; }
+    [ -n "$first" ] && kill -9 "$first" 2> /dev/null
+    i=0; while kill -0 $job 2> /dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
     kill $job 2> /dev/null; wait $job 2> /dev/null
 }
 NO_ANSWER="got no answer from its peers in 3 s"
@@ -44,12 +46,16 @@ accepted "cf-eval --comm-timeout 5 as one process" $EV --weights "$I/c.cfck" --d
 count; for t in cf-eval cf-bench; do $B/$t --help | grep -q -- "--comm-timeout S .*(default 1800)" || echo "$t"; done > "$T/helps"
 [ ! -s "$T/helps" ] && ok || bad "[29] --help lacks '--comm-timeout S ... (default 1800)': $(cat "$T/helps")"
 if [ -n "$MPIRUN" ]; then
-    stopped "cf-eval --spatial 2 --comm-timeout 3, one rank stopped" "$NO_ANSWER" \
+    STOP_AT_START=1   # (cf-eval's 2 samples take less than the polling)
+    stopped "cf-eval --spatial 2 --comm-timeout 3, rank 1 stopped at its start" "$NO_ANSWER" \
         $B/cf-eval --model "$I/split.cfg" --weights "$I/split.cfck" --data "$I/va" --spatial 2 --comm-timeout 3
+    STOP_AT_START=""
+    STOP_DELAY=1   # (cf-bench: within its steps)
     stopped "cf-bench --spatial 2 --comm-timeout 3, one rank stopped" "$NO_ANSWER" \
         $B/cf-bench --model "$I/split.cfg" --steps 100000 --no-sgemm --spatial 2 --comm-timeout 3
-    stopped "cf-bench --allreduce --comm-timeout 3, one rank stopped" "$NO_ANSWER" \
-        $B/cf-bench --model "$I/m.cfg" --steps 0 --allreduce --allreduce-floats 1000000 --comm-timeout 3
+    stopped "cf-bench --allreduce (data parallel) --comm-timeout 3, one rank stopped" "$NO_ANSWER" \
+        $B/cf-bench --model "$I/m.cfg" --steps 100000 --no-sgemm --allreduce --comm-timeout 3
+    STOP_DELAY=""
 else echo "skipped: stopped ranks of cf-eval and cf-bench (no launcher for this build's MPI)"; fi
 
 # ---- 30. the lock of a multi-rank run is gone however the run ends: an error on every rank

@@ -826,6 +826,7 @@ static void lock_release(void) {
     if (!fstat(tool_lock_fd, &a) && !lstat(tool_lock_path, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino) unlink(tool_lock_path);
     close(tool_lock_fd);
     tool_lock_fd = -1;
+    tool_lock_peer[0] = 0;   /* (released: no second try through lock_release_peer) */
 }
 /* what a lock file says: "pid N on HOST"; 1 when it says that (or nothing: one being made), 0 otherwise */
 static int lock_words(int fd, char *who, size_t n, long *pid) {
