@@ -3052,8 +3052,9 @@ static int cf__ints(const char *v, int *out, int max) {
         out[n++] = (int)x;
         p = end;
         while (*p == ' ') p++;
-        if (*p == ',' || *p == 'x') p++;
-        else if (*p) return -1;
+        if (!*p) break;
+        if (*p != ',' && *p != 'x') return -1;   /* junk after a number: "4x32x32x32junk" */
+        if (!*++p) return -1;                    /* a separator with no number after it: "4x32x32x32," */
     }
     return n;
 }
@@ -4001,9 +4002,13 @@ static int cf__net_section(cf_net *net, cf__section *s, const char *name, const 
     for (i = 0; i < s->n_kv; i++)
         if (!s->kv[i].used) return cf_fail("%s:%d: unknown key '%s' in [net]", name, s->kv[i].line, s->kv[i].key);
     if (!o) return CF_OK;
-    if ((o->d == 1) != (net->input.d == 1) || o->c != net->input.c)
-        return cf_fail("%s: --input-shape %dx%dx%dx%d does not fit the model's input %dx%dx%dx%d (same channels and dimensionality needed)",
-                       name, o->c, o->d, o->h, o->w, net->input.c, net->input.d, net->input.h, net->input.w);
+    if (o->c != net->input.c)
+        return cf_fail("%s: --input-shape %dx%dx%dx%d has %d channels; the model's input %dx%dx%dx%d has %d (only the spatial size can change)",
+                       name, o->c, o->d, o->h, o->w, o->c, net->input.c, net->input.d, net->input.h, net->input.w, net->input.c);
+    if ((o->d == 1) != (net->input.d == 1))   /* a depth of 1 is a 2-D shape (CxHxW) */
+        return cf_fail("%s: --input-shape %dx%dx%dx%d is %s (depth %d); the model's input %dx%dx%dx%d is %s: give %s",
+                       name, o->c, o->d, o->h, o->w, o->d == 1 ? "2-D" : "3-D", o->d, net->input.c, net->input.d, net->input.h, net->input.w,
+                       net->input.d == 1 ? "2-D" : "3-D", net->input.d == 1 ? "CxHxW" : "CxDxHxW with a depth above 1");
     net->input = *o;
     return CF_OK;
 }
@@ -5487,7 +5492,8 @@ static int cf__set_number(const cf__setting *k, const char *v, double *x) {
     char *end;
     *x = strtod(v, &end);
     if (end == v || *end || !(*x >= k->lo && *x <= k->hi) || (k->kind != CF__SET_DOUBLE && *x != floor(*x)))
-        return cf_fail("%s: '%s' is not a%s number in [%g, %g]", k->key, v, k->kind != CF__SET_DOUBLE ? " whole" : "", k->lo, k->hi);
+        return k->kind != CF__SET_DOUBLE ? cf_fail("%s: '%s' is not a whole number in [%.0f, %.0f]", k->key, v, k->lo, k->hi)   /* 1099511627776, not 1.09951e+12 */
+                                         : cf_fail("%s: '%s' is not a number in [%g, %g]", k->key, v, k->lo, k->hi);
     return CF_OK;
 }
 /* decay=none or E:F,... (epochs >= 0, factors > 0, at most 16) */

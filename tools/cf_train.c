@@ -71,7 +71,7 @@ static void flag_table(options *o) {
         {"--sync-bn", NULL, FLAG_SET, &o->sync_bn, 1, 0, "batch-norm statistics of the global batch (PyTorch's SyncBatchNorm; default per rank)", NULL, NULL},
         {"--spatial", "K", FLAG_INT, &o->spatial, 1, 65536, "each sample split by depth across K ranks (groups of K consecutive ranks share samples, each rank reading and holding its slab; "
          "the groups run data parallelism; docs/mpi.md, 'A sample across ranks'); default 1", NULL, NULL},
-        {"--comm-timeout", "S", FLAG_INT, &tool_comm_timeout, 0, 1e6, "end this rank when an MPI operation gets no answer from its peers in S s (a node or link gone; 0: wait for ever)", NULL, NULL},
+        COMM_TIMEOUT_FLAG,
         {NULL, NULL, FLAG_STR, NULL, 0, 0, "The training step (the library's cf_train_config; defaults: the MLPerf references'):", NULL, NULL},
     };
     n_flags = (int)(sizeof f / sizeof f[0]);
@@ -108,6 +108,7 @@ static void parse_flags(options *o, int argc, char **argv) {
     flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
     if (!o->train || !o->val || !o->out) die("needs --train, --val and --out (see --help)");
     if (!o->model && !o->resume) die("needs --model M.cfg, or --resume CKPT to take the model from the checkpoint");
+    if (o->override && !o->resume) die("--override: lets the flags given win over the settings --resume's checkpoint records; needs --resume CKPT");
     if (o->progress) o->progress = isatty(2) ? 1 : 2;
     if (o->spatial > 1 && o->staged) die("--spatial %d with --staged: the ranks of a group read the same samples, so their --train cannot be each rank's own", o->spatial);
 }
@@ -343,6 +344,7 @@ static void setup(run *R, int argc, char **argv) {
     if (R->rank) o->progress = 0;
     check_outputs(R);
     if (R->rank == 0) lock_output("--out", o->out);   /* one writer per checkpoint */
+    lock_share();   /* (a rank that ends the job removes it too) */
     mll_open(o->mllog, o->resume != NULL);
     MLL_EVENT("cache_clear", "true");
     MLL_START("init_start", NULL);
