@@ -52,9 +52,10 @@ done
 waitjob "$j" 240
 n=$(grep -c '^cf-train.sbatch: job .* attempt [0-9]*, resuming from' "$T/rq.out")
 missing=$(e=1; while [ $e -le $E ]; do grep -q "^epoch $e " "$T/rq.out" || printf ' %d' $e; e=$((e + 1)); done)
-[ "$n" = 4 ] && cmp -s "$T/u.cfck" "$T/rq.cfck" && [ -z "$missing" ] && [ ! -e "$T/rq.cfck.lock" ] &&
-    ok "tools/cf-train.sbatch requeued 4 times (3 by hand, 1 by its warning signal): the uninterrupted run's bytes, every epoch line 1-$E" ||
-    bad "the requeued job: $n resumes, epochs missing:$missing; $(grep -E 'cf-train|error' "$T/rq.out" | tail -4)"
+stops=$(grep -c '^cf-train: SIGTERM: stopped after' "$T/rq.out")
+[ "$n" = 4 ] && [ "$stops" = 4 ] && cmp -s "$T/u.cfck" "$T/rq.cfck" && [ -z "$missing" ] && [ "$(grep -c '^epoch ' "$T/rq.out")" = $E ] && [ ! -e "$T/rq.cfck.lock" ] &&
+    ok "tools/cf-train.sbatch requeued 4 times (3 by hand, 1 by its warning signal), each stopped at a step ($(grep -o 'stopped after [^;]*' "$T/rq.out" | sed 's/stopped after //' | tr '\n' ';')): the uninterrupted run's bytes, every epoch line 1-$E once" ||
+    bad "the requeued job: $n resumes, $stops stops at a step, epochs missing:$missing; $(grep -E 'cf-train|error' "$T/rq.out" | tail -4)"
 grep -q "warning signal: requeueing job $j" "$T/rq.out" && ok "the warning signal requeued the job" || bad "no requeue at the warning signal"
 # scancel: the ranks end by SIGTERM, the checkpoint intact, no lock; --resume continues
 j=$(sbatch --parsable -n 2 -o "$T/c.out" --wrap "srun --mpi=pmi2 $B/cf-train $A --epochs 100000 --out $T/c.cfck")
