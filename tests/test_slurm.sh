@@ -1,6 +1,6 @@
 #!/bin/sh
-# cf-train under a real Slurm (tests/slurm.sh: munged, slurmctld and a slurmd of 2 CPUs from a
-# scratch directory; root and Debian's slurm-wlm and munge, else skipped): srun --mpi=pmi2 and
+# cf-train under a real Slurm (tests/slurm.sh: munged, slurmctld and two slurmd, nodes n1 and
+# n2 of one CPU, from a scratch directory; root and Debian's slurm-wlm and munge, else skipped): srun --mpi=pmi2 and
 # mpirun inside sbatch give mpirun's checkpoint bytes; srun without an MPI plugin is refused
 # naming srun --mpi=pmi2; tools/cf-train.sbatch, as written, requeued three times by hand
 # (scontrol requeue) and once by its own warning signal, ends with the uninterrupted run's
@@ -19,15 +19,15 @@ T=$(mktemp -d /tmp/cf-slurm-XXXXXX); S=$(mktemp -d /tmp/cf-slurmd-XXXXXX)
 trap 'slurm_down "$S"; rm -rf "$T"' EXIT
 trap 'exit 1' INT TERM
 slurm_up "$S" 2 || { bad "the cluster did not start: $(tail -3 "$S"/log/*.log 2>/dev/null)"; echo "$pass passed, $fail failed"; exit 1; }
-ok "a cluster of one node of 2 CPUs: $(sinfo -h -o '%P %D %T')"
+ok "a cluster of 2 nodes of 1 CPU: $(sinfo -h -o '%P %D %T %N')"
 B=$(pwd)/bin
 $B/cf-synth cosmo --out "$T/tr" --samples 8 --size 16 --seed 1 --format npy > /dev/null && $B/cf-synth cosmo --out "$T/va" --samples 4 --size 16 --seed 2 > /dev/null || bad "data"
 export OMP_NUM_THREADS=1
 A="--model $(pwd)/models/cosmoflow-small.cfg --input-shape 4x16x16x16 --batch 2 --train $T/tr --val $T/va --no-progress --seed 3"
 # the same job three ways: mpirun (the reference), srun --mpi=pmi2, mpirun inside sbatch
 timeout 120 mpirun.mpich -np 2 $B/cf-train $A --epochs 2 --out "$T/m.cfck" > "$T/m.txt" 2>&1 || bad "mpirun: $(tail -2 "$T/m.txt")"
-timeout 120 srun -n 2 --mpi=pmi2 $B/cf-train $A --epochs 2 --out "$T/s.cfck" > "$T/s.txt" 2>&1 && cmp -s "$T/m.cfck" "$T/s.cfck" &&
-    ok "srun -n 2 --mpi=pmi2: $(grep -o '2 ranks x batch 2' "$T/s.txt"), mpirun's bytes" || bad "srun --mpi=pmi2: $(tail -2 "$T/s.txt")"
+timeout 120 srun -N 2 -n 2 --mpi=pmi2 $B/cf-train $A --epochs 2 --out "$T/s.cfck" > "$T/s.txt" 2>&1 && cmp -s "$T/m.cfck" "$T/s.cfck" &&
+    ok "srun -N 2 -n 2 --mpi=pmi2 (a rank on each node): $(grep -o '2 ranks x batch 2' "$T/s.txt"), mpirun's bytes" || bad "srun --mpi=pmi2: $(tail -2 "$T/s.txt")"
 waitjob() {   # waitjob ID SECONDS: until the job has left the queue
     i=0; while squeue -h -j "$1" 2>/dev/null | grep -q . && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i + 1)); done
     ! squeue -h -j "$1" 2>/dev/null | grep -q .
@@ -70,5 +70,24 @@ i=0; while ! grep -q "^epoch 3 " "$T/u1.out" 2>/dev/null && queued "$j" && [ $i 
 scancel --signal=USR1 "$j"; waitjob "$j" 30
 $B/cf-check --weights "$T/u1.cfck" --info > "$T/ci.txt" 2>&1 && grep -q "CRC32C correct" "$T/ci.txt" && [ ! -e "$T/u1.cfck.lock" ] &&
     ok "SIGUSR1 to the ranks: ended within 30 s, the checkpoint intact ($(grep -o 'epoch [0-9]*' "$T/ci.txt" | head -1)), no lock" || bad "SIGUSR1: $(tail -3 "$T/u1.out")"
+# CF_SLURM_LONG=1 (make test-slurm-long, about 6 minutes): a real time limit first.  A job of
+# --time=1 ends at its limit (Slurm sends SIGTERM: the run stops at a step), tools/cf-train.sbatch
+# resumes it and is requeued twice by hand; the end is the uninterrupted run's bytes.
+if [ "${CF_SLURM_LONG:-0}" = 1 ]; then
+    E=1500
+    timeout 900 mpirun.mpich -np 2 $B/cf-train $A --epochs $E --out "$T/u3.cfck" > /dev/null 2>&1 || bad "the uninterrupted run of $E epochs"
+    j=$(sbatch --parsable -n 2 --time=1 -o "$T/tl.out" --wrap "srun --mpi=pmi2 $B/cf-train $A --epochs $E --out $T/tl.cfck") && waitjob "$j" 300
+    state=$(scontrol show job "$j" 2>/dev/null | grep -o 'JobState=[A-Z]*')
+    grep -q '^cf-train: SIGTERM: stopped after' "$T/tl.out" && ok "a real time limit ($state): $(grep -o 'stopped after [^;]*' "$T/tl.out")" || bad "the time limit: $state; $(tail -3 "$T/tl.out")"
+    j=$(sbatch --parsable -n 2 -o "$T/tl.out" tools/cf-train.sbatch $A --epochs $E --out "$T/tl.cfck")
+    for at in 1 2; do
+        sleep 10; scontrol requeue "$j"
+        i=0; while ! [ "$(grep -c '^cf-train.sbatch: job .* attempt' "$T/tl.out")" -gt $at ] && queued "$j" && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+    done
+    waitjob "$j" 600
+    cmp -s "$T/u3.cfck" "$T/tl.cfck" && [ "$(grep -c '^cf-train: SIGTERM: stopped after' "$T/tl.out")" = 3 ] &&
+        ok "a time limit and two requeues, each stopped at a step ($(grep -o 'stopped after [^;]*' "$T/tl.out" | sed 's/stopped after //' | tr '\n' ';')): the uninterrupted run's bytes" ||
+        bad "the chain after a time limit: $(cmp "$T/u3.cfck" "$T/tl.cfck" 2>&1); $(grep -E '^cf-train' "$T/tl.out" | tail -4)"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
