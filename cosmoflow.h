@@ -407,7 +407,8 @@ CFDEF int cf_train_config_set(cf_train_config *c, const char *key, const char *v
 CFDEF int cf_train_config_get(const cf_train_config *c, const char *key, char *out, size_t n);
 CFDEF const char *cf_train_config_key(int i, const char **arg, const char **help);
 /* Gradient lag's state (cf_dist_grad_lag): zero it before the first use; its fields are the
-   library's */
+   library's (pending: 1 a sum whose allreduce is in flight, 2 an average read from a
+   checkpoint) */
 typedef struct { float *buf[2]; int cur, pending; void *req; } cf_grad_lag;
 struct cf__train_private;
 typedef struct {
@@ -548,6 +549,13 @@ CFDEF int cf_checkpoint_save(const char *path, const cf_net *net, const cf_train
    compute what the checkpoint's model computes (else an error names the first difference:
    the input shape, a layer's type, activation, geometry, ...).  st may be NULL. */
 CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st);
+/* A trainer's checkpoint: cf_checkpoint_save's, and with gradient lag (grad_lag 1) the
+   averaged gradient the next step applies (format 4), so that a run resumed from it
+   continues to the byte; cf_train_resume_pending puts that gradient back into a trainer made
+   after cf_checkpoint_load (a checkpoint without one: nothing changes).  (Not with a split:
+   gradient lag does not run there.) */
+CFDEF int cf_checkpoint_save_trainer(const char *path, cf_trainer *t, const cf_train_state *st);
+CFDEF int cf_train_resume_pending(cf_trainer *t, const char *path);
 /* Reads only the cfg text embedded in a checkpoint (the caller frees it with cf_free). */
 CFDEF int cf_checkpoint_cfg(const char *path, char **cfg_text, cf_shape *input);
 /* A checkpoint is its own model: builds the net its cfg text and input shape describe
@@ -6150,8 +6158,10 @@ CFDEF int cf_npy_write(const char *path, const cf_array *a) {
    written as zeros) | CRC32C of everything before it.  The meta
    text is what the training tool records of its run (key=value lines: optimizer, input
    transform, ...), and the line "updates=N" when the optimizer updates differ from the steps
-   (gradient lag, skipped steps; older checkpoints: as many as steps).  Still read:
-   "CFCKPT02" (no meta) and "CFCKPT01" (no meta, no stats and n_params of optimizer state). */
+   (gradient lag, skipped steps; older checkpoints: as many as steps).  "CFCKPT04", written by
+   cf_checkpoint_save_trainer with gradient lag, adds after the optimizer state u64 n_params
+   and the averaged gradient the next step applies.  Still read: "CFCKPT02" (no meta) and
+   "CFCKPT01" (no meta, no stats and n_params of optimizer state). */
 typedef struct { int fd; uint32_t crc; int bad; } cf__rd;
 static int cf__rd_get(cf__rd *r, void *p, size_t n) {
     if (r->bad || cf__read_full(r->fd, p, n) != n) { r->bad = 1; return CF_ERR; }
@@ -6202,7 +6212,7 @@ static void cf__send_pieces(const cf_net *net, const float *buf) {
 }
 
 /* writes format version 1, 2 or 3 (the tests write the old ones to check they are read) */
-static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_train_state *st, int version) {
+static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_train_state *st, int version, const float *pending) {
     cf_atomic_file af;
     uint32_t crc = 0, mlen;
     uint64_t u[6];
@@ -6245,12 +6255,17 @@ static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_tr
     if (version >= 2) cf__wr_put(&af, &crc, net->stats, net->n_stats * sizeof(float));
     for (s = 0; s < 2; s++)   /* (a slot not held: zeros) */
         cf__wr_pieces(version >= 2 || s == 0 ? &af : NULL, &crc, net, s < net->opt_slots ? net->opt + (size_t)s * net->n_params : NULL, tmp);
+    if (version >= 4) {   /* gradient lag's pending average (never split) */
+        uint64_t np = net->n_params;
+        cf__wr_put(&af, &crc, &np, 8);
+        cf__wr_put(&af, &crc, pending, net->n_params * sizeof(float));
+    }
     CF_FREE(tmp);
     cf_atomic_write(&af, &crc, 4);
     return cf_atomic_commit(&af);
 }
 CFDEF int cf_checkpoint_save(const char *path, const cf_net *net, const cf_train_state *st) {
-    return cf__checkpoint_write(path, net, st, 3);
+    return cf__checkpoint_write(path, net, st, 3, NULL);
 }
 
 /* the header: magic, cfg text (malloc'd), input shape, then the counts and state */
@@ -6261,7 +6276,7 @@ static int cf__ckpt_header(cf__rd *r, const char *path, cf__ckpt_head *h, int wh
     uint32_t mlen = 0;
     int32_t shp[4];
     memset(h, 0, sizeof *h);
-    if (cf__rd_get(r, magic, 8) || memcmp(magic, "CFCKPT0", 7) || magic[7] < '1' || magic[7] > '3')
+    if (cf__rd_get(r, magic, 8) || memcmp(magic, "CFCKPT0", 7) || magic[7] < '1' || magic[7] > '4')
         return cf_fail("%s: not a cosmoflow.h checkpoint (bad magic)", path);
     h->version = magic[7] - '0';
     if (cf__rd_get(r, &len, 8) || len > (16u << 20)) return cf_fail("%s: corrupt checkpoint header", path);
@@ -6442,6 +6457,13 @@ static int cf__rd_crc_ok(cf__rd *r) {
     unsigned char extra;
     return !r->bad && cf__read_full(r->fd, &crc_file, 4) == 4 && crc_file == r->crc && cf__read_full(r->fd, &extra, 1) == 0;
 }
+/* format 4's block: u64 n (np) and n floats into dst (NULL: dropped); CF_ERR when n is not np
+   or a value is not finite */
+static int cf__rd_pending(cf__rd *r, size_t np, float *dst, float *tmp) {
+    uint64_t n = 0;
+    if (cf__rd_get(r, &n, 8) || n != np) { r->bad = 1; return CF_ERR; }
+    return cf__rd_floats(r, dst, np, tmp, 1) & 1 ? CF_OK : CF_ERR;
+}
 static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf_net *net) {
     size_t np = net->priv->split.shard >= 0 ? net->priv->split.whole_n : net->n_params, n_stats = h->version >= 2 ? net->n_stats : 0;
     int slots = h->version >= 2 ? 2 : 1, s, params_ok, opt_ok = 1, second = 0, f;
@@ -6458,6 +6480,7 @@ static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf
         if (!(f & 1)) opt_ok = 0;
         if (s == 1 && (f & 2)) second = 1;   /* second moments: the network needs their slot */
     }
+    if (h->version >= 4 && cf__rd_pending(r, np, NULL, tmp)) opt_ok = 0;
     if (r->bad) { CF_FREE(tmp); return cf_fail("%s: truncated checkpoint", path); }
     if (!cf__rd_crc_ok(r)) { CF_FREE(tmp); return cf_fail("%s: checksum mismatch or trailing bytes: the checkpoint is corrupt", path); }
     if (!params_ok) { CF_FREE(tmp); return cf_fail("%s: its parameters or statistics hold a NaN or an infinity", path); }
@@ -6477,6 +6500,7 @@ static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf
     if (second && cf__opt_slots(net, 2)) { CF_FREE(tmp); return CF_ERR; }
     memset(net->opt, 0, (size_t)net->opt_slots * net->n_params * sizeof(float));
     for (s = 0; s < slots; s++) cf__rd_pieces(r, net, s < net->opt_slots ? net->opt + (size_t)s * net->n_params : NULL, tmp);
+    if (h->version >= 4) cf__rd_pending(r, np, NULL, tmp);
     CF_FREE(tmp);
     if (!cf__rd_crc_ok(r)) return cf_fail("%s: changed while it was read (its second reading does not match its CRC): load it again", path);
     return CF_OK;
@@ -6498,6 +6522,41 @@ CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st) 
     net->priv->updates = cf__ckpt_updates(h.meta, h.u[1]);
     if (st) cf__ckpt_state(st, &h);
     return CF_OK;
+}
+static int cf__grad_lag_average(cf_grad_lag *lag, size_t n, float *out);   /* (section 10) */
+static int cf__grad_lag_set(cf_grad_lag *lag, size_t n, const float *avg);
+CFDEF int cf_checkpoint_save_trainer(const char *path, cf_trainer *t, const cf_train_state *st) {
+    float *avg;
+    int rc;
+    if (cf__trainer_check(t, "cf_checkpoint_save_trainer")) return CF_ERR;
+    if (!t->cfg.grad_lag || !t->priv->lag.pending) return cf_checkpoint_save(path, t->net, st);
+    if (!(avg = CF__NEW(float, t->net->n_params + 1))) return CF_ERR;
+    cf__grad_lag_average(&t->priv->lag, t->net->n_params, avg);
+    rc = cf__checkpoint_write(path, t->net, st, 4, avg);
+    CF_FREE(avg);
+    return rc;
+}
+CFDEF int cf_train_resume_pending(cf_trainer *t, const char *path) {
+    cf__rd r;
+    cf__ckpt_head h;
+    float *avg = NULL, *tmp = NULL;
+    size_t np, slots, skip;
+    int rc = CF_OK;
+    if (cf__trainer_check(t, "cf_train_resume_pending")) return CF_ERR;
+    if (cf__ckpt_open(&r, path) < 0) return CF_ERR;
+    if (!(rc = cf__ckpt_header(&r, path, &h, 1)) && h.version >= 4) {
+        np = t->net->n_params; slots = 2;
+        skip = (np + h.u[4] + slots * np) * sizeof(float);   /* params, stats, two optimizer slots */
+        if (h.u[0] != np) rc = cf_fail("%s: its gradient lag's gradient is not this network's", path);
+        else if (lseek(r.fd, (off_t)skip, SEEK_CUR) < 0) rc = cf_fail("%s: cannot seek", path);
+        else if (!(avg = CF__NEW(float, np + 1)) || !(tmp = CF__NEW(float, CF__CKPT_CHUNK))) rc = CF_ERR;
+        else if (cf__rd_pending(&r, np, avg, tmp)) rc = cf_fail("%s: its gradient lag's gradient is truncated or not finite", path);
+        else if (!t->cfg.grad_lag) rc = cf_fail("%s: holds a gradient lag's gradient, but the trainer runs without gradient lag", path);
+        else rc = cf__grad_lag_set(&t->priv->lag, np, avg);
+    }
+    close(r.fd);
+    CF_FREE(h.cfg); CF_FREE(avg); CF_FREE(tmp);
+    return rc;
 }
 
 /* What a checkpoint holds, for cf-check --info: the header, and the whole file read once to
@@ -7404,21 +7463,46 @@ CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {
         lag->req = CF_MALLOC(sizeof(MPI_Request));
         if (!lag->buf[0] || !lag->buf[1] || !lag->req) return cf_fail("out of memory for the gradient lag buffers");
     }
-    if (had && size > 1) { CF__WAIT("MPI_Wait (the previous step's gradient)"); MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE); CF__WAITED; }
+    if (had == 1 && size > 1) { CF__WAIT("MPI_Wait (the previous step's gradient)"); MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE); CF__WAITED; }
     next = 1 - lag->cur;
     memcpy(lag->buf[next], net->grads, n * sizeof(float));
     if (size > 1) MPI_Iallreduce(MPI_IN_PLACE, lag->buf[next], (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, (MPI_Request *)lag->req);
-    if (had) for (k = 0; k < n; k++) net->grads[k] = lag->buf[lag->cur][k] * inv;
+    if (had == 2) memcpy(net->grads, lag->buf[lag->cur], n * sizeof(float));   /* an average from a checkpoint */
+    else if (had) for (k = 0; k < n; k++) net->grads[k] = lag->buf[lag->cur][k] * inv;
     lag->cur = next;
     lag->pending = 1;
     return had;
 }
 CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag) {
     if (!lag) return;
-    if (lag->pending && cf_dist_size() > 1) { CF__WAIT("MPI_Wait (the last gradient)"); MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE); CF__WAITED; }
+    if (lag->pending == 1 && cf_dist_size() > 1) { CF__WAIT("MPI_Wait (the last gradient)"); MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE); CF__WAITED; }
     CF_FREE(lag->buf[0]); CF_FREE(lag->buf[1]); CF_FREE(lag->req);
     memset(lag, 0, sizeof *lag);
 }
+#ifndef CF_NO_FILES   /* (for the checkpoints of section 9) */
+/* the average the next step applies (n floats into out): 1, or 0 when nothing is pending */
+static int cf__grad_lag_average(cf_grad_lag *lag, size_t n, float *out) {
+    size_t k;
+    float inv = 1.0f / (float)cf_dist_size();
+    if (!lag->pending) return 0;
+    if (lag->pending == 1 && cf_dist_size() > 1) { CF__WAIT("MPI_Wait (the pending gradient)"); MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE); CF__WAITED; }
+    if (lag->pending == 2) memcpy(out, lag->buf[lag->cur], n * sizeof(float));
+    else for (k = 0; k < n; k++) out[k] = lag->buf[lag->cur][k] * inv;   /* as cf_dist_grad_lag applies it */
+    return 1;
+}
+/* avg (n floats) the average the next step applies */
+static int cf__grad_lag_set(cf_grad_lag *lag, size_t n, const float *avg) {
+    if (!lag->buf[0]) {
+        lag->buf[0] = CF__NEW(float, n + 1); lag->buf[1] = CF__NEW(float, n + 1);
+        lag->req = CF_MALLOC(sizeof(MPI_Request));
+        if (!lag->buf[0] || !lag->buf[1] || !lag->req) return cf_fail("out of memory for the gradient lag buffers");
+    }
+    *(MPI_Request *)lag->req = MPI_REQUEST_NULL;
+    memcpy(lag->buf[lag->cur], avg, n * sizeof(float));
+    lag->pending = 2;
+    return CF_OK;
+}
+#endif
 #else
 CFDEF int cf_dist_init(int *argc, char ***argv) { (void)argc; (void)argv; return CF_OK; }
 CFDEF void cf_dist_finalize(void) {}
@@ -7468,6 +7552,22 @@ CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {   /* one process: a 
     return had;
 }
 CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag) { if (!lag) return; CF_FREE(lag->buf[0]); CF_FREE(lag->buf[1]); memset(lag, 0, sizeof *lag); }
+#ifndef CF_NO_FILES
+static int cf__grad_lag_average(cf_grad_lag *lag, size_t n, float *out) {
+    if (!lag->pending) return 0;
+    memcpy(out, lag->buf[lag->cur], n * sizeof(float));
+    return 1;
+}
+static int cf__grad_lag_set(cf_grad_lag *lag, size_t n, const float *avg) {
+    if (!lag->buf[0]) {
+        lag->buf[0] = CF__NEW(float, n + 1); lag->buf[1] = CF__NEW(float, n + 1);
+        if (!lag->buf[0] || !lag->buf[1]) return cf_fail("out of memory for the gradient lag buffers");
+    }
+    memcpy(lag->buf[lag->cur], avg, n * sizeof(float));
+    lag->pending = 2;
+    return CF_OK;
+}
+#endif
 #endif
 CFDEF void cf_net_average_stats(cf_net *net) {
     CF__NET_REQUIRE_VOID(net, "cf_net_average_stats");

@@ -436,7 +436,13 @@ static void lock_release(void);
 /* a signal that arrives while a checkpoint moves into place (ckpt_save: CKPT to CKPT.prev,
    CKPT.next to CKPT) waits for the second rename: ended between the two, a run left no CKPT */
 static volatile sig_atomic_t tool_in_ckpt = 0, tool_pending_signal = 0;
+/* A run that stops at a step (cf-train: tool_stop_at_steps) takes the first SIGTERM, SIGUSR1
+   or SIGUSR2 as a request, which it reads at the end of each step (tool_stop_requested: the
+   signal); a second signal, SIGINT or SIGHUP end it at once as above. */
+static volatile sig_atomic_t tool_stop_requested = 0;
+static int tool_stops_at_steps = 0;
 static void tool_on_signal(int sig) {
+    if (tool_stops_at_steps && !tool_stop_requested && (sig == SIGTERM || sig == SIGUSR1 || sig == SIGUSR2)) { tool_stop_requested = sig; return; }
     if (tool_in_ckpt) { tool_pending_signal = sig; return; }
     lock_release();   /* (fstat, lstat, unlink, close: safe in a handler) */
     signal(sig, SIG_DFL);
@@ -1051,37 +1057,51 @@ TOOL_UNUSED static void lock_share(void) {
     TOOL_WAITED;
 #endif
 }
-/* The new checkpoint is complete on disk (CKPT.next, itself written atomically) before the
-   previous one moves to CKPT.prev: a crash or a full disk at any moment leaves a valid CKPT
-   or CKPT.prev, and ckpt_resume takes either.  Nothing that is not a regular file is moved. */
-TOOL_UNUSED static void ckpt_save(const char *out, const cf_net *net, const cf_train_state *st) {
+/* The new checkpoint is complete on disk (CKPT.next, itself written atomically) before it
+   takes CKPT's name in one rename; the previous one stays as CKPT.prev, a second name (a
+   hard link) made before that rename.  So CKPT is whole at every instant: a kill -9 or a full
+   disk anywhere leaves the last checkpoint saved as CKPT, which every reader reads (cf-check,
+   cf-eval, --resume).  A file system without hard links gets two renames (CKPT to CKPT.prev,
+   CKPT.next to CKPT), a signal between them waiting for the second, and ckpt_resume takes
+   CKPT.next or CKPT.prev when CKPT is missing.  Nothing that is not a regular file is moved. */
+TOOL_UNUSED static void ckpt_save(const char *out, cf_trainer *t, const cf_train_state *st) {
     char prev[4200], next[4200];
     struct stat sb;
+    int have = 0;
     snprintf(prev, sizeof prev, "%s.prev", out);
     snprintf(next, sizeof next, "%s.next", out);
-    TRY(cf_checkpoint_save(next, net, st));
-    if (!stat(out, &sb) && !S_ISREG(sb.st_mode)) die("%s: is %s now, not a regular file: not moved", out, file_kind(sb.st_mode));
+    TRY(cf_checkpoint_save_trainer(next, t, st));   /* (with gradient lag, the gradient the next step applies) */
+    if (!stat(out, &sb)) {
+        if (!S_ISREG(sb.st_mode)) die("%s: is %s now, not a regular file: not moved", out, file_kind(sb.st_mode));
+        have = 1;
+    }
+    if (have && (unlink(prev) == 0 || errno == ENOENT) && link(out, prev) == 0) {
+        if (rename(next, out)) die("%s: cannot move the new checkpoint into place (%s)", out, strerror(errno));
+        return;
+    }
     tool_in_ckpt = 1;
-    if (access(out, F_OK) == 0 && rename(out, prev)) die("%s: cannot keep the previous checkpoint (%s)", out, strerror(errno));
+    if (have && rename(out, prev)) die("%s: cannot keep the previous checkpoint (%s)", out, strerror(errno));
     if (rename(next, out)) die("%s: cannot move the new checkpoint into place (%s)", out, strerror(errno));
     tool_in_ckpt = 0;
     if (tool_pending_signal) tool_on_signal(tool_pending_signal);   /* (one that came meanwhile: the run ends now) */
 }
-/* The newest valid one of CKPT.next (a crash before its rename), CKPT, CKPT.prev, loaded into
-   net; returns which (0, 1, 2), with a note on stderr when it had to fall back to CKPT.prev */
+/* CKPT, or when it is missing or damaged CKPT.next (a save ended between two renames) or
+   CKPT.prev, loaded into net; returns which (0 CKPT.next, 1 CKPT, 2 CKPT.prev), with a note on
+   stderr when it had to fall back to CKPT.prev */
 TOOL_UNUSED static int ckpt_resume(const char *ckpt, cf_net *net, cf_train_state *st, int quiet) {
-    static const char *suffix[3] = {".next", "", ".prev"};
+    static const char *suffix[3] = {"", ".next", ".prev"};
+    static const int which[3] = {1, 0, 2};
     char path[4200], main_err[8192] = "";
     int k;
     for (k = 0; k < 3; k++) {
         snprintf(path, sizeof path, "%s%s", ckpt, suffix[k]);
-        if (k != 1 && access(path, R_OK)) continue;
+        if (k != 0 && access(path, R_OK)) continue;
         if (cf_checkpoint_load(path, net, st) == CF_OK) break;
-        if (k == 1) snprintf(main_err, sizeof main_err, "%s", cf_failure_reason());
+        if (k == 0) snprintf(main_err, sizeof main_err, "%s", cf_failure_reason());
     }
     if (k == 3) die("%s", main_err);
-    if (k == 2 && !quiet) fprintf(stderr, "cf-%s: %s; resuming from %s\n", tool_name, main_err, path);
-    return k;
+    if (k > 0 && !quiet) fprintf(stderr, "cf-%s: %s; resuming from %s\n", tool_name, main_err, path);
+    return which[k];
 }
 /* an output file inside an output directory: not an input */
 TOOL_UNUSED static void output_in_dir(const char *path) {
