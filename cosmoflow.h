@@ -3237,7 +3237,7 @@ static int cf__filter_keys(cf__parser *p, cf_layer *l) {
    [dense] whose rows the group shares */
 static void cf__split_extend(cf_net *net, int i, const float *x);
 static void cf__split_geometry(const cf_net *net, int i, cf_shape *in, cf_geom *g);
-static void cf__split_reduce(cf_net *net, int i, float *dx, int store);
+static void cf__split_reduce(cf_net *net, int i, float *dx);
 static void cf__split_gather(cf_net *net, int i);
 static void cf__split_scatter(cf_net *net, int i);
 static void cf__shard_dense_forward(cf_net *net, int i);
@@ -3301,7 +3301,7 @@ static void cf__conv_backward(cf_net *net, int i) {
         cf__round_dz(net, i, dy);   /* dL/dz: an operand of both products */
     }
     /* (fused: the pool's backward has already written dL/dz, act's backward included, here) */
-    if (split) {   /* the extended input again, and its gradient first, returned to the slabs after */
+    if (split) {   /* the extended input again (a second halo exchange); its gradient first, to the slabs after */
         cf__split_extend(net, i, x);
         x = net->priv->split.ext;
         cf__split_geometry(net, i, &in, &g);
@@ -3317,7 +3317,10 @@ static void cf__conv_backward(cf_net *net, int i) {
         if (dx) cf__conv_backward_data_p(dx_to, dy, cf__w(net, l), B, in, l->out, &g, l->groups, net->priv->ws + net->priv->ws_floats,
                                          net->priv->ws_floats, cf__rounds(net, i), halves, store);
     }
-    if (split && dx) cf__split_reduce(net, i, dx, cf__stores_grad(net, l, 0));
+    if (split && dx) {   /* dext added into dx, zeroed first if it holds no values yet (section 9, stores) */
+        if (cf__stores_grad(net, l, 0)) memset(dx, 0, (size_t)B * cf_shape_size(l->in) * sizeof(float));
+        cf__split_reduce(net, i, dx);
+    }
     net->priv->stored_bf16 = !split;   /* the dispatcher rounded dx (when bf16); split: rounded after the halos are added */
 }
 
@@ -4685,7 +4688,11 @@ static int cf__split_whole(cf_net *net) {
    forward runs the convolution on the extended input, ext = [previous's last hb | own | next's
    first ha] (zeros beyond the volume's faces, or the other face's planes when periodic), with
    no padding along the depth; its backward-data gives the gradient of ext, whose halo parts
-   belong to the neighbours' planes: sent back and added there (docs/math.md, "Halos"). */
+   belong to the neighbours' planes: sent back and added there (docs/math.md, "Halos").  The
+   backward reads ext again (its backward-weights): it builds it again, a second exchange of
+   the same halos, rather than keep each convolution's from the forward; that exchange moves
+   hb + ha planes a convolution, less than a step's time can show (docs/performance.md, "The
+   backward's halo"). */
 
 /* planes [p0, p0 + np) of every (sample, channel) of x (BC of them, Dl planes of HW values)
    to and from buf (BC, np, HW) */
@@ -4729,9 +4736,9 @@ static void cf__split_geometry(const cf_net *net, int i, cf_shape *in, cf_geom *
     g->pb[0] = g->pa[0] = 0;
 }
 /* the gradient of conv i's extended input (priv->split.dext) back to the slabs: its own part
-   into dx (stored when dx holds no values yet, section 9), its halo parts sent to the
-   neighbours, and theirs of my planes added */
-static void cf__split_reduce(cf_net *net, int i, float *dx, int store) {
+   added into dx (which the caller has zeroed if it held no values yet), its halo parts sent to
+   the neighbours, and theirs of my planes added */
+static void cf__split_reduce(cf_net *net, int i, float *dx) {
     cf__split_state *sp = &net->priv->split;
     const cf_layer *l = &net->layers[i];
     int BC = net->batch * l->in.c, Dl = l->in.d, hb = sp->hb[i], ha = sp->ha[i], L = hb + Dl + ha, q;
@@ -4741,8 +4748,7 @@ static void cf__split_reduce(cf_net *net, int i, float *dx, int store) {
     for (q = 0; q < BC; q++) {
         const float *e = sp->dext + (size_t)q * L * HW;
         float *d = dx + (size_t)q * Dl * HW;
-        if (store) for (k = 0; k < (size_t)Dl * HW; k++) d[k] = 0.0f + e[(size_t)hb * HW + k];
-        else for (k = 0; k < (size_t)Dl * HW; k++) d[k] += e[(size_t)hb * HW + k];
+        for (k = 0; k < (size_t)Dl * HW; k++) d[k] += e[(size_t)hb * HW + k];
     }
     cf__planes_pack(to_prev, sp->dext, BC, L, HW, 0, hb);        /* the previous slab's last planes */
     cf__planes_pack(to_next, sp->dext, BC, L, HW, hb + Dl, ha);  /* the next slab's first */
