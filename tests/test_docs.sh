@@ -35,8 +35,8 @@ awk '/^[^\t#][^=]*:([^=]|$)/ { t = $0; sub(/:.*/, "", t); n = split(t, a, /[ \t]
 
 # What a page names, one item a line: "flag TOOL --F", "bareflag --F", "prog NAME",
 # "target NAME", "path P", "link P".  Inline code spans are read line by line (a tool named in
-# an earlier span of the line owns the flags after it); ```sh blocks line by line; | ; sh
-# and # end a tool's command.
+# an earlier span of the line owns the flags after it; a launcher's, srun or mpirun, are its
+# own); ```sh blocks line by line; | ; sh and # end a tool's command.
 items() {
     awk '
     function scan(text,   n, a, i, w, mk) {
@@ -51,8 +51,10 @@ items() {
             if (w == "make") { tool = ""; mk = 1; continue }
             if (mk) { if (w ~ /=/ || w ~ /^-/) continue; mk = 0
                       if (w ~ /^bin\//) print "prog", substr(w, 5); else print "target", w; continue }
+            if (w ~ /^(srun|sbatch|salloc|scancel|scontrol|mpirun|mpiexec)(\.[a-z]+)?$/) { tool = "-"; continue }   # a launcher: its own flags
             if (w ~ /^(bin\/)?cf-[a-z]+$/) { sub(/^bin\//, "", w); tool = w; print "prog", w; continue }
             if (w ~ /^bin\/[A-Za-z0-9_.-]+$/) { print "prog", substr(w, 5); continue }
+            if (w ~ /^--[a-z][a-z0-9-]*(=.*)?$/ && tool == "-") continue
             if (w ~ /^--[a-z][a-z0-9-]*(=.*)?$/) { sub(/=.*/, "", w)
                       if (tool != "") print "flag", tool, w; else print "bareflag", w; continue }
             if (w ~ /^(tools|docs|models|tests|bench)\/[A-Za-z0-9_.\/-]+$/ && w !~ /\*/) { print "path", w; continue }

@@ -148,4 +148,3 @@ sed 's/^input=4x16x16x16$/input=4x16x16x16,/' "$I/m.cfg" > "$I/comma.cfg"
 refused "a cfg's input= with a trailing comma" "input=4x16x16x16,: shape" $B/cf-check --model "$I/comma.cfg" --summary
 rm -f "$I/comma.cfg" "$I/split.cfg" "$I/split.cfck" "$O"/t.cfck*
 
-for f in 29 30 31 32 33; do eval "echo \"family $f: \${n$f:-0} cases\""; done

@@ -119,4 +119,3 @@ $HF tfrecord "$I/zero.tfrecord" 0 0.5
 refused "tfrecord2npy of a record of an empty volume" "zero.tfrecord" $B/cf-convert tfrecord2npy "$I/zero.tfrecord" --out "$O/e7"
 gone "tfrecord2npy of an empty volume" "$O/e7"
 rm -f "$I/zero.tfrecord"
-for f in 25 26 27 28; do eval "echo \"family $f: \${n$f:-0} cases\""; done

@@ -52,11 +52,11 @@ $B/cf-check --weights "$T/s.cfck" --info > "$T/i.txt" 2>&1 && grep -q "format ve
     ok "gradient lag's checkpoint: $(head -1 "$T/i.txt" | sed "s|$T/||")" || bad "cf-check --info on a format-4 checkpoint: $(head -2 "$T/i.txt")"
 # --save-every 2 and kill -9 at random instants: each time a whole checkpoint, the resume exact
 rm -f "$T"/u.cfck* "$T"/k.cfck*
-$B/cf-train $A --augment --epochs 4 --out "$T/u.cfck" > /dev/null 2>&1
+$B/cf-train $A --augment --epochs 8 --out "$T/u.cfck" > /dev/null 2>&1
 kills=0; good=0; k=1
 while [ $k -le 8 ]; do
     R=""; [ -e "$T/k.cfck" ] && R="--resume $T/k.cfck"
-    $B/cf-train $A --augment --epochs 4 --save-every 2 --out "$T/k.cfck" $R > /dev/null 2>&1 &
+    $B/cf-train $A --augment --epochs 8 --save-every 2 --out "$T/k.cfck" $R > /dev/null 2>&1 &
     p=$!
     sleep "0.$(awk -v s=$k 'BEGIN { srand(s); printf "%d", 100 + rand() * 800 }')"
     if kill -9 $p 2> /dev/null; then
@@ -68,7 +68,7 @@ while [ $k -le 8 ]; do
 done
 rm -f "$T/k.cfck.lock"   # (what a kill -9 leaves; the next run takes it over)
 R=""; [ -e "$T/k.cfck" ] && R="--resume $T/k.cfck"
-$B/cf-train $A --augment --epochs 4 --save-every 2 --out "$T/k.cfck" $R > "$T/k.out" 2>&1
+$B/cf-train $A --augment --epochs 8 --save-every 2 --out "$T/k.cfck" $R > "$T/k.out" 2>&1
 [ "$good" = "$kills" ] && cmp -s "$T/u.cfck" "$T/k.cfck" && ok "--save-every 2, kill -9 at $kills random instants: a whole checkpoint after each, the resumed run's bytes the uninterrupted one's" ||
     bad "--save-every 2 and kill -9: $good of $kills checkpoints whole; $(cmp "$T/u.cfck" "$T/k.cfck" 2>&1) $(tail -2 "$T/k.out")"
 echo "$pass passed, $fail failed"
