@@ -29,7 +29,8 @@
            OpenMP build                          runs the naive sgemm, silently slow
        ... the same, -lopenblas as      50.1 ms  a pthreads OpenBLAS whose threads spin
            the system's default                  beside OpenMP's: link its OpenMP build
-     The implementation takes about 7 s to compile at -O3 (the tools, 25 s).  -O2 is fine;
+     The implementation takes about 11 s to compile at -O3 (15 s with -g); the Makefile
+     compiles it once (bin/cosmoflow.o) and links it into the six tools.  -O2 is fine;
      the bf16 GEMM runs at 0.87x its -O3 rate there.  Add -DCF_USE_MPI with an MPI wrapper
      compiler (mpicc) for data parallelism, -DCF_USE_ZLIB -lz for gzipped TFRecords and PNG.
 
