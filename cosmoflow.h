@@ -7478,12 +7478,36 @@ CFDEF void cf_net_average_stats(cf_net *net) {
      transposed convolution's loops with another GEMM, the fused backward of act + max pool
    Why each path is faster, with its measurements, is in docs/performance.md.  CF_REFERENCE
    leaves every path out. */
-/* ---- what the paths share (with the registry of section 4): a bias and activation rounded as
-   it stores */
+/* ---- what the paths share (with the registry of section 4): the bf16 GEMM's call, a bias and
+   activation rounded as it stores */
+/* op(B) made as it is packed instead of read from memory: the im2col of one sample's x, its
+   rows the sum's index (channel and tap), its columns the output positions, each row made by
+   cf__im2col_row into a row buffer of the thread's.  The packed values, and so the sums, are
+   those of the im2col buffer: the same bits without the buffer (K x P floats, which the
+   references make in tiles of the workspace). */
+typedef struct { const float *x; cf_shape in, out; const cf_geom *g; } cf__col_src;
+/* One GEMM of the bf16 kernels: C (M x N) = beta C + op(A) op(B), op(A) M x K, op(B) K x N,
+   cf_sgemm's arguments in cf_sgemm's order (alpha = 1, beta 0 or 1), then what the bf16 GEMM
+   adds: rnd, C stored rounded to bf16; col, op(B) made from x as it is packed (B and ldb
+   unused; NULL: op(B) read from B); halves, which of A, B and C are stored in 16 bits
+   (CF__GEMM_HALF_*).  A task of the GEMM (cf__gemm_bf16_task) is the same struct with A and
+   C moved to the task's first row and M its rows. */
+typedef struct {
+    int tA, tB, M, N, K;
+    const float *A;
+    int lda;
+    const float *B;
+    int ldb;
+    float beta;
+    float *C;
+    int ldc;
+    int rnd;
+    const cf__col_src *col;
+    int halves;
+} cf__gemm_bf16_call;
 /* the bf16 GEMM on operands stored in 16 bits (CF__GEMM_HALF_*) or not yet rounded, with its
    buffers in gws (one thread's: cf__gemm_bf16_thread_floats; the threads': cf__gemm_bf16_ws_floats) */
-static void cf__gemm_halves(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
-                            int halves, float *gws);
+static void cf__gemm_halves(const cf__gemm_bf16_call *gemm, float *gws);
 #ifndef CF_REFERENCE
 /* cf__bias_act with each row then rounded to bf16 while in cache (rnd: a bf16 network's output) */
 static void cf__bias_act_p(float *y, const float *b, int rows, size_t n, size_t stride, int act, float slope, int rnd) {
@@ -7594,10 +7618,11 @@ static void cf__conv_tiles(float *y, int y_half, const float *x, const float *w,
         for (t = 0; t < ntiles; t++) {
             size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
             cf__im2col(col, x, in.c, in, out, g, p0, n);   /* its own parallel loop stays inactive in here */
-            if (gws)
-                cf__gemm_halves(y_half, 0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, cf__elt(y, y_half, p0), (int)P, y_half ? CF__GEMM_HALF_C : 0,
-                                gws + (size_t)cf__thread_id() * cf__gemm_bf16_thread_floats());
-            else gemm(0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, y + p0, (int)P);
+            if (gws) {
+                cf__gemm_bf16_call yg = {0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, cf__elt(y, y_half, p0), (int)P,
+                                         y_half, NULL, y_half ? CF__GEMM_HALF_C : 0};
+                cf__gemm_halves(&yg, gws + (size_t)cf__thread_id() * cf__gemm_bf16_thread_floats());
+            } else gemm(0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, y + p0, (int)P);
             if (!y_half && (b || act != CF_ACT_LINEAR || rnd)) cf__bias_act_p(y + p0, b, out.c, n, P, act, slope, rnd);
         }
     }
@@ -7646,10 +7671,11 @@ static void cf__conv_bww_tiles(float *dw, const float *dy, int dy_half, const fl
         for (t = 0; t < ntiles; t++) {
             size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
             cf__im2col(col, x, in.c, in, out, g, p0, n);
-            if (gws)
-                cf__gemm_halves(0, 0, 1, out.c, K, (int)n, cf__elt(dy, dy_half, p0), (int)P, col, (int)n, 1.0f, a, K, dy_half ? CF__GEMM_HALF_A : 0,
-                                gws + (size_t)me * cf__gemm_bf16_thread_floats());
-            else gemm(0, 1, out.c, K, (int)n, dy + p0, (int)P, col, (int)n, 1.0f, a, K);
+            if (gws) {
+                cf__gemm_bf16_call dwg = {0, 1, out.c, K, (int)n, cf__elt(dy, dy_half, p0), (int)P, col, (int)n, 1.0f, a, K,
+                                          0, NULL, dy_half ? CF__GEMM_HALF_A : 0};
+                cf__gemm_halves(&dwg, gws + (size_t)me * cf__gemm_bf16_thread_floats());
+            } else gemm(0, 1, out.c, K, (int)n, dy + p0, (int)P, col, (int)n, 1.0f, a, K);
         }
     }
     if (nth > 1) {
@@ -7924,12 +7950,6 @@ CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (c
 #define CF__GEMM_NB 384
 #define CF__GEMM_KC 384
 #define CF__GEMM_KPART 4096
-/* op(B) made as it is packed instead of read from memory: the im2col of one sample's x, its
-   rows the sum's index (channel and tap), its columns the output positions, each row made by
-   cf__im2col_row into a row buffer of the thread's.  The packed values, and so the sums, are
-   those of the im2col buffer: the same bits without the buffer (K x P floats, which the
-   references make in tiles of the workspace). */
-typedef struct { const float *x; cf_shape in, out; const cf_geom *g; } cf__col_src;
 #define CF__COL_ROW (2 * CF__GEMM_KC)   /* floats in a made row: a chunk's positions (op(B) = col^T), or a block's columns (op(B) = col) */
 /* pairs (x[t], x[t + 1]) for t = 0, 2, .. 30, x[t] read only for lo <= t < hi (zero elsewhere) */
 CF__BF16_TARGET static __m512i cf__pairs16_within(const float *x, int lo, int hi) {
@@ -8030,11 +8050,13 @@ CF__BF16_TARGET static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int
    block, 2 KB apart, would fall into a few sets of the L1 cache and evict each other).
    Element (q, j) of a chunk of nq pairs: */
 CF__INLINE size_t cf__bp(int q, int j, int nq) { return (size_t)(j & ~31) * nq + (size_t)q * 32 + (j & 31); }
-/* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb; half: B is stored in 16 bits; col: B is im2col(col->x) (not transposed, or transposed: op(B) = col^T), its rows
-   made into the buffer made (16 x CF__COL_ROW floats) */
-CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int half, int ldb, int K, int q0, int nq, int n0, int nb,
-                                       const cf__col_src *col, float *made) {
-    int q, j, i;
+/* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb of the GEMM's op(B): B read from
+   memory (CF__GEMM_HALF_B: stored in 16 bits), or B = im2col(col->x) (not transposed, or
+   transposed: op(B) = col^T), its rows made into the buffer made (16 x CF__COL_ROW floats) */
+CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, const cf__gemm_bf16_call *gemm, int q0, int nq, int n0, int nb, float *made) {
+    const float *B = gemm->B;
+    const cf__col_src *col = gemm->col;
+    int tB = gemm->tB, half = (gemm->halves & CF__GEMM_HALF_B) != 0, ldb = gemm->ldb, K = gemm->K, q, j, i;
     if (!tB) for (q = 0; q < nq; q++) {   /* two rows of B, 16 columns at a time */
         int k = 2 * (q0 + q);
         const float *b0 = made, *b1 = NULL;
@@ -8080,12 +8102,14 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int
    at every step of the sum (2.6x slower at -O2 than at -O3, measured) */
 #define CF__ZERO8(a) { a[0][0] = a[0][1] = a[1][0] = a[1][1] = a[2][0] = a[2][1] = a[3][0] = a[3][1] = _mm512_setzero_ps();     \
                        a[4][0] = a[4][1] = a[5][0] = a[5][1] = a[6][0] = a[6][1] = a[7][0] = a[7][1] = _mm512_setzero_ps(); }
-/* C (M x nb) = beta C + the packed chunk's nq pairs (Ap's rows a_stride apart); rnd: C rounded
-   to bf16 as it is stored (the last chunk of a sum whose result is a bf16 network's tensor);
-   c_half: C is stored in 16 bits (then rnd: a sum of one chunk) */
-CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uint32_t *Ap, int a_stride, const uint32_t *Bp, float *C, int c_half, int ldc,
-                                                float beta, int rnd) {
-    int m0, n0, q, o;
+/* C (M x nb) = beta C + the packed chunk's K2 pairs (Ap's rows a_stride apart), C, M, ldc,
+   beta and rnd the block's (gemm: the rows of a task); rnd: C rounded to bf16 as it is stored
+   (the last chunk of a sum whose result is a bf16 network's tensor); CF__GEMM_HALF_C: C is
+   stored in 16 bits (then rnd: a sum of one chunk) */
+CF__BF16_TARGET static void cf__gemm_bf16_block(const cf__gemm_bf16_call *gemm, int nb, int K2, const uint32_t *Ap, int a_stride,
+                                                const uint32_t *Bp) {
+    float *C = gemm->C, beta = gemm->beta;
+    int M = gemm->M, c_half = (gemm->halves & CF__GEMM_HALF_C) != 0, ldc = gemm->ldc, rnd = gemm->rnd, m0, n0, q, o;
     for (m0 = 0; m0 < M; m0 += 8) {
         int nm = M - m0 < 8 ? M - m0 : 8;
         const uint32_t *ar[8];
@@ -8121,135 +8145,211 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uin
         }
     }
 }
-/* one task: C[:, n0 .. n0 + nb] = beta C + the sum over pairs q0 .. q1 (A and C start at the
-   task's first row), rounded to bf16 when rnd; Ap, Bp: the thread's chunk buffers, or NULL when
-   they could not be had (then cf_sgemm, the same operands).  Each chunk of op(B) is packed once
-   and read by every block of CF__GEMM_MB rows in turn, which packs its own chunk of op(A)
-   unless all of op(A) was packed before (A_all: the task's rows, K2 pairs each).  col, made:
-   op(B) made from x (cf__pack_b; then Ap and Bp are there).  halves: which of A, B and C are
-   stored in 16 bits (CF__GEMM_HALF_*; then Ap and Bp are there, and a 16-bit C's sum is one chunk). */
-static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
-                               int n0, int nb, int q0, int q1, uint32_t *Ap, uint32_t *Bp, const uint32_t *A_all, int rnd,
-                               const cf__col_src *col, float *made, int halves) {
-    int q, m0, K2 = (K + 1) / 2, chunks = (q1 - q0 + CF__GEMM_KC - 1) / CF__GEMM_KC, step;
+/* a thread's buffers for its tasks: Ap and Bp, its chunks of op(A) and op(B) (NULL when they
+   could not be had); A_all, all of op(A) packed beforehand (or NULL); made, the rows of op(B)
+   made from x (cf__pack_b) */
+typedef struct { uint32_t *Ap, *Bp; const uint32_t *A_all; float *made; } cf__gemm_bf16_bufs;
+/* a task without buffers: cf_sgemm on the same operands, then C's columns rounded when rnd */
+static void cf__gemm_bf16_task_sgemm(const cf__gemm_bf16_call *task, int n0, int nb, int q0, int q1) {
+    int k0 = 2 * q0, kn = (2 * q1 < task->K ? 2 * q1 : task->K) - k0, lda = task->lda, ldb = task->ldb, r;
+    const float *A = task->tA ? task->A + (size_t)k0 * lda : task->A + k0;
+    const float *B = task->tB ? task->B + (size_t)n0 * ldb + k0 : task->B + (size_t)k0 * ldb + n0;
+    cf_sgemm(task->tA, task->tB, task->M, nb, kn, 1.0f, A, lda, B, ldb, task->beta, task->C + n0, task->ldc);
+    for (r = 0; r < task->M && task->rnd; r++) cf__round_run(task->C + (size_t)r * task->ldc + n0, (size_t)nb);
+}
+/* one task: C[:, n0 .. n0 + nb] = beta C + the sum over pairs q0 .. q1 (the task's A and C start
+   at its first row, M its rows), rounded to bf16 when rnd; without buffers cf_sgemm, the same
+   operands.  Each chunk of op(B) is packed once and read by every block of CF__GEMM_MB rows in
+   turn, which packs its own chunk of op(A) unless all of op(A) was packed before (A_all: the
+   task's rows, K2 pairs each).  col: op(B) made from x (cf__pack_b; then the buffers are
+   there).  halves: which of A, B and C are stored in 16 bits (CF__GEMM_HALF_*; then the buffers
+   are there, and a 16-bit C's sum is one chunk). */
+static void cf__gemm_bf16_task(const cf__gemm_bf16_call *task, int n0, int nb, int q0, int q1, const cf__gemm_bf16_bufs *bufs) {
+    int K = task->K, K2 = (K + 1) / 2, chunks = (q1 - q0 + CF__GEMM_KC - 1) / CF__GEMM_KC, step, q, m0;
+    int ah = (task->halves & CF__GEMM_HALF_A) != 0, ch = (task->halves & CF__GEMM_HALF_C) != 0;
     step = chunks > 0 ? (q1 - q0 + chunks - 1) / chunks : 1;   /* chunks of equal length: 432 pairs as 216 + 216, not 384 + 48 */
-    if (!Ap || !Bp) {
-        int k0 = 2 * q0, kn = (2 * q1 < K ? 2 * q1 : K) - k0, r;
-        cf_sgemm(tA, tB, M, nb, kn, 1.0f, tA ? A + (size_t)k0 * lda : A + k0, lda, tB ? B + (size_t)n0 * ldb + k0 : B + (size_t)k0 * ldb + n0, ldb,
-                 beta, C + n0, ldc);
-        for (r = 0; r < M && rnd; r++) cf__round_run(C + (size_t)r * ldc + n0, (size_t)nb);
-        return;
-    }
+    if (!bufs->Ap || !bufs->Bp) { cf__gemm_bf16_task_sgemm(task, n0, nb, q0, q1); return; }
     for (q = q0; q < q1; q += step) {
         int nq = q1 - q < step ? q1 - q : step;
-        cf__pack_b(Bp, tB, B, (halves & CF__GEMM_HALF_B) != 0, ldb, K, q, nq, n0, nb, col, made);
-        for (m0 = 0; m0 < M; m0 += CF__GEMM_MB) {
-            int mb = M - m0 < CF__GEMM_MB ? M - m0 : CF__GEMM_MB, ah = (halves & CF__GEMM_HALF_A) != 0, ch = (halves & CF__GEMM_HALF_C) != 0;
-            const uint32_t *a = A_all ? A_all + (size_t)m0 * K2 + q : Ap;   /* the rows' chunk of op(A), its rows a_stride apart */
-            int a_stride = A_all ? K2 : nq;
-            if (!A_all) cf__pack_a(Ap, tA, tA ? A + m0 : cf__elt(A, ah, (size_t)m0 * lda), ah, lda, mb, K, q, nq);
-            CF_ASSERT(!ch || (q == q0 && q + nq == q1 && rnd));   /* (a 16-bit C: one chunk, rounded) */
-            cf__gemm_bf16_block(mb, nb, nq, a, a_stride, Bp, cf__elt(C, ch, (size_t)m0 * ldc + n0), ch, ldc, q == q0 ? beta : 1.0f, rnd && q + nq == q1);
+        cf__pack_b(bufs->Bp, task, q, nq, n0, nb, bufs->made);
+        for (m0 = 0; m0 < task->M; m0 += CF__GEMM_MB) {
+            cf__gemm_bf16_call rows = *task;   /* the block's rows of C */
+            const uint32_t *a = bufs->A_all ? bufs->A_all + (size_t)m0 * K2 + q : bufs->Ap;   /* their chunk of op(A), rows a_stride apart */
+            int a_stride = bufs->A_all ? K2 : nq;
+            rows.M = task->M - m0 < CF__GEMM_MB ? task->M - m0 : CF__GEMM_MB;
+            rows.C = cf__elt(task->C, ch, (size_t)m0 * task->ldc + n0);
+            rows.beta = q == q0 ? task->beta : 1.0f;
+            rows.rnd = task->rnd && q + nq == q1;
+            if (!bufs->A_all)
+                cf__pack_a(bufs->Ap, task->tA, task->tA ? task->A + m0 : cf__elt(task->A, ah, (size_t)m0 * task->lda), ah, task->lda, rows.M, K, q,
+                           nq);
+            CF_ASSERT(!ch || (q == q0 && q + nq == q1 && task->rnd));   /* (a 16-bit C: one chunk, rounded) */
+            cf__gemm_bf16_block(&rows, nb, nq, a, a_stride, bufs->Bp);
         }
     }
 }
-/* cf_sgemm's arguments (alpha = 1, beta 0 or 1) on bf16 values; rnd: C stored rounded to bf16.
-   A task is a block of columns of C (at most CF__GEMM_NB, in panels of 32) and a part of the
-   sum, over all of C's rows, or over CF__GEMM_MB of them when columns and parts alone give
-   fewer tasks than threads.  The tasks are made a multiple of the threads, so that none waits
-   at the end: a sum in parts over one column block gets an even number of parts (a long
-   backward-weights sum over few channels: each part packs its own chunk of op(A), and a second
-   column block would pack it again: 15-25 % slower on 2 threads), and the columns are cut into
-   more blocks where that is not enough.
-   When several column blocks would each pack the same rows of op(A), a sum of one part (a
-   kernel, at most 8 MB packed), op(A) is packed once beforehand, the threads sharing the
-   rows: a long backward-weights sum is left to pack its own, which would take tens of MB at
-   the network's peak of memory.
-   col: op(B) is made from x as it is packed (cf__col_src; B and ldb unused); halves: operands
-   stored in 16 bits (CF__GEMM_HALF_*; a 16-bit C needs rnd and K <= 2 CF__GEMM_KC: a sum of
-   one chunk); ws: the threads' buffers (cf__gemm_bf16_ws_floats), or NULL: allocated here.
-   Returns -1, C untouched, when the threads' buffers cannot be had for col or halves (0 when done). */
+/* one thread's buffers (floats), and all the threads' */
 static size_t cf__gemm_bf16_thread_floats(void) { return (size_t)CF__GEMM_MB * CF__GEMM_KC + (size_t)CF__GEMM_KC * CF__GEMM_NB; }
 static size_t cf__gemm_bf16_ws_floats(void) { return (size_t)cf__nthreads() * cf__gemm_bf16_thread_floats(); }
 /* whether a sum of K products is one chunk of the GEMM (what a 16-bit C needs) */
 static int cf__gemm_bf16_one_chunk(size_t K) { return (K + 1) / 2 <= CF__GEMM_KC; }
-static int cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                            int ldc, const cf__col_src *col, int halves, float *ws) {
-    int K2 = (K + 1) / 2, nth = cf__nthreads(), nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, width, rows, rblocks, tasks, span, t;
+/* How cf__sgemm_bf16_r cuts a GEMM into tasks, for nth threads: the sum in parts of span
+   pairs (parts > 1: each part into its own partial C), C's columns in nblocks blocks of width
+   (a multiple of 32), its rows in rblocks blocks of rows; tasks = rblocks x nblocks x parts.
+   A thread's buffers: a_sz for op(A)'s chunk, b_sz for op(B)'s, per with the made rows. */
+typedef struct {
+    int nth, parts, span, nblocks, width, rows, rblocks, tasks;
+    size_t a_sz, b_sz, per;
+} cf__gemm_bf16_cut;
+/* the parts of a sum of K2 pairs over nblocks column blocks: even when there is one column
+   block (more parts, not more column blocks: op(A) packed once; even: the sums may not depend
+   on the threads, and 2 divides most counts) */
+static int cf__gemm_bf16_parts(int K2, int nblocks) {
     int parts = (K2 + CF__GEMM_KPART - 1) / CF__GEMM_KPART;
-    size_t MN = (size_t)M * N, ka = (size_t)(K2 < CF__GEMM_KC ? K2 : CF__GEMM_KC);   /* a chunk's pairs, at most */
-    size_t a_sz, b_sz, per;   /* a thread's buffers: op(A)'s chunk, op(B)'s chunk, and with them the made rows */
+    if (parts > 1 && nblocks == 1 && parts % 2) parts++;
+    return parts;
+}
+/* the rest of the cut, cut->parts set: the columns cut into more blocks until the tasks are a
+   multiple of the threads, or blocks of 32 columns */
+static void cf__gemm_bf16_cut_up(cf__gemm_bf16_cut *cut, const cf__gemm_bf16_call *gemm) {
+    int K2 = (gemm->K + 1) / 2, M = gemm->M, N = gemm->N;
+    size_t ka = (size_t)(K2 < CF__GEMM_KC ? K2 : CF__GEMM_KC);   /* a chunk's pairs, at most */
+    cut->nth = cf__nthreads();
+    cut->span = (K2 + cut->parts - 1) / cut->parts;
+    cut->nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB;
+    while ((cut->nblocks * cut->parts) % cut->nth && cut->nblocks * 32 < N) cut->nblocks++;
+    cut->width = ((N + cut->nblocks - 1) / cut->nblocks + 31) / 32 * 32;
+    cut->nblocks = (N + cut->width - 1) / cut->width;
+    cut->rows = cut->nblocks * cut->parts >= cut->nth ? M : CF__GEMM_MB;
+    cut->rblocks = (M + cut->rows - 1) / cut->rows;
+    cut->tasks = cut->rblocks * cut->nblocks * cut->parts;
+    cut->a_sz = (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka;   /* as big as a task needs */
+    cut->b_sz = ka * (size_t)cut->width;
+    cut->per = cut->a_sz + cut->b_sz + (gemm->col ? (size_t)16 * CF__COL_ROW : 0);
+}
+/* C = beta C when the sum is empty (bf16 values stay; beta 0: C is not read, as BLAS) */
+static void cf__gemm_bf16_empty(const cf__gemm_bf16_call *gemm) {
+    int r, j;
+    for (r = 0; r < gemm->M; r++)
+        for (j = 0; j < gemm->N; j++) {
+            float *c = gemm->C + (size_t)r * gemm->ldc + j;
+            *c = gemm->beta == 0.0f ? 0.0f : gemm->beta * *c;
+        }
+}
+/* all of op(A) packed once (M rows of K2 pairs), the threads sharing its rows; NULL when there
+   is no room for it (then each task packs its own) */
+static uint32_t *cf__gemm_bf16_pack_a_all(const cf__gemm_bf16_call *gemm, int K2) {
+    uint32_t *A_all = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)gemm->M * K2);
+    int ah = gemm->halves & CF__GEMM_HALF_A, t;
+    if (!A_all) return NULL;
+    CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
+    for (t = 0; t < (gemm->M + 15) / 16; t++) {
+        int m0 = t * 16, mb = gemm->M - m0 < 16 ? gemm->M - m0 : 16;
+        const float *A = gemm->tA ? gemm->A + m0 : cf__elt(gemm->A, ah, (size_t)m0 * gemm->lda);
+        cf__pack_a(A_all + (size_t)m0 * K2, gemm->tA, A, ah, gemm->lda, mb, gemm->K, 0, K2);
+    }
+    return A_all;
+}
+/* task t of the cut: its rows, columns and part of the sum; a part of several goes into its
+   own partial C (M x N, beta 0, not rounded, in fp32) */
+static void cf__gemm_bf16_task_at(const cf__gemm_bf16_call *gemm, const cf__gemm_bf16_cut *cut, int t, float *partial,
+                                  const cf__gemm_bf16_bufs *bufs) {
+    int blocks = cut->rblocks * cut->nblocks, b = t % blocks, part = t / blocks;
+    int m0 = b / cut->nblocks * cut->rows, n0 = b % cut->nblocks * cut->width, q0 = part * cut->span, K2 = (gemm->K + 1) / 2;
+    int nb = gemm->N - n0 < cut->width ? gemm->N - n0 : cut->width, q1 = K2 - q0 < cut->span ? K2 : q0 + cut->span;
+    cf__gemm_bf16_call task = *gemm;
+    task.M = gemm->M - m0 < cut->rows ? gemm->M - m0 : cut->rows;
+    task.A = gemm->tA ? gemm->A + m0 : cf__elt(gemm->A, gemm->halves & CF__GEMM_HALF_A, (size_t)m0 * gemm->lda);   /* its rows of op(A) */
+    if (cut->parts == 1) task.C = cf__elt(gemm->C, gemm->halves & CF__GEMM_HALF_C, (size_t)m0 * gemm->ldc);
+    else {
+        task.beta = 0.0f;
+        task.C = partial + (size_t)gemm->M * gemm->N * (size_t)part + (size_t)m0 * gemm->N;
+        task.ldc = gemm->N;
+        task.rnd = 0;
+        task.halves &= ~CF__GEMM_HALF_C;
+    }
+    cf__gemm_bf16_task(&task, n0, nb, q0, q1, bufs);
+}
+/* the tasks shared out between the threads, each with its buffers in buf (NULL: none) */
+static void cf__gemm_bf16_run_tasks(const cf__gemm_bf16_call *gemm, const cf__gemm_bf16_cut *cut, uint32_t *buf, const uint32_t *A_all,
+                                    float *partial) {
+    int t;
+    CF__OMP(omp parallel num_threads(cut->nth))
+    {
+        cf__gemm_bf16_bufs bufs;
+        bufs.Ap = buf ? buf + cut->per * cf__thread_id() : NULL;
+        bufs.Bp = buf ? bufs.Ap + cut->a_sz : NULL;
+        bufs.A_all = A_all;
+        bufs.made = buf && gemm->col ? (float *)(void *)(bufs.Bp + cut->b_sz) : NULL;
+        CF__OMP(omp for schedule(dynamic, 1))
+        for (t = 0; t < cut->tasks; t++) cf__gemm_bf16_task_at(gemm, cut, t, partial, &bufs);
+    }
+}
+/* C = beta C + the parts' partial sums, added in part order, rounded to bf16 when rnd */
+static void cf__gemm_bf16_add_parts(const cf__gemm_bf16_call *gemm, const float *partial, int parts) {
+    size_t MN = (size_t)gemm->M * gemm->N;
+    int t;
+    CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
+    for (t = 0; t < gemm->M; t++) {
+        int p;
+        size_t i;
+        float *c = gemm->C + (size_t)t * gemm->ldc;
+        for (i = 0; i < (size_t)gemm->N; i++) {
+            float v = gemm->beta != 0.0f ? c[i] : 0.0f;
+            for (p = 0; p < parts; p++) v += partial[MN * p + (size_t)t * gemm->N + i];
+            c[i] = gemm->rnd ? cf_f32_from_bf16(cf_bf16_from_f32(v)) : v;
+        }
+    }
+}
+/* The GEMM on bf16 values (cf__gemm_bf16_call).  A task is a block of columns of C (at most
+   CF__GEMM_NB, in panels of 32) and a part of the sum, over all of C's rows, or over
+   CF__GEMM_MB of them when columns and parts alone give fewer tasks than threads.  The tasks
+   are made a multiple of the threads, so that none waits at the end: a sum in parts over one
+   column block gets an even number of parts (a long backward-weights sum over few channels:
+   each part packs its own chunk of op(A), and a second column block would pack it again:
+   15-25 % slower on 2 threads), and the columns are cut into more blocks where that is not
+   enough.
+   When several column blocks would each pack the same rows of op(A), a sum of one part (a
+   kernel, at most 8 MB packed), op(A) is packed once beforehand, the threads sharing the
+   rows: a long backward-weights sum is left to pack its own, which would take tens of MB at
+   the network's peak of memory.
+   A 16-bit C needs rnd and K <= 2 CF__GEMM_KC: a sum of one chunk.  ws: the threads' buffers
+   (cf__gemm_bf16_ws_floats), or NULL: allocated here.  Returns -1, C untouched, when the
+   threads' buffers cannot be had for col or halves (0 when done). */
+static int cf__sgemm_bf16_r(const cf__gemm_bf16_call *gemm, float *ws) {
+    int K2 = (gemm->K + 1) / 2;
+    cf__gemm_bf16_cut cut;
     float *partial = NULL;
     uint32_t *A_all = NULL, *buf;
-    if (M <= 0 || N <= 0) return 0;
-    if (K <= 0) {   /* (bf16 values stay; beta 0: C is not read, as BLAS) */
-        int r, j;
-        for (r = 0; r < M; r++) for (j = 0; j < N; j++) C[(size_t)r * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)r * ldc + j];
-        return 0;
-    }
-    if (parts > 1 && nblocks == 1 && parts % 2) parts++;   /* more parts, not more column blocks: op(A) packed once (even: the
-                                                                   sums may not depend on the threads, and 2 divides most counts) */
-    if (parts > 1 && !(partial = (float *)CF_MALLOC(sizeof(float) * MN * parts))) parts = 1;   /* no room: one part, the same sums */
-    span = (K2 + parts - 1) / parts;
-    while ((nblocks * parts) % nth && nblocks * 32 < N) nblocks++;
-    width = ((N + nblocks - 1) / nblocks + 31) / 32 * 32;
-    nblocks = (N + width - 1) / width;
-    rows = nblocks * parts >= nth ? M : CF__GEMM_MB;
-    rblocks = (M + rows - 1) / rows;
-    tasks = rblocks * nblocks * parts;
-    a_sz = (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka;   /* as big as a task needs */
-    b_sz = ka * (size_t)width;
-    per = a_sz + b_sz + (col ? (size_t)16 * CF__COL_ROW : 0);
-    buf = ws ? (uint32_t *)(void *)ws : (uint32_t *)CF_MALLOC(sizeof(uint32_t) * per * nth);   /* (none: each task runs cf_sgemm, which cannot make op(B) or read 16 bits) */
-    if (!buf && (col || halves)) { CF_FREE(partial); return -1; }
-    CF_ASSERT(!(halves & CF__GEMM_HALF_C) || (rnd && K2 <= CF__GEMM_KC && !partial));
-    if (rblocks == 1 && nblocks > 1 && parts == 1 && (size_t)M * K2 <= ((size_t)2 << 20)) A_all = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)M * K2);
-    if (A_all) {   /* (no room: each task packs its own) */
-        CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
-        for (t = 0; t < (M + 15) / 16; t++) {
-            int m0 = t * 16, mb = M - m0 < 16 ? M - m0 : 16;
-            cf__pack_a(A_all + (size_t)m0 * K2, tA, tA ? A + m0 : cf__elt(A, halves & CF__GEMM_HALF_A, (size_t)m0 * lda), halves & CF__GEMM_HALF_A, lda, mb, K, 0, K2);
-        }
-    }
-    CF__OMP(omp parallel num_threads(nth))
-    {
-        uint32_t *Ap = buf ? buf + per * cf__thread_id() : NULL, *Bp = buf ? Ap + a_sz : NULL;
-        float *made = buf && col ? (float *)(void *)(Bp + b_sz) : NULL;
-        CF__OMP(omp for schedule(dynamic, 1))
-        for (t = 0; t < tasks; t++) {
-            int b = t % (rblocks * nblocks), m0 = b / nblocks * rows, n0 = b % nblocks * width, q0 = t / (rblocks * nblocks) * span;
-            int mb = M - m0 < rows ? M - m0 : rows, nb = N - n0 < width ? N - n0 : width, q1 = K2 - q0 < span ? K2 : q0 + span;
-            const float *Am = tA ? A + m0 : cf__elt(A, halves & CF__GEMM_HALF_A, (size_t)m0 * lda);   /* the task's rows of op(A) */
-            if (parts == 1)
-                cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, beta, cf__elt(C, halves & CF__GEMM_HALF_C, (size_t)m0 * ldc), ldc, n0, nb, q0, q1, Ap, Bp,
-                                   A_all, rnd, col, made, halves);
-            else cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, 0.0f, partial + MN * (size_t)(t / (rblocks * nblocks)) + (size_t)m0 * N, N, n0, nb,
-                                    q0, q1, Ap, Bp, A_all, 0, col, made, halves & ~CF__GEMM_HALF_C);
-        }
-    }
+    if (gemm->M <= 0 || gemm->N <= 0) return 0;
+    if (gemm->K <= 0) { cf__gemm_bf16_empty(gemm); return 0; }
+    cut.parts = cf__gemm_bf16_parts(K2, (gemm->N + CF__GEMM_NB - 1) / CF__GEMM_NB);
+    if (cut.parts > 1 && !(partial = (float *)CF_MALLOC(sizeof(float) * (size_t)gemm->M * gemm->N * cut.parts)))
+        cut.parts = 1;   /* no room: one part, the same sums */
+    cf__gemm_bf16_cut_up(&cut, gemm);
+    /* (no buffers: each task runs cf_sgemm, which cannot make op(B) or read 16 bits) */
+    buf = ws ? (uint32_t *)(void *)ws : (uint32_t *)CF_MALLOC(sizeof(uint32_t) * cut.per * cut.nth);
+    if (!buf && (gemm->col || gemm->halves)) { CF_FREE(partial); return -1; }
+    CF_ASSERT(!(gemm->halves & CF__GEMM_HALF_C) || (gemm->rnd && K2 <= CF__GEMM_KC && !partial));
+    if (cut.rblocks == 1 && cut.nblocks > 1 && cut.parts == 1 && (size_t)gemm->M * K2 <= ((size_t)2 << 20))
+        A_all = cf__gemm_bf16_pack_a_all(gemm, K2);
+    cf__gemm_bf16_run_tasks(gemm, &cut, buf, A_all, partial);
     if (!ws) CF_FREE(buf);
     CF_FREE(A_all);
     if (!partial) return 0;
-    CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
-    for (t = 0; t < M; t++) {   /* C = beta C + the parts, in order */
-        int p;
-        size_t i;
-        float *c = C + (size_t)t * ldc;
-        for (i = 0; i < (size_t)N; i++) {
-            float v = beta != 0.0f ? c[i] : 0.0f;
-            for (p = 0; p < parts; p++) v += partial[MN * p + (size_t)t * N + i];
-            c[i] = rnd ? cf_f32_from_bf16(cf_bf16_from_f32(v)) : v;
-        }
-    }
+    cf__gemm_bf16_add_parts(gemm, partial, cut.parts);
     CF_FREE(partial);
     return 0;
 }
 static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    cf__sgemm_bf16_r(0, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL, 0, NULL);
+    cf__gemm_bf16_call gemm = {tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, NULL, 0};
+    cf__sgemm_bf16_r(&gemm, NULL);
 }
 /* the same, C stored rounded to bf16: the sum as cf__sgemm_bf16's, rounded once */
-static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    cf__sgemm_bf16_r(1, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL, 0, NULL);
+static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                                   int ldc) {
+    cf__gemm_bf16_call gemm = {tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, 1, NULL, 0};
+    cf__sgemm_bf16_r(&gemm, NULL);
 }
 
 /* ---- the direct kernel in bf16: as cf__direct_fwd, with the input channels paired.  A pair
@@ -8518,8 +8618,10 @@ static void cf__bf16_pw_half_fwd_blocks(const cf__conv_call *c) {
         for (gi = 0; gi < c->groups; gi++)
             for (p0 = 0; p0 < P; p0 += cols) {
                 size_t n = P - p0 < cols ? P - p0 : cols, at = ((size_t)bi * c->out.c + (size_t)gi * OCg) * P + p0;
-                cf__sgemm_bf16_r(0, 0, 0, OCg, (int)n, Cg, c->w + (size_t)gi * OCg * Cg, Cg, cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P + p0),
-                                 (int)P, 0.0f, block, (int)n, NULL, c->x_half ? CF__GEMM_HALF_B : 0, c->ws);
+                cf__gemm_bf16_call yg = {0, 0, OCg, (int)n, Cg, c->w + (size_t)gi * OCg * Cg, Cg,
+                                         cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P + p0), (int)P, 0.0f, block, (int)n,
+                                         0, NULL, c->x_half ? CF__GEMM_HALF_B : 0};
+                cf__sgemm_bf16_r(&yg, c->ws);
                 cf__bias_act_p(block, c->b ? c->b + (size_t)gi * OCg : NULL, OCg, n, n, c->act, c->slope, 0);
                 CF__OMP(omp parallel for schedule(static))
                 for (r = 0; r < OCg; r++) cf__narrow_run((cf_bf16 *)(void *)c->y + at + (size_t)r * P, block + (size_t)r * n, n);
@@ -8534,9 +8636,12 @@ static void cf__bf16_pw_half_fwd(const cf__conv_call *c) {
     size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
     if (c->half && !cf__bf16_pw_y16(c)) { cf__bf16_pw_half_fwd_blocks(c); return; }
     for (bi = 0; bi < c->B; bi++) {
-        for (gi = 0; gi < c->groups; gi++)
-            cf__sgemm_bf16_r(bare, 0, 0, OCg, (int)P, Cg, c->w + (size_t)gi * OCg * Cg, Cg, cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P),
-                             (int)P, 0.0f, cf__elt(c->y, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P, NULL, h, c->ws);
+        for (gi = 0; gi < c->groups; gi++) {
+            cf__gemm_bf16_call yg = {0, 0, OCg, (int)P, Cg, c->w + (size_t)gi * OCg * Cg, Cg,
+                                     cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P), (int)P, 0.0f,
+                                     cf__elt(c->y, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P, bare, NULL, h};
+            cf__sgemm_bf16_r(&yg, c->ws);
+        }
         if (!c->half) cf__bias_act_p(c->y + (size_t)bi * c->out.c * P, c->b, c->out.c, P, P, c->act, c->slope, !bare);
     }
 }
@@ -8544,17 +8649,24 @@ static void cf__bf16_pw_half_bww(const cf__conv_call *c) {
     int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi, h = (c->half ? CF__GEMM_HALF_A : 0) | (c->x_half ? CF__GEMM_HALF_B : 0);
     size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
     for (bi = 0; bi < c->B; bi++)
-        for (gi = 0; gi < c->groups; gi++)
-            cf__sgemm_bf16_r(0, 0, 1, OCg, Cg, (int)P, cf__elt(c->dy, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P,
-                             cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P), (int)P, 1.0f, c->dw + (size_t)gi * OCg * Cg, Cg, NULL, h, c->ws);
+        for (gi = 0; gi < c->groups; gi++) {
+            cf__gemm_bf16_call dwg = {0, 1, OCg, Cg, (int)P, cf__elt(c->dy, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P,
+                                      cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P), (int)P, 1.0f,
+                                      c->dw + (size_t)gi * OCg * Cg, Cg, 0, NULL, h};
+            cf__sgemm_bf16_r(&dwg, c->ws);
+        }
 }
 static void cf__bf16_pw_half_bwd(const cf__conv_call *c) {   /* (a 16-bit dx is stored: its only writer) */
     int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi, h = (c->half ? CF__GEMM_HALF_B : 0) | (c->dx_half ? CF__GEMM_HALF_C : 0);
     size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
     for (bi = 0; bi < c->B; bi++)
-        for (gi = 0; gi < c->groups; gi++)
-            cf__sgemm_bf16_r(1, 1, 0, Cg, (int)P, OCg, c->w + (size_t)gi * OCg * Cg, Cg, cf__elt(c->dy, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P),
-                             (int)P, c->dx_store || c->dx_half ? 0.0f : 1.0f, cf__elt(c->dx, c->dx_half, bi * in_sz + (size_t)gi * Cg * P), (int)P, NULL, h, c->ws);
+        for (gi = 0; gi < c->groups; gi++) {
+            cf__gemm_bf16_call dxg = {1, 0, Cg, (int)P, OCg, c->w + (size_t)gi * OCg * Cg, Cg,
+                                      cf__elt(c->dy, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P,
+                                      c->dx_store || c->dx_half ? 0.0f : 1.0f, cf__elt(c->dx, c->dx_half, bi * in_sz + (size_t)gi * Cg * P), (int)P,
+                                      1, NULL, h};
+            cf__sgemm_bf16_r(&dxg, c->ws);
+        }
 }
 /* The tiles, the whole-sample GEMM (cols) and im2col's backward-data on operands stored in 16
    bits or an input not yet rounded (section 6, halves), the same sums: a forward's y when it
@@ -8658,9 +8770,10 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
         for (t = 0; t < c->B * ntiles; t++) {
             size_t bi = (size_t)(t / ntiles), p0 = (size_t)(t % ntiles) * tile, n = P - p0 < tile ? P - p0 : tile;
             const float *dy = cf__elt(c->dy, c->half, bi * cf_shape_size(c->out) + p0);
+            cf__gemm_bf16_call dwg = {0, 1, K, OC, (int)n, NULL, 0, dy, (int)P, 1.0f, dwt, OC, 0, NULL, c->half ? CF__GEMM_HALF_B : 0};
             cf__pack_taps(Ap, cf__elt(c->x, c->x_half, bi * cf_shape_size(c->in)), c->x_half, c->in, c->out, c->g, p0, n);
-            cf__pack_b(Bp, 1, dy, c->half, (int)P, (int)n, 0, (int)n / 2, 0, OC, NULL, NULL);
-            cf__gemm_bf16_block(K, OC, (int)n / 2, Ap, (int)n / 2, Bp, dwt, 0, OC, 1.0f, 0);
+            cf__pack_b(Bp, &dwg, 0, (int)n / 2, 0, OC, NULL);
+            cf__gemm_bf16_block(&dwg, OC, (int)n / 2, Ap, (int)n / 2, Bp);
         }
     }
     CF__OMP(omp parallel for schedule(static))
@@ -8699,9 +8812,11 @@ static void cf__bf16_im2col_bwd_half(const cf__conv_call *c) {
     for (s = 0; s < c->B * c->groups; s++)   /* (sample s / groups, group s % groups) */
         for (p0 = 0; p0 < P; p0 += n) {
             const cf_bf16 *dys = (const cf_bf16 *)(const void *)c->dy + (size_t)s * OCg * P + p0;
-            n = P - p0 < tile ? P - p0 : tile;
-            cf__gemm_halves(0, 1, 0, K, (int)n, OCg, c->w + (size_t)(s % c->groups) * OCg * K, K, (const float *)(const void *)dys, (int)P, 0.0f,
-                            c->ws, (int)n, CF__GEMM_HALF_B, c->ws + K * tile);
+            size_t cols = P - p0 < tile ? P - p0 : tile;   /* the tile's positions */
+            cf__gemm_bf16_call colg = {1, 0, K, (int)cols, OCg, c->w + (size_t)(s % c->groups) * OCg * K, K,
+                                       (const float *)(const void *)dys, (int)P, 0.0f, c->ws, (int)cols, 0, NULL, CF__GEMM_HALF_B};
+            n = cols;
+            cf__gemm_halves(&colg, c->ws + K * tile);
             cf__col2im(c->dx + (size_t)s * Cg * cf__positions(c->in), c->ws, Cg, c->in, c->out, c->g, p0, n);
         }
 }
@@ -8727,12 +8842,15 @@ static void cf__bf16_cols_fwd(const cf__conv_call *c) {
         const float *x = c->x + (size_t)bi * cf_shape_size(c->in);
         float *y = cf__elt(c->y, c->half, (size_t)bi * cf_shape_size(c->out));
         cf__col_src col = {x, c->in, c->out, c->g};
+        cf__gemm_bf16_call yg = {0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, 0, &col, 0};
         if (c->half || c->x_raw) {   /* (its buffers in the workspace: it runs) */
-            cf__sgemm_bf16_r(c->half, 0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, &col, c->half ? CF__GEMM_HALF_C : 0, c->ws);
+            yg.rnd = c->half;
+            yg.halves = c->half ? CF__GEMM_HALF_C : 0;
+            cf__sgemm_bf16_r(&yg, c->ws);
             if (!c->half) cf__bias_act_p(y, c->b, c->out.c, P, P, c->act, c->slope, 1);
             continue;
         }
-        if (cf__sgemm_bf16_r(0, 0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, &col, 0, NULL)) {   /* no room: this sample on, by tiles */
+        if (cf__sgemm_bf16_r(&yg, NULL)) {   /* no room: this sample on, by tiles */
             cf__bf16_im2col_fwd_from(c, bi);
             return;
         }
@@ -8745,7 +8863,8 @@ static void cf__bf16_cols_bww(const cf__conv_call *c) {   /* db: the dispatcher'
     for (bi = 0; bi < c->B; bi++) {
         const float *x = c->x + (size_t)bi * cf_shape_size(c->in), *dy = c->dy + (size_t)bi * cf_shape_size(c->out);
         cf__col_src col = {x, c->in, c->out, c->g};
-        if (cf__sgemm_bf16_r(0, 0, 1, c->out.c, K, (int)P, dy, (int)P, NULL, 0, 1.0f, c->dw, K, &col, 0, NULL)) {   /* no room: this sample on, by tiles */
+        cf__gemm_bf16_call dwg = {0, 1, c->out.c, K, (int)P, dy, (int)P, NULL, 0, 1.0f, c->dw, K, 0, &col, 0};
+        if (cf__sgemm_bf16_r(&dwg, NULL)) {   /* no room: this sample on, by tiles */
             cf__im2col_backward_weights(c->dw, dy, x, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats, cf__sgemm_bf16);
             return;
         }
@@ -9140,14 +9259,13 @@ CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
    dx may be stored in 16 bits (x_half, dx_half; section 6, halves): then the bf16 GEMM packs x
    from 16 bits and stores dx in 16 bits, rounded (a sum of one chunk: out.c k^3 <= 2
    CF__GEMM_KC), its buffers in gws (the workspace's second half), the same sums. */
-static void cf__gemm_halves(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
-                            int halves, float *gws) {
+static void cf__gemm_halves(const cf__gemm_bf16_call *gemm, float *gws) {
 #ifdef CF__BF16
-    int rc = cf__sgemm_bf16_r(rnd, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL, halves, gws);
+    int rc = cf__sgemm_bf16_r(gemm, gws);
     CF_ASSERT(rc == 0);   /* (gws has the room: the plan checked, cf__deconv_takes_halves) */
     (void)rc;
 #else
-    (void)rnd; (void)tA; (void)tB; (void)M; (void)N; (void)K; (void)A; (void)lda; (void)B; (void)ldb; (void)beta; (void)C; (void)ldc; (void)halves; (void)gws;
+    (void)gemm; (void)gws;
     CF_ASSERT(!"16-bit operands without the bf16 GEMM");
 #endif
 }
@@ -9231,8 +9349,10 @@ static void cf__deconv_forward_with(float *y, int y_half, const float *x, int x_
             int first = cf__band_first(in, g, p0);
             if (y_half && first > lo) { cf__band_move((cf_bf16 *)(void *)yb, band, b, out.c, H, out.w, out.h, lo, first - lo); lo = first; }
             bg.pb[1] = g->pb[1] + lo;
-            if (x_half) cf__gemm_halves(0, 1, 0, K, (int)n, in.c, w, K, cf__elt(xb, 1, p0), (int)P, 0.0f, col, (int)n, CF__GEMM_HALF_B, col + ws_floats);
-            else gemm(1, 0, K, (int)n, in.c, w, K, xb + p0, (int)P, 0.0f, col, (int)n);
+            if (x_half) {
+                cf__gemm_bf16_call colg = {1, 0, K, (int)n, in.c, w, K, cf__elt(xb, 1, p0), (int)P, 0.0f, col, (int)n, 0, NULL, CF__GEMM_HALF_B};
+                cf__gemm_halves(&colg, col + ws_floats);
+            } else gemm(1, 0, K, (int)n, in.c, w, K, xb + p0, (int)P, 0.0f, col, (int)n);
             cf__col2im(to, col, out.c, bs, in, &bg, p0, n);
         }
         if (y_half) {
@@ -9265,12 +9385,15 @@ static void cf__deconv_backward_with(float *dx, int dx_half, float *dw, float *d
                 cf__band_widen(band, (const cf_bf16 *)(const void *)dyb, out.c, bs.h, out.w, out.h, cf__band_first(in, g, p0));
                 cf__im2col(col, band, out.c, bs, in, &bg, p0, n);
             } else cf__im2col(col, dyb, out.c, out, in, g, p0, n);
-            if (x_half) cf__gemm_halves(0, 0, 1, in.c, K, (int)n, cf__elt(xb, 1, p0), (int)P, col, (int)n, 1.0f, dw, K, CF__GEMM_HALF_A, col + ws_floats);
-            else gemm(0, 1, in.c, K, (int)n, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
-            if (dx && dx_half)   /* (stored: its only writer) */
-                cf__gemm_halves(1, 0, 0, in.c, (int)n, K, w, K, col, (int)n, 0.0f, cf__elt(dx, 1, (size_t)bi * in.c * P + p0), (int)P, CF__GEMM_HALF_C,
-                                col + ws_floats);
-            else if (dx) gemm_dx(0, 0, in.c, (int)n, K, w, K, col, (int)n, store ? 0.0f : 1.0f, dx + (size_t)bi * in.c * P + p0, (int)P);
+            if (x_half) {
+                cf__gemm_bf16_call dwg = {0, 1, in.c, K, (int)n, cf__elt(xb, 1, p0), (int)P, col, (int)n, 1.0f, dw, K, 0, NULL, CF__GEMM_HALF_A};
+                cf__gemm_halves(&dwg, col + ws_floats);
+            } else gemm(0, 1, in.c, K, (int)n, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
+            if (dx && dx_half) {   /* (stored: its only writer) */
+                cf__gemm_bf16_call dxg = {0, 0, in.c, (int)n, K, w, K, col, (int)n, 0.0f, cf__elt(dx, 1, (size_t)bi * in.c * P + p0), (int)P,
+                                          1, NULL, CF__GEMM_HALF_C};
+                cf__gemm_halves(&dxg, col + ws_floats);
+            } else if (dx) gemm_dx(0, 0, in.c, (int)n, K, w, K, col, (int)n, store ? 0.0f : 1.0f, dx + (size_t)bi * in.c * P + p0, (int)P);
         }
     }
 }
