@@ -1638,8 +1638,6 @@ static void cf__bn_act_backward(float *dy, const float *x, const float *gamma, c
     }
 }
 
-/* the statistics that normalize, into save_mean and save_invstd: the batch's (train; the
-   running ones move towards them) or the running ones */
 /* channel c's statistics from its mean and biased variance over n values */
 static void cf__bn_set(int c, double mean, double var, double n, float *rmean, float *rvar, float *save_mean, float *save_invstd, float momentum,
                        float eps) {
@@ -1648,6 +1646,8 @@ static void cf__bn_set(int c, double mean, double var, double n, float *rmean, f
     rmean[c] = (float)((1.0 - momentum) * rmean[c] + momentum * mean);
     rvar[c] = (float)((1.0 - momentum) * rvar[c] + momentum * (n > 1 ? var * n / (n - 1) : var));  /* unbiased */
 }
+/* the statistics that normalize, into save_mean and save_invstd: the batch's (train; the
+   running ones move towards them) or the running ones */
 static void cf__bn_stats(const float *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B, int C, size_t P,
                          int train, float momentum, float eps, const cf_bn_sync *sync) {
     int c;
@@ -1690,13 +1690,10 @@ CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const flo
     cf__bn_apply(y, x, gamma, beta, save_mean, save_invstd, B, C, P, CF_ACT_LINEAR, 0.0f);
 }
 
-/* With xhat = (x - mean) invstd and n values per channel (train mode; the mean and variance
-   depend on x):  dgamma = sum dy xhat,  dbeta = sum dy,
-   dx = gamma invstd (dy - sum(dy)/n - xhat sum(dy xhat)/n), the sums over the global batch
-   when synchronized.  Eval mode: the statistics are constants, dx = gamma invstd dy. */
-/* channel c's sums of dy and of dy xhat over (B, P), xhat = (x - m) is: in float per chunk of
-   1024 (SIMD), chunks in double, as cf__bn_sum */
-/* one chunk's: n <= CF__BN_CHUNK values, added to sdy and sdyx */
+/* ---- batch norm's backward: the sums of dy and dy xhat, the coefficients of dx, then dx
+   (cf_bn_backward, the last) */
+/* one chunk's sums of dy and of dy xhat, xhat = (x - m) is: n <= CF__BN_CHUNK values, in
+   float (SIMD), added to sdy and sdyx */
 static void cf__bn_chunk_dsums(const float *dy, const float *x, size_t n, float m, float is, double *sdy, double *sdyx) {
     float a = 0.0f, ax = 0.0f;
     size_t p;
@@ -1704,6 +1701,8 @@ static void cf__bn_chunk_dsums(const float *dy, const float *x, size_t n, float 
     for (p = 0; p < n; p++) { a += dy[p]; ax += dy[p] * ((x[p] - m) * is); }
     *sdy += a; *sdyx += ax;
 }
+/* channel c's sums of dy and of dy xhat over (B, P): in float per chunk of CF__BN_CHUNK,
+   chunks in double, as cf__bn_sum */
 static void cf__bn_dsums(const float *dy, const float *x, int B, int C, int c, size_t P, float m, float is, double *sdy, double *sdyx) {
     size_t r;
     int b;
@@ -1731,16 +1730,18 @@ static double cf__bn_sync_dsums(double *sums, float *dgamma, float *dbeta, const
     sync->reduce(sums, 2 * C + 1, sync->ctx);
     return sums[2 * C];
 }
-/* channel c's dx = k (dy - k1 - (x - m) is k2): its coefficients from the sums of dy and dy
-   xhat (sums: the global ones, already in dgamma and dbeta; NULL: this batch's, added to
-   dgamma and dbeta here); k1 = k2 = 0 in eval mode */
+/* channel c's dx = k (dy - k1 - (x - m) is k2): its coefficients */
 typedef struct { float m, is, k, k1, k2; } cf__bn_dx_coef;
+/* k, k1 and k2 from the sums of dy and dy xhat over n values (k.m and k.is set); k1 = k2 = 0
+   in eval mode */
 static cf__bn_dx_coef cf__bn_coef(cf__bn_dx_coef k, float gamma, double sdy, double sdyx, int train, double n) {
     k.k = gamma * k.is;
     k.k1 = train ? (float)(sdy / n) : 0.0f;
     k.k2 = train ? (float)(sdyx / n) : 0.0f;
     return k;
 }
+/* channel c's coefficients from its sums of dy and dy xhat (sums: the global ones, already in
+   dgamma and dbeta; NULL: this batch's, computed here and added to dgamma and dbeta) */
 static cf__bn_dx_coef cf__bn_channel(float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
                                      const float *invstd, int B, int C, int c, size_t P, int train, const double *sums, double n) {
     cf__bn_dx_coef k;
@@ -1754,6 +1755,10 @@ static cf__bn_dx_coef cf__bn_channel(float *dgamma, float *dbeta, const float *d
     }
     return cf__bn_coef(k, gamma[c], sdy, sdyx, train, n);
 }
+/* With xhat = (x - mean) invstd and n values per channel (train mode; the mean and variance
+   depend on x):  dgamma = sum dy xhat,  dbeta = sum dy,
+   dx = gamma invstd (dy - sum(dy)/n - xhat sum(dy xhat)/n), the sums over the global batch
+   when synchronized.  Eval mode: the statistics are constants, dx = gamma invstd dy. */
 CFDEF void cf_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
                           const float *gamma, const float *mean, const float *invstd,
                           int B, int C, size_t P, int train, const cf_bn_sync *sync) {
@@ -2495,9 +2500,8 @@ CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const fl
 
 /* depthwise: y = act(dwconv(x, w) + b), stored rounded to bf16 when bf16 (a bf16 network,
    section 5), by its path or the reference; the backward's path does dw and dx in one pass,
-   the dispatcher db (as for every convolution) */
-/* halves: as the convolutions' (CF__HALF_*: the plan has made sure a path takes them, in the
-   workspace ws) */
+   the dispatcher db (as for every convolution); halves: as the convolutions' (CF__HALF_*: the
+   plan has made sure a path takes them, in the workspace ws) */
 static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
                                  int act, float slope, int bf16, int halves, float *ws, size_t ws_floats) {
     cf__conv_call c = cf__conv_make(B, in, out, g, in.c, ws, ws_floats, bf16);
@@ -7762,15 +7766,15 @@ static void cf__tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sg
 #endif
 typedef float cf__v8 __attribute__((vector_size(32)));
 
-/* R (T = C*KD*KH rows of Wp floats): row t = (c, kd, kh) holds the input row that output row
-   (od, oh) reads through taps (kd, kh) of channel c, shifted right by the width's padding
-   and zero elsewhere; a row outside the input is all zeros.  x: (C, D, H, W), one sample. */
 /* the input row that tap row t = (c, kd, kh) of output row (od, oh) reads, or NULL in the padding */
 static const float *cf__direct_src(const float *x, cf_shape in, const cf_geom *g, int od, int oh, int t) {
     int kh = t % g->k[1], kd = t / g->k[1] % g->k[0], c = t / (g->k[1] * g->k[0]);
     int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
     return id >= 0 && id < in.d && ih >= 0 && ih < in.h ? x + (((size_t)c * in.d + id) * in.h + ih) * in.w : NULL;
 }
+/* R (T = C*KD*KH rows of Wp floats): row t = (c, kd, kh) holds the input row that output row
+   (od, oh) reads through taps (kd, kh) of channel c, shifted right by the width's padding
+   and zero elsewhere; a row outside the input is all zeros.  x: (C, D, H, W), one sample. */
 static void cf__direct_rows(float *R, size_t Wp, const float *x, int C, cf_shape in, const cf_geom *g, int od, int oh) {
     int t;
     for (t = 0; t < C * g->k[0] * g->k[1]; t++) {
@@ -8705,9 +8709,6 @@ static int cf__bf16_taps_bww_applies(const cf__conv_call *c) {
     return cf__bf16_gemm_applies(c) && c->groups == 1 && c->out.w % 2 == 0 && c->g->s[2] == 1 &&
            (size_t)cf__nthreads() * cf__taps_bww_floats(c) <= c->ws_floats;
 }
-/* Ap[k][j / 2] = the pair of im2col(x)'s row k at tile positions j, j + 1 (n positions from p0).
-   The tile's row segments are found once (even lengths: at most half the tile's positions);
-   a tap's in-bounds part of a segment, unit stride, is [lo, hi) = [-w0, W - w0) clipped. */
 /* the input row that the im2col rows of channel c, taps kd, kh read for segment sg, or NULL
    where it lies in the padding */
 static const float *cf__tap_row(const float *x, int half, int c, int kd, int kh, const cf__seg *sg, cf_shape in, const cf_geom *g) {
@@ -8715,7 +8716,10 @@ static const float *cf__tap_row(const float *x, int half, int c, int kd, int kh,
     if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) return NULL;
     return cf__elt(x, half, (((size_t)c * in.d + id) * in.h + ih) * in.w);
 }
-/* (half: x is stored in 16 bits).  The taps kw = 0 .. KW - 1 of one (c, kd, kh) read the same
+/* Ap[k][j / 2] = the pair of im2col(x)'s row k at tile positions j, j + 1 (n positions from p0).
+   The tile's row segments are found once (even lengths: at most half the tile's positions);
+   a tap's in-bounds part of a segment, unit stride, is [lo, hi) = [-w0, W - w0) clipped.
+   (half: x is stored in 16 bits.)  The taps kw = 0 .. KW - 1 of one (c, kd, kh) read the same
    input row, shifted: the row is found once per segment for the KW of them, and the next
    (c, kd, kh)'s rows are fetched ahead while these are packed (as the pools': 15 % off these
    layers).  Found per tap, with its divisions, the rows cost cosmoflow.cfg's 32 -> 64 conv 8 %
