@@ -2205,8 +2205,19 @@ static int cf__dw3x3_bwd_applies(const cf__conv_call *c);
 static void cf__dw3x3_bwd(const cf__conv_call *c);
 static int cf__dw_rows_applies(const cf__conv_call *c);
 static void cf__dw_rows_bwd(const cf__conv_call *c);
-static void cf__pool_fused_backward_run(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in,
-                                        cf_shape out, const cf_geom *g, int act, float slope, int bf16);
+/* the fused backward of act + max pool (cf__pool_fused_backward's arguments): xg (half), the
+   pool's dy (dy_half) and y (y_half), its shapes and geometry, act's, and bf16 */
+typedef struct {
+    float *xg;
+    const float *dy, *y;
+    int half, dy_half, y_half, B;
+    cf_shape in, out;
+    const cf_geom *g;
+    int act;
+    float slope;
+    int bf16;
+} cf__pool_fused_call;
+static void cf__pool_fused_backward_run(const cf__pool_fused_call *f);
 #endif
 #ifdef CF__DIRECT
 static int cf__direct_fwd_applies(const cf__conv_call *c);
@@ -2256,11 +2267,8 @@ static int cf__pool_pairs_half_applies(const cf__pool_call *c);
 CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c);
 #endif
 static int cf__band_rows(cf_shape in, const cf_geom *g, size_t tile);
-static void cf__deconv_forward_with(float *y, int y_half, const float *x, int x_half, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                                    const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm);
-static void cf__deconv_backward_with(float *dx, int dx_half, float *dw, float *db, const float *dy, int dy_half, const float *x, int x_half, const float *w,
-                                     int B, cf_shape in, cf_shape out, const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm,
-                                     cf__gemm_fn gemm_dx, int store);
+static void cf__deconv_forward_with(const cf__conv_call *c, cf__gemm_fn gemm);
+static void cf__deconv_backward_with(const cf__conv_call *c, float *db, cf__gemm_fn gemm, cf__gemm_fn gemm_dx);
 /* the network's workspace (section 5 holds the network's private part) */
 static size_t cf__net_ws_floats(const cf_net *net);
 
@@ -2558,23 +2566,35 @@ static cf__gemm_fn cf__deconv_gemm(int bf16) {
 static const char *cf__deconv_path(int bf16) { return cf__deconv_gemm(bf16) == cf__sgemm_fp32 ? "reference" : cf__kind_names[CF__K_BF16]; }
 /* halves: CF__HALF_OUT, CF__HALF_IN, CF__HALF_DIN (y and dy, x, dx in 16 bits; the plan has
    checked, cf__deconv_takes_halves; ws holds 2 ws_floats) */
+/* a transposed convolution as a convolution call (in: its input, out: its output; half: y in
+   the forward, dy in the backward, stored in 16 bits), its operands set by the caller */
+static cf__conv_call cf__deconv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int halves) {
+    cf__conv_call c;
+    memset(&c, 0, sizeof c);
+    c.B = B; c.in = in; c.out = out; c.g = g; c.groups = 1; c.ws = ws; c.ws_floats = ws_floats; c.bf16 = bf16;
+    c.half = (halves & CF__HALF_OUT) != 0; c.x_half = (halves & CF__HALF_IN) != 0; c.dx_half = (halves & CF__HALF_DIN) != 0;
+    return c;
+}
 static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
                                  float *ws, size_t ws_floats, int bf16, int halves) {
     cf__gemm_fn gemm = cf__deconv_gemm(bf16);
+    cf__conv_call c = cf__deconv_make(B, in, out, g, ws, ws_floats, bf16, halves);
+    c.y = y; c.x = x; c.w = w; c.b = b;
     if (gemm == cf__sgemm_fp32 && !(halves & (CF__HALF_IN | CF__HALF_OUT))) cf_deconv_forward(y, x, w, b, B, in, out, g, ws, ws_floats);
-    else cf__deconv_forward_with(y, (halves & CF__HALF_OUT) != 0, x, (halves & CF__HALF_IN) != 0, w, b, B, in, out, g, ws, ws_floats, gemm);
+    else cf__deconv_forward_with(&c, gemm);
 }
 static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in,
                                  cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int rnd_dx, int store, int halves) {
     cf__gemm_fn gemm = cf__deconv_gemm(bf16), gemm_dx = gemm;
     int dx_half = (halves & CF__HALF_DIN) != 0;
+    cf__conv_call c = cf__deconv_make(B, in, out, g, ws, ws_floats, bf16, halves);
+    c.dx = dx; c.dw = dw; c.dy = dy; c.x = x; c.w = w; c.dx_store = store;
 #ifdef CF__BF16
     if (rnd_dx && gemm == cf__sgemm_bf16) gemm_dx = cf__sgemm_bf16_rounded;   /* each tile's columns of dx get their one product there */
 #endif
     if (gemm == cf__sgemm_fp32 && !store && !(halves & (CF__HALF_IN | CF__HALF_DIN | CF__HALF_OUT)))
         cf_deconv_backward(dx, dw, db, dy, x, w, B, in, out, g, ws, ws_floats);
-    else cf__deconv_backward_with(dx, dx_half, dw, db, dy, (halves & CF__HALF_OUT) != 0, x, (halves & CF__HALF_IN) != 0, w, B, in, out, g, ws, ws_floats,
-                                  gemm, gemm_dx, store);
+    else cf__deconv_backward_with(&c, db, gemm, gemm_dx);
     return dx_half || gemm_dx != gemm || !rnd_dx || !dx;
 }
 /* the workspace a pointwise convolution's bf16 GEMM on 16-bit operands needs (its buffers) */
@@ -2615,7 +2635,8 @@ static int cf__maxpool_inplace_takes_half(const cf__pool_call *pc) {
 static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in,
                                     cf_shape out, const cf_geom *g, int act, float slope, int bf16) {
 #ifndef CF_REFERENCE
-    cf__pool_fused_backward_run(xg, half, dy, dy_half, y, y_half, B, in, out, g, act, slope, bf16);
+    cf__pool_fused_call f = {xg, dy, y, half, dy_half, y_half, B, in, out, g, act, slope, bf16};
+    cf__pool_fused_backward_run(&f);
 #else
     (void)xg; (void)half; (void)dy; (void)dy_half; (void)y; (void)y_half; (void)B; (void)in; (void)out; (void)g; (void)act; (void)slope; (void)bf16;
     CF_ASSERT(0);
@@ -7604,17 +7625,20 @@ static long cf__fwd_tiles(int K, size_t P, size_t ws_floats, size_t *tile) {
 }
 static int cf__kvol(const cf_geom *g) { return g->k[0] * g->k[1] * g->k[2]; }
 
-/* One sample:  y (OC, P) = beta*y + w (OC, K) x im2col(x) (K, P), then bias and act per
-   tile (and rnd: rounding to bf16).  Tiles write disjoint columns of y, so any thread may take
-   any tile.  gws: the bf16 GEMM with each thread's buffers there (cf__gemm_halves), for a y
-   stored in 16 bits (y_half: no bias, no activation, rounded as the GEMM stores) or an x not
-   yet rounded (the GEMM's packing rounds it, section 6, halves). */
-static void cf__conv_tiles(float *y, int y_half, const float *x, const float *w, const float *b, float beta,
-                           cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
-                           int act, float slope, cf__gemm_fn gemm, int rnd, float *gws) {
-    int K = in.c * cf__kvol(g);
+/* Sample bi of the forward convolution f:  y (OC, P) = beta*y + w (OC, K) x im2col(x) (K, P),
+   then bias and act per tile (and rnd: rounding to bf16), the tiles in f's workspace.  Tiles
+   write disjoint columns of y, so any thread may take any tile.  gws: the bf16 GEMM with each
+   thread's buffers there (cf__gemm_halves), for a y stored in 16 bits (f->half: no bias, no
+   activation, rounded as the GEMM stores) or an x not yet rounded (the GEMM's packing rounds
+   it, section 6, halves). */
+static void cf__conv_tiles(const cf__conv_call *f, int bi, float beta, cf__gemm_fn gemm, int rnd, float *gws) {
+    cf_shape in = f->in, out = f->out;
+    const cf_geom *g = f->g;
+    float *y = cf__elt(f->y, f->half, (size_t)bi * cf_shape_size(out)), *ws = f->ws, slope = f->slope;
+    const float *x = f->x + (size_t)bi * cf_shape_size(in), *w = f->w, *b = f->b;
+    int y_half = f->half, act = f->act, K = in.c * cf__kvol(g);
     size_t P = cf__positions(out), tile;
-    long ntiles = cf__fwd_tiles(K, P, ws_floats, &tile), t;
+    long ntiles = cf__fwd_tiles(K, P, f->ws_floats, &tile), t;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
         float *col = ws + (size_t)cf__thread_id() * K * tile;
@@ -7645,9 +7669,7 @@ static size_t cf__fwd_tiles_floats(const cf__conv_call *c) {
 static void cf__tiles_fwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd) {
     float *gws = c->half || c->x_raw ? c->ws + cf__fwd_tiles_floats(c) : NULL;
     int bi;
-    for (bi = 0; bi < c->B; bi++)
-        cf__conv_tiles(cf__elt(c->y, c->half, (size_t)bi * cf_shape_size(c->out)), c->half, c->x + (size_t)bi * cf_shape_size(c->in), c->w, c->b, 0.0f,
-                       c->in, c->out, c->g, c->ws, c->ws_floats, c->act, c->slope, gemm, rnd, gws);
+    for (bi = 0; bi < c->B; bi++) cf__conv_tiles(c, bi, 0.0f, gemm, rnd, gws);
 }
 static void cf__tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_fp32, 0); }
 
@@ -7731,6 +7753,19 @@ static void cf__flip_kernel(float *wt, const float *w, int C, int OC, int kvol) 
             for (k = 0; k < kvol; k++) wt[((size_t)c * OC + oc) * kvol + k] = w[((size_t)oc * C + c) * kvol + kvol - 1 - k];
 }
 static size_t cf__flipped_floats(const cf__conv_call *c) { return (size_t)c->in.c * c->out.c * cf__kvol(c->g); }
+/* c's backward-data as the forward convolution of dy into dx (fp32 both) with the flipped
+   kernel, w' at the front of c's workspace (cf__flip_kernel), the geometry gt
+   (cf__flipped_geom); the rest of the workspace is the forward's */
+static cf__conv_call cf__flipped_call(const cf__conv_call *c, const cf_geom *gt) {
+    cf__conv_call f = *c;
+    size_t wsz = cf__flipped_floats(c);
+    f.y = c->dx; f.x = c->dy; f.w = c->ws; f.b = NULL;
+    f.act = CF_ACT_LINEAR; f.slope = 0.0f;
+    f.in = c->out; f.out = c->in; f.g = gt;
+    f.ws = c->ws + wsz; f.ws_floats = c->ws_floats - wsz;
+    f.half = f.x_half = 0;
+    return f;
+}
 static int cf__tiles_bwd_applies(const cf__conv_call *c) {
     cf_geom gt;
     size_t wsz = cf__flipped_floats(c), tile;
@@ -7739,13 +7774,12 @@ static int cf__tiles_bwd_applies(const cf__conv_call *c) {
 }
 static void cf__tiles_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd) {
     cf_geom gt;
-    size_t wsz = cf__flipped_floats(c);
+    cf__conv_call f;
     int bi;
     cf__flipped_geom(c->g, &gt);
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
-    for (bi = 0; bi < c->B; bi++)
-        cf__conv_tiles(c->dx + (size_t)bi * cf_shape_size(c->in), 0, c->dy + (size_t)bi * cf_shape_size(c->out), c->ws, NULL, c->dx_store ? 0.0f : 1.0f,
-                       c->out, c->in, &gt, c->ws + wsz, c->ws_floats - wsz, CF_ACT_LINEAR, 0.0f, gemm, rnd, NULL);
+    f = cf__flipped_call(c, &gt);
+    for (bi = 0; bi < c->B; bi++) cf__conv_tiles(&f, bi, c->dx_store ? 0.0f : 1.0f, gemm, rnd, NULL);
 }
 static void cf__tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_fp32, 0); }
 
@@ -7785,14 +7819,29 @@ static void cf__direct_rows(float *R, size_t Wp, const float *x, int C, cf_shape
     }
 }
 
+/* What the direct kernel's output rows share: rows of y ystride apart, R's T rows of Wp floats,
+   KW taps along the width dil apart, the kernel w (OC, T KW), OW positions a row, the bias b
+   (may be NULL), accumulate, the activation. */
+typedef struct {
+    size_t ystride, Wp;
+    int T, KW, dil;
+    const float *w;
+    int OC, OW;
+    const float *b;
+    int accumulate, act;
+    float slope;
+} cf__direct_row_call;
 /* One output row:  y[oc][w] (+)= sum over t < T, kw < KW of w[oc][t KW + kw] R[t][w + kw dil]
-   for oc < OC, w < OW (rows of y ystride apart; R readable up to OW rounded up to 32, plus
-   (KW-1) dil).  accumulate = 0: y = act(sum + b[oc]) (b may be NULL); 1: y += sum.
-   Written once for a vector type VT of VW floats and instantiated twice below (long: one
-   body, because the two instances must stay the same code). */
-#define CF__DIRECT_FWD_ROW(NAME, VT, VW, OB, ATTR)                                                                     \
-ATTR static void NAME(float *y, size_t ystride, const float *R, size_t Wp, int T, int KW, int dil, const float *w,  \
-                      int OC, int OW, const float *b, int accumulate, int act, float slope) {                         \
+   for oc < OC, w < OW (R readable up to OW rounded up to 32, plus (KW-1) dil).  accumulate =
+   0: y = act(sum + b[oc]); 1: y += sum.  Written once for a vector type VT of VW floats and
+   instantiated twice below (long: one body, because the two instances must stay the same
+   code). */
+#define CF__DIRECT_FWD_ROW(NAME, VT, VW, OB, ATTR)                                                                    \
+ATTR static void NAME(float *y, const float *R, const cf__direct_row_call *d) {                                       \
+    size_t ystride = d->ystride, Wp = d->Wp;                                                                          \
+    int T = d->T, KW = d->KW, dil = d->dil, OC = d->OC, OW = d->OW, accumulate = d->accumulate, act = d->act;         \
+    const float *w = d->w, *b = d->b;                                                                                 \
+    float slope = d->slope;                                                                                           \
     int K = T * KW, oc0, w0, t, kw, o, j;                                                                             \
     float out[OB][2 * VW];                                                                                            \
     const float *wo[OB];                                                                                              \
@@ -7866,37 +7915,36 @@ static int cf__direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t w
     size_t rsz = (size_t)in.c * g->k[0] * g->k[1] * cf__direct_wp(out, g);
     return g->s[2] == 1 && out.w >= 16 && rsz <= max_r && (size_t)cf__nthreads() * rsz <= ws_floats;
 }
-/* y (B, OC, OD, OH, OW) (+)= conv(x, w) with w (OC, C, KD, KH, KW): rows shared out between
-   the threads, each with its own R in ws.  Only where cf__direct_fits says it applies. */
-static void cf__direct_fwd(float *y, const float *x, const float *w, const float *b, int accumulate, int B, cf_shape in,
-                           cf_shape out, const cf_geom *g, float *ws, int act, float slope) {
+/* the forward convolution f, y (B, OC, OD, OH, OW) (+)= conv(x, w) with w (OC, C, KD, KH, KW)
+   (accumulate: added into y): rows shared out between the threads, each with its own R in f's
+   workspace.  Only where cf__direct_fits says it applies. */
+static void cf__direct_fwd(const cf__conv_call *f, int accumulate) {
+    cf_shape in = f->in, out = f->out;
+    const cf_geom *g = f->g;
     int T = in.c * g->k[0] * g->k[1], KW = g->k[2];
     size_t Wp = cf__direct_wp(out, g), rsz = (size_t)T * Wp;
     size_t P = cf__positions(out), in_sz = cf_shape_size(in);
-    long rows = (long)B * out.d * out.h, r;
-    void (*row)(float *, size_t, const float *, size_t, int, int, int, const float *, int, int, const float *, int, int, float) =
-        cf__direct_fwd_row8;
+    long rows = (long)f->B * out.d * out.h, r;
+    cf__direct_row_call d = {P, Wp, T, KW, g->dil[2], f->w, out.c, out.w, f->b, accumulate, f->act, f->slope};
+    void (*row)(float *, const float *, const cf__direct_row_call *) = cf__direct_fwd_row8;
 #ifdef CF__AVX512
     if (out.w >= 32 && cf__has_avx512()) row = cf__direct_fwd_row16;
 #endif
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
-        float *R = ws + (size_t)cf__thread_id() * rsz;
+        float *R = f->ws + (size_t)cf__thread_id() * rsz;
         CF__OMP(omp for schedule(static))
         for (r = 0; r < rows; r++) {
             int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
-            cf__direct_rows(R, Wp, x + (size_t)bi * in_sz, in.c, in, g, od, oh);
-            row(y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, R, Wp, T, KW, g->dil[2],
-                w, out.c, out.w, b, accumulate, act, slope);
+            cf__direct_rows(R, Wp, f->x + (size_t)bi * in_sz, in.c, in, g, od, oh);
+            row(f->y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, R, &d);
         }
     }
 }
 static int cf__direct_fwd_applies(const cf__conv_call *c) {
     return c->groups == 1 && !cf__pointwise_applies(c) && cf__direct_fits(c->in, c->out, c->g, c->ws_floats, CF__DIRECT_FWD_MAX_R);
 }
-static void cf__direct_fwd_run(const cf__conv_call *c) {
-    cf__direct_fwd(c->y, c->x, c->w, c->b, 0, c->B, c->in, c->out, c->g, c->ws, c->act, c->slope);
-}
+static void cf__direct_fwd_run(const cf__conv_call *c) { cf__direct_fwd(c, 0); }
 /* backward-data: the forward of dy (out's shape) into dx with the flipped kernel, as above */
 static int cf__direct_bwd_applies(const cf__conv_call *c) {
     cf_geom gt;
@@ -7906,10 +7954,11 @@ static int cf__direct_bwd_applies(const cf__conv_call *c) {
 }
 static void cf__direct_bwd_run(const cf__conv_call *c) {
     cf_geom gt;
-    size_t wsz = cf__flipped_floats(c);
+    cf__conv_call f;
     cf__flipped_geom(c->g, &gt);
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
-    cf__direct_fwd(c->dx, c->dy, c->ws, NULL, !c->dx_store, c->B, c->out, c->in, &gt, c->ws + wsz, CF_ACT_LINEAR, 0.0f);
+    f = cf__flipped_call(c, &gt);
+    cf__direct_fwd(&f, !c->dx_store);
 }
 #endif /* CF__DIRECT */
 
@@ -8463,11 +8512,29 @@ CF__BF16_TARGET static void cf__direct_store_bf16(float *y, int half, size_t i, 
     if (half) cf__store_half((cf_bf16 *)(void *)y + i, k, v);
     else _mm512_mask_storeu_ps(y + i, k, v);
 }
-/* One output row (all OC channels, OW positions) from its T2 pair rows rp: blocks of 8 channels by 32 positions,
-   16 accumulators; each step loads 32 positions of one pair row and multiplies them by one
-   packed weight pair per channel. */
-CF__BF16_TARGET static void cf__direct_row_bf16(float *y, int half, size_t y0, size_t ystride, const uint32_t *const *rp, int T2, int KW, int dil,
-                                                const uint32_t *w2, int OC, int OW, const float *b, int accumulate, int act, float slope) {
+/* What the bf16 direct kernel's output rows share: y (half: stored in 16 bits), its rows
+   ystride apart, T2 pair rows, KW taps along the width dil apart, the packed kernel w2 (OC, T2
+   KW pairs), OW positions a row, the bias b (may be NULL), accumulate, the activation. */
+typedef struct {
+    float *y;
+    int half;
+    size_t ystride;
+    int T2, KW, dil;
+    const uint32_t *w2;
+    int OC, OW;
+    const float *b;
+    int accumulate, act;
+    float slope;
+} cf__direct_row_bf16_call;
+/* One output row (all OC channels, OW positions, from element y0 of y) from its T2 pair rows
+   rp: blocks of 8 channels by 32 positions, 16 accumulators; each step loads 32 positions of
+   one pair row and multiplies them by one packed weight pair per channel. */
+CF__BF16_TARGET static void cf__direct_row_bf16(const cf__direct_row_bf16_call *d, size_t y0, const uint32_t *const *rp) {
+    float *y = d->y, slope = d->slope;
+    size_t ystride = d->ystride;
+    int half = d->half, T2 = d->T2, KW = d->KW, dil = d->dil, OC = d->OC, OW = d->OW, accumulate = d->accumulate, act = d->act;
+    const uint32_t *w2 = d->w2;
+    const float *b = d->b;
     int K2 = T2 * KW, oc0, w0, q, kw, o, j;
     for (oc0 = 0; oc0 < OC; oc0 += 8) {
         int no = OC - oc0 < 8 ? OC - oc0 : 8;
@@ -8496,8 +8563,12 @@ CF__BF16_TARGET static void cf__direct_row_bf16(float *y, int half, size_t y0, s
 }
 /* The same for rows of at most 16 positions (a 16^3 layer, where a 32-wide block would be half
    empty): blocks of 16 channels by 16 positions, still 16 accumulators, one load of R2 per step. */
-CF__BF16_TARGET static void cf__direct_row_bf16_narrow(float *y, int half, size_t y0, size_t ystride, const uint32_t *const *rp, int T2, int KW, int dil,
-                                                       const uint32_t *w2, int OC, int OW, const float *b, int accumulate, int act, float slope) {
+CF__BF16_TARGET static void cf__direct_row_bf16_narrow(const cf__direct_row_bf16_call *d, size_t y0, const uint32_t *const *rp) {
+    float *y = d->y, slope = d->slope;
+    size_t ystride = d->ystride;
+    int half = d->half, T2 = d->T2, KW = d->KW, dil = d->dil, OC = d->OC, OW = d->OW, accumulate = d->accumulate, act = d->act;
+    const uint32_t *w2 = d->w2;
+    const float *b = d->b;
     int K2 = T2 * KW, oc0, q, kw, o;
     for (oc0 = 0; oc0 < OC; oc0 += 16) {
         int no = OC - oc0 < 16 ? OC - oc0 : 16;
@@ -8518,14 +8589,17 @@ CF__BF16_TARGET static void cf__direct_row_bf16_narrow(float *y, int half, size_
         for (o = 0; o < no; o++) cf__direct_store_bf16(y, half, y0 + (size_t)(oc0 + o) * ystride, a[o], OW, b ? b[oc0 + o] : 0.0f, accumulate, act, slope);
     }
 }
-/* y (+)= conv(x, w) as cf__direct_fwd, y stored rounded to bf16 unless added into;
-   w2 = the packed kernel; ws: one cf__pair_rows per thread; y_half, x_half: stored in 16 bits */
-static void cf__direct_fwd_bf16(float *y, int y_half, const float *x, int x_half, const uint32_t *w2, const float *b, int accumulate, int B, cf_shape in,
-                                cf_shape out, const cf_geom *g, uint32_t *ws, int act, float slope) {
-    int T2 = (in.c + 1) / 2 * g->k[0] * g->k[1], KW = g->k[2];
+/* the forward convolution f, y (+)= conv(x, w) as cf__direct_fwd, y stored rounded to bf16
+   unless added into (accumulate); w2 = the packed kernel; ws: one cf__pair_rows per thread;
+   f->half (y), f->x_half: stored in 16 bits */
+static void cf__direct_fwd_bf16(const cf__conv_call *f, const uint32_t *w2, uint32_t *ws, int accumulate) {
+    cf_shape in = f->in, out = f->out;
+    const cf_geom *g = f->g;
+    int T2 = (in.c + 1) / 2 * g->k[0] * g->k[1], KW = g->k[2], y_half = f->half, x_half = f->x_half;
     size_t Wp = cf__direct_wp(out, g), rsz = cf__pair_rows_size(in, g, Wp), P = cf__positions(out), in_sz = cf_shape_size(in);
-    long rows = (long)B * out.d * out.h, r;
-    void (*row)(float *, int, size_t, size_t, const uint32_t *const *, int, int, int, const uint32_t *, int, int, const float *, int, int, float) =
+    long rows = (long)f->B * out.d * out.h, r;
+    cf__direct_row_bf16_call d = {f->y, y_half, P, T2, KW, g->dil[2], w2, out.c, out.w, f->b, accumulate, f->act, f->slope};
+    void (*row)(const cf__direct_row_bf16_call *, size_t, const uint32_t *const *) =
         out.w <= 16 ? cf__direct_row_bf16_narrow : cf__direct_row_bf16;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
@@ -8533,14 +8607,13 @@ static void cf__direct_fwd_bf16(float *y, int y_half, const float *x, int x_half
         CF__OMP(omp for schedule(static))
         for (r = 0; r < rows; r++) {
             int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
-            cf__pair_rows_for(&pr, Wp, cf__elt(x, x_half, (size_t)bi * in_sz), x_half, bi, in.c, in, g, od, oh);
+            cf__pair_rows_for(&pr, Wp, cf__elt(f->x, x_half, (size_t)bi * in_sz), x_half, bi, in.c, in, g, od, oh);
             if (r + 1 < rows && (r + 1) % ((long)out.d * out.h)) {   /* the next row's outputs (same sample) fetched for writing, as the pools' rows */
                 size_t yn = (size_t)bi * out.c * P + ((size_t)od * out.h + oh + 1) * out.w;
                 int oc;
-                for (oc = 0; oc < out.c; oc++) cf__prefetch_floats(cf__elt(y, y_half, yn + (size_t)oc * P), y_half ? (size_t)(out.w + 1) / 2 : (size_t)out.w, 1);
+                for (oc = 0; oc < out.c; oc++) cf__prefetch_floats(cf__elt(f->y, y_half, yn + (size_t)oc * P), y_half ? (size_t)(out.w + 1) / 2 : (size_t)out.w, 1);
             }
-            row(y, y_half, (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, pr.rp, T2, KW, g->dil[2], w2, out.c, out.w, b,
-                accumulate, act, slope);
+            row(&d, (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, pr.rp);
         }
     }
 }
@@ -8568,7 +8641,7 @@ static int cf__bf16_direct_fwd_applies(const cf__conv_call *c) {
 static void cf__bf16_direct_fwd_run(const cf__conv_call *c) {
     uint32_t *w2 = (uint32_t *)c->ws;
     cf__pack_kernel_bf16(w2, c->w, c->out.c, c->in.c, c->g->k[0] * c->g->k[1], c->g->k[2]);
-    cf__direct_fwd_bf16(c->y, c->half, c->x, c->x_half, w2, c->b, 0, c->B, c->in, c->out, c->g, w2 + cf__w2_floats(c->in, c->g, c->out.c), c->act, c->slope);
+    cf__direct_fwd_bf16(c, w2, w2 + cf__w2_floats(c->in, c->g, c->out.c), 0);
 }
 /* backward-data: dy convolved with the flipped kernel (flipped into ws, then packed after it) */
 static int cf__bf16_direct_bwd_applies(const cf__conv_call *c) {
@@ -8579,13 +8652,15 @@ static int cf__bf16_direct_bwd_applies(const cf__conv_call *c) {
 }
 static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
     cf_geom gt;
+    cf__conv_call f;
     size_t wsz = cf__flipped_floats(c);
     uint32_t *w2 = (uint32_t *)(c->ws + wsz);
     cf__flipped_geom(c->g, &gt);
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
     cf__pack_kernel_bf16(w2, c->ws, c->in.c, c->out.c, gt.k[0] * gt.k[1], gt.k[2]);
-    cf__direct_fwd_bf16(c->dx, c->dx_half, c->dy, c->half, w2, NULL, !c->dx_half && !c->dx_store, c->B, c->out, c->in, &gt,   /* dx_half: stored, not added */
-                        w2 + cf__w2_floats(c->out, &gt, c->in.c), CF_ACT_LINEAR, 0.0f);
+    f = cf__flipped_call(c, &gt);
+    f.half = c->dx_half; f.x_half = c->half;
+    cf__direct_fwd_bf16(&f, w2, w2 + cf__w2_floats(c->out, &gt, c->in.c), !c->dx_half && !c->dx_store);   /* dx_half: stored, not added */
 }
 /* the GEMM paths (tiles, pointwise) with the bf16 GEMM */
 static int cf__bf16_pointwise_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__pointwise_applies(c); }
@@ -8985,21 +9060,19 @@ static void cf__dw_rows_bwd(const cf__conv_call *c) {
 /* ---- depthwise forward, the reference's loops with each plane rounded to bf16 once whole when
    rnd (a bf16 network's output): the activation and the rounding while the plane is in cache
    (kind "bf16" for the shapes the 3x3 kernel below leaves, and that kernel's fallback) */
-static void cf__dw_planes_rounded(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                  int act, float slope, int rnd) {
-    int C = in.c, pl;
-    size_t iv = (size_t)in.d * in.h * in.w, ov = (size_t)out.d * out.h * out.w;
-    CF__OMP(omp parallel for schedule(static))
-    for (pl = 0; pl < B * C; pl++) {   /* plane pl: sample pl / C, channel pl % C */
-        int c = pl % C;
-        cf__dw_plane_forward(y + (size_t)pl * ov, x + (size_t)pl * iv, w + (size_t)c * g->k[0] * g->k[1] * g->k[2], b ? b[c] : 0.0f, in, out, g);
-        cf__act_floats(y + (size_t)pl * ov, ov, act, slope);
-        if (rnd) cf__round_run(y + (size_t)pl * ov, ov);
-    }
+static void cf__dw_plane_rounded(const cf__conv_call *c, int pl, int rnd) {   /* plane pl: sample pl / C, channel pl % C */
+    int ch = pl % c->in.c;
+    size_t iv = cf__positions(c->in), ov = cf__positions(c->out);
+    float *y = c->y + (size_t)pl * ov;
+    cf__dw_plane_forward(y, c->x + (size_t)pl * iv, c->w + (size_t)ch * cf__kvol(c->g), c->b ? c->b[ch] : 0.0f, c->in, c->out, c->g);
+    cf__act_floats(y, ov, c->act, c->slope);
+    if (rnd) cf__round_run(y, ov);
 }
 static int cf__dw_rounded_applies(const cf__conv_call *c) { return c->bf16; }
 static void cf__dw_rounded_fwd(const cf__conv_call *c) {
-    cf__dw_planes_rounded(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->act, c->slope, 1);
+    int pl;
+    CF__OMP(omp parallel for schedule(static))
+    for (pl = 0; pl < c->B * c->in.c; pl++) cf__dw_plane_rounded(c, pl, 1);
 }
 
 /* ---- depthwise forward, 3x3 taps with a stride of 1 along the width (kind "direct"; DeepCAM's
@@ -9066,8 +9139,6 @@ static void cf__dw3x3_fwd(const cf__conv_call *c) {
     const cf_geom *g = c->g;
     int Wp = g->pb[2] + c->in.w + g->pa[2], Hp = g->pb[1] + c->in.h + g->pa[1], planes = c->B * c->in.c;
     size_t iv = cf__positions(c->in), ov = cf__positions(c->out);
-    cf_shape in1 = c->in, out1 = c->out;   /* one channel */
-    in1.c = out1.c = 1;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
         float *pad = cf__dw_buffers(c, cf__dw3x3_fwd_floats(c));   /* the padded plane, then an output row */
@@ -9080,8 +9151,7 @@ static void cf__dw3x3_fwd(const cf__conv_call *c) {
             if (pad)
                 cf__dw3x3_plane(cf__elt(c->y, c->half, (size_t)pl * ov), pad, pad + (size_t)Wp * Hp, Wp, cf__elt(c->x, c->x_half, (size_t)pl * iv),
                                 c->w + (size_t)ch * 9, bias, c);
-            else cf__dw_planes_rounded(c->y + (size_t)pl * ov, c->x + (size_t)pl * iv, c->w + (size_t)ch * 9, c->b ? c->b + ch : NULL, 1, in1,
-                                       out1, g, c->act, c->slope, c->bf16);   /* no room: the reference on this one plane */
+            else cf__dw_plane_rounded(c, pl, c->bf16);   /* no room: the reference on this one plane */
         }
         cf__dw_buffers_free(c, pad);
     }
@@ -9334,9 +9404,15 @@ static void cf__band_widen(float *band, const cf_bf16 *dy16, int C, int H, int W
         }
     }
 }
-/* y_half: y stored in 16 bits (a band, above) */
-static void cf__deconv_forward_with(float *y, int y_half, const float *x, int x_half, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                                    const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm) {
+/* c: the transposed convolution (cf__deconv_make), its y stored in 16 bits when c->half (a
+   band, above), x when c->x_half; col: its workspace */
+static void cf__deconv_forward_with(const cf__conv_call *c, cf__gemm_fn gemm) {
+    float *y = c->y, *col = c->ws;
+    const float *x = c->x, *w = c->w, *b = c->b;
+    int y_half = c->half, x_half = c->x_half, B = c->B;
+    cf_shape in = c->in, out = c->out;
+    const cf_geom *g = c->g;
+    size_t ws_floats = c->ws_floats;
     int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc, H = 0, lo = 0;
     size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
     float *band = col + ws_floats + cf__pointwise_ws_floats();
@@ -9365,10 +9441,15 @@ static void cf__deconv_forward_with(float *y, int y_half, const float *x, int x_
         }
     }
 }
-/* (dy_half: dy stored in 16 bits, read through a band, above) */
-static void cf__deconv_backward_with(float *dx, int dx_half, float *dw, float *db, const float *dy, int dy_half, const float *x, int x_half, const float *w,
-                                     int B, cf_shape in, cf_shape out, const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm,
-                                     cf__gemm_fn gemm_dx, int store) {
+/* (c->half: dy stored in 16 bits, read through a band, above; dx stored, not added, when
+   c->dx_store; db: the bias's gradient, or NULL) */
+static void cf__deconv_backward_with(const cf__conv_call *c, float *db, cf__gemm_fn gemm, cf__gemm_fn gemm_dx) {
+    float *dx = c->dx, *dw = c->dw, *col = c->ws;
+    const float *dy = c->dy, *x = c->x, *w = c->w;
+    int dx_half = c->dx_half, dy_half = c->half, x_half = c->x_half, B = c->B, store = c->dx_store;
+    cf_shape in = c->in, out = c->out;
+    const cf_geom *g = c->g;
+    size_t ws_floats = c->ws_floats;
     int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
     size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
     float *band = col + ws_floats + cf__pointwise_ws_floats();
@@ -9458,77 +9539,97 @@ CF__BF16_TARGET static void cf__pool_pairs_write16_half(cf_bf16 *const *rows, in
 #endif
 #endif
 #define CF__POOL_RUN 256   /* outputs whose m and d are made at once (each loop the compiler vectorizes) */
-static void cf__pool_fused_backward_run(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in,
-                                        cf_shape out, const cf_geom *g, int act, float slope, int bf16) {
-    cf__pool_call pc = cf__pool_make(B, in, out, g, 1);
-    int plane, KD = g->k[0], KH = g->k[1], KW = g->k[2], pairs = cf__pool_pairs_applies(&pc);
-    CF_ASSERT(!(half || dy_half || y_half) || cf__maxpool_inplace_takes_half(&pc));
-    CF__OMP(omp parallel for schedule(static))
-    for (plane = 0; plane < B * in.c; plane++) {
-        float *xp = cf__elt(xg, half, (size_t)plane * in.d * in.h * in.w);
-        const float *yp = cf__elt(y, y_half, (size_t)plane * cf__positions(out)), *dyp = cf__elt(dy, dy_half, (size_t)plane * cf__positions(out));
-        int od, oh, ow, kd, kh, kw, id, ih, iw;
-        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
-            const float *rows[4];
-            int nr = pairs ? cf__pool_rows(rows, xp, half, od, oh, KD, in) : 0;
 #ifdef CF__AVX512
-            if (pairs && cf__has_avx512()) {   /* a run of the row's outputs: their maxima m and gradients d, then the windows 16 at a time */
-                size_t o0 = ((size_t)od * out.h + oh) * out.w;
-                int run, i;
-                cf__pool_rows_ahead(rows, half, nr, oh, in, out, 1);
-                for (run = 0; run < out.w; run += CF__POOL_RUN) {
-                    float d[CF__POOL_RUN], m[CF__POOL_RUN];
-                    int nrun = out.w - run < CF__POOL_RUN ? out.w - run : CF__POOL_RUN;
-                    if (y_half) cf__widen_run(m, (const cf_bf16 *)(const void *)yp + o0 + run, (size_t)nrun);
-                    else memcpy(m, yp + o0 + run, sizeof(float) * nrun);
-                    if (dy_half) cf__widen_run(d, (const cf_bf16 *)(const void *)dyp + o0 + run, (size_t)nrun);
-                    else memcpy(d, dyp + o0 + run, sizeof(float) * nrun);
-                    cf__act_backward_run(d, m, (size_t)nrun, act, slope);
-                    if (bf16) cf__round_run(d, (size_t)nrun);
-                    for (ow = 0; ow < nrun; ow += 16) {
-                        int n = nrun - ow < 16 ? nrun - ow : 16;
+/* output row (od, oh) of a plane whose windows are pairs in nr rows (rows point into xg): a
+   run of the row's outputs, their maxima m and gradients d, then the windows 16 at a time */
+static void cf__pool_fused_row16(const cf__pool_fused_call *f, const float **rows, int nr, const float *yp, const float *dyp, int od, int oh) {
+    size_t o0 = ((size_t)od * f->out.h + oh) * f->out.w;
+    int run, ow;
+    cf__pool_rows_ahead(rows, f->half, nr, oh, f->in, f->out, 1);
+    for (run = 0; run < f->out.w; run += CF__POOL_RUN) {
+        float d[CF__POOL_RUN], m[CF__POOL_RUN];
+        int nrun = f->out.w - run < CF__POOL_RUN ? f->out.w - run : CF__POOL_RUN;
+        if (f->y_half) cf__widen_run(m, (const cf_bf16 *)(const void *)yp + o0 + run, (size_t)nrun);
+        else memcpy(m, yp + o0 + run, sizeof(float) * nrun);
+        if (f->dy_half) cf__widen_run(d, (const cf_bf16 *)(const void *)dyp + o0 + run, (size_t)nrun);
+        else memcpy(d, dyp + o0 + run, sizeof(float) * nrun);
+        cf__act_backward_run(d, m, (size_t)nrun, f->act, f->slope);
+        if (f->bf16) cf__round_run(d, (size_t)nrun);
+        for (ow = 0; ow < nrun; ow += 16) {
+            int n = nrun - ow < 16 ? nrun - ow : 16;
 #ifdef CF__BF16
-                        if (half) {
-                            cf_bf16 *r16[4];
-                            for (i = 0; i < nr; i++) r16[i] = (cf_bf16 *)(void *)rows[i];
-                            cf__pool_pairs_write16_half(r16, nr, run + ow, n, m + ow, d + ow);
-                            continue;
-                        }
-#endif
-                        cf__pool_pairs_write16(rows, nr, run + ow, n, m + ow, d + ow);
-                    }
-                }
+            if (f->half) {
+                cf_bf16 *r16[4];
+                int i;
+                for (i = 0; i < nr; i++) r16[i] = (cf_bf16 *)(void *)rows[i];
+                cf__pool_pairs_write16_half(r16, nr, run + ow, n, m + ow, d + ow);
                 continue;
             }
 #endif
-            for (ow = 0; ow < out.w; ow++) {
-                size_t o = ((size_t)od * out.h + oh) * out.w + ow, at = (size_t)-1;
-                float m = yp[o], d = cf__act_df(dyp[o], m, act, slope);
-                if (bf16) d = cf_f32_from_bf16(cf_bf16_from_f32(d));   /* stored rounded: dL/dz of a bf16 network's conv */
-                if (pairs) {   /* the window as pairs from 2 or 4 rows (rows point into xg, ours to write) */
-                    int q, j, found = 0;
-                    for (q = 0; q < nr; q++) for (j = 0; j < 2; j++) {
-                        float *e = (float *)rows[q] + 2 * ow + j;
-                        if (!found && *e == m) { *e = d; found = 1; }
-                        else *e = 0.0f;
-                    }
-                    continue;
-                }
-                for (kd = 0; kd < KD; kd++) for (kh = 0; kh < KH; kh++) {
-                    float *r = xp + ((size_t)(od * KD + kd) * in.h + (size_t)(oh * KH + kh)) * in.w + (size_t)ow * KW;
-                    for (kw = 0; kw < KW; kw++) {
-                        if (at == (size_t)-1 && r[kw] == m) at = (size_t)(r + kw - xp);
-                        r[kw] = 0.0f;
-                    }
-                }
-                if (at != (size_t)-1) xp[at] = d;
+            cf__pool_pairs_write16(rows, nr, run + ow, n, m + ow, d + ow);
+        }
+    }
+}
+#endif
+/* output row (od, oh) of plane xp one output at a time: the window's first maximum gets d,
+   the rest 0 (pairs: the window as pairs from nr rows, rows point into xg, ours to write) */
+static void cf__pool_fused_row(const cf__pool_fused_call *f, float *xp, const float **rows, int nr, const float *yp, const float *dyp, int od,
+                               int oh, int pairs) {
+    cf_shape in = f->in, out = f->out;
+    int KD = f->g->k[0], KH = f->g->k[1], KW = f->g->k[2], ow, kd, kh, kw;
+    for (ow = 0; ow < out.w; ow++) {
+        size_t o = ((size_t)od * out.h + oh) * out.w + ow, at = (size_t)-1;
+        float m = yp[o], d = cf__act_df(dyp[o], m, f->act, f->slope);
+        if (f->bf16) d = cf_f32_from_bf16(cf_bf16_from_f32(d));   /* stored rounded: dL/dz of a bf16 network's conv */
+        if (pairs) {
+            int q, j, found = 0;
+            for (q = 0; q < nr; q++) for (j = 0; j < 2; j++) {
+                float *e = (float *)rows[q] + 2 * ow + j;
+                if (!found && *e == m) { *e = d; found = 1; }
+                else *e = 0.0f;
+            }
+            continue;
+        }
+        for (kd = 0; kd < KD; kd++) for (kh = 0; kh < KH; kh++) {
+            float *r = xp + ((size_t)(od * KD + kd) * in.h + (size_t)(oh * KH + kh)) * in.w + (size_t)ow * KW;
+            for (kw = 0; kw < KW; kw++) {
+                if (at == (size_t)-1 && r[kw] == m) at = (size_t)(r + kw - xp);
+                r[kw] = 0.0f;
             }
         }
-        /* inputs past the last whole window (odd sizes) get no gradient */
-        if (out.d * KD < in.d || out.h * KH < in.h || out.w * KW < in.w)
-            for (id = 0; id < in.d; id++) for (ih = 0; ih < in.h; ih++) for (iw = 0; iw < in.w; iw++)
-                if (id >= out.d * KD || ih >= out.h * KH || iw >= out.w * KW) xp[((size_t)id * in.h + ih) * in.w + iw] = 0.0f;
+        if (at != (size_t)-1) xp[at] = d;
     }
+}
+/* inputs past the last whole window (odd sizes) get no gradient */
+static void cf__pool_fused_past(const cf__pool_fused_call *f, float *xp) {
+    cf_shape in = f->in, out = f->out;
+    int KD = f->g->k[0], KH = f->g->k[1], KW = f->g->k[2], id, ih, iw;
+    if (out.d * KD < in.d || out.h * KH < in.h || out.w * KW < in.w)
+        for (id = 0; id < in.d; id++) for (ih = 0; ih < in.h; ih++) for (iw = 0; iw < in.w; iw++)
+            if (id >= out.d * KD || ih >= out.h * KH || iw >= out.w * KW) xp[((size_t)id * in.h + ih) * in.w + iw] = 0.0f;
+}
+/* one plane (sample and channel) of xg, row by row */
+static void cf__pool_fused_plane(const cf__pool_fused_call *f, int plane, int pairs) {
+    float *xp = cf__elt(f->xg, f->half, (size_t)plane * f->in.d * f->in.h * f->in.w);
+    const float *yp = cf__elt(f->y, f->y_half, (size_t)plane * cf__positions(f->out));
+    const float *dyp = cf__elt(f->dy, f->dy_half, (size_t)plane * cf__positions(f->out));
+    int od, oh;
+    for (od = 0; od < f->out.d; od++) for (oh = 0; oh < f->out.h; oh++) {
+        const float *rows[4];
+        int nr = pairs ? cf__pool_rows(rows, xp, f->half, od, oh, f->g->k[0], f->in) : 0;
+#ifdef CF__AVX512
+        if (pairs && cf__has_avx512()) { cf__pool_fused_row16(f, rows, nr, yp, dyp, od, oh); continue; }
+#endif
+        cf__pool_fused_row(f, xp, rows, nr, yp, dyp, od, oh, pairs);
+    }
+    cf__pool_fused_past(f, xp);
+}
+static void cf__pool_fused_backward_run(const cf__pool_fused_call *f) {
+    cf__pool_call pc = cf__pool_make(f->B, f->in, f->out, f->g, 1);
+    int plane, pairs = cf__pool_pairs_applies(&pc);
+    CF_ASSERT(!(f->half || f->dy_half || f->y_half) || cf__maxpool_inplace_takes_half(&pc));
+    CF__OMP(omp parallel for schedule(static))
+    for (plane = 0; plane < f->B * f->in.c; plane++) cf__pool_fused_plane(f, plane, pairs);
 }
 #endif
 
