@@ -974,7 +974,8 @@ CFDEF int cf_fail(const char *fmt, ...) {
    nothing, has CF_ASSERT name it as well (on unless NDEBUG; a program may define CF_ASSERT to
    catch it).  (CF__REQUIRE with no ret does not compile: a void function takes the other.) */
 #define CF__REQUIRE(cond, ret, what) do { if (!(cond)) { cf_fail("%s", what); return (ret); } } while (0)
-#define CF__REQUIRE_VOID(cond, what) do { if (!(cond)) { cf_fail("%s", what); CF_ASSERT((cond) && what); return; } } while (0)
+#define CF__REQUIRE_VOID(cond, what)                                                                                  \
+    do { if (!(cond)) { cf_fail("%s", what); CF_ASSERT((cond) && what); return; } } while (0)
 
 
 /* zeroed allocation; NULL (with a reason) when n*size overflows or memory is short */
@@ -1186,7 +1187,8 @@ CFDEF void cf_sgemm(int transA, int transB, int M, int N, int K, float alpha,
 #ifdef CF_USE_CBLAS
     if (K <= 0) { /* BLAS would be asked for an empty product: only the beta scaling remains */
         int i, j;
-        for (i = 0; i < M; i++) for (j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+        for (i = 0; i < M; i++)
+            for (j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
         return;
     }
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
@@ -1218,8 +1220,8 @@ CFDEF int cf_geom_out(const cf_geom *g, int axis, int in) {
 typedef struct { int od, oh, ow0, len; } cf__seg;
 /* the shapes an operation is given (F's precondition, asserted): a batch, extents and a geometry */
 static int cf__shapes_ok(int B, cf_shape in, cf_shape out, const cf_geom *g, int groups) {
-    return B >= 1 && in.c >= 1 && in.d >= 1 && in.h >= 1 && in.w >= 1 && out.c >= 1 && out.d >= 1 && out.h >= 1 && out.w >= 1 && g &&
-           groups >= 1 && in.c % groups == 0 && out.c % groups == 0;
+    return B >= 1 && in.c >= 1 && in.d >= 1 && in.h >= 1 && in.w >= 1 && out.c >= 1 && out.d >= 1 && out.h >= 1 &&
+           out.w >= 1 && g && groups >= 1 && in.c % groups == 0 && out.c % groups == 0;
 }
 static int cf__next_seg(cf__seg *sg, size_t p, size_t left, cf_shape out) {
     sg->ow0 = (int)(p % out.w);
@@ -1242,7 +1244,8 @@ static void cf__row_range(int ow0, int len, int s, int off, int W, int *lo, int 
    Row r of col (channel c, tap kd, kh, kw): the tap's input value at each position, a run of
    an input row per output row (its segment), zeros where the tap reaches into the padding.
    (The bf16 GEMM also makes rows of col this way as it packs them, section 11.) */
-static void cf__im2col_row(float *dst, const float *x, int r, cf_shape in, cf_shape out, const cf_geom *g, size_t p0, size_t n) {
+static void cf__im2col_row(float *dst, const float *x, int r, cf_shape in, cf_shape out, const cf_geom *g, size_t p0,
+                           size_t n) {
     int KD = g->k[0], KH = g->k[1], KW = g->k[2];
     int kw = r % KW, kh = (r / KW) % KH, kd = (r / (KW * KH)) % KD, c = r / (KW * KH * KD);
     const float *xc = x + (size_t)c * in.d * in.h * in.w;
@@ -1253,7 +1256,11 @@ static void cf__im2col_row(float *dst, const float *x, int r, cf_shape in, cf_sh
         int id = sg.od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = sg.oh * g->s[1] - g->pb[1] + kh * g->dil[1];
         float *d = dst + j;
         int t, lo, hi;
-        if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) { memset(d, 0, sizeof(float) * sg.len); j += sg.len; continue; }
+        if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) {
+            memset(d, 0, sizeof(float) * sg.len);
+            j += sg.len;
+            continue;
+        }
         const float *src = xc + ((size_t)id * in.h + ih) * in.w + offw;   /* src[ow*sw] is the tap */
         cf__row_range(sg.ow0, sg.len, sw, offw, in.w, &lo, &hi);
         for (t = 0; t < lo; t++) d[t] = 0.0f;
@@ -1355,13 +1362,16 @@ static void cf__bias_grad(float *db, const float *dy, int B, int OC, size_t P) {
    Each loop takes the GEMM as a function: the references pass cf_sgemm (cf__sgemm_fp32), the
    bf16 paths of section 11 the bf16 GEMM. */
 /* a GEMM as an argument: C (M, N) = op(A) op(B) + beta C, op(X) = X^T when tX */
-typedef void (*cf__gemm_fn)(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
-static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+typedef void (*cf__gemm_fn)(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                            float beta, float *C, int ldc);
+static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                           float beta, float *C, int ldc) {
     cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 /* y = w col + b, tile by tile (no activation: the caller's) */
-static void cf__im2col_forward(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                               const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
+static void cf__im2col_forward(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
+                               cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats,
+                               cf__gemm_fn gemm) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
     for (bi = 0; bi < B; bi++) {
@@ -1370,7 +1380,8 @@ static void cf__im2col_forward(float *y, const float *x, const float *w, const f
             size_t n = P - p0 < tile ? P - p0 : tile;
             for (gi = 0; gi < groups; gi++) {
                 cf__im2col(ws, x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, Cg, in, out, g, p0, n);
-                gemm(0, 0, OCg, (int)n, K, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f, yb + (size_t)gi * OCg * P + p0, (int)P);
+                gemm(0, 0, OCg, (int)n, K, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f,
+                     yb + (size_t)gi * OCg * P + p0, (int)P);
             }
             cf__bias_act(yb + p0, b, out.c, n, P, CF_ACT_LINEAR, 0.0f);
         }
@@ -1411,20 +1422,23 @@ static void cf__im2col_backward_data(float *dx, const float *dy, const float *w,
 CFDEF void cf_ref_conv_forward(float *y, const float *x, const float *w, const float *b,
                                int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
                                float *ws, size_t ws_floats) {
-    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws &&
+              ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
     cf__im2col_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
 }
 CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
                                         int B, cf_shape in, cf_shape out, const cf_geom *g,
                                         int groups, float *ws, size_t ws_floats) {
-    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws &&
+              ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
     if (db) cf__bias_grad(db, dy, B, out.c, (size_t)out.d * out.h * out.w);
     cf__im2col_backward_weights(dw, dy, x, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
 }
 CFDEF void cf_ref_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
                                      cf_shape out, const cf_geom *g, int groups, float *ws,
                                      size_t ws_floats) {
-    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws &&
+              ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
     cf__im2col_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
 }
 
@@ -1522,7 +1536,8 @@ CFDEF void cf_act_forward(float *y, size_t n, int act, float slope) {
 
 CFDEF void cf_act_backward(float *dy, const float *y, size_t n, int act, float slope) {
     long i, m = (long)n;
-#define CF__ACT_LOOP(A) do { CF__PAR_FOR(m) for (i = 0; i < m; i++) dy[i] = cf__act_df(dy[i], y[i], A, slope); } while (0)
+#define CF__ACT_LOOP(A)                                                                                               \
+    do { CF__PAR_FOR(m) for (i = 0; i < m; i++) dy[i] = cf__act_df(dy[i], y[i], A, slope); } while (0)
     CF__ACT_SWITCH(act)
 #undef CF__ACT_LOOP
 }
@@ -1531,7 +1546,8 @@ CFDEF void cf_act_backward(float *dy, const float *y, size_t n, int act, float s
 CFDEF void cf_dropout(float *y, const float *x, size_t n, float rate, uint64_t seed) {
     float scale;
     size_t i;
-    CF__REQUIRE_VOID(rate >= 0.0f && rate <= 0.999f, "cf_dropout: the rate is not in [0, 0.999] (the cfg's rate= range)");
+    CF__REQUIRE_VOID(rate >= 0.0f && rate <= 0.999f,
+                     "cf_dropout: the rate is not in [0, 0.999] (the cfg's rate= range)");
     scale = 1.0f / (1.0f - rate);
     for (i = 0; i < n; i++) {
         float u = (float)(cf_hash64(seed ^ (0x9e3779b97f4a7c15ULL * (i + 1))) >> 40) * (1.0f / 16777216.0f);
@@ -1586,7 +1602,8 @@ static double cf__bn_sum(const float *x, int B, int C, int c, size_t P, float ce
     int b;
     for (b = 0; b < B; b++) {
         const float *xc = x + ((size_t)b * C + c) * P;
-        for (r = 0; r < P; r += CF__BN_CHUNK) s += cf__bn_chunk_sum(xc + r, P - r < CF__BN_CHUNK ? P - r : CF__BN_CHUNK, center, squared);
+        for (r = 0; r < P; r += CF__BN_CHUNK)
+            s += cf__bn_chunk_sum(xc + r, P - r < CF__BN_CHUNK ? P - r : CF__BN_CHUNK, center, squared);
     }
     return s;
 }
@@ -1602,8 +1619,8 @@ static void cf__bn_apply_run(float *y, const float *x, float a, float sh, size_t
    The activation runs on a stretch of CF__STRETCH values just written, while it is in
    cache: one pass over memory instead of two. */
 #define CF__STRETCH 4096
-static void cf__bn_apply(float *y, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                         int B, int C, size_t P, int act, float slope) {
+static void cf__bn_apply(float *y, const float *x, const float *gamma, const float *beta, const float *mean,
+                         const float *invstd, int B, int C, size_t P, int act, float slope) {
     int c;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
@@ -1620,8 +1637,8 @@ static void cf__bn_apply(float *y, const float *x, const float *gamma, const flo
 /* dy = act'(y) dy, batch norm's activation backward, with y = act(a x + sh) computed again a
    stretch at a time from x as cf__bn_apply computes it, not read: a batch norm's output need
    not be kept (or rebuilt) for its own backward (section 6), and its bytes are not read */
-static void cf__bn_act_backward(float *dy, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                                int B, int C, size_t P, int act, float slope) {
+static void cf__bn_act_backward(float *dy, const float *x, const float *gamma, const float *beta, const float *mean,
+                                const float *invstd, int B, int C, size_t P, int act, float slope) {
     int c;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
@@ -1639,8 +1656,8 @@ static void cf__bn_act_backward(float *dy, const float *x, const float *gamma, c
 }
 
 /* channel c's statistics from its mean and biased variance over n values */
-static void cf__bn_set(int c, double mean, double var, double n, float *rmean, float *rvar, float *save_mean, float *save_invstd, float momentum,
-                       float eps) {
+static void cf__bn_set(int c, double mean, double var, double n, float *rmean, float *rvar, float *save_mean,
+                       float *save_invstd, float momentum, float eps) {
     save_mean[c] = (float)mean;
     save_invstd[c] = (float)(1.0 / sqrt(var + eps));
     rmean[c] = (float)((1.0 - momentum) * rmean[c] + momentum * mean);
@@ -1648,8 +1665,8 @@ static void cf__bn_set(int c, double mean, double var, double n, float *rmean, f
 }
 /* the statistics that normalize, into save_mean and save_invstd: the batch's (train; the
    running ones move towards them) or the running ones */
-static void cf__bn_stats(const float *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B, int C, size_t P,
-                         int train, float momentum, float eps, const cf_bn_sync *sync) {
+static void cf__bn_stats(const float *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B, int C,
+                         size_t P, int train, float momentum, float eps, const cf_bn_sync *sync) {
     int c;
     if (train) {
         /* two passes, the mean and then squared deviations (no cancellation); each pass's
@@ -1679,7 +1696,10 @@ static void cf__bn_stats(const float *x, float *rmean, float *rvar, float *save_
             cf__bn_set(c, mean, var, n, rmean, rvar, save_mean, save_invstd, momentum, eps);
         }
     } else {   /* the running statistics are the ones used */
-        for (c = 0; c < C; c++) { save_mean[c] = rmean[c]; save_invstd[c] = (float)(1.0 / sqrt((double)rvar[c] + eps)); }
+        for (c = 0; c < C; c++) {
+            save_mean[c] = rmean[c];
+            save_invstd[c] = (float)(1.0 / sqrt((double)rvar[c] + eps));
+        }
     }
 }
 CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const float *beta,
@@ -1694,7 +1714,8 @@ CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const flo
    (cf_bn_backward, the last) */
 /* one chunk's sums of dy and of dy xhat, xhat = (x - m) is: n <= CF__BN_CHUNK values, in
    float (SIMD), added to sdy and sdyx */
-static void cf__bn_chunk_dsums(const float *dy, const float *x, size_t n, float m, float is, double *sdy, double *sdyx) {
+static void cf__bn_chunk_dsums(const float *dy, const float *x, size_t n, float m, float is, double *sdy,
+                               double *sdyx) {
     float a = 0.0f, ax = 0.0f;
     size_t p;
     CF__OMP(omp simd reduction(+:a, ax))
@@ -1703,20 +1724,23 @@ static void cf__bn_chunk_dsums(const float *dy, const float *x, size_t n, float 
 }
 /* channel c's sums of dy and of dy xhat over (B, P): in float per chunk of CF__BN_CHUNK,
    chunks in double, as cf__bn_sum */
-static void cf__bn_dsums(const float *dy, const float *x, int B, int C, int c, size_t P, float m, float is, double *sdy, double *sdyx) {
+static void cf__bn_dsums(const float *dy, const float *x, int B, int C, int c, size_t P, float m, float is, double *sdy,
+                         double *sdyx) {
     size_t r;
     int b;
     *sdy = *sdyx = 0.0;
     for (b = 0; b < B; b++) {
         const float *xc = x + ((size_t)b * C + c) * P, *dyc = dy + ((size_t)b * C + c) * P;
-        for (r = 0; r < P; r += CF__BN_CHUNK) cf__bn_chunk_dsums(dyc + r, xc + r, P - r < CF__BN_CHUNK ? P - r : CF__BN_CHUNK, m, is, sdy, sdyx);
+        for (r = 0; r < P; r += CF__BN_CHUNK)
+            cf__bn_chunk_dsums(dyc + r, xc + r, P - r < CF__BN_CHUNK ? P - r : CF__BN_CHUNK, m, is, sdy, sdyx);
     }
 }
 /* synchronized (train): the global sums of dy and dy xhat of every channel, reduced over
    the ranks, into sums[0 .. C) and sums[C .. 2C), this rank's share added to dgamma and dbeta
    first (the gradient allreduce adds the rest); returns the global count of values n */
-static double cf__bn_sync_dsums(double *sums, float *dgamma, float *dbeta, const float *dy, const float *x, const float *mean,
-                                const float *invstd, int B, int C, size_t P, const cf_bn_sync *sync) {
+static double cf__bn_sync_dsums(double *sums, float *dgamma, float *dbeta, const float *dy, const float *x,
+                                const float *mean, const float *invstd, int B, int C, size_t P,
+                                const cf_bn_sync *sync) {
     int c;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
@@ -1742,8 +1766,9 @@ static cf__bn_dx_coef cf__bn_coef(cf__bn_dx_coef k, float gamma, double sdy, dou
 }
 /* channel c's coefficients from its sums of dy and dy xhat (sums: the global ones, already in
    dgamma and dbeta; NULL: this batch's, computed here and added to dgamma and dbeta) */
-static cf__bn_dx_coef cf__bn_channel(float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
-                                     const float *invstd, int B, int C, int c, size_t P, int train, const double *sums, double n) {
+static cf__bn_dx_coef cf__bn_channel(float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma,
+                                     const float *mean, const float *invstd, int B, int C, int c, size_t P, int train,
+                                     const double *sums, double n) {
     cf__bn_dx_coef k;
     double sdy, sdyx;
     k.m = mean[c]; k.is = invstd[c];
@@ -1782,7 +1807,8 @@ CFDEF void cf_bn_backward(float *dx, float *dgamma, float *dbeta, const float *d
 /* ---- depthwise convolution: for each output row and tap, one strided run of an input row
    (the in-bounds part computed once by cf__row_range, as in im2col). */
 /* one plane: yc (OD, OH, OW) = bias + the taps wc (KD, KH, KW) over xc (D, H, W) */
-static void cf__dw_plane_forward(float *yc, const float *xc, const float *wc, float bias, cf_shape in, cf_shape out, const cf_geom *g) {
+static void cf__dw_plane_forward(float *yc, const float *xc, const float *wc, float bias, cf_shape in, cf_shape out,
+                                 const cf_geom *g) {
     int KD = g->k[0], KH = g->k[1], KW = g->k[2], od, oh, kd, kh, kw, t, lo, hi;
     size_t p, ov = (size_t)out.d * out.h * out.w;
     for (p = 0; p < ov; p++) yc[p] = bias;
@@ -1807,14 +1833,15 @@ static void cf__dw_plane_forward(float *yc, const float *xc, const float *wc, fl
     }
 }
 /* y = act(dwconv(x, w) + b), the activation applied to each plane while it is in cache */
-static void cf__dwconv_forward_ref(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                   int act, float slope) {
+static void cf__dwconv_forward_ref(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
+                                   cf_shape out, const cf_geom *g, int act, float slope) {
     int C = in.c, pl;
     size_t iv = (size_t)in.d * in.h * in.w, ov = (size_t)out.d * out.h * out.w;
     CF__OMP(omp parallel for schedule(static))
     for (pl = 0; pl < B * C; pl++) {   /* plane pl: sample pl / C, channel pl % C */
         int c = pl % C;
-        cf__dw_plane_forward(y + (size_t)pl * ov, x + (size_t)pl * iv, w + (size_t)c * g->k[0] * g->k[1] * g->k[2], b ? b[c] : 0.0f, in, out, g);
+        cf__dw_plane_forward(y + (size_t)pl * ov, x + (size_t)pl * iv, w + (size_t)c * g->k[0] * g->k[1] * g->k[2],
+                             b ? b[c] : 0.0f, in, out, g);
         cf__act_floats(y + (size_t)pl * ov, ov, act, slope);
     }
 }
@@ -1869,7 +1896,8 @@ CFDEF void cf_deconv_forward(float *y, const float *x, const float *w, const flo
                              int B, cf_shape in, cf_shape out, const cf_geom *g,
                              float *col, size_t ws_floats) {
     int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
-    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
+    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats),
+        p0, q;
     for (bi = 0; bi < B; bi++) {
         const float *xb = x + (size_t)bi * in.c * P;
         float *yb = y + (size_t)bi * out.c * Q;
@@ -1887,16 +1915,22 @@ CFDEF void cf_deconv_backward(float *dx, float *dw, float *db, const float *dy, 
                               const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
                               float *col, size_t ws_floats) {
     int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
-    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
+    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats),
+        p0, q;
     for (bi = 0; bi < B; bi++) {
         const float *xb = x + (size_t)bi * in.c * P, *dyb = dy + (size_t)bi * out.c * Q;
-        if (db) for (oc = 0; oc < out.c; oc++) { double s = 0.0; for (q = 0; q < Q; q++) s += dyb[(size_t)oc * Q + q]; db[oc] += (float)s; }
+        if (db) for (oc = 0; oc < out.c; oc++) {
+            double s = 0.0;
+            for (q = 0; q < Q; q++) s += dyb[(size_t)oc * Q + q];
+            db[oc] += (float)s;
+        }
         for (p0 = 0; p0 < P; p0 += tile) {
             size_t n = P - p0 < tile ? P - p0 : tile;
             cf__im2col(col, dyb, out.c, out, in, g, p0, n);          /* (K, n) */
             /* dw (C, K) += x (C, n) x col^T (n, K);  dx (C, n) += w (C, K) x col (K, n) */
             cf_sgemm(0, 1, in.c, K, (int)n, 1.0f, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
-            if (dx) cf_sgemm(0, 0, in.c, (int)n, K, 1.0f, w, K, col, (int)n, 1.0f, dx + (size_t)bi * in.c * P + p0, (int)P);
+            if (dx) cf_sgemm(0, 0, in.c, (int)n, K, 1.0f, w, K, col, (int)n, 1.0f, dx + (size_t)bi * in.c * P + p0,
+                             (int)P);
         }
     }
 }
@@ -1989,7 +2023,8 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
    (rounded, stored, 16 bits); what the memory plan may store in 16 bits. */
 enum { CF__K_TILES, CF__K_POINTWISE, CF__K_DIRECT, CF__K_INSIDE, CF__K_PAIRS, CF__K_FUSION,
        CF__K_RECOMPUTE, CF__K_BF16, CF__K_STORES, CF__NKINDS };
-static const char *cf__kind_names[CF__NKINDS] = {"tiles", "pointwise", "direct", "inside", "pairs", "fusion", "recompute", "bf16", "stores"};
+static const char *cf__kind_names[CF__NKINDS] = {"tiles", "pointwise", "direct", "inside", "pairs", "fusion",
+                                                 "recompute", "bf16", "stores"};
 #ifdef CF_REFERENCE
 static int cf__kind_on[CF__NKINDS] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
 #else
@@ -2006,7 +2041,9 @@ CFDEF int cf_fast_path_set(const char *kind, int on) {
             cf__kind_on[k] = 0;   /* none is compiled in */
 #endif
         }
-    return found ? CF_OK : cf_fail("fast path kind '%s' is unknown (all, tiles, pointwise, direct, inside, pairs, fusion, recompute, bf16, stores)", kind);
+    return found ? CF_OK
+                 : cf_fail("fast path kind '%s' is unknown (all, tiles, pointwise, direct, inside, pairs, fusion, "
+                           "recompute, bf16, stores)", kind);
 }
 CFDEF int cf_fast_path_on(const char *kind) {
     int k;
@@ -2036,51 +2073,61 @@ enum { CF__HALF_OUT = 1, CF__HALF_IN = 2, CF__HALF_DIN = 4, CF__RAW_IN = 8, CF__
 enum { CF__GEMM_HALF_A = 1, CF__GEMM_HALF_B = 2, CF__GEMM_HALF_C = 4 };
 /* convolutions (cf_conv_forward_act and its backward halves; the arguments of section 3's
    references, then bf16, halves and store as above) */
-static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                               const cf_geom *g, int groups, float *ws, size_t ws_floats, int act, float slope, int bf16, int halves);
-static void cf__conv_backward_weights_p(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
-                                        const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves);
+static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
+                               cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats, int act,
+                               float slope, int bf16, int halves);
+static void cf__conv_backward_weights_p(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in,
+                                        cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats,
+                                        int bf16, int halves);
 static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
-                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves, int store);
-static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats, int bf16);
+                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves,
+                                     int store);
+static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                                   size_t ws_floats, int bf16);
 /* depthwise convolutions: y = act(dwconv(x, w) + b); the backward's dx, dw and db at once */
-static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                 int act, float slope, int bf16, int halves, float *ws, size_t ws_floats);
-static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in, cf_shape out,
-                                  const cf_geom *g, int bf16, int store, int halves, float *ws, size_t ws_floats);
+static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
+                                 cf_shape out, const cf_geom *g, int act, float slope, int bf16, int halves, float *ws,
+                                 size_t ws_floats);
+static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                                  int B, cf_shape in, cf_shape out, const cf_geom *g, int bf16, int store, int halves,
+                                  float *ws, size_t ws_floats);
 static const char *cf__dwconv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g);
 /* transposed convolutions; the backward's dx rounded when rnd_dx: returns whether it was */
-static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                 float *ws, size_t ws_floats, int bf16, int halves);
-static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in,
-                                 cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int rnd_dx, int store, int halves);
+static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
+                                 cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int halves);
+static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                                 int B, cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
+                                 int bf16, int rnd_dx, int store, int halves);
 static const char *cf__deconv_path(int bf16);
 /* pooling; half, y_half: x, y stored in 16 bits */
-static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max);
+static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, int B, cf_shape in, cf_shape out,
+                               const cf_geom *g, int is_max);
 /* the backward of act + max pool fused in place (section 6, fusion): xg holds the pool's input
    x = act(z) on entry and dL/dz on return, rounded when bf16; half, dy_half, y_half: xg, the
    pool's dy and y stored in 16 bits */
-static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in,
-                                    cf_shape out, const cf_geom *g, int act, float slope, int bf16);
+static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half,
+                                    int B, cf_shape in, cf_shape out, const cf_geom *g, int act, float slope, int bf16);
 /* batch norm's normalizing pass and backward (cf__bn_apply, cf_bn_backward), rnd: the output
    (dx) rounded to bf16 as it is stored */
-static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                          int B, int C, size_t P, int act, float slope, int rnd);
-static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
-                             const float *invstd, int B, int C, size_t P, int train, const cf_bn_sync *sync, int rnd, int store);
+static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const float *beta, const float *mean,
+                          const float *invstd, int B, int C, size_t P, int act, float slope, int rnd);
+static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                             const float *gamma, const float *mean, const float *invstd, int B, int C, size_t P,
+                             int train, const cf_bn_sync *sync, int rnd, int store);
 /* cf__bn_act_backward with y rounded to bf16 as the forward stored it (rnd: a bf16 network's) */
-static void cf__bn_act_backward_p(float *dy, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                                  int B, int C, size_t P, int act, float slope, int rnd);
+static void cf__bn_act_backward_p(float *dy, const float *x, const float *gamma, const float *beta, const float *mean,
+                                  const float *invstd, int B, int C, size_t P, int act, float slope, int rnd);
 /* the same three (the statistics, cf__bn_apply, cf_bn_backward with the activation's
    derivative) on x, y, dy, dx each in fp32 or 16 bits (section 6, halves), a batch of this
    rank's alone (not synchronized); y and dx rounded (a bf16 network's) */
-static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B, int C, size_t P,
-                              int train, float momentum, float eps);
-static void cf__bn_apply_h(float *y, int y_half, const float *x, int x_half, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                           int B, int C, size_t P, int act, float slope);
-static void cf__bn_backward_h(float *dx, int dx_half, float *dgamma, float *dbeta, const float *dy, int dy_half, const float *x, int x_half,
-                              const float *gamma, const float *beta, const float *mean, const float *invstd, int B, int C, size_t P, int train,
-                              int store, int act, float slope, int rnd);
+static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B,
+                              int C, size_t P, int train, float momentum, float eps);
+static void cf__bn_apply_h(float *y, int y_half, const float *x, int x_half, const float *gamma, const float *beta,
+                           const float *mean, const float *invstd, int B, int C, size_t P, int act, float slope);
+static void cf__bn_backward_h(float *dx, int dx_half, float *dgamma, float *dbeta, const float *dy, int dy_half,
+                              const float *x, int x_half, const float *gamma, const float *beta, const float *mean,
+                              const float *invstd, int B, int C, size_t P, int train, int store, int act, float slope,
+                              int rnd);
 /* the elementwise passes of copies and sums: dx += dy (store: dx = 0 + dy; dx NULL: nothing);
    y = the sum of n_src tensors in source order; rnd: rounded as stored.  These and batch
    norm's return 1 when what they stored needs no rounding pass after them. */
@@ -2098,7 +2145,9 @@ static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half);
 /* ---- what the door and the paths share: the element of a tensor stored in fp32 or in 16
    bits, the bias gradient of a tensor in 16 bits (a GEMM as an argument: section 3) */
 /* the address of element i of a tensor stored in fp32 or (half) in 16 bits (section 6, halves) */
-CF__INLINE float *cf__elt(const float *base, int half, size_t i) { return (float *)(void *)((char *)base + i * (half ? 2 : 4)); }
+CF__INLINE float *cf__elt(const float *base, int half, size_t i) {
+    return (float *)(void *)((char *)base + i * (half ? 2 : 4));
+}
 /* n values stored in 16 bits widened to fp32 (exact) */
 static void cf__widen_run(float *to, const cf_bf16 *h, size_t n) {
     size_t p;
@@ -2126,7 +2175,8 @@ static void cf__bias_grad_p(float *db, const float *dy, int half, int B, int OC,
     if (!half) { cf__bias_grad(db, dy, B, OC, P); return; }
     for (bi = 0; bi < B; bi++) {
         CF__OMP(omp parallel for schedule(static))
-        for (oc = 0; oc < OC; oc++) db[oc] += (float)cf__sum8_half((const cf_bf16 *)(const void *)dy + ((size_t)bi * OC + oc) * P, P);
+        for (oc = 0; oc < OC; oc++)
+            db[oc] += (float)cf__sum8_half((const cf_bf16 *)(const void *)dy + ((size_t)bi * OC + oc) * P, P);
     }
 }
 
@@ -2142,7 +2192,8 @@ typedef struct {
     float *ws; size_t ws_floats;                              /* workspace */
     int bf16;                                                 /* operands are bf16 values (section 5) */
     int half;                                                 /* y (forward) or dy (backward) is stored in
-                                                                 16 bits (section 6, halves): its pointer is a cf_bf16 * */
+                                                                 16 bits (section 6, halves): its pointer
+                                                                 is a cf_bf16 * */
     int x_half, dx_half;                                      /* x, dx stored in 16 bits; dx written, not
                                                                  added to (the plan: its only writer) */
     int x_raw;                                                /* x in fp32 not yet rounded (a bf16 network's
@@ -2156,14 +2207,24 @@ typedef struct {
    path in its table, the one fp32 storage takes (its twin: the plan stores a tensor in 16 bits
    only where that keeps every bit, section 6); stores = 1: a backward-data path that honours dx_store
    (for the others the dispatcher zeroes dx first) */
-typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); int rounds, half, stores; } cf__conv_path;
+typedef struct {
+    int kind;
+    int (*applies)(const cf__conv_call *c);
+    void (*run)(const cf__conv_call *c);
+    int rounds, half, stores;
+} cf__conv_path;
 /* a pooling call; half, y_half: x, y are stored in 16 bits (section 6, halves) */
 typedef struct {
     float *y, *dx; const float *x, *dy;
     int B, is_max; cf_shape in, out; const cf_geom *g;
     int half, y_half;
 } cf__pool_call;
-typedef struct { int kind; int (*applies)(const cf__pool_call *c); void (*run)(const cf__pool_call *c); int half; } cf__pool_path;
+typedef struct {
+    int kind;
+    int (*applies)(const cf__pool_call *c);
+    void (*run)(const cf__pool_call *c);
+    int half;
+} cf__pool_path;
 
 /* the first enabled path that applies (a table ends with kind -1), or NULL: the reference */
 static const cf__conv_path *cf__conv_pick(const cf__conv_path *p, const cf__conv_call *c) {
@@ -2172,7 +2233,8 @@ static const cf__conv_path *cf__conv_pick(const cf__conv_path *p, const cf__conv
     return NULL;
 }
 static const cf__pool_path *cf__pool_pick(const cf__pool_path *p, const cf__pool_call *c) {
-    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && (p->half || !(c->half || c->y_half)) && p->applies(c)) return p;
+    for (; p->kind >= 0; p++)
+        if (cf__kind_on[p->kind] && (p->half || !(c->half || c->y_half)) && p->applies(c)) return p;
     return NULL;
 }
 
@@ -2229,8 +2291,10 @@ static void cf__direct_bwd_run(const cf__conv_call *c);
 static int cf__has_bf16(void);
 CF__BF16_TARGET static void cf__round_floats_bf16(float *x, size_t n);
 static int cf__bf16_gemm_applies(const cf__conv_call *c);
-static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
-static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                           float beta, float *C, int ldc);
+static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B,
+                                   int ldb, float beta, float *C, int ldc);
 static size_t cf__gemm_bf16_ws_floats(void);
 static int cf__gemm_bf16_one_chunk(size_t K);
 static int cf__bf16_direct_fwd_applies(const cf__conv_call *c);
@@ -2368,7 +2432,8 @@ static const cf__conv_path cf__dwconv_bwd_paths[] = {   /* both halves at once: 
 #endif
     {-1, NULL, NULL, 0, 0, 0}};
 static const cf__conv_path *cf__conv_paths(int op) {
-    return op == CF_OP_FORWARD ? cf__conv_fwd_paths : op == CF_OP_BACKWARD_WEIGHTS ? cf__conv_bww_paths : cf__conv_bwd_paths;
+    return op == CF_OP_FORWARD ? cf__conv_fwd_paths : op == CF_OP_BACKWARD_WEIGHTS ? cf__conv_bww_paths
+           : cf__conv_bwd_paths;
 }
 
 /* ---- the dispatchers */
@@ -2376,30 +2441,36 @@ static const cf__conv_path *cf__conv_paths(int op) {
    may take the call; the others compute the same sums in fp32 (the emulation).  A forward and
    a backward-data store their output rounded to bf16: the path as it stores (rounds = 1), or a
    pass after it. */
-static cf__conv_call cf__conv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16) {
+static cf__conv_call cf__conv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, float *ws,
+                                   size_t ws_floats, int bf16) {
     cf__conv_call c;
     CF_ASSERT(cf__shapes_ok(B, in, out, g, groups));   /* (F's precondition) */
     memset(&c, 0, sizeof c);
     c.B = B; c.in = in; c.out = out; c.g = g; c.groups = groups; c.ws = ws; c.ws_floats = ws_floats; c.bf16 = bf16;
     return c;
 }
-static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats, int bf16) {
+static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                                   size_t ws_floats, int bf16) {
     cf__conv_call c = cf__conv_make(B, in, out, g, groups, NULL, ws_floats, bf16);
     const cf__conv_path *p = cf__conv_pick(cf__conv_paths(op), &c);
     return p ? cf__kind_names[p->kind] : "reference";
 }
-CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats) {
+CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                               size_t ws_floats) {
     CF__REQUIRE(op >= CF_OP_FORWARD && op <= CF_OP_BACKWARD_DATA && cf__shapes_ok(B, in, out, g, groups), "?",
-                "cf_conv_path: op is not one of CF_OP_*, or a size below 1, g NULL or channels not divisible by groups");
+                "cf_conv_path: op is not one of CF_OP_*, or a size below 1, g NULL or channels not divisible by "
+                "groups");
     return cf__conv_path_p(op, B, in, out, g, groups, ws_floats, 0);
 }
 /* the operands stored in 16 bits (section 4's halves; the plan has made sure a path takes them) */
 static void cf__conv_halves(cf__conv_call *c, int halves) {
-    c->half = (halves & CF__HALF_OUT) != 0; c->x_half = (halves & CF__HALF_IN) != 0; c->dx_half = (halves & CF__HALF_DIN) != 0;
+    c->half = (halves & CF__HALF_OUT) != 0; c->x_half = (halves & CF__HALF_IN) != 0;
+    c->dx_half = (halves & CF__HALF_DIN) != 0;
     c->x_raw = (halves & CF__RAW_IN) != 0;
 }
-static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                               const cf_geom *g, int groups, float *ws, size_t ws_floats, int act, float slope, int bf16, int halves) {
+static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
+                               cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats, int act,
+                               float slope, int bf16, int halves) {
     cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
@@ -2423,8 +2494,9 @@ CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float
                            float *ws, size_t ws_floats) {
     cf_conv_forward_act(y, x, w, b, B, in, out, g, groups, ws, ws_floats, CF_ACT_LINEAR, 0.0f);
 }
-static void cf__conv_backward_weights_p(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
-                                        const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves) {
+static void cf__conv_backward_weights_p(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in,
+                                        cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats,
+                                        int bf16, int halves) {
     cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.dw = dw; c.dy = dy; c.x = x;
@@ -2443,7 +2515,8 @@ CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const
 /* store: dx holds no values yet (section 6, stores): a path that honours dx_store writes it,
    for any other it is zeroed first */
 static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
-                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves, int store) {
+                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves,
+                                     int store) {
     cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.dx = dx; c.dy = dy; c.w = w;
@@ -2454,7 +2527,8 @@ static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w,
     if (store && !c.dx_store) cf__zero_floats(dx, (size_t)B * cf_shape_size(in));
     if (p) p->run(&c);
     else cf_ref_conv_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats);
-    if (bf16 && !(p && p->rounds) && !c.dx_half) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));   /* (16 bits: bf16 values as stored) */
+    /* (16 bits: bf16 values as stored) */
+    if (bf16 && !(p && p->rounds) && !c.dx_half) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));
 }
 CFDEF void cf_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
                                  cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats) {
@@ -2484,7 +2558,8 @@ CFDEF const char *cf_pool_path(int op, cf_shape in, cf_shape out, const cf_geom 
     return p ? cf__kind_names[p->kind] : "reference";
 }
 /* half, y_half: x, y are stored in 16 bits (the plan has made sure a path takes them, section 6) */
-static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
+static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, int B, cf_shape in, cf_shape out,
+                               const cf_geom *g, int is_max) {
     cf__pool_call c = cf__pool_make(B, in, out, g, is_max);
     const cf__pool_path *p;
     c.y = y; c.x = x; c.half = half; c.y_half = y_half;
@@ -2510,8 +2585,9 @@ CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const fl
    section 5), by its path or the reference; the backward's path does dw and dx in one pass,
    the dispatcher db (as for every convolution); halves: as the convolutions' (CF__HALF_*: the
    plan has made sure a path takes them, in the workspace ws) */
-static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                 int act, float slope, int bf16, int halves, float *ws, size_t ws_floats) {
+static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
+                                 cf_shape out, const cf_geom *g, int act, float slope, int bf16, int halves, float *ws,
+                                 size_t ws_floats) {
     cf__conv_call c = cf__conv_make(B, in, out, g, in.c, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
@@ -2533,8 +2609,9 @@ static const char *cf__dwconv_path(int op, int B, cf_shape in, cf_shape out, con
 }
 /* bf16: dx stored rounded, by the path that rounds or after it (as every convolution's);
    store: as cf__conv_backward_data_p's */
-static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in, cf_shape out,
-                                  const cf_geom *g, int bf16, int store, int halves, float *ws, size_t ws_floats) {
+static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                                  int B, cf_shape in, cf_shape out, const cf_geom *g, int bf16, int store, int halves,
+                                  float *ws, size_t ws_floats) {
     cf__conv_call c = cf__conv_make(B, in, out, g, in.c, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.dx = dx; c.dw = dw; c.dy = dy; c.x = x; c.w = w;
@@ -2546,7 +2623,8 @@ static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *
     if (store && dx && !c.dx_store) cf__zero_floats(dx, (size_t)B * cf_shape_size(in));
     if (p) p->run(&c);
     else cf_ref_dwconv_backward(dx, dw, NULL, dy, x, w, B, in, out, g);
-    if (bf16 && dx && !(p && p->rounds)) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));   /* (a 16-bit dx: rounded by the path) */
+    /* (a 16-bit dx: rounded by the path) */
+    if (bf16 && dx && !(p && p->rounds)) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));
 }
 CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                               const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g) {
@@ -2563,34 +2641,41 @@ static cf__gemm_fn cf__deconv_gemm(int bf16) {
     (void)bf16;
     return cf__sgemm_fp32;
 }
-static const char *cf__deconv_path(int bf16) { return cf__deconv_gemm(bf16) == cf__sgemm_fp32 ? "reference" : cf__kind_names[CF__K_BF16]; }
+static const char *cf__deconv_path(int bf16) {
+    return cf__deconv_gemm(bf16) == cf__sgemm_fp32 ? "reference" : cf__kind_names[CF__K_BF16];
+}
 /* halves: CF__HALF_OUT, CF__HALF_IN, CF__HALF_DIN (y and dy, x, dx in 16 bits; the plan has
    checked, cf__deconv_takes_halves; ws holds 2 ws_floats) */
 /* a transposed convolution as a convolution call (in: its input, out: its output; half: y in
    the forward, dy in the backward, stored in 16 bits), its operands set by the caller */
-static cf__conv_call cf__deconv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int halves) {
+static cf__conv_call cf__deconv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
+                                     int bf16, int halves) {
     cf__conv_call c;
     memset(&c, 0, sizeof c);
     c.B = B; c.in = in; c.out = out; c.g = g; c.groups = 1; c.ws = ws; c.ws_floats = ws_floats; c.bf16 = bf16;
-    c.half = (halves & CF__HALF_OUT) != 0; c.x_half = (halves & CF__HALF_IN) != 0; c.dx_half = (halves & CF__HALF_DIN) != 0;
+    c.half = (halves & CF__HALF_OUT) != 0; c.x_half = (halves & CF__HALF_IN) != 0;
+    c.dx_half = (halves & CF__HALF_DIN) != 0;
     return c;
 }
-static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                 float *ws, size_t ws_floats, int bf16, int halves) {
+static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
+                                 cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int halves) {
     cf__gemm_fn gemm = cf__deconv_gemm(bf16);
     cf__conv_call c = cf__deconv_make(B, in, out, g, ws, ws_floats, bf16, halves);
     c.y = y; c.x = x; c.w = w; c.b = b;
-    if (gemm == cf__sgemm_fp32 && !(halves & (CF__HALF_IN | CF__HALF_OUT))) cf_deconv_forward(y, x, w, b, B, in, out, g, ws, ws_floats);
+    if (gemm == cf__sgemm_fp32 && !(halves & (CF__HALF_IN | CF__HALF_OUT)))
+        cf_deconv_forward(y, x, w, b, B, in, out, g, ws, ws_floats);
     else cf__deconv_forward_with(&c, gemm);
 }
-static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in,
-                                 cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int rnd_dx, int store, int halves) {
+static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                                 int B, cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
+                                 int bf16, int rnd_dx, int store, int halves) {
     cf__gemm_fn gemm = cf__deconv_gemm(bf16), gemm_dx = gemm;
     int dx_half = (halves & CF__HALF_DIN) != 0;
     cf__conv_call c = cf__deconv_make(B, in, out, g, ws, ws_floats, bf16, halves);
     c.dx = dx; c.dw = dw; c.dy = dy; c.x = x; c.w = w; c.dx_store = store;
 #ifdef CF__BF16
-    if (rnd_dx && gemm == cf__sgemm_bf16) gemm_dx = cf__sgemm_bf16_rounded;   /* each tile's columns of dx get their one product there */
+    /* each tile's columns of dx get their one product there */
+    if (rnd_dx && gemm == cf__sgemm_bf16) gemm_dx = cf__sgemm_bf16_rounded;
 #endif
     if (gemm == cf__sgemm_fp32 && !store && !(halves & (CF__HALF_IN | CF__HALF_DIN | CF__HALF_OUT)))
         cf_deconv_backward(dx, dw, db, dy, x, w, B, in, out, g, ws, ws_floats);
@@ -2609,7 +2694,8 @@ static size_t cf__pointwise_ws_floats(void) {
 static int cf__deconv_takes_halves(cf_net *net, const cf_layer *l, int halves) {
 #ifdef CF__BF16
     size_t K = (size_t)l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2], ws = cf__net_ws_floats(net);
-    if ((halves & CF__HALF_OUT) && (l->in.d != 1 || l->out.d != 1 || l->act != CF_ACT_LINEAR || ws < cf__pointwise_ws_floats() + cf__band_floats(l, ws)))
+    if ((halves & CF__HALF_OUT) && (l->in.d != 1 || l->out.d != 1 || l->act != CF_ACT_LINEAR ||
+                                    ws < cf__pointwise_ws_floats() + cf__band_floats(l, ws)))
         return 0;
     return cf__deconv_gemm(1) == cf__sgemm_bf16 && l->type == CF_L_DECONV && !(halves & CF__RAW_IN) &&
            ws >= cf__pointwise_ws_floats() && (!(halves & CF__HALF_DIN) || cf__gemm_bf16_one_chunk(K));
@@ -2632,13 +2718,15 @@ static int cf__maxpool_inplace_takes_half(const cf__pool_call *pc) {
 }
 /* the backward of act + max pool fused in place (section 11 holds the kernel; a CF_REFERENCE
    build fuses nothing: kind "fusion" is off, and the plan never asks) */
-static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in,
-                                    cf_shape out, const cf_geom *g, int act, float slope, int bf16) {
+static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half,
+                                    int B, cf_shape in, cf_shape out, const cf_geom *g, int act, float slope,
+                                    int bf16) {
 #ifndef CF_REFERENCE
     cf__pool_fused_call f = {xg, dy, y, half, dy_half, y_half, B, in, out, g, act, slope, bf16};
     cf__pool_fused_backward_run(&f);
 #else
-    (void)xg; (void)half; (void)dy; (void)dy_half; (void)y; (void)y_half; (void)B; (void)in; (void)out; (void)g; (void)act; (void)slope; (void)bf16;
+    (void)xg; (void)half; (void)dy; (void)dy_half; (void)y; (void)y_half; (void)B; (void)in; (void)out; (void)g;
+    (void)act; (void)slope; (void)bf16;
     CF_ASSERT(0);
 #endif
 }
@@ -2650,8 +2738,8 @@ static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy
    network rounds in a pass after).  Each returns 1 when what it stored needs no rounding pass
    after it. */
 static int cf__fuses_rounding(int rnd) { return rnd && cf__kind_on[CF__K_BF16]; }
-static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                          int B, int C, size_t P, int act, float slope, int rnd) {
+static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const float *beta, const float *mean,
+                          const float *invstd, int B, int C, size_t P, int act, float slope, int rnd) {
     int c;
     if (!cf__fuses_rounding(rnd)) { cf__bn_apply(y, x, gamma, beta, mean, invstd, B, C, P, act, slope); return !rnd; }
     CF__OMP(omp parallel for schedule(static))
@@ -2669,11 +2757,15 @@ static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const fl
     }
     return 1;
 }
-static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
-                             const float *invstd, int B, int C, size_t P, int train, const cf_bn_sync *sync, int rnd, int store) {
+static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                             const float *gamma, const float *mean, const float *invstd, int B, int C, size_t P,
+                             int train, const cf_bn_sync *sync, int rnd, int store) {
     double *sums = sync && train ? sync->work : NULL, n;
     int c, fuse = cf__fuses_rounding(rnd);
-    if (!store && !fuse) { cf_bn_backward(dx, dgamma, dbeta, dy, x, gamma, mean, invstd, B, C, P, train, sync); return !rnd || !dx; }
+    if (!store && !fuse) {
+        cf_bn_backward(dx, dgamma, dbeta, dy, x, gamma, mean, invstd, B, C, P, train, sync);
+        return !rnd || !dx;
+    }
     n = sums ? cf__bn_sync_dsums(sums, dgamma, dbeta, dy, x, mean, invstd, B, C, P, sync) : (double)B * P;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
@@ -2694,8 +2786,8 @@ static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float
     }
     return fuse || !rnd || !dx;
 }
-static void cf__bn_act_backward_p(float *dy, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                                  int B, int C, size_t P, int act, float slope, int rnd) {
+static void cf__bn_act_backward_p(float *dy, const float *x, const float *gamma, const float *beta, const float *mean,
+                                  const float *invstd, int B, int C, size_t P, int act, float slope, int rnd) {
     int c;
     if (!rnd) { cf__bn_act_backward(dy, x, gamma, beta, mean, invstd, B, C, P, act, slope); return; }
     CF__OMP(omp parallel for schedule(static))
@@ -2733,10 +2825,11 @@ static double cf__bn_sum_half(const cf_bf16 *x, int B, int C, int c, size_t P, f
         }
     return s;
 }
-static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B, int C, size_t P,
-                              int train, float momentum, float eps) {
+static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B,
+                              int C, size_t P, int train, float momentum, float eps) {
     int c;
-    if (!train) { cf__bn_stats(NULL, rmean, rvar, save_mean, save_invstd, B, C, P, 0, momentum, eps, NULL); return; }   /* (x not read) */
+    /* (x not read) */
+    if (!train) { cf__bn_stats(NULL, rmean, rvar, save_mean, save_invstd, B, C, P, 0, momentum, eps, NULL); return; }
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
         double n = (double)B * P, mean = cf__bn_sum_half(x, B, C, c, P, 0.0f, 0) / n;
@@ -2745,8 +2838,8 @@ static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float
     }
 }
 /* y = act(a x + sh) rounded, x and y each in fp32 or (x_half, y_half) in 16 bits */
-static void cf__bn_apply_h(float *y, int y_half, const float *x, int x_half, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                           int B, int C, size_t P, int act, float slope) {
+static void cf__bn_apply_h(float *y, int y_half, const float *x, int x_half, const float *gamma, const float *beta,
+                           const float *mean, const float *invstd, int B, int C, size_t P, int act, float slope) {
     int c;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
@@ -2769,7 +2862,8 @@ static void cf__bn_apply_h(float *y, int y_half, const float *x, int x_half, con
 /* n <= CF__STRETCH values of dy from at (16 bits: dy_half) into d, times the activation's
    derivative at y = act(a x + sh) rounded (x's values in xv), as cf__bn_act_backward_p leaves
    them in an fp32 dy */
-static void cf__bn_dy_run(float *d, const float *dy, int dy_half, size_t at, const float *xv, size_t n, float a, float sh, int act, float slope) {
+static void cf__bn_dy_run(float *d, const float *dy, int dy_half, size_t at, const float *xv, size_t n, float a,
+                          float sh, int act, float slope) {
     float y[CF__STRETCH];
     if (dy_half) cf__widen_run(d, (const cf_bf16 *)(const void *)dy + at, n);
     else memcpy(d, dy + at, n * sizeof(float));
@@ -2781,9 +2875,10 @@ static void cf__bn_dy_run(float *d, const float *dy, int dy_half, size_t at, con
 /* cf_bn_backward with the activation's derivative (y computed again from x) on x, dy and dx
    each in fp32 or 16 bits (x_half, dy_half, dx_half); dx stored or added (store), rounded as
    it is stored (16 bits, or rnd) */
-static void cf__bn_backward_h(float *dx, int dx_half, float *dgamma, float *dbeta, const float *dy, int dy_half, const float *x, int x_half,
-                              const float *gamma, const float *beta, const float *mean, const float *invstd, int B, int C, size_t P, int train,
-                              int store, int act, float slope, int rnd) {
+static void cf__bn_backward_h(float *dx, int dx_half, float *dgamma, float *dbeta, const float *dy, int dy_half,
+                              const float *x, int x_half, const float *gamma, const float *beta, const float *mean,
+                              const float *invstd, int B, int C, size_t P, int train, int store, int act, float slope,
+                              int rnd) {
     int c;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
@@ -2871,7 +2966,8 @@ static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int dinput, int
     if (l->type != CF_L_CONV || l->n_src != 1) return 0;
     c.b = l->has_bias ? &some_bias : NULL; c.act = l->act; c.slope = l->slope;
     cf__conv_halves(&c, halves);
-    if (l->depthwise) return cf__same_sums(cf__dwconv_fwd_paths, &c) && cf__same_sums(cf__dwconv_bwd_paths, &c);   /* (dw and dx at once) */
+    /* (dw and dx at once) */
+    if (l->depthwise) return cf__same_sums(cf__dwconv_fwd_paths, &c) && cf__same_sums(cf__dwconv_bwd_paths, &c);
     if (!cf__same_sums(cf__conv_fwd_paths, &c) || !cf__same_sums(cf__conv_bww_paths, &c)) return 0;
     return (l->src[0] < 0 && !dinput) || cf__same_sums(cf__conv_bwd_paths, &c);
 }
@@ -2884,7 +2980,8 @@ static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half) {
 
 /* the band of transposed conv l with the tiles of a workspace of ws_floats */
 static size_t cf__band_floats(const cf_layer *l, size_t ws_floats) {
-    size_t K = (size_t)l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2], tile = cf__tile(K, (size_t)l->in.d * l->in.h * l->in.w, ws_floats);
+    size_t K = (size_t)l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2],
+        tile = cf__tile(K, (size_t)l->in.d * l->in.h * l->in.w, ws_floats);
     return (size_t)l->out.c * cf__band_rows(l->in, &l->g, tile) * l->out.w;
 }
 
@@ -7577,8 +7674,8 @@ static void cf__pointwise_fwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int
     for (bi = 0; bi < c->B; bi++) {
         float *yb = c->y + (size_t)bi * c->out.c * P;
         for (gi = 0; gi < c->groups; gi++)
-            gemm(0, 0, OCg, (int)P, Cg, c->w + (size_t)gi * OCg * Cg, Cg, c->x + bi * in_sz + (size_t)gi * Cg * P, (int)P,
-                 0.0f, yb + (size_t)gi * OCg * P, (int)P);
+            gemm(0, 0, OCg, (int)P, Cg, c->w + (size_t)gi * OCg * Cg, Cg, c->x + bi * in_sz + (size_t)gi * Cg * P,
+                 (int)P, 0.0f, yb + (size_t)gi * OCg * P, (int)P);
         cf__bias_act_p(yb, c->b, c->out.c, P, P, c->act, c->slope, rnd);
     }
 }
@@ -7595,8 +7692,9 @@ static void cf__pointwise_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm) {
     size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
     for (bi = 0; bi < c->B; bi++)
         for (gi = 0; gi < c->groups; gi++)
-            gemm(1, 0, Cg, (int)P, OCg, c->w + (size_t)gi * OCg * Cg, Cg, c->dy + (size_t)bi * c->out.c * P + (size_t)gi * OCg * P,
-                 (int)P, c->dx_store ? 0.0f : 1.0f, c->dx + bi * in_sz + (size_t)gi * Cg * P, (int)P);
+            gemm(1, 0, Cg, (int)P, OCg, c->w + (size_t)gi * OCg * Cg, Cg,
+                 c->dy + (size_t)bi * c->out.c * P + (size_t)gi * OCg * P, (int)P, c->dx_store ? 0.0f : 1.0f,
+                 c->dx + bi * in_sz + (size_t)gi * Cg * P, (int)P);
 }
 static void cf__pointwise_fwd(const cf__conv_call *c) { cf__pointwise_fwd_with(c, cf__sgemm_fp32, 0); }
 static void cf__pointwise_bww(const cf__conv_call *c) { cf__pointwise_bww_with(c, cf__sgemm_fp32); }
@@ -7647,8 +7745,8 @@ static void cf__conv_tiles(const cf__conv_call *f, int bi, float beta, cf__gemm_
             size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
             cf__im2col(col, x, in.c, in, out, g, p0, n);   /* its own parallel loop stays inactive in here */
             if (gws) {
-                cf__gemm_bf16_call yg = {0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, cf__elt(y, y_half, p0), (int)P,
-                                         y_half, NULL, y_half ? CF__GEMM_HALF_C : 0};
+                cf__gemm_bf16_call yg = {0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, cf__elt(y, y_half, p0),
+                                         (int)P, y_half, NULL, y_half ? CF__GEMM_HALF_C : 0};
                 cf__gemm_halves(&yg, gws + (size_t)cf__thread_id() * cf__gemm_bf16_thread_floats());
             } else gemm(0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, y + p0, (int)P);
             if (!y_half && (b || act != CF_ACT_LINEAR || rnd)) cf__bias_act_p(y + p0, b, out.c, n, P, act, slope, rnd);
@@ -7698,8 +7796,8 @@ static void cf__conv_bww_tiles(float *dw, const float *dy, int dy_half, const fl
             size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
             cf__im2col(col, x, in.c, in, out, g, p0, n);
             if (gws) {
-                cf__gemm_bf16_call dwg = {0, 1, out.c, K, (int)n, cf__elt(dy, dy_half, p0), (int)P, col, (int)n, 1.0f, a, K,
-                                          0, NULL, dy_half ? CF__GEMM_HALF_A : 0};
+                cf__gemm_bf16_call dwg = {0, 1, out.c, K, (int)n, cf__elt(dy, dy_half, p0), (int)P, col, (int)n, 1.0f,
+                                          a, K, 0, NULL, dy_half ? CF__GEMM_HALF_A : 0};
                 cf__gemm_halves(&dwg, gws + (size_t)me * cf__gemm_bf16_thread_floats());
             } else gemm(0, 1, out.c, K, (int)n, dy + p0, (int)P, col, (int)n, 1.0f, a, K);
         }
@@ -7724,8 +7822,8 @@ static void cf__tiles_bww_with(const cf__conv_call *c, cf__gemm_fn gemm) {
     float *gws = c->half || c->x_raw ? c->ws + cf__bww_tiles_floats(c) : NULL;
     int bi;
     for (bi = 0; bi < c->B; bi++)
-        cf__conv_bww_tiles(c->dw, cf__elt(c->dy, c->half, (size_t)bi * cf_shape_size(c->out)), c->half, c->x + (size_t)bi * cf_shape_size(c->in),
-                           c->in, c->out, c->g, c->ws, gemm, gws);
+        cf__conv_bww_tiles(c->dw, cf__elt(c->dy, c->half, (size_t)bi * cf_shape_size(c->out)), c->half,
+                           c->x + (size_t)bi * cf_shape_size(c->in), c->in, c->out, c->g, c->ws, gemm, gws);
 }
 static void cf__tiles_bww(const cf__conv_call *c) { cf__tiles_bww_with(c, cf__sgemm_fp32); }
 
@@ -7750,7 +7848,8 @@ static void cf__flip_kernel(float *wt, const float *w, int C, int OC, int kvol) 
     int oc, c, k;
     for (oc = 0; oc < OC; oc++)
         for (c = 0; c < C; c++)
-            for (k = 0; k < kvol; k++) wt[((size_t)c * OC + oc) * kvol + k] = w[((size_t)oc * C + c) * kvol + kvol - 1 - k];
+            for (k = 0; k < kvol; k++)
+                wt[((size_t)c * OC + oc) * kvol + k] = w[((size_t)oc * C + c) * kvol + kvol - 1 - k];
 }
 static size_t cf__flipped_floats(const cf__conv_call *c) { return (size_t)c->in.c * c->out.c * cf__kvol(c->g); }
 /* c's backward-data as the forward convolution of dy into dx (fp32 both) with the flipped
@@ -7868,8 +7967,12 @@ ATTR static void NAME(float *y, const float *R, const cf__direct_row_call *d) { 
                     if (accumulate) { for (j = 0; j < 2 * VW; j++) yr[j] += v[j]; continue; }                        \
                     for (j = 0; j < 2 * VW; j++) v[j] += bo;                                                          \
                     switch (act) {                                                                                    \
-                    case CF_ACT_RELU: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], CF_ACT_RELU, slope); break; \
-                    case CF_ACT_LEAKY: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], CF_ACT_LEAKY, slope); break; \
+                    case CF_ACT_RELU:                                                                                 \
+                        for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], CF_ACT_RELU, slope);                     \
+                        break;                                                                                        \
+                    case CF_ACT_LEAKY:                                                                                \
+                        for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], CF_ACT_LEAKY, slope);                    \
+                        break;                                                                                        \
                     default: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], act, slope);                        \
                     }                                                                                                 \
                     continue;                                                                                         \
@@ -7895,7 +7998,8 @@ typedef float cf__v16 __attribute__((vector_size(64)));
 #define CF__CONTRACT512 __attribute__((target("avx512f"), optimize("fp-contract=fast")))
 #endif
 CF__DIRECT_FWD_ROW(cf__direct_fwd_row16, cf__v16, 16, CF__DIRECT_OB512, CF__CONTRACT512)
-static int cf__has_avx512(void) { return __builtin_cpu_supports("avx512f") ? 1 : 0; }   /* (a read of what the runtime found at start) */
+/* (a read of what the runtime found at start) */
+static int cf__has_avx512(void) { return __builtin_cpu_supports("avx512f") ? 1 : 0; }
 /* the mask of a vector's first n lanes (none when n <= 0, all when n >= 16) */
 CF__INLINE __mmask16 cf__lanes(int n) { return (__mmask16)(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1u); }
 #endif
@@ -7942,7 +8046,8 @@ static void cf__direct_fwd(const cf__conv_call *f, int accumulate) {
     }
 }
 static int cf__direct_fwd_applies(const cf__conv_call *c) {
-    return c->groups == 1 && !cf__pointwise_applies(c) && cf__direct_fits(c->in, c->out, c->g, c->ws_floats, CF__DIRECT_FWD_MAX_R);
+    return c->groups == 1 && !cf__pointwise_applies(c) && cf__direct_fits(c->in, c->out, c->g, c->ws_floats,
+                                                                          CF__DIRECT_FWD_MAX_R);
 }
 static void cf__direct_fwd_run(const cf__conv_call *c) { cf__direct_fwd(c, 0); }
 /* backward-data: the forward of dy (out's shape) into dx with the flipped kernel, as above */
@@ -7968,15 +8073,16 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
    mantissas), the additions rounded to nearest even.  Operands are bf16 values, held in fp32
    (the network rounds them, section 5) or in 16 bits (section 6, halves); the packing into
    pairs rounds with vcvtne2ps2bf16, which keeps a bf16 value as it is (and rounds the
-   network's input, which the plan may hand over unrounded).  They are paired along the sum: two input rows interleaved (the direct
-   kernel) or two rows of op(A) and op(B) (the GEMM).  The output is the fp32 sum; the layer
-   rounds it when it stores it.  The emulation (the fp32 paths on the same operands) computes
-   the same sums in another order (tests/test_core.c, test_bf16).  Compiled where GCC or Clang
-   targets x86-64 with AVX-512 available, chosen at run time when the CPU has AVX512_BF16. */
+   network's input, which the plan may hand over unrounded).  They are paired along the sum:
+   two input rows interleaved (the direct kernel) or two rows of op(A) and op(B) (the GEMM).
+   The output is the fp32 sum; the layer rounds it when it stores it.  The emulation (the fp32
+   paths on the same operands) computes the same sums in another order (tests/test_core.c,
+   test_bf16).  Compiled where GCC or Clang targets x86-64 with AVX-512 available, chosen at run
+   time when the CPU has AVX512_BF16. */
 #ifdef CF__BF16
 static int cf__has_bf16(void) {   /* (every CPU with AVX512_BF16 has the 16-bit loads and stores of BW and VL) */
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bf16") ? 1 : 0;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16") ? 1 : 0;
 }
 CF__INLINE uint32_t cf__bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 /* one vdpbf16ps pair of two bf16 values held in fp32: a in the low half, b in the high */
@@ -7988,8 +8094,8 @@ CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (c
    pairs, all of one length (432 pairs as 216 + 216: a short last chunk would load and store C
    for few pairs), packing op(B)'s chunk once as Bp[q][j] = (op(B)[2q][n0+j],
    op(B)[2q+1][n0+j]) in panels of 32 columns (cf__bp; 576 KB at most), then, 128 rows of C
-   at a time, op(A)'s chunk as Ap[m][q] = (op(A)[m][2q], op(A)[m][2q+1]) (192 KB): both stay in the core's 1 MB cache while
-   the rows read them.  (When several column blocks would pack the same op(A), it is packed
+   at a time, op(A)'s chunk as Ap[m][q] = (op(A)[m][2q], op(A)[m][2q+1]) (192 KB): both stay in
+   the core's 1 MB cache while the rows read them.  (When several column blocks would pack the same op(A), it is packed
    whole beforehand and the tasks read it in place.)  A chunk that long (768 terms) makes a
    sum over DeepCAM's 728 channels one chunk, so C is stored once instead of three times:
    10-15 % faster than chunks of 128 pairs on its pointwise GEMMs (docs/performance.md).  The
@@ -8003,7 +8109,8 @@ CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (c
 #define CF__GEMM_NB 384
 #define CF__GEMM_KC 384
 #define CF__GEMM_KPART 4096
-#define CF__COL_ROW (2 * CF__GEMM_KC)   /* floats in a made row: a chunk's positions (op(B) = col^T), or a block's columns (op(B) = col) */
+/* floats in a made row: a chunk's positions (op(B) = col^T), or a block's columns (op(B) = col) */
+#define CF__COL_ROW (2 * CF__GEMM_KC)
 /* pairs (x[t], x[t + 1]) for t = 0, 2, .. 30, x[t] read only for lo <= t < hi (zero elsewhere) */
 CF__BF16_TARGET static __m512i cf__pairs16_within(const float *x, int lo, int hi) {
     __m512 a = _mm512_maskz_loadu_ps(cf__lanes(hi) & (__mmask16)~cf__lanes(lo), x);
@@ -8028,7 +8135,8 @@ CF__BF16_TARGET static __m512i cf__pairs16(const float *x, int n) { return cf__p
 CF__BF16_TARGET static __m512i cf__pairs16_rows(const float *a, const float *b, int n) {
     const __m512i mix = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
                                          23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    __m512 va = a ? _mm512_maskz_loadu_ps(cf__lanes(n), a) : _mm512_setzero_ps(), vb = b ? _mm512_maskz_loadu_ps(cf__lanes(n), b) : _mm512_setzero_ps();
+    __m512 va = a ? _mm512_maskz_loadu_ps(cf__lanes(n), a) : _mm512_setzero_ps(),
+        vb = b ? _mm512_maskz_loadu_ps(cf__lanes(n), b) : _mm512_setzero_ps();
     return _mm512_permutexvar_epi16(mix, (__m512i)_mm512_cvtne2ps_pbh(vb, va));
 }
 /* ---- tensors the memory plan stores in 16 bits (section 6, "halves"): element i of such a
@@ -8036,9 +8144,13 @@ CF__BF16_TARGET static __m512i cf__pairs16_rows(const float *a, const float *b, 
    with.  Loaded by widening (a shift), stored by keeping the upper half (exact on bf16 values). */
 CF__INLINE __mmask32 cf__lanes32(int n) { return (__mmask32)(n >= 32 ? 0xffffffffu : n <= 0 ? 0u : (1u << n) - 1u); }
 /* lanes k of 16 16-bit elements at p, each in the low half of a 32-bit lane (0 elsewhere) */
-CF__BF16_TARGET static __m512i cf__widen_half(const cf_bf16 *p, __mmask16 k) { return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p)); }
+CF__BF16_TARGET static __m512i cf__widen_half(const cf_bf16 *p, __mmask16 k) {
+    return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p));
+}
 /* the same as floats: the 16 bits moved up */
-CF__BF16_TARGET static __m512 cf__load_half(const cf_bf16 *p, __mmask16 k) { return _mm512_castsi512_ps(_mm512_slli_epi32(cf__widen_half(p, k), 16)); }
+CF__BF16_TARGET static __m512 cf__load_half(const cf_bf16 *p, __mmask16 k) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(cf__widen_half(p, k), 16));
+}
 /* lanes k of v, bf16 values, stored at p in 16 bits */
 CF__BF16_TARGET static void cf__store_half(cf_bf16 *p, __mmask16 k, __m512 v) {
     _mm512_mask_cvtepi32_storeu_epi16(p, k, _mm512_srli_epi32(_mm512_castps_si512(v), 16));
@@ -8061,27 +8173,36 @@ CF__BF16_TARGET static __m512i cf__pairs16_half(const cf_bf16 *x, int n) { retur
 CF__BF16_TARGET static void cf__transpose16(__m512i r[16]) {
     __m512i t[16];
     int i;
-    for (i = 0; i < 16; i += 2) { t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]); t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]); }
+    for (i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
     for (i = 0; i < 16; i += 4) {
         r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]); r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
         r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]); r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
     }
     for (i = 0; i < 4; i++) {
         t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88); t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
-        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88); t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
     }
-    for (i = 0; i < 8; i++) { r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88); r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd); }
+    for (i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    }
 }
 /* Ap[m][q - q0], nq pairs from q0; half: A (not transposed) is stored in 16 bits */
-CF__BF16_TARGET static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int half, int lda, int M, int K, int q0, int nq) {
+CF__BF16_TARGET static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int half, int lda, int M, int K, int q0,
+                                       int nq) {
     int m, q;
-    if (!tA) {   /* op(A)'s row m is a row of A: its pairs are adjacent floats (adjacent 16-bit values: a 32-bit word) */
+    /* op(A)'s row m is a row of A: its pairs are adjacent floats (adjacent 16-bit values: a 32-bit word) */
+    if (!tA) {
         for (m = 0; m < M; m++)
             for (q = 0; q < nq; q += 16) {
                 int k = 2 * (q0 + q);
                 _mm512_mask_storeu_epi32(Ap + (size_t)m * nq + q, cf__lanes(nq - q),
-                                         half ? cf__pairs16_half((const cf_bf16 *)(const void *)A + (size_t)m * lda + k, K - k)
-                                              : cf__pairs16(A + (size_t)m * lda + k, K - k));
+                                         half ? cf__pairs16_half((const cf_bf16 *)(const void *)A + (size_t)m * lda + k,
+                                                                 K - k) : cf__pairs16(A + (size_t)m * lda + k, K - k));
             }
         return;
     }
@@ -8092,10 +8213,12 @@ CF__BF16_TARGET static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int
             int i;
             for (i = 0; i < 16; i++) {
                 int k = 2 * (q0 + q + i);
-                r[i] = q + i < nq ? cf__pairs16_rows(A + (size_t)k * lda + m, k + 1 < K ? A + (size_t)(k + 1) * lda + m : NULL, M - m) : _mm512_setzero_si512();
+                r[i] = q + i < nq ? cf__pairs16_rows(A + (size_t)k * lda + m, k + 1 < K ? A + (size_t)(k + 1) * lda + m
+                                                     : NULL, M - m) : _mm512_setzero_si512();
             }
             cf__transpose16(r);
-            for (i = 0; i < 16 && m + i < M; i++) _mm512_mask_storeu_epi32(Ap + (size_t)(m + i) * nq + q, cf__lanes(nq - q), r[i]);
+            for (i = 0; i < 16 && m + i < M; i++)
+                _mm512_mask_storeu_epi32(Ap + (size_t)(m + i) * nq + q, cf__lanes(nq - q), r[i]);
         }
 }
 /* Bp holds the chunk in panels of 32 columns, each panel's nq rows of pairs one after the
@@ -8106,7 +8229,8 @@ CF__INLINE size_t cf__bp(int q, int j, int nq) { return (size_t)(j & ~31) * nq +
 /* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb of the GEMM's op(B): B read from
    memory (CF__GEMM_HALF_B: stored in 16 bits), or B = im2col(col->x) (not transposed, or
    transposed: op(B) = col^T), its rows made into the buffer made (16 x CF__COL_ROW floats) */
-CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, const cf__gemm_bf16_call *gemm, int q0, int nq, int n0, int nb, float *made) {
+CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, const cf__gemm_bf16_call *gemm, int q0, int nq, int n0, int nb,
+                                       float *made) {
     const float *B = gemm->B;
     const cf__col_src *col = gemm->col;
     int tB = gemm->tB, half = (gemm->halves & CF__GEMM_HALF_B) != 0, ldb = gemm->ldb, K = gemm->K, q, j, i;
@@ -8114,8 +8238,11 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, const cf__gemm_bf16_call *g
         int k = 2 * (q0 + q);
         const float *b0 = made, *b1 = NULL;
         if (half) {   /* two 16-bit rows */
-            const cf_bf16 *h0 = (const cf_bf16 *)(const void *)B + (size_t)k * ldb + n0, *h1 = k + 1 < K ? h0 + ldb : NULL;
-            for (j = 0; j < nb; j += 16) _mm512_mask_storeu_epi32(Bp + cf__bp(q, j, nq), cf__lanes(nb - j), cf__pairs16_rows_half(h0 + j, h1 ? h1 + j : NULL, nb - j));
+            const cf_bf16 *h0 = (const cf_bf16 *)(const void *)B + (size_t)k * ldb + n0,
+                *h1 = k + 1 < K ? h0 + ldb : NULL;
+            for (j = 0; j < nb; j += 16)
+                _mm512_mask_storeu_epi32(Bp + cf__bp(q, j, nq), cf__lanes(nb - j),
+                                         cf__pairs16_rows_half(h0 + j, h1 ? h1 + j : NULL, nb - j));
             continue;
         }
         if (col) {   /* rows k, k + 1 of im2col(x), made here */
@@ -8126,14 +8253,21 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, const cf__gemm_bf16_call *g
             }
         } else {
             b0 = B + (size_t)k * ldb + n0; b1 = k + 1 < K ? b0 + ldb : NULL;
-            if (k + 3 < K) { cf__prefetch_floats(b0 + (size_t)2 * ldb, (size_t)nb, 0); cf__prefetch_floats(b0 + (size_t)3 * ldb, (size_t)nb, 0); }   /* the next two fetched ahead */
+            /* the next two fetched ahead */
+            if (k + 3 < K) {
+                cf__prefetch_floats(b0 + (size_t)2 * ldb, (size_t)nb, 0);
+                cf__prefetch_floats(b0 + (size_t)3 * ldb, (size_t)nb, 0);
+            }
         }
-        for (j = 0; j < nb; j += 16) _mm512_mask_storeu_epi32(Bp + cf__bp(q, j, nq), cf__lanes(nb - j), cf__pairs16_rows(b0 + j, b1 ? b1 + j : NULL, nb - j));
+        for (j = 0; j < nb; j += 16)
+            _mm512_mask_storeu_epi32(Bp + cf__bp(q, j, nq), cf__lanes(nb - j),
+                                     cf__pairs16_rows(b0 + j, b1 ? b1 + j : NULL, nb - j));
     }
     else for (j = 0; j < nb; j += 16) {   /* op(B)[k][n] = B[n][k]: 16 rows of B give 16 pairs each, transposed */
         int kn = K - 2 * q0 < 2 * nq ? K - 2 * q0 : 2 * nq;   /* the chunk's values in a row */
         for (i = 0; i < 16 && j + i < nb && col; i++)    /* rows n0 + j + i of im2col(x), the chunk's positions */
-            cf__im2col_row(made + (size_t)i * CF__COL_ROW, col->x, n0 + j + i, col->in, col->out, col->g, (size_t)2 * q0, (size_t)kn);
+            cf__im2col_row(made + (size_t)i * CF__COL_ROW, col->x, n0 + j + i, col->in, col->out, col->g,
+                           (size_t)2 * q0, (size_t)kn);
         for (q = 0; q < nq; q += 16) {
             int k = 2 * (q0 + q);
             __m512i r[16];
@@ -8146,36 +8280,44 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, const cf__gemm_bf16_call *g
                                    : cf__pairs16(B + at, n);
             }
             cf__transpose16(r);
-            for (i = 0; i < 16 && q + i < nq; i++) _mm512_mask_storeu_epi32(Bp + cf__bp(q + i, j, nq), cf__lanes(nb - j), r[i]);
+            for (i = 0; i < 16 && q + i < nq; i++)
+                _mm512_mask_storeu_epi32(Bp + cf__bp(q + i, j, nq), cf__lanes(nb - j), r[i]);
         }
     }
 }
 /* the 8 x 2 accumulators of a bf16 micro-kernel set to zero, each named by a constant: set in
    a loop, GCC at -O2 (which unrolls no loop of 8) keeps the array in memory and stores all 16
    at every step of the sum (2.6x slower at -O2 than at -O3, measured) */
-#define CF__ZERO8(a) { a[0][0] = a[0][1] = a[1][0] = a[1][1] = a[2][0] = a[2][1] = a[3][0] = a[3][1] = _mm512_setzero_ps();     \
-                       a[4][0] = a[4][1] = a[5][0] = a[5][1] = a[6][0] = a[6][1] = a[7][0] = a[7][1] = _mm512_setzero_ps(); }
+#define CF__ZERO8(a) {                                                                                                \
+        a[0][0] = a[0][1] = a[1][0] = a[1][1] = a[2][0] = a[2][1] = a[3][0] = a[3][1] = _mm512_setzero_ps();          \
+        a[4][0] = a[4][1] = a[5][0] = a[5][1] = a[6][0] = a[6][1] = a[7][0] = a[7][1] = _mm512_setzero_ps(); }
 /* C (M x nb) = beta C + the packed chunk's K2 pairs (Ap's rows a_stride apart), C, M, ldc,
    beta and rnd the block's (gemm: the rows of a task); rnd: C rounded to bf16 as it is stored
    (the last chunk of a sum whose result is a bf16 network's tensor); CF__GEMM_HALF_C: C is
    stored in 16 bits (then rnd: a sum of one chunk) */
-CF__BF16_TARGET static void cf__gemm_bf16_block(const cf__gemm_bf16_call *gemm, int nb, int K2, const uint32_t *Ap, int a_stride,
-                                                const uint32_t *Bp) {
+CF__BF16_TARGET static void cf__gemm_bf16_block(const cf__gemm_bf16_call *gemm, int nb, int K2, const uint32_t *Ap,
+                                                int a_stride, const uint32_t *Bp) {
     float *C = gemm->C, beta = gemm->beta;
     int M = gemm->M, c_half = (gemm->halves & CF__GEMM_HALF_C) != 0, ldc = gemm->ldc, rnd = gemm->rnd, m0, n0, q, o;
     for (m0 = 0; m0 < M; m0 += 8) {
         int nm = M - m0 < 8 ? M - m0 : 8;
         const uint32_t *ar[8];
-        for (o = 0; o < 8; o++) ar[o] = Ap + (size_t)(m0 + (o < nm ? o : 0)) * a_stride;   /* the last block repeats a row, unstored */
+        /* the last block repeats a row, unstored */
+        for (o = 0; o < 8; o++) ar[o] = Ap + (size_t)(m0 + (o < nm ? o : 0)) * a_stride;
         for (n0 = 0; n0 < nb; n0 += 32) {
             int nn = nb - n0 < 32 ? nb - n0 : 32;
-            __mmask16 k0 = (__mmask16)(nn >= 16 ? 0xffff : (1u << nn) - 1), k1 = (__mmask16)(nn >= 32 ? 0xffff : nn > 16 ? (1u << (nn - 16)) - 1 : 0);
+            __mmask16 k0 = (__mmask16)(nn >= 16 ? 0xffff : (1u << nn) - 1),
+                k1 = (__mmask16)(nn >= 32 ? 0xffff : nn > 16 ? (1u << (nn - 16)) - 1 : 0);
             __m512 a[8][2];
             CF__ZERO8(a)
             for (q = 0; q < K2; q++) {
                 const uint32_t *b = Bp + cf__bp(q, n0, K2);
-                __m512bh x0 = (__m512bh)_mm512_maskz_loadu_epi32(k0, b), x1 = (__m512bh)_mm512_maskz_loadu_epi32(k1, b + 16);
-#define CF__DP(o) { __m512bh wb = (__m512bh)_mm512_set1_epi32((int)ar[o][q]); a[o][0] = _mm512_dpbf16_ps(a[o][0], x0, wb); a[o][1] = _mm512_dpbf16_ps(a[o][1], x1, wb); }
+                __m512bh x0 = (__m512bh)_mm512_maskz_loadu_epi32(k0, b),
+                    x1 = (__m512bh)_mm512_maskz_loadu_epi32(k1, b + 16);
+#define CF__DP(o) {                                                                                                   \
+        __m512bh wb = (__m512bh)_mm512_set1_epi32((int)ar[o][q]);                                                     \
+        a[o][0] = _mm512_dpbf16_ps(a[o][0], x0, wb);                                                                  \
+        a[o][1] = _mm512_dpbf16_ps(a[o][1], x1, wb); }
                 CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
 #undef CF__DP
             }
@@ -8183,12 +8325,18 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(const cf__gemm_bf16_call *gemm, 
                variable here, GCC kept a[][] in memory and stored all 16 at every step of q */
 #define CF__ST(o) if (o < nm && c_half) {                                                                        \
                 cf_bf16 *h = (cf_bf16 *)(void *)C + (size_t)(m0 + o) * ldc + n0;                                \
-                if (beta != 0.0f) { a[o][0] = _mm512_add_ps(a[o][0], cf__load_half(h, k0)); a[o][1] = _mm512_add_ps(a[o][1], cf__load_half(h + 16, k1)); } \
+                if (beta != 0.0f) {                                                                              \
+                    a[o][0] = _mm512_add_ps(a[o][0], cf__load_half(h, k0));                                      \
+                    a[o][1] = _mm512_add_ps(a[o][1], cf__load_half(h + 16, k1));                                 \
+                }                                                                                                \
                 cf__store_half(h, k0, cf__round16_bf16(a[o][0]));                                                \
                 cf__store_half(h + 16, k1, cf__round16_bf16(a[o][1]));                                           \
             } else if (o < nm) {                                                                                 \
                 float *c = C + (size_t)(m0 + o) * ldc + n0;                                                      \
-                if (beta != 0.0f) { a[o][0] = _mm512_add_ps(a[o][0], _mm512_maskz_loadu_ps(k0, c)); a[o][1] = _mm512_add_ps(a[o][1], _mm512_maskz_loadu_ps(k1, c + 16)); } \
+                if (beta != 0.0f) {                                                                              \
+                    a[o][0] = _mm512_add_ps(a[o][0], _mm512_maskz_loadu_ps(k0, c));                              \
+                    a[o][1] = _mm512_add_ps(a[o][1], _mm512_maskz_loadu_ps(k1, c + 16));                         \
+                }                                                                                                \
                 if (rnd) { a[o][0] = cf__round16_bf16(a[o][0]); a[o][1] = cf__round16_bf16(a[o][1]); }            \
                 _mm512_mask_storeu_ps(c, k0, a[o][0]);                                                            \
                 _mm512_mask_storeu_ps(c + 16, k1, a[o][1]);                                                       \
@@ -8217,32 +8365,37 @@ static void cf__gemm_bf16_task_sgemm(const cf__gemm_bf16_call *task, int n0, int
    task's rows, K2 pairs each).  col: op(B) made from x (cf__pack_b; then the buffers are
    there).  halves: which of A, B and C are stored in 16 bits (CF__GEMM_HALF_*; then the buffers
    are there, and a 16-bit C's sum is one chunk). */
-static void cf__gemm_bf16_task(const cf__gemm_bf16_call *task, int n0, int nb, int q0, int q1, const cf__gemm_bf16_bufs *bufs) {
+static void cf__gemm_bf16_task(const cf__gemm_bf16_call *task, int n0, int nb, int q0, int q1,
+                               const cf__gemm_bf16_bufs *bufs) {
     int K = task->K, K2 = (K + 1) / 2, chunks = (q1 - q0 + CF__GEMM_KC - 1) / CF__GEMM_KC, step, q, m0;
     int ah = (task->halves & CF__GEMM_HALF_A) != 0, ch = (task->halves & CF__GEMM_HALF_C) != 0;
-    step = chunks > 0 ? (q1 - q0 + chunks - 1) / chunks : 1;   /* chunks of equal length: 432 pairs as 216 + 216, not 384 + 48 */
+    /* chunks of equal length: 432 pairs as 216 + 216, not 384 + 48 */
+    step = chunks > 0 ? (q1 - q0 + chunks - 1) / chunks : 1;
     if (!bufs->Ap || !bufs->Bp) { cf__gemm_bf16_task_sgemm(task, n0, nb, q0, q1); return; }
     for (q = q0; q < q1; q += step) {
         int nq = q1 - q < step ? q1 - q : step;
         cf__pack_b(bufs->Bp, task, q, nq, n0, nb, bufs->made);
         for (m0 = 0; m0 < task->M; m0 += CF__GEMM_MB) {
             cf__gemm_bf16_call rows = *task;   /* the block's rows of C */
-            const uint32_t *a = bufs->A_all ? bufs->A_all + (size_t)m0 * K2 + q : bufs->Ap;   /* their chunk of op(A), rows a_stride apart */
+            /* their chunk of op(A), rows a_stride apart */
+            const uint32_t *a = bufs->A_all ? bufs->A_all + (size_t)m0 * K2 + q : bufs->Ap;
             int a_stride = bufs->A_all ? K2 : nq;
             rows.M = task->M - m0 < CF__GEMM_MB ? task->M - m0 : CF__GEMM_MB;
             rows.C = cf__elt(task->C, ch, (size_t)m0 * task->ldc + n0);
             rows.beta = q == q0 ? task->beta : 1.0f;
             rows.rnd = task->rnd && q + nq == q1;
             if (!bufs->A_all)
-                cf__pack_a(bufs->Ap, task->tA, task->tA ? task->A + m0 : cf__elt(task->A, ah, (size_t)m0 * task->lda), ah, task->lda, rows.M, K, q,
-                           nq);
+                cf__pack_a(bufs->Ap, task->tA, task->tA ? task->A + m0 : cf__elt(task->A, ah, (size_t)m0 * task->lda),
+                           ah, task->lda, rows.M, K, q, nq);
             CF_ASSERT(!ch || (q == q0 && q + nq == q1 && task->rnd));   /* (a 16-bit C: one chunk, rounded) */
             cf__gemm_bf16_block(&rows, nb, nq, a, a_stride, bufs->Bp);
         }
     }
 }
 /* one thread's buffers (floats), and all the threads' */
-static size_t cf__gemm_bf16_thread_floats(void) { return (size_t)CF__GEMM_MB * CF__GEMM_KC + (size_t)CF__GEMM_KC * CF__GEMM_NB; }
+static size_t cf__gemm_bf16_thread_floats(void) {
+    return (size_t)CF__GEMM_MB * CF__GEMM_KC + (size_t)CF__GEMM_KC * CF__GEMM_NB;
+}
 static size_t cf__gemm_bf16_ws_floats(void) { return (size_t)cf__nthreads() * cf__gemm_bf16_thread_floats(); }
 /* whether a sum of K products is one chunk of the GEMM (what a 16-bit C needs) */
 static int cf__gemm_bf16_one_chunk(size_t K) { return (K + 1) / 2 <= CF__GEMM_KC; }
@@ -8308,11 +8461,13 @@ static uint32_t *cf__gemm_bf16_pack_a_all(const cf__gemm_bf16_call *gemm, int K2
 static void cf__gemm_bf16_task_at(const cf__gemm_bf16_call *gemm, const cf__gemm_bf16_cut *cut, int t, float *partial,
                                   const cf__gemm_bf16_bufs *bufs) {
     int blocks = cut->rblocks * cut->nblocks, b = t % blocks, part = t / blocks;
-    int m0 = b / cut->nblocks * cut->rows, n0 = b % cut->nblocks * cut->width, q0 = part * cut->span, K2 = (gemm->K + 1) / 2;
+    int m0 = b / cut->nblocks * cut->rows, n0 = b % cut->nblocks * cut->width, q0 = part * cut->span,
+        K2 = (gemm->K + 1) / 2;
     int nb = gemm->N - n0 < cut->width ? gemm->N - n0 : cut->width, q1 = K2 - q0 < cut->span ? K2 : q0 + cut->span;
     cf__gemm_bf16_call task = *gemm;
     task.M = gemm->M - m0 < cut->rows ? gemm->M - m0 : cut->rows;
-    task.A = gemm->tA ? gemm->A + m0 : cf__elt(gemm->A, gemm->halves & CF__GEMM_HALF_A, (size_t)m0 * gemm->lda);   /* its rows of op(A) */
+    /* its rows of op(A) */
+    task.A = gemm->tA ? gemm->A + m0 : cf__elt(gemm->A, gemm->halves & CF__GEMM_HALF_A, (size_t)m0 * gemm->lda);
     if (cut->parts == 1) task.C = cf__elt(gemm->C, gemm->halves & CF__GEMM_HALF_C, (size_t)m0 * gemm->ldc);
     else {
         task.beta = 0.0f;
@@ -8324,8 +8479,8 @@ static void cf__gemm_bf16_task_at(const cf__gemm_bf16_call *gemm, const cf__gemm
     cf__gemm_bf16_task(&task, n0, nb, q0, q1, bufs);
 }
 /* the tasks shared out between the threads, each with its buffers in buf (NULL: none) */
-static void cf__gemm_bf16_run_tasks(const cf__gemm_bf16_call *gemm, const cf__gemm_bf16_cut *cut, uint32_t *buf, const uint32_t *A_all,
-                                    float *partial) {
+static void cf__gemm_bf16_run_tasks(const cf__gemm_bf16_call *gemm, const cf__gemm_bf16_cut *cut, uint32_t *buf,
+                                    const uint32_t *A_all, float *partial) {
     int t;
     CF__OMP(omp parallel num_threads(cut->nth))
     {
@@ -8394,13 +8549,14 @@ static int cf__sgemm_bf16_r(const cf__gemm_bf16_call *gemm, float *ws) {
     CF_FREE(partial);
     return 0;
 }
-static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                           float beta, float *C, int ldc) {
     cf__gemm_bf16_call gemm = {tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, NULL, 0};
     cf__sgemm_bf16_r(&gemm, NULL);
 }
 /* the same, C stored rounded to bf16: the sum as cf__sgemm_bf16's, rounded once */
-static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                                   int ldc) {
+static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B,
+                                   int ldb, float beta, float *C, int ldc) {
     cf__gemm_bf16_call gemm = {tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, 1, NULL, 0};
     cf__sgemm_bf16_r(&gemm, NULL);
 }
@@ -8439,7 +8595,8 @@ static cf__pair_rows cf__pair_rows_at(uint32_t *ws, cf_shape in, const cf_geom *
     return pr;
 }
 /* pair row (cp, id, ih) of sample x (half: stored in 16 bits) into r */
-CF__BF16_TARGET static void cf__pair_row(uint32_t *r, size_t Wp, const float *x, int half, int C, cf_shape in, int pb, int cp, int id, int ih) {
+CF__BF16_TARGET static void cf__pair_row(uint32_t *r, size_t Wp, const float *x, int half, int C, cf_shape in, int pb,
+                                         int cp, int id, int ih) {
     size_t at = (((size_t)2 * cp * in.d + id) * in.h + ih) * in.w;
     const float *a = cf__elt(x, half, at), *b = 2 * cp + 1 < C ? cf__elt(x, half, at + cf__positions(in)) : NULL;
     uint32_t *d = r + pb;
@@ -8448,11 +8605,13 @@ CF__BF16_TARGET static void cf__pair_row(uint32_t *r, size_t Wp, const float *x,
     memset(d + in.w, 0, (Wp - pb - (size_t)in.w) * sizeof *r);
     for (w = 0; w < in.w; w += 16)          /* d[w] = cf__pair(a[w], b[w]), 16 at a time */
         _mm512_mask_storeu_epi32(d + w, cf__lanes(in.w - w),
-                                 half ? cf__pairs16_rows_half((const cf_bf16 *)(const void *)a + w, b ? (const cf_bf16 *)(const void *)b + w : NULL, in.w - w)
-                                      : cf__pairs16_rows(a + w, b ? b + w : NULL, in.w - w));
+                                 half ? cf__pairs16_rows_half((const cf_bf16 *)(const void *)a + w,
+                                                              b ? (const cf_bf16 *)(const void *)b + w : NULL, in.w - w)
+                                 : cf__pairs16_rows(a + w, b ? b + w : NULL, in.w - w));
 }
 /* pr->rp for output row (od, oh) of sample bi (x), building the pair rows not in the cache */
-static void cf__pair_rows_for(cf__pair_rows *pr, size_t Wp, const float *x, int half, int bi, int C, cf_shape in, const cf_geom *g, int od, int oh) {
+static void cf__pair_rows_for(cf__pair_rows *pr, size_t Wp, const float *x, int half, int bi, int C, cf_shape in,
+                              const cf_geom *g, int od, int oh) {
     int KD = g->k[0], KH = g->k[1], NS = cf__pair_slots(g), C2 = (C + 1) / 2, kd, kh, cp;
     for (kd = 0; kd < KD; kd++) {
         int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
@@ -8464,7 +8623,8 @@ static void cf__pair_rows_for(cf__pair_rows *pr, size_t Wp, const float *x, int 
                 continue;
             }
             if (pr->tag[slot] != key) {
-                for (cp = 0; cp < C2; cp++) cf__pair_row(pr->rows + ((size_t)slot * C2 + cp) * Wp, Wp, x, half, C, in, g->pb[2], cp, id, ih);
+                for (cp = 0; cp < C2; cp++)
+                    cf__pair_row(pr->rows + ((size_t)slot * C2 + cp) * Wp, Wp, x, half, C, in, g->pb[2], cp, id, ih);
                 pr->tag[slot] = key;
             }
             for (cp = 0; cp < C2; cp++) pr->rp[(cp * KD + kd) * KH + kh] = pr->rows + ((size_t)slot * C2 + cp) * Wp;
@@ -8476,7 +8636,8 @@ static void cf__pack_kernel_bf16(uint32_t *w2, const float *w, int OC, int C, in
     int C2 = (C + 1) / 2, oc, cp, k, kw;
     for (oc = 0; oc < OC; oc++) for (cp = 0; cp < C2; cp++) for (k = 0; k < KDKH; k++) for (kw = 0; kw < KW; kw++) {
         const float *r = w + (((size_t)oc * C + 2 * cp) * KDKH + k) * KW + kw;
-        w2[(((size_t)oc * C2 + cp) * KDKH + k) * KW + kw] = cf__pair(r[0], 2 * cp + 1 < C ? r[(size_t)KDKH * KW] : 0.0f);
+        w2[(((size_t)oc * C2 + cp) * KDKH + k) * KW + kw] = cf__pair(r[0],
+                                                                     2 * cp + 1 < C ? r[(size_t)KDKH * KW] : 0.0f);
     }
 }
 /* x[0 .. n) (n <= 16) rounded in place, as cf__round16_bf16 */
@@ -8497,14 +8658,17 @@ CF__BF16_TARGET static __m512 cf__act16(__m512 z, int act, float slope) {
     int j;
     if (act == CF_ACT_LINEAR) return z;
     if (act == CF_ACT_RELU) return _mm512_max_ps(z, _mm512_setzero_ps());
-    if (act == CF_ACT_LEAKY) return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_mul_ps(z, _mm512_set1_ps(slope)), z);
+    if (act == CF_ACT_LEAKY)
+        return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_GT_OQ),
+                                    _mm512_mul_ps(z, _mm512_set1_ps(slope)), z);
     _mm512_storeu_ps(v, z);
     for (j = 0; j < 16; j++) v[j] = cf__act_f(v[j], act, slope);
     return _mm512_loadu_ps(v);
 }
 /* n (<= 16) sums z of one output row's block into element i of y: added to what is there
    (backward-data), or + bias, the activation, rounded to bf16 (half: stored in 16 bits) */
-CF__BF16_TARGET static void cf__direct_store_bf16(float *y, int half, size_t i, __m512 z, int n, float bias, int accumulate, int act, float slope) {
+CF__BF16_TARGET static void cf__direct_store_bf16(float *y, int half, size_t i, __m512 z, int n, float bias,
+                                                  int accumulate, int act, float slope) {
     __mmask16 k = cf__lanes(n);
     __m512 v;
     if (accumulate) { _mm512_mask_storeu_ps(y + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, y + i), z)); return; }
@@ -8529,10 +8693,12 @@ typedef struct {
 /* One output row (all OC channels, OW positions, from element y0 of y) from its T2 pair rows
    rp: blocks of 8 channels by 32 positions, 16 accumulators; each step loads 32 positions of
    one pair row and multiplies them by one packed weight pair per channel. */
-CF__BF16_TARGET static void cf__direct_row_bf16(const cf__direct_row_bf16_call *d, size_t y0, const uint32_t *const *rp) {
+CF__BF16_TARGET static void cf__direct_row_bf16(const cf__direct_row_bf16_call *d, size_t y0,
+                                                const uint32_t *const *rp) {
     float *y = d->y, slope = d->slope;
     size_t ystride = d->ystride;
-    int half = d->half, T2 = d->T2, KW = d->KW, dil = d->dil, OC = d->OC, OW = d->OW, accumulate = d->accumulate, act = d->act;
+    int half = d->half, T2 = d->T2, KW = d->KW, dil = d->dil, OC = d->OC, OW = d->OW, accumulate = d->accumulate,
+        act = d->act;
     const uint32_t *w2 = d->w2;
     const float *b = d->b;
     int K2 = T2 * KW, oc0, w0, q, kw, o, j;
@@ -8547,26 +8713,32 @@ CF__BF16_TARGET static void cf__direct_row_bf16(const cf__direct_row_bf16_call *
             for (q = 0; q < T2; q++) {
                 const uint32_t *r = rp[q] + w0;
                 for (kw = 0; kw < KW; kw++) {
-                    __m512bh x0 = (__m512bh)_mm512_loadu_si512(r + kw * dil), x1 = (__m512bh)_mm512_loadu_si512(r + kw * dil + 16);
+                    __m512bh x0 = (__m512bh)_mm512_loadu_si512(r + kw * dil),
+                        x1 = (__m512bh)_mm512_loadu_si512(r + kw * dil + 16);
                     int t = q * KW + kw;
-#define CF__DP(o) { __m512bh wb = (__m512bh)_mm512_set1_epi32((int)wo[o][t]); a[o][0] = _mm512_dpbf16_ps(a[o][0], x0, wb); a[o][1] = _mm512_dpbf16_ps(a[o][1], x1, wb); }
+#define CF__DP(o) {                                                                                                   \
+        __m512bh wb = (__m512bh)_mm512_set1_epi32((int)wo[o][t]);                                                     \
+        a[o][0] = _mm512_dpbf16_ps(a[o][0], x0, wb);                                                                  \
+        a[o][1] = _mm512_dpbf16_ps(a[o][1], x1, wb); }
                     CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
 #undef CF__DP
                 }
             }
             for (o = 0; o < no; o++)   /* the block's valid part */
                 for (j = 0; j < 2; j++)
-                    cf__direct_store_bf16(y, half, y0 + (size_t)(oc0 + o) * ystride + w0 + 16 * j, a[o][j], n - 16 * j, b ? b[oc0 + o] : 0.0f,
-                                          accumulate, act, slope);
+                    cf__direct_store_bf16(y, half, y0 + (size_t)(oc0 + o) * ystride + w0 + 16 * j, a[o][j], n - 16 * j,
+                                          b ? b[oc0 + o] : 0.0f, accumulate, act, slope);
         }
     }
 }
 /* The same for rows of at most 16 positions (a 16^3 layer, where a 32-wide block would be half
    empty): blocks of 16 channels by 16 positions, still 16 accumulators, one load of R2 per step. */
-CF__BF16_TARGET static void cf__direct_row_bf16_narrow(const cf__direct_row_bf16_call *d, size_t y0, const uint32_t *const *rp) {
+CF__BF16_TARGET static void cf__direct_row_bf16_narrow(const cf__direct_row_bf16_call *d, size_t y0,
+                                                       const uint32_t *const *rp) {
     float *y = d->y, slope = d->slope;
     size_t ystride = d->ystride;
-    int half = d->half, T2 = d->T2, KW = d->KW, dil = d->dil, OC = d->OC, OW = d->OW, accumulate = d->accumulate, act = d->act;
+    int half = d->half, T2 = d->T2, KW = d->KW, dil = d->dil, OC = d->OC, OW = d->OW, accumulate = d->accumulate,
+        act = d->act;
     const uint32_t *w2 = d->w2;
     const float *b = d->b;
     int K2 = T2 * KW, oc0, q, kw, o;
@@ -8586,7 +8758,9 @@ CF__BF16_TARGET static void cf__direct_row_bf16_narrow(const cf__direct_row_bf16
 #undef CF__DP
             }
         }
-        for (o = 0; o < no; o++) cf__direct_store_bf16(y, half, y0 + (size_t)(oc0 + o) * ystride, a[o], OW, b ? b[oc0 + o] : 0.0f, accumulate, act, slope);
+        for (o = 0; o < no; o++)
+            cf__direct_store_bf16(y, half, y0 + (size_t)(oc0 + o) * ystride, a[o], OW, b ? b[oc0 + o] : 0.0f,
+                                  accumulate, act, slope);
     }
 }
 /* the forward convolution f, y (+)= conv(x, w) as cf__direct_fwd, y stored rounded to bf16
@@ -8596,9 +8770,11 @@ static void cf__direct_fwd_bf16(const cf__conv_call *f, const uint32_t *w2, uint
     cf_shape in = f->in, out = f->out;
     const cf_geom *g = f->g;
     int T2 = (in.c + 1) / 2 * g->k[0] * g->k[1], KW = g->k[2], y_half = f->half, x_half = f->x_half;
-    size_t Wp = cf__direct_wp(out, g), rsz = cf__pair_rows_size(in, g, Wp), P = cf__positions(out), in_sz = cf_shape_size(in);
+    size_t Wp = cf__direct_wp(out, g), rsz = cf__pair_rows_size(in, g, Wp), P = cf__positions(out),
+        in_sz = cf_shape_size(in);
     long rows = (long)f->B * out.d * out.h, r;
-    cf__direct_row_bf16_call d = {f->y, y_half, P, T2, KW, g->dil[2], w2, out.c, out.w, f->b, accumulate, f->act, f->slope};
+    cf__direct_row_bf16_call d = {f->y, y_half, P, T2, KW, g->dil[2], w2, out.c, out.w, f->b, accumulate, f->act,
+                                  f->slope};
     void (*row)(const cf__direct_row_bf16_call *, size_t, const uint32_t *const *) =
         out.w <= 16 ? cf__direct_row_bf16_narrow : cf__direct_row_bf16;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
@@ -8608,10 +8784,13 @@ static void cf__direct_fwd_bf16(const cf__conv_call *f, const uint32_t *w2, uint
         for (r = 0; r < rows; r++) {
             int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
             cf__pair_rows_for(&pr, Wp, cf__elt(f->x, x_half, (size_t)bi * in_sz), x_half, bi, in.c, in, g, od, oh);
-            if (r + 1 < rows && (r + 1) % ((long)out.d * out.h)) {   /* the next row's outputs (same sample) fetched for writing, as the pools' rows */
+            /* the next row's outputs (same sample) fetched for writing, as the pools' rows */
+            if (r + 1 < rows && (r + 1) % ((long)out.d * out.h)) {
                 size_t yn = (size_t)bi * out.c * P + ((size_t)od * out.h + oh + 1) * out.w;
                 int oc;
-                for (oc = 0; oc < out.c; oc++) cf__prefetch_floats(cf__elt(f->y, y_half, yn + (size_t)oc * P), y_half ? (size_t)(out.w + 1) / 2 : (size_t)out.w, 1);
+                for (oc = 0; oc < out.c; oc++)
+                    cf__prefetch_floats(cf__elt(f->y, y_half, yn + (size_t)oc * P),
+                                        y_half ? (size_t)(out.w + 1) / 2 : (size_t)out.w, 1);
             }
             row(&d, (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, pr.rp);
         }
@@ -8636,7 +8815,8 @@ static int cf__bf16_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, siz
     return g->s[2] == 1 && out.w >= 16 && rsz <= max_r && w2 + (size_t)cf__nthreads() * rsz <= ws_floats;
 }
 static int cf__bf16_direct_fwd_applies(const cf__conv_call *c) {
-    return cf__bf16_gemm_applies(c) && c->groups == 1 && !cf__pointwise_applies(c) && cf__bf16_direct_fits(c->in, c->out, c->g, c->ws_floats, CF__BF16_DIRECT_MAX_R);
+    return cf__bf16_gemm_applies(c) && c->groups == 1 && !cf__pointwise_applies(c) &&
+           cf__bf16_direct_fits(c->in, c->out, c->g, c->ws_floats, CF__BF16_DIRECT_MAX_R);
 }
 static void cf__bf16_direct_fwd_run(const cf__conv_call *c) {
     uint32_t *w2 = (uint32_t *)c->ws;
@@ -8660,10 +8840,13 @@ static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
     cf__pack_kernel_bf16(w2, c->ws, c->in.c, c->out.c, gt.k[0] * gt.k[1], gt.k[2]);
     f = cf__flipped_call(c, &gt);
     f.half = c->dx_half; f.x_half = c->half;
-    cf__direct_fwd_bf16(&f, w2, w2 + cf__w2_floats(c->out, &gt, c->in.c), !c->dx_half && !c->dx_store);   /* dx_half: stored, not added */
+    /* dx_half: stored, not added */
+    cf__direct_fwd_bf16(&f, w2, w2 + cf__w2_floats(c->out, &gt, c->in.c), !c->dx_half && !c->dx_store);
 }
 /* the GEMM paths (tiles, pointwise) with the bf16 GEMM */
-static int cf__bf16_pointwise_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__pointwise_applies(c); }
+static int cf__bf16_pointwise_applies(const cf__conv_call *c) {
+    return cf__bf16_gemm_applies(c) && cf__pointwise_applies(c);
+}
 /* the output stored rounded: by the GEMM when no bias or activation pass follows it, else by that pass */
 static void cf__bf16_pointwise_fwd(const cf__conv_call *c) {
     int bare = !c->b && c->act == CF_ACT_LINEAR;
@@ -8681,16 +8864,22 @@ static void cf__bf16_pointwise_bwd(const cf__conv_call *c) { cf__pointwise_bwd_w
    bias, the activation and the rounding, as fp32 storage's, then stored in 16 bits (a sum
    does not depend on how the columns are cut). */
 static int cf__bf16_pw_half_applies(const cf__conv_call *c) {
-    return (c->half || c->x_half || c->dx_half) && !c->x_raw && cf__bf16_pointwise_applies(c) && c->ws_floats >= cf__gemm_bf16_ws_floats();
+    return (c->half || c->x_half || c->dx_half) && !c->x_raw && cf__bf16_pointwise_applies(c) &&
+           c->ws_floats >= cf__gemm_bf16_ws_floats();
 }
 /* whether the GEMM stores y in 16 bits itself (else the blocks, below) */
-static int cf__bf16_pw_y16(const cf__conv_call *c) { return !c->b && c->act == CF_ACT_LINEAR && (c->in.c / c->groups + 1) / 2 <= CF__GEMM_KC; }
+static int cf__bf16_pw_y16(const cf__conv_call *c) {
+    return !c->b && c->act == CF_ACT_LINEAR && (c->in.c / c->groups + 1) / 2 <= CF__GEMM_KC;
+}
 static int cf__bf16_pw_half_fwd_applies(const cf__conv_call *c) {   /* (the blocks: at least 32 columns) */
-    return cf__bf16_pw_half_applies(c) && (!c->half || cf__bf16_pw_y16(c) || c->ws_floats >= cf__gemm_bf16_ws_floats() + (size_t)c->out.c / c->groups * 32);
+    return cf__bf16_pw_half_applies(c) &&
+           (!c->half || cf__bf16_pw_y16(c) ||
+            c->ws_floats >= cf__gemm_bf16_ws_floats() + (size_t)c->out.c / c->groups * 32);
 }
 static void cf__bf16_pw_half_fwd_blocks(const cf__conv_call *c) {
     int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi, r;
-    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in), cols = (c->ws_floats - cf__gemm_bf16_ws_floats()) / OCg, p0;
+    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in),
+        cols = (c->ws_floats - cf__gemm_bf16_ws_floats()) / OCg, p0;
     float *block = c->ws + cf__gemm_bf16_ws_floats();
     if (cols > P) cols = P;
     for (bi = 0; bi < c->B; bi++)
@@ -8698,19 +8887,21 @@ static void cf__bf16_pw_half_fwd_blocks(const cf__conv_call *c) {
             for (p0 = 0; p0 < P; p0 += cols) {
                 size_t n = P - p0 < cols ? P - p0 : cols, at = ((size_t)bi * c->out.c + (size_t)gi * OCg) * P + p0;
                 cf__gemm_bf16_call yg = {0, 0, OCg, (int)n, Cg, c->w + (size_t)gi * OCg * Cg, Cg,
-                                         cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P + p0), (int)P, 0.0f, block, (int)n,
-                                         0, NULL, c->x_half ? CF__GEMM_HALF_B : 0};
+                                         cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P + p0), (int)P, 0.0f,
+                                         block, (int)n, 0, NULL, c->x_half ? CF__GEMM_HALF_B : 0};
                 cf__sgemm_bf16_r(&yg, c->ws);
                 cf__bias_act_p(block, c->b ? c->b + (size_t)gi * OCg : NULL, OCg, n, n, c->act, c->slope, 0);
                 CF__OMP(omp parallel for schedule(static))
-                for (r = 0; r < OCg; r++) cf__narrow_run((cf_bf16 *)(void *)c->y + at + (size_t)r * P, block + (size_t)r * n, n);
+                for (r = 0; r < OCg; r++)
+                    cf__narrow_run((cf_bf16 *)(void *)c->y + at + (size_t)r * P, block + (size_t)r * n, n);
             }
 }
 static int cf__bf16_pw_half_bwd_applies(const cf__conv_call *c) {
     return cf__bf16_pw_half_applies(c) && (!c->dx_half || (c->out.c / c->groups + 1) / 2 <= CF__GEMM_KC);
 }
 static void cf__bf16_pw_half_fwd(const cf__conv_call *c) {
-    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi, h = (c->x_half ? CF__GEMM_HALF_B : 0) | (c->half ? CF__GEMM_HALF_C : 0);
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi,
+        h = (c->x_half ? CF__GEMM_HALF_B : 0) | (c->half ? CF__GEMM_HALF_C : 0);
     int bare = !c->b && c->act == CF_ACT_LINEAR;   /* rounded by the GEMM, as cf__bf16_pointwise_fwd */
     size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
     if (c->half && !cf__bf16_pw_y16(c)) { cf__bf16_pw_half_fwd_blocks(c); return; }
@@ -8718,31 +8909,36 @@ static void cf__bf16_pw_half_fwd(const cf__conv_call *c) {
         for (gi = 0; gi < c->groups; gi++) {
             cf__gemm_bf16_call yg = {0, 0, OCg, (int)P, Cg, c->w + (size_t)gi * OCg * Cg, Cg,
                                      cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P), (int)P, 0.0f,
-                                     cf__elt(c->y, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P, bare, NULL, h};
+                                     cf__elt(c->y, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P,
+                                         bare, NULL, h};
             cf__sgemm_bf16_r(&yg, c->ws);
         }
         if (!c->half) cf__bias_act_p(c->y + (size_t)bi * c->out.c * P, c->b, c->out.c, P, P, c->act, c->slope, !bare);
     }
 }
 static void cf__bf16_pw_half_bww(const cf__conv_call *c) {
-    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi, h = (c->half ? CF__GEMM_HALF_A : 0) | (c->x_half ? CF__GEMM_HALF_B : 0);
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi,
+        h = (c->half ? CF__GEMM_HALF_A : 0) | (c->x_half ? CF__GEMM_HALF_B : 0);
     size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
     for (bi = 0; bi < c->B; bi++)
         for (gi = 0; gi < c->groups; gi++) {
-            cf__gemm_bf16_call dwg = {0, 1, OCg, Cg, (int)P, cf__elt(c->dy, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P,
+            cf__gemm_bf16_call dwg = {0, 1, OCg, Cg, (int)P,
+                                      cf__elt(c->dy, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P,
                                       cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P), (int)P, 1.0f,
                                       c->dw + (size_t)gi * OCg * Cg, Cg, 0, NULL, h};
             cf__sgemm_bf16_r(&dwg, c->ws);
         }
 }
 static void cf__bf16_pw_half_bwd(const cf__conv_call *c) {   /* (a 16-bit dx is stored: its only writer) */
-    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi, h = (c->half ? CF__GEMM_HALF_B : 0) | (c->dx_half ? CF__GEMM_HALF_C : 0);
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi,
+        h = (c->half ? CF__GEMM_HALF_B : 0) | (c->dx_half ? CF__GEMM_HALF_C : 0);
     size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
     for (bi = 0; bi < c->B; bi++)
         for (gi = 0; gi < c->groups; gi++) {
             cf__gemm_bf16_call dxg = {1, 0, Cg, (int)P, OCg, c->w + (size_t)gi * OCg * Cg, Cg,
                                       cf__elt(c->dy, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P,
-                                      c->dx_store || c->dx_half ? 0.0f : 1.0f, cf__elt(c->dx, c->dx_half, bi * in_sz + (size_t)gi * Cg * P), (int)P,
+                                      c->dx_store || c->dx_half ? 0.0f : 1.0f,
+                                          cf__elt(c->dx, c->dx_half, bi * in_sz + (size_t)gi * Cg * P), (int)P,
                                       1, NULL, h};
             cf__sgemm_bf16_r(&dxg, c->ws);
         }
@@ -8754,7 +8950,8 @@ static void cf__bf16_pw_half_bwd(const cf__conv_call *c) {   /* (a 16-bit dx is 
    as it reads it); never a 16-bit x or dx (im2col reads and col2im writes fp32).  The GEMM's
    buffers come from the workspace, after what the path takes there. */
 static int cf__bf16_y_half_ok(const cf__conv_call *c) {
-    return !c->half || (!c->b && c->act == CF_ACT_LINEAR && (c->in.c / c->groups * cf__kvol(c->g) + 1) / 2 <= CF__GEMM_KC);
+    return !c->half || (!c->b && c->act == CF_ACT_LINEAR &&
+                        (c->in.c / c->groups * cf__kvol(c->g) + 1) / 2 <= CF__GEMM_KC);
 }
 static int cf__bf16_tiles_fwd_applies(const cf__conv_call *c) {
     if (!cf__bf16_gemm_applies(c) || !cf__tiles_fwd_applies(c) || c->x_half || !cf__bf16_y_half_ok(c)) return 0;
@@ -8764,7 +8961,9 @@ static int cf__bf16_tiles_bww_applies(const cf__conv_call *c) {
     if (!cf__bf16_gemm_applies(c) || !cf__tiles_bww_applies(c) || c->x_half) return 0;
     return !(c->half || c->x_raw) || cf__bww_tiles_floats(c) + cf__gemm_bf16_ws_floats() <= c->ws_floats;
 }
-static int cf__bf16_tiles_bwd_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_bwd_applies(c); }
+static int cf__bf16_tiles_bwd_applies(const cf__conv_call *c) {
+    return cf__bf16_gemm_applies(c) && cf__tiles_bwd_applies(c);
+}
 static void cf__bf16_tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_bf16, 1); }
 static void cf__bf16_tiles_bww(const cf__conv_call *c) { cf__tiles_bww_with(c, cf__sgemm_bf16); }
 static void cf__bf16_tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_bf16, 1); }
@@ -8786,7 +8985,8 @@ static int cf__bf16_taps_bww_applies(const cf__conv_call *c) {
 }
 /* the input row that the im2col rows of channel c, taps kd, kh read for segment sg, or NULL
    where it lies in the padding */
-static const float *cf__tap_row(const float *x, int half, int c, int kd, int kh, const cf__seg *sg, cf_shape in, const cf_geom *g) {
+static const float *cf__tap_row(const float *x, int half, int c, int kd, int kh, const cf__seg *sg, cf_shape in,
+                                const cf_geom *g) {
     int id = sg->od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = sg->oh * g->s[1] - g->pb[1] + kh * g->dil[1];
     if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) return NULL;
     return cf__elt(x, half, (((size_t)c * in.d + id) * in.h + ih) * in.w);
@@ -8799,7 +8999,8 @@ static const float *cf__tap_row(const float *x, int half, int c, int kd, int kh,
    (c, kd, kh)'s rows are fetched ahead while these are packed (as the pools': 15 % off these
    layers).  Found per tap, with its divisions, the rows cost cosmoflow.cfg's 32 -> 64 conv 8 %
    of its backward-weights (88 -> 81 ms, docs/performance.md, "bf16"). */
-CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, int half, cf_shape in, cf_shape out, const cf_geom *g, size_t p0, size_t n) {
+CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, int half, cf_shape in, cf_shape out,
+                                          const cf_geom *g, size_t p0, size_t n) {
     int KD = g->k[0], KH = g->k[1], KW = g->k[2], K = in.c * cf__kvol(g), k, kw, ns = 0, s, t, c = 0, kd = 0, kh = 0;
     cf__seg sg[CF__BWW_TILE / 2];
     const float *row[CF__BWW_TILE / 2], *next[CF__BWW_TILE / 2];
@@ -8810,9 +9011,11 @@ CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, int half
         int nc = c, nkd = kd, nkh = kh + 1;   /* the next rows' */
         if (nkh == KH) { nkh = 0; if (++nkd == KD) { nkd = 0; nc++; } }
         for (s = 0; s < ns; s++) {
-            size_t len = (size_t)(sg[s].len < in.w - sg[s].ow0 ? sg[s].len : in.w - sg[s].ow0);   /* (used when ow0 < in.w) */
+            /* (used when ow0 < in.w) */
+            size_t len = (size_t)(sg[s].len < in.w - sg[s].ow0 ? sg[s].len : in.w - sg[s].ow0);
             next[s] = nc < in.c ? cf__tap_row(x, half, nc, nkd, nkh, &sg[s], in, g) : NULL;
-            if (next[s] && sg[s].ow0 < in.w) cf__prefetch_floats(cf__elt(next[s], half, (size_t)sg[s].ow0), half ? (len + 1) / 2 : len, 0);
+            if (next[s] && sg[s].ow0 < in.w)
+                cf__prefetch_floats(cf__elt(next[s], half, (size_t)sg[s].ow0), half ? (len + 1) / 2 : len, 0);
         }
         for (kw = 0; kw < KW; kw++) {
             uint32_t *dst = Ap + (size_t)(k + kw) * (n / 2);
@@ -8825,7 +9028,8 @@ CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, int half
                 }
                 for (t = 0; t < len; t += 32) {
                     __m512i v = _mm512_setzero_si512();
-                    if (lo < hi && half) v = cf__pairs16_within_half((const cf_bf16 *)(const void *)r + w0 + t, lo - t, hi - t);
+                    if (lo < hi && half)
+                        v = cf__pairs16_within_half((const cf_bf16 *)(const void *)r + w0 + t, lo - t, hi - t);
                     else if (lo < hi) v = cf__pairs16_within(r + w0 + t, lo - t, hi - t);
                     _mm512_mask_storeu_epi32(dst + t / 2, cf__lanes((len - t) / 2), v);
                 }
@@ -8840,7 +9044,8 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
     size_t P = cf__positions(c->out), tile = CF__BWW_TILE, per = cf__taps_bww_floats(c), i;
     long ntiles = (long)((P + tile - 1) / tile), t;
     int z;
-    for (z = 0; z < nth; z++) memset(c->ws + per * z, 0, sizeof(float) * K * OC);   /* every thread's, should one not run */
+    /* every thread's, should one not run */
+    for (z = 0; z < nth; z++) memset(c->ws + per * z, 0, sizeof(float) * K * OC);
     CF__OMP(omp parallel num_threads(nth))
     {
         float *dwt = c->ws + per * cf__thread_id();
@@ -8849,8 +9054,10 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
         for (t = 0; t < c->B * ntiles; t++) {
             size_t bi = (size_t)(t / ntiles), p0 = (size_t)(t % ntiles) * tile, n = P - p0 < tile ? P - p0 : tile;
             const float *dy = cf__elt(c->dy, c->half, bi * cf_shape_size(c->out) + p0);
-            cf__gemm_bf16_call dwg = {0, 1, K, OC, (int)n, NULL, 0, dy, (int)P, 1.0f, dwt, OC, 0, NULL, c->half ? CF__GEMM_HALF_B : 0};
-            cf__pack_taps(Ap, cf__elt(c->x, c->x_half, bi * cf_shape_size(c->in)), c->x_half, c->in, c->out, c->g, p0, n);
+            cf__gemm_bf16_call dwg = {0, 1, K, OC, (int)n, NULL, 0, dy, (int)P, 1.0f, dwt, OC, 0, NULL,
+                                      c->half ? CF__GEMM_HALF_B : 0};
+            cf__pack_taps(Ap, cf__elt(c->x, c->x_half, bi * cf_shape_size(c->in)), c->x_half, c->in, c->out, c->g, p0,
+                          n);
             cf__pack_b(Bp, &dwg, 0, (int)n / 2, 0, OC, NULL);
             cf__gemm_bf16_block(&dwg, OC, (int)n / 2, Ap, (int)n / 2, Bp);
         }
@@ -8868,13 +9075,14 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
 static void cf__bf16_im2col_fwd_from(const cf__conv_call *c, int bi) {
     size_t P = cf__positions(c->out);
     float *y = c->y + (size_t)bi * cf_shape_size(c->out);
-    cf__im2col_forward(y, c->x + (size_t)bi * cf_shape_size(c->in), c->w, c->b, c->B - bi, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats,
-                       cf__sgemm_bf16);
+    cf__im2col_forward(y, c->x + (size_t)bi * cf_shape_size(c->in), c->w, c->b, c->B - bi, c->in, c->out, c->g,
+                       c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
     cf__bias_act_p(y, NULL, (c->B - bi) * c->out.c, P, P, c->act, c->slope, 1);
 }
 static void cf__bf16_im2col_fwd(const cf__conv_call *c) { cf__bf16_im2col_fwd_from(c, 0); }
 static void cf__bf16_im2col_bww(const cf__conv_call *c) {
-    cf__im2col_backward_weights(c->dw, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
+    cf__im2col_backward_weights(c->dw, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats,
+                                cf__sgemm_bf16);
 }
 static int cf__bf16_im2col_bwd_applies(const cf__conv_call *c) {
     size_t K = (size_t)c->in.c / c->groups * cf__kvol(c->g);
@@ -8893,7 +9101,8 @@ static void cf__bf16_im2col_bwd_half(const cf__conv_call *c) {
             const cf_bf16 *dys = (const cf_bf16 *)(const void *)c->dy + (size_t)s * OCg * P + p0;
             size_t cols = P - p0 < tile ? P - p0 : tile;   /* the tile's positions */
             cf__gemm_bf16_call colg = {1, 0, K, (int)cols, OCg, c->w + (size_t)(s % c->groups) * OCg * K, K,
-                                       (const float *)(const void *)dys, (int)P, 0.0f, c->ws, (int)cols, 0, NULL, CF__GEMM_HALF_B};
+                                       (const float *)(const void *)dys, (int)P, 0.0f, c->ws, (int)cols, 0, NULL,
+                                       CF__GEMM_HALF_B};
             n = cols;
             cf__gemm_halves(&colg, c->ws + K * tile);
             cf__col2im(c->dx + (size_t)s * Cg * cf__positions(c->in), c->ws, Cg, c->in, c->out, c->g, p0, n);
@@ -8901,7 +9110,8 @@ static void cf__bf16_im2col_bwd_half(const cf__conv_call *c) {
 }
 static void cf__bf16_im2col_bwd(const cf__conv_call *c) {
     if (c->half) cf__bf16_im2col_bwd_half(c);
-    else cf__im2col_backward_data(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
+    else cf__im2col_backward_data(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats,
+                                  cf__sgemm_bf16);
 }
 /* The same GEMMs over all of a sample's positions at once, im2col's buffer never written: the
    bf16 GEMM makes op(B)'s rows from x as it packs them (cf__col_src), forward y = w col and
@@ -8910,9 +9120,11 @@ static void cf__bf16_im2col_bwd(const cf__conv_call *c) {
    GEMM packing all of w again (forward) or adding into all of dw (backward-weights), and col
    (255 MB there) written and read back on the way. */
 static int cf__bf16_cols_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && c->groups == 1; }
-static int cf__bf16_cols_fwd_applies(const cf__conv_call *c) {   /* (halves: the GEMM's buffers and made rows in the workspace) */
+/* (halves: the GEMM's buffers and made rows in the workspace) */
+static int cf__bf16_cols_fwd_applies(const cf__conv_call *c) {
     if (!cf__bf16_cols_applies(c) || c->x_half || !cf__bf16_y_half_ok(c)) return 0;
-    return !(c->half || c->x_raw) || cf__gemm_bf16_ws_floats() + (size_t)cf__nthreads() * 16 * CF__COL_ROW <= c->ws_floats;
+    return !(c->half || c->x_raw) ||
+           cf__gemm_bf16_ws_floats() + (size_t)cf__nthreads() * 16 * CF__COL_ROW <= c->ws_floats;
 }
 static void cf__bf16_cols_fwd(const cf__conv_call *c) {
     int K = c->in.c * cf__kvol(c->g), bi;
@@ -8944,7 +9156,8 @@ static void cf__bf16_cols_bww(const cf__conv_call *c) {   /* db: the dispatcher'
         cf__col_src col = {x, c->in, c->out, c->g};
         cf__gemm_bf16_call dwg = {0, 1, c->out.c, K, (int)P, dy, (int)P, NULL, 0, 1.0f, c->dw, K, 0, &col, 0};
         if (cf__sgemm_bf16_r(&dwg, NULL)) {   /* no room: this sample on, by tiles */
-            cf__im2col_backward_weights(c->dw, dy, x, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats, cf__sgemm_bf16);
+            cf__im2col_backward_weights(c->dw, dy, x, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats,
+                                        cf__sgemm_bf16);
             return;
         }
     }
@@ -8978,7 +9191,10 @@ static void cf__pool_inside_fwd(const cf__pool_call *c) {
             double sum = 0.0;
             for (kd = 0; kd < g->k[0]; kd++) for (kh = 0; kh < g->k[1]; kh++) {
                 const float *r = w0 + ((size_t)kd * g->dil[0] * in.h + (size_t)kh * g->dil[1]) * in.w;
-                if (c->is_max) for (kw = 0; kw < g->k[2]; kw++) { float v = r[kw * g->dil[2]]; best = v > best ? v : best; }
+                if (c->is_max) for (kw = 0; kw < g->k[2]; kw++) {
+                    float v = r[kw * g->dil[2]];
+                    best = v > best ? v : best;
+                }
                 else for (kw = 0; kw < g->k[2]; kw++) sum += r[kw * g->dil[2]];
             }
             yp[((size_t)od * out.h + oh) * out.w + ow] = c->is_max ? best : (float)(sum / kvol);
@@ -9004,7 +9220,11 @@ static void cf__pool_inside_bwd(const cf__pool_call *c) {
                 size_t r = w0 + ((size_t)kd * g->dil[0] * in.h + (size_t)kh * g->dil[1]) * in.w;
                 if (!c->is_max) { for (kw = 0; kw < g->k[2]; kw++) dxp[r + (size_t)kw * g->dil[2]] += share; continue; }
                 for (kw = 0; kw < g->k[2]; kw++)
-                    if (xp[r + (size_t)kw * g->dil[2]] == m) { dxp[r + (size_t)kw * g->dil[2]] += dyp[o]; done = 1; break; }
+                    if (xp[r + (size_t)kw * g->dil[2]] == m) {
+                        dxp[r + (size_t)kw * g->dil[2]] += dyp[o];
+                        done = 1;
+                        break;
+                    }
             }
         }
     }
@@ -9017,8 +9237,8 @@ static void cf__pool_inside_bwd(const cf__pool_call *c) {
    reference (docs/performance.md).  The same products, each row's dw sum in vector order. */
 static int cf__dw_rows_applies(const cf__conv_call *c) { return c->g->s[2] == 1; }
 /* one output row dyr against one input row xr (row kh of channel c's kernel: wk, dwk) */
-static void cf__dw_row_bwd(float *dxr, float *dwk, const float *dyr, const float *xr, const float *wk, int KW, int dil, int pad,
-                           int in_w, int out_w) {
+static void cf__dw_row_bwd(float *dxr, float *dwk, const float *dyr, const float *xr, const float *wk, int KW, int dil,
+                           int pad, int in_w, int out_w) {
     int kw, t;
     for (kw = 0; kw < KW; kw++) {
         int off = kw * dil - pad, lo = off < 0 ? -off : 0, hi = out_w < in_w - off ? out_w : in_w - off;
@@ -9043,16 +9263,20 @@ static void cf__dw_rows_bwd(const cf__conv_call *c) {
         int bi, od, oh, kd, kh;
         for (bi = 0; bi < c->B; bi++) {
             size_t plane = (size_t)bi * in.c + ch;
-            if (c->dx && c->dx_store) memset(c->dx + plane * iv, 0, sizeof(float) * iv);   /* stored: the sums below start from 0 */
-            for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (kd = 0; kd < KD; kd++) for (kh = 0; kh < KH; kh++) {
-                int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
-                size_t row, k;
-                if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) continue;
-                row = ((size_t)id * in.h + ih) * in.w; k = ((size_t)ch * KD * KH + (size_t)kd * KH + kh) * KW;
-                cf__dw_row_bwd(c->dx ? c->dx + plane * iv + row : NULL, c->dw + k, c->dy + plane * ov + ((size_t)od * out.h + oh) * out.w,
-                               c->x + plane * iv + row, c->w + k, KW, g->dil[2], g->pb[2], in.w, out.w);
-            }
-            if (c->bf16 && c->dx) cf__round_run(c->dx + plane * iv, iv);   /* the plane's dx is whole: rounded while in cache */
+            /* stored: the sums below start from 0 */
+            if (c->dx && c->dx_store) memset(c->dx + plane * iv, 0, sizeof(float) * iv);
+            for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++)
+                for (kd = 0; kd < KD; kd++) for (kh = 0; kh < KH; kh++) {
+                    int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+                    size_t row, k;
+                    if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) continue;
+                    row = ((size_t)id * in.h + ih) * in.w; k = ((size_t)ch * KD * KH + (size_t)kd * KH + kh) * KW;
+                    cf__dw_row_bwd(c->dx ? c->dx + plane * iv + row : NULL, c->dw + k,
+                                   c->dy + plane * ov + ((size_t)od * out.h + oh) * out.w, c->x + plane * iv + row,
+                                   c->w + k, KW, g->dil[2], g->pb[2], in.w, out.w);
+                }
+            /* the plane's dx is whole: rounded while in cache */
+            if (c->bf16 && c->dx) cf__round_run(c->dx + plane * iv, iv);
         }
     }
 }
@@ -9060,11 +9284,13 @@ static void cf__dw_rows_bwd(const cf__conv_call *c) {
 /* ---- depthwise forward, the reference's loops with each plane rounded to bf16 once whole when
    rnd (a bf16 network's output): the activation and the rounding while the plane is in cache
    (kind "bf16" for the shapes the 3x3 kernel below leaves, and that kernel's fallback) */
-static void cf__dw_plane_rounded(const cf__conv_call *c, int pl, int rnd) {   /* plane pl: sample pl / C, channel pl % C */
+/* plane pl: sample pl / C, channel pl % C */
+static void cf__dw_plane_rounded(const cf__conv_call *c, int pl, int rnd) {
     int ch = pl % c->in.c;
     size_t iv = cf__positions(c->in), ov = cf__positions(c->out);
     float *y = c->y + (size_t)pl * ov;
-    cf__dw_plane_forward(y, c->x + (size_t)pl * iv, c->w + (size_t)ch * cf__kvol(c->g), c->b ? c->b[ch] : 0.0f, c->in, c->out, c->g);
+    cf__dw_plane_forward(y, c->x + (size_t)pl * iv, c->w + (size_t)ch * cf__kvol(c->g), c->b ? c->b[ch] : 0.0f, c->in,
+                         c->out, c->g);
     cf__act_floats(y, ov, c->act, c->slope);
     if (rnd) cf__round_run(y, ov);
 }
@@ -9085,12 +9311,14 @@ static void cf__dw_rounded_fwd(const cf__conv_call *c) {
    planes (docs/performance.md). */
 static int cf__dw3x3_applies(const cf__conv_call *c) {
     const cf_geom *g = c->g;
-    int a, ok = g->k[0] == 1 && g->k[1] == 3 && g->k[2] == 3 && g->s[2] == 1 && c->in.d == 1 && c->out.d == 1 && g->pb[0] == 0;
+    int a, ok = g->k[0] == 1 && g->k[1] == 3 && g->k[2] == 3 && g->s[2] == 1 && c->in.d == 1 && c->out.d == 1 &&
+            g->pb[0] == 0;
     for (a = 1; a < 3; a++) ok = ok && g->pb[a] >= 0 && g->pa[a] >= 0;
     return ok;
 }
 /* output row y (n values) from the padded rows r0, r1, r2 its taps read, the dilation d apart */
-static void cf__dw3x3_row(float *y, const float *r0, const float *r1, const float *r2, const float *w, float bias, int n, int d) {
+static void cf__dw3x3_row(float *y, const float *r0, const float *r1, const float *r2, const float *w, float bias,
+                          int n, int d) {
     int t;
     CF__OMP(omp simd)
     for (t = 0; t < n; t++) {
@@ -9105,11 +9333,14 @@ static void cf__dw3x3_row(float *y, const float *r0, const float *r1, const floa
    column pb; output row oh's taps read padded rows oh s + kh dil, columns t + kw dil.  16-bit
    operands (section 6, halves: x_half, half): x widened as it is copied in, each output row
    computed into row (out.w floats) and rounded as it is stored in 16 bits: the same bits */
-static void cf__dw3x3_plane(float *yc, float *pad, float *row, int Wp, const float *xc, const float *wc, float bias, const cf__conv_call *c) {
+static void cf__dw3x3_plane(float *yc, float *pad, float *row, int Wp, const float *xc, const float *wc, float bias,
+                            const cf__conv_call *c) {
     const cf_geom *g = c->g;
     int h, oh, dh = g->dil[1];
     for (h = 0; h < c->in.h; h++)
-        if (c->x_half) cf__widen_run(pad + (size_t)(h + g->pb[1]) * Wp + g->pb[2], (const cf_bf16 *)(const void *)xc + (size_t)h * c->in.w, (size_t)c->in.w);
+        if (c->x_half)
+            cf__widen_run(pad + (size_t)(h + g->pb[1]) * Wp + g->pb[2],
+                          (const cf_bf16 *)(const void *)xc + (size_t)h * c->in.w, (size_t)c->in.w);
         else memcpy(pad + (size_t)(h + g->pb[1]) * Wp + g->pb[2], xc + (size_t)h * c->in.w, sizeof(float) * c->in.w);
     for (oh = 0; oh < c->out.h; oh++) {
         const float *r0 = pad + (size_t)oh * g->s[1] * Wp;
@@ -9118,7 +9349,8 @@ static void cf__dw3x3_plane(float *yc, float *pad, float *row, int Wp, const flo
         cf__act_floats(yr, (size_t)c->out.w, c->act, c->slope);
         if (c->half) cf__narrow_run((cf_bf16 *)(void *)yc + (size_t)oh * c->out.w, yr, (size_t)c->out.w);
     }
-    if (c->bf16 && !c->half) cf__round_run(yc, (size_t)c->out.h * c->out.w);   /* rounded once, the plane still in cache */
+    /* rounded once, the plane still in cache */
+    if (c->bf16 && !c->half) cf__round_run(yc, (size_t)c->out.h * c->out.w);
 }
 /* a thread's buffers of a 16-bit call: the workspace (the plan has checked its room, section 6;
    no fallback reads 16 bits), else allocated (NULL: none) */
@@ -9126,14 +9358,17 @@ static float *cf__dw_buffers(const cf__conv_call *c, size_t per) {
     if (c->half || c->x_half || c->dx_half) return c->ws + per * cf__thread_id();
     return (float *)CF_MALLOC(sizeof(float) * per);
 }
-static void cf__dw_buffers_free(const cf__conv_call *c, float *p) { if (!(c->half || c->x_half || c->dx_half)) CF_FREE(p); }
+static void cf__dw_buffers_free(const cf__conv_call *c, float *p) {
+    if (!(c->half || c->x_half || c->dx_half)) CF_FREE(p);
+}
 /* a thread's floats: the padded plane and an output row */
 static size_t cf__dw3x3_fwd_floats(const cf__conv_call *c) {
     return (size_t)(c->g->pb[2] + c->in.w + c->g->pa[2]) * (c->g->pb[1] + c->in.h + c->g->pa[1]) + (size_t)c->out.w;
 }
 /* 16-bit operands: the threads' buffers in the workspace */
 static int cf__dw3x3_half_applies(const cf__conv_call *c) {
-    return (c->half || c->x_half || c->dx_half) && cf__dw3x3_applies(c) && c->bf16 && !c->x_raw && (size_t)cf__nthreads() * cf__dw3x3_fwd_floats(c) <= c->ws_floats;
+    return (c->half || c->x_half || c->dx_half) && cf__dw3x3_applies(c) && c->bf16 && !c->x_raw &&
+           (size_t)cf__nthreads() * cf__dw3x3_fwd_floats(c) <= c->ws_floats;
 }
 static void cf__dw3x3_fwd(const cf__conv_call *c) {
     const cf_geom *g = c->g;
@@ -9143,14 +9378,15 @@ static void cf__dw3x3_fwd(const cf__conv_call *c) {
     {
         float *pad = cf__dw_buffers(c, cf__dw3x3_fwd_floats(c));   /* the padded plane, then an output row */
         int pl;
-        if (pad) memset(pad, 0, sizeof(float) * (size_t)Wp * Hp);   /* the padding stays zero: only the inside is copied */
+        /* the padding stays zero: only the inside is copied */
+        if (pad) memset(pad, 0, sizeof(float) * (size_t)Wp * Hp);
         CF__OMP(omp for schedule(static))
         for (pl = 0; pl < planes; pl++) {   /* plane pl: sample pl / C, channel pl % C */
             int ch = pl % c->in.c;
             float bias = c->b ? c->b[ch] : 0.0f;
             if (pad)
-                cf__dw3x3_plane(cf__elt(c->y, c->half, (size_t)pl * ov), pad, pad + (size_t)Wp * Hp, Wp, cf__elt(c->x, c->x_half, (size_t)pl * iv),
-                                c->w + (size_t)ch * 9, bias, c);
+                cf__dw3x3_plane(cf__elt(c->y, c->half, (size_t)pl * ov), pad, pad + (size_t)Wp * Hp, Wp,
+                                cf__elt(c->x, c->x_half, (size_t)pl * iv), c->w + (size_t)ch * 9, bias, c);
             else cf__dw_plane_rounded(c, pl, c->bf16);   /* no room: the reference on this one plane */
         }
         cf__dw_buffers_free(c, pad);
@@ -9166,11 +9402,14 @@ static void cf__dw3x3_fwd(const cf__conv_call *c) {
 static int cf__dw3x3_bwd_applies(const cf__conv_call *c) { return cf__dw3x3_applies(c) && c->g->s[1] == 1; }
 /* 16-bit operands (section 6, halves): dy (half) widened as it is copied into dq, a 16-bit dx
    (stored: its only writer) computed a row at a time into row and rounded as it is stored */
-static void cf__dw3x3_plane_dx(float *dxc, float *dq, float *row, int Wq, const float *dyc, const float *wc, const cf__conv_call *c) {
+static void cf__dw3x3_plane_dx(float *dxc, float *dq, float *row, int Wq, const float *dyc, const float *wc,
+                               const cf__conv_call *c) {
     const cf_geom *g = c->g;
     int oh, ih, iw, kh, dh = g->dil[1], d = g->dil[2];
     for (oh = 0; oh < c->out.h; oh++)
-        if (c->half) cf__widen_run(dq + (size_t)(oh + 2 * dh) * Wq + 2 * d, (const cf_bf16 *)(const void *)dyc + (size_t)oh * c->out.w, (size_t)c->out.w);
+        if (c->half)
+            cf__widen_run(dq + (size_t)(oh + 2 * dh) * Wq + 2 * d,
+                          (const cf_bf16 *)(const void *)dyc + (size_t)oh * c->out.w, (size_t)c->out.w);
         else memcpy(dq + (size_t)(oh + 2 * dh) * Wq + 2 * d, dyc + (size_t)oh * c->out.w, sizeof(float) * c->out.w);
     for (ih = 0; ih < c->in.h; ih++) {
         const float *q[3];   /* q[kh][j]: dy[oh][j - 2 d] of kh's output row oh, shifted to ih's columns */
@@ -9187,18 +9426,23 @@ static void cf__dw3x3_plane_dx(float *dxc, float *dq, float *row, int Wq, const 
         }
         if (c->dx_half) cf__narrow_run((cf_bf16 *)(void *)dxc + (size_t)ih * c->in.w, xr, (size_t)c->in.w);
     }
-    if (c->bf16 && !c->dx_half) cf__round_run(dxc, (size_t)c->in.h * c->in.w);   /* the plane is whole: rounded, still in cache */
+    /* the plane is whole: rounded, still in cache */
+    if (c->bf16 && !c->dx_half) cf__round_run(dxc, (size_t)c->in.h * c->in.w);
 }
 /* (16 bits: x widened as it is copied into xq, each row of dy into row first) */
-static void cf__dw3x3_plane_dw(float *dwc, float *xq, float *row, int Wp, const float *xc, const float *dyc, const cf__conv_call *c) {
+static void cf__dw3x3_plane_dw(float *dwc, float *xq, float *row, int Wp, const float *xc, const float *dyc,
+                               const cf__conv_call *c) {
     const cf_geom *g = c->g;
     int h, oh, t, dh = g->dil[1], d = g->dil[2];
     float a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0, a8 = 0;
     for (h = 0; h < c->in.h; h++)
-        if (c->x_half) cf__widen_run(xq + (size_t)(h + g->pb[1]) * Wp + g->pb[2], (const cf_bf16 *)(const void *)xc + (size_t)h * c->in.w, (size_t)c->in.w);
+        if (c->x_half)
+            cf__widen_run(xq + (size_t)(h + g->pb[1]) * Wp + g->pb[2],
+                          (const cf_bf16 *)(const void *)xc + (size_t)h * c->in.w, (size_t)c->in.w);
         else memcpy(xq + (size_t)(h + g->pb[1]) * Wp + g->pb[2], xc + (size_t)h * c->in.w, sizeof(float) * c->in.w);
     for (oh = 0; oh < c->out.h; oh++) {
-        const float *dy = c->half ? row : dyc + (size_t)oh * c->out.w, *r0 = xq + (size_t)oh * Wp, *r1 = r0 + (size_t)dh * Wp, *r2 = r1 + (size_t)dh * Wp;
+        const float *dy = c->half ? row : dyc + (size_t)oh * c->out.w, *r0 = xq + (size_t)oh * Wp,
+            *r1 = r0 + (size_t)dh * Wp, *r2 = r1 + (size_t)dh * Wp;
         if (c->half) cf__widen_run(row, (const cf_bf16 *)(const void *)dyc + (size_t)oh * c->out.w, (size_t)c->out.w);
         CF__OMP(omp simd reduction(+:a0, a1, a2, a3, a4, a5, a6, a7, a8))
         for (t = 0; t < c->out.w; t++) {
@@ -9207,23 +9451,28 @@ static void cf__dw3x3_plane_dw(float *dwc, float *xq, float *row, int Wp, const 
             a6 += dy[t] * r2[t]; a7 += dy[t] * r2[t + d]; a8 += dy[t] * r2[t + 2 * d];
         }
     }
-    dwc[0] += a0; dwc[1] += a1; dwc[2] += a2; dwc[3] += a3; dwc[4] += a4; dwc[5] += a5; dwc[6] += a6; dwc[7] += a7; dwc[8] += a8;
+    dwc[0] += a0; dwc[1] += a1; dwc[2] += a2; dwc[3] += a3; dwc[4] += a4; dwc[5] += a5; dwc[6] += a6; dwc[7] += a7;
+    dwc[8] += a8;
 }
 /* a thread's floats: the padded planes of x and dy, a row of the wider of dy and dx */
 static size_t cf__dw3x3_bwd_floats(const cf__conv_call *c) {
     const cf_geom *g = c->g;
-    return (size_t)(g->pb[2] + c->in.w + g->pa[2]) * (g->pb[1] + c->in.h + g->pa[1]) + (size_t)(c->out.w + 4 * g->dil[2]) * (c->out.h + 4 * g->dil[1]) +
+    return (size_t)(g->pb[2] + c->in.w + g->pa[2]) * (g->pb[1] + c->in.h + g->pa[1]) +
+           (size_t)(c->out.w + 4 * g->dil[2]) * (c->out.h + 4 * g->dil[1]) +
            (size_t)(c->in.w > c->out.w ? c->in.w : c->out.w);
 }
 static int cf__dw3x3_half_bwd_applies(const cf__conv_call *c) {
-    return (c->half || c->x_half || c->dx_half) && cf__dw3x3_bwd_applies(c) && c->bf16 && !c->x_raw && (size_t)cf__nthreads() * cf__dw3x3_bwd_floats(c) <= c->ws_floats;
+    return (c->half || c->x_half || c->dx_half) && cf__dw3x3_bwd_applies(c) && c->bf16 && !c->x_raw &&
+           (size_t)cf__nthreads() * cf__dw3x3_bwd_floats(c) <= c->ws_floats;
 }
 static void cf__dw3x3_bwd(const cf__conv_call *c) {
     const cf_geom *g = c->g;
-    int Wp = g->pb[2] + c->in.w + g->pa[2], Hp = g->pb[1] + c->in.h + g->pa[1], Wq = c->out.w + 4 * g->dil[2], Hq = c->out.h + 4 * g->dil[1];
+    int Wp = g->pb[2] + c->in.w + g->pa[2], Hp = g->pb[1] + c->in.h + g->pa[1], Wq = c->out.w + 4 * g->dil[2],
+        Hq = c->out.h + 4 * g->dil[1];
     size_t iv = cf__positions(c->in), ov = cf__positions(c->out), per = cf__dw3x3_bwd_floats(c);
     int nth = cf__nthreads(), halves = c->half || c->x_half || c->dx_half;
-    float *buf = halves ? c->ws : (float *)CF_MALLOC(sizeof(float) * per * nth);   /* each thread's padded planes of x and dy (16 bits: the workspace's) */
+    /* each thread's padded planes of x and dy (16 bits: the workspace's) */
+    float *buf = halves ? c->ws : (float *)CF_MALLOC(sizeof(float) * per * nth);
     if (!buf) { cf__dw_rows_bwd(c); return; }                      /* no room: the rows path (it stores dx too) */
     CF__OMP(omp parallel num_threads(nth))
     {
@@ -9234,9 +9483,11 @@ static void cf__dw3x3_bwd(const cf__conv_call *c) {
         for (ch = 0; ch < c->in.c; ch++)   /* a channel's dw and dx belong to one thread */
             for (bi = 0; bi < c->B; bi++) {
                 size_t plane = (size_t)bi * c->in.c + ch;
-                cf__dw3x3_plane_dw(c->dw + (size_t)ch * 9, xq, row, Wp, cf__elt(c->x, c->x_half, plane * iv), cf__elt(c->dy, c->half, plane * ov), c);
+                cf__dw3x3_plane_dw(c->dw + (size_t)ch * 9, xq, row, Wp, cf__elt(c->x, c->x_half, plane * iv),
+                                   cf__elt(c->dy, c->half, plane * ov), c);
                 if (c->dx)
-                    cf__dw3x3_plane_dx(cf__elt(c->dx, c->dx_half, plane * iv), dq, row, Wq, cf__elt(c->dy, c->half, plane * ov), c->w + (size_t)ch * 9, c);
+                    cf__dw3x3_plane_dx(cf__elt(c->dx, c->dx_half, plane * iv), dq, row, Wq,
+                                       cf__elt(c->dy, c->half, plane * ov), c->w + (size_t)ch * 9, c);
             }
     }
     if (!halves) CF_FREE(buf);
@@ -9268,7 +9519,8 @@ static int cf__pool_rows(const float **rows, const float *xp, int half, int od, 
 static void cf__pool_rows_ahead(const float *const *rows, int half, int nr, int oh, cf_shape in, cf_shape out, int rw) {
     int q;
     if (oh + 1 >= out.h) return;
-    for (q = 0; q < nr; q++) cf__prefetch_floats(cf__elt(rows[q], half, (size_t)2 * in.w), half ? (size_t)(in.w + 1) / 2 : (size_t)in.w, rw);
+    for (q = 0; q < nr; q++)
+        cf__prefetch_floats(cf__elt(rows[q], half, (size_t)2 * in.w), half ? (size_t)(in.w + 1) / 2 : (size_t)in.w, rw);
 }
 static void cf__pool_pairs_fwd(const cf__pool_call *c) {
     cf_shape in = c->in, out = c->out;
@@ -9299,7 +9551,9 @@ static void cf__pool_pairs_fwd(const cf__pool_call *c) {
    of the rows, 32 inputs (16 windows' pairs) are one load, the pair's first the low half of a
    word, its second the high; the comparisons in the scalar loop's order, NaN never chosen.
    The output in fp32 or (y_half) in 16 bits: a maximum of bf16 values is one of them. */
-static int cf__pool_pairs_half_applies(const cf__pool_call *c) { return c->half && cf__has_bf16() && cf__pool_pairs_applies(c); }
+static int cf__pool_pairs_half_applies(const cf__pool_call *c) {
+    return c->half && cf__has_bf16() && cf__pool_pairs_applies(c);
+}
 CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
     cf_shape in = c->in, out = c->out;
     int plane;
@@ -9308,15 +9562,18 @@ CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
         const float *xp = cf__elt(c->x, 1, (size_t)plane * in.d * in.h * in.w), *rows[4];
         int od, oh, ow, q, nr;
         for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
-            float *yr = cf__elt(c->y, c->y_half, (size_t)plane * cf__positions(out) + ((size_t)od * out.h + oh) * out.w);
+            float *yr = cf__elt(c->y, c->y_half,
+                                (size_t)plane * cf__positions(out) + ((size_t)od * out.h + oh) * out.w);
             nr = cf__pool_rows(rows, xp, 1, od, oh, c->g->k[0], in);
             cf__pool_rows_ahead(rows, 1, nr, oh, in, out, 0);
             for (ow = 0; ow < out.w; ow += 16) {
                 __m512 best = _mm512_set1_ps(-INFINITY);
                 for (q = 0; q < nr; q++) {
                     __m512i v = cf__pairs16_half((const cf_bf16 *)(const void *)rows[q] + 2 * ow, 2 * (out.w - ow));
-                    __m512 a = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), b = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)));
-                    best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(a, best, _CMP_GT_OQ), a);   /* best = a > best ? a : best */
+                    __m512 a = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)),
+                        b = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)));
+                    /* best = a > best ? a : best */
+                    best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(a, best, _CMP_GT_OQ), a);
                     best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(b, best, _CMP_GT_OQ), b);
                 }
                 if (c->y_half) cf__store_half((cf_bf16 *)(void *)yr + ow, cf__lanes(out.w - ow), best);
@@ -9351,7 +9608,8 @@ static void cf__gemm_halves(const cf__gemm_bf16_call *gemm, float *gws) {
    the dy rows a tile's im2col reads into the band (zeros in the padding).  The band stands
    for output rows [lo, lo + H): col2im and im2col see an output H rows tall, padded pb + lo
    above. */
-static int cf__band_rows(cf_shape in, const cf_geom *g, size_t tile) {   /* H: the most output rows one tile's taps reach */
+/* H: the most output rows one tile's taps reach */
+static int cf__band_rows(cf_shape in, const cf_geom *g, size_t tile) {
     size_t rows = (tile + in.w - 2) / in.w + 1;   /* input rows a run of tile positions touches, at most */
     if (rows > (size_t)in.h) rows = (size_t)in.h;
     return (int)(rows - 1) * g->s[1] + (g->k[1] - 1) * g->dil[1] + 1;
@@ -9363,7 +9621,8 @@ static void cf__band_store(cf_bf16 *y16, float *band, int C, int H, int W, int O
     if (r1 > OH) r1 = OH;
     if (r0 >= r1) return;
     CF__OMP(omp parallel for schedule(static))
-    for (c = 0; c < C; c++) cf__narrow_run(y16 + ((size_t)c * OH + r0) * W, band + ((size_t)c * H + (r0 - lo)) * W, (size_t)(r1 - r0) * W);
+    for (c = 0; c < C; c++)
+        cf__narrow_run(y16 + ((size_t)c * OH + r0) * W, band + ((size_t)c * H + (r0 - lo)) * W, (size_t)(r1 - r0) * W);
 }
 /* output rows [r0, r1) that no tap reaches (a stride longer than the kernel, output padding):
    the bias, rounded, as fp32 storage has them */
@@ -9414,7 +9673,8 @@ static void cf__deconv_forward_with(const cf__conv_call *c, cf__gemm_fn gemm) {
     const cf_geom *g = c->g;
     size_t ws_floats = c->ws_floats;
     int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc, H = 0, lo = 0;
-    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
+    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats),
+        p0, q;
     float *band = col + ws_floats + cf__pointwise_ws_floats();
     cf_shape bs = out;
     cf_geom bg = *g;
@@ -9427,10 +9687,14 @@ static void cf__deconv_forward_with(const cf__conv_call *c, cf__gemm_fn gemm) {
         for (p0 = 0; p0 < P; p0 += tile) {
             size_t n = P - p0 < tile ? P - p0 : tile;
             int first = cf__band_first(in, g, p0);
-            if (y_half && first > lo) { cf__band_move((cf_bf16 *)(void *)yb, band, b, out.c, H, out.w, out.h, lo, first - lo); lo = first; }
+            if (y_half && first > lo) {
+                cf__band_move((cf_bf16 *)(void *)yb, band, b, out.c, H, out.w, out.h, lo, first - lo);
+                lo = first;
+            }
             bg.pb[1] = g->pb[1] + lo;
             if (x_half) {
-                cf__gemm_bf16_call colg = {1, 0, K, (int)n, in.c, w, K, cf__elt(xb, 1, p0), (int)P, 0.0f, col, (int)n, 0, NULL, CF__GEMM_HALF_B};
+                cf__gemm_bf16_call colg = {1, 0, K, (int)n, in.c, w, K, cf__elt(xb, 1, p0), (int)P, 0.0f, col, (int)n,
+                                           0, NULL, CF__GEMM_HALF_B};
                 cf__gemm_halves(&colg, col + ws_floats);
             } else gemm(1, 0, K, (int)n, in.c, w, K, xb + p0, (int)P, 0.0f, col, (int)n);
             cf__col2im(to, col, out.c, bs, in, &bg, p0, n);
@@ -9451,34 +9715,42 @@ static void cf__deconv_backward_with(const cf__conv_call *c, float *db, cf__gemm
     const cf_geom *g = c->g;
     size_t ws_floats = c->ws_floats;
     int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
-    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
+    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats),
+        p0, q;
     float *band = col + ws_floats + cf__pointwise_ws_floats();
     cf_shape bs = out;
     cf_geom bg = *g;
     if (dy_half) bs.h = cf__band_rows(in, g, tile);
     for (bi = 0; bi < B; bi++) {
-        const float *xb = cf__elt(x, x_half, (size_t)bi * in.c * P), *dyb = cf__elt(dy, dy_half, (size_t)bi * out.c * Q);
+        const float *xb = cf__elt(x, x_half, (size_t)bi * in.c * P),
+            *dyb = cf__elt(dy, dy_half, (size_t)bi * out.c * Q);
         for (oc = 0; oc < out.c && db; oc++) {   /* (in this order in both storages) */
             double s = 0.0;
-            for (q = 0; q < Q; q++) s += dy_half ? cf_f32_from_bf16(((const cf_bf16 *)(const void *)dyb)[(size_t)oc * Q + q]) : dyb[(size_t)oc * Q + q];
+            for (q = 0; q < Q; q++)
+                s += dy_half ? cf_f32_from_bf16(((const cf_bf16 *)(const void *)dyb)[(size_t)oc * Q + q])
+                        : dyb[(size_t)oc * Q + q];
             db[oc] += (float)s;
         }
         for (p0 = 0; p0 < P; p0 += tile) {
             size_t n = P - p0 < tile ? P - p0 : tile;
             if (dy_half) {
                 bg.pb[1] = g->pb[1] + cf__band_first(in, g, p0);
-                cf__band_widen(band, (const cf_bf16 *)(const void *)dyb, out.c, bs.h, out.w, out.h, cf__band_first(in, g, p0));
+                cf__band_widen(band, (const cf_bf16 *)(const void *)dyb, out.c, bs.h, out.w, out.h,
+                               cf__band_first(in, g, p0));
                 cf__im2col(col, band, out.c, bs, in, &bg, p0, n);
             } else cf__im2col(col, dyb, out.c, out, in, g, p0, n);
             if (x_half) {
-                cf__gemm_bf16_call dwg = {0, 1, in.c, K, (int)n, cf__elt(xb, 1, p0), (int)P, col, (int)n, 1.0f, dw, K, 0, NULL, CF__GEMM_HALF_A};
+                cf__gemm_bf16_call dwg = {0, 1, in.c, K, (int)n, cf__elt(xb, 1, p0), (int)P, col, (int)n, 1.0f, dw, K,
+                                          0, NULL, CF__GEMM_HALF_A};
                 cf__gemm_halves(&dwg, col + ws_floats);
             } else gemm(0, 1, in.c, K, (int)n, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
             if (dx && dx_half) {   /* (stored: its only writer) */
-                cf__gemm_bf16_call dxg = {0, 0, in.c, (int)n, K, w, K, col, (int)n, 0.0f, cf__elt(dx, 1, (size_t)bi * in.c * P + p0), (int)P,
-                                          1, NULL, CF__GEMM_HALF_C};
+                cf__gemm_bf16_call dxg = {0, 0, in.c, (int)n, K, w, K, col, (int)n, 0.0f,
+                                          cf__elt(dx, 1, (size_t)bi * in.c * P + p0), (int)P, 1, NULL, CF__GEMM_HALF_C};
                 cf__gemm_halves(&dxg, col + ws_floats);
-            } else if (dx) gemm_dx(0, 0, in.c, (int)n, K, w, K, col, (int)n, store ? 0.0f : 1.0f, dx + (size_t)bi * in.c * P + p0, (int)P);
+            } else if (dx)
+                gemm_dx(0, 0, in.c, (int)n, K, w, K, col, (int)n, store ? 0.0f : 1.0f, dx + (size_t)bi * in.c * P + p0,
+                        (int)P);
         }
     }
 }
@@ -9497,7 +9769,8 @@ static void cf__deconv_backward_with(const cf__conv_call *c, float *db, cf__gemm
    cf__pool_first tells, vector by vector, which lanes get d. */
 typedef struct { __m512 m2[2], d2[2]; __mmask16 valid[2], found[2]; } cf__pool_win16;
 __attribute__((target("avx512f"))) static inline cf__pool_win16 cf__pool_spread(int n, const float *m, const float *d) {
-    const __m512i lo = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0), hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+    const __m512i lo = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
+        hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
     __m512 mv = _mm512_maskz_loadu_ps(cf__lanes(n), m), dv = _mm512_maskz_loadu_ps(cf__lanes(n), d);
     cf__pool_win16 w;
     w.m2[0] = _mm512_permutexvar_ps(lo, mv); w.m2[1] = _mm512_permutexvar_ps(hi, mv);
@@ -9510,11 +9783,13 @@ __attribute__((target("avx512f"))) static inline cf__pool_win16 cf__pool_spread(
    when both are, in an output that has no input yet */
 __attribute__((target("avx512f"))) static inline __mmask16 cf__pool_first(cf__pool_win16 *w, int h, __m512 e) {
     __mmask16 eq = (__mmask16)(_mm512_mask_cmp_ps_mask(w->valid[h], e, w->m2[h], _CMP_EQ_OQ) & ~w->found[h]);
-    eq = (__mmask16)(eq & ~((eq & 0x5555u) << 1));                                        /* of a pair both equal: the first */
-    w->found[h] = (__mmask16)(w->found[h] | eq | ((eq & 0x5555u) << 1) | ((eq & 0xaaaau) >> 1));   /* the output has its input */
+    eq = (__mmask16)(eq & ~((eq & 0x5555u) << 1));   /* of a pair both equal: the first */
+    /* the output has its input */
+    w->found[h] = (__mmask16)(w->found[h] | eq | ((eq & 0x5555u) << 1) | ((eq & 0xaaaau) >> 1));
     return eq;
 }
-__attribute__((target("avx512f"))) static void cf__pool_pairs_write16(const float **rows, int nr, int ow0, int n, const float *m, const float *d) {
+__attribute__((target("avx512f"))) static void cf__pool_pairs_write16(const float **rows, int nr, int ow0, int n,
+                                                                      const float *m, const float *d) {
     cf__pool_win16 w = cf__pool_spread(n, m, d);
     int q, h;
     for (q = 0; q < nr; q++)
@@ -9526,7 +9801,8 @@ __attribute__((target("avx512f"))) static void cf__pool_pairs_write16(const floa
 }
 #ifdef CF__BF16
 /* the same on rows stored in 16 bits (section 6, halves); d holds bf16 values */
-CF__BF16_TARGET static void cf__pool_pairs_write16_half(cf_bf16 *const *rows, int nr, int ow0, int n, const float *m, const float *d) {
+CF__BF16_TARGET static void cf__pool_pairs_write16_half(cf_bf16 *const *rows, int nr, int ow0, int n, const float *m,
+                                                        const float *d) {
     cf__pool_win16 w = cf__pool_spread(n, m, d);
     int q, h;
     for (q = 0; q < nr; q++)
@@ -9542,7 +9818,8 @@ CF__BF16_TARGET static void cf__pool_pairs_write16_half(cf_bf16 *const *rows, in
 #ifdef CF__AVX512
 /* output row (od, oh) of a plane whose windows are pairs in nr rows (rows point into xg): a
    run of the row's outputs, their maxima m and gradients d, then the windows 16 at a time */
-static void cf__pool_fused_row16(const cf__pool_fused_call *f, const float **rows, int nr, const float *yp, const float *dyp, int od, int oh) {
+static void cf__pool_fused_row16(const cf__pool_fused_call *f, const float **rows, int nr, const float *yp,
+                                 const float *dyp, int od, int oh) {
     size_t o0 = ((size_t)od * f->out.h + oh) * f->out.w;
     int run, ow;
     cf__pool_rows_ahead(rows, f->half, nr, oh, f->in, f->out, 1);
@@ -9573,8 +9850,8 @@ static void cf__pool_fused_row16(const cf__pool_fused_call *f, const float **row
 #endif
 /* output row (od, oh) of plane xp one output at a time: the window's first maximum gets d,
    the rest 0 (pairs: the window as pairs from nr rows, rows point into xg, ours to write) */
-static void cf__pool_fused_row(const cf__pool_fused_call *f, float *xp, const float **rows, int nr, const float *yp, const float *dyp, int od,
-                               int oh, int pairs) {
+static void cf__pool_fused_row(const cf__pool_fused_call *f, float *xp, const float **rows, int nr, const float *yp,
+                               const float *dyp, int od, int oh, int pairs) {
     cf_shape in = f->in, out = f->out;
     int KD = f->g->k[0], KH = f->g->k[1], KW = f->g->k[2], ow, kd, kh, kw;
     for (ow = 0; ow < out.w; ow++) {
@@ -9605,8 +9882,11 @@ static void cf__pool_fused_past(const cf__pool_fused_call *f, float *xp) {
     cf_shape in = f->in, out = f->out;
     int KD = f->g->k[0], KH = f->g->k[1], KW = f->g->k[2], id, ih, iw;
     if (out.d * KD < in.d || out.h * KH < in.h || out.w * KW < in.w)
-        for (id = 0; id < in.d; id++) for (ih = 0; ih < in.h; ih++) for (iw = 0; iw < in.w; iw++)
-            if (id >= out.d * KD || ih >= out.h * KH || iw >= out.w * KW) xp[((size_t)id * in.h + ih) * in.w + iw] = 0.0f;
+        for (id = 0; id < in.d; id++)
+            for (ih = 0; ih < in.h; ih++)
+                for (iw = 0; iw < in.w; iw++)
+                    if (id >= out.d * KD || ih >= out.h * KH || iw >= out.w * KW)
+                        xp[((size_t)id * in.h + ih) * in.w + iw] = 0.0f;
 }
 /* one plane (sample and channel) of xg, row by row */
 static void cf__pool_fused_plane(const cf__pool_fused_call *f, int plane, int pairs) {
