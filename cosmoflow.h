@@ -4911,7 +4911,8 @@ static int cf__split_buffers(cf_net *net, int B) {
                 block fewer; deepcam.cfg's blocks are about 5 GB a sample)
      placement  offsets, first fit, largest block first.
    keep_acts = 1 (or the fast paths off) plans every output to live to the end of the step. */
-enum { CF__PLAN_KEEP = 1, CF__PLAN_FUSE = 2, CF__PLAN_REBUILD = 4, CF__PLAN_HALF = 8, CF__PLAN_DINPUT = 16, CF__PLAN_STORE = 32 };
+enum { CF__PLAN_KEEP = 1, CF__PLAN_FUSE = 2, CF__PLAN_REBUILD = 4, CF__PLAN_HALF = 8, CF__PLAN_DINPUT = 16,
+      CF__PLAN_STORE = 32 };
 
 /* a block: its size and up to two live intervals [t[0], t[1]], [t[2], t[3]] */
 typedef struct { size_t size, off; int t[4], n; } cf__blk;
@@ -4932,7 +4933,8 @@ static void cf__plan_readers(cf_net *net) {
     int i, j, n = net->n_layers;
     for (i = 0; i < n; i++) net->priv->plan.l[i].last_read = -1;
     for (i = 0; i < n; i++)
-        for (j = 0; j < net->layers[i].n_src; j++) if (net->layers[i].src[j] >= 0) net->priv->plan.l[net->layers[i].src[j]].last_read = i;
+        for (j = 0; j < net->layers[i].n_src; j++)
+            if (net->layers[i].src[j] >= 0) net->priv->plan.l[net->layers[i].src[j]].last_read = i;
     net->priv->plan.l[n - 1].last_read = n;
     for (i = 0; i < n; i++) if (net->priv->plan.l[i].last_read < 0) net->priv->plan.l[i].last_read = i;
 }
@@ -4955,10 +4957,12 @@ static void cf__plan_fusion(cf_net *net, int allow) {
         const cf_layer *p;
         int ok;
         pl->fused_pool = -1;
-        if (!allow || net->layers[i].type != CF_L_CONV || pl->last_read >= n || (j = cf__only_reader(net, i)) < 0) continue;
+        if (!allow || net->layers[i].type != CF_L_CONV || pl->last_read >= n || (j = cf__only_reader(net, i)) < 0)
+            continue;
         p = &net->layers[j];   /* (its last reader) */
         ok = p->type == CF_L_MAXPOOL && p->n_src == 1;
-        for (a = 0; a < 3 && ok; a++) ok = p->g.k[a] == p->g.s[a] && p->g.dil[a] == 1 && p->g.pb[a] == 0 && p->g.pa[a] == 0;
+        for (a = 0; a < 3 && ok; a++)
+            ok = p->g.k[a] == p->g.s[a] && p->g.dil[a] == 1 && p->g.pb[a] == 0 && p->g.pa[a] == 0;
         if (ok) pl->fused_pool = j;
     }
 }
@@ -4983,7 +4987,8 @@ static int cf__readers_take_halves(cf_net *net, int s, int flags) {
     for (j = s + 1; j < net->n_layers; j++)
         for (k = 0; k < net->layers[j].n_src; k++)
             if (net->layers[j].src[k] == s) {
-                if (!cf__rounds(net, j) || !cf__conv_takes_halves(net, &net->layers[j], (flags & CF__PLAN_DINPUT) != 0, CF__HALF_ALL)) return 0;
+                if (!cf__rounds(net, j) || !cf__conv_takes_halves(net, &net->layers[j], (flags & CF__PLAN_DINPUT) != 0,
+                                                                  CF__HALF_ALL)) return 0;
                 readers++;
             }
     return readers;
@@ -4991,9 +4996,11 @@ static int cf__readers_take_halves(cf_net *net, int s, int flags) {
 static int cf__conv_to_bn_half(cf_net *net, int i, int flags) {
     const cf_layer *l = &net->layers[i];
     int j = cf__only_reader(net, i), halves = CF__HALF_OUT | cf__planned_input(net, l);
-    if (l->act != CF_ACT_LINEAR || j <= i || net->layers[j].type != CF_L_BATCHNORM || !cf__rounds(net, j) || net->priv->bn_sync.reduce) return 0;
+    if (l->act != CF_ACT_LINEAR || j <= i || net->layers[j].type != CF_L_BATCHNORM || !cf__rounds(net, j) ||
+        net->priv->bn_sync.reduce) return 0;
     if (l->type == CF_L_DECONV) return cf__deconv_takes_halves(net, l, halves);   /* (a transposed conv's too) */
-    return l->type == CF_L_CONV && !l->depthwise && cf__conv_takes_halves(net, l, (flags & CF__PLAN_DINPUT) != 0, halves);
+    return l->type == CF_L_CONV && !l->depthwise && cf__conv_takes_halves(net, l, (flags & CF__PLAN_DINPUT) != 0,
+                                                                          halves);
 }
 /* layer l's input as planned (CF__HALF_*; the network's input: CF__RAW_IN, read as given where
    the plan says so, plan.input_raw) */
@@ -5008,10 +5015,10 @@ static int cf__planned_input(const cf_net *net, const cf_layer *l) {
 static int cf__dw_to_conv_half(cf_net *net, int i) {
     const cf_layer *l = &net->layers[i];
     int j = cf__only_reader(net, i);
-    if (l->type != CF_L_CONV || !l->depthwise || l->act != CF_ACT_LINEAR || j <= i || net->layers[j].type != CF_L_CONV || net->layers[j].depthwise ||
-        !cf__rounds(net, j))
-        return 0;
-    return cf__conv_takes_halves(net, l, 1, CF__HALF_OUT | cf__planned_input(net, l)) && cf__conv_takes_halves(net, &net->layers[j], 1, CF__HALF_IN | CF__HALF_DIN);
+    if (l->type != CF_L_CONV || !l->depthwise || l->act != CF_ACT_LINEAR || j <= i ||
+        net->layers[j].type != CF_L_CONV || net->layers[j].depthwise || !cf__rounds(net, j)) return 0;
+    return cf__conv_takes_halves(net, l, 1, CF__HALF_OUT | cf__planned_input(net, l)) &&
+           cf__conv_takes_halves(net, &net->layers[j], 1, CF__HALF_IN | CF__HALF_DIN);
 }
 /* a batch norm's output and the gradient over it when its one reader is a conv (depthwise or
    not) or a transposed conv that reads that input and writes its gradient in 16 bits (the
@@ -5019,7 +5026,8 @@ static int cf__dw_to_conv_half(cf_net *net, int i) {
 static int cf__bn_to_half(cf_net *net, int i) {
     const cf_layer *l = &net->layers[i], *r;
     int j = cf__only_reader(net, i), in = CF__HALF_IN | CF__HALF_DIN;
-    if (l->type != CF_L_BATCHNORM || !cf__rounds(net, i) || net->priv->bn_sync.reduce || j <= i || !cf__rounds(net, j)) return 0;
+    if (l->type != CF_L_BATCHNORM || !cf__rounds(net, i) || net->priv->bn_sync.reduce || j <= i || !cf__rounds(net, j))
+        return 0;
     r = &net->layers[j];
     if (r->type == CF_L_CONV) return cf__conv_takes_halves(net, r, 1, in);
     return r->type == CF_L_DECONV && cf__deconv_takes_halves(net, r, in);
@@ -5030,9 +5038,11 @@ static int cf__bn_to_half(cf_net *net, int i) {
 static int cf__conv_to_deconv_half(cf_net *net, int i, int flags) {
     const cf_layer *l = &net->layers[i];
     int j = cf__only_reader(net, i), in = cf__planned_input(net, l), dinput = (flags & CF__PLAN_DINPUT) != 0;
-    if (l->type != CF_L_CONV || l->depthwise || l->act != CF_ACT_LINEAR || j <= i || net->layers[j].type != CF_L_DECONV || !cf__rounds(net, j)) return 0;
-    return cf__conv_takes_halves(net, l, dinput, CF__HALF_OUT | in) && (!in || cf__conv_takes_halves(net, l, dinput, in)) &&
-           cf__deconv_takes_halves(net, &net->layers[j], CF__HALF_IN);
+    if (l->type != CF_L_CONV || l->depthwise || l->act != CF_ACT_LINEAR || j <= i ||
+        net->layers[j].type != CF_L_DECONV || !cf__rounds(net, j)) return 0;
+    return cf__conv_takes_halves(net, l, dinput, CF__HALF_OUT | in) &&
+           (!in || cf__conv_takes_halves(net, l, dinput, in)) &&
+                   cf__deconv_takes_halves(net, &net->layers[j], CF__HALF_IN);
 }
 static void cf__plan_halves(cf_net *net, int i, int flags) {
     cf__plan_layer *pl = &net->priv->plan.l[i];
@@ -5041,10 +5051,14 @@ static void cf__plan_halves(cf_net *net, int i, int flags) {
     pl->half = pl->grad_half = 0;
     if (!(flags & CF__PLAN_HALF) || !cf__rounds(net, i)) return;
     if (pl->fused_pool >= 0) {   /* a fused conv */
-        pl->half = cf__conv_takes_halves(net, l, (flags & CF__PLAN_DINPUT) != 0, CF__HALF_ALL) && cf__pool_takes_halves(net, &net->layers[pl->fused_pool], 0);
+        pl->half = cf__conv_takes_halves(net, l, (flags & CF__PLAN_DINPUT) != 0, CF__HALF_ALL) &&
+                cf__pool_takes_halves(net, &net->layers[pl->fused_pool], 0);
         return;
     }
-    if (i < n - 1 && (cf__conv_to_bn_half(net, i, flags) || cf__dw_to_conv_half(net, i) || cf__bn_to_half(net, i))) { pl->half = pl->grad_half = 1; return; }
+    if (i < n - 1 && (cf__conv_to_bn_half(net, i, flags) || cf__dw_to_conv_half(net, i) || cf__bn_to_half(net, i))) {
+        pl->half = pl->grad_half = 1;
+        return;
+    }
     if (i < n - 1 && cf__conv_to_deconv_half(net, i, flags)) { pl->half = 1; return; }
     if (l->type != CF_L_MAXPOOL || i == n - 1 || l->src[0] < 0 || !net->priv->plan.l[l->src[0]].half) return;
     if (!(readers = cf__readers_take_halves(net, i, flags)) || !cf__pool_takes_halves(net, l, 1)) return;
@@ -5060,7 +5074,8 @@ static int cf__plan_input_raw(cf_net *net, int flags) {
         for (k = 0; k < net->layers[j].n_src; k++)
             if (net->layers[j].src[k] == -1) {
                 int out = net->priv->plan.l[j].half ? CF__HALF_OUT : 0;
-                if (!cf__rounds(net, j) || !cf__conv_takes_halves(net, &net->layers[j], (flags & CF__PLAN_DINPUT) != 0, CF__RAW_IN | out)) return 0;
+                if (!cf__rounds(net, j) || !cf__conv_takes_halves(net, &net->layers[j], (flags & CF__PLAN_DINPUT) != 0,
+                                                                  CF__RAW_IN | out)) return 0;
                 readers++;
             }
     return readers > 0;
@@ -5071,7 +5086,8 @@ static int cf__plan_input_raw(cf_net *net, int flags) {
 static int cf__reads_output(const cf_net *net, int i) {
     const cf_layer *l = &net->layers[i];
     int f = cf__types[l->type].flags;
-    return (f & CF__READS_OUT) || ((f & CF__READS_OUT_IF_ACT) && l->act != CF_ACT_LINEAR) || net->priv->plan.l[i].fused_pool >= 0;
+    return (f & CF__READS_OUT) || ((f & CF__READS_OUT_IF_ACT) && l->act != CF_ACT_LINEAR) ||
+           net->priv->plan.l[i].fused_pool >= 0;
 }
 /* outputs that cost about one pass over their inputs to rebuild, changing no state (a
    depthwise conv is a direct loop over 9 taps: a few percent of its pointwise partner) */
@@ -5086,7 +5102,8 @@ static int cf__available(cf_net *net, cf__blk *blk, int s, int t, int commit, in
     int k, n = net->n_layers;
     if (cf__blk_alive(b, t)) return 1;
     if (!rebuild || !cf__cheap(l) || s == n - 1 || t <= n || (b->n == 2 && t > b->t[2])) return 0;
-    for (k = 0; k < l->n_src; k++) if (l->src[k] >= 0 && !cf__available(net, blk, l->src[k], t, commit, rebuild)) return 0;
+    for (k = 0; k < l->n_src; k++)
+        if (l->src[k] >= 0 && !cf__available(net, blk, l->src[k], t, commit, rebuild)) return 0;
     if (commit) {
         if (b->n == 1) { b->n = 2; b->t[3] = t; }
         b->t[2] = t;
@@ -5125,13 +5142,16 @@ static void cf__plan_lives(cf_net *net, cf__blk *blk, int keep, int rebuild, int
         if (keep) o->t[1] = T;
         else if (first >= 0 && rebuild && cf__cheap(&net->layers[i]) && i < n - 1) {
             const cf_layer *l = &net->layers[i];   /* rebuilt from its inputs: they must be there then */
-            for (k = 0; k < l->n_src; k++) if (l->src[k] >= 0 && !cf__available(net, blk, l->src[k], first, 0, rebuild)) ok = 0;
-            for (k = 0; k < l->n_src && ok; k++) if (l->src[k] >= 0) cf__available(net, blk, l->src[k], first, 1, rebuild);
+            for (k = 0; k < l->n_src; k++)
+                if (l->src[k] >= 0 && !cf__available(net, blk, l->src[k], first, 0, rebuild)) ok = 0;
+            for (k = 0; k < l->n_src && ok; k++)
+                if (l->src[k] >= 0) cf__available(net, blk, l->src[k], first, 1, rebuild);
             if (ok) { o->n = 2; o->t[2] = first; o->t[3] = last; pl->rebuild_at = 2 * n - first; }
             else o->t[1] = last;
         } else if (last > o->t[1]) o->t[1] = last;
         pl->fwd_end = o->t[1];
-        g->size = pl->fused_pool >= 0 ? 0 : pl->grad_half ? (n_out + 1) / 2 : n_out;   /* fused: the gradient lives in the output */
+        /* fused: the gradient lives in the output */
+        g->size = pl->fused_pool >= 0 ? 0 : pl->grad_half ? (n_out + 1) / 2 : n_out;
         g->n = 1; g->t[0] = 2 * n - (pl->last_read < n - 1 ? pl->last_read : n - 1); g->t[1] = 2 * n - i;
     }
     /* A rebuilt output lives until its last use: its own backward's reads, or the rebuild of
@@ -5148,7 +5168,8 @@ static void cf__plan_lives(cf_net *net, cf__blk *blk, int keep, int rebuild, int
         o->t[3] = last > o->t[2] ? last : o->t[2];
         for (j = i + 1; j < n; j++)
             for (k = 0; k < net->layers[j].n_src; k++)
-                if (net->layers[j].src[k] == i && blk[2 * j].n == 2 && blk[2 * j].t[2] > o->t[3]) o->t[3] = blk[2 * j].t[2];
+                if (net->layers[j].src[k] == i && blk[2 * j].n == 2 && blk[2 * j].t[2] > o->t[3])
+                    o->t[3] = blk[2 * j].t[2];
     }
 }
 
@@ -5180,7 +5201,8 @@ static size_t cf__plan_place(cf__blk *blk, int nb) {
         }
         b->off = off;
         if (off + b->size > total) total = off + b->size;
-        for (j = np; j > 0 && blk[placed[j - 1]].off > off; j--) placed[j] = placed[j - 1];   /* keep placed[] by offset */
+        /* keep placed[] by offset */
+        for (j = np; j > 0 && blk[placed[j - 1]].off > off; j--) placed[j] = placed[j - 1];
         placed[j] = order[i].i;
         np++;
     }
@@ -5237,8 +5259,10 @@ static size_t cf__plan_make(cf_net *net, int flags) {
 /* the plan's settings: keep_acts, and which of its fast paths are on */
 static int cf__plan_flags(const cf_net *net, int keep_acts) {
     if (keep_acts) return CF__PLAN_KEEP;
-    return (net->priv->no_fuse || !cf__kind_on[CF__K_FUSION] ? 0 : CF__PLAN_FUSE) | (cf__kind_on[CF__K_RECOMPUTE] ? CF__PLAN_REBUILD : 0) |
-           (net->priv->precision == CF_BF16 && !net->priv->no_half && !net->priv->split.on && cf__kind_on[CF__K_BF16] && cf__kind_on[CF__K_PAIRS] ? CF__PLAN_HALF : 0) |
+    return (net->priv->no_fuse || !cf__kind_on[CF__K_FUSION] ? 0 : CF__PLAN_FUSE) |
+           (cf__kind_on[CF__K_RECOMPUTE] ? CF__PLAN_REBUILD : 0) |
+           (net->priv->precision == CF_BF16 && !net->priv->no_half && !net->priv->split.on && cf__kind_on[CF__K_BF16] &&
+            cf__kind_on[CF__K_PAIRS] ? CF__PLAN_HALF : 0) |
            (net->priv->dinput ? CF__PLAN_DINPUT : 0) | (cf__kind_on[CF__K_STORES] ? CF__PLAN_STORE : 0);
 }
 
@@ -5258,9 +5282,11 @@ static int cf__plan_sizes(const cf_net *net) {
         const cf_layer *l = &net->layers[i];
         if (cf_shape_size(l->out) <= CF__MAX_ELEMENTS) continue;
         for (K = 2; K <= 4096 && (double)cf_shape_size(l->out) / K > (double)CF__MAX_ELEMENTS; K *= 2) {}
-        return cf_fail("%s:%d: [%s] would output %dx%dx%dx%d per sample: %.3g values, at most %lld a rank (split each sample across ranks: "
-                       "cf_net_set_spatial, --spatial %d or more)", net->cfg_name, l->line, cf_layer_type_name(l->type), l->out.c, l->out.d, l->out.h,
-                       l->out.w, (double)cf_shape_size(l->out), (long long)CF__MAX_ELEMENTS, K);
+        return cf_fail("%s:%d: [%s] would output %dx%dx%dx%d per sample: %.3g values, at most %lld a rank (split each "
+                       "sample across ranks: cf_net_set_spatial, --spatial %d or more)", net->cfg_name, l->line,
+                       cf_layer_type_name(l->type), l->out.c, l->out.d, l->out.h, l->out.w,
+                           (double)cf_shape_size(l->out),
+                       (long long)CF__MAX_ELEMENTS, K);
     }
     return CF_OK;
 }
@@ -5268,7 +5294,8 @@ static int cf__plan(cf_net *net, int B) {
     int flags = cf__plan_flags(net, net->priv->keep_acts);
     size_t na;
     if (B < 1) return cf_fail("batch %d < 1", B);
-    if (B == net->priv->plan.batch && net->priv->arena && flags == net->priv->plan.flags && cf__plan_threads() == net->priv->plan.threads) return CF_OK;
+    if (B == net->priv->plan.batch && net->priv->arena && flags == net->priv->plan.flags &&
+        cf__plan_threads() == net->priv->plan.threads) return CF_OK;
     if (cf__plan_sizes(net)) return CF_ERR;
     if (cf__split_buffers(net, B)) return CF_ERR;
     net->priv->plan.batch = net->batch = B;
@@ -5278,7 +5305,8 @@ static int cf__plan(cf_net *net, int B) {
         net->priv->plan.cap = 0;
         if (!(net->priv->arena = CF__NEW(float, na))) {
             net->priv->plan.batch = 0;
-            return cf_fail("%s: %s: the outputs and gradients of a batch of %d need %.0f MB", net->cfg_name, cf_failure_reason(), B, na * 4e-6);
+            return cf_fail("%s: %s: the outputs and gradients of a batch of %d need %.0f MB", net->cfg_name,
+                           cf_failure_reason(), B, na * 4e-6);
         }
         net->priv->plan.cap = na;
     }
@@ -5287,7 +5315,9 @@ static int cf__plan(cf_net *net, int B) {
     net->priv->plan.threads = cf__plan_threads();
     return CF_OK;
 }
-CFDEF int cf_net_set_batch(cf_net *net, int B) { return cf__net_check(net, "cf_net_set_batch") ? CF_ERR : cf__plan(net, B); }
+CFDEF int cf_net_set_batch(cf_net *net, int B) {
+    return cf__net_check(net, "cf_net_set_batch") ? CF_ERR : cf__plan(net, B);
+}
 
 CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_acts) {
     int batch;
@@ -5315,7 +5345,8 @@ CFDEF int cf_net_stored_bits(const cf_net *net, int layer, int gradient) {
 static int cf__opt_slots(cf_net *net, int slots) {
     float *opt;
     if (net->opt_slots >= slots) return CF_OK;
-    if (!(opt = CF__NEW(float, (size_t)slots * net->n_params))) return cf_fail("the optimizer's second moments (%zu floats): %s", net->n_params, cf_failure_reason());
+    if (!(opt = CF__NEW(float, (size_t)slots * net->n_params)))
+        return cf_fail("the optimizer's second moments (%zu floats): %s", net->n_params, cf_failure_reason());
     memcpy(opt, net->opt, (size_t)net->opt_slots * net->n_params * sizeof(float));
     CF_FREE(net->opt);
     net->opt = opt; net->opt_slots = slots;
@@ -5400,7 +5431,8 @@ CFDEF double cf_lamb_step(cf_net *net, float lr, float beta1, float beta2, float
     CF__REQUIRE(t >= 1, NAN, "cf_lamb_step: t counts the updates from 1");
     if (cf__check_arg("cf_lamb_step", "lr", lr, 0) || cf__check_arg("cf_lamb_step", "betas", beta1, 1) ||
         cf__check_arg("cf_lamb_step", "betas", beta2, 1) || cf__check_arg("cf_lamb_step", "eps", eps, 1) ||
-        cf__check_arg("cf_lamb_step", "weight_decay", wd, 1) || cf__check_arg("cf_lamb_step", "max_grad_norm", max_grad_norm, 1)) return NAN;
+        cf__check_arg("cf_lamb_step", "weight_decay", wd, 1) ||
+                cf__check_arg("cf_lamb_step", "max_grad_norm", max_grad_norm, 1)) return NAN;
     if (cf__opt_slots(net, 2)) return NAN;
     n = (long)net->n_params; m = net->opt; v = net->opt + n; gr = net->grads;
     bc1 = (float)(1.0 - pow(beta1, (double)t)); bc2 = (float)(1.0 - pow(beta2, (double)t));
@@ -5436,7 +5468,10 @@ CFDEF int cf_larc_scale(cf_net *net, float eta) {
     if (cf__check_arg("cf_larc_scale", "larc", eta, 1)) return CF_ERR;
     while (cf__next_tensor(net, &i, &part, &off, &cnt)) {
         double wn = 0.0, gn = 0.0, s;
-        for (k = 0; k < cnt; k++) { wn += (double)net->params[off + k] * net->params[off + k]; gn += (double)net->grads[off + k] * net->grads[off + k]; }
+        for (k = 0; k < cnt; k++) {
+            wn += (double)net->params[off + k] * net->params[off + k];
+            gn += (double)net->grads[off + k] * net->grads[off + k];
+        }
         if (wn == 0.0 || gn == 0.0) continue;
         s = eta * sqrt(wn) / sqrt(gn);
         if (s < 1.0) for (k = 0; k < cnt; k++) net->grads[off + k] *= (float)s;
@@ -5456,7 +5491,8 @@ CFDEF int cf_larc_scale(cf_net *net, float eta) {
    (docs/math.md, "Learning-rate schedules"). */
 static double cf__warmup_lr(const cf_lr_sched *s, uint64_t k) {
     long W = s->warmup_steps;
-    return s->warmup_factor == 1.0 ? s->base_lr * (long)k / W : s->base_lr * ((s->warmup_factor - 1.0) * (long)k / W + 1.0);
+    return s->warmup_factor == 1.0 ? s->base_lr * (long)k / W
+           : s->base_lr * ((s->warmup_factor - 1.0) * (long)k / W + 1.0);
 }
 CFDEF double cf_lr_sched_at(const cf_lr_sched *s, uint64_t k) {
     const double pi = 3.14159265358979323846;
@@ -5467,16 +5503,17 @@ CFDEF double cf_lr_sched_at(const cf_lr_sched *s, uint64_t k) {
     W = s->warmup_steps;
     if (W < 0 || s->n_milestones < 0 || s->n_milestones > 16 || (s->type == CF_SCHED_COSINE && s->t_max < 1) ||
         (s->type != CF_SCHED_MULTISTEP && s->type != CF_SCHED_COSINE)) {
-        cf_fail("cf_lr_sched_at: not a schedule (warmup %ld steps, %d milestones, t_max %ld, type %d)", W, s->n_milestones, s->t_max, s->type);
+        cf_fail("cf_lr_sched_at: not a schedule (warmup %ld steps, %d milestones, t_max %ld, type %d)", W,
+                s->n_milestones, s->t_max, s->type);
         return NAN;
     }
     /* what this schedule uses, against its training setting's range (cf_train_init's) */
-    if (cf__check_arg("cf_lr_sched_at", "lr", s->base_lr, 1) || cf__check_arg("cf_lr_sched_at", "warmup_steps", (double)W, 1) ||
+    if (cf__check_arg("cf_lr_sched_at", "lr", s->base_lr, 1) ||
+        cf__check_arg("cf_lr_sched_at", "warmup_steps", (double)W, 1) ||
         (W > 0 && cf__check_arg("cf_lr_sched_at", "warmup_factor", s->warmup_factor, 1)) ||
         (s->type == CF_SCHED_MULTISTEP && cf__check_arg("cf_lr_sched_at", "decay_rate", s->gamma, 1)) ||
         (s->type == CF_SCHED_COSINE && (cf__check_arg("cf_lr_sched_at", "t_max", (double)s->t_max, 1) ||
-                                        cf__check_arg("cf_lr_sched_at", "eta_min", s->eta_min, 1))))
-        return NAN;
+                                        cf__check_arg("cf_lr_sched_at", "eta_min", s->eta_min, 1)))) return NAN;
     for (m = 0; m < s->n_milestones; m++)
         if (s->milestones[m] < 0) { cf_fail("cf_lr_sched_at: milestone %ld is below 0", s->milestones[m]); return NAN; }
     if (W > 0 && k <= (uint64_t)W) return cf__warmup_lr(s, k);
@@ -5507,7 +5544,8 @@ CFDEF void cf_train_defaults(cf_train_config *c) {
     /* CosmoFlow's reference: linear scaling from a batch of 64, 4 warmup epochs, then the
        peak times 0.25 after epoch 32 and 0.125 after epoch 64 */
     c->base_batch = 64; c->warmup_epochs = 4;
-    c->n_decay = 2; c->decay_epoch[0] = 32; c->decay_factor[0] = 0.25; c->decay_epoch[1] = 64; c->decay_factor[1] = 0.125;
+    c->n_decay = 2; c->decay_epoch[0] = 32; c->decay_factor[0] = 0.25; c->decay_epoch[1] = 64;
+    c->decay_factor[1] = 0.125;
     /* DeepCAM's: a multistep schedule in optimizer steps */
     c->per_step = -1;
     c->sched.type = CF_SCHED_MULTISTEP; c->sched.gamma = 0.1; c->sched.warmup_factor = 1; c->sched.t_max = 9000;
@@ -5531,13 +5569,18 @@ CFDEF int cf_train_init(cf_trainer *t, cf_net *net, const cf_train_config *c) {
     if (t->cfg.weight_decay < 0) t->cfg.weight_decay = seg ? 0.01 : 0.0;
     if (t->cfg.per_step < 0) t->cfg.per_step = seg;
     t->cfg.sched.base_lr = t->cfg.lr;
-    if (cf_net_set_precision(net, t->cfg.precision) || (t->cfg.optimizer != CF_OPT_SGD && cf__opt_slots(net, 2)) || !(t->priv = CF__NEW(struct cf__train_private, 1))) { memset(t, 0, sizeof *t); return CF_ERR; }
+    if (cf_net_set_precision(net, t->cfg.precision) || (t->cfg.optimizer != CF_OPT_SGD && cf__opt_slots(net, 2)) ||
+        !(t->priv = CF__NEW(struct cf__train_private, 1))) {
+        memset(t, 0, sizeof *t);
+        return CF_ERR;
+    }
     t->priv->magic = CF__TRAINER_MAGIC;
     return CF_OK;
 }
 /* a trainer cf_train_init made, not freed since, whose network is still there */
 static int cf__trainer_check(const cf_trainer *t, const char *fn) {
-    if (!t || !t->priv || t->priv->magic != CF__TRAINER_MAGIC) return cf_fail("%s: the trainer was not made by cf_train_init (or was freed)", fn);
+    if (!t || !t->priv || t->priv->magic != CF__TRAINER_MAGIC)
+        return cf_fail("%s: the trainer was not made by cf_train_init (or was freed)", fn);
     return cf__net_check(t->net, fn);
 }
 CFDEF int cf_train_epoch(cf_trainer *t, int epoch) {
@@ -5564,28 +5607,40 @@ enum { CF__SET_DOUBLE, CF__SET_INT, CF__SET_LONG, CF__SET_OPTIMIZER, CF__SET_SCH
 typedef struct { const char *key; int kind; size_t off; double lo, hi; const char *arg, *help; } cf__setting;
 #define CF__AT(field) offsetof(cf_train_config, field)
 static const cf__setting cf__settings[] = {
-    {"optimizer", CF__SET_OPTIMIZER, CF__AT(optimizer), 0, 0, "O", "sgd, adam, adamw or lamb (auto: lamb for DeepCAM, sgd for CosmoFlow)"},
+    {"optimizer", CF__SET_OPTIMIZER, CF__AT(optimizer), 0, 0, "O",
+     "sgd, adam, adamw or lamb (auto: lamb for DeepCAM, sgd for CosmoFlow)"},
     {"lr", CF__SET_DOUBLE, CF__AT(lr), 0, 100, "X", "base learning rate"},
     {"momentum", CF__SET_DOUBLE, CF__AT(momentum), 0, 0.9999, "M", "SGD momentum, Keras form v = m v - lr g"},
     {"l2", CF__SET_DOUBLE, CF__AT(l2), 0, 1e3, "X", "SGD: L2 on the kernels marked l2=1 in the cfg"},
-    {"weight_decay", CF__SET_DOUBLE, CF__AT(weight_decay), 0, 10, "X", "adam: L2 in the gradient; adamw, lamb: decoupled (auto: 0.01 DeepCAM, 0 CosmoFlow)"},
+    {"weight_decay", CF__SET_DOUBLE, CF__AT(weight_decay), 0, 10, "X",
+     "adam: L2 in the gradient; adamw, lamb: decoupled (auto: 0.01 DeepCAM, 0 CosmoFlow)"},
     {"betas", CF__SET_BETAS, CF__AT(beta1), 0, 1, "B1,B2", "Adam's betas, in [0, 1)"},   /* (1 itself excluded) */
-    {"eps", CF__SET_DOUBLE, CF__AT(eps), 1e-30, 1, "X", "Adam's epsilon (above 0: a weight whose gradient is 0 would get 0/0)"},
-    {"max_grad_norm", CF__SET_DOUBLE, CF__AT(max_grad_norm), 0, 1e9, "X", "lamb: clip the global gradient norm (0: off)"},
-    {"larc", CF__SET_DOUBLE, CF__AT(larc), 0, 1e3, "ETA", "scale each tensor's gradient by min(ETA |w|/|g|, 1) first (2018 climate code: 0.002; 0: off)"},
-    {"base_batch", CF__SET_DOUBLE, CF__AT(base_batch), 0, 1e9, "N", "by epoch: linear scaling, peak lr = lr * global batch / N (0: none)"},
+    {"eps", CF__SET_DOUBLE, CF__AT(eps), 1e-30, 1, "X",
+     "Adam's epsilon (above 0: a weight whose gradient is 0 would get 0/0)"},
+    {"max_grad_norm", CF__SET_DOUBLE, CF__AT(max_grad_norm), 0, 1e9, "X",
+     "lamb: clip the global gradient norm (0: off)"},
+    {"larc", CF__SET_DOUBLE, CF__AT(larc), 0, 1e3, "ETA",
+     "scale each tensor's gradient by min(ETA |w|/|g|, 1) first (2018 climate code: 0.002; 0: off)"},
+    {"base_batch", CF__SET_DOUBLE, CF__AT(base_batch), 0, 1e9, "N",
+     "by epoch: linear scaling, peak lr = lr * global batch / N (0: none)"},
     {"warmup_epochs", CF__SET_INT, CF__AT(warmup_epochs), 0, 1e6, "N", "by epoch: epochs from lr to the peak"},
-    {"decay", CF__SET_DECAY, CF__AT(n_decay), 0, 0, "LIST", "by epoch: epoch:factor,... multipliers of the peak after the epoch, or none"},
-    {"lr_schedule", CF__SET_SCHEDULE, CF__AT(per_step), 0, 0, "S", "epochs, or multistep or cosine in optimizer steps (auto: multistep for DeepCAM, epochs for CosmoFlow)"},
-    {"milestones", CF__SET_MILESTONES, CF__AT(sched.n_milestones), 0, 0, "LIST", "multistep: the steps, e.g. 800,1600, or none"},
+    {"decay", CF__SET_DECAY, CF__AT(n_decay), 0, 0, "LIST",
+     "by epoch: epoch:factor,... multipliers of the peak after the epoch, or none"},
+    {"lr_schedule", CF__SET_SCHEDULE, CF__AT(per_step), 0, 0, "S",
+     "epochs, or multistep or cosine in optimizer steps (auto: multistep for DeepCAM, epochs for CosmoFlow)"},
+    {"milestones", CF__SET_MILESTONES, CF__AT(sched.n_milestones), 0, 0, "LIST",
+     "multistep: the steps, e.g. 800,1600, or none"},
     {"decay_rate", CF__SET_DOUBLE, CF__AT(sched.gamma), 0, 1, "G", "multistep: the factor at each milestone"},
     {"warmup_steps", CF__SET_INT, CF__AT(sched.warmup_steps), 0, 1073741824.0, "N", "by step: linear warmup"},
     {"warmup_factor", CF__SET_DOUBLE, CF__AT(sched.warmup_factor), 1, 1e6, "F", "by step: warmup from lr/F"},
     {"t_max", CF__SET_LONG, CF__AT(sched.t_max), 1, 1099511627776.0, "N", "cosine: period in steps"},
     {"eta_min", CF__SET_DOUBLE, CF__AT(sched.eta_min), 0, 100, "X", "cosine: the lowest lr"},
-    {"grad_lag", CF__SET_INT, CF__AT(grad_lag), 0, 1, "0|1", "1: apply the previous step's averaged gradient, its allreduce overlapping this step (2018)"},
-    {"overlap", CF__SET_LONG, CF__AT(overlap), 0, 1073741824.0, "N", "average gradients in buckets of >= N floats started during backward (0: one allreduce after it)"},
-    {"precision", CF__SET_PRECISION, CF__AT(precision), 0, 0, "P", "fp32, or bf16: activations and their gradients rounded to bfloat16, fp32 master weights (docs/math.md)"},
+    {"grad_lag", CF__SET_INT, CF__AT(grad_lag), 0, 1, "0|1",
+     "1: apply the previous step's averaged gradient, its allreduce overlapping this step (2018)"},
+    {"overlap", CF__SET_LONG, CF__AT(overlap), 0, 1073741824.0, "N",
+     "average gradients in buckets of >= N floats started during backward (0: one allreduce after it)"},
+    {"precision", CF__SET_PRECISION, CF__AT(precision), 0, 0, "P",
+     "fp32, or bf16: activations and their gradients rounded to bfloat16, fp32 master weights (docs/math.md)"},
 };
 #define CF__N_SETTINGS ((int)(sizeof cf__settings / sizeof cf__settings[0]))
 static const char *cf__opt_names[4] = {"sgd", "adam", "adamw", "lamb"};
@@ -5609,7 +5664,8 @@ static int cf__set_number(const cf__setting *k, const char *v, double *x) {
     char *end;
     *x = strtod(v, &end);
     if (end == v || *end || !(*x >= k->lo && *x <= k->hi) || (k->kind != CF__SET_DOUBLE && *x != floor(*x)))
-        return cf_fail("%s: '%s' is not a%s number in [%g, %g]", k->key, v, k->kind != CF__SET_DOUBLE ? " whole" : "", k->lo, k->hi);
+        return cf_fail("%s: '%s' is not a%s number in [%g, %g]", k->key, v, k->kind != CF__SET_DOUBLE ? " whole" : "",
+                       k->lo, k->hi);
     return CF_OK;
 }
 /* decay=none or E:F,... (epochs >= 0, factors > 0, at most 16) */
@@ -5620,9 +5676,11 @@ static int cf__set_decay(cf_train_config *c, const char *v) {
     while (*p) {
         char *end;
         double e = strtod(p, &end), f;
-        if (end == p || *end != ':' || n == 16 || !(e >= 0 && e < 1e9)) return cf_fail("decay: '%s' is not none or epoch:factor,... (at most 16)", v);
+        if (end == p || *end != ':' || n == 16 || !(e >= 0 && e < 1e9))
+            return cf_fail("decay: '%s' is not none or epoch:factor,... (at most 16)", v);
         f = strtod(end + 1, &end);
-        if (!(f > 0 && f < 1e9) || (*end && *end != ',')) return cf_fail("decay: '%s' is not epoch:factor,... with factors > 0", v);
+        if (!(f > 0 && f < 1e9) || (*end && *end != ','))
+            return cf_fail("decay: '%s' is not epoch:factor,... with factors > 0", v);
         c->decay_epoch[n] = e; c->decay_factor[n++] = f;
         p = *end ? end + 1 : end;
     }
@@ -5636,7 +5694,8 @@ static int cf__set_milestones(cf_lr_sched *s, const char *v) {
     while (*q) {
         char *end;
         long m = strtol(q, &end, 10);
-        if (end == q || m < 0 || n == 16 || (*end && *end != ',')) return cf_fail("milestones: '%s' is not a list of up to 16 steps", v);
+        if (end == q || m < 0 || n == 16 || (*end && *end != ','))
+            return cf_fail("milestones: '%s' is not a list of up to 16 steps", v);
         s->milestones[n++] = m;
         q = *end ? end + 1 : end;
     }
@@ -5649,7 +5708,8 @@ static int cf__set_choice(cf_train_config *c, const cf__setting *k, const char *
     if (k->kind == CF__SET_BETAS) {
         char *e1, *e2 = NULL;
         double b1 = strtod(v, &e1), b2 = *e1 == ',' ? strtod(e1 + 1, &e2) : -1;
-        if (*e1 != ',' || !e2 || *e2 || !(b1 >= k->lo && b1 < k->hi && b2 >= k->lo && b2 < k->hi)) return cf_fail("betas: '%s' is not B1,B2 in [%g, %g)", v, k->lo, k->hi);
+        if (*e1 != ',' || !e2 || *e2 || !(b1 >= k->lo && b1 < k->hi && b2 >= k->lo && b2 < k->hi))
+            return cf_fail("betas: '%s' is not B1,B2 in [%g, %g)", v, k->lo, k->hi);
         c->beta1 = b1; c->beta2 = b2;
         return CF_OK;
     }
@@ -5670,13 +5730,15 @@ CFDEF int cf_train_config_set(cf_train_config *c, const char *key, const char *v
     char *at = (char *)c;
     double x;
     int i;
-    if (!c || !key || !value) return cf_fail("cf_train_config_set: the settings, the key and the value must not be NULL");
+    if (!c || !key || !value)
+        return cf_fail("cf_train_config_set: the settings, the key and the value must not be NULL");
     for (i = 0; i < CF__N_SETTINGS && !k; i++) if (!strcmp(key, cf__settings[i].key)) k = &cf__settings[i];
     if (!k) return cf_fail("%s: not a training setting", key);
     if (k->kind == CF__SET_DECAY) return cf__set_decay(c, value);
     if (k->kind == CF__SET_MILESTONES) return cf__set_milestones(&c->sched, value);
     if (k->kind == CF__SET_PRECISION) {
-        if (strcmp(value, "fp32") && strcmp(value, "bf16")) return cf_fail("precision: '%s' is not fp32 or bf16", value);
+        if (strcmp(value, "fp32") && strcmp(value, "bf16"))
+            return cf_fail("precision: '%s' is not fp32 or bf16", value);
         c->precision = strcmp(value, "bf16") ? CF_FP32 : CF_BF16;
         return CF_OK;
     }
@@ -5707,8 +5769,13 @@ static void cf__setting_text(const cf_train_config *c, const cf__setting *k, cha
         break;
     case CF__SET_INT: snprintf(out, n, "%d", *(const int *)(at + k->off)); break;
     case CF__SET_LONG: snprintf(out, n, "%ld", *(const long *)(at + k->off)); break;
-    case CF__SET_OPTIMIZER: snprintf(out, n, "%s", c->optimizer < 0 || c->optimizer > 3 ? "auto" : cf__opt_names[c->optimizer]); break;
-    case CF__SET_SCHEDULE: snprintf(out, n, "%s", c->per_step < 0 ? "auto" : cf__sched_names[c->per_step ? 1 + (c->sched.type == CF_SCHED_COSINE) : 0]); break;
+    case CF__SET_OPTIMIZER:
+        snprintf(out, n, "%s", c->optimizer < 0 || c->optimizer > 3 ? "auto" : cf__opt_names[c->optimizer]);
+        break;
+    case CF__SET_SCHEDULE:
+        snprintf(out, n, "%s",
+                 c->per_step < 0 ? "auto" : cf__sched_names[c->per_step ? 1 + (c->sched.type == CF_SCHED_COSINE) : 0]);
+        break;
     case CF__SET_PRECISION: snprintf(out, n, "%s", cf_precision_name(c->precision)); break;
     case CF__SET_BETAS:
         m = (size_t)cf__fmt_double(out, n, c->beta1);
@@ -5724,19 +5791,22 @@ static void cf__setting_text(const cf_train_config *c, const cf__setting *k, cha
         break;
     default:
         if (!c->sched.n_milestones) snprintf(out, n, "none");
-        for (i = 0; i < c->sched.n_milestones && m + 1 < n; i++) m += (size_t)snprintf(out + m, n - m, "%s%ld", i ? "," : "", c->sched.milestones[i]);
+        for (i = 0; i < c->sched.n_milestones && m + 1 < n; i++)
+            m += (size_t)snprintf(out + m, n - m, "%s%ld", i ? "," : "", c->sched.milestones[i]);
         break;
     }
 }
 CFDEF int cf_train_config_get(const cf_train_config *c, const char *key, char *out, size_t n) {
     char v[1024];
     int i;
-    if (!c || !key || !out || !n) return cf_fail("cf_train_config_get: the settings, the key and the output must not be NULL or empty");
+    if (!c || !key || !out || !n)
+        return cf_fail("cf_train_config_get: the settings, the key and the output must not be NULL or empty");
     out[0] = 0;
     for (i = 0; i < CF__N_SETTINGS; i++)
         if (!strcmp(key, cf__settings[i].key)) {
             cf__setting_text(c, &cf__settings[i], v, sizeof v);
-            if (strlen(v) >= n) return cf_fail("%s: its value '%s' needs %zu bytes, the output has %zu", key, v, strlen(v) + 1, n);
+            if (strlen(v) >= n)
+                return cf_fail("%s: its value '%s' needs %zu bytes, the output has %zu", key, v, strlen(v) + 1, n);
             memcpy(out, v, strlen(v) + 1);
             return CF_OK;
         }
@@ -5749,13 +5819,19 @@ static int cf__config_check(const cf_train_config *c) {
     cf_train_config scratch;
     char v[1024];
     int i;
-    if (c->optimizer < -1 || c->optimizer > CF_OPT_LAMB) return cf_fail("optimizer: %d is not one of CF_OPT_* (or -1: the application's)", c->optimizer);
-    if (c->per_step < -1 || c->per_step > 1) return cf_fail("per_step: %d is not 0, 1 or -1 (the application's)", c->per_step);
-    if (c->sched.type != CF_SCHED_MULTISTEP && c->sched.type != CF_SCHED_COSINE) return cf_fail("sched.type: %d is not CF_SCHED_*", c->sched.type);
-    if (c->precision != CF_FP32 && c->precision != CF_BF16) return cf_fail("precision: %d is not CF_FP32 or CF_BF16", c->precision);
+    if (c->optimizer < -1 || c->optimizer > CF_OPT_LAMB)
+        return cf_fail("optimizer: %d is not one of CF_OPT_* (or -1: the application's)", c->optimizer);
+    if (c->per_step < -1 || c->per_step > 1)
+        return cf_fail("per_step: %d is not 0, 1 or -1 (the application's)", c->per_step);
+    if (c->sched.type != CF_SCHED_MULTISTEP && c->sched.type != CF_SCHED_COSINE)
+        return cf_fail("sched.type: %d is not CF_SCHED_*", c->sched.type);
+    if (c->precision != CF_FP32 && c->precision != CF_BF16)
+        return cf_fail("precision: %d is not CF_FP32 or CF_BF16", c->precision);
     if (c->n_decay < 0 || c->n_decay > 16) return cf_fail("decay: %d decays (0 to 16)", c->n_decay);
-    if (c->sched.n_milestones < 0 || c->sched.n_milestones > 16) return cf_fail("milestones: %d milestones (0 to 16)", c->sched.n_milestones);
-    if (c->weight_decay < 0 && c->weight_decay != -1) return cf_fail("weight_decay: %g is not >= 0 (or -1: the application's)", c->weight_decay);
+    if (c->sched.n_milestones < 0 || c->sched.n_milestones > 16)
+        return cf_fail("milestones: %d milestones (0 to 16)", c->sched.n_milestones);
+    if (c->weight_decay < 0 && c->weight_decay != -1)
+        return cf_fail("weight_decay: %g is not >= 0 (or -1: the application's)", c->weight_decay);
     for (i = 0; i < CF__N_SETTINGS; i++) {
         cf__setting_text(c, &cf__settings[i], v, sizeof v);
         scratch = *c;
@@ -5777,13 +5853,17 @@ static double cf__lr_by_epoch(const cf_train_config *c, int e, int global_batch)
     double peak = c->base_batch > 0 ? c->lr * global_batch / c->base_batch : c->lr, f = 1, best = -1;
     int i;
     if (e < c->warmup_epochs) return c->lr + e * (peak - c->lr) / c->warmup_epochs;
-    for (i = 0; i < c->n_decay; i++) if (c->decay_epoch[i] < e && c->decay_epoch[i] > best) { best = c->decay_epoch[i]; f = c->decay_factor[i]; }
+    for (i = 0; i < c->n_decay; i++) if (c->decay_epoch[i] < e && c->decay_epoch[i] > best) {
+        best = c->decay_epoch[i];
+        f = c->decay_factor[i];
+    }
     return peak * f;
 }
 CFDEF double cf_train_lr(const cf_trainer *t, int global_batch) {
     if (cf__trainer_check(t, "cf_train_lr")) return NAN;
     if (global_batch < 1) { cf_fail("cf_train_lr: global batch %d < 1", global_batch); return NAN; }
-    return t->cfg.per_step ? cf_lr_sched_at(&t->cfg.sched, t->net->priv->step) : cf__lr_by_epoch(&t->cfg, t->epoch - 1, global_batch);
+    return t->cfg.per_step ? cf_lr_sched_at(&t->cfg.sched, t->net->priv->step)
+           : cf__lr_by_epoch(&t->cfg, t->epoch - 1, global_batch);
 }
 
 /* one update with the chosen optimizer, LARC first; the optimizers count updates from 1.
@@ -5793,9 +5873,12 @@ static int cf__optimizer_step(const cf_train_config *c, cf_net *net, double lr) 
     if (c->larc > 0 && cf_larc_scale(net, (float)c->larc)) return CF_ERR;
     switch (c->optimizer) {
     case CF_OPT_SGD: return cf_sgd_step(net, (float)lr, (float)c->momentum, (float)c->l2);
-    case CF_OPT_ADAM: return cf_adam_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, 0, t);
-    case CF_OPT_ADAMW: return cf_adam_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, 1, t);
-    default: return isnan(cf_lamb_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, (float)c->max_grad_norm, t)) ? CF_ERR : CF_OK;
+    case CF_OPT_ADAM: return cf_adam_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps,
+                                          (float)c->weight_decay, 0, t);
+    case CF_OPT_ADAMW: return cf_adam_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps,
+                                           (float)c->weight_decay, 1, t);
+    default: return isnan(cf_lamb_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps,
+                                       (float)c->weight_decay, (float)c->max_grad_norm, t)) ? CF_ERR : CF_OK;
     }
 }
 /* backward and the averaging of the gradient over the ranks: one allreduce after backward,
@@ -5811,10 +5894,13 @@ static int cf__first_nonfinite_everywhere(cf_net *net, int params) {
 }
 static int cf__backward_averaged(cf_trainer *t) {
     cf_net *net = t->net;
-    if (net->priv->split.on) {   /* a sample across ranks (section 5): the slabs' parts summed, over the groups averaged */
-        if (t->cfg.grad_lag || t->cfg.overlap) return cf_fail("gradient lag and overlapped averaging do not run with a sample split across ranks");
+    /* a sample across ranks (section 5): the slabs' parts summed, over the groups averaged */
+    if (net->priv->split.on) {
+        if (t->cfg.grad_lag || t->cfg.overlap)
+            return cf_fail("gradient lag and overlapped averaging do not run with a sample split across ranks");
         if (net->priv->split.shard >= 0 && (t->cfg.optimizer == CF_OPT_LAMB || t->cfg.larc > 0))
-            return cf_fail("LAMB and LARC take each tensor's norm: with the rows of [dense] at line %d split across ranks (cf_net_set_spatial) give SGD, Adam or AdamW",
+            return cf_fail("LAMB and LARC take each tensor's norm: with the rows of [dense] at line %d split across "
+                           "ranks (cf_net_set_spatial) give SGD, Adam or AdamW",
                            net->layers[net->priv->split.shard].line);
         if (cf_net_backward(net, t->priv->dout)) return CF_ERR;
         cf__split_average(net);
@@ -5852,7 +5938,8 @@ CFDEF int cf_train_step(cf_trainer *t, const float *x, const float *target, int 
         if (!(tp->dout = CF__NEW(float, nd))) return CF_ERR;
         tp->dout_n = nd;
     }
-    r->lr = cf_train_lr(t, B * (cf_dist_size() / (net->priv->split.on ? net->priv->split.K : 1)));   /* the global batch: B a group */
+    /* the global batch: B a group */
+    r->lr = cf_train_lr(t, B * (cf_dist_size() / (net->priv->split.on ? net->priv->split.K : 1)));
     cf_net_set_mode(net, CF_MODE_TRAIN);
     if (!cf_net_forward(net, x, B)) return CF_ERR;
     r->loss = cf_net_loss(net, target, tp->dout);
@@ -5880,16 +5967,27 @@ CFDEF void cf_train_explain(cf_trainer *t, const cf_step_result *r, const float 
     cf_net *net;
     int lp, lo, lg;
     if (!out || !n) return;
-    if (cf__trainer_check(t, "cf_train_explain") || !r || !x) { snprintf(out, n, "%s", r && x ? cf_failure_reason() : "cf_train_explain: r and x must not be NULL"); return; }
+    if (cf__trainer_check(t, "cf_train_explain") || !r || !x) {
+        snprintf(out, n, "%s", r && x ? cf_failure_reason() : "cf_train_explain: r and x must not be NULL");
+        return;
+    }
     net = t->net;
     lp = cf_net_first_nonfinite_param(net, 1); lo = lp >= 0 ? -1 : cf_net_find_nonfinite(net, x, B); lg = r->layer;
     if (r->status == CF_STEP_DIVERGED && lp >= 0)
-        snprintf(out, n, "the update made layer %d (%s, cfg line %d)'s parameters not finite (a learning rate far too large?)", lp,
+        snprintf(out, n,
+                 "the update made layer %d (%s, cfg line %d)'s parameters not finite (a learning rate far too large?)",
+                 lp, cf_layer_type_name(net->layers[lp].type), net->layers[lp].line);
+    else if (lp >= 0)
+        snprintf(out, n, "layer %d (%s, cfg line %d)'s parameters are already not finite", lp,
                  cf_layer_type_name(net->layers[lp].type), net->layers[lp].line);
-    else if (lp >= 0) snprintf(out, n, "layer %d (%s, cfg line %d)'s parameters are already not finite", lp, cf_layer_type_name(net->layers[lp].type), net->layers[lp].line);
-    else if (lo >= 0) snprintf(out, n, "first non-finite output at layer %d (%s, cfg line %d)", lo, cf_layer_type_name(net->layers[lo].type), net->layers[lo].line);
-    else if (!isfinite(r->loss)) snprintf(out, n, "every layer's output is finite: the loss itself%s", net->loss == CF_LOSS_SOFTMAX_CE ? " (a label outside the classes?)" : "");
-    else snprintf(out, n, "first non-finite gradient at layer %d (%s, cfg line %d)", lg, lg >= 0 ? cf_layer_type_name(net->layers[lg].type) : "?", lg >= 0 ? net->layers[lg].line : 0);
+    else if (lo >= 0)
+        snprintf(out, n, "first non-finite output at layer %d (%s, cfg line %d)", lo,
+                 cf_layer_type_name(net->layers[lo].type), net->layers[lo].line);
+    else if (!isfinite(r->loss))
+        snprintf(out, n, "every layer's output is finite: the loss itself%s",
+                 net->loss == CF_LOSS_SOFTMAX_CE ? " (a label outside the classes?)" : "");
+    else snprintf(out, n, "first non-finite gradient at layer %d (%s, cfg line %d)", lg,
+                  lg >= 0 ? cf_layer_type_name(net->layers[lg].type) : "?", lg >= 0 ? net->layers[lg].line : 0);
 }
 
 /* ---- evaluation */
@@ -5919,7 +6017,11 @@ CFDEF int cf_eval_batch(cf_net *net, const float *x, const float *target, int B,
             sums[0] += fabs((double)out[k * ny + j] - target[k * ny + j]);
             sums[1] += 1;
         }
-        if (!isfinite(sums[0])) { *bad = k; CF_FREE(pred); return cf_fail("sample %d of the batch: its %s is not finite", k, seg ? "IoU" : "error"); }
+        if (!isfinite(sums[0])) {
+            *bad = k;
+            CF_FREE(pred);
+            return cf_fail("sample %d of the batch: its %s is not finite", k, seg ? "IoU" : "error");
+        }
     }
     CF_FREE(pred);
     return CF_OK;
@@ -5930,7 +6032,8 @@ CFDEF void cf_climate_to_input(float *out, const float *x, int H, int W, int C,
                                const float *minval, const float *maxval) {
     size_t p, P = (size_t)H * W;
     int c;
-    CF__REQUIRE_VOID(out && x && minval && maxval && H >= 1 && W >= 1 && C >= 1, "cf_climate_to_input: a NULL pointer or a size below 1");
+    CF__REQUIRE_VOID(out && x && minval && maxval && H >= 1 && W >= 1 && C >= 1,
+                     "cf_climate_to_input: a NULL pointer or a size below 1");
     for (c = 0; c < C; c++) {
         float lo = minval[c], range = maxval[c] - minval[c];
         float inv = range > 0.0f ? 1.0f / range : 0.0f;   /* a constant channel becomes 0 */
@@ -5943,7 +6046,8 @@ CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int app
     double sum = 0.0;
     float scale = 1.0f, log1p_small[256];   /* log1pf of the counts 0..255 (most voxels hold 0-10) */
     int c, i;
-    CF__REQUIRE_VOID(out && x && S >= 1 && C >= 1 && apply_log >= 0 && apply_log <= 2, "cf_cosmo_to_input: a NULL pointer, a size below 1 or apply_log not 0, 1 or 2");
+    CF__REQUIRE_VOID(out && x && S >= 1 && C >= 1 && apply_log >= 0 && apply_log <= 2,
+                     "cf_cosmo_to_input: a NULL pointer, a size below 1 or apply_log not 0, 1 or 2");
     if (!apply_log) {   /* the reference's other branch: x / mean(x) over the whole sample */
         for (v = 0; v < vox * C; v++) sum += x[v];
         scale = sum > 0 ? (float)((double)(vox * C) / sum) : 1.0f;
@@ -5972,8 +6076,10 @@ CFDEF int cf_cube_symmetry(float *x, float *tmp, int C, int S, int code) {
     const int *p;
     int flip, c, i[3], o[3], a;
     size_t vox = (size_t)S * S * S;
-    if (!x || !tmp || C < 1 || S < 1) return cf_fail("cf_cube_symmetry: x and tmp must not be NULL, C and S at least 1");
-    if (code < 0 || code >= 48) return cf_fail("cf_cube_symmetry: code %d is not one of the cube's 48 symmetries [0, 48)", code);
+    if (!x || !tmp || C < 1 || S < 1)
+        return cf_fail("cf_cube_symmetry: x and tmp must not be NULL, C and S at least 1");
+    if (code < 0 || code >= 48)
+        return cf_fail("cf_cube_symmetry: code %d is not one of the cube's 48 symmetries [0, 48)", code);
     p = perms[code % 6]; flip = code / 6;
     memcpy(tmp, x, sizeof(float) * C * vox);
     for (c = 0; c < C; c++)
@@ -5988,7 +6094,8 @@ CFDEF int cf_cube_symmetry(float *x, float *tmp, int C, int S, int code) {
 CFDEF int cf_cube_symmetry_source(int code, int S, int d0, int n, int *axis, int *first) {
     static const int axis_of_depth[6] = {0, 0, 1, 1, 2, 2};   /* p[0] of cf_cube_symmetry's perms */
     if (!axis || !first || code < 0 || code >= 48 || S < 1 || d0 < 0 || n < 1 || d0 + n > S)
-        return cf_fail("cf_cube_symmetry_source: code %d (0 to 47), planes [%d, %d) of %d, or a NULL pointer", code, d0, d0 + n, S);
+        return cf_fail("cf_cube_symmetry_source: code %d (0 to 47), planes [%d, %d) of %d, or a NULL pointer", code, d0,
+                       d0 + n, S);
     *axis = axis_of_depth[code % 6];
     *first = (code / 6) & 1 ? S - d0 - n : d0;
     return CF_OK;
@@ -5997,14 +6104,17 @@ CFDEF int cf_cube_symmetry_slab(float *out, const float *box, int C, int S, int 
     static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
     const int *p;
     int flip, c, i[3], o[3], a, axis = 0, first = 0, ext[3];
-    if (!out || !box || C < 1 || cf_cube_symmetry_source(code, S, d0, n, &axis, &first)) return cf_fail("cf_cube_symmetry_slab: %s", out && box && C >= 1 ? cf_failure_reason() : "out or box NULL, or C < 1");
+    if (!out || !box || C < 1 || cf_cube_symmetry_source(code, S, d0, n, &axis, &first))
+        return cf_fail("cf_cube_symmetry_slab: %s",
+                       out && box && C >= 1 ? cf_failure_reason() : "out or box NULL, or C < 1");
     p = perms[code % 6]; flip = code / 6;
     for (a = 0; a < 3; a++) ext[a] = a == axis ? n : S;
     for (c = 0; c < C; c++)
         for (o[0] = d0; o[0] < d0 + n; o[0]++) for (o[1] = 0; o[1] < S; o[1]++) for (o[2] = 0; o[2] < S; o[2]++) {
             for (a = 0; a < 3; a++) { i[p[a]] = o[a]; if (flip >> a & 1) i[p[a]] = S - 1 - o[a]; }
             i[axis] -= first;   /* into the box */
-            out[(((size_t)c * n + (o[0] - d0)) * S + o[1]) * S + o[2]] = box[(((size_t)c * ext[0] + i[0]) * ext[1] + i[1]) * ext[2] + i[2]];
+            out[(((size_t)c * n + (o[0] - d0)) * S + o[1]) * S + o[2]] =
+                box[(((size_t)c * ext[0] + i[0]) * ext[1] + i[1]) * ext[2] + i[2]];
         }
     return CF_OK;
 }
@@ -6019,7 +6129,11 @@ CFDEF int cf_epoch_shard(int *out, int n, uint64_t seed, int epoch, int rank, in
     if (!(perm = CF__NEW(int, n + 1))) return -1;
     for (i = 0; i < n; i++) perm[i] = i;
     if (shuffle)   /* Fisher-Yates with our generator: the same order on every platform */
-        for (i = n - 1; i > 0; i--) { int j = (int)(cf_rng_u64(&r) % (uint64_t)(i + 1)), t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
+        for (i = n - 1; i > 0; i--) {
+            int j = (int)(cf_rng_u64(&r) % (uint64_t)(i + 1)), t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
     for (i = rank; i < n; i += size) {
         if (drop_remainder && k == per) break;
         out[k++] = perm[i];
@@ -6062,7 +6176,11 @@ CFDEF int cf_atomic_open(cf_atomic_file *af, const char *path) {
     af->fd = -1;
     af->path = cf__strdup(path);
     af->tmp = CF__NEW(char, n);
-    if (!af->path || !af->tmp || cf_atomic_tmp_prefix(path, af->tmp, n)) { CF_FREE(af->path); CF_FREE(af->tmp); return CF_ERR; }
+    if (!af->path || !af->tmp || cf_atomic_tmp_prefix(path, af->tmp, n)) {
+        CF_FREE(af->path);
+        CF_FREE(af->tmp);
+        return CF_ERR;
+    }
     snprintf(af->tmp + strlen(af->tmp), n - strlen(af->tmp), "%ld", (long)getpid());
     if ((af->fd = open(af->tmp, flags, 0666)) < 0) {
         int rc = cf_fail("%s: cannot create (%s)", af->tmp, strerror(errno));
@@ -6078,7 +6196,10 @@ CFDEF int cf_atomic_write(cf_atomic_file *af, const void *p, size_t n) {
     while (n) {   /* a write may take fewer bytes than asked */
         ssize_t k = write(af->fd, c, n < ((size_t)1 << 30) ? n : ((size_t)1 << 30));
         if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) { af->failed = 1; return cf_fail("%s: write failed (%s)", af->path, k < 0 ? strerror(errno) : "no progress"); }
+        if (k <= 0) {
+            af->failed = 1;
+            return cf_fail("%s: write failed (%s)", af->path, k < 0 ? strerror(errno) : "no progress");
+        }
         c += k; n -= (size_t)k;
     }
     return CF_OK;
@@ -6101,7 +6222,8 @@ CFDEF int cf_atomic_commit(cf_atomic_file *af) {
     if (close(af->fd) != 0) ok = 0;
     af->fd = -1;
     if (!ok) {
-        int rc = af->failed ? CF_ERR : cf_fail("%s: write failed (%s); the previous file is untouched", af->path, reason);
+        int rc = af->failed ? CF_ERR : cf_fail("%s: write failed (%s); the previous file is untouched", af->path,
+                                               reason);
         cf_atomic_abort(af);
         return rc;
     }
@@ -6131,10 +6253,12 @@ static int cf__npy_parse_header(const char *path, const char *h, cf_array *a) {
     a->dtype = -1;
     for (i = 0; d && i < 4; i++) if (!strncmp(d + 1, cf__dtype_descr[i], 3) && d[4] == '\'') a->dtype = i;
     if (d && !strncmp(d + 1, "<u1'", 4)) a->dtype = CF_U8;
-    if (a->dtype < 0) return cf_fail("%s: unsupported dtype %.8s (need <f4, <i2, |u1 or <i8, little-endian)", path, d ? d : "?");
+    if (a->dtype < 0)
+        return cf_fail("%s: unsupported dtype %.8s (need <f4, <i2, |u1 or <i8, little-endian)", path, d ? d : "?");
     fo = strchr(fo + 15, ':');
     while (fo && (*fo == ':' || *fo == ' ')) fo++;
-    if (!fo || strncmp(fo, "False", 5)) return cf_fail("%s: Fortran-order arrays are not supported (save with C order)", path);
+    if (!fo || strncmp(fo, "False", 5))
+        return cf_fail("%s: Fortran-order arrays are not supported (save with C order)", path);
     sh = strchr(sh + 7, '(');
     if (!sh) return cf_fail("%s: malformed shape in npy header", path);
     sh++;
@@ -6145,7 +6269,8 @@ static int cf__npy_parse_header(const char *path, const char *h, cf_array *a) {
         while (*sh == ' ' || *sh == ',') sh++;
         if (*sh == ')') break;
         v = strtoll(sh, &end, 10);
-        if (end == sh || v < 0 || a->ndim == CF_MAX_DIMS) return cf_fail("%s: malformed or unsupported shape in npy header", path);
+        if (end == sh || v < 0 || a->ndim == CF_MAX_DIMS)
+            return cf_fail("%s: malformed or unsupported shape in npy header", path);
         if (v && a->count > ((size_t)1 << 40) / (size_t)v) return cf_fail("%s: shape too large", path);
         a->shape[a->ndim++] = v; a->count *= (size_t)v;
         sh = end;
@@ -6162,13 +6287,19 @@ static int cf__npy_open(const char *path, cf_array *a) {
     int fd;
     memset(a, 0, sizeof *a);
     if ((fd = cf__open_regular(path, &fsize)) < 0) return -1;
-    if (cf__read_full(fd, pre, 10) != 10 || memcmp(pre, "\x93NUMPY", 6)) { close(fd); return cf_fail("%s: not an .npy file (bad magic)", path); }
+    if (cf__read_full(fd, pre, 10) != 10 || memcmp(pre, "\x93NUMPY", 6)) {
+        close(fd);
+        return cf_fail("%s: not an .npy file (bad magic)", path);
+    }
     if (pre[6] == 1) { hlen = pre[8] | (size_t)pre[9] << 8; pos = 10; }
     else if (pre[6] == 2 || pre[6] == 3) {
         if (cf__read_full(fd, pre + 10, 2) != 2) { close(fd); return cf_fail("%s: truncated npy header", path); }
         hlen = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24; pos = 12;
     } else { close(fd); return cf_fail("%s: npy version %d is not supported", path, pre[6]); }
-    if (hlen > 1 << 20 || pos + hlen > fsize) { close(fd); return cf_fail("%s: npy header length %zu is impossible", path, hlen); }
+    if (hlen > 1 << 20 || pos + hlen > fsize) {
+        close(fd);
+        return cf_fail("%s: npy header length %zu is impossible", path, hlen);
+    }
     h = CF__NEW(char, hlen + 1);
     if (!h) { close(fd); return -1; }
     if (cf__read_full(fd, h, hlen) != hlen) { CF_FREE(h); close(fd); return cf_fail("%s: truncated npy header", path); }
@@ -6177,7 +6308,8 @@ static int cf__npy_open(const char *path, cf_array *a) {
     need = a->count * cf_dtype_size(a->dtype);
     if (fsize - pos - hlen != need) {
         close(fd);
-        return cf_fail("%s: data is %zu bytes but the header's shape needs %zu (truncated or corrupt)", path, fsize - (pos + hlen), need);
+        return cf_fail("%s: data is %zu bytes but the header's shape needs %zu (truncated or corrupt)", path,
+                       fsize - (pos + hlen), need);
     }
     return fd;
 }
@@ -6189,7 +6321,11 @@ CFDEF int cf_npy_read(const char *path, cf_array *a) {
     need = a->count * cf_dtype_size(a->dtype);
     a->data = cf__calloc(need ? need : 1, 1);
     if (!a->data) { close(fd); return CF_ERR; }
-    if (need && cf__read_full(fd, a->data, need) != need) { close(fd); cf_array_free(a); return cf_fail("%s: read error", path); }
+    if (need && cf__read_full(fd, a->data, need) != need) {
+        close(fd);
+        cf_array_free(a);
+        return cf_fail("%s: read error", path);
+    }
     close(fd);
     return CF_OK;
 }
@@ -6206,8 +6342,8 @@ CFDEF int cf_npy_read_box(const char *path, int axis, int64_t first, int64_t n, 
         int nd = a->ndim;
         close(fd);
         memset(a, 0, sizeof *a);
-        return cf_fail("%s: no box [%lld, %lld) along axis %d of this %d-dimensional array (that axis has %lld)", path, (long long)first,
-                       (long long)(first + n), axis, nd, ext);
+        return cf_fail("%s: no box [%lld, %lld) along axis %d of this %d-dimensional array (that axis has %lld)", path,
+                       (long long)first, (long long)(first + n), axis, nd, ext);
     }
     for (i = 0; i < axis; i++) outer *= (size_t)a->shape[i];
     for (i = axis + 1; i < a->ndim; i++) inner *= (size_t)a->shape[i];
@@ -6216,7 +6352,11 @@ CFDEF int cf_npy_read_box(const char *path, int axis, int64_t first, int64_t n, 
     E = (size_t)a->shape[axis];
     run = (size_t)n * inner * es;
     a->shape[axis] = n; a->count = outer * (size_t)n * inner;
-    if (data < 0 || !(a->data = cf__calloc(a->count * es, 1))) { close(fd); memset(a, 0, sizeof *a); return data < 0 ? cf_fail("%s: cannot seek", path) : CF_ERR; }
+    if (data < 0 || !(a->data = cf__calloc(a->count * es, 1))) {
+        close(fd);
+        memset(a, 0, sizeof *a);
+        return data < 0 ? cf_fail("%s: cannot seek", path) : CF_ERR;
+    }
     for (q = 0; q < outer; q++) {   /* run q: lines [first, first + n) under the outer index q */
         off_t at = data + (off_t)((q * E + (size_t)first) * inner * es);
         if (lseek(fd, at, SEEK_SET) != at || cf__read_full(fd, (char *)a->data + q * run, run) != run) {
@@ -6243,10 +6383,14 @@ CFDEF int cf_npy_write(const char *path, const cf_array *a) {
     int n, i;
     size_t total;
     cf_atomic_file af;
-    if (!path || !a || a->dtype < CF_F32 || a->dtype > CF_I64 || a->ndim < 0 || a->ndim > CF_MAX_DIMS || (!a->data && a->count))
-        return cf_fail("cf_npy_write: the path or the array is NULL, or the array's dtype, dimensions or data are not an array's");
+    if (!path || !a || a->dtype < CF_F32 || a->dtype > CF_I64 || a->ndim < 0 || a->ndim > CF_MAX_DIMS ||
+        (!a->data && a->count))
+        return cf_fail("cf_npy_write: the path or the array is NULL, or the array's dtype, dimensions or data are not "
+                       "an array's");
     n = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': (", cf__dtype_descr[a->dtype]);
-    for (i = 0; i < a->ndim; i++) n += snprintf(h + n, sizeof h - n, "%lld%s", (long long)a->shape[i], a->ndim == 1 ? "," : (i + 1 < a->ndim ? ", " : ""));
+    for (i = 0; i < a->ndim; i++)
+        n += snprintf(h + n, sizeof h - n, "%lld%s", (long long)a->shape[i],
+                      a->ndim == 1 ? "," : (i + 1 < a->ndim ? ", " : ""));
     n += snprintf(h + n, sizeof h - n, "), }");
     total = 10 + (size_t)n + 1;
     while (total % 64) { h[n++] = ' '; total++; }   /* pad with spaces, end with newline */
@@ -6297,7 +6441,8 @@ static void cf__wr_pieces(cf_atomic_file *af, uint32_t *crc, const cf_net *net, 
         cf__piece p = cf__piece_at(net, j);
         size_t at = cf__piece_local(net, p);
         if (!buf) {
-            for (off = 0; af && off < p.n; off += 1024) cf__wr_put(af, crc, zeros, (p.n - off < 1024 ? p.n - off : 1024) * sizeof(float));
+            for (off = 0; af && off < p.n; off += 1024)
+                cf__wr_put(af, crc, zeros, (p.n - off < 1024 ? p.n - off : 1024) * sizeof(float));
             continue;
         }
         if (at != (size_t)-1) { if (af) cf__wr_put(af, crc, buf + at, p.n * sizeof(float)); continue; }
@@ -6329,19 +6474,27 @@ static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_tr
     float *tmp = NULL;
     if (cf__net_check(net, "cf_checkpoint_save")) return CF_ERR;
     split = net->priv->split.shard >= 0;
-    if (net->priv->split.on && net->priv->split.r) {   /* a group's other rank: its rows of a split [dense] to the writer */
-        if (split) { cf__send_pieces(net, net->params); for (s = 0; s < net->opt_slots; s++) cf__send_pieces(net, net->opt + (size_t)s * net->n_params); }
+    /* a group's other rank: its rows of a split [dense] to the writer */
+    if (net->priv->split.on && net->priv->split.r) {
+        if (split) {
+            cf__send_pieces(net, net->params);
+            for (s = 0; s < net->opt_slots; s++) cf__send_pieces(net, net->opt + (size_t)s * net->n_params);
+        }
         return CF_OK;
     }
     snprintf(meta, sizeof meta, "%s", st ? st->meta : "");
     if (net->priv->updates != net->priv->step)
-        snprintf(meta + strlen(meta), sizeof meta - strlen(meta), "updates=%llu\n", (unsigned long long)net->priv->updates);
+        snprintf(meta + strlen(meta), sizeof meta - strlen(meta), "updates=%llu\n",
+                 (unsigned long long)net->priv->updates);
     mlen = (uint32_t)strlen(meta);
-    if (mlen >= sizeof st->meta) rc = cf_fail("%s: the run's record is %u bytes (at most %u)", path, mlen, (unsigned)sizeof st->meta - 1);
+    if (mlen >= sizeof st->meta)
+        rc = cf_fail("%s: the run's record is %u bytes (at most %u)", path, mlen, (unsigned)sizeof st->meta - 1);
     if (split && !(tmp = CF__NEW(float, CF_ALLREDUCE_CHUNK))) rc = CF_ERR;
     if (!rc && cf_atomic_open(&af, path)) rc = CF_ERR;
     if (rc) {   /* nothing written; a split group's rows still taken */
-        if (split && tmp) for (s = 0; s < 1 + net->opt_slots; s++) cf__wr_pieces(NULL, &crc, net, s ? net->opt + (size_t)(s - 1) * net->n_params : net->params, tmp);
+        if (split && tmp)
+            for (s = 0; s < 1 + net->opt_slots; s++)
+                cf__wr_pieces(NULL, &crc, net, s ? net->opt + (size_t)(s - 1) * net->n_params : net->params, tmp);
         CF_FREE(tmp);
         return rc;
     }
@@ -6352,7 +6505,8 @@ static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_tr
     cf__wr_put(&af, &crc, net->cfg_text, (size_t)u[0]);
     shp[0] = net->input.c; shp[1] = net->input.d; shp[2] = net->input.h; shp[3] = net->input.w;
     cf__wr_put(&af, &crc, shp, sizeof shp);
-    u[1] = split ? net->priv->split.whole_n : net->n_params; u[2] = net->priv->step; u[3] = st ? st->epoch : 0; u[4] = st ? st->seed : net->seed;
+    u[1] = split ? net->priv->split.whole_n : net->n_params; u[2] = net->priv->step; u[3] = st ? st->epoch : 0;
+    u[4] = st ? st->seed : net->seed;
     u[5] = version >= 2 ? net->n_stats : 0;
     cf__wr_put(&af, &crc, &u[1], 5 * 8);
     cf__wr_put(&af, &crc, &best, 8);
@@ -6360,7 +6514,8 @@ static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_tr
     cf__wr_pieces(&af, &crc, net, net->params, tmp);
     if (version >= 2) cf__wr_put(&af, &crc, net->stats, net->n_stats * sizeof(float));
     for (s = 0; s < 2; s++)   /* (a slot not held: zeros) */
-        cf__wr_pieces(version >= 2 || s == 0 ? &af : NULL, &crc, net, s < net->opt_slots ? net->opt + (size_t)s * net->n_params : NULL, tmp);
+        cf__wr_pieces(version >= 2 || s == 0 ? &af : NULL, &crc, net,
+                      s < net->opt_slots ? net->opt + (size_t)s * net->n_params : NULL, tmp);
     CF_FREE(tmp);
     cf_atomic_write(&af, &crc, 4);
     return cf_atomic_commit(&af);
@@ -6370,7 +6525,14 @@ CFDEF int cf_checkpoint_save(const char *path, const cf_net *net, const cf_train
 }
 
 /* the header: magic, cfg text (malloc'd), input shape, then the counts and state */
-typedef struct { int version; char *cfg; cf_shape in; uint64_t u[5]; double best; char meta[sizeof ((cf_train_state *)0)->meta]; } cf__ckpt_head;
+typedef struct {
+    int version;
+    char *cfg;
+    cf_shape in;
+    uint64_t u[5];
+    double best;
+    char meta[sizeof ((cf_train_state *)0)->meta];
+} cf__ckpt_head;
 static int cf__ckpt_header(cf__rd *r, const char *path, cf__ckpt_head *h, int whole) {
     char magic[8];
     uint64_t len;
@@ -6382,11 +6544,16 @@ static int cf__ckpt_header(cf__rd *r, const char *path, cf__ckpt_head *h, int wh
     h->version = magic[7] - '0';
     if (cf__rd_get(r, &len, 8) || len > (16u << 20)) return cf_fail("%s: corrupt checkpoint header", path);
     if (!(h->cfg = CF__NEW(char, (size_t)len + 1))) return CF_ERR;
-    if (cf__rd_get(r, h->cfg, (size_t)len) || cf__rd_get(r, shp, sizeof shp)) { CF_FREE(h->cfg); h->cfg = NULL; return cf_fail("%s: truncated checkpoint", path); }
+    if (cf__rd_get(r, h->cfg, (size_t)len) || cf__rd_get(r, shp, sizeof shp)) {
+        CF_FREE(h->cfg);
+        h->cfg = NULL;
+        return cf_fail("%s: truncated checkpoint", path);
+    }
     h->in.c = shp[0]; h->in.d = shp[1]; h->in.h = shp[2]; h->in.w = shp[3];
     if (!whole) return CF_OK;
-    if (cf__rd_get(r, h->u, sizeof h->u) || cf__rd_get(r, &h->best, 8) || (h->version >= 3 && cf__rd_get(r, &mlen, 4)) ||
-        mlen >= sizeof h->meta || (mlen && cf__rd_get(r, h->meta, mlen))) {
+    if (cf__rd_get(r, h->u, sizeof h->u) || cf__rd_get(r, &h->best, 8) ||
+        (h->version >= 3 && cf__rd_get(r, &mlen, 4)) || mlen >= sizeof h->meta ||
+        (mlen && cf__rd_get(r, h->meta, mlen))) {
         CF_FREE(h->cfg); h->cfg = NULL;
         return cf_fail("%s: truncated or corrupt checkpoint header", path);
     }
@@ -6415,7 +6582,12 @@ static void cf__ckpt_state(cf_train_state *st, const cf__ckpt_head *h) {
             break;
         }
 }
-static int cf__ckpt_open(cf__rd *r, const char *path) { size_t n; r->crc = 0; r->bad = 0; return r->fd = cf__open_regular(path, &n); }
+static int cf__ckpt_open(cf__rd *r, const char *path) {
+    size_t n;
+    r->crc = 0;
+    r->bad = 0;
+    return r->fd = cf__open_regular(path, &n);
+}
 
 CFDEF int cf_checkpoint_cfg(const char *path, char **cfg_text, cf_shape *input) {
     cf__rd r;
@@ -6438,20 +6610,34 @@ static void cf__shape_str(char *b, size_t n, cf_shape s) {
 static int cf__layer_diff(const cf_layer *a, const cf_layer *b, char *w, size_t n) {
     char sa[64], sb[64];
     int k;
-    if (a->type != b->type) { snprintf(w, n, "%s in the checkpoint, %s in the cfg", cf_layer_type_name(a->type), cf_layer_type_name(b->type)); return 1; }
-    if (a->n_src != b->n_src || memcmp(a->src, b->src, sizeof a->src)) { snprintf(w, n, "its inputs (layers=) differ"); return 1; }
+    if (a->type != b->type) {
+        snprintf(w, n, "%s in the checkpoint, %s in the cfg", cf_layer_type_name(a->type), cf_layer_type_name(b->type));
+        return 1;
+    }
+    if (a->n_src != b->n_src || memcmp(a->src, b->src, sizeof a->src)) {
+        snprintf(w, n, "its inputs (layers=) differ");
+        return 1;
+    }
     if (memcmp(&a->out, &b->out, sizeof a->out)) {
         cf__shape_str(sa, sizeof sa, a->out); cf__shape_str(sb, sizeof sb, b->out);
         snprintf(w, n, "output %s in the checkpoint, %s from the cfg", sa, sb); return 1;
     }
     for (k = 0; k < 3; k++)
-        if (a->g.k[k] != b->g.k[k] || a->g.s[k] != b->g.s[k] || a->g.dil[k] != b->g.dil[k] || a->g.pb[k] != b->g.pb[k] || a->g.pa[k] != b->g.pa[k]) {
+        if (a->g.k[k] != b->g.k[k] || a->g.s[k] != b->g.s[k] || a->g.dil[k] != b->g.dil[k] ||
+            a->g.pb[k] != b->g.pb[k] || a->g.pa[k] != b->g.pa[k]) {
             snprintf(w, n, "size, stride, dilation or padding differ (axis %d)", k); return 1;
         }
-    if (a->groups != b->groups) { snprintf(w, n, "groups=%d in the checkpoint, %d in the cfg", a->groups, b->groups); return 1; }
-    if (a->has_bias != b->has_bias) { snprintf(w, n, "bias=%d in the checkpoint, %d in the cfg", a->has_bias, b->has_bias); return 1; }
+    if (a->groups != b->groups) {
+        snprintf(w, n, "groups=%d in the checkpoint, %d in the cfg", a->groups, b->groups);
+        return 1;
+    }
+    if (a->has_bias != b->has_bias) {
+        snprintf(w, n, "bias=%d in the checkpoint, %d in the cfg", a->has_bias, b->has_bias);
+        return 1;
+    }
     if (a->act != b->act || (a->act == CF_ACT_LEAKY && a->slope != b->slope)) {
-        snprintf(w, n, "activation=%s (slope %g) in the checkpoint, %s (slope %g) in the cfg", cf__act_names[a->act], a->slope, cf__act_names[b->act], b->slope);
+        snprintf(w, n, "activation=%s (slope %g) in the checkpoint, %s (slope %g) in the cfg", cf__act_names[a->act],
+                 a->slope, cf__act_names[b->act], b->slope);
         return 1;
     }
     if (a->factor != b->factor || a->eps != b->eps || a->momentum != b->momentum || a->like != b->like) {
@@ -6466,14 +6652,24 @@ static int cf__model_diff(const cf_net *a, const cf_net *b, char *w, size_t n) {
         cf__shape_str(sa, sizeof sa, a->input); cf__shape_str(sb, sizeof sb, b->input);
         snprintf(w, n, "input %s in the checkpoint, %s from the cfg", sa, sb); return 1;
     }
-    if (a->n_layers != b->n_layers) { snprintf(w, n, "%d layers in the checkpoint, %d in the cfg", a->n_layers, b->n_layers); return 1; }
-    if (a->loss != b->loss) { snprintf(w, n, "loss=%s in the checkpoint, %s in the cfg", cf__loss_names[a->loss], cf__loss_names[b->loss]); return 1; }
-    if (memcmp(a->priv->class_w, b->priv->class_w, sizeof a->priv->class_w)) { snprintf(w, n, "class_weights= differ"); return 1; }
+    if (a->n_layers != b->n_layers) {
+        snprintf(w, n, "%d layers in the checkpoint, %d in the cfg", a->n_layers, b->n_layers);
+        return 1;
+    }
+    if (a->loss != b->loss) {
+        snprintf(w, n, "loss=%s in the checkpoint, %s in the cfg", cf__loss_names[a->loss], cf__loss_names[b->loss]);
+        return 1;
+    }
+    if (memcmp(a->priv->class_w, b->priv->class_w, sizeof a->priv->class_w)) {
+        snprintf(w, n, "class_weights= differ");
+        return 1;
+    }
     for (i = 0; i < a->n_layers; i++) {
         cf_layer bw = b->layers[i];   /* (a split network's: its whole shapes, section 5) */
         bw.in = cf__whole_in(b, i); bw.out = cf__whole_out(b, i);
         if (cf__layer_diff(&a->layers[i], &bw, why, sizeof why)) {
-            snprintf(w, n, "layer %d ([%s] at line %d of the cfg): %s", i, cf_layer_type_name(b->layers[i].type), b->layers[i].line, why);
+            snprintf(w, n, "layer %d ([%s] at line %d of the cfg): %s", i, cf_layer_type_name(b->layers[i].type),
+                     b->layers[i].line, why);
             return 1;
         }
     }
@@ -6481,7 +6677,8 @@ static int cf__model_diff(const cf_net *a, const cf_net *b, char *w, size_t n) {
 }
 /* the net the checkpoint's embedded cfg and shape describe, into saved */
 static int cf__ckpt_net(const char *path, const cf__ckpt_head *h, cf_net *saved) {
-    if (cf_net_parse(saved, h->cfg, path, &h->in)) return cf_fail("%s: its embedded model does not parse: %s", path, cf_failure_reason());
+    if (cf_net_parse(saved, h->cfg, path, &h->in))
+        return cf_fail("%s: its embedded model does not parse: %s", path, cf_failure_reason());
     return CF_OK;
 }
 static int cf__ckpt_compare(const char *path, const cf__ckpt_head *h, const cf_net *net) {
@@ -6491,7 +6688,8 @@ static int cf__ckpt_compare(const char *path, const cf__ckpt_head *h, const cf_n
     if (cf__ckpt_net(path, h, &saved)) return CF_ERR;
     differ = cf__model_diff(&saved, net, why, sizeof why);
     cf_net_free(&saved);
-    return differ ? cf_fail("%s: made for a different model than %s: %s", path, net->cfg_name ? net->cfg_name : "this one", why) : CF_OK;
+    return differ ? cf_fail("%s: made for a different model than %s: %s", path, net->cfg_name ? net->cfg_name
+                            : "this one", why) : CF_OK;
 }
 CFDEF int cf_checkpoint_matches(const char *path, const cf_net *net) {
     cf__rd r;
@@ -6556,15 +6754,18 @@ static void cf__rd_pieces(cf__rd *r, const cf_net *net, float *buf, float *tmp) 
 static int cf__rd_crc_ok(cf__rd *r) {
     uint32_t crc_file;
     unsigned char extra;
-    return !r->bad && cf__read_full(r->fd, &crc_file, 4) == 4 && crc_file == r->crc && cf__read_full(r->fd, &extra, 1) == 0;
+    return !r->bad && cf__read_full(r->fd, &crc_file, 4) == 4 && crc_file == r->crc &&
+           cf__read_full(r->fd, &extra, 1) == 0;
 }
 static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf_net *net) {
-    size_t np = net->priv->split.shard >= 0 ? net->priv->split.whole_n : net->n_params, n_stats = h->version >= 2 ? net->n_stats : 0;
+    size_t np = net->priv->split.shard >= 0 ? net->priv->split.whole_n : net->n_params,
+        n_stats = h->version >= 2 ? net->n_stats : 0;
     int slots = h->version >= 2 ? 2 : 1, s, params_ok, opt_ok = 1, second = 0, f;
     off_t body = lseek(r->fd, 0, SEEK_CUR);
     uint32_t crc0 = r->crc;
     float *tmp;
-    if (h->u[0] != np || (h->version >= 2 && h->u[4] != net->n_stats)) return cf_fail("%s: corrupt checkpoint (its counts do not fit its model)", path);
+    if (h->u[0] != np || (h->version >= 2 && h->u[4] != net->n_stats))
+        return cf_fail("%s: corrupt checkpoint (its counts do not fit its model)", path);
     if (body < 0) return cf_fail("%s: cannot seek", path);
     if (!(tmp = CF__NEW(float, CF__CKPT_CHUNK))) return CF_ERR;
     /* a correct CRC says the file is what was written, not that what was written makes sense */
@@ -6575,15 +6776,22 @@ static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf
         if (s == 1 && (f & 2)) second = 1;   /* second moments: the network needs their slot */
     }
     if (r->bad) { CF_FREE(tmp); return cf_fail("%s: truncated checkpoint", path); }
-    if (!cf__rd_crc_ok(r)) { CF_FREE(tmp); return cf_fail("%s: checksum mismatch or trailing bytes: the checkpoint is corrupt", path); }
-    if (!params_ok) { CF_FREE(tmp); return cf_fail("%s: its parameters or statistics hold a NaN or an infinity", path); }
+    if (!cf__rd_crc_ok(r)) {
+        CF_FREE(tmp);
+        return cf_fail("%s: checksum mismatch or trailing bytes: the checkpoint is corrupt", path);
+    }
+    if (!params_ok) {
+        CF_FREE(tmp);
+        return cf_fail("%s: its parameters or statistics hold a NaN or an infinity", path);
+    }
     if (!opt_ok) { CF_FREE(tmp); return cf_fail("%s: its optimizer state holds a NaN or an infinity", path); }
     /* at most 10^8 epochs, and (a checkpoint that counts epochs) as many steps as that many
        epochs of at most 2^31 steps make */
-    if (!isfinite(h->best) || h->u[2] > 100000000u || h->u[1] > ((uint64_t)1 << 50) || (h->u[2] && h->u[1] > h->u[2] * (uint64_t)2147483647u)) {
+    if (!isfinite(h->best) || h->u[2] > 100000000u || h->u[1] > ((uint64_t)1 << 50) ||
+        (h->u[2] && h->u[1] > h->u[2] * (uint64_t)2147483647u)) {
         CF_FREE(tmp);
-        return cf_fail("%s: its state is not plausible (epoch %llu, step %llu, validation metric %g)", path, (unsigned long long)h->u[2],
-                       (unsigned long long)h->u[1], h->best);
+        return cf_fail("%s: its state is not plausible (epoch %llu, step %llu, validation metric %g)", path,
+                       (unsigned long long)h->u[2], (unsigned long long)h->u[1], h->best);
     }
     /* the second pass, into the network */
     r->crc = crc0;
@@ -6592,9 +6800,12 @@ static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf
     cf__rd_floats(r, net->stats, n_stats, tmp, 0);
     if (second && cf__opt_slots(net, 2)) { CF_FREE(tmp); return CF_ERR; }
     memset(net->opt, 0, (size_t)net->opt_slots * net->n_params * sizeof(float));
-    for (s = 0; s < slots; s++) cf__rd_pieces(r, net, s < net->opt_slots ? net->opt + (size_t)s * net->n_params : NULL, tmp);
+    for (s = 0; s < slots; s++)
+        cf__rd_pieces(r, net, s < net->opt_slots ? net->opt + (size_t)s * net->n_params : NULL, tmp);
     CF_FREE(tmp);
-    if (!cf__rd_crc_ok(r)) return cf_fail("%s: changed while it was read (its second reading does not match its CRC): load it again", path);
+    if (!cf__rd_crc_ok(r))
+        return cf_fail("%s: changed while it was read (its second reading does not match its CRC): load it again",
+                       path);
     return CF_OK;
 }
 CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st) {
@@ -6626,14 +6837,22 @@ CFDEF int cf_checkpoint_info(const char *path, cf_ckpt_info *info) {
     if (!info) return cf_fail("cf_checkpoint_info: info is NULL");
     memset(info, 0, sizeof *info);
     if (cf__ckpt_open(&r, path) < 0) return CF_ERR;
-    if ((rc = cf__ckpt_header(&r, path, &h, 1)) || (rc = cf__ckpt_net(path, &h, &net))) { close(r.fd); CF_FREE(h.cfg); return rc; }
+    if ((rc = cf__ckpt_header(&r, path, &h, 1)) || (rc = cf__ckpt_net(path, &h, &net))) {
+        close(r.fd);
+        CF_FREE(h.cfg);
+        return rc;
+    }
     info->version = h.version; info->input = h.in; info->n_params = h.u[0]; info->n_stats = h.version >= 2 ? h.u[4] : 0;
     cf__ckpt_state(&info->state, &h);
     info->cfg_text = h.cfg;
     if (!(rc = cf__ckpt_body(&r, path, &h, &net))) {
         size_t k, np = net.n_params;
         double s[3] = {0, 0, 0};
-        for (k = 0; k < np; k++) { s[0] += (double)net.params[k] * net.params[k]; s[1] += (double)net.opt[k] * net.opt[k]; s[2] += net.opt_slots > 1 ? (double)net.opt[np + k] * net.opt[np + k] : 0.0; }
+        for (k = 0; k < np; k++) {
+            s[0] += (double)net.params[k] * net.params[k];
+            s[1] += (double)net.opt[k] * net.opt[k];
+            s[2] += net.opt_slots > 1 ? (double)net.opt[np + k] * net.opt[np + k] : 0.0;
+        }
         for (k = 0; k < 3; k++) info->rms[k] = np ? sqrt(s[k] / np) : 0.0;
         info->crc_ok = 1;
     }
@@ -6653,15 +6872,21 @@ CFDEF int cf_weights_export(const cf_net *net, const char *dir) {
     char path[4096];
     if (cf__net_check(net, "cf_weights_export")) return CF_ERR;
     if (!dir) return cf_fail("cf_weights_export: the directory is NULL");
-    if (net->priv->split.shard >= 0) return cf_fail("cf_weights_export: %s holds only this rank's rows of a [dense] (cf_net_set_spatial): save a checkpoint (the whole network) and export that", net->cfg_name);
+    if (net->priv->split.shard >= 0)
+        return cf_fail("cf_weights_export: %s holds only this rank's rows of a [dense] (cf_net_set_spatial): save a "
+                       "checkpoint (the whole network) and export that", net->cfg_name);
     nt = cf_net_tensors(net, NULL, 0);
     if (!(t = CF__NEW(cf_tensor, nt + 1))) return CF_ERR;
     cf_net_tensors(net, t, nt);
-    if (mkdir(dir, 0777) && errno != EEXIST) { CF_FREE(t); return cf_fail("%s: cannot create directory (%s)", dir, strerror(errno)); }
+    if (mkdir(dir, 0777) && errno != EEXIST) {
+        CF_FREE(t);
+        return cf_fail("%s: cannot create directory (%s)", dir, strerror(errno));
+    }
     for (i = 0; i < nt; i++) {
         cf_array a;
         memset(&a, 0, sizeof a);
-        a.dtype = CF_F32; a.ndim = t[i].ndim; a.count = t[i].n; a.data = (t[i].stats ? net->stats : net->params) + t[i].off;
+        a.dtype = CF_F32; a.ndim = t[i].ndim; a.count = t[i].n;
+        a.data = (t[i].stats ? net->stats : net->params) + t[i].off;
         for (j = 0; j < a.ndim; j++) a.shape[j] = t[i].shape[j];
         cf__tensor_path(path, sizeof path, dir, i, &t[i]);
         if (cf_npy_write(path, &a)) { CF_FREE(t); return CF_ERR; }
@@ -6677,7 +6902,9 @@ CFDEF int cf_weights_import(cf_net *net, const char *dir) {
     char path[4096];
     if (cf__net_check(net, "cf_weights_import")) return CF_ERR;
     if (!dir) return cf_fail("cf_weights_import: the directory is NULL");
-    if (net->priv->split.shard >= 0) return cf_fail("cf_weights_import: %s holds only this rank's rows of a [dense] (cf_net_set_spatial): import into the whole network, then split it", net->cfg_name);
+    if (net->priv->split.shard >= 0)
+        return cf_fail("cf_weights_import: %s holds only this rank's rows of a [dense] (cf_net_set_spatial): import "
+                       "into the whole network, then split it", net->cfg_name);
     nt = cf_net_tensors(net, NULL, 0);
     t = CF__NEW(cf_tensor, nt + 1);
     tmp = CF__NEW(float, net->n_params + net->n_stats + 1);
@@ -6690,7 +6917,11 @@ CFDEF int cf_weights_import(cf_net *net, const char *dir) {
     while ((e = readdir(dd)))   /* count tensor files, so a directory for a bigger model is refused */
         if (isdigit((unsigned char)e->d_name[0]) && strstr(e->d_name, ".npy")) found++;
     closedir(dd);
-    if (found != nt) { CF_FREE(t); CF_FREE(tmp); return cf_fail("%s: holds %d tensor files; the model has %d tensors", dir, found, nt); }
+    if (found != nt) {
+        CF_FREE(t);
+        CF_FREE(tmp);
+        return cf_fail("%s: holds %d tensor files; the model has %d tensors", dir, found, nt);
+    }
     for (i = 0; i < nt; i++) {
         cf_array a;
         int ok;
@@ -6700,7 +6931,8 @@ CFDEF int cf_weights_import(cf_net *net, const char *dir) {
         for (j = 0; ok && j < a.ndim; j++) ok = a.shape[j] == t[i].shape[j];
         if (!ok) {
             char want[128]; int n = 0;
-            for (j = 0; j < t[i].ndim; j++) n += snprintf(want + n, sizeof want - n, "%s%d", j ? "x" : "", t[i].shape[j]);
+            for (j = 0; j < t[i].ndim; j++)
+                n += snprintf(want + n, sizeof want - n, "%s%d", j ? "x" : "", t[i].shape[j]);
             cf_array_free(&a); CF_FREE(t); CF_FREE(tmp);
             return cf_fail("%s: expected float32 of shape %s (PyTorch layout)", path, want);
         }
@@ -6723,8 +6955,15 @@ CFDEF int cf_weights_load(cf_net *net, const char *path) {
 }
 
 /* ---- TFRecord: uint64 length | uint32 masked crc(length) | data | uint32 masked crc(data) */
-static uint64_t cf__le64(const unsigned char *p) { uint64_t v = 0; int i; for (i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
-static uint32_t cf__le32(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint64_t cf__le64(const unsigned char *p) {
+    uint64_t v = 0;
+    int i;
+    for (i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+static uint32_t cf__le32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 
 #ifndef CF_MAX_FILE_BYTES
 #define CF_MAX_FILE_BYTES ((size_t)1 << 31)   /* 2 GiB: larger inputs are refused, not allocated */
@@ -6734,7 +6973,10 @@ static uint32_t cf__le32(const unsigned char *p) { return (uint32_t)p[0] | (uint
 static int cf__slurp(const char *path, unsigned char **buf, size_t *len) {
     int fd = cf__open_regular(path, len);
     if (fd < 0) return CF_ERR;
-    if (*len > CF_MAX_FILE_BYTES) { close(fd); return cf_fail("%s: %zu bytes is larger than %zu", path, *len, CF_MAX_FILE_BYTES); }
+    if (*len > CF_MAX_FILE_BYTES) {
+        close(fd);
+        return cf_fail("%s: %zu bytes is larger than %zu", path, *len, CF_MAX_FILE_BYTES);
+    }
     if (!(*buf = CF__NEW(unsigned char, *len + 1))) { close(fd); return CF_ERR; }
     if (cf__read_full(fd, *buf, *len) != *len) { close(fd); CF_FREE(*buf); return cf_fail("%s: read error", path); }
     close(fd);
@@ -6753,7 +6995,10 @@ static int cf__inflate_member(const char *path, const unsigned char *raw, size_t
     do {
         if (*len == *cap) {   /* grow the output */
             unsigned char *nb;
-            if (*cap >= CF_MAX_FILE_BYTES) { inflateEnd(&z); return cf_fail("%s: decompresses to more than %zu bytes", path, CF_MAX_FILE_BYTES); }
+            if (*cap >= CF_MAX_FILE_BYTES) {
+                inflateEnd(&z);
+                return cf_fail("%s: decompresses to more than %zu bytes", path, CF_MAX_FILE_BYTES);
+            }
             if (!(nb = CF__NEW(unsigned char, 2 * *cap))) { inflateEnd(&z); return CF_ERR; }
             memcpy(nb, *out, *len); CF_FREE(*out); *out = nb; *cap *= 2;
         }
@@ -6764,7 +7009,8 @@ static int cf__inflate_member(const char *path, const unsigned char *raw, size_t
     } while (rc == Z_OK && (z.avail_out == 0 || z.avail_in > 0));
     *pos = (size_t)(z.next_in - raw);
     inflateEnd(&z);
-    if (rc != Z_STREAM_END) return cf_fail("%s: gzip stream is %s", path, rc == Z_OK || rc == Z_BUF_ERROR ? "truncated" : "corrupt");
+    if (rc != Z_STREAM_END)
+        return cf_fail("%s: gzip stream is %s", path, rc == Z_OK || rc == Z_BUF_ERROR ? "truncated" : "corrupt");
     return CF_OK;
 }
 /* The gzip members of raw inflated, one after another as gzip allows; bytes after the last
@@ -6777,7 +7023,8 @@ static int cf__gunzip(const char *path, const unsigned char *raw, size_t n, unsi
     while (pos < n) {
         if (n - pos < 2 || raw[pos] != 0x1f || raw[pos + 1] != 0x8b) {
             CF_FREE(*out);
-            return cf_fail("%s: %zu bytes after the gzip stream are not gzip (a damaged or appended file)", path, n - pos);
+            return cf_fail("%s: %zu bytes after the gzip stream are not gzip (a damaged or appended file)", path,
+                           n - pos);
         }
         if (cf__inflate_member(path, raw, n, &pos, out, len, &cap)) { CF_FREE(*out); return CF_ERR; }
     }
@@ -6812,20 +7059,30 @@ CFDEF int cf_tfrecord_next(cf_tfrecord *r, const unsigned char **data, size_t *l
     uint64_t n;
     size_t left;
     const unsigned char *p;
-    if (!r || !r->buf || !data || !len) return cf_fail("cf_tfrecord_next: not a reader cf_tfrecord_open opened, or data or len NULL");
+    if (!r || !r->buf || !data || !len)
+        return cf_fail("cf_tfrecord_next: not a reader cf_tfrecord_open opened, or data or len NULL");
     left = r->len - r->pos; p = r->buf + r->pos;
     if (left == 0) return 0;
     if (left < 12) return cf_fail("%s: truncated record header at offset %zu", r->path, r->pos);
     n = cf__le64(p);
-    if (cf__le32(p + 8) != cf_crc32c_masked(p, 8)) return cf_fail("%s: length CRC mismatch at offset %zu (corrupt file)", r->path, r->pos);
-    if (n > left - 12 || left - 12 - n < 4) return cf_fail("%s: record at offset %zu claims %llu bytes, only %zu remain (truncated)", r->path, r->pos, (unsigned long long)n, left - 12);
-    if (cf__le32(p + 12 + n) != cf_crc32c_masked(p + 12, (size_t)n)) return cf_fail("%s: data CRC mismatch in record at offset %zu (corrupt file)", r->path, r->pos);
+    if (cf__le32(p + 8) != cf_crc32c_masked(p, 8))
+        return cf_fail("%s: length CRC mismatch at offset %zu (corrupt file)", r->path, r->pos);
+    if (n > left - 12 || left - 12 - n < 4)
+        return cf_fail("%s: record at offset %zu claims %llu bytes, only %zu remain (truncated)", r->path, r->pos,
+                       (unsigned long long)n, left - 12);
+    if (cf__le32(p + 12 + n) != cf_crc32c_masked(p + 12, (size_t)n))
+        return cf_fail("%s: data CRC mismatch in record at offset %zu (corrupt file)", r->path, r->pos);
     *data = p + 12; *len = (size_t)n;
     r->pos += 16 + (size_t)n;
     return 1;
 }
 
-CFDEF void cf_tfrecord_close(cf_tfrecord *r) { if (!r) return; CF_FREE(r->buf); CF_FREE(r->path); memset(r, 0, sizeof *r); }
+CFDEF void cf_tfrecord_close(cf_tfrecord *r) {
+    if (!r) return;
+    CF_FREE(r->buf);
+    CF_FREE(r->path);
+    memset(r, 0, sizeof *r);
+}
 
 /* protobuf wire format: tag = field << 3 | wire type; 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32 */
 static const unsigned char *cf__pb_varint(const unsigned char *p, const unsigned char *end, uint64_t *v) {
@@ -6939,7 +7196,10 @@ static unsigned char *cf__put_varint(unsigned char *p, uint64_t v) {
 }
 static size_t cf__varint_len(uint64_t v) { size_t n = 1; while (v >= 0x80) { v >>= 7; n++; } return n; }
 /* tag + length prefix of a length-delimited field */
-static unsigned char *cf__put_len(unsigned char *p, int field, size_t n) { *p++ = (unsigned char)(field << 3 | 2); return cf__put_varint(p, n); }
+static unsigned char *cf__put_len(unsigned char *p, int field, size_t n) {
+    *p++ = (unsigned char)(field << 3 | 2);
+    return cf__put_varint(p, n);
+}
 static size_t cf__len_field(size_t n) { return 1 + cf__varint_len(n) + n; }
 
 /* Writes Example{features{x: bytes_list, y: packed float_list}}; out NULL returns the size. */
@@ -7006,9 +7266,18 @@ CFDEF int cf_tfrecord_write(const char *path, const unsigned char *rec, size_t n
         memset(&z, 0, sizeof z);
         outlen = deflateBound(&z, (uLong)(n + 16)) + 64;
         out = CF__NEW(unsigned char, outlen);
-        if (!out || deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) { CF_FREE(out); CF_FREE(framed); return cf_fail("%s: zlib init failed", path); }
+        if (!out || deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+            CF_FREE(out);
+            CF_FREE(framed);
+            return cf_fail("%s: zlib init failed", path);
+        }
         z.next_in = framed; z.avail_in = (uInt)(n + 16); z.next_out = out; z.avail_out = (uInt)outlen;
-        if (deflate(&z, Z_FINISH) != Z_STREAM_END) { deflateEnd(&z); CF_FREE(out); CF_FREE(framed); return cf_fail("%s: compression failed", path); }
+        if (deflate(&z, Z_FINISH) != Z_STREAM_END) {
+            deflateEnd(&z);
+            CF_FREE(out);
+            CF_FREE(framed);
+            return cf_fail("%s: compression failed", path);
+        }
         outlen = z.total_out;
         deflateEnd(&z);
     }
@@ -7023,12 +7292,18 @@ CFDEF int cf_tfrecord_write(const char *path, const unsigned char *rec, size_t n
 
 /* ---- PNG: signature, IHDR, one IDAT (zlib of rows each prefixed by filter 0), IEND */
 #ifdef CF_USE_ZLIB
-static void cf__be32(unsigned char *p, uint32_t v) { p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16); p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v; }
+static void cf__be32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
 #endif
 CFDEF int cf_png_write(const char *path, const unsigned char *rgb, int w, int h) {
 #ifdef CF_USE_ZLIB
     size_t row, raw_n;
-    if (!path || !rgb || w < 1 || h < 1) return cf_fail("cf_png_write: the path or the image is NULL, or a side below 1");
+    if (!path || !rgb || w < 1 || h < 1)
+        return cf_fail("cf_png_write: the path or the image is NULL, or a side below 1");
     row = (size_t)w * 3 + 1; raw_n = row * h;
     unsigned char *raw = CF__NEW(unsigned char, raw_n), *z, hdr[13], len[4], crc[4];
     uLongf zn = compressBound((uLong)raw_n);
@@ -7037,7 +7312,11 @@ CFDEF int cf_png_write(const char *path, const unsigned char *rgb, int w, int h)
     if (!raw) return CF_ERR;
     for (y = 0; y < h; y++) { raw[y * row] = 0; memcpy(raw + y * row + 1, rgb + (size_t)y * w * 3, (size_t)w * 3); }
     z = CF__NEW(unsigned char, zn);
-    if (!z || compress2(z, &zn, raw, (uLong)raw_n, 6) != Z_OK) { CF_FREE(raw); CF_FREE(z); return cf_fail("%s: PNG compression failed", path); }
+    if (!z || compress2(z, &zn, raw, (uLong)raw_n, 6) != Z_OK) {
+        CF_FREE(raw);
+        CF_FREE(z);
+        return cf_fail("%s: PNG compression failed", path);
+    }
     CF_FREE(raw);
     cf__be32(hdr, (uint32_t)w); cf__be32(hdr + 4, (uint32_t)h);
     hdr[8] = 8; hdr[9] = 2; hdr[10] = hdr[11] = hdr[12] = 0;   /* 8-bit RGB, no interlace */
@@ -7050,7 +7329,8 @@ CFDEF int cf_png_write(const char *path, const unsigned char *rgb, int w, int h)
         uLong c = crc32(0, (const Bytef *)type, 4);
         c = crc32(c, data, n);
         cf__be32(len, n); cf__be32(crc, (uint32_t)c);
-        cf_atomic_write(&af, len, 4); cf_atomic_write(&af, type, 4); cf_atomic_write(&af, data, n); cf_atomic_write(&af, crc, 4);
+        cf_atomic_write(&af, len, 4); cf_atomic_write(&af, type, 4); cf_atomic_write(&af, data, n);
+        cf_atomic_write(&af, crc, 4);
     }
     CF_FREE(z);
     return cf_atomic_commit(&af);
@@ -7069,7 +7349,8 @@ static int cf__ends_with(const char *s, const char *suffix) {
 /* x bytes -> (S,S,S,C) int16 with C = 4 */
 static int cf__cosmo_shape(const char *path, size_t count, int *S) {
     int s = (int)floor(cbrt((double)count / 4.0) + 0.5);
-    if (count == 0 || (size_t)s * s * s * 4 != count) return cf_fail("%s: x holds %zu int16 values, not a (S,S,S,4) volume", path, count);
+    if (count == 0 || (size_t)s * s * s * 4 != count)
+        return cf_fail("%s: x holds %zu int16 values, not a (S,S,S,4) volume", path, count);
     *S = s;
     return CF_OK;
 }
@@ -7099,7 +7380,8 @@ static int cf__cosmo_read_npy(const char *path, int axis, int first, int n, cf_c
     int S;
     if (n ? cf_npy_read_box(path, axis, first, n, &a) : cf_npy_read(path, &a)) return CF_ERR;
     S = (int)a.shape[axis == 0 ? 1 : 0];
-    if (a.dtype != CF_I16 || a.ndim != 4 || a.shape[3] != 4 || a.shape[(axis + 1) % 3] != S || a.shape[(axis + 2) % 3] != S || (!n && a.shape[axis] != S)) {
+    if (a.dtype != CF_I16 || a.ndim != 4 || a.shape[3] != 4 || a.shape[(axis + 1) % 3] != S ||
+        a.shape[(axis + 2) % 3] != S || (!n && a.shape[axis] != S)) {
         cf_array_free(&a);
         return cf_fail("%s: expected int16 of shape (S,S,S,4)", path);
     }
@@ -7118,13 +7400,19 @@ static int cf__cosmo_read_tfrecord(const char *path, cf_cosmo_sample *smp) {
     if (rc == 0) { cf_tfrecord_close(&r); return cf_fail("%s: no record in file", path); }
     if (rc < 0) { cf_tfrecord_close(&r); return CF_ERR; }
     next = cf_tfrecord_next(&r, &more, &mlen);   /* one Example per file, as the reference's prepare step writes them */
-    if (next) { cf_tfrecord_close(&r); return next < 0 ? CF_ERR : cf_fail("%s: holds more than one record (a CosmoFlow file holds one sample)", path); }
+    if (next) {
+        cf_tfrecord_close(&r);
+        return next < 0 ? CF_ERR : cf_fail("%s: holds more than one record (a CosmoFlow file holds one sample)", path);
+    }
     if (cf_example_bytes(rec, rlen, "x", &xb, &xlen) || cf_example_floats(rec, rlen, "y", smp->y, 8, &ny)) {
         char keep[sizeof cf__err]; memcpy(keep, cf__err, sizeof keep);
         cf_tfrecord_close(&r);
         return cf_fail("%s: %s", path, keep);
     }
-    if (xlen % 2 || cf__cosmo_shape(path, xlen / 2, &smp->s)) { cf_tfrecord_close(&r); return xlen % 2 ? cf_fail("%s: x has an odd number of bytes", path) : CF_ERR; }
+    if (xlen % 2 || cf__cosmo_shape(path, xlen / 2, &smp->s)) {
+        cf_tfrecord_close(&r);
+        return xlen % 2 ? cf_fail("%s: x has an odd number of bytes", path) : CF_ERR;
+    }
     if (ny < 1) { cf_tfrecord_close(&r); return cf_fail("%s: y is empty", path); }
     smp->ny = (int)ny;
     smp->count = xlen / 2;
@@ -7138,7 +7426,8 @@ CFDEF int cf_cosmo_read(const char *path, cf_cosmo_sample *smp) {
     if (!path || !smp) return cf_fail("cf_cosmo_read: the path and the sample must not be NULL");
     memset(smp, 0, sizeof *smp);
     smp->c = 4;
-    return cf__ends_with(path, "_data.npy") ? cf__cosmo_read_npy(path, 0, 0, 0, smp) : cf__cosmo_read_tfrecord(path, smp);
+    return cf__ends_with(path, "_data.npy") ? cf__cosmo_read_npy(path, 0, 0, 0, smp)
+           : cf__cosmo_read_tfrecord(path, smp);
 }
 CFDEF int cf_cosmo_read_box(const char *path, int axis, int first, int n, cf_cosmo_sample *smp) {
     int16_t *box;
@@ -7146,11 +7435,16 @@ CFDEF int cf_cosmo_read_box(const char *path, int axis, int first, int n, cf_cos
     if (!path || !smp) return cf_fail("cf_cosmo_read_box: the path and the sample must not be NULL");
     memset(smp, 0, sizeof *smp);
     smp->c = 4;
-    if (axis < 0 || axis > 2 || first < 0 || n < 1) return cf_fail("cf_cosmo_read_box: axis %d (0, 1 or 2), first %d (>= 0), n %d (>= 1)", axis, first, n);
+    if (axis < 0 || axis > 2 || first < 0 || n < 1)
+        return cf_fail("cf_cosmo_read_box: axis %d (0, 1 or 2), first %d (>= 0), n %d (>= 1)", axis, first, n);
     if (cf__ends_with(path, "_data.npy")) return cf__cosmo_read_npy(path, axis, first, n, smp);
-    if (cf__cosmo_read_tfrecord(path, smp)) return CF_ERR;   /* a record is framed and maybe compressed: read whole, the box kept */
+    /* a record is framed and maybe compressed: read whole, the box kept */
+    if (cf__cosmo_read_tfrecord(path, smp)) return CF_ERR;
     S = (size_t)smp->s;
-    if ((size_t)first + (size_t)n > S) { cf_cosmo_free(smp); return cf_fail("%s: no planes [%d, %d) in a sample of side %zu", path, first, first + n, S); }
+    if ((size_t)first + (size_t)n > S) {
+        cf_cosmo_free(smp);
+        return cf_fail("%s: no planes [%d, %d) in a sample of side %zu", path, first, first + n, S);
+    }
     outer = axis == 0 ? 1 : axis == 1 ? S : S * S;
     inner = (axis == 0 ? S * S : axis == 1 ? S : 1) * 4;
     run = (size_t)n * inner;
@@ -7170,14 +7464,18 @@ CFDEF int cf_climate_read(const char *path, cf_climate_sample *smp, int n_classe
     if (!path || !smp) return cf_fail("cf_climate_read: the path and the sample must not be NULL");
     memset(smp, 0, sizeof *smp);
     base = base ? base + 1 : path;
-    if (strncmp(base, "data-", 5) || !cf__ends_with(base, ".npy")) return cf_fail("%s: not a DeepCAM data-*.npy file", path);
+    if (strncmp(base, "data-", 5) || !cf__ends_with(base, ".npy"))
+        return cf_fail("%s: not a DeepCAM data-*.npy file", path);
     if (cf_npy_read(path, &a)) return CF_ERR;
     if (a.dtype != CF_F32 || a.ndim != 3 || a.shape[0] < 1 || a.shape[1] < 1 || a.shape[2] < 1) {
         cf_array_free(&a);
         return cf_fail("%s: expected float32 of shape (H, W, C), channels last", path);
     }
     for (k = 0; k < a.count; k++)
-        if (!isfinite(((float *)a.data)[k])) { cf_array_free(&a); return cf_fail("%s: value %zu is not finite", path, k); }
+        if (!isfinite(((float *)a.data)[k])) {
+            cf_array_free(&a);
+            return cf_fail("%s: value %zu is not finite", path, k);
+        }
     dirlen = (size_t)(base - path);
     lp = CF__NEW(char, strlen(path) + 2);
     if (!lp) { cf_array_free(&a); return CF_ERR; }
@@ -7186,7 +7484,8 @@ CFDEF int cf_climate_read(const char *path, cf_climate_sample *smp, int n_classe
     strcat(lp, base + 5);
     if (cf_npy_read(lp, &lab)) { cf_array_free(&a); CF_FREE(lp); return CF_ERR; }
     if (lab.dtype != CF_F32 || lab.ndim != 2 || lab.shape[0] != a.shape[0] || lab.shape[1] != a.shape[1]) {
-        int rc = cf_fail("%s: expected float32 labels of shape (%d, %d) like its data file", lp, (int)a.shape[0], (int)a.shape[1]);
+        int rc = cf_fail("%s: expected float32 labels of shape (%d, %d) like its data file", lp, (int)a.shape[0],
+                         (int)a.shape[1]);
         cf_array_free(&a); cf_array_free(&lab); CF_FREE(lp);
         return rc;
     }
@@ -7204,7 +7503,12 @@ CFDEF int cf_climate_read(const char *path, cf_climate_sample *smp, int n_classe
     return CF_OK;
 }
 
-CFDEF void cf_climate_free(cf_climate_sample *smp) { if (!smp) return; CF_FREE(smp->x); CF_FREE(smp->y); memset(smp, 0, sizeof *smp); }
+CFDEF void cf_climate_free(cf_climate_sample *smp) {
+    if (!smp) return;
+    CF_FREE(smp->x);
+    CF_FREE(smp->y);
+    memset(smp, 0, sizeof *smp);
+}
 
 static int cf__stats_pair(const char *dir, float *minval, float *maxval, int C) {
     static const char *names[2] = {"stats_minval.npy", "stats_maxval.npy"};
@@ -7215,16 +7519,20 @@ static int cf__stats_pair(const char *dir, float *minval, float *maxval, int C) 
         size_t n = 0;
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         if (cf_npy_read_f32(path, &d, &n)) return CF_ERR;
-        if (n != (size_t)C) { CF_FREE(d); return cf_fail("%s: %zu values, the model has %d input channels", path, n, C); }
+        if (n != (size_t)C) {
+            CF_FREE(d);
+            return cf_fail("%s: %zu values, the model has %d input channels", path, n, C);
+        }
         memcpy(dst, d, sizeof(float) * C);
         CF_FREE(d);
         for (n = 0; n < (size_t)C; n++)
-            if (!isfinite(dst[n])) return cf_fail("%s: channel %zu is %g, not a finite number", path, n, (double)dst[n]);
+            if (!isfinite(dst[n]))
+                return cf_fail("%s: channel %zu is %g, not a finite number", path, n, (double)dst[n]);
     }
     for (i = 0; i < C; i++)   /* a constant channel (min = max) is normalized to 0; min > max is a broken file */
         if (minval[i] > maxval[i])
-            return cf_fail("%s/stats_minval.npy: channel %d's minimum %g is above its maximum %g in stats_maxval.npy (swapped files?)", dir, i,
-                           (double)minval[i], (double)maxval[i]);
+            return cf_fail("%s/stats_minval.npy: channel %d's minimum %g is above its maximum %g in stats_maxval.npy "
+                           "(swapped files?)", dir, i, (double)minval[i], (double)maxval[i]);
     return CF_OK;
 }
 
@@ -7232,14 +7540,18 @@ CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C)
     char path[4200], parent[4096];
     size_t n;
     struct stat st;
-    if (!dir || !minval || !maxval || C < 1) return cf_fail("cf_climate_stats: dir, minval and maxval must not be NULL, C at least 1");
+    if (!dir || !minval || !maxval || C < 1)
+        return cf_fail("cf_climate_stats: dir, minval and maxval must not be NULL, C at least 1");
     snprintf(path, sizeof path, "%s/stats_minval.npy", dir);
     if (stat(path, &st) == 0) return cf__stats_pair(dir, minval, maxval, C);
     snprintf(parent, sizeof parent, "%s", dir);
     n = strlen(parent);
     while (n > 1 && parent[n - 1] == '/') parent[--n] = 0;
     snprintf(path, sizeof path, "%s/../stats_minval.npy", parent);
-    if (n + 4 < sizeof parent && stat(path, &st) == 0) { strcat(parent, "/.."); return cf__stats_pair(parent, minval, maxval, C); }
+    if (n + 4 < sizeof parent && stat(path, &st) == 0) {
+        strcat(parent, "/..");
+        return cf__stats_pair(parent, minval, maxval, C);
+    }
     return cf_fail("%s: no stats_minval.npy / stats_maxval.npy here or in the parent directory "
                    "(cf-convert h52npy writes them from stats.h5)", dir);
 }
