@@ -2644,8 +2644,6 @@ static cf__gemm_fn cf__deconv_gemm(int bf16) {
 static const char *cf__deconv_path(int bf16) {
     return cf__deconv_gemm(bf16) == cf__sgemm_fp32 ? "reference" : cf__kind_names[CF__K_BF16];
 }
-/* halves: CF__HALF_OUT, CF__HALF_IN, CF__HALF_DIN (y and dy, x, dx in 16 bits; the plan has
-   checked, cf__deconv_takes_halves; ws holds 2 ws_floats) */
 /* a transposed convolution as a convolution call (in: its input, out: its output; half: y in
    the forward, dy in the backward, stored in 16 bits), its operands set by the caller */
 static cf__conv_call cf__deconv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
@@ -2657,6 +2655,8 @@ static cf__conv_call cf__deconv_make(int B, cf_shape in, cf_shape out, const cf_
     c.dx_half = (halves & CF__HALF_DIN) != 0;
     return c;
 }
+/* halves: CF__HALF_OUT, CF__HALF_IN, CF__HALF_DIN (y and dy, x, dx in 16 bits; the plan has
+   checked, cf__deconv_takes_halves; ws holds 2 ws_floats) */
 static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
                                  cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int halves) {
     cf__gemm_fn gemm = cf__deconv_gemm(bf16);
@@ -9912,7 +9912,7 @@ static void cf__gemm_halves(const cf__gemm_bf16_call *gemm, float *gws) {
     CF_ASSERT(!"16-bit operands without the bf16 GEMM");
 #endif
 }
-/* y and dy stored in 16 bits (2-D; section 6, halves), the sums those of fp32 storage, made
+/* ---- y and dy stored in 16 bits (2-D; section 6, halves), the sums those of fp32 storage, made
    in a band of H output rows in fp32 after the GEMM's buffers in the workspace's second half.
    The forward's tiles go down the input's rows, each adding into the output rows [first,
    first + H) (first: where its first input row's taps begin), so the rows above a tile's first
