@@ -149,6 +149,9 @@ test-asan: bin/test_core_asan bin/test_malformed_asan bin/test_oom_asan
 # (make test checks a 2^24 sample)
 test-bf16: bin/test_core
 	bin/test_core --bf16-sweep
+# a real Slurm time limit, then requeues (tests/test_slurm.sh's long case, about 6 minutes)
+test-slurm-long: all
+	@CF_SLURM_LONG=1 sh tests/test_slurm.sh
 # every operation and network against PyTorch: measured error beside the asserted tolerance
 agreement: all bin/test_core
 	@sh tests/agreement.sh
@@ -215,4 +218,4 @@ deps-test:
 clean:
 	rm -rf bin
 
-.PHONY: all test test-built test-asan test-bf16 agreement tour bench demo demo-climate demo-large science science-crops deps deps-test clean install fuzz FORCE
+.PHONY: all test test-built test-slurm-long test-asan test-bf16 agreement tour bench demo demo-climate demo-large science science-crops deps deps-test clean install fuzz FORCE

@@ -76,7 +76,7 @@
                     that brings its own data and keeps its own weights (cf_net_parse takes the
                     model as text; the parameters are one buffer, net->params).
      CF_REFERENCE   every operation runs its plain reference function (section 3) and
-                    no fast path (section 11) is compiled in: the code a reader audits.
+                    no fast path (section 13) is compiled in: the code a reader audits.
      CF_NO_DIRECT_CONV   no direct convolution kernels.  They are compiled with GCC or Clang
                     when the target has AVX2 and FMA (-march=x86-64-v3 or native).
      CF_STATIC      make every function static (private copy per translation unit).
@@ -112,14 +112,14 @@
        same offsets (net->grads), the optimizer state in a third (net->opt, two slots per
        parameter).  Layers hold offsets.  Data parallelism is one allreduce over net->grads.
        A sample split across ranks keeps the layout, cut to the rank's rows of its split
-       [dense] (section 5, "pieces"); its files stay the whole network's.
+       [dense] (section 8, "pieces"); its files stay the whole network's.
        Batch-norm running statistics, which are saved but not trained, have their own buffer
        (net->stats).
      * Kernels are plain functions over raw pointers with a shape comment; backward kernels
        ACCUMULATE (+=) into gradients.  cf_net_zero_grad() clears them.
      * Every operation has one reference function, the obvious loops or im2col + sgemm with
        its derivation beside it (docs/math.md derives each backward).  Where a faster way
-       exists it is a registered alternative in section 11, chosen by one dispatcher per
+       exists it is a registered alternative in section 13, chosen by one dispatcher per
        operation (section 4); cf_fast_path_set("all", 0) or CF_REFERENCE runs the references only.
      * Library functions never exit(): they return CF_OK (0) or CF_ERR (-1) and leave a
        message in cf_failure_reason().  The library deletes no file it was not asked to.
@@ -407,7 +407,8 @@ CFDEF int cf_train_config_set(cf_train_config *c, const char *key, const char *v
 CFDEF int cf_train_config_get(const cf_train_config *c, const char *key, char *out, size_t n);
 CFDEF const char *cf_train_config_key(int i, const char **arg, const char **help);
 /* Gradient lag's state (cf_dist_grad_lag): zero it before the first use; its fields are the
-   library's */
+   library's (pending: 1 a sum whose allreduce is in flight, 2 an average read from a
+   checkpoint) */
 typedef struct { float *buf[2]; int cur, pending; void *req; } cf_grad_lag;
 struct cf__train_private;
 typedef struct {
@@ -548,6 +549,13 @@ CFDEF int cf_checkpoint_save(const char *path, const cf_net *net, const cf_train
    compute what the checkpoint's model computes (else an error names the first difference:
    the input shape, a layer's type, activation, geometry, ...).  st may be NULL. */
 CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st);
+/* A trainer's checkpoint: cf_checkpoint_save's, and with gradient lag (grad_lag 1) the
+   averaged gradient the next step applies (format 4), so that a run resumed from it
+   continues to the byte; cf_train_resume_pending puts that gradient back into a trainer made
+   after cf_checkpoint_load (a checkpoint without one: nothing changes).  (Not with a split:
+   gradient lag does not run there.) */
+CFDEF int cf_checkpoint_save_trainer(const char *path, cf_trainer *t, const cf_train_state *st);
+CFDEF int cf_train_resume_pending(cf_trainer *t, const char *path);
 /* Reads only the cfg text embedded in a checkpoint (the caller frees it with cf_free). */
 CFDEF int cf_checkpoint_cfg(const char *path, char **cfg_text, cf_shape *input);
 /* A checkpoint is its own model: builds the net its cfg text and input shape describe
@@ -830,7 +838,7 @@ CFDEF const char *cf_net_path(const cf_net *net, int layer, int op);
 CFDEF int cf_net_set_batch(cf_net *net, int B);             /* plans and (re)allocates the arena */
 /* keep = 1: every output stays valid from a forward to the next (cf_net_output of any layer,
    cf_net_forward_from, cf_net_first_nonfinite_output); no fusion, no recomputation: more
-   memory.  0 (the default): outputs live only while the step needs them (section 6). */
+   memory.  0 (the default): outputs live only while the step needs them (section 9). */
 CFDEF void cf_net_keep_outputs(cf_net *net, int keep);
 /* Floats of the arena (outputs and output gradients) a batch of B needs, under the default
    plan or with every output kept.  Allocates nothing; not between a forward and its
@@ -838,12 +846,12 @@ CFDEF void cf_net_keep_outputs(cf_net *net, int keep);
    memory or B is below 1. */
 CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_outputs);
 /* How the plan of the last cf_net_arena_floats or forward stores layer's output (gradient 0)
-   or its output's gradient (1): 32 or 16 (bits a value, section 6, halves), 0 for a gradient
+   or its output's gradient (1): 32 or 16 (bits a value, section 9, halves), 0 for a gradient
    that lives in its output (a fused conv's); -1 for no such layer or no plan yet */
 CFDEF int cf_net_stored_bits(const cf_net *net, int layer, int gradient);
 CFDEF const float *cf_net_forward_from(cf_net *net, int first);   /* after a forward, outputs kept */
 /* A layer's output in the arena, and its gradient (during backward); NULL for a layer that
-   the plan stores in 16 bits (a bf16 network's conv before a max pool, section 6: with
+   the plan stores in 16 bits (a bf16 network's conv before a max pool, section 9: with
    cf_net_keep_outputs every output is fp32) */
 CFDEF float *cf_net_output(cf_net *net, int layer);
 CFDEF float *cf_net_output_grad(cf_net *net, int layer);
@@ -1096,7 +1104,7 @@ static void cf__round_floats(float *x, size_t n) {
     size_t j;
     for (j = 0; j < n; j++) x[j] = cf_f32_from_bf16(cf_bf16_from_f32(x[j]));
 }
-/* cf__round_floats, or its twin on the CPU's rounding instruction (the same bits, section 11,
+/* cf__round_floats, or its twin on the CPU's rounding instruction (the same bits, section 13,
    kind bf16): chosen by the door, section 4 */
 static void cf__round_run(float *x, size_t n);
 CFDEF void cf_bf16_round(float *x, size_t n) {
@@ -1200,7 +1208,7 @@ CFDEF void cf_sgemm(int transA, int transB, int M, int N, int K, float alpha,
 /* ================================================================ 3. reference kernels
    One plain function per operation: the obvious loops, or im2col + sgemm for a convolution,
    each with its shapes and a line of its derivation (docs/math.md has the whole of each).
-   The tests use these as the oracle of the fast paths in section 11.  None takes a precision, a
+   The tests use these as the oracle of the fast paths in section 13.  None takes a precision, a
    storage or a GEMM: those are the dispatchers' (section 4). */
 CFDEF size_t cf_shape_size(cf_shape s) { return (size_t)s.c * s.d * s.h * s.w; }
 
@@ -1243,7 +1251,7 @@ static void cf__row_range(int ow0, int len, int s, int off, int W, int *lo, int 
    output position p0 + j.  Out-of-bounds taps read zero.
    Row r of col (channel c, tap kd, kh, kw): the tap's input value at each position, a run of
    an input row per output row (its segment), zeros where the tap reaches into the padding.
-   (The bf16 GEMM also makes rows of col this way as it packs them, section 11.) */
+   (The bf16 GEMM also makes rows of col this way as it packs them, section 13.) */
 static void cf__im2col_row(float *dst, const float *x, int r, cf_shape in, cf_shape out, const cf_geom *g, size_t p0,
                            size_t n) {
     int KD = g->k[0], KH = g->k[1], KW = g->k[2];
@@ -1333,7 +1341,7 @@ static void cf__bias_act(float *y, const float *b, int rows, size_t n, size_t st
 }
 
 /* the sum of x[0 .. n) in double, as 8 partial sums: lane p mod 8, as a vector loop would
-   split it, but fixed (a tensor stored in 16 bits is summed in the same order, section 11) */
+   split it, but fixed (a tensor stored in 16 bits is summed in the same order, section 13) */
 static double cf__sum8(const float *x, size_t n) {
     double s[8] = {0, 0, 0, 0, 0, 0, 0, 0}, t = 0.0;
     size_t p = 0;
@@ -1360,7 +1368,7 @@ static void cf__bias_grad(float *db, const float *dy, int B, int OC, size_t P) {
        backward-data     dcol (K, P)    = w[g]^T (K, OCg) x dy[g] (OCg, P),    dx += col2im(dcol)
    over tiles of as many positions as the workspace holds (docs/math.md, "Convolution").
    Each loop takes the GEMM as a function: the references pass cf_sgemm (cf__sgemm_fp32), the
-   bf16 paths of section 11 the bf16 GEMM. */
+   bf16 paths of section 13 the bf16 GEMM. */
 /* a GEMM as an argument: C (M, N) = op(A) op(B) + beta C, op(X) = X^T when tX */
 typedef void (*cf__gemm_fn)(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                             float beta, float *C, int ldc);
@@ -1636,7 +1644,7 @@ static void cf__bn_apply(float *y, const float *x, const float *gamma, const flo
 
 /* dy = act'(y) dy, batch norm's activation backward, with y = act(a x + sh) computed again a
    stretch at a time from x as cf__bn_apply computes it, not read: a batch norm's output need
-   not be kept (or rebuilt) for its own backward (section 6), and its bytes are not read */
+   not be kept (or rebuilt) for its own backward (section 9), and its bytes are not read */
 static void cf__bn_act_backward(float *dy, const float *x, const float *gamma, const float *beta, const float *mean,
                                 const float *invstd, int B, int C, size_t P, int act, float slope) {
     int c;
@@ -1988,15 +1996,15 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
 }
 /* ================================================================ 4. the door to the fast paths
    The network (section 5) runs each operation through one dispatcher: the first registered
-   fast path (section 11) that applies and is switched on, else the reference of section 3.
+   fast path (section 13) that applies and is switched on, else the reference of section 3.
    A dispatcher also takes what the network's precision and memory plan ask of an operation,
    which the references never see:
      bf16     the operands are bf16 values and the output is stored rounded to bf16 (a bf16
-              network, section 5): rounded by a path as it stores, else by a pass after the
+              network, section 6): rounded by a path as it stores, else by a pass after the
               reference; the function returns whether it rounded
-     store    the output gradient holds no values yet (section 6, stores): a path stores
+     store    the output gradient holds no values yet (section 9, stores): a path stores
               0 + its sum, else the dispatcher zeroes the block before the reference adds
-     halves   operands stored in 16 bits (section 6, halves): the plan asks this only of an
+     halves   operands stored in 16 bits (section 9, halves): the plan asks this only of an
               operation that has a path which takes them
    The kinds of fast path, each switched off and on by cf_fast_path_set (all on; a
    CF_REFERENCE build compiles none in and has them all off):
@@ -2009,14 +2017,14 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
      pairs      max pooling with disjoint 2x2(x2) windows, read as pairs from 2 or 4 rows
      fusion     conv + max pool: the pool's backward writes the conv's gradient in place
      recompute  cheap outputs rebuilt in backward instead of kept (the last two are steps of
-                the memory plan, section 6)
+                the memory plan, section 9)
      bf16       a bf16 network's convolutions on the CPU's bf16 dot-product instruction (the
                 direct kernel and a GEMM), and its outputs rounded as they are stored
      stores     a gradient's first writer stores into it instead of adding to a block zeroed
-                before (a step of the memory plan, section 6)
+                before (a step of the memory plan, section 9)
    Why each is faster, with its measurements, is in docs/performance.md.
    Every decision of which path runs, and of which tensors a path takes in 16 bits, is made
-   here; section 11 holds the paths' code, which sections 1-10 reach only through this door
+   here; section 13 holds the paths' code, which sections 1-12 reach only through this door
    (tests/check_calls.sh).  Contents: the kinds and what this build compiles in; the dispatchers'
    declarations; the registry (a call, a path, picking one); the section-11 code the door calls
    (declared); the tables of paths and the dispatchers; the storage forms of section 3's passes
@@ -2051,7 +2059,7 @@ CFDEF int cf_fast_path_on(const char *kind) {
     return -1;
 }
 
-/* what this build compiles in (section 11 holds the code; CF_REFERENCE none of it): the direct
+/* what this build compiles in (section 13 holds the code; CF_REFERENCE none of it): the direct
    kernels where GCC or Clang targets AVX2 and FMA (-march=x86-64-v3 or native), their AVX-512
    instances on x86-64, and the bf16 kernels with those; the last two chosen at run time, by
    the CPU */
@@ -2067,9 +2075,9 @@ CFDEF int cf_fast_path_on(const char *kind) {
 #endif
 /* halves: which of a convolution's operands are stored in 16 bits, CF__HALF_OUT y (forward)
    or dy (backward), CF__HALF_IN x, CF__HALF_DIN dx; CF__RAW_IN: x is the network's input, not
-   yet rounded (its readers round it as they read it, section 6) */
+   yet rounded (its readers round it as they read it, section 9) */
 enum { CF__HALF_OUT = 1, CF__HALF_IN = 2, CF__HALF_DIN = 4, CF__RAW_IN = 8, CF__HALF_ALL = 7 };
-/* which of a GEMM's A, B and C are stored in 16 bits (section 11, the bf16 GEMM) */
+/* which of a GEMM's A, B and C are stored in 16 bits (section 13, the bf16 GEMM) */
 enum { CF__GEMM_HALF_A = 1, CF__GEMM_HALF_B = 2, CF__GEMM_HALF_C = 4 };
 /* convolutions (cf_conv_forward_act and its backward halves; the arguments of section 3's
    references, then bf16, halves and store as above) */
@@ -2102,7 +2110,7 @@ static const char *cf__deconv_path(int bf16);
 /* pooling; half, y_half: x, y stored in 16 bits */
 static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, int B, cf_shape in, cf_shape out,
                                const cf_geom *g, int is_max);
-/* the backward of act + max pool fused in place (section 6, fusion): xg holds the pool's input
+/* the backward of act + max pool fused in place (section 9, fusion): xg holds the pool's input
    x = act(z) on entry and dL/dz on return, rounded when bf16; half, dy_half, y_half: xg, the
    pool's dy and y stored in 16 bits */
 static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half,
@@ -2118,7 +2126,7 @@ static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float
 static void cf__bn_act_backward_p(float *dy, const float *x, const float *gamma, const float *beta, const float *mean,
                                   const float *invstd, int B, int C, size_t P, int act, float slope, int rnd);
 /* the same three (the statistics, cf__bn_apply, cf_bn_backward with the activation's
-   derivative) on x, y, dy, dx each in fp32 or 16 bits (section 6, halves), a batch of this
+   derivative) on x, y, dy, dx each in fp32 or 16 bits (section 9, halves), a batch of this
    rank's alone (not synchronized); y and dx rounded (a bf16 network's) */
 static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B,
                               int C, size_t P, int train, float momentum, float eps);
@@ -2144,7 +2152,7 @@ static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half);
 
 /* ---- what the door and the paths share: the element of a tensor stored in fp32 or in 16
    bits, the bias gradient of a tensor in 16 bits (a GEMM as an argument: section 3) */
-/* the address of element i of a tensor stored in fp32 or (half) in 16 bits (section 6, halves) */
+/* the address of element i of a tensor stored in fp32 or (half) in 16 bits (section 9, halves) */
 CF__INLINE float *cf__elt(const float *base, int half, size_t i) {
     return (float *)(void *)((char *)base + i * (half ? 2 : 4));
 }
@@ -2186,13 +2194,13 @@ typedef struct {
     float *dw; const float *dy;                               /* backward-weights: dw += ... */
     float *dx;                                                /* backward-data: dx += ... */
     int dx_store;                                             /* dx = ... instead (dx holds no values yet,
-                                                                 section 6, stores): 0 + the sum, as the
+                                                                 section 9, stores): 0 + the sum, as the
                                                                  add into a zeroed dx gives */
     int B, groups; cf_shape in, out; const cf_geom *g;
     float *ws; size_t ws_floats;                              /* workspace */
-    int bf16;                                                 /* operands are bf16 values (section 5) */
+    int bf16;                                                 /* operands are bf16 values (section 6) */
     int half;                                                 /* y (forward) or dy (backward) is stored in
-                                                                 16 bits (section 6, halves): its pointer
+                                                                 16 bits (section 9, halves): its pointer
                                                                  is a cf_bf16 * */
     int x_half, dx_half;                                      /* x, dx stored in 16 bits; dx written, not
                                                                  added to (the plan: its only writer) */
@@ -2201,11 +2209,11 @@ typedef struct {
 } cf__conv_call;
 /* a path: its kind, whether it applies, the code; rounds = 1: a forward or backward-data path
    that stores its output rounded to bf16 when c->bf16 (else the dispatcher rounds it, section
-   5); half = 1:
+   6); half = 1:
    it takes a call with operands in 16 bits or an unrounded input (half, x_half, dx_half,
    x_raw; the others never see one); half = 2: the same, and it computes the sums of the next
    path in its table, the one fp32 storage takes (its twin: the plan stores a tensor in 16 bits
-   only where that keeps every bit, section 6); stores = 1: a backward-data path that honours dx_store
+   only where that keeps every bit, section 9); stores = 1: a backward-data path that honours dx_store
    (for the others the dispatcher zeroes dx first) */
 typedef struct {
     int kind;
@@ -2213,7 +2221,7 @@ typedef struct {
     void (*run)(const cf__conv_call *c);
     int rounds, half, stores;
 } cf__conv_path;
-/* a pooling call; half, y_half: x, y are stored in 16 bits (section 6, halves) */
+/* a pooling call; half, y_half: x, y are stored in 16 bits (section 9, halves) */
 typedef struct {
     float *y, *dx; const float *x, *dy;
     int B, is_max; cf_shape in, out; const cf_geom *g;
@@ -2238,7 +2246,7 @@ static const cf__pool_path *cf__pool_pick(const cf__pool_path *p, const cf__pool
     return NULL;
 }
 
-/* ---- what the door calls in section 11: each path's condition and code (the tables below),
+/* ---- what the door calls in section 13: each path's condition and code (the tables below),
    the bf16 GEMM and the CPU's bf16 instructions, the transposed convolution's loops with
    another GEMM and their band of 16-bit rows, the fused backward of act + max pool */
 #ifndef CF_REFERENCE
@@ -2437,7 +2445,7 @@ static const cf__conv_path *cf__conv_paths(int op) {
 }
 
 /* ---- the dispatchers */
-/* bf16 = 1: the operands are bf16 values (a bf16 network's, section 5), and the bf16 paths
+/* bf16 = 1: the operands are bf16 values (a bf16 network's, section 6), and the bf16 paths
    may take the call; the others compute the same sums in fp32 (the emulation).  A forward and
    a backward-data store their output rounded to bf16: the path as it stores (rounds = 1), or a
    pass after it. */
@@ -2512,7 +2520,7 @@ CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const
                                     float *ws, size_t ws_floats) {
     cf__conv_backward_weights_p(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats, 0, 0);
 }
-/* store: dx holds no values yet (section 6, stores): a path that honours dx_store writes it,
+/* store: dx holds no values yet (section 9, stores): a path that honours dx_store writes it,
    for any other it is zeroed first */
 static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
                                      const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves,
@@ -2557,7 +2565,7 @@ CFDEF const char *cf_pool_path(int op, cf_shape in, cf_shape out, const cf_geom 
     p = cf__pool_pick(op == CF_OP_FORWARD ? cf__pool_fwd_paths : cf__pool_bwd_paths, &c);
     return p ? cf__kind_names[p->kind] : "reference";
 }
-/* half, y_half: x, y are stored in 16 bits (the plan has made sure a path takes them, section 6) */
+/* half, y_half: x, y are stored in 16 bits (the plan has made sure a path takes them, section 9) */
 static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, int B, cf_shape in, cf_shape out,
                                const cf_geom *g, int is_max) {
     cf__pool_call c = cf__pool_make(B, in, out, g, is_max);
@@ -2582,7 +2590,7 @@ CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const fl
 }
 
 /* depthwise: y = act(dwconv(x, w) + b), stored rounded to bf16 when bf16 (a bf16 network,
-   section 5), by its path or the reference; the backward's path does dw and dx in one pass,
+   section 6), by its path or the reference; the backward's path does dw and dx in one pass,
    the dispatcher db (as for every convolution); halves: as the convolutions' (CF__HALF_*: the
    plan has made sure a path takes them, in the workspace ws) */
 static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
@@ -2706,7 +2714,7 @@ static int cf__deconv_takes_halves(cf_net *net, const cf_layer *l, int halves) {
 }
 
 /* cf__pool_fused_backward: half, dy_half, y_half = xg, the pool's dy, its y are stored
-   in 16 bits (section 6, halves; the plan takes them only where the vector path below does,
+   in 16 bits (section 9, halves; the plan takes them only where the vector path below does,
    with the CPU's bf16 instructions) */
 static int cf__maxpool_inplace_takes_half(const cf__pool_call *pc) {
 #ifdef CF__BF16
@@ -2716,7 +2724,7 @@ static int cf__maxpool_inplace_takes_half(const cf__pool_call *pc) {
     return 0;
 #endif
 }
-/* the backward of act + max pool fused in place (section 11 holds the kernel; a CF_REFERENCE
+/* the backward of act + max pool fused in place (section 13 holds the kernel; a CF_REFERENCE
    build fuses nothing: kind "fusion" is off, and the plan never asks) */
 static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half,
                                     int B, cf_shape in, cf_shape out, const cf_geom *g, int act, float slope,
@@ -2806,7 +2814,7 @@ static void cf__bn_act_backward_p(float *dy, const float *x, const float *gamma,
     }
 }
 
-/* ---- batch norm on tensors stored in 16 bits (section 6, halves: its input and the gradient
+/* ---- batch norm on tensors stored in 16 bits (section 9, halves: its input and the gradient
    over it when a bf16 conv's output; its output and gradient when a conv reads them).
    Section 3's loops on the same chunks and stretches, each first widened into a buffer of the
    thread's (exact: the values are bf16): the same sums in the same order, so the bits of fp32
@@ -2949,7 +2957,7 @@ static int cf__sum_p(float *y, const float *const *src, int n_src, size_t n, int
     return fuse || !rnd;
 }
 
-/* ---- what the memory plan may store in 16 bits (section 6, halves): conv l's operands when
+/* ---- what the memory plan may store in 16 bits (section 9, halves): conv l's operands when
    each of its operations has a half path, max pool p's input and (y_half) output */
 /* the path a call with 16-bit operands takes computes the bits the same call on fp32 storage
    gets: it is that path, or its twin (half = 2) */
@@ -2985,14 +2993,17 @@ static size_t cf__band_floats(const cf_layer *l, size_t ws_floats) {
     return (size_t)l->out.c * cf__band_rows(l->in, &l->g, tile) * l->out.w;
 }
 
-/* ================================================================ 5. networks
+/* ================================================================ 5. layers
    A network is an array of layers run in order, each reading the outputs of earlier layers
-   (src; -1 the network input) and writing its own.  What a layer type does is in functions
-   named after it, found through one table (cf__types, below): how it is parsed (its keys, its
-   output shape, its parameter counts), its FLOPs, its forward and its backward. */
+   (src; -1 the network input) and writing its own.  Here: the network's private part (what
+   every layer's functions read), the cfg's sections and keys, what a layer computes with (its
+   inputs, outputs, gradients and parameters, bf16's rounded operands), then each layer type in
+   functions named after it, found through one table (cf__types, at the end): how it is parsed
+   (its keys, its output shape, its parameter counts), its FLOPs, its forward and its backward.
+   A sample split across ranks runs the same layers on slabs: their split parts are section 8's. */
 
 /* ---- the private part of a network: where its outputs and gradients live during a step
-   (the memory plan of section 6), the im2col workspace, the mode, the hooks */
+   (the memory plan of section 9), the im2col workspace, the mode, the hooks */
 typedef struct {
     size_t y_off, dy_off;     /* the output and its gradient, into the arena */
     int last_read;            /* the last layer whose forward reads the output (n: the loss) */
@@ -3002,16 +3013,16 @@ typedef struct {
     int fused_pool;           /* a conv whose gradient a max pool's backward writes over the
                                  conv's output (no gradient block): that pool; -1: none */
     int half;                 /* the output (and a fused conv's gradient over it) is stored as
-                                 bf16 in 16 bits (section 6, halves) */
+                                 bf16 in 16 bits (section 9, halves) */
     int grad_half;            /* the gradient block is stored in 16 bits */
-    int grad_store;           /* its first writer stores into it: no zeroing (section 6, stores) */
+    int grad_store;           /* its first writer stores into it: no zeroing (section 9, stores) */
 } cf__plan_layer;
 typedef struct {
     cf__plan_layer *l;        /* one per layer */
     int batch;                /* what the plan is for (0: none yet) */
     int flags;                /* the settings it was made with (keep_acts, fast paths) */
     int threads;              /* and the threads (with halves: a path's room may depend on them) */
-    int input_raw;            /* bf16: the input's readers round it as they read it (section 6,
+    int input_raw;            /* bf16: the input's readers round it as they read it (section 9,
                                  halves): no rounded copy */
     size_t floats, cap;       /* arena floats this plan uses / allocated */
 } cf__arena_plan;
@@ -3027,7 +3038,7 @@ typedef struct {
 typedef struct {
     int K, r, periodic, end, on;     /* on: K > 1 or periodic (the split's code runs) */
     int comm;                        /* the group's communicator is made (an MPI run of several ranks) */
-    void *mpi_comm;                  /* its MPI_Comm (section 10) */
+    void *mpi_comm;                  /* its MPI_Comm (section 8) */
     cf_shape input;                  /* the input slab (net->input stays the whole sample) */
     cf_shape *gin, *gout;            /* every layer's whole input and output */
     int *hb, *ha;                    /* per layer: a convolution's halo planes */
@@ -3040,11 +3051,11 @@ typedef struct {
 } cf__split_state;
 struct cf__net_private {
     uint32_t magic;
-    cf__arena_plan plan;             /* where outputs and gradients live (section 6) */
+    cf__arena_plan plan;             /* where outputs and gradients live (section 9) */
     float *arena;                    /* plan.cap floats: every output and output gradient */
     int keep_acts;                   /* 1: every output kept from forward to the next forward */
     int no_fuse;                     /* 1: never fuse a layer's gradient into its max pool */
-    int no_half;                     /* 1: store no output in 16 bits (section 6; tests compare) */
+    int no_half;                     /* 1: store no output in 16 bits (section 9; tests compare) */
     size_t ws_floats;                /* per im2col workspace */
     float *ws;                       /* 2 * ws_floats */
     const float *x;                  /* current input (B, C, D, H, W), caller's memory */
@@ -3055,7 +3066,7 @@ struct cf__net_private {
     float class_w[CF_MAX_CLASSES];   /* softmax_ce: per-class weights */
     void (*backward_hook)(cf_net *net, int layer, void *ctx);   /* the caller's (cf_net_set_backward_hook) */
     void *hook_ctx;
-    void (*dist_hook)(cf_net *net, int layer);        /* the overlapped averaging's (section 10), before the caller's */
+    void (*dist_hook)(cf_net *net, int layer);        /* the overlapped averaging's (section 7), before the caller's */
     uint64_t step, updates;          /* cf_net_step, cf_net_updates */
     void (*layer_hook)(cf_net *net, int layer, int phase, void *ctx);
     void *layer_ctx;
@@ -3068,7 +3079,7 @@ struct cf__net_private {
     int head;                        /* bf16: the first layer of the fp32 dense head */
     int stored_bf16;                 /* bf16: the layer's forward (backward) stored its output
                                         (its sources' gradients) rounded: no second pass */
-    cf__split_state split;           /* a sample across ranks (section 5, "a sample across ranks") */
+    cf__split_state split;           /* a sample across ranks (section 8) */
 };
 /* the floats of one of the network's two workspaces (section 4 asks it for the plan) */
 static size_t cf__net_ws_floats(const cf_net *net) { return net->priv->ws_floats; }
@@ -3174,8 +3185,9 @@ static int cf__ints(const char *v, int *out, int max) {
         out[n++] = (int)x;
         p = end;
         while (*p == ' ') p++;
-        if (*p == ',' || *p == 'x') p++;
-        else if (*p) return -1;
+        if (!*p) break;
+        if (*p != ',' && *p != 'x') return -1;   /* junk after a number: "4x32x32x32junk" */
+        if (!*++p) return -1;                    /* a separator with no number after it: "4x32x32x32," */
     }
     return n;
 }
@@ -3351,115 +3363,16 @@ static int cf__filter_keys(cf__parser *p, cf_layer *l) {
     return CF_OK;
 }
 
-/* ---- a sample across ranks (cf_net_set_spatial; docs/mpi.md, "A sample across ranks").  Slab r
-   of a layer's output holds planes [r Dl/K, (r + 1) Dl/K) of its depth Dl.  A convolution of
-   stride s, kernel k, dilation dil and padding pb before its input writes its slab's outputs
-   [o0, o1) from the input planes [o0 s - pb, (o1 - 1) s - pb + dil (k - 1)]: with the slabs
-   aligned (the input's slab s times the output's: o0 s = d0), that is its own planes and hb =
-   pb planes of the previous slab, ha = dil (k - 1) - pb + 1 - s of the next (the halo).  The
-   forward runs the convolution on the extended input, ext = [previous's last hb | own | next's
-   first ha] (zeros beyond the volume's faces, or the other face's planes when periodic), with
-   no padding along the depth; its backward-data gives the gradient of ext, whose halo parts
-   belong to the neighbours' planes: sent back and added there (docs/math.md, "Halos"). */
-
-/* planes [p0, p0 + np) of every (sample, channel) of x (BC of them, Dl planes of HW values)
-   to and from buf (BC, np, HW) */
-static void cf__planes_pack(float *buf, const float *x, int BC, int Dl, size_t HW, int p0, int np) {
-    int q;
-    for (q = 0; q < BC; q++) memcpy(buf + (size_t)q * np * HW, x + ((size_t)q * Dl + p0) * HW, sizeof(float) * np * HW);
-}
-static void cf__planes_add(float *x, const float *buf, int BC, int Dl, size_t HW, int p0, int np) {
-    int q;
-    size_t k;
-    for (q = 0; q < BC; q++) {
-        float *d = x + ((size_t)q * Dl + p0) * HW;
-        const float *s = buf + (size_t)q * np * HW;
-        for (k = 0; k < (size_t)np * HW; k++) d[k] += s[k];
-    }
-}
-/* the exchanges of section 10: with the group's previous and next ranks (periodic: around) */
-static void cf__halo_swap(cf_net *net, const float *to_next, float *from_prev, size_t n1, const float *to_prev, float *from_next, size_t n2);
-static void cf__split_allgather(cf_net *net, const float *mine, float *all, size_t n);
-static int cf__split_comm_make(cf_net *net);
-static void cf__split_comm_free(cf_net *net);
-static void cf__split_sum(double *buf, int n, void *ctx);
-
-/* the extended input of conv i: priv->split.ext (B, C, hb + Dl + ha, H, W) from its slab x */
-static void cf__split_extend(cf_net *net, int i, const float *x) {
-    cf__split_state *sp = &net->priv->split;
-    const cf_layer *l = &net->layers[i];
-    int BC = net->batch * l->in.c, Dl = l->in.d, hb = sp->hb[i], ha = sp->ha[i], L = hb + Dl + ha, q;
-    size_t HW = (size_t)l->in.h * l->in.w;
-    float *to_next = sp->pack, *from_prev = to_next + (size_t)BC * hb * HW, *to_prev = from_prev + (size_t)BC * hb * HW,
-          *from_next = to_prev + (size_t)BC * ha * HW;
-    cf__planes_pack(to_next, x, BC, Dl, HW, Dl - hb, hb);   /* my last planes are the next slab's "before" */
-    cf__planes_pack(to_prev, x, BC, Dl, HW, 0, ha);         /* my first planes the previous slab's "after" */
-    cf__halo_swap(net, to_next, from_prev, (size_t)BC * hb * HW, to_prev, from_next, (size_t)BC * ha * HW);
-    for (q = 0; q < BC; q++) {
-        float *e = sp->ext + (size_t)q * L * HW;
-        memcpy(e, from_prev + (size_t)q * hb * HW, sizeof(float) * hb * HW);
-        memcpy(e + (size_t)hb * HW, x + (size_t)q * Dl * HW, sizeof(float) * Dl * HW);
-        memcpy(e + (size_t)(hb + Dl) * HW, from_next + (size_t)q * ha * HW, sizeof(float) * ha * HW);
-    }
-}
-/* the gradient of conv i's extended input (priv->split.dext) back to the slabs: its own part
-   into dx (stored when dx holds no values yet, section 6), its halo parts sent to the
-   neighbours, and theirs of my planes added */
-static void cf__split_reduce(cf_net *net, int i, float *dx, int store) {
-    cf__split_state *sp = &net->priv->split;
-    const cf_layer *l = &net->layers[i];
-    int BC = net->batch * l->in.c, Dl = l->in.d, hb = sp->hb[i], ha = sp->ha[i], L = hb + Dl + ha, q;
-    size_t HW = (size_t)l->in.h * l->in.w, k;
-    float *to_prev = sp->pack, *from_next = to_prev + (size_t)BC * hb * HW, *to_next = from_next + (size_t)BC * hb * HW,
-          *from_prev = to_next + (size_t)BC * ha * HW;
-    for (q = 0; q < BC; q++) {
-        const float *e = sp->dext + (size_t)q * L * HW;
-        float *d = dx + (size_t)q * Dl * HW;
-        if (store) for (k = 0; k < (size_t)Dl * HW; k++) d[k] = 0.0f + e[(size_t)hb * HW + k];
-        else for (k = 0; k < (size_t)Dl * HW; k++) d[k] += e[(size_t)hb * HW + k];
-    }
-    cf__planes_pack(to_prev, sp->dext, BC, L, HW, 0, hb);        /* the previous slab's last planes */
-    cf__planes_pack(to_next, sp->dext, BC, L, HW, hb + Dl, ha);  /* the next slab's first */
-    cf__halo_swap(net, to_next, from_prev, (size_t)BC * ha * HW, to_prev, from_next, (size_t)BC * hb * HW);
-    cf__planes_add(dx, from_prev, BC, Dl, HW, 0, ha);
-    cf__planes_add(dx, from_next, BC, Dl, HW, Dl - hb, hb);
-}
-/* conv i on its extended input: the convolution's own code on a taller input, no depth padding */
-static void cf__split_geometry(const cf_net *net, int i, cf_shape *in, cf_geom *g) {
-    const cf_layer *l = &net->layers[i];
-    *in = l->in; *g = l->g;
-    in->d += net->priv->split.hb[i] + net->priv->split.ha[i];
-    g->pb[0] = g->pa[0] = 0;
-}
-/* [flatten] at the split's end gathers the slabs: y (B, C, D, H, W) whole, from every rank's
-   (B, C, Dl, H, W); its backward takes this slab's planes of dy */
-static void cf__split_gather(cf_net *net, int i) {
-    cf__split_state *sp = &net->priv->split;
-    const cf_layer *l = &net->layers[i];
-    int B = net->batch, C = l->in.c, Dl = l->in.d, K = sp->K, b, c, q;
-    size_t HW = (size_t)l->in.h * l->in.w, slab = (size_t)C * Dl * HW;
-    float *y = cf__out(net, i);
-    cf__split_allgather(net, cf__in(net, l, 0), sp->pack, (size_t)B * slab);
-    for (q = 0; q < K; q++) for (b = 0; b < B; b++) for (c = 0; c < C; c++)
-        memcpy(y + (((size_t)b * C + c) * K * Dl + (size_t)q * Dl) * HW, sp->pack + ((size_t)q * B + b) * slab + (size_t)c * Dl * HW, sizeof(float) * Dl * HW);
-    net->priv->stored_bf16 = 1;   /* copies of bf16 values */
-}
-static void cf__split_scatter(cf_net *net, int i) {
-    cf__split_state *sp = &net->priv->split;
-    const cf_layer *l = &net->layers[i];
-    int B = net->batch, C = l->in.c, Dl = l->in.d, b, c, store = cf__stores_grad(net, l, 0);
-    size_t HW = (size_t)l->in.h * l->in.w, k;
-    const float *dy = cf__grad(net, i);
-    float *dx = cf__in_grad(net, l, 0);
-    if (!dx) return;
-    for (b = 0; b < B; b++) for (c = 0; c < C; c++) {
-        const float *s = dy + (((size_t)b * C + c) * sp->K * Dl + (size_t)sp->r * Dl) * HW;
-        float *d = dx + ((size_t)b * C + c) * Dl * HW;
-        if (store) for (k = 0; k < (size_t)Dl * HW; k++) d[k] = 0.0f + s[k];
-        else for (k = 0; k < (size_t)Dl * HW; k++) d[k] += s[k];
-    }
-    net->priv->stored_bf16 = 1;
-}
+/* a sample split across ranks (section 8): a convolution's extended input and its geometry,
+   the gradient of that input back to the slabs; the [flatten]'s gather and scatter; the
+   [dense] whose rows the group shares */
+static void cf__split_extend(cf_net *net, int i, const float *x);
+static void cf__split_geometry(const cf_net *net, int i, cf_shape *in, cf_geom *g);
+static void cf__split_reduce(cf_net *net, int i, float *dx);
+static void cf__split_gather(cf_net *net, int i);
+static void cf__split_scatter(cf_net *net, int i);
+static void cf__shard_dense_forward(cf_net *net, int i);
+static void cf__shard_dense_backward(cf_net *net, int i);
 
 /* ---- [conv]: y = act(conv(x, w) + b); a depthwise one (groups = C = OC) by its own loops */
 static int cf__conv_parse(cf__parser *p, cf_layer *l) {
@@ -3477,7 +3390,7 @@ static int cf__conv_parse(cf__parser *p, cf_layer *l) {
 static double cf__conv_flops(const cf_layer *l) {
     return 2.0 * l->in.c / l->groups * l->g.k[0] * l->g.k[1] * l->g.k[2] * l->out.c * l->out.d * l->out.h * l->out.w;
 }
-/* which of layer i's operands the plan stores in 16 bits (section 6, halves): its output and
+/* which of layer i's operands the plan stores in 16 bits (section 9, halves): its output and
    the gradient over it, its input, its input's gradient (the network's input: as given) */
 static int cf__planned_input(const cf_net *net, const cf_layer *l);
 static int cf__layer_halves(const cf_net *net, int i) {
@@ -3519,7 +3432,7 @@ static void cf__conv_backward(cf_net *net, int i) {
         cf__round_dz(net, i, dy);   /* dL/dz: an operand of both products */
     }
     /* (fused: the pool's backward has already written dL/dz, act's backward included, here) */
-    if (split) {   /* the extended input again, and its gradient first, returned to the slabs after */
+    if (split) {   /* the extended input again (a second halo exchange); its gradient first, to the slabs after */
         cf__split_extend(net, i, x);
         x = net->priv->split.ext;
         cf__split_geometry(net, i, &in, &g);
@@ -3535,7 +3448,10 @@ static void cf__conv_backward(cf_net *net, int i) {
         if (dx) cf__conv_backward_data_p(dx_to, dy, cf__w(net, l), B, in, l->out, &g, l->groups, net->priv->ws + net->priv->ws_floats,
                                          net->priv->ws_floats, cf__rounds(net, i), halves, store);
     }
-    if (split && dx) cf__split_reduce(net, i, dx, cf__stores_grad(net, l, 0));
+    if (split && dx) {   /* dext added into dx, zeroed first if it holds no values yet (section 9, stores) */
+        if (cf__stores_grad(net, l, 0)) memset(dx, 0, (size_t)B * cf_shape_size(l->in) * sizeof(float));
+        cf__split_reduce(net, i, dx);
+    }
     net->priv->stored_bf16 = !split;   /* the dispatcher rounded dx (when bf16); split: rounded after the halos are added */
 }
 
@@ -3640,36 +3556,6 @@ static int cf__dense_parse(cf__parser *p, cf_layer *l) {
     return CF_OK;
 }
 static double cf__dense_flops(const cf_layer *l) { return 2.0 * (double)cf_shape_size(l->in) * l->out.c; }
-/* the [dense] whose rows a split network shares (section 5, split.shard): this rank's rows of
-   y = act(x w^T + b) from the whole (gathered) x, then every rank's rows gathered into y (B,
-   out.c).  Backward: dL/dz of every row (the same on every rank), this rank's rows' dw and db,
-   and their part of dx = dz w, summed over the group. */
-static void cf__split_sum_floats(cf_net *net, float *buf, size_t n);
-static void cf__shard_dense_forward(cf_net *net, int i) {
-    const cf__split_state *sp = &net->priv->split;
-    cf_layer *l = &net->layers[i];
-    int B = net->batch, O = l->out.c, R = sp->rows, q, b;
-    float *y = cf__out(net, i), *mine = sp->part, *all = sp->part + (size_t)B * R;
-    cf_dense_forward(mine, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), B, (int)cf_shape_size(l->in), R);
-    cf_act_forward(mine, (size_t)B * R, l->act, l->slope);
-    cf__split_allgather(net, mine, all, (size_t)B * R);   /* (rank q's B R values, in rank order) */
-    for (q = 0; q < sp->K; q++)
-        for (b = 0; b < B; b++) memcpy(y + (size_t)b * O + (size_t)q * R, all + ((size_t)q * B + b) * R, (size_t)R * sizeof(float));
-}
-static void cf__shard_dense_backward(cf_net *net, int i) {
-    const cf__split_state *sp = &net->priv->split;
-    cf_layer *l = &net->layers[i];
-    int B = net->batch, O = l->out.c, R = sp->rows, b;
-    size_t F = cf_shape_size(l->in), k;
-    float *dy = cf__grad(net, i), *dx = cf__in_grad(net, l, 0), *dz = sp->part, *part = sp->part + (size_t)B * R;
-    cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
-    for (b = 0; b < B; b++) memcpy(dz + (size_t)b * R, dy + (size_t)b * O + (size_t)sp->r * R, (size_t)R * sizeof(float));
-    if (dx) memset(part, 0, (size_t)B * F * sizeof(float));
-    cf_dense_backward(dx ? part : NULL, cf__dw(net, l), cf__db(net, l), dz, cf__in(net, l, 0), cf__w(net, l), B, (int)F, R);
-    if (!dx) return;
-    cf__split_sum_floats(net, part, (size_t)B * F);   /* every rank's rows' part of dx */
-    for (k = 0; k < (size_t)B * F; k++) dx[k] += part[k];
-}
 static void cf__dense_forward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *y = cf__out(net, i);
@@ -3973,7 +3859,7 @@ static void cf__broadcast_backward(cf_net *net, int i) {
 
 /* ---- the layer-type table, in the order of CF_L_*.  flags: what the type's backward reads
    besides gradients (its input; its output, or its output when it has an activation),
-   whether its output is cheap to rebuild from its inputs (section 6), which common keys it
+   whether its output is cheap to rebuild from its inputs (section 9), which common keys it
    takes (activation=, slope=; init=, l2=, bias_init=; layers=), whether its backward can store
    into a source's gradient when it is that gradient's first writer (cf__stores_grad). */
 enum { CF__READS_IN = 1, CF__READS_OUT = 2, CF__READS_OUT_IF_ACT = 4, CF__CHEAP = 8, CF__ACT_KEYS = 16, CF__INIT_KEYS = 32,
@@ -4074,6 +3960,10 @@ static int cf__build_layer(cf_net *net, int idx, cf__section *s, const char *nam
     if ((ty->flags & CF__INIT_KEYS) && (rc = cf__init_keys(&p, l))) return rc;
     return cf__check_layer(&p, l);
 }
+/* ================================================================ 6. networks
+   A network from its cfg (cf_net_parse: each section one layer of section 5's table), its
+   parameters initialized, its bf16 form, forward (the layers in order) and backward (in
+   reverse), the loss, the mode, and looking inside. */
 
 #ifndef CF_WS_FLOATS
 #define CF_WS_FLOATS ((size_t)8 << 20)   /* 32 MiB per im2col workspace (two are used) */
@@ -4123,9 +4013,13 @@ static int cf__net_section(cf_net *net, cf__section *s, const char *name, const 
     for (i = 0; i < s->n_kv; i++)
         if (!s->kv[i].used) return cf_fail("%s:%d: unknown key '%s' in [net]", name, s->kv[i].line, s->kv[i].key);
     if (!o) return CF_OK;
-    if ((o->d == 1) != (net->input.d == 1) || o->c != net->input.c)
-        return cf_fail("%s: --input-shape %dx%dx%dx%d does not fit the model's input %dx%dx%dx%d (same channels and dimensionality needed)",
-                       name, o->c, o->d, o->h, o->w, net->input.c, net->input.d, net->input.h, net->input.w);
+    if (o->c != net->input.c)
+        return cf_fail("%s: --input-shape %dx%dx%dx%d has %d channels; the model's input %dx%dx%dx%d has %d (only the spatial size can change)",
+                       name, o->c, o->d, o->h, o->w, o->c, net->input.c, net->input.d, net->input.h, net->input.w, net->input.c);
+    if ((o->d == 1) != (net->input.d == 1))   /* a depth of 1 is a 2-D shape (CxHxW) */
+        return cf_fail("%s: --input-shape %dx%dx%dx%d is %s (depth %d); the model's input %dx%dx%dx%d is %s: give %s",
+                       name, o->c, o->d, o->h, o->w, o->d == 1 ? "2-D" : "3-D", o->d, net->input.c, net->input.d, net->input.h, net->input.w,
+                       net->input.d == 1 ? "2-D" : "3-D", net->input.d == 1 ? "CxHxW" : "CxDxHxW with a depth above 1");
     net->input = *o;
     return CF_OK;
 }
@@ -4151,7 +4045,7 @@ static int cf__net_layers(cf_net *net, cf__section *secs, int n, const char *nam
 
 /* the workspace: the largest im2col tile a convolution needs (columns: output positions;
    transposed: input positions), capped by CF_WS_FLOATS; at least the buffers of the bf16 GEMM
-   on 16-bit operands where a conv is pointwise (section 11, for a bf16 network's halves) */
+   on 16-bit operands where a conv is pointwise (section 13, for a bf16 network's halves) */
 static size_t cf__workspace_floats(const cf_net *net) {
     size_t ws = 1;
     int i;
@@ -4206,14 +4100,11 @@ CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf
     return rc;
 }
 
+static void cf__split_free(cf_net *net);   /* (section 8) */
 CFDEF void cf_net_free(cf_net *net) {
     struct cf__net_private *p = net ? net->priv : NULL;
     if (!net) return;
-    if (p) {
-        cf__split_comm_free(net);
-        CF_FREE(p->split.gin); CF_FREE(p->split.gout); CF_FREE(p->split.hb); CF_FREE(p->split.ha);
-        CF_FREE(p->split.ext); CF_FREE(p->split.dext); CF_FREE(p->split.pack); CF_FREE(p->split.part);
-    }
+    if (p) cf__split_free(net);
     if (p) { p->magic = 0; CF_FREE(p->bn_sync.work); CF_FREE(p->plan.l); CF_FREE(p->bn_save); CF_FREE(p->arena); CF_FREE(p->ws); CF_FREE(p->wq); CF_FREE(p->xq); CF_FREE(p); }
     CF_FREE(net->cfg_text); CF_FREE(net->cfg_name); CF_FREE(net->layers);
     CF_FREE(net->params); CF_FREE(net->grads); CF_FREE(net->opt); CF_FREE(net->stats);
@@ -4225,7 +4116,7 @@ CFDEF int cf_net_sync_bn(cf_net *net, void (*reduce)(double *buf, int n, void *c
     if (cf__net_check(net, "cf_net_sync_bn")) return CF_ERR;
     CF_FREE(net->priv->bn_sync.work);
     memset(&net->priv->bn_sync, 0, sizeof net->priv->bn_sync);
-    net->priv->plan.batch = 0;   /* the next forward plans anew (section 6, halves: batch norms synchronized read fp32) */
+    net->priv->plan.batch = 0;   /* the next forward plans anew (section 9, halves: batch norms synchronized read fp32) */
     if (!reduce) return CF_OK;
     for (i = 0; i < net->n_layers; i++) if (net->layers[i].type == CF_L_BATCHNORM && net->layers[i].in.c > C) C = net->layers[i].in.c;
     if (!(net->priv->bn_sync.work = CF__NEW(double, 2 * C + 1))) return CF_ERR;
@@ -4272,7 +4163,7 @@ static void cf__init_tensor(float *p, size_t n, int kind, double fan_in, double 
 }
 
 
-/* a [dense] whose rows are split across ranks (section 5): every row drawn in turn, as the
+/* a [dense] whose rows are split across ranks (section 8): every row drawn in turn, as the
    whole layer's, this rank's kept */
 static int cf__init_shard(cf_net *net, const cf_layer *l, double fan_in, double fan_out, cf_rng *r) {
     size_t F = cf_shape_size(l->in), o0 = (size_t)net->priv->split.r * net->priv->split.rows, R = (size_t)net->priv->split.rows, o;
@@ -4388,7 +4279,7 @@ static void cf__layer_backward(cf_net *net, int i) {
 /* ---- forward and backward: the layers in order, then in reverse */
 static int cf__plan(cf_net *net, int B);
 /* the outputs of the last forward are still there: no backward since, or every output kept
-   (plan flag CF__PLAN_KEEP, section 6) */
+   (plan flag CF__PLAN_KEEP, section 9) */
 static int cf__outputs_valid(const cf_net *net) {
     return net->priv->x && net->priv->arena && (!net->priv->acts_clobbered || (net->priv->plan.flags & 1));
 }
@@ -4413,7 +4304,7 @@ CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B) {
         return NULL;
     }
     if (cf_net_set_batch(net, B)) return NULL;
-    if (net->priv->precision == CF_BF16 && !net->priv->plan.input_raw) {   /* (raw: its readers round it, section 6) */
+    if (net->priv->precision == CF_BF16 && !net->priv->plan.input_raw) {   /* (raw: its readers round it, section 9) */
         if (cf__round_operands(net, x, B)) return NULL;
         x = net->priv->xq;
     }
@@ -4421,9 +4312,9 @@ CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B) {
     return cf_net_forward_from(net, 0);
 }
 
-/* the gradient blocks whose life starts at layer i's backward (section 6): zeroed there,
+/* the gradient blocks whose life starts at layer i's backward (section 9): zeroed there,
    since gradients are accumulated; a fused conv's is written by its pool, not accumulated,
-   and one whose first writer stores (section 6, stores) is not zeroed */
+   and one whose first writer stores (section 9, stores) is not zeroed */
 static void cf__zero_grads_starting(cf_net *net, int i) {
     int j, n = net->n_layers;
     for (j = 0; j < n; j++) {
@@ -4452,7 +4343,7 @@ CFDEF int cf_net_backward(cf_net *net, const float *dout) {
         if (net->priv->backward_hook) net->priv->backward_hook(net, i, net->priv->hook_ctx);
         if (net->priv->layer_hook) net->priv->layer_hook(net, i, 2, net->priv->layer_ctx);
         /* outputs dropped after forward that this backward is the first to read: rebuilt
-           from their inputs, in forward order (section 6) */
+           from their inputs, in forward order (section 9) */
         for (j = 0; j <= i; j++)
             if (net->priv->plan.l[j].rebuild_at == i) { net->priv->rebuilding = 1; cf__layer_forward(net, j); net->priv->rebuilding = 0; }
         cf__layer_backward(net, i);
@@ -4634,7 +4525,271 @@ CFDEF int cf_net_tensors(const cf_net *net, cf_tensor *out, int max) {
     return n;
 }
 
-/* ---- a sample across ranks: the slabs' shapes (cf_net_set_spatial).  A layer before the
+/* ================================================================ 7. distributed */
+/* What the process is waiting for: every blocking MPI call below is bracketed by
+   CF__WAIT(op) / CF__WAITED, so that a watchdog thread (cf-train --comm-timeout) can read
+   cf_dist_waiting() and end a process whose peers stopped answering (a node or a link gone:
+   MPI itself waits for ever).  Plain stores read from another thread: a watchdog at worst
+   sees the state a moment late. */
+static const char *volatile cf__waiting_op;
+static volatile time_t cf__waiting_since;
+#define CF__WAIT(op) (cf__waiting_since = time(NULL), cf__waiting_op = (op))
+#define CF__WAITED (cf__waiting_op = NULL)
+CFDEF const char *cf_dist_waiting(double *seconds) {
+    const char *op = cf__waiting_op;
+    *seconds = op ? difftime(time(NULL), cf__waiting_since) : 0.0;
+    return op;
+}
+#ifdef CF_USE_MPI
+/* MPI starts only under a launcher (mpirun/mpiexec/srun set one of these); a program
+   started on its own is one rank without touching MPI, so it also runs where MPI cannot
+   start (no shared memory, a small ulimit, no network). */
+static int cf__launched(void) {
+    static const char *vars[] = {"PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_PROCID"};
+    size_t i;
+    for (i = 0; i < sizeof vars / sizeof *vars; i++) if (getenv(vars[i])) return 1;
+    return 0;
+}
+CFDEF int cf_dist_init(int *argc, char ***argv) {
+    int inited = 0, provided;
+    MPI_Initialized(&inited);
+    if (!inited && cf__launched()) {
+        int rc;
+        CF__WAIT("MPI_Init (the launcher and the other ranks)");
+        rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+        CF__WAITED;
+        if (rc != MPI_SUCCESS) return cf_fail("MPI_Init_thread failed");
+    }
+    return CF_OK;
+}
+CFDEF void cf_dist_finalize(void) {
+    int i = 0, f = 0;
+    MPI_Initialized(&i); MPI_Finalized(&f);
+    if (i && !f) { CF__WAIT("MPI_Finalize"); MPI_Finalize(); CF__WAITED; }
+}
+CFDEF int cf_dist_rank(void) { int r = 0, i = 0; MPI_Initialized(&i); if (i) MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
+CFDEF int cf_dist_size(void) { int s = 1, i = 0; MPI_Initialized(&i); if (i) MPI_Comm_size(MPI_COMM_WORLD, &s); return s; }
+/* The average in chunks of CF_ALLREDUCE_CHUNK floats (1 Mi: 4 MiB), each divided by the ranks
+   while it is still in cache.  One call for the whole buffer was 1.7-2x slower (docs/mpi.md,
+   "The allreduce"): MPICH takes a temporary buffer of the message's size at every call, and
+   above glibc's 32 MiB limit for reusing freed memory each call maps and first-touches fresh
+   pages; then the division read the whole buffer again from memory. */
+#ifndef CF_ALLREDUCE_CHUNK
+#define CF_ALLREDUCE_CHUNK ((size_t)1 << 20)
+#endif
+CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) {
+    int size = cf_dist_size();
+    size_t off, k;
+    CF__REQUIRE_VOID(buf || !n, "cf_dist_allreduce_mean: buf is NULL");
+    if (size == 1) return;
+    for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
+        size_t m = n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK;
+        CF__WAIT("MPI_Allreduce of the gradient");
+        MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)m, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        CF__WAITED;
+        for (k = off; k < off + m; k++) buf[k] /= (float)size;
+    }
+}
+CFDEF void cf_dist_allreduce_sum_d(double *buf, int n) {
+    CF__REQUIRE_VOID((buf || n == 0) && n >= 0, "cf_dist_allreduce_sum_d: buf NULL or n < 0");
+    if (cf_dist_size() == 1) return;
+    CF__WAIT("MPI_Allreduce (a sum)"); MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); CF__WAITED;
+}
+CFDEF void cf_dist_allreduce_max_d(double *buf, int n) {
+    CF__REQUIRE_VOID((buf || n == 0) && n >= 0, "cf_dist_allreduce_max_d: buf NULL or n < 0");
+    if (cf_dist_size() == 1) return;
+    CF__WAIT("MPI_Allreduce (a maximum)"); MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); CF__WAITED;
+}
+CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx) { (void)ctx; cf_dist_allreduce_sum_d(buf, n); }
+CFDEF void cf_dist_bcast(float *buf, size_t n) {
+    size_t off = 0;
+    CF__REQUIRE_VOID(buf || !n, "cf_dist_bcast: buf is NULL");
+    if (cf_dist_size() == 1) return;
+    while (off < n) {
+        int chunk = (int)(n - off > ((size_t)1 << 30) ? ((size_t)1 << 30) : n - off);
+        CF__WAIT("MPI_Bcast of the weights");
+        MPI_Bcast(buf + off, chunk, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        CF__WAITED;
+        off += (size_t)chunk;
+    }
+}
+CFDEF void cf_dist_abort(int code) { int i = 0; MPI_Initialized(&i); if (i && cf_dist_size() > 1) MPI_Abort(MPI_COMM_WORLD, code); }
+CFDEF void cf_dist_barrier(void) { if (cf_dist_size() > 1) { CF__WAIT("MPI_Barrier"); MPI_Barrier(MPI_COMM_WORLD); CF__WAITED; } }
+
+/* the largest of v over every rank (a decision every rank must take alike) */
+static int cf__max_over_ranks(int v) {
+    double d = v;
+    cf_dist_allreduce_max_d(&d, 1);
+    return (int)d;
+}
+
+/* state of the overlapped reduction: the not-yet-started prefix is grads[0, end) */
+typedef struct { MPI_Request req[1024]; MPI_Status st[1024]; int n; size_t end, bucket; } cf__overlap;
+static cf__overlap cf__ov;
+static void cf__ov_start(float *buf, size_t lo, size_t hi) {
+    while (hi > lo) {   /* chunks fit an int count and the request table */
+        size_t n = hi - lo > ((size_t)1 << 30) ? ((size_t)1 << 30) : hi - lo;
+        if (cf__ov.n == 1024) { CF__WAIT("MPI_Waitall (overlapped gradient buckets)"); MPI_Waitall(cf__ov.n, cf__ov.req, cf__ov.st); CF__WAITED; cf__ov.n = 0; }
+        MPI_Iallreduce(MPI_IN_PLACE, buf + hi - n, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &cf__ov.req[cf__ov.n++]);
+        hi -= n;
+    }
+}
+/* called before layer i's backward: every layer after i is finished */
+static void cf__ov_hook(cf_net *net, int i) {
+    size_t done_from = net->n_params;
+    int j, flag;
+    for (j = i + 1; j < net->n_layers; j++) if (net->layers[j].w_n) { done_from = net->layers[j].w_off; break; }
+    if (done_from < cf__ov.end && cf__ov.end - done_from >= cf__ov.bucket) {
+        cf__ov_start(net->grads, done_from, cf__ov.end);
+        cf__ov.end = done_from;
+    }
+    if (cf__ov.n) MPI_Testall(cf__ov.n, cf__ov.req, &flag, cf__ov.st);   /* let MPI progress */
+}
+CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) {
+    CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_begin");
+    cf__ov.n = 0; cf__ov.end = net->n_params; cf__ov.bucket = bucket_floats ? bucket_floats : 1;
+    net->priv->dist_hook = cf_dist_size() > 1 ? cf__ov_hook : NULL;   /* (the caller's own hook stays, called after it) */
+}
+CFDEF void cf_dist_overlap_end(cf_net *net) {
+    size_t k;
+    float inv;
+    CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_end");
+    net->priv->dist_hook = NULL;
+    if (cf_dist_size() == 1) return;
+    cf__ov_start(net->grads, 0, cf__ov.end);
+    CF__WAIT("MPI_Waitall (overlapped gradient buckets)");
+    MPI_Waitall(cf__ov.n, cf__ov.req, cf__ov.st);
+    CF__WAITED;
+    inv = (float)cf_dist_size();
+    for (k = 0; k < net->n_params; k++) net->grads[k] /= inv;   /* as cf_dist_allreduce_mean */
+}
+
+CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {
+    size_t k, n;
+    int had, size = cf_dist_size(), next;
+    float inv = 1.0f / (float)size;
+    if (cf__net_check(net, "cf_dist_grad_lag")) return CF_ERR;
+    if (!lag) return cf_fail("cf_dist_grad_lag: lag is NULL");
+    n = net->n_params; had = lag->pending;
+    if (n >= 2147483647u) return cf_fail("cf_dist_grad_lag: %zu parameters, more than an MPI count holds", n);
+    if (!lag->buf[0]) {
+        lag->buf[0] = CF__NEW(float, n + 1); lag->buf[1] = CF__NEW(float, n + 1);
+        lag->req = CF_MALLOC(sizeof(MPI_Request));
+        if (!lag->buf[0] || !lag->buf[1] || !lag->req) return cf_fail("out of memory for the gradient lag buffers");
+    }
+    if (had == 1 && size > 1) { CF__WAIT("MPI_Wait (the previous step's gradient)"); MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE); CF__WAITED; }
+    next = 1 - lag->cur;
+    memcpy(lag->buf[next], net->grads, n * sizeof(float));
+    if (size > 1) MPI_Iallreduce(MPI_IN_PLACE, lag->buf[next], (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, (MPI_Request *)lag->req);
+    if (had == 2) memcpy(net->grads, lag->buf[lag->cur], n * sizeof(float));   /* an average from a checkpoint */
+    else if (had) for (k = 0; k < n; k++) net->grads[k] = lag->buf[lag->cur][k] * inv;
+    lag->cur = next;
+    lag->pending = 1;
+    return had;
+}
+CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag) {
+    if (!lag) return;
+    if (lag->pending == 1 && cf_dist_size() > 1) { CF__WAIT("MPI_Wait (the last gradient)"); MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE); CF__WAITED; }
+    CF_FREE(lag->buf[0]); CF_FREE(lag->buf[1]); CF_FREE(lag->req);
+    memset(lag, 0, sizeof *lag);
+}
+#ifndef CF_NO_FILES   /* (for the checkpoints of section 12) */
+/* the average the next step applies (n floats into out): 1, or 0 when nothing is pending */
+static int cf__grad_lag_average(cf_grad_lag *lag, size_t n, float *out) {
+    size_t k;
+    float inv = 1.0f / (float)cf_dist_size();
+    if (!lag->pending) return 0;
+    if (lag->pending == 1 && cf_dist_size() > 1) { CF__WAIT("MPI_Wait (the pending gradient)"); MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE); CF__WAITED; }
+    if (lag->pending == 2) memcpy(out, lag->buf[lag->cur], n * sizeof(float));
+    else for (k = 0; k < n; k++) out[k] = lag->buf[lag->cur][k] * inv;   /* as cf_dist_grad_lag applies it */
+    return 1;
+}
+/* avg (n floats) the average the next step applies */
+static int cf__grad_lag_set(cf_grad_lag *lag, size_t n, const float *avg) {
+    if (!lag->buf[0]) {
+        lag->buf[0] = CF__NEW(float, n + 1); lag->buf[1] = CF__NEW(float, n + 1);
+        lag->req = CF_MALLOC(sizeof(MPI_Request));
+        if (!lag->buf[0] || !lag->buf[1] || !lag->req) return cf_fail("out of memory for the gradient lag buffers");
+    }
+    *(MPI_Request *)lag->req = MPI_REQUEST_NULL;
+    memcpy(lag->buf[lag->cur], avg, n * sizeof(float));
+    lag->pending = 2;
+    return CF_OK;
+}
+#endif
+#else
+CFDEF int cf_dist_init(int *argc, char ***argv) { (void)argc; (void)argv; return CF_OK; }
+CFDEF void cf_dist_finalize(void) {}
+CFDEF int cf_dist_rank(void) { return 0; }
+CFDEF int cf_dist_size(void) { return 1; }
+CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) { (void)buf; (void)n; }
+CFDEF void cf_dist_allreduce_sum_d(double *buf, int n) { (void)buf; (void)n; }
+CFDEF void cf_dist_allreduce_max_d(double *buf, int n) { (void)buf; (void)n; }
+CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx) { (void)ctx; cf_dist_allreduce_sum_d(buf, n); }
+CFDEF void cf_dist_bcast(float *buf, size_t n) { (void)buf; (void)n; }
+CFDEF void cf_dist_abort(int code) { (void)code; }
+CFDEF void cf_dist_barrier(void) {}
+CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) { CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_begin"); (void)bucket_floats; }
+CFDEF void cf_dist_overlap_end(cf_net *net) { CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_end"); }
+
+static int cf__max_over_ranks(int v) { return v; }
+CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {   /* one process: a delay line */
+    size_t n;
+    int had, next;
+    if (cf__net_check(net, "cf_dist_grad_lag")) return CF_ERR;
+    if (!lag) return cf_fail("cf_dist_grad_lag: lag is NULL");
+    n = net->n_params; had = lag->pending;
+    if (!lag->buf[0]) {
+        lag->buf[0] = CF__NEW(float, n + 1); lag->buf[1] = CF__NEW(float, n + 1);
+        if (!lag->buf[0] || !lag->buf[1]) return cf_fail("out of memory for the gradient lag buffers");
+    }
+    next = 1 - lag->cur;
+    memcpy(lag->buf[next], net->grads, n * sizeof(float));
+    if (had) memcpy(net->grads, lag->buf[lag->cur], n * sizeof(float));
+    lag->cur = next;
+    lag->pending = 1;
+    return had;
+}
+CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag) { if (!lag) return; CF_FREE(lag->buf[0]); CF_FREE(lag->buf[1]); memset(lag, 0, sizeof *lag); }
+#ifndef CF_NO_FILES
+static int cf__grad_lag_average(cf_grad_lag *lag, size_t n, float *out) {
+    if (!lag->pending) return 0;
+    memcpy(out, lag->buf[lag->cur], n * sizeof(float));
+    return 1;
+}
+static int cf__grad_lag_set(cf_grad_lag *lag, size_t n, const float *avg) {
+    if (!lag->buf[0]) {
+        lag->buf[0] = CF__NEW(float, n + 1); lag->buf[1] = CF__NEW(float, n + 1);
+        if (!lag->buf[0] || !lag->buf[1]) return cf_fail("out of memory for the gradient lag buffers");
+    }
+    memcpy(lag->buf[lag->cur], avg, n * sizeof(float));
+    lag->pending = 2;
+    return CF_OK;
+}
+#endif
+#endif
+CFDEF void cf_net_average_stats(cf_net *net) {
+    CF__NET_REQUIRE_VOID(net, "cf_net_average_stats");
+    if (net->n_stats) cf_dist_allreduce_mean(net->stats, net->n_stats);
+}
+
+/* ================================================================ 8. a sample across ranks
+   cf_net_set_spatial splits each sample along its depth over a group of K ranks (docs/mpi.md,
+   "A sample across ranks"), here in the order docs/math.md ("Halos") derives it: the slabs
+   (which layers split, and how); a convolution's halos, forward and back; batch norm's sums
+   over the group; the [flatten] that gathers the slabs; the first [dense] after it, its rows
+   split over the group; the setup and the buffers; last the exchanges themselves (MPI: the
+   group's communicator, the halo swap, the gathers and sums). */
+/* the exchanges (at the end of this section): with the group's previous and next ranks
+   (periodic: around), its gathers and sums */
+static void cf__halo_swap(cf_net *net, const float *to_next, float *from_prev, size_t n1, const float *to_prev, float *from_next, size_t n2);
+static void cf__split_allgather(cf_net *net, const float *mine, float *all, size_t n);
+static void cf__split_sum_floats(cf_net *net, float *buf, size_t n);
+static int cf__split_comm_make(cf_net *net);
+static void cf__split_comm_free(cf_net *net);
+static void cf__split_sum(double *buf, int n, void *ctx);
+
+/* ---- the slabs: their shapes (cf_net_set_spatial).  A layer before the
    first [flatten] must keep whole on slabs: a convolution whose input slab is its stride times
    its output slab and whose halos fit a neighbour's slab, a pool whose windows stay inside a
    slab, an elementwise layer (batch norm, activation, scale, sum, concatenation); a dropout
@@ -4699,14 +4854,164 @@ static int cf__split_whole(cf_net *net) {
     for (i = 0; i < n; i++) { net->layers[i].in = sp->gin[i]; net->layers[i].out = sp->gout[i]; sp->hb[i] = sp->ha[i] = 0; }
     return CF_OK;
 }
-/* ---- the first [dense] after the [flatten], its rows split over the group (split.shard):
-   rank r holds rows [r R, (r + 1) R) of its weights (out.c rows of F = its input's size) and
-   of its bias, R = out.c / K; in a model where that layer carries most of the parameters (the
-   MLPerf network at 256^3: 33.5 M of 38.3 M) this is what keeps a rank's memory near 1 / K of
-   one rank's.  The whole parameter vector is then a sequence of pieces, each every rank's or
-   one group rank's: the layers before that one; its weight rows of rank 0, 1, ...; its bias
-   of rank 0, 1, ...; the layers after it.  A rank's layout (params, grads, each optimizer
-   slot) keeps its own pieces, in that order. */
+
+/* ---- a convolution's halos, forward and back (docs/mpi.md, "A sample across ranks").  Slab r
+   of a layer's output holds planes [r Dl/K, (r + 1) Dl/K) of its depth Dl.  A convolution of
+   stride s, kernel k, dilation dil and padding pb before its input writes its slab's outputs
+   [o0, o1) from the input planes [o0 s - pb, (o1 - 1) s - pb + dil (k - 1)]: with the slabs
+   aligned (the input's slab s times the output's: o0 s = d0), that is its own planes and hb =
+   pb planes of the previous slab, ha = dil (k - 1) - pb + 1 - s of the next (the halo).  The
+   forward runs the convolution on the extended input, ext = [previous's last hb | own | next's
+   first ha] (zeros beyond the volume's faces, or the other face's planes when periodic), with
+   no padding along the depth; its backward-data gives the gradient of ext, whose halo parts
+   belong to the neighbours' planes: sent back and added there (docs/math.md, "Halos").  The
+   backward reads ext again (its backward-weights): it builds it again, a second exchange of
+   the same halos, rather than keep each convolution's from the forward; that exchange moves
+   hb + ha planes a convolution, less than a step's time can show (docs/performance.md, "The
+   backward's halo"). */
+
+/* planes [p0, p0 + np) of every (sample, channel) of x (BC of them, Dl planes of HW values)
+   to and from buf (BC, np, HW) */
+static void cf__planes_pack(float *buf, const float *x, int BC, int Dl, size_t HW, int p0, int np) {
+    int q;
+    for (q = 0; q < BC; q++) memcpy(buf + (size_t)q * np * HW, x + ((size_t)q * Dl + p0) * HW, sizeof(float) * np * HW);
+}
+static void cf__planes_add(float *x, const float *buf, int BC, int Dl, size_t HW, int p0, int np) {
+    int q;
+    size_t k;
+    for (q = 0; q < BC; q++) {
+        float *d = x + ((size_t)q * Dl + p0) * HW;
+        const float *s = buf + (size_t)q * np * HW;
+        for (k = 0; k < (size_t)np * HW; k++) d[k] += s[k];
+    }
+}
+
+/* the extended input of conv i: priv->split.ext (B, C, hb + Dl + ha, H, W) from its slab x */
+static void cf__split_extend(cf_net *net, int i, const float *x) {
+    cf__split_state *sp = &net->priv->split;
+    const cf_layer *l = &net->layers[i];
+    int BC = net->batch * l->in.c, Dl = l->in.d, hb = sp->hb[i], ha = sp->ha[i], L = hb + Dl + ha, q;
+    size_t HW = (size_t)l->in.h * l->in.w;
+    float *to_next = sp->pack, *from_prev = to_next + (size_t)BC * hb * HW, *to_prev = from_prev + (size_t)BC * hb * HW,
+          *from_next = to_prev + (size_t)BC * ha * HW;
+    cf__planes_pack(to_next, x, BC, Dl, HW, Dl - hb, hb);   /* my last planes are the next slab's "before" */
+    cf__planes_pack(to_prev, x, BC, Dl, HW, 0, ha);         /* my first planes the previous slab's "after" */
+    cf__halo_swap(net, to_next, from_prev, (size_t)BC * hb * HW, to_prev, from_next, (size_t)BC * ha * HW);
+    for (q = 0; q < BC; q++) {
+        float *e = sp->ext + (size_t)q * L * HW;
+        memcpy(e, from_prev + (size_t)q * hb * HW, sizeof(float) * hb * HW);
+        memcpy(e + (size_t)hb * HW, x + (size_t)q * Dl * HW, sizeof(float) * Dl * HW);
+        memcpy(e + (size_t)(hb + Dl) * HW, from_next + (size_t)q * ha * HW, sizeof(float) * ha * HW);
+    }
+}
+/* conv i on its extended input: the convolution's own code on a taller input, no depth padding */
+static void cf__split_geometry(const cf_net *net, int i, cf_shape *in, cf_geom *g) {
+    const cf_layer *l = &net->layers[i];
+    *in = l->in; *g = l->g;
+    in->d += net->priv->split.hb[i] + net->priv->split.ha[i];
+    g->pb[0] = g->pa[0] = 0;
+}
+/* the gradient of conv i's extended input (priv->split.dext) back to the slabs: its own part
+   added into dx (which the caller has zeroed if it held no values yet), its halo parts sent to
+   the neighbours, and theirs of my planes added */
+static void cf__split_reduce(cf_net *net, int i, float *dx) {
+    cf__split_state *sp = &net->priv->split;
+    const cf_layer *l = &net->layers[i];
+    int BC = net->batch * l->in.c, Dl = l->in.d, hb = sp->hb[i], ha = sp->ha[i], L = hb + Dl + ha, q;
+    size_t HW = (size_t)l->in.h * l->in.w, k;
+    float *to_prev = sp->pack, *from_next = to_prev + (size_t)BC * hb * HW, *to_next = from_next + (size_t)BC * hb * HW,
+          *from_prev = to_next + (size_t)BC * ha * HW;
+    for (q = 0; q < BC; q++) {
+        const float *e = sp->dext + (size_t)q * L * HW;
+        float *d = dx + (size_t)q * Dl * HW;
+        for (k = 0; k < (size_t)Dl * HW; k++) d[k] += e[(size_t)hb * HW + k];
+    }
+    cf__planes_pack(to_prev, sp->dext, BC, L, HW, 0, hb);        /* the previous slab's last planes */
+    cf__planes_pack(to_next, sp->dext, BC, L, HW, hb + Dl, ha);  /* the next slab's first */
+    cf__halo_swap(net, to_next, from_prev, (size_t)BC * ha * HW, to_prev, from_next, (size_t)BC * hb * HW);
+    cf__planes_add(dx, from_prev, BC, Dl, HW, 0, ha);
+    cf__planes_add(dx, from_next, BC, Dl, HW, Dl - hb, hb);
+}
+
+/* ---- batch norm over the group: its mean and variance, and its backward's sums, are sums
+   over every position, each the sum of the slabs': cf_net_set_spatial synchronizes the
+   network's batch norms over the group (cf_net_sync_bn with cf__split_sum, the exchanges);
+   a caller's own sums over a sample go through cf_net_spatial_sum */
+CFDEF int cf_net_spatial_sum(cf_net *net, double *v, int n) {
+    if (cf__net_check(net, "cf_net_spatial_sum")) return CF_ERR;
+    if ((!v && n) || n < 0) return cf_fail("cf_net_spatial_sum: v NULL or n %d < 0", n);
+    if (net->priv->split.on && n) cf__split_sum(v, n, net);
+    return CF_OK;
+}
+
+/* ---- the [flatten] at the split's end gathers the slabs: y (B, C, D, H, W) whole, from every
+   rank's (B, C, Dl, H, W); its backward takes this slab's planes of dy */
+static void cf__split_gather(cf_net *net, int i) {
+    cf__split_state *sp = &net->priv->split;
+    const cf_layer *l = &net->layers[i];
+    int B = net->batch, C = l->in.c, Dl = l->in.d, K = sp->K, b, c, q;
+    size_t HW = (size_t)l->in.h * l->in.w, slab = (size_t)C * Dl * HW;
+    float *y = cf__out(net, i);
+    cf__split_allgather(net, cf__in(net, l, 0), sp->pack, (size_t)B * slab);
+    for (q = 0; q < K; q++) for (b = 0; b < B; b++) for (c = 0; c < C; c++)
+        memcpy(y + (((size_t)b * C + c) * K * Dl + (size_t)q * Dl) * HW, sp->pack + ((size_t)q * B + b) * slab + (size_t)c * Dl * HW, sizeof(float) * Dl * HW);
+    net->priv->stored_bf16 = 1;   /* copies of bf16 values */
+}
+static void cf__split_scatter(cf_net *net, int i) {
+    cf__split_state *sp = &net->priv->split;
+    const cf_layer *l = &net->layers[i];
+    int B = net->batch, C = l->in.c, Dl = l->in.d, b, c, store = cf__stores_grad(net, l, 0);
+    size_t HW = (size_t)l->in.h * l->in.w, k;
+    const float *dy = cf__grad(net, i);
+    float *dx = cf__in_grad(net, l, 0);
+    if (!dx) return;
+    for (b = 0; b < B; b++) for (c = 0; c < C; c++) {
+        const float *s = dy + (((size_t)b * C + c) * sp->K * Dl + (size_t)sp->r * Dl) * HW;
+        float *d = dx + ((size_t)b * C + c) * Dl * HW;
+        if (store) for (k = 0; k < (size_t)Dl * HW; k++) d[k] = 0.0f + s[k];
+        else for (k = 0; k < (size_t)Dl * HW; k++) d[k] += s[k];
+    }
+    net->priv->stored_bf16 = 1;
+}
+
+/* ---- the split [dense]: the first [dense] after the [flatten], its rows shared by the group
+   (split.shard; its parameters' layout below).  Forward: this rank's rows of
+   y = act(x w^T + b) from the whole (gathered) x, then every rank's rows gathered into y (B,
+   out.c).  Backward: dL/dz of every row (the same on every rank), this rank's rows' dw and db,
+   and their part of dx = dz w, summed over the group. */
+static void cf__shard_dense_forward(cf_net *net, int i) {
+    const cf__split_state *sp = &net->priv->split;
+    cf_layer *l = &net->layers[i];
+    int B = net->batch, O = l->out.c, R = sp->rows, q, b;
+    float *y = cf__out(net, i), *mine = sp->part, *all = sp->part + (size_t)B * R;
+    cf_dense_forward(mine, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), B, (int)cf_shape_size(l->in), R);
+    cf_act_forward(mine, (size_t)B * R, l->act, l->slope);
+    cf__split_allgather(net, mine, all, (size_t)B * R);   /* (rank q's B R values, in rank order) */
+    for (q = 0; q < sp->K; q++)
+        for (b = 0; b < B; b++) memcpy(y + (size_t)b * O + (size_t)q * R, all + ((size_t)q * B + b) * R, (size_t)R * sizeof(float));
+}
+static void cf__shard_dense_backward(cf_net *net, int i) {
+    const cf__split_state *sp = &net->priv->split;
+    cf_layer *l = &net->layers[i];
+    int B = net->batch, O = l->out.c, R = sp->rows, b;
+    size_t F = cf_shape_size(l->in), k;
+    float *dy = cf__grad(net, i), *dx = cf__in_grad(net, l, 0), *dz = sp->part, *part = sp->part + (size_t)B * R;
+    cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
+    for (b = 0; b < B; b++) memcpy(dz + (size_t)b * R, dy + (size_t)b * O + (size_t)sp->r * R, (size_t)R * sizeof(float));
+    if (dx) memset(part, 0, (size_t)B * F * sizeof(float));
+    cf_dense_backward(dx ? part : NULL, cf__dw(net, l), cf__db(net, l), dz, cf__in(net, l, 0), cf__w(net, l), B, (int)F, R);
+    if (!dx) return;
+    cf__split_sum_floats(net, part, (size_t)B * F);   /* every rank's rows' part of dx */
+    for (k = 0; k < (size_t)B * F; k++) dx[k] += part[k];
+}
+/* the split [dense]'s parameters ("pieces"): rank r holds rows [r R, (r + 1) R) of its
+   weights (out.c rows of F = its input's size) and of its bias, R = out.c / K; in a model
+   where that layer carries most of the parameters (the MLPerf network at 256^3: 33.5 M of
+   38.3 M) this is what keeps a rank's memory near 1 / K of one rank's.  The whole parameter
+   vector is then a sequence of pieces, each every rank's or one group rank's: the layers
+   before that one; its weight rows of rank 0, 1, ...; its bias of rank 0, 1, ...; the layers
+   after it.  A rank's layout (params, grads, each optimizer slot) keeps its own pieces, in
+   that order. */
 typedef struct { size_t off, n; int owner; } cf__piece;   /* whole offset, count, group rank (-1: every rank) */
 static int cf__n_pieces(const cf_net *net) { return net->priv->split.shard < 0 ? 1 : 2 * net->priv->split.K + 2; }
 static cf__piece cf__piece_at(const cf_net *net, int j) {
@@ -4777,6 +5082,8 @@ static int cf__shard_relayout(cf_net *net, int j) {
     return CF_OK;
 }
 
+/* ---- the setup: the slabs' shapes, each convolution's halos, the split [dense], batch norm
+   over the group; then the buffers of the exchanges for a batch */
 CFDEF int cf_net_set_spatial(cf_net *net, int K, int periodic) {
     cf__split_state *sp;
     int i, end = 0;
@@ -4810,12 +5117,6 @@ CFDEF int cf_net_set_spatial(cf_net *net, int K, int periodic) {
     }
     if ((i = cf__shard_candidate(net, end, K)) >= 0 && cf__shard_relayout(net, i)) { cf__split_whole(net); sp->on = 0; return CF_ERR; }
     if (K > 1 && sp->comm && !net->priv->bn_sync.reduce) return cf_net_sync_bn(net, cf__split_sum, net);   /* batch norm's statistics over the slabs */
-    return CF_OK;
-}
-CFDEF int cf_net_spatial_sum(cf_net *net, double *v, int n) {
-    if (cf__net_check(net, "cf_net_spatial_sum")) return CF_ERR;
-    if ((!v && n) || n < 0) return cf_fail("cf_net_spatial_sum: v NULL or n %d < 0", n);
-    if (net->priv->split.on && n) cf__split_sum(v, n, net);
     return CF_OK;
 }
 CFDEF int cf_net_spatial(const cf_net *net, int *r, int *d0) {
@@ -4876,8 +5177,156 @@ static int cf__split_buffers(cf_net *net, int B) {
     }
     return CF_OK;
 }
+/* everything the split holds (cf_net_free) */
+static void cf__split_free(cf_net *net) {
+    cf__split_state *sp = &net->priv->split;
+    cf__split_comm_free(net);
+    CF_FREE(sp->gin); CF_FREE(sp->gout); CF_FREE(sp->hb); CF_FREE(sp->ha);
+    CF_FREE(sp->ext); CF_FREE(sp->dext); CF_FREE(sp->pack); CF_FREE(sp->part);
+}
 
-/* ================================================================ 6. the memory plan
+
+/* ---- the exchanges: the group's communicator (the K consecutive ranks that share samples),
+   each exchange bracketed for the watchdog (section 7, CF__WAIT) */
+#ifdef CF_USE_MPI
+static MPI_Comm *cf__split_mpi(const cf_net *net) { return (MPI_Comm *)net->priv->split.mpi_comm; }
+static int cf__split_comm_make(cf_net *net) {
+    cf__split_state *sp = &net->priv->split;
+    int size = cf_dist_size(), rank = cf_dist_rank();
+    cf__split_comm_free(net);
+    sp->r = 0;
+    if (size == 1) return CF_OK;   /* one process: the shapes only (K = 1: the wrap onto itself) */
+    if (size % sp->K) return cf_fail("%d ranks do not form groups of %d (a sample across %d ranks needs a multiple of %d)", size, sp->K, sp->K, sp->K);
+    if (!(sp->mpi_comm = CF_MALLOC(sizeof(MPI_Comm))) || !(sp->cross_comm = CF_MALLOC(sizeof(MPI_Comm)))) {
+        CF_FREE(sp->mpi_comm);
+        return cf_fail("out of memory for a communicator");
+    }
+    MPI_Comm_split(MPI_COMM_WORLD, rank / sp->K, rank % sp->K, cf__split_mpi(net));          /* the group */
+    MPI_Comm_split(MPI_COMM_WORLD, rank % sp->K, rank / sp->K, (MPI_Comm *)sp->cross_comm);  /* slab r of every group */
+    sp->r = rank % sp->K;
+    sp->comm = 1;
+    return CF_OK;
+}
+static void cf__split_comm_free(cf_net *net) {
+    cf__split_state *sp = &net->priv->split;
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (sp->mpi_comm) { if (!fin) MPI_Comm_free(cf__split_mpi(net)); CF_FREE(sp->mpi_comm); }
+    if (sp->cross_comm) { if (!fin) MPI_Comm_free((MPI_Comm *)sp->cross_comm); CF_FREE(sp->cross_comm); }
+    sp->mpi_comm = sp->cross_comm = NULL; sp->comm = 0;
+}
+/* sends to_next (n1 floats) to the group's next rank, receiving the previous's into from_prev;
+   then to_prev (n2) to the previous, receiving the next's into from_next.  At a face of the
+   volume (not periodic) there is no partner: nothing sent, zeros received.  One rank (K = 1,
+   periodic): itself on both sides. */
+static void cf__halo_swap(cf_net *net, const float *to_next, float *from_prev, size_t n1, const float *to_prev, float *from_next, size_t n2) {
+    cf__split_state *sp = &net->priv->split;
+    int K = sp->K, r = sp->r, next = r + 1 < K ? r + 1 : sp->periodic ? 0 : MPI_PROC_NULL, prev = r > 0 ? r - 1 : sp->periodic ? K - 1 : MPI_PROC_NULL;
+    if (!sp->comm) {   /* one rank: the wrap onto itself, or the faces' zeros */
+        if (sp->periodic) { memcpy(from_prev, to_next, n1 * sizeof(float)); memcpy(from_next, to_prev, n2 * sizeof(float)); }
+        else { memset(from_prev, 0, n1 * sizeof(float)); memset(from_next, 0, n2 * sizeof(float)); }
+        return;
+    }
+    CF_ASSERT(n1 < 2147483647u && n2 < 2147483647u);
+    if (prev == MPI_PROC_NULL) memset(from_prev, 0, n1 * sizeof(float));
+    if (next == MPI_PROC_NULL) memset(from_next, 0, n2 * sizeof(float));
+    CF__WAIT("MPI_Sendrecv (a convolution's halo)");
+    MPI_Sendrecv(to_next, (int)n1, MPI_FLOAT, next, 11, from_prev, (int)n1, MPI_FLOAT, prev, 11, *cf__split_mpi(net), MPI_STATUS_IGNORE);
+    MPI_Sendrecv(to_prev, (int)n2, MPI_FLOAT, prev, 12, from_next, (int)n2, MPI_FLOAT, next, 12, *cf__split_mpi(net), MPI_STATUS_IGNORE);
+    CF__WAITED;
+}
+/* every rank's n floats, in rank order, into all (K n) */
+static void cf__split_allgather(cf_net *net, const float *mine, float *all, size_t n) {
+    if (!net->priv->split.comm) { memcpy(all, mine, n * sizeof(float)); return; }
+    CF_ASSERT(n < 2147483647u);
+    CF__WAIT("MPI_Allgather (a split network's features)");
+    MPI_Allgather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, *cf__split_mpi((cf_net *)net));
+    CF__WAITED;
+}
+/* n floats summed in place over comm, in chunks, then divided by div (1: the sum) */
+static void cf__allreduce_floats(float *buf, size_t n, MPI_Comm comm, int div, const char *what) {
+    size_t off, k;
+    for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
+        size_t m = n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK;
+        CF__WAIT(what);
+        MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)m, MPI_FLOAT, MPI_SUM, comm);
+        CF__WAITED;
+        if (div > 1) for (k = off; k < off + m; k++) buf[k] /= (float)div;
+    }
+}
+static void cf__split_sum_floats(cf_net *net, float *buf, size_t n) {
+    if (net->priv->split.comm) cf__allreduce_floats(buf, n, *cf__split_mpi(net), 1, "MPI_Allreduce (a split [dense]'s part of dx)");
+}
+/* the gradient averaged over the D = P / K groups: each group's is the sum of its slabs' parts
+   (the layers after the [flatten] run whole on every rank of a group: only its first adds
+   theirs), summed over all ranks, divided by D.  A [dense] whose rows are split: each rank's
+   rows summed over the ranks that hold them, one a group, divided by D. */
+static void cf__split_average(cf_net *net) {
+    cf__split_state *sp = &net->priv->split;
+    int i, j, groups = cf_dist_size() / sp->K;
+    if (!sp->comm) { cf_dist_allreduce_mean(net->grads, net->n_params); return; }
+    if (sp->r)
+        for (i = sp->end; i < net->n_layers; i++) {
+            const cf_layer *l = &net->layers[i];
+            if (i == sp->shard) continue;   /* (its rows are this rank's own) */
+            if (l->w_n) memset(net->grads + l->w_off, 0, l->w_n * sizeof(float));
+            if (l->b_n) memset(net->grads + l->b_off, 0, l->b_n * sizeof(float));
+        }
+    for (j = 0; j < cf__n_pieces(net); j++) {
+        cf__piece p = cf__piece_at(net, j);
+        size_t at = cf__piece_local(net, p);
+        if (at == (size_t)-1 || !p.n) continue;
+        if (p.owner < 0) cf__allreduce_floats(net->grads + at, p.n, MPI_COMM_WORLD, groups, "MPI_Allreduce of the gradient");
+        else cf__allreduce_floats(net->grads + at, p.n, *(MPI_Comm *)sp->cross_comm, groups, "MPI_Allreduce of a split [dense]'s rows' gradient");
+    }
+}
+#ifndef CF_NO_FILES
+/* a checkpoint of a network whose [dense] rows are split (section 12): the rows other ranks
+   hold, sent to the group's first rank in chunks, received there in the same chunks */
+static void cf__split_send(cf_net *net, const float *buf, size_t n) {
+    size_t off;
+    for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
+        CF__WAIT("MPI_Send (a split [dense]'s rows to the checkpoint's writer)");
+        MPI_Send(buf + off, (int)(n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK), MPI_FLOAT, 0, 13, *cf__split_mpi(net));
+        CF__WAITED;
+    }
+}
+static void cf__split_recv(cf_net *net, int from, float *buf, size_t n) {
+    size_t off;
+    for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
+        CF__WAIT("MPI_Recv (a split [dense]'s rows for the checkpoint)");
+        MPI_Recv(buf + off, (int)(n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK), MPI_FLOAT, from, 13, *cf__split_mpi(net), MPI_STATUS_IGNORE);
+        CF__WAITED;
+    }
+}
+#endif
+/* batch norm's sums over the group's slabs (a cf_bn_sync reduce; ctx: the network) */
+static void cf__split_sum(double *buf, int n, void *ctx) {
+    cf_net *net = (cf_net *)ctx;
+    if (!net->priv->split.comm) return;
+    CF__WAIT("MPI_Allreduce (batch norm over a sample's slabs)");
+    MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, *cf__split_mpi(net));
+    CF__WAITED;
+}
+#else
+/* one process: a split's shapes only, and the wrap of a periodic volume onto itself */
+static int cf__split_comm_make(cf_net *net) { net->priv->split.r = 0; return CF_OK; }
+static void cf__split_comm_free(cf_net *net) { net->priv->split.comm = 0; }
+static void cf__halo_swap(cf_net *net, const float *to_next, float *from_prev, size_t n1, const float *to_prev, float *from_next, size_t n2) {
+    if (net->priv->split.periodic) { memcpy(from_prev, to_next, n1 * sizeof(float)); memcpy(from_next, to_prev, n2 * sizeof(float)); }
+    else { memset(from_prev, 0, n1 * sizeof(float)); memset(from_next, 0, n2 * sizeof(float)); }
+}
+static void cf__split_allgather(cf_net *net, const float *mine, float *all, size_t n) { (void)net; memcpy(all, mine, n * sizeof(float)); }
+static void cf__split_sum(double *buf, int n, void *ctx) { (void)buf; (void)n; (void)ctx; }
+static void cf__split_sum_floats(cf_net *net, float *buf, size_t n) { (void)net; (void)buf; (void)n; }
+static void cf__split_average(cf_net *net) { (void)net; }
+#ifndef CF_NO_FILES
+static void cf__split_send(cf_net *net, const float *buf, size_t n) { (void)net; (void)buf; (void)n; }
+static void cf__split_recv(cf_net *net, int from, float *buf, size_t n) { (void)net; (void)from; (void)buf; (void)n; }
+#endif
+#endif
+
+/* ================================================================ 9. the memory plan
    One arena holds every layer's output and output gradient, each a block planned over one
    training step's timeline: the forward of layer i at time i, the loss at n, the backward of
    layer i at 2n - i.  An output lives from its forward to its last forward reader and, when
@@ -5340,7 +5789,7 @@ CFDEF int cf_net_stored_bits(const cf_net *net, int layer, int gradient) {
     return pl->grad_half ? 16 : 32;
 }
 
-/* ================================================================ 7. optimizers */
+/* ================================================================ 10. optimizers */
 /* opt holds at least slots slots (section A): a new slot is zero */
 static int cf__opt_slots(cf_net *net, int slots) {
     float *opt;
@@ -5353,7 +5802,7 @@ static int cf__opt_slots(cf_net *net, int slots) {
     return CF_OK;
 }
 /* A building block's argument against the range of its training setting (key) in the table
-   of section 8, the range cf_train_init checks: CF_ERR, "fn: key X is not in [lo, hi]".
+   of section 11, the range cf_train_init checks: CF_ERR, "fn: key X is not in [lo, hi]".
    upper = 0: the lower bound alone, for a step's learning rate, which linear scaling by the
    global batch takes above the base lr's bound. */
 static int cf__check_arg(const char *fn, const char *key, double x, int upper);
@@ -5529,7 +5978,7 @@ CFDEF double cf_lr_sched_at(const cf_lr_sched *s, uint64_t k) {
     }
 }
 
-/* ================================================================ 8. the training step
+/* ================================================================ 11. the training step
    What a training run does at every step, as library code (cf-train keeps the flags, the
    data, the log and when to write checkpoints): the learning rate of the step, the forward
    pass in training mode, the loss, the backward pass, the averaging of the gradient over the
@@ -5646,7 +6095,7 @@ static const cf__setting cf__settings[] = {
 static const char *cf__opt_names[4] = {"sgd", "adam", "adamw", "lamb"};
 static const char *cf__sched_names[3] = {"epochs", "multistep", "cosine"};   /* per_step 0; 1 with sched.type 0, 1 */
 
-/* (section 7's building blocks: their arguments against the same rows) */
+/* (section 10's building blocks: their arguments against the same rows) */
 static int cf__check_arg(const char *fn, const char *key, double x, int upper) {
     const cf__setting *k = NULL;
     int i, in;
@@ -5664,8 +6113,10 @@ static int cf__set_number(const cf__setting *k, const char *v, double *x) {
     char *end;
     *x = strtod(v, &end);
     if (end == v || *end || !(*x >= k->lo && *x <= k->hi) || (k->kind != CF__SET_DOUBLE && *x != floor(*x)))
-        return cf_fail("%s: '%s' is not a%s number in [%g, %g]", k->key, v, k->kind != CF__SET_DOUBLE ? " whole" : "",
-                       k->lo, k->hi);
+        /* (a whole number's bounds with %.0f: 1099511627776, not 1.09951e+12) */
+        return k->kind != CF__SET_DOUBLE
+                   ? cf_fail("%s: '%s' is not a whole number in [%.0f, %.0f]", k->key, v, k->lo, k->hi)
+                   : cf_fail("%s: '%s' is not a number in [%g, %g]", k->key, v, k->lo, k->hi);
     return CF_OK;
 }
 /* decay=none or E:F,... (epochs >= 0, factors > 0, at most 16) */
@@ -5881,20 +6332,18 @@ static int cf__optimizer_step(const cf_train_config *c, cf_net *net, double lr) 
                                        (float)c->weight_decay, (float)c->max_grad_norm, t)) ? CF_ERR : CF_OK;
     }
 }
-/* backward and the averaging of the gradient over the ranks: one allreduce after backward,
-   or buckets started during it, or (gradient lag) the previous step's average.  Returns 0
-   when there is nothing to apply yet (gradient lag's first step), CF_ERR out of memory. */
-static void cf__split_average(cf_net *net);
-static int cf__max_over_ranks(int v);
 /* cf_net_first_nonfinite_param, decided alike on every rank: a split network's ranks hold
-   different rows of its split [dense] (section 5); the last such layer over the ranks */
+   different rows of its split [dense] (section 8); the last such layer over the ranks */
 static int cf__first_nonfinite_everywhere(cf_net *net, int params) {
     int l = cf_net_first_nonfinite_param(net, params);
     return net->priv->split.shard >= 0 ? cf__max_over_ranks(l) : l;
 }
+/* backward and the averaging of the gradient over the ranks: one allreduce after backward,
+   or buckets started during it, or (gradient lag) the previous step's average.  Returns 0
+   when there is nothing to apply yet (gradient lag's first step), CF_ERR out of memory. */
 static int cf__backward_averaged(cf_trainer *t) {
     cf_net *net = t->net;
-    /* a sample across ranks (section 5): the slabs' parts summed, over the groups averaged */
+    /* a sample across ranks (section 8): the slabs' parts summed, over the groups averaged */
     if (net->priv->split.on) {
         if (t->cfg.grad_lag || t->cfg.overlap)
             return cf_fail("gradient lag and overlapped averaging do not run with a sample split across ranks");
@@ -6143,7 +6592,7 @@ CFDEF int cf_epoch_shard(int *out, int n, uint64_t seed, int epoch, int rank, in
 }
 
 #ifndef CF_NO_FILES
-/* ================================================================ 9. files */
+/* ================================================================ 12. files */
 CFDEF size_t cf_dtype_size(int dtype) {
     switch (dtype) { case CF_F32: return 4; case CF_I16: return 2; case CF_U8: return 1; case CF_I64: return 8; }
     return 0;
@@ -6410,8 +6859,10 @@ CFDEF int cf_npy_write(const char *path, const cf_array *a) {
    written as zeros) | CRC32C of everything before it.  The meta
    text is what the training tool records of its run (key=value lines: optimizer, input
    transform, ...), and the line "updates=N" when the optimizer updates differ from the steps
-   (gradient lag, skipped steps; older checkpoints: as many as steps).  Still read:
-   "CFCKPT02" (no meta) and "CFCKPT01" (no meta, no stats and n_params of optimizer state). */
+   (gradient lag, skipped steps; older checkpoints: as many as steps).  "CFCKPT04", written by
+   cf_checkpoint_save_trainer with gradient lag, adds after the optimizer state u64 n_params
+   and the averaged gradient the next step applies.  Still read: "CFCKPT02" (no meta) and
+   "CFCKPT01" (no meta, no stats and n_params of optimizer state). */
 typedef struct { int fd; uint32_t crc; int bad; } cf__rd;
 static int cf__rd_get(cf__rd *r, void *p, size_t n) {
     if (r->bad || cf__read_full(r->fd, p, n) != n) { r->bad = 1; return CF_ERR; }
@@ -6424,15 +6875,13 @@ static int cf__wr_put(cf_atomic_file *af, uint32_t *crc, const void *p, size_t n
 }
 
 /* the parameters or an optimizer slot, buf in this rank's layout, in the whole layout's order
-   (section 5, "pieces"): the pieces other ranks of the group hold received from them (section
-   10) in chunks of tmp's CF_ALLREDUCE_CHUNK floats; af NULL: received and dropped (a writer
+   (section 8, "pieces"): the pieces other ranks of the group hold received from them (section
+   8) in chunks of tmp's CF_ALLREDUCE_CHUNK floats; af NULL: received and dropped (a writer
    that failed still takes its group's rows, or they would wait on it); buf NULL: an optimizer
    slot the group's ranks do not hold (SGD's second), written as zeros, nothing received */
 #ifndef CF_ALLREDUCE_CHUNK
-#define CF_ALLREDUCE_CHUNK ((size_t)1 << 20)   /* floats an MPI call moves at once (section 10) */
+#define CF_ALLREDUCE_CHUNK ((size_t)1 << 20)   /* floats an MPI call moves at once (section 7) */
 #endif
-static void cf__split_send(cf_net *net, const float *buf, size_t n);
-static void cf__split_recv(cf_net *net, int from, float *buf, size_t n);
 static void cf__wr_pieces(cf_atomic_file *af, uint32_t *crc, const cf_net *net, const float *buf, float *tmp) {
     static const float zeros[1024] = {0.0f};
     int j;
@@ -6463,7 +6912,8 @@ static void cf__send_pieces(const cf_net *net, const float *buf) {
 }
 
 /* writes format version 1, 2 or 3 (the tests write the old ones to check they are read) */
-static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_train_state *st, int version) {
+static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_train_state *st, int version,
+                                const float *pending) {
     cf_atomic_file af;
     uint32_t crc = 0, mlen;
     uint64_t u[6];
@@ -6516,12 +6966,17 @@ static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_tr
     for (s = 0; s < 2; s++)   /* (a slot not held: zeros) */
         cf__wr_pieces(version >= 2 || s == 0 ? &af : NULL, &crc, net,
                       s < net->opt_slots ? net->opt + (size_t)s * net->n_params : NULL, tmp);
+    if (version >= 4) {   /* gradient lag's pending average (never split) */
+        uint64_t np = net->n_params;
+        cf__wr_put(&af, &crc, &np, 8);
+        cf__wr_put(&af, &crc, pending, net->n_params * sizeof(float));
+    }
     CF_FREE(tmp);
     cf_atomic_write(&af, &crc, 4);
     return cf_atomic_commit(&af);
 }
 CFDEF int cf_checkpoint_save(const char *path, const cf_net *net, const cf_train_state *st) {
-    return cf__checkpoint_write(path, net, st, 3);
+    return cf__checkpoint_write(path, net, st, 3, NULL);
 }
 
 /* the header: magic, cfg text (malloc'd), input shape, then the counts and state */
@@ -6539,7 +6994,7 @@ static int cf__ckpt_header(cf__rd *r, const char *path, cf__ckpt_head *h, int wh
     uint32_t mlen = 0;
     int32_t shp[4];
     memset(h, 0, sizeof *h);
-    if (cf__rd_get(r, magic, 8) || memcmp(magic, "CFCKPT0", 7) || magic[7] < '1' || magic[7] > '3')
+    if (cf__rd_get(r, magic, 8) || memcmp(magic, "CFCKPT0", 7) || magic[7] < '1' || magic[7] > '4')
         return cf_fail("%s: not a cosmoflow.h checkpoint (bad magic)", path);
     h->version = magic[7] - '0';
     if (cf__rd_get(r, &len, 8) || len > (16u << 20)) return cf_fail("%s: corrupt checkpoint header", path);
@@ -6665,7 +7120,7 @@ static int cf__model_diff(const cf_net *a, const cf_net *b, char *w, size_t n) {
         return 1;
     }
     for (i = 0; i < a->n_layers; i++) {
-        cf_layer bw = b->layers[i];   /* (a split network's: its whole shapes, section 5) */
+        cf_layer bw = b->layers[i];   /* (a split network's: its whole shapes, section 8) */
         bw.in = cf__whole_in(b, i); bw.out = cf__whole_out(b, i);
         if (cf__layer_diff(&a->layers[i], &bw, why, sizeof why)) {
             snprintf(w, n, "layer %d ([%s] at line %d of the cfg): %s", i, cf_layer_type_name(b->layers[i].type),
@@ -6725,7 +7180,7 @@ CFDEF int cf_checkpoint_model(const char *path, cf_net *net, const cf_shape *sha
 /* the parameters, statistics and optimizer state after the header, and the CRC, read twice
    rather than held twice: first checked whole (the CRC, every value finite, the state
    plausible) in chunks, then read into the network, each piece where this rank keeps it
-   (section 5, "pieces": all of them but a split [dense]'s other rows), the CRC again.  On an
+   (section 8, "pieces": all of them but a split [dense]'s other rows), the CRC again.  On an
    error in the first pass the network is untouched. */
 #define CF__CKPT_CHUNK ((size_t)1 << 18)   /* floats a pass reads at once */
 /* n floats of the file into dst (NULL: read and dropped), in chunks through tmp; with check,
@@ -6757,6 +7212,13 @@ static int cf__rd_crc_ok(cf__rd *r) {
     return !r->bad && cf__read_full(r->fd, &crc_file, 4) == 4 && crc_file == r->crc &&
            cf__read_full(r->fd, &extra, 1) == 0;
 }
+/* format 4's block: u64 n (np) and n floats into dst (NULL: dropped); CF_ERR when n is not np
+   or a value is not finite */
+static int cf__rd_pending(cf__rd *r, size_t np, float *dst, float *tmp) {
+    uint64_t n = 0;
+    if (cf__rd_get(r, &n, 8) || n != np) { r->bad = 1; return CF_ERR; }
+    return cf__rd_floats(r, dst, np, tmp, 1) & 1 ? CF_OK : CF_ERR;
+}
 static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf_net *net) {
     size_t np = net->priv->split.shard >= 0 ? net->priv->split.whole_n : net->n_params,
         n_stats = h->version >= 2 ? net->n_stats : 0;
@@ -6775,6 +7237,7 @@ static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf
         if (!(f & 1)) opt_ok = 0;
         if (s == 1 && (f & 2)) second = 1;   /* second moments: the network needs their slot */
     }
+    if (h->version >= 4 && cf__rd_pending(r, np, NULL, tmp)) opt_ok = 0;
     if (r->bad) { CF_FREE(tmp); return cf_fail("%s: truncated checkpoint", path); }
     if (!cf__rd_crc_ok(r)) {
         CF_FREE(tmp);
@@ -6802,6 +7265,7 @@ static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf
     memset(net->opt, 0, (size_t)net->opt_slots * net->n_params * sizeof(float));
     for (s = 0; s < slots; s++)
         cf__rd_pieces(r, net, s < net->opt_slots ? net->opt + (size_t)s * net->n_params : NULL, tmp);
+    if (h->version >= 4) cf__rd_pending(r, np, NULL, tmp);
     CF_FREE(tmp);
     if (!cf__rd_crc_ok(r))
         return cf_fail("%s: changed while it was read (its second reading does not match its CRC): load it again",
@@ -6825,6 +7289,41 @@ CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st) 
     net->priv->updates = cf__ckpt_updates(h.meta, h.u[1]);
     if (st) cf__ckpt_state(st, &h);
     return CF_OK;
+}
+CFDEF int cf_checkpoint_save_trainer(const char *path, cf_trainer *t, const cf_train_state *st) {
+    float *avg;
+    int rc;
+    if (cf__trainer_check(t, "cf_checkpoint_save_trainer")) return CF_ERR;
+    if (!t->cfg.grad_lag || !t->priv->lag.pending) return cf_checkpoint_save(path, t->net, st);
+    if (!(avg = CF__NEW(float, t->net->n_params + 1))) return CF_ERR;
+    cf__grad_lag_average(&t->priv->lag, t->net->n_params, avg);
+    rc = cf__checkpoint_write(path, t->net, st, 4, avg);
+    CF_FREE(avg);
+    return rc;
+}
+CFDEF int cf_train_resume_pending(cf_trainer *t, const char *path) {
+    cf__rd r;
+    cf__ckpt_head h;
+    float *avg = NULL, *tmp = NULL;
+    size_t np, slots, skip;
+    int rc = CF_OK;
+    if (cf__trainer_check(t, "cf_train_resume_pending")) return CF_ERR;
+    if (cf__ckpt_open(&r, path) < 0) return CF_ERR;
+    if (!(rc = cf__ckpt_header(&r, path, &h, 1)) && h.version >= 4) {
+        np = t->net->n_params; slots = 2;
+        skip = (np + h.u[4] + slots * np) * sizeof(float);   /* params, stats, two optimizer slots */
+        if (h.u[0] != np) rc = cf_fail("%s: its gradient lag's gradient is not this network's", path);
+        else if (lseek(r.fd, (off_t)skip, SEEK_CUR) < 0) rc = cf_fail("%s: cannot seek", path);
+        else if (!(avg = CF__NEW(float, np + 1)) || !(tmp = CF__NEW(float, CF__CKPT_CHUNK))) rc = CF_ERR;
+        else if (cf__rd_pending(&r, np, avg, tmp))
+            rc = cf_fail("%s: its gradient lag's gradient is truncated or not finite", path);
+        else if (!t->cfg.grad_lag)
+            rc = cf_fail("%s: holds a gradient lag's gradient, but the trainer runs without gradient lag", path);
+        else rc = cf__grad_lag_set(&t->priv->lag, np, avg);
+    }
+    close(r.fd);
+    CF_FREE(h.cfg); CF_FREE(avg); CF_FREE(tmp);
+    return rc;
 }
 
 /* What a checkpoint holds, for cf-check --info: the header, and the whole file read once to
@@ -7559,350 +8058,7 @@ CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C)
 
 #endif /* CF_NO_FILES */
 
-/* ================================================================ 10. distributed */
-/* What the process is waiting for: every blocking MPI call below is bracketed by
-   CF__WAIT(op) / CF__WAITED, so that a watchdog thread (cf-train --comm-timeout) can read
-   cf_dist_waiting() and end a process whose peers stopped answering (a node or a link gone:
-   MPI itself waits for ever).  Plain stores read from another thread: a watchdog at worst
-   sees the state a moment late. */
-static const char *volatile cf__waiting_op;
-static volatile time_t cf__waiting_since;
-#define CF__WAIT(op) (cf__waiting_since = time(NULL), cf__waiting_op = (op))
-#define CF__WAITED (cf__waiting_op = NULL)
-CFDEF const char *cf_dist_waiting(double *seconds) {
-    const char *op = cf__waiting_op;
-    *seconds = op ? difftime(time(NULL), cf__waiting_since) : 0.0;
-    return op;
-}
-#ifdef CF_USE_MPI
-/* MPI starts only under a launcher (mpirun/mpiexec/srun set one of these); a program
-   started on its own is one rank without touching MPI, so it also runs where MPI cannot
-   start (no shared memory, a small ulimit, no network). */
-static int cf__launched(void) {
-    static const char *vars[] = {"PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_PROCID"};
-    size_t i;
-    for (i = 0; i < sizeof vars / sizeof *vars; i++) if (getenv(vars[i])) return 1;
-    return 0;
-}
-CFDEF int cf_dist_init(int *argc, char ***argv) {
-    int inited = 0, provided;
-    MPI_Initialized(&inited);
-    if (!inited && cf__launched()) {
-        int rc;
-        CF__WAIT("MPI_Init (the launcher and the other ranks)");
-        rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
-        CF__WAITED;
-        if (rc != MPI_SUCCESS) return cf_fail("MPI_Init_thread failed");
-    }
-    return CF_OK;
-}
-CFDEF void cf_dist_finalize(void) {
-    int i = 0, f = 0;
-    MPI_Initialized(&i); MPI_Finalized(&f);
-    if (i && !f) { CF__WAIT("MPI_Finalize"); MPI_Finalize(); CF__WAITED; }
-}
-CFDEF int cf_dist_rank(void) { int r = 0, i = 0; MPI_Initialized(&i); if (i) MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
-CFDEF int cf_dist_size(void) { int s = 1, i = 0; MPI_Initialized(&i); if (i) MPI_Comm_size(MPI_COMM_WORLD, &s); return s; }
-/* The average in chunks of CF_ALLREDUCE_CHUNK floats (1 Mi: 4 MiB), each divided by the ranks
-   while it is still in cache.  One call for the whole buffer was 1.7-2x slower (docs/mpi.md,
-   "The allreduce"): MPICH takes a temporary buffer of the message's size at every call, and
-   above glibc's 32 MiB limit for reusing freed memory each call maps and first-touches fresh
-   pages; then the division read the whole buffer again from memory. */
-#ifndef CF_ALLREDUCE_CHUNK
-#define CF_ALLREDUCE_CHUNK ((size_t)1 << 20)
-#endif
-CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) {
-    int size = cf_dist_size();
-    size_t off, k;
-    CF__REQUIRE_VOID(buf || !n, "cf_dist_allreduce_mean: buf is NULL");
-    if (size == 1) return;
-    for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
-        size_t m = n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK;
-        CF__WAIT("MPI_Allreduce of the gradient");
-        MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)m, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        CF__WAITED;
-        for (k = off; k < off + m; k++) buf[k] /= (float)size;
-    }
-}
-CFDEF void cf_dist_allreduce_sum_d(double *buf, int n) {
-    CF__REQUIRE_VOID((buf || n == 0) && n >= 0, "cf_dist_allreduce_sum_d: buf NULL or n < 0");
-    if (cf_dist_size() == 1) return;
-    CF__WAIT("MPI_Allreduce (a sum)"); MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); CF__WAITED;
-}
-CFDEF void cf_dist_allreduce_max_d(double *buf, int n) {
-    CF__REQUIRE_VOID((buf || n == 0) && n >= 0, "cf_dist_allreduce_max_d: buf NULL or n < 0");
-    if (cf_dist_size() == 1) return;
-    CF__WAIT("MPI_Allreduce (a maximum)"); MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); CF__WAITED;
-}
-CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx) { (void)ctx; cf_dist_allreduce_sum_d(buf, n); }
-CFDEF void cf_dist_bcast(float *buf, size_t n) {
-    size_t off = 0;
-    CF__REQUIRE_VOID(buf || !n, "cf_dist_bcast: buf is NULL");
-    if (cf_dist_size() == 1) return;
-    while (off < n) {
-        int chunk = (int)(n - off > ((size_t)1 << 30) ? ((size_t)1 << 30) : n - off);
-        CF__WAIT("MPI_Bcast of the weights");
-        MPI_Bcast(buf + off, chunk, MPI_FLOAT, 0, MPI_COMM_WORLD);
-        CF__WAITED;
-        off += (size_t)chunk;
-    }
-}
-CFDEF void cf_dist_abort(int code) { int i = 0; MPI_Initialized(&i); if (i && cf_dist_size() > 1) MPI_Abort(MPI_COMM_WORLD, code); }
-CFDEF void cf_dist_barrier(void) { if (cf_dist_size() > 1) { CF__WAIT("MPI_Barrier"); MPI_Barrier(MPI_COMM_WORLD); CF__WAITED; } }
-
-/* ---- a sample across ranks: the group's communicator (the K consecutive ranks that share
-   samples) and its exchanges, each bracketed for the watchdog */
-static MPI_Comm *cf__split_mpi(const cf_net *net) { return (MPI_Comm *)net->priv->split.mpi_comm; }
-static int cf__split_comm_make(cf_net *net) {
-    cf__split_state *sp = &net->priv->split;
-    int size = cf_dist_size(), rank = cf_dist_rank();
-    cf__split_comm_free(net);
-    sp->r = 0;
-    if (size == 1) return CF_OK;   /* one process: the shapes only (K = 1: the wrap onto itself) */
-    if (size % sp->K) return cf_fail("%d ranks do not form groups of %d (a sample across %d ranks needs a multiple of %d)", size, sp->K, sp->K, sp->K);
-    if (!(sp->mpi_comm = CF_MALLOC(sizeof(MPI_Comm))) || !(sp->cross_comm = CF_MALLOC(sizeof(MPI_Comm)))) {
-        CF_FREE(sp->mpi_comm);
-        return cf_fail("out of memory for a communicator");
-    }
-    MPI_Comm_split(MPI_COMM_WORLD, rank / sp->K, rank % sp->K, cf__split_mpi(net));          /* the group */
-    MPI_Comm_split(MPI_COMM_WORLD, rank % sp->K, rank / sp->K, (MPI_Comm *)sp->cross_comm);  /* slab r of every group */
-    sp->r = rank % sp->K;
-    sp->comm = 1;
-    return CF_OK;
-}
-static void cf__split_comm_free(cf_net *net) {
-    cf__split_state *sp = &net->priv->split;
-    int fin = 0;
-    MPI_Finalized(&fin);
-    if (sp->mpi_comm) { if (!fin) MPI_Comm_free(cf__split_mpi(net)); CF_FREE(sp->mpi_comm); }
-    if (sp->cross_comm) { if (!fin) MPI_Comm_free((MPI_Comm *)sp->cross_comm); CF_FREE(sp->cross_comm); }
-    sp->mpi_comm = sp->cross_comm = NULL; sp->comm = 0;
-}
-/* sends to_next (n1 floats) to the group's next rank, receiving the previous's into from_prev;
-   then to_prev (n2) to the previous, receiving the next's into from_next.  At a face of the
-   volume (not periodic) there is no partner: nothing sent, zeros received.  One rank (K = 1,
-   periodic): itself on both sides. */
-static void cf__halo_swap(cf_net *net, const float *to_next, float *from_prev, size_t n1, const float *to_prev, float *from_next, size_t n2) {
-    cf__split_state *sp = &net->priv->split;
-    int K = sp->K, r = sp->r, next = r + 1 < K ? r + 1 : sp->periodic ? 0 : MPI_PROC_NULL, prev = r > 0 ? r - 1 : sp->periodic ? K - 1 : MPI_PROC_NULL;
-    if (!sp->comm) {   /* one rank: the wrap onto itself, or the faces' zeros */
-        if (sp->periodic) { memcpy(from_prev, to_next, n1 * sizeof(float)); memcpy(from_next, to_prev, n2 * sizeof(float)); }
-        else { memset(from_prev, 0, n1 * sizeof(float)); memset(from_next, 0, n2 * sizeof(float)); }
-        return;
-    }
-    CF_ASSERT(n1 < 2147483647u && n2 < 2147483647u);
-    if (prev == MPI_PROC_NULL) memset(from_prev, 0, n1 * sizeof(float));
-    if (next == MPI_PROC_NULL) memset(from_next, 0, n2 * sizeof(float));
-    CF__WAIT("MPI_Sendrecv (a convolution's halo)");
-    MPI_Sendrecv(to_next, (int)n1, MPI_FLOAT, next, 11, from_prev, (int)n1, MPI_FLOAT, prev, 11, *cf__split_mpi(net), MPI_STATUS_IGNORE);
-    MPI_Sendrecv(to_prev, (int)n2, MPI_FLOAT, prev, 12, from_next, (int)n2, MPI_FLOAT, next, 12, *cf__split_mpi(net), MPI_STATUS_IGNORE);
-    CF__WAITED;
-}
-/* every rank's n floats, in rank order, into all (K n) */
-static void cf__split_allgather(cf_net *net, const float *mine, float *all, size_t n) {
-    if (!net->priv->split.comm) { memcpy(all, mine, n * sizeof(float)); return; }
-    CF_ASSERT(n < 2147483647u);
-    CF__WAIT("MPI_Allgather (a split network's features)");
-    MPI_Allgather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, *cf__split_mpi((cf_net *)net));
-    CF__WAITED;
-}
-/* n floats summed in place over comm, in chunks, then divided by div (1: the sum) */
-static void cf__allreduce_floats(float *buf, size_t n, MPI_Comm comm, int div, const char *what) {
-    size_t off, k;
-    for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
-        size_t m = n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK;
-        CF__WAIT(what);
-        MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)m, MPI_FLOAT, MPI_SUM, comm);
-        CF__WAITED;
-        if (div > 1) for (k = off; k < off + m; k++) buf[k] /= (float)div;
-    }
-}
-static void cf__split_sum_floats(cf_net *net, float *buf, size_t n) {
-    if (net->priv->split.comm) cf__allreduce_floats(buf, n, *cf__split_mpi(net), 1, "MPI_Allreduce (a split [dense]'s part of dx)");
-}
-/* the gradient averaged over the D = P / K groups: each group's is the sum of its slabs' parts
-   (the layers after the [flatten] run whole on every rank of a group: only its first adds
-   theirs), summed over all ranks, divided by D.  A [dense] whose rows are split: each rank's
-   rows summed over the ranks that hold them, one a group, divided by D. */
-static void cf__split_average(cf_net *net) {
-    cf__split_state *sp = &net->priv->split;
-    int i, j, groups = cf_dist_size() / sp->K;
-    if (!sp->comm) { cf_dist_allreduce_mean(net->grads, net->n_params); return; }
-    if (sp->r)
-        for (i = sp->end; i < net->n_layers; i++) {
-            const cf_layer *l = &net->layers[i];
-            if (i == sp->shard) continue;   /* (its rows are this rank's own) */
-            if (l->w_n) memset(net->grads + l->w_off, 0, l->w_n * sizeof(float));
-            if (l->b_n) memset(net->grads + l->b_off, 0, l->b_n * sizeof(float));
-        }
-    for (j = 0; j < cf__n_pieces(net); j++) {
-        cf__piece p = cf__piece_at(net, j);
-        size_t at = cf__piece_local(net, p);
-        if (at == (size_t)-1 || !p.n) continue;
-        if (p.owner < 0) cf__allreduce_floats(net->grads + at, p.n, MPI_COMM_WORLD, groups, "MPI_Allreduce of the gradient");
-        else cf__allreduce_floats(net->grads + at, p.n, *(MPI_Comm *)sp->cross_comm, groups, "MPI_Allreduce of a split [dense]'s rows' gradient");
-    }
-}
-#ifndef CF_NO_FILES
-/* a checkpoint of a network whose [dense] rows are split (section 9): the rows other ranks
-   hold, sent to the group's first rank in chunks, received there in the same chunks */
-static void cf__split_send(cf_net *net, const float *buf, size_t n) {
-    size_t off;
-    for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
-        CF__WAIT("MPI_Send (a split [dense]'s rows to the checkpoint's writer)");
-        MPI_Send(buf + off, (int)(n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK), MPI_FLOAT, 0, 13, *cf__split_mpi(net));
-        CF__WAITED;
-    }
-}
-static void cf__split_recv(cf_net *net, int from, float *buf, size_t n) {
-    size_t off;
-    for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
-        CF__WAIT("MPI_Recv (a split [dense]'s rows for the checkpoint)");
-        MPI_Recv(buf + off, (int)(n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK), MPI_FLOAT, from, 13, *cf__split_mpi(net), MPI_STATUS_IGNORE);
-        CF__WAITED;
-    }
-}
-#endif
-/* the largest of v over every rank (a decision every rank must take alike) */
-static int cf__max_over_ranks(int v) {
-    double d = v;
-    cf_dist_allreduce_max_d(&d, 1);
-    return (int)d;
-}
-/* batch norm's sums over the group's slabs (a cf_bn_sync reduce; ctx: the network) */
-static void cf__split_sum(double *buf, int n, void *ctx) {
-    cf_net *net = (cf_net *)ctx;
-    if (!net->priv->split.comm) return;
-    CF__WAIT("MPI_Allreduce (batch norm over a sample's slabs)");
-    MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, *cf__split_mpi(net));
-    CF__WAITED;
-}
-
-/* state of the overlapped reduction: the not-yet-started prefix is grads[0, end) */
-typedef struct { MPI_Request req[1024]; MPI_Status st[1024]; int n; size_t end, bucket; } cf__overlap;
-static cf__overlap cf__ov;
-static void cf__ov_start(float *buf, size_t lo, size_t hi) {
-    while (hi > lo) {   /* chunks fit an int count and the request table */
-        size_t n = hi - lo > ((size_t)1 << 30) ? ((size_t)1 << 30) : hi - lo;
-        if (cf__ov.n == 1024) { CF__WAIT("MPI_Waitall (overlapped gradient buckets)"); MPI_Waitall(cf__ov.n, cf__ov.req, cf__ov.st); CF__WAITED; cf__ov.n = 0; }
-        MPI_Iallreduce(MPI_IN_PLACE, buf + hi - n, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &cf__ov.req[cf__ov.n++]);
-        hi -= n;
-    }
-}
-/* called before layer i's backward: every layer after i is finished */
-static void cf__ov_hook(cf_net *net, int i) {
-    size_t done_from = net->n_params;
-    int j, flag;
-    for (j = i + 1; j < net->n_layers; j++) if (net->layers[j].w_n) { done_from = net->layers[j].w_off; break; }
-    if (done_from < cf__ov.end && cf__ov.end - done_from >= cf__ov.bucket) {
-        cf__ov_start(net->grads, done_from, cf__ov.end);
-        cf__ov.end = done_from;
-    }
-    if (cf__ov.n) MPI_Testall(cf__ov.n, cf__ov.req, &flag, cf__ov.st);   /* let MPI progress */
-}
-CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) {
-    CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_begin");
-    cf__ov.n = 0; cf__ov.end = net->n_params; cf__ov.bucket = bucket_floats ? bucket_floats : 1;
-    net->priv->dist_hook = cf_dist_size() > 1 ? cf__ov_hook : NULL;   /* (the caller's own hook stays, called after it) */
-}
-CFDEF void cf_dist_overlap_end(cf_net *net) {
-    size_t k;
-    float inv;
-    CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_end");
-    net->priv->dist_hook = NULL;
-    if (cf_dist_size() == 1) return;
-    cf__ov_start(net->grads, 0, cf__ov.end);
-    CF__WAIT("MPI_Waitall (overlapped gradient buckets)");
-    MPI_Waitall(cf__ov.n, cf__ov.req, cf__ov.st);
-    CF__WAITED;
-    inv = (float)cf_dist_size();
-    for (k = 0; k < net->n_params; k++) net->grads[k] /= inv;   /* as cf_dist_allreduce_mean */
-}
-
-CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {
-    size_t k, n;
-    int had, size = cf_dist_size(), next;
-    float inv = 1.0f / (float)size;
-    if (cf__net_check(net, "cf_dist_grad_lag")) return CF_ERR;
-    if (!lag) return cf_fail("cf_dist_grad_lag: lag is NULL");
-    n = net->n_params; had = lag->pending;
-    if (n >= 2147483647u) return cf_fail("cf_dist_grad_lag: %zu parameters, more than an MPI count holds", n);
-    if (!lag->buf[0]) {
-        lag->buf[0] = CF__NEW(float, n + 1); lag->buf[1] = CF__NEW(float, n + 1);
-        lag->req = CF_MALLOC(sizeof(MPI_Request));
-        if (!lag->buf[0] || !lag->buf[1] || !lag->req) return cf_fail("out of memory for the gradient lag buffers");
-    }
-    if (had && size > 1) { CF__WAIT("MPI_Wait (the previous step's gradient)"); MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE); CF__WAITED; }
-    next = 1 - lag->cur;
-    memcpy(lag->buf[next], net->grads, n * sizeof(float));
-    if (size > 1) MPI_Iallreduce(MPI_IN_PLACE, lag->buf[next], (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, (MPI_Request *)lag->req);
-    if (had) for (k = 0; k < n; k++) net->grads[k] = lag->buf[lag->cur][k] * inv;
-    lag->cur = next;
-    lag->pending = 1;
-    return had;
-}
-CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag) {
-    if (!lag) return;
-    if (lag->pending && cf_dist_size() > 1) { CF__WAIT("MPI_Wait (the last gradient)"); MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE); CF__WAITED; }
-    CF_FREE(lag->buf[0]); CF_FREE(lag->buf[1]); CF_FREE(lag->req);
-    memset(lag, 0, sizeof *lag);
-}
-#else
-CFDEF int cf_dist_init(int *argc, char ***argv) { (void)argc; (void)argv; return CF_OK; }
-CFDEF void cf_dist_finalize(void) {}
-CFDEF int cf_dist_rank(void) { return 0; }
-CFDEF int cf_dist_size(void) { return 1; }
-CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) { (void)buf; (void)n; }
-CFDEF void cf_dist_allreduce_sum_d(double *buf, int n) { (void)buf; (void)n; }
-CFDEF void cf_dist_allreduce_max_d(double *buf, int n) { (void)buf; (void)n; }
-CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx) { (void)ctx; cf_dist_allreduce_sum_d(buf, n); }
-CFDEF void cf_dist_bcast(float *buf, size_t n) { (void)buf; (void)n; }
-CFDEF void cf_dist_abort(int code) { (void)code; }
-CFDEF void cf_dist_barrier(void) {}
-CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) { CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_begin"); (void)bucket_floats; }
-CFDEF void cf_dist_overlap_end(cf_net *net) { CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_end"); }
-
-/* one process: a split's shapes only, and the wrap of a periodic volume onto itself */
-static int cf__split_comm_make(cf_net *net) { net->priv->split.r = 0; return CF_OK; }
-static void cf__split_comm_free(cf_net *net) { net->priv->split.comm = 0; }
-static void cf__halo_swap(cf_net *net, const float *to_next, float *from_prev, size_t n1, const float *to_prev, float *from_next, size_t n2) {
-    if (net->priv->split.periodic) { memcpy(from_prev, to_next, n1 * sizeof(float)); memcpy(from_next, to_prev, n2 * sizeof(float)); }
-    else { memset(from_prev, 0, n1 * sizeof(float)); memset(from_next, 0, n2 * sizeof(float)); }
-}
-static void cf__split_allgather(cf_net *net, const float *mine, float *all, size_t n) { (void)net; memcpy(all, mine, n * sizeof(float)); }
-static void cf__split_sum(double *buf, int n, void *ctx) { (void)buf; (void)n; (void)ctx; }
-static void cf__split_sum_floats(cf_net *net, float *buf, size_t n) { (void)net; (void)buf; (void)n; }
-static void cf__split_average(cf_net *net) { (void)net; }
-#ifndef CF_NO_FILES
-static void cf__split_send(cf_net *net, const float *buf, size_t n) { (void)net; (void)buf; (void)n; }
-static void cf__split_recv(cf_net *net, int from, float *buf, size_t n) { (void)net; (void)from; (void)buf; (void)n; }
-#endif
-static int cf__max_over_ranks(int v) { return v; }
-CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {   /* one process: a delay line */
-    size_t n;
-    int had, next;
-    if (cf__net_check(net, "cf_dist_grad_lag")) return CF_ERR;
-    if (!lag) return cf_fail("cf_dist_grad_lag: lag is NULL");
-    n = net->n_params; had = lag->pending;
-    if (!lag->buf[0]) {
-        lag->buf[0] = CF__NEW(float, n + 1); lag->buf[1] = CF__NEW(float, n + 1);
-        if (!lag->buf[0] || !lag->buf[1]) return cf_fail("out of memory for the gradient lag buffers");
-    }
-    next = 1 - lag->cur;
-    memcpy(lag->buf[next], net->grads, n * sizeof(float));
-    if (had) memcpy(net->grads, lag->buf[lag->cur], n * sizeof(float));
-    lag->cur = next;
-    lag->pending = 1;
-    return had;
-}
-CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag) { if (!lag) return; CF_FREE(lag->buf[0]); CF_FREE(lag->buf[1]); memset(lag, 0, sizeof *lag); }
-#endif
-CFDEF void cf_net_average_stats(cf_net *net) {
-    CF__NET_REQUIRE_VOID(net, "cf_net_average_stats");
-    if (net->n_stats) cf_dist_allreduce_mean(net->stats, net->n_stats);
-}
-
-/* ================================================================ 11. fast paths
+/* ================================================================ 13. fast paths
    Faster ways to compute some of section 3's operations.  Each is registered as an
    alternative for one operation, in section 4's tables: its kind, the condition under which
    it applies (written once, here) and its code.  One dispatcher per operation (section 4)
@@ -8040,7 +8196,7 @@ static int cf__kvol(const cf_geom *g) { return g->k[0] * g->k[1] * g->k[2]; }
    write disjoint columns of y, so any thread may take any tile.  gws: the bf16 GEMM with each
    thread's buffers there (cf__gemm_halves), for a y stored in 16 bits (f->half: no bias, no
    activation, rounded as the GEMM stores) or an x not yet rounded (the GEMM's packing rounds
-   it, section 6, halves). */
+   it, section 9, halves). */
 static void cf__conv_tiles(const cf__conv_call *f, int bi, float beta, cf__gemm_fn gemm, int rnd, float *gws) {
     cf_shape in = f->in, out = f->out;
     const cf_geom *g = f->g;
@@ -8383,7 +8539,7 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
    CPU's vdpbf16ps, which multiplies 16 pairs of bf16 by 16 pairs and adds both products of
    each pair to an fp32 lane: acc + a_odd b_odd + a_even b_even, the products exact (8-bit
    mantissas), the additions rounded to nearest even.  Operands are bf16 values, held in fp32
-   (the network rounds them, section 5) or in 16 bits (section 6, halves); the packing into
+   (the network rounds them, section 6) or in 16 bits (section 9, halves); the packing into
    pairs rounds with vcvtne2ps2bf16, which keeps a bf16 value as it is (and rounds the
    network's input, which the plan may hand over unrounded).  They are paired along the sum:
    two input rows interleaved (the direct kernel) or two rows of op(A) and op(B) (the GEMM).
@@ -8443,7 +8599,7 @@ CF__BF16_TARGET static __m512i cf__pairs16(const float *x, int n) { return cf__p
 /* the pairs (a[i], b[i]) of up to 16 columns of two rows (a or b NULL: zeros), as 16 lanes:
    both rows rounded to bf16 by one vcvtne2ps2bf16 (a's in the low 16 words, b's in the high),
    then interleaved, a's word below b's; cf__pair a vector at a time on bf16 values, and on
-   floats not yet rounded (the network's input, section 6) their rounding as they are read */
+   floats not yet rounded (the network's input, section 9) their rounding as they are read */
 CF__BF16_TARGET static __m512i cf__pairs16_rows(const float *a, const float *b, int n) {
     const __m512i mix = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
                                          23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
@@ -8451,7 +8607,7 @@ CF__BF16_TARGET static __m512i cf__pairs16_rows(const float *a, const float *b, 
         vb = b ? _mm512_maskz_loadu_ps(cf__lanes(n), b) : _mm512_setzero_ps();
     return _mm512_permutexvar_epi16(mix, (__m512i)_mm512_cvtne2ps_pbh(vb, va));
 }
-/* ---- tensors the memory plan stores in 16 bits (section 6, "halves"): element i of such a
+/* ---- tensors the memory plan stores in 16 bits (section 9, "halves"): element i of such a
    tensor is ((const cf_bf16 *)base)[i], the upper half of the fp32 word the kernels compute
    with.  Loaded by widening (a shift), stored by keeping the upper half (exact on bf16 values). */
 CF__INLINE __mmask32 cf__lanes32(int n) { return (__mmask32)(n >= 32 ? 0xffffffffu : n <= 0 ? 0u : (1u << n) - 1u); }
@@ -9166,7 +9322,7 @@ static void cf__bf16_pointwise_fwd(const cf__conv_call *c) {
 }
 static void cf__bf16_pointwise_bww(const cf__conv_call *c) { cf__pointwise_bww_with(c, cf__sgemm_bf16); }
 static void cf__bf16_pointwise_bwd(const cf__conv_call *c) { cf__pointwise_bwd_with(c, cf__sgemm_bf16_rounded); }
-/* The same three on operands stored in 16 bits (section 6, halves): y or dy (half), x (x_half)
+/* The same three on operands stored in 16 bits (section 9, halves): y or dy (half), x (x_half)
    and dx (dx_half) read by the bf16 GEMM's packing and written by its store, the same sums as
    above.  Its buffers are the workspace's (a GEMM on 16-bit operands cannot fall back on
    cf_sgemm).  The GEMM stores a 16-bit y or dx rounded, so its sum must be one chunk (at most
@@ -9256,7 +9412,7 @@ static void cf__bf16_pw_half_bwd(const cf__conv_call *c) {   /* (a 16-bit dx is 
         }
 }
 /* The tiles, the whole-sample GEMM (cols) and im2col's backward-data on operands stored in 16
-   bits or an input not yet rounded (section 6, halves), the same sums: a forward's y when it
+   bits or an input not yet rounded (section 9, halves), the same sums: a forward's y when it
    has no bias or activation (the GEMM rounds it as it stores: one chunk of pairs), a backward's
    dy (the GEMM packs it from 16 bits), the network's input (x_raw: the GEMM's packing rounds it
    as it reads it); never a 16-bit x or dx (im2col reads and col2im writes fp32).  The GEMM's
@@ -9643,7 +9799,7 @@ static void cf__dw3x3_row(float *y, const float *r0, const float *r1, const floa
 }
 /* the padded plane: Hp = pb + H + pa rows of Wp = pb + W + pa floats, input row h at row pb + h,
    column pb; output row oh's taps read padded rows oh s + kh dil, columns t + kw dil.  16-bit
-   operands (section 6, halves: x_half, half): x widened as it is copied in, each output row
+   operands (section 9, halves: x_half, half): x widened as it is copied in, each output row
    computed into row (out.w floats) and rounded as it is stored in 16 bits: the same bits */
 static void cf__dw3x3_plane(float *yc, float *pad, float *row, int Wp, const float *xc, const float *wc, float bias,
                             const cf__conv_call *c) {
@@ -9664,7 +9820,7 @@ static void cf__dw3x3_plane(float *yc, float *pad, float *row, int Wp, const flo
     /* rounded once, the plane still in cache */
     if (c->bf16 && !c->half) cf__round_run(yc, (size_t)c->out.h * c->out.w);
 }
-/* a thread's buffers of a 16-bit call: the workspace (the plan has checked its room, section 6;
+/* a thread's buffers of a 16-bit call: the workspace (the plan has checked its room, section 9;
    no fallback reads 16 bits), else allocated (NULL: none) */
 static float *cf__dw_buffers(const cf__conv_call *c, size_t per) {
     if (c->half || c->x_half || c->dx_half) return c->ws + per * cf__thread_id();
@@ -9712,7 +9868,7 @@ static void cf__dw3x3_fwd(const cf__conv_call *c) {
    the reference.  dw: the 9 sums of dy times the padded input, in 9 vector accumulators over
    the plane (the order of a vector sum: within 1e-6 of the sum of |terms|, as the rows path). */
 static int cf__dw3x3_bwd_applies(const cf__conv_call *c) { return cf__dw3x3_applies(c) && c->g->s[1] == 1; }
-/* 16-bit operands (section 6, halves): dy (half) widened as it is copied into dq, a 16-bit dx
+/* 16-bit operands (section 9, halves): dy (half) widened as it is copied into dq, a 16-bit dx
    (stored: its only writer) computed a row at a time into row and rounded as it is stored */
 static void cf__dw3x3_plane_dx(float *dxc, float *dq, float *row, int Wq, const float *dyc, const float *wc,
                                const cf__conv_call *c) {
@@ -9859,7 +10015,7 @@ static void cf__pool_pairs_fwd(const cf__pool_call *c) {
     }
 }
 #ifdef CF__BF16
-/* The same on an input stored in 16 bits (section 6, halves), 16 outputs at a time: in each
+/* The same on an input stored in 16 bits (section 9, halves), 16 outputs at a time: in each
    of the rows, 32 inputs (16 windows' pairs) are one load, the pair's first the low half of a
    word, its second the high; the comparisons in the scalar loop's order, NaN never chosen.
    The output in fp32 or (y_half) in 16 bits: a maximum of bf16 values is one of them. */
@@ -9899,7 +10055,7 @@ CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
 /* ---- the transposed convolution: section 3's loops with another GEMM (the bf16 GEMM where a
    convolution's bf16 GEMM path would be picked: kind bf16 on, and cf__bf16_gemm_applies), its
    dx stored (store: beta 0) and, by the bf16 GEMM that rounds as it stores, rounded.  x and
-   dx may be stored in 16 bits (x_half, dx_half; section 6, halves): then the bf16 GEMM packs x
+   dx may be stored in 16 bits (x_half, dx_half; section 9, halves): then the bf16 GEMM packs x
    from 16 bits and stores dx in 16 bits, rounded (a sum of one chunk: out.c k^3 <= 2
    CF__GEMM_KC), its buffers in gws (the workspace's second half), the same sums. */
 static void cf__gemm_halves(const cf__gemm_bf16_call *gemm, float *gws) {
@@ -9912,7 +10068,7 @@ static void cf__gemm_halves(const cf__gemm_bf16_call *gemm, float *gws) {
     CF_ASSERT(!"16-bit operands without the bf16 GEMM");
 #endif
 }
-/* ---- y and dy stored in 16 bits (2-D; section 6, halves), the sums those of fp32 storage, made
+/* ---- y and dy stored in 16 bits (2-D; section 9, halves), the sums those of fp32 storage, made
    in a band of H output rows in fp32 after the GEMM's buffers in the workspace's second half.
    The forward's tiles go down the input's rows, each adding into the output rows [first,
    first + H) (first: where its first input row's taps begin), so the rows above a tile's first
@@ -10072,7 +10228,7 @@ static void cf__deconv_backward_with(const cf__conv_call *c, float *db, cf__gemm
    entry and dL/dz on return.  Each window's first maximum gets act's gradient of dy[o] at
    y[o] (equal to x there: what cf_act_backward would compute), the rest of the window and
    inputs no window covers get 0.  dy, y (B, C, OD, OH, OW).  The memory plan decides where
-   it is used (section 6, fusion). */
+   it is used (section 9, fusion). */
 #ifdef CF__AVX512
 /* The pairs windows of n <= 16 outputs from ow0 at once, as the loop below does them one at a
    time: in each of the nr rows, the output's two inputs; the first input in that order equal
@@ -10112,7 +10268,7 @@ __attribute__((target("avx512f"))) static void cf__pool_pairs_write16(const floa
         }
 }
 #ifdef CF__BF16
-/* the same on rows stored in 16 bits (section 6, halves); d holds bf16 values */
+/* the same on rows stored in 16 bits (section 9, halves); d holds bf16 values */
 CF__BF16_TARGET static void cf__pool_pairs_write16_half(cf_bf16 *const *rows, int nr, int ow0, int n, const float *m,
                                                         const float *d) {
     cf__pool_win16 w = cf__pool_spread(n, m, d);

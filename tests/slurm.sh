@@ -1,6 +1,7 @@
 # A real Slurm on one machine (sourced; root, Debian's slurmctld, slurmd, slurm-client and
-# munge, no systemd): munged, slurmctld and one slurmd started from a scratch directory, a node
-# of CPUS cores in partition "test", torn down by pid.  docs/mpi.md, "Slurm", uses it:
+# munge, no systemd): munged, slurmctld and NODES slurmd (nodes n1, n2, ..., one CPU each, each
+# its own port) started from a scratch directory, partition "test", torn down by pid.
+# docs/mpi.md, "Slurm", uses it:
 #
 #   . tests/slurm.sh
 #   slurm_up /tmp/slurm 2          # exports SLURM_CONF; sinfo says idle
@@ -9,9 +10,9 @@
 #
 # MpiDefault=none (Slurm's own default): srun starts MPI only when asked (--mpi=pmi2), as on
 # most clusters.  Requeued jobs restart within seconds (cred_expire=5, a scheduler pass every
-# 2 s).  The daemons listen on SLURM_TEST_PORT and the next port (default 7817, 7818).
-slurm_up() {   # slurm_up DIR [CPUS]
-    SLURM_DIR=$1; c=${2:-2}; p=${SLURM_TEST_PORT:-7817}; h=$(hostname -s)
+# 2 s).  The daemons listen on SLURM_TEST_PORT and the ports after it (default 7817, 7818, ...).
+slurm_up() {   # slurm_up DIR [NODES]
+    SLURM_DIR=$1; nn=${2:-2}; p=${SLURM_TEST_PORT:-7817}; h=$(hostname -s)
     mkdir -p "$SLURM_DIR/etc" "$SLURM_DIR/state" "$SLURM_DIR/spool" "$SLURM_DIR/log" "$SLURM_DIR/run" "$SLURM_DIR/key" || return 1
     chmod 755 "$SLURM_DIR" "$SLURM_DIR/run"; chmod 700 "$SLURM_DIR/key"   # munged: the socket's directory world-executable
     mungekey -c -k "$SLURM_DIR/key/munge.key" > /dev/null 2>&1 || return 1
@@ -43,12 +44,16 @@ ReturnToService=2
 SchedulerParameters=bf_interval=1,sched_interval=2
 KillWait=30
 MinJobAge=300
-NodeName=cfnode NodeHostname=$h NodeAddr=127.0.0.1 CPUs=$c RealMemory=1000 State=UNKNOWN
-PartitionName=test Nodes=cfnode Default=YES MaxTime=INFINITE State=UP
 CONF
+    k=1; while [ $k -le "$nn" ]; do
+        echo "NodeName=n$k NodeHostname=$h NodeAddr=127.0.0.1 Port=$((p + 1 + k)) CPUs=1 RealMemory=1000 State=UNKNOWN" >> "$SLURM_DIR/etc/slurm.conf"
+        k=$((k + 1))
+    done
+    echo "PartitionName=test Nodes=n[1-$nn] Default=YES MaxTime=INFINITE State=UP" >> "$SLURM_DIR/etc/slurm.conf"
     export SLURM_CONF="$SLURM_DIR/etc/slurm.conf"
-    slurmctld -i && slurmd -N cfnode || return 1
-    i=0; until sinfo -h -o %T 2>/dev/null | grep -qx idle; do i=$((i + 1)); [ $i -gt 150 ] && return 1; sleep 0.1; done
+    slurmctld -i || return 1
+    k=1; while [ $k -le "$nn" ]; do slurmd -N n$k || return 1; k=$((k + 1)); done
+    i=0; until [ "$(sinfo -h -N -o %T 2>/dev/null | grep -cx idle)" = "$nn" ]; do i=$((i + 1)); [ $i -gt 150 ] && return 1; sleep 0.1; done
 }
 slurm_down() {   # slurm_down DIR: every job cancelled, every daemon ended, DIR removed
     d=$1

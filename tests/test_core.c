@@ -1239,7 +1239,7 @@ static int halves_two_steps(cf_net *a, cf_net *b, const float *x, const float *t
     free(da); free(db);
     return ok;
 }
-/* Halves (section 6): a bf16 network's fused conv outputs and the gradients written over
+/* Halves (section 9): a bf16 network's fused conv outputs and the gradients written over
    them, and a max pool's output and gradient between two such convs, stored in 16 bits, give
    the loss and the gradients of the same paths on fp32 storage bit for bit, in less memory.
    A 3-D net (rows of 36 and 18: a whole and a partial 32-wide block of the direct kernel), a
@@ -1300,7 +1300,7 @@ static void test_halves(void) {
     }
 }
 
-/* Halves before batch norms (section 6; DeepCAM's conv -> batch norm pairs): a conv without
+/* Halves before batch norms (section 9; DeepCAM's conv -> batch norm pairs): a conv without
    an activation whose one reader is a batch norm stores its output and the gradient over
    it in 16 bits (the 3x3 direct kernel, the pointwise GEMM; conv 7's bias by the pointwise
    path's fp32 blocks), the batch norm reads and writes
@@ -1359,7 +1359,7 @@ static void test_halves_bn(void) {
     }
 }
 
-/* More 16-bit blocks, the same bits (section 6, halves): (a) a transposed conv's output and
+/* More 16-bit blocks, the same bits (section 9, halves): (a) a transposed conv's output and
    gradient before a batch norm, its sums made in a band of rows that moves down its tiles (the
    workspace cut to 600000 floats past the GEMM's buffers, so that deconv 2's two tiles meet
    inside an input row; deconv 5 with a bias, stride 1), and the output alone of the 1x1 conv
@@ -1418,7 +1418,7 @@ static void test_halves_tiles_band(void) {
    emulation alone; the two runs' gradients agree to bf16's precision (their sums differ in
    order, so a sum near a tie may round the other way). */
 typedef struct { int unrounded, checked; } bf16_watch;
-/* (p NULL: a tensor stored in 16 bits, section 6, halves: bf16 values by construction) */
+/* (p NULL: a tensor stored in 16 bits, section 9, halves: bf16 values by construction) */
 static size_t count_unrounded(const float *p, size_t n) { size_t i, c = 0; for (i = 0; p && i < n; i++) c += p[i] != round_bf16(p[i]); return c; }
 static void bf16_hook(cf_net *net, int i, int phase, void *ctx) {
     bf16_watch *w = (bf16_watch *)ctx;
@@ -1555,7 +1555,7 @@ static void test_memory_plan(void) {
     }
 }
 
-/* Section 6, stores: a gradient block whose first writer stores into it is not zeroed.  The
+/* Section 9, stores: a gradient block whose first writer stores into it is not zeroed.  The
    test poisons each such block with NaN just before its first writer's backward (layer hook,
    phase 2: after the zeroing), so that a writer that adds where it should store, or a store
    that misses part of the block, shows as a NaN or a different gradient; the gradients and the

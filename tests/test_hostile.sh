@@ -242,6 +242,7 @@ else echo "skipped: MPI job cases (no launcher for this build's MPI)"; fi
 . tests/test_hostile_4.sh
 . tests/test_hostile_scripts.sh
 . tests/test_hostile_outputs.sh
+. tests/test_hostile_collectives.sh
 for f in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23; do eval "echo \"family $f: \${n$f:-0} cases\""; done
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

@@ -59,6 +59,7 @@ static void flag_table(options *o) {
         {"--allreduce", NULL, FLAG_SET, &o->allreduce, 1, 0, "also time the averaging of the gradient buffer, the library's way and the others (medians of 8; run under mpirun): last 'allreduce_ms A grad_mb G ranks P'", NULL, NULL},
         {"--spatial", "K", FLAG_INT, &o->spatial, 1, 65536, "each sample split by depth across K ranks (run under mpirun; cf-train --spatial): rates are a group's, "
          "peak_rss_mb the largest rank's, and a line 'spatial K D per-rank peak_rss_mb min .. max'", NULL, NULL},
+        COMM_TIMEOUT_FLAG,
         {"--plan", "P", FLAG_INT, &o->plan.P, 1, 1 << 20, "the oracle: for each split of P ranks (K a sample, D = P / K samples at once), the predicted step time and memory a rank, "
          "and the best split that fits; one process (docs/mpi.md, 'The oracle'); last line 'plan: best K=.. D=.. ...'", NULL, NULL},
         {"--link", "A,BW", FLAG_CALL, &o->plan.link, 0, 0, "--plan: the link's latency in s and bandwidth in bytes/s (default 5e-6,1e10; bench/oracle.sh measures one)", parse_link, NULL},
@@ -217,9 +218,11 @@ static void ar_variant(int v, float *buf, float *kept, size_t n) {
     size_t chunk = v == 2 ? (1u << 20) / 4 : v == 3 ? (16u << 20) / 4 : n, off, k;
     if (v == 0) { cf_dist_allreduce_mean(buf, n); return; }
     if (cf_dist_size() == 1) return;
-    if (v == 4) { MPI_Allreduce(buf, kept, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); return; }
-    for (off = 0; off < n; off += chunk)
+    TOOL_WAIT("MPI_Allreduce (--allreduce's variants)");   /* (the watchdog's, --comm-timeout) */
+    if (v == 4) MPI_Allreduce(buf, kept, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    for (off = 0; v != 4 && off < n; off += chunk)
         MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)(n - off < chunk ? n - off : chunk), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    TOOL_WAITED;
     if (v == 1) for (k = 0; k < n; k++) buf[k] /= (float)cf_dist_size();   /* the library before: one call, then the mean */
 #else
     (void)kept; (void)n;
@@ -244,6 +247,25 @@ static void allreduce_bench(size_t n) {
     free(buf); free(kept);
 }
 
+/* A flag that the chosen mode would not read is refused by name, never ignored: --plan is one
+   process that times a slab's steps in fp32, and its layout flags are the plan's alone.
+   A layout is a whole number of nodes of R ranks, R at most P. */
+static void refuse_ignored(const options *o) {
+    static const char *plan_only[] = {"--link", "--mem-limit", "--overhead", "--cores", "--ranks-per-node"};
+    static const char *not_with_plan[] = {"--spatial", "--allreduce", "--allreduce-floats", "--alternate", "--layers", "--precision", "--overlap", "--check-blas"};
+    size_t i;
+    for (i = 0; i < sizeof plan_only / sizeof *plan_only; i++)
+        if (!o->plan.P && flag_was_given(flags, n_flags, plan_only[i])) die("%s: a setting of the oracle; needs --plan P", plan_only[i]);
+    for (i = 0; i < sizeof not_with_plan / sizeof *not_with_plan; i++)
+        if (o->plan.P && flag_was_given(flags, n_flags, not_with_plan[i]))
+            die("%s with --plan: the oracle times one process's fp32 steps on each split's slab; run %s without --plan", not_with_plan[i], not_with_plan[i]);
+    if (!o->plan.P && o->ar_floats && !o->allreduce) die("--allreduce-floats %ld: the size of --allreduce's buffer; needs --allreduce", o->ar_floats);
+    if (o->plan.ranks_per_node > o->plan.P && o->plan.P)
+        die("--ranks-per-node %d: more than the %d ranks of --plan %d", o->plan.ranks_per_node, o->plan.P, o->plan.P);
+    if (o->plan.ranks_per_node && o->plan.P % o->plan.ranks_per_node)
+        die("--ranks-per-node %d: --plan %d's ranks do not fill whole nodes of %d (P must be a multiple of R)", o->plan.ranks_per_node, o->plan.P, o->plan.ranks_per_node);
+}
+
 int main(int argc, char **argv) {
     options o;
     int B, steps, threads, i, do_sgemm, do_ar, do_layers;
@@ -255,6 +277,7 @@ int main(int argc, char **argv) {
     o.plan.link.alpha = 5e-6; o.plan.link.bw = 1e10; o.plan.overhead_mb = 40; o.plan.cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     flag_table(&o);
     flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
+    refuse_ignored(&o);
     model = o.model; B = o.batch; steps = o.steps; threads = o.threads;
     do_sgemm = !o.no_sgemm; do_ar = o.allreduce; do_layers = o.layers;
     if (o.no_direct) cf_fast_path_set("direct", 0);
@@ -274,7 +297,10 @@ int main(int argc, char **argv) {
         one_process_only();
         o.plan.model = model; o.plan.B = B; o.plan.steps = steps > 0 ? steps : 1; o.plan.has_shape = o.has_shape; o.plan.shape = o.shape;
         if (o.plan.cores < 1) o.plan.cores = 1;
-        if (!o.plan.mem_limit_mb) o.plan.mem_limit_mb = plan_machine_mb() / (o.plan.ranks_per_node ? o.plan.ranks_per_node : o.plan.P);
+        if (!o.plan.mem_limit_mb) {
+            o.plan.mem_limit_mb = plan_machine_mb() / (o.plan.ranks_per_node ? o.plan.ranks_per_node : o.plan.P);
+            o.plan.limit_is_machines = 1;
+        }
 #ifdef _OPENMP
         omp_set_num_threads(1);
 #endif

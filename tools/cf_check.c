@@ -408,6 +408,12 @@ int main(int argc, char **argv) {
     one_process_only();
     if (!o.summary && !o.gradcheck && !o.dump && !o.info) die("nothing to do: give --summary, --info, --gradcheck or --dump DIR");
     if (o.dump && !o.input) die("--dump: needs --input x.npy (or --input ramp)");
+    {   /* a flag of --gradcheck or of --dump without it would be ignored: refused by name */
+        static const char *of_gradcheck[] = {"--batch", "--tolerance"}, *of_dump[] = {"--input", "--target", "--mode"};
+        int i;
+        for (i = 0; i < 2; i++) if (!o.gradcheck && flag_was_given(flags, n_flags, of_gradcheck[i])) die("%s: a setting of --gradcheck; needs --gradcheck", of_gradcheck[i]);
+        for (i = 0; i < 3; i++) if (!o.dump && flag_was_given(flags, n_flags, of_dump[i])) die("%s: a setting of --dump; needs --dump DIR", of_dump[i]);
+    }
     is_dir = o.weights && !stat(o.weights, &st) && S_ISDIR(st.st_mode);
     if (o.info) {
         if (!o.weights || is_dir) die("--info: needs --weights CKPT, a checkpoint");

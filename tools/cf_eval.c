@@ -50,6 +50,7 @@ static void flag_table(options *o) {
         {"--crops", "N", FLAG_INT, &o->crops, 1, 4096, "CosmoFlow: the samples are crops of volumes, each N consecutive ones (sorted file order) one volume's, "
          "with its labels: the MAE (and --spectrum's, --spectrum-select's held-out samples too) is of each volume's mean prediction; crop_mae the crops' own", NULL, NULL},
         {"--spatial", "K", FLAG_INT, &o->spatial, 1, 65536, "each sample split by depth across the K ranks of mpirun -np K, each reading its slab (cf-train --spatial); default 1: one process", NULL, NULL},
+        COMM_TIMEOUT_FLAG,
     };
     n_flags = (int)(sizeof f / sizeof f[0]);
     memcpy(flags, f, sizeof f);
@@ -351,6 +352,33 @@ static void eval_regression(cf_net *net, char **files, int n, const options *o) 
     free(pred); free(truth); free(order);
 }
 
+/* A flag that this run would not read is refused by name, never ignored: every --spectrum-*
+   flag sets the estimator of --spectrum, and --spectrum-select chooses the bins, features and
+   fitting itself; --png-count counts pictures of --png. */
+static void refuse_ignored(const options *o) {
+    static const char *estimator[] = {"--spectrum-epochs", "--spectrum-features", "--spectrum-bins", "--spectrum-moments", "--spectrum-dump"};
+    size_t i;
+    if (!o->spectrum)
+        for (i = 0; i < sizeof estimator / sizeof *estimator; i++)
+            if (flag_was_given(flags, n_flags, estimator[i])) die("%s: a setting of the power-spectrum estimator; needs --spectrum DIR (the samples it is fitted on)", estimator[i]);
+    if (o->spectrum_select && !o->spectrum) die("--spectrum-select %s: needs --spectrum (the samples the estimator is fitted on)", o->spectrum_select);
+    for (i = 0; o->spectrum_select && i < sizeof estimator / sizeof *estimator; i++)
+        if (flag_was_given(flags, n_flags, estimator[i]))
+            die("%s with --spectrum-select: the selection tries every binning, set of features and fitting itself (run %s without --spectrum-select)", estimator[i], estimator[i]);
+    if (!o->png && flag_was_given(flags, n_flags, "--png-count")) die("--png-count %d: the number of pictures of --png; needs --png DIR", o->png_count);
+}
+/* what one application's evaluation does not read: CosmoFlow's input transform, baselines and
+   estimator for a segmentation (DeepCAM), DeepCAM's statistics and pictures for a regression */
+static void refuse_other_application(int seg) {
+    static const char *regression_only[] = {"--transform", "--baseline", "--spectrum"}, *segmentation_only[] = {"--stats", "--png-count"};
+    static const char *said[] = {"--transform (or --no-log, --log-ratio)", "--baseline", "--spectrum"};
+    size_t i;
+    for (i = 0; seg && i < sizeof regression_only / sizeof *regression_only; i++)
+        if (flag_was_given(flags, n_flags, regression_only[i])) die("%s: for a regression (CosmoFlow); this model segments pixels (DeepCAM)", said[i]);
+    for (i = 0; !seg && i < sizeof segmentation_only / sizeof *segmentation_only; i++)
+        if (flag_was_given(flags, n_flags, segmentation_only[i])) die("%s: for a segmentation (DeepCAM); this model is a regression (CosmoFlow)", segmentation_only[i]);
+}
+
 /* the input transform the checkpoint records (cf-train writes transform= into it) */
 static int recorded_transform(const char *weights) {
     cf_ckpt_info info;
@@ -384,13 +412,14 @@ int main(int argc, char **argv) {
     input_path(o.model); input_path(o.weights); input_path(o.data); input_path(o.stats); input_path(o.baseline); input_path(o.spectrum); input_path(o.spectrum_select);
     if (strcmp(o.spectrum_features, "cross") && strcmp(o.spectrum_features, "auto")) die("--spectrum-features %s: cross or auto", o.spectrum_features);
     if (strcmp(o.spectrum_bins, "linear") && strcmp(o.spectrum_bins, "octave") && strcmp(o.spectrum_bins, "half")) die("--spectrum-bins %s: linear, octave or half", o.spectrum_bins);
-    if (o.spectrum_select && !o.spectrum) die("--spectrum-select %s: needs --spectrum (the samples the estimator is fitted on)", o.spectrum_select);
+    refuse_ignored(&o);
     output_file("--pred", o.pred);
     output_file("--spectrum-dump", o.spectrum_dump);
     output_dir("--png", o.png);
     output_dir_not_data("--png", o.png);
     load_model(&net, o.model, o.has_shape ? &o.shape : NULL, is_dir ? NULL : o.weights);
     TRY(cf_weights_load(&net, o.weights));
+    refuse_other_application(net.loss == CF_LOSS_SOFTMAX_CE);
     if (o.crops > 1 && net.loss == CF_LOSS_SOFTMAX_CE) die("--crops %d: for a regression (CosmoFlow); this model segments pixels", o.crops);
     if (o.spatial > 1 && cf_net_set_spatial(&net, o.spatial, 0)) die("--spatial %d: %s", o.spatial, cf_failure_reason());
     if (cf_dist_rank()) {   /* rank 0 alone prints and writes */

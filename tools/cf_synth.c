@@ -202,6 +202,7 @@ int main(int argc, char **argv) {
     if (!out || !n) die("needs --out DIR and --samples N");
     if (S & (S - 1)) die("--size: %d is not a power of 2", S);
     pm_steps = o.pm; pm_mesh = o.pm_mesh; pm_order = o.lpt ? o.lpt : o.pm ? 2 : 0;
+    if (!o.pm && flag_was_given(flags, n_flags, "--pm-mesh")) die("--pm-mesh %d: the force mesh of the particle-mesh steps; needs --pm N", o.pm_mesh);
 #ifndef CF_USE_FFTW
     if (pm_order) die("--lpt and --pm need a build with FFTW (apt-get install libfftw3-dev, then make)");
 #endif

@@ -23,6 +23,7 @@ typedef struct {
     cf_train_config tc;       /* the training step's settings (the library's defaults) */
     int sync_bn, staged, skip_nonfinite, override;   /* --sync-bn, --staged, --skip-nonfinite, --override */
     int spatial;              /* --spatial K: ranks a sample */
+    int save_every;           /* --save-every N: a checkpoint every N steps too (0: at epochs' ends only) */
 } options;
 
 /* ---------------------------------------------------------------- flags */
@@ -44,7 +45,8 @@ static void flag_table(options *o) {
         {"--model", "M.cfg", FLAG_STR, &o->model, 0, 0, "network (default: the one in --resume's checkpoint)", NULL, NULL},
         {"--train", "DIR", FLAG_STR, &o->train, 0, 0, "training samples: *.tfrecord, *.tfrecord.gz (gzip or plain), *_data.npy, data-*.npy", NULL, NULL},
         {"--val", "DIR", FLAG_STR, &o->val, 0, 0, "validation samples, same formats", NULL, NULL},
-        {"--out", "CKPT", FLAG_STR, &o->out, 0, 0, "checkpoint, written atomically after every epoch (the previous kept as CKPT.prev)", NULL, NULL},
+        {"--out", "CKPT", FLAG_STR, &o->out, 0, 0, "checkpoint, written atomically after every epoch and at a stop signal (the previous kept as CKPT.prev)", NULL, NULL},
+        {"--save-every", "N", FLAG_INT, &o->save_every, 0, 1 << 30, "also write the checkpoint every N steps within an epoch (a job that may end without warning; default 0: at epochs' ends and stop signals only)", NULL, NULL},
         {"--epochs", "E", FLAG_INT, &o->epochs, 1, 1000000, "upper bound on epochs", NULL, NULL},
         {"--batch", "B", FLAG_INT, &o->batch, 1, 65536, "samples per rank per step", NULL, NULL},
         {"--seed", "K", FLAG_U64, &o->seed, 0, 0x7fffffff, "weights, shuffling, dropout", NULL, NULL},
@@ -71,7 +73,7 @@ static void flag_table(options *o) {
         {"--sync-bn", NULL, FLAG_SET, &o->sync_bn, 1, 0, "batch-norm statistics of the global batch (PyTorch's SyncBatchNorm; default per rank)", NULL, NULL},
         {"--spatial", "K", FLAG_INT, &o->spatial, 1, 65536, "each sample split by depth across K ranks (groups of K consecutive ranks share samples, each rank reading and holding its slab; "
          "the groups run data parallelism; docs/mpi.md, 'A sample across ranks'); default 1", NULL, NULL},
-        {"--comm-timeout", "S", FLAG_INT, &tool_comm_timeout, 0, 1e6, "end this rank when an MPI operation gets no answer from its peers in S s (a node or link gone; 0: wait for ever)", NULL, NULL},
+        COMM_TIMEOUT_FLAG,
         {NULL, NULL, FLAG_STR, NULL, 0, 0, "The training step (the library's cf_train_config; defaults: the MLPerf references'):", NULL, NULL},
     };
     n_flags = (int)(sizeof f / sizeof f[0]);
@@ -108,6 +110,7 @@ static void parse_flags(options *o, int argc, char **argv) {
     flag_parse(argc, argv, 1, flags, n_flags, usage, NULL, 0);
     if (!o->train || !o->val || !o->out) die("needs --train, --val and --out (see --help)");
     if (!o->model && !o->resume) die("needs --model M.cfg, or --resume CKPT to take the model from the checkpoint");
+    if (o->override && !o->resume) die("--override: lets the flags given win over the settings --resume's checkpoint records; needs --resume CKPT");
     if (o->progress) o->progress = isatty(2) ? 1 : 2;
     if (o->spatial > 1 && o->staged) die("--spatial %d with --staged: the ranks of a group read the same samples, so their --train cannot be each rank's own", o->spatial);
 }
@@ -125,16 +128,71 @@ typedef struct {
     int *order;
     loader L;
     double t_start;
+    int first_step, first_skipped;   /* a checkpoint written within an epoch: where it stopped (mid_epoch_read) */
+    double first_sum;
+    char record[4096];        /* the run's record (record_run), without the within-an-epoch lines */
+    char resumed_from[4200];  /* the file --resume read: CKPT, or CKPT.next or CKPT.prev */
     char override_note[1100];   /* "override=epoch E: key new, was old; ...": what --override changed */
 } run;
 
-/* --resume: the newest valid one of CKPT.next, CKPT, CKPT.prev (tools/tool.h), then the
+/* ---------------------------------------------------------------- stopping within an epoch
+   SIGTERM, SIGUSR1 and SIGUSR2 (a scheduler's time limit, its warning signal, a preemption,
+   a requeue) ask the run to stop at the end of the step in progress (tools/tool.h,
+   tool_stop_requested).  Every rank learns of it at the same step: the flag rides on the
+   step's one allreduce of its loss.  The checkpoint is written there with what the rest of
+   the epoch needs, and the run ends with status 143 (a shell's status for SIGTERM: a job
+   script's sign to requeue; docs/mpi.md, "Slurm").  The data order, the augmentation and the
+   dropout masks are functions of the seed, the epoch and the sample or the step, so the
+   checkpoint adds three lines to the run's record: the steps of epoch E+1 taken (epoch_step;
+   the checkpoint's epoch is E, the last one finished), the loss they summed over ranks
+   (epoch_loss_sum, in hexadecimal: exact) and the batches skipped (epoch_skipped).  --resume
+   continues at the next step as the uninterrupted run does, to the byte.  --save-every N
+   writes the same checkpoint every N steps without stopping. */
+static void save_checkpoint(run *R, int e);
+static void mid_epoch_read(run *R) {
+    char v[64];
+    if (!meta_value(R->st.meta, "epoch_step", v, sizeof v)) return;
+    R->first_step = atoi(v);
+    if (meta_value(R->st.meta, "epoch_loss_sum", v, sizeof v)) R->first_sum = strtod(v, NULL);
+    if (meta_value(R->st.meta, "epoch_skipped", v, sizeof v)) R->first_skipped = atoi(v);
+    if (R->first_step < 0) die("%s: its record says it stopped at step %d of epoch %d", R->o.resume, R->first_step, R->first_epoch);
+}
+/* the checkpoint after step s of epoch e (summed loss sum, skipped batches) */
+static void save_within_epoch(run *R, int e, int s, double sum, int skipped) {
+    size_t m;
+    snprintf(R->st.meta, sizeof R->st.meta, "%s", R->record);
+    m = strlen(R->st.meta);
+    snprintf(R->st.meta + m, sizeof R->st.meta - m, "epoch_step=%d\nepoch_loss_sum=%a\nepoch_skipped=%d\n", s, sum, skipped);
+    R->st.epoch = (uint64_t)(e - 1); R->st.seed = R->o.seed;
+    save_checkpoint(R, e - 1);
+    snprintf(R->st.meta, sizeof R->st.meta, "%s", R->record);
+}
+static void finish(run *R, int e);
+/* a stop signal reached a rank: the checkpoint is written (within an epoch, or the epoch's
+   own), the run ends with status 143 */
+static void stop_now(run *R, int e, int s) {
+    const char *sig = tool_stop_requested == SIGUSR1 ? "SIGUSR1" : tool_stop_requested == SIGUSR2 ? "SIGUSR2" : tool_stop_requested ? "SIGTERM" : "a stop signal to another rank";
+    if (R->rank == 0) {
+        if (s == R->steps) fprintf(stderr, "cf-train: %s: stopped after the last step of epoch %d; %s holds it, and --resume %s continues with its validation\n",
+                                   sig, e, R->o.out, R->o.out);
+        else if (s) fprintf(stderr, "cf-train: %s: stopped after step %d of %d of epoch %d; %s holds it, and --resume %s continues at step %d\n",
+                            sig, s, R->steps, e, R->o.out, R->o.out, s + 1);
+        else fprintf(stderr, "cf-train: %s: stopped after epoch %d; %s holds it\n", sig, e, R->o.out);
+    }
+    R->reached = -1;   /* not a finished run: no run_stop line in the MLPerf log */
+    finish(R, e);
+    exit(143);
+}
+
+/* --resume: CKPT (or when it is missing CKPT.next or CKPT.prev: tools/tool.h), then the
    settings its record holds: taken where no flag was given, refused where a flag differs
    (unless --override; the change is then recorded) */
 static void resume(run *R) {
     char changed[1024], seed[32];
-    ckpt_resume(R->o.resume, &R->net, &R->st, R->rank);
+    static const char *suffix[3] = {".next", "", ".prev"};
+    snprintf(R->resumed_from, sizeof R->resumed_from, "%s%s", R->o.resume, suffix[ckpt_resume(R->o.resume, &R->net, &R->st, R->rank)]);
     R->first_epoch = (int)R->st.epoch + 1;
+    mid_epoch_read(R);
     comm_watch_note(R->o.resume, R->first_epoch - 1);
     if (settings_resume(flags, n_flags, settings, N_SETTINGS, R->st.meta, R->o.resume, R->o.override, changed, sizeof changed) && R->rank == 0)
         fprintf(stderr, "cf-train: %s records only some of its settings (an older checkpoint): the others from the flags or the defaults\n", R->o.resume);
@@ -168,6 +226,7 @@ static void setup_model(run *R) {
     if (o->spatial == 1) cf_dist_bcast(net->params, net->n_params);   /* rank 0's weights everywhere (split: each rank's own, above) */
     if (o->sync_bn) TRY(cf_net_sync_bn(net, cf_dist_sum_reduce, NULL));
     TRY(cf_train_init(&R->tr, net, &o->tc));
+    if (o->resume) TRY(cf_train_resume_pending(&R->tr, R->resumed_from));   /* gradient lag's pending gradient, if it holds one */
     o->tc = R->tr.cfg;   /* resolved for the application: what the record says */
 }
 static void setup_data(run *R) {
@@ -206,6 +265,7 @@ static void record_run(run *R) {
     snprintf(old, sizeof old, "%s", R->st.meta);
     snprintf(extra, sizeof extra, "global_batch=%d\nmetric=%s\nspatial=%d\n", R->global_batch, R->seg ? "val_miou" : "val_mae", R->o.spatial);
     run_record(R->st.meta, sizeof R->st.meta, flags, n_flags, settings, N_SETTINGS, extra, old, R->override_note);
+    snprintf(R->record, sizeof R->record, "%s", R->st.meta);
 }
 static int target_met(const run *R, double metric) {
     return R->o.target > 0 && (R->seg ? metric >= R->o.target : metric <= R->o.target);
@@ -219,14 +279,25 @@ static void nonfinite_die(run *R, int epoch, int step, const cf_step_result *r, 
     die("epoch %d step %d: loss %g, %s; batch: %s; the last checkpoint %s is untouched (--skip-nonfinite skips such batches)",
         epoch, step, r->loss, where, loader_batch_files(&R->L, R->L.B, files, sizeof files), R->o.out);
 }
-/* Trains one epoch; returns this rank's mean loss, and the epoch's last learning rate in *lr */
-static double train_epoch(run *R, int e, double *lr) {
+/* the loss of one step (0 when skipped) summed over ranks, and whether any rank was asked to
+   stop: one allreduce of two numbers a step */
+static int step_end(double *sum, double loss) {
+    double d[2];
+    d[0] = loss; d[1] = tool_stop_requested ? 1 : 0;
+    cf_dist_allreduce_sum_d(d, 2);
+    *sum += d[0];
+    return d[1] > 0;
+}
+/* Trains epoch e from step first (0, or where a checkpoint within it stopped); returns the
+   mean over steps of the loss summed over ranks, and the epoch's last learning rate in *lr.
+   At a stop signal it writes the checkpoint and ends the run (stop_now). */
+static double train_epoch(run *R, int e, int first, double *lr) {
     options *o = &R->o;
-    double t0 = now_s(), sum = 0;
+    double t0 = now_s(), sum = first ? R->first_sum : 0;
     int n_local = o->staged   /* its own files, in its own order; else its share of one global permutation */
                   ? cf_epoch_shard(R->order, R->n_train, cf_hash64(o->seed + 1000003u * (uint64_t)R->rank), e, 0, 1, 1, 1)
                   : cf_epoch_shard(R->order, R->n_train, o->seed, e, R->group, R->groups, 1, 1);   /* a group's ranks: the same samples */
-    int s, nb, skipped = 0;
+    int s, nb, skipped = first ? R->first_skipped : 0, stop;
     float *x, *y;
     cf_step_result r;
     if (n_local > R->steps * o->batch) n_local = R->steps * o->batch;   /* whole batches only, as the reference */
@@ -234,21 +305,26 @@ static double train_epoch(run *R, int e, double *lr) {
     *lr = cf_train_lr(&R->tr, R->global_batch);
     R->L.files = R->train_files;
     R->L.augment = o->augment; R->L.aug_seed = cf_hash64(o->seed * 31 + (uint64_t)e);
-    loader_begin(&R->L, R->order, n_local);
-    for (s = 0; s < R->steps; s++) {
+    loader_begin_at(&R->L, R->order, n_local, first * o->batch);
+    for (s = first; s < R->steps; s++) {
+        double loss = 0;
         loader_next(&R->L, &x, &y, &nb);
         if (nb != o->batch) die("internal: short training batch");
         TRY(cf_train_step(&R->tr, x, y, o->batch, &r));
         if (r.status == CF_STEP_DIVERGED) nonfinite_die(R, e, s + 1, &r, x);   /* the weights themselves: nothing to skip */
         if (r.status == CF_STEP_NONFINITE || !isfinite(r.loss)) {   /* the same on every rank: the average was not finite */
             if (!o->skip_nonfinite) nonfinite_die(R, e, s + 1, &r, x);
-            if (r.status == CF_STEP_NONFINITE && R->rank == 0)
-                fprintf(stderr, "cf-train: epoch %d step %d: non-finite gradient (layer %d), batch skipped (%d so far)\n", e, s + 1, r.layer, ++skipped);
-            continue;
+            if (r.status == CF_STEP_NONFINITE && ++skipped && R->rank == 0)
+                fprintf(stderr, "cf-train: epoch %d step %d: non-finite gradient (layer %d), batch skipped (%d so far)\n", e, s + 1, r.layer, skipped);
+        } else {
+            if (r.status == CF_STEP_UPDATED) *lr = r.lr;
+            loss = r.loss;
         }
-        if (r.status == CF_STEP_UPDATED) *lr = r.lr;
-        sum += r.loss;
+        stop = step_end(&sum, loss);
         progress(o->progress, e, (s + 1) * R->global_batch, R->steps * R->global_batch, t0);
+        if (stop || (o->save_every && cf_net_step(&R->net) % (uint64_t)o->save_every == 0 && s + 1 < R->steps))
+            save_within_epoch(R, e, s + 1, sum, skipped);
+        if (stop) stop_now(R, e, s + 1);
     }
     return sum / R->steps;
 }
@@ -280,7 +356,7 @@ static double validate(run *R) {
 static void write_checkpoint(run *R) {
     if (R->group) return;
     if (R->rank) TRY(cf_checkpoint_save(NULL, &R->net, &R->st));
-    else ckpt_save(R->o.out, &R->net, &R->st);
+    else ckpt_save(R->o.out, &R->tr, &R->st);
 }
 /* after each epoch: a checkpoint never holds a parameter that is not finite */
 static void save_checkpoint(run *R, int e) {
@@ -343,11 +419,14 @@ static void setup(run *R, int argc, char **argv) {
     if (R->rank) o->progress = 0;
     check_outputs(R);
     if (R->rank == 0) lock_output("--out", o->out);   /* one writer per checkpoint */
+    lock_share();   /* (a rank that ends the job removes it too) */
     mll_open(o->mllog, o->resume != NULL);
     MLL_EVENT("cache_clear", "true");
     MLL_START("init_start", NULL);
     setup_model(R);
     setup_data(R);
+    if (R->first_step > R->steps)
+        die("%s: it stopped after step %d of epoch %d, but an epoch here has %d steps (another training set or global batch)", o->resume, R->first_step, R->first_epoch, R->steps);
     record_run(R);
     if (R->rank == 0 && o->spatial > 1)
         fprintf(stderr, "cf-train: %d ranks: %d group%s of %d, each sample split across a group (%d planes a rank)\n", R->size, R->groups,
@@ -361,7 +440,7 @@ static void setup(run *R, int argc, char **argv) {
 }
 static void finish(run *R, int e) {
     double rss[2];
-    mll_run_stop(R->reached || R->o.target <= 0);
+    if (R->reached >= 0) mll_run_stop(R->reached || R->o.target <= 0);
     rss[0] = peak_rss_mb(); rss[1] = -rss[0];
     cf_dist_allreduce_max_d(rss, 2);   /* the largest and the smallest rank's peak */
     if (R->rank == 0) fprintf(stderr, "cf-train: %d epochs in %.1f s, checkpoint %s\n", e - R->first_epoch, now_s() - R->t_start, R->o.out);
@@ -379,6 +458,7 @@ int main(int argc, char **argv) {
     char meta[64];
     int e;
     tool_init(argc, argv, "train");
+    tool_stops_at_steps = 1;   /* SIGTERM, SIGUSR1, SIGUSR2: stop at the end of the step (above) */
     defaults(&R.o);
     parse_flags(&R.o, argc, argv);
     setup(&R, argc, argv);
@@ -390,12 +470,12 @@ int main(int argc, char **argv) {
                                           R.seg ? "val_miou" : "val_mae", R.st.best, R.o.target);
     for (e = R.first_epoch; e <= R.o.epochs && !R.reached; e++) {
         double t0 = now_s(), lr, loss, metric;
-        MLL_START("epoch_start", mll_epoch(meta, sizeof meta, e));
-        loss = train_epoch(&R, e, &lr);
+        if (e != R.first_epoch || !R.first_step) MLL_START("epoch_start", mll_epoch(meta, sizeof meta, e));   /* (logged before the stop) */
+        loss = train_epoch(&R, e, e == R.first_epoch ? R.first_step : 0, &lr);
         MLL_START("eval_start", meta);
         metric = validate(&R);
-        cf_dist_allreduce_sum_d(&loss, 1);
         end_epoch(&R, e, loss / R.size, metric, lr, t0);
+        if (step_end(&loss, 0)) stop_now(&R, e, 0);   /* a stop signal during validation or the save */
     }
     /* a resumed run with no epoch left still writes the checkpoint it announces */
     if (e == R.first_epoch && !same_file(R.o.resume, R.o.out)) write_checkpoint(&R);

@@ -227,12 +227,13 @@ static void loader_start(loader *L) {
     if (pthread_create(&L->th, NULL, loader_run, L)) die("cannot start the loader thread");
     L->running = 1;
 }
-/* begin an epoch over order[0..n) */
-TOOL_UNUSED static void loader_begin(loader *L, const int *order, int n) {
+/* begin an epoch over order[0..n), from order[first] (a run resumed within an epoch) */
+TOOL_UNUSED static void loader_begin_at(loader *L, const int *order, int n, int first) {
     if (L->running) { pthread_join(L->th, NULL); L->running = 0; }   /* a prefetch nobody will use */
-    L->order = order; L->n_order = n; L->pos = 0; L->slot = 0;
+    L->order = order; L->n_order = n; L->pos = first; L->slot = 0;
     loader_start(L);
 }
+TOOL_UNUSED static void loader_begin(loader *L, const int *order, int n) { loader_begin_at(L, order, n, 0); }
 /* the next batch (count in *nb, 0 at the end); starts loading the one after */
 TOOL_UNUSED static void loader_next(loader *L, float **x, float **y, int *nb) {
     int s = L->slot;

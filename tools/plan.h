@@ -34,6 +34,7 @@ typedef struct {
     cf_shape shape;
     int has_shape, P, B, cores, ranks_per_node, steps;
     double mem_limit_mb, overhead_mb;
+    int limit_is_machines;   /* mem_limit_mb is this machine's memory over the ranks a node (no --mem-limit) */
     plan_link link;
 } plan_options;
 typedef struct { int K, D, fits; double compute, halos, features, averaging, step, mem_mb; } plan_row;
@@ -135,12 +136,13 @@ static double plan_machine_mb(void) {
 static void plan_run(const plan_options *o) {
     cf_net whole;
     plan_row rows[32];
-    int n = 0, K, best = -1, kmax, rpn = o->ranks_per_node > 0 ? o->ranks_per_node : o->P;
+    int n = 0, K, best = -1, kmax, rpn = o->ranks_per_node > 0 ? o->ranks_per_node : o->P, untimed_fit = 0;
+    int mb_digits = o->mem_limit_mb < 10 ? 2 : 0;   /* a limit below 1 MB shown as itself, not as 0 */
     double over = rpn > o->cores ? (double)rpn / o->cores : 1.0, here = plan_machine_mb();
     TRY(cf_net_load_cfg(&whole, o->model, o->has_shape ? &o->shape : NULL));
     kmax = cf_net_spatial_max(&whole, o->P);
-    printf("plan: %s, input %dx%dx%dx%d, batch %d a group, %d ranks (%d a node, %d cores a node), link alpha %.3g s, %.3g GB/s, memory limit %.0f MB a rank\n",
-           o->model, whole.input.c, whole.input.d, whole.input.h, whole.input.w, o->B, o->P, rpn, o->cores, o->link.alpha, o->link.bw / 1e9, o->mem_limit_mb);
+    printf("plan: %s, input %dx%dx%dx%d, batch %d a group, %d ranks (%d a node, %d cores a node), link alpha %.3g s, %.3g GB/s, memory limit %.*f MB a rank\n",
+           o->model, whole.input.c, whole.input.d, whole.input.h, whole.input.w, o->B, o->P, rpn, o->cores, o->link.alpha, o->link.bw / 1e9, mb_digits, o->mem_limit_mb);
     printf("%-5s %-5s %11s %9s %11s %11s %10s %12s %10s %s\n", "K", "D", "compute_s", "halos_s", "features_s", "averaging_s", "step_s", "samples_s", "mem_mb", "fits");
     for (K = 1; K <= kmax && n < 32; K++) {
         plan_row *r = &rows[n];
@@ -151,12 +153,23 @@ static void plan_run(const plan_options *o) {
         /* a slab this machine cannot hold is not timed (compute nan) */
         r->compute = r->mem_mb <= 0.8 * here ? over * plan_compute(o, &whole.input, K) : NAN;
         r->step = r->compute + r->halos + r->features + r->averaging;
-        printf("%-5d %-5d %11.4f %9.4f %11.4f %11.4f %10.4f %12.4f %10.1f %s\n", K, r->D, r->compute, r->halos, r->features, r->averaging, r->step,
-               (double)o->B * r->D / r->step, r->mem_mb, r->fits ? "yes" : "no");
+        if (isfinite(r->compute))
+            printf("%-5d %-5d %11.4f %9.4f %11.4f %11.4f %10.4f %12.4f %10.1f %s\n", K, r->D, r->compute, r->halos, r->features, r->averaging, r->step,
+                   (double)o->B * r->D / r->step, r->mem_mb, r->fits ? "yes" : "no");
+        else   /* no step time, so no rate: the row says so rather than nan */
+            printf("%-5d %-5d %11s %9.4f %11.4f %11.4f %10s %12s %10.1f %s\n", K, r->D, "(not timed)", r->halos, r->features, r->averaging, "-", "-",
+                   r->mem_mb, r->fits ? "yes" : "no");
+        untimed_fit += r->fits && !isfinite(r->step);
         if (r->fits && isfinite(r->step) && (best < 0 || (double)o->B * r->D / r->step > (double)o->B * rows[best].D / rows[best].step)) best = n;
         n++;
     }
-    if (best < 0) printf("plan: no split of %d ranks fits %.0f MB a rank (more ranks, or a smaller batch)\n", o->P, o->mem_limit_mb);
+    if (best < 0 && untimed_fit)   /* fits the limit given, but not this machine */
+        printf("plan: no split of %d ranks that fits %.*f MB a rank could be timed: each is too large for this machine's memory (time it on a node that holds a rank's slab)\n",
+               o->P, mb_digits, o->mem_limit_mb);
+    else if (best < 0 && o->limit_is_machines)   /* more ranks on this one node would only shrink the limit */
+        printf("plan: no split of %d ranks fits %.*f MB a rank (this machine's memory shared by %d ranks a node: give --ranks-per-node R, "
+               "the ranks on each node, or --mem-limit MB; or a smaller batch)\n", o->P, mb_digits, o->mem_limit_mb, rpn);
+    else if (best < 0) printf("plan: no split of %d ranks fits %.*f MB a rank (more ranks, for a larger split K, or a smaller batch)\n", o->P, mb_digits, o->mem_limit_mb);
     else printf("plan: best K=%d D=%d: %.4f s a step, %.4f samples/s, %.1f MB a rank\n", rows[best].K, rows[best].D, rows[best].step,
                 (double)o->B * rows[best].D / rows[best].step, rows[best].mem_mb);
     cf_net_free(&whole);

@@ -45,6 +45,7 @@
 
 static const char *tool_name = "cf";
 static const char *tool_record_of;   /* while a checkpoint's record is read as flags: the checkpoint */
+static void lock_release(void);      /* the run's lock removed (below): on every way out */
 
 /* "cf-<tool>: <what>" on stderr, then the whole job ends (MPI_Abort when several ranks run) */
 TOOL_UNUSED static void die(const char *fmt, ...) {
@@ -60,6 +61,7 @@ TOOL_UNUSED static void die(const char *fmt, ...) {
     vsnprintf(msg + n, sizeof msg - n - 1, fmt, ap);
     va_end(ap);
     fprintf(stderr, "%s\n", msg);   /* one write: lines of several ranks do not interleave */
+    lock_release();   /* MPI_Abort runs no atexit handler */
     if (cf_dist_size() > 1) {   /* let mpirun forward the line before MPI_Abort tears the job down:
                                    MPICH's hydra sometimes dropped it otherwise */
         struct timespec pause = {0, 200000000};
@@ -94,6 +96,10 @@ TOOL_UNUSED static void parse_precision(const char *v, void *dst) {
     if (strcmp(v, "fp32") && strcmp(v, "bf16")) die("--precision %s: fp32 or bf16", v);
     *(int *)dst = strcmp(v, "bf16") ? CF_FP32 : CF_BF16;
 }
+/* --comm-timeout S: every tool that runs collectively (cf-train, cf-eval and cf-bench under
+   mpirun) ends a rank whose MPI operation has had no answer in S s (the watchdog, below) */
+#define COMM_TIMEOUT_FLAG {"--comm-timeout", "S", FLAG_INT, &tool_comm_timeout, 0, 1e6, \
+    "end this rank when an MPI operation gets no answer from its peers in S s (a node or link gone, a rank stopped; 0: wait for ever)", NULL, NULL}
 #define PRECISION_FLAG(dst) {"--precision", "P", FLAG_CALL, dst, 0, 0, "fp32 (default), or bf16: activations and their gradients rounded to bfloat16 (docs/math.md)", parse_precision, NULL}
 /* the precision as a run's first lines say it: bf16 names what its convolutions run on */
 TOOL_UNUSED static const char *precision_text(int precision) {
@@ -152,8 +158,9 @@ TOOL_UNUSED static void flag_help(const char *synopsis, const tool_flag *f, int 
 TOOL_UNUSED static double flag_number(const char *flag, const char *v, double lo, double hi, int whole) {
     char *end;
     double x = strtod(v, &end);
-    if (end == v || *end || !isfinite(x) || !(x >= lo && x <= hi) || (whole && x != floor(x)))
-        die("%s: '%s' is not a%s number in [%g, %g]", flag, v, whole ? " whole" : "", lo, hi);
+    int bad = end == v || *end || !isfinite(x) || !(x >= lo && x <= hi) || (whole && x != floor(x));
+    if (bad && whole) die("%s: '%s' is not a whole number in [%.0f, %.0f]", flag, v, lo, hi);   /* 1048576, not 1.04858e+06 */
+    if (bad) die("%s: '%s' is not a number in [%g, %g]", flag, v, lo, hi);
     return x;
 }
 /* what the command line set: the destinations of the flags given (flags that set the same
@@ -388,6 +395,11 @@ TOOL_UNUSED static void check_launch(void) {
 static int tool_comm_timeout = 1800;   /* seconds; 0: no watchdog (PyTorch's default: 30 minutes) */
 static int tool_rank = -1;
 static char tool_watch_note[4300];     /* e.g. "; the last checkpoint is k.cfck, epoch 3" */
+/* a tool's own MPI call (not the library's), watched alike: TOOL_WAIT("MPI_Allreduce ..."); the call; TOOL_WAITED */
+static const char *volatile tool_waiting_op;
+static volatile time_t tool_waiting_since;
+#define TOOL_WAIT(op) (tool_waiting_since = time(NULL), tool_waiting_op = (op))
+#define TOOL_WAITED (tool_waiting_op = NULL)
 static void *tool_watchdog(void *arg) {
     char line[5000];
     int n, fin_bound = tool_comm_timeout < 30 ? tool_comm_timeout : 30;
@@ -396,18 +408,21 @@ static void *tool_watchdog(void *arg) {
         double waited;
         const char *op;
         sleep(1);
-        if (!(op = cf_dist_waiting(&waited))) continue;
+        if (!(op = cf_dist_waiting(&waited)) && (op = tool_waiting_op)) waited = difftime(time(NULL), tool_waiting_since);
+        if (!op) continue;
         if (!strcmp(op, "MPI_Finalize")) {
             if (waited < fin_bound) continue;
             n = snprintf(line, sizeof line, "cf-%s: rank %d: MPI_Finalize did not return in %d s; the run has finished (its outputs are complete): leaving\n",
                          tool_name, tool_rank, fin_bound);
             if (write(2, line, (size_t)n) < 0) {}
+            lock_release();   /* (fstat, lstat, unlink, close on the path kept since lock_output) */
             _exit(0);
         }
         if (waited < tool_comm_timeout) continue;
         n = snprintf(line, sizeof line, "cf-%s: rank %d: %s got no answer from its peers in %d s (a node or the link is gone)%s\n",
                      tool_name, tool_rank, op, tool_comm_timeout, tool_watch_note);
         if (write(2, line, (size_t)n) < 0) {}
+        lock_release();
         _exit(3);
     }
     return NULL;
@@ -421,7 +436,13 @@ static void lock_release(void);
 /* a signal that arrives while a checkpoint moves into place (ckpt_save: CKPT to CKPT.prev,
    CKPT.next to CKPT) waits for the second rename: ended between the two, a run left no CKPT */
 static volatile sig_atomic_t tool_in_ckpt = 0, tool_pending_signal = 0;
+/* A run that stops at a step (cf-train: tool_stop_at_steps) takes the first SIGTERM, SIGUSR1
+   or SIGUSR2 as a request, which it reads at the end of each step (tool_stop_requested: the
+   signal); a second signal, SIGINT or SIGHUP end it at once as above. */
+static volatile sig_atomic_t tool_stop_requested = 0;
+static int tool_stops_at_steps = 0;
 static void tool_on_signal(int sig) {
+    if (tool_stops_at_steps && !tool_stop_requested && (sig == SIGTERM || sig == SIGUSR1 || sig == SIGUSR2)) { tool_stop_requested = sig; return; }
     if (tool_in_ckpt) { tool_pending_signal = sig; return; }
     lock_release();   /* (fstat, lstat, unlink, close: safe in a handler) */
     signal(sig, SIG_DFL);
@@ -488,6 +509,7 @@ static void tool_on_abort(int sig) {
     static char line[256];
     int n = snprintf(line, sizeof line, "cf-%s: the MPI library ended this process: " TOOL_PEER_GONE "\n", tool_name);
     if (n > 0 && write(2, line, (size_t)n) < 0) {}
+    lock_release();
     _exit(128 + sig);
 }
 #endif
@@ -948,13 +970,32 @@ TOOL_UNUSED static void resume_global_batch(const char *record, const char *ckpt
    link, another kind of file, a file with other contents) is never touched: refused. */
 static char tool_lock_path[4200];
 static int tool_lock_fd = -1;
-/* at exit: the lock file removed, if it is still ours (the same file) */
+/* The holder's lock as it wrote it ("pid N on HOST"), known to every other rank of its job
+   (lock_share).  A rank that ends the job removes that file too: MPI_Abort and the launcher
+   end the holder with SIGKILL, which no process can answer.  Only the holder's own file (a
+   regular file, the same words) is removed: a run that took it over since wrote its own. */
+static char tool_lock_peer[300];
+static void lock_release_peer(void) {
+    char now[300];
+    struct stat a, b;
+    ssize_t k;
+    int fd;
+    if (!tool_lock_peer[0] || (fd = open(tool_lock_path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0) return;
+    k = read(fd, now, sizeof now - 1);
+    now[k > 0 ? k : 0] = 0;
+    if (!strcmp(now, tool_lock_peer) && !fstat(fd, &a) && S_ISREG(a.st_mode) && !lstat(tool_lock_path, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        unlink(tool_lock_path);
+    close(fd);
+    tool_lock_peer[0] = 0;
+}
+/* at exit: the lock file removed, if it is still ours (the same file); on another rank, the holder's */
 static void lock_release(void) {
     struct stat a, b;
-    if (tool_lock_fd < 0) return;
+    if (tool_lock_fd < 0) { lock_release_peer(); return; }
     if (!fstat(tool_lock_fd, &a) && !lstat(tool_lock_path, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino) unlink(tool_lock_path);
     close(tool_lock_fd);
     tool_lock_fd = -1;
+    tool_lock_peer[0] = 0;   /* (released: no second try through lock_release_peer) */
 }
 /* what a lock file says: "pid N on HOST"; 1 when it says that (or nothing: one being made), 0 otherwise */
 static int lock_words(int fd, char *who, size_t n, long *pid) {
@@ -1003,39 +1044,64 @@ TOOL_UNUSED static void lock_output(const char *what, const char *path) {
     k = snprintf(who, sizeof who, "pid %ld on %s\n", (long)getpid(), u.nodename);
     if (ftruncate(fd, 0) || pwrite(fd, who, (size_t)k, 0) != k) die("%s: cannot write (%s)", tool_lock_path, strerror(errno));
     tool_lock_fd = fd;   /* stays open: the lock lasts as long as the process */
+    snprintf(tool_lock_peer, sizeof tool_lock_peer, "%s", who);
     atexit(lock_release);
 }
-/* The new checkpoint is complete on disk (CKPT.next, itself written atomically) before the
-   previous one moves to CKPT.prev: a crash or a full disk at any moment leaves a valid CKPT
-   or CKPT.prev, and ckpt_resume takes either.  Nothing that is not a regular file is moved. */
-TOOL_UNUSED static void ckpt_save(const char *out, const cf_net *net, const cf_train_state *st) {
+/* after rank 0's lock_output, on every rank: the others learn its lock's path and words */
+TOOL_UNUSED static void lock_share(void) {
+#ifdef CF_USE_MPI
+    if (cf_dist_size() <= 1) return;
+    TOOL_WAIT("MPI_Bcast (the checkpoint's lock)");
+    MPI_Bcast(tool_lock_path, (int)sizeof tool_lock_path, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Bcast(tool_lock_peer, (int)sizeof tool_lock_peer, MPI_CHAR, 0, MPI_COMM_WORLD);
+    TOOL_WAITED;
+#endif
+}
+/* The new checkpoint is complete on disk (CKPT.next, itself written atomically) before it
+   takes CKPT's name in one rename; the previous one stays as CKPT.prev, a second name (a
+   hard link) made before that rename.  So CKPT is whole at every instant: a kill -9 or a full
+   disk anywhere leaves the last checkpoint saved as CKPT, which every reader reads (cf-check,
+   cf-eval, --resume).  A file system without hard links gets two renames (CKPT to CKPT.prev,
+   CKPT.next to CKPT), a signal between them waiting for the second, and ckpt_resume takes
+   CKPT.next or CKPT.prev when CKPT is missing.  Nothing that is not a regular file is moved. */
+TOOL_UNUSED static void ckpt_save(const char *out, cf_trainer *t, const cf_train_state *st) {
     char prev[4200], next[4200];
     struct stat sb;
+    int have = 0;
     snprintf(prev, sizeof prev, "%s.prev", out);
     snprintf(next, sizeof next, "%s.next", out);
-    TRY(cf_checkpoint_save(next, net, st));
-    if (!stat(out, &sb) && !S_ISREG(sb.st_mode)) die("%s: is %s now, not a regular file: not moved", out, file_kind(sb.st_mode));
+    TRY(cf_checkpoint_save_trainer(next, t, st));   /* (with gradient lag, the gradient the next step applies) */
+    if (!stat(out, &sb)) {
+        if (!S_ISREG(sb.st_mode)) die("%s: is %s now, not a regular file: not moved", out, file_kind(sb.st_mode));
+        have = 1;
+    }
+    if (have && (unlink(prev) == 0 || errno == ENOENT) && link(out, prev) == 0) {
+        if (rename(next, out)) die("%s: cannot move the new checkpoint into place (%s)", out, strerror(errno));
+        return;
+    }
     tool_in_ckpt = 1;
-    if (access(out, F_OK) == 0 && rename(out, prev)) die("%s: cannot keep the previous checkpoint (%s)", out, strerror(errno));
+    if (have && rename(out, prev)) die("%s: cannot keep the previous checkpoint (%s)", out, strerror(errno));
     if (rename(next, out)) die("%s: cannot move the new checkpoint into place (%s)", out, strerror(errno));
     tool_in_ckpt = 0;
     if (tool_pending_signal) tool_on_signal(tool_pending_signal);   /* (one that came meanwhile: the run ends now) */
 }
-/* The newest valid one of CKPT.next (a crash before its rename), CKPT, CKPT.prev, loaded into
-   net; returns which (0, 1, 2), with a note on stderr when it had to fall back to CKPT.prev */
+/* CKPT, or when it is missing or damaged CKPT.next (a save ended between two renames) or
+   CKPT.prev, loaded into net; returns which (0 CKPT.next, 1 CKPT, 2 CKPT.prev), with a note on
+   stderr when it had to fall back to CKPT.prev */
 TOOL_UNUSED static int ckpt_resume(const char *ckpt, cf_net *net, cf_train_state *st, int quiet) {
-    static const char *suffix[3] = {".next", "", ".prev"};
+    static const char *suffix[3] = {"", ".next", ".prev"};
+    static const int which[3] = {1, 0, 2};
     char path[4200], main_err[8192] = "";
     int k;
     for (k = 0; k < 3; k++) {
         snprintf(path, sizeof path, "%s%s", ckpt, suffix[k]);
-        if (k != 1 && access(path, R_OK)) continue;
+        if (k != 0 && access(path, R_OK)) continue;
         if (cf_checkpoint_load(path, net, st) == CF_OK) break;
-        if (k == 1) snprintf(main_err, sizeof main_err, "%s", cf_failure_reason());
+        if (k == 0) snprintf(main_err, sizeof main_err, "%s", cf_failure_reason());
     }
     if (k == 3) die("%s", main_err);
-    if (k == 2 && !quiet) fprintf(stderr, "cf-%s: %s; resuming from %s\n", tool_name, main_err, path);
-    return k;
+    if (k > 0 && !quiet) fprintf(stderr, "cf-%s: %s; resuming from %s\n", tool_name, main_err, path);
+    return which[k];
 }
 /* an output file inside an output directory: not an input */
 TOOL_UNUSED static void output_in_dir(const char *path) {
