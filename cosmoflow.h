@@ -983,7 +983,8 @@ CFDEF int cf_fail(const char *fmt, ...) {
    nothing, has CF_ASSERT name it as well (on unless NDEBUG; a program may define CF_ASSERT to
    catch it).  (CF__REQUIRE with no ret does not compile: a void function takes the other.) */
 #define CF__REQUIRE(cond, ret, what) do { if (!(cond)) { cf_fail("%s", what); return (ret); } } while (0)
-#define CF__REQUIRE_VOID(cond, what) do { if (!(cond)) { cf_fail("%s", what); CF_ASSERT((cond) && what); return; } } while (0)
+#define CF__REQUIRE_VOID(cond, what)                                                                                  \
+    do { if (!(cond)) { cf_fail("%s", what); CF_ASSERT((cond) && what); return; } } while (0)
 
 
 /* zeroed allocation; NULL (with a reason) when n*size overflows or memory is short */
@@ -1195,7 +1196,8 @@ CFDEF void cf_sgemm(int transA, int transB, int M, int N, int K, float alpha,
 #ifdef CF_USE_CBLAS
     if (K <= 0) { /* BLAS would be asked for an empty product: only the beta scaling remains */
         int i, j;
-        for (i = 0; i < M; i++) for (j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+        for (i = 0; i < M; i++)
+            for (j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
         return;
     }
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans,
@@ -1227,8 +1229,8 @@ CFDEF int cf_geom_out(const cf_geom *g, int axis, int in) {
 typedef struct { int od, oh, ow0, len; } cf__seg;
 /* the shapes an operation is given (F's precondition, asserted): a batch, extents and a geometry */
 static int cf__shapes_ok(int B, cf_shape in, cf_shape out, const cf_geom *g, int groups) {
-    return B >= 1 && in.c >= 1 && in.d >= 1 && in.h >= 1 && in.w >= 1 && out.c >= 1 && out.d >= 1 && out.h >= 1 && out.w >= 1 && g &&
-           groups >= 1 && in.c % groups == 0 && out.c % groups == 0;
+    return B >= 1 && in.c >= 1 && in.d >= 1 && in.h >= 1 && in.w >= 1 && out.c >= 1 && out.d >= 1 && out.h >= 1 &&
+           out.w >= 1 && g && groups >= 1 && in.c % groups == 0 && out.c % groups == 0;
 }
 static int cf__next_seg(cf__seg *sg, size_t p, size_t left, cf_shape out) {
     sg->ow0 = (int)(p % out.w);
@@ -1251,7 +1253,8 @@ static void cf__row_range(int ow0, int len, int s, int off, int W, int *lo, int 
    Row r of col (channel c, tap kd, kh, kw): the tap's input value at each position, a run of
    an input row per output row (its segment), zeros where the tap reaches into the padding.
    (The bf16 GEMM also makes rows of col this way as it packs them, section 13.) */
-static void cf__im2col_row(float *dst, const float *x, int r, cf_shape in, cf_shape out, const cf_geom *g, size_t p0, size_t n) {
+static void cf__im2col_row(float *dst, const float *x, int r, cf_shape in, cf_shape out, const cf_geom *g, size_t p0,
+                           size_t n) {
     int KD = g->k[0], KH = g->k[1], KW = g->k[2];
     int kw = r % KW, kh = (r / KW) % KH, kd = (r / (KW * KH)) % KD, c = r / (KW * KH * KD);
     const float *xc = x + (size_t)c * in.d * in.h * in.w;
@@ -1262,7 +1265,11 @@ static void cf__im2col_row(float *dst, const float *x, int r, cf_shape in, cf_sh
         int id = sg.od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = sg.oh * g->s[1] - g->pb[1] + kh * g->dil[1];
         float *d = dst + j;
         int t, lo, hi;
-        if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) { memset(d, 0, sizeof(float) * sg.len); j += sg.len; continue; }
+        if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) {
+            memset(d, 0, sizeof(float) * sg.len);
+            j += sg.len;
+            continue;
+        }
         const float *src = xc + ((size_t)id * in.h + ih) * in.w + offw;   /* src[ow*sw] is the tap */
         cf__row_range(sg.ow0, sg.len, sw, offw, in.w, &lo, &hi);
         for (t = 0; t < lo; t++) d[t] = 0.0f;
@@ -1364,13 +1371,16 @@ static void cf__bias_grad(float *db, const float *dy, int B, int OC, size_t P) {
    Each loop takes the GEMM as a function: the references pass cf_sgemm (cf__sgemm_fp32), the
    bf16 paths of section 13 the bf16 GEMM. */
 /* a GEMM as an argument: C (M, N) = op(A) op(B) + beta C, op(X) = X^T when tX */
-typedef void (*cf__gemm_fn)(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
-static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+typedef void (*cf__gemm_fn)(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                            float beta, float *C, int ldc);
+static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                           float beta, float *C, int ldc) {
     cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
 /* y = w col + b, tile by tile (no activation: the caller's) */
-static void cf__im2col_forward(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                               const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
+static void cf__im2col_forward(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
+                               cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats,
+                               cf__gemm_fn gemm) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
     for (bi = 0; bi < B; bi++) {
@@ -1379,7 +1389,8 @@ static void cf__im2col_forward(float *y, const float *x, const float *w, const f
             size_t n = P - p0 < tile ? P - p0 : tile;
             for (gi = 0; gi < groups; gi++) {
                 cf__im2col(ws, x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, Cg, in, out, g, p0, n);
-                gemm(0, 0, OCg, (int)n, K, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f, yb + (size_t)gi * OCg * P + p0, (int)P);
+                gemm(0, 0, OCg, (int)n, K, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f,
+                     yb + (size_t)gi * OCg * P + p0, (int)P);
             }
             cf__bias_act(yb + p0, b, out.c, n, P, CF_ACT_LINEAR, 0.0f);
         }
@@ -1420,20 +1431,23 @@ static void cf__im2col_backward_data(float *dx, const float *dy, const float *w,
 CFDEF void cf_ref_conv_forward(float *y, const float *x, const float *w, const float *b,
                                int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
                                float *ws, size_t ws_floats) {
-    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws &&
+              ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
     cf__im2col_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
 }
 CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
                                         int B, cf_shape in, cf_shape out, const cf_geom *g,
                                         int groups, float *ws, size_t ws_floats) {
-    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws &&
+              ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
     if (db) cf__bias_grad(db, dy, B, out.c, (size_t)out.d * out.h * out.w);
     cf__im2col_backward_weights(dw, dy, x, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
 }
 CFDEF void cf_ref_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
                                      cf_shape out, const cf_geom *g, int groups, float *ws,
                                      size_t ws_floats) {
-    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws && ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
+    CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws &&
+              ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
     cf__im2col_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
 }
 
@@ -1531,7 +1545,8 @@ CFDEF void cf_act_forward(float *y, size_t n, int act, float slope) {
 
 CFDEF void cf_act_backward(float *dy, const float *y, size_t n, int act, float slope) {
     long i, m = (long)n;
-#define CF__ACT_LOOP(A) do { CF__PAR_FOR(m) for (i = 0; i < m; i++) dy[i] = cf__act_df(dy[i], y[i], A, slope); } while (0)
+#define CF__ACT_LOOP(A)                                                                                               \
+    do { CF__PAR_FOR(m) for (i = 0; i < m; i++) dy[i] = cf__act_df(dy[i], y[i], A, slope); } while (0)
     CF__ACT_SWITCH(act)
 #undef CF__ACT_LOOP
 }
@@ -1540,7 +1555,8 @@ CFDEF void cf_act_backward(float *dy, const float *y, size_t n, int act, float s
 CFDEF void cf_dropout(float *y, const float *x, size_t n, float rate, uint64_t seed) {
     float scale;
     size_t i;
-    CF__REQUIRE_VOID(rate >= 0.0f && rate <= 0.999f, "cf_dropout: the rate is not in [0, 0.999] (the cfg's rate= range)");
+    CF__REQUIRE_VOID(rate >= 0.0f && rate <= 0.999f,
+                     "cf_dropout: the rate is not in [0, 0.999] (the cfg's rate= range)");
     scale = 1.0f / (1.0f - rate);
     for (i = 0; i < n; i++) {
         float u = (float)(cf_hash64(seed ^ (0x9e3779b97f4a7c15ULL * (i + 1))) >> 40) * (1.0f / 16777216.0f);
@@ -1595,7 +1611,8 @@ static double cf__bn_sum(const float *x, int B, int C, int c, size_t P, float ce
     int b;
     for (b = 0; b < B; b++) {
         const float *xc = x + ((size_t)b * C + c) * P;
-        for (r = 0; r < P; r += CF__BN_CHUNK) s += cf__bn_chunk_sum(xc + r, P - r < CF__BN_CHUNK ? P - r : CF__BN_CHUNK, center, squared);
+        for (r = 0; r < P; r += CF__BN_CHUNK)
+            s += cf__bn_chunk_sum(xc + r, P - r < CF__BN_CHUNK ? P - r : CF__BN_CHUNK, center, squared);
     }
     return s;
 }
@@ -1611,8 +1628,8 @@ static void cf__bn_apply_run(float *y, const float *x, float a, float sh, size_t
    The activation runs on a stretch of CF__STRETCH values just written, while it is in
    cache: one pass over memory instead of two. */
 #define CF__STRETCH 4096
-static void cf__bn_apply(float *y, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                         int B, int C, size_t P, int act, float slope) {
+static void cf__bn_apply(float *y, const float *x, const float *gamma, const float *beta, const float *mean,
+                         const float *invstd, int B, int C, size_t P, int act, float slope) {
     int c;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
@@ -1629,8 +1646,8 @@ static void cf__bn_apply(float *y, const float *x, const float *gamma, const flo
 /* dy = act'(y) dy, batch norm's activation backward, with y = act(a x + sh) computed again a
    stretch at a time from x as cf__bn_apply computes it, not read: a batch norm's output need
    not be kept (or rebuilt) for its own backward (section 9), and its bytes are not read */
-static void cf__bn_act_backward(float *dy, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                                int B, int C, size_t P, int act, float slope) {
+static void cf__bn_act_backward(float *dy, const float *x, const float *gamma, const float *beta, const float *mean,
+                                const float *invstd, int B, int C, size_t P, int act, float slope) {
     int c;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
@@ -1647,18 +1664,18 @@ static void cf__bn_act_backward(float *dy, const float *x, const float *gamma, c
     }
 }
 
-/* the statistics that normalize, into save_mean and save_invstd: the batch's (train; the
-   running ones move towards them) or the running ones */
 /* channel c's statistics from its mean and biased variance over n values */
-static void cf__bn_set(int c, double mean, double var, double n, float *rmean, float *rvar, float *save_mean, float *save_invstd, float momentum,
-                       float eps) {
+static void cf__bn_set(int c, double mean, double var, double n, float *rmean, float *rvar, float *save_mean,
+                       float *save_invstd, float momentum, float eps) {
     save_mean[c] = (float)mean;
     save_invstd[c] = (float)(1.0 / sqrt(var + eps));
     rmean[c] = (float)((1.0 - momentum) * rmean[c] + momentum * mean);
     rvar[c] = (float)((1.0 - momentum) * rvar[c] + momentum * (n > 1 ? var * n / (n - 1) : var));  /* unbiased */
 }
-static void cf__bn_stats(const float *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B, int C, size_t P,
-                         int train, float momentum, float eps, const cf_bn_sync *sync) {
+/* the statistics that normalize, into save_mean and save_invstd: the batch's (train; the
+   running ones move towards them) or the running ones */
+static void cf__bn_stats(const float *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B, int C,
+                         size_t P, int train, float momentum, float eps, const cf_bn_sync *sync) {
     int c;
     if (train) {
         /* two passes, the mean and then squared deviations (no cancellation); each pass's
@@ -1688,7 +1705,10 @@ static void cf__bn_stats(const float *x, float *rmean, float *rvar, float *save_
             cf__bn_set(c, mean, var, n, rmean, rvar, save_mean, save_invstd, momentum, eps);
         }
     } else {   /* the running statistics are the ones used */
-        for (c = 0; c < C; c++) { save_mean[c] = rmean[c]; save_invstd[c] = (float)(1.0 / sqrt((double)rvar[c] + eps)); }
+        for (c = 0; c < C; c++) {
+            save_mean[c] = rmean[c];
+            save_invstd[c] = (float)(1.0 / sqrt((double)rvar[c] + eps));
+        }
     }
 }
 CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const float *beta,
@@ -1699,34 +1719,37 @@ CFDEF void cf_bn_forward(float *y, const float *x, const float *gamma, const flo
     cf__bn_apply(y, x, gamma, beta, save_mean, save_invstd, B, C, P, CF_ACT_LINEAR, 0.0f);
 }
 
-/* With xhat = (x - mean) invstd and n values per channel (train mode; the mean and variance
-   depend on x):  dgamma = sum dy xhat,  dbeta = sum dy,
-   dx = gamma invstd (dy - sum(dy)/n - xhat sum(dy xhat)/n), the sums over the global batch
-   when synchronized.  Eval mode: the statistics are constants, dx = gamma invstd dy. */
-/* channel c's sums of dy and of dy xhat over (B, P), xhat = (x - m) is: in float per chunk of
-   1024 (SIMD), chunks in double, as cf__bn_sum */
-/* one chunk's: n <= CF__BN_CHUNK values, added to sdy and sdyx */
-static void cf__bn_chunk_dsums(const float *dy, const float *x, size_t n, float m, float is, double *sdy, double *sdyx) {
+/* ---- batch norm's backward: the sums of dy and dy xhat, the coefficients of dx, then dx
+   (cf_bn_backward, the last) */
+/* one chunk's sums of dy and of dy xhat, xhat = (x - m) is: n <= CF__BN_CHUNK values, in
+   float (SIMD), added to sdy and sdyx */
+static void cf__bn_chunk_dsums(const float *dy, const float *x, size_t n, float m, float is, double *sdy,
+                               double *sdyx) {
     float a = 0.0f, ax = 0.0f;
     size_t p;
     CF__OMP(omp simd reduction(+:a, ax))
     for (p = 0; p < n; p++) { a += dy[p]; ax += dy[p] * ((x[p] - m) * is); }
     *sdy += a; *sdyx += ax;
 }
-static void cf__bn_dsums(const float *dy, const float *x, int B, int C, int c, size_t P, float m, float is, double *sdy, double *sdyx) {
+/* channel c's sums of dy and of dy xhat over (B, P): in float per chunk of CF__BN_CHUNK,
+   chunks in double, as cf__bn_sum */
+static void cf__bn_dsums(const float *dy, const float *x, int B, int C, int c, size_t P, float m, float is, double *sdy,
+                         double *sdyx) {
     size_t r;
     int b;
     *sdy = *sdyx = 0.0;
     for (b = 0; b < B; b++) {
         const float *xc = x + ((size_t)b * C + c) * P, *dyc = dy + ((size_t)b * C + c) * P;
-        for (r = 0; r < P; r += CF__BN_CHUNK) cf__bn_chunk_dsums(dyc + r, xc + r, P - r < CF__BN_CHUNK ? P - r : CF__BN_CHUNK, m, is, sdy, sdyx);
+        for (r = 0; r < P; r += CF__BN_CHUNK)
+            cf__bn_chunk_dsums(dyc + r, xc + r, P - r < CF__BN_CHUNK ? P - r : CF__BN_CHUNK, m, is, sdy, sdyx);
     }
 }
 /* synchronized (train): the global sums of dy and dy xhat of every channel, reduced over
    the ranks, into sums[0 .. C) and sums[C .. 2C), this rank's share added to dgamma and dbeta
    first (the gradient allreduce adds the rest); returns the global count of values n */
-static double cf__bn_sync_dsums(double *sums, float *dgamma, float *dbeta, const float *dy, const float *x, const float *mean,
-                                const float *invstd, int B, int C, size_t P, const cf_bn_sync *sync) {
+static double cf__bn_sync_dsums(double *sums, float *dgamma, float *dbeta, const float *dy, const float *x,
+                                const float *mean, const float *invstd, int B, int C, size_t P,
+                                const cf_bn_sync *sync) {
     int c;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
@@ -1740,18 +1763,21 @@ static double cf__bn_sync_dsums(double *sums, float *dgamma, float *dbeta, const
     sync->reduce(sums, 2 * C + 1, sync->ctx);
     return sums[2 * C];
 }
-/* channel c's dx = k (dy - k1 - (x - m) is k2): its coefficients from the sums of dy and dy
-   xhat (sums: the global ones, already in dgamma and dbeta; NULL: this batch's, added to
-   dgamma and dbeta here); k1 = k2 = 0 in eval mode */
+/* channel c's dx = k (dy - k1 - (x - m) is k2): its coefficients */
 typedef struct { float m, is, k, k1, k2; } cf__bn_dx_coef;
+/* k, k1 and k2 from the sums of dy and dy xhat over n values (k.m and k.is set); k1 = k2 = 0
+   in eval mode */
 static cf__bn_dx_coef cf__bn_coef(cf__bn_dx_coef k, float gamma, double sdy, double sdyx, int train, double n) {
     k.k = gamma * k.is;
     k.k1 = train ? (float)(sdy / n) : 0.0f;
     k.k2 = train ? (float)(sdyx / n) : 0.0f;
     return k;
 }
-static cf__bn_dx_coef cf__bn_channel(float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
-                                     const float *invstd, int B, int C, int c, size_t P, int train, const double *sums, double n) {
+/* channel c's coefficients from its sums of dy and dy xhat (sums: the global ones, already in
+   dgamma and dbeta; NULL: this batch's, computed here and added to dgamma and dbeta) */
+static cf__bn_dx_coef cf__bn_channel(float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma,
+                                     const float *mean, const float *invstd, int B, int C, int c, size_t P, int train,
+                                     const double *sums, double n) {
     cf__bn_dx_coef k;
     double sdy, sdyx;
     k.m = mean[c]; k.is = invstd[c];
@@ -1763,6 +1789,10 @@ static cf__bn_dx_coef cf__bn_channel(float *dgamma, float *dbeta, const float *d
     }
     return cf__bn_coef(k, gamma[c], sdy, sdyx, train, n);
 }
+/* With xhat = (x - mean) invstd and n values per channel (train mode; the mean and variance
+   depend on x):  dgamma = sum dy xhat,  dbeta = sum dy,
+   dx = gamma invstd (dy - sum(dy)/n - xhat sum(dy xhat)/n), the sums over the global batch
+   when synchronized.  Eval mode: the statistics are constants, dx = gamma invstd dy. */
 CFDEF void cf_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
                           const float *gamma, const float *mean, const float *invstd,
                           int B, int C, size_t P, int train, const cf_bn_sync *sync) {
@@ -1786,7 +1816,8 @@ CFDEF void cf_bn_backward(float *dx, float *dgamma, float *dbeta, const float *d
 /* ---- depthwise convolution: for each output row and tap, one strided run of an input row
    (the in-bounds part computed once by cf__row_range, as in im2col). */
 /* one plane: yc (OD, OH, OW) = bias + the taps wc (KD, KH, KW) over xc (D, H, W) */
-static void cf__dw_plane_forward(float *yc, const float *xc, const float *wc, float bias, cf_shape in, cf_shape out, const cf_geom *g) {
+static void cf__dw_plane_forward(float *yc, const float *xc, const float *wc, float bias, cf_shape in, cf_shape out,
+                                 const cf_geom *g) {
     int KD = g->k[0], KH = g->k[1], KW = g->k[2], od, oh, kd, kh, kw, t, lo, hi;
     size_t p, ov = (size_t)out.d * out.h * out.w;
     for (p = 0; p < ov; p++) yc[p] = bias;
@@ -1811,14 +1842,15 @@ static void cf__dw_plane_forward(float *yc, const float *xc, const float *wc, fl
     }
 }
 /* y = act(dwconv(x, w) + b), the activation applied to each plane while it is in cache */
-static void cf__dwconv_forward_ref(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                   int act, float slope) {
+static void cf__dwconv_forward_ref(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
+                                   cf_shape out, const cf_geom *g, int act, float slope) {
     int C = in.c, pl;
     size_t iv = (size_t)in.d * in.h * in.w, ov = (size_t)out.d * out.h * out.w;
     CF__OMP(omp parallel for schedule(static))
     for (pl = 0; pl < B * C; pl++) {   /* plane pl: sample pl / C, channel pl % C */
         int c = pl % C;
-        cf__dw_plane_forward(y + (size_t)pl * ov, x + (size_t)pl * iv, w + (size_t)c * g->k[0] * g->k[1] * g->k[2], b ? b[c] : 0.0f, in, out, g);
+        cf__dw_plane_forward(y + (size_t)pl * ov, x + (size_t)pl * iv, w + (size_t)c * g->k[0] * g->k[1] * g->k[2],
+                             b ? b[c] : 0.0f, in, out, g);
         cf__act_floats(y + (size_t)pl * ov, ov, act, slope);
     }
 }
@@ -1873,7 +1905,8 @@ CFDEF void cf_deconv_forward(float *y, const float *x, const float *w, const flo
                              int B, cf_shape in, cf_shape out, const cf_geom *g,
                              float *col, size_t ws_floats) {
     int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
-    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
+    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats),
+        p0, q;
     for (bi = 0; bi < B; bi++) {
         const float *xb = x + (size_t)bi * in.c * P;
         float *yb = y + (size_t)bi * out.c * Q;
@@ -1891,16 +1924,22 @@ CFDEF void cf_deconv_backward(float *dx, float *dw, float *db, const float *dy, 
                               const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
                               float *col, size_t ws_floats) {
     int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
-    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
+    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats),
+        p0, q;
     for (bi = 0; bi < B; bi++) {
         const float *xb = x + (size_t)bi * in.c * P, *dyb = dy + (size_t)bi * out.c * Q;
-        if (db) for (oc = 0; oc < out.c; oc++) { double s = 0.0; for (q = 0; q < Q; q++) s += dyb[(size_t)oc * Q + q]; db[oc] += (float)s; }
+        if (db) for (oc = 0; oc < out.c; oc++) {
+            double s = 0.0;
+            for (q = 0; q < Q; q++) s += dyb[(size_t)oc * Q + q];
+            db[oc] += (float)s;
+        }
         for (p0 = 0; p0 < P; p0 += tile) {
             size_t n = P - p0 < tile ? P - p0 : tile;
             cf__im2col(col, dyb, out.c, out, in, g, p0, n);          /* (K, n) */
             /* dw (C, K) += x (C, n) x col^T (n, K);  dx (C, n) += w (C, K) x col (K, n) */
             cf_sgemm(0, 1, in.c, K, (int)n, 1.0f, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
-            if (dx) cf_sgemm(0, 0, in.c, (int)n, K, 1.0f, w, K, col, (int)n, 1.0f, dx + (size_t)bi * in.c * P + p0, (int)P);
+            if (dx) cf_sgemm(0, 0, in.c, (int)n, K, 1.0f, w, K, col, (int)n, 1.0f, dx + (size_t)bi * in.c * P + p0,
+                             (int)P);
         }
     }
 }
@@ -1993,7 +2032,8 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
    (rounded, stored, 16 bits); what the memory plan may store in 16 bits. */
 enum { CF__K_TILES, CF__K_POINTWISE, CF__K_DIRECT, CF__K_INSIDE, CF__K_PAIRS, CF__K_FUSION,
        CF__K_RECOMPUTE, CF__K_BF16, CF__K_STORES, CF__NKINDS };
-static const char *cf__kind_names[CF__NKINDS] = {"tiles", "pointwise", "direct", "inside", "pairs", "fusion", "recompute", "bf16", "stores"};
+static const char *cf__kind_names[CF__NKINDS] = {"tiles", "pointwise", "direct", "inside", "pairs", "fusion",
+                                                 "recompute", "bf16", "stores"};
 #ifdef CF_REFERENCE
 static int cf__kind_on[CF__NKINDS] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
 #else
@@ -2010,7 +2050,9 @@ CFDEF int cf_fast_path_set(const char *kind, int on) {
             cf__kind_on[k] = 0;   /* none is compiled in */
 #endif
         }
-    return found ? CF_OK : cf_fail("fast path kind '%s' is unknown (all, tiles, pointwise, direct, inside, pairs, fusion, recompute, bf16, stores)", kind);
+    return found ? CF_OK
+                 : cf_fail("fast path kind '%s' is unknown (all, tiles, pointwise, direct, inside, pairs, fusion, "
+                           "recompute, bf16, stores)", kind);
 }
 CFDEF int cf_fast_path_on(const char *kind) {
     int k;
@@ -2040,51 +2082,61 @@ enum { CF__HALF_OUT = 1, CF__HALF_IN = 2, CF__HALF_DIN = 4, CF__RAW_IN = 8, CF__
 enum { CF__GEMM_HALF_A = 1, CF__GEMM_HALF_B = 2, CF__GEMM_HALF_C = 4 };
 /* convolutions (cf_conv_forward_act and its backward halves; the arguments of section 3's
    references, then bf16, halves and store as above) */
-static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                               const cf_geom *g, int groups, float *ws, size_t ws_floats, int act, float slope, int bf16, int halves);
-static void cf__conv_backward_weights_p(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
-                                        const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves);
+static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
+                               cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats, int act,
+                               float slope, int bf16, int halves);
+static void cf__conv_backward_weights_p(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in,
+                                        cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats,
+                                        int bf16, int halves);
 static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
-                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves, int store);
-static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats, int bf16);
+                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves,
+                                     int store);
+static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                                   size_t ws_floats, int bf16);
 /* depthwise convolutions: y = act(dwconv(x, w) + b); the backward's dx, dw and db at once */
-static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                 int act, float slope, int bf16, int halves, float *ws, size_t ws_floats);
-static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in, cf_shape out,
-                                  const cf_geom *g, int bf16, int store, int halves, float *ws, size_t ws_floats);
+static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
+                                 cf_shape out, const cf_geom *g, int act, float slope, int bf16, int halves, float *ws,
+                                 size_t ws_floats);
+static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                                  int B, cf_shape in, cf_shape out, const cf_geom *g, int bf16, int store, int halves,
+                                  float *ws, size_t ws_floats);
 static const char *cf__dwconv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g);
 /* transposed convolutions; the backward's dx rounded when rnd_dx: returns whether it was */
-static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                 float *ws, size_t ws_floats, int bf16, int halves);
-static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in,
-                                 cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int rnd_dx, int store, int halves);
+static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
+                                 cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int halves);
+static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                                 int B, cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
+                                 int bf16, int rnd_dx, int store, int halves);
 static const char *cf__deconv_path(int bf16);
 /* pooling; half, y_half: x, y stored in 16 bits */
-static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max);
+static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, int B, cf_shape in, cf_shape out,
+                               const cf_geom *g, int is_max);
 /* the backward of act + max pool fused in place (section 9, fusion): xg holds the pool's input
    x = act(z) on entry and dL/dz on return, rounded when bf16; half, dy_half, y_half: xg, the
    pool's dy and y stored in 16 bits */
-static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in,
-                                    cf_shape out, const cf_geom *g, int act, float slope, int bf16);
+static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half,
+                                    int B, cf_shape in, cf_shape out, const cf_geom *g, int act, float slope, int bf16);
 /* batch norm's normalizing pass and backward (cf__bn_apply, cf_bn_backward), rnd: the output
    (dx) rounded to bf16 as it is stored */
-static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                          int B, int C, size_t P, int act, float slope, int rnd);
-static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
-                             const float *invstd, int B, int C, size_t P, int train, const cf_bn_sync *sync, int rnd, int store);
+static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const float *beta, const float *mean,
+                          const float *invstd, int B, int C, size_t P, int act, float slope, int rnd);
+static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                             const float *gamma, const float *mean, const float *invstd, int B, int C, size_t P,
+                             int train, const cf_bn_sync *sync, int rnd, int store);
 /* cf__bn_act_backward with y rounded to bf16 as the forward stored it (rnd: a bf16 network's) */
-static void cf__bn_act_backward_p(float *dy, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                                  int B, int C, size_t P, int act, float slope, int rnd);
+static void cf__bn_act_backward_p(float *dy, const float *x, const float *gamma, const float *beta, const float *mean,
+                                  const float *invstd, int B, int C, size_t P, int act, float slope, int rnd);
 /* the same three (the statistics, cf__bn_apply, cf_bn_backward with the activation's
    derivative) on x, y, dy, dx each in fp32 or 16 bits (section 9, halves), a batch of this
    rank's alone (not synchronized); y and dx rounded (a bf16 network's) */
-static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B, int C, size_t P,
-                              int train, float momentum, float eps);
-static void cf__bn_apply_h(float *y, int y_half, const float *x, int x_half, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                           int B, int C, size_t P, int act, float slope);
-static void cf__bn_backward_h(float *dx, int dx_half, float *dgamma, float *dbeta, const float *dy, int dy_half, const float *x, int x_half,
-                              const float *gamma, const float *beta, const float *mean, const float *invstd, int B, int C, size_t P, int train,
-                              int store, int act, float slope, int rnd);
+static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B,
+                              int C, size_t P, int train, float momentum, float eps);
+static void cf__bn_apply_h(float *y, int y_half, const float *x, int x_half, const float *gamma, const float *beta,
+                           const float *mean, const float *invstd, int B, int C, size_t P, int act, float slope);
+static void cf__bn_backward_h(float *dx, int dx_half, float *dgamma, float *dbeta, const float *dy, int dy_half,
+                              const float *x, int x_half, const float *gamma, const float *beta, const float *mean,
+                              const float *invstd, int B, int C, size_t P, int train, int store, int act, float slope,
+                              int rnd);
 /* the elementwise passes of copies and sums: dx += dy (store: dx = 0 + dy; dx NULL: nothing);
    y = the sum of n_src tensors in source order; rnd: rounded as stored.  These and batch
    norm's return 1 when what they stored needs no rounding pass after them. */
@@ -2102,7 +2154,9 @@ static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half);
 /* ---- what the door and the paths share: the element of a tensor stored in fp32 or in 16
    bits, the bias gradient of a tensor in 16 bits (a GEMM as an argument: section 3) */
 /* the address of element i of a tensor stored in fp32 or (half) in 16 bits (section 9, halves) */
-CF__INLINE float *cf__elt(const float *base, int half, size_t i) { return (float *)(void *)((char *)base + i * (half ? 2 : 4)); }
+CF__INLINE float *cf__elt(const float *base, int half, size_t i) {
+    return (float *)(void *)((char *)base + i * (half ? 2 : 4));
+}
 /* n values stored in 16 bits widened to fp32 (exact) */
 static void cf__widen_run(float *to, const cf_bf16 *h, size_t n) {
     size_t p;
@@ -2130,7 +2184,8 @@ static void cf__bias_grad_p(float *db, const float *dy, int half, int B, int OC,
     if (!half) { cf__bias_grad(db, dy, B, OC, P); return; }
     for (bi = 0; bi < B; bi++) {
         CF__OMP(omp parallel for schedule(static))
-        for (oc = 0; oc < OC; oc++) db[oc] += (float)cf__sum8_half((const cf_bf16 *)(const void *)dy + ((size_t)bi * OC + oc) * P, P);
+        for (oc = 0; oc < OC; oc++)
+            db[oc] += (float)cf__sum8_half((const cf_bf16 *)(const void *)dy + ((size_t)bi * OC + oc) * P, P);
     }
 }
 
@@ -2146,7 +2201,8 @@ typedef struct {
     float *ws; size_t ws_floats;                              /* workspace */
     int bf16;                                                 /* operands are bf16 values (section 6) */
     int half;                                                 /* y (forward) or dy (backward) is stored in
-                                                                 16 bits (section 9, halves): its pointer is a cf_bf16 * */
+                                                                 16 bits (section 9, halves): its pointer
+                                                                 is a cf_bf16 * */
     int x_half, dx_half;                                      /* x, dx stored in 16 bits; dx written, not
                                                                  added to (the plan: its only writer) */
     int x_raw;                                                /* x in fp32 not yet rounded (a bf16 network's
@@ -2160,14 +2216,24 @@ typedef struct {
    path in its table, the one fp32 storage takes (its twin: the plan stores a tensor in 16 bits
    only where that keeps every bit, section 9); stores = 1: a backward-data path that honours dx_store
    (for the others the dispatcher zeroes dx first) */
-typedef struct { int kind; int (*applies)(const cf__conv_call *c); void (*run)(const cf__conv_call *c); int rounds, half, stores; } cf__conv_path;
+typedef struct {
+    int kind;
+    int (*applies)(const cf__conv_call *c);
+    void (*run)(const cf__conv_call *c);
+    int rounds, half, stores;
+} cf__conv_path;
 /* a pooling call; half, y_half: x, y are stored in 16 bits (section 9, halves) */
 typedef struct {
     float *y, *dx; const float *x, *dy;
     int B, is_max; cf_shape in, out; const cf_geom *g;
     int half, y_half;
 } cf__pool_call;
-typedef struct { int kind; int (*applies)(const cf__pool_call *c); void (*run)(const cf__pool_call *c); int half; } cf__pool_path;
+typedef struct {
+    int kind;
+    int (*applies)(const cf__pool_call *c);
+    void (*run)(const cf__pool_call *c);
+    int half;
+} cf__pool_path;
 
 /* the first enabled path that applies (a table ends with kind -1), or NULL: the reference */
 static const cf__conv_path *cf__conv_pick(const cf__conv_path *p, const cf__conv_call *c) {
@@ -2176,7 +2242,8 @@ static const cf__conv_path *cf__conv_pick(const cf__conv_path *p, const cf__conv
     return NULL;
 }
 static const cf__pool_path *cf__pool_pick(const cf__pool_path *p, const cf__pool_call *c) {
-    for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && (p->half || !(c->half || c->y_half)) && p->applies(c)) return p;
+    for (; p->kind >= 0; p++)
+        if (cf__kind_on[p->kind] && (p->half || !(c->half || c->y_half)) && p->applies(c)) return p;
     return NULL;
 }
 
@@ -2209,8 +2276,19 @@ static int cf__dw3x3_bwd_applies(const cf__conv_call *c);
 static void cf__dw3x3_bwd(const cf__conv_call *c);
 static int cf__dw_rows_applies(const cf__conv_call *c);
 static void cf__dw_rows_bwd(const cf__conv_call *c);
-static void cf__pool_fused_backward_run(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in,
-                                        cf_shape out, const cf_geom *g, int act, float slope, int bf16);
+/* the fused backward of act + max pool (cf__pool_fused_backward's arguments): xg (half), the
+   pool's dy (dy_half) and y (y_half), its shapes and geometry, act's, and bf16 */
+typedef struct {
+    float *xg;
+    const float *dy, *y;
+    int half, dy_half, y_half, B;
+    cf_shape in, out;
+    const cf_geom *g;
+    int act;
+    float slope;
+    int bf16;
+} cf__pool_fused_call;
+static void cf__pool_fused_backward_run(const cf__pool_fused_call *f);
 #endif
 #ifdef CF__DIRECT
 static int cf__direct_fwd_applies(const cf__conv_call *c);
@@ -2222,8 +2300,10 @@ static void cf__direct_bwd_run(const cf__conv_call *c);
 static int cf__has_bf16(void);
 CF__BF16_TARGET static void cf__round_floats_bf16(float *x, size_t n);
 static int cf__bf16_gemm_applies(const cf__conv_call *c);
-static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
-static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                           float beta, float *C, int ldc);
+static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B,
+                                   int ldb, float beta, float *C, int ldc);
 static size_t cf__gemm_bf16_ws_floats(void);
 static int cf__gemm_bf16_one_chunk(size_t K);
 static int cf__bf16_direct_fwd_applies(const cf__conv_call *c);
@@ -2260,11 +2340,8 @@ static int cf__pool_pairs_half_applies(const cf__pool_call *c);
 CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c);
 #endif
 static int cf__band_rows(cf_shape in, const cf_geom *g, size_t tile);
-static void cf__deconv_forward_with(float *y, int y_half, const float *x, int x_half, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                                    const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm);
-static void cf__deconv_backward_with(float *dx, int dx_half, float *dw, float *db, const float *dy, int dy_half, const float *x, int x_half, const float *w,
-                                     int B, cf_shape in, cf_shape out, const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm,
-                                     cf__gemm_fn gemm_dx, int store);
+static void cf__deconv_forward_with(const cf__conv_call *c, cf__gemm_fn gemm);
+static void cf__deconv_backward_with(const cf__conv_call *c, float *db, cf__gemm_fn gemm, cf__gemm_fn gemm_dx);
 /* the network's workspace (section 5 holds the network's private part) */
 static size_t cf__net_ws_floats(const cf_net *net);
 
@@ -2364,7 +2441,8 @@ static const cf__conv_path cf__dwconv_bwd_paths[] = {   /* both halves at once: 
 #endif
     {-1, NULL, NULL, 0, 0, 0}};
 static const cf__conv_path *cf__conv_paths(int op) {
-    return op == CF_OP_FORWARD ? cf__conv_fwd_paths : op == CF_OP_BACKWARD_WEIGHTS ? cf__conv_bww_paths : cf__conv_bwd_paths;
+    return op == CF_OP_FORWARD ? cf__conv_fwd_paths : op == CF_OP_BACKWARD_WEIGHTS ? cf__conv_bww_paths
+           : cf__conv_bwd_paths;
 }
 
 /* ---- the dispatchers */
@@ -2372,30 +2450,36 @@ static const cf__conv_path *cf__conv_paths(int op) {
    may take the call; the others compute the same sums in fp32 (the emulation).  A forward and
    a backward-data store their output rounded to bf16: the path as it stores (rounds = 1), or a
    pass after it. */
-static cf__conv_call cf__conv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16) {
+static cf__conv_call cf__conv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, float *ws,
+                                   size_t ws_floats, int bf16) {
     cf__conv_call c;
     CF_ASSERT(cf__shapes_ok(B, in, out, g, groups));   /* (F's precondition) */
     memset(&c, 0, sizeof c);
     c.B = B; c.in = in; c.out = out; c.g = g; c.groups = groups; c.ws = ws; c.ws_floats = ws_floats; c.bf16 = bf16;
     return c;
 }
-static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats, int bf16) {
+static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                                   size_t ws_floats, int bf16) {
     cf__conv_call c = cf__conv_make(B, in, out, g, groups, NULL, ws_floats, bf16);
     const cf__conv_path *p = cf__conv_pick(cf__conv_paths(op), &c);
     return p ? cf__kind_names[p->kind] : "reference";
 }
-CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups, size_t ws_floats) {
+CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
+                               size_t ws_floats) {
     CF__REQUIRE(op >= CF_OP_FORWARD && op <= CF_OP_BACKWARD_DATA && cf__shapes_ok(B, in, out, g, groups), "?",
-                "cf_conv_path: op is not one of CF_OP_*, or a size below 1, g NULL or channels not divisible by groups");
+                "cf_conv_path: op is not one of CF_OP_*, or a size below 1, g NULL or channels not divisible by "
+                "groups");
     return cf__conv_path_p(op, B, in, out, g, groups, ws_floats, 0);
 }
 /* the operands stored in 16 bits (section 4's halves; the plan has made sure a path takes them) */
 static void cf__conv_halves(cf__conv_call *c, int halves) {
-    c->half = (halves & CF__HALF_OUT) != 0; c->x_half = (halves & CF__HALF_IN) != 0; c->dx_half = (halves & CF__HALF_DIN) != 0;
+    c->half = (halves & CF__HALF_OUT) != 0; c->x_half = (halves & CF__HALF_IN) != 0;
+    c->dx_half = (halves & CF__HALF_DIN) != 0;
     c->x_raw = (halves & CF__RAW_IN) != 0;
 }
-static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                               const cf_geom *g, int groups, float *ws, size_t ws_floats, int act, float slope, int bf16, int halves) {
+static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
+                               cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats, int act,
+                               float slope, int bf16, int halves) {
     cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
@@ -2419,8 +2503,9 @@ CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float
                            float *ws, size_t ws_floats) {
     cf_conv_forward_act(y, x, w, b, B, in, out, g, groups, ws, ws_floats, CF_ACT_LINEAR, 0.0f);
 }
-static void cf__conv_backward_weights_p(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
-                                        const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves) {
+static void cf__conv_backward_weights_p(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in,
+                                        cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats,
+                                        int bf16, int halves) {
     cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.dw = dw; c.dy = dy; c.x = x;
@@ -2439,7 +2524,8 @@ CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const
 /* store: dx holds no values yet (section 9, stores): a path that honours dx_store writes it,
    for any other it is zeroed first */
 static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
-                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves, int store) {
+                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves,
+                                     int store) {
     cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.dx = dx; c.dy = dy; c.w = w;
@@ -2450,7 +2536,8 @@ static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w,
     if (store && !c.dx_store) cf__zero_floats(dx, (size_t)B * cf_shape_size(in));
     if (p) p->run(&c);
     else cf_ref_conv_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats);
-    if (bf16 && !(p && p->rounds) && !c.dx_half) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));   /* (16 bits: bf16 values as stored) */
+    /* (16 bits: bf16 values as stored) */
+    if (bf16 && !(p && p->rounds) && !c.dx_half) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));
 }
 CFDEF void cf_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
                                  cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats) {
@@ -2480,7 +2567,8 @@ CFDEF const char *cf_pool_path(int op, cf_shape in, cf_shape out, const cf_geom 
     return p ? cf__kind_names[p->kind] : "reference";
 }
 /* half, y_half: x, y are stored in 16 bits (the plan has made sure a path takes them, section 9) */
-static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, int B, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
+static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, int B, cf_shape in, cf_shape out,
+                               const cf_geom *g, int is_max) {
     cf__pool_call c = cf__pool_make(B, in, out, g, is_max);
     const cf__pool_path *p;
     c.y = y; c.x = x; c.half = half; c.y_half = y_half;
@@ -2504,11 +2592,11 @@ CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const fl
 
 /* depthwise: y = act(dwconv(x, w) + b), stored rounded to bf16 when bf16 (a bf16 network,
    section 6), by its path or the reference; the backward's path does dw and dx in one pass,
-   the dispatcher db (as for every convolution) */
-/* halves: as the convolutions' (CF__HALF_*: the plan has made sure a path takes them, in the
-   workspace ws) */
-static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                 int act, float slope, int bf16, int halves, float *ws, size_t ws_floats) {
+   the dispatcher db (as for every convolution); halves: as the convolutions' (CF__HALF_*: the
+   plan has made sure a path takes them, in the workspace ws) */
+static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
+                                 cf_shape out, const cf_geom *g, int act, float slope, int bf16, int halves, float *ws,
+                                 size_t ws_floats) {
     cf__conv_call c = cf__conv_make(B, in, out, g, in.c, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
@@ -2530,8 +2618,9 @@ static const char *cf__dwconv_path(int op, int B, cf_shape in, cf_shape out, con
 }
 /* bf16: dx stored rounded, by the path that rounds or after it (as every convolution's);
    store: as cf__conv_backward_data_p's */
-static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in, cf_shape out,
-                                  const cf_geom *g, int bf16, int store, int halves, float *ws, size_t ws_floats) {
+static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                                  int B, cf_shape in, cf_shape out, const cf_geom *g, int bf16, int store, int halves,
+                                  float *ws, size_t ws_floats) {
     cf__conv_call c = cf__conv_make(B, in, out, g, in.c, ws, ws_floats, bf16);
     const cf__conv_path *p;
     c.dx = dx; c.dw = dw; c.dy = dy; c.x = x; c.w = w;
@@ -2543,7 +2632,8 @@ static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *
     if (store && dx && !c.dx_store) cf__zero_floats(dx, (size_t)B * cf_shape_size(in));
     if (p) p->run(&c);
     else cf_ref_dwconv_backward(dx, dw, NULL, dy, x, w, B, in, out, g);
-    if (bf16 && dx && !(p && p->rounds)) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));   /* (a 16-bit dx: rounded by the path) */
+    /* (a 16-bit dx: rounded by the path) */
+    if (bf16 && dx && !(p && p->rounds)) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));
 }
 CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                               const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g) {
@@ -2560,26 +2650,45 @@ static cf__gemm_fn cf__deconv_gemm(int bf16) {
     (void)bf16;
     return cf__sgemm_fp32;
 }
-static const char *cf__deconv_path(int bf16) { return cf__deconv_gemm(bf16) == cf__sgemm_fp32 ? "reference" : cf__kind_names[CF__K_BF16]; }
+static const char *cf__deconv_path(int bf16) {
+    return cf__deconv_gemm(bf16) == cf__sgemm_fp32 ? "reference" : cf__kind_names[CF__K_BF16];
+}
+/* a transposed convolution as a convolution call (in: its input, out: its output; half: y in
+   the forward, dy in the backward, stored in 16 bits), its operands set by the caller */
+static cf__conv_call cf__deconv_make(int B, cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
+                                     int bf16, int halves) {
+    cf__conv_call c;
+    memset(&c, 0, sizeof c);
+    c.B = B; c.in = in; c.out = out; c.g = g; c.groups = 1; c.ws = ws; c.ws_floats = ws_floats; c.bf16 = bf16;
+    c.half = (halves & CF__HALF_OUT) != 0; c.x_half = (halves & CF__HALF_IN) != 0;
+    c.dx_half = (halves & CF__HALF_DIN) != 0;
+    return c;
+}
 /* halves: CF__HALF_OUT, CF__HALF_IN, CF__HALF_DIN (y and dy, x, dx in 16 bits; the plan has
    checked, cf__deconv_takes_halves; ws holds 2 ws_floats) */
-static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                 float *ws, size_t ws_floats, int bf16, int halves) {
+static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
+                                 cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int halves) {
     cf__gemm_fn gemm = cf__deconv_gemm(bf16);
-    if (gemm == cf__sgemm_fp32 && !(halves & (CF__HALF_IN | CF__HALF_OUT))) cf_deconv_forward(y, x, w, b, B, in, out, g, ws, ws_floats);
-    else cf__deconv_forward_with(y, (halves & CF__HALF_OUT) != 0, x, (halves & CF__HALF_IN) != 0, w, b, B, in, out, g, ws, ws_floats, gemm);
+    cf__conv_call c = cf__deconv_make(B, in, out, g, ws, ws_floats, bf16, halves);
+    c.y = y; c.x = x; c.w = w; c.b = b;
+    if (gemm == cf__sgemm_fp32 && !(halves & (CF__HALF_IN | CF__HALF_OUT)))
+        cf_deconv_forward(y, x, w, b, B, in, out, g, ws, ws_floats);
+    else cf__deconv_forward_with(&c, gemm);
 }
-static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w, int B, cf_shape in,
-                                 cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int rnd_dx, int store, int halves) {
+static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                                 int B, cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
+                                 int bf16, int rnd_dx, int store, int halves) {
     cf__gemm_fn gemm = cf__deconv_gemm(bf16), gemm_dx = gemm;
     int dx_half = (halves & CF__HALF_DIN) != 0;
+    cf__conv_call c = cf__deconv_make(B, in, out, g, ws, ws_floats, bf16, halves);
+    c.dx = dx; c.dw = dw; c.dy = dy; c.x = x; c.w = w; c.dx_store = store;
 #ifdef CF__BF16
-    if (rnd_dx && gemm == cf__sgemm_bf16) gemm_dx = cf__sgemm_bf16_rounded;   /* each tile's columns of dx get their one product there */
+    /* each tile's columns of dx get their one product there */
+    if (rnd_dx && gemm == cf__sgemm_bf16) gemm_dx = cf__sgemm_bf16_rounded;
 #endif
     if (gemm == cf__sgemm_fp32 && !store && !(halves & (CF__HALF_IN | CF__HALF_DIN | CF__HALF_OUT)))
         cf_deconv_backward(dx, dw, db, dy, x, w, B, in, out, g, ws, ws_floats);
-    else cf__deconv_backward_with(dx, dx_half, dw, db, dy, (halves & CF__HALF_OUT) != 0, x, (halves & CF__HALF_IN) != 0, w, B, in, out, g, ws, ws_floats,
-                                  gemm, gemm_dx, store);
+    else cf__deconv_backward_with(&c, db, gemm, gemm_dx);
     return dx_half || gemm_dx != gemm || !rnd_dx || !dx;
 }
 /* the workspace a pointwise convolution's bf16 GEMM on 16-bit operands needs (its buffers) */
@@ -2594,7 +2703,8 @@ static size_t cf__pointwise_ws_floats(void) {
 static int cf__deconv_takes_halves(cf_net *net, const cf_layer *l, int halves) {
 #ifdef CF__BF16
     size_t K = (size_t)l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2], ws = cf__net_ws_floats(net);
-    if ((halves & CF__HALF_OUT) && (l->in.d != 1 || l->out.d != 1 || l->act != CF_ACT_LINEAR || ws < cf__pointwise_ws_floats() + cf__band_floats(l, ws)))
+    if ((halves & CF__HALF_OUT) && (l->in.d != 1 || l->out.d != 1 || l->act != CF_ACT_LINEAR ||
+                                    ws < cf__pointwise_ws_floats() + cf__band_floats(l, ws)))
         return 0;
     return cf__deconv_gemm(1) == cf__sgemm_bf16 && l->type == CF_L_DECONV && !(halves & CF__RAW_IN) &&
            ws >= cf__pointwise_ws_floats() && (!(halves & CF__HALF_DIN) || cf__gemm_bf16_one_chunk(K));
@@ -2617,12 +2727,15 @@ static int cf__maxpool_inplace_takes_half(const cf__pool_call *pc) {
 }
 /* the backward of act + max pool fused in place (section 13 holds the kernel; a CF_REFERENCE
    build fuses nothing: kind "fusion" is off, and the plan never asks) */
-static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in,
-                                    cf_shape out, const cf_geom *g, int act, float slope, int bf16) {
+static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half,
+                                    int B, cf_shape in, cf_shape out, const cf_geom *g, int act, float slope,
+                                    int bf16) {
 #ifndef CF_REFERENCE
-    cf__pool_fused_backward_run(xg, half, dy, dy_half, y, y_half, B, in, out, g, act, slope, bf16);
+    cf__pool_fused_call f = {xg, dy, y, half, dy_half, y_half, B, in, out, g, act, slope, bf16};
+    cf__pool_fused_backward_run(&f);
 #else
-    (void)xg; (void)half; (void)dy; (void)dy_half; (void)y; (void)y_half; (void)B; (void)in; (void)out; (void)g; (void)act; (void)slope; (void)bf16;
+    (void)xg; (void)half; (void)dy; (void)dy_half; (void)y; (void)y_half; (void)B; (void)in; (void)out; (void)g;
+    (void)act; (void)slope; (void)bf16;
     CF_ASSERT(0);
 #endif
 }
@@ -2634,8 +2747,8 @@ static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy
    network rounds in a pass after).  Each returns 1 when what it stored needs no rounding pass
    after it. */
 static int cf__fuses_rounding(int rnd) { return rnd && cf__kind_on[CF__K_BF16]; }
-static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                          int B, int C, size_t P, int act, float slope, int rnd) {
+static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const float *beta, const float *mean,
+                          const float *invstd, int B, int C, size_t P, int act, float slope, int rnd) {
     int c;
     if (!cf__fuses_rounding(rnd)) { cf__bn_apply(y, x, gamma, beta, mean, invstd, B, C, P, act, slope); return !rnd; }
     CF__OMP(omp parallel for schedule(static))
@@ -2653,11 +2766,15 @@ static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const fl
     }
     return 1;
 }
-static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x, const float *gamma, const float *mean,
-                             const float *invstd, int B, int C, size_t P, int train, const cf_bn_sync *sync, int rnd, int store) {
+static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                             const float *gamma, const float *mean, const float *invstd, int B, int C, size_t P,
+                             int train, const cf_bn_sync *sync, int rnd, int store) {
     double *sums = sync && train ? sync->work : NULL, n;
     int c, fuse = cf__fuses_rounding(rnd);
-    if (!store && !fuse) { cf_bn_backward(dx, dgamma, dbeta, dy, x, gamma, mean, invstd, B, C, P, train, sync); return !rnd || !dx; }
+    if (!store && !fuse) {
+        cf_bn_backward(dx, dgamma, dbeta, dy, x, gamma, mean, invstd, B, C, P, train, sync);
+        return !rnd || !dx;
+    }
     n = sums ? cf__bn_sync_dsums(sums, dgamma, dbeta, dy, x, mean, invstd, B, C, P, sync) : (double)B * P;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
@@ -2678,8 +2795,8 @@ static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float
     }
     return fuse || !rnd || !dx;
 }
-static void cf__bn_act_backward_p(float *dy, const float *x, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                                  int B, int C, size_t P, int act, float slope, int rnd) {
+static void cf__bn_act_backward_p(float *dy, const float *x, const float *gamma, const float *beta, const float *mean,
+                                  const float *invstd, int B, int C, size_t P, int act, float slope, int rnd) {
     int c;
     if (!rnd) { cf__bn_act_backward(dy, x, gamma, beta, mean, invstd, B, C, P, act, slope); return; }
     CF__OMP(omp parallel for schedule(static))
@@ -2717,10 +2834,11 @@ static double cf__bn_sum_half(const cf_bf16 *x, int B, int C, int c, size_t P, f
         }
     return s;
 }
-static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B, int C, size_t P,
-                              int train, float momentum, float eps) {
+static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B,
+                              int C, size_t P, int train, float momentum, float eps) {
     int c;
-    if (!train) { cf__bn_stats(NULL, rmean, rvar, save_mean, save_invstd, B, C, P, 0, momentum, eps, NULL); return; }   /* (x not read) */
+    /* (x not read) */
+    if (!train) { cf__bn_stats(NULL, rmean, rvar, save_mean, save_invstd, B, C, P, 0, momentum, eps, NULL); return; }
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
         double n = (double)B * P, mean = cf__bn_sum_half(x, B, C, c, P, 0.0f, 0) / n;
@@ -2729,8 +2847,8 @@ static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float
     }
 }
 /* y = act(a x + sh) rounded, x and y each in fp32 or (x_half, y_half) in 16 bits */
-static void cf__bn_apply_h(float *y, int y_half, const float *x, int x_half, const float *gamma, const float *beta, const float *mean, const float *invstd,
-                           int B, int C, size_t P, int act, float slope) {
+static void cf__bn_apply_h(float *y, int y_half, const float *x, int x_half, const float *gamma, const float *beta,
+                           const float *mean, const float *invstd, int B, int C, size_t P, int act, float slope) {
     int c;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
@@ -2753,7 +2871,8 @@ static void cf__bn_apply_h(float *y, int y_half, const float *x, int x_half, con
 /* n <= CF__STRETCH values of dy from at (16 bits: dy_half) into d, times the activation's
    derivative at y = act(a x + sh) rounded (x's values in xv), as cf__bn_act_backward_p leaves
    them in an fp32 dy */
-static void cf__bn_dy_run(float *d, const float *dy, int dy_half, size_t at, const float *xv, size_t n, float a, float sh, int act, float slope) {
+static void cf__bn_dy_run(float *d, const float *dy, int dy_half, size_t at, const float *xv, size_t n, float a,
+                          float sh, int act, float slope) {
     float y[CF__STRETCH];
     if (dy_half) cf__widen_run(d, (const cf_bf16 *)(const void *)dy + at, n);
     else memcpy(d, dy + at, n * sizeof(float));
@@ -2765,9 +2884,10 @@ static void cf__bn_dy_run(float *d, const float *dy, int dy_half, size_t at, con
 /* cf_bn_backward with the activation's derivative (y computed again from x) on x, dy and dx
    each in fp32 or 16 bits (x_half, dy_half, dx_half); dx stored or added (store), rounded as
    it is stored (16 bits, or rnd) */
-static void cf__bn_backward_h(float *dx, int dx_half, float *dgamma, float *dbeta, const float *dy, int dy_half, const float *x, int x_half,
-                              const float *gamma, const float *beta, const float *mean, const float *invstd, int B, int C, size_t P, int train,
-                              int store, int act, float slope, int rnd) {
+static void cf__bn_backward_h(float *dx, int dx_half, float *dgamma, float *dbeta, const float *dy, int dy_half,
+                              const float *x, int x_half, const float *gamma, const float *beta, const float *mean,
+                              const float *invstd, int B, int C, size_t P, int train, int store, int act, float slope,
+                              int rnd) {
     int c;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
@@ -2855,7 +2975,8 @@ static int cf__conv_takes_halves(cf_net *net, const cf_layer *l, int dinput, int
     if (l->type != CF_L_CONV || l->n_src != 1) return 0;
     c.b = l->has_bias ? &some_bias : NULL; c.act = l->act; c.slope = l->slope;
     cf__conv_halves(&c, halves);
-    if (l->depthwise) return cf__same_sums(cf__dwconv_fwd_paths, &c) && cf__same_sums(cf__dwconv_bwd_paths, &c);   /* (dw and dx at once) */
+    /* (dw and dx at once) */
+    if (l->depthwise) return cf__same_sums(cf__dwconv_fwd_paths, &c) && cf__same_sums(cf__dwconv_bwd_paths, &c);
     if (!cf__same_sums(cf__conv_fwd_paths, &c) || !cf__same_sums(cf__conv_bww_paths, &c)) return 0;
     return (l->src[0] < 0 && !dinput) || cf__same_sums(cf__conv_bwd_paths, &c);
 }
@@ -2868,7 +2989,8 @@ static int cf__pool_takes_halves(cf_net *net, const cf_layer *p, int y_half) {
 
 /* the band of transposed conv l with the tiles of a workspace of ws_floats */
 static size_t cf__band_floats(const cf_layer *l, size_t ws_floats) {
-    size_t K = (size_t)l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2], tile = cf__tile(K, (size_t)l->in.d * l->in.h * l->in.w, ws_floats);
+    size_t K = (size_t)l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2],
+        tile = cf__tile(K, (size_t)l->in.d * l->in.h * l->in.w, ws_floats);
     return (size_t)l->out.c * cf__band_rows(l->in, &l->g, tile) * l->out.w;
 }
 
@@ -5239,7 +5361,8 @@ static void cf__split_recv(cf_net *net, int from, float *buf, size_t n) { (void)
                 block fewer; deepcam.cfg's blocks are about 5 GB a sample)
      placement  offsets, first fit, largest block first.
    keep_acts = 1 (or the fast paths off) plans every output to live to the end of the step. */
-enum { CF__PLAN_KEEP = 1, CF__PLAN_FUSE = 2, CF__PLAN_REBUILD = 4, CF__PLAN_HALF = 8, CF__PLAN_DINPUT = 16, CF__PLAN_STORE = 32 };
+enum { CF__PLAN_KEEP = 1, CF__PLAN_FUSE = 2, CF__PLAN_REBUILD = 4, CF__PLAN_HALF = 8, CF__PLAN_DINPUT = 16,
+      CF__PLAN_STORE = 32 };
 
 /* a block: its size and up to two live intervals [t[0], t[1]], [t[2], t[3]] */
 typedef struct { size_t size, off; int t[4], n; } cf__blk;
@@ -5260,7 +5383,8 @@ static void cf__plan_readers(cf_net *net) {
     int i, j, n = net->n_layers;
     for (i = 0; i < n; i++) net->priv->plan.l[i].last_read = -1;
     for (i = 0; i < n; i++)
-        for (j = 0; j < net->layers[i].n_src; j++) if (net->layers[i].src[j] >= 0) net->priv->plan.l[net->layers[i].src[j]].last_read = i;
+        for (j = 0; j < net->layers[i].n_src; j++)
+            if (net->layers[i].src[j] >= 0) net->priv->plan.l[net->layers[i].src[j]].last_read = i;
     net->priv->plan.l[n - 1].last_read = n;
     for (i = 0; i < n; i++) if (net->priv->plan.l[i].last_read < 0) net->priv->plan.l[i].last_read = i;
 }
@@ -5283,10 +5407,12 @@ static void cf__plan_fusion(cf_net *net, int allow) {
         const cf_layer *p;
         int ok;
         pl->fused_pool = -1;
-        if (!allow || net->layers[i].type != CF_L_CONV || pl->last_read >= n || (j = cf__only_reader(net, i)) < 0) continue;
+        if (!allow || net->layers[i].type != CF_L_CONV || pl->last_read >= n || (j = cf__only_reader(net, i)) < 0)
+            continue;
         p = &net->layers[j];   /* (its last reader) */
         ok = p->type == CF_L_MAXPOOL && p->n_src == 1;
-        for (a = 0; a < 3 && ok; a++) ok = p->g.k[a] == p->g.s[a] && p->g.dil[a] == 1 && p->g.pb[a] == 0 && p->g.pa[a] == 0;
+        for (a = 0; a < 3 && ok; a++)
+            ok = p->g.k[a] == p->g.s[a] && p->g.dil[a] == 1 && p->g.pb[a] == 0 && p->g.pa[a] == 0;
         if (ok) pl->fused_pool = j;
     }
 }
@@ -5311,7 +5437,8 @@ static int cf__readers_take_halves(cf_net *net, int s, int flags) {
     for (j = s + 1; j < net->n_layers; j++)
         for (k = 0; k < net->layers[j].n_src; k++)
             if (net->layers[j].src[k] == s) {
-                if (!cf__rounds(net, j) || !cf__conv_takes_halves(net, &net->layers[j], (flags & CF__PLAN_DINPUT) != 0, CF__HALF_ALL)) return 0;
+                if (!cf__rounds(net, j) || !cf__conv_takes_halves(net, &net->layers[j], (flags & CF__PLAN_DINPUT) != 0,
+                                                                  CF__HALF_ALL)) return 0;
                 readers++;
             }
     return readers;
@@ -5319,9 +5446,11 @@ static int cf__readers_take_halves(cf_net *net, int s, int flags) {
 static int cf__conv_to_bn_half(cf_net *net, int i, int flags) {
     const cf_layer *l = &net->layers[i];
     int j = cf__only_reader(net, i), halves = CF__HALF_OUT | cf__planned_input(net, l);
-    if (l->act != CF_ACT_LINEAR || j <= i || net->layers[j].type != CF_L_BATCHNORM || !cf__rounds(net, j) || net->priv->bn_sync.reduce) return 0;
+    if (l->act != CF_ACT_LINEAR || j <= i || net->layers[j].type != CF_L_BATCHNORM || !cf__rounds(net, j) ||
+        net->priv->bn_sync.reduce) return 0;
     if (l->type == CF_L_DECONV) return cf__deconv_takes_halves(net, l, halves);   /* (a transposed conv's too) */
-    return l->type == CF_L_CONV && !l->depthwise && cf__conv_takes_halves(net, l, (flags & CF__PLAN_DINPUT) != 0, halves);
+    return l->type == CF_L_CONV && !l->depthwise && cf__conv_takes_halves(net, l, (flags & CF__PLAN_DINPUT) != 0,
+                                                                          halves);
 }
 /* layer l's input as planned (CF__HALF_*; the network's input: CF__RAW_IN, read as given where
    the plan says so, plan.input_raw) */
@@ -5336,10 +5465,10 @@ static int cf__planned_input(const cf_net *net, const cf_layer *l) {
 static int cf__dw_to_conv_half(cf_net *net, int i) {
     const cf_layer *l = &net->layers[i];
     int j = cf__only_reader(net, i);
-    if (l->type != CF_L_CONV || !l->depthwise || l->act != CF_ACT_LINEAR || j <= i || net->layers[j].type != CF_L_CONV || net->layers[j].depthwise ||
-        !cf__rounds(net, j))
-        return 0;
-    return cf__conv_takes_halves(net, l, 1, CF__HALF_OUT | cf__planned_input(net, l)) && cf__conv_takes_halves(net, &net->layers[j], 1, CF__HALF_IN | CF__HALF_DIN);
+    if (l->type != CF_L_CONV || !l->depthwise || l->act != CF_ACT_LINEAR || j <= i ||
+        net->layers[j].type != CF_L_CONV || net->layers[j].depthwise || !cf__rounds(net, j)) return 0;
+    return cf__conv_takes_halves(net, l, 1, CF__HALF_OUT | cf__planned_input(net, l)) &&
+           cf__conv_takes_halves(net, &net->layers[j], 1, CF__HALF_IN | CF__HALF_DIN);
 }
 /* a batch norm's output and the gradient over it when its one reader is a conv (depthwise or
    not) or a transposed conv that reads that input and writes its gradient in 16 bits (the
@@ -5347,7 +5476,8 @@ static int cf__dw_to_conv_half(cf_net *net, int i) {
 static int cf__bn_to_half(cf_net *net, int i) {
     const cf_layer *l = &net->layers[i], *r;
     int j = cf__only_reader(net, i), in = CF__HALF_IN | CF__HALF_DIN;
-    if (l->type != CF_L_BATCHNORM || !cf__rounds(net, i) || net->priv->bn_sync.reduce || j <= i || !cf__rounds(net, j)) return 0;
+    if (l->type != CF_L_BATCHNORM || !cf__rounds(net, i) || net->priv->bn_sync.reduce || j <= i || !cf__rounds(net, j))
+        return 0;
     r = &net->layers[j];
     if (r->type == CF_L_CONV) return cf__conv_takes_halves(net, r, 1, in);
     return r->type == CF_L_DECONV && cf__deconv_takes_halves(net, r, in);
@@ -5358,9 +5488,11 @@ static int cf__bn_to_half(cf_net *net, int i) {
 static int cf__conv_to_deconv_half(cf_net *net, int i, int flags) {
     const cf_layer *l = &net->layers[i];
     int j = cf__only_reader(net, i), in = cf__planned_input(net, l), dinput = (flags & CF__PLAN_DINPUT) != 0;
-    if (l->type != CF_L_CONV || l->depthwise || l->act != CF_ACT_LINEAR || j <= i || net->layers[j].type != CF_L_DECONV || !cf__rounds(net, j)) return 0;
-    return cf__conv_takes_halves(net, l, dinput, CF__HALF_OUT | in) && (!in || cf__conv_takes_halves(net, l, dinput, in)) &&
-           cf__deconv_takes_halves(net, &net->layers[j], CF__HALF_IN);
+    if (l->type != CF_L_CONV || l->depthwise || l->act != CF_ACT_LINEAR || j <= i ||
+        net->layers[j].type != CF_L_DECONV || !cf__rounds(net, j)) return 0;
+    return cf__conv_takes_halves(net, l, dinput, CF__HALF_OUT | in) &&
+           (!in || cf__conv_takes_halves(net, l, dinput, in)) &&
+                   cf__deconv_takes_halves(net, &net->layers[j], CF__HALF_IN);
 }
 static void cf__plan_halves(cf_net *net, int i, int flags) {
     cf__plan_layer *pl = &net->priv->plan.l[i];
@@ -5369,10 +5501,14 @@ static void cf__plan_halves(cf_net *net, int i, int flags) {
     pl->half = pl->grad_half = 0;
     if (!(flags & CF__PLAN_HALF) || !cf__rounds(net, i)) return;
     if (pl->fused_pool >= 0) {   /* a fused conv */
-        pl->half = cf__conv_takes_halves(net, l, (flags & CF__PLAN_DINPUT) != 0, CF__HALF_ALL) && cf__pool_takes_halves(net, &net->layers[pl->fused_pool], 0);
+        pl->half = cf__conv_takes_halves(net, l, (flags & CF__PLAN_DINPUT) != 0, CF__HALF_ALL) &&
+                cf__pool_takes_halves(net, &net->layers[pl->fused_pool], 0);
         return;
     }
-    if (i < n - 1 && (cf__conv_to_bn_half(net, i, flags) || cf__dw_to_conv_half(net, i) || cf__bn_to_half(net, i))) { pl->half = pl->grad_half = 1; return; }
+    if (i < n - 1 && (cf__conv_to_bn_half(net, i, flags) || cf__dw_to_conv_half(net, i) || cf__bn_to_half(net, i))) {
+        pl->half = pl->grad_half = 1;
+        return;
+    }
     if (i < n - 1 && cf__conv_to_deconv_half(net, i, flags)) { pl->half = 1; return; }
     if (l->type != CF_L_MAXPOOL || i == n - 1 || l->src[0] < 0 || !net->priv->plan.l[l->src[0]].half) return;
     if (!(readers = cf__readers_take_halves(net, i, flags)) || !cf__pool_takes_halves(net, l, 1)) return;
@@ -5388,7 +5524,8 @@ static int cf__plan_input_raw(cf_net *net, int flags) {
         for (k = 0; k < net->layers[j].n_src; k++)
             if (net->layers[j].src[k] == -1) {
                 int out = net->priv->plan.l[j].half ? CF__HALF_OUT : 0;
-                if (!cf__rounds(net, j) || !cf__conv_takes_halves(net, &net->layers[j], (flags & CF__PLAN_DINPUT) != 0, CF__RAW_IN | out)) return 0;
+                if (!cf__rounds(net, j) || !cf__conv_takes_halves(net, &net->layers[j], (flags & CF__PLAN_DINPUT) != 0,
+                                                                  CF__RAW_IN | out)) return 0;
                 readers++;
             }
     return readers > 0;
@@ -5399,7 +5536,8 @@ static int cf__plan_input_raw(cf_net *net, int flags) {
 static int cf__reads_output(const cf_net *net, int i) {
     const cf_layer *l = &net->layers[i];
     int f = cf__types[l->type].flags;
-    return (f & CF__READS_OUT) || ((f & CF__READS_OUT_IF_ACT) && l->act != CF_ACT_LINEAR) || net->priv->plan.l[i].fused_pool >= 0;
+    return (f & CF__READS_OUT) || ((f & CF__READS_OUT_IF_ACT) && l->act != CF_ACT_LINEAR) ||
+           net->priv->plan.l[i].fused_pool >= 0;
 }
 /* outputs that cost about one pass over their inputs to rebuild, changing no state (a
    depthwise conv is a direct loop over 9 taps: a few percent of its pointwise partner) */
@@ -5414,7 +5552,8 @@ static int cf__available(cf_net *net, cf__blk *blk, int s, int t, int commit, in
     int k, n = net->n_layers;
     if (cf__blk_alive(b, t)) return 1;
     if (!rebuild || !cf__cheap(l) || s == n - 1 || t <= n || (b->n == 2 && t > b->t[2])) return 0;
-    for (k = 0; k < l->n_src; k++) if (l->src[k] >= 0 && !cf__available(net, blk, l->src[k], t, commit, rebuild)) return 0;
+    for (k = 0; k < l->n_src; k++)
+        if (l->src[k] >= 0 && !cf__available(net, blk, l->src[k], t, commit, rebuild)) return 0;
     if (commit) {
         if (b->n == 1) { b->n = 2; b->t[3] = t; }
         b->t[2] = t;
@@ -5453,13 +5592,16 @@ static void cf__plan_lives(cf_net *net, cf__blk *blk, int keep, int rebuild, int
         if (keep) o->t[1] = T;
         else if (first >= 0 && rebuild && cf__cheap(&net->layers[i]) && i < n - 1) {
             const cf_layer *l = &net->layers[i];   /* rebuilt from its inputs: they must be there then */
-            for (k = 0; k < l->n_src; k++) if (l->src[k] >= 0 && !cf__available(net, blk, l->src[k], first, 0, rebuild)) ok = 0;
-            for (k = 0; k < l->n_src && ok; k++) if (l->src[k] >= 0) cf__available(net, blk, l->src[k], first, 1, rebuild);
+            for (k = 0; k < l->n_src; k++)
+                if (l->src[k] >= 0 && !cf__available(net, blk, l->src[k], first, 0, rebuild)) ok = 0;
+            for (k = 0; k < l->n_src && ok; k++)
+                if (l->src[k] >= 0) cf__available(net, blk, l->src[k], first, 1, rebuild);
             if (ok) { o->n = 2; o->t[2] = first; o->t[3] = last; pl->rebuild_at = 2 * n - first; }
             else o->t[1] = last;
         } else if (last > o->t[1]) o->t[1] = last;
         pl->fwd_end = o->t[1];
-        g->size = pl->fused_pool >= 0 ? 0 : pl->grad_half ? (n_out + 1) / 2 : n_out;   /* fused: the gradient lives in the output */
+        /* fused: the gradient lives in the output */
+        g->size = pl->fused_pool >= 0 ? 0 : pl->grad_half ? (n_out + 1) / 2 : n_out;
         g->n = 1; g->t[0] = 2 * n - (pl->last_read < n - 1 ? pl->last_read : n - 1); g->t[1] = 2 * n - i;
     }
     /* A rebuilt output lives until its last use: its own backward's reads, or the rebuild of
@@ -5476,7 +5618,8 @@ static void cf__plan_lives(cf_net *net, cf__blk *blk, int keep, int rebuild, int
         o->t[3] = last > o->t[2] ? last : o->t[2];
         for (j = i + 1; j < n; j++)
             for (k = 0; k < net->layers[j].n_src; k++)
-                if (net->layers[j].src[k] == i && blk[2 * j].n == 2 && blk[2 * j].t[2] > o->t[3]) o->t[3] = blk[2 * j].t[2];
+                if (net->layers[j].src[k] == i && blk[2 * j].n == 2 && blk[2 * j].t[2] > o->t[3])
+                    o->t[3] = blk[2 * j].t[2];
     }
 }
 
@@ -5508,7 +5651,8 @@ static size_t cf__plan_place(cf__blk *blk, int nb) {
         }
         b->off = off;
         if (off + b->size > total) total = off + b->size;
-        for (j = np; j > 0 && blk[placed[j - 1]].off > off; j--) placed[j] = placed[j - 1];   /* keep placed[] by offset */
+        /* keep placed[] by offset */
+        for (j = np; j > 0 && blk[placed[j - 1]].off > off; j--) placed[j] = placed[j - 1];
         placed[j] = order[i].i;
         np++;
     }
@@ -5565,8 +5709,10 @@ static size_t cf__plan_make(cf_net *net, int flags) {
 /* the plan's settings: keep_acts, and which of its fast paths are on */
 static int cf__plan_flags(const cf_net *net, int keep_acts) {
     if (keep_acts) return CF__PLAN_KEEP;
-    return (net->priv->no_fuse || !cf__kind_on[CF__K_FUSION] ? 0 : CF__PLAN_FUSE) | (cf__kind_on[CF__K_RECOMPUTE] ? CF__PLAN_REBUILD : 0) |
-           (net->priv->precision == CF_BF16 && !net->priv->no_half && !net->priv->split.on && cf__kind_on[CF__K_BF16] && cf__kind_on[CF__K_PAIRS] ? CF__PLAN_HALF : 0) |
+    return (net->priv->no_fuse || !cf__kind_on[CF__K_FUSION] ? 0 : CF__PLAN_FUSE) |
+           (cf__kind_on[CF__K_RECOMPUTE] ? CF__PLAN_REBUILD : 0) |
+           (net->priv->precision == CF_BF16 && !net->priv->no_half && !net->priv->split.on && cf__kind_on[CF__K_BF16] &&
+            cf__kind_on[CF__K_PAIRS] ? CF__PLAN_HALF : 0) |
            (net->priv->dinput ? CF__PLAN_DINPUT : 0) | (cf__kind_on[CF__K_STORES] ? CF__PLAN_STORE : 0);
 }
 
@@ -5586,9 +5732,11 @@ static int cf__plan_sizes(const cf_net *net) {
         const cf_layer *l = &net->layers[i];
         if (cf_shape_size(l->out) <= CF__MAX_ELEMENTS) continue;
         for (K = 2; K <= 4096 && (double)cf_shape_size(l->out) / K > (double)CF__MAX_ELEMENTS; K *= 2) {}
-        return cf_fail("%s:%d: [%s] would output %dx%dx%dx%d per sample: %.3g values, at most %lld a rank (split each sample across ranks: "
-                       "cf_net_set_spatial, --spatial %d or more)", net->cfg_name, l->line, cf_layer_type_name(l->type), l->out.c, l->out.d, l->out.h,
-                       l->out.w, (double)cf_shape_size(l->out), (long long)CF__MAX_ELEMENTS, K);
+        return cf_fail("%s:%d: [%s] would output %dx%dx%dx%d per sample: %.3g values, at most %lld a rank (split each "
+                       "sample across ranks: cf_net_set_spatial, --spatial %d or more)", net->cfg_name, l->line,
+                       cf_layer_type_name(l->type), l->out.c, l->out.d, l->out.h, l->out.w,
+                           (double)cf_shape_size(l->out),
+                       (long long)CF__MAX_ELEMENTS, K);
     }
     return CF_OK;
 }
@@ -5596,7 +5744,8 @@ static int cf__plan(cf_net *net, int B) {
     int flags = cf__plan_flags(net, net->priv->keep_acts);
     size_t na;
     if (B < 1) return cf_fail("batch %d < 1", B);
-    if (B == net->priv->plan.batch && net->priv->arena && flags == net->priv->plan.flags && cf__plan_threads() == net->priv->plan.threads) return CF_OK;
+    if (B == net->priv->plan.batch && net->priv->arena && flags == net->priv->plan.flags &&
+        cf__plan_threads() == net->priv->plan.threads) return CF_OK;
     if (cf__plan_sizes(net)) return CF_ERR;
     if (cf__split_buffers(net, B)) return CF_ERR;
     net->priv->plan.batch = net->batch = B;
@@ -5606,7 +5755,8 @@ static int cf__plan(cf_net *net, int B) {
         net->priv->plan.cap = 0;
         if (!(net->priv->arena = CF__NEW(float, na))) {
             net->priv->plan.batch = 0;
-            return cf_fail("%s: %s: the outputs and gradients of a batch of %d need %.0f MB", net->cfg_name, cf_failure_reason(), B, na * 4e-6);
+            return cf_fail("%s: %s: the outputs and gradients of a batch of %d need %.0f MB", net->cfg_name,
+                           cf_failure_reason(), B, na * 4e-6);
         }
         net->priv->plan.cap = na;
     }
@@ -5615,7 +5765,9 @@ static int cf__plan(cf_net *net, int B) {
     net->priv->plan.threads = cf__plan_threads();
     return CF_OK;
 }
-CFDEF int cf_net_set_batch(cf_net *net, int B) { return cf__net_check(net, "cf_net_set_batch") ? CF_ERR : cf__plan(net, B); }
+CFDEF int cf_net_set_batch(cf_net *net, int B) {
+    return cf__net_check(net, "cf_net_set_batch") ? CF_ERR : cf__plan(net, B);
+}
 
 CFDEF size_t cf_net_arena_floats(cf_net *net, int B, int keep_acts) {
     int batch;
@@ -5643,7 +5795,8 @@ CFDEF int cf_net_stored_bits(const cf_net *net, int layer, int gradient) {
 static int cf__opt_slots(cf_net *net, int slots) {
     float *opt;
     if (net->opt_slots >= slots) return CF_OK;
-    if (!(opt = CF__NEW(float, (size_t)slots * net->n_params))) return cf_fail("the optimizer's second moments (%zu floats): %s", net->n_params, cf_failure_reason());
+    if (!(opt = CF__NEW(float, (size_t)slots * net->n_params)))
+        return cf_fail("the optimizer's second moments (%zu floats): %s", net->n_params, cf_failure_reason());
     memcpy(opt, net->opt, (size_t)net->opt_slots * net->n_params * sizeof(float));
     CF_FREE(net->opt);
     net->opt = opt; net->opt_slots = slots;
@@ -5728,7 +5881,8 @@ CFDEF double cf_lamb_step(cf_net *net, float lr, float beta1, float beta2, float
     CF__REQUIRE(t >= 1, NAN, "cf_lamb_step: t counts the updates from 1");
     if (cf__check_arg("cf_lamb_step", "lr", lr, 0) || cf__check_arg("cf_lamb_step", "betas", beta1, 1) ||
         cf__check_arg("cf_lamb_step", "betas", beta2, 1) || cf__check_arg("cf_lamb_step", "eps", eps, 1) ||
-        cf__check_arg("cf_lamb_step", "weight_decay", wd, 1) || cf__check_arg("cf_lamb_step", "max_grad_norm", max_grad_norm, 1)) return NAN;
+        cf__check_arg("cf_lamb_step", "weight_decay", wd, 1) ||
+                cf__check_arg("cf_lamb_step", "max_grad_norm", max_grad_norm, 1)) return NAN;
     if (cf__opt_slots(net, 2)) return NAN;
     n = (long)net->n_params; m = net->opt; v = net->opt + n; gr = net->grads;
     bc1 = (float)(1.0 - pow(beta1, (double)t)); bc2 = (float)(1.0 - pow(beta2, (double)t));
@@ -5764,7 +5918,10 @@ CFDEF int cf_larc_scale(cf_net *net, float eta) {
     if (cf__check_arg("cf_larc_scale", "larc", eta, 1)) return CF_ERR;
     while (cf__next_tensor(net, &i, &part, &off, &cnt)) {
         double wn = 0.0, gn = 0.0, s;
-        for (k = 0; k < cnt; k++) { wn += (double)net->params[off + k] * net->params[off + k]; gn += (double)net->grads[off + k] * net->grads[off + k]; }
+        for (k = 0; k < cnt; k++) {
+            wn += (double)net->params[off + k] * net->params[off + k];
+            gn += (double)net->grads[off + k] * net->grads[off + k];
+        }
         if (wn == 0.0 || gn == 0.0) continue;
         s = eta * sqrt(wn) / sqrt(gn);
         if (s < 1.0) for (k = 0; k < cnt; k++) net->grads[off + k] *= (float)s;
@@ -5784,7 +5941,8 @@ CFDEF int cf_larc_scale(cf_net *net, float eta) {
    (docs/math.md, "Learning-rate schedules"). */
 static double cf__warmup_lr(const cf_lr_sched *s, uint64_t k) {
     long W = s->warmup_steps;
-    return s->warmup_factor == 1.0 ? s->base_lr * (long)k / W : s->base_lr * ((s->warmup_factor - 1.0) * (long)k / W + 1.0);
+    return s->warmup_factor == 1.0 ? s->base_lr * (long)k / W
+           : s->base_lr * ((s->warmup_factor - 1.0) * (long)k / W + 1.0);
 }
 CFDEF double cf_lr_sched_at(const cf_lr_sched *s, uint64_t k) {
     const double pi = 3.14159265358979323846;
@@ -5795,16 +5953,17 @@ CFDEF double cf_lr_sched_at(const cf_lr_sched *s, uint64_t k) {
     W = s->warmup_steps;
     if (W < 0 || s->n_milestones < 0 || s->n_milestones > 16 || (s->type == CF_SCHED_COSINE && s->t_max < 1) ||
         (s->type != CF_SCHED_MULTISTEP && s->type != CF_SCHED_COSINE)) {
-        cf_fail("cf_lr_sched_at: not a schedule (warmup %ld steps, %d milestones, t_max %ld, type %d)", W, s->n_milestones, s->t_max, s->type);
+        cf_fail("cf_lr_sched_at: not a schedule (warmup %ld steps, %d milestones, t_max %ld, type %d)", W,
+                s->n_milestones, s->t_max, s->type);
         return NAN;
     }
     /* what this schedule uses, against its training setting's range (cf_train_init's) */
-    if (cf__check_arg("cf_lr_sched_at", "lr", s->base_lr, 1) || cf__check_arg("cf_lr_sched_at", "warmup_steps", (double)W, 1) ||
+    if (cf__check_arg("cf_lr_sched_at", "lr", s->base_lr, 1) ||
+        cf__check_arg("cf_lr_sched_at", "warmup_steps", (double)W, 1) ||
         (W > 0 && cf__check_arg("cf_lr_sched_at", "warmup_factor", s->warmup_factor, 1)) ||
         (s->type == CF_SCHED_MULTISTEP && cf__check_arg("cf_lr_sched_at", "decay_rate", s->gamma, 1)) ||
         (s->type == CF_SCHED_COSINE && (cf__check_arg("cf_lr_sched_at", "t_max", (double)s->t_max, 1) ||
-                                        cf__check_arg("cf_lr_sched_at", "eta_min", s->eta_min, 1))))
-        return NAN;
+                                        cf__check_arg("cf_lr_sched_at", "eta_min", s->eta_min, 1)))) return NAN;
     for (m = 0; m < s->n_milestones; m++)
         if (s->milestones[m] < 0) { cf_fail("cf_lr_sched_at: milestone %ld is below 0", s->milestones[m]); return NAN; }
     if (W > 0 && k <= (uint64_t)W) return cf__warmup_lr(s, k);
@@ -5835,7 +5994,8 @@ CFDEF void cf_train_defaults(cf_train_config *c) {
     /* CosmoFlow's reference: linear scaling from a batch of 64, 4 warmup epochs, then the
        peak times 0.25 after epoch 32 and 0.125 after epoch 64 */
     c->base_batch = 64; c->warmup_epochs = 4;
-    c->n_decay = 2; c->decay_epoch[0] = 32; c->decay_factor[0] = 0.25; c->decay_epoch[1] = 64; c->decay_factor[1] = 0.125;
+    c->n_decay = 2; c->decay_epoch[0] = 32; c->decay_factor[0] = 0.25; c->decay_epoch[1] = 64;
+    c->decay_factor[1] = 0.125;
     /* DeepCAM's: a multistep schedule in optimizer steps */
     c->per_step = -1;
     c->sched.type = CF_SCHED_MULTISTEP; c->sched.gamma = 0.1; c->sched.warmup_factor = 1; c->sched.t_max = 9000;
@@ -5859,13 +6019,18 @@ CFDEF int cf_train_init(cf_trainer *t, cf_net *net, const cf_train_config *c) {
     if (t->cfg.weight_decay < 0) t->cfg.weight_decay = seg ? 0.01 : 0.0;
     if (t->cfg.per_step < 0) t->cfg.per_step = seg;
     t->cfg.sched.base_lr = t->cfg.lr;
-    if (cf_net_set_precision(net, t->cfg.precision) || (t->cfg.optimizer != CF_OPT_SGD && cf__opt_slots(net, 2)) || !(t->priv = CF__NEW(struct cf__train_private, 1))) { memset(t, 0, sizeof *t); return CF_ERR; }
+    if (cf_net_set_precision(net, t->cfg.precision) || (t->cfg.optimizer != CF_OPT_SGD && cf__opt_slots(net, 2)) ||
+        !(t->priv = CF__NEW(struct cf__train_private, 1))) {
+        memset(t, 0, sizeof *t);
+        return CF_ERR;
+    }
     t->priv->magic = CF__TRAINER_MAGIC;
     return CF_OK;
 }
 /* a trainer cf_train_init made, not freed since, whose network is still there */
 static int cf__trainer_check(const cf_trainer *t, const char *fn) {
-    if (!t || !t->priv || t->priv->magic != CF__TRAINER_MAGIC) return cf_fail("%s: the trainer was not made by cf_train_init (or was freed)", fn);
+    if (!t || !t->priv || t->priv->magic != CF__TRAINER_MAGIC)
+        return cf_fail("%s: the trainer was not made by cf_train_init (or was freed)", fn);
     return cf__net_check(t->net, fn);
 }
 CFDEF int cf_train_epoch(cf_trainer *t, int epoch) {
@@ -5892,28 +6057,40 @@ enum { CF__SET_DOUBLE, CF__SET_INT, CF__SET_LONG, CF__SET_OPTIMIZER, CF__SET_SCH
 typedef struct { const char *key; int kind; size_t off; double lo, hi; const char *arg, *help; } cf__setting;
 #define CF__AT(field) offsetof(cf_train_config, field)
 static const cf__setting cf__settings[] = {
-    {"optimizer", CF__SET_OPTIMIZER, CF__AT(optimizer), 0, 0, "O", "sgd, adam, adamw or lamb (auto: lamb for DeepCAM, sgd for CosmoFlow)"},
+    {"optimizer", CF__SET_OPTIMIZER, CF__AT(optimizer), 0, 0, "O",
+     "sgd, adam, adamw or lamb (auto: lamb for DeepCAM, sgd for CosmoFlow)"},
     {"lr", CF__SET_DOUBLE, CF__AT(lr), 0, 100, "X", "base learning rate"},
     {"momentum", CF__SET_DOUBLE, CF__AT(momentum), 0, 0.9999, "M", "SGD momentum, Keras form v = m v - lr g"},
     {"l2", CF__SET_DOUBLE, CF__AT(l2), 0, 1e3, "X", "SGD: L2 on the kernels marked l2=1 in the cfg"},
-    {"weight_decay", CF__SET_DOUBLE, CF__AT(weight_decay), 0, 10, "X", "adam: L2 in the gradient; adamw, lamb: decoupled (auto: 0.01 DeepCAM, 0 CosmoFlow)"},
+    {"weight_decay", CF__SET_DOUBLE, CF__AT(weight_decay), 0, 10, "X",
+     "adam: L2 in the gradient; adamw, lamb: decoupled (auto: 0.01 DeepCAM, 0 CosmoFlow)"},
     {"betas", CF__SET_BETAS, CF__AT(beta1), 0, 1, "B1,B2", "Adam's betas, in [0, 1)"},   /* (1 itself excluded) */
-    {"eps", CF__SET_DOUBLE, CF__AT(eps), 1e-30, 1, "X", "Adam's epsilon (above 0: a weight whose gradient is 0 would get 0/0)"},
-    {"max_grad_norm", CF__SET_DOUBLE, CF__AT(max_grad_norm), 0, 1e9, "X", "lamb: clip the global gradient norm (0: off)"},
-    {"larc", CF__SET_DOUBLE, CF__AT(larc), 0, 1e3, "ETA", "scale each tensor's gradient by min(ETA |w|/|g|, 1) first (2018 climate code: 0.002; 0: off)"},
-    {"base_batch", CF__SET_DOUBLE, CF__AT(base_batch), 0, 1e9, "N", "by epoch: linear scaling, peak lr = lr * global batch / N (0: none)"},
+    {"eps", CF__SET_DOUBLE, CF__AT(eps), 1e-30, 1, "X",
+     "Adam's epsilon (above 0: a weight whose gradient is 0 would get 0/0)"},
+    {"max_grad_norm", CF__SET_DOUBLE, CF__AT(max_grad_norm), 0, 1e9, "X",
+     "lamb: clip the global gradient norm (0: off)"},
+    {"larc", CF__SET_DOUBLE, CF__AT(larc), 0, 1e3, "ETA",
+     "scale each tensor's gradient by min(ETA |w|/|g|, 1) first (2018 climate code: 0.002; 0: off)"},
+    {"base_batch", CF__SET_DOUBLE, CF__AT(base_batch), 0, 1e9, "N",
+     "by epoch: linear scaling, peak lr = lr * global batch / N (0: none)"},
     {"warmup_epochs", CF__SET_INT, CF__AT(warmup_epochs), 0, 1e6, "N", "by epoch: epochs from lr to the peak"},
-    {"decay", CF__SET_DECAY, CF__AT(n_decay), 0, 0, "LIST", "by epoch: epoch:factor,... multipliers of the peak after the epoch, or none"},
-    {"lr_schedule", CF__SET_SCHEDULE, CF__AT(per_step), 0, 0, "S", "epochs, or multistep or cosine in optimizer steps (auto: multistep for DeepCAM, epochs for CosmoFlow)"},
-    {"milestones", CF__SET_MILESTONES, CF__AT(sched.n_milestones), 0, 0, "LIST", "multistep: the steps, e.g. 800,1600, or none"},
+    {"decay", CF__SET_DECAY, CF__AT(n_decay), 0, 0, "LIST",
+     "by epoch: epoch:factor,... multipliers of the peak after the epoch, or none"},
+    {"lr_schedule", CF__SET_SCHEDULE, CF__AT(per_step), 0, 0, "S",
+     "epochs, or multistep or cosine in optimizer steps (auto: multistep for DeepCAM, epochs for CosmoFlow)"},
+    {"milestones", CF__SET_MILESTONES, CF__AT(sched.n_milestones), 0, 0, "LIST",
+     "multistep: the steps, e.g. 800,1600, or none"},
     {"decay_rate", CF__SET_DOUBLE, CF__AT(sched.gamma), 0, 1, "G", "multistep: the factor at each milestone"},
     {"warmup_steps", CF__SET_INT, CF__AT(sched.warmup_steps), 0, 1073741824.0, "N", "by step: linear warmup"},
     {"warmup_factor", CF__SET_DOUBLE, CF__AT(sched.warmup_factor), 1, 1e6, "F", "by step: warmup from lr/F"},
     {"t_max", CF__SET_LONG, CF__AT(sched.t_max), 1, 1099511627776.0, "N", "cosine: period in steps"},
     {"eta_min", CF__SET_DOUBLE, CF__AT(sched.eta_min), 0, 100, "X", "cosine: the lowest lr"},
-    {"grad_lag", CF__SET_INT, CF__AT(grad_lag), 0, 1, "0|1", "1: apply the previous step's averaged gradient, its allreduce overlapping this step (2018)"},
-    {"overlap", CF__SET_LONG, CF__AT(overlap), 0, 1073741824.0, "N", "average gradients in buckets of >= N floats started during backward (0: one allreduce after it)"},
-    {"precision", CF__SET_PRECISION, CF__AT(precision), 0, 0, "P", "fp32, or bf16: activations and their gradients rounded to bfloat16, fp32 master weights (docs/math.md)"},
+    {"grad_lag", CF__SET_INT, CF__AT(grad_lag), 0, 1, "0|1",
+     "1: apply the previous step's averaged gradient, its allreduce overlapping this step (2018)"},
+    {"overlap", CF__SET_LONG, CF__AT(overlap), 0, 1073741824.0, "N",
+     "average gradients in buckets of >= N floats started during backward (0: one allreduce after it)"},
+    {"precision", CF__SET_PRECISION, CF__AT(precision), 0, 0, "P",
+     "fp32, or bf16: activations and their gradients rounded to bfloat16, fp32 master weights (docs/math.md)"},
 };
 #define CF__N_SETTINGS ((int)(sizeof cf__settings / sizeof cf__settings[0]))
 static const char *cf__opt_names[4] = {"sgd", "adam", "adamw", "lamb"};
@@ -5937,8 +6114,10 @@ static int cf__set_number(const cf__setting *k, const char *v, double *x) {
     char *end;
     *x = strtod(v, &end);
     if (end == v || *end || !(*x >= k->lo && *x <= k->hi) || (k->kind != CF__SET_DOUBLE && *x != floor(*x)))
-        return k->kind != CF__SET_DOUBLE ? cf_fail("%s: '%s' is not a whole number in [%.0f, %.0f]", k->key, v, k->lo, k->hi)   /* 1099511627776, not 1.09951e+12 */
-                                         : cf_fail("%s: '%s' is not a number in [%g, %g]", k->key, v, k->lo, k->hi);
+        /* (a whole number's bounds with %.0f: 1099511627776, not 1.09951e+12) */
+        return k->kind != CF__SET_DOUBLE
+                   ? cf_fail("%s: '%s' is not a whole number in [%.0f, %.0f]", k->key, v, k->lo, k->hi)
+                   : cf_fail("%s: '%s' is not a number in [%g, %g]", k->key, v, k->lo, k->hi);
     return CF_OK;
 }
 /* decay=none or E:F,... (epochs >= 0, factors > 0, at most 16) */
@@ -5949,9 +6128,11 @@ static int cf__set_decay(cf_train_config *c, const char *v) {
     while (*p) {
         char *end;
         double e = strtod(p, &end), f;
-        if (end == p || *end != ':' || n == 16 || !(e >= 0 && e < 1e9)) return cf_fail("decay: '%s' is not none or epoch:factor,... (at most 16)", v);
+        if (end == p || *end != ':' || n == 16 || !(e >= 0 && e < 1e9))
+            return cf_fail("decay: '%s' is not none or epoch:factor,... (at most 16)", v);
         f = strtod(end + 1, &end);
-        if (!(f > 0 && f < 1e9) || (*end && *end != ',')) return cf_fail("decay: '%s' is not epoch:factor,... with factors > 0", v);
+        if (!(f > 0 && f < 1e9) || (*end && *end != ','))
+            return cf_fail("decay: '%s' is not epoch:factor,... with factors > 0", v);
         c->decay_epoch[n] = e; c->decay_factor[n++] = f;
         p = *end ? end + 1 : end;
     }
@@ -5965,7 +6146,8 @@ static int cf__set_milestones(cf_lr_sched *s, const char *v) {
     while (*q) {
         char *end;
         long m = strtol(q, &end, 10);
-        if (end == q || m < 0 || n == 16 || (*end && *end != ',')) return cf_fail("milestones: '%s' is not a list of up to 16 steps", v);
+        if (end == q || m < 0 || n == 16 || (*end && *end != ','))
+            return cf_fail("milestones: '%s' is not a list of up to 16 steps", v);
         s->milestones[n++] = m;
         q = *end ? end + 1 : end;
     }
@@ -5978,7 +6160,8 @@ static int cf__set_choice(cf_train_config *c, const cf__setting *k, const char *
     if (k->kind == CF__SET_BETAS) {
         char *e1, *e2 = NULL;
         double b1 = strtod(v, &e1), b2 = *e1 == ',' ? strtod(e1 + 1, &e2) : -1;
-        if (*e1 != ',' || !e2 || *e2 || !(b1 >= k->lo && b1 < k->hi && b2 >= k->lo && b2 < k->hi)) return cf_fail("betas: '%s' is not B1,B2 in [%g, %g)", v, k->lo, k->hi);
+        if (*e1 != ',' || !e2 || *e2 || !(b1 >= k->lo && b1 < k->hi && b2 >= k->lo && b2 < k->hi))
+            return cf_fail("betas: '%s' is not B1,B2 in [%g, %g)", v, k->lo, k->hi);
         c->beta1 = b1; c->beta2 = b2;
         return CF_OK;
     }
@@ -5999,13 +6182,15 @@ CFDEF int cf_train_config_set(cf_train_config *c, const char *key, const char *v
     char *at = (char *)c;
     double x;
     int i;
-    if (!c || !key || !value) return cf_fail("cf_train_config_set: the settings, the key and the value must not be NULL");
+    if (!c || !key || !value)
+        return cf_fail("cf_train_config_set: the settings, the key and the value must not be NULL");
     for (i = 0; i < CF__N_SETTINGS && !k; i++) if (!strcmp(key, cf__settings[i].key)) k = &cf__settings[i];
     if (!k) return cf_fail("%s: not a training setting", key);
     if (k->kind == CF__SET_DECAY) return cf__set_decay(c, value);
     if (k->kind == CF__SET_MILESTONES) return cf__set_milestones(&c->sched, value);
     if (k->kind == CF__SET_PRECISION) {
-        if (strcmp(value, "fp32") && strcmp(value, "bf16")) return cf_fail("precision: '%s' is not fp32 or bf16", value);
+        if (strcmp(value, "fp32") && strcmp(value, "bf16"))
+            return cf_fail("precision: '%s' is not fp32 or bf16", value);
         c->precision = strcmp(value, "bf16") ? CF_FP32 : CF_BF16;
         return CF_OK;
     }
@@ -6036,8 +6221,13 @@ static void cf__setting_text(const cf_train_config *c, const cf__setting *k, cha
         break;
     case CF__SET_INT: snprintf(out, n, "%d", *(const int *)(at + k->off)); break;
     case CF__SET_LONG: snprintf(out, n, "%ld", *(const long *)(at + k->off)); break;
-    case CF__SET_OPTIMIZER: snprintf(out, n, "%s", c->optimizer < 0 || c->optimizer > 3 ? "auto" : cf__opt_names[c->optimizer]); break;
-    case CF__SET_SCHEDULE: snprintf(out, n, "%s", c->per_step < 0 ? "auto" : cf__sched_names[c->per_step ? 1 + (c->sched.type == CF_SCHED_COSINE) : 0]); break;
+    case CF__SET_OPTIMIZER:
+        snprintf(out, n, "%s", c->optimizer < 0 || c->optimizer > 3 ? "auto" : cf__opt_names[c->optimizer]);
+        break;
+    case CF__SET_SCHEDULE:
+        snprintf(out, n, "%s",
+                 c->per_step < 0 ? "auto" : cf__sched_names[c->per_step ? 1 + (c->sched.type == CF_SCHED_COSINE) : 0]);
+        break;
     case CF__SET_PRECISION: snprintf(out, n, "%s", cf_precision_name(c->precision)); break;
     case CF__SET_BETAS:
         m = (size_t)cf__fmt_double(out, n, c->beta1);
@@ -6053,19 +6243,22 @@ static void cf__setting_text(const cf_train_config *c, const cf__setting *k, cha
         break;
     default:
         if (!c->sched.n_milestones) snprintf(out, n, "none");
-        for (i = 0; i < c->sched.n_milestones && m + 1 < n; i++) m += (size_t)snprintf(out + m, n - m, "%s%ld", i ? "," : "", c->sched.milestones[i]);
+        for (i = 0; i < c->sched.n_milestones && m + 1 < n; i++)
+            m += (size_t)snprintf(out + m, n - m, "%s%ld", i ? "," : "", c->sched.milestones[i]);
         break;
     }
 }
 CFDEF int cf_train_config_get(const cf_train_config *c, const char *key, char *out, size_t n) {
     char v[1024];
     int i;
-    if (!c || !key || !out || !n) return cf_fail("cf_train_config_get: the settings, the key and the output must not be NULL or empty");
+    if (!c || !key || !out || !n)
+        return cf_fail("cf_train_config_get: the settings, the key and the output must not be NULL or empty");
     out[0] = 0;
     for (i = 0; i < CF__N_SETTINGS; i++)
         if (!strcmp(key, cf__settings[i].key)) {
             cf__setting_text(c, &cf__settings[i], v, sizeof v);
-            if (strlen(v) >= n) return cf_fail("%s: its value '%s' needs %zu bytes, the output has %zu", key, v, strlen(v) + 1, n);
+            if (strlen(v) >= n)
+                return cf_fail("%s: its value '%s' needs %zu bytes, the output has %zu", key, v, strlen(v) + 1, n);
             memcpy(out, v, strlen(v) + 1);
             return CF_OK;
         }
@@ -6078,13 +6271,19 @@ static int cf__config_check(const cf_train_config *c) {
     cf_train_config scratch;
     char v[1024];
     int i;
-    if (c->optimizer < -1 || c->optimizer > CF_OPT_LAMB) return cf_fail("optimizer: %d is not one of CF_OPT_* (or -1: the application's)", c->optimizer);
-    if (c->per_step < -1 || c->per_step > 1) return cf_fail("per_step: %d is not 0, 1 or -1 (the application's)", c->per_step);
-    if (c->sched.type != CF_SCHED_MULTISTEP && c->sched.type != CF_SCHED_COSINE) return cf_fail("sched.type: %d is not CF_SCHED_*", c->sched.type);
-    if (c->precision != CF_FP32 && c->precision != CF_BF16) return cf_fail("precision: %d is not CF_FP32 or CF_BF16", c->precision);
+    if (c->optimizer < -1 || c->optimizer > CF_OPT_LAMB)
+        return cf_fail("optimizer: %d is not one of CF_OPT_* (or -1: the application's)", c->optimizer);
+    if (c->per_step < -1 || c->per_step > 1)
+        return cf_fail("per_step: %d is not 0, 1 or -1 (the application's)", c->per_step);
+    if (c->sched.type != CF_SCHED_MULTISTEP && c->sched.type != CF_SCHED_COSINE)
+        return cf_fail("sched.type: %d is not CF_SCHED_*", c->sched.type);
+    if (c->precision != CF_FP32 && c->precision != CF_BF16)
+        return cf_fail("precision: %d is not CF_FP32 or CF_BF16", c->precision);
     if (c->n_decay < 0 || c->n_decay > 16) return cf_fail("decay: %d decays (0 to 16)", c->n_decay);
-    if (c->sched.n_milestones < 0 || c->sched.n_milestones > 16) return cf_fail("milestones: %d milestones (0 to 16)", c->sched.n_milestones);
-    if (c->weight_decay < 0 && c->weight_decay != -1) return cf_fail("weight_decay: %g is not >= 0 (or -1: the application's)", c->weight_decay);
+    if (c->sched.n_milestones < 0 || c->sched.n_milestones > 16)
+        return cf_fail("milestones: %d milestones (0 to 16)", c->sched.n_milestones);
+    if (c->weight_decay < 0 && c->weight_decay != -1)
+        return cf_fail("weight_decay: %g is not >= 0 (or -1: the application's)", c->weight_decay);
     for (i = 0; i < CF__N_SETTINGS; i++) {
         cf__setting_text(c, &cf__settings[i], v, sizeof v);
         scratch = *c;
@@ -6106,13 +6305,17 @@ static double cf__lr_by_epoch(const cf_train_config *c, int e, int global_batch)
     double peak = c->base_batch > 0 ? c->lr * global_batch / c->base_batch : c->lr, f = 1, best = -1;
     int i;
     if (e < c->warmup_epochs) return c->lr + e * (peak - c->lr) / c->warmup_epochs;
-    for (i = 0; i < c->n_decay; i++) if (c->decay_epoch[i] < e && c->decay_epoch[i] > best) { best = c->decay_epoch[i]; f = c->decay_factor[i]; }
+    for (i = 0; i < c->n_decay; i++) if (c->decay_epoch[i] < e && c->decay_epoch[i] > best) {
+        best = c->decay_epoch[i];
+        f = c->decay_factor[i];
+    }
     return peak * f;
 }
 CFDEF double cf_train_lr(const cf_trainer *t, int global_batch) {
     if (cf__trainer_check(t, "cf_train_lr")) return NAN;
     if (global_batch < 1) { cf_fail("cf_train_lr: global batch %d < 1", global_batch); return NAN; }
-    return t->cfg.per_step ? cf_lr_sched_at(&t->cfg.sched, t->net->priv->step) : cf__lr_by_epoch(&t->cfg, t->epoch - 1, global_batch);
+    return t->cfg.per_step ? cf_lr_sched_at(&t->cfg.sched, t->net->priv->step)
+           : cf__lr_by_epoch(&t->cfg, t->epoch - 1, global_batch);
 }
 
 /* one update with the chosen optimizer, LARC first; the optimizers count updates from 1.
@@ -6122,9 +6325,12 @@ static int cf__optimizer_step(const cf_train_config *c, cf_net *net, double lr) 
     if (c->larc > 0 && cf_larc_scale(net, (float)c->larc)) return CF_ERR;
     switch (c->optimizer) {
     case CF_OPT_SGD: return cf_sgd_step(net, (float)lr, (float)c->momentum, (float)c->l2);
-    case CF_OPT_ADAM: return cf_adam_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, 0, t);
-    case CF_OPT_ADAMW: return cf_adam_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, 1, t);
-    default: return isnan(cf_lamb_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps, (float)c->weight_decay, (float)c->max_grad_norm, t)) ? CF_ERR : CF_OK;
+    case CF_OPT_ADAM: return cf_adam_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps,
+                                          (float)c->weight_decay, 0, t);
+    case CF_OPT_ADAMW: return cf_adam_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps,
+                                           (float)c->weight_decay, 1, t);
+    default: return isnan(cf_lamb_step(net, (float)lr, (float)c->beta1, (float)c->beta2, (float)c->eps,
+                                       (float)c->weight_decay, (float)c->max_grad_norm, t)) ? CF_ERR : CF_OK;
     }
 }
 /* cf_net_first_nonfinite_param, decided alike on every rank: a split network's ranks hold
@@ -6138,10 +6344,13 @@ static int cf__first_nonfinite_everywhere(cf_net *net, int params) {
    when there is nothing to apply yet (gradient lag's first step), CF_ERR out of memory. */
 static int cf__backward_averaged(cf_trainer *t) {
     cf_net *net = t->net;
-    if (net->priv->split.on) {   /* a sample across ranks (section 8): the slabs' parts summed, over the groups averaged */
-        if (t->cfg.grad_lag || t->cfg.overlap) return cf_fail("gradient lag and overlapped averaging do not run with a sample split across ranks");
+    /* a sample across ranks (section 8): the slabs' parts summed, over the groups averaged */
+    if (net->priv->split.on) {
+        if (t->cfg.grad_lag || t->cfg.overlap)
+            return cf_fail("gradient lag and overlapped averaging do not run with a sample split across ranks");
         if (net->priv->split.shard >= 0 && (t->cfg.optimizer == CF_OPT_LAMB || t->cfg.larc > 0))
-            return cf_fail("LAMB and LARC take each tensor's norm: with the rows of [dense] at line %d split across ranks (cf_net_set_spatial) give SGD, Adam or AdamW",
+            return cf_fail("LAMB and LARC take each tensor's norm: with the rows of [dense] at line %d split across "
+                           "ranks (cf_net_set_spatial) give SGD, Adam or AdamW",
                            net->layers[net->priv->split.shard].line);
         if (cf_net_backward(net, t->priv->dout)) return CF_ERR;
         cf__split_average(net);
@@ -6179,7 +6388,8 @@ CFDEF int cf_train_step(cf_trainer *t, const float *x, const float *target, int 
         if (!(tp->dout = CF__NEW(float, nd))) return CF_ERR;
         tp->dout_n = nd;
     }
-    r->lr = cf_train_lr(t, B * (cf_dist_size() / (net->priv->split.on ? net->priv->split.K : 1)));   /* the global batch: B a group */
+    /* the global batch: B a group */
+    r->lr = cf_train_lr(t, B * (cf_dist_size() / (net->priv->split.on ? net->priv->split.K : 1)));
     cf_net_set_mode(net, CF_MODE_TRAIN);
     if (!cf_net_forward(net, x, B)) return CF_ERR;
     r->loss = cf_net_loss(net, target, tp->dout);
@@ -6207,16 +6417,27 @@ CFDEF void cf_train_explain(cf_trainer *t, const cf_step_result *r, const float 
     cf_net *net;
     int lp, lo, lg;
     if (!out || !n) return;
-    if (cf__trainer_check(t, "cf_train_explain") || !r || !x) { snprintf(out, n, "%s", r && x ? cf_failure_reason() : "cf_train_explain: r and x must not be NULL"); return; }
+    if (cf__trainer_check(t, "cf_train_explain") || !r || !x) {
+        snprintf(out, n, "%s", r && x ? cf_failure_reason() : "cf_train_explain: r and x must not be NULL");
+        return;
+    }
     net = t->net;
     lp = cf_net_first_nonfinite_param(net, 1); lo = lp >= 0 ? -1 : cf_net_find_nonfinite(net, x, B); lg = r->layer;
     if (r->status == CF_STEP_DIVERGED && lp >= 0)
-        snprintf(out, n, "the update made layer %d (%s, cfg line %d)'s parameters not finite (a learning rate far too large?)", lp,
+        snprintf(out, n,
+                 "the update made layer %d (%s, cfg line %d)'s parameters not finite (a learning rate far too large?)",
+                 lp, cf_layer_type_name(net->layers[lp].type), net->layers[lp].line);
+    else if (lp >= 0)
+        snprintf(out, n, "layer %d (%s, cfg line %d)'s parameters are already not finite", lp,
                  cf_layer_type_name(net->layers[lp].type), net->layers[lp].line);
-    else if (lp >= 0) snprintf(out, n, "layer %d (%s, cfg line %d)'s parameters are already not finite", lp, cf_layer_type_name(net->layers[lp].type), net->layers[lp].line);
-    else if (lo >= 0) snprintf(out, n, "first non-finite output at layer %d (%s, cfg line %d)", lo, cf_layer_type_name(net->layers[lo].type), net->layers[lo].line);
-    else if (!isfinite(r->loss)) snprintf(out, n, "every layer's output is finite: the loss itself%s", net->loss == CF_LOSS_SOFTMAX_CE ? " (a label outside the classes?)" : "");
-    else snprintf(out, n, "first non-finite gradient at layer %d (%s, cfg line %d)", lg, lg >= 0 ? cf_layer_type_name(net->layers[lg].type) : "?", lg >= 0 ? net->layers[lg].line : 0);
+    else if (lo >= 0)
+        snprintf(out, n, "first non-finite output at layer %d (%s, cfg line %d)", lo,
+                 cf_layer_type_name(net->layers[lo].type), net->layers[lo].line);
+    else if (!isfinite(r->loss))
+        snprintf(out, n, "every layer's output is finite: the loss itself%s",
+                 net->loss == CF_LOSS_SOFTMAX_CE ? " (a label outside the classes?)" : "");
+    else snprintf(out, n, "first non-finite gradient at layer %d (%s, cfg line %d)", lg,
+                  lg >= 0 ? cf_layer_type_name(net->layers[lg].type) : "?", lg >= 0 ? net->layers[lg].line : 0);
 }
 
 /* ---- evaluation */
@@ -6246,7 +6467,11 @@ CFDEF int cf_eval_batch(cf_net *net, const float *x, const float *target, int B,
             sums[0] += fabs((double)out[k * ny + j] - target[k * ny + j]);
             sums[1] += 1;
         }
-        if (!isfinite(sums[0])) { *bad = k; CF_FREE(pred); return cf_fail("sample %d of the batch: its %s is not finite", k, seg ? "IoU" : "error"); }
+        if (!isfinite(sums[0])) {
+            *bad = k;
+            CF_FREE(pred);
+            return cf_fail("sample %d of the batch: its %s is not finite", k, seg ? "IoU" : "error");
+        }
     }
     CF_FREE(pred);
     return CF_OK;
@@ -6257,7 +6482,8 @@ CFDEF void cf_climate_to_input(float *out, const float *x, int H, int W, int C,
                                const float *minval, const float *maxval) {
     size_t p, P = (size_t)H * W;
     int c;
-    CF__REQUIRE_VOID(out && x && minval && maxval && H >= 1 && W >= 1 && C >= 1, "cf_climate_to_input: a NULL pointer or a size below 1");
+    CF__REQUIRE_VOID(out && x && minval && maxval && H >= 1 && W >= 1 && C >= 1,
+                     "cf_climate_to_input: a NULL pointer or a size below 1");
     for (c = 0; c < C; c++) {
         float lo = minval[c], range = maxval[c] - minval[c];
         float inv = range > 0.0f ? 1.0f / range : 0.0f;   /* a constant channel becomes 0 */
@@ -6270,7 +6496,8 @@ CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int app
     double sum = 0.0;
     float scale = 1.0f, log1p_small[256];   /* log1pf of the counts 0..255 (most voxels hold 0-10) */
     int c, i;
-    CF__REQUIRE_VOID(out && x && S >= 1 && C >= 1 && apply_log >= 0 && apply_log <= 2, "cf_cosmo_to_input: a NULL pointer, a size below 1 or apply_log not 0, 1 or 2");
+    CF__REQUIRE_VOID(out && x && S >= 1 && C >= 1 && apply_log >= 0 && apply_log <= 2,
+                     "cf_cosmo_to_input: a NULL pointer, a size below 1 or apply_log not 0, 1 or 2");
     if (!apply_log) {   /* the reference's other branch: x / mean(x) over the whole sample */
         for (v = 0; v < vox * C; v++) sum += x[v];
         scale = sum > 0 ? (float)((double)(vox * C) / sum) : 1.0f;
@@ -6299,8 +6526,10 @@ CFDEF int cf_cube_symmetry(float *x, float *tmp, int C, int S, int code) {
     const int *p;
     int flip, c, i[3], o[3], a;
     size_t vox = (size_t)S * S * S;
-    if (!x || !tmp || C < 1 || S < 1) return cf_fail("cf_cube_symmetry: x and tmp must not be NULL, C and S at least 1");
-    if (code < 0 || code >= 48) return cf_fail("cf_cube_symmetry: code %d is not one of the cube's 48 symmetries [0, 48)", code);
+    if (!x || !tmp || C < 1 || S < 1)
+        return cf_fail("cf_cube_symmetry: x and tmp must not be NULL, C and S at least 1");
+    if (code < 0 || code >= 48)
+        return cf_fail("cf_cube_symmetry: code %d is not one of the cube's 48 symmetries [0, 48)", code);
     p = perms[code % 6]; flip = code / 6;
     memcpy(tmp, x, sizeof(float) * C * vox);
     for (c = 0; c < C; c++)
@@ -6315,7 +6544,8 @@ CFDEF int cf_cube_symmetry(float *x, float *tmp, int C, int S, int code) {
 CFDEF int cf_cube_symmetry_source(int code, int S, int d0, int n, int *axis, int *first) {
     static const int axis_of_depth[6] = {0, 0, 1, 1, 2, 2};   /* p[0] of cf_cube_symmetry's perms */
     if (!axis || !first || code < 0 || code >= 48 || S < 1 || d0 < 0 || n < 1 || d0 + n > S)
-        return cf_fail("cf_cube_symmetry_source: code %d (0 to 47), planes [%d, %d) of %d, or a NULL pointer", code, d0, d0 + n, S);
+        return cf_fail("cf_cube_symmetry_source: code %d (0 to 47), planes [%d, %d) of %d, or a NULL pointer", code, d0,
+                       d0 + n, S);
     *axis = axis_of_depth[code % 6];
     *first = (code / 6) & 1 ? S - d0 - n : d0;
     return CF_OK;
@@ -6324,14 +6554,17 @@ CFDEF int cf_cube_symmetry_slab(float *out, const float *box, int C, int S, int 
     static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
     const int *p;
     int flip, c, i[3], o[3], a, axis = 0, first = 0, ext[3];
-    if (!out || !box || C < 1 || cf_cube_symmetry_source(code, S, d0, n, &axis, &first)) return cf_fail("cf_cube_symmetry_slab: %s", out && box && C >= 1 ? cf_failure_reason() : "out or box NULL, or C < 1");
+    if (!out || !box || C < 1 || cf_cube_symmetry_source(code, S, d0, n, &axis, &first))
+        return cf_fail("cf_cube_symmetry_slab: %s",
+                       out && box && C >= 1 ? cf_failure_reason() : "out or box NULL, or C < 1");
     p = perms[code % 6]; flip = code / 6;
     for (a = 0; a < 3; a++) ext[a] = a == axis ? n : S;
     for (c = 0; c < C; c++)
         for (o[0] = d0; o[0] < d0 + n; o[0]++) for (o[1] = 0; o[1] < S; o[1]++) for (o[2] = 0; o[2] < S; o[2]++) {
             for (a = 0; a < 3; a++) { i[p[a]] = o[a]; if (flip >> a & 1) i[p[a]] = S - 1 - o[a]; }
             i[axis] -= first;   /* into the box */
-            out[(((size_t)c * n + (o[0] - d0)) * S + o[1]) * S + o[2]] = box[(((size_t)c * ext[0] + i[0]) * ext[1] + i[1]) * ext[2] + i[2]];
+            out[(((size_t)c * n + (o[0] - d0)) * S + o[1]) * S + o[2]] =
+                box[(((size_t)c * ext[0] + i[0]) * ext[1] + i[1]) * ext[2] + i[2]];
         }
     return CF_OK;
 }
@@ -6346,7 +6579,11 @@ CFDEF int cf_epoch_shard(int *out, int n, uint64_t seed, int epoch, int rank, in
     if (!(perm = CF__NEW(int, n + 1))) return -1;
     for (i = 0; i < n; i++) perm[i] = i;
     if (shuffle)   /* Fisher-Yates with our generator: the same order on every platform */
-        for (i = n - 1; i > 0; i--) { int j = (int)(cf_rng_u64(&r) % (uint64_t)(i + 1)), t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
+        for (i = n - 1; i > 0; i--) {
+            int j = (int)(cf_rng_u64(&r) % (uint64_t)(i + 1)), t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
     for (i = rank; i < n; i += size) {
         if (drop_remainder && k == per) break;
         out[k++] = perm[i];
@@ -6389,7 +6626,11 @@ CFDEF int cf_atomic_open(cf_atomic_file *af, const char *path) {
     af->fd = -1;
     af->path = cf__strdup(path);
     af->tmp = CF__NEW(char, n);
-    if (!af->path || !af->tmp || cf_atomic_tmp_prefix(path, af->tmp, n)) { CF_FREE(af->path); CF_FREE(af->tmp); return CF_ERR; }
+    if (!af->path || !af->tmp || cf_atomic_tmp_prefix(path, af->tmp, n)) {
+        CF_FREE(af->path);
+        CF_FREE(af->tmp);
+        return CF_ERR;
+    }
     snprintf(af->tmp + strlen(af->tmp), n - strlen(af->tmp), "%ld", (long)getpid());
     if ((af->fd = open(af->tmp, flags, 0666)) < 0) {
         int rc = cf_fail("%s: cannot create (%s)", af->tmp, strerror(errno));
@@ -6405,7 +6646,10 @@ CFDEF int cf_atomic_write(cf_atomic_file *af, const void *p, size_t n) {
     while (n) {   /* a write may take fewer bytes than asked */
         ssize_t k = write(af->fd, c, n < ((size_t)1 << 30) ? n : ((size_t)1 << 30));
         if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) { af->failed = 1; return cf_fail("%s: write failed (%s)", af->path, k < 0 ? strerror(errno) : "no progress"); }
+        if (k <= 0) {
+            af->failed = 1;
+            return cf_fail("%s: write failed (%s)", af->path, k < 0 ? strerror(errno) : "no progress");
+        }
         c += k; n -= (size_t)k;
     }
     return CF_OK;
@@ -6428,7 +6672,8 @@ CFDEF int cf_atomic_commit(cf_atomic_file *af) {
     if (close(af->fd) != 0) ok = 0;
     af->fd = -1;
     if (!ok) {
-        int rc = af->failed ? CF_ERR : cf_fail("%s: write failed (%s); the previous file is untouched", af->path, reason);
+        int rc = af->failed ? CF_ERR : cf_fail("%s: write failed (%s); the previous file is untouched", af->path,
+                                               reason);
         cf_atomic_abort(af);
         return rc;
     }
@@ -6458,10 +6703,12 @@ static int cf__npy_parse_header(const char *path, const char *h, cf_array *a) {
     a->dtype = -1;
     for (i = 0; d && i < 4; i++) if (!strncmp(d + 1, cf__dtype_descr[i], 3) && d[4] == '\'') a->dtype = i;
     if (d && !strncmp(d + 1, "<u1'", 4)) a->dtype = CF_U8;
-    if (a->dtype < 0) return cf_fail("%s: unsupported dtype %.8s (need <f4, <i2, |u1 or <i8, little-endian)", path, d ? d : "?");
+    if (a->dtype < 0)
+        return cf_fail("%s: unsupported dtype %.8s (need <f4, <i2, |u1 or <i8, little-endian)", path, d ? d : "?");
     fo = strchr(fo + 15, ':');
     while (fo && (*fo == ':' || *fo == ' ')) fo++;
-    if (!fo || strncmp(fo, "False", 5)) return cf_fail("%s: Fortran-order arrays are not supported (save with C order)", path);
+    if (!fo || strncmp(fo, "False", 5))
+        return cf_fail("%s: Fortran-order arrays are not supported (save with C order)", path);
     sh = strchr(sh + 7, '(');
     if (!sh) return cf_fail("%s: malformed shape in npy header", path);
     sh++;
@@ -6472,7 +6719,8 @@ static int cf__npy_parse_header(const char *path, const char *h, cf_array *a) {
         while (*sh == ' ' || *sh == ',') sh++;
         if (*sh == ')') break;
         v = strtoll(sh, &end, 10);
-        if (end == sh || v < 0 || a->ndim == CF_MAX_DIMS) return cf_fail("%s: malformed or unsupported shape in npy header", path);
+        if (end == sh || v < 0 || a->ndim == CF_MAX_DIMS)
+            return cf_fail("%s: malformed or unsupported shape in npy header", path);
         if (v && a->count > ((size_t)1 << 40) / (size_t)v) return cf_fail("%s: shape too large", path);
         a->shape[a->ndim++] = v; a->count *= (size_t)v;
         sh = end;
@@ -6489,13 +6737,19 @@ static int cf__npy_open(const char *path, cf_array *a) {
     int fd;
     memset(a, 0, sizeof *a);
     if ((fd = cf__open_regular(path, &fsize)) < 0) return -1;
-    if (cf__read_full(fd, pre, 10) != 10 || memcmp(pre, "\x93NUMPY", 6)) { close(fd); return cf_fail("%s: not an .npy file (bad magic)", path); }
+    if (cf__read_full(fd, pre, 10) != 10 || memcmp(pre, "\x93NUMPY", 6)) {
+        close(fd);
+        return cf_fail("%s: not an .npy file (bad magic)", path);
+    }
     if (pre[6] == 1) { hlen = pre[8] | (size_t)pre[9] << 8; pos = 10; }
     else if (pre[6] == 2 || pre[6] == 3) {
         if (cf__read_full(fd, pre + 10, 2) != 2) { close(fd); return cf_fail("%s: truncated npy header", path); }
         hlen = pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24; pos = 12;
     } else { close(fd); return cf_fail("%s: npy version %d is not supported", path, pre[6]); }
-    if (hlen > 1 << 20 || pos + hlen > fsize) { close(fd); return cf_fail("%s: npy header length %zu is impossible", path, hlen); }
+    if (hlen > 1 << 20 || pos + hlen > fsize) {
+        close(fd);
+        return cf_fail("%s: npy header length %zu is impossible", path, hlen);
+    }
     h = CF__NEW(char, hlen + 1);
     if (!h) { close(fd); return -1; }
     if (cf__read_full(fd, h, hlen) != hlen) { CF_FREE(h); close(fd); return cf_fail("%s: truncated npy header", path); }
@@ -6504,7 +6758,8 @@ static int cf__npy_open(const char *path, cf_array *a) {
     need = a->count * cf_dtype_size(a->dtype);
     if (fsize - pos - hlen != need) {
         close(fd);
-        return cf_fail("%s: data is %zu bytes but the header's shape needs %zu (truncated or corrupt)", path, fsize - (pos + hlen), need);
+        return cf_fail("%s: data is %zu bytes but the header's shape needs %zu (truncated or corrupt)", path,
+                       fsize - (pos + hlen), need);
     }
     return fd;
 }
@@ -6516,7 +6771,11 @@ CFDEF int cf_npy_read(const char *path, cf_array *a) {
     need = a->count * cf_dtype_size(a->dtype);
     a->data = cf__calloc(need ? need : 1, 1);
     if (!a->data) { close(fd); return CF_ERR; }
-    if (need && cf__read_full(fd, a->data, need) != need) { close(fd); cf_array_free(a); return cf_fail("%s: read error", path); }
+    if (need && cf__read_full(fd, a->data, need) != need) {
+        close(fd);
+        cf_array_free(a);
+        return cf_fail("%s: read error", path);
+    }
     close(fd);
     return CF_OK;
 }
@@ -6533,8 +6792,8 @@ CFDEF int cf_npy_read_box(const char *path, int axis, int64_t first, int64_t n, 
         int nd = a->ndim;
         close(fd);
         memset(a, 0, sizeof *a);
-        return cf_fail("%s: no box [%lld, %lld) along axis %d of this %d-dimensional array (that axis has %lld)", path, (long long)first,
-                       (long long)(first + n), axis, nd, ext);
+        return cf_fail("%s: no box [%lld, %lld) along axis %d of this %d-dimensional array (that axis has %lld)", path,
+                       (long long)first, (long long)(first + n), axis, nd, ext);
     }
     for (i = 0; i < axis; i++) outer *= (size_t)a->shape[i];
     for (i = axis + 1; i < a->ndim; i++) inner *= (size_t)a->shape[i];
@@ -6543,7 +6802,11 @@ CFDEF int cf_npy_read_box(const char *path, int axis, int64_t first, int64_t n, 
     E = (size_t)a->shape[axis];
     run = (size_t)n * inner * es;
     a->shape[axis] = n; a->count = outer * (size_t)n * inner;
-    if (data < 0 || !(a->data = cf__calloc(a->count * es, 1))) { close(fd); memset(a, 0, sizeof *a); return data < 0 ? cf_fail("%s: cannot seek", path) : CF_ERR; }
+    if (data < 0 || !(a->data = cf__calloc(a->count * es, 1))) {
+        close(fd);
+        memset(a, 0, sizeof *a);
+        return data < 0 ? cf_fail("%s: cannot seek", path) : CF_ERR;
+    }
     for (q = 0; q < outer; q++) {   /* run q: lines [first, first + n) under the outer index q */
         off_t at = data + (off_t)((q * E + (size_t)first) * inner * es);
         if (lseek(fd, at, SEEK_SET) != at || cf__read_full(fd, (char *)a->data + q * run, run) != run) {
@@ -6570,10 +6833,14 @@ CFDEF int cf_npy_write(const char *path, const cf_array *a) {
     int n, i;
     size_t total;
     cf_atomic_file af;
-    if (!path || !a || a->dtype < CF_F32 || a->dtype > CF_I64 || a->ndim < 0 || a->ndim > CF_MAX_DIMS || (!a->data && a->count))
-        return cf_fail("cf_npy_write: the path or the array is NULL, or the array's dtype, dimensions or data are not an array's");
+    if (!path || !a || a->dtype < CF_F32 || a->dtype > CF_I64 || a->ndim < 0 || a->ndim > CF_MAX_DIMS ||
+        (!a->data && a->count))
+        return cf_fail("cf_npy_write: the path or the array is NULL, or the array's dtype, dimensions or data are not "
+                       "an array's");
     n = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': (", cf__dtype_descr[a->dtype]);
-    for (i = 0; i < a->ndim; i++) n += snprintf(h + n, sizeof h - n, "%lld%s", (long long)a->shape[i], a->ndim == 1 ? "," : (i + 1 < a->ndim ? ", " : ""));
+    for (i = 0; i < a->ndim; i++)
+        n += snprintf(h + n, sizeof h - n, "%lld%s", (long long)a->shape[i],
+                      a->ndim == 1 ? "," : (i + 1 < a->ndim ? ", " : ""));
     n += snprintf(h + n, sizeof h - n, "), }");
     total = 10 + (size_t)n + 1;
     while (total % 64) { h[n++] = ' '; total++; }   /* pad with spaces, end with newline */
@@ -6624,7 +6891,8 @@ static void cf__wr_pieces(cf_atomic_file *af, uint32_t *crc, const cf_net *net, 
         cf__piece p = cf__piece_at(net, j);
         size_t at = cf__piece_local(net, p);
         if (!buf) {
-            for (off = 0; af && off < p.n; off += 1024) cf__wr_put(af, crc, zeros, (p.n - off < 1024 ? p.n - off : 1024) * sizeof(float));
+            for (off = 0; af && off < p.n; off += 1024)
+                cf__wr_put(af, crc, zeros, (p.n - off < 1024 ? p.n - off : 1024) * sizeof(float));
             continue;
         }
         if (at != (size_t)-1) { if (af) cf__wr_put(af, crc, buf + at, p.n * sizeof(float)); continue; }
@@ -6645,7 +6913,8 @@ static void cf__send_pieces(const cf_net *net, const float *buf) {
 }
 
 /* writes format version 1, 2 or 3 (the tests write the old ones to check they are read) */
-static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_train_state *st, int version, const float *pending) {
+static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_train_state *st, int version,
+                                const float *pending) {
     cf_atomic_file af;
     uint32_t crc = 0, mlen;
     uint64_t u[6];
@@ -6656,19 +6925,27 @@ static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_tr
     float *tmp = NULL;
     if (cf__net_check(net, "cf_checkpoint_save")) return CF_ERR;
     split = net->priv->split.shard >= 0;
-    if (net->priv->split.on && net->priv->split.r) {   /* a group's other rank: its rows of a split [dense] to the writer */
-        if (split) { cf__send_pieces(net, net->params); for (s = 0; s < net->opt_slots; s++) cf__send_pieces(net, net->opt + (size_t)s * net->n_params); }
+    /* a group's other rank: its rows of a split [dense] to the writer */
+    if (net->priv->split.on && net->priv->split.r) {
+        if (split) {
+            cf__send_pieces(net, net->params);
+            for (s = 0; s < net->opt_slots; s++) cf__send_pieces(net, net->opt + (size_t)s * net->n_params);
+        }
         return CF_OK;
     }
     snprintf(meta, sizeof meta, "%s", st ? st->meta : "");
     if (net->priv->updates != net->priv->step)
-        snprintf(meta + strlen(meta), sizeof meta - strlen(meta), "updates=%llu\n", (unsigned long long)net->priv->updates);
+        snprintf(meta + strlen(meta), sizeof meta - strlen(meta), "updates=%llu\n",
+                 (unsigned long long)net->priv->updates);
     mlen = (uint32_t)strlen(meta);
-    if (mlen >= sizeof st->meta) rc = cf_fail("%s: the run's record is %u bytes (at most %u)", path, mlen, (unsigned)sizeof st->meta - 1);
+    if (mlen >= sizeof st->meta)
+        rc = cf_fail("%s: the run's record is %u bytes (at most %u)", path, mlen, (unsigned)sizeof st->meta - 1);
     if (split && !(tmp = CF__NEW(float, CF_ALLREDUCE_CHUNK))) rc = CF_ERR;
     if (!rc && cf_atomic_open(&af, path)) rc = CF_ERR;
     if (rc) {   /* nothing written; a split group's rows still taken */
-        if (split && tmp) for (s = 0; s < 1 + net->opt_slots; s++) cf__wr_pieces(NULL, &crc, net, s ? net->opt + (size_t)(s - 1) * net->n_params : net->params, tmp);
+        if (split && tmp)
+            for (s = 0; s < 1 + net->opt_slots; s++)
+                cf__wr_pieces(NULL, &crc, net, s ? net->opt + (size_t)(s - 1) * net->n_params : net->params, tmp);
         CF_FREE(tmp);
         return rc;
     }
@@ -6679,7 +6956,8 @@ static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_tr
     cf__wr_put(&af, &crc, net->cfg_text, (size_t)u[0]);
     shp[0] = net->input.c; shp[1] = net->input.d; shp[2] = net->input.h; shp[3] = net->input.w;
     cf__wr_put(&af, &crc, shp, sizeof shp);
-    u[1] = split ? net->priv->split.whole_n : net->n_params; u[2] = net->priv->step; u[3] = st ? st->epoch : 0; u[4] = st ? st->seed : net->seed;
+    u[1] = split ? net->priv->split.whole_n : net->n_params; u[2] = net->priv->step; u[3] = st ? st->epoch : 0;
+    u[4] = st ? st->seed : net->seed;
     u[5] = version >= 2 ? net->n_stats : 0;
     cf__wr_put(&af, &crc, &u[1], 5 * 8);
     cf__wr_put(&af, &crc, &best, 8);
@@ -6687,7 +6965,8 @@ static int cf__checkpoint_write(const char *path, const cf_net *net, const cf_tr
     cf__wr_pieces(&af, &crc, net, net->params, tmp);
     if (version >= 2) cf__wr_put(&af, &crc, net->stats, net->n_stats * sizeof(float));
     for (s = 0; s < 2; s++)   /* (a slot not held: zeros) */
-        cf__wr_pieces(version >= 2 || s == 0 ? &af : NULL, &crc, net, s < net->opt_slots ? net->opt + (size_t)s * net->n_params : NULL, tmp);
+        cf__wr_pieces(version >= 2 || s == 0 ? &af : NULL, &crc, net,
+                      s < net->opt_slots ? net->opt + (size_t)s * net->n_params : NULL, tmp);
     if (version >= 4) {   /* gradient lag's pending average (never split) */
         uint64_t np = net->n_params;
         cf__wr_put(&af, &crc, &np, 8);
@@ -6702,7 +6981,14 @@ CFDEF int cf_checkpoint_save(const char *path, const cf_net *net, const cf_train
 }
 
 /* the header: magic, cfg text (malloc'd), input shape, then the counts and state */
-typedef struct { int version; char *cfg; cf_shape in; uint64_t u[5]; double best; char meta[sizeof ((cf_train_state *)0)->meta]; } cf__ckpt_head;
+typedef struct {
+    int version;
+    char *cfg;
+    cf_shape in;
+    uint64_t u[5];
+    double best;
+    char meta[sizeof ((cf_train_state *)0)->meta];
+} cf__ckpt_head;
 static int cf__ckpt_header(cf__rd *r, const char *path, cf__ckpt_head *h, int whole) {
     char magic[8];
     uint64_t len;
@@ -6714,11 +7000,16 @@ static int cf__ckpt_header(cf__rd *r, const char *path, cf__ckpt_head *h, int wh
     h->version = magic[7] - '0';
     if (cf__rd_get(r, &len, 8) || len > (16u << 20)) return cf_fail("%s: corrupt checkpoint header", path);
     if (!(h->cfg = CF__NEW(char, (size_t)len + 1))) return CF_ERR;
-    if (cf__rd_get(r, h->cfg, (size_t)len) || cf__rd_get(r, shp, sizeof shp)) { CF_FREE(h->cfg); h->cfg = NULL; return cf_fail("%s: truncated checkpoint", path); }
+    if (cf__rd_get(r, h->cfg, (size_t)len) || cf__rd_get(r, shp, sizeof shp)) {
+        CF_FREE(h->cfg);
+        h->cfg = NULL;
+        return cf_fail("%s: truncated checkpoint", path);
+    }
     h->in.c = shp[0]; h->in.d = shp[1]; h->in.h = shp[2]; h->in.w = shp[3];
     if (!whole) return CF_OK;
-    if (cf__rd_get(r, h->u, sizeof h->u) || cf__rd_get(r, &h->best, 8) || (h->version >= 3 && cf__rd_get(r, &mlen, 4)) ||
-        mlen >= sizeof h->meta || (mlen && cf__rd_get(r, h->meta, mlen))) {
+    if (cf__rd_get(r, h->u, sizeof h->u) || cf__rd_get(r, &h->best, 8) ||
+        (h->version >= 3 && cf__rd_get(r, &mlen, 4)) || mlen >= sizeof h->meta ||
+        (mlen && cf__rd_get(r, h->meta, mlen))) {
         CF_FREE(h->cfg); h->cfg = NULL;
         return cf_fail("%s: truncated or corrupt checkpoint header", path);
     }
@@ -6747,7 +7038,12 @@ static void cf__ckpt_state(cf_train_state *st, const cf__ckpt_head *h) {
             break;
         }
 }
-static int cf__ckpt_open(cf__rd *r, const char *path) { size_t n; r->crc = 0; r->bad = 0; return r->fd = cf__open_regular(path, &n); }
+static int cf__ckpt_open(cf__rd *r, const char *path) {
+    size_t n;
+    r->crc = 0;
+    r->bad = 0;
+    return r->fd = cf__open_regular(path, &n);
+}
 
 CFDEF int cf_checkpoint_cfg(const char *path, char **cfg_text, cf_shape *input) {
     cf__rd r;
@@ -6770,20 +7066,34 @@ static void cf__shape_str(char *b, size_t n, cf_shape s) {
 static int cf__layer_diff(const cf_layer *a, const cf_layer *b, char *w, size_t n) {
     char sa[64], sb[64];
     int k;
-    if (a->type != b->type) { snprintf(w, n, "%s in the checkpoint, %s in the cfg", cf_layer_type_name(a->type), cf_layer_type_name(b->type)); return 1; }
-    if (a->n_src != b->n_src || memcmp(a->src, b->src, sizeof a->src)) { snprintf(w, n, "its inputs (layers=) differ"); return 1; }
+    if (a->type != b->type) {
+        snprintf(w, n, "%s in the checkpoint, %s in the cfg", cf_layer_type_name(a->type), cf_layer_type_name(b->type));
+        return 1;
+    }
+    if (a->n_src != b->n_src || memcmp(a->src, b->src, sizeof a->src)) {
+        snprintf(w, n, "its inputs (layers=) differ");
+        return 1;
+    }
     if (memcmp(&a->out, &b->out, sizeof a->out)) {
         cf__shape_str(sa, sizeof sa, a->out); cf__shape_str(sb, sizeof sb, b->out);
         snprintf(w, n, "output %s in the checkpoint, %s from the cfg", sa, sb); return 1;
     }
     for (k = 0; k < 3; k++)
-        if (a->g.k[k] != b->g.k[k] || a->g.s[k] != b->g.s[k] || a->g.dil[k] != b->g.dil[k] || a->g.pb[k] != b->g.pb[k] || a->g.pa[k] != b->g.pa[k]) {
+        if (a->g.k[k] != b->g.k[k] || a->g.s[k] != b->g.s[k] || a->g.dil[k] != b->g.dil[k] ||
+            a->g.pb[k] != b->g.pb[k] || a->g.pa[k] != b->g.pa[k]) {
             snprintf(w, n, "size, stride, dilation or padding differ (axis %d)", k); return 1;
         }
-    if (a->groups != b->groups) { snprintf(w, n, "groups=%d in the checkpoint, %d in the cfg", a->groups, b->groups); return 1; }
-    if (a->has_bias != b->has_bias) { snprintf(w, n, "bias=%d in the checkpoint, %d in the cfg", a->has_bias, b->has_bias); return 1; }
+    if (a->groups != b->groups) {
+        snprintf(w, n, "groups=%d in the checkpoint, %d in the cfg", a->groups, b->groups);
+        return 1;
+    }
+    if (a->has_bias != b->has_bias) {
+        snprintf(w, n, "bias=%d in the checkpoint, %d in the cfg", a->has_bias, b->has_bias);
+        return 1;
+    }
     if (a->act != b->act || (a->act == CF_ACT_LEAKY && a->slope != b->slope)) {
-        snprintf(w, n, "activation=%s (slope %g) in the checkpoint, %s (slope %g) in the cfg", cf__act_names[a->act], a->slope, cf__act_names[b->act], b->slope);
+        snprintf(w, n, "activation=%s (slope %g) in the checkpoint, %s (slope %g) in the cfg", cf__act_names[a->act],
+                 a->slope, cf__act_names[b->act], b->slope);
         return 1;
     }
     if (a->factor != b->factor || a->eps != b->eps || a->momentum != b->momentum || a->like != b->like) {
@@ -6798,14 +7108,24 @@ static int cf__model_diff(const cf_net *a, const cf_net *b, char *w, size_t n) {
         cf__shape_str(sa, sizeof sa, a->input); cf__shape_str(sb, sizeof sb, b->input);
         snprintf(w, n, "input %s in the checkpoint, %s from the cfg", sa, sb); return 1;
     }
-    if (a->n_layers != b->n_layers) { snprintf(w, n, "%d layers in the checkpoint, %d in the cfg", a->n_layers, b->n_layers); return 1; }
-    if (a->loss != b->loss) { snprintf(w, n, "loss=%s in the checkpoint, %s in the cfg", cf__loss_names[a->loss], cf__loss_names[b->loss]); return 1; }
-    if (memcmp(a->priv->class_w, b->priv->class_w, sizeof a->priv->class_w)) { snprintf(w, n, "class_weights= differ"); return 1; }
+    if (a->n_layers != b->n_layers) {
+        snprintf(w, n, "%d layers in the checkpoint, %d in the cfg", a->n_layers, b->n_layers);
+        return 1;
+    }
+    if (a->loss != b->loss) {
+        snprintf(w, n, "loss=%s in the checkpoint, %s in the cfg", cf__loss_names[a->loss], cf__loss_names[b->loss]);
+        return 1;
+    }
+    if (memcmp(a->priv->class_w, b->priv->class_w, sizeof a->priv->class_w)) {
+        snprintf(w, n, "class_weights= differ");
+        return 1;
+    }
     for (i = 0; i < a->n_layers; i++) {
         cf_layer bw = b->layers[i];   /* (a split network's: its whole shapes, section 8) */
         bw.in = cf__whole_in(b, i); bw.out = cf__whole_out(b, i);
         if (cf__layer_diff(&a->layers[i], &bw, why, sizeof why)) {
-            snprintf(w, n, "layer %d ([%s] at line %d of the cfg): %s", i, cf_layer_type_name(b->layers[i].type), b->layers[i].line, why);
+            snprintf(w, n, "layer %d ([%s] at line %d of the cfg): %s", i, cf_layer_type_name(b->layers[i].type),
+                     b->layers[i].line, why);
             return 1;
         }
     }
@@ -6813,7 +7133,8 @@ static int cf__model_diff(const cf_net *a, const cf_net *b, char *w, size_t n) {
 }
 /* the net the checkpoint's embedded cfg and shape describe, into saved */
 static int cf__ckpt_net(const char *path, const cf__ckpt_head *h, cf_net *saved) {
-    if (cf_net_parse(saved, h->cfg, path, &h->in)) return cf_fail("%s: its embedded model does not parse: %s", path, cf_failure_reason());
+    if (cf_net_parse(saved, h->cfg, path, &h->in))
+        return cf_fail("%s: its embedded model does not parse: %s", path, cf_failure_reason());
     return CF_OK;
 }
 static int cf__ckpt_compare(const char *path, const cf__ckpt_head *h, const cf_net *net) {
@@ -6823,7 +7144,8 @@ static int cf__ckpt_compare(const char *path, const cf__ckpt_head *h, const cf_n
     if (cf__ckpt_net(path, h, &saved)) return CF_ERR;
     differ = cf__model_diff(&saved, net, why, sizeof why);
     cf_net_free(&saved);
-    return differ ? cf_fail("%s: made for a different model than %s: %s", path, net->cfg_name ? net->cfg_name : "this one", why) : CF_OK;
+    return differ ? cf_fail("%s: made for a different model than %s: %s", path, net->cfg_name ? net->cfg_name
+                            : "this one", why) : CF_OK;
 }
 CFDEF int cf_checkpoint_matches(const char *path, const cf_net *net) {
     cf__rd r;
@@ -6888,7 +7210,8 @@ static void cf__rd_pieces(cf__rd *r, const cf_net *net, float *buf, float *tmp) 
 static int cf__rd_crc_ok(cf__rd *r) {
     uint32_t crc_file;
     unsigned char extra;
-    return !r->bad && cf__read_full(r->fd, &crc_file, 4) == 4 && crc_file == r->crc && cf__read_full(r->fd, &extra, 1) == 0;
+    return !r->bad && cf__read_full(r->fd, &crc_file, 4) == 4 && crc_file == r->crc &&
+           cf__read_full(r->fd, &extra, 1) == 0;
 }
 /* format 4's block: u64 n (np) and n floats into dst (NULL: dropped); CF_ERR when n is not np
    or a value is not finite */
@@ -6898,12 +7221,14 @@ static int cf__rd_pending(cf__rd *r, size_t np, float *dst, float *tmp) {
     return cf__rd_floats(r, dst, np, tmp, 1) & 1 ? CF_OK : CF_ERR;
 }
 static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf_net *net) {
-    size_t np = net->priv->split.shard >= 0 ? net->priv->split.whole_n : net->n_params, n_stats = h->version >= 2 ? net->n_stats : 0;
+    size_t np = net->priv->split.shard >= 0 ? net->priv->split.whole_n : net->n_params,
+        n_stats = h->version >= 2 ? net->n_stats : 0;
     int slots = h->version >= 2 ? 2 : 1, s, params_ok, opt_ok = 1, second = 0, f;
     off_t body = lseek(r->fd, 0, SEEK_CUR);
     uint32_t crc0 = r->crc;
     float *tmp;
-    if (h->u[0] != np || (h->version >= 2 && h->u[4] != net->n_stats)) return cf_fail("%s: corrupt checkpoint (its counts do not fit its model)", path);
+    if (h->u[0] != np || (h->version >= 2 && h->u[4] != net->n_stats))
+        return cf_fail("%s: corrupt checkpoint (its counts do not fit its model)", path);
     if (body < 0) return cf_fail("%s: cannot seek", path);
     if (!(tmp = CF__NEW(float, CF__CKPT_CHUNK))) return CF_ERR;
     /* a correct CRC says the file is what was written, not that what was written makes sense */
@@ -6915,15 +7240,22 @@ static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf
     }
     if (h->version >= 4 && cf__rd_pending(r, np, NULL, tmp)) opt_ok = 0;
     if (r->bad) { CF_FREE(tmp); return cf_fail("%s: truncated checkpoint", path); }
-    if (!cf__rd_crc_ok(r)) { CF_FREE(tmp); return cf_fail("%s: checksum mismatch or trailing bytes: the checkpoint is corrupt", path); }
-    if (!params_ok) { CF_FREE(tmp); return cf_fail("%s: its parameters or statistics hold a NaN or an infinity", path); }
+    if (!cf__rd_crc_ok(r)) {
+        CF_FREE(tmp);
+        return cf_fail("%s: checksum mismatch or trailing bytes: the checkpoint is corrupt", path);
+    }
+    if (!params_ok) {
+        CF_FREE(tmp);
+        return cf_fail("%s: its parameters or statistics hold a NaN or an infinity", path);
+    }
     if (!opt_ok) { CF_FREE(tmp); return cf_fail("%s: its optimizer state holds a NaN or an infinity", path); }
     /* at most 10^8 epochs, and (a checkpoint that counts epochs) as many steps as that many
        epochs of at most 2^31 steps make */
-    if (!isfinite(h->best) || h->u[2] > 100000000u || h->u[1] > ((uint64_t)1 << 50) || (h->u[2] && h->u[1] > h->u[2] * (uint64_t)2147483647u)) {
+    if (!isfinite(h->best) || h->u[2] > 100000000u || h->u[1] > ((uint64_t)1 << 50) ||
+        (h->u[2] && h->u[1] > h->u[2] * (uint64_t)2147483647u)) {
         CF_FREE(tmp);
-        return cf_fail("%s: its state is not plausible (epoch %llu, step %llu, validation metric %g)", path, (unsigned long long)h->u[2],
-                       (unsigned long long)h->u[1], h->best);
+        return cf_fail("%s: its state is not plausible (epoch %llu, step %llu, validation metric %g)", path,
+                       (unsigned long long)h->u[2], (unsigned long long)h->u[1], h->best);
     }
     /* the second pass, into the network */
     r->crc = crc0;
@@ -6932,10 +7264,13 @@ static int cf__ckpt_body(cf__rd *r, const char *path, const cf__ckpt_head *h, cf
     cf__rd_floats(r, net->stats, n_stats, tmp, 0);
     if (second && cf__opt_slots(net, 2)) { CF_FREE(tmp); return CF_ERR; }
     memset(net->opt, 0, (size_t)net->opt_slots * net->n_params * sizeof(float));
-    for (s = 0; s < slots; s++) cf__rd_pieces(r, net, s < net->opt_slots ? net->opt + (size_t)s * net->n_params : NULL, tmp);
+    for (s = 0; s < slots; s++)
+        cf__rd_pieces(r, net, s < net->opt_slots ? net->opt + (size_t)s * net->n_params : NULL, tmp);
     if (h->version >= 4) cf__rd_pending(r, np, NULL, tmp);
     CF_FREE(tmp);
-    if (!cf__rd_crc_ok(r)) return cf_fail("%s: changed while it was read (its second reading does not match its CRC): load it again", path);
+    if (!cf__rd_crc_ok(r))
+        return cf_fail("%s: changed while it was read (its second reading does not match its CRC): load it again",
+                       path);
     return CF_OK;
 }
 CFDEF int cf_checkpoint_load(const char *path, cf_net *net, cf_train_state *st) {
@@ -6981,8 +7316,10 @@ CFDEF int cf_train_resume_pending(cf_trainer *t, const char *path) {
         if (h.u[0] != np) rc = cf_fail("%s: its gradient lag's gradient is not this network's", path);
         else if (lseek(r.fd, (off_t)skip, SEEK_CUR) < 0) rc = cf_fail("%s: cannot seek", path);
         else if (!(avg = CF__NEW(float, np + 1)) || !(tmp = CF__NEW(float, CF__CKPT_CHUNK))) rc = CF_ERR;
-        else if (cf__rd_pending(&r, np, avg, tmp)) rc = cf_fail("%s: its gradient lag's gradient is truncated or not finite", path);
-        else if (!t->cfg.grad_lag) rc = cf_fail("%s: holds a gradient lag's gradient, but the trainer runs without gradient lag", path);
+        else if (cf__rd_pending(&r, np, avg, tmp))
+            rc = cf_fail("%s: its gradient lag's gradient is truncated or not finite", path);
+        else if (!t->cfg.grad_lag)
+            rc = cf_fail("%s: holds a gradient lag's gradient, but the trainer runs without gradient lag", path);
         else rc = cf__grad_lag_set(&t->priv->lag, np, avg);
     }
     close(r.fd);
@@ -7000,14 +7337,22 @@ CFDEF int cf_checkpoint_info(const char *path, cf_ckpt_info *info) {
     if (!info) return cf_fail("cf_checkpoint_info: info is NULL");
     memset(info, 0, sizeof *info);
     if (cf__ckpt_open(&r, path) < 0) return CF_ERR;
-    if ((rc = cf__ckpt_header(&r, path, &h, 1)) || (rc = cf__ckpt_net(path, &h, &net))) { close(r.fd); CF_FREE(h.cfg); return rc; }
+    if ((rc = cf__ckpt_header(&r, path, &h, 1)) || (rc = cf__ckpt_net(path, &h, &net))) {
+        close(r.fd);
+        CF_FREE(h.cfg);
+        return rc;
+    }
     info->version = h.version; info->input = h.in; info->n_params = h.u[0]; info->n_stats = h.version >= 2 ? h.u[4] : 0;
     cf__ckpt_state(&info->state, &h);
     info->cfg_text = h.cfg;
     if (!(rc = cf__ckpt_body(&r, path, &h, &net))) {
         size_t k, np = net.n_params;
         double s[3] = {0, 0, 0};
-        for (k = 0; k < np; k++) { s[0] += (double)net.params[k] * net.params[k]; s[1] += (double)net.opt[k] * net.opt[k]; s[2] += net.opt_slots > 1 ? (double)net.opt[np + k] * net.opt[np + k] : 0.0; }
+        for (k = 0; k < np; k++) {
+            s[0] += (double)net.params[k] * net.params[k];
+            s[1] += (double)net.opt[k] * net.opt[k];
+            s[2] += net.opt_slots > 1 ? (double)net.opt[np + k] * net.opt[np + k] : 0.0;
+        }
         for (k = 0; k < 3; k++) info->rms[k] = np ? sqrt(s[k] / np) : 0.0;
         info->crc_ok = 1;
     }
@@ -7027,15 +7372,21 @@ CFDEF int cf_weights_export(const cf_net *net, const char *dir) {
     char path[4096];
     if (cf__net_check(net, "cf_weights_export")) return CF_ERR;
     if (!dir) return cf_fail("cf_weights_export: the directory is NULL");
-    if (net->priv->split.shard >= 0) return cf_fail("cf_weights_export: %s holds only this rank's rows of a [dense] (cf_net_set_spatial): save a checkpoint (the whole network) and export that", net->cfg_name);
+    if (net->priv->split.shard >= 0)
+        return cf_fail("cf_weights_export: %s holds only this rank's rows of a [dense] (cf_net_set_spatial): save a "
+                       "checkpoint (the whole network) and export that", net->cfg_name);
     nt = cf_net_tensors(net, NULL, 0);
     if (!(t = CF__NEW(cf_tensor, nt + 1))) return CF_ERR;
     cf_net_tensors(net, t, nt);
-    if (mkdir(dir, 0777) && errno != EEXIST) { CF_FREE(t); return cf_fail("%s: cannot create directory (%s)", dir, strerror(errno)); }
+    if (mkdir(dir, 0777) && errno != EEXIST) {
+        CF_FREE(t);
+        return cf_fail("%s: cannot create directory (%s)", dir, strerror(errno));
+    }
     for (i = 0; i < nt; i++) {
         cf_array a;
         memset(&a, 0, sizeof a);
-        a.dtype = CF_F32; a.ndim = t[i].ndim; a.count = t[i].n; a.data = (t[i].stats ? net->stats : net->params) + t[i].off;
+        a.dtype = CF_F32; a.ndim = t[i].ndim; a.count = t[i].n;
+        a.data = (t[i].stats ? net->stats : net->params) + t[i].off;
         for (j = 0; j < a.ndim; j++) a.shape[j] = t[i].shape[j];
         cf__tensor_path(path, sizeof path, dir, i, &t[i]);
         if (cf_npy_write(path, &a)) { CF_FREE(t); return CF_ERR; }
@@ -7051,7 +7402,9 @@ CFDEF int cf_weights_import(cf_net *net, const char *dir) {
     char path[4096];
     if (cf__net_check(net, "cf_weights_import")) return CF_ERR;
     if (!dir) return cf_fail("cf_weights_import: the directory is NULL");
-    if (net->priv->split.shard >= 0) return cf_fail("cf_weights_import: %s holds only this rank's rows of a [dense] (cf_net_set_spatial): import into the whole network, then split it", net->cfg_name);
+    if (net->priv->split.shard >= 0)
+        return cf_fail("cf_weights_import: %s holds only this rank's rows of a [dense] (cf_net_set_spatial): import "
+                       "into the whole network, then split it", net->cfg_name);
     nt = cf_net_tensors(net, NULL, 0);
     t = CF__NEW(cf_tensor, nt + 1);
     tmp = CF__NEW(float, net->n_params + net->n_stats + 1);
@@ -7064,7 +7417,11 @@ CFDEF int cf_weights_import(cf_net *net, const char *dir) {
     while ((e = readdir(dd)))   /* count tensor files, so a directory for a bigger model is refused */
         if (isdigit((unsigned char)e->d_name[0]) && strstr(e->d_name, ".npy")) found++;
     closedir(dd);
-    if (found != nt) { CF_FREE(t); CF_FREE(tmp); return cf_fail("%s: holds %d tensor files; the model has %d tensors", dir, found, nt); }
+    if (found != nt) {
+        CF_FREE(t);
+        CF_FREE(tmp);
+        return cf_fail("%s: holds %d tensor files; the model has %d tensors", dir, found, nt);
+    }
     for (i = 0; i < nt; i++) {
         cf_array a;
         int ok;
@@ -7074,7 +7431,8 @@ CFDEF int cf_weights_import(cf_net *net, const char *dir) {
         for (j = 0; ok && j < a.ndim; j++) ok = a.shape[j] == t[i].shape[j];
         if (!ok) {
             char want[128]; int n = 0;
-            for (j = 0; j < t[i].ndim; j++) n += snprintf(want + n, sizeof want - n, "%s%d", j ? "x" : "", t[i].shape[j]);
+            for (j = 0; j < t[i].ndim; j++)
+                n += snprintf(want + n, sizeof want - n, "%s%d", j ? "x" : "", t[i].shape[j]);
             cf_array_free(&a); CF_FREE(t); CF_FREE(tmp);
             return cf_fail("%s: expected float32 of shape %s (PyTorch layout)", path, want);
         }
@@ -7097,8 +7455,15 @@ CFDEF int cf_weights_load(cf_net *net, const char *path) {
 }
 
 /* ---- TFRecord: uint64 length | uint32 masked crc(length) | data | uint32 masked crc(data) */
-static uint64_t cf__le64(const unsigned char *p) { uint64_t v = 0; int i; for (i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
-static uint32_t cf__le32(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint64_t cf__le64(const unsigned char *p) {
+    uint64_t v = 0;
+    int i;
+    for (i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+static uint32_t cf__le32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 
 #ifndef CF_MAX_FILE_BYTES
 #define CF_MAX_FILE_BYTES ((size_t)1 << 31)   /* 2 GiB: larger inputs are refused, not allocated */
@@ -7108,7 +7473,10 @@ static uint32_t cf__le32(const unsigned char *p) { return (uint32_t)p[0] | (uint
 static int cf__slurp(const char *path, unsigned char **buf, size_t *len) {
     int fd = cf__open_regular(path, len);
     if (fd < 0) return CF_ERR;
-    if (*len > CF_MAX_FILE_BYTES) { close(fd); return cf_fail("%s: %zu bytes is larger than %zu", path, *len, CF_MAX_FILE_BYTES); }
+    if (*len > CF_MAX_FILE_BYTES) {
+        close(fd);
+        return cf_fail("%s: %zu bytes is larger than %zu", path, *len, CF_MAX_FILE_BYTES);
+    }
     if (!(*buf = CF__NEW(unsigned char, *len + 1))) { close(fd); return CF_ERR; }
     if (cf__read_full(fd, *buf, *len) != *len) { close(fd); CF_FREE(*buf); return cf_fail("%s: read error", path); }
     close(fd);
@@ -7127,7 +7495,10 @@ static int cf__inflate_member(const char *path, const unsigned char *raw, size_t
     do {
         if (*len == *cap) {   /* grow the output */
             unsigned char *nb;
-            if (*cap >= CF_MAX_FILE_BYTES) { inflateEnd(&z); return cf_fail("%s: decompresses to more than %zu bytes", path, CF_MAX_FILE_BYTES); }
+            if (*cap >= CF_MAX_FILE_BYTES) {
+                inflateEnd(&z);
+                return cf_fail("%s: decompresses to more than %zu bytes", path, CF_MAX_FILE_BYTES);
+            }
             if (!(nb = CF__NEW(unsigned char, 2 * *cap))) { inflateEnd(&z); return CF_ERR; }
             memcpy(nb, *out, *len); CF_FREE(*out); *out = nb; *cap *= 2;
         }
@@ -7138,7 +7509,8 @@ static int cf__inflate_member(const char *path, const unsigned char *raw, size_t
     } while (rc == Z_OK && (z.avail_out == 0 || z.avail_in > 0));
     *pos = (size_t)(z.next_in - raw);
     inflateEnd(&z);
-    if (rc != Z_STREAM_END) return cf_fail("%s: gzip stream is %s", path, rc == Z_OK || rc == Z_BUF_ERROR ? "truncated" : "corrupt");
+    if (rc != Z_STREAM_END)
+        return cf_fail("%s: gzip stream is %s", path, rc == Z_OK || rc == Z_BUF_ERROR ? "truncated" : "corrupt");
     return CF_OK;
 }
 /* The gzip members of raw inflated, one after another as gzip allows; bytes after the last
@@ -7151,7 +7523,8 @@ static int cf__gunzip(const char *path, const unsigned char *raw, size_t n, unsi
     while (pos < n) {
         if (n - pos < 2 || raw[pos] != 0x1f || raw[pos + 1] != 0x8b) {
             CF_FREE(*out);
-            return cf_fail("%s: %zu bytes after the gzip stream are not gzip (a damaged or appended file)", path, n - pos);
+            return cf_fail("%s: %zu bytes after the gzip stream are not gzip (a damaged or appended file)", path,
+                           n - pos);
         }
         if (cf__inflate_member(path, raw, n, &pos, out, len, &cap)) { CF_FREE(*out); return CF_ERR; }
     }
@@ -7186,20 +7559,30 @@ CFDEF int cf_tfrecord_next(cf_tfrecord *r, const unsigned char **data, size_t *l
     uint64_t n;
     size_t left;
     const unsigned char *p;
-    if (!r || !r->buf || !data || !len) return cf_fail("cf_tfrecord_next: not a reader cf_tfrecord_open opened, or data or len NULL");
+    if (!r || !r->buf || !data || !len)
+        return cf_fail("cf_tfrecord_next: not a reader cf_tfrecord_open opened, or data or len NULL");
     left = r->len - r->pos; p = r->buf + r->pos;
     if (left == 0) return 0;
     if (left < 12) return cf_fail("%s: truncated record header at offset %zu", r->path, r->pos);
     n = cf__le64(p);
-    if (cf__le32(p + 8) != cf_crc32c_masked(p, 8)) return cf_fail("%s: length CRC mismatch at offset %zu (corrupt file)", r->path, r->pos);
-    if (n > left - 12 || left - 12 - n < 4) return cf_fail("%s: record at offset %zu claims %llu bytes, only %zu remain (truncated)", r->path, r->pos, (unsigned long long)n, left - 12);
-    if (cf__le32(p + 12 + n) != cf_crc32c_masked(p + 12, (size_t)n)) return cf_fail("%s: data CRC mismatch in record at offset %zu (corrupt file)", r->path, r->pos);
+    if (cf__le32(p + 8) != cf_crc32c_masked(p, 8))
+        return cf_fail("%s: length CRC mismatch at offset %zu (corrupt file)", r->path, r->pos);
+    if (n > left - 12 || left - 12 - n < 4)
+        return cf_fail("%s: record at offset %zu claims %llu bytes, only %zu remain (truncated)", r->path, r->pos,
+                       (unsigned long long)n, left - 12);
+    if (cf__le32(p + 12 + n) != cf_crc32c_masked(p + 12, (size_t)n))
+        return cf_fail("%s: data CRC mismatch in record at offset %zu (corrupt file)", r->path, r->pos);
     *data = p + 12; *len = (size_t)n;
     r->pos += 16 + (size_t)n;
     return 1;
 }
 
-CFDEF void cf_tfrecord_close(cf_tfrecord *r) { if (!r) return; CF_FREE(r->buf); CF_FREE(r->path); memset(r, 0, sizeof *r); }
+CFDEF void cf_tfrecord_close(cf_tfrecord *r) {
+    if (!r) return;
+    CF_FREE(r->buf);
+    CF_FREE(r->path);
+    memset(r, 0, sizeof *r);
+}
 
 /* protobuf wire format: tag = field << 3 | wire type; 0 varint, 1 fixed64, 2 length-delimited, 5 fixed32 */
 static const unsigned char *cf__pb_varint(const unsigned char *p, const unsigned char *end, uint64_t *v) {
@@ -7313,7 +7696,10 @@ static unsigned char *cf__put_varint(unsigned char *p, uint64_t v) {
 }
 static size_t cf__varint_len(uint64_t v) { size_t n = 1; while (v >= 0x80) { v >>= 7; n++; } return n; }
 /* tag + length prefix of a length-delimited field */
-static unsigned char *cf__put_len(unsigned char *p, int field, size_t n) { *p++ = (unsigned char)(field << 3 | 2); return cf__put_varint(p, n); }
+static unsigned char *cf__put_len(unsigned char *p, int field, size_t n) {
+    *p++ = (unsigned char)(field << 3 | 2);
+    return cf__put_varint(p, n);
+}
 static size_t cf__len_field(size_t n) { return 1 + cf__varint_len(n) + n; }
 
 /* Writes Example{features{x: bytes_list, y: packed float_list}}; out NULL returns the size. */
@@ -7380,9 +7766,18 @@ CFDEF int cf_tfrecord_write(const char *path, const unsigned char *rec, size_t n
         memset(&z, 0, sizeof z);
         outlen = deflateBound(&z, (uLong)(n + 16)) + 64;
         out = CF__NEW(unsigned char, outlen);
-        if (!out || deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) { CF_FREE(out); CF_FREE(framed); return cf_fail("%s: zlib init failed", path); }
+        if (!out || deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+            CF_FREE(out);
+            CF_FREE(framed);
+            return cf_fail("%s: zlib init failed", path);
+        }
         z.next_in = framed; z.avail_in = (uInt)(n + 16); z.next_out = out; z.avail_out = (uInt)outlen;
-        if (deflate(&z, Z_FINISH) != Z_STREAM_END) { deflateEnd(&z); CF_FREE(out); CF_FREE(framed); return cf_fail("%s: compression failed", path); }
+        if (deflate(&z, Z_FINISH) != Z_STREAM_END) {
+            deflateEnd(&z);
+            CF_FREE(out);
+            CF_FREE(framed);
+            return cf_fail("%s: compression failed", path);
+        }
         outlen = z.total_out;
         deflateEnd(&z);
     }
@@ -7397,12 +7792,18 @@ CFDEF int cf_tfrecord_write(const char *path, const unsigned char *rec, size_t n
 
 /* ---- PNG: signature, IHDR, one IDAT (zlib of rows each prefixed by filter 0), IEND */
 #ifdef CF_USE_ZLIB
-static void cf__be32(unsigned char *p, uint32_t v) { p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16); p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v; }
+static void cf__be32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
 #endif
 CFDEF int cf_png_write(const char *path, const unsigned char *rgb, int w, int h) {
 #ifdef CF_USE_ZLIB
     size_t row, raw_n;
-    if (!path || !rgb || w < 1 || h < 1) return cf_fail("cf_png_write: the path or the image is NULL, or a side below 1");
+    if (!path || !rgb || w < 1 || h < 1)
+        return cf_fail("cf_png_write: the path or the image is NULL, or a side below 1");
     row = (size_t)w * 3 + 1; raw_n = row * h;
     unsigned char *raw = CF__NEW(unsigned char, raw_n), *z, hdr[13], len[4], crc[4];
     uLongf zn = compressBound((uLong)raw_n);
@@ -7411,7 +7812,11 @@ CFDEF int cf_png_write(const char *path, const unsigned char *rgb, int w, int h)
     if (!raw) return CF_ERR;
     for (y = 0; y < h; y++) { raw[y * row] = 0; memcpy(raw + y * row + 1, rgb + (size_t)y * w * 3, (size_t)w * 3); }
     z = CF__NEW(unsigned char, zn);
-    if (!z || compress2(z, &zn, raw, (uLong)raw_n, 6) != Z_OK) { CF_FREE(raw); CF_FREE(z); return cf_fail("%s: PNG compression failed", path); }
+    if (!z || compress2(z, &zn, raw, (uLong)raw_n, 6) != Z_OK) {
+        CF_FREE(raw);
+        CF_FREE(z);
+        return cf_fail("%s: PNG compression failed", path);
+    }
     CF_FREE(raw);
     cf__be32(hdr, (uint32_t)w); cf__be32(hdr + 4, (uint32_t)h);
     hdr[8] = 8; hdr[9] = 2; hdr[10] = hdr[11] = hdr[12] = 0;   /* 8-bit RGB, no interlace */
@@ -7424,7 +7829,8 @@ CFDEF int cf_png_write(const char *path, const unsigned char *rgb, int w, int h)
         uLong c = crc32(0, (const Bytef *)type, 4);
         c = crc32(c, data, n);
         cf__be32(len, n); cf__be32(crc, (uint32_t)c);
-        cf_atomic_write(&af, len, 4); cf_atomic_write(&af, type, 4); cf_atomic_write(&af, data, n); cf_atomic_write(&af, crc, 4);
+        cf_atomic_write(&af, len, 4); cf_atomic_write(&af, type, 4); cf_atomic_write(&af, data, n);
+        cf_atomic_write(&af, crc, 4);
     }
     CF_FREE(z);
     return cf_atomic_commit(&af);
@@ -7443,7 +7849,8 @@ static int cf__ends_with(const char *s, const char *suffix) {
 /* x bytes -> (S,S,S,C) int16 with C = 4 */
 static int cf__cosmo_shape(const char *path, size_t count, int *S) {
     int s = (int)floor(cbrt((double)count / 4.0) + 0.5);
-    if (count == 0 || (size_t)s * s * s * 4 != count) return cf_fail("%s: x holds %zu int16 values, not a (S,S,S,4) volume", path, count);
+    if (count == 0 || (size_t)s * s * s * 4 != count)
+        return cf_fail("%s: x holds %zu int16 values, not a (S,S,S,4) volume", path, count);
     *S = s;
     return CF_OK;
 }
@@ -7473,7 +7880,8 @@ static int cf__cosmo_read_npy(const char *path, int axis, int first, int n, cf_c
     int S;
     if (n ? cf_npy_read_box(path, axis, first, n, &a) : cf_npy_read(path, &a)) return CF_ERR;
     S = (int)a.shape[axis == 0 ? 1 : 0];
-    if (a.dtype != CF_I16 || a.ndim != 4 || a.shape[3] != 4 || a.shape[(axis + 1) % 3] != S || a.shape[(axis + 2) % 3] != S || (!n && a.shape[axis] != S)) {
+    if (a.dtype != CF_I16 || a.ndim != 4 || a.shape[3] != 4 || a.shape[(axis + 1) % 3] != S ||
+        a.shape[(axis + 2) % 3] != S || (!n && a.shape[axis] != S)) {
         cf_array_free(&a);
         return cf_fail("%s: expected int16 of shape (S,S,S,4)", path);
     }
@@ -7492,13 +7900,19 @@ static int cf__cosmo_read_tfrecord(const char *path, cf_cosmo_sample *smp) {
     if (rc == 0) { cf_tfrecord_close(&r); return cf_fail("%s: no record in file", path); }
     if (rc < 0) { cf_tfrecord_close(&r); return CF_ERR; }
     next = cf_tfrecord_next(&r, &more, &mlen);   /* one Example per file, as the reference's prepare step writes them */
-    if (next) { cf_tfrecord_close(&r); return next < 0 ? CF_ERR : cf_fail("%s: holds more than one record (a CosmoFlow file holds one sample)", path); }
+    if (next) {
+        cf_tfrecord_close(&r);
+        return next < 0 ? CF_ERR : cf_fail("%s: holds more than one record (a CosmoFlow file holds one sample)", path);
+    }
     if (cf_example_bytes(rec, rlen, "x", &xb, &xlen) || cf_example_floats(rec, rlen, "y", smp->y, 8, &ny)) {
         char keep[sizeof cf__err]; memcpy(keep, cf__err, sizeof keep);
         cf_tfrecord_close(&r);
         return cf_fail("%s: %s", path, keep);
     }
-    if (xlen % 2 || cf__cosmo_shape(path, xlen / 2, &smp->s)) { cf_tfrecord_close(&r); return xlen % 2 ? cf_fail("%s: x has an odd number of bytes", path) : CF_ERR; }
+    if (xlen % 2 || cf__cosmo_shape(path, xlen / 2, &smp->s)) {
+        cf_tfrecord_close(&r);
+        return xlen % 2 ? cf_fail("%s: x has an odd number of bytes", path) : CF_ERR;
+    }
     if (ny < 1) { cf_tfrecord_close(&r); return cf_fail("%s: y is empty", path); }
     smp->ny = (int)ny;
     smp->count = xlen / 2;
@@ -7512,7 +7926,8 @@ CFDEF int cf_cosmo_read(const char *path, cf_cosmo_sample *smp) {
     if (!path || !smp) return cf_fail("cf_cosmo_read: the path and the sample must not be NULL");
     memset(smp, 0, sizeof *smp);
     smp->c = 4;
-    return cf__ends_with(path, "_data.npy") ? cf__cosmo_read_npy(path, 0, 0, 0, smp) : cf__cosmo_read_tfrecord(path, smp);
+    return cf__ends_with(path, "_data.npy") ? cf__cosmo_read_npy(path, 0, 0, 0, smp)
+           : cf__cosmo_read_tfrecord(path, smp);
 }
 CFDEF int cf_cosmo_read_box(const char *path, int axis, int first, int n, cf_cosmo_sample *smp) {
     int16_t *box;
@@ -7520,11 +7935,16 @@ CFDEF int cf_cosmo_read_box(const char *path, int axis, int first, int n, cf_cos
     if (!path || !smp) return cf_fail("cf_cosmo_read_box: the path and the sample must not be NULL");
     memset(smp, 0, sizeof *smp);
     smp->c = 4;
-    if (axis < 0 || axis > 2 || first < 0 || n < 1) return cf_fail("cf_cosmo_read_box: axis %d (0, 1 or 2), first %d (>= 0), n %d (>= 1)", axis, first, n);
+    if (axis < 0 || axis > 2 || first < 0 || n < 1)
+        return cf_fail("cf_cosmo_read_box: axis %d (0, 1 or 2), first %d (>= 0), n %d (>= 1)", axis, first, n);
     if (cf__ends_with(path, "_data.npy")) return cf__cosmo_read_npy(path, axis, first, n, smp);
-    if (cf__cosmo_read_tfrecord(path, smp)) return CF_ERR;   /* a record is framed and maybe compressed: read whole, the box kept */
+    /* a record is framed and maybe compressed: read whole, the box kept */
+    if (cf__cosmo_read_tfrecord(path, smp)) return CF_ERR;
     S = (size_t)smp->s;
-    if ((size_t)first + (size_t)n > S) { cf_cosmo_free(smp); return cf_fail("%s: no planes [%d, %d) in a sample of side %zu", path, first, first + n, S); }
+    if ((size_t)first + (size_t)n > S) {
+        cf_cosmo_free(smp);
+        return cf_fail("%s: no planes [%d, %d) in a sample of side %zu", path, first, first + n, S);
+    }
     outer = axis == 0 ? 1 : axis == 1 ? S : S * S;
     inner = (axis == 0 ? S * S : axis == 1 ? S : 1) * 4;
     run = (size_t)n * inner;
@@ -7544,14 +7964,18 @@ CFDEF int cf_climate_read(const char *path, cf_climate_sample *smp, int n_classe
     if (!path || !smp) return cf_fail("cf_climate_read: the path and the sample must not be NULL");
     memset(smp, 0, sizeof *smp);
     base = base ? base + 1 : path;
-    if (strncmp(base, "data-", 5) || !cf__ends_with(base, ".npy")) return cf_fail("%s: not a DeepCAM data-*.npy file", path);
+    if (strncmp(base, "data-", 5) || !cf__ends_with(base, ".npy"))
+        return cf_fail("%s: not a DeepCAM data-*.npy file", path);
     if (cf_npy_read(path, &a)) return CF_ERR;
     if (a.dtype != CF_F32 || a.ndim != 3 || a.shape[0] < 1 || a.shape[1] < 1 || a.shape[2] < 1) {
         cf_array_free(&a);
         return cf_fail("%s: expected float32 of shape (H, W, C), channels last", path);
     }
     for (k = 0; k < a.count; k++)
-        if (!isfinite(((float *)a.data)[k])) { cf_array_free(&a); return cf_fail("%s: value %zu is not finite", path, k); }
+        if (!isfinite(((float *)a.data)[k])) {
+            cf_array_free(&a);
+            return cf_fail("%s: value %zu is not finite", path, k);
+        }
     dirlen = (size_t)(base - path);
     lp = CF__NEW(char, strlen(path) + 2);
     if (!lp) { cf_array_free(&a); return CF_ERR; }
@@ -7560,7 +7984,8 @@ CFDEF int cf_climate_read(const char *path, cf_climate_sample *smp, int n_classe
     strcat(lp, base + 5);
     if (cf_npy_read(lp, &lab)) { cf_array_free(&a); CF_FREE(lp); return CF_ERR; }
     if (lab.dtype != CF_F32 || lab.ndim != 2 || lab.shape[0] != a.shape[0] || lab.shape[1] != a.shape[1]) {
-        int rc = cf_fail("%s: expected float32 labels of shape (%d, %d) like its data file", lp, (int)a.shape[0], (int)a.shape[1]);
+        int rc = cf_fail("%s: expected float32 labels of shape (%d, %d) like its data file", lp, (int)a.shape[0],
+                         (int)a.shape[1]);
         cf_array_free(&a); cf_array_free(&lab); CF_FREE(lp);
         return rc;
     }
@@ -7578,7 +8003,12 @@ CFDEF int cf_climate_read(const char *path, cf_climate_sample *smp, int n_classe
     return CF_OK;
 }
 
-CFDEF void cf_climate_free(cf_climate_sample *smp) { if (!smp) return; CF_FREE(smp->x); CF_FREE(smp->y); memset(smp, 0, sizeof *smp); }
+CFDEF void cf_climate_free(cf_climate_sample *smp) {
+    if (!smp) return;
+    CF_FREE(smp->x);
+    CF_FREE(smp->y);
+    memset(smp, 0, sizeof *smp);
+}
 
 static int cf__stats_pair(const char *dir, float *minval, float *maxval, int C) {
     static const char *names[2] = {"stats_minval.npy", "stats_maxval.npy"};
@@ -7589,16 +8019,20 @@ static int cf__stats_pair(const char *dir, float *minval, float *maxval, int C) 
         size_t n = 0;
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         if (cf_npy_read_f32(path, &d, &n)) return CF_ERR;
-        if (n != (size_t)C) { CF_FREE(d); return cf_fail("%s: %zu values, the model has %d input channels", path, n, C); }
+        if (n != (size_t)C) {
+            CF_FREE(d);
+            return cf_fail("%s: %zu values, the model has %d input channels", path, n, C);
+        }
         memcpy(dst, d, sizeof(float) * C);
         CF_FREE(d);
         for (n = 0; n < (size_t)C; n++)
-            if (!isfinite(dst[n])) return cf_fail("%s: channel %zu is %g, not a finite number", path, n, (double)dst[n]);
+            if (!isfinite(dst[n]))
+                return cf_fail("%s: channel %zu is %g, not a finite number", path, n, (double)dst[n]);
     }
     for (i = 0; i < C; i++)   /* a constant channel (min = max) is normalized to 0; min > max is a broken file */
         if (minval[i] > maxval[i])
-            return cf_fail("%s/stats_minval.npy: channel %d's minimum %g is above its maximum %g in stats_maxval.npy (swapped files?)", dir, i,
-                           (double)minval[i], (double)maxval[i]);
+            return cf_fail("%s/stats_minval.npy: channel %d's minimum %g is above its maximum %g in stats_maxval.npy "
+                           "(swapped files?)", dir, i, (double)minval[i], (double)maxval[i]);
     return CF_OK;
 }
 
@@ -7606,14 +8040,18 @@ CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C)
     char path[4200], parent[4096];
     size_t n;
     struct stat st;
-    if (!dir || !minval || !maxval || C < 1) return cf_fail("cf_climate_stats: dir, minval and maxval must not be NULL, C at least 1");
+    if (!dir || !minval || !maxval || C < 1)
+        return cf_fail("cf_climate_stats: dir, minval and maxval must not be NULL, C at least 1");
     snprintf(path, sizeof path, "%s/stats_minval.npy", dir);
     if (stat(path, &st) == 0) return cf__stats_pair(dir, minval, maxval, C);
     snprintf(parent, sizeof parent, "%s", dir);
     n = strlen(parent);
     while (n > 1 && parent[n - 1] == '/') parent[--n] = 0;
     snprintf(path, sizeof path, "%s/../stats_minval.npy", parent);
-    if (n + 4 < sizeof parent && stat(path, &st) == 0) { strcat(parent, "/.."); return cf__stats_pair(parent, minval, maxval, C); }
+    if (n + 4 < sizeof parent && stat(path, &st) == 0) {
+        strcat(parent, "/..");
+        return cf__stats_pair(parent, minval, maxval, C);
+    }
     return cf_fail("%s: no stats_minval.npy / stats_maxval.npy here or in the parent directory "
                    "(cf-convert h52npy writes them from stats.h5)", dir);
 }
@@ -7631,12 +8069,36 @@ CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C)
      transposed convolution's loops with another GEMM, the fused backward of act + max pool
    Why each path is faster, with its measurements, is in docs/performance.md.  CF_REFERENCE
    leaves every path out. */
-/* ---- what the paths share (with the registry of section 4): a bias and activation rounded as
-   it stores */
+/* ---- what the paths share (with the registry of section 4): the bf16 GEMM's call, a bias and
+   activation rounded as it stores */
+/* op(B) made as it is packed instead of read from memory: the im2col of one sample's x, its
+   rows the sum's index (channel and tap), its columns the output positions, each row made by
+   cf__im2col_row into a row buffer of the thread's.  The packed values, and so the sums, are
+   those of the im2col buffer: the same bits without the buffer (K x P floats, which the
+   references make in tiles of the workspace). */
+typedef struct { const float *x; cf_shape in, out; const cf_geom *g; } cf__col_src;
+/* One GEMM of the bf16 kernels: C (M x N) = beta C + op(A) op(B), op(A) M x K, op(B) K x N,
+   cf_sgemm's arguments in cf_sgemm's order (alpha = 1, beta 0 or 1), then what the bf16 GEMM
+   adds: rnd, C stored rounded to bf16; col, op(B) made from x as it is packed (B and ldb
+   unused; NULL: op(B) read from B); halves, which of A, B and C are stored in 16 bits
+   (CF__GEMM_HALF_*).  A task of the GEMM (cf__gemm_bf16_task) is the same struct with A and
+   C moved to the task's first row and M its rows. */
+typedef struct {
+    int tA, tB, M, N, K;
+    const float *A;
+    int lda;
+    const float *B;
+    int ldb;
+    float beta;
+    float *C;
+    int ldc;
+    int rnd;
+    const cf__col_src *col;
+    int halves;
+} cf__gemm_bf16_call;
 /* the bf16 GEMM on operands stored in 16 bits (CF__GEMM_HALF_*) or not yet rounded, with its
    buffers in gws (one thread's: cf__gemm_bf16_thread_floats; the threads': cf__gemm_bf16_ws_floats) */
-static void cf__gemm_halves(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
-                            int halves, float *gws);
+static void cf__gemm_halves(const cf__gemm_bf16_call *gemm, float *gws);
 #ifndef CF_REFERENCE
 /* cf__bias_act with each row then rounded to bf16 while in cache (rnd: a bf16 network's output) */
 static void cf__bias_act_p(float *y, const float *b, int rows, size_t n, size_t stride, int act, float slope, int rnd) {
@@ -7681,8 +8143,8 @@ static void cf__pointwise_fwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int
     for (bi = 0; bi < c->B; bi++) {
         float *yb = c->y + (size_t)bi * c->out.c * P;
         for (gi = 0; gi < c->groups; gi++)
-            gemm(0, 0, OCg, (int)P, Cg, c->w + (size_t)gi * OCg * Cg, Cg, c->x + bi * in_sz + (size_t)gi * Cg * P, (int)P,
-                 0.0f, yb + (size_t)gi * OCg * P, (int)P);
+            gemm(0, 0, OCg, (int)P, Cg, c->w + (size_t)gi * OCg * Cg, Cg, c->x + bi * in_sz + (size_t)gi * Cg * P,
+                 (int)P, 0.0f, yb + (size_t)gi * OCg * P, (int)P);
         cf__bias_act_p(yb, c->b, c->out.c, P, P, c->act, c->slope, rnd);
     }
 }
@@ -7699,8 +8161,9 @@ static void cf__pointwise_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm) {
     size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
     for (bi = 0; bi < c->B; bi++)
         for (gi = 0; gi < c->groups; gi++)
-            gemm(1, 0, Cg, (int)P, OCg, c->w + (size_t)gi * OCg * Cg, Cg, c->dy + (size_t)bi * c->out.c * P + (size_t)gi * OCg * P,
-                 (int)P, c->dx_store ? 0.0f : 1.0f, c->dx + bi * in_sz + (size_t)gi * Cg * P, (int)P);
+            gemm(1, 0, Cg, (int)P, OCg, c->w + (size_t)gi * OCg * Cg, Cg,
+                 c->dy + (size_t)bi * c->out.c * P + (size_t)gi * OCg * P, (int)P, c->dx_store ? 0.0f : 1.0f,
+                 c->dx + bi * in_sz + (size_t)gi * Cg * P, (int)P);
 }
 static void cf__pointwise_fwd(const cf__conv_call *c) { cf__pointwise_fwd_with(c, cf__sgemm_fp32, 0); }
 static void cf__pointwise_bww(const cf__conv_call *c) { cf__pointwise_bww_with(c, cf__sgemm_fp32); }
@@ -7729,17 +8192,20 @@ static long cf__fwd_tiles(int K, size_t P, size_t ws_floats, size_t *tile) {
 }
 static int cf__kvol(const cf_geom *g) { return g->k[0] * g->k[1] * g->k[2]; }
 
-/* One sample:  y (OC, P) = beta*y + w (OC, K) x im2col(x) (K, P), then bias and act per
-   tile (and rnd: rounding to bf16).  Tiles write disjoint columns of y, so any thread may take
-   any tile.  gws: the bf16 GEMM with each thread's buffers there (cf__gemm_halves), for a y
-   stored in 16 bits (y_half: no bias, no activation, rounded as the GEMM stores) or an x not
-   yet rounded (the GEMM's packing rounds it, section 9, halves). */
-static void cf__conv_tiles(float *y, int y_half, const float *x, const float *w, const float *b, float beta,
-                           cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
-                           int act, float slope, cf__gemm_fn gemm, int rnd, float *gws) {
-    int K = in.c * cf__kvol(g);
+/* Sample bi of the forward convolution f:  y (OC, P) = beta*y + w (OC, K) x im2col(x) (K, P),
+   then bias and act per tile (and rnd: rounding to bf16), the tiles in f's workspace.  Tiles
+   write disjoint columns of y, so any thread may take any tile.  gws: the bf16 GEMM with each
+   thread's buffers there (cf__gemm_halves), for a y stored in 16 bits (f->half: no bias, no
+   activation, rounded as the GEMM stores) or an x not yet rounded (the GEMM's packing rounds
+   it, section 9, halves). */
+static void cf__conv_tiles(const cf__conv_call *f, int bi, float beta, cf__gemm_fn gemm, int rnd, float *gws) {
+    cf_shape in = f->in, out = f->out;
+    const cf_geom *g = f->g;
+    float *y = cf__elt(f->y, f->half, (size_t)bi * cf_shape_size(out)), *ws = f->ws, slope = f->slope;
+    const float *x = f->x + (size_t)bi * cf_shape_size(in), *w = f->w, *b = f->b;
+    int y_half = f->half, act = f->act, K = in.c * cf__kvol(g);
     size_t P = cf__positions(out), tile;
-    long ntiles = cf__fwd_tiles(K, P, ws_floats, &tile), t;
+    long ntiles = cf__fwd_tiles(K, P, f->ws_floats, &tile), t;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
         float *col = ws + (size_t)cf__thread_id() * K * tile;
@@ -7747,10 +8213,11 @@ static void cf__conv_tiles(float *y, int y_half, const float *x, const float *w,
         for (t = 0; t < ntiles; t++) {
             size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
             cf__im2col(col, x, in.c, in, out, g, p0, n);   /* its own parallel loop stays inactive in here */
-            if (gws)
-                cf__gemm_halves(y_half, 0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, cf__elt(y, y_half, p0), (int)P, y_half ? CF__GEMM_HALF_C : 0,
-                                gws + (size_t)cf__thread_id() * cf__gemm_bf16_thread_floats());
-            else gemm(0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, y + p0, (int)P);
+            if (gws) {
+                cf__gemm_bf16_call yg = {0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, cf__elt(y, y_half, p0),
+                                         (int)P, y_half, NULL, y_half ? CF__GEMM_HALF_C : 0};
+                cf__gemm_halves(&yg, gws + (size_t)cf__thread_id() * cf__gemm_bf16_thread_floats());
+            } else gemm(0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, y + p0, (int)P);
             if (!y_half && (b || act != CF_ACT_LINEAR || rnd)) cf__bias_act_p(y + p0, b, out.c, n, P, act, slope, rnd);
         }
     }
@@ -7769,9 +8236,7 @@ static size_t cf__fwd_tiles_floats(const cf__conv_call *c) {
 static void cf__tiles_fwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd) {
     float *gws = c->half || c->x_raw ? c->ws + cf__fwd_tiles_floats(c) : NULL;
     int bi;
-    for (bi = 0; bi < c->B; bi++)
-        cf__conv_tiles(cf__elt(c->y, c->half, (size_t)bi * cf_shape_size(c->out)), c->half, c->x + (size_t)bi * cf_shape_size(c->in), c->w, c->b, 0.0f,
-                       c->in, c->out, c->g, c->ws, c->ws_floats, c->act, c->slope, gemm, rnd, gws);
+    for (bi = 0; bi < c->B; bi++) cf__conv_tiles(c, bi, 0.0f, gemm, rnd, gws);
 }
 static void cf__tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_fp32, 0); }
 
@@ -7799,10 +8264,11 @@ static void cf__conv_bww_tiles(float *dw, const float *dy, int dy_half, const fl
         for (t = 0; t < ntiles; t++) {
             size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
             cf__im2col(col, x, in.c, in, out, g, p0, n);
-            if (gws)
-                cf__gemm_halves(0, 0, 1, out.c, K, (int)n, cf__elt(dy, dy_half, p0), (int)P, col, (int)n, 1.0f, a, K, dy_half ? CF__GEMM_HALF_A : 0,
-                                gws + (size_t)me * cf__gemm_bf16_thread_floats());
-            else gemm(0, 1, out.c, K, (int)n, dy + p0, (int)P, col, (int)n, 1.0f, a, K);
+            if (gws) {
+                cf__gemm_bf16_call dwg = {0, 1, out.c, K, (int)n, cf__elt(dy, dy_half, p0), (int)P, col, (int)n, 1.0f,
+                                          a, K, 0, NULL, dy_half ? CF__GEMM_HALF_A : 0};
+                cf__gemm_halves(&dwg, gws + (size_t)me * cf__gemm_bf16_thread_floats());
+            } else gemm(0, 1, out.c, K, (int)n, dy + p0, (int)P, col, (int)n, 1.0f, a, K);
         }
     }
     if (nth > 1) {
@@ -7825,8 +8291,8 @@ static void cf__tiles_bww_with(const cf__conv_call *c, cf__gemm_fn gemm) {
     float *gws = c->half || c->x_raw ? c->ws + cf__bww_tiles_floats(c) : NULL;
     int bi;
     for (bi = 0; bi < c->B; bi++)
-        cf__conv_bww_tiles(c->dw, cf__elt(c->dy, c->half, (size_t)bi * cf_shape_size(c->out)), c->half, c->x + (size_t)bi * cf_shape_size(c->in),
-                           c->in, c->out, c->g, c->ws, gemm, gws);
+        cf__conv_bww_tiles(c->dw, cf__elt(c->dy, c->half, (size_t)bi * cf_shape_size(c->out)), c->half,
+                           c->x + (size_t)bi * cf_shape_size(c->in), c->in, c->out, c->g, c->ws, gemm, gws);
 }
 static void cf__tiles_bww(const cf__conv_call *c) { cf__tiles_bww_with(c, cf__sgemm_fp32); }
 
@@ -7851,9 +8317,23 @@ static void cf__flip_kernel(float *wt, const float *w, int C, int OC, int kvol) 
     int oc, c, k;
     for (oc = 0; oc < OC; oc++)
         for (c = 0; c < C; c++)
-            for (k = 0; k < kvol; k++) wt[((size_t)c * OC + oc) * kvol + k] = w[((size_t)oc * C + c) * kvol + kvol - 1 - k];
+            for (k = 0; k < kvol; k++)
+                wt[((size_t)c * OC + oc) * kvol + k] = w[((size_t)oc * C + c) * kvol + kvol - 1 - k];
 }
 static size_t cf__flipped_floats(const cf__conv_call *c) { return (size_t)c->in.c * c->out.c * cf__kvol(c->g); }
+/* c's backward-data as the forward convolution of dy into dx (fp32 both) with the flipped
+   kernel, w' at the front of c's workspace (cf__flip_kernel), the geometry gt
+   (cf__flipped_geom); the rest of the workspace is the forward's */
+static cf__conv_call cf__flipped_call(const cf__conv_call *c, const cf_geom *gt) {
+    cf__conv_call f = *c;
+    size_t wsz = cf__flipped_floats(c);
+    f.y = c->dx; f.x = c->dy; f.w = c->ws; f.b = NULL;
+    f.act = CF_ACT_LINEAR; f.slope = 0.0f;
+    f.in = c->out; f.out = c->in; f.g = gt;
+    f.ws = c->ws + wsz; f.ws_floats = c->ws_floats - wsz;
+    f.half = f.x_half = 0;
+    return f;
+}
 static int cf__tiles_bwd_applies(const cf__conv_call *c) {
     cf_geom gt;
     size_t wsz = cf__flipped_floats(c), tile;
@@ -7862,13 +8342,12 @@ static int cf__tiles_bwd_applies(const cf__conv_call *c) {
 }
 static void cf__tiles_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd) {
     cf_geom gt;
-    size_t wsz = cf__flipped_floats(c);
+    cf__conv_call f;
     int bi;
     cf__flipped_geom(c->g, &gt);
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
-    for (bi = 0; bi < c->B; bi++)
-        cf__conv_tiles(c->dx + (size_t)bi * cf_shape_size(c->in), 0, c->dy + (size_t)bi * cf_shape_size(c->out), c->ws, NULL, c->dx_store ? 0.0f : 1.0f,
-                       c->out, c->in, &gt, c->ws + wsz, c->ws_floats - wsz, CF_ACT_LINEAR, 0.0f, gemm, rnd, NULL);
+    f = cf__flipped_call(c, &gt);
+    for (bi = 0; bi < c->B; bi++) cf__conv_tiles(&f, bi, c->dx_store ? 0.0f : 1.0f, gemm, rnd, NULL);
 }
 static void cf__tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_fp32, 0); }
 
@@ -7889,15 +8368,15 @@ static void cf__tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sg
 #endif
 typedef float cf__v8 __attribute__((vector_size(32)));
 
-/* R (T = C*KD*KH rows of Wp floats): row t = (c, kd, kh) holds the input row that output row
-   (od, oh) reads through taps (kd, kh) of channel c, shifted right by the width's padding
-   and zero elsewhere; a row outside the input is all zeros.  x: (C, D, H, W), one sample. */
 /* the input row that tap row t = (c, kd, kh) of output row (od, oh) reads, or NULL in the padding */
 static const float *cf__direct_src(const float *x, cf_shape in, const cf_geom *g, int od, int oh, int t) {
     int kh = t % g->k[1], kd = t / g->k[1] % g->k[0], c = t / (g->k[1] * g->k[0]);
     int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
     return id >= 0 && id < in.d && ih >= 0 && ih < in.h ? x + (((size_t)c * in.d + id) * in.h + ih) * in.w : NULL;
 }
+/* R (T = C*KD*KH rows of Wp floats): row t = (c, kd, kh) holds the input row that output row
+   (od, oh) reads through taps (kd, kh) of channel c, shifted right by the width's padding
+   and zero elsewhere; a row outside the input is all zeros.  x: (C, D, H, W), one sample. */
 static void cf__direct_rows(float *R, size_t Wp, const float *x, int C, cf_shape in, const cf_geom *g, int od, int oh) {
     int t;
     for (t = 0; t < C * g->k[0] * g->k[1]; t++) {
@@ -7908,14 +8387,29 @@ static void cf__direct_rows(float *R, size_t Wp, const float *x, int C, cf_shape
     }
 }
 
+/* What the direct kernel's output rows share: rows of y ystride apart, R's T rows of Wp floats,
+   KW taps along the width dil apart, the kernel w (OC, T KW), OW positions a row, the bias b
+   (may be NULL), accumulate, the activation. */
+typedef struct {
+    size_t ystride, Wp;
+    int T, KW, dil;
+    const float *w;
+    int OC, OW;
+    const float *b;
+    int accumulate, act;
+    float slope;
+} cf__direct_row_call;
 /* One output row:  y[oc][w] (+)= sum over t < T, kw < KW of w[oc][t KW + kw] R[t][w + kw dil]
-   for oc < OC, w < OW (rows of y ystride apart; R readable up to OW rounded up to 32, plus
-   (KW-1) dil).  accumulate = 0: y = act(sum + b[oc]) (b may be NULL); 1: y += sum.
-   Written once for a vector type VT of VW floats and instantiated twice below (long: one
-   body, because the two instances must stay the same code). */
-#define CF__DIRECT_FWD_ROW(NAME, VT, VW, OB, ATTR)                                                                     \
-ATTR static void NAME(float *y, size_t ystride, const float *R, size_t Wp, int T, int KW, int dil, const float *w,  \
-                      int OC, int OW, const float *b, int accumulate, int act, float slope) {                         \
+   for oc < OC, w < OW (R readable up to OW rounded up to 32, plus (KW-1) dil).  accumulate =
+   0: y = act(sum + b[oc]); 1: y += sum.  Written once for a vector type VT of VW floats and
+   instantiated twice below (long: one body, because the two instances must stay the same
+   code). */
+#define CF__DIRECT_FWD_ROW(NAME, VT, VW, OB, ATTR)                                                                    \
+ATTR static void NAME(float *y, const float *R, const cf__direct_row_call *d) {                                       \
+    size_t ystride = d->ystride, Wp = d->Wp;                                                                          \
+    int T = d->T, KW = d->KW, dil = d->dil, OC = d->OC, OW = d->OW, accumulate = d->accumulate, act = d->act;         \
+    const float *w = d->w, *b = d->b;                                                                                 \
+    float slope = d->slope;                                                                                           \
     int K = T * KW, oc0, w0, t, kw, o, j;                                                                             \
     float out[OB][2 * VW];                                                                                            \
     const float *wo[OB];                                                                                              \
@@ -7942,8 +8436,12 @@ ATTR static void NAME(float *y, size_t ystride, const float *R, size_t Wp, int T
                     if (accumulate) { for (j = 0; j < 2 * VW; j++) yr[j] += v[j]; continue; }                        \
                     for (j = 0; j < 2 * VW; j++) v[j] += bo;                                                          \
                     switch (act) {                                                                                    \
-                    case CF_ACT_RELU: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], CF_ACT_RELU, slope); break; \
-                    case CF_ACT_LEAKY: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], CF_ACT_LEAKY, slope); break; \
+                    case CF_ACT_RELU:                                                                                 \
+                        for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], CF_ACT_RELU, slope);                     \
+                        break;                                                                                        \
+                    case CF_ACT_LEAKY:                                                                                \
+                        for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], CF_ACT_LEAKY, slope);                    \
+                        break;                                                                                        \
                     default: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], act, slope);                        \
                     }                                                                                                 \
                     continue;                                                                                         \
@@ -7969,7 +8467,8 @@ typedef float cf__v16 __attribute__((vector_size(64)));
 #define CF__CONTRACT512 __attribute__((target("avx512f"), optimize("fp-contract=fast")))
 #endif
 CF__DIRECT_FWD_ROW(cf__direct_fwd_row16, cf__v16, 16, CF__DIRECT_OB512, CF__CONTRACT512)
-static int cf__has_avx512(void) { return __builtin_cpu_supports("avx512f") ? 1 : 0; }   /* (a read of what the runtime found at start) */
+/* (a read of what the runtime found at start) */
+static int cf__has_avx512(void) { return __builtin_cpu_supports("avx512f") ? 1 : 0; }
 /* the mask of a vector's first n lanes (none when n <= 0, all when n >= 16) */
 CF__INLINE __mmask16 cf__lanes(int n) { return (__mmask16)(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1u); }
 #endif
@@ -7989,37 +8488,37 @@ static int cf__direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t w
     size_t rsz = (size_t)in.c * g->k[0] * g->k[1] * cf__direct_wp(out, g);
     return g->s[2] == 1 && out.w >= 16 && rsz <= max_r && (size_t)cf__nthreads() * rsz <= ws_floats;
 }
-/* y (B, OC, OD, OH, OW) (+)= conv(x, w) with w (OC, C, KD, KH, KW): rows shared out between
-   the threads, each with its own R in ws.  Only where cf__direct_fits says it applies. */
-static void cf__direct_fwd(float *y, const float *x, const float *w, const float *b, int accumulate, int B, cf_shape in,
-                           cf_shape out, const cf_geom *g, float *ws, int act, float slope) {
+/* the forward convolution f, y (B, OC, OD, OH, OW) (+)= conv(x, w) with w (OC, C, KD, KH, KW)
+   (accumulate: added into y): rows shared out between the threads, each with its own R in f's
+   workspace.  Only where cf__direct_fits says it applies. */
+static void cf__direct_fwd(const cf__conv_call *f, int accumulate) {
+    cf_shape in = f->in, out = f->out;
+    const cf_geom *g = f->g;
     int T = in.c * g->k[0] * g->k[1], KW = g->k[2];
     size_t Wp = cf__direct_wp(out, g), rsz = (size_t)T * Wp;
     size_t P = cf__positions(out), in_sz = cf_shape_size(in);
-    long rows = (long)B * out.d * out.h, r;
-    void (*row)(float *, size_t, const float *, size_t, int, int, int, const float *, int, int, const float *, int, int, float) =
-        cf__direct_fwd_row8;
+    long rows = (long)f->B * out.d * out.h, r;
+    cf__direct_row_call d = {P, Wp, T, KW, g->dil[2], f->w, out.c, out.w, f->b, accumulate, f->act, f->slope};
+    void (*row)(float *, const float *, const cf__direct_row_call *) = cf__direct_fwd_row8;
 #ifdef CF__AVX512
     if (out.w >= 32 && cf__has_avx512()) row = cf__direct_fwd_row16;
 #endif
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
-        float *R = ws + (size_t)cf__thread_id() * rsz;
+        float *R = f->ws + (size_t)cf__thread_id() * rsz;
         CF__OMP(omp for schedule(static))
         for (r = 0; r < rows; r++) {
             int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
-            cf__direct_rows(R, Wp, x + (size_t)bi * in_sz, in.c, in, g, od, oh);
-            row(y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, R, Wp, T, KW, g->dil[2],
-                w, out.c, out.w, b, accumulate, act, slope);
+            cf__direct_rows(R, Wp, f->x + (size_t)bi * in_sz, in.c, in, g, od, oh);
+            row(f->y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, R, &d);
         }
     }
 }
 static int cf__direct_fwd_applies(const cf__conv_call *c) {
-    return c->groups == 1 && !cf__pointwise_applies(c) && cf__direct_fits(c->in, c->out, c->g, c->ws_floats, CF__DIRECT_FWD_MAX_R);
+    return c->groups == 1 && !cf__pointwise_applies(c) && cf__direct_fits(c->in, c->out, c->g, c->ws_floats,
+                                                                          CF__DIRECT_FWD_MAX_R);
 }
-static void cf__direct_fwd_run(const cf__conv_call *c) {
-    cf__direct_fwd(c->y, c->x, c->w, c->b, 0, c->B, c->in, c->out, c->g, c->ws, c->act, c->slope);
-}
+static void cf__direct_fwd_run(const cf__conv_call *c) { cf__direct_fwd(c, 0); }
 /* backward-data: the forward of dy (out's shape) into dx with the flipped kernel, as above */
 static int cf__direct_bwd_applies(const cf__conv_call *c) {
     cf_geom gt;
@@ -8029,10 +8528,11 @@ static int cf__direct_bwd_applies(const cf__conv_call *c) {
 }
 static void cf__direct_bwd_run(const cf__conv_call *c) {
     cf_geom gt;
-    size_t wsz = cf__flipped_floats(c);
+    cf__conv_call f;
     cf__flipped_geom(c->g, &gt);
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
-    cf__direct_fwd(c->dx, c->dy, c->ws, NULL, !c->dx_store, c->B, c->out, c->in, &gt, c->ws + wsz, CF_ACT_LINEAR, 0.0f);
+    f = cf__flipped_call(c, &gt);
+    cf__direct_fwd(&f, !c->dx_store);
 }
 #endif /* CF__DIRECT */
 
@@ -8042,15 +8542,16 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
    mantissas), the additions rounded to nearest even.  Operands are bf16 values, held in fp32
    (the network rounds them, section 6) or in 16 bits (section 9, halves); the packing into
    pairs rounds with vcvtne2ps2bf16, which keeps a bf16 value as it is (and rounds the
-   network's input, which the plan may hand over unrounded).  They are paired along the sum: two input rows interleaved (the direct
-   kernel) or two rows of op(A) and op(B) (the GEMM).  The output is the fp32 sum; the layer
-   rounds it when it stores it.  The emulation (the fp32 paths on the same operands) computes
-   the same sums in another order (tests/test_core.c, test_bf16).  Compiled where GCC or Clang
-   targets x86-64 with AVX-512 available, chosen at run time when the CPU has AVX512_BF16. */
+   network's input, which the plan may hand over unrounded).  They are paired along the sum:
+   two input rows interleaved (the direct kernel) or two rows of op(A) and op(B) (the GEMM).
+   The output is the fp32 sum; the layer rounds it when it stores it.  The emulation (the fp32
+   paths on the same operands) computes the same sums in another order (tests/test_core.c,
+   test_bf16).  Compiled where GCC or Clang targets x86-64 with AVX-512 available, chosen at run
+   time when the CPU has AVX512_BF16. */
 #ifdef CF__BF16
 static int cf__has_bf16(void) {   /* (every CPU with AVX512_BF16 has the 16-bit loads and stores of BW and VL) */
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bf16") ? 1 : 0;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16") ? 1 : 0;
 }
 CF__INLINE uint32_t cf__bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 /* one vdpbf16ps pair of two bf16 values held in fp32: a in the low half, b in the high */
@@ -8062,8 +8563,8 @@ CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (c
    pairs, all of one length (432 pairs as 216 + 216: a short last chunk would load and store C
    for few pairs), packing op(B)'s chunk once as Bp[q][j] = (op(B)[2q][n0+j],
    op(B)[2q+1][n0+j]) in panels of 32 columns (cf__bp; 576 KB at most), then, 128 rows of C
-   at a time, op(A)'s chunk as Ap[m][q] = (op(A)[m][2q], op(A)[m][2q+1]) (192 KB): both stay in the core's 1 MB cache while
-   the rows read them.  (When several column blocks would pack the same op(A), it is packed
+   at a time, op(A)'s chunk as Ap[m][q] = (op(A)[m][2q], op(A)[m][2q+1]) (192 KB): both stay in
+   the core's 1 MB cache while the rows read them.  (When several column blocks would pack the same op(A), it is packed
    whole beforehand and the tasks read it in place.)  A chunk that long (768 terms) makes a
    sum over DeepCAM's 728 channels one chunk, so C is stored once instead of three times:
    10-15 % faster than chunks of 128 pairs on its pointwise GEMMs (docs/performance.md).  The
@@ -8077,13 +8578,8 @@ CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (c
 #define CF__GEMM_NB 384
 #define CF__GEMM_KC 384
 #define CF__GEMM_KPART 4096
-/* op(B) made as it is packed instead of read from memory: the im2col of one sample's x, its
-   rows the sum's index (channel and tap), its columns the output positions, each row made by
-   cf__im2col_row into a row buffer of the thread's.  The packed values, and so the sums, are
-   those of the im2col buffer: the same bits without the buffer (K x P floats, which the
-   references make in tiles of the workspace). */
-typedef struct { const float *x; cf_shape in, out; const cf_geom *g; } cf__col_src;
-#define CF__COL_ROW (2 * CF__GEMM_KC)   /* floats in a made row: a chunk's positions (op(B) = col^T), or a block's columns (op(B) = col) */
+/* floats in a made row: a chunk's positions (op(B) = col^T), or a block's columns (op(B) = col) */
+#define CF__COL_ROW (2 * CF__GEMM_KC)
 /* pairs (x[t], x[t + 1]) for t = 0, 2, .. 30, x[t] read only for lo <= t < hi (zero elsewhere) */
 CF__BF16_TARGET static __m512i cf__pairs16_within(const float *x, int lo, int hi) {
     __m512 a = _mm512_maskz_loadu_ps(cf__lanes(hi) & (__mmask16)~cf__lanes(lo), x);
@@ -8108,7 +8604,8 @@ CF__BF16_TARGET static __m512i cf__pairs16(const float *x, int n) { return cf__p
 CF__BF16_TARGET static __m512i cf__pairs16_rows(const float *a, const float *b, int n) {
     const __m512i mix = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
                                          23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    __m512 va = a ? _mm512_maskz_loadu_ps(cf__lanes(n), a) : _mm512_setzero_ps(), vb = b ? _mm512_maskz_loadu_ps(cf__lanes(n), b) : _mm512_setzero_ps();
+    __m512 va = a ? _mm512_maskz_loadu_ps(cf__lanes(n), a) : _mm512_setzero_ps(),
+        vb = b ? _mm512_maskz_loadu_ps(cf__lanes(n), b) : _mm512_setzero_ps();
     return _mm512_permutexvar_epi16(mix, (__m512i)_mm512_cvtne2ps_pbh(vb, va));
 }
 /* ---- tensors the memory plan stores in 16 bits (section 9, "halves"): element i of such a
@@ -8116,9 +8613,13 @@ CF__BF16_TARGET static __m512i cf__pairs16_rows(const float *a, const float *b, 
    with.  Loaded by widening (a shift), stored by keeping the upper half (exact on bf16 values). */
 CF__INLINE __mmask32 cf__lanes32(int n) { return (__mmask32)(n >= 32 ? 0xffffffffu : n <= 0 ? 0u : (1u << n) - 1u); }
 /* lanes k of 16 16-bit elements at p, each in the low half of a 32-bit lane (0 elsewhere) */
-CF__BF16_TARGET static __m512i cf__widen_half(const cf_bf16 *p, __mmask16 k) { return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p)); }
+CF__BF16_TARGET static __m512i cf__widen_half(const cf_bf16 *p, __mmask16 k) {
+    return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p));
+}
 /* the same as floats: the 16 bits moved up */
-CF__BF16_TARGET static __m512 cf__load_half(const cf_bf16 *p, __mmask16 k) { return _mm512_castsi512_ps(_mm512_slli_epi32(cf__widen_half(p, k), 16)); }
+CF__BF16_TARGET static __m512 cf__load_half(const cf_bf16 *p, __mmask16 k) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(cf__widen_half(p, k), 16));
+}
 /* lanes k of v, bf16 values, stored at p in 16 bits */
 CF__BF16_TARGET static void cf__store_half(cf_bf16 *p, __mmask16 k, __m512 v) {
     _mm512_mask_cvtepi32_storeu_epi16(p, k, _mm512_srli_epi32(_mm512_castps_si512(v), 16));
@@ -8141,27 +8642,36 @@ CF__BF16_TARGET static __m512i cf__pairs16_half(const cf_bf16 *x, int n) { retur
 CF__BF16_TARGET static void cf__transpose16(__m512i r[16]) {
     __m512i t[16];
     int i;
-    for (i = 0; i < 16; i += 2) { t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]); t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]); }
+    for (i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
     for (i = 0; i < 16; i += 4) {
         r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]); r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
         r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]); r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
     }
     for (i = 0; i < 4; i++) {
         t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88); t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
-        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88); t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
     }
-    for (i = 0; i < 8; i++) { r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88); r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd); }
+    for (i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    }
 }
 /* Ap[m][q - q0], nq pairs from q0; half: A (not transposed) is stored in 16 bits */
-CF__BF16_TARGET static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int half, int lda, int M, int K, int q0, int nq) {
+CF__BF16_TARGET static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int half, int lda, int M, int K, int q0,
+                                       int nq) {
     int m, q;
-    if (!tA) {   /* op(A)'s row m is a row of A: its pairs are adjacent floats (adjacent 16-bit values: a 32-bit word) */
+    /* op(A)'s row m is a row of A: its pairs are adjacent floats (adjacent 16-bit values: a 32-bit word) */
+    if (!tA) {
         for (m = 0; m < M; m++)
             for (q = 0; q < nq; q += 16) {
                 int k = 2 * (q0 + q);
                 _mm512_mask_storeu_epi32(Ap + (size_t)m * nq + q, cf__lanes(nq - q),
-                                         half ? cf__pairs16_half((const cf_bf16 *)(const void *)A + (size_t)m * lda + k, K - k)
-                                              : cf__pairs16(A + (size_t)m * lda + k, K - k));
+                                         half ? cf__pairs16_half((const cf_bf16 *)(const void *)A + (size_t)m * lda + k,
+                                                                 K - k) : cf__pairs16(A + (size_t)m * lda + k, K - k));
             }
         return;
     }
@@ -8172,10 +8682,12 @@ CF__BF16_TARGET static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int
             int i;
             for (i = 0; i < 16; i++) {
                 int k = 2 * (q0 + q + i);
-                r[i] = q + i < nq ? cf__pairs16_rows(A + (size_t)k * lda + m, k + 1 < K ? A + (size_t)(k + 1) * lda + m : NULL, M - m) : _mm512_setzero_si512();
+                r[i] = q + i < nq ? cf__pairs16_rows(A + (size_t)k * lda + m, k + 1 < K ? A + (size_t)(k + 1) * lda + m
+                                                     : NULL, M - m) : _mm512_setzero_si512();
             }
             cf__transpose16(r);
-            for (i = 0; i < 16 && m + i < M; i++) _mm512_mask_storeu_epi32(Ap + (size_t)(m + i) * nq + q, cf__lanes(nq - q), r[i]);
+            for (i = 0; i < 16 && m + i < M; i++)
+                _mm512_mask_storeu_epi32(Ap + (size_t)(m + i) * nq + q, cf__lanes(nq - q), r[i]);
         }
 }
 /* Bp holds the chunk in panels of 32 columns, each panel's nq rows of pairs one after the
@@ -8183,17 +8695,23 @@ CF__BF16_TARGET static void cf__pack_a(uint32_t *Ap, int tA, const float *A, int
    block, 2 KB apart, would fall into a few sets of the L1 cache and evict each other).
    Element (q, j) of a chunk of nq pairs: */
 CF__INLINE size_t cf__bp(int q, int j, int nq) { return (size_t)(j & ~31) * nq + (size_t)q * 32 + (j & 31); }
-/* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb; half: B is stored in 16 bits; col: B is im2col(col->x) (not transposed, or transposed: op(B) = col^T), its rows
-   made into the buffer made (16 x CF__COL_ROW floats) */
-CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int half, int ldb, int K, int q0, int nq, int n0, int nb,
-                                       const cf__col_src *col, float *made) {
-    int q, j, i;
+/* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb of the GEMM's op(B): B read from
+   memory (CF__GEMM_HALF_B: stored in 16 bits), or B = im2col(col->x) (not transposed, or
+   transposed: op(B) = col^T), its rows made into the buffer made (16 x CF__COL_ROW floats) */
+CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, const cf__gemm_bf16_call *gemm, int q0, int nq, int n0, int nb,
+                                       float *made) {
+    const float *B = gemm->B;
+    const cf__col_src *col = gemm->col;
+    int tB = gemm->tB, half = (gemm->halves & CF__GEMM_HALF_B) != 0, ldb = gemm->ldb, K = gemm->K, q, j, i;
     if (!tB) for (q = 0; q < nq; q++) {   /* two rows of B, 16 columns at a time */
         int k = 2 * (q0 + q);
         const float *b0 = made, *b1 = NULL;
         if (half) {   /* two 16-bit rows */
-            const cf_bf16 *h0 = (const cf_bf16 *)(const void *)B + (size_t)k * ldb + n0, *h1 = k + 1 < K ? h0 + ldb : NULL;
-            for (j = 0; j < nb; j += 16) _mm512_mask_storeu_epi32(Bp + cf__bp(q, j, nq), cf__lanes(nb - j), cf__pairs16_rows_half(h0 + j, h1 ? h1 + j : NULL, nb - j));
+            const cf_bf16 *h0 = (const cf_bf16 *)(const void *)B + (size_t)k * ldb + n0,
+                *h1 = k + 1 < K ? h0 + ldb : NULL;
+            for (j = 0; j < nb; j += 16)
+                _mm512_mask_storeu_epi32(Bp + cf__bp(q, j, nq), cf__lanes(nb - j),
+                                         cf__pairs16_rows_half(h0 + j, h1 ? h1 + j : NULL, nb - j));
             continue;
         }
         if (col) {   /* rows k, k + 1 of im2col(x), made here */
@@ -8204,14 +8722,21 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int
             }
         } else {
             b0 = B + (size_t)k * ldb + n0; b1 = k + 1 < K ? b0 + ldb : NULL;
-            if (k + 3 < K) { cf__prefetch_floats(b0 + (size_t)2 * ldb, (size_t)nb, 0); cf__prefetch_floats(b0 + (size_t)3 * ldb, (size_t)nb, 0); }   /* the next two fetched ahead */
+            /* the next two fetched ahead */
+            if (k + 3 < K) {
+                cf__prefetch_floats(b0 + (size_t)2 * ldb, (size_t)nb, 0);
+                cf__prefetch_floats(b0 + (size_t)3 * ldb, (size_t)nb, 0);
+            }
         }
-        for (j = 0; j < nb; j += 16) _mm512_mask_storeu_epi32(Bp + cf__bp(q, j, nq), cf__lanes(nb - j), cf__pairs16_rows(b0 + j, b1 ? b1 + j : NULL, nb - j));
+        for (j = 0; j < nb; j += 16)
+            _mm512_mask_storeu_epi32(Bp + cf__bp(q, j, nq), cf__lanes(nb - j),
+                                     cf__pairs16_rows(b0 + j, b1 ? b1 + j : NULL, nb - j));
     }
     else for (j = 0; j < nb; j += 16) {   /* op(B)[k][n] = B[n][k]: 16 rows of B give 16 pairs each, transposed */
         int kn = K - 2 * q0 < 2 * nq ? K - 2 * q0 : 2 * nq;   /* the chunk's values in a row */
         for (i = 0; i < 16 && j + i < nb && col; i++)    /* rows n0 + j + i of im2col(x), the chunk's positions */
-            cf__im2col_row(made + (size_t)i * CF__COL_ROW, col->x, n0 + j + i, col->in, col->out, col->g, (size_t)2 * q0, (size_t)kn);
+            cf__im2col_row(made + (size_t)i * CF__COL_ROW, col->x, n0 + j + i, col->in, col->out, col->g,
+                           (size_t)2 * q0, (size_t)kn);
         for (q = 0; q < nq; q += 16) {
             int k = 2 * (q0 + q);
             __m512i r[16];
@@ -8224,34 +8749,44 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, int tB, const float *B, int
                                    : cf__pairs16(B + at, n);
             }
             cf__transpose16(r);
-            for (i = 0; i < 16 && q + i < nq; i++) _mm512_mask_storeu_epi32(Bp + cf__bp(q + i, j, nq), cf__lanes(nb - j), r[i]);
+            for (i = 0; i < 16 && q + i < nq; i++)
+                _mm512_mask_storeu_epi32(Bp + cf__bp(q + i, j, nq), cf__lanes(nb - j), r[i]);
         }
     }
 }
 /* the 8 x 2 accumulators of a bf16 micro-kernel set to zero, each named by a constant: set in
    a loop, GCC at -O2 (which unrolls no loop of 8) keeps the array in memory and stores all 16
    at every step of the sum (2.6x slower at -O2 than at -O3, measured) */
-#define CF__ZERO8(a) { a[0][0] = a[0][1] = a[1][0] = a[1][1] = a[2][0] = a[2][1] = a[3][0] = a[3][1] = _mm512_setzero_ps();     \
-                       a[4][0] = a[4][1] = a[5][0] = a[5][1] = a[6][0] = a[6][1] = a[7][0] = a[7][1] = _mm512_setzero_ps(); }
-/* C (M x nb) = beta C + the packed chunk's nq pairs (Ap's rows a_stride apart); rnd: C rounded
-   to bf16 as it is stored (the last chunk of a sum whose result is a bf16 network's tensor);
-   c_half: C is stored in 16 bits (then rnd: a sum of one chunk) */
-CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uint32_t *Ap, int a_stride, const uint32_t *Bp, float *C, int c_half, int ldc,
-                                                float beta, int rnd) {
-    int m0, n0, q, o;
+#define CF__ZERO8(a) {                                                                                                \
+        a[0][0] = a[0][1] = a[1][0] = a[1][1] = a[2][0] = a[2][1] = a[3][0] = a[3][1] = _mm512_setzero_ps();          \
+        a[4][0] = a[4][1] = a[5][0] = a[5][1] = a[6][0] = a[6][1] = a[7][0] = a[7][1] = _mm512_setzero_ps(); }
+/* C (M x nb) = beta C + the packed chunk's K2 pairs (Ap's rows a_stride apart), C, M, ldc,
+   beta and rnd the block's (gemm: the rows of a task); rnd: C rounded to bf16 as it is stored
+   (the last chunk of a sum whose result is a bf16 network's tensor); CF__GEMM_HALF_C: C is
+   stored in 16 bits (then rnd: a sum of one chunk) */
+CF__BF16_TARGET static void cf__gemm_bf16_block(const cf__gemm_bf16_call *gemm, int nb, int K2, const uint32_t *Ap,
+                                                int a_stride, const uint32_t *Bp) {
+    float *C = gemm->C, beta = gemm->beta;
+    int M = gemm->M, c_half = (gemm->halves & CF__GEMM_HALF_C) != 0, ldc = gemm->ldc, rnd = gemm->rnd, m0, n0, q, o;
     for (m0 = 0; m0 < M; m0 += 8) {
         int nm = M - m0 < 8 ? M - m0 : 8;
         const uint32_t *ar[8];
-        for (o = 0; o < 8; o++) ar[o] = Ap + (size_t)(m0 + (o < nm ? o : 0)) * a_stride;   /* the last block repeats a row, unstored */
+        /* the last block repeats a row, unstored */
+        for (o = 0; o < 8; o++) ar[o] = Ap + (size_t)(m0 + (o < nm ? o : 0)) * a_stride;
         for (n0 = 0; n0 < nb; n0 += 32) {
             int nn = nb - n0 < 32 ? nb - n0 : 32;
-            __mmask16 k0 = (__mmask16)(nn >= 16 ? 0xffff : (1u << nn) - 1), k1 = (__mmask16)(nn >= 32 ? 0xffff : nn > 16 ? (1u << (nn - 16)) - 1 : 0);
+            __mmask16 k0 = (__mmask16)(nn >= 16 ? 0xffff : (1u << nn) - 1),
+                k1 = (__mmask16)(nn >= 32 ? 0xffff : nn > 16 ? (1u << (nn - 16)) - 1 : 0);
             __m512 a[8][2];
             CF__ZERO8(a)
             for (q = 0; q < K2; q++) {
                 const uint32_t *b = Bp + cf__bp(q, n0, K2);
-                __m512bh x0 = (__m512bh)_mm512_maskz_loadu_epi32(k0, b), x1 = (__m512bh)_mm512_maskz_loadu_epi32(k1, b + 16);
-#define CF__DP(o) { __m512bh wb = (__m512bh)_mm512_set1_epi32((int)ar[o][q]); a[o][0] = _mm512_dpbf16_ps(a[o][0], x0, wb); a[o][1] = _mm512_dpbf16_ps(a[o][1], x1, wb); }
+                __m512bh x0 = (__m512bh)_mm512_maskz_loadu_epi32(k0, b),
+                    x1 = (__m512bh)_mm512_maskz_loadu_epi32(k1, b + 16);
+#define CF__DP(o) {                                                                                                   \
+        __m512bh wb = (__m512bh)_mm512_set1_epi32((int)ar[o][q]);                                                     \
+        a[o][0] = _mm512_dpbf16_ps(a[o][0], x0, wb);                                                                  \
+        a[o][1] = _mm512_dpbf16_ps(a[o][1], x1, wb); }
                 CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
 #undef CF__DP
             }
@@ -8259,12 +8794,18 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uin
                variable here, GCC kept a[][] in memory and stored all 16 at every step of q */
 #define CF__ST(o) if (o < nm && c_half) {                                                                        \
                 cf_bf16 *h = (cf_bf16 *)(void *)C + (size_t)(m0 + o) * ldc + n0;                                \
-                if (beta != 0.0f) { a[o][0] = _mm512_add_ps(a[o][0], cf__load_half(h, k0)); a[o][1] = _mm512_add_ps(a[o][1], cf__load_half(h + 16, k1)); } \
+                if (beta != 0.0f) {                                                                              \
+                    a[o][0] = _mm512_add_ps(a[o][0], cf__load_half(h, k0));                                      \
+                    a[o][1] = _mm512_add_ps(a[o][1], cf__load_half(h + 16, k1));                                 \
+                }                                                                                                \
                 cf__store_half(h, k0, cf__round16_bf16(a[o][0]));                                                \
                 cf__store_half(h + 16, k1, cf__round16_bf16(a[o][1]));                                           \
             } else if (o < nm) {                                                                                 \
                 float *c = C + (size_t)(m0 + o) * ldc + n0;                                                      \
-                if (beta != 0.0f) { a[o][0] = _mm512_add_ps(a[o][0], _mm512_maskz_loadu_ps(k0, c)); a[o][1] = _mm512_add_ps(a[o][1], _mm512_maskz_loadu_ps(k1, c + 16)); } \
+                if (beta != 0.0f) {                                                                              \
+                    a[o][0] = _mm512_add_ps(a[o][0], _mm512_maskz_loadu_ps(k0, c));                              \
+                    a[o][1] = _mm512_add_ps(a[o][1], _mm512_maskz_loadu_ps(k1, c + 16));                         \
+                }                                                                                                \
                 if (rnd) { a[o][0] = cf__round16_bf16(a[o][0]); a[o][1] = cf__round16_bf16(a[o][1]); }            \
                 _mm512_mask_storeu_ps(c, k0, a[o][0]);                                                            \
                 _mm512_mask_storeu_ps(c + 16, k1, a[o][1]);                                                       \
@@ -8274,135 +8815,219 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(int M, int nb, int K2, const uin
         }
     }
 }
-/* one task: C[:, n0 .. n0 + nb] = beta C + the sum over pairs q0 .. q1 (A and C start at the
-   task's first row), rounded to bf16 when rnd; Ap, Bp: the thread's chunk buffers, or NULL when
-   they could not be had (then cf_sgemm, the same operands).  Each chunk of op(B) is packed once
-   and read by every block of CF__GEMM_MB rows in turn, which packs its own chunk of op(A)
-   unless all of op(A) was packed before (A_all: the task's rows, K2 pairs each).  col, made:
-   op(B) made from x (cf__pack_b; then Ap and Bp are there).  halves: which of A, B and C are
-   stored in 16 bits (CF__GEMM_HALF_*; then Ap and Bp are there, and a 16-bit C's sum is one chunk). */
-static void cf__gemm_bf16_task(int tA, int tB, int M, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
-                               int n0, int nb, int q0, int q1, uint32_t *Ap, uint32_t *Bp, const uint32_t *A_all, int rnd,
-                               const cf__col_src *col, float *made, int halves) {
-    int q, m0, K2 = (K + 1) / 2, chunks = (q1 - q0 + CF__GEMM_KC - 1) / CF__GEMM_KC, step;
-    step = chunks > 0 ? (q1 - q0 + chunks - 1) / chunks : 1;   /* chunks of equal length: 432 pairs as 216 + 216, not 384 + 48 */
-    if (!Ap || !Bp) {
-        int k0 = 2 * q0, kn = (2 * q1 < K ? 2 * q1 : K) - k0, r;
-        cf_sgemm(tA, tB, M, nb, kn, 1.0f, tA ? A + (size_t)k0 * lda : A + k0, lda, tB ? B + (size_t)n0 * ldb + k0 : B + (size_t)k0 * ldb + n0, ldb,
-                 beta, C + n0, ldc);
-        for (r = 0; r < M && rnd; r++) cf__round_run(C + (size_t)r * ldc + n0, (size_t)nb);
-        return;
-    }
+/* a thread's buffers for its tasks: Ap and Bp, its chunks of op(A) and op(B) (NULL when they
+   could not be had); A_all, all of op(A) packed beforehand (or NULL); made, the rows of op(B)
+   made from x (cf__pack_b) */
+typedef struct { uint32_t *Ap, *Bp; const uint32_t *A_all; float *made; } cf__gemm_bf16_bufs;
+/* a task without buffers: cf_sgemm on the same operands, then C's columns rounded when rnd */
+static void cf__gemm_bf16_task_sgemm(const cf__gemm_bf16_call *task, int n0, int nb, int q0, int q1) {
+    int k0 = 2 * q0, kn = (2 * q1 < task->K ? 2 * q1 : task->K) - k0, lda = task->lda, ldb = task->ldb, r;
+    const float *A = task->tA ? task->A + (size_t)k0 * lda : task->A + k0;
+    const float *B = task->tB ? task->B + (size_t)n0 * ldb + k0 : task->B + (size_t)k0 * ldb + n0;
+    cf_sgemm(task->tA, task->tB, task->M, nb, kn, 1.0f, A, lda, B, ldb, task->beta, task->C + n0, task->ldc);
+    for (r = 0; r < task->M && task->rnd; r++) cf__round_run(task->C + (size_t)r * task->ldc + n0, (size_t)nb);
+}
+/* one task: C[:, n0 .. n0 + nb] = beta C + the sum over pairs q0 .. q1 (the task's A and C start
+   at its first row, M its rows), rounded to bf16 when rnd; without buffers cf_sgemm, the same
+   operands.  Each chunk of op(B) is packed once and read by every block of CF__GEMM_MB rows in
+   turn, which packs its own chunk of op(A) unless all of op(A) was packed before (A_all: the
+   task's rows, K2 pairs each).  col: op(B) made from x (cf__pack_b; then the buffers are
+   there).  halves: which of A, B and C are stored in 16 bits (CF__GEMM_HALF_*; then the buffers
+   are there, and a 16-bit C's sum is one chunk). */
+static void cf__gemm_bf16_task(const cf__gemm_bf16_call *task, int n0, int nb, int q0, int q1,
+                               const cf__gemm_bf16_bufs *bufs) {
+    int K = task->K, K2 = (K + 1) / 2, chunks = (q1 - q0 + CF__GEMM_KC - 1) / CF__GEMM_KC, step, q, m0;
+    int ah = (task->halves & CF__GEMM_HALF_A) != 0, ch = (task->halves & CF__GEMM_HALF_C) != 0;
+    /* chunks of equal length: 432 pairs as 216 + 216, not 384 + 48 */
+    step = chunks > 0 ? (q1 - q0 + chunks - 1) / chunks : 1;
+    if (!bufs->Ap || !bufs->Bp) { cf__gemm_bf16_task_sgemm(task, n0, nb, q0, q1); return; }
     for (q = q0; q < q1; q += step) {
         int nq = q1 - q < step ? q1 - q : step;
-        cf__pack_b(Bp, tB, B, (halves & CF__GEMM_HALF_B) != 0, ldb, K, q, nq, n0, nb, col, made);
-        for (m0 = 0; m0 < M; m0 += CF__GEMM_MB) {
-            int mb = M - m0 < CF__GEMM_MB ? M - m0 : CF__GEMM_MB, ah = (halves & CF__GEMM_HALF_A) != 0, ch = (halves & CF__GEMM_HALF_C) != 0;
-            const uint32_t *a = A_all ? A_all + (size_t)m0 * K2 + q : Ap;   /* the rows' chunk of op(A), its rows a_stride apart */
-            int a_stride = A_all ? K2 : nq;
-            if (!A_all) cf__pack_a(Ap, tA, tA ? A + m0 : cf__elt(A, ah, (size_t)m0 * lda), ah, lda, mb, K, q, nq);
-            CF_ASSERT(!ch || (q == q0 && q + nq == q1 && rnd));   /* (a 16-bit C: one chunk, rounded) */
-            cf__gemm_bf16_block(mb, nb, nq, a, a_stride, Bp, cf__elt(C, ch, (size_t)m0 * ldc + n0), ch, ldc, q == q0 ? beta : 1.0f, rnd && q + nq == q1);
+        cf__pack_b(bufs->Bp, task, q, nq, n0, nb, bufs->made);
+        for (m0 = 0; m0 < task->M; m0 += CF__GEMM_MB) {
+            cf__gemm_bf16_call rows = *task;   /* the block's rows of C */
+            /* their chunk of op(A), rows a_stride apart */
+            const uint32_t *a = bufs->A_all ? bufs->A_all + (size_t)m0 * K2 + q : bufs->Ap;
+            int a_stride = bufs->A_all ? K2 : nq;
+            rows.M = task->M - m0 < CF__GEMM_MB ? task->M - m0 : CF__GEMM_MB;
+            rows.C = cf__elt(task->C, ch, (size_t)m0 * task->ldc + n0);
+            rows.beta = q == q0 ? task->beta : 1.0f;
+            rows.rnd = task->rnd && q + nq == q1;
+            if (!bufs->A_all)
+                cf__pack_a(bufs->Ap, task->tA, task->tA ? task->A + m0 : cf__elt(task->A, ah, (size_t)m0 * task->lda),
+                           ah, task->lda, rows.M, K, q, nq);
+            CF_ASSERT(!ch || (q == q0 && q + nq == q1 && task->rnd));   /* (a 16-bit C: one chunk, rounded) */
+            cf__gemm_bf16_block(&rows, nb, nq, a, a_stride, bufs->Bp);
         }
     }
 }
-/* cf_sgemm's arguments (alpha = 1, beta 0 or 1) on bf16 values; rnd: C stored rounded to bf16.
-   A task is a block of columns of C (at most CF__GEMM_NB, in panels of 32) and a part of the
-   sum, over all of C's rows, or over CF__GEMM_MB of them when columns and parts alone give
-   fewer tasks than threads.  The tasks are made a multiple of the threads, so that none waits
-   at the end: a sum in parts over one column block gets an even number of parts (a long
-   backward-weights sum over few channels: each part packs its own chunk of op(A), and a second
-   column block would pack it again: 15-25 % slower on 2 threads), and the columns are cut into
-   more blocks where that is not enough.
+/* one thread's buffers (floats), and all the threads' */
+static size_t cf__gemm_bf16_thread_floats(void) {
+    return (size_t)CF__GEMM_MB * CF__GEMM_KC + (size_t)CF__GEMM_KC * CF__GEMM_NB;
+}
+static size_t cf__gemm_bf16_ws_floats(void) { return (size_t)cf__nthreads() * cf__gemm_bf16_thread_floats(); }
+/* whether a sum of K products is one chunk of the GEMM (what a 16-bit C needs) */
+static int cf__gemm_bf16_one_chunk(size_t K) { return (K + 1) / 2 <= CF__GEMM_KC; }
+/* How cf__sgemm_bf16_r cuts a GEMM into tasks, for nth threads: the sum in parts of span
+   pairs (parts > 1: each part into its own partial C), C's columns in nblocks blocks of width
+   (a multiple of 32), its rows in rblocks blocks of rows; tasks = rblocks x nblocks x parts.
+   A thread's buffers: a_sz for op(A)'s chunk, b_sz for op(B)'s, per with the made rows. */
+typedef struct {
+    int nth, parts, span, nblocks, width, rows, rblocks, tasks;
+    size_t a_sz, b_sz, per;
+} cf__gemm_bf16_cut;
+/* the parts of a sum of K2 pairs over nblocks column blocks: even when there is one column
+   block (more parts, not more column blocks: op(A) packed once; even: the sums may not depend
+   on the threads, and 2 divides most counts) */
+static int cf__gemm_bf16_parts(int K2, int nblocks) {
+    int parts = (K2 + CF__GEMM_KPART - 1) / CF__GEMM_KPART;
+    if (parts > 1 && nblocks == 1 && parts % 2) parts++;
+    return parts;
+}
+/* the rest of the cut, cut->parts set: the columns cut into more blocks until the tasks are a
+   multiple of the threads, or blocks of 32 columns */
+static void cf__gemm_bf16_cut_up(cf__gemm_bf16_cut *cut, const cf__gemm_bf16_call *gemm) {
+    int K2 = (gemm->K + 1) / 2, M = gemm->M, N = gemm->N;
+    size_t ka = (size_t)(K2 < CF__GEMM_KC ? K2 : CF__GEMM_KC);   /* a chunk's pairs, at most */
+    cut->nth = cf__nthreads();
+    cut->span = (K2 + cut->parts - 1) / cut->parts;
+    cut->nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB;
+    while ((cut->nblocks * cut->parts) % cut->nth && cut->nblocks * 32 < N) cut->nblocks++;
+    cut->width = ((N + cut->nblocks - 1) / cut->nblocks + 31) / 32 * 32;
+    cut->nblocks = (N + cut->width - 1) / cut->width;
+    cut->rows = cut->nblocks * cut->parts >= cut->nth ? M : CF__GEMM_MB;
+    cut->rblocks = (M + cut->rows - 1) / cut->rows;
+    cut->tasks = cut->rblocks * cut->nblocks * cut->parts;
+    cut->a_sz = (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka;   /* as big as a task needs */
+    cut->b_sz = ka * (size_t)cut->width;
+    cut->per = cut->a_sz + cut->b_sz + (gemm->col ? (size_t)16 * CF__COL_ROW : 0);
+}
+/* C = beta C when the sum is empty (bf16 values stay; beta 0: C is not read, as BLAS) */
+static void cf__gemm_bf16_empty(const cf__gemm_bf16_call *gemm) {
+    int r, j;
+    for (r = 0; r < gemm->M; r++)
+        for (j = 0; j < gemm->N; j++) {
+            float *c = gemm->C + (size_t)r * gemm->ldc + j;
+            *c = gemm->beta == 0.0f ? 0.0f : gemm->beta * *c;
+        }
+}
+/* all of op(A) packed once (M rows of K2 pairs), the threads sharing its rows; NULL when there
+   is no room for it (then each task packs its own) */
+static uint32_t *cf__gemm_bf16_pack_a_all(const cf__gemm_bf16_call *gemm, int K2) {
+    uint32_t *A_all = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)gemm->M * K2);
+    int ah = gemm->halves & CF__GEMM_HALF_A, t;
+    if (!A_all) return NULL;
+    CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
+    for (t = 0; t < (gemm->M + 15) / 16; t++) {
+        int m0 = t * 16, mb = gemm->M - m0 < 16 ? gemm->M - m0 : 16;
+        const float *A = gemm->tA ? gemm->A + m0 : cf__elt(gemm->A, ah, (size_t)m0 * gemm->lda);
+        cf__pack_a(A_all + (size_t)m0 * K2, gemm->tA, A, ah, gemm->lda, mb, gemm->K, 0, K2);
+    }
+    return A_all;
+}
+/* task t of the cut: its rows, columns and part of the sum; a part of several goes into its
+   own partial C (M x N, beta 0, not rounded, in fp32) */
+static void cf__gemm_bf16_task_at(const cf__gemm_bf16_call *gemm, const cf__gemm_bf16_cut *cut, int t, float *partial,
+                                  const cf__gemm_bf16_bufs *bufs) {
+    int blocks = cut->rblocks * cut->nblocks, b = t % blocks, part = t / blocks;
+    int m0 = b / cut->nblocks * cut->rows, n0 = b % cut->nblocks * cut->width, q0 = part * cut->span,
+        K2 = (gemm->K + 1) / 2;
+    int nb = gemm->N - n0 < cut->width ? gemm->N - n0 : cut->width, q1 = K2 - q0 < cut->span ? K2 : q0 + cut->span;
+    cf__gemm_bf16_call task = *gemm;
+    task.M = gemm->M - m0 < cut->rows ? gemm->M - m0 : cut->rows;
+    /* its rows of op(A) */
+    task.A = gemm->tA ? gemm->A + m0 : cf__elt(gemm->A, gemm->halves & CF__GEMM_HALF_A, (size_t)m0 * gemm->lda);
+    if (cut->parts == 1) task.C = cf__elt(gemm->C, gemm->halves & CF__GEMM_HALF_C, (size_t)m0 * gemm->ldc);
+    else {
+        task.beta = 0.0f;
+        task.C = partial + (size_t)gemm->M * gemm->N * (size_t)part + (size_t)m0 * gemm->N;
+        task.ldc = gemm->N;
+        task.rnd = 0;
+        task.halves &= ~CF__GEMM_HALF_C;
+    }
+    cf__gemm_bf16_task(&task, n0, nb, q0, q1, bufs);
+}
+/* the tasks shared out between the threads, each with its buffers in buf (NULL: none) */
+static void cf__gemm_bf16_run_tasks(const cf__gemm_bf16_call *gemm, const cf__gemm_bf16_cut *cut, uint32_t *buf,
+                                    const uint32_t *A_all, float *partial) {
+    int t;
+    CF__OMP(omp parallel num_threads(cut->nth))
+    {
+        cf__gemm_bf16_bufs bufs;
+        bufs.Ap = buf ? buf + cut->per * cf__thread_id() : NULL;
+        bufs.Bp = buf ? bufs.Ap + cut->a_sz : NULL;
+        bufs.A_all = A_all;
+        bufs.made = buf && gemm->col ? (float *)(void *)(bufs.Bp + cut->b_sz) : NULL;
+        CF__OMP(omp for schedule(dynamic, 1))
+        for (t = 0; t < cut->tasks; t++) cf__gemm_bf16_task_at(gemm, cut, t, partial, &bufs);
+    }
+}
+/* C = beta C + the parts' partial sums, added in part order, rounded to bf16 when rnd */
+static void cf__gemm_bf16_add_parts(const cf__gemm_bf16_call *gemm, const float *partial, int parts) {
+    size_t MN = (size_t)gemm->M * gemm->N;
+    int t;
+    CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
+    for (t = 0; t < gemm->M; t++) {
+        int p;
+        size_t i;
+        float *c = gemm->C + (size_t)t * gemm->ldc;
+        for (i = 0; i < (size_t)gemm->N; i++) {
+            float v = gemm->beta != 0.0f ? c[i] : 0.0f;
+            for (p = 0; p < parts; p++) v += partial[MN * p + (size_t)t * gemm->N + i];
+            c[i] = gemm->rnd ? cf_f32_from_bf16(cf_bf16_from_f32(v)) : v;
+        }
+    }
+}
+/* The GEMM on bf16 values (cf__gemm_bf16_call).  A task is a block of columns of C (at most
+   CF__GEMM_NB, in panels of 32) and a part of the sum, over all of C's rows, or over
+   CF__GEMM_MB of them when columns and parts alone give fewer tasks than threads.  The tasks
+   are made a multiple of the threads, so that none waits at the end: a sum in parts over one
+   column block gets an even number of parts (a long backward-weights sum over few channels:
+   each part packs its own chunk of op(A), and a second column block would pack it again:
+   15-25 % slower on 2 threads), and the columns are cut into more blocks where that is not
+   enough.
    When several column blocks would each pack the same rows of op(A), a sum of one part (a
    kernel, at most 8 MB packed), op(A) is packed once beforehand, the threads sharing the
    rows: a long backward-weights sum is left to pack its own, which would take tens of MB at
    the network's peak of memory.
-   col: op(B) is made from x as it is packed (cf__col_src; B and ldb unused); halves: operands
-   stored in 16 bits (CF__GEMM_HALF_*; a 16-bit C needs rnd and K <= 2 CF__GEMM_KC: a sum of
-   one chunk); ws: the threads' buffers (cf__gemm_bf16_ws_floats), or NULL: allocated here.
-   Returns -1, C untouched, when the threads' buffers cannot be had for col or halves (0 when done). */
-static size_t cf__gemm_bf16_thread_floats(void) { return (size_t)CF__GEMM_MB * CF__GEMM_KC + (size_t)CF__GEMM_KC * CF__GEMM_NB; }
-static size_t cf__gemm_bf16_ws_floats(void) { return (size_t)cf__nthreads() * cf__gemm_bf16_thread_floats(); }
-/* whether a sum of K products is one chunk of the GEMM (what a 16-bit C needs) */
-static int cf__gemm_bf16_one_chunk(size_t K) { return (K + 1) / 2 <= CF__GEMM_KC; }
-static int cf__sgemm_bf16_r(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                            int ldc, const cf__col_src *col, int halves, float *ws) {
-    int K2 = (K + 1) / 2, nth = cf__nthreads(), nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB, width, rows, rblocks, tasks, span, t;
-    int parts = (K2 + CF__GEMM_KPART - 1) / CF__GEMM_KPART;
-    size_t MN = (size_t)M * N, ka = (size_t)(K2 < CF__GEMM_KC ? K2 : CF__GEMM_KC);   /* a chunk's pairs, at most */
-    size_t a_sz, b_sz, per;   /* a thread's buffers: op(A)'s chunk, op(B)'s chunk, and with them the made rows */
+   A 16-bit C needs rnd and K <= 2 CF__GEMM_KC: a sum of one chunk.  ws: the threads' buffers
+   (cf__gemm_bf16_ws_floats), or NULL: allocated here.  Returns -1, C untouched, when the
+   threads' buffers cannot be had for col or halves (0 when done). */
+static int cf__sgemm_bf16_r(const cf__gemm_bf16_call *gemm, float *ws) {
+    int K2 = (gemm->K + 1) / 2;
+    cf__gemm_bf16_cut cut;
     float *partial = NULL;
     uint32_t *A_all = NULL, *buf;
-    if (M <= 0 || N <= 0) return 0;
-    if (K <= 0) {   /* (bf16 values stay; beta 0: C is not read, as BLAS) */
-        int r, j;
-        for (r = 0; r < M; r++) for (j = 0; j < N; j++) C[(size_t)r * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)r * ldc + j];
-        return 0;
-    }
-    if (parts > 1 && nblocks == 1 && parts % 2) parts++;   /* more parts, not more column blocks: op(A) packed once (even: the
-                                                                   sums may not depend on the threads, and 2 divides most counts) */
-    if (parts > 1 && !(partial = (float *)CF_MALLOC(sizeof(float) * MN * parts))) parts = 1;   /* no room: one part, the same sums */
-    span = (K2 + parts - 1) / parts;
-    while ((nblocks * parts) % nth && nblocks * 32 < N) nblocks++;
-    width = ((N + nblocks - 1) / nblocks + 31) / 32 * 32;
-    nblocks = (N + width - 1) / width;
-    rows = nblocks * parts >= nth ? M : CF__GEMM_MB;
-    rblocks = (M + rows - 1) / rows;
-    tasks = rblocks * nblocks * parts;
-    a_sz = (size_t)(M < CF__GEMM_MB ? M : CF__GEMM_MB) * ka;   /* as big as a task needs */
-    b_sz = ka * (size_t)width;
-    per = a_sz + b_sz + (col ? (size_t)16 * CF__COL_ROW : 0);
-    buf = ws ? (uint32_t *)(void *)ws : (uint32_t *)CF_MALLOC(sizeof(uint32_t) * per * nth);   /* (none: each task runs cf_sgemm, which cannot make op(B) or read 16 bits) */
-    if (!buf && (col || halves)) { CF_FREE(partial); return -1; }
-    CF_ASSERT(!(halves & CF__GEMM_HALF_C) || (rnd && K2 <= CF__GEMM_KC && !partial));
-    if (rblocks == 1 && nblocks > 1 && parts == 1 && (size_t)M * K2 <= ((size_t)2 << 20)) A_all = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)M * K2);
-    if (A_all) {   /* (no room: each task packs its own) */
-        CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
-        for (t = 0; t < (M + 15) / 16; t++) {
-            int m0 = t * 16, mb = M - m0 < 16 ? M - m0 : 16;
-            cf__pack_a(A_all + (size_t)m0 * K2, tA, tA ? A + m0 : cf__elt(A, halves & CF__GEMM_HALF_A, (size_t)m0 * lda), halves & CF__GEMM_HALF_A, lda, mb, K, 0, K2);
-        }
-    }
-    CF__OMP(omp parallel num_threads(nth))
-    {
-        uint32_t *Ap = buf ? buf + per * cf__thread_id() : NULL, *Bp = buf ? Ap + a_sz : NULL;
-        float *made = buf && col ? (float *)(void *)(Bp + b_sz) : NULL;
-        CF__OMP(omp for schedule(dynamic, 1))
-        for (t = 0; t < tasks; t++) {
-            int b = t % (rblocks * nblocks), m0 = b / nblocks * rows, n0 = b % nblocks * width, q0 = t / (rblocks * nblocks) * span;
-            int mb = M - m0 < rows ? M - m0 : rows, nb = N - n0 < width ? N - n0 : width, q1 = K2 - q0 < span ? K2 : q0 + span;
-            const float *Am = tA ? A + m0 : cf__elt(A, halves & CF__GEMM_HALF_A, (size_t)m0 * lda);   /* the task's rows of op(A) */
-            if (parts == 1)
-                cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, beta, cf__elt(C, halves & CF__GEMM_HALF_C, (size_t)m0 * ldc), ldc, n0, nb, q0, q1, Ap, Bp,
-                                   A_all, rnd, col, made, halves);
-            else cf__gemm_bf16_task(tA, tB, mb, K, Am, lda, B, ldb, 0.0f, partial + MN * (size_t)(t / (rblocks * nblocks)) + (size_t)m0 * N, N, n0, nb,
-                                    q0, q1, Ap, Bp, A_all, 0, col, made, halves & ~CF__GEMM_HALF_C);
-        }
-    }
+    if (gemm->M <= 0 || gemm->N <= 0) return 0;
+    if (gemm->K <= 0) { cf__gemm_bf16_empty(gemm); return 0; }
+    cut.parts = cf__gemm_bf16_parts(K2, (gemm->N + CF__GEMM_NB - 1) / CF__GEMM_NB);
+    if (cut.parts > 1 && !(partial = (float *)CF_MALLOC(sizeof(float) * (size_t)gemm->M * gemm->N * cut.parts)))
+        cut.parts = 1;   /* no room: one part, the same sums */
+    cf__gemm_bf16_cut_up(&cut, gemm);
+    /* (no buffers: each task runs cf_sgemm, which cannot make op(B) or read 16 bits) */
+    buf = ws ? (uint32_t *)(void *)ws : (uint32_t *)CF_MALLOC(sizeof(uint32_t) * cut.per * cut.nth);
+    if (!buf && (gemm->col || gemm->halves)) { CF_FREE(partial); return -1; }
+    CF_ASSERT(!(gemm->halves & CF__GEMM_HALF_C) || (gemm->rnd && K2 <= CF__GEMM_KC && !partial));
+    if (cut.rblocks == 1 && cut.nblocks > 1 && cut.parts == 1 && (size_t)gemm->M * K2 <= ((size_t)2 << 20))
+        A_all = cf__gemm_bf16_pack_a_all(gemm, K2);
+    cf__gemm_bf16_run_tasks(gemm, &cut, buf, A_all, partial);
     if (!ws) CF_FREE(buf);
     CF_FREE(A_all);
     if (!partial) return 0;
-    CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
-    for (t = 0; t < M; t++) {   /* C = beta C + the parts, in order */
-        int p;
-        size_t i;
-        float *c = C + (size_t)t * ldc;
-        for (i = 0; i < (size_t)N; i++) {
-            float v = beta != 0.0f ? c[i] : 0.0f;
-            for (p = 0; p < parts; p++) v += partial[MN * p + (size_t)t * N + i];
-            c[i] = rnd ? cf_f32_from_bf16(cf_bf16_from_f32(v)) : v;
-        }
-    }
+    cf__gemm_bf16_add_parts(gemm, partial, cut.parts);
     CF_FREE(partial);
     return 0;
 }
-static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    cf__sgemm_bf16_r(0, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL, 0, NULL);
+static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                           float beta, float *C, int ldc) {
+    cf__gemm_bf16_call gemm = {tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, NULL, 0};
+    cf__sgemm_bf16_r(&gemm, NULL);
 }
 /* the same, C stored rounded to bf16: the sum as cf__sgemm_bf16's, rounded once */
-static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    cf__sgemm_bf16_r(1, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL, 0, NULL);
+static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B,
+                                   int ldb, float beta, float *C, int ldc) {
+    cf__gemm_bf16_call gemm = {tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, 1, NULL, 0};
+    cf__sgemm_bf16_r(&gemm, NULL);
 }
 
 /* ---- the direct kernel in bf16: as cf__direct_fwd, with the input channels paired.  A pair
@@ -8439,7 +9064,8 @@ static cf__pair_rows cf__pair_rows_at(uint32_t *ws, cf_shape in, const cf_geom *
     return pr;
 }
 /* pair row (cp, id, ih) of sample x (half: stored in 16 bits) into r */
-CF__BF16_TARGET static void cf__pair_row(uint32_t *r, size_t Wp, const float *x, int half, int C, cf_shape in, int pb, int cp, int id, int ih) {
+CF__BF16_TARGET static void cf__pair_row(uint32_t *r, size_t Wp, const float *x, int half, int C, cf_shape in, int pb,
+                                         int cp, int id, int ih) {
     size_t at = (((size_t)2 * cp * in.d + id) * in.h + ih) * in.w;
     const float *a = cf__elt(x, half, at), *b = 2 * cp + 1 < C ? cf__elt(x, half, at + cf__positions(in)) : NULL;
     uint32_t *d = r + pb;
@@ -8448,11 +9074,13 @@ CF__BF16_TARGET static void cf__pair_row(uint32_t *r, size_t Wp, const float *x,
     memset(d + in.w, 0, (Wp - pb - (size_t)in.w) * sizeof *r);
     for (w = 0; w < in.w; w += 16)          /* d[w] = cf__pair(a[w], b[w]), 16 at a time */
         _mm512_mask_storeu_epi32(d + w, cf__lanes(in.w - w),
-                                 half ? cf__pairs16_rows_half((const cf_bf16 *)(const void *)a + w, b ? (const cf_bf16 *)(const void *)b + w : NULL, in.w - w)
-                                      : cf__pairs16_rows(a + w, b ? b + w : NULL, in.w - w));
+                                 half ? cf__pairs16_rows_half((const cf_bf16 *)(const void *)a + w,
+                                                              b ? (const cf_bf16 *)(const void *)b + w : NULL, in.w - w)
+                                 : cf__pairs16_rows(a + w, b ? b + w : NULL, in.w - w));
 }
 /* pr->rp for output row (od, oh) of sample bi (x), building the pair rows not in the cache */
-static void cf__pair_rows_for(cf__pair_rows *pr, size_t Wp, const float *x, int half, int bi, int C, cf_shape in, const cf_geom *g, int od, int oh) {
+static void cf__pair_rows_for(cf__pair_rows *pr, size_t Wp, const float *x, int half, int bi, int C, cf_shape in,
+                              const cf_geom *g, int od, int oh) {
     int KD = g->k[0], KH = g->k[1], NS = cf__pair_slots(g), C2 = (C + 1) / 2, kd, kh, cp;
     for (kd = 0; kd < KD; kd++) {
         int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
@@ -8464,7 +9092,8 @@ static void cf__pair_rows_for(cf__pair_rows *pr, size_t Wp, const float *x, int 
                 continue;
             }
             if (pr->tag[slot] != key) {
-                for (cp = 0; cp < C2; cp++) cf__pair_row(pr->rows + ((size_t)slot * C2 + cp) * Wp, Wp, x, half, C, in, g->pb[2], cp, id, ih);
+                for (cp = 0; cp < C2; cp++)
+                    cf__pair_row(pr->rows + ((size_t)slot * C2 + cp) * Wp, Wp, x, half, C, in, g->pb[2], cp, id, ih);
                 pr->tag[slot] = key;
             }
             for (cp = 0; cp < C2; cp++) pr->rp[(cp * KD + kd) * KH + kh] = pr->rows + ((size_t)slot * C2 + cp) * Wp;
@@ -8476,7 +9105,8 @@ static void cf__pack_kernel_bf16(uint32_t *w2, const float *w, int OC, int C, in
     int C2 = (C + 1) / 2, oc, cp, k, kw;
     for (oc = 0; oc < OC; oc++) for (cp = 0; cp < C2; cp++) for (k = 0; k < KDKH; k++) for (kw = 0; kw < KW; kw++) {
         const float *r = w + (((size_t)oc * C + 2 * cp) * KDKH + k) * KW + kw;
-        w2[(((size_t)oc * C2 + cp) * KDKH + k) * KW + kw] = cf__pair(r[0], 2 * cp + 1 < C ? r[(size_t)KDKH * KW] : 0.0f);
+        w2[(((size_t)oc * C2 + cp) * KDKH + k) * KW + kw] = cf__pair(r[0],
+                                                                     2 * cp + 1 < C ? r[(size_t)KDKH * KW] : 0.0f);
     }
 }
 /* x[0 .. n) (n <= 16) rounded in place, as cf__round16_bf16 */
@@ -8497,14 +9127,17 @@ CF__BF16_TARGET static __m512 cf__act16(__m512 z, int act, float slope) {
     int j;
     if (act == CF_ACT_LINEAR) return z;
     if (act == CF_ACT_RELU) return _mm512_max_ps(z, _mm512_setzero_ps());
-    if (act == CF_ACT_LEAKY) return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_mul_ps(z, _mm512_set1_ps(slope)), z);
+    if (act == CF_ACT_LEAKY)
+        return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_GT_OQ),
+                                    _mm512_mul_ps(z, _mm512_set1_ps(slope)), z);
     _mm512_storeu_ps(v, z);
     for (j = 0; j < 16; j++) v[j] = cf__act_f(v[j], act, slope);
     return _mm512_loadu_ps(v);
 }
 /* n (<= 16) sums z of one output row's block into element i of y: added to what is there
    (backward-data), or + bias, the activation, rounded to bf16 (half: stored in 16 bits) */
-CF__BF16_TARGET static void cf__direct_store_bf16(float *y, int half, size_t i, __m512 z, int n, float bias, int accumulate, int act, float slope) {
+CF__BF16_TARGET static void cf__direct_store_bf16(float *y, int half, size_t i, __m512 z, int n, float bias,
+                                                  int accumulate, int act, float slope) {
     __mmask16 k = cf__lanes(n);
     __m512 v;
     if (accumulate) { _mm512_mask_storeu_ps(y + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, y + i), z)); return; }
@@ -8512,11 +9145,31 @@ CF__BF16_TARGET static void cf__direct_store_bf16(float *y, int half, size_t i, 
     if (half) cf__store_half((cf_bf16 *)(void *)y + i, k, v);
     else _mm512_mask_storeu_ps(y + i, k, v);
 }
-/* One output row (all OC channels, OW positions) from its T2 pair rows rp: blocks of 8 channels by 32 positions,
-   16 accumulators; each step loads 32 positions of one pair row and multiplies them by one
-   packed weight pair per channel. */
-CF__BF16_TARGET static void cf__direct_row_bf16(float *y, int half, size_t y0, size_t ystride, const uint32_t *const *rp, int T2, int KW, int dil,
-                                                const uint32_t *w2, int OC, int OW, const float *b, int accumulate, int act, float slope) {
+/* What the bf16 direct kernel's output rows share: y (half: stored in 16 bits), its rows
+   ystride apart, T2 pair rows, KW taps along the width dil apart, the packed kernel w2 (OC, T2
+   KW pairs), OW positions a row, the bias b (may be NULL), accumulate, the activation. */
+typedef struct {
+    float *y;
+    int half;
+    size_t ystride;
+    int T2, KW, dil;
+    const uint32_t *w2;
+    int OC, OW;
+    const float *b;
+    int accumulate, act;
+    float slope;
+} cf__direct_row_bf16_call;
+/* One output row (all OC channels, OW positions, from element y0 of y) from its T2 pair rows
+   rp: blocks of 8 channels by 32 positions, 16 accumulators; each step loads 32 positions of
+   one pair row and multiplies them by one packed weight pair per channel. */
+CF__BF16_TARGET static void cf__direct_row_bf16(const cf__direct_row_bf16_call *d, size_t y0,
+                                                const uint32_t *const *rp) {
+    float *y = d->y, slope = d->slope;
+    size_t ystride = d->ystride;
+    int half = d->half, T2 = d->T2, KW = d->KW, dil = d->dil, OC = d->OC, OW = d->OW, accumulate = d->accumulate,
+        act = d->act;
+    const uint32_t *w2 = d->w2;
+    const float *b = d->b;
     int K2 = T2 * KW, oc0, w0, q, kw, o, j;
     for (oc0 = 0; oc0 < OC; oc0 += 8) {
         int no = OC - oc0 < 8 ? OC - oc0 : 8;
@@ -8529,24 +9182,34 @@ CF__BF16_TARGET static void cf__direct_row_bf16(float *y, int half, size_t y0, s
             for (q = 0; q < T2; q++) {
                 const uint32_t *r = rp[q] + w0;
                 for (kw = 0; kw < KW; kw++) {
-                    __m512bh x0 = (__m512bh)_mm512_loadu_si512(r + kw * dil), x1 = (__m512bh)_mm512_loadu_si512(r + kw * dil + 16);
+                    __m512bh x0 = (__m512bh)_mm512_loadu_si512(r + kw * dil),
+                        x1 = (__m512bh)_mm512_loadu_si512(r + kw * dil + 16);
                     int t = q * KW + kw;
-#define CF__DP(o) { __m512bh wb = (__m512bh)_mm512_set1_epi32((int)wo[o][t]); a[o][0] = _mm512_dpbf16_ps(a[o][0], x0, wb); a[o][1] = _mm512_dpbf16_ps(a[o][1], x1, wb); }
+#define CF__DP(o) {                                                                                                   \
+        __m512bh wb = (__m512bh)_mm512_set1_epi32((int)wo[o][t]);                                                     \
+        a[o][0] = _mm512_dpbf16_ps(a[o][0], x0, wb);                                                                  \
+        a[o][1] = _mm512_dpbf16_ps(a[o][1], x1, wb); }
                     CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
 #undef CF__DP
                 }
             }
             for (o = 0; o < no; o++)   /* the block's valid part */
                 for (j = 0; j < 2; j++)
-                    cf__direct_store_bf16(y, half, y0 + (size_t)(oc0 + o) * ystride + w0 + 16 * j, a[o][j], n - 16 * j, b ? b[oc0 + o] : 0.0f,
-                                          accumulate, act, slope);
+                    cf__direct_store_bf16(y, half, y0 + (size_t)(oc0 + o) * ystride + w0 + 16 * j, a[o][j], n - 16 * j,
+                                          b ? b[oc0 + o] : 0.0f, accumulate, act, slope);
         }
     }
 }
 /* The same for rows of at most 16 positions (a 16^3 layer, where a 32-wide block would be half
    empty): blocks of 16 channels by 16 positions, still 16 accumulators, one load of R2 per step. */
-CF__BF16_TARGET static void cf__direct_row_bf16_narrow(float *y, int half, size_t y0, size_t ystride, const uint32_t *const *rp, int T2, int KW, int dil,
-                                                       const uint32_t *w2, int OC, int OW, const float *b, int accumulate, int act, float slope) {
+CF__BF16_TARGET static void cf__direct_row_bf16_narrow(const cf__direct_row_bf16_call *d, size_t y0,
+                                                       const uint32_t *const *rp) {
+    float *y = d->y, slope = d->slope;
+    size_t ystride = d->ystride;
+    int half = d->half, T2 = d->T2, KW = d->KW, dil = d->dil, OC = d->OC, OW = d->OW, accumulate = d->accumulate,
+        act = d->act;
+    const uint32_t *w2 = d->w2;
+    const float *b = d->b;
     int K2 = T2 * KW, oc0, q, kw, o;
     for (oc0 = 0; oc0 < OC; oc0 += 16) {
         int no = OC - oc0 < 16 ? OC - oc0 : 16;
@@ -8564,17 +9227,24 @@ CF__BF16_TARGET static void cf__direct_row_bf16_narrow(float *y, int half, size_
 #undef CF__DP
             }
         }
-        for (o = 0; o < no; o++) cf__direct_store_bf16(y, half, y0 + (size_t)(oc0 + o) * ystride, a[o], OW, b ? b[oc0 + o] : 0.0f, accumulate, act, slope);
+        for (o = 0; o < no; o++)
+            cf__direct_store_bf16(y, half, y0 + (size_t)(oc0 + o) * ystride, a[o], OW, b ? b[oc0 + o] : 0.0f,
+                                  accumulate, act, slope);
     }
 }
-/* y (+)= conv(x, w) as cf__direct_fwd, y stored rounded to bf16 unless added into;
-   w2 = the packed kernel; ws: one cf__pair_rows per thread; y_half, x_half: stored in 16 bits */
-static void cf__direct_fwd_bf16(float *y, int y_half, const float *x, int x_half, const uint32_t *w2, const float *b, int accumulate, int B, cf_shape in,
-                                cf_shape out, const cf_geom *g, uint32_t *ws, int act, float slope) {
-    int T2 = (in.c + 1) / 2 * g->k[0] * g->k[1], KW = g->k[2];
-    size_t Wp = cf__direct_wp(out, g), rsz = cf__pair_rows_size(in, g, Wp), P = cf__positions(out), in_sz = cf_shape_size(in);
-    long rows = (long)B * out.d * out.h, r;
-    void (*row)(float *, int, size_t, size_t, const uint32_t *const *, int, int, int, const uint32_t *, int, int, const float *, int, int, float) =
+/* the forward convolution f, y (+)= conv(x, w) as cf__direct_fwd, y stored rounded to bf16
+   unless added into (accumulate); w2 = the packed kernel; ws: one cf__pair_rows per thread;
+   f->half (y), f->x_half: stored in 16 bits */
+static void cf__direct_fwd_bf16(const cf__conv_call *f, const uint32_t *w2, uint32_t *ws, int accumulate) {
+    cf_shape in = f->in, out = f->out;
+    const cf_geom *g = f->g;
+    int T2 = (in.c + 1) / 2 * g->k[0] * g->k[1], KW = g->k[2], y_half = f->half, x_half = f->x_half;
+    size_t Wp = cf__direct_wp(out, g), rsz = cf__pair_rows_size(in, g, Wp), P = cf__positions(out),
+        in_sz = cf_shape_size(in);
+    long rows = (long)f->B * out.d * out.h, r;
+    cf__direct_row_bf16_call d = {f->y, y_half, P, T2, KW, g->dil[2], w2, out.c, out.w, f->b, accumulate, f->act,
+                                  f->slope};
+    void (*row)(const cf__direct_row_bf16_call *, size_t, const uint32_t *const *) =
         out.w <= 16 ? cf__direct_row_bf16_narrow : cf__direct_row_bf16;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
@@ -8582,14 +9252,16 @@ static void cf__direct_fwd_bf16(float *y, int y_half, const float *x, int x_half
         CF__OMP(omp for schedule(static))
         for (r = 0; r < rows; r++) {
             int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
-            cf__pair_rows_for(&pr, Wp, cf__elt(x, x_half, (size_t)bi * in_sz), x_half, bi, in.c, in, g, od, oh);
-            if (r + 1 < rows && (r + 1) % ((long)out.d * out.h)) {   /* the next row's outputs (same sample) fetched for writing, as the pools' rows */
+            cf__pair_rows_for(&pr, Wp, cf__elt(f->x, x_half, (size_t)bi * in_sz), x_half, bi, in.c, in, g, od, oh);
+            /* the next row's outputs (same sample) fetched for writing, as the pools' rows */
+            if (r + 1 < rows && (r + 1) % ((long)out.d * out.h)) {
                 size_t yn = (size_t)bi * out.c * P + ((size_t)od * out.h + oh + 1) * out.w;
                 int oc;
-                for (oc = 0; oc < out.c; oc++) cf__prefetch_floats(cf__elt(y, y_half, yn + (size_t)oc * P), y_half ? (size_t)(out.w + 1) / 2 : (size_t)out.w, 1);
+                for (oc = 0; oc < out.c; oc++)
+                    cf__prefetch_floats(cf__elt(f->y, y_half, yn + (size_t)oc * P),
+                                        y_half ? (size_t)(out.w + 1) / 2 : (size_t)out.w, 1);
             }
-            row(y, y_half, (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, P, pr.rp, T2, KW, g->dil[2], w2, out.c, out.w, b,
-                accumulate, act, slope);
+            row(&d, (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, pr.rp);
         }
     }
 }
@@ -8612,12 +9284,13 @@ static int cf__bf16_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, siz
     return g->s[2] == 1 && out.w >= 16 && rsz <= max_r && w2 + (size_t)cf__nthreads() * rsz <= ws_floats;
 }
 static int cf__bf16_direct_fwd_applies(const cf__conv_call *c) {
-    return cf__bf16_gemm_applies(c) && c->groups == 1 && !cf__pointwise_applies(c) && cf__bf16_direct_fits(c->in, c->out, c->g, c->ws_floats, CF__BF16_DIRECT_MAX_R);
+    return cf__bf16_gemm_applies(c) && c->groups == 1 && !cf__pointwise_applies(c) &&
+           cf__bf16_direct_fits(c->in, c->out, c->g, c->ws_floats, CF__BF16_DIRECT_MAX_R);
 }
 static void cf__bf16_direct_fwd_run(const cf__conv_call *c) {
     uint32_t *w2 = (uint32_t *)c->ws;
     cf__pack_kernel_bf16(w2, c->w, c->out.c, c->in.c, c->g->k[0] * c->g->k[1], c->g->k[2]);
-    cf__direct_fwd_bf16(c->y, c->half, c->x, c->x_half, w2, c->b, 0, c->B, c->in, c->out, c->g, w2 + cf__w2_floats(c->in, c->g, c->out.c), c->act, c->slope);
+    cf__direct_fwd_bf16(c, w2, w2 + cf__w2_floats(c->in, c->g, c->out.c), 0);
 }
 /* backward-data: dy convolved with the flipped kernel (flipped into ws, then packed after it) */
 static int cf__bf16_direct_bwd_applies(const cf__conv_call *c) {
@@ -8628,16 +9301,21 @@ static int cf__bf16_direct_bwd_applies(const cf__conv_call *c) {
 }
 static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
     cf_geom gt;
+    cf__conv_call f;
     size_t wsz = cf__flipped_floats(c);
     uint32_t *w2 = (uint32_t *)(c->ws + wsz);
     cf__flipped_geom(c->g, &gt);
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
     cf__pack_kernel_bf16(w2, c->ws, c->in.c, c->out.c, gt.k[0] * gt.k[1], gt.k[2]);
-    cf__direct_fwd_bf16(c->dx, c->dx_half, c->dy, c->half, w2, NULL, !c->dx_half && !c->dx_store, c->B, c->out, c->in, &gt,   /* dx_half: stored, not added */
-                        w2 + cf__w2_floats(c->out, &gt, c->in.c), CF_ACT_LINEAR, 0.0f);
+    f = cf__flipped_call(c, &gt);
+    f.half = c->dx_half; f.x_half = c->half;
+    /* dx_half: stored, not added */
+    cf__direct_fwd_bf16(&f, w2, w2 + cf__w2_floats(c->out, &gt, c->in.c), !c->dx_half && !c->dx_store);
 }
 /* the GEMM paths (tiles, pointwise) with the bf16 GEMM */
-static int cf__bf16_pointwise_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__pointwise_applies(c); }
+static int cf__bf16_pointwise_applies(const cf__conv_call *c) {
+    return cf__bf16_gemm_applies(c) && cf__pointwise_applies(c);
+}
 /* the output stored rounded: by the GEMM when no bias or activation pass follows it, else by that pass */
 static void cf__bf16_pointwise_fwd(const cf__conv_call *c) {
     int bare = !c->b && c->act == CF_ACT_LINEAR;
@@ -8655,59 +9333,84 @@ static void cf__bf16_pointwise_bwd(const cf__conv_call *c) { cf__pointwise_bwd_w
    bias, the activation and the rounding, as fp32 storage's, then stored in 16 bits (a sum
    does not depend on how the columns are cut). */
 static int cf__bf16_pw_half_applies(const cf__conv_call *c) {
-    return (c->half || c->x_half || c->dx_half) && !c->x_raw && cf__bf16_pointwise_applies(c) && c->ws_floats >= cf__gemm_bf16_ws_floats();
+    return (c->half || c->x_half || c->dx_half) && !c->x_raw && cf__bf16_pointwise_applies(c) &&
+           c->ws_floats >= cf__gemm_bf16_ws_floats();
 }
 /* whether the GEMM stores y in 16 bits itself (else the blocks, below) */
-static int cf__bf16_pw_y16(const cf__conv_call *c) { return !c->b && c->act == CF_ACT_LINEAR && (c->in.c / c->groups + 1) / 2 <= CF__GEMM_KC; }
+static int cf__bf16_pw_y16(const cf__conv_call *c) {
+    return !c->b && c->act == CF_ACT_LINEAR && (c->in.c / c->groups + 1) / 2 <= CF__GEMM_KC;
+}
 static int cf__bf16_pw_half_fwd_applies(const cf__conv_call *c) {   /* (the blocks: at least 32 columns) */
-    return cf__bf16_pw_half_applies(c) && (!c->half || cf__bf16_pw_y16(c) || c->ws_floats >= cf__gemm_bf16_ws_floats() + (size_t)c->out.c / c->groups * 32);
+    return cf__bf16_pw_half_applies(c) &&
+           (!c->half || cf__bf16_pw_y16(c) ||
+            c->ws_floats >= cf__gemm_bf16_ws_floats() + (size_t)c->out.c / c->groups * 32);
 }
 static void cf__bf16_pw_half_fwd_blocks(const cf__conv_call *c) {
     int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi, r;
-    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in), cols = (c->ws_floats - cf__gemm_bf16_ws_floats()) / OCg, p0;
+    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in),
+        cols = (c->ws_floats - cf__gemm_bf16_ws_floats()) / OCg, p0;
     float *block = c->ws + cf__gemm_bf16_ws_floats();
     if (cols > P) cols = P;
     for (bi = 0; bi < c->B; bi++)
         for (gi = 0; gi < c->groups; gi++)
             for (p0 = 0; p0 < P; p0 += cols) {
                 size_t n = P - p0 < cols ? P - p0 : cols, at = ((size_t)bi * c->out.c + (size_t)gi * OCg) * P + p0;
-                cf__sgemm_bf16_r(0, 0, 0, OCg, (int)n, Cg, c->w + (size_t)gi * OCg * Cg, Cg, cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P + p0),
-                                 (int)P, 0.0f, block, (int)n, NULL, c->x_half ? CF__GEMM_HALF_B : 0, c->ws);
+                cf__gemm_bf16_call yg = {0, 0, OCg, (int)n, Cg, c->w + (size_t)gi * OCg * Cg, Cg,
+                                         cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P + p0), (int)P, 0.0f,
+                                         block, (int)n, 0, NULL, c->x_half ? CF__GEMM_HALF_B : 0};
+                cf__sgemm_bf16_r(&yg, c->ws);
                 cf__bias_act_p(block, c->b ? c->b + (size_t)gi * OCg : NULL, OCg, n, n, c->act, c->slope, 0);
                 CF__OMP(omp parallel for schedule(static))
-                for (r = 0; r < OCg; r++) cf__narrow_run((cf_bf16 *)(void *)c->y + at + (size_t)r * P, block + (size_t)r * n, n);
+                for (r = 0; r < OCg; r++)
+                    cf__narrow_run((cf_bf16 *)(void *)c->y + at + (size_t)r * P, block + (size_t)r * n, n);
             }
 }
 static int cf__bf16_pw_half_bwd_applies(const cf__conv_call *c) {
     return cf__bf16_pw_half_applies(c) && (!c->dx_half || (c->out.c / c->groups + 1) / 2 <= CF__GEMM_KC);
 }
 static void cf__bf16_pw_half_fwd(const cf__conv_call *c) {
-    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi, h = (c->x_half ? CF__GEMM_HALF_B : 0) | (c->half ? CF__GEMM_HALF_C : 0);
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi,
+        h = (c->x_half ? CF__GEMM_HALF_B : 0) | (c->half ? CF__GEMM_HALF_C : 0);
     int bare = !c->b && c->act == CF_ACT_LINEAR;   /* rounded by the GEMM, as cf__bf16_pointwise_fwd */
     size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
     if (c->half && !cf__bf16_pw_y16(c)) { cf__bf16_pw_half_fwd_blocks(c); return; }
     for (bi = 0; bi < c->B; bi++) {
-        for (gi = 0; gi < c->groups; gi++)
-            cf__sgemm_bf16_r(bare, 0, 0, OCg, (int)P, Cg, c->w + (size_t)gi * OCg * Cg, Cg, cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P),
-                             (int)P, 0.0f, cf__elt(c->y, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P, NULL, h, c->ws);
+        for (gi = 0; gi < c->groups; gi++) {
+            cf__gemm_bf16_call yg = {0, 0, OCg, (int)P, Cg, c->w + (size_t)gi * OCg * Cg, Cg,
+                                     cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P), (int)P, 0.0f,
+                                     cf__elt(c->y, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P,
+                                         bare, NULL, h};
+            cf__sgemm_bf16_r(&yg, c->ws);
+        }
         if (!c->half) cf__bias_act_p(c->y + (size_t)bi * c->out.c * P, c->b, c->out.c, P, P, c->act, c->slope, !bare);
     }
 }
 static void cf__bf16_pw_half_bww(const cf__conv_call *c) {
-    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi, h = (c->half ? CF__GEMM_HALF_A : 0) | (c->x_half ? CF__GEMM_HALF_B : 0);
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi,
+        h = (c->half ? CF__GEMM_HALF_A : 0) | (c->x_half ? CF__GEMM_HALF_B : 0);
     size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
     for (bi = 0; bi < c->B; bi++)
-        for (gi = 0; gi < c->groups; gi++)
-            cf__sgemm_bf16_r(0, 0, 1, OCg, Cg, (int)P, cf__elt(c->dy, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P,
-                             cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P), (int)P, 1.0f, c->dw + (size_t)gi * OCg * Cg, Cg, NULL, h, c->ws);
+        for (gi = 0; gi < c->groups; gi++) {
+            cf__gemm_bf16_call dwg = {0, 1, OCg, Cg, (int)P,
+                                      cf__elt(c->dy, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P,
+                                      cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P), (int)P, 1.0f,
+                                      c->dw + (size_t)gi * OCg * Cg, Cg, 0, NULL, h};
+            cf__sgemm_bf16_r(&dwg, c->ws);
+        }
 }
 static void cf__bf16_pw_half_bwd(const cf__conv_call *c) {   /* (a 16-bit dx is stored: its only writer) */
-    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi, h = (c->half ? CF__GEMM_HALF_B : 0) | (c->dx_half ? CF__GEMM_HALF_C : 0);
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi,
+        h = (c->half ? CF__GEMM_HALF_B : 0) | (c->dx_half ? CF__GEMM_HALF_C : 0);
     size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
     for (bi = 0; bi < c->B; bi++)
-        for (gi = 0; gi < c->groups; gi++)
-            cf__sgemm_bf16_r(1, 1, 0, Cg, (int)P, OCg, c->w + (size_t)gi * OCg * Cg, Cg, cf__elt(c->dy, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P),
-                             (int)P, c->dx_store || c->dx_half ? 0.0f : 1.0f, cf__elt(c->dx, c->dx_half, bi * in_sz + (size_t)gi * Cg * P), (int)P, NULL, h, c->ws);
+        for (gi = 0; gi < c->groups; gi++) {
+            cf__gemm_bf16_call dxg = {1, 0, Cg, (int)P, OCg, c->w + (size_t)gi * OCg * Cg, Cg,
+                                      cf__elt(c->dy, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P,
+                                      c->dx_store || c->dx_half ? 0.0f : 1.0f,
+                                          cf__elt(c->dx, c->dx_half, bi * in_sz + (size_t)gi * Cg * P), (int)P,
+                                      1, NULL, h};
+            cf__sgemm_bf16_r(&dxg, c->ws);
+        }
 }
 /* The tiles, the whole-sample GEMM (cols) and im2col's backward-data on operands stored in 16
    bits or an input not yet rounded (section 9, halves), the same sums: a forward's y when it
@@ -8716,7 +9419,8 @@ static void cf__bf16_pw_half_bwd(const cf__conv_call *c) {   /* (a 16-bit dx is 
    as it reads it); never a 16-bit x or dx (im2col reads and col2im writes fp32).  The GEMM's
    buffers come from the workspace, after what the path takes there. */
 static int cf__bf16_y_half_ok(const cf__conv_call *c) {
-    return !c->half || (!c->b && c->act == CF_ACT_LINEAR && (c->in.c / c->groups * cf__kvol(c->g) + 1) / 2 <= CF__GEMM_KC);
+    return !c->half || (!c->b && c->act == CF_ACT_LINEAR &&
+                        (c->in.c / c->groups * cf__kvol(c->g) + 1) / 2 <= CF__GEMM_KC);
 }
 static int cf__bf16_tiles_fwd_applies(const cf__conv_call *c) {
     if (!cf__bf16_gemm_applies(c) || !cf__tiles_fwd_applies(c) || c->x_half || !cf__bf16_y_half_ok(c)) return 0;
@@ -8726,7 +9430,9 @@ static int cf__bf16_tiles_bww_applies(const cf__conv_call *c) {
     if (!cf__bf16_gemm_applies(c) || !cf__tiles_bww_applies(c) || c->x_half) return 0;
     return !(c->half || c->x_raw) || cf__bww_tiles_floats(c) + cf__gemm_bf16_ws_floats() <= c->ws_floats;
 }
-static int cf__bf16_tiles_bwd_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && cf__tiles_bwd_applies(c); }
+static int cf__bf16_tiles_bwd_applies(const cf__conv_call *c) {
+    return cf__bf16_gemm_applies(c) && cf__tiles_bwd_applies(c);
+}
 static void cf__bf16_tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_bf16, 1); }
 static void cf__bf16_tiles_bww(const cf__conv_call *c) { cf__tiles_bww_with(c, cf__sgemm_bf16); }
 static void cf__bf16_tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_bf16, 1); }
@@ -8746,22 +9452,24 @@ static int cf__bf16_taps_bww_applies(const cf__conv_call *c) {
     return cf__bf16_gemm_applies(c) && c->groups == 1 && c->out.w % 2 == 0 && c->g->s[2] == 1 &&
            (size_t)cf__nthreads() * cf__taps_bww_floats(c) <= c->ws_floats;
 }
-/* Ap[k][j / 2] = the pair of im2col(x)'s row k at tile positions j, j + 1 (n positions from p0).
-   The tile's row segments are found once (even lengths: at most half the tile's positions);
-   a tap's in-bounds part of a segment, unit stride, is [lo, hi) = [-w0, W - w0) clipped. */
 /* the input row that the im2col rows of channel c, taps kd, kh read for segment sg, or NULL
    where it lies in the padding */
-static const float *cf__tap_row(const float *x, int half, int c, int kd, int kh, const cf__seg *sg, cf_shape in, const cf_geom *g) {
+static const float *cf__tap_row(const float *x, int half, int c, int kd, int kh, const cf__seg *sg, cf_shape in,
+                                const cf_geom *g) {
     int id = sg->od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = sg->oh * g->s[1] - g->pb[1] + kh * g->dil[1];
     if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) return NULL;
     return cf__elt(x, half, (((size_t)c * in.d + id) * in.h + ih) * in.w);
 }
-/* (half: x is stored in 16 bits).  The taps kw = 0 .. KW - 1 of one (c, kd, kh) read the same
+/* Ap[k][j / 2] = the pair of im2col(x)'s row k at tile positions j, j + 1 (n positions from p0).
+   The tile's row segments are found once (even lengths: at most half the tile's positions);
+   a tap's in-bounds part of a segment, unit stride, is [lo, hi) = [-w0, W - w0) clipped.
+   (half: x is stored in 16 bits.)  The taps kw = 0 .. KW - 1 of one (c, kd, kh) read the same
    input row, shifted: the row is found once per segment for the KW of them, and the next
    (c, kd, kh)'s rows are fetched ahead while these are packed (as the pools': 15 % off these
    layers).  Found per tap, with its divisions, the rows cost cosmoflow.cfg's 32 -> 64 conv 8 %
    of its backward-weights (88 -> 81 ms, docs/performance.md, "bf16"). */
-CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, int half, cf_shape in, cf_shape out, const cf_geom *g, size_t p0, size_t n) {
+CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, int half, cf_shape in, cf_shape out,
+                                          const cf_geom *g, size_t p0, size_t n) {
     int KD = g->k[0], KH = g->k[1], KW = g->k[2], K = in.c * cf__kvol(g), k, kw, ns = 0, s, t, c = 0, kd = 0, kh = 0;
     cf__seg sg[CF__BWW_TILE / 2];
     const float *row[CF__BWW_TILE / 2], *next[CF__BWW_TILE / 2];
@@ -8772,9 +9480,11 @@ CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, int half
         int nc = c, nkd = kd, nkh = kh + 1;   /* the next rows' */
         if (nkh == KH) { nkh = 0; if (++nkd == KD) { nkd = 0; nc++; } }
         for (s = 0; s < ns; s++) {
-            size_t len = (size_t)(sg[s].len < in.w - sg[s].ow0 ? sg[s].len : in.w - sg[s].ow0);   /* (used when ow0 < in.w) */
+            /* (used when ow0 < in.w) */
+            size_t len = (size_t)(sg[s].len < in.w - sg[s].ow0 ? sg[s].len : in.w - sg[s].ow0);
             next[s] = nc < in.c ? cf__tap_row(x, half, nc, nkd, nkh, &sg[s], in, g) : NULL;
-            if (next[s] && sg[s].ow0 < in.w) cf__prefetch_floats(cf__elt(next[s], half, (size_t)sg[s].ow0), half ? (len + 1) / 2 : len, 0);
+            if (next[s] && sg[s].ow0 < in.w)
+                cf__prefetch_floats(cf__elt(next[s], half, (size_t)sg[s].ow0), half ? (len + 1) / 2 : len, 0);
         }
         for (kw = 0; kw < KW; kw++) {
             uint32_t *dst = Ap + (size_t)(k + kw) * (n / 2);
@@ -8787,7 +9497,8 @@ CF__BF16_TARGET static void cf__pack_taps(uint32_t *Ap, const float *x, int half
                 }
                 for (t = 0; t < len; t += 32) {
                     __m512i v = _mm512_setzero_si512();
-                    if (lo < hi && half) v = cf__pairs16_within_half((const cf_bf16 *)(const void *)r + w0 + t, lo - t, hi - t);
+                    if (lo < hi && half)
+                        v = cf__pairs16_within_half((const cf_bf16 *)(const void *)r + w0 + t, lo - t, hi - t);
                     else if (lo < hi) v = cf__pairs16_within(r + w0 + t, lo - t, hi - t);
                     _mm512_mask_storeu_epi32(dst + t / 2, cf__lanes((len - t) / 2), v);
                 }
@@ -8802,7 +9513,8 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
     size_t P = cf__positions(c->out), tile = CF__BWW_TILE, per = cf__taps_bww_floats(c), i;
     long ntiles = (long)((P + tile - 1) / tile), t;
     int z;
-    for (z = 0; z < nth; z++) memset(c->ws + per * z, 0, sizeof(float) * K * OC);   /* every thread's, should one not run */
+    /* every thread's, should one not run */
+    for (z = 0; z < nth; z++) memset(c->ws + per * z, 0, sizeof(float) * K * OC);
     CF__OMP(omp parallel num_threads(nth))
     {
         float *dwt = c->ws + per * cf__thread_id();
@@ -8811,9 +9523,12 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
         for (t = 0; t < c->B * ntiles; t++) {
             size_t bi = (size_t)(t / ntiles), p0 = (size_t)(t % ntiles) * tile, n = P - p0 < tile ? P - p0 : tile;
             const float *dy = cf__elt(c->dy, c->half, bi * cf_shape_size(c->out) + p0);
-            cf__pack_taps(Ap, cf__elt(c->x, c->x_half, bi * cf_shape_size(c->in)), c->x_half, c->in, c->out, c->g, p0, n);
-            cf__pack_b(Bp, 1, dy, c->half, (int)P, (int)n, 0, (int)n / 2, 0, OC, NULL, NULL);
-            cf__gemm_bf16_block(K, OC, (int)n / 2, Ap, (int)n / 2, Bp, dwt, 0, OC, 1.0f, 0);
+            cf__gemm_bf16_call dwg = {0, 1, K, OC, (int)n, NULL, 0, dy, (int)P, 1.0f, dwt, OC, 0, NULL,
+                                      c->half ? CF__GEMM_HALF_B : 0};
+            cf__pack_taps(Ap, cf__elt(c->x, c->x_half, bi * cf_shape_size(c->in)), c->x_half, c->in, c->out, c->g, p0,
+                          n);
+            cf__pack_b(Bp, &dwg, 0, (int)n / 2, 0, OC, NULL);
+            cf__gemm_bf16_block(&dwg, OC, (int)n / 2, Ap, (int)n / 2, Bp);
         }
     }
     CF__OMP(omp parallel for schedule(static))
@@ -8829,13 +9544,14 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
 static void cf__bf16_im2col_fwd_from(const cf__conv_call *c, int bi) {
     size_t P = cf__positions(c->out);
     float *y = c->y + (size_t)bi * cf_shape_size(c->out);
-    cf__im2col_forward(y, c->x + (size_t)bi * cf_shape_size(c->in), c->w, c->b, c->B - bi, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats,
-                       cf__sgemm_bf16);
+    cf__im2col_forward(y, c->x + (size_t)bi * cf_shape_size(c->in), c->w, c->b, c->B - bi, c->in, c->out, c->g,
+                       c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
     cf__bias_act_p(y, NULL, (c->B - bi) * c->out.c, P, P, c->act, c->slope, 1);
 }
 static void cf__bf16_im2col_fwd(const cf__conv_call *c) { cf__bf16_im2col_fwd_from(c, 0); }
 static void cf__bf16_im2col_bww(const cf__conv_call *c) {
-    cf__im2col_backward_weights(c->dw, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
+    cf__im2col_backward_weights(c->dw, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats,
+                                cf__sgemm_bf16);
 }
 static int cf__bf16_im2col_bwd_applies(const cf__conv_call *c) {
     size_t K = (size_t)c->in.c / c->groups * cf__kvol(c->g);
@@ -8852,15 +9568,19 @@ static void cf__bf16_im2col_bwd_half(const cf__conv_call *c) {
     for (s = 0; s < c->B * c->groups; s++)   /* (sample s / groups, group s % groups) */
         for (p0 = 0; p0 < P; p0 += n) {
             const cf_bf16 *dys = (const cf_bf16 *)(const void *)c->dy + (size_t)s * OCg * P + p0;
-            n = P - p0 < tile ? P - p0 : tile;
-            cf__gemm_halves(0, 1, 0, K, (int)n, OCg, c->w + (size_t)(s % c->groups) * OCg * K, K, (const float *)(const void *)dys, (int)P, 0.0f,
-                            c->ws, (int)n, CF__GEMM_HALF_B, c->ws + K * tile);
+            size_t cols = P - p0 < tile ? P - p0 : tile;   /* the tile's positions */
+            cf__gemm_bf16_call colg = {1, 0, K, (int)cols, OCg, c->w + (size_t)(s % c->groups) * OCg * K, K,
+                                       (const float *)(const void *)dys, (int)P, 0.0f, c->ws, (int)cols, 0, NULL,
+                                       CF__GEMM_HALF_B};
+            n = cols;
+            cf__gemm_halves(&colg, c->ws + K * tile);
             cf__col2im(c->dx + (size_t)s * Cg * cf__positions(c->in), c->ws, Cg, c->in, c->out, c->g, p0, n);
         }
 }
 static void cf__bf16_im2col_bwd(const cf__conv_call *c) {
     if (c->half) cf__bf16_im2col_bwd_half(c);
-    else cf__im2col_backward_data(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
+    else cf__im2col_backward_data(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats,
+                                  cf__sgemm_bf16);
 }
 /* The same GEMMs over all of a sample's positions at once, im2col's buffer never written: the
    bf16 GEMM makes op(B)'s rows from x as it packs them (cf__col_src), forward y = w col and
@@ -8869,9 +9589,11 @@ static void cf__bf16_im2col_bwd(const cf__conv_call *c) {
    GEMM packing all of w again (forward) or adding into all of dw (backward-weights), and col
    (255 MB there) written and read back on the way. */
 static int cf__bf16_cols_applies(const cf__conv_call *c) { return cf__bf16_gemm_applies(c) && c->groups == 1; }
-static int cf__bf16_cols_fwd_applies(const cf__conv_call *c) {   /* (halves: the GEMM's buffers and made rows in the workspace) */
+/* (halves: the GEMM's buffers and made rows in the workspace) */
+static int cf__bf16_cols_fwd_applies(const cf__conv_call *c) {
     if (!cf__bf16_cols_applies(c) || c->x_half || !cf__bf16_y_half_ok(c)) return 0;
-    return !(c->half || c->x_raw) || cf__gemm_bf16_ws_floats() + (size_t)cf__nthreads() * 16 * CF__COL_ROW <= c->ws_floats;
+    return !(c->half || c->x_raw) ||
+           cf__gemm_bf16_ws_floats() + (size_t)cf__nthreads() * 16 * CF__COL_ROW <= c->ws_floats;
 }
 static void cf__bf16_cols_fwd(const cf__conv_call *c) {
     int K = c->in.c * cf__kvol(c->g), bi;
@@ -8880,12 +9602,15 @@ static void cf__bf16_cols_fwd(const cf__conv_call *c) {
         const float *x = c->x + (size_t)bi * cf_shape_size(c->in);
         float *y = cf__elt(c->y, c->half, (size_t)bi * cf_shape_size(c->out));
         cf__col_src col = {x, c->in, c->out, c->g};
+        cf__gemm_bf16_call yg = {0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, 0, &col, 0};
         if (c->half || c->x_raw) {   /* (its buffers in the workspace: it runs) */
-            cf__sgemm_bf16_r(c->half, 0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, &col, c->half ? CF__GEMM_HALF_C : 0, c->ws);
+            yg.rnd = c->half;
+            yg.halves = c->half ? CF__GEMM_HALF_C : 0;
+            cf__sgemm_bf16_r(&yg, c->ws);
             if (!c->half) cf__bias_act_p(y, c->b, c->out.c, P, P, c->act, c->slope, 1);
             continue;
         }
-        if (cf__sgemm_bf16_r(0, 0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, &col, 0, NULL)) {   /* no room: this sample on, by tiles */
+        if (cf__sgemm_bf16_r(&yg, NULL)) {   /* no room: this sample on, by tiles */
             cf__bf16_im2col_fwd_from(c, bi);
             return;
         }
@@ -8898,8 +9623,10 @@ static void cf__bf16_cols_bww(const cf__conv_call *c) {   /* db: the dispatcher'
     for (bi = 0; bi < c->B; bi++) {
         const float *x = c->x + (size_t)bi * cf_shape_size(c->in), *dy = c->dy + (size_t)bi * cf_shape_size(c->out);
         cf__col_src col = {x, c->in, c->out, c->g};
-        if (cf__sgemm_bf16_r(0, 0, 1, c->out.c, K, (int)P, dy, (int)P, NULL, 0, 1.0f, c->dw, K, &col, 0, NULL)) {   /* no room: this sample on, by tiles */
-            cf__im2col_backward_weights(c->dw, dy, x, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats, cf__sgemm_bf16);
+        cf__gemm_bf16_call dwg = {0, 1, c->out.c, K, (int)P, dy, (int)P, NULL, 0, 1.0f, c->dw, K, 0, &col, 0};
+        if (cf__sgemm_bf16_r(&dwg, NULL)) {   /* no room: this sample on, by tiles */
+            cf__im2col_backward_weights(c->dw, dy, x, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats,
+                                        cf__sgemm_bf16);
             return;
         }
     }
@@ -8933,7 +9660,10 @@ static void cf__pool_inside_fwd(const cf__pool_call *c) {
             double sum = 0.0;
             for (kd = 0; kd < g->k[0]; kd++) for (kh = 0; kh < g->k[1]; kh++) {
                 const float *r = w0 + ((size_t)kd * g->dil[0] * in.h + (size_t)kh * g->dil[1]) * in.w;
-                if (c->is_max) for (kw = 0; kw < g->k[2]; kw++) { float v = r[kw * g->dil[2]]; best = v > best ? v : best; }
+                if (c->is_max) for (kw = 0; kw < g->k[2]; kw++) {
+                    float v = r[kw * g->dil[2]];
+                    best = v > best ? v : best;
+                }
                 else for (kw = 0; kw < g->k[2]; kw++) sum += r[kw * g->dil[2]];
             }
             yp[((size_t)od * out.h + oh) * out.w + ow] = c->is_max ? best : (float)(sum / kvol);
@@ -8959,7 +9689,11 @@ static void cf__pool_inside_bwd(const cf__pool_call *c) {
                 size_t r = w0 + ((size_t)kd * g->dil[0] * in.h + (size_t)kh * g->dil[1]) * in.w;
                 if (!c->is_max) { for (kw = 0; kw < g->k[2]; kw++) dxp[r + (size_t)kw * g->dil[2]] += share; continue; }
                 for (kw = 0; kw < g->k[2]; kw++)
-                    if (xp[r + (size_t)kw * g->dil[2]] == m) { dxp[r + (size_t)kw * g->dil[2]] += dyp[o]; done = 1; break; }
+                    if (xp[r + (size_t)kw * g->dil[2]] == m) {
+                        dxp[r + (size_t)kw * g->dil[2]] += dyp[o];
+                        done = 1;
+                        break;
+                    }
             }
         }
     }
@@ -8972,8 +9706,8 @@ static void cf__pool_inside_bwd(const cf__pool_call *c) {
    reference (docs/performance.md).  The same products, each row's dw sum in vector order. */
 static int cf__dw_rows_applies(const cf__conv_call *c) { return c->g->s[2] == 1; }
 /* one output row dyr against one input row xr (row kh of channel c's kernel: wk, dwk) */
-static void cf__dw_row_bwd(float *dxr, float *dwk, const float *dyr, const float *xr, const float *wk, int KW, int dil, int pad,
-                           int in_w, int out_w) {
+static void cf__dw_row_bwd(float *dxr, float *dwk, const float *dyr, const float *xr, const float *wk, int KW, int dil,
+                           int pad, int in_w, int out_w) {
     int kw, t;
     for (kw = 0; kw < KW; kw++) {
         int off = kw * dil - pad, lo = off < 0 ? -off : 0, hi = out_w < in_w - off ? out_w : in_w - off;
@@ -8998,16 +9732,20 @@ static void cf__dw_rows_bwd(const cf__conv_call *c) {
         int bi, od, oh, kd, kh;
         for (bi = 0; bi < c->B; bi++) {
             size_t plane = (size_t)bi * in.c + ch;
-            if (c->dx && c->dx_store) memset(c->dx + plane * iv, 0, sizeof(float) * iv);   /* stored: the sums below start from 0 */
-            for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) for (kd = 0; kd < KD; kd++) for (kh = 0; kh < KH; kh++) {
-                int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
-                size_t row, k;
-                if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) continue;
-                row = ((size_t)id * in.h + ih) * in.w; k = ((size_t)ch * KD * KH + (size_t)kd * KH + kh) * KW;
-                cf__dw_row_bwd(c->dx ? c->dx + plane * iv + row : NULL, c->dw + k, c->dy + plane * ov + ((size_t)od * out.h + oh) * out.w,
-                               c->x + plane * iv + row, c->w + k, KW, g->dil[2], g->pb[2], in.w, out.w);
-            }
-            if (c->bf16 && c->dx) cf__round_run(c->dx + plane * iv, iv);   /* the plane's dx is whole: rounded while in cache */
+            /* stored: the sums below start from 0 */
+            if (c->dx && c->dx_store) memset(c->dx + plane * iv, 0, sizeof(float) * iv);
+            for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++)
+                for (kd = 0; kd < KD; kd++) for (kh = 0; kh < KH; kh++) {
+                    int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+                    size_t row, k;
+                    if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) continue;
+                    row = ((size_t)id * in.h + ih) * in.w; k = ((size_t)ch * KD * KH + (size_t)kd * KH + kh) * KW;
+                    cf__dw_row_bwd(c->dx ? c->dx + plane * iv + row : NULL, c->dw + k,
+                                   c->dy + plane * ov + ((size_t)od * out.h + oh) * out.w, c->x + plane * iv + row,
+                                   c->w + k, KW, g->dil[2], g->pb[2], in.w, out.w);
+                }
+            /* the plane's dx is whole: rounded while in cache */
+            if (c->bf16 && c->dx) cf__round_run(c->dx + plane * iv, iv);
         }
     }
 }
@@ -9015,21 +9753,21 @@ static void cf__dw_rows_bwd(const cf__conv_call *c) {
 /* ---- depthwise forward, the reference's loops with each plane rounded to bf16 once whole when
    rnd (a bf16 network's output): the activation and the rounding while the plane is in cache
    (kind "bf16" for the shapes the 3x3 kernel below leaves, and that kernel's fallback) */
-static void cf__dw_planes_rounded(float *y, const float *x, const float *w, const float *b, int B, cf_shape in, cf_shape out, const cf_geom *g,
-                                  int act, float slope, int rnd) {
-    int C = in.c, pl;
-    size_t iv = (size_t)in.d * in.h * in.w, ov = (size_t)out.d * out.h * out.w;
-    CF__OMP(omp parallel for schedule(static))
-    for (pl = 0; pl < B * C; pl++) {   /* plane pl: sample pl / C, channel pl % C */
-        int c = pl % C;
-        cf__dw_plane_forward(y + (size_t)pl * ov, x + (size_t)pl * iv, w + (size_t)c * g->k[0] * g->k[1] * g->k[2], b ? b[c] : 0.0f, in, out, g);
-        cf__act_floats(y + (size_t)pl * ov, ov, act, slope);
-        if (rnd) cf__round_run(y + (size_t)pl * ov, ov);
-    }
+/* plane pl: sample pl / C, channel pl % C */
+static void cf__dw_plane_rounded(const cf__conv_call *c, int pl, int rnd) {
+    int ch = pl % c->in.c;
+    size_t iv = cf__positions(c->in), ov = cf__positions(c->out);
+    float *y = c->y + (size_t)pl * ov;
+    cf__dw_plane_forward(y, c->x + (size_t)pl * iv, c->w + (size_t)ch * cf__kvol(c->g), c->b ? c->b[ch] : 0.0f, c->in,
+                         c->out, c->g);
+    cf__act_floats(y, ov, c->act, c->slope);
+    if (rnd) cf__round_run(y, ov);
 }
 static int cf__dw_rounded_applies(const cf__conv_call *c) { return c->bf16; }
 static void cf__dw_rounded_fwd(const cf__conv_call *c) {
-    cf__dw_planes_rounded(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->act, c->slope, 1);
+    int pl;
+    CF__OMP(omp parallel for schedule(static))
+    for (pl = 0; pl < c->B * c->in.c; pl++) cf__dw_plane_rounded(c, pl, 1);
 }
 
 /* ---- depthwise forward, 3x3 taps with a stride of 1 along the width (kind "direct"; DeepCAM's
@@ -9042,12 +9780,14 @@ static void cf__dw_rounded_fwd(const cf__conv_call *c) {
    planes (docs/performance.md). */
 static int cf__dw3x3_applies(const cf__conv_call *c) {
     const cf_geom *g = c->g;
-    int a, ok = g->k[0] == 1 && g->k[1] == 3 && g->k[2] == 3 && g->s[2] == 1 && c->in.d == 1 && c->out.d == 1 && g->pb[0] == 0;
+    int a, ok = g->k[0] == 1 && g->k[1] == 3 && g->k[2] == 3 && g->s[2] == 1 && c->in.d == 1 && c->out.d == 1 &&
+            g->pb[0] == 0;
     for (a = 1; a < 3; a++) ok = ok && g->pb[a] >= 0 && g->pa[a] >= 0;
     return ok;
 }
 /* output row y (n values) from the padded rows r0, r1, r2 its taps read, the dilation d apart */
-static void cf__dw3x3_row(float *y, const float *r0, const float *r1, const float *r2, const float *w, float bias, int n, int d) {
+static void cf__dw3x3_row(float *y, const float *r0, const float *r1, const float *r2, const float *w, float bias,
+                          int n, int d) {
     int t;
     CF__OMP(omp simd)
     for (t = 0; t < n; t++) {
@@ -9062,11 +9802,14 @@ static void cf__dw3x3_row(float *y, const float *r0, const float *r1, const floa
    column pb; output row oh's taps read padded rows oh s + kh dil, columns t + kw dil.  16-bit
    operands (section 9, halves: x_half, half): x widened as it is copied in, each output row
    computed into row (out.w floats) and rounded as it is stored in 16 bits: the same bits */
-static void cf__dw3x3_plane(float *yc, float *pad, float *row, int Wp, const float *xc, const float *wc, float bias, const cf__conv_call *c) {
+static void cf__dw3x3_plane(float *yc, float *pad, float *row, int Wp, const float *xc, const float *wc, float bias,
+                            const cf__conv_call *c) {
     const cf_geom *g = c->g;
     int h, oh, dh = g->dil[1];
     for (h = 0; h < c->in.h; h++)
-        if (c->x_half) cf__widen_run(pad + (size_t)(h + g->pb[1]) * Wp + g->pb[2], (const cf_bf16 *)(const void *)xc + (size_t)h * c->in.w, (size_t)c->in.w);
+        if (c->x_half)
+            cf__widen_run(pad + (size_t)(h + g->pb[1]) * Wp + g->pb[2],
+                          (const cf_bf16 *)(const void *)xc + (size_t)h * c->in.w, (size_t)c->in.w);
         else memcpy(pad + (size_t)(h + g->pb[1]) * Wp + g->pb[2], xc + (size_t)h * c->in.w, sizeof(float) * c->in.w);
     for (oh = 0; oh < c->out.h; oh++) {
         const float *r0 = pad + (size_t)oh * g->s[1] * Wp;
@@ -9075,7 +9818,8 @@ static void cf__dw3x3_plane(float *yc, float *pad, float *row, int Wp, const flo
         cf__act_floats(yr, (size_t)c->out.w, c->act, c->slope);
         if (c->half) cf__narrow_run((cf_bf16 *)(void *)yc + (size_t)oh * c->out.w, yr, (size_t)c->out.w);
     }
-    if (c->bf16 && !c->half) cf__round_run(yc, (size_t)c->out.h * c->out.w);   /* rounded once, the plane still in cache */
+    /* rounded once, the plane still in cache */
+    if (c->bf16 && !c->half) cf__round_run(yc, (size_t)c->out.h * c->out.w);
 }
 /* a thread's buffers of a 16-bit call: the workspace (the plan has checked its room, section 9;
    no fallback reads 16 bits), else allocated (NULL: none) */
@@ -9083,35 +9827,36 @@ static float *cf__dw_buffers(const cf__conv_call *c, size_t per) {
     if (c->half || c->x_half || c->dx_half) return c->ws + per * cf__thread_id();
     return (float *)CF_MALLOC(sizeof(float) * per);
 }
-static void cf__dw_buffers_free(const cf__conv_call *c, float *p) { if (!(c->half || c->x_half || c->dx_half)) CF_FREE(p); }
+static void cf__dw_buffers_free(const cf__conv_call *c, float *p) {
+    if (!(c->half || c->x_half || c->dx_half)) CF_FREE(p);
+}
 /* a thread's floats: the padded plane and an output row */
 static size_t cf__dw3x3_fwd_floats(const cf__conv_call *c) {
     return (size_t)(c->g->pb[2] + c->in.w + c->g->pa[2]) * (c->g->pb[1] + c->in.h + c->g->pa[1]) + (size_t)c->out.w;
 }
 /* 16-bit operands: the threads' buffers in the workspace */
 static int cf__dw3x3_half_applies(const cf__conv_call *c) {
-    return (c->half || c->x_half || c->dx_half) && cf__dw3x3_applies(c) && c->bf16 && !c->x_raw && (size_t)cf__nthreads() * cf__dw3x3_fwd_floats(c) <= c->ws_floats;
+    return (c->half || c->x_half || c->dx_half) && cf__dw3x3_applies(c) && c->bf16 && !c->x_raw &&
+           (size_t)cf__nthreads() * cf__dw3x3_fwd_floats(c) <= c->ws_floats;
 }
 static void cf__dw3x3_fwd(const cf__conv_call *c) {
     const cf_geom *g = c->g;
     int Wp = g->pb[2] + c->in.w + g->pa[2], Hp = g->pb[1] + c->in.h + g->pa[1], planes = c->B * c->in.c;
     size_t iv = cf__positions(c->in), ov = cf__positions(c->out);
-    cf_shape in1 = c->in, out1 = c->out;   /* one channel */
-    in1.c = out1.c = 1;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
         float *pad = cf__dw_buffers(c, cf__dw3x3_fwd_floats(c));   /* the padded plane, then an output row */
         int pl;
-        if (pad) memset(pad, 0, sizeof(float) * (size_t)Wp * Hp);   /* the padding stays zero: only the inside is copied */
+        /* the padding stays zero: only the inside is copied */
+        if (pad) memset(pad, 0, sizeof(float) * (size_t)Wp * Hp);
         CF__OMP(omp for schedule(static))
         for (pl = 0; pl < planes; pl++) {   /* plane pl: sample pl / C, channel pl % C */
             int ch = pl % c->in.c;
             float bias = c->b ? c->b[ch] : 0.0f;
             if (pad)
-                cf__dw3x3_plane(cf__elt(c->y, c->half, (size_t)pl * ov), pad, pad + (size_t)Wp * Hp, Wp, cf__elt(c->x, c->x_half, (size_t)pl * iv),
-                                c->w + (size_t)ch * 9, bias, c);
-            else cf__dw_planes_rounded(c->y + (size_t)pl * ov, c->x + (size_t)pl * iv, c->w + (size_t)ch * 9, c->b ? c->b + ch : NULL, 1, in1,
-                                       out1, g, c->act, c->slope, c->bf16);   /* no room: the reference on this one plane */
+                cf__dw3x3_plane(cf__elt(c->y, c->half, (size_t)pl * ov), pad, pad + (size_t)Wp * Hp, Wp,
+                                cf__elt(c->x, c->x_half, (size_t)pl * iv), c->w + (size_t)ch * 9, bias, c);
+            else cf__dw_plane_rounded(c, pl, c->bf16);   /* no room: the reference on this one plane */
         }
         cf__dw_buffers_free(c, pad);
     }
@@ -9126,11 +9871,14 @@ static void cf__dw3x3_fwd(const cf__conv_call *c) {
 static int cf__dw3x3_bwd_applies(const cf__conv_call *c) { return cf__dw3x3_applies(c) && c->g->s[1] == 1; }
 /* 16-bit operands (section 9, halves): dy (half) widened as it is copied into dq, a 16-bit dx
    (stored: its only writer) computed a row at a time into row and rounded as it is stored */
-static void cf__dw3x3_plane_dx(float *dxc, float *dq, float *row, int Wq, const float *dyc, const float *wc, const cf__conv_call *c) {
+static void cf__dw3x3_plane_dx(float *dxc, float *dq, float *row, int Wq, const float *dyc, const float *wc,
+                               const cf__conv_call *c) {
     const cf_geom *g = c->g;
     int oh, ih, iw, kh, dh = g->dil[1], d = g->dil[2];
     for (oh = 0; oh < c->out.h; oh++)
-        if (c->half) cf__widen_run(dq + (size_t)(oh + 2 * dh) * Wq + 2 * d, (const cf_bf16 *)(const void *)dyc + (size_t)oh * c->out.w, (size_t)c->out.w);
+        if (c->half)
+            cf__widen_run(dq + (size_t)(oh + 2 * dh) * Wq + 2 * d,
+                          (const cf_bf16 *)(const void *)dyc + (size_t)oh * c->out.w, (size_t)c->out.w);
         else memcpy(dq + (size_t)(oh + 2 * dh) * Wq + 2 * d, dyc + (size_t)oh * c->out.w, sizeof(float) * c->out.w);
     for (ih = 0; ih < c->in.h; ih++) {
         const float *q[3];   /* q[kh][j]: dy[oh][j - 2 d] of kh's output row oh, shifted to ih's columns */
@@ -9147,18 +9895,23 @@ static void cf__dw3x3_plane_dx(float *dxc, float *dq, float *row, int Wq, const 
         }
         if (c->dx_half) cf__narrow_run((cf_bf16 *)(void *)dxc + (size_t)ih * c->in.w, xr, (size_t)c->in.w);
     }
-    if (c->bf16 && !c->dx_half) cf__round_run(dxc, (size_t)c->in.h * c->in.w);   /* the plane is whole: rounded, still in cache */
+    /* the plane is whole: rounded, still in cache */
+    if (c->bf16 && !c->dx_half) cf__round_run(dxc, (size_t)c->in.h * c->in.w);
 }
 /* (16 bits: x widened as it is copied into xq, each row of dy into row first) */
-static void cf__dw3x3_plane_dw(float *dwc, float *xq, float *row, int Wp, const float *xc, const float *dyc, const cf__conv_call *c) {
+static void cf__dw3x3_plane_dw(float *dwc, float *xq, float *row, int Wp, const float *xc, const float *dyc,
+                               const cf__conv_call *c) {
     const cf_geom *g = c->g;
     int h, oh, t, dh = g->dil[1], d = g->dil[2];
     float a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0, a8 = 0;
     for (h = 0; h < c->in.h; h++)
-        if (c->x_half) cf__widen_run(xq + (size_t)(h + g->pb[1]) * Wp + g->pb[2], (const cf_bf16 *)(const void *)xc + (size_t)h * c->in.w, (size_t)c->in.w);
+        if (c->x_half)
+            cf__widen_run(xq + (size_t)(h + g->pb[1]) * Wp + g->pb[2],
+                          (const cf_bf16 *)(const void *)xc + (size_t)h * c->in.w, (size_t)c->in.w);
         else memcpy(xq + (size_t)(h + g->pb[1]) * Wp + g->pb[2], xc + (size_t)h * c->in.w, sizeof(float) * c->in.w);
     for (oh = 0; oh < c->out.h; oh++) {
-        const float *dy = c->half ? row : dyc + (size_t)oh * c->out.w, *r0 = xq + (size_t)oh * Wp, *r1 = r0 + (size_t)dh * Wp, *r2 = r1 + (size_t)dh * Wp;
+        const float *dy = c->half ? row : dyc + (size_t)oh * c->out.w, *r0 = xq + (size_t)oh * Wp,
+            *r1 = r0 + (size_t)dh * Wp, *r2 = r1 + (size_t)dh * Wp;
         if (c->half) cf__widen_run(row, (const cf_bf16 *)(const void *)dyc + (size_t)oh * c->out.w, (size_t)c->out.w);
         CF__OMP(omp simd reduction(+:a0, a1, a2, a3, a4, a5, a6, a7, a8))
         for (t = 0; t < c->out.w; t++) {
@@ -9167,23 +9920,28 @@ static void cf__dw3x3_plane_dw(float *dwc, float *xq, float *row, int Wp, const 
             a6 += dy[t] * r2[t]; a7 += dy[t] * r2[t + d]; a8 += dy[t] * r2[t + 2 * d];
         }
     }
-    dwc[0] += a0; dwc[1] += a1; dwc[2] += a2; dwc[3] += a3; dwc[4] += a4; dwc[5] += a5; dwc[6] += a6; dwc[7] += a7; dwc[8] += a8;
+    dwc[0] += a0; dwc[1] += a1; dwc[2] += a2; dwc[3] += a3; dwc[4] += a4; dwc[5] += a5; dwc[6] += a6; dwc[7] += a7;
+    dwc[8] += a8;
 }
 /* a thread's floats: the padded planes of x and dy, a row of the wider of dy and dx */
 static size_t cf__dw3x3_bwd_floats(const cf__conv_call *c) {
     const cf_geom *g = c->g;
-    return (size_t)(g->pb[2] + c->in.w + g->pa[2]) * (g->pb[1] + c->in.h + g->pa[1]) + (size_t)(c->out.w + 4 * g->dil[2]) * (c->out.h + 4 * g->dil[1]) +
+    return (size_t)(g->pb[2] + c->in.w + g->pa[2]) * (g->pb[1] + c->in.h + g->pa[1]) +
+           (size_t)(c->out.w + 4 * g->dil[2]) * (c->out.h + 4 * g->dil[1]) +
            (size_t)(c->in.w > c->out.w ? c->in.w : c->out.w);
 }
 static int cf__dw3x3_half_bwd_applies(const cf__conv_call *c) {
-    return (c->half || c->x_half || c->dx_half) && cf__dw3x3_bwd_applies(c) && c->bf16 && !c->x_raw && (size_t)cf__nthreads() * cf__dw3x3_bwd_floats(c) <= c->ws_floats;
+    return (c->half || c->x_half || c->dx_half) && cf__dw3x3_bwd_applies(c) && c->bf16 && !c->x_raw &&
+           (size_t)cf__nthreads() * cf__dw3x3_bwd_floats(c) <= c->ws_floats;
 }
 static void cf__dw3x3_bwd(const cf__conv_call *c) {
     const cf_geom *g = c->g;
-    int Wp = g->pb[2] + c->in.w + g->pa[2], Hp = g->pb[1] + c->in.h + g->pa[1], Wq = c->out.w + 4 * g->dil[2], Hq = c->out.h + 4 * g->dil[1];
+    int Wp = g->pb[2] + c->in.w + g->pa[2], Hp = g->pb[1] + c->in.h + g->pa[1], Wq = c->out.w + 4 * g->dil[2],
+        Hq = c->out.h + 4 * g->dil[1];
     size_t iv = cf__positions(c->in), ov = cf__positions(c->out), per = cf__dw3x3_bwd_floats(c);
     int nth = cf__nthreads(), halves = c->half || c->x_half || c->dx_half;
-    float *buf = halves ? c->ws : (float *)CF_MALLOC(sizeof(float) * per * nth);   /* each thread's padded planes of x and dy (16 bits: the workspace's) */
+    /* each thread's padded planes of x and dy (16 bits: the workspace's) */
+    float *buf = halves ? c->ws : (float *)CF_MALLOC(sizeof(float) * per * nth);
     if (!buf) { cf__dw_rows_bwd(c); return; }                      /* no room: the rows path (it stores dx too) */
     CF__OMP(omp parallel num_threads(nth))
     {
@@ -9194,9 +9952,11 @@ static void cf__dw3x3_bwd(const cf__conv_call *c) {
         for (ch = 0; ch < c->in.c; ch++)   /* a channel's dw and dx belong to one thread */
             for (bi = 0; bi < c->B; bi++) {
                 size_t plane = (size_t)bi * c->in.c + ch;
-                cf__dw3x3_plane_dw(c->dw + (size_t)ch * 9, xq, row, Wp, cf__elt(c->x, c->x_half, plane * iv), cf__elt(c->dy, c->half, plane * ov), c);
+                cf__dw3x3_plane_dw(c->dw + (size_t)ch * 9, xq, row, Wp, cf__elt(c->x, c->x_half, plane * iv),
+                                   cf__elt(c->dy, c->half, plane * ov), c);
                 if (c->dx)
-                    cf__dw3x3_plane_dx(cf__elt(c->dx, c->dx_half, plane * iv), dq, row, Wq, cf__elt(c->dy, c->half, plane * ov), c->w + (size_t)ch * 9, c);
+                    cf__dw3x3_plane_dx(cf__elt(c->dx, c->dx_half, plane * iv), dq, row, Wq,
+                                       cf__elt(c->dy, c->half, plane * ov), c->w + (size_t)ch * 9, c);
             }
     }
     if (!halves) CF_FREE(buf);
@@ -9228,7 +9988,8 @@ static int cf__pool_rows(const float **rows, const float *xp, int half, int od, 
 static void cf__pool_rows_ahead(const float *const *rows, int half, int nr, int oh, cf_shape in, cf_shape out, int rw) {
     int q;
     if (oh + 1 >= out.h) return;
-    for (q = 0; q < nr; q++) cf__prefetch_floats(cf__elt(rows[q], half, (size_t)2 * in.w), half ? (size_t)(in.w + 1) / 2 : (size_t)in.w, rw);
+    for (q = 0; q < nr; q++)
+        cf__prefetch_floats(cf__elt(rows[q], half, (size_t)2 * in.w), half ? (size_t)(in.w + 1) / 2 : (size_t)in.w, rw);
 }
 static void cf__pool_pairs_fwd(const cf__pool_call *c) {
     cf_shape in = c->in, out = c->out;
@@ -9259,7 +10020,9 @@ static void cf__pool_pairs_fwd(const cf__pool_call *c) {
    of the rows, 32 inputs (16 windows' pairs) are one load, the pair's first the low half of a
    word, its second the high; the comparisons in the scalar loop's order, NaN never chosen.
    The output in fp32 or (y_half) in 16 bits: a maximum of bf16 values is one of them. */
-static int cf__pool_pairs_half_applies(const cf__pool_call *c) { return c->half && cf__has_bf16() && cf__pool_pairs_applies(c); }
+static int cf__pool_pairs_half_applies(const cf__pool_call *c) {
+    return c->half && cf__has_bf16() && cf__pool_pairs_applies(c);
+}
 CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
     cf_shape in = c->in, out = c->out;
     int plane;
@@ -9268,15 +10031,18 @@ CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
         const float *xp = cf__elt(c->x, 1, (size_t)plane * in.d * in.h * in.w), *rows[4];
         int od, oh, ow, q, nr;
         for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
-            float *yr = cf__elt(c->y, c->y_half, (size_t)plane * cf__positions(out) + ((size_t)od * out.h + oh) * out.w);
+            float *yr = cf__elt(c->y, c->y_half,
+                                (size_t)plane * cf__positions(out) + ((size_t)od * out.h + oh) * out.w);
             nr = cf__pool_rows(rows, xp, 1, od, oh, c->g->k[0], in);
             cf__pool_rows_ahead(rows, 1, nr, oh, in, out, 0);
             for (ow = 0; ow < out.w; ow += 16) {
                 __m512 best = _mm512_set1_ps(-INFINITY);
                 for (q = 0; q < nr; q++) {
                     __m512i v = cf__pairs16_half((const cf_bf16 *)(const void *)rows[q] + 2 * ow, 2 * (out.w - ow));
-                    __m512 a = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), b = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)));
-                    best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(a, best, _CMP_GT_OQ), a);   /* best = a > best ? a : best */
+                    __m512 a = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)),
+                        b = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)));
+                    /* best = a > best ? a : best */
+                    best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(a, best, _CMP_GT_OQ), a);
                     best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(b, best, _CMP_GT_OQ), b);
                 }
                 if (c->y_half) cf__store_half((cf_bf16 *)(void *)yr + ow, cf__lanes(out.w - ow), best);
@@ -9293,18 +10059,17 @@ CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
    dx may be stored in 16 bits (x_half, dx_half; section 9, halves): then the bf16 GEMM packs x
    from 16 bits and stores dx in 16 bits, rounded (a sum of one chunk: out.c k^3 <= 2
    CF__GEMM_KC), its buffers in gws (the workspace's second half), the same sums. */
-static void cf__gemm_halves(int rnd, int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
-                            int halves, float *gws) {
+static void cf__gemm_halves(const cf__gemm_bf16_call *gemm, float *gws) {
 #ifdef CF__BF16
-    int rc = cf__sgemm_bf16_r(rnd, tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL, halves, gws);
+    int rc = cf__sgemm_bf16_r(gemm, gws);
     CF_ASSERT(rc == 0);   /* (gws has the room: the plan checked, cf__deconv_takes_halves) */
     (void)rc;
 #else
-    (void)rnd; (void)tA; (void)tB; (void)M; (void)N; (void)K; (void)A; (void)lda; (void)B; (void)ldb; (void)beta; (void)C; (void)ldc; (void)halves; (void)gws;
+    (void)gemm; (void)gws;
     CF_ASSERT(!"16-bit operands without the bf16 GEMM");
 #endif
 }
-/* y and dy stored in 16 bits (2-D; section 9, halves), the sums those of fp32 storage, made
+/* ---- y and dy stored in 16 bits (2-D; section 9, halves), the sums those of fp32 storage, made
    in a band of H output rows in fp32 after the GEMM's buffers in the workspace's second half.
    The forward's tiles go down the input's rows, each adding into the output rows [first,
    first + H) (first: where its first input row's taps begin), so the rows above a tile's first
@@ -9312,7 +10077,8 @@ static void cf__gemm_halves(int rnd, int tA, int tB, int M, int N, int K, const 
    the dy rows a tile's im2col reads into the band (zeros in the padding).  The band stands
    for output rows [lo, lo + H): col2im and im2col see an output H rows tall, padded pb + lo
    above. */
-static int cf__band_rows(cf_shape in, const cf_geom *g, size_t tile) {   /* H: the most output rows one tile's taps reach */
+/* H: the most output rows one tile's taps reach */
+static int cf__band_rows(cf_shape in, const cf_geom *g, size_t tile) {
     size_t rows = (tile + in.w - 2) / in.w + 1;   /* input rows a run of tile positions touches, at most */
     if (rows > (size_t)in.h) rows = (size_t)in.h;
     return (int)(rows - 1) * g->s[1] + (g->k[1] - 1) * g->dil[1] + 1;
@@ -9324,7 +10090,8 @@ static void cf__band_store(cf_bf16 *y16, float *band, int C, int H, int W, int O
     if (r1 > OH) r1 = OH;
     if (r0 >= r1) return;
     CF__OMP(omp parallel for schedule(static))
-    for (c = 0; c < C; c++) cf__narrow_run(y16 + ((size_t)c * OH + r0) * W, band + ((size_t)c * H + (r0 - lo)) * W, (size_t)(r1 - r0) * W);
+    for (c = 0; c < C; c++)
+        cf__narrow_run(y16 + ((size_t)c * OH + r0) * W, band + ((size_t)c * H + (r0 - lo)) * W, (size_t)(r1 - r0) * W);
 }
 /* output rows [r0, r1) that no tap reaches (a stride longer than the kernel, output padding):
    the bias, rounded, as fp32 storage has them */
@@ -9365,11 +10132,18 @@ static void cf__band_widen(float *band, const cf_bf16 *dy16, int C, int H, int W
         }
     }
 }
-/* y_half: y stored in 16 bits (a band, above) */
-static void cf__deconv_forward_with(float *y, int y_half, const float *x, int x_half, const float *w, const float *b, int B, cf_shape in, cf_shape out,
-                                    const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm) {
+/* c: the transposed convolution (cf__deconv_make), its y stored in 16 bits when c->half (a
+   band, above), x when c->x_half; col: its workspace */
+static void cf__deconv_forward_with(const cf__conv_call *c, cf__gemm_fn gemm) {
+    float *y = c->y, *col = c->ws;
+    const float *x = c->x, *w = c->w, *b = c->b;
+    int y_half = c->half, x_half = c->x_half, B = c->B;
+    cf_shape in = c->in, out = c->out;
+    const cf_geom *g = c->g;
+    size_t ws_floats = c->ws_floats;
     int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc, H = 0, lo = 0;
-    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
+    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats),
+        p0, q;
     float *band = col + ws_floats + cf__pointwise_ws_floats();
     cf_shape bs = out;
     cf_geom bg = *g;
@@ -9382,10 +10156,16 @@ static void cf__deconv_forward_with(float *y, int y_half, const float *x, int x_
         for (p0 = 0; p0 < P; p0 += tile) {
             size_t n = P - p0 < tile ? P - p0 : tile;
             int first = cf__band_first(in, g, p0);
-            if (y_half && first > lo) { cf__band_move((cf_bf16 *)(void *)yb, band, b, out.c, H, out.w, out.h, lo, first - lo); lo = first; }
+            if (y_half && first > lo) {
+                cf__band_move((cf_bf16 *)(void *)yb, band, b, out.c, H, out.w, out.h, lo, first - lo);
+                lo = first;
+            }
             bg.pb[1] = g->pb[1] + lo;
-            if (x_half) cf__gemm_halves(0, 1, 0, K, (int)n, in.c, w, K, cf__elt(xb, 1, p0), (int)P, 0.0f, col, (int)n, CF__GEMM_HALF_B, col + ws_floats);
-            else gemm(1, 0, K, (int)n, in.c, w, K, xb + p0, (int)P, 0.0f, col, (int)n);
+            if (x_half) {
+                cf__gemm_bf16_call colg = {1, 0, K, (int)n, in.c, w, K, cf__elt(xb, 1, p0), (int)P, 0.0f, col, (int)n,
+                                           0, NULL, CF__GEMM_HALF_B};
+                cf__gemm_halves(&colg, col + ws_floats);
+            } else gemm(1, 0, K, (int)n, in.c, w, K, xb + p0, (int)P, 0.0f, col, (int)n);
             cf__col2im(to, col, out.c, bs, in, &bg, p0, n);
         }
         if (y_half) {
@@ -9394,36 +10174,52 @@ static void cf__deconv_forward_with(float *y, int y_half, const float *x, int x_
         }
     }
 }
-/* (dy_half: dy stored in 16 bits, read through a band, above) */
-static void cf__deconv_backward_with(float *dx, int dx_half, float *dw, float *db, const float *dy, int dy_half, const float *x, int x_half, const float *w,
-                                     int B, cf_shape in, cf_shape out, const cf_geom *g, float *col, size_t ws_floats, cf__gemm_fn gemm,
-                                     cf__gemm_fn gemm_dx, int store) {
+/* (c->half: dy stored in 16 bits, read through a band, above; dx stored, not added, when
+   c->dx_store; db: the bias's gradient, or NULL) */
+static void cf__deconv_backward_with(const cf__conv_call *c, float *db, cf__gemm_fn gemm, cf__gemm_fn gemm_dx) {
+    float *dx = c->dx, *dw = c->dw, *col = c->ws;
+    const float *dy = c->dy, *x = c->x, *w = c->w;
+    int dx_half = c->dx_half, dy_half = c->half, x_half = c->x_half, B = c->B, store = c->dx_store;
+    cf_shape in = c->in, out = c->out;
+    const cf_geom *g = c->g;
+    size_t ws_floats = c->ws_floats;
     int K = out.c * g->k[0] * g->k[1] * g->k[2], bi, oc;
-    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats), p0, q;
+    size_t P = (size_t)in.d * in.h * in.w, Q = (size_t)out.d * out.h * out.w, tile = cf__tile((size_t)K, P, ws_floats),
+        p0, q;
     float *band = col + ws_floats + cf__pointwise_ws_floats();
     cf_shape bs = out;
     cf_geom bg = *g;
     if (dy_half) bs.h = cf__band_rows(in, g, tile);
     for (bi = 0; bi < B; bi++) {
-        const float *xb = cf__elt(x, x_half, (size_t)bi * in.c * P), *dyb = cf__elt(dy, dy_half, (size_t)bi * out.c * Q);
+        const float *xb = cf__elt(x, x_half, (size_t)bi * in.c * P),
+            *dyb = cf__elt(dy, dy_half, (size_t)bi * out.c * Q);
         for (oc = 0; oc < out.c && db; oc++) {   /* (in this order in both storages) */
             double s = 0.0;
-            for (q = 0; q < Q; q++) s += dy_half ? cf_f32_from_bf16(((const cf_bf16 *)(const void *)dyb)[(size_t)oc * Q + q]) : dyb[(size_t)oc * Q + q];
+            for (q = 0; q < Q; q++)
+                s += dy_half ? cf_f32_from_bf16(((const cf_bf16 *)(const void *)dyb)[(size_t)oc * Q + q])
+                        : dyb[(size_t)oc * Q + q];
             db[oc] += (float)s;
         }
         for (p0 = 0; p0 < P; p0 += tile) {
             size_t n = P - p0 < tile ? P - p0 : tile;
             if (dy_half) {
                 bg.pb[1] = g->pb[1] + cf__band_first(in, g, p0);
-                cf__band_widen(band, (const cf_bf16 *)(const void *)dyb, out.c, bs.h, out.w, out.h, cf__band_first(in, g, p0));
+                cf__band_widen(band, (const cf_bf16 *)(const void *)dyb, out.c, bs.h, out.w, out.h,
+                               cf__band_first(in, g, p0));
                 cf__im2col(col, band, out.c, bs, in, &bg, p0, n);
             } else cf__im2col(col, dyb, out.c, out, in, g, p0, n);
-            if (x_half) cf__gemm_halves(0, 0, 1, in.c, K, (int)n, cf__elt(xb, 1, p0), (int)P, col, (int)n, 1.0f, dw, K, CF__GEMM_HALF_A, col + ws_floats);
-            else gemm(0, 1, in.c, K, (int)n, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
-            if (dx && dx_half)   /* (stored: its only writer) */
-                cf__gemm_halves(1, 0, 0, in.c, (int)n, K, w, K, col, (int)n, 0.0f, cf__elt(dx, 1, (size_t)bi * in.c * P + p0), (int)P, CF__GEMM_HALF_C,
-                                col + ws_floats);
-            else if (dx) gemm_dx(0, 0, in.c, (int)n, K, w, K, col, (int)n, store ? 0.0f : 1.0f, dx + (size_t)bi * in.c * P + p0, (int)P);
+            if (x_half) {
+                cf__gemm_bf16_call dwg = {0, 1, in.c, K, (int)n, cf__elt(xb, 1, p0), (int)P, col, (int)n, 1.0f, dw, K,
+                                          0, NULL, CF__GEMM_HALF_A};
+                cf__gemm_halves(&dwg, col + ws_floats);
+            } else gemm(0, 1, in.c, K, (int)n, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
+            if (dx && dx_half) {   /* (stored: its only writer) */
+                cf__gemm_bf16_call dxg = {0, 0, in.c, (int)n, K, w, K, col, (int)n, 0.0f,
+                                          cf__elt(dx, 1, (size_t)bi * in.c * P + p0), (int)P, 1, NULL, CF__GEMM_HALF_C};
+                cf__gemm_halves(&dxg, col + ws_floats);
+            } else if (dx)
+                gemm_dx(0, 0, in.c, (int)n, K, w, K, col, (int)n, store ? 0.0f : 1.0f, dx + (size_t)bi * in.c * P + p0,
+                        (int)P);
         }
     }
 }
@@ -9442,7 +10238,8 @@ static void cf__deconv_backward_with(float *dx, int dx_half, float *dw, float *d
    cf__pool_first tells, vector by vector, which lanes get d. */
 typedef struct { __m512 m2[2], d2[2]; __mmask16 valid[2], found[2]; } cf__pool_win16;
 __attribute__((target("avx512f"))) static inline cf__pool_win16 cf__pool_spread(int n, const float *m, const float *d) {
-    const __m512i lo = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0), hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+    const __m512i lo = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
+        hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
     __m512 mv = _mm512_maskz_loadu_ps(cf__lanes(n), m), dv = _mm512_maskz_loadu_ps(cf__lanes(n), d);
     cf__pool_win16 w;
     w.m2[0] = _mm512_permutexvar_ps(lo, mv); w.m2[1] = _mm512_permutexvar_ps(hi, mv);
@@ -9455,11 +10252,13 @@ __attribute__((target("avx512f"))) static inline cf__pool_win16 cf__pool_spread(
    when both are, in an output that has no input yet */
 __attribute__((target("avx512f"))) static inline __mmask16 cf__pool_first(cf__pool_win16 *w, int h, __m512 e) {
     __mmask16 eq = (__mmask16)(_mm512_mask_cmp_ps_mask(w->valid[h], e, w->m2[h], _CMP_EQ_OQ) & ~w->found[h]);
-    eq = (__mmask16)(eq & ~((eq & 0x5555u) << 1));                                        /* of a pair both equal: the first */
-    w->found[h] = (__mmask16)(w->found[h] | eq | ((eq & 0x5555u) << 1) | ((eq & 0xaaaau) >> 1));   /* the output has its input */
+    eq = (__mmask16)(eq & ~((eq & 0x5555u) << 1));   /* of a pair both equal: the first */
+    /* the output has its input */
+    w->found[h] = (__mmask16)(w->found[h] | eq | ((eq & 0x5555u) << 1) | ((eq & 0xaaaau) >> 1));
     return eq;
 }
-__attribute__((target("avx512f"))) static void cf__pool_pairs_write16(const float **rows, int nr, int ow0, int n, const float *m, const float *d) {
+__attribute__((target("avx512f"))) static void cf__pool_pairs_write16(const float **rows, int nr, int ow0, int n,
+                                                                      const float *m, const float *d) {
     cf__pool_win16 w = cf__pool_spread(n, m, d);
     int q, h;
     for (q = 0; q < nr; q++)
@@ -9471,7 +10270,8 @@ __attribute__((target("avx512f"))) static void cf__pool_pairs_write16(const floa
 }
 #ifdef CF__BF16
 /* the same on rows stored in 16 bits (section 9, halves); d holds bf16 values */
-CF__BF16_TARGET static void cf__pool_pairs_write16_half(cf_bf16 *const *rows, int nr, int ow0, int n, const float *m, const float *d) {
+CF__BF16_TARGET static void cf__pool_pairs_write16_half(cf_bf16 *const *rows, int nr, int ow0, int n, const float *m,
+                                                        const float *d) {
     cf__pool_win16 w = cf__pool_spread(n, m, d);
     int q, h;
     for (q = 0; q < nr; q++)
@@ -9484,77 +10284,101 @@ CF__BF16_TARGET static void cf__pool_pairs_write16_half(cf_bf16 *const *rows, in
 #endif
 #endif
 #define CF__POOL_RUN 256   /* outputs whose m and d are made at once (each loop the compiler vectorizes) */
-static void cf__pool_fused_backward_run(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half, int B, cf_shape in,
-                                        cf_shape out, const cf_geom *g, int act, float slope, int bf16) {
-    cf__pool_call pc = cf__pool_make(B, in, out, g, 1);
-    int plane, KD = g->k[0], KH = g->k[1], KW = g->k[2], pairs = cf__pool_pairs_applies(&pc);
-    CF_ASSERT(!(half || dy_half || y_half) || cf__maxpool_inplace_takes_half(&pc));
-    CF__OMP(omp parallel for schedule(static))
-    for (plane = 0; plane < B * in.c; plane++) {
-        float *xp = cf__elt(xg, half, (size_t)plane * in.d * in.h * in.w);
-        const float *yp = cf__elt(y, y_half, (size_t)plane * cf__positions(out)), *dyp = cf__elt(dy, dy_half, (size_t)plane * cf__positions(out));
-        int od, oh, ow, kd, kh, kw, id, ih, iw;
-        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
-            const float *rows[4];
-            int nr = pairs ? cf__pool_rows(rows, xp, half, od, oh, KD, in) : 0;
 #ifdef CF__AVX512
-            if (pairs && cf__has_avx512()) {   /* a run of the row's outputs: their maxima m and gradients d, then the windows 16 at a time */
-                size_t o0 = ((size_t)od * out.h + oh) * out.w;
-                int run, i;
-                cf__pool_rows_ahead(rows, half, nr, oh, in, out, 1);
-                for (run = 0; run < out.w; run += CF__POOL_RUN) {
-                    float d[CF__POOL_RUN], m[CF__POOL_RUN];
-                    int nrun = out.w - run < CF__POOL_RUN ? out.w - run : CF__POOL_RUN;
-                    if (y_half) cf__widen_run(m, (const cf_bf16 *)(const void *)yp + o0 + run, (size_t)nrun);
-                    else memcpy(m, yp + o0 + run, sizeof(float) * nrun);
-                    if (dy_half) cf__widen_run(d, (const cf_bf16 *)(const void *)dyp + o0 + run, (size_t)nrun);
-                    else memcpy(d, dyp + o0 + run, sizeof(float) * nrun);
-                    cf__act_backward_run(d, m, (size_t)nrun, act, slope);
-                    if (bf16) cf__round_run(d, (size_t)nrun);
-                    for (ow = 0; ow < nrun; ow += 16) {
-                        int n = nrun - ow < 16 ? nrun - ow : 16;
+/* output row (od, oh) of a plane whose windows are pairs in nr rows (rows point into xg): a
+   run of the row's outputs, their maxima m and gradients d, then the windows 16 at a time */
+static void cf__pool_fused_row16(const cf__pool_fused_call *f, const float **rows, int nr, const float *yp,
+                                 const float *dyp, int od, int oh) {
+    size_t o0 = ((size_t)od * f->out.h + oh) * f->out.w;
+    int run, ow;
+    cf__pool_rows_ahead(rows, f->half, nr, oh, f->in, f->out, 1);
+    for (run = 0; run < f->out.w; run += CF__POOL_RUN) {
+        float d[CF__POOL_RUN], m[CF__POOL_RUN];
+        int nrun = f->out.w - run < CF__POOL_RUN ? f->out.w - run : CF__POOL_RUN;
+        if (f->y_half) cf__widen_run(m, (const cf_bf16 *)(const void *)yp + o0 + run, (size_t)nrun);
+        else memcpy(m, yp + o0 + run, sizeof(float) * nrun);
+        if (f->dy_half) cf__widen_run(d, (const cf_bf16 *)(const void *)dyp + o0 + run, (size_t)nrun);
+        else memcpy(d, dyp + o0 + run, sizeof(float) * nrun);
+        cf__act_backward_run(d, m, (size_t)nrun, f->act, f->slope);
+        if (f->bf16) cf__round_run(d, (size_t)nrun);
+        for (ow = 0; ow < nrun; ow += 16) {
+            int n = nrun - ow < 16 ? nrun - ow : 16;
 #ifdef CF__BF16
-                        if (half) {
-                            cf_bf16 *r16[4];
-                            for (i = 0; i < nr; i++) r16[i] = (cf_bf16 *)(void *)rows[i];
-                            cf__pool_pairs_write16_half(r16, nr, run + ow, n, m + ow, d + ow);
-                            continue;
-                        }
-#endif
-                        cf__pool_pairs_write16(rows, nr, run + ow, n, m + ow, d + ow);
-                    }
-                }
+            if (f->half) {
+                cf_bf16 *r16[4];
+                int i;
+                for (i = 0; i < nr; i++) r16[i] = (cf_bf16 *)(void *)rows[i];
+                cf__pool_pairs_write16_half(r16, nr, run + ow, n, m + ow, d + ow);
                 continue;
             }
 #endif
-            for (ow = 0; ow < out.w; ow++) {
-                size_t o = ((size_t)od * out.h + oh) * out.w + ow, at = (size_t)-1;
-                float m = yp[o], d = cf__act_df(dyp[o], m, act, slope);
-                if (bf16) d = cf_f32_from_bf16(cf_bf16_from_f32(d));   /* stored rounded: dL/dz of a bf16 network's conv */
-                if (pairs) {   /* the window as pairs from 2 or 4 rows (rows point into xg, ours to write) */
-                    int q, j, found = 0;
-                    for (q = 0; q < nr; q++) for (j = 0; j < 2; j++) {
-                        float *e = (float *)rows[q] + 2 * ow + j;
-                        if (!found && *e == m) { *e = d; found = 1; }
-                        else *e = 0.0f;
-                    }
-                    continue;
-                }
-                for (kd = 0; kd < KD; kd++) for (kh = 0; kh < KH; kh++) {
-                    float *r = xp + ((size_t)(od * KD + kd) * in.h + (size_t)(oh * KH + kh)) * in.w + (size_t)ow * KW;
-                    for (kw = 0; kw < KW; kw++) {
-                        if (at == (size_t)-1 && r[kw] == m) at = (size_t)(r + kw - xp);
-                        r[kw] = 0.0f;
-                    }
-                }
-                if (at != (size_t)-1) xp[at] = d;
+            cf__pool_pairs_write16(rows, nr, run + ow, n, m + ow, d + ow);
+        }
+    }
+}
+#endif
+/* output row (od, oh) of plane xp one output at a time: the window's first maximum gets d,
+   the rest 0 (pairs: the window as pairs from nr rows, rows point into xg, ours to write) */
+static void cf__pool_fused_row(const cf__pool_fused_call *f, float *xp, const float **rows, int nr, const float *yp,
+                               const float *dyp, int od, int oh, int pairs) {
+    cf_shape in = f->in, out = f->out;
+    int KD = f->g->k[0], KH = f->g->k[1], KW = f->g->k[2], ow, kd, kh, kw;
+    for (ow = 0; ow < out.w; ow++) {
+        size_t o = ((size_t)od * out.h + oh) * out.w + ow, at = (size_t)-1;
+        float m = yp[o], d = cf__act_df(dyp[o], m, f->act, f->slope);
+        if (f->bf16) d = cf_f32_from_bf16(cf_bf16_from_f32(d));   /* stored rounded: dL/dz of a bf16 network's conv */
+        if (pairs) {
+            int q, j, found = 0;
+            for (q = 0; q < nr; q++) for (j = 0; j < 2; j++) {
+                float *e = (float *)rows[q] + 2 * ow + j;
+                if (!found && *e == m) { *e = d; found = 1; }
+                else *e = 0.0f;
+            }
+            continue;
+        }
+        for (kd = 0; kd < KD; kd++) for (kh = 0; kh < KH; kh++) {
+            float *r = xp + ((size_t)(od * KD + kd) * in.h + (size_t)(oh * KH + kh)) * in.w + (size_t)ow * KW;
+            for (kw = 0; kw < KW; kw++) {
+                if (at == (size_t)-1 && r[kw] == m) at = (size_t)(r + kw - xp);
+                r[kw] = 0.0f;
             }
         }
-        /* inputs past the last whole window (odd sizes) get no gradient */
-        if (out.d * KD < in.d || out.h * KH < in.h || out.w * KW < in.w)
-            for (id = 0; id < in.d; id++) for (ih = 0; ih < in.h; ih++) for (iw = 0; iw < in.w; iw++)
-                if (id >= out.d * KD || ih >= out.h * KH || iw >= out.w * KW) xp[((size_t)id * in.h + ih) * in.w + iw] = 0.0f;
+        if (at != (size_t)-1) xp[at] = d;
     }
+}
+/* inputs past the last whole window (odd sizes) get no gradient */
+static void cf__pool_fused_past(const cf__pool_fused_call *f, float *xp) {
+    cf_shape in = f->in, out = f->out;
+    int KD = f->g->k[0], KH = f->g->k[1], KW = f->g->k[2], id, ih, iw;
+    if (out.d * KD < in.d || out.h * KH < in.h || out.w * KW < in.w)
+        for (id = 0; id < in.d; id++)
+            for (ih = 0; ih < in.h; ih++)
+                for (iw = 0; iw < in.w; iw++)
+                    if (id >= out.d * KD || ih >= out.h * KH || iw >= out.w * KW)
+                        xp[((size_t)id * in.h + ih) * in.w + iw] = 0.0f;
+}
+/* one plane (sample and channel) of xg, row by row */
+static void cf__pool_fused_plane(const cf__pool_fused_call *f, int plane, int pairs) {
+    float *xp = cf__elt(f->xg, f->half, (size_t)plane * f->in.d * f->in.h * f->in.w);
+    const float *yp = cf__elt(f->y, f->y_half, (size_t)plane * cf__positions(f->out));
+    const float *dyp = cf__elt(f->dy, f->dy_half, (size_t)plane * cf__positions(f->out));
+    int od, oh;
+    for (od = 0; od < f->out.d; od++) for (oh = 0; oh < f->out.h; oh++) {
+        const float *rows[4];
+        int nr = pairs ? cf__pool_rows(rows, xp, f->half, od, oh, f->g->k[0], f->in) : 0;
+#ifdef CF__AVX512
+        if (pairs && cf__has_avx512()) { cf__pool_fused_row16(f, rows, nr, yp, dyp, od, oh); continue; }
+#endif
+        cf__pool_fused_row(f, xp, rows, nr, yp, dyp, od, oh, pairs);
+    }
+    cf__pool_fused_past(f, xp);
+}
+static void cf__pool_fused_backward_run(const cf__pool_fused_call *f) {
+    cf__pool_call pc = cf__pool_make(f->B, f->in, f->out, f->g, 1);
+    int plane, pairs = cf__pool_pairs_applies(&pc);
+    CF_ASSERT(!(f->half || f->dy_half || f->y_half) || cf__maxpool_inplace_takes_half(&pc));
+    CF__OMP(omp parallel for schedule(static))
+    for (plane = 0; plane < f->B * f->in.c; plane++) cf__pool_fused_plane(f, plane, pairs);
 }
 #endif
 

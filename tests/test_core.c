@@ -476,11 +476,17 @@ static void test_bf16_gemm_col(void) {
             int ok = 1;
             cf__im2col(col, x, C, in, out, &g, 0, (size_t)P);   /* sample 0's col */
             cf__sgemm_bf16(0, 0, OC, P, K, w, K, col, P, 0.0f, o1, P);
-            ok &= !cf__sgemm_bf16_r(0, 0, 0, OC, P, K, w, K, NULL, 0, 0.0f, o2, P, &src, 0, NULL);
+            {
+                cf__gemm_bf16_call made = {0, 0, OC, P, K, w, K, NULL, 0, 0.0f, o2, P, 0, &src, 0};
+                ok &= !cf__sgemm_bf16_r(&made, NULL);
+            }
             ok &= !memcmp(o1, o2, (size_t)OC * P * 4);
             memcpy(o1, dw0, nw * 4); memcpy(o2, dw0, nw * 4);
             cf__sgemm_bf16(0, 1, OC, K, P, dy, P, col, P, 1.0f, o1, K);
-            ok &= !cf__sgemm_bf16_r(0, 0, 1, OC, K, P, dy, P, NULL, 0, 1.0f, o2, K, &src, 0, NULL);
+            {
+                cf__gemm_bf16_call made = {0, 1, OC, K, P, dy, P, NULL, 0, 1.0f, o2, K, 0, &src, 0};
+                ok &= !cf__sgemm_bf16_r(&made, NULL);
+            }
             ok &= !memcmp(o1, o2, nw * 4);
             same_gemm += ok;
             ok = 1;   /* the paths, two samples */
@@ -579,10 +585,18 @@ static void test_bf16_deconv(void) {
         x = rounded(nx, &r); w = rounded(nw, &r); dy = rounded(ny, &r);
         ax = absolute(x, nx); aw = absolute(w, nw); ady = absolute(dy, ny);
         for (k = 0; k < 3; k++) for (t = 0; t < 3; t++) o[k][t] = (float *)calloc(n[t] + 1, 4);   /* [bf16, fp32, |terms|][y, dx, dw] */
-        cf__deconv_forward_with(o[0][0], 0, x, 0, w, NULL, pc->B, in, out, &g, ws, wsf, cf__sgemm_bf16);
+        {
+            cf__conv_call dc = cf__deconv_make(pc->B, in, out, &g, ws, wsf, 1, 0);
+            dc.y = o[0][0]; dc.x = x; dc.w = w;
+            cf__deconv_forward_with(&dc, cf__sgemm_bf16);
+        }
         cf_deconv_forward(o[1][0], x, w, NULL, pc->B, in, out, &g, ws, wsf);
         cf_deconv_forward(o[2][0], ax, aw, NULL, pc->B, in, out, &g, ws, wsf);
-        cf__deconv_backward_with(o[0][1], 0, o[0][2], NULL, dy, 0, x, 0, w, pc->B, in, out, &g, ws, wsf, cf__sgemm_bf16, cf__sgemm_bf16, 0);
+        {
+            cf__conv_call dc = cf__deconv_make(pc->B, in, out, &g, ws, wsf, 1, 0);
+            dc.dx = o[0][1]; dc.dw = o[0][2]; dc.dy = dy; dc.x = x; dc.w = w;
+            cf__deconv_backward_with(&dc, NULL, cf__sgemm_bf16, cf__sgemm_bf16);
+        }
         cf_deconv_backward(o[1][1], o[1][2], NULL, dy, x, w, pc->B, in, out, &g, ws, wsf);
         cf_deconv_backward(o[2][1], o[2][2], NULL, ady, ax, aw, pc->B, in, out, &g, ws, wsf);
         for (t = 0; t < 3; t++) { e[t] = worst_rel_to(o[0][t], o[1][t], o[2][t], n[t]); if (e[t] > worst) worst = e[t]; }
