@@ -680,7 +680,8 @@ CFDEF const char *cf_dist_waiting(double *seconds);
    (B, C, D / K, H, W), its first plane cf_net_spatial's d0. */
 CFDEF int cf_net_set_spatial(cf_net *net, int K, int periodic);
 CFDEF int cf_net_spatial_max(cf_net *net, int limit);
-CFDEF int cf_net_spatial(const cf_net *net, int *r, int *d0);   /* K; this rank's slab and its input's first plane (may be NULL) */
+/* K; this rank's slab and its input's first plane (may be NULL) */
+CFDEF int cf_net_spatial(const cf_net *net, int *r, int *d0);
 /* v[0..n) summed over this rank's group, in place (unsplit or one process: unchanged): what
    a slab alone cannot know, such as a sample's total for an input transform.  Collective
    over the group. */
@@ -3089,8 +3090,10 @@ static int cf__net_ok(const cf_net *net) { return net && net->priv && net->priv-
 static int cf__net_check(const cf_net *net, const char *fn) {
     return cf__net_ok(net) ? CF_OK : cf_fail("%s: the network was not made by cf_net_parse (or was freed)", fn);
 }
-#define CF__NET_REQUIRE(net, ret, fn) CF__REQUIRE(cf__net_ok(net), ret, fn ": the network was not made by cf_net_parse (or was freed)")
-#define CF__NET_REQUIRE_VOID(net, fn) CF__REQUIRE_VOID(cf__net_ok(net), fn ": the network was not made by cf_net_parse (or was freed)")
+#define CF__NET_REQUIRE(net, ret, fn) \
+    CF__REQUIRE(cf__net_ok(net), ret, fn ": the network was not made by cf_net_parse (or was freed)")
+#define CF__NET_REQUIRE_VOID(net, fn) \
+    CF__REQUIRE_VOID(cf__net_ok(net), fn ": the network was not made by cf_net_parse (or was freed)")
 typedef struct { char *key, *val; int line; int used; } cf__kv;
 typedef struct { char *name; int line; cf__kv *kv; int n_kv; } cf__section;
 
@@ -3126,7 +3129,10 @@ static int cf__split(char *buf, const char *name, cf__section **out, int *n_out)
         if (!*s) continue;
         if (*s == '[') {
             char *close = strchr(s, ']');
-            if (!close || *cf__trim(close + 1)) { cf__free_sections(secs, n); return cf_fail("%s:%d: malformed section header '%s'", name, line, s); }
+            if (!close || *cf__trim(close + 1)) {
+                cf__free_sections(secs, n);
+                return cf_fail("%s:%d: malformed section header '%s'", name, line, s);
+            }
             *close = 0;
             if (n == cap) {
                 cf__section *ns = CF__NEW(cf__section, cap ? 2 * cap : 16);
@@ -3141,7 +3147,10 @@ static int cf__split(char *buf, const char *name, cf__section **out, int *n_out)
             char *eq = strchr(s, '=');
             cf__section *sec;
             if (!n) { cf__free_sections(secs, n); return cf_fail("%s:%d: '%s' outside any [section]", name, line, s); }
-            if (!eq) { cf__free_sections(secs, n); return cf_fail("%s:%d: expected key=value, got '%s'", name, line, s); }
+            if (!eq) {
+                cf__free_sections(secs, n);
+                return cf_fail("%s:%d: expected key=value, got '%s'", name, line, s);
+            }
             *eq = 0;
             sec = &secs[n - 1];
             if (sec->n_kv % 16 == 0) {
@@ -3157,7 +3166,8 @@ static int cf__split(char *buf, const char *name, cf__section **out, int *n_out)
                     int first = sec->kv[k].line;
                     const char *key = sec->kv[k].key, *sname = sec->name;   /* both point into buf */
                     cf__free_sections(secs, n);
-                    return cf_fail("%s:%d: key '%s' given twice in [%s] (first at line %d)", name, line, key, sname, first);
+                    return cf_fail("%s:%d: key '%s' given twice in [%s] (first at line %d)", name, line, key, sname,
+                                   first);
                 }
             sec->kv[sec->n_kv].val = cf__trim(eq + 1);
             sec->kv[sec->n_kv].line = line;
@@ -3198,7 +3208,8 @@ static int cf__get_int(cf__section *s, const char *name, const char *key, int de
     int v[1];
     if (!kv) { *out = def; return CF_OK; }
     if (cf__ints(kv->val, v, 1) != 1) return cf_fail("%s:%d: %s=%s is not an integer", name, kv->line, key, kv->val);
-    if (v[0] < lo || v[0] > hi) return cf_fail("%s:%d: %s=%d is out of range [%d, %d]", name, kv->line, key, v[0], lo, hi);
+    if (v[0] < lo || v[0] > hi)
+        return cf_fail("%s:%d: %s=%d is out of range [%d, %d]", name, kv->line, key, v[0], lo, hi);
     *out = v[0];
     return CF_OK;
 }
@@ -3209,7 +3220,8 @@ static int cf__get_float(cf__section *s, const char *name, const char *key, floa
     double v;
     if (!kv) { *out = def; return CF_OK; }
     v = strtod(kv->val, &end);
-    if (end == kv->val || *end || !(v >= lo && v <= hi)) return cf_fail("%s:%d: %s=%s is not a number in [%g, %g]", name, kv->line, key, kv->val, lo, hi);
+    if (end == kv->val || *end || !(v >= lo && v <= hi))
+        return cf_fail("%s:%d: %s=%s is not a number in [%g, %g]", name, kv->line, key, kv->val, lo, hi);
     *out = (float)v;
     return CF_OK;
 }
@@ -3234,8 +3246,10 @@ static int cf__get_axes(cf__section *s, const char *name, const char *key, int d
     if (n == 1) { out[0] = is2d ? 1 : v[0]; out[1] = out[2] = v[0]; }
     else if (n == 2 && is2d) { out[1] = v[0]; out[2] = v[1]; }
     else if (n == 3 && !is2d) { out[0] = v[0]; out[1] = v[1]; out[2] = v[2]; }
-    else return cf_fail("%s:%d: %s=%s: give one value or one per spatial axis (%s)", name, kv->line, key, kv->val, is2d ? "HxW" : "DxHxW");
-    for (i = 0; i < 3; i++) if (out[i] < lo || out[i] > 4096) return cf_fail("%s:%d: %s=%s is out of range", name, kv->line, key, kv->val);
+    else return cf_fail("%s:%d: %s=%s: give one value or one per spatial axis (%s)", name, kv->line, key, kv->val,
+                        is2d ? "HxW" : "DxHxW");
+    for (i = 0; i < 3; i++)
+        if (out[i] < lo || out[i] > 4096) return cf_fail("%s:%d: %s=%s is out of range", name, kv->line, key, kv->val);
     return CF_OK;
 }
 
@@ -3285,8 +3299,11 @@ static int cf__parse_pad(cf__section *s, const char *name, cf_layer *l, int is2d
     else if (n == 2) for (i = (is2d ? 1 : 0); i < 3; i++) { l->pad_spec[2 * i] = v[0]; l->pad_spec[2 * i + 1] = v[1]; }
     else if (n == 4 && is2d) for (i = 0; i < 4; i++) l->pad_spec[2 + i] = v[i];
     else if (n == 6 && !is2d) for (i = 0; i < 6; i++) l->pad_spec[i] = v[i];
-    else return cf_fail("%s:%d: pad=%s: use same, valid, N, before,after or one before,after pair per axis", name, kv->line, kv->val);
-    for (i = 0; i < 6; i++) if (l->pad_spec[i] < 0 || l->pad_spec[i] > 4096) return cf_fail("%s:%d: pad=%s is out of range", name, kv->line, kv->val);
+    else return cf_fail("%s:%d: pad=%s: use same, valid, N, before,after or one before,after pair per axis", name,
+                        kv->line, kv->val);
+    for (i = 0; i < 6; i++)
+        if (l->pad_spec[i] < 0 || l->pad_spec[i] > 4096)
+            return cf_fail("%s:%d: pad=%s is out of range", name, kv->line, kv->val);
     return CF_OK;
 }
 
@@ -3312,9 +3329,13 @@ typedef struct { cf_net *net; int idx; cf__section *s; const char *name; int is2
 /* a layer's output, the output of its source k (the network input for -1), the gradient of
    its output and of its source k (net->priv->dinput for the input, or NULL) */
 static float *cf__out(cf_net *net, int i) { return net->priv->arena + net->priv->plan.l[i].y_off; }
-static const float *cf__in(cf_net *net, const cf_layer *l, int k) { return l->src[k] < 0 ? net->priv->x : cf__out(net, l->src[k]); }
+static const float *cf__in(cf_net *net, const cf_layer *l, int k) {
+    return l->src[k] < 0 ? net->priv->x : cf__out(net, l->src[k]);
+}
 static float *cf__grad(cf_net *net, int i) { return net->priv->arena + net->priv->plan.l[i].dy_off; }
-static float *cf__in_grad(cf_net *net, const cf_layer *l, int k) { return l->src[k] < 0 ? net->priv->dinput : cf__grad(net, l->src[k]); }
+static float *cf__in_grad(cf_net *net, const cf_layer *l, int k) {
+    return l->src[k] < 0 ? net->priv->dinput : cf__grad(net, l->src[k]);
+}
 static size_t cf__n_out(const cf_net *net, const cf_layer *l) { return cf_shape_size(l->out) * net->batch; }
 static size_t cf__per_channel(cf_shape s) { return cf_shape_size(s) / s.c; }
 /* the parameters a layer computes with: the masters, or in bf16 a convolution's kernel
@@ -3337,10 +3358,14 @@ static float *cf__db(cf_net *net, const cf_layer *l) { return l->b_n ? net->grad
 static double cf__size_flops(const cf_layer *l) { return (double)cf_shape_size(l->out); }   /* elementwise layers */
 static int cf__no_keys(cf__parser *p, cf_layer *l) { (void)p; (void)l; return CF_OK; }
 /* bf16: whether layer's output (and its gradient) is stored rounded: before the dense head */
-static int cf__rounds(const cf_net *net, int layer) { return net->priv->precision == CF_BF16 && layer >= 0 && layer < net->priv->head; }
+static int cf__rounds(const cf_net *net, int layer) {
+    return net->priv->precision == CF_BF16 && layer >= 0 && layer < net->priv->head;
+}
 /* whether a backward rounds the gradient it adds into over layer's output: one of bf16
    values, not stored in 16 bits (those are bf16 values as stored) */
-static int cf__rounds_grad(const cf_net *net, int layer) { return cf__rounds(net, layer) && !net->priv->plan.l[layer].grad_half; }
+static int cf__rounds_grad(const cf_net *net, int layer) {
+    return cf__rounds(net, layer) && !net->priv->plan.l[layer].grad_half;
+}
 /* bf16: dL/dz = dL/dy f'(z) of layer i, an operand of its backward products, rounded before
    use; dL/dy is stored rounded, so a linear or relu f (f' = 1 or 0) leaves it bf16 values */
 static void cf__round_dz(cf_net *net, int i, float *dz) {
@@ -3350,16 +3375,19 @@ static void cf__round_dz(cf_net *net, int i, float *dz) {
 
 /* out.d, out.h, out.w of a window layer from its input and geometry */
 static void cf__window_out(cf_layer *l) {
-    l->out.d = cf_geom_out(&l->g, 0, l->in.d); l->out.h = cf_geom_out(&l->g, 1, l->in.h); l->out.w = cf_geom_out(&l->g, 2, l->in.w);
+    l->out.d = cf_geom_out(&l->g, 0, l->in.d); l->out.h = cf_geom_out(&l->g, 1, l->in.h);
+    l->out.w = cf_geom_out(&l->g, 2, l->in.w);
 }
 /* the keys [conv] and [deconv] share: filters (into out.c), size, stride, dilation, pad, bias */
 static int cf__filter_keys(cf__parser *p, cf_layer *l) {
     cf__section *s = p->s;
     int rc;
-    if ((rc = cf__get_int(s, p->name, "filters", 0, 1, 1 << 20, &l->out.c)) || (rc = cf__get_axes(s, p->name, "size", 1, p->is2d, 1, l->g.k)) ||
-        (rc = cf__get_axes(s, p->name, "stride", 1, p->is2d, 1, l->g.s)) || (rc = cf__get_axes(s, p->name, "dilation", 1, p->is2d, 1, l->g.dil)) ||
-        (rc = cf__parse_pad(s, p->name, l, p->is2d)) || (rc = cf__get_int(s, p->name, "bias", 1, 0, 1, &l->has_bias)))
-        return rc;
+    if ((rc = cf__get_int(s, p->name, "filters", 0, 1, 1 << 20, &l->out.c)) ||
+        (rc = cf__get_axes(s, p->name, "size", 1, p->is2d, 1, l->g.k)) ||
+        (rc = cf__get_axes(s, p->name, "stride", 1, p->is2d, 1, l->g.s)) ||
+        (rc = cf__get_axes(s, p->name, "dilation", 1, p->is2d, 1, l->g.dil)) ||
+        (rc = cf__parse_pad(s, p->name, l, p->is2d)) || (rc = cf__get_int(s, p->name, "bias", 1, 0, 1,
+                                                                          &l->has_bias))) return rc;
     if (!l->out.c) return cf_fail("%s:%d: [%s] needs filters=", p->name, s->line, s->name);
     return CF_OK;
 }
@@ -3378,9 +3406,11 @@ static void cf__shard_dense_backward(cf_net *net, int i);
 /* ---- [conv]: y = act(conv(x, w) + b); a depthwise one (groups = C = OC) by its own loops */
 static int cf__conv_parse(cf__parser *p, cf_layer *l) {
     int rc;
-    if ((rc = cf__filter_keys(p, l)) || (rc = cf__get_int(p->s, p->name, "groups", 1, 1, 1 << 20, &l->groups))) return rc;
+    if ((rc = cf__filter_keys(p, l)) || (rc = cf__get_int(p->s, p->name, "groups", 1, 1, 1 << 20, &l->groups)))
+        return rc;
     if (l->in.c % l->groups || l->out.c % l->groups)
-        return cf_fail("%s:%d: groups=%d does not divide %d input channels and %d filters", p->name, p->s->line, l->groups, l->in.c, l->out.c);
+        return cf_fail("%s:%d: groups=%d does not divide %d input channels and %d filters", p->name, p->s->line,
+                       l->groups, l->in.c, l->out.c);
     cf__resolve_pad(l, p->is2d);
     cf__window_out(l);
     l->w_n = (size_t)l->out.c * (size_t)(l->in.c / l->groups) * l->g.k[0] * l->g.k[1] * l->g.k[2];
@@ -3408,26 +3438,29 @@ static void cf__conv_forward(cf_net *net, int i) {
     const float *x = cf__in(net, l, 0);
     cf_shape in = l->in;
     cf_geom g = l->g;
-    if (cf__split_layer(net, i)) {   /* its slab with the neighbours' planes: the same convolution, taller, unpadded in depth */
+    /* its slab with the neighbours' planes: the same convolution, taller, unpadded in depth */
+    if (cf__split_layer(net, i)) {
         cf__split_extend(net, i, x);
         x = net->priv->split.ext;
         cf__split_geometry(net, i, &in, &g);
     }
     if (!l->depthwise)
-        cf__conv_forward_p(y, x, cf__w(net, l), cf__b(net, l), net->batch, in, l->out, &g, l->groups, net->priv->ws, net->priv->ws_floats,
-                           l->act, l->slope, cf__rounds(net, i), cf__layer_halves(net, i));
-    else cf__dwconv_forward_p(y, x, cf__w(net, l), cf__b(net, l), net->batch, in, l->out, &g, l->act, l->slope, cf__rounds(net, i), cf__layer_halves(net, i),
-                              net->priv->ws, net->priv->ws_floats);
+        cf__conv_forward_p(y, x, cf__w(net, l), cf__b(net, l), net->batch, in, l->out, &g, l->groups, net->priv->ws,
+                           net->priv->ws_floats, l->act, l->slope, cf__rounds(net, i), cf__layer_halves(net, i));
+    else cf__dwconv_forward_p(y, x, cf__w(net, l), cf__b(net, l), net->batch, in, l->out, &g, l->act, l->slope,
+                              cf__rounds(net, i), cf__layer_halves(net, i), net->priv->ws, net->priv->ws_floats);
     net->priv->stored_bf16 = 1;   /* the dispatcher rounded it (when bf16) */
 }
 static void cf__conv_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *dy = cf__grad(net, i), *dx = cf__in_grad(net, l, 0), *dx_to = dx;
     const float *x = cf__in(net, l, 0);
-    int B = net->batch, halves = cf__layer_halves(net, i), store = cf__stores_grad(net, l, 0), split = cf__split_layer(net, i);
+    int B = net->batch, halves = cf__layer_halves(net, i), store = cf__stores_grad(net, l, 0),
+        split = cf__split_layer(net, i);
     cf_shape in = l->in;
     cf_geom g = l->g;
-    if (!net->priv->plan.l[i].grad_half && net->priv->plan.l[i].fused_pool < 0) halves &= ~CF__HALF_OUT;   /* (its output alone in 16 bits) */
+    /* (its output alone in 16 bits) */
+    if (!net->priv->plan.l[i].grad_half && net->priv->plan.l[i].fused_pool < 0) halves &= ~CF__HALF_OUT;
     if (net->priv->plan.l[i].fused_pool < 0) {
         cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
         cf__round_dz(net, i, dy);   /* dL/dz: an operand of both products */
@@ -3440,20 +3473,23 @@ static void cf__conv_backward(cf_net *net, int i) {
         if (dx) { dx_to = net->priv->split.dext; store = 1; }
     }
     if (l->depthwise)
-        cf__dwconv_backward_p(dx_to, cf__dw(net, l), cf__db(net, l), dy, x, cf__w(net, l), B, in, l->out, &g, cf__rounds(net, i), store, halves, net->priv->ws,
-                              net->priv->ws_floats);
+        cf__dwconv_backward_p(dx_to, cf__dw(net, l), cf__db(net, l), dy, x, cf__w(net, l), B, in, l->out, &g,
+                              cf__rounds(net, i), store, halves, net->priv->ws, net->priv->ws_floats);
     else {
-        cf__conv_backward_weights_p(cf__dw(net, l), cf__db(net, l), dy, x, B, in, l->out, &g, l->groups, net->priv->ws, net->priv->ws_floats,
-                                    cf__rounds(net, i), halves);
-        if (net->priv->layer_hook) net->priv->layer_hook(net, i, 4, net->priv->layer_ctx);   /* cf-bench times the two halves apart */
-        if (dx) cf__conv_backward_data_p(dx_to, dy, cf__w(net, l), B, in, l->out, &g, l->groups, net->priv->ws + net->priv->ws_floats,
-                                         net->priv->ws_floats, cf__rounds(net, i), halves, store);
+        cf__conv_backward_weights_p(cf__dw(net, l), cf__db(net, l), dy, x, B, in, l->out, &g, l->groups, net->priv->ws,
+                                    net->priv->ws_floats, cf__rounds(net, i), halves);
+        /* cf-bench times the two halves apart */
+        if (net->priv->layer_hook) net->priv->layer_hook(net, i, 4, net->priv->layer_ctx);
+        if (dx) cf__conv_backward_data_p(dx_to, dy, cf__w(net, l), B, in, l->out, &g, l->groups,
+                                         net->priv->ws + net->priv->ws_floats, net->priv->ws_floats, cf__rounds(net, i),
+                                         halves, store);
     }
     if (split && dx) {   /* dext added into dx, zeroed first if it holds no values yet (section 9, stores) */
         if (cf__stores_grad(net, l, 0)) memset(dx, 0, (size_t)B * cf_shape_size(l->in) * sizeof(float));
         cf__split_reduce(net, i, dx);
     }
-    net->priv->stored_bf16 = !split;   /* the dispatcher rounded dx (when bf16); split: rounded after the halos are added */
+    /* the dispatcher rounded dx (when bf16); split: rounded after the halos are added */
+    net->priv->stored_bf16 = !split;
 }
 
 /* ---- [deconv]: a transposed convolution.  Output size as PyTorch's ConvTranspose:
@@ -3461,7 +3497,8 @@ static void cf__conv_backward(cf_net *net, int i) {
    TensorFlow's 'same' gives in * s. */
 static int cf__deconv_shape(cf__parser *p, cf_layer *l, int a, int in, int *out) {
     int span = l->g.dil[a] * (l->g.k[a] - 1) + 1, st = l->g.s[a];
-    if (l->outpad[a] && strcmp(l->pad_mode, "explicit")) return cf_fail("%s:%d: output_padding needs an explicit pad=", p->name, p->s->line);
+    if (l->outpad[a] && strcmp(l->pad_mode, "explicit"))
+        return cf_fail("%s:%d: output_padding needs an explicit pad=", p->name, p->s->line);
     if (l->outpad[a] >= st && l->outpad[a] >= l->g.dil[a])
         return cf_fail("%s:%d: output_padding must be smaller than the stride or the dilation", p->name, p->s->line);
     long long o;   /* in 64 bits: (in - 1) s can pass 2^31 */
@@ -3472,16 +3509,20 @@ static int cf__deconv_shape(cf__parser *p, cf_layer *l, int a, int in, int *out)
     } else {
         l->g.pb[a] = l->pad_spec[2 * a];
         l->g.pa[a] = l->pad_spec[2 * a + 1] - l->outpad[a];   /* output padding: rows not cropped at the end */
-        if (l->g.pa[a] < 0) return cf_fail("%s:%d: output_padding larger than the padding after is not supported", p->name, p->s->line);
+        if (l->g.pa[a] < 0)
+            return cf_fail("%s:%d: output_padding larger than the padding after is not supported", p->name, p->s->line);
         o = (long long)(in - 1) * st + span - l->g.pb[a] - l->g.pa[a];
     }
-    if (o > CF__MAX_EXTENT) return cf_fail("%s:%d: [deconv] would make an axis of %lld (at most %d)", p->name, p->s->line, o, CF__MAX_EXTENT);
+    if (o > CF__MAX_EXTENT)
+        return cf_fail("%s:%d: [deconv] would make an axis of %lld (at most %d)", p->name, p->s->line, o,
+                       CF__MAX_EXTENT);
     *out = o < 0 ? 0 : (int)o;
     return CF_OK;
 }
 static int cf__deconv_parse(cf__parser *p, cf_layer *l) {
     int rc, a, io[3], oo[3];
-    if ((rc = cf__filter_keys(p, l)) || (rc = cf__get_axes(p->s, p->name, "output_padding", 0, p->is2d, 0, l->outpad))) return rc;
+    if ((rc = cf__filter_keys(p, l)) || (rc = cf__get_axes(p->s, p->name, "output_padding", 0, p->is2d, 0, l->outpad)))
+        return rc;
     if (p->is2d) l->outpad[0] = 0;
     io[0] = l->in.d; io[1] = l->in.h; io[2] = l->in.w;
     for (a = 0; a < 3; a++) {
@@ -3493,13 +3534,16 @@ static int cf__deconv_parse(cf__parser *p, cf_layer *l) {
     l->b_n = l->has_bias ? (size_t)l->out.c : 0;
     return CF_OK;
 }
-static double cf__deconv_flops(const cf_layer *l) { return 2.0 * (double)cf_shape_size(l->in) * l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2]; }
+static double cf__deconv_flops(const cf_layer *l) {
+    return 2.0 * (double)cf_shape_size(l->in) * l->out.c * l->g.k[0] * l->g.k[1] * l->g.k[2];
+}
 static void cf__deconv_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *y = cf__out(net, i);
-    cf__deconv_forward_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g, net->priv->ws,
-                         net->priv->ws_floats, cf__rounds(net, i), cf__layer_halves(net, i));
-    if (net->priv->plan.l[i].half) { net->priv->stored_bf16 = 1; return; }   /* (16 bits: rounded as stored, no activation) */
+    cf__deconv_forward_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g,
+                         net->priv->ws, net->priv->ws_floats, cf__rounds(net, i), cf__layer_halves(net, i));
+    /* (16 bits: rounded as stored, no activation) */
+    if (net->priv->plan.l[i].half) { net->priv->stored_bf16 = 1; return; }
     cf_act_forward(y, cf__n_out(net, l), l->act, l->slope);
 }
 static void cf__deconv_backward(cf_net *net, int i) {
@@ -3507,49 +3551,56 @@ static void cf__deconv_backward(cf_net *net, int i) {
     float *dy = cf__grad(net, i);
     cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
     cf__round_dz(net, i, dy);
-    net->priv->stored_bf16 =
-        cf__deconv_backward_p(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), net->batch, l->in,
-                              l->out, &l->g, net->priv->ws, net->priv->ws_floats, cf__rounds(net, i), cf__rounds_grad(net, l->src[0]),
-                              cf__stores_grad(net, l, 0), cf__layer_halves(net, i));
+    net->priv->stored_bf16 = cf__deconv_backward_p(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy,
+                                                   cf__in(net, l, 0), cf__w(net, l), net->batch, l->in, l->out, &l->g,
+                                                   net->priv->ws, net->priv->ws_floats, cf__rounds(net, i),
+                                                   cf__rounds_grad(net, l->src[0]), cf__stores_grad(net, l, 0),
+                                                   cf__layer_halves(net, i));
 }
 
 /* ---- [maxpool], [avgpool]: stride = size unless given */
 static int cf__pool_parse(cf__parser *p, cf_layer *l) {
     int rc, a;
-    if ((rc = cf__get_axes(p->s, p->name, "size", 2, p->is2d, 1, l->g.k)) || (rc = cf__parse_pad(p->s, p->name, l, p->is2d))) return rc;
+    if ((rc = cf__get_axes(p->s, p->name, "size", 2, p->is2d, 1, l->g.k)) ||
+        (rc = cf__parse_pad(p->s, p->name, l, p->is2d))) return rc;
     for (a = 0; a < 3; a++) { l->g.s[a] = l->g.k[a]; l->g.dil[a] = 1; }
     if (cf__find(p->s, "stride") && (rc = cf__get_axes(p->s, p->name, "stride", 1, p->is2d, 1, l->g.s))) return rc;
     cf__resolve_pad(l, p->is2d);
     cf__window_out(l);
     return CF_OK;
 }
-static double cf__pool_flops(const cf_layer *l) { return (double)l->g.k[0] * l->g.k[1] * l->g.k[2] * cf_shape_size(l->out); }
+static double cf__pool_flops(const cf_layer *l) {
+    return (double)l->g.k[0] * l->g.k[1] * l->g.k[2] * cf_shape_size(l->out);
+}
 static void cf__pool_forward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
-    cf__pool_forward_p(cf__out(net, i), net->priv->plan.l[i].half, cf__in(net, l, 0), l->src[0] >= 0 && net->priv->plan.l[l->src[0]].half, net->batch,
-                       l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
+    cf__pool_forward_p(cf__out(net, i), net->priv->plan.l[i].half, cf__in(net, l, 0),
+                       l->src[0] >= 0 && net->priv->plan.l[l->src[0]].half, net->batch, l->in, l->out, &l->g,
+                       l->type == CF_L_MAXPOOL);
     net->priv->stored_bf16 = l->type == CF_L_MAXPOOL;   /* in bf16, the maximum of bf16 values is one of them */
 }
 static void cf__pool_backward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     int src = l->src[0];
-    if (src >= 0 && net->priv->plan.l[src].fused_pool == i) {   /* the plan fused this pair: write the conv's dL/dz in place */
+    /* the plan fused this pair: write the conv's dL/dz in place */
+    if (src >= 0 && net->priv->plan.l[src].fused_pool == i) {
         const cf_layer *c = &net->layers[src];
         const cf__plan_layer *pl = net->priv->plan.l;
-        cf__pool_fused_backward(cf__grad(net, src), pl[src].half, cf__grad(net, i), pl[i].grad_half, cf__out(net, i), pl[i].half,
-                                net->batch, l->in, l->out, &l->g, c->act, c->slope, cf__rounds(net, src));
+        cf__pool_fused_backward(cf__grad(net, src), pl[src].half, cf__grad(net, i), pl[i].grad_half, cf__out(net, i),
+                                pl[i].half, net->batch, l->in, l->out, &l->g, c->act, c->slope, cf__rounds(net, src));
         net->priv->stored_bf16 = 1;
         return;
     }
     if (cf__in_grad(net, l, 0))
-        cf_pool_backward(cf__in_grad(net, l, 0), cf__grad(net, i), cf__in(net, l, 0), cf__out(net, i), net->batch, l->in, l->out, &l->g,
-                         l->type == CF_L_MAXPOOL);
+        cf_pool_backward(cf__in_grad(net, l, 0), cf__grad(net, i), cf__in(net, l, 0), cf__out(net, i), net->batch,
+                         l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
 }
 
 /* ---- [dense]: outputs= (into out.c); flattens its input as C order (C, D, H, W) */
 static int cf__dense_parse(cf__parser *p, cf_layer *l) {
     int rc;
-    if ((rc = cf__get_int(p->s, p->name, "outputs", 0, 1, 1 << 24, &l->out.c)) || (rc = cf__get_int(p->s, p->name, "bias", 1, 0, 1, &l->has_bias))) return rc;
+    if ((rc = cf__get_int(p->s, p->name, "outputs", 0, 1, 1 << 24, &l->out.c)) ||
+        (rc = cf__get_int(p->s, p->name, "bias", 1, 0, 1, &l->has_bias))) return rc;
     if (!l->out.c) return cf_fail("%s:%d: [dense] needs outputs=", p->name, p->s->line);
     l->w_n = (size_t)l->out.c * cf_shape_size(l->in);
     l->b_n = l->has_bias ? (size_t)l->out.c : 0;
@@ -3561,7 +3612,8 @@ static void cf__dense_forward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *y = cf__out(net, i);
     if (i == net->priv->split.shard) { cf__shard_dense_forward(net, i); return; }
-    cf_dense_forward(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, (int)cf_shape_size(l->in), l->out.c);
+    cf_dense_forward(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, (int)cf_shape_size(l->in),
+                     l->out.c);
     cf_act_forward(y, cf__n_out(net, l), l->act, l->slope);
 }
 static void cf__dense_backward_layer(cf_net *net, int i) {
@@ -3569,16 +3621,17 @@ static void cf__dense_backward_layer(cf_net *net, int i) {
     float *dy = cf__grad(net, i);
     if (i == net->priv->split.shard) { cf__shard_dense_backward(net, i); return; }
     cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
-    cf_dense_backward(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), net->batch,
-                      (int)cf_shape_size(l->in), l->out.c);
+    cf_dense_backward(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l),
+                      net->batch, (int)cf_shape_size(l->in), l->out.c);
 }
 
 /* ---- elementwise layers.  Each backward adds its input's gradient: dx += (dy/dx) dy. */
 /* [flatten]: y = x as (C D H W, 1, 1, 1); dx += dy */
-static int cf__flatten_parse(cf__parser *p, cf_layer *l) {   /* (a split network's is whole on every rank: an int, too) */
+/* (a split network's is whole on every rank: an int, too) */
+static int cf__flatten_parse(cf__parser *p, cf_layer *l) {
     if (cf_shape_size(l->in) > CF__MAX_ELEMENTS)
-        return cf_fail("%s:%d: [flatten] of %dx%dx%dx%d: more than %lld values a sample", p->name, p->s->line, l->in.c, l->in.d, l->in.h, l->in.w,
-                       (long long)CF__MAX_ELEMENTS);
+        return cf_fail("%s:%d: [flatten] of %dx%dx%dx%d: more than %lld values a sample", p->name, p->s->line, l->in.c,
+                       l->in.d, l->in.h, l->in.w, (long long)CF__MAX_ELEMENTS);
     l->out.c = (int)cf_shape_size(l->in); l->out.d = l->out.h = l->out.w = 1;
     return CF_OK;
 }
@@ -3592,24 +3645,28 @@ static void cf__copy_forward(cf_net *net, int i) {
 static void cf__copy_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     if (cf__split_gathers(net, i)) { cf__split_scatter(net, i); return; }
-    net->priv->stored_bf16 = cf__add_to_p(cf__in_grad(net, l, 0), cf__grad(net, i), cf__n_out(net, l), cf__rounds_grad(net, l->src[0]),
-                                          cf__stores_grad(net, l, 0));
+    net->priv->stored_bf16 = cf__add_to_p(cf__in_grad(net, l, 0), cf__grad(net, i), cf__n_out(net, l),
+                                          cf__rounds_grad(net, l->src[0]), cf__stores_grad(net, l, 0));
 }
 /* [dropout]: y = mask x / (1 - rate) while training, y = x otherwise; dx += the same map of dy */
-static int cf__dropout_parse(cf__parser *p, cf_layer *l) { return cf__get_float(p->s, p->name, "rate", 0.5f, 0.0f, 0.999f, &l->rate); }
+static int cf__dropout_parse(cf__parser *p, cf_layer *l) {
+    return cf__get_float(p->s, p->name, "rate", 0.5f, 0.0f, 0.999f, &l->rate);
+}
 static uint64_t cf__dropout_seed(const cf_net *net, int layer) {
     return cf_hash64(net->seed ^ cf_hash64(net->priv->step * 1000003ULL + (uint64_t)layer + 1));
 }
 static void cf__dropout_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
-    if (net->priv->training && l->rate > 0.0f) cf_dropout(cf__out(net, i), cf__in(net, l, 0), cf__n_out(net, l), l->rate, cf__dropout_seed(net, i));
+    if (net->priv->training && l->rate > 0.0f)
+        cf_dropout(cf__out(net, i), cf__in(net, l, 0), cf__n_out(net, l), l->rate, cf__dropout_seed(net, i));
     else cf__copy_forward(net, i);
 }
 static void cf__dropout_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *dy = cf__grad(net, i);
     if (!cf__in_grad(net, l, 0)) return;
-    if (net->priv->training && l->rate > 0.0f) cf_dropout(dy, dy, cf__n_out(net, l), l->rate, cf__dropout_seed(net, i));   /* same mask */
+    /* same mask */
+    if (net->priv->training && l->rate > 0.0f) cf_dropout(dy, dy, cf__n_out(net, l), l->rate, cf__dropout_seed(net, i));
     cf__copy_backward(net, i);
 }
 /* [activation]: y = f(x); dx += f'(x) dy, taken from y */
@@ -3625,7 +3682,9 @@ static void cf__act_layer_backward(cf_net *net, int i) {
     cf__copy_backward(net, i);
 }
 /* [scale]: y = factor x; dx += factor dy */
-static int cf__scale_parse(cf__parser *p, cf_layer *l) { return cf__get_float(p->s, p->name, "factor", 1.0f, -1e30f, 1e30f, &l->factor); }
+static int cf__scale_parse(cf__parser *p, cf_layer *l) {
+    return cf__get_float(p->s, p->name, "factor", 1.0f, -1e30f, 1e30f, &l->factor);
+}
 static void cf__scale_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     const float *x = cf__in(net, l, 0);
@@ -3649,7 +3708,9 @@ static int cf__parse_sources(cf__parser *p, cf_layer *l) {
     const char *at;
     int is_input[CF_MAX_SRC], i;
     if (!kv) return cf_fail("%s:%d: [%s] needs layers=", p->name, p->s->line, p->s->name);
-    if (strlen(kv->val) >= sizeof tok) return cf_fail("%s:%d: layers= is %zu characters long; a list of up to %d layers is shorter", p->name, kv->line, strlen(kv->val), CF_MAX_SRC);
+    if (strlen(kv->val) >= sizeof tok)
+        return cf_fail("%s:%d: layers= is %zu characters long; a list of up to %d layers is shorter", p->name, kv->line,
+                       strlen(kv->val), CF_MAX_SRC);
     l->n_src = 0;
     for (at = kv->val; *at; ) {   /* the items between commas (empty ones skipped), each into tok */
         size_t len = strcspn(at, ",");
@@ -3663,11 +3724,14 @@ static int cf__parse_sources(cf__parser *p, cf_layer *l) {
         l->src[k] = v[0];   /* the input: -1 */
         l->n_src = k + 1;
     }
-    if (l->n_src < 1) return cf_fail("%s:%d: layers=%s is not a list of up to %d layer indices (or 'input')", p->name, kv->line, kv->val, CF_MAX_SRC);
+    if (l->n_src < 1)
+        return cf_fail("%s:%d: layers=%s is not a list of up to %d layer indices (or 'input')", p->name, kv->line,
+                       kv->val, CF_MAX_SRC);
     for (i = 0; i < l->n_src; i++) {
         if (is_input[i]) continue;
         if (l->src[i] < 0) l->src[i] += p->idx;   /* -1 = the previous layer */
-        if (l->src[i] < 0 || l->src[i] >= p->idx) return cf_fail("%s:%d: layers=%s names a layer that is not before this one", p->name, kv->line, kv->val);
+        if (l->src[i] < 0 || l->src[i] >= p->idx)
+            return cf_fail("%s:%d: layers=%s names a layer that is not before this one", p->name, kv->line, kv->val);
     }
     return CF_OK;
 }
@@ -3677,10 +3741,12 @@ static int cf__route_parse(cf__parser *p, cf_layer *l) {
     int i;
     for (i = 0; i < l->n_src; i++) {
         cf_shape o = cf__src_shape(p->net, l->src[i]);
-        if (o.d != l->in.d || o.h != l->in.h || o.w != l->in.w) return cf_fail("%s:%d: [route] inputs differ in spatial size", p->name, p->s->line);
+        if (o.d != l->in.d || o.h != l->in.h || o.w != l->in.w)
+            return cf_fail("%s:%d: [route] inputs differ in spatial size", p->name, p->s->line);
         c += o.c;
     }
-    if (c > (long long)CF__MAX_ELEMENTS) return cf_fail("%s:%d: [route] would have %lld channels", p->name, p->s->line, c);
+    if (c > (long long)CF__MAX_ELEMENTS)
+        return cf_fail("%s:%d: [route] would have %lld channels", p->name, p->s->line, c);
     l->out.c = (int)c;
     return CF_OK;
 }
@@ -3717,7 +3783,8 @@ static int cf__add_parse(cf__parser *p, cf_layer *l) {
     int i;
     for (i = 1; i < l->n_src; i++) {
         cf_shape o = cf__src_shape(p->net, l->src[i]);
-        if (o.c != l->in.c || o.d != l->in.d || o.h != l->in.h || o.w != l->in.w) return cf_fail("%s:%d: [add] inputs differ in shape", p->name, p->s->line);
+        if (o.c != l->in.c || o.d != l->in.d || o.h != l->in.h || o.w != l->in.w)
+            return cf_fail("%s:%d: [add] inputs differ in shape", p->name, p->s->line);
     }
     return CF_OK;
 }
@@ -3733,7 +3800,8 @@ static void cf__add_backward(cf_net *net, int i) {
     int j, rounded = 1;
     for (j = 0; j < l->n_src; j++) {
         int rnd = cf__rounds_grad(net, l->src[j]);
-        if (cf__add_to_p(cf__in_grad(net, l, j), cf__grad(net, i), cf__n_out(net, l), rnd, cf__stores_grad(net, l, j)) != rnd) rounded = 0;
+        if (cf__add_to_p(cf__in_grad(net, l, j), cf__grad(net, i), cf__n_out(net, l), rnd,
+                         cf__stores_grad(net, l, j)) != rnd) rounded = 0;
     }
     net->priv->stored_bf16 = rounded;
 }
@@ -3756,19 +3824,21 @@ static void cf__bn_forward_layer(cf_net *net, int i) {
     if (x_half || y_half) {
         const float *x = cf__in(net, l, 0);
         if (!net->priv->rebuilding && x_half)
-            cf__bn_stats_half((const cf_bf16 *)(const void *)x, st, st + C, sv, sv + C, net->batch, C, cf__per_channel(l->in), net->priv->bn_train,
-                              l->momentum, l->eps);
+            cf__bn_stats_half((const cf_bf16 *)(const void *)x, st, st + C, sv, sv + C, net->batch, C,
+                              cf__per_channel(l->in), net->priv->bn_train, l->momentum, l->eps);
         else if (!net->priv->rebuilding)
-            cf__bn_stats(x, st, st + C, sv, sv + C, net->batch, C, cf__per_channel(l->in), net->priv->bn_train, l->momentum, l->eps, NULL);
-        cf__bn_apply_h(y, y_half, x, x_half, cf__w(net, l), cf__b(net, l), sv, sv + C, net->batch, C, cf__per_channel(l->in), l->act, l->slope);
+            cf__bn_stats(x, st, st + C, sv, sv + C, net->batch, C, cf__per_channel(l->in), net->priv->bn_train,
+                         l->momentum, l->eps, NULL);
+        cf__bn_apply_h(y, y_half, x, x_half, cf__w(net, l), cf__b(net, l), sv, sv + C, net->batch, C,
+                       cf__per_channel(l->in), l->act, l->slope);
         net->priv->stored_bf16 = 1;
         return;
     }
     if (!net->priv->rebuilding)   /* (rebuilding: the statistics of this step's forward; the running ones stay) */
-        cf__bn_stats(cf__in(net, l, 0), st, st + C, sv, sv + C, net->batch, C, cf__per_channel(l->in), net->priv->bn_train, l->momentum, l->eps,
-                     net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL);
-    net->priv->stored_bf16 = cf__bn_apply_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), sv, sv + C, net->batch, C, cf__per_channel(l->in),
-                                            l->act, l->slope, cf__rounds(net, i));
+        cf__bn_stats(cf__in(net, l, 0), st, st + C, sv, sv + C, net->batch, C, cf__per_channel(l->in),
+                     net->priv->bn_train, l->momentum, l->eps, net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL);
+    net->priv->stored_bf16 = cf__bn_apply_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), sv, sv + C, net->batch,
+                                            C, cf__per_channel(l->in), l->act, l->slope, cf__rounds(net, i));
 }
 static void cf__bn_backward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
@@ -3776,19 +3846,21 @@ static void cf__bn_backward_layer(cf_net *net, int i) {
     int C = l->in.c, h = cf__layer_halves(net, i), x_half = (h & CF__HALF_IN) != 0, dx_half = (h & CF__HALF_DIN) != 0;
     int dy_half = net->priv->plan.l[i].grad_half;
     if (x_half || dy_half || dx_half) {   /* (16 bits: the activation's derivative taken as dy is read) */
-        cf__bn_backward_h(cf__in_grad(net, l, 0), dx_half, cf__dw(net, l), cf__db(net, l), dy, dy_half, cf__in(net, l, 0), x_half, cf__w(net, l),
-                          cf__b(net, l), mean, mean + C, net->batch, C, cf__per_channel(l->in), net->priv->bn_train, cf__stores_grad(net, l, 0), l->act,
-                          l->slope, cf__rounds_grad(net, l->src[0]));
+        cf__bn_backward_h(cf__in_grad(net, l, 0), dx_half, cf__dw(net, l), cf__db(net, l), dy, dy_half,
+                          cf__in(net, l, 0), x_half, cf__w(net, l), cf__b(net, l), mean, mean + C, net->batch, C,
+                          cf__per_channel(l->in), net->priv->bn_train, cf__stores_grad(net, l, 0), l->act, l->slope,
+                          cf__rounds_grad(net, l->src[0]));
         net->priv->stored_bf16 = 1;
         return;
     }
     if (l->act != CF_ACT_LINEAR)   /* (its output computed again from x: not kept for this) */
-        cf__bn_act_backward_p(dy, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), mean, mean + C, net->batch, C, cf__per_channel(l->in), l->act,
-                              l->slope, cf__rounds(net, i));
-    net->priv->stored_bf16 =
-        cf__bn_backward_p(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy, cf__in(net, l, 0), cf__w(net, l), mean, mean + C,
-                          net->batch, C, cf__per_channel(l->in), net->priv->bn_train, net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL,
-                          cf__rounds_grad(net, l->src[0]), cf__stores_grad(net, l, 0));
+        cf__bn_act_backward_p(dy, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), mean, mean + C, net->batch, C,
+                              cf__per_channel(l->in), l->act, l->slope, cf__rounds(net, i));
+    net->priv->stored_bf16 = cf__bn_backward_p(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy,
+                                               cf__in(net, l, 0), cf__w(net, l), mean, mean + C, net->batch, C,
+                                               cf__per_channel(l->in), net->priv->bn_train,
+                                               net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL,
+                                               cf__rounds_grad(net, l->src[0]), cf__stores_grad(net, l, 0));
 }
 
 /* ---- [affine]: y = act(w[c] x + b[c]) per channel (DeepCAM's image-pool branch); so
@@ -3836,11 +3908,15 @@ static void cf__gap_backward(cf_net *net, int i) {
 static int cf__broadcast_parse(cf__parser *p, cf_layer *l) {
     int rc, idx = p->idx;
     if ((rc = cf__get_int(p->s, p->name, "like", 0, -idx, idx - 1, &l->like))) return rc;
-    if (!cf__find(p->s, "like")) return cf_fail("%s:%d: [broadcast] needs like= (the layer whose spatial size to take)", p->name, p->s->line);
+    if (!cf__find(p->s, "like"))
+        return cf_fail("%s:%d: [broadcast] needs like= (the layer whose spatial size to take)", p->name, p->s->line);
     if (l->like < 0) l->like += idx;
-    if (l->like < 0 || l->like >= idx) return cf_fail("%s:%d: like= names a layer that is not before this one", p->name, p->s->line);
-    if (l->in.d != 1 || l->in.h != 1 || l->in.w != 1) return cf_fail("%s:%d: [broadcast] needs an input of spatial size 1 (e.g. after [gap])", p->name, p->s->line);
-    l->out.d = p->net->layers[l->like].out.d; l->out.h = p->net->layers[l->like].out.h; l->out.w = p->net->layers[l->like].out.w;
+    if (l->like < 0 || l->like >= idx)
+        return cf_fail("%s:%d: like= names a layer that is not before this one", p->name, p->s->line);
+    if (l->in.d != 1 || l->in.h != 1 || l->in.w != 1)
+        return cf_fail("%s:%d: [broadcast] needs an input of spatial size 1 (e.g. after [gap])", p->name, p->s->line);
+    l->out.d = p->net->layers[l->like].out.d; l->out.h = p->net->layers[l->like].out.h;
+    l->out.w = p->net->layers[l->like].out.w;
     return CF_OK;
 }
 static void cf__broadcast_forward(cf_net *net, int i) {
@@ -3863,8 +3939,8 @@ static void cf__broadcast_backward(cf_net *net, int i) {
    whether its output is cheap to rebuild from its inputs (section 9), which common keys it
    takes (activation=, slope=; init=, l2=, bias_init=; layers=), whether its backward can store
    into a source's gradient when it is that gradient's first writer (cf__stores_grad). */
-enum { CF__READS_IN = 1, CF__READS_OUT = 2, CF__READS_OUT_IF_ACT = 4, CF__CHEAP = 8, CF__ACT_KEYS = 16, CF__INIT_KEYS = 32,
-       CF__SOURCES = 64, CF__STORES = 128 };
+enum { CF__READS_IN = 1, CF__READS_OUT = 2, CF__READS_OUT_IF_ACT = 4, CF__CHEAP = 8, CF__ACT_KEYS = 16,
+      CF__INIT_KEYS = 32, CF__SOURCES = 64, CF__STORES = 128 };
 typedef struct {
     const char *name;
     int (*parse)(cf__parser *p, cf_layer *l);   /* its keys -> fields, output shape, parameter counts */
@@ -3874,21 +3950,30 @@ typedef struct {
     int flags;
 } cf__layer_type;
 static const cf__layer_type cf__types[CF_L_NTYPES] = {
-    {"conv", cf__conv_parse, cf__conv_flops, cf__conv_forward, cf__conv_backward, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__ACT_KEYS | CF__INIT_KEYS | CF__STORES},
-    {"maxpool", cf__pool_parse, cf__pool_flops, cf__pool_forward_layer, cf__pool_backward_layer, CF__READS_IN | CF__READS_OUT},
-    {"avgpool", cf__pool_parse, cf__pool_flops, cf__pool_forward_layer, cf__pool_backward_layer, CF__READS_IN | CF__READS_OUT},
-    {"dense", cf__dense_parse, cf__dense_flops, cf__dense_forward_layer, cf__dense_backward_layer, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__ACT_KEYS | CF__INIT_KEYS},
+    {"conv", cf__conv_parse, cf__conv_flops, cf__conv_forward, cf__conv_backward,
+     CF__READS_IN | CF__READS_OUT_IF_ACT | CF__ACT_KEYS | CF__INIT_KEYS | CF__STORES},
+    {"maxpool", cf__pool_parse, cf__pool_flops, cf__pool_forward_layer, cf__pool_backward_layer,
+     CF__READS_IN | CF__READS_OUT},
+    {"avgpool", cf__pool_parse, cf__pool_flops, cf__pool_forward_layer, cf__pool_backward_layer,
+     CF__READS_IN | CF__READS_OUT},
+    {"dense", cf__dense_parse, cf__dense_flops, cf__dense_forward_layer, cf__dense_backward_layer,
+     CF__READS_IN | CF__READS_OUT_IF_ACT | CF__ACT_KEYS | CF__INIT_KEYS},
     {"flatten", cf__flatten_parse, cf__size_flops, cf__copy_forward, cf__copy_backward, CF__CHEAP | CF__STORES},
     {"dropout", cf__dropout_parse, cf__size_flops, cf__dropout_forward, cf__dropout_backward, CF__CHEAP | CF__STORES},
-    {"activation", cf__no_keys, cf__size_flops, cf__act_layer_forward, cf__act_layer_backward, CF__READS_OUT | CF__CHEAP | CF__ACT_KEYS | CF__STORES},
+    {"activation", cf__no_keys, cf__size_flops, cf__act_layer_forward, cf__act_layer_backward,
+     CF__READS_OUT | CF__CHEAP | CF__ACT_KEYS | CF__STORES},
     {"scale", cf__scale_parse, cf__size_flops, cf__scale_forward, cf__scale_backward, CF__CHEAP},
-    {"route", cf__route_parse, cf__size_flops, cf__route_forward, cf__route_backward, CF__CHEAP | CF__SOURCES | CF__STORES},
+    {"route", cf__route_parse, cf__size_flops, cf__route_forward, cf__route_backward,
+     CF__CHEAP | CF__SOURCES | CF__STORES},
     {"add", cf__add_parse, cf__size_flops, cf__add_forward, cf__add_backward, CF__CHEAP | CF__SOURCES | CF__STORES},
-    {"batchnorm", cf__bn_parse, cf__size_flops, cf__bn_forward_layer, cf__bn_backward_layer, CF__READS_IN | CF__CHEAP | CF__ACT_KEYS | CF__STORES},
-    {"deconv", cf__deconv_parse, cf__deconv_flops, cf__deconv_forward, cf__deconv_backward, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__ACT_KEYS | CF__INIT_KEYS | CF__STORES},
+    {"batchnorm", cf__bn_parse, cf__size_flops, cf__bn_forward_layer, cf__bn_backward_layer,
+     CF__READS_IN | CF__CHEAP | CF__ACT_KEYS | CF__STORES},
+    {"deconv", cf__deconv_parse, cf__deconv_flops, cf__deconv_forward, cf__deconv_backward,
+     CF__READS_IN | CF__READS_OUT_IF_ACT | CF__ACT_KEYS | CF__INIT_KEYS | CF__STORES},
     {"gap", cf__gap_parse, cf__size_flops, cf__gap_forward, cf__gap_backward, 0},
     {"broadcast", cf__broadcast_parse, cf__size_flops, cf__broadcast_forward, cf__broadcast_backward, CF__CHEAP},
-    {"affine", cf__affine_parse, cf__size_flops, cf__affine_forward, cf__affine_backward, CF__READS_IN | CF__READS_OUT_IF_ACT | CF__CHEAP | CF__ACT_KEYS},
+    {"affine", cf__affine_parse, cf__size_flops, cf__affine_forward, cf__affine_backward,
+     CF__READS_IN | CF__READS_OUT_IF_ACT | CF__CHEAP | CF__ACT_KEYS},
 };
 CFDEF const char *cf_layer_type_name(int type) { return type >= 0 && type < CF_L_NTYPES ? cf__types[type].name : "?"; }
 CFDEF double cf_layer_flops(const cf_layer *l) {
@@ -3920,7 +4005,8 @@ static int cf__init_keys(cf__parser *p, cf_layer *l) {
     if (!strcmp(bi->val, "torch")) { l->bias_init = CF_INIT_TORCH; return CF_OK; }
     l->bias_init = CF_INIT_CONST;
     v = strtod(bi->val, &end);
-    if (end == bi->val || *end || !(v >= -1e6 && v <= 1e6)) return cf_fail("%s:%d: bias_init=%s: use zeros, torch or a number in [-1e6, 1e6]", p->name, bi->line, bi->val);
+    if (end == bi->val || *end || !(v >= -1e6 && v <= 1e6))
+        return cf_fail("%s:%d: bias_init=%s: use zeros, torch or a number in [-1e6, 1e6]", p->name, bi->line, bi->val);
     l->bias_value = (float)v;
     return CF_OK;
 }
@@ -3929,14 +4015,20 @@ static int cf__check_layer(cf__parser *p, const cf_layer *l) {
     cf__section *s = p->s;
     int i;
     for (i = 0; i < s->n_kv; i++)   /* (a key given twice is refused by cf__split) */
-        if (!s->kv[i].used) return cf_fail("%s:%d: unknown key '%s' in [%s]", p->name, s->kv[i].line, s->kv[i].key, s->name);
+        if (!s->kv[i].used)
+            return cf_fail("%s:%d: unknown key '%s' in [%s]", p->name, s->kv[i].line, s->kv[i].key, s->name);
     if (l->out.c <= 0 || l->out.d <= 0 || l->out.h <= 0 || l->out.w <= 0)
-        return cf_fail("%s:%d: [%s] gets input %dx%dx%dx%d and would produce an empty output", p->name, s->line, s->name,
-                       l->in.c, l->in.d, l->in.h, l->in.w);
-    if (l->out.d > CF__MAX_EXTENT || l->out.h > CF__MAX_EXTENT || l->out.w > CF__MAX_EXTENT || cf_shape_size(l->out) > CF__MAX_ELEMENTS * CF__MAX_SLABS)
-        return cf_fail("%s:%d: [%s] would output %dx%dx%dx%d per sample (at most %d per axis, %lld values a rank, %d ranks a sample)", p->name, s->line,
-                       s->name, l->out.c, l->out.d, l->out.h, l->out.w, CF__MAX_EXTENT, (long long)CF__MAX_ELEMENTS, CF__MAX_SLABS);
-    if (l->w_n > CF__MAX_ELEMENTS) return cf_fail("%s:%d: [%s] would have %zu weights (at most %lld)", p->name, s->line, s->name, l->w_n, (long long)CF__MAX_ELEMENTS);
+        return cf_fail("%s:%d: [%s] gets input %dx%dx%dx%d and would produce an empty output", p->name, s->line,
+                       s->name, l->in.c, l->in.d, l->in.h, l->in.w);
+    if (l->out.d > CF__MAX_EXTENT || l->out.h > CF__MAX_EXTENT || l->out.w > CF__MAX_EXTENT ||
+        cf_shape_size(l->out) > CF__MAX_ELEMENTS * CF__MAX_SLABS)
+        return cf_fail("%s:%d: [%s] would output %dx%dx%dx%d per sample "
+                       "(at most %d per axis, %lld values a rank, %d ranks a sample)", p->name, s->line,
+                       s->name, l->out.c, l->out.d, l->out.h, l->out.w,
+                       CF__MAX_EXTENT, (long long)CF__MAX_ELEMENTS, CF__MAX_SLABS);
+    if (l->w_n > CF__MAX_ELEMENTS)
+        return cf_fail("%s:%d: [%s] would have %zu weights (at most %lld)", p->name, s->line, s->name, l->w_n,
+                       (long long)CF__MAX_ELEMENTS);
     return CF_OK;
 }
 
@@ -3981,10 +4073,13 @@ static int cf__class_weights(cf_net *net, cf__section *s, const char *name) {
     cf_layer *last = &net->layers[net->n_layers - 1];
     net->n_targets = (int)((size_t)last->out.d * last->out.h * last->out.w);
     net->n_classes = K;
-    if (K < 2 || K > CF_MAX_CLASSES) return cf_fail("%s: loss=softmax_ce needs 2 to %d output channels (classes), the last layer has %d", name, CF_MAX_CLASSES, K);
+    if (K < 2 || K > CF_MAX_CLASSES)
+        return cf_fail("%s: loss=softmax_ce needs 2 to %d output channels (classes), the last layer has %d", name,
+                       CF_MAX_CLASSES, K);
     for (k = 0; k < K; k++) net->priv->class_w[k] = 1.0f;
     if ((!kv && K == 3) || (kv && !strcmp(kv->val, "reference"))) {
-        if (K != 3) return cf_fail("%s:%d: class_weights=reference is for 3 classes; the model has %d", name, kv->line, K);
+        if (K != 3) return cf_fail("%s:%d: class_weights=reference is for 3 classes; the model has %d", name, kv->line,
+                                   K);
         for (k = 0; k < 3; k++) net->priv->class_w[k] = (float)pow(freq[k], -0.125);
     } else if (kv && strcmp(kv->val, "uniform")) {
         const char *p = kv->val;
@@ -3996,7 +4091,9 @@ static int cf__class_weights(cf_net *net, cf__section *s, const char *name) {
             p = end; while (*p == ' ') p++;
             if (*p == ',') p++;
         }
-        if (k != K || *p) return cf_fail("%s:%d: class_weights=%s: give reference, uniform or %d non-negative numbers", name, kv->line, kv->val, K);
+        if (k != K || *p)
+            return cf_fail("%s:%d: class_weights=%s: give reference, uniform or %d non-negative numbers", name,
+                           kv->line, kv->val, K);
     }
     return CF_OK;
 }
@@ -4008,19 +4105,24 @@ static int cf__net_section(cf_net *net, cf__section *s, const char *name, const 
     const cf_shape *o = shape_override;
     int i, rc;
     if (!in) return cf_fail("%s:%d: [net] needs input=CxDxHxW", name, s->line);
-    if (cf_parse_shape(in->val, &net->input)) return cf_fail("%s:%d: input=%s: %s", name, in->line, in->val, cf_failure_reason());
+    if (cf_parse_shape(in->val, &net->input))
+        return cf_fail("%s:%d: input=%s: %s", name, in->line, in->val, cf_failure_reason());
     if ((rc = cf__get_choice(s, name, "loss", cf__loss_names, 3, CF_LOSS_MSE, &net->loss))) return rc;
-    if (cf__find(s, "class_weights") && net->loss != CF_LOSS_SOFTMAX_CE) return cf_fail("%s: class_weights= needs loss=softmax_ce", name);
+    if (cf__find(s, "class_weights") && net->loss != CF_LOSS_SOFTMAX_CE)
+        return cf_fail("%s: class_weights= needs loss=softmax_ce", name);
     for (i = 0; i < s->n_kv; i++)
         if (!s->kv[i].used) return cf_fail("%s:%d: unknown key '%s' in [net]", name, s->kv[i].line, s->kv[i].key);
     if (!o) return CF_OK;
     if (o->c != net->input.c)
-        return cf_fail("%s: --input-shape %dx%dx%dx%d has %d channels; the model's input %dx%dx%dx%d has %d (only the spatial size can change)",
-                       name, o->c, o->d, o->h, o->w, o->c, net->input.c, net->input.d, net->input.h, net->input.w, net->input.c);
+        return cf_fail("%s: --input-shape %dx%dx%dx%d has %d channels; "
+                       "the model's input %dx%dx%dx%d has %d (only the spatial size can change)",
+                       name, o->c, o->d, o->h, o->w, o->c,
+                       net->input.c, net->input.d, net->input.h, net->input.w, net->input.c);
     if ((o->d == 1) != (net->input.d == 1))   /* a depth of 1 is a 2-D shape (CxHxW) */
         return cf_fail("%s: --input-shape %dx%dx%dx%d is %s (depth %d); the model's input %dx%dx%dx%d is %s: give %s",
-                       name, o->c, o->d, o->h, o->w, o->d == 1 ? "2-D" : "3-D", o->d, net->input.c, net->input.d, net->input.h, net->input.w,
-                       net->input.d == 1 ? "2-D" : "3-D", net->input.d == 1 ? "CxHxW" : "CxDxHxW with a depth above 1");
+                       name, o->c, o->d, o->h, o->w, o->d == 1 ? "2-D" : "3-D", o->d, net->input.c, net->input.d,
+                       net->input.h, net->input.w, net->input.d == 1 ? "2-D" : "3-D",
+                       net->input.d == 1 ? "CxHxW" : "CxDxHxW with a depth above 1");
     net->input = *o;
     return CF_OK;
 }
@@ -4031,7 +4133,8 @@ static int cf__net_layers(cf_net *net, cf__section *secs, int n, const char *nam
     int i, rc;
     net->n_layers = n;
     if (n < 1) return cf_fail("%s: no layers after [net]", name);
-    if (!(net->layers = CF__NEW(cf_layer, n)) || !(net->priv->plan.l = CF__NEW(cf__plan_layer, n))) return cf_fail("%s: %s (%d layers)", name, cf_failure_reason(), n);
+    if (!(net->layers = CF__NEW(cf_layer, n)) || !(net->priv->plan.l = CF__NEW(cf__plan_layer, n)))
+        return cf_fail("%s: %s (%d layers)", name, cf_failure_reason(), n);
     for (i = 0; i < n; i++) {
         cf_layer *l = &net->layers[i];
         if ((rc = cf__build_layer(net, i, &secs[i], name))) return rc;
@@ -4056,7 +4159,8 @@ static size_t cf__workspace_floats(const cf_net *net) {
         if (l->type == CF_L_CONV) {
             rows = (size_t)l->in.c / l->groups * kvol;
             need = rows * cf__tile(rows, (size_t)l->out.d * l->out.h * l->out.w, CF_WS_FLOATS);
-            if (kvol == 1 && l->groups < l->in.c && need < cf__pointwise_ws_floats() + (size_t)l->out.c / l->groups * 32)   /* (a 16-bit y's blocks) */
+            if (kvol == 1 && l->groups < l->in.c &&
+                need < cf__pointwise_ws_floats() + (size_t)l->out.c / l->groups * 32)   /* (a 16-bit y's blocks) */
                 need = cf__pointwise_ws_floats() + (size_t)l->out.c / l->groups * 32;
         } else if (l->type == CF_L_DECONV) {
             size_t band = cf__pointwise_ws_floats() + cf__band_floats(l, CF_WS_FLOATS);   /* (a 16-bit y's band, 2-D) */
@@ -4081,23 +4185,31 @@ CFDEF int cf_net_parse(cf_net *net, const char *text, const char *name, const cf
     net->priv->magic = CF__NET_MAGIC;
     net->priv->split.shard = -1;
     if ((rc = cf__split(buf, name, &secs, &n_secs))) { CF_FREE(buf); CF_FREE(net->priv); net->priv = NULL; return rc; }
-    if (!n_secs || strcmp(secs[0].name, "net")) rc = cf_fail("%s:%d: the first section must be [net]", name, n_secs ? secs[0].line : 1);
+    if (!n_secs || strcmp(secs[0].name, "net"))
+        rc = cf_fail("%s:%d: the first section must be [net]", name, n_secs ? secs[0].line : 1);
     if (!rc) rc = cf__net_section(net, &secs[0], name, shape_override);
     if (!rc) rc = cf__net_layers(net, secs + 1, n_secs - 1, name);
     if (!rc && net->loss == CF_LOSS_SOFTMAX_CE) rc = cf__class_weights(net, &secs[0], name);
     if (!rc) {
-        net->params = CF__NEW(float, net->n_params); net->grads = CF__NEW(float, net->n_params); net->opt = CF__NEW(float, net->n_params); net->opt_slots = 1;
+        net->params = CF__NEW(float, net->n_params); net->grads = CF__NEW(float, net->n_params);
+        net->opt = CF__NEW(float, net->n_params); net->opt_slots = 1;
         net->stats = CF__NEW(float, net->n_stats + 1); net->priv->bn_save = CF__NEW(float, net->n_stats + 1);
         net->cfg_text = cf__strdup(text); net->cfg_name = cf__strdup(name);
         net->priv->ws_floats = cf__workspace_floats(net);
         net->priv->ws = CF__NEW(float, 2 * net->priv->ws_floats);
-        if (!net->params || !net->grads || !net->opt || !net->stats || !net->priv->bn_save || !net->cfg_text || !net->cfg_name || !net->priv->ws)
-            rc = cf_fail("%s: %s (for %zu parameters, their gradients and optimizer state, and %zu workspace floats)", name, cf_failure_reason(),
-                         net->n_params, 2 * net->priv->ws_floats);
+        if (!net->params || !net->grads || !net->opt || !net->stats || !net->priv->bn_save || !net->cfg_text ||
+            !net->cfg_name || !net->priv->ws)
+            rc = cf_fail("%s: %s (for %zu parameters, their gradients and optimizer state, and %zu workspace floats)",
+                         name, cf_failure_reason(), net->n_params, 2 * net->priv->ws_floats);
     }
     cf__free_sections(secs, n_secs);
     CF_FREE(buf);
-    if (rc) { char keep[sizeof cf__err]; memcpy(keep, cf__err, sizeof keep); cf_net_free(net); memcpy(cf__err, keep, sizeof keep); }
+    if (rc) {
+        char keep[sizeof cf__err];
+        memcpy(keep, cf__err, sizeof keep);
+        cf_net_free(net);
+        memcpy(cf__err, keep, sizeof keep);
+    }
     return rc;
 }
 
@@ -4106,7 +4218,17 @@ CFDEF void cf_net_free(cf_net *net) {
     struct cf__net_private *p = net ? net->priv : NULL;
     if (!net) return;
     if (p) cf__split_free(net);
-    if (p) { p->magic = 0; CF_FREE(p->bn_sync.work); CF_FREE(p->plan.l); CF_FREE(p->bn_save); CF_FREE(p->arena); CF_FREE(p->ws); CF_FREE(p->wq); CF_FREE(p->xq); CF_FREE(p); }
+    if (p) {
+        p->magic = 0;
+        CF_FREE(p->bn_sync.work);
+        CF_FREE(p->plan.l);
+        CF_FREE(p->bn_save);
+        CF_FREE(p->arena);
+        CF_FREE(p->ws);
+        CF_FREE(p->wq);
+        CF_FREE(p->xq);
+        CF_FREE(p);
+    }
     CF_FREE(net->cfg_text); CF_FREE(net->cfg_name); CF_FREE(net->layers);
     CF_FREE(net->params); CF_FREE(net->grads); CF_FREE(net->opt); CF_FREE(net->stats);
     memset(net, 0, sizeof *net);
@@ -4117,9 +4239,11 @@ CFDEF int cf_net_sync_bn(cf_net *net, void (*reduce)(double *buf, int n, void *c
     if (cf__net_check(net, "cf_net_sync_bn")) return CF_ERR;
     CF_FREE(net->priv->bn_sync.work);
     memset(&net->priv->bn_sync, 0, sizeof net->priv->bn_sync);
-    net->priv->plan.batch = 0;   /* the next forward plans anew (section 9, halves: batch norms synchronized read fp32) */
+    /* the next forward plans anew (section 9, halves: batch norms synchronized read fp32) */
+    net->priv->plan.batch = 0;
     if (!reduce) return CF_OK;
-    for (i = 0; i < net->n_layers; i++) if (net->layers[i].type == CF_L_BATCHNORM && net->layers[i].in.c > C) C = net->layers[i].in.c;
+    for (i = 0; i < net->n_layers; i++)
+        if (net->layers[i].type == CF_L_BATCHNORM && net->layers[i].in.c > C) C = net->layers[i].in.c;
     if (!(net->priv->bn_sync.work = CF__NEW(double, 2 * C + 1))) return CF_ERR;
     net->priv->bn_sync.reduce = reduce; net->priv->bn_sync.ctx = ctx;
     return CF_OK;
@@ -4131,11 +4255,19 @@ static char *cf__read_text(const char *path) {
     int fd = cf__open_regular(path, &n);
     char *buf;
     if (fd < 0) return NULL;
-    if (n > ((size_t)64 << 20)) { close(fd); cf_fail("%s: %zu bytes is too large for a text file", path, n); return NULL; }
+    if (n > ((size_t)64 << 20)) {
+        close(fd);
+        cf_fail("%s: %zu bytes is too large for a text file", path, n);
+        return NULL;
+    }
     buf = CF__NEW(char, n + 1);
     if (buf && cf__read_full(fd, buf, n) != n) { CF_FREE(buf); buf = NULL; cf_fail("%s: read error", path); }
     close(fd);
-    if (buf && strlen(buf) != n) { CF_FREE(buf); cf_fail("%s: contains a NUL byte: not a text file", path); return NULL; }
+    if (buf && strlen(buf) != n) {
+        CF_FREE(buf);
+        cf_fail("%s: contains a NUL byte: not a text file", path);
+        return NULL;
+    }
     return buf;
 }
 CFDEF int cf_net_load_cfg(cf_net *net, const char *path, const cf_shape *shape_override) {
@@ -4154,10 +4286,22 @@ static void cf__init_tensor(float *p, size_t n, int kind, double fan_in, double 
     size_t i;
     double a;
     switch (kind) {
-    case CF_INIT_GLOROT_UNIFORM: a = sqrt(6.0 / (fan_in + fan_out)); for (i = 0; i < n; i++) p[i] = (float)((2.0 * cf_rng_uniform64(r) - 1.0) * a); break;
-    case CF_INIT_KAIMING_UNIFORM: a = sqrt(6.0 / fan_in); for (i = 0; i < n; i++) p[i] = (float)((2.0 * cf_rng_uniform64(r) - 1.0) * a); break;
-    case CF_INIT_KAIMING_NORMAL: a = sqrt(2.0 / fan_in); for (i = 0; i < n; i++) p[i] = (float)(cf_rng_normal(r) * a); break;
-    case CF_INIT_TORCH: a = 1.0 / sqrt(fan_in); for (i = 0; i < n; i++) p[i] = (float)((2.0 * cf_rng_uniform64(r) - 1.0) * a); break;
+    case CF_INIT_GLOROT_UNIFORM:
+        a = sqrt(6.0 / (fan_in + fan_out));
+        for (i = 0; i < n; i++) p[i] = (float)((2.0 * cf_rng_uniform64(r) - 1.0) * a);
+        break;
+    case CF_INIT_KAIMING_UNIFORM:
+        a = sqrt(6.0 / fan_in);
+        for (i = 0; i < n; i++) p[i] = (float)((2.0 * cf_rng_uniform64(r) - 1.0) * a);
+        break;
+    case CF_INIT_KAIMING_NORMAL:
+        a = sqrt(2.0 / fan_in);
+        for (i = 0; i < n; i++) p[i] = (float)(cf_rng_normal(r) * a);
+        break;
+    case CF_INIT_TORCH:
+        a = 1.0 / sqrt(fan_in);
+        for (i = 0; i < n; i++) p[i] = (float)((2.0 * cf_rng_uniform64(r) - 1.0) * a);
+        break;
     case CF_INIT_CONST: for (i = 0; i < n; i++) p[i] = value; break;
     default: for (i = 0; i < n; i++) p[i] = 0.0f; break;
     }
@@ -4167,11 +4311,13 @@ static void cf__init_tensor(float *p, size_t n, int kind, double fan_in, double 
 /* a [dense] whose rows are split across ranks (section 8): every row drawn in turn, as the
    whole layer's, this rank's kept */
 static int cf__init_shard(cf_net *net, const cf_layer *l, double fan_in, double fan_out, cf_rng *r) {
-    size_t F = cf_shape_size(l->in), o0 = (size_t)net->priv->split.r * net->priv->split.rows, R = (size_t)net->priv->split.rows, o;
+    size_t F = cf_shape_size(l->in), o0 = (size_t)net->priv->split.r * net->priv->split.rows,
+        R = (size_t)net->priv->split.rows, o;
     float *other = CF__NEW(float, F > (size_t)l->out.c ? F : (size_t)l->out.c);
     if (!other) return CF_ERR;
     for (o = 0; o < (size_t)l->out.c; o++)
-        cf__init_tensor(o >= o0 && o < o0 + R ? net->params + l->w_off + (o - o0) * F : other, F, l->init, fan_in, fan_out, 0.0f, r);
+        cf__init_tensor(o >= o0 && o < o0 + R ? net->params + l->w_off + (o - o0) * F : other, F, l->init, fan_in,
+                        fan_out, 0.0f, r);
     if (l->b_n) {
         cf__init_tensor(other, (size_t)l->out.c, l->bias_init, fan_in, fan_out, l->bias_value, r);
         memcpy(net->params + l->b_off, other + o0, R * sizeof(float));
@@ -4194,12 +4340,16 @@ CFDEF int cf_net_init(cf_net *net, uint64_t seed) {
         size_t c;
         if (l->type == CF_L_BATCHNORM || l->type == CF_L_AFFINE) {
             for (c = 0; c < l->w_n; c++) { net->params[l->w_off + c] = 1.0f; net->params[l->b_off + c] = 0.0f; }
-            for (c = 0; c < l->s_n / 2; c++) { net->stats[l->s_off + c] = 0.0f; net->stats[l->s_off + l->s_n / 2 + c] = 1.0f; }
+            for (c = 0; c < l->s_n / 2; c++) {
+                net->stats[l->s_off + c] = 0.0f;
+                net->stats[l->s_off + l->s_n / 2 + c] = 1.0f;
+            }
             continue;
         }
         if (!l->w_n) continue;
         if (l->type == CF_L_CONV) { fan_in = (double)l->in.c / l->groups * kvol; fan_out = (double)l->out.c * kvol; }
-        else if (l->type == CF_L_DECONV) { fan_in = (double)l->out.c * kvol; fan_out = (double)l->in.c * kvol; }  /* PyTorch: weight.size(1) * kvol */
+        /* PyTorch: weight.size(1) * kvol */
+        else if (l->type == CF_L_DECONV) { fan_in = (double)l->out.c * kvol; fan_out = (double)l->in.c * kvol; }
         else { fan_in = (double)cf_shape_size(l->in); fan_out = l->out.c; }
         if (i == net->priv->split.shard) { if (cf__init_shard(net, l, fan_in, fan_out, &r)) return CF_ERR; continue; }
         cf__init_tensor(net->params + l->w_off, l->w_n, l->init, fan_in, fan_out, 0.0f, &r);
@@ -4210,7 +4360,9 @@ CFDEF int cf_net_init(cf_net *net, uint64_t seed) {
 }
 
 /* a layer index of a network that has run a forward (its arena planned) */
-static int cf__layer_ok(const cf_net *net, int layer) { return cf__net_ok(net) && layer >= 0 && layer < net->n_layers && net->priv->arena; }
+static int cf__layer_ok(const cf_net *net, int layer) {
+    return cf__net_ok(net) && layer >= 0 && layer < net->n_layers && net->priv->arena;
+}
 CFDEF float *cf_net_output(cf_net *net, int layer) {
     CF__REQUIRE(cf__layer_ok(net, layer), NULL, "cf_net_output: not a layer of a network that has run a forward");
     return net->priv->plan.l[layer].half ? NULL : cf__out(net, layer);
@@ -4232,12 +4384,15 @@ CFDEF float *cf_net_output_grad(cf_net *net, int layer) {
    and its fused backward, the copies (route, flatten, relu)); dL/dz inside a convolution's backward (cf__round_dz).
    Everything else is fp32. */
 CFDEF const char *cf_precision_name(int precision) { return precision == CF_BF16 ? "bf16" : "fp32"; }
-CFDEF int cf_net_precision(const cf_net *net) { return cf__net_check(net, "cf_net_precision") ? CF_ERR : net->priv->precision; }
+CFDEF int cf_net_precision(const cf_net *net) {
+    return cf__net_check(net, "cf_net_precision") ? CF_ERR : net->priv->precision;
+}
 CFDEF int cf_net_set_precision(cf_net *net, int precision) {
     struct cf__net_private *p;
     if (cf__net_check(net, "cf_net_set_precision")) return CF_ERR;
     p = net->priv;
-    if (precision != CF_FP32 && precision != CF_BF16) return cf_fail("precision %d is neither CF_FP32 nor CF_BF16", precision);
+    if (precision != CF_FP32 && precision != CF_BF16)
+        return cf_fail("precision %d is neither CF_FP32 nor CF_BF16", precision);
     p->precision = precision;
     CF_FREE(p->wq); p->wq = NULL;
     CF_FREE(p->xq); p->xq = NULL; p->xq_n = 0;
@@ -4245,8 +4400,10 @@ CFDEF int cf_net_set_precision(cf_net *net, int precision) {
     if (precision == CF_BF16) {
         size_t most = 1;
         int i;
-        for (i = 0; i < net->n_layers; i++) if (cf__rounds_kernel(net, &net->layers[i]) && net->layers[i].w_n > most) most = net->layers[i].w_n;
-        if (!(p->wq = CF__NEW(float, most))) return cf_fail("bf16: %s (room for a rounded kernel)", cf_failure_reason());
+        for (i = 0; i < net->n_layers; i++)
+            if (cf__rounds_kernel(net, &net->layers[i]) && net->layers[i].w_n > most) most = net->layers[i].w_n;
+        if (!(p->wq = CF__NEW(float, most)))
+            return cf_fail("bf16: %s (room for a rounded kernel)", cf_failure_reason());
     }
     return CF_OK;
 }
@@ -4273,8 +4430,10 @@ static void cf__layer_backward(cf_net *net, int i) {
     int k;
     net->priv->stored_bf16 = 0;
     cf__types[l->type].backward(net, i);
-    for (k = 0; k < l->n_src && !net->priv->stored_bf16; k++)   /* the gradients it added into (in 16 bits: bf16 values as stored) */
-        if (cf__rounds_grad(net, l->src[k])) cf_bf16_round(cf__grad(net, l->src[k]), cf__n_out(net, &net->layers[l->src[k]]));
+    /* the gradients it added into (in 16 bits: bf16 values as stored) */
+    for (k = 0; k < l->n_src && !net->priv->stored_bf16; k++)
+        if (cf__rounds_grad(net, l->src[k]))
+            cf_bf16_round(cf__grad(net, l->src[k]), cf__n_out(net, &net->layers[l->src[k]]));
 }
 
 /* ---- forward and backward: the layers in order, then in reverse */
@@ -4286,8 +4445,10 @@ static int cf__outputs_valid(const cf_net *net) {
 }
 CFDEF const float *cf_net_forward_from(cf_net *net, int first) {
     int i;
-    CF__REQUIRE(cf__net_ok(net) && net->priv->x && net->priv->arena && first >= 0 && first <= net->n_layers && (first == 0 || (net->priv->plan.flags & 1)),
-                NULL, "cf_net_forward_from: needs a network that has run a forward with every output kept (cf_net_keep_outputs), and a layer of it");
+    CF__REQUIRE(cf__net_ok(net) && net->priv->x && net->priv->arena && first >= 0 && first <= net->n_layers
+                && (first == 0 || (net->priv->plan.flags & 1)),
+                NULL, "cf_net_forward_from: needs a network that has run a forward with every output kept "
+                      "(cf_net_keep_outputs), and a layer of it");
     net->priv->acts_clobbered = 0;
     for (i = first; i < net->n_layers; i++) {
         if (net->priv->layer_hook) net->priv->layer_hook(net, i, 0, net->priv->layer_ctx);
@@ -4301,7 +4462,9 @@ CFDEF const float *cf_net_forward(cf_net *net, const float *x, int B) {
     if (cf__net_check(net, "cf_net_forward")) return NULL;
     if (!x) { cf_fail("cf_net_forward: x is NULL"); return NULL; }
     if (net->priv->split.on && net->priv->split.K > 1 && !net->priv->split.comm) {
-        cf_fail("%s: split into %d slabs for planning only: a forward needs the ranks of an MPI run (cf_net_set_spatial)", net->cfg_name, net->priv->split.K);
+        cf_fail("%s: split into %d slabs for planning only: "
+                "a forward needs the ranks of an MPI run (cf_net_set_spatial)",
+                net->cfg_name, net->priv->split.K);
         return NULL;
     }
     if (cf_net_set_batch(net, B)) return NULL;
@@ -4321,7 +4484,9 @@ static void cf__zero_grads_starting(cf_net *net, int i) {
     for (j = 0; j < n; j++) {
         const cf__plan_layer *p = &net->priv->plan.l[j];
         int start = p->last_read < n - 1 ? p->last_read : n - 1;
-        if (start == i && p->fused_pool < 0 && !p->grad_store) memset(cf__grad(net, j), 0, cf__n_out(net, &net->layers[j]) * (p->grad_half ? sizeof(cf_bf16) : sizeof(float)));
+        if (start == i && p->fused_pool < 0 && !p->grad_store)
+            memset(cf__grad(net, j), 0, cf__n_out(net, &net->layers[j]) * (p->grad_half ? sizeof(cf_bf16)
+                                                                           : sizeof(float)));
     }
 }
 
@@ -4329,14 +4494,17 @@ CFDEF int cf_net_backward(cf_net *net, const float *dout) {
     int i, j, n;
     if (cf__net_check(net, "cf_net_backward")) return CF_ERR;
     if (!dout) return cf_fail("cf_net_backward: dout is NULL");
-    if (!cf__outputs_valid(net)) return cf_fail("cf_net_backward: no forward since the last backward (its outputs are gone; cf_net_keep_outputs keeps them)");
+    if (!cf__outputs_valid(net))
+        return cf_fail("cf_net_backward: no forward since the last backward "
+                       "(its outputs are gone; cf_net_keep_outputs keeps them)");
     n = net->n_layers;
     /* the plan is the one the forward used (a setting changed since takes effect at the next
        forward): the outputs backward reads are where that forward put them */
     for (i = n - 1; i >= 0; i--) {
         cf__zero_grads_starting(net, i);
         net->priv->acts_clobbered = 1;
-        if (i == n - 1) {   /* the loss gradient, stored as every output gradient is (rounded in bf16 before a dense head) */
+        /* the loss gradient, stored as every output gradient is (rounded in bf16 before a dense head) */
+        if (i == n - 1) {
             memcpy(cf__grad(net, i), dout, (size_t)net->n_outputs * net->batch * sizeof(float));
             if (cf__rounds(net, i)) cf_bf16_round(cf__grad(net, i), (size_t)net->n_outputs * net->batch);
         }
@@ -4346,7 +4514,11 @@ CFDEF int cf_net_backward(cf_net *net, const float *dout) {
         /* outputs dropped after forward that this backward is the first to read: rebuilt
            from their inputs, in forward order (section 9) */
         for (j = 0; j <= i; j++)
-            if (net->priv->plan.l[j].rebuild_at == i) { net->priv->rebuilding = 1; cf__layer_forward(net, j); net->priv->rebuilding = 0; }
+            if (net->priv->plan.l[j].rebuild_at == i) {
+                net->priv->rebuilding = 1;
+                cf__layer_forward(net, j);
+                net->priv->rebuilding = 0;
+            }
         cf__layer_backward(net, i);
         if (net->priv->layer_hook) net->priv->layer_hook(net, i, 3, net->priv->layer_ctx);
     }
@@ -4363,12 +4535,16 @@ CFDEF double cf_net_loss(cf_net *net, const float *target, float *dout) {
     size_t n;
     if (cf__net_check(net, "cf_net_loss")) return NAN;
     if (!target) { cf_fail("cf_net_loss: target is NULL"); return NAN; }
-    if (!cf__outputs_valid(net)) { cf_fail("cf_net_loss: no forward since the last backward: there is no output to score"); return NAN; }
+    if (!cf__outputs_valid(net)) {
+        cf_fail("cf_net_loss: no forward since the last backward: there is no output to score");
+        return NAN;
+    }
     y = cf__out(net, net->n_layers - 1);
     n = (size_t)net->n_outputs * net->batch;
     if (net->loss == CF_LOSS_SOFTMAX_CE) {
         const cf_layer *l = &net->layers[net->n_layers - 1];
-        double loss = cf_loss_softmax_ce(dout, y, target, net->priv->class_w, net->batch, l->out.c, (size_t)net->n_targets);
+        double loss = cf_loss_softmax_ce(dout, y, target, net->priv->class_w, net->batch, l->out.c,
+                                         (size_t)net->n_targets);
         if (isnan(loss)) cf_fail("cf_net_loss: a label is not a class id in [0, %d)", l->out.c);
         return loss;
     }
@@ -4376,7 +4552,9 @@ CFDEF double cf_net_loss(cf_net *net, const float *target, float *dout) {
 }
 
 CFDEF uint64_t cf_net_step(const cf_net *net) { return cf__net_check(net, "cf_net_step") ? 0 : net->priv->step; }
-CFDEF uint64_t cf_net_updates(const cf_net *net) { return cf__net_check(net, "cf_net_updates") ? 0 : net->priv->updates; }
+CFDEF uint64_t cf_net_updates(const cf_net *net) {
+    return cf__net_check(net, "cf_net_updates") ? 0 : net->priv->updates;
+}
 
 /* ---- the mode, and the settings of a model a training run may change */
 CFDEF void cf_net_set_mode(cf_net *net, int mode) {
@@ -4392,21 +4570,29 @@ CFDEF int cf_net_mode(const cf_net *net) {
 CFDEF int cf_net_set_loss(cf_net *net, int loss) {
     if (cf__net_check(net, "cf_net_set_loss")) return CF_ERR;
     if (net->loss == CF_LOSS_SOFTMAX_CE || (loss != CF_LOSS_MSE && loss != CF_LOSS_L1))
-        return cf_fail("%s: the loss of a regression model can be mse or l1; a segmentation model keeps softmax_ce", net->cfg_name);
+        return cf_fail("%s: the loss of a regression model can be mse or l1; a segmentation model keeps softmax_ce",
+                       net->cfg_name);
     net->loss = loss;
     return CF_OK;
 }
 CFDEF int cf_net_set_dropout(cf_net *net, float rate) {
     int i;
     if (cf__net_check(net, "cf_net_set_dropout")) return CF_ERR;
-    if (!(rate >= 0.0f && rate <= 0.999f)) return cf_fail("cf_net_set_dropout: the rate %g is not in [0, 0.999] (the cfg's rate= range)", rate);
+    if (!(rate >= 0.0f && rate <= 0.999f))
+        return cf_fail("cf_net_set_dropout: the rate %g is not in [0, 0.999] (the cfg's rate= range)", rate);
     for (i = 0; i < net->n_layers; i++) if (net->layers[i].type == CF_L_DROPOUT) net->layers[i].rate = rate;
     return CF_OK;
 }
 
 /* ---- looking inside */
-CFDEF void cf_net_keep_outputs(cf_net *net, int keep) { CF__NET_REQUIRE_VOID(net, "cf_net_keep_outputs"); net->priv->keep_acts = keep != 0; }
-CFDEF void cf_net_set_input_grad(cf_net *net, float *dx) { CF__NET_REQUIRE_VOID(net, "cf_net_set_input_grad"); net->priv->dinput = dx; }
+CFDEF void cf_net_keep_outputs(cf_net *net, int keep) {
+    CF__NET_REQUIRE_VOID(net, "cf_net_keep_outputs");
+    net->priv->keep_acts = keep != 0;
+}
+CFDEF void cf_net_set_input_grad(cf_net *net, float *dx) {
+    CF__NET_REQUIRE_VOID(net, "cf_net_set_input_grad");
+    net->priv->dinput = dx;
+}
 CFDEF void cf_net_set_backward_hook(cf_net *net, void (*hook)(cf_net *net, int layer, void *ctx), void *ctx) {
     CF__NET_REQUIRE_VOID(net, "cf_net_set_backward_hook");
     net->priv->backward_hook = hook; net->priv->hook_ctx = ctx;
@@ -4418,7 +4604,8 @@ CFDEF void cf_net_set_layer_hook(cf_net *net, void (*hook)(cf_net *net, int laye
 CFDEF const char *cf_net_path(const cf_net *net, int layer, int op) {
     const cf_layer *l;
     int has_w;
-    CF__REQUIRE(cf__net_ok(net) && layer >= 0 && layer < net->n_layers && op >= CF_OP_FORWARD && op <= CF_OP_BACKWARD_DATA, "?",
+    CF__REQUIRE(cf__net_ok(net) && layer >= 0 && layer < net->n_layers && op >= CF_OP_FORWARD &&
+                op <= CF_OP_BACKWARD_DATA, "?",
                 "cf_net_path: not a layer of a network made by cf_net_parse, or not one of CF_OP_*");
     l = &net->layers[layer];
     has_w = l->w_n > 0;
@@ -4426,11 +4613,13 @@ CFDEF const char *cf_net_path(const cf_net *net, int layer, int op) {
     switch (l->type) {
     case CF_L_CONV:
         if (l->depthwise) return cf__dwconv_path(op, net->batch, l->in, l->out, &l->g);
-        return cf__conv_path_p(op, net->batch, l->in, l->out, &l->g, l->groups, net->priv->ws_floats, cf__rounds(net, layer));
+        return cf__conv_path_p(op, net->batch, l->in, l->out, &l->g, l->groups, net->priv->ws_floats,
+                               cf__rounds(net, layer));
     case CF_L_DECONV:
         return cf__deconv_path(cf__rounds(net, layer));
     case CF_L_MAXPOOL: case CF_L_AVGPOOL:
-        if (op == CF_OP_BACKWARD_DATA && l->src[0] >= 0 && net->priv->plan.l[l->src[0]].fused_pool == layer) return "fusion";
+        if (op == CF_OP_BACKWARD_DATA && l->src[0] >= 0 && net->priv->plan.l[l->src[0]].fused_pool == layer)
+            return "fusion";
         return cf_pool_path(op, l->in, l->out, &l->g, l->type == CF_L_MAXPOOL);
     default:
         return op == CF_OP_BACKWARD_WEIGHTS && !has_w ? "-" : "reference";
@@ -4469,7 +4658,8 @@ CFDEF int cf_net_first_nonfinite_output(const cf_net *net) {
         if (!keep && (net->priv->acts_clobbered || net->priv->plan.l[i].fwd_end < net->n_layers - 1)) continue;
         const float *y = net->priv->arena + net->priv->plan.l[i].y_off;
         size_t n = cf_shape_size(l->out) * net->batch;
-        if (net->priv->plan.l[i].half ? !cf__all_finite_half((const cf_bf16 *)(const void *)y, n) : !cf__all_finite(y, n)) return i;
+        if (net->priv->plan.l[i].half ? !cf__all_finite_half((const cf_bf16 *)(const void *)y, n)
+            : !cf__all_finite(y, n)) return i;
     }
     return -1;
 }
@@ -4480,7 +4670,8 @@ CFDEF int cf_net_first_nonfinite_param(const cf_net *net, int params) {
     base = params ? net->params : net->grads;
     for (i = 0; i < net->n_layers; i++) {
         const cf_layer *l = &net->layers[i];
-        if ((l->w_n && !cf__all_finite(base + l->w_off, l->w_n)) || (l->b_n && !cf__all_finite(base + l->b_off, l->b_n))) return i;
+        if ((l->w_n && !cf__all_finite(base + l->w_off, l->w_n)) ||
+            (l->b_n && !cf__all_finite(base + l->b_off, l->b_n))) return i;
     }
     return -1;
 }
@@ -4510,7 +4701,15 @@ static int cf__layer_tensors(const cf_net *net, int i, cf_tensor *t) {
     } else if (bn || l->type == CF_L_AFFINE) { t[0].ndim = 1; t[0].shape[0] = (int)l->w_n; }
     else { t[0].ndim = 2; t[0].shape[0] = l->out.c; t[0].shape[1] = (int)cf_shape_size(l->in); }
     n = 1;
-    if (l->b_n) { t[n].layer = i; t[n].kind = bn ? "beta" : "bias"; t[n].off = l->b_off; t[n].n = l->b_n; t[n].ndim = 1; t[n].shape[0] = (int)l->b_n; n++; }
+    if (l->b_n) {
+        t[n].layer = i;
+        t[n].kind = bn ? "beta" : "bias";
+        t[n].off = l->b_off;
+        t[n].n = l->b_n;
+        t[n].ndim = 1;
+        t[n].shape[0] = (int)l->b_n;
+        n++;
+    }
     for (k = 0; k < 2 && l->s_n; k++, n++) {
         t[n].layer = i; t[n].kind = k ? "running_var" : "running_mean"; t[n].stats = 1;
         t[n].off = l->s_off + k * (l->s_n / 2); t[n].n = l->s_n / 2; t[n].ndim = 1; t[n].shape[0] = (int)(l->s_n / 2);
@@ -4546,7 +4745,8 @@ CFDEF const char *cf_dist_waiting(double *seconds) {
    started on its own is one rank without touching MPI, so it also runs where MPI cannot
    start (no shared memory, a small ulimit, no network). */
 static int cf__launched(void) {
-    static const char *vars[] = {"PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_PROCID"};
+    static const char *vars[] = {"PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE",
+                                 "SLURM_PROCID"};
     size_t i;
     for (i = 0; i < sizeof vars / sizeof *vars; i++) if (getenv(vars[i])) return 1;
     return 0;
@@ -4568,8 +4768,18 @@ CFDEF void cf_dist_finalize(void) {
     MPI_Initialized(&i); MPI_Finalized(&f);
     if (i && !f) { CF__WAIT("MPI_Finalize"); MPI_Finalize(); CF__WAITED; }
 }
-CFDEF int cf_dist_rank(void) { int r = 0, i = 0; MPI_Initialized(&i); if (i) MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
-CFDEF int cf_dist_size(void) { int s = 1, i = 0; MPI_Initialized(&i); if (i) MPI_Comm_size(MPI_COMM_WORLD, &s); return s; }
+CFDEF int cf_dist_rank(void) {
+    int r = 0, i = 0;
+    MPI_Initialized(&i);
+    if (i) MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+CFDEF int cf_dist_size(void) {
+    int s = 1, i = 0;
+    MPI_Initialized(&i);
+    if (i) MPI_Comm_size(MPI_COMM_WORLD, &s);
+    return s;
+}
 /* The average in chunks of CF_ALLREDUCE_CHUNK floats (1 Mi: 4 MiB), each divided by the ranks
    while it is still in cache.  One call for the whole buffer was 1.7-2x slower (docs/mpi.md,
    "The allreduce"): MPICH takes a temporary buffer of the message's size at every call, and
@@ -4594,12 +4804,14 @@ CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) {
 CFDEF void cf_dist_allreduce_sum_d(double *buf, int n) {
     CF__REQUIRE_VOID((buf || n == 0) && n >= 0, "cf_dist_allreduce_sum_d: buf NULL or n < 0");
     if (cf_dist_size() == 1) return;
-    CF__WAIT("MPI_Allreduce (a sum)"); MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD); CF__WAITED;
+    CF__WAIT("MPI_Allreduce (a sum)"); MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    CF__WAITED;
 }
 CFDEF void cf_dist_allreduce_max_d(double *buf, int n) {
     CF__REQUIRE_VOID((buf || n == 0) && n >= 0, "cf_dist_allreduce_max_d: buf NULL or n < 0");
     if (cf_dist_size() == 1) return;
-    CF__WAIT("MPI_Allreduce (a maximum)"); MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD); CF__WAITED;
+    CF__WAIT("MPI_Allreduce (a maximum)"); MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    CF__WAITED;
 }
 CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx) { (void)ctx; cf_dist_allreduce_sum_d(buf, n); }
 CFDEF void cf_dist_bcast(float *buf, size_t n) {
@@ -4614,8 +4826,15 @@ CFDEF void cf_dist_bcast(float *buf, size_t n) {
         off += (size_t)chunk;
     }
 }
-CFDEF void cf_dist_abort(int code) { int i = 0; MPI_Initialized(&i); if (i && cf_dist_size() > 1) MPI_Abort(MPI_COMM_WORLD, code); }
-CFDEF void cf_dist_barrier(void) { if (cf_dist_size() > 1) { CF__WAIT("MPI_Barrier"); MPI_Barrier(MPI_COMM_WORLD); CF__WAITED; } }
+CFDEF void cf_dist_abort(int code) {
+    int i = 0;
+    MPI_Initialized(&i);
+    if (i && cf_dist_size() > 1) MPI_Abort(MPI_COMM_WORLD, code);
+}
+CFDEF void cf_dist_barrier(void)
+{
+    if (cf_dist_size() > 1) { CF__WAIT("MPI_Barrier"); MPI_Barrier(MPI_COMM_WORLD); CF__WAITED; }
+}
 
 /* the largest of v over every rank (a decision every rank must take alike) */
 static int cf__max_over_ranks(int v) {
@@ -4630,7 +4849,12 @@ static cf__overlap cf__ov;
 static void cf__ov_start(float *buf, size_t lo, size_t hi) {
     while (hi > lo) {   /* chunks fit an int count and the request table */
         size_t n = hi - lo > ((size_t)1 << 30) ? ((size_t)1 << 30) : hi - lo;
-        if (cf__ov.n == 1024) { CF__WAIT("MPI_Waitall (overlapped gradient buckets)"); MPI_Waitall(cf__ov.n, cf__ov.req, cf__ov.st); CF__WAITED; cf__ov.n = 0; }
+        if (cf__ov.n == 1024) {
+            CF__WAIT("MPI_Waitall (overlapped gradient buckets)");
+            MPI_Waitall(cf__ov.n, cf__ov.req, cf__ov.st);
+            CF__WAITED;
+            cf__ov.n = 0;
+        }
         MPI_Iallreduce(MPI_IN_PLACE, buf + hi - n, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &cf__ov.req[cf__ov.n++]);
         hi -= n;
     }
@@ -4649,7 +4873,8 @@ static void cf__ov_hook(cf_net *net, int i) {
 CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) {
     CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_begin");
     cf__ov.n = 0; cf__ov.end = net->n_params; cf__ov.bucket = bucket_floats ? bucket_floats : 1;
-    net->priv->dist_hook = cf_dist_size() > 1 ? cf__ov_hook : NULL;   /* (the caller's own hook stays, called after it) */
+    /* (the caller's own hook stays, called after it) */
+    net->priv->dist_hook = cf_dist_size() > 1 ? cf__ov_hook : NULL;
 }
 CFDEF void cf_dist_overlap_end(cf_net *net) {
     size_t k;
@@ -4678,10 +4903,16 @@ CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {
         lag->req = CF_MALLOC(sizeof(MPI_Request));
         if (!lag->buf[0] || !lag->buf[1] || !lag->req) return cf_fail("out of memory for the gradient lag buffers");
     }
-    if (had == 1 && size > 1) { CF__WAIT("MPI_Wait (the previous step's gradient)"); MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE); CF__WAITED; }
+    if (had == 1 && size > 1) {
+        CF__WAIT("MPI_Wait (the previous step's gradient)");
+        MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE);
+        CF__WAITED;
+    }
     next = 1 - lag->cur;
     memcpy(lag->buf[next], net->grads, n * sizeof(float));
-    if (size > 1) MPI_Iallreduce(MPI_IN_PLACE, lag->buf[next], (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, (MPI_Request *)lag->req);
+    if (size > 1)
+        MPI_Iallreduce(MPI_IN_PLACE, lag->buf[next], (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                       (MPI_Request *)lag->req);
     if (had == 2) memcpy(net->grads, lag->buf[lag->cur], n * sizeof(float));   /* an average from a checkpoint */
     else if (had) for (k = 0; k < n; k++) net->grads[k] = lag->buf[lag->cur][k] * inv;
     lag->cur = next;
@@ -4690,7 +4921,11 @@ CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {
 }
 CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag) {
     if (!lag) return;
-    if (lag->pending == 1 && cf_dist_size() > 1) { CF__WAIT("MPI_Wait (the last gradient)"); MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE); CF__WAITED; }
+    if (lag->pending == 1 && cf_dist_size() > 1) {
+        CF__WAIT("MPI_Wait (the last gradient)");
+        MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE);
+        CF__WAITED;
+    }
     CF_FREE(lag->buf[0]); CF_FREE(lag->buf[1]); CF_FREE(lag->req);
     memset(lag, 0, sizeof *lag);
 }
@@ -4700,7 +4935,11 @@ static int cf__grad_lag_average(cf_grad_lag *lag, size_t n, float *out) {
     size_t k;
     float inv = 1.0f / (float)cf_dist_size();
     if (!lag->pending) return 0;
-    if (lag->pending == 1 && cf_dist_size() > 1) { CF__WAIT("MPI_Wait (the pending gradient)"); MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE); CF__WAITED; }
+    if (lag->pending == 1 && cf_dist_size() > 1) {
+        CF__WAIT("MPI_Wait (the pending gradient)");
+        MPI_Wait((MPI_Request *)lag->req, MPI_STATUS_IGNORE);
+        CF__WAITED;
+    }
     if (lag->pending == 2) memcpy(out, lag->buf[lag->cur], n * sizeof(float));
     else for (k = 0; k < n; k++) out[k] = lag->buf[lag->cur][k] * inv;   /* as cf_dist_grad_lag applies it */
     return 1;
@@ -4730,7 +4969,10 @@ CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx) { (void)ctx; cf_dis
 CFDEF void cf_dist_bcast(float *buf, size_t n) { (void)buf; (void)n; }
 CFDEF void cf_dist_abort(int code) { (void)code; }
 CFDEF void cf_dist_barrier(void) {}
-CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) { CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_begin"); (void)bucket_floats; }
+CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) {
+    CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_begin");
+    (void)bucket_floats;
+}
 CFDEF void cf_dist_overlap_end(cf_net *net) { CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_end"); }
 
 static int cf__max_over_ranks(int v) { return v; }
@@ -4751,7 +4993,12 @@ CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {   /* one process: a 
     lag->pending = 1;
     return had;
 }
-CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag) { if (!lag) return; CF_FREE(lag->buf[0]); CF_FREE(lag->buf[1]); memset(lag, 0, sizeof *lag); }
+CFDEF void cf_dist_grad_lag_free(cf_grad_lag *lag) {
+    if (!lag) return;
+    CF_FREE(lag->buf[0]);
+    CF_FREE(lag->buf[1]);
+    memset(lag, 0, sizeof *lag);
+}
 #ifndef CF_NO_FILES
 static int cf__grad_lag_average(cf_grad_lag *lag, size_t n, float *out) {
     if (!lag->pending) return 0;
@@ -4783,7 +5030,8 @@ CFDEF void cf_net_average_stats(cf_net *net) {
    group's communicator, the halo swap, the gathers and sums). */
 /* the exchanges (at the end of this section): with the group's previous and next ranks
    (periodic: around), its gathers and sums */
-static void cf__halo_swap(cf_net *net, const float *to_next, float *from_prev, size_t n1, const float *to_prev, float *from_next, size_t n2);
+static void cf__halo_swap(cf_net *net, const float *to_next, float *from_prev, size_t n1, const float *to_prev,
+                          float *from_next, size_t n2);
 static void cf__split_allgather(cf_net *net, const float *mine, float *all, size_t n);
 static void cf__split_sum_floats(cf_net *net, float *buf, size_t n);
 static int cf__split_comm_make(cf_net *net);
@@ -4795,43 +5043,61 @@ static void cf__split_sum(double *buf, int n, void *ctx);
    its output slab and whose halos fit a neighbour's slab, a pool whose windows stay inside a
    slab, an elementwise layer (batch norm, activation, scale, sum, concatenation); a dropout
    there would draw its masks over the whole volume, other layers need the whole volume. */
-static cf_shape cf__whole_in(const cf_net *net, int i) { return net->priv->split.gin ? net->priv->split.gin[i] : net->layers[i].in; }
-static cf_shape cf__whole_out(const cf_net *net, int i) { return net->priv->split.gin ? net->priv->split.gout[i] : net->layers[i].out; }
+static cf_shape cf__whole_in(const cf_net *net, int i) {
+    return net->priv->split.gin ? net->priv->split.gin[i] : net->layers[i].in;
+}
+static cf_shape cf__whole_out(const cf_net *net, int i) {
+    return net->priv->split.gin ? net->priv->split.gout[i] : net->layers[i].out;
+}
 /* CF_OK when K slabs fit (the gathering [flatten] in *end), else CF_ERR naming the layer */
 static int cf__split_fits(const cf_net *net, int K, int *end) {
     int i;
     const char *name = net->cfg_name;
     if (net->input.d == 1) return cf_fail("%s: a 2-D network has no depth to split across ranks", name);
-    if (net->input.d % K) return cf_fail("%s: the input's depth %d does not divide into %d slabs", name, net->input.d, K);
+    if (net->input.d % K)
+        return cf_fail("%s: the input's depth %d does not divide into %d slabs", name, net->input.d, K);
     for (i = 0; i < net->n_layers && net->layers[i].type != CF_L_FLATTEN; i++) {
         const cf_layer *l = &net->layers[i];
         int Din = cf__whole_in(net, i).d, Dout = cf__whole_out(net, i).d, k = l->g.k[0], s = l->g.s[0];
-        if (Din % K || Dout % K) return cf_fail("%s:%d: layer %d ([%s]) has %d planes in and %d out: not %d equal slabs", name, l->line, i, cf_layer_type_name(l->type), Din, Dout, K);
+        if (Din % K || Dout % K)
+            return cf_fail("%s:%d: layer %d ([%s]) has %d planes in and %d out: not %d equal slabs", name, l->line, i,
+                           cf_layer_type_name(l->type), Din, Dout, K);
         if ((double)cf_shape_size(cf__whole_out(net, i)) / K > (double)CF__MAX_ELEMENTS)
-            return cf_fail("%s:%d: layer %d ([%s]) would output %.3g values a sample on each of %d ranks, at most %lld: split it across more ranks", name, l->line, i,
-                           cf_layer_type_name(l->type), (double)cf_shape_size(cf__whole_out(net, i)) / K, K, (long long)CF__MAX_ELEMENTS);
+            return cf_fail("%s:%d: layer %d ([%s]) would output %.3g values a sample on each of %d ranks, "
+                           "at most %lld: split it across more ranks", name, l->line, i, cf_layer_type_name(l->type),
+                           (double)cf_shape_size(cf__whole_out(net, i)) / K, K, (long long)CF__MAX_ELEMENTS);
         switch (l->type) {
         case CF_L_CONV: {
             int hb = l->g.pb[0], ha = l->g.dil[0] * (k - 1) - l->g.pb[0] + 1 - s;
-            if (Din / K != s * (Dout / K)) return cf_fail("%s:%d: layer %d ([conv], stride %d) maps %d planes to %d: slabs of %d to slabs of %d do not align", name, l->line, i, s, Din, Dout, Din / K, Dout / K);
+            if (Din / K != s * (Dout / K))
+                return cf_fail("%s:%d: layer %d ([conv], stride %d) maps %d planes to %d: "
+                               "slabs of %d to slabs of %d do not align",
+                               name, l->line, i, s, Din, Dout, Din / K, Dout / K);
             if (hb < 0 || ha < 0 || hb > Din / K || ha > Din / K)
-                return cf_fail("%s:%d: layer %d ([conv]) reads %d planes before and %d after its slab of %d: wider than a neighbour's slab", name, l->line, i, hb, ha, Din / K);
+                return cf_fail("%s:%d: layer %d ([conv]) reads %d planes before and %d after its slab of %d: "
+                               "wider than a neighbour's slab", name, l->line, i, hb, ha, Din / K);
             break;
         }
         case CF_L_MAXPOOL: case CF_L_AVGPOOL:
             if (s != k || l->g.pb[0] || l->g.pa[0] || (Din / K) % k || Din / k != Dout)
-                return cf_fail("%s:%d: layer %d ([%s]) has windows of %d planes: they cross the boundaries of slabs of %d planes", name, l->line, i,
+                return cf_fail("%s:%d: layer %d ([%s]) has windows of %d planes: "
+                               "they cross the boundaries of slabs of %d planes", name, l->line, i,
                                cf_layer_type_name(l->type), k, Din / K);
             break;
         case CF_L_BATCHNORM: case CF_L_ACT: case CF_L_SCALE: case CF_L_ADD: case CF_L_ROUTE: case CF_L_AFFINE: break;
         case CF_L_DROPOUT:
-            if (l->rate > 0.0f) return cf_fail("%s:%d: layer %d ([dropout]) draws its masks over the whole volume: before the [flatten] it cannot be split", name, l->line, i);
+            if (l->rate > 0.0f)
+                return cf_fail("%s:%d: layer %d ([dropout]) draws its masks over the whole volume: "
+                               "before the [flatten] it cannot be split", name, l->line, i);
             break;
         default:
-            return cf_fail("%s:%d: layer %d ([%s]) needs the whole volume: a split network's layers before its first [flatten] work on slabs", name, l->line, i, cf_layer_type_name(l->type));
+            return cf_fail("%s:%d: layer %d ([%s]) needs the whole volume: "
+                           "a split network's layers before its first [flatten] work on slabs",
+                           name, l->line, i, cf_layer_type_name(l->type));
         }
     }
-    if (i == net->n_layers) return cf_fail("%s: no [flatten]: the network's output would be split across the ranks", name);
+    if (i == net->n_layers)
+        return cf_fail("%s: no [flatten]: the network's output would be split across the ranks", name);
     *end = i;
     return CF_OK;
 }
@@ -4849,10 +5115,15 @@ static int cf__split_whole(cf_net *net) {
     cf__split_state *sp = &net->priv->split;
     int i, n = net->n_layers;
     if (!sp->gin) {
-        if (!(sp->gin = CF__NEW(cf_shape, n)) || !(sp->gout = CF__NEW(cf_shape, n)) || !(sp->hb = CF__NEW(int, n)) || !(sp->ha = CF__NEW(int, n))) return CF_ERR;
+        if (!(sp->gin = CF__NEW(cf_shape, n)) || !(sp->gout = CF__NEW(cf_shape, n)) || !(sp->hb = CF__NEW(int, n)) ||
+            !(sp->ha = CF__NEW(int, n))) return CF_ERR;
         for (i = 0; i < n; i++) { sp->gin[i] = net->layers[i].in; sp->gout[i] = net->layers[i].out; }
     }
-    for (i = 0; i < n; i++) { net->layers[i].in = sp->gin[i]; net->layers[i].out = sp->gout[i]; sp->hb[i] = sp->ha[i] = 0; }
+    for (i = 0; i < n; i++) {
+        net->layers[i].in = sp->gin[i];
+        net->layers[i].out = sp->gout[i];
+        sp->hb[i] = sp->ha[i] = 0;
+    }
     return CF_OK;
 }
 
@@ -4954,8 +5225,11 @@ static void cf__split_gather(cf_net *net, int i) {
     size_t HW = (size_t)l->in.h * l->in.w, slab = (size_t)C * Dl * HW;
     float *y = cf__out(net, i);
     cf__split_allgather(net, cf__in(net, l, 0), sp->pack, (size_t)B * slab);
-    for (q = 0; q < K; q++) for (b = 0; b < B; b++) for (c = 0; c < C; c++)
-        memcpy(y + (((size_t)b * C + c) * K * Dl + (size_t)q * Dl) * HW, sp->pack + ((size_t)q * B + b) * slab + (size_t)c * Dl * HW, sizeof(float) * Dl * HW);
+    for (q = 0; q < K; q++)
+        for (b = 0; b < B; b++)
+            for (c = 0; c < C; c++)
+                memcpy(y + (((size_t)b * C + c) * K * Dl + (size_t)q * Dl) * HW,
+                       sp->pack + ((size_t)q * B + b) * slab + (size_t)c * Dl * HW, sizeof(float) * Dl * HW);
     net->priv->stored_bf16 = 1;   /* copies of bf16 values */
 }
 static void cf__split_scatter(cf_net *net, int i) {
@@ -4989,7 +5263,8 @@ static void cf__shard_dense_forward(cf_net *net, int i) {
     cf_act_forward(mine, (size_t)B * R, l->act, l->slope);
     cf__split_allgather(net, mine, all, (size_t)B * R);   /* (rank q's B R values, in rank order) */
     for (q = 0; q < sp->K; q++)
-        for (b = 0; b < B; b++) memcpy(y + (size_t)b * O + (size_t)q * R, all + ((size_t)q * B + b) * R, (size_t)R * sizeof(float));
+        for (b = 0; b < B; b++)
+            memcpy(y + (size_t)b * O + (size_t)q * R, all + ((size_t)q * B + b) * R, (size_t)R * sizeof(float));
 }
 static void cf__shard_dense_backward(cf_net *net, int i) {
     const cf__split_state *sp = &net->priv->split;
@@ -4998,9 +5273,11 @@ static void cf__shard_dense_backward(cf_net *net, int i) {
     size_t F = cf_shape_size(l->in), k;
     float *dy = cf__grad(net, i), *dx = cf__in_grad(net, l, 0), *dz = sp->part, *part = sp->part + (size_t)B * R;
     cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
-    for (b = 0; b < B; b++) memcpy(dz + (size_t)b * R, dy + (size_t)b * O + (size_t)sp->r * R, (size_t)R * sizeof(float));
+    for (b = 0; b < B; b++)
+        memcpy(dz + (size_t)b * R, dy + (size_t)b * O + (size_t)sp->r * R, (size_t)R * sizeof(float));
     if (dx) memset(part, 0, (size_t)B * F * sizeof(float));
-    cf_dense_backward(dx ? part : NULL, cf__dw(net, l), cf__db(net, l), dz, cf__in(net, l, 0), cf__w(net, l), B, (int)F, R);
+    cf_dense_backward(dx ? part : NULL, cf__dw(net, l), cf__db(net, l), dz, cf__in(net, l, 0), cf__w(net, l), B, (int)F,
+                      R);
     if (!dx) return;
     cf__split_sum_floats(net, part, (size_t)B * F);   /* every rank's rows' part of dx */
     for (k = 0; k < (size_t)B * F; k++) dx[k] += part[k];
@@ -5026,7 +5303,11 @@ static cf__piece cf__piece_at(const cf_net *net, int j) {
     l = &net->layers[sp->shard]; F = cf_shape_size(l->in); w0 = l->w_off; R = (size_t)sp->rows;
     if (j == 0) { p.off = 0; p.n = w0; }
     else if (j <= K) { p.off = w0 + (size_t)(j - 1) * R * F; p.n = R * F; p.owner = j - 1; }
-    else if (j <= 2 * K) { p.off = w0 + (size_t)l->out.c * F + (size_t)(j - K - 1) * R; p.n = l->has_bias ? R : 0; p.owner = j - K - 1; }
+    else if (j <= 2 * K) {
+        p.off = w0 + (size_t)l->out.c * F + (size_t)(j - K - 1) * R;
+        p.n = l->has_bias ? R : 0;
+        p.owner = j - K - 1;
+    }
     else { p.off = w0 + (size_t)l->out.c * (F + (l->has_bias ? 1 : 0)); p.n = sp->whole_n - p.off; }
     return p;
 }
@@ -5037,18 +5318,20 @@ static size_t cf__piece_local(const cf_net *net, cf__piece p) {
     size_t F;
     if (sp->shard < 0) return p.off;   /* nothing split: the whole layout */
     l = &net->layers[sp->shard]; F = cf_shape_size(l->in);
-    if (p.owner < 0) return p.off < l->w_off ? p.off : p.off - (sp->whole_n - net->n_params);   /* before the layer, or after it: moved down by the cut */
+    /* before the layer, or after it: moved down by the cut */
+    if (p.owner < 0) return p.off < l->w_off ? p.off : p.off - (sp->whole_n - net->n_params);
     if (p.owner != sp->r) return (size_t)-1;   /* another rank's rows */
-    return p.off < l->w_off + (size_t)l->out.c * F ? l->w_off : l->w_off + (size_t)sp->rows * F;   /* my weight rows, then my bias */
+    /* my weight rows, then my bias */
+    return p.off < l->w_off + (size_t)l->out.c * F ? l->w_off : l->w_off + (size_t)sp->rows * F;
 }
 /* the [dense] whose rows a split of K can share: right after the [flatten], reading it alone,
    read by nothing else, its rows a multiple of K; -1 when none */
 static int cf__shard_candidate(const cf_net *net, int end, int K) {
     int j = end + 1, i, k;
-    if (K < 2 || j >= net->n_layers || net->layers[j].type != CF_L_DENSE || net->layers[j].n_src != 1 || net->layers[j].src[0] != end ||
-        net->layers[j].out.c % K)
-        return -1;
-    for (i = 0; i < net->n_layers; i++) for (k = 0; k < net->layers[i].n_src; k++) if (i != j && net->layers[i].src[k] == end) return -1;
+    if (K < 2 || j >= net->n_layers || net->layers[j].type != CF_L_DENSE || net->layers[j].n_src != 1 ||
+        net->layers[j].src[0] != end || net->layers[j].out.c % K) return -1;
+    for (i = 0; i < net->n_layers; i++)
+        for (k = 0; k < net->layers[i].n_src; k++) if (i != j && net->layers[i].src[k] == end) return -1;
     return j;
 }
 /* the parameters, gradients and optimizer state of the whole layout into this rank's (layer
@@ -5062,7 +5345,12 @@ static int cf__shard_relayout(cf_net *net, int j) {
     cut = (size_t)(l->out.c - (int)R) * (F + (l->has_bias ? 1 : 0));
     n = whole - cut;
     params = CF__NEW(float, n); grads = CF__NEW(float, n); opt = CF__NEW(float, (size_t)net->opt_slots * n);
-    if (!params || !grads || !opt) { CF_FREE(params); CF_FREE(grads); CF_FREE(opt); return cf_fail("a split network's parameters: %s", cf_failure_reason()); }
+    if (!params || !grads || !opt) {
+        CF_FREE(params);
+        CF_FREE(grads);
+        CF_FREE(opt);
+        return cf_fail("a split network's parameters: %s", cf_failure_reason());
+    }
     sp->shard = j; sp->rows = (int)R; sp->whole_n = whole;
     net->n_params = n;   /* (what cf__piece_local computes with) */
     for (q = 0; q < (size_t)cf__n_pieces(net); q++) {
@@ -5070,7 +5358,8 @@ static int cf__shard_relayout(cf_net *net, int j) {
         size_t at = cf__piece_local(net, p);
         if (at == (size_t)-1 || !p.n) continue;
         memcpy(params + at, net->params + p.off, p.n * sizeof(float));
-        for (s = 0; s < net->opt_slots; s++) memcpy(opt + s * n + at, net->opt + s * whole + p.off, p.n * sizeof(float));
+        for (s = 0; s < net->opt_slots; s++)
+            memcpy(opt + s * n + at, net->opt + s * whole + p.off, p.n * sizeof(float));
     }
     CF_FREE(net->params); CF_FREE(net->grads); CF_FREE(net->opt);
     net->params = params; net->grads = grads; net->opt = opt;
@@ -5092,7 +5381,8 @@ CFDEF int cf_net_set_spatial(cf_net *net, int K, int periodic) {
     if (K < 1 || K > 65536) return cf_fail("cf_net_set_spatial: K = %d slabs (1 to 65536)", K);
     sp = &net->priv->split;
     if (sp->shard >= 0)
-        return cf_fail("%s: its [dense] at line %d holds only this rank's rows (split across %d ranks): a network is split once (load it anew to split it another way)",
+        return cf_fail("%s: its [dense] at line %d holds only this rank's rows (split across %d ranks): "
+                       "a network is split once (load it anew to split it another way)",
                        net->cfg_name, net->layers[sp->shard].line, sp->K);
     if (cf__split_whole(net)) return CF_ERR;
     net->priv->plan.batch = 0;   /* the next forward plans anew */
@@ -5101,7 +5391,8 @@ CFDEF int cf_net_set_spatial(cf_net *net, int K, int periodic) {
         int best = cf_net_spatial_max(net, K), more;
         char why[sizeof cf__err];
         memcpy(why, cf__err, sizeof why);
-        if (!strstr(why, "across more ranks")) return cf_fail("%s (the largest split of %d or fewer ranks that works: %d)", why, K, best);
+        if (!strstr(why, "across more ranks"))
+            return cf_fail("%s (the largest split of %d or fewer ranks that works: %d)", why, K, best);
         for (more = K + 1; more <= 65536 && (net->input.d % more || cf__split_fits(net, more, &end)); more++) {}
         memcpy(cf__err, why, sizeof why);
         return more <= 65536 ? cf_fail("%s (the smallest split that works: %d)", why, more) : CF_ERR;
@@ -5114,10 +5405,18 @@ CFDEF int cf_net_set_spatial(cf_net *net, int K, int periodic) {
         l->in.d /= K;
         if (i == end) break;   /* the [flatten]'s output is the whole gathered volume */
         l->out.d /= K;
-        if (l->type == CF_L_CONV) { sp->hb[i] = l->g.pb[0]; sp->ha[i] = l->g.dil[0] * (l->g.k[0] - 1) - l->g.pb[0] + 1 - l->g.s[0]; }
+        if (l->type == CF_L_CONV) {
+            sp->hb[i] = l->g.pb[0];
+            sp->ha[i] = l->g.dil[0] * (l->g.k[0] - 1) - l->g.pb[0] + 1 - l->g.s[0];
+        }
     }
-    if ((i = cf__shard_candidate(net, end, K)) >= 0 && cf__shard_relayout(net, i)) { cf__split_whole(net); sp->on = 0; return CF_ERR; }
-    if (K > 1 && sp->comm && !net->priv->bn_sync.reduce) return cf_net_sync_bn(net, cf__split_sum, net);   /* batch norm's statistics over the slabs */
+    if ((i = cf__shard_candidate(net, end, K)) >= 0 && cf__shard_relayout(net, i)) {
+        cf__split_whole(net);
+        sp->on = 0;
+        return CF_ERR;
+    }
+    /* batch norm's statistics over the slabs */
+    if (K > 1 && sp->comm && !net->priv->bn_sync.reduce) return cf_net_sync_bn(net, cf__split_sum, net);
     return CF_OK;
 }
 CFDEF int cf_net_spatial(const cf_net *net, int *r, int *d0) {
@@ -5137,7 +5436,10 @@ static void cf__split_sizes(const cf_net *net, int B, size_t *ext, size_t *pack,
     for (i = 0; i <= sp->end; i++) {
         const cf_layer *l = &net->layers[i];
         size_t plane = (size_t)B * l->in.c * l->in.h * l->in.w;
-        if (i == sp->end) { if ((size_t)sp->K * plane * l->in.d > *pack) *pack = (size_t)sp->K * plane * l->in.d; break; }
+        if (i == sp->end) {
+            if ((size_t)sp->K * plane * l->in.d > *pack) *pack = (size_t)sp->K * plane * l->in.d;
+            break;
+        }
         if (l->type != CF_L_CONV) continue;
         if (plane * (l->in.d + sp->hb[i] + sp->ha[i]) > *ext) *ext = plane * (l->in.d + sp->hb[i] + sp->ha[i]);
         if (2 * plane * (sp->hb[i] + sp->ha[i]) > *pack) *pack = 2 * plane * (sp->hb[i] + sp->ha[i]);
@@ -5163,7 +5465,8 @@ static int cf__split_buffers(cf_net *net, int B) {
     cf__split_sizes(net, B, &ext, &pack, &part);
     if (ext > sp->ext_n) {
         CF_FREE(sp->ext); CF_FREE(sp->dext); sp->ext_n = 0;
-        if (!(sp->ext = CF__NEW(float, ext)) || !(sp->dext = CF__NEW(float, ext))) return cf_fail("a split convolution's extended input: %s", cf_failure_reason());
+        if (!(sp->ext = CF__NEW(float, ext)) || !(sp->dext = CF__NEW(float, ext)))
+            return cf_fail("a split convolution's extended input: %s", cf_failure_reason());
         sp->ext_n = ext;
     }
     if (pack > sp->pack_n) {
@@ -5197,7 +5500,9 @@ static int cf__split_comm_make(cf_net *net) {
     cf__split_comm_free(net);
     sp->r = 0;
     if (size == 1) return CF_OK;   /* one process: the shapes only (K = 1: the wrap onto itself) */
-    if (size % sp->K) return cf_fail("%d ranks do not form groups of %d (a sample across %d ranks needs a multiple of %d)", size, sp->K, sp->K, sp->K);
+    if (size % sp->K)
+        return cf_fail("%d ranks do not form groups of %d (a sample across %d ranks needs a multiple of %d)", size,
+                       sp->K, sp->K, sp->K);
     if (!(sp->mpi_comm = CF_MALLOC(sizeof(MPI_Comm))) || !(sp->cross_comm = CF_MALLOC(sizeof(MPI_Comm)))) {
         CF_FREE(sp->mpi_comm);
         return cf_fail("out of memory for a communicator");
@@ -5220,11 +5525,16 @@ static void cf__split_comm_free(cf_net *net) {
    then to_prev (n2) to the previous, receiving the next's into from_next.  At a face of the
    volume (not periodic) there is no partner: nothing sent, zeros received.  One rank (K = 1,
    periodic): itself on both sides. */
-static void cf__halo_swap(cf_net *net, const float *to_next, float *from_prev, size_t n1, const float *to_prev, float *from_next, size_t n2) {
+static void cf__halo_swap(cf_net *net, const float *to_next, float *from_prev, size_t n1, const float *to_prev,
+                          float *from_next, size_t n2) {
     cf__split_state *sp = &net->priv->split;
-    int K = sp->K, r = sp->r, next = r + 1 < K ? r + 1 : sp->periodic ? 0 : MPI_PROC_NULL, prev = r > 0 ? r - 1 : sp->periodic ? K - 1 : MPI_PROC_NULL;
+    int K = sp->K, r = sp->r, next = r + 1 < K ? r + 1 : sp->periodic ? 0 : MPI_PROC_NULL,
+        prev = r > 0 ? r - 1 : sp->periodic ? K - 1 : MPI_PROC_NULL;
     if (!sp->comm) {   /* one rank: the wrap onto itself, or the faces' zeros */
-        if (sp->periodic) { memcpy(from_prev, to_next, n1 * sizeof(float)); memcpy(from_next, to_prev, n2 * sizeof(float)); }
+        if (sp->periodic) {
+            memcpy(from_prev, to_next, n1 * sizeof(float));
+            memcpy(from_next, to_prev, n2 * sizeof(float));
+        }
         else { memset(from_prev, 0, n1 * sizeof(float)); memset(from_next, 0, n2 * sizeof(float)); }
         return;
     }
@@ -5232,8 +5542,10 @@ static void cf__halo_swap(cf_net *net, const float *to_next, float *from_prev, s
     if (prev == MPI_PROC_NULL) memset(from_prev, 0, n1 * sizeof(float));
     if (next == MPI_PROC_NULL) memset(from_next, 0, n2 * sizeof(float));
     CF__WAIT("MPI_Sendrecv (a convolution's halo)");
-    MPI_Sendrecv(to_next, (int)n1, MPI_FLOAT, next, 11, from_prev, (int)n1, MPI_FLOAT, prev, 11, *cf__split_mpi(net), MPI_STATUS_IGNORE);
-    MPI_Sendrecv(to_prev, (int)n2, MPI_FLOAT, prev, 12, from_next, (int)n2, MPI_FLOAT, next, 12, *cf__split_mpi(net), MPI_STATUS_IGNORE);
+    MPI_Sendrecv(to_next, (int)n1, MPI_FLOAT, next, 11, from_prev, (int)n1, MPI_FLOAT, prev, 11, *cf__split_mpi(net),
+                 MPI_STATUS_IGNORE);
+    MPI_Sendrecv(to_prev, (int)n2, MPI_FLOAT, prev, 12, from_next, (int)n2, MPI_FLOAT, next, 12, *cf__split_mpi(net),
+                 MPI_STATUS_IGNORE);
     CF__WAITED;
 }
 /* every rank's n floats, in rank order, into all (K n) */
@@ -5256,7 +5568,8 @@ static void cf__allreduce_floats(float *buf, size_t n, MPI_Comm comm, int div, c
     }
 }
 static void cf__split_sum_floats(cf_net *net, float *buf, size_t n) {
-    if (net->priv->split.comm) cf__allreduce_floats(buf, n, *cf__split_mpi(net), 1, "MPI_Allreduce (a split [dense]'s part of dx)");
+    if (net->priv->split.comm)
+        cf__allreduce_floats(buf, n, *cf__split_mpi(net), 1, "MPI_Allreduce (a split [dense]'s part of dx)");
 }
 /* the gradient averaged over the D = P / K groups: each group's is the sum of its slabs' parts
    (the layers after the [flatten] run whole on every rank of a group: only its first adds
@@ -5277,8 +5590,10 @@ static void cf__split_average(cf_net *net) {
         cf__piece p = cf__piece_at(net, j);
         size_t at = cf__piece_local(net, p);
         if (at == (size_t)-1 || !p.n) continue;
-        if (p.owner < 0) cf__allreduce_floats(net->grads + at, p.n, MPI_COMM_WORLD, groups, "MPI_Allreduce of the gradient");
-        else cf__allreduce_floats(net->grads + at, p.n, *(MPI_Comm *)sp->cross_comm, groups, "MPI_Allreduce of a split [dense]'s rows' gradient");
+        if (p.owner < 0)
+            cf__allreduce_floats(net->grads + at, p.n, MPI_COMM_WORLD, groups, "MPI_Allreduce of the gradient");
+        else cf__allreduce_floats(net->grads + at, p.n, *(MPI_Comm *)sp->cross_comm, groups,
+                                  "MPI_Allreduce of a split [dense]'s rows' gradient");
     }
 }
 #ifndef CF_NO_FILES
@@ -5288,7 +5603,8 @@ static void cf__split_send(cf_net *net, const float *buf, size_t n) {
     size_t off;
     for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
         CF__WAIT("MPI_Send (a split [dense]'s rows to the checkpoint's writer)");
-        MPI_Send(buf + off, (int)(n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK), MPI_FLOAT, 0, 13, *cf__split_mpi(net));
+        MPI_Send(buf + off, (int)(n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK), MPI_FLOAT, 0, 13,
+                 *cf__split_mpi(net));
         CF__WAITED;
     }
 }
@@ -5296,7 +5612,8 @@ static void cf__split_recv(cf_net *net, int from, float *buf, size_t n) {
     size_t off;
     for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
         CF__WAIT("MPI_Recv (a split [dense]'s rows for the checkpoint)");
-        MPI_Recv(buf + off, (int)(n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK), MPI_FLOAT, from, 13, *cf__split_mpi(net), MPI_STATUS_IGNORE);
+        MPI_Recv(buf + off, (int)(n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK), MPI_FLOAT, from, 13,
+                 *cf__split_mpi(net), MPI_STATUS_IGNORE);
         CF__WAITED;
     }
 }
@@ -5313,11 +5630,18 @@ static void cf__split_sum(double *buf, int n, void *ctx) {
 /* one process: a split's shapes only, and the wrap of a periodic volume onto itself */
 static int cf__split_comm_make(cf_net *net) { net->priv->split.r = 0; return CF_OK; }
 static void cf__split_comm_free(cf_net *net) { net->priv->split.comm = 0; }
-static void cf__halo_swap(cf_net *net, const float *to_next, float *from_prev, size_t n1, const float *to_prev, float *from_next, size_t n2) {
-    if (net->priv->split.periodic) { memcpy(from_prev, to_next, n1 * sizeof(float)); memcpy(from_next, to_prev, n2 * sizeof(float)); }
+static void cf__halo_swap(cf_net *net, const float *to_next, float *from_prev, size_t n1, const float *to_prev,
+                          float *from_next, size_t n2) {
+    if (net->priv->split.periodic) {
+        memcpy(from_prev, to_next, n1 * sizeof(float));
+        memcpy(from_next, to_prev, n2 * sizeof(float));
+    }
     else { memset(from_prev, 0, n1 * sizeof(float)); memset(from_next, 0, n2 * sizeof(float)); }
 }
-static void cf__split_allgather(cf_net *net, const float *mine, float *all, size_t n) { (void)net; memcpy(all, mine, n * sizeof(float)); }
+static void cf__split_allgather(cf_net *net, const float *mine, float *all, size_t n) {
+    (void)net;
+    memcpy(all, mine, n * sizeof(float));
+}
 static void cf__split_sum(double *buf, int n, void *ctx) { (void)buf; (void)n; (void)ctx; }
 static void cf__split_sum_floats(cf_net *net, float *buf, size_t n) { (void)net; (void)buf; (void)n; }
 static void cf__split_average(cf_net *net) { (void)net; }
