@@ -4,7 +4,8 @@
 # activation formulas written once; every function the docs name exists in the header or
 # the tools; no file cites a path outside the repository; the tools use the public API;
 # every exported function under a group with a stability label; the references plain
-# (tests/reference_signatures.sh).  Last line "N passed, M failed".
+# (tests/reference_signatures.sh); no header line over 120 columns; no header function over
+# 10 parameters but the named ones below.  Last line "N passed, M failed".
 cd "$(dirname "$0")/.." || exit 1
 pass=0; fail=0
 ok() { pass=$((pass + 1)); }
@@ -74,6 +75,55 @@ $unlabelled"
 
 # 8. the references (section 3) take no precision, storage, store or GEMM argument
 sh tests/reference_signatures.sh > /dev/null && ok || bad "$(sh tests/reference_signatures.sh | grep -A20 FAIL)"
+
+# 9. no line of the header over 120 columns
+wide=$(awk 'length > 120 { n++; if (n <= 3) printf "cosmoflow.h:%d: %d columns\n", NR, length } END { if (n) printf "(%d lines)\n", n }' cosmoflow.h)
+[ -z "$wide" ] && ok || bad "header lines over 120 columns:
+$wide"
+
+# 10. no function definition of the header with more than 10 parameters, but these:
+#     the public operations of group F that users call with a layer's arguments one by one
+public_ops="cf_sgemm cf_sgemm_naive cf_ref_conv_forward cf_ref_conv_backward_weights cf_conv_forward
+    cf_conv_forward_act cf_conv_backward_weights cf_conv_backward cf_bn_forward cf_bn_backward cf_deconv_backward"
+#     the GEMMs of type cf__gemm_fn, shaped as BLAS's sgemm is
+gemms="cf__sgemm_fp32 cf__sgemm_bf16 cf__sgemm_bf16_rounded"
+#     section 3's private loops, plain as the references that call them (tests/reference_signatures.sh)
+ref_loops="cf__im2col_forward cf__im2col_backward_weights cf__im2col_backward_data cf__bn_apply
+    cf__bn_act_backward cf__bn_stats cf__bn_sync_dsums cf__bn_channel"
+#     section 4's dispatchers that take a layer's arguments one by one (not yet on a call struct)
+dispatchers="cf__conv_forward_p cf__conv_backward_weights_p cf__conv_backward_data_p cf__dwconv_forward_p
+    cf__dwconv_backward_p cf__deconv_forward_p cf__deconv_backward_p cf__pool_fused_backward cf__bn_apply_p
+    cf__bn_backward_p cf__bn_act_backward_p cf__bn_stats_half cf__bn_apply_h cf__bn_backward_h"
+allowed=" $(echo $public_ops $gemms $ref_loops $dispatchers) "
+many=$(awk '
+    { line[NR] = $0 }
+    END {
+        for (i = 1; i <= NR; i++) {
+            if (line[i] !~ /^[A-Za-z_].*\(/ || line[i] ~ /^(#|typedef)/ || line[i] ~ /\\$/) continue;
+            head = ""
+            for (j = i; j <= NR && j < i + 8; j++) {   # the signature, up to its "{" (a ";" first: a declaration)
+                head = head " " line[j]
+                if (head ~ /[;{]/) break
+            }
+            b = index(head, "{"); s = index(head, ";")
+            if (!b || (s && s < b)) continue;
+            open = index(head, "("); depth = 0; commas = 0; empty = 1
+            for (k = open; k < b; k++) {   # the commas between the parameters (not inside a nested "(")
+                c = substr(head, k, 1)
+                if (c == "(") depth++
+                else if (c == ")") { depth--; if (!depth) break }
+                else if (depth == 1 && c == ",") commas++
+                else if (depth == 1 && c !~ /[ \t]/) empty = 0
+            }
+            params = (empty || substr(head, open + 1, k - open - 1) ~ /^[ \t]*void[ \t]*$/) ? 0 : commas + 1
+            name = substr(head, 1, open - 1); sub(/[ \t]+$/, "", name); sub(/.*[^A-Za-z0-9_]/, "", name)
+            if (params > 10) printf "%s %d %d\n", name, params, i
+        }
+    }' cosmoflow.h | while read name n at; do
+        case "$allowed" in *" $name "*) ;; *) echo "cosmoflow.h:$at: $name has $n parameters" ;; esac
+    done)
+[ -z "$many" ] && ok || bad "header functions over 10 parameters (a call struct, or a named place above with the reason):
+$many"
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
