@@ -2081,33 +2081,23 @@ CFDEF int cf_fast_path_on(const char *kind) {
 enum { CF__HALF_OUT = 1, CF__HALF_IN = 2, CF__HALF_DIN = 4, CF__RAW_IN = 8, CF__HALF_ALL = 7 };
 /* which of a GEMM's A, B and C are stored in 16 bits (section 13, the bf16 GEMM) */
 enum { CF__GEMM_HALF_A = 1, CF__GEMM_HALF_B = 2, CF__GEMM_HALF_C = 4 };
-/* convolutions (cf_conv_forward_act and its backward halves; the arguments of section 3's
-   references, then bf16, halves and store as above) */
-static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
-                               cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats, int act,
-                               float slope, int bf16, int halves);
-static void cf__conv_backward_weights_p(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in,
-                                        cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats,
-                                        int bf16, int halves);
-static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
-                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves,
-                                     int store);
+/* convolutions (cf_conv_forward_act and its backward halves) on a call c that cf__conv_make
+   made and the caller gave its operands; halves and store as above, db the bias gradient */
+typedef struct cf__conv_call cf__conv_call;
+static void cf__conv_forward_p(cf__conv_call *c, int halves);
+static void cf__conv_backward_weights_p(cf__conv_call *c, float *db, int halves);
+static void cf__conv_backward_data_p(cf__conv_call *c, int halves, int store);
 static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
                                    size_t ws_floats, int bf16);
-/* depthwise convolutions: y = act(dwconv(x, w) + b); the backward's dx, dw and db at once */
-static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
-                                 cf_shape out, const cf_geom *g, int act, float slope, int bf16, int halves, float *ws,
-                                 size_t ws_floats);
-static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
-                                  int B, cf_shape in, cf_shape out, const cf_geom *g, int bf16, int store, int halves,
-                                  float *ws, size_t ws_floats);
+/* depthwise convolutions: y = act(dwconv(x, w) + b); the backward's dx, dw and db at once
+   (a call of cf__conv_make with groups = in.c) */
+static void cf__dwconv_forward_p(cf__conv_call *c, int halves);
+static void cf__dwconv_backward_p(cf__conv_call *c, float *db, int halves, int store);
 static const char *cf__dwconv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g);
-/* transposed convolutions; the backward's dx rounded when rnd_dx: returns whether it was */
-static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
-                                 cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int halves);
-static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
-                                 int B, cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
-                                 int bf16, int rnd_dx, int store, int halves);
+/* transposed convolutions on a call of cf__deconv_make; the backward's dx rounded when
+   rnd_dx: returns whether it was */
+static void cf__deconv_forward_p(cf__conv_call *c);
+static int cf__deconv_backward_p(cf__conv_call *c, float *db, int rnd_dx);
 static const char *cf__deconv_path(int bf16);
 /* pooling; half, y_half: x, y stored in 16 bits */
 static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, int B, cf_shape in, cf_shape out,
@@ -2191,7 +2181,7 @@ static void cf__bias_grad_p(float *db, const float *dy, int half, int B, int OC,
 }
 
 /* ---- the registry.  A convolution call, as every path of a convolution operation gets it: */
-typedef struct {
+struct cf__conv_call {
     float *y; const float *x, *w, *b; int act; float slope;   /* forward: y = act(conv(x, w) + b) */
     float *dw; const float *dy;                               /* backward-weights: dw += ... */
     float *dx;                                                /* backward-data: dx += ... */
@@ -2208,7 +2198,7 @@ typedef struct {
                                                                  added to (the plan: its only writer) */
     int x_raw;                                                /* x in fp32 not yet rounded (a bf16 network's
                                                                  input): rounded as the path reads it */
-} cf__conv_call;
+};
 /* a path: its kind, whether it applies, the code; rounds = 1: a forward or backward-data path
    that stores its output rounded to bf16 when c->bf16 (else the dispatcher rounds it, section
    6); half = 1:
@@ -2478,71 +2468,73 @@ static void cf__conv_halves(cf__conv_call *c, int halves) {
     c->dx_half = (halves & CF__HALF_DIN) != 0;
     c->x_raw = (halves & CF__RAW_IN) != 0;
 }
-static void cf__conv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
-                               cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats, int act,
-                               float slope, int bf16, int halves) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
+static void cf__conv_forward_p(cf__conv_call *c, int halves) {
     const cf__conv_path *p;
-    c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
-    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN));
-    p = cf__conv_pick(cf__conv_fwd_paths, &c);
+    size_t n_out = (size_t)c->B * cf_shape_size(c->out);
+    cf__conv_halves(c, halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN));
+    p = cf__conv_pick(cf__conv_fwd_paths, c);
     CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN)) || p);
-    if (p) p->run(&c);
+    if (p) p->run(c);
     else {
-        cf_ref_conv_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats);
-        cf_act_forward(y, (size_t)B * cf_shape_size(out), act, slope);
+        cf_ref_conv_forward(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats);
+        cf_act_forward(c->y, n_out, c->act, c->slope);
     }
-    if (bf16 && !(p && p->rounds)) cf_bf16_round(y, (size_t)B * cf_shape_size(out));   /* stored rounded, once */
+    if (c->bf16 && !(p && p->rounds)) cf_bf16_round(c->y, n_out);   /* stored rounded, once */
 }
 CFDEF void cf_conv_forward_act(float *y, const float *x, const float *w, const float *b,
                                int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
                                float *ws, size_t ws_floats, int act, float slope) {
-    cf__conv_forward_p(y, x, w, b, B, in, out, g, groups, ws, ws_floats, act, slope, 0, 0);
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, 0);
+    c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
+    cf__conv_forward_p(&c, 0);
 }
 CFDEF void cf_conv_forward(float *y, const float *x, const float *w, const float *b,
                            int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
                            float *ws, size_t ws_floats) {
     cf_conv_forward_act(y, x, w, b, B, in, out, g, groups, ws, ws_floats, CF_ACT_LINEAR, 0.0f);
 }
-static void cf__conv_backward_weights_p(float *dw, float *db, const float *dy, const float *x, int B, cf_shape in,
-                                        cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats,
-                                        int bf16, int halves) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
+/* c: dw, dy, x given */
+static void cf__conv_backward_weights_p(cf__conv_call *c, float *db, int halves) {
     const cf__conv_path *p;
-    c.dw = dw; c.dy = dy; c.x = x;
-    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN));
-    p = cf__conv_pick(cf__conv_bww_paths, &c);
+    cf_shape out = c->out;
+    cf__conv_halves(c, halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN));
+    p = cf__conv_pick(cf__conv_bww_paths, c);
     CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_IN | CF__RAW_IN)) || p);
-    if (!p) { cf_ref_conv_backward_weights(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats); return; }
-    if (db) cf__bias_grad_p(db, dy, c.half, B, out.c, (size_t)out.d * out.h * out.w);   /* one way for every path */
-    p->run(&c);
+    if (!p) {
+        cf_ref_conv_backward_weights(c->dw, db, c->dy, c->x, c->B, c->in, out, c->g, c->groups, c->ws, c->ws_floats);
+        return;
+    }
+    /* one way for every path */
+    if (db) cf__bias_grad_p(db, c->dy, c->half, c->B, out.c, (size_t)out.d * out.h * out.w);
+    p->run(c);
 }
 CFDEF void cf_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
                                     int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
                                     float *ws, size_t ws_floats) {
-    cf__conv_backward_weights_p(dw, db, dy, x, B, in, out, g, groups, ws, ws_floats, 0, 0);
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, 0);
+    c.dw = dw; c.dy = dy; c.x = x;
+    cf__conv_backward_weights_p(&c, db, 0);
 }
-/* store: dx holds no values yet (section 9, stores): a path that honours dx_store writes it,
-   for any other it is zeroed first */
-static void cf__conv_backward_data_p(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
-                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, int bf16, int halves,
-                                     int store) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, bf16);
+/* c: dx, dy, w given; store: dx holds no values yet (section 9, stores): a path that honours
+   dx_store writes it, for any other it is zeroed first */
+static void cf__conv_backward_data_p(cf__conv_call *c, int halves, int store) {
     const cf__conv_path *p;
-    c.dx = dx; c.dy = dy; c.w = w;
-    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_DIN));
-    p = cf__conv_pick(cf__conv_bwd_paths, &c);
+    size_t n_in = (size_t)c->B * cf_shape_size(c->in);
+    cf__conv_halves(c, halves & (CF__HALF_OUT | CF__HALF_DIN));
+    p = cf__conv_pick(cf__conv_bwd_paths, c);
     CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_DIN)) || p);
-    c.dx_store = store && p && p->stores;
-    if (store && !c.dx_store) cf__zero_floats(dx, (size_t)B * cf_shape_size(in));
-    if (p) p->run(&c);
-    else cf_ref_conv_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats);
+    c->dx_store = store && p && p->stores;
+    if (store && !c->dx_store) cf__zero_floats(c->dx, n_in);
+    if (p) p->run(c);
+    else cf_ref_conv_backward_data(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats);
     /* (16 bits: bf16 values as stored) */
-    if (bf16 && !(p && p->rounds) && !c.dx_half) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));
+    if (c->bf16 && !(p && p->rounds) && !c->dx_half) cf_bf16_round(c->dx, n_in);
 }
 CFDEF void cf_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
                                  cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats) {
-    cf__conv_backward_data_p(dx, dy, w, B, in, out, g, groups, ws, ws_floats, 0, 0, 0);
+    cf__conv_call c = cf__conv_make(B, in, out, g, groups, ws, ws_floats, 0);
+    c.dx = dx; c.dy = dy; c.w = w;
+    cf__conv_backward_data_p(&c, 0, 0);
 }
 CFDEF void cf_conv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                             const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g,
@@ -2595,50 +2587,47 @@ CFDEF void cf_pool_backward(float *dx, const float *dy, const float *x, const fl
    section 6), by its path or the reference; the backward's path does dw and dx in one pass,
    the dispatcher db (as for every convolution); halves: as the convolutions' (CF__HALF_*: the
    plan has made sure a path takes them, in the workspace ws) */
-static void cf__dwconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
-                                 cf_shape out, const cf_geom *g, int act, float slope, int bf16, int halves, float *ws,
-                                 size_t ws_floats) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, ws, ws_floats, bf16);
+static void cf__dwconv_forward_p(cf__conv_call *c, int halves) {
     const cf__conv_path *p;
-    c.y = y; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = slope;
-    cf__conv_halves(&c, halves & (CF__HALF_OUT | CF__HALF_IN));
-    p = cf__conv_pick(cf__dwconv_fwd_paths, &c);
+    cf__conv_halves(c, halves & (CF__HALF_OUT | CF__HALF_IN));
+    p = cf__conv_pick(cf__dwconv_fwd_paths, c);
     CF_ASSERT(!(halves & (CF__HALF_OUT | CF__HALF_IN)) || p);
-    if (p) p->run(&c);
-    else cf__dwconv_forward_ref(y, x, w, b, B, in, out, g, act, slope);
-    if (bf16 && !(p && p->rounds)) cf_bf16_round(y, (size_t)B * cf_shape_size(out));
+    if (p) p->run(c);
+    else cf__dwconv_forward_ref(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->act, c->slope);
+    if (c->bf16 && !(p && p->rounds)) cf_bf16_round(c->y, (size_t)c->B * cf_shape_size(c->out));
 }
 CFDEF void cf_dwconv_forward(float *y, const float *x, const float *w, const float *b,
                              int B, cf_shape in, cf_shape out, const cf_geom *g) {
-    cf__dwconv_forward_p(y, x, w, b, B, in, out, g, CF_ACT_LINEAR, 0.0f, 0, 0, NULL, 0);
+    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, 0);
+    c.y = y; c.x = x; c.w = w; c.b = b; c.act = CF_ACT_LINEAR; c.slope = 0.0f;
+    cf__dwconv_forward_p(&c, 0);
 }
 static const char *cf__dwconv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g) {
     cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, 0);
     const cf__conv_path *p = cf__conv_pick(op == CF_OP_FORWARD ? cf__dwconv_fwd_paths : cf__dwconv_bwd_paths, &c);
     return p ? cf__kind_names[p->kind] : "reference";
 }
-/* bf16: dx stored rounded, by the path that rounds or after it (as every convolution's);
-   store: as cf__conv_backward_data_p's */
-static void cf__dwconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
-                                  int B, cf_shape in, cf_shape out, const cf_geom *g, int bf16, int store, int halves,
-                                  float *ws, size_t ws_floats) {
-    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, ws, ws_floats, bf16);
+/* c: dx (may be NULL), dw, dy, x, w given; bf16: dx stored rounded, by the path that rounds
+   or after it (as every convolution's); store: as cf__conv_backward_data_p's */
+static void cf__dwconv_backward_p(cf__conv_call *c, float *db, int halves, int store) {
     const cf__conv_path *p;
-    c.dx = dx; c.dw = dw; c.dy = dy; c.x = x; c.w = w;
-    cf__conv_halves(&c, halves & CF__HALF_ALL);
-    if (db) cf__bias_grad_p(db, dy, c.half, B, in.c, (size_t)out.d * out.h * out.w);
-    p = cf__conv_pick(cf__dwconv_bwd_paths, &c);
+    cf_shape in = c->in, out = c->out;
+    cf__conv_halves(c, halves & CF__HALF_ALL);
+    if (db) cf__bias_grad_p(db, c->dy, c->half, c->B, in.c, (size_t)out.d * out.h * out.w);
+    p = cf__conv_pick(cf__dwconv_bwd_paths, c);
     CF_ASSERT(!(halves & CF__HALF_ALL) || p);
-    c.dx_store = store && p && p->stores;
-    if (store && dx && !c.dx_store) cf__zero_floats(dx, (size_t)B * cf_shape_size(in));
-    if (p) p->run(&c);
-    else cf_ref_dwconv_backward(dx, dw, NULL, dy, x, w, B, in, out, g);
+    c->dx_store = store && p && p->stores;
+    if (store && c->dx && !c->dx_store) cf__zero_floats(c->dx, (size_t)c->B * cf_shape_size(in));
+    if (p) p->run(c);
+    else cf_ref_dwconv_backward(c->dx, c->dw, NULL, c->dy, c->x, c->w, c->B, in, out, c->g);
     /* (a 16-bit dx: rounded by the path) */
-    if (bf16 && dx && !(p && p->rounds)) cf_bf16_round(dx, (size_t)B * cf_shape_size(in));
+    if (c->bf16 && c->dx && !(p && p->rounds)) cf_bf16_round(c->dx, (size_t)c->B * cf_shape_size(in));
 }
 CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                               const float *w, int B, cf_shape in, cf_shape out, const cf_geom *g) {
-    cf__dwconv_backward_p(dx, dw, db, dy, x, w, B, in, out, g, 0, 0, 0, NULL, 0);
+    cf__conv_call c = cf__conv_make(B, in, out, g, in.c, NULL, 0, 0);
+    c.dx = dx; c.dw = dw; c.dy = dy; c.x = x; c.w = w;
+    cf__dwconv_backward_p(&c, db, 0, 0);
 }
 
 static cf__gemm_fn cf__deconv_gemm(int bf16) {
@@ -2667,30 +2656,24 @@ static cf__conv_call cf__deconv_make(int B, cf_shape in, cf_shape out, const cf_
 }
 /* halves: CF__HALF_OUT, CF__HALF_IN, CF__HALF_DIN (y and dy, x, dx in 16 bits; the plan has
    checked, cf__deconv_takes_halves; ws holds 2 ws_floats) */
-static void cf__deconv_forward_p(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
-                                 cf_shape out, const cf_geom *g, float *ws, size_t ws_floats, int bf16, int halves) {
-    cf__gemm_fn gemm = cf__deconv_gemm(bf16);
-    cf__conv_call c = cf__deconv_make(B, in, out, g, ws, ws_floats, bf16, halves);
-    c.y = y; c.x = x; c.w = w; c.b = b;
-    if (gemm == cf__sgemm_fp32 && !(halves & (CF__HALF_IN | CF__HALF_OUT)))
-        cf_deconv_forward(y, x, w, b, B, in, out, g, ws, ws_floats);
-    else cf__deconv_forward_with(&c, gemm);
+/* c: y, x, w, b given */
+static void cf__deconv_forward_p(cf__conv_call *c) {
+    cf__gemm_fn gemm = cf__deconv_gemm(c->bf16);
+    if (gemm == cf__sgemm_fp32 && !c->x_half && !c->half)
+        cf_deconv_forward(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->ws, c->ws_floats);
+    else cf__deconv_forward_with(c, gemm);
 }
-static int cf__deconv_backward_p(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
-                                 int B, cf_shape in, cf_shape out, const cf_geom *g, float *ws, size_t ws_floats,
-                                 int bf16, int rnd_dx, int store, int halves) {
-    cf__gemm_fn gemm = cf__deconv_gemm(bf16), gemm_dx = gemm;
-    int dx_half = (halves & CF__HALF_DIN) != 0;
-    cf__conv_call c = cf__deconv_make(B, in, out, g, ws, ws_floats, bf16, halves);
-    c.dx = dx; c.dw = dw; c.dy = dy; c.x = x; c.w = w; c.dx_store = store;
+/* c: dx (may be NULL), dw, dy, x, w and dx_store (dx holds no values yet) given */
+static int cf__deconv_backward_p(cf__conv_call *c, float *db, int rnd_dx) {
+    cf__gemm_fn gemm = cf__deconv_gemm(c->bf16), gemm_dx = gemm;
 #ifdef CF__BF16
     /* each tile's columns of dx get their one product there */
     if (rnd_dx && gemm == cf__sgemm_bf16) gemm_dx = cf__sgemm_bf16_rounded;
 #endif
-    if (gemm == cf__sgemm_fp32 && !store && !(halves & (CF__HALF_IN | CF__HALF_DIN | CF__HALF_OUT)))
-        cf_deconv_backward(dx, dw, db, dy, x, w, B, in, out, g, ws, ws_floats);
-    else cf__deconv_backward_with(&c, db, gemm, gemm_dx);
-    return dx_half || gemm_dx != gemm || !rnd_dx || !dx;
+    if (gemm == cf__sgemm_fp32 && !c->dx_store && !c->x_half && !c->dx_half && !c->half)
+        cf_deconv_backward(c->dx, c->dw, db, c->dy, c->x, c->w, c->B, c->in, c->out, c->g, c->ws, c->ws_floats);
+    else cf__deconv_backward_with(c, db, gemm, gemm_dx);
+    return c->dx_half || gemm_dx != gemm || !rnd_dx || !c->dx;
 }
 /* the workspace a pointwise convolution's bf16 GEMM on 16-bit operands needs (its buffers) */
 static size_t cf__pointwise_ws_floats(void) {
@@ -3438,17 +3421,18 @@ static void cf__conv_forward(cf_net *net, int i) {
     const float *x = cf__in(net, l, 0);
     cf_shape in = l->in;
     cf_geom g = l->g;
+    cf__conv_call c;
     /* its slab with the neighbours' planes: the same convolution, taller, unpadded in depth */
     if (cf__split_layer(net, i)) {
         cf__split_extend(net, i, x);
         x = net->priv->split.ext;
         cf__split_geometry(net, i, &in, &g);
     }
-    if (!l->depthwise)
-        cf__conv_forward_p(y, x, cf__w(net, l), cf__b(net, l), net->batch, in, l->out, &g, l->groups, net->priv->ws,
-                           net->priv->ws_floats, l->act, l->slope, cf__rounds(net, i), cf__layer_halves(net, i));
-    else cf__dwconv_forward_p(y, x, cf__w(net, l), cf__b(net, l), net->batch, in, l->out, &g, l->act, l->slope,
-                              cf__rounds(net, i), cf__layer_halves(net, i), net->priv->ws, net->priv->ws_floats);
+    c = cf__conv_make(net->batch, in, l->out, &g, l->depthwise ? in.c : l->groups, net->priv->ws,
+                      net->priv->ws_floats, cf__rounds(net, i));
+    c.y = y; c.x = x; c.w = cf__w(net, l); c.b = cf__b(net, l); c.act = l->act; c.slope = l->slope;
+    if (!l->depthwise) cf__conv_forward_p(&c, cf__layer_halves(net, i));
+    else cf__dwconv_forward_p(&c, cf__layer_halves(net, i));
     net->priv->stored_bf16 = 1;   /* the dispatcher rounded it (when bf16) */
 }
 static void cf__conv_backward(cf_net *net, int i) {
@@ -3459,6 +3443,7 @@ static void cf__conv_backward(cf_net *net, int i) {
         split = cf__split_layer(net, i);
     cf_shape in = l->in;
     cf_geom g = l->g;
+    cf__conv_call c;
     /* (its output alone in 16 bits) */
     if (!net->priv->plan.l[i].grad_half && net->priv->plan.l[i].fused_pool < 0) halves &= ~CF__HALF_OUT;
     if (net->priv->plan.l[i].fused_pool < 0) {
@@ -3472,17 +3457,22 @@ static void cf__conv_backward(cf_net *net, int i) {
         cf__split_geometry(net, i, &in, &g);
         if (dx) { dx_to = net->priv->split.dext; store = 1; }
     }
-    if (l->depthwise)
-        cf__dwconv_backward_p(dx_to, cf__dw(net, l), cf__db(net, l), dy, x, cf__w(net, l), B, in, l->out, &g,
-                              cf__rounds(net, i), store, halves, net->priv->ws, net->priv->ws_floats);
-    else {
-        cf__conv_backward_weights_p(cf__dw(net, l), cf__db(net, l), dy, x, B, in, l->out, &g, l->groups, net->priv->ws,
-                                    net->priv->ws_floats, cf__rounds(net, i), halves);
+    c = cf__conv_make(B, in, l->out, &g, l->depthwise ? in.c : l->groups, net->priv->ws, net->priv->ws_floats,
+                      cf__rounds(net, i));
+    c.dw = cf__dw(net, l); c.dy = dy; c.x = x;
+    if (l->depthwise) {
+        c.dx = dx_to; c.w = cf__w(net, l);
+        cf__dwconv_backward_p(&c, cf__db(net, l), halves, store);
+    } else {
+        cf__conv_backward_weights_p(&c, cf__db(net, l), halves);
         /* cf-bench times the two halves apart */
         if (net->priv->layer_hook) net->priv->layer_hook(net, i, 4, net->priv->layer_ctx);
-        if (dx) cf__conv_backward_data_p(dx_to, dy, cf__w(net, l), B, in, l->out, &g, l->groups,
-                                         net->priv->ws + net->priv->ws_floats, net->priv->ws_floats, cf__rounds(net, i),
-                                         halves, store);
+        if (dx) {   /* the second half of the workspace */
+            cf__conv_call cd = cf__conv_make(B, in, l->out, &g, l->groups, net->priv->ws + net->priv->ws_floats,
+                                             net->priv->ws_floats, cf__rounds(net, i));
+            cd.dx = dx_to; cd.dy = dy; cd.w = cf__w(net, l);
+            cf__conv_backward_data_p(&cd, halves, store);
+        }
     }
     if (split && dx) {   /* dext added into dx, zeroed first if it holds no values yet (section 9, stores) */
         if (cf__stores_grad(net, l, 0)) memset(dx, 0, (size_t)B * cf_shape_size(l->in) * sizeof(float));
@@ -3540,8 +3530,10 @@ static double cf__deconv_flops(const cf_layer *l) {
 static void cf__deconv_forward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *y = cf__out(net, i);
-    cf__deconv_forward_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), net->batch, l->in, l->out, &l->g,
-                         net->priv->ws, net->priv->ws_floats, cf__rounds(net, i), cf__layer_halves(net, i));
+    cf__conv_call c = cf__deconv_make(net->batch, l->in, l->out, &l->g, net->priv->ws, net->priv->ws_floats,
+                                      cf__rounds(net, i), cf__layer_halves(net, i));
+    c.y = y; c.x = cf__in(net, l, 0); c.w = cf__w(net, l); c.b = cf__b(net, l);
+    cf__deconv_forward_p(&c);
     /* (16 bits: rounded as stored, no activation) */
     if (net->priv->plan.l[i].half) { net->priv->stored_bf16 = 1; return; }
     cf_act_forward(y, cf__n_out(net, l), l->act, l->slope);
@@ -3549,13 +3541,13 @@ static void cf__deconv_forward(cf_net *net, int i) {
 static void cf__deconv_backward(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *dy = cf__grad(net, i);
+    cf__conv_call c = cf__deconv_make(net->batch, l->in, l->out, &l->g, net->priv->ws, net->priv->ws_floats,
+                                      cf__rounds(net, i), cf__layer_halves(net, i));
+    c.dx = cf__in_grad(net, l, 0); c.dw = cf__dw(net, l); c.dy = dy; c.x = cf__in(net, l, 0); c.w = cf__w(net, l);
+    c.dx_store = cf__stores_grad(net, l, 0);
     cf_act_backward(dy, cf__out(net, i), cf__n_out(net, l), l->act, l->slope);
     cf__round_dz(net, i, dy);
-    net->priv->stored_bf16 = cf__deconv_backward_p(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy,
-                                                   cf__in(net, l, 0), cf__w(net, l), net->batch, l->in, l->out, &l->g,
-                                                   net->priv->ws, net->priv->ws_floats, cf__rounds(net, i),
-                                                   cf__rounds_grad(net, l->src[0]), cf__stores_grad(net, l, 0),
-                                                   cf__layer_halves(net, i));
+    net->priv->stored_bf16 = cf__deconv_backward_p(&c, cf__db(net, l), cf__rounds_grad(net, l->src[0]));
 }
 
 /* ---- [maxpool], [avgpool]: stride = size unless given */

@@ -91,9 +91,7 @@ gemms="cf__sgemm_fp32 cf__sgemm_bf16 cf__sgemm_bf16_rounded"
 ref_loops="cf__im2col_forward cf__im2col_backward_weights cf__im2col_backward_data cf__bn_apply
     cf__bn_act_backward cf__bn_stats cf__bn_sync_dsums cf__bn_channel"
 #     section 4's dispatchers that take a layer's arguments one by one (not yet on a call struct)
-dispatchers="cf__conv_forward_p cf__conv_backward_weights_p cf__conv_backward_data_p cf__dwconv_forward_p
-    cf__dwconv_backward_p cf__deconv_forward_p cf__deconv_backward_p cf__pool_fused_backward cf__bn_apply_p
-    cf__bn_backward_p cf__bn_act_backward_p cf__bn_stats_half cf__bn_apply_h cf__bn_backward_h"
+dispatchers="cf__pool_fused_backward cf__bn_apply_p cf__bn_backward_p cf__bn_act_backward_p cf__bn_stats_half cf__bn_apply_h cf__bn_backward_h"
 allowed=" $(echo $public_ops $gemms $ref_loops $dispatchers) "
 many=$(awk '
     { line[NR] = $0 }

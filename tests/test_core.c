@@ -388,10 +388,12 @@ static double worst_rel_to(const float *a, const float *b, const float *scale, s
 }
 static void conv_op_p(int op, const path_case *pc, const float *x, const float *w, const float *dy, float *o, float *ws, size_t wsf, int bf16) {
     cf_shape in, out; cf_geom g;
+    cf__conv_call c;
     setup_path_case(pc, &in, &out, &g);
-    if (op == CF_OP_FORWARD) cf__conv_forward_p(o, x, w, NULL, pc->B, in, out, &g, pc->groups, ws, wsf, CF_ACT_LINEAR, 0.0f, bf16, 0);
-    else if (op == CF_OP_BACKWARD_WEIGHTS) cf__conv_backward_weights_p(o, NULL, dy, x, pc->B, in, out, &g, pc->groups, ws, wsf, bf16, 0);
-    else cf__conv_backward_data_p(o, dy, w, pc->B, in, out, &g, pc->groups, ws, wsf, bf16, 0, 0);
+    c = cf__conv_make(pc->B, in, out, &g, pc->groups, ws, wsf, bf16);
+    if (op == CF_OP_FORWARD) { c.y = o; c.x = x; c.w = w; c.act = CF_ACT_LINEAR; cf__conv_forward_p(&c, 0); }
+    else if (op == CF_OP_BACKWARD_WEIGHTS) { c.dw = o; c.dy = dy; c.x = x; cf__conv_backward_weights_p(&c, NULL, 0); }
+    else { c.dx = o; c.dy = dy; c.w = w; cf__conv_backward_data_p(&c, 0, 0); }
 }
 /* The bf16 GEMM against cf_sgemm on the same rounded operands, per element relative to its
    sum |terms|: every transpose, beta 0 and 1, a K cut into parts (partial C added in order)
@@ -673,7 +675,9 @@ static void test_dwconv_paths(cf_rng *r) {
                   worst_rel_to(dw1, dw2, adw, nw));
             if (dxs) {   /* bf16: dx rounded as stored */
                 memcpy(dx1, dx2, nx * 4);
-                cf__dwconv_backward_p(dx1, dw1, NULL, dy, x, w, B, in, out, &g, 1, 0, 0, NULL, 0);
+                cf__conv_call c = cf__conv_make(B, in, out, &g, in.c, NULL, 0, 1);
+                c.dx = dx1; c.dw = dw1; c.dy = dy; c.x = x; c.w = w;
+                cf__dwconv_backward_p(&c, NULL, 0, 0);
                 cf_ref_dwconv_backward(dx2, dw2, NULL, dy, x, w, B, in, out, &g);
                 cf_bf16_round(dx2, nx);
                 CHECK(!memcmp(dx1, dx2, nx * 4), "depthwise backward case %d (path %s), bf16: dx rounded as stored, bit for bit", ci, path);
@@ -709,7 +713,9 @@ static void test_dwconv_forward_paths(cf_rng *r) {
             x = rnd(nx, r); w = rnd((size_t)in.c * cf__kvol(&g), r); b = rnd(in.c, r); y1 = rnd(ny, r); y2 = rnd(ny, r);
             path = cf__dwconv_path(CF_OP_FORWARD, B, in, out, &g);
             if (v == 2) {   /* as a bf16 network: relu, rounded */
-                cf__dwconv_forward_p(y1, x, w, b, B, in, out, &g, CF_ACT_RELU, 0.0f, 1, 0, NULL, 0);
+                cf__conv_call c = cf__conv_make(B, in, out, &g, in.c, NULL, 0, 1);
+                c.y = y1; c.x = x; c.w = w; c.b = b; c.act = CF_ACT_RELU; c.slope = 0.0f;
+                cf__dwconv_forward_p(&c, 0);
                 cf__dwconv_forward_ref(y2, x, w, b, B, in, out, &g, CF_ACT_RELU, 0.0f);   /* the reference, then rounded */
                 cf_bf16_round(y2, ny);
             } else {
