@@ -2107,27 +2107,31 @@ static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, i
    pool's dy and y stored in 16 bits */
 static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half,
                                     int B, cf_shape in, cf_shape out, const cf_geom *g, int act, float slope, int bf16);
+/* a batch norm call: B samples of C channels of P values; its input x, output y, the gradients
+   dy over y and dx over x (NULL: none), each in fp32 or (x_half, ...) in 16 bits; gamma, beta,
+   their gradients, and the statistics it normalizes with (mean, invstd) per channel; the
+   activation after it.  Its caller sets what the operation reads and writes, the rest 0. */
+typedef struct {
+    const float *x; float *y, *dy, *dx;
+    int x_half, y_half, dy_half, dx_half;
+    const float *gamma, *beta, *mean, *invstd;
+    float *dgamma, *dbeta;
+    int B, C; size_t P;
+    int act; float slope;
+} cf__bn_call;
 /* batch norm's normalizing pass and backward (cf__bn_apply, cf_bn_backward), rnd: the output
    (dx) rounded to bf16 as it is stored */
-static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const float *beta, const float *mean,
-                          const float *invstd, int B, int C, size_t P, int act, float slope, int rnd);
-static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
-                             const float *gamma, const float *mean, const float *invstd, int B, int C, size_t P,
-                             int train, const cf_bn_sync *sync, int rnd, int store);
-/* cf__bn_act_backward with y rounded to bf16 as the forward stored it (rnd: a bf16 network's) */
-static void cf__bn_act_backward_p(float *dy, const float *x, const float *gamma, const float *beta, const float *mean,
-                                  const float *invstd, int B, int C, size_t P, int act, float slope, int rnd);
+static int cf__bn_apply_p(const cf__bn_call *bn, int rnd);
+static int cf__bn_backward_p(const cf__bn_call *bn, int train, const cf_bn_sync *sync, int rnd, int store);
+/* cf__bn_act_backward (on bn->dy) with y rounded to bf16 as the forward stored it (rnd: a bf16 network's) */
+static void cf__bn_act_backward_p(const cf__bn_call *bn, int rnd);
 /* the same three (the statistics, cf__bn_apply, cf_bn_backward with the activation's
    derivative) on x, y, dy, dx each in fp32 or 16 bits (section 9, halves), a batch of this
    rank's alone (not synchronized); y and dx rounded (a bf16 network's) */
-static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B,
-                              int C, size_t P, int train, float momentum, float eps);
-static void cf__bn_apply_h(float *y, int y_half, const float *x, int x_half, const float *gamma, const float *beta,
-                           const float *mean, const float *invstd, int B, int C, size_t P, int act, float slope);
-static void cf__bn_backward_h(float *dx, int dx_half, float *dgamma, float *dbeta, const float *dy, int dy_half,
-                              const float *x, int x_half, const float *gamma, const float *beta, const float *mean,
-                              const float *invstd, int B, int C, size_t P, int train, int store, int act, float slope,
-                              int rnd);
+static void cf__bn_stats_half(const cf__bn_call *bn, float *rmean, float *rvar, float *save_mean, float *save_invstd,
+                              int train, float momentum, float eps);
+static void cf__bn_apply_h(const cf__bn_call *bn);
+static void cf__bn_backward_h(const cf__bn_call *bn, int train, int store, int rnd);
 /* the elementwise passes of copies and sums: dx += dy (store: dx = 0 + dy; dx NULL: nothing);
    y = the sum of n_src tensors in source order; rnd: rounded as stored.  These and batch
    norm's return 1 when what they stored needs no rounding pass after them. */
@@ -2731,8 +2735,12 @@ static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy
    network rounds in a pass after).  Each returns 1 when what it stored needs no rounding pass
    after it. */
 static int cf__fuses_rounding(int rnd) { return rnd && cf__kind_on[CF__K_BF16]; }
-static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const float *beta, const float *mean,
-                          const float *invstd, int B, int C, size_t P, int act, float slope, int rnd) {
+static int cf__bn_apply_p(const cf__bn_call *bn, int rnd) {
+    float *y = bn->y;
+    const float *x = bn->x, *gamma = bn->gamma, *beta = bn->beta, *mean = bn->mean, *invstd = bn->invstd;
+    int B = bn->B, C = bn->C, act = bn->act;
+    size_t P = bn->P;
+    float slope = bn->slope;
     int c;
     if (!cf__fuses_rounding(rnd)) { cf__bn_apply(y, x, gamma, beta, mean, invstd, B, C, P, act, slope); return !rnd; }
     CF__OMP(omp parallel for schedule(static))
@@ -2750,9 +2758,11 @@ static int cf__bn_apply_p(float *y, const float *x, const float *gamma, const fl
     }
     return 1;
 }
-static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
-                             const float *gamma, const float *mean, const float *invstd, int B, int C, size_t P,
-                             int train, const cf_bn_sync *sync, int rnd, int store) {
+static int cf__bn_backward_p(const cf__bn_call *bn, int train, const cf_bn_sync *sync, int rnd, int store) {
+    float *dx = bn->dx, *dgamma = bn->dgamma, *dbeta = bn->dbeta;
+    const float *dy = bn->dy, *x = bn->x, *gamma = bn->gamma, *mean = bn->mean, *invstd = bn->invstd;
+    int B = bn->B, C = bn->C;
+    size_t P = bn->P;
     double *sums = sync && train ? sync->work : NULL, n;
     int c, fuse = cf__fuses_rounding(rnd);
     if (!store && !fuse) {
@@ -2779,8 +2789,12 @@ static int cf__bn_backward_p(float *dx, float *dgamma, float *dbeta, const float
     }
     return fuse || !rnd || !dx;
 }
-static void cf__bn_act_backward_p(float *dy, const float *x, const float *gamma, const float *beta, const float *mean,
-                                  const float *invstd, int B, int C, size_t P, int act, float slope, int rnd) {
+static void cf__bn_act_backward_p(const cf__bn_call *bn, int rnd) {
+    float *dy = bn->dy;
+    const float *x = bn->x, *gamma = bn->gamma, *beta = bn->beta, *mean = bn->mean, *invstd = bn->invstd;
+    int B = bn->B, C = bn->C, act = bn->act;
+    size_t P = bn->P;
+    float slope = bn->slope;
     int c;
     if (!rnd) { cf__bn_act_backward(dy, x, gamma, beta, mean, invstd, B, C, P, act, slope); return; }
     CF__OMP(omp parallel for schedule(static))
@@ -2818,8 +2832,11 @@ static double cf__bn_sum_half(const cf_bf16 *x, int B, int C, int c, size_t P, f
         }
     return s;
 }
-static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float *save_mean, float *save_invstd, int B,
-                              int C, size_t P, int train, float momentum, float eps) {
+static void cf__bn_stats_half(const cf__bn_call *bn, float *rmean, float *rvar, float *save_mean, float *save_invstd,
+                              int train, float momentum, float eps) {
+    const cf_bf16 *x = (const cf_bf16 *)(const void *)bn->x;
+    int B = bn->B, C = bn->C;
+    size_t P = bn->P;
     int c;
     /* (x not read) */
     if (!train) { cf__bn_stats(NULL, rmean, rvar, save_mean, save_invstd, B, C, P, 0, momentum, eps, NULL); return; }
@@ -2831,8 +2848,12 @@ static void cf__bn_stats_half(const cf_bf16 *x, float *rmean, float *rvar, float
     }
 }
 /* y = act(a x + sh) rounded, x and y each in fp32 or (x_half, y_half) in 16 bits */
-static void cf__bn_apply_h(float *y, int y_half, const float *x, int x_half, const float *gamma, const float *beta,
-                           const float *mean, const float *invstd, int B, int C, size_t P, int act, float slope) {
+static void cf__bn_apply_h(const cf__bn_call *bn) {
+    float *y = bn->y;
+    const float *x = bn->x, *gamma = bn->gamma, *beta = bn->beta, *mean = bn->mean, *invstd = bn->invstd;
+    int y_half = bn->y_half, x_half = bn->x_half, B = bn->B, C = bn->C, act = bn->act;
+    size_t P = bn->P;
+    float slope = bn->slope;
     int c;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
@@ -2868,10 +2889,12 @@ static void cf__bn_dy_run(float *d, const float *dy, int dy_half, size_t at, con
 /* cf_bn_backward with the activation's derivative (y computed again from x) on x, dy and dx
    each in fp32 or 16 bits (x_half, dy_half, dx_half); dx stored or added (store), rounded as
    it is stored (16 bits, or rnd) */
-static void cf__bn_backward_h(float *dx, int dx_half, float *dgamma, float *dbeta, const float *dy, int dy_half,
-                              const float *x, int x_half, const float *gamma, const float *beta, const float *mean,
-                              const float *invstd, int B, int C, size_t P, int train, int store, int act, float slope,
-                              int rnd) {
+static void cf__bn_backward_h(const cf__bn_call *bn, int train, int store, int rnd) {
+    float *dx = bn->dx, *dgamma = bn->dgamma, *dbeta = bn->dbeta;
+    const float *dy = bn->dy, *x = bn->x, *gamma = bn->gamma, *beta = bn->beta, *mean = bn->mean, *invstd = bn->invstd;
+    int dx_half = bn->dx_half, dy_half = bn->dy_half, x_half = bn->x_half, B = bn->B, C = bn->C, act = bn->act;
+    size_t P = bn->P;
+    float slope = bn->slope;
     int c;
     CF__OMP(omp parallel for schedule(static))
     for (c = 0; c < C; c++) {
@@ -3809,48 +3832,55 @@ static int cf__bn_parse(cf__parser *p, cf_layer *l) {
     l->s_n = 2 * (size_t)l->in.c;        /* running mean, running var */
     return CF_OK;
 }
+/* the batch norm call of layer i: its input, parameters, the statistics it saves for the
+   backward (net->priv->bn_save), sizes and activation; the caller adds the rest */
+static cf__bn_call cf__bn_layer_call(cf_net *net, int i) {
+    cf_layer *l = &net->layers[i];
+    cf__bn_call bn;
+    memset(&bn, 0, sizeof bn);
+    bn.x = cf__in(net, l, 0); bn.gamma = cf__w(net, l); bn.beta = cf__b(net, l);
+    bn.mean = net->priv->bn_save + l->s_off; bn.invstd = bn.mean + l->in.c;
+    bn.B = net->batch; bn.C = l->in.c; bn.P = cf__per_channel(l->in); bn.act = l->act; bn.slope = l->slope;
+    return bn;
+}
 static void cf__bn_forward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
     float *st = net->stats + l->s_off, *sv = net->priv->bn_save + l->s_off, *y = cf__out(net, i);
     int C = l->in.c, h = cf__layer_halves(net, i), x_half = (h & CF__HALF_IN) != 0, y_half = (h & CF__HALF_OUT) != 0;
+    cf__bn_call bn = cf__bn_layer_call(net, i);
+    bn.y = y; bn.x_half = x_half; bn.y_half = y_half;
     if (x_half || y_half) {
         const float *x = cf__in(net, l, 0);
         if (!net->priv->rebuilding && x_half)
-            cf__bn_stats_half((const cf_bf16 *)(const void *)x, st, st + C, sv, sv + C, net->batch, C,
-                              cf__per_channel(l->in), net->priv->bn_train, l->momentum, l->eps);
+            cf__bn_stats_half(&bn, st, st + C, sv, sv + C, net->priv->bn_train, l->momentum, l->eps);
         else if (!net->priv->rebuilding)
             cf__bn_stats(x, st, st + C, sv, sv + C, net->batch, C, cf__per_channel(l->in), net->priv->bn_train,
                          l->momentum, l->eps, NULL);
-        cf__bn_apply_h(y, y_half, x, x_half, cf__w(net, l), cf__b(net, l), sv, sv + C, net->batch, C,
-                       cf__per_channel(l->in), l->act, l->slope);
+        cf__bn_apply_h(&bn);
         net->priv->stored_bf16 = 1;
         return;
     }
     if (!net->priv->rebuilding)   /* (rebuilding: the statistics of this step's forward; the running ones stay) */
         cf__bn_stats(cf__in(net, l, 0), st, st + C, sv, sv + C, net->batch, C, cf__per_channel(l->in),
                      net->priv->bn_train, l->momentum, l->eps, net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL);
-    net->priv->stored_bf16 = cf__bn_apply_p(y, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), sv, sv + C, net->batch,
-                                            C, cf__per_channel(l->in), l->act, l->slope, cf__rounds(net, i));
+    net->priv->stored_bf16 = cf__bn_apply_p(&bn, cf__rounds(net, i));
 }
 static void cf__bn_backward_layer(cf_net *net, int i) {
     cf_layer *l = &net->layers[i];
-    float *mean = net->priv->bn_save + l->s_off, *dy = cf__grad(net, i);   /* mean, 1/std: what forward used */
-    int C = l->in.c, h = cf__layer_halves(net, i), x_half = (h & CF__HALF_IN) != 0, dx_half = (h & CF__HALF_DIN) != 0;
+    float *dy = cf__grad(net, i);
+    int h = cf__layer_halves(net, i), x_half = (h & CF__HALF_IN) != 0, dx_half = (h & CF__HALF_DIN) != 0;
     int dy_half = net->priv->plan.l[i].grad_half;
+    cf__bn_call bn = cf__bn_layer_call(net, i);
+    bn.dy = dy; bn.dx = cf__in_grad(net, l, 0); bn.dgamma = cf__dw(net, l); bn.dbeta = cf__db(net, l);
+    bn.x_half = x_half; bn.dy_half = dy_half; bn.dx_half = dx_half;
     if (x_half || dy_half || dx_half) {   /* (16 bits: the activation's derivative taken as dy is read) */
-        cf__bn_backward_h(cf__in_grad(net, l, 0), dx_half, cf__dw(net, l), cf__db(net, l), dy, dy_half,
-                          cf__in(net, l, 0), x_half, cf__w(net, l), cf__b(net, l), mean, mean + C, net->batch, C,
-                          cf__per_channel(l->in), net->priv->bn_train, cf__stores_grad(net, l, 0), l->act, l->slope,
-                          cf__rounds_grad(net, l->src[0]));
+        cf__bn_backward_h(&bn, net->priv->bn_train, cf__stores_grad(net, l, 0), cf__rounds_grad(net, l->src[0]));
         net->priv->stored_bf16 = 1;
         return;
     }
     if (l->act != CF_ACT_LINEAR)   /* (its output computed again from x: not kept for this) */
-        cf__bn_act_backward_p(dy, cf__in(net, l, 0), cf__w(net, l), cf__b(net, l), mean, mean + C, net->batch, C,
-                              cf__per_channel(l->in), l->act, l->slope, cf__rounds(net, i));
-    net->priv->stored_bf16 = cf__bn_backward_p(cf__in_grad(net, l, 0), cf__dw(net, l), cf__db(net, l), dy,
-                                               cf__in(net, l, 0), cf__w(net, l), mean, mean + C, net->batch, C,
-                                               cf__per_channel(l->in), net->priv->bn_train,
+        cf__bn_act_backward_p(&bn, cf__rounds(net, i));
+    net->priv->stored_bf16 = cf__bn_backward_p(&bn, net->priv->bn_train,
                                                net->priv->bn_sync.reduce ? &net->priv->bn_sync : NULL,
                                                cf__rounds_grad(net, l->src[0]), cf__stores_grad(net, l, 0));
 }

@@ -90,8 +90,8 @@ gemms="cf__sgemm_fp32 cf__sgemm_bf16 cf__sgemm_bf16_rounded"
 #     section 3's private loops, plain as the references that call them (tests/reference_signatures.sh)
 ref_loops="cf__im2col_forward cf__im2col_backward_weights cf__im2col_backward_data cf__bn_apply
     cf__bn_act_backward cf__bn_stats cf__bn_sync_dsums cf__bn_channel"
-#     section 4's dispatchers that take a layer's arguments one by one (not yet on a call struct)
-dispatchers="cf__pool_fused_backward cf__bn_apply_p cf__bn_backward_p cf__bn_act_backward_p cf__bn_stats_half cf__bn_apply_h cf__bn_backward_h"
+#     section 4's fused act + max pool backward: a pool's arguments and the 16-bit flag of each of its three tensors
+dispatchers="cf__pool_fused_backward"
 allowed=" $(echo $public_ops $gemms $ref_loops $dispatchers) "
 many=$(awk '
     { line[NR] = $0 }

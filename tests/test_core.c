@@ -1591,8 +1591,12 @@ static void test_grad_stores(void) {
     {   /* the stores write 0 + v: a -0 term becomes +0, as the add into a zeroed block gives */
         float dy[4] = {0.0f, -0.0f, 1.5f, -2.0f}, x[4] = {1, 2, 3, 4}, g = -1.0f, mean = 2.5f, is = 1.0f;
         float st[4] = {NAN, NAN, NAN, NAN}, ad[4] = {0, 0, 0, 0}, cs[4] = {NAN, NAN, NAN, NAN}, ca[4] = {0, 0, 0, 0}, dg = 0, db = 0;
-        cf__bn_backward_p(st, &dg, &db, dy, x, &g, &mean, &is, 1, 1, 4, 0, NULL, 0, 1);
-        cf__bn_backward_p(ad, &dg, &db, dy, x, &g, &mean, &is, 1, 1, 4, 0, NULL, 0, 0);
+        cf__bn_call bn;
+        memset(&bn, 0, sizeof bn);
+        bn.dgamma = &dg; bn.dbeta = &db; bn.dy = dy; bn.x = x; bn.gamma = &g; bn.mean = &mean; bn.invstd = &is;
+        bn.B = 1; bn.C = 1; bn.P = 4;
+        bn.dx = st; cf__bn_backward_p(&bn, 0, NULL, 0, 1);
+        bn.dx = ad; cf__bn_backward_p(&bn, 0, NULL, 0, 0);
         cf__add_to_p(cs, dy, 4, 0, 1); cf__add_to_p(ca, dy, 4, 0, 0);
         CHECK(!memcmp(st, ad, sizeof st) && !memcmp(cs, ca, sizeof cs) && !signbit(st[0]) && !signbit(cs[1]),
               "stores: batch norm's and the sums' store gives the add's bits, +0 for a -0 term (%g %g, %g %g)", st[0], ad[0], cs[1], ca[1]);
