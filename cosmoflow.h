@@ -2105,8 +2105,17 @@ static void cf__pool_forward_p(float *y, int y_half, const float *x, int half, i
 /* the backward of act + max pool fused in place (section 9, fusion): xg holds the pool's input
    x = act(z) on entry and dL/dz on return, rounded when bf16; half, dy_half, y_half: xg, the
    pool's dy and y stored in 16 bits */
-static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half,
-                                    int B, cf_shape in, cf_shape out, const cf_geom *g, int act, float slope, int bf16);
+typedef struct {
+    float *xg;
+    const float *dy, *y;
+    int half, dy_half, y_half, B;
+    cf_shape in, out;
+    const cf_geom *g;
+    int act;
+    float slope;
+    int bf16;
+} cf__pool_fused_call;
+static void cf__pool_fused_backward(const cf__pool_fused_call *f);
 /* a batch norm call: B samples of C channels of P values; its input x, output y, the gradients
    dy over y and dx over x (NULL: none), each in fp32 or (x_half, ...) in 16 bits; gamma, beta,
    their gradients, and the statistics it normalizes with (mean, invstd) per channel; the
@@ -2271,18 +2280,6 @@ static int cf__dw3x3_bwd_applies(const cf__conv_call *c);
 static void cf__dw3x3_bwd(const cf__conv_call *c);
 static int cf__dw_rows_applies(const cf__conv_call *c);
 static void cf__dw_rows_bwd(const cf__conv_call *c);
-/* the fused backward of act + max pool (cf__pool_fused_backward's arguments): xg (half), the
-   pool's dy (dy_half) and y (y_half), its shapes and geometry, act's, and bf16 */
-typedef struct {
-    float *xg;
-    const float *dy, *y;
-    int half, dy_half, y_half, B;
-    cf_shape in, out;
-    const cf_geom *g;
-    int act;
-    float slope;
-    int bf16;
-} cf__pool_fused_call;
 static void cf__pool_fused_backward_run(const cf__pool_fused_call *f);
 #endif
 #ifdef CF__DIRECT
@@ -2715,15 +2712,11 @@ static int cf__maxpool_inplace_takes_half(const cf__pool_call *pc) {
 }
 /* the backward of act + max pool fused in place (section 13 holds the kernel; a CF_REFERENCE
    build fuses nothing: kind "fusion" is off, and the plan never asks) */
-static void cf__pool_fused_backward(float *xg, int half, const float *dy, int dy_half, const float *y, int y_half,
-                                    int B, cf_shape in, cf_shape out, const cf_geom *g, int act, float slope,
-                                    int bf16) {
+static void cf__pool_fused_backward(const cf__pool_fused_call *f) {
 #ifndef CF_REFERENCE
-    cf__pool_fused_call f = {xg, dy, y, half, dy_half, y_half, B, in, out, g, act, slope, bf16};
-    cf__pool_fused_backward_run(&f);
+    cf__pool_fused_backward_run(f);
 #else
-    (void)xg; (void)half; (void)dy; (void)dy_half; (void)y; (void)y_half; (void)B; (void)in; (void)out; (void)g;
-    (void)act; (void)slope; (void)bf16;
+    (void)f;
     CF_ASSERT(0);
 #endif
 }
@@ -3601,8 +3594,9 @@ static void cf__pool_backward_layer(cf_net *net, int i) {
     if (src >= 0 && net->priv->plan.l[src].fused_pool == i) {
         const cf_layer *c = &net->layers[src];
         const cf__plan_layer *pl = net->priv->plan.l;
-        cf__pool_fused_backward(cf__grad(net, src), pl[src].half, cf__grad(net, i), pl[i].grad_half, cf__out(net, i),
-                                pl[i].half, net->batch, l->in, l->out, &l->g, c->act, c->slope, cf__rounds(net, src));
+        cf__pool_fused_call f = {cf__grad(net, src), cf__grad(net, i), cf__out(net, i), pl[src].half, pl[i].grad_half,
+                                 pl[i].half, net->batch, l->in, l->out, &l->g, c->act, c->slope, cf__rounds(net, src)};
+        cf__pool_fused_backward(&f);
         net->priv->stored_bf16 = 1;
         return;
     }

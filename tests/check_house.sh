@@ -90,9 +90,7 @@ gemms="cf__sgemm_fp32 cf__sgemm_bf16 cf__sgemm_bf16_rounded"
 #     section 3's private loops, plain as the references that call them (tests/reference_signatures.sh)
 ref_loops="cf__im2col_forward cf__im2col_backward_weights cf__im2col_backward_data cf__bn_apply
     cf__bn_act_backward cf__bn_stats cf__bn_sync_dsums cf__bn_channel"
-#     section 4's fused act + max pool backward: a pool's arguments and the 16-bit flag of each of its three tensors
-dispatchers="cf__pool_fused_backward"
-allowed=" $(echo $public_ops $gemms $ref_loops $dispatchers) "
+allowed=" $(echo $public_ops $gemms $ref_loops) "
 many=$(awk '
     { line[NR] = $0 }
     END {
