@@ -8745,6 +8745,22 @@ typedef struct {
    instantiated twice below (long: one body, because the two instances must stay the same
    code). */
 #define CF__DIRECT_FWD_ROW(NAME, VT, VW, OB, ATTR)                                                                    \
+/* a whole block of 2 VW outputs v into row yr: loops of a constant length with act fixed, which                      \
+   the compiler turns into vector code, cf__act_f inlined in each */                                                  \
+ATTR static void NAME##_block(float *CF__RESTRICT yr, float *v, float bo, int accumulate, int act, float slope) {     \
+    int j;                                                                                                            \
+    if (accumulate) { for (j = 0; j < 2 * VW; j++) yr[j] += v[j]; return; }                                           \
+    for (j = 0; j < 2 * VW; j++) v[j] += bo;                                                                          \
+    switch (act) {                                                                                                    \
+    case CF_ACT_RELU:                                                                                                 \
+        for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], CF_ACT_RELU, slope);                                     \
+        break;                                                                                                        \
+    case CF_ACT_LEAKY:                                                                                                \
+        for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], CF_ACT_LEAKY, slope);                                    \
+        break;                                                                                                        \
+    default: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], act, slope);                                        \
+    }                                                                                                                 \
+}                                                                                                                     \
 ATTR static void NAME(float *y, const float *R, const cf__direct_row_call *d) {                                       \
     size_t ystride = d->ystride, Wp = d->Wp;                                                                          \
     int T = d->T, KW = d->KW, dil = d->dil, OC = d->OC, OW = d->OW, accumulate = d->accumulate, act = d->act;         \
@@ -8755,7 +8771,7 @@ ATTR static void NAME(float *y, const float *R, const cf__direct_row_call *d) { 
     const float *wo[OB];                                                                                              \
     for (oc0 = 0; oc0 < OC; oc0 += OB) {                                                                              \
         int no = OC - oc0 < OB ? OC - oc0 : OB;   /* the last block may have fewer channels: rows repeat, unstored */ \
-        for (o = 0; o < OB; o++) wo[o] = w + (size_t)(oc0 + (o < no ? o : 0)) * K;                                   \
+        for (o = 0; o < OB; o++) wo[o] = w + (size_t)(oc0 + (o < no ? o : 0)) * K;                                    \
         for (w0 = 0; w0 < OW; w0 += 2 * VW) {                                                                         \
             VT a[OB][2];                                                                                              \
             memset(a, 0, sizeof a);                                                                                   \
@@ -8764,28 +8780,14 @@ ATTR static void NAME(float *y, const float *R, const cf__direct_row_call *d) { 
                 for (kw = 0; kw < KW; kw++) {   /* per tap: 2 vector loads, OB broadcasts, 2 OB multiply-adds */      \
                     VT x0, x1;                                                                                        \
                     memcpy(&x0, r + kw * dil, sizeof x0); memcpy(&x1, r + kw * dil + VW, sizeof x1);                  \
-                    for (o = 0; o < OB; o++) { float q = wo[o][t * KW + kw]; a[o][0] += q * x0; a[o][1] += q * x1; } \
+                    for (o = 0; o < OB; o++) { float q = wo[o][t * KW + kw]; a[o][0] += q * x0; a[o][1] += q * x1; }  \
                 }                                                                                                     \
             }                                                                                                         \
             for (o = 0; o < no; o++) {   /* the block's valid part (the last block may pass OW) */                    \
-                float *CF__RESTRICT yr = y + (size_t)(oc0 + o) * ystride + w0, bo = b ? b[oc0 + o] : 0.0f;           \
+                float *CF__RESTRICT yr = y + (size_t)(oc0 + o) * ystride + w0, bo = b ? b[oc0 + o] : 0.0f;            \
                 int n = OW - w0 < 2 * VW ? OW - w0 : 2 * VW;                                                          \
                 memcpy(out[o], a[o], sizeof out[o]);                                                                  \
-                if (n == 2 * VW) {   /* a whole block: loops of a constant length with act fixed, which the */    \
-                    float *v = out[o];   /* compiler turns into vector code, cf__act_f inlined in each */             \
-                    if (accumulate) { for (j = 0; j < 2 * VW; j++) yr[j] += v[j]; continue; }                        \
-                    for (j = 0; j < 2 * VW; j++) v[j] += bo;                                                          \
-                    switch (act) {                                                                                    \
-                    case CF_ACT_RELU:                                                                                 \
-                        for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], CF_ACT_RELU, slope);                     \
-                        break;                                                                                        \
-                    case CF_ACT_LEAKY:                                                                                \
-                        for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], CF_ACT_LEAKY, slope);                    \
-                        break;                                                                                        \
-                    default: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], act, slope);                        \
-                    }                                                                                                 \
-                    continue;                                                                                         \
-                }                                                                                                     \
+                if (n == 2 * VW) { NAME##_block(yr, out[o], bo, accumulate, act, slope); continue; }                  \
                 if (accumulate) for (j = 0; j < n; j++) yr[j] += out[o][j];                                           \
                 else for (j = 0; j < n; j++) yr[j] = cf__act_f(out[o][j] + bo, act, slope);                           \
             }                                                                                                         \
