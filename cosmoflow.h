@@ -8741,9 +8741,9 @@ typedef struct {
 } cf__direct_row_call;
 /* One output row:  y[oc][w] (+)= sum over t < T, kw < KW of w[oc][t KW + kw] R[t][w + kw dil]
    for oc < OC, w < OW (R readable up to OW rounded up to 32, plus (KW-1) dil).  accumulate =
-   0: y = act(sum + b[oc]); 1: y += sum.  Written once for a vector type VT of VW floats and
-   instantiated twice below (long: one body, because the two instances must stay the same
-   code). */
+   0: y = act(sum + b[oc]); 1: y += sum.  Written once, with its two helpers, for a vector type
+   VT of VW floats and instantiated twice below (one body, because the two instances must stay
+   the same code). */
 #define CF__DIRECT_FWD_ROW(NAME, VT, VW, OB, ATTR)                                                                    \
 /* a whole block of 2 VW outputs v into row yr: loops of a constant length with act fixed, which                      \
    the compiler turns into vector code, cf__act_f inlined in each */                                                  \
@@ -8761,6 +8761,14 @@ ATTR static void NAME##_block(float *CF__RESTRICT yr, float *v, float bo, int ac
     default: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], act, slope);                                        \
     }                                                                                                                 \
 }                                                                                                                     \
+/* one tap (column k of the blocks' kernel rows wo) for OB output rows: 2 vector loads of the                         \
+   inputs at r, OB broadcasts, 2 OB multiply-adds into a */                                                           \
+ATTR static void NAME##_tap(VT a[OB][2], const float **wo, int k, const float *r) {                                   \
+    VT x0, x1;                                                                                                        \
+    int o;                                                                                                            \
+    memcpy(&x0, r, sizeof x0); memcpy(&x1, r + VW, sizeof x1);                                                        \
+    for (o = 0; o < OB; o++) { float q = wo[o][k]; a[o][0] += q * x0; a[o][1] += q * x1; }                            \
+}                                                                                                                     \
 ATTR static void NAME(float *y, const float *R, const cf__direct_row_call *d) {                                       \
     size_t ystride = d->ystride, Wp = d->Wp;                                                                          \
     int T = d->T, KW = d->KW, dil = d->dil, OC = d->OC, OW = d->OW, accumulate = d->accumulate, act = d->act;         \
@@ -8777,11 +8785,7 @@ ATTR static void NAME(float *y, const float *R, const cf__direct_row_call *d) { 
             memset(a, 0, sizeof a);                                                                                   \
             for (t = 0; t < T; t++) {                                                                                 \
                 const float *r = R + (size_t)t * Wp + w0;                                                             \
-                for (kw = 0; kw < KW; kw++) {   /* per tap: 2 vector loads, OB broadcasts, 2 OB multiply-adds */      \
-                    VT x0, x1;                                                                                        \
-                    memcpy(&x0, r + kw * dil, sizeof x0); memcpy(&x1, r + kw * dil + VW, sizeof x1);                  \
-                    for (o = 0; o < OB; o++) { float q = wo[o][t * KW + kw]; a[o][0] += q * x0; a[o][1] += q * x1; }  \
-                }                                                                                                     \
+                for (kw = 0; kw < KW; kw++) NAME##_tap(a, wo, t * KW + kw, r + kw * dil);                             \
             }                                                                                                         \
             for (o = 0; o < no; o++) {   /* the block's valid part (the last block may pass OW) */                    \
                 float *CF__RESTRICT yr = y + (size_t)(oc0 + o) * ystride + w0, bo = b ? b[oc0 + o] : 0.0f;            \
