@@ -3385,8 +3385,8 @@ static int cf__filter_keys(cf__parser *p, cf_layer *l) {
         (rc = cf__get_axes(s, p->name, "size", 1, p->is2d, 1, l->g.k)) ||
         (rc = cf__get_axes(s, p->name, "stride", 1, p->is2d, 1, l->g.s)) ||
         (rc = cf__get_axes(s, p->name, "dilation", 1, p->is2d, 1, l->g.dil)) ||
-        (rc = cf__parse_pad(s, p->name, l, p->is2d)) || (rc = cf__get_int(s, p->name, "bias", 1, 0, 1,
-                                                                          &l->has_bias))) return rc;
+        (rc = cf__parse_pad(s, p->name, l, p->is2d)) ||
+        (rc = cf__get_int(s, p->name, "bias", 1, 0, 1, &l->has_bias))) return rc;
     if (!l->out.c) return cf_fail("%s:%d: [%s] needs filters=", p->name, s->line, s->name);
     return CF_OK;
 }
@@ -4501,8 +4501,8 @@ static void cf__zero_grads_starting(cf_net *net, int i) {
         const cf__plan_layer *p = &net->priv->plan.l[j];
         int start = p->last_read < n - 1 ? p->last_read : n - 1;
         if (start == i && p->fused_pool < 0 && !p->grad_store)
-            memset(cf__grad(net, j), 0, cf__n_out(net, &net->layers[j]) * (p->grad_half ? sizeof(cf_bf16)
-                                                                           : sizeof(float)));
+            memset(cf__grad(net, j), 0,
+                   cf__n_out(net, &net->layers[j]) * (p->grad_half ? sizeof(cf_bf16) : sizeof(float)));
     }
 }
 
