@@ -66,7 +66,7 @@ run "hostile use: outputs over inputs, FIFOs, late errors, non-finite values, ot
 run "a sample across ranks: K = 2, 4, 2 x 2 against one rank (MPICH and Open MPI), two sabotages, the tools' --spatial, resume under another K" sh tests/test_spatial.sh
 run "many nodes, emulated: network namespaces at 1 Gbit/s, MPICH and Open MPI over TCP, 5 % loss, a cut link ended by the watchdog, a sample split across them" sh tests/test_nodes.sh
 run "stopping within an epoch: a stop signal's checkpoint resumed to the byte (1 and 2 ranks, fp32 and bf16, --augment, --spatial 2, --grad-lag 1); --save-every and kill -9 at random instants" sh tests/test_preempt.sh
-run "Slurm: two nodes of munged, slurmctld and two slurmd; srun --mpi=pmi2 and sbatch give mpirun's bytes; tools/cf-train.sbatch stopped at a step and requeued ends with the uninterrupted run's bytes" sh tests/test_slurm.sh
+run "Slurm: a two-node cluster (munged, slurmctld, two slurmd); srun --mpi=pmi2 and sbatch give mpirun's bytes; tools/cf-train.sbatch stopped at a step and requeued ends with the uninterrupted run's bytes" sh tests/test_slurm.sh
 if need mpicc.openmpi && need mpirun.openmpi; then
     run "Open MPI: built with mpicc.openmpi, 1 rank x 4 = 2 ranks x 2, a mismatched launcher refused" sh tests/test_openmpi.sh
 else
