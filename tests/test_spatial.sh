@@ -50,7 +50,8 @@ else
     # the sabotages, each on a copy of the header
     mkdir -p "$T/s1" "$T/s2"
     sed 's/^    cf__planes_add(dx, from_prev, BC, Dl, HW, 0, ha);$/    (void)from_prev;/' cosmoflow.h > "$T/s1/cosmoflow.h"
-    sed 's/next = r + 1 < K ? r + 1 : sp->periodic ? 0 : MPI_PROC_NULL, prev = r > 0 ? r - 1 : sp->periodic ? K - 1 : MPI_PROC_NULL;/next = r + 1 < K ? r + 1 : K == 1 \&\& sp->periodic ? 0 : MPI_PROC_NULL, prev = r > 0 ? r - 1 : K == 1 \&\& sp->periodic ? 0 : MPI_PROC_NULL;/' cosmoflow.h > "$T/s2/cosmoflow.h"
+    sed -e 's/next = r + 1 < K ? r + 1 : sp->periodic ? 0 : MPI_PROC_NULL,$/next = r + 1 < K ? r + 1 : K == 1 \&\& sp->periodic ? 0 : MPI_PROC_NULL,/' \
+        -e 's/prev = r > 0 ? r - 1 : sp->periodic ? K - 1 : MPI_PROC_NULL;$/prev = r > 0 ? r - 1 : K == 1 \&\& sp->periodic ? 0 : MPI_PROC_NULL;/' cosmoflow.h > "$T/s2/cosmoflow.h"
     for s in s1 s2; do
         cmp -s cosmoflow.h "$T/$s/cosmoflow.h" && { bad "sabotage $s: the line to change was not found"; continue; }
         build mpicc.mpich "$T/$s" "$T/$s/sp" || { bad "sabotage $s does not build"; continue; }
