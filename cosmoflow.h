@@ -979,12 +979,12 @@ CFDEF int cf_fail(const char *fmt, ...) {
 }
 /* A function's precondition, as its comment in the public part states it.  When it does not
    hold, the reason is set (what: the function and the argument) and the function returns
-   without acting: CF__REQUIRE, in a function that returns a value, returns ret (its error:
-   CF_ERR, NULL, NAN, ...) and asserts nothing; CF__REQUIRE_VOID, in a function that returns
+   without acting: CF__RETURN_UNLESS, in a function that returns a value, returns ret (its error:
+   CF_ERR, NULL, NAN, ...) and asserts nothing; CF__ASSERT_ARG, in a function that returns
    nothing, has CF_ASSERT name it as well (on unless NDEBUG; a program may define CF_ASSERT to
-   catch it).  (CF__REQUIRE with no ret does not compile: a void function takes the other.) */
-#define CF__REQUIRE(cond, ret, what) do { if (!(cond)) { cf_fail("%s", what); return (ret); } } while (0)
-#define CF__REQUIRE_VOID(cond, what)                                                                                  \
+   catch it).  (CF__RETURN_UNLESS with no ret does not compile: a void function takes the other.) */
+#define CF__RETURN_UNLESS(cond, ret, what) do { if (!(cond)) { cf_fail("%s", what); return (ret); } } while (0)
+#define CF__ASSERT_ARG(cond, what) \
     do { if (!(cond)) { cf_fail("%s", what); CF_ASSERT((cond) && what); return; } } while (0)
 
 
@@ -1046,7 +1046,7 @@ CFDEF uint64_t cf_hash64(uint64_t z) {
     return z ^ (z >> 31);
 }
 CFDEF uint64_t cf_rng_u64(cf_rng *r) {
-    CF__REQUIRE(r, 0, "cf_rng_u64: the generator is NULL");
+    CF__RETURN_UNLESS(r, 0, "cf_rng_u64: the generator is NULL");
     r->s += 0x9e3779b97f4a7c15ULL;
     return cf_hash64(r->s);
 }
@@ -1064,7 +1064,7 @@ CFDEF uint32_t cf_crc32c(uint32_t crc, const void *data, size_t n) {
     const unsigned char *p = (const unsigned char *)data;
     size_t i;
     int j;
-    CF__REQUIRE(data || !n, 0, "cf_crc32c: data is NULL");
+    CF__RETURN_UNLESS(data || !n, 0, "cf_crc32c: data is NULL");
     for (k = 0; k < 256; k++) {
         c = k;
         for (j = 0; j < 8; j++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
@@ -1111,7 +1111,7 @@ static void cf__round_floats(float *x, size_t n) {
 static void cf__round_run(float *x, size_t n);
 CFDEF void cf_bf16_round(float *x, size_t n) {
     long i;   /* a signed index for OpenMP 2.5; chunks of 2^16: a pass over memory, shared by the threads */
-    CF__REQUIRE_VOID(x || !n, "cf_bf16_round: x is NULL");
+    CF__ASSERT_ARG(x || !n, "cf_bf16_round: x is NULL");
     CF__OMP(omp parallel for schedule(static) if (n >= ((size_t)1 << 18)))
     for (i = 0; i < (long)((n + 65535) >> 16); i++) {
         size_t start = (size_t)i << 16;
@@ -1216,7 +1216,7 @@ CFDEF size_t cf_shape_size(cf_shape s) { return (size_t)s.c * s.d * s.h * s.w; }
 
 CFDEF int cf_geom_out(const cf_geom *g, int axis, int in) {
     long long span, padded;
-    CF__REQUIRE(g && axis >= 0 && axis < 3 && g->s[axis] >= 1 && g->k[axis] >= 1 && g->dil[axis] >= 1, 0,
+    CF__RETURN_UNLESS(g && axis >= 0 && axis < 3 && g->s[axis] >= 1 && g->k[axis] >= 1 && g->dil[axis] >= 1, 0,
                 "cf_geom_out: the geometry is NULL, the axis not 0, 1 or 2, or a kernel, stride or dilation below 1");
     span = (long long)g->dil[axis] * (g->k[axis] - 1) + 1; padded = (long long)in + g->pb[axis] + g->pa[axis];
     if (padded < span) return 0;
@@ -1556,7 +1556,7 @@ CFDEF void cf_act_backward(float *dy, const float *y, size_t n, int act, float s
 CFDEF void cf_dropout(float *y, const float *x, size_t n, float rate, uint64_t seed) {
     float scale;
     size_t i;
-    CF__REQUIRE_VOID(rate >= 0.0f && rate <= 0.999f,
+    CF__ASSERT_ARG(rate >= 0.0f && rate <= 0.999f,
                      "cf_dropout: the rate is not in [0, 0.999] (the cfg's rate= range)");
     scale = 1.0f / (1.0f - rate);
     for (i = 0; i < n; i++) {
@@ -1974,7 +1974,7 @@ CFDEF double cf_loss_softmax_ce(float *dz, const float *z, const float *labels, 
 CFDEF void cf_argmax_classes(int *pred, const float *z, int K, size_t P) {
     size_t p;
     int k;
-    CF__REQUIRE_VOID((pred && z) || !P, "cf_argmax_classes: pred or z is NULL");
+    CF__ASSERT_ARG((pred && z) || !P, "cf_argmax_classes: pred or z is NULL");
     for (p = 0; p < P; p++) {
         int best = 0;
         for (k = 1; k < K; k++) if (z[(size_t)k * P + p] > z[(size_t)best * P + p]) best = k;
@@ -2458,7 +2458,7 @@ static const char *cf__conv_path_p(int op, int B, cf_shape in, cf_shape out, con
 }
 CFDEF const char *cf_conv_path(int op, int B, cf_shape in, cf_shape out, const cf_geom *g, int groups,
                                size_t ws_floats) {
-    CF__REQUIRE(op >= CF_OP_FORWARD && op <= CF_OP_BACKWARD_DATA && cf__shapes_ok(B, in, out, g, groups), "?",
+    CF__RETURN_UNLESS(op >= CF_OP_FORWARD && op <= CF_OP_BACKWARD_DATA && cf__shapes_ok(B, in, out, g, groups), "?",
                 "cf_conv_path: op is not one of CF_OP_*, or a size below 1, g NULL or channels not divisible by "
                 "groups");
     return cf__conv_path_p(op, B, in, out, g, groups, ws_floats, 0);
@@ -2553,7 +2553,7 @@ static cf__pool_call cf__pool_make(int B, cf_shape in, cf_shape out, const cf_ge
 CFDEF const char *cf_pool_path(int op, cf_shape in, cf_shape out, const cf_geom *g, int is_max) {
     cf__pool_call c;
     const cf__pool_path *p;
-    CF__REQUIRE(op >= CF_OP_FORWARD && op <= CF_OP_BACKWARD_DATA && cf__shapes_ok(1, in, out, g, 1), "?",
+    CF__RETURN_UNLESS(op >= CF_OP_FORWARD && op <= CF_OP_BACKWARD_DATA && cf__shapes_ok(1, in, out, g, 1), "?",
                 "cf_pool_path: op is not one of CF_OP_*, or a size below 1 or g NULL");
     c = cf__pool_make(1, in, out, g, is_max);
     if (op == CF_OP_BACKWARD_WEIGHTS) return "-";
@@ -3089,10 +3089,10 @@ static int cf__net_ok(const cf_net *net) { return net && net->priv && net->priv-
 static int cf__net_check(const cf_net *net, const char *fn) {
     return cf__net_ok(net) ? CF_OK : cf_fail("%s: the network was not made by cf_net_parse (or was freed)", fn);
 }
-#define CF__NET_REQUIRE(net, ret, fn) \
-    CF__REQUIRE(cf__net_ok(net), ret, fn ": the network was not made by cf_net_parse (or was freed)")
-#define CF__NET_REQUIRE_VOID(net, fn) \
-    CF__REQUIRE_VOID(cf__net_ok(net), fn ": the network was not made by cf_net_parse (or was freed)")
+#define CF__NET_RETURN_UNLESS(net, ret, fn) \
+    CF__RETURN_UNLESS(cf__net_ok(net), ret, fn ": the network was not made by cf_net_parse (or was freed)")
+#define CF__NET_ASSERT(net, fn) \
+    CF__ASSERT_ARG(cf__net_ok(net), fn ": the network was not made by cf_net_parse (or was freed)")
 typedef struct { char *key, *val; int line; int used; } cf__kv;
 typedef struct { char *name; int line; cf__kv *kv; int n_kv; } cf__section;
 
@@ -3993,7 +3993,8 @@ static const cf__layer_type cf__types[CF_L_NTYPES] = {
 };
 CFDEF const char *cf_layer_type_name(int type) { return type >= 0 && type < CF_L_NTYPES ? cf__types[type].name : "?"; }
 CFDEF double cf_layer_flops(const cf_layer *l) {
-    CF__REQUIRE(l && l->type >= 0 && l->type < CF_L_NTYPES, 0.0, "cf_layer_flops: not a layer of a parsed network");
+    CF__RETURN_UNLESS(l && l->type >= 0 && l->type < CF_L_NTYPES, 0.0,
+                      "cf_layer_flops: not a layer of a parsed network");
     return cf__types[l->type].flops(l);
 }
 
@@ -4380,12 +4381,13 @@ static int cf__layer_ok(const cf_net *net, int layer) {
     return cf__net_ok(net) && layer >= 0 && layer < net->n_layers && net->priv->arena;
 }
 CFDEF float *cf_net_output(cf_net *net, int layer) {
-    CF__REQUIRE(cf__layer_ok(net, layer), NULL, "cf_net_output: not a layer of a network that has run a forward");
+    CF__RETURN_UNLESS(cf__layer_ok(net, layer), NULL, "cf_net_output: not a layer of a network that has run a forward");
     return net->priv->plan.l[layer].half ? NULL : cf__out(net, layer);
 }
 CFDEF float *cf_net_output_grad(cf_net *net, int layer) {
     const cf__plan_layer *pl;
-    CF__REQUIRE(cf__layer_ok(net, layer), NULL, "cf_net_output_grad: not a layer of a network that has run a forward");
+    CF__RETURN_UNLESS(cf__layer_ok(net, layer), NULL,
+                      "cf_net_output_grad: not a layer of a network that has run a forward");
     pl = &net->priv->plan.l[layer];
     return (pl->fused_pool >= 0 ? pl->half : pl->grad_half) ? NULL : cf__grad(net, layer);
 }
@@ -4461,7 +4463,7 @@ static int cf__outputs_valid(const cf_net *net) {
 }
 CFDEF const float *cf_net_forward_from(cf_net *net, int first) {
     int i;
-    CF__REQUIRE(cf__net_ok(net) && net->priv->x && net->priv->arena && first >= 0 && first <= net->n_layers
+    CF__RETURN_UNLESS(cf__net_ok(net) && net->priv->x && net->priv->arena && first >= 0 && first <= net->n_layers
                 && (first == 0 || (net->priv->plan.flags & 1)),
                 NULL, "cf_net_forward_from: needs a network that has run a forward with every output kept "
                       "(cf_net_keep_outputs), and a layer of it");
@@ -4542,7 +4544,7 @@ CFDEF int cf_net_backward(cf_net *net, const float *dout) {
 }
 
 CFDEF void cf_net_zero_grad(cf_net *net) {
-    CF__NET_REQUIRE_VOID(net, "cf_net_zero_grad");
+    CF__NET_ASSERT(net, "cf_net_zero_grad");
     memset(net->grads, 0, net->n_params * sizeof(float));
 }
 
@@ -4574,8 +4576,8 @@ CFDEF uint64_t cf_net_updates(const cf_net *net) {
 
 /* ---- the mode, and the settings of a model a training run may change */
 CFDEF void cf_net_set_mode(cf_net *net, int mode) {
-    CF__NET_REQUIRE_VOID(net, "cf_net_set_mode");
-    CF__REQUIRE_VOID(mode >= 0 && mode <= CF_MODE_TRAIN, "cf_net_set_mode: the mode is not one of CF_MODE_*");
+    CF__NET_ASSERT(net, "cf_net_set_mode");
+    CF__ASSERT_ARG(mode >= 0 && mode <= CF_MODE_TRAIN, "cf_net_set_mode: the mode is not one of CF_MODE_*");
     net->priv->training = (mode & CF_MODE_DROPOUT) != 0;
     net->priv->bn_train = (mode & CF_MODE_BATCH_STATS) != 0;
 }
@@ -4602,25 +4604,25 @@ CFDEF int cf_net_set_dropout(cf_net *net, float rate) {
 
 /* ---- looking inside */
 CFDEF void cf_net_keep_outputs(cf_net *net, int keep) {
-    CF__NET_REQUIRE_VOID(net, "cf_net_keep_outputs");
+    CF__NET_ASSERT(net, "cf_net_keep_outputs");
     net->priv->keep_acts = keep != 0;
 }
 CFDEF void cf_net_set_input_grad(cf_net *net, float *dx) {
-    CF__NET_REQUIRE_VOID(net, "cf_net_set_input_grad");
+    CF__NET_ASSERT(net, "cf_net_set_input_grad");
     net->priv->dinput = dx;
 }
 CFDEF void cf_net_set_backward_hook(cf_net *net, void (*hook)(cf_net *net, int layer, void *ctx), void *ctx) {
-    CF__NET_REQUIRE_VOID(net, "cf_net_set_backward_hook");
+    CF__NET_ASSERT(net, "cf_net_set_backward_hook");
     net->priv->backward_hook = hook; net->priv->hook_ctx = ctx;
 }
 CFDEF void cf_net_set_layer_hook(cf_net *net, void (*hook)(cf_net *net, int layer, int phase, void *ctx), void *ctx) {
-    CF__NET_REQUIRE_VOID(net, "cf_net_set_layer_hook");
+    CF__NET_ASSERT(net, "cf_net_set_layer_hook");
     net->priv->layer_hook = hook; net->priv->layer_ctx = ctx;
 }
 CFDEF const char *cf_net_path(const cf_net *net, int layer, int op) {
     const cf_layer *l;
     int has_w;
-    CF__REQUIRE(cf__net_ok(net) && layer >= 0 && layer < net->n_layers && op >= CF_OP_FORWARD &&
+    CF__RETURN_UNLESS(cf__net_ok(net) && layer >= 0 && layer < net->n_layers && op >= CF_OP_FORWARD &&
                 op <= CF_OP_BACKWARD_DATA, "?",
                 "cf_net_path: not a layer of a network made by cf_net_parse, or not one of CF_OP_*");
     l = &net->layers[layer];
@@ -4664,7 +4666,7 @@ static int cf__all_finite_half(const cf_bf16 *p, size_t n) {
 }
 CFDEF int cf_net_first_nonfinite_output(const cf_net *net) {
     int i, keep;
-    CF__NET_REQUIRE(net, -1, "cf_net_first_nonfinite_output");
+    CF__NET_RETURN_UNLESS(net, -1, "cf_net_first_nonfinite_output");
     if (!net->priv->arena) return -1;   /* no forward yet: no output */
     keep = net->priv->plan.flags & 1;   /* the plan the last forward used kept every output */
     for (i = 0; i < net->n_layers; i++) {
@@ -4682,7 +4684,7 @@ CFDEF int cf_net_first_nonfinite_output(const cf_net *net) {
 CFDEF int cf_net_first_nonfinite_param(const cf_net *net, int params) {
     const float *base;
     int i;
-    CF__NET_REQUIRE(net, -1, "cf_net_first_nonfinite_param");
+    CF__NET_RETURN_UNLESS(net, -1, "cf_net_first_nonfinite_param");
     base = params ? net->params : net->grads;
     for (i = 0; i < net->n_layers; i++) {
         const cf_layer *l = &net->layers[i];
@@ -4693,7 +4695,7 @@ CFDEF int cf_net_first_nonfinite_param(const cf_net *net, int params) {
 }
 CFDEF int cf_net_find_nonfinite(cf_net *net, const float *x, int B) {
     int keep, bad;
-    CF__NET_REQUIRE(net, -1, "cf_net_find_nonfinite");
+    CF__NET_RETURN_UNLESS(net, -1, "cf_net_find_nonfinite");
     keep = net->priv->keep_acts;
     net->priv->keep_acts = 1;
     bad = cf_net_forward(net, x, B) ? cf_net_first_nonfinite_output(net) : -1;
@@ -4807,7 +4809,7 @@ CFDEF int cf_dist_size(void) {
 CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) {
     int size = cf_dist_size();
     size_t off, k;
-    CF__REQUIRE_VOID(buf || !n, "cf_dist_allreduce_mean: buf is NULL");
+    CF__ASSERT_ARG(buf || !n, "cf_dist_allreduce_mean: buf is NULL");
     if (size == 1) return;
     for (off = 0; off < n; off += CF_ALLREDUCE_CHUNK) {
         size_t m = n - off < CF_ALLREDUCE_CHUNK ? n - off : CF_ALLREDUCE_CHUNK;
@@ -4818,13 +4820,13 @@ CFDEF void cf_dist_allreduce_mean(float *buf, size_t n) {
     }
 }
 CFDEF void cf_dist_allreduce_sum_d(double *buf, int n) {
-    CF__REQUIRE_VOID((buf || n == 0) && n >= 0, "cf_dist_allreduce_sum_d: buf NULL or n < 0");
+    CF__ASSERT_ARG((buf || n == 0) && n >= 0, "cf_dist_allreduce_sum_d: buf NULL or n < 0");
     if (cf_dist_size() == 1) return;
     CF__WAIT("MPI_Allreduce (a sum)"); MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     CF__WAITED;
 }
 CFDEF void cf_dist_allreduce_max_d(double *buf, int n) {
-    CF__REQUIRE_VOID((buf || n == 0) && n >= 0, "cf_dist_allreduce_max_d: buf NULL or n < 0");
+    CF__ASSERT_ARG((buf || n == 0) && n >= 0, "cf_dist_allreduce_max_d: buf NULL or n < 0");
     if (cf_dist_size() == 1) return;
     CF__WAIT("MPI_Allreduce (a maximum)"); MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     CF__WAITED;
@@ -4832,7 +4834,7 @@ CFDEF void cf_dist_allreduce_max_d(double *buf, int n) {
 CFDEF void cf_dist_sum_reduce(double *buf, int n, void *ctx) { (void)ctx; cf_dist_allreduce_sum_d(buf, n); }
 CFDEF void cf_dist_bcast(float *buf, size_t n) {
     size_t off = 0;
-    CF__REQUIRE_VOID(buf || !n, "cf_dist_bcast: buf is NULL");
+    CF__ASSERT_ARG(buf || !n, "cf_dist_bcast: buf is NULL");
     if (cf_dist_size() == 1) return;
     while (off < n) {
         int chunk = (int)(n - off > ((size_t)1 << 30) ? ((size_t)1 << 30) : n - off);
@@ -4887,7 +4889,7 @@ static void cf__ov_hook(cf_net *net, int i) {
     if (cf__ov.n) MPI_Testall(cf__ov.n, cf__ov.req, &flag, cf__ov.st);   /* let MPI progress */
 }
 CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) {
-    CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_begin");
+    CF__NET_ASSERT(net, "cf_dist_overlap_begin");
     cf__ov.n = 0; cf__ov.end = net->n_params; cf__ov.bucket = bucket_floats ? bucket_floats : 1;
     /* (the caller's own hook stays, called after it) */
     net->priv->dist_hook = cf_dist_size() > 1 ? cf__ov_hook : NULL;
@@ -4895,7 +4897,7 @@ CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) {
 CFDEF void cf_dist_overlap_end(cf_net *net) {
     size_t k;
     float inv;
-    CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_end");
+    CF__NET_ASSERT(net, "cf_dist_overlap_end");
     net->priv->dist_hook = NULL;
     if (cf_dist_size() == 1) return;
     cf__ov_start(net->grads, 0, cf__ov.end);
@@ -4986,10 +4988,10 @@ CFDEF void cf_dist_bcast(float *buf, size_t n) { (void)buf; (void)n; }
 CFDEF void cf_dist_abort(int code) { (void)code; }
 CFDEF void cf_dist_barrier(void) {}
 CFDEF void cf_dist_overlap_begin(cf_net *net, size_t bucket_floats) {
-    CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_begin");
+    CF__NET_ASSERT(net, "cf_dist_overlap_begin");
     (void)bucket_floats;
 }
-CFDEF void cf_dist_overlap_end(cf_net *net) { CF__NET_REQUIRE_VOID(net, "cf_dist_overlap_end"); }
+CFDEF void cf_dist_overlap_end(cf_net *net) { CF__NET_ASSERT(net, "cf_dist_overlap_end"); }
 
 static int cf__max_over_ranks(int v) { return v; }
 CFDEF int cf_dist_grad_lag(cf_net *net, cf_grad_lag *lag) {   /* one process: a delay line */
@@ -5033,7 +5035,7 @@ static int cf__grad_lag_set(cf_grad_lag *lag, size_t n, const float *avg) {
 #endif
 #endif
 CFDEF void cf_net_average_stats(cf_net *net) {
-    CF__NET_REQUIRE_VOID(net, "cf_net_average_stats");
+    CF__NET_ASSERT(net, "cf_net_average_stats");
     if (net->n_stats) cf_dist_allreduce_mean(net->stats, net->n_stats);
 }
 
@@ -6149,7 +6151,7 @@ static int cf__opt_slots(cf_net *net, int slots) {
 static int cf__check_arg(const char *fn, const char *key, double x, int upper);
 CFDEF int cf_sgd_step(cf_net *net, float lr, float momentum, float l2) {
     int i;
-    CF__NET_REQUIRE(net, CF_ERR, "cf_sgd_step");
+    CF__NET_RETURN_UNLESS(net, CF_ERR, "cf_sgd_step");
     if (cf__check_arg("cf_sgd_step", "lr", lr, 0) || cf__check_arg("cf_sgd_step", "momentum", momentum, 1) ||
         cf__check_arg("cf_sgd_step", "l2", l2, 1)) return CF_ERR;
     for (i = 0; i < net->n_layers; i++) {
@@ -6185,9 +6187,9 @@ CFDEF int cf_adam_step(cf_net *net, float lr, float beta1, float beta2, float ep
     long k, n;
     float *m, *v, *w, bc1, sq2, step, decay, l2;
     const float *gr;
-    CF__NET_REQUIRE(net, CF_ERR, "cf_adam_step");
-    CF__REQUIRE(t >= 1, CF_ERR, "cf_adam_step: t counts the updates from 1");
-    CF__REQUIRE(decoupled == 0 || decoupled == 1, CF_ERR, "cf_adam_step: decoupled is not 0 or 1");
+    CF__NET_RETURN_UNLESS(net, CF_ERR, "cf_adam_step");
+    CF__RETURN_UNLESS(t >= 1, CF_ERR, "cf_adam_step: t counts the updates from 1");
+    CF__RETURN_UNLESS(decoupled == 0 || decoupled == 1, CF_ERR, "cf_adam_step: decoupled is not 0 or 1");
     if (cf__check_arg("cf_adam_step", "lr", lr, 0) || cf__check_arg("cf_adam_step", "betas", beta1, 1) ||
         cf__check_arg("cf_adam_step", "betas", beta2, 1) || cf__check_arg("cf_adam_step", "eps", eps, 1) ||
         cf__check_arg("cf_adam_step", "weight_decay", wd, 1)) return CF_ERR;
@@ -6217,8 +6219,8 @@ CFDEF double cf_lamb_step(cf_net *net, float lr, float beta1, float beta2, float
     float *m, *v, *gr, bc1, bc2, inv_clip = 1.0f;
     double gn = 0.0;
     int i = 0, part = 0;
-    CF__NET_REQUIRE(net, NAN, "cf_lamb_step");
-    CF__REQUIRE(t >= 1, NAN, "cf_lamb_step: t counts the updates from 1");
+    CF__NET_RETURN_UNLESS(net, NAN, "cf_lamb_step");
+    CF__RETURN_UNLESS(t >= 1, NAN, "cf_lamb_step: t counts the updates from 1");
     if (cf__check_arg("cf_lamb_step", "lr", lr, 0) || cf__check_arg("cf_lamb_step", "betas", beta1, 1) ||
         cf__check_arg("cf_lamb_step", "betas", beta2, 1) || cf__check_arg("cf_lamb_step", "eps", eps, 1) ||
         cf__check_arg("cf_lamb_step", "weight_decay", wd, 1) ||
@@ -6254,7 +6256,7 @@ CFDEF double cf_lamb_step(cf_net *net, float lr, float beta1, float beta2, float
 CFDEF int cf_larc_scale(cf_net *net, float eta) {
     size_t k, off, cnt;
     int i = 0, part = 0;
-    CF__NET_REQUIRE(net, CF_ERR, "cf_larc_scale");
+    CF__NET_RETURN_UNLESS(net, CF_ERR, "cf_larc_scale");
     if (cf__check_arg("cf_larc_scale", "larc", eta, 1)) return CF_ERR;
     while (cf__next_tensor(net, &i, &part, &off, &cnt)) {
         double wn = 0.0, gn = 0.0, s;
@@ -6327,7 +6329,7 @@ CFDEF double cf_lr_sched_at(const cf_lr_sched *s, uint64_t k) {
    guard against non-finite gradients, LARC, and the optimizer.  Then evaluation, and the
    references' input transforms, sharding and augmentation. */
 CFDEF void cf_train_defaults(cf_train_config *c) {
-    CF__REQUIRE_VOID(c, "cf_train_defaults: the settings are NULL");
+    CF__ASSERT_ARG(c, "cf_train_defaults: the settings are NULL");
     memset(c, 0, sizeof *c);
     c->optimizer = -1; c->lr = 0.001; c->momentum = 0.9; c->weight_decay = -1;
     c->beta1 = 0.9; c->beta2 = 0.999; c->eps = 1e-6; c->max_grad_norm = 1.0;
@@ -6822,7 +6824,7 @@ CFDEF void cf_climate_to_input(float *out, const float *x, int H, int W, int C,
                                const float *minval, const float *maxval) {
     size_t p, P = (size_t)H * W;
     int c;
-    CF__REQUIRE_VOID(out && x && minval && maxval && H >= 1 && W >= 1 && C >= 1,
+    CF__ASSERT_ARG(out && x && minval && maxval && H >= 1 && W >= 1 && C >= 1,
                      "cf_climate_to_input: a NULL pointer or a size below 1");
     for (c = 0; c < C; c++) {
         float lo = minval[c], range = maxval[c] - minval[c];
@@ -6836,7 +6838,7 @@ CFDEF void cf_cosmo_to_input(float *out, const int16_t *x, int S, int C, int app
     double sum = 0.0;
     float scale = 1.0f, log1p_small[256];   /* log1pf of the counts 0..255 (most voxels hold 0-10) */
     int c, i;
-    CF__REQUIRE_VOID(out && x && S >= 1 && C >= 1 && apply_log >= 0 && apply_log <= 2,
+    CF__ASSERT_ARG(out && x && S >= 1 && C >= 1 && apply_log >= 0 && apply_log <= 2,
                      "cf_cosmo_to_input: a NULL pointer, a size below 1 or apply_log not 0, 1 or 2");
     if (!apply_log) {   /* the reference's other branch: x / mean(x) over the whole sample */
         for (v = 0; v < vox * C; v++) sum += x[v];

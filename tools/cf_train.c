@@ -189,8 +189,7 @@ static void stop_now(run *R, int e, int s) {
    (unless --override; the change is then recorded) */
 static void resume(run *R) {
     char changed[1024], seed[32];
-    static const char *suffix[3] = {".next", "", ".prev"};
-    snprintf(R->resumed_from, sizeof R->resumed_from, "%s%s", R->o.resume, suffix[ckpt_resume(R->o.resume, &R->net, &R->st, R->rank)]);
+    ckpt_resume(R->o.resume, &R->net, &R->st, R->rank, R->resumed_from, sizeof R->resumed_from);
     R->first_epoch = (int)R->st.epoch + 1;
     mid_epoch_read(R);
     comm_watch_note(R->o.resume, R->first_epoch - 1);
@@ -281,6 +280,12 @@ static void nonfinite_die(run *R, int epoch, int step, const cf_step_result *r, 
 }
 /* the loss of one step (0 when skipped) summed over ranks, and whether any rank was asked to
    stop: one allreduce of two numbers a step */
+/* whether any rank was asked to stop (outside the steps: after an epoch's validation and save) */
+static int stop_anywhere(void) {
+    double d = tool_stop_requested ? 1 : 0;
+    cf_dist_allreduce_sum_d(&d, 1);
+    return d > 0;
+}
 static int step_end(double *sum, double loss) {
     double d[2];
     d[0] = loss; d[1] = tool_stop_requested ? 1 : 0;
@@ -475,7 +480,7 @@ int main(int argc, char **argv) {
         MLL_START("eval_start", meta);
         metric = validate(&R);
         end_epoch(&R, e, loss / R.size, metric, lr, t0);
-        if (step_end(&loss, 0)) stop_now(&R, e, 0);   /* a stop signal during validation or the save */
+        if (stop_anywhere()) stop_now(&R, e, 0);   /* a stop signal during validation or the save */
     }
     /* a resumed run with no epoch left still writes the checkpoint it announces */
     if (e == R.first_epoch && !same_file(R.o.resume, R.o.out)) write_checkpoint(&R);

@@ -1086,22 +1086,20 @@ TOOL_UNUSED static void ckpt_save(const char *out, cf_trainer *t, const cf_train
     if (tool_pending_signal) tool_on_signal(tool_pending_signal);   /* (one that came meanwhile: the run ends now) */
 }
 /* CKPT, or when it is missing or damaged CKPT.next (a save ended between two renames) or
-   CKPT.prev, loaded into net; returns which (0 CKPT.next, 1 CKPT, 2 CKPT.prev), with a note on
-   stderr when it had to fall back to CKPT.prev */
-TOOL_UNUSED static int ckpt_resume(const char *ckpt, cf_net *net, cf_train_state *st, int quiet) {
+   CKPT.prev, loaded into net; the file read goes into from (n bytes), with a note on stderr
+   when it was not CKPT */
+TOOL_UNUSED static void ckpt_resume(const char *ckpt, cf_net *net, cf_train_state *st, int quiet, char *from, size_t n) {
     static const char *suffix[3] = {"", ".next", ".prev"};
-    static const int which[3] = {1, 0, 2};
-    char path[4200], main_err[8192] = "";
+    char main_err[8192] = "";
     int k;
     for (k = 0; k < 3; k++) {
-        snprintf(path, sizeof path, "%s%s", ckpt, suffix[k]);
-        if (k != 0 && access(path, R_OK)) continue;
-        if (cf_checkpoint_load(path, net, st) == CF_OK) break;
+        snprintf(from, n, "%s%s", ckpt, suffix[k]);
+        if (k != 0 && access(from, R_OK)) continue;
+        if (cf_checkpoint_load(from, net, st) == CF_OK) break;
         if (k == 0) snprintf(main_err, sizeof main_err, "%s", cf_failure_reason());
     }
     if (k == 3) die("%s", main_err);
-    if (k > 0 && !quiet) fprintf(stderr, "cf-%s: %s; resuming from %s\n", tool_name, main_err, path);
-    return which[k];
+    if (k > 0 && !quiet) fprintf(stderr, "cf-%s: %s; resuming from %s\n", tool_name, main_err, from);
 }
 /* an output file inside an output directory: not an input */
 TOOL_UNUSED static void output_in_dir(const char *path) {
