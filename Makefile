@@ -58,6 +58,14 @@ ifeq ($(FFTW),1)
   SYNTHLIBS = $(shell pkg-config --libs fftw3f)
 endif
 
+# oneDNN (libdnnl-dev), for bench/onednn_peer.c alone: the peer make bench times every
+# convolution layer against (bin/onednn-peer); neither the header nor the tools use it.  On when
+# its header and its library are found; ONEDNN=0 leaves the peer out.
+ONEDNN_FOUND := $(shell printf '\043include <oneapi/dnnl/dnnl.h>\n' | $(CC) -E -x c - > /dev/null 2>&1 && \
+                  $(CC) -print-file-name=libdnnl.so | grep -q / && echo 1)
+ONEDNN ?= $(if $(ONEDNN_FOUND),1,0)
+PEERS   = $(if $(filter 1,$(ONEDNN)),bin/onednn-peer)
+
 TOOLS  = cf-train cf-eval cf-convert cf-synth cf-check cf-bench
 BINS   = $(addprefix bin/,$(TOOLS))
 # the tools the PyTorch comparisons run again in a CF_REFERENCE build (no fast path compiled in)
@@ -90,6 +98,11 @@ bin/cf-synth: tools/cf_synth.c tools/synth_pm.h tools/fft.h bin/cosmoflow.o $(TO
 	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) $(SYNTHDEFS) $(LINKED) -I. -o $@ $< bin/cosmoflow.o $(LIBS) $(SYNTHLIBS)
 bin/ref/cf-%: tools/cf_%.c bin/ref/cosmoflow.o $(TOOLSRC) bin/.config | bin
 	$(TOOLCC) $(WARN) $(CFLAGS) $(OMP) $(DEFS) -DCF_REFERENCE $(LINKED) -I. -o $@ $< bin/ref/cosmoflow.o $(LIBS)
+
+# the oneDNN peer: one process with the header's implementation compiled in (no MPI), OpenBLAS
+# as the tools link it, and -ldnnl
+bin/onednn-peer: bench/onednn_peer.c cosmoflow.h bin/.config | bin
+	$(CC) $(WARN) $(CFLAGS) $(OMP) $(BLASDEF) -I. -o $@ $< $(if $(filter 0,$(BLAS)),,$(BLASLIB)) -ldnnl -lm -lpthread
 
 bin:
 	mkdir -p bin
@@ -139,7 +152,7 @@ bin/test_malformed_asan: tests/test_malformed.c tests/check.h cosmoflow.h | bin
 # K skipped" when suites could not run, the line above naming them).
 test: deps-test
 	@$(MAKE) --no-print-directory test-built
-test-built: all $(REFBINS) $(TESTS)
+test-built: all $(REFBINS) $(TESTS) $(PEERS)
 	@sh tests/run.sh
 test-asan: bin/test_core_asan bin/test_malformed_asan bin/test_oom_asan
 	ASAN_OPTIONS=detect_leaks=1 bin/test_core_asan
@@ -176,8 +189,12 @@ fuzz: $(addprefix bin/fuzz_,$(FUZZERS))
 	    bin/fuzz-work/$$f tests/fuzz/corpus/$$f 2>&1 | grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|Done' || exit 1; done
 
 # This project's training-step figures beside the PyTorch peer's, measured in the same run.
-bench: all
+bench: all $(PEERS)
 	@sh bench/run.sh
+# every convolution layer against oneDNN alone (bench/onednn.sh, also the part of make bench
+# after the PyTorch table); without libdnnl-dev it says so in one line
+bench-onednn: all $(PEERS)
+	@sh bench/onednn.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory all
@@ -218,4 +235,4 @@ deps-test:
 clean:
 	rm -rf bin
 
-.PHONY: all test test-built test-slurm-long test-asan test-bf16 agreement tour bench demo demo-climate demo-large science science-crops deps deps-test clean install fuzz FORCE
+.PHONY: all test test-built test-slurm-long test-asan test-bf16 agreement tour bench bench-onednn demo demo-climate demo-large science science-crops deps deps-test clean install fuzz FORCE

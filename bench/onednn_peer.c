@@ -433,14 +433,16 @@ static void measure(const peer_layer *p, int B, int precision, int reps, result 
     ours_make(&o, p, B, precision);
     ours_fill(&o, B, precision);
     dn_make(&c, p, B, precision == CF_BF16, &o);
+    /* tests/test_onednn_peer.sh's sabotage: ours' input no longer oneDNN's, so the check must fail */
+    if (getenv("ONEDNN_PEER_SABOTAGE")) o.x[0] += 4;
     /* the untimed first run of both: the check */
     y = floats((size_t)B * cf_shape_size(p->l.out), "the output's copy");
     ours_run(&o, B, p->idx[0], y);
     dn_run(&c, t);
     check(&o, &c, p, B, y, bound, r);
     free(y);
-    printf("check %s layer %d: max relative error fwd %.1e, %s %.1e, bwd-d ", cf_precision_name(precision), p->idx[0],
-           r->err[FWD], dw ? "bwd-w+d" : "bwd-w", r->err[BWW]);
+    printf("check %s layer %d: max relative error fwd %.1e, bwd-w %.1e, bwd-d ", cf_precision_name(precision), p->idx[0],
+           r->err[FWD], r->err[BWW]);
     if (r->err[BWD] < 0) printf("- (none)"); else printf("%.1e", r->err[BWD]);
     printf(" (bound %.0e): %s\n", bound, r->agree ? "agree" : "DISAGREE");
     fflush(stdout);
@@ -493,6 +495,27 @@ static void print_rows(const peer_layer *p, const result *r, int n) {
         for (j = 0; j < p[i].n && k < (int)sizeof list - 16; j++) k += snprintf(list + k, sizeof list - k, "%s%d", j ? "," : " ", p[i].idx[j]);
         printf("%s\n", list);
     }
+}
+/* the five operations where ours loses the most time to oneDNN in a step: n x (ours - oneDNN) ms
+   (the smallest ratio alone may be a layer of a few microseconds) */
+static void print_behind(const peer_layer *p, const result *r, int n) {
+    int i, d, k, best[5][2], nb = 0;
+    double lost[5];
+    for (i = 0; i < n; i++)
+        for (d = 0; d < NDIR && r[i].agree; d++) {
+            double t = p[i].n * (r[i].ours[d] - r[i].dnn[d]);
+            if (r[i].ours[d] < 0 || t <= 0) continue;
+            for (k = nb < 5 ? nb++ : 5; k > 0 && lost[k - 1] < t; k--)
+                if (k < 5) { lost[k] = lost[k - 1]; best[k][0] = best[k - 1][0]; best[k][1] = best[k - 1][1]; }
+            if (k < 5) { lost[k] = t; best[k][0] = i; best[k][1] = d; }
+        }
+    printf("most time behind oneDNN, n x (ours - oneDNN) ms:");
+    for (k = 0; k < nb; k++) {
+        i = best[k][0]; d = best[k][1];
+        printf("%s %d %s %.1f", k ? "," : "", p[i].idx[0], d == BWW && p[i].l.depthwise ? "bwd-w+d" : dir_name[d], lost[k]);
+        if (p[i].n > 1) printf(" (x%d)", p[i].n);
+    }
+    printf("%s\n", nb ? "" : " none");
 }
 /* R: oneDNN's time over ours, summed over the layers (multiplicities included) and their
    operations; W: the smallest ratio of one layer's operation.  Layers that disagreed are left
@@ -618,6 +641,7 @@ int main(int argc, char **argv) {
         for (j = 0; j < n; j++) measure(&p[j], B, precision, reps, &r[j]);
         printf("ratio = oneDNN ms / ours ms (above 1: ours faster); ms: medians of %d\n", reps);
         print_rows(p, r, n);
+        print_behind(p, r, n);
         bad += print_last_line(model, B, precision, kernels, p, r, n);
         for (j = 0; j < n; j++) free(p[j].idx);
         free(p); free(r);

@@ -6,7 +6,8 @@
 # figure names its kernels; "% sgemm" is the training step's rate against a 2048^3 sgemm
 # measured in the same process after each step.  The peer (bench/torch_peer.py) runs in the
 # environment's setting, in the faster of its two memory formats, and its health is shown: its
-# first convolution's rate against our sgemm rate.  Then the node's scaling: 1 -> 2 threads and
+# first convolution's rate against our sgemm rate.  Then every convolution layer against oneDNN
+# (bench/onednn.sh, where libdnnl-dev is installed).  Then the node's scaling: 1 -> 2 threads and
 # 1 -> 2 MPI ranks as parallel efficiency, beside the gradient allreduce's time.
 cd "$(dirname "$0")/.." || exit 1
 REPS=${REPS:-3}; THREADS=${THREADS:-2}
@@ -63,6 +64,10 @@ EOW
             "$( [ -n "$pct" ] && [ "$pct" -lt 25 ] && echo ': FAR BELOW the machine, so its figures understate PyTorch on a healthy build')"
     fi
 done
+
+# ---- every convolution layer against oneDNN (bench/onednn.sh; alone: make bench-onednn)
+echo
+sh bench/onednn.sh || exit 1
 
 # ---- the node's scaling: threads and ranks, each as parallel efficiency
 mpi_launcher bin/cf-bench

@@ -51,6 +51,7 @@ run "checks that see what they claim: a layer type with the wrong table flags fa
 run "the tour: every command of docs/tour.md as written, in a copy of the repository" sh tests/test_tour.sh
 run "OpenBLAS's kernels: a fallback to SSE replaced by the newest set that passes the sgemm check, said on the first line; OPENBLAS_CORETYPE obeyed" sh tests/test_blas.sh
 run "builds: without MPI, OpenBLAS or libhdf5; refusing mpirun and srun; rebuilt when the configuration changes; aarch64" sh tests/test_build.sh
+run "the oneDNN peer (where libdnnl-dev is installed): every kind of layer agrees with oneDNN in fp32 and bf16; a changed input reported" sh tests/test_onednn_peer.sh
 if has_torch; then
     # the default build and the CF_REFERENCE one (no fast path compiled in), against PyTorch
     run "every layer type and loss against PyTorch float64 (default and CF_REFERENCE builds)" env CF_BINS="bin bin/ref" $PY tests/torch_ops.py

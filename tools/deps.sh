@@ -4,10 +4,12 @@
 # NumPy (reference numbers), h5py, valgrind, clang (fuzzing), FFTW (the particle-mesh
 # generator), Open MPI (the second MPI the suite builds with) and the aarch64 cross compiler
 # (the second architecture the header is compiled for), iproute2 and iptables (the emulated
-# cluster of tests/test_nodes.sh), slurm-wlm and munge (a real Slurm, tests/test_slurm.sh).  Without them the suites that need
+# cluster of tests/test_nodes.sh), slurm-wlm and munge (a real Slurm, tests/test_slurm.sh), libdnnl-dev (oneDNN: the
+# peer bench/onednn_peer.c, which make bench times every convolution against, and its check,
+# tests/test_onednn_peer.sh).  Without them the suites that need
 # them are skipped, and counted as skipped in make test's last line.
 need="build-essential libopenblas-dev libopenblas-openmp-dev mpich libmpich-dev zlib1g-dev libhdf5-dev pkg-config libfftw3-dev"
-[ "$1" = test ] && need="$need python3-numpy python3-torch python3-h5py valgrind clang libopenmpi-dev gcc-aarch64-linux-gnu iproute2 iptables slurm-wlm munge"
+[ "$1" = test ] && need="$need python3-numpy python3-torch python3-h5py valgrind clang libopenmpi-dev gcc-aarch64-linux-gnu iproute2 iptables slurm-wlm munge libdnnl-dev"
 missing=""
 for p in $need; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

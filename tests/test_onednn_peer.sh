@@ -1,0 +1,75 @@
+#!/bin/sh
+# The oneDNN peer (bin/onednn-peer, bench/onednn_peer.c), where it is built (libdnnl-dev): on
+# small layers of every kind it maps to oneDNN (3-D; 2-D with stride, padding before and after
+# unequal, dilation, groups, depthwise, pointwise, two identical layers merged), oneDNN's and
+# ours' outputs and gradients agree within the bound in fp32 and bf16, and the last line has its
+# form; an input changed on one side is reported as a disagreement with a non-zero exit; a
+# --layer that is not a convolution is refused.  Without the peer: skipped.
+# Last line "N passed, M failed".
+cd "$(dirname "$0")/.." || exit 1
+pass=0; fail=0
+ok() { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+if [ ! -x bin/onednn-peer ]; then
+    echo "skipped: the oneDNN peer (bin/onednn-peer is not built: apt-get install libdnnl-dev, then make bin/onednn-peer)"
+    echo "0 passed, 0 failed"; exit 0
+fi
+T=$(mktemp -d /tmp/cf-onednn-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+cat > "$T/tiny.cfg" <<'CFG'
+[net]
+input=8x20x24
+loss=mse
+[conv]
+filters=16
+size=3
+stride=2
+pad=1
+bias=0
+[conv]
+filters=16
+size=3
+pad=1
+groups=16
+[conv]
+filters=16
+size=3
+pad=1
+groups=16
+[conv]
+filters=32
+size=3
+pad=0,2
+dilation=2
+groups=4
+[conv]
+filters=24
+size=1
+CFG
+last='^onednn: [a-z0-9.-]+ b[0-9]+ (fp32|bf16) [A-Za-z0-9]+: conv layers x[0-9]+\.[0-9][0-9] \(oneDNN time / ours\), worst layer x[0-9]+\.[0-9][0-9] \([0-9]+ (fwd|bwd-w|bwd-d|bwd-w\+d)\)$'
+run() {   # NAME WANT-CHECKS ARGS...: every check line agrees, one last line a precision in its form
+    name=$1; want=$2; shift 2
+    if OMP_NUM_THREADS=2 bin/onednn-peer --reps 1 "$@" > "$T/out.txt" 2> "$T/err.txt"; then
+        n=$(grep -c '^check .*: agree$' "$T/out.txt"); d=$(grep -c 'DISAGREE' "$T/out.txt")
+        l=$(grep -cE "$last" "$T/out.txt"); p=$(grep -c '^onednn:' "$T/out.txt")
+        if [ "$n" = "$want" ] && [ "$d" = 0 ] && [ "$l" = "$p" ] && [ "$p" -ge 1 ]; then ok "$name: $n checks agree; $(grep '^onednn:' "$T/out.txt" | tr '\n' ';')"
+        else bad "$name: $n of $want checks agree, $l of $p last lines in form:"; grep -e '^check' -e '^onednn' "$T/out.txt"; fi
+    else bad "$name: exit $?: $(cat "$T/err.txt")"; tail -5 "$T/out.txt"; fi
+}
+run "cosmoflow-small.cfg layer 2 (3-D, backward-data)" 2 --model models/cosmoflow-small.cfg --layer 2 --batch 2
+run "cosmoflow-small.cfg layer 0 (reads the input: no backward-data)" 1 --model models/cosmoflow-small.cfg --layer 0 --precision fp32
+run "a 2-D network: stride 2, depthwise twice, dilated and grouped with unequal padding, pointwise" 8 --model "$T/tiny.cfg" --batch 3
+if grep -q '^1 .* x2 conv 16->16 3x3 @10x12 dw' "$T/out.txt"; then ok "the two identical depthwise layers timed once, counted twice"
+else bad "the identical depthwise layers 1 and 2 are not one row x2:"; grep -E '^[0-9]+ ' "$T/out.txt"; fi
+# the sabotage: ours' input changed after oneDNN's copy was made
+if ONEDNN_PEER_SABOTAGE=1 OMP_NUM_THREADS=2 bin/onednn-peer --reps 1 --model "$T/tiny.cfg" --layer 0 --precision fp32 > "$T/out.txt" 2> "$T/err.txt"; then
+    bad "a changed input is not reported: $(grep '^check' "$T/out.txt")"
+elif grep -q 'DISAGREE' "$T/out.txt" && grep -q 'err ' "$T/out.txt" && grep -q '^onednn-peer: .*disagreed' "$T/err.txt"; then
+    ok "a changed input: $(grep '^check' "$T/out.txt")"
+else bad "a changed input: no DISAGREE line, no error in the ratio column or no message: $(cat "$T/out.txt" "$T/err.txt")"; fi
+# a layer that is not a convolution
+if bin/onednn-peer --model models/cosmoflow-small.cfg --layer 1 > /dev/null 2> "$T/err.txt"; then bad "--layer 1 (a max pool) accepted"
+elif grep -q '^onednn-peer: --layer: 1 is not a \[conv\] layer' "$T/err.txt"; then ok "--layer of a max pool refused: $(cat "$T/err.txt")"
+else bad "--layer 1: $(cat "$T/err.txt")"; fi
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
