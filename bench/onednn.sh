@@ -35,7 +35,7 @@ run_peer() {   # KERNELS MODEL BATCH PRECISION
     rc=$?
     cat "$T/o.txt" >> "$ROWS"; echo >> "$ROWS"
     # the CPU and oneDNN's version and instruction set, once
-    [ -f "$T/head.txt" ] || { grep -E '^(cpu|oneDNN) ' "$T/o.txt" | sed 's/^/  /' > "$T/head.txt"; cat "$T/head.txt"; }
+    [ -f "$T/head.txt" ] || { grep -E '^(cpu:|oneDNN) ' "$T/o.txt" | sed 's/^/  /' > "$T/head.txt"; cat "$T/head.txt"; }
     grep -e '^onednn:' -e '^left out' "$T/o.txt"
     # (a layer where the two disagree ends the run after its table: its rows are in ROWS)
     [ $rc = 0 ] || { cat "$T/o.err" >&2; script_fail "bin/onednn-peer failed (exit $rc, its message above; its rows in $ROWS)"; }

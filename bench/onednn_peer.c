@@ -94,12 +94,13 @@ typedef struct {
 } peer_layer;
 static int same_layer(const peer_layer *p, const cf_layer *l, int bwd_data) {
     const cf_layer *a = &p->l;
-    return p->bwd_data == bwd_data && !memcmp(&a->in, &l->in, sizeof l->in) && !memcmp(&a->out, &l->out, sizeof l->out) &&
+    return p->bwd_data == bwd_data && !memcmp(&a->in, &l->in, sizeof l->in) &&
+           !memcmp(&a->out, &l->out, sizeof l->out) &&
            !memcmp(&a->g, &l->g, sizeof l->g) && a->groups == l->groups && a->has_bias == l->has_bias &&
            a->depthwise == l->depthwise;
 }
 static int is2d(const cf_layer *l) { return l->in.d == 1; }
-/* "conv 32->64 3x3x3 @64^3" (+ " s2", " d2", " p2", " g4", " dw", " bias") */
+/* "conv 32->64 3x3x3 @64^3" (+ " s2" stride, " d2" dilation, " g4" groups, " dw" depthwise, " bias") */
 static void layer_text(const cf_layer *l, char *b, size_t n) {
     const cf_geom *g = &l->g;
     int d2 = is2d(l), a0 = d2 ? 1 : 0, k = 0, a;
@@ -251,6 +252,7 @@ typedef struct {
 } dn_conv;
 static dnnl_memory_t dn_mem(dn_conv *c, const dnnl_memory_desc_t *md, void *handle) {
     dnnl_memory_t m;
+    if (c->n_mems == (int)(sizeof c->mems / sizeof c->mems[0])) die("oneDNN memory", "more than %d memories", c->n_mems);
     DN(dnnl_memory_create(&m, md, engine, handle ? handle : DNNL_MEMORY_ALLOCATE), "oneDNN memory");
     c->mems[c->n_mems++] = m;
     return m;
@@ -273,7 +275,8 @@ static void reorder(dnnl_memory_t from, dnnl_memory_t to) {
 }
 /* the memory the primitive wants for `what`, filled from the plain `user` (or shared with
    `have` when that one has the same layout) */
-static dnnl_memory_t dn_input(dn_conv *c, dn_op *op, dnnl_query_t what, int arg, dnnl_memory_t user, dnnl_memory_t *have) {
+static dnnl_memory_t dn_input(dn_conv *c, dn_op *op, dnnl_query_t what, int arg, dnnl_memory_t user,
+                              dnnl_memory_t *have) {
     const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(op->pd, what, 0);
     dnnl_memory_t m = *have && dnnl_memory_desc_equal(md, md_of(*have)) ? *have : NULL;
     if (!m) { m = dn_mem(c, md, NULL); reorder(user, m); if (!*have) *have = m; }
@@ -304,8 +307,8 @@ static void dn_shapes_make(dn_shapes *s, const cf_layer *l, int B, dnnl_data_typ
     DN(dnnl_memory_desc_init_by_tag(&s->b, 1, b, dnnl_f32, dnnl_x), "oneDNN bias");
     DN(dnnl_memory_desc_init_by_tag(&s->u_src, nd, src, dnnl_f32, d2 ? dnnl_nchw : dnnl_ncdhw), "oneDNN src");
     DN(dnnl_memory_desc_init_by_tag(&s->u_dst, nd, dst, dnnl_f32, d2 ? dnnl_nchw : dnnl_ncdhw), "oneDNN dst");
-    DN(dnnl_memory_desc_init_by_tag(&s->u_w, wn, w, dnnl_f32,
-                                    G > 1 ? (d2 ? dnnl_goihw : dnnl_goidhw) : (d2 ? dnnl_oihw : dnnl_oidhw)), "oneDNN weights");
+    DN(dnnl_memory_desc_init_by_tag(&s->u_w, wn, w, dnnl_f32, G > 1 ? (d2 ? dnnl_goihw : dnnl_goidhw)
+                                                                    : (d2 ? dnnl_oihw : dnnl_oidhw)), "oneDNN weights");
     s->u_b = s->b;
 }
 /* the three primitives on ours' buffers: x, w, b, dy as given (plain fp32), reordered in */
@@ -339,8 +342,8 @@ static void dn_make(dn_conv *c, const peer_layer *p, int B, int bf16, ours_conv 
     dn_output(c, bw, dnnl_query_diff_weights_md, 0, DNNL_ARG_DIFF_WEIGHTS);
     if (bmd) dn_output(c, bw, dnnl_query_diff_weights_md, 1, DNNL_ARG_DIFF_BIAS);
     if (p->bwd_data) {
-        DN(dnnl_dilated_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &s.src, &s.w, &s.dst, s.strides,
-                                                            s.dil, s.pl, s.pr), "oneDNN backward-data");
+        DN(dnnl_dilated_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &s.src, &s.w, &s.dst,
+                                                            s.strides, s.dil, s.pl, s.pr), "oneDNN backward-data");
         DN(dnnl_primitive_desc_create(&bd->pd, &d, NULL, engine, f->pd), "oneDNN backward-data");
         dn_input(c, bd, dnnl_query_diff_dst_md, DNNL_ARG_DIFF_DST, udy, &ddst);
         dn_input(c, bd, dnnl_query_weights_md, DNNL_ARG_WEIGHTS, uw, &w);
@@ -441,8 +444,8 @@ static void measure(const peer_layer *p, int B, int precision, int reps, result 
     dn_run(&c, t);
     check(&o, &c, p, B, y, bound, r);
     free(y);
-    printf("check %s layer %d: max relative error fwd %.1e, bwd-w %.1e, bwd-d ", cf_precision_name(precision), p->idx[0],
-           r->err[FWD], r->err[BWW]);
+    printf("check %s layer %d: max relative error fwd %.1e, bwd-w %.1e, bwd-d ", cf_precision_name(precision),
+           p->idx[0], r->err[FWD], r->err[BWW]);
     if (r->err[BWD] < 0) printf("- (none)"); else printf("%.1e", r->err[BWD]);
     printf(" (bound %.0e): %s\n", bound, r->agree ? "agree" : "DISAGREE");
     fflush(stdout);
@@ -472,7 +475,8 @@ static void measure(const peer_layer *p, int B, int precision, int reps, result 
 static void print_rows(const peer_layer *p, const result *r, int n) {
     int i, d;
     printf("%-5s %4s %-38s", "layer", "n", "shape");
-    for (d = 0; d < NDIR; d++) printf(" | %-5s %9s %9s %6s %-10s", dir_name[d], "ours ms", "oneDNN ms", "ratio", "ours path");
+    for (d = 0; d < NDIR; d++)
+        printf(" | %-5s %9s %9s %6s %-10s", dir_name[d], "ours ms", "oneDNN ms", "ratio", "ours path");
     printf(" | oneDNN fwd, bwd-w, bwd-d | layers\n");
     for (i = 0; i < n; i++) {
         char shp[96], list[4096], n[16];
@@ -492,7 +496,8 @@ static void print_rows(const peer_layer *p, const result *r, int n) {
             printf(" | %-5s %9.2f %9.2f %6s %-10s", name, r[i].ours[d], r[i].dnn[d], ratio, path);
         }
         printf(" | %s, %s, %s |", r[i].impl[FWD], r[i].impl[BWW], r[i].impl[BWD]);
-        for (j = 0; j < p[i].n && k < (int)sizeof list - 16; j++) k += snprintf(list + k, sizeof list - k, "%s%d", j ? "," : " ", p[i].idx[j]);
+        for (j = 0; j < p[i].n && k < (int)sizeof list - 16; j++)
+            k += snprintf(list + k, sizeof list - k, "%s%d", j ? "," : " ", p[i].idx[j]);
         printf("%s\n", list);
     }
 }
@@ -512,7 +517,8 @@ static void print_behind(const peer_layer *p, const result *r, int n) {
     printf("most time behind oneDNN, n x (ours - oneDNN) ms:");
     for (k = 0; k < nb; k++) {
         i = best[k][0]; d = best[k][1];
-        printf("%s %d %s %.1f", k ? "," : "", p[i].idx[0], d == BWW && p[i].l.depthwise ? "bwd-w+d" : dir_name[d], lost[k]);
+        printf("%s %d %s %.1f", k ? "," : "", p[i].idx[0], d == BWW && p[i].l.depthwise ? "bwd-w+d" : dir_name[d],
+               lost[k]);
         if (p[i].n > 1) printf(" (x%d)", p[i].n);
     }
     printf("%s\n", nb ? "" : " none");
@@ -548,7 +554,8 @@ static int print_last_line(const char *model, int B, int precision, const char *
 }
 
 static void usage(void) {
-    printf("usage: onednn-peer --model M.cfg [--batch B] [--precision fp32|bf16|both] [--reps N] [--threads T] [--layer I]\n"
+    printf("usage: onednn-peer --model M.cfg [--batch B] [--precision fp32|bf16|both] [--reps N] [--threads T]\n"
+           "                   [--layer I]\n"
            "Every [conv] layer of M timed forward, backward-weights and backward-data (where the training step\n"
            "computes it) in oneDNN and in cosmoflow.h, alternated in this process after an untimed run that\n"
            "checks both agree; medians of N; ratio = oneDNN ms / ours ms (above 1: ours faster).\n"
@@ -559,12 +566,14 @@ static void usage(void) {
            "  --threads T         OpenMP and OpenBLAS threads (default 0: as the environment sets)\n"
            "  --layer I           only layer I (a [conv]), for quick checks\n"
            "Last line per precision: 'onednn: <model> b<B> <precision> <OpenBLAS kernels>: conv layers x<R>\n"
-           "(oneDNN time / ours), worst layer x<W> (<layer index> <direction>)'.\n");
+           "(oneDNN time / ours), worst layer x<W> (<layer index> <direction>)'; the kernels are OpenBLAS's\n"
+           "openblas_get_corename(), or naive-sgemm in a build without CF_USE_CBLAS.\n");
 }
 static int whole(const char *flag, const char *v, int lo, int hi) {
     char *end;
     long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || end == v || *end || x < lo || x > hi) die(flag, "'%s' is not a whole number in [%d, %d]", v ? v : "", lo, hi);
+    if (!v || end == v || *end || x < lo || x > hi)
+        die(flag, "'%s' is not a whole number in [%d, %d]", v ? v : "", lo, hi);
     return (int)x;
 }
 static void cpu_model(char *b, size_t n) {
@@ -581,7 +590,7 @@ static void cpu_model(char *b, size_t n) {
 }
 
 int main(int argc, char **argv) {
-    const char *model = NULL, *prec = "both", *kernels = "none (built without CF_USE_CBLAS)";
+    const char *model = NULL, *prec = "both", *kernels = "naive-sgemm";
     int B = 1, reps = 5, threads = 0, only = -1, i, pi, bad = 0;
     char cpu[256];
     const dnnl_version_t *v = dnnl_version();
@@ -594,7 +603,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) { threads = whole(a, val, 0, 1024); i++; }
         else if (!strcmp(a, "--layer")) { only = whole(a, val, 0, 1 << 20); i++; }
         else if (!strcmp(a, "--precision")) {
-            if (!val || (strcmp(val, "fp32") && strcmp(val, "bf16") && strcmp(val, "both"))) die(a, "fp32, bf16 or both");
+            if (!val || (strcmp(val, "fp32") && strcmp(val, "bf16") && strcmp(val, "both")))
+                die(a, "fp32, bf16 or both");
             prec = val; i++;
         } else die(a, "unknown flag (see --help)");
     }
