@@ -2024,8 +2024,9 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
                 direct kernel and a GEMM), and its outputs rounded as they are stored
      stores     a gradient's first writer stores into it instead of adding to a block zeroed
                 before (a step of the memory plan, section 9)
-     blocked    dense stride-1 convolutions 3 wide (3x3, 3x3x3) on AVX-512 with 32 output
-                channels in the vector lanes, the kernel packed once per call
+     blocked    the forward of dense convolutions 3 wide (3x3, 3x3x3) with a stride of 1 along
+                the width, on AVX-512, with 32 output channels in the vector lanes, where the
+                direct kernel does not apply (many input channels, rows under 16)
    Why each is faster, with its measurements, is in docs/performance.md.
    Every decision of which path runs, and of which tensors a path takes in 16 bits, is made
    here; section 13 holds the paths' code, which sections 1-12 reach only through this door
@@ -2294,8 +2295,6 @@ static void cf__direct_bwd_run(const cf__conv_call *c);
 static int cf__has_avx512(void);
 static int cf__blk_fwd_applies(const cf__conv_call *c);
 static void cf__blk_fwd(const cf__conv_call *c);
-static int cf__blk_bwd_applies(const cf__conv_call *c);
-static void cf__blk_bwd(const cf__conv_call *c);
 #endif
 #ifdef CF__BF16
 static int cf__has_bf16(void);
@@ -2376,11 +2375,11 @@ static const cf__conv_path cf__conv_fwd_paths[] = {
     {CF__K_BF16, cf__bf16_cols_fwd_applies, cf__bf16_cols_fwd, 1, 1, 0},
     {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_fwd, 1, 0, 0},
 #endif
-#ifdef CF__AVX512
-    {CF__K_BLOCKED, cf__blk_fwd_applies, cf__blk_fwd, 0, 0, 0},
-#endif
 #ifdef CF__DIRECT
     {CF__K_DIRECT, cf__direct_fwd_applies, cf__direct_fwd_run, 0, 0, 0},
+#endif
+#ifdef CF__AVX512
+    {CF__K_BLOCKED, cf__blk_fwd_applies, cf__blk_fwd, 0, 0, 0},
 #endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_fwd, 0, 0, 0},
     {CF__K_TILES, cf__tiles_fwd_applies, cf__tiles_fwd, 0, 0, 0},
@@ -2410,9 +2409,6 @@ static const cf__conv_path cf__conv_bwd_paths[] = {
     {CF__K_BF16, cf__bf16_im2col_bwd_applies, cf__bf16_im2col_bwd, 0, 1, 0},
 #endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd, 0, 0, 1},
-#ifdef CF__AVX512
-    {CF__K_BLOCKED, cf__blk_bwd_applies, cf__blk_bwd, 0, 0, 1},
-#endif
 #ifdef CF__DIRECT
     {CF__K_DIRECT, cf__direct_bwd_applies, cf__direct_bwd_run, 0, 0, 1},
 #endif
@@ -8899,20 +8895,21 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
 }
 #endif /* CF__DIRECT */
 
-/* ---- blocked (kind "blocked"): dense stride-1 convolutions with kernels 3 wide (3x3, 3x3x3)
-   on AVX-512, with 32 output channels in the lanes of 2 vectors.  Each group of output rows
-   gathers its input rows into R as the direct kernel does (cf__direct_rows); the kernel is
-   packed once per call as wp (OC/32, T, 3, 32), T = C KD KH tap rows.  A block of 32 output
-   channels x 8 positions is summed in 16 registers over a chunk of tap rows: per tap row 6
-   vector loads of weights and 10 broadcasts of inputs feed 48 multiply-adds (the direct
-   kernel's 8 x 32 block: 6 loads crossing cache lines, 24 broadcasts and 24 pointer steps per
-   48).  Chunks of CF__BLK_ROWS tap rows keep their weights (18 KiB) in L1 while every block of
-   the group's rows takes them; a row's sums wait in YT (positions x 32 channels), then are
-   transposed by 16 x 16 into y's rows with the bias and activation.  Each output is summed in
-   the direct kernel's order (tap rows, then the 3 taps), one multiply-add at a time: the same
-   bits as the direct kernel, on any number of threads.  Rows of fewer than 64 positions go in
-   groups (CosmoFlow's 16^3 and 8^3 layers), so a chunk of weights serves 64 positions.
-   Backward-data is the forward of dy with the flipped kernel, packed from w directly. */
+/* ---- blocked (kind "blocked"): the forward of dense convolutions with kernels 3 wide (3x3,
+   3x3x3) and a stride of 1 along the width, on AVX-512, with 32 output channels in the lanes of
+   2 vectors, where the direct kernel does not apply: R past CF__DIRECT_FWD_MAX_R (many input
+   channels: CosmoFlow's 256 -> 512 at 8^3, DeepCAM's decoder 304 -> 256) or rows under 16.
+   Each group of output rows gathers its input rows into R as the direct kernel does
+   (cf__direct_rows); the kernel is packed once per call as wp (OC/32, T, 3, 32), T = C KD KH
+   tap rows.  A block of 32 output channels x 8 positions is summed in 16 registers over a chunk
+   of tap rows: per tap row 6 vector loads of weights and 10 broadcasts of inputs feed 48
+   multiply-adds.  Chunks of CF__BLK_ROWS tap rows keep their weights (18 KiB) in L1 while every
+   block of the group's rows takes them; a row's sums wait in YT (positions x 32 channels), then
+   are transposed by 16 x 16 into y's rows with the bias and activation.  Rows of fewer than 64
+   positions go in groups, so a chunk of weights serves 64 positions.  Each output is summed in
+   the direct kernel's order (tap rows, then the 3 taps), one multiply-add at a time: the direct
+   kernel's bits, on any number of threads.  Where the direct kernel applies it is as fast or
+   faster (docs/performance.md): there the door keeps it. */
 #ifdef CF__AVX512
 #define CF__BLK_TARGET __attribute__((target("avx512f")))
 #define CF__BLK_ROWS 48   /* tap rows a chunk: 48 x 3 x 32 floats of weights, 18 KiB */
@@ -8921,7 +8918,7 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
 typedef struct {
     float *y; const float *x, *wp, *b;
     cf_shape in, out; const cf_geom *g;
-    int T, OCB, OWp, G, accumulate, act;
+    int T, OCB, OWp, G, act;
     size_t Wp;
     float slope;
 } cf__blk_call;
@@ -8933,9 +8930,8 @@ static size_t cf__blk_thread_floats(cf_shape in, cf_shape out, const cf_geom *g)
     return (size_t)cf__blk_group(out) * (T * cf__blk_wp(out) + OCB * OWp * 32);
 }
 /* wp[ob][t][kw][j] = w[ob 32 + j][t KW + kw] (0 past OC), the kernel of the convolution of C
-   channels into OC; flip: w holds the convolution of OC channels into C whose backward-data
-   this is, w[c][oc][kvol - 1 - k] (cf__flip_kernel) */
-static void cf__blk_pack(float *wp, const float *w, int OC, int C, int kvol, int flip) {
+   channels into OC */
+static void cf__blk_pack(float *wp, const float *w, int OC, int C, int kvol) {
     long ob_c, n = (long)((OC + 31) / 32) * C;
     CF__OMP(omp parallel for schedule(static))
     for (ob_c = 0; ob_c < n; ob_c++) {
@@ -8944,8 +8940,7 @@ static void cf__blk_pack(float *wp, const float *w, int OC, int C, int kvol, int
         for (k = 0; k < kvol; k++)
             for (j = 0; j < 32; j++) {
                 int oc = ob * 32 + j;
-                o[(size_t)k * 32 + j] = oc >= OC ? 0.0f : flip ? w[((size_t)c * OC + oc) * kvol + kvol - 1 - k]
-                                                                : w[((size_t)oc * C + c) * kvol + k];
+                o[(size_t)k * 32 + j] = oc >= OC ? 0.0f : w[((size_t)oc * C + c) * kvol + k];
             }
     }
 }
@@ -8997,8 +8992,7 @@ CF__BLK_TARGET static void cf__transpose16x16(__m512 v[16]) {
         v[12 + i] = _mm512_shuffle_f32x4(b, d, 0xdd);
     }
 }
-/* output row yr (rows of the channels ystride apart) from YT (OWp x 32 per block): y = act(sum
-   + b), or y += sum (accumulate) */
+/* output row yr (rows of the channels ystride apart) from YT (OWp x 32 per block): y = act(sum + b) */
 CF__BLK_TARGET static void cf__blk_store(float *yr, size_t ystride, const float *YT, const cf__blk_call *k) {
     int OC = k->out.c, OW = k->out.w, ob, h, w0, j;
     for (ob = 0; ob < k->OCB; ob++)
@@ -9011,13 +9005,18 @@ CF__BLK_TARGET static void cf__blk_store(float *yr, size_t ystride, const float 
                 cf__transpose16x16(v);
                 for (j = 0; j < nc; j++) {
                     float *o = yr + (size_t)(oc0 + j) * ystride + w0;
-                    if (k->accumulate) v[j] = _mm512_add_ps(_mm512_maskz_loadu_ps(m, o), v[j]);
-                    else v[j] = _mm512_add_ps(v[j], _mm512_set1_ps(k->b ? k->b[oc0 + j] : 0.0f));
+                    __mmask16 pos;
+                    v[j] = _mm512_add_ps(v[j], _mm512_set1_ps(k->b ? k->b[oc0 + j] : 0.0f));
+                    pos = _mm512_cmp_ps_mask(v[j], _mm512_setzero_ps(), _CMP_GT_OQ);
+                    /* (relu and leaky as cf__act_f: v > 0 ? v : 0 or slope v) */
+                    if (k->act == CF_ACT_RELU) v[j] = _mm512_maskz_mov_ps(pos, v[j]);
+                    else if (k->act == CF_ACT_LEAKY)
+                        v[j] = _mm512_mask_mov_ps(_mm512_mul_ps(_mm512_set1_ps(k->slope), v[j]), pos, v[j]);
                     _mm512_mask_storeu_ps(o, m, v[j]);
                 }
             }
         }
-    if (!k->accumulate && k->act != CF_ACT_LINEAR)
+    if (k->act != CF_ACT_LINEAR && k->act != CF_ACT_RELU && k->act != CF_ACT_LEAKY)
         for (j = 0; j < OC; j++) cf__act_floats(yr + (size_t)j * ystride, (size_t)OW, k->act, k->slope);
 }
 /* the rows r0 .. r0 + nr - 1 (of B OD OH) with this thread's R and YT */
@@ -9045,20 +9044,20 @@ static void cf__blk_rows(const cf__blk_call *k, float *R, float *YT, long r0, in
         cf__blk_store(k->y + (size_t)bi * out.c * P + (size_t)rw * out.w, P, YT + j * ysz, k);
     }
 }
-/* the convolution of x (in) into y (out) with the packed kernel wp at the front of ws, threads
-   taking groups of rows */
-static void cf__blk_run(const cf__conv_call *f, const float *x, float *y, cf_shape in, cf_shape out,
-                        const cf_geom *g, const float *b, int accumulate, int act, float slope) {
+/* the convolution of B samples of x (in) into y (out), y = act(conv + b), with the packed kernel
+   at the front of ws, the threads taking groups of rows */
+static void cf__blk_run(int B, float *ws, const float *x, float *y, cf_shape in, cf_shape out, const cf_geom *g,
+                        const float *b, int act, float slope) {
     cf__blk_call k;
     size_t wpsz = ((size_t)out.c + 31) / 32 * 32 * in.c * cf__kvol(g), per = cf__blk_thread_floats(in, out, g);
-    long rows = (long)f->B * out.d * out.h, ng, q;
-    k.y = y; k.x = x; k.wp = f->ws; k.b = b; k.in = in; k.out = out; k.g = g;
+    long rows = (long)B * out.d * out.h, ng, q;
+    k.y = y; k.x = x; k.wp = ws; k.b = b; k.in = in; k.out = out; k.g = g;
     k.T = in.c * g->k[0] * g->k[1]; k.OCB = (out.c + 31) / 32; k.OWp = (out.w + 15) / 16 * 16;
-    k.G = cf__blk_group(out); k.accumulate = accumulate; k.act = act; k.Wp = cf__blk_wp(out); k.slope = slope;
+    k.G = cf__blk_group(out); k.act = act; k.Wp = cf__blk_wp(out); k.slope = slope;
     ng = (rows + k.G - 1) / k.G;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
-        float *R = f->ws + wpsz + (size_t)cf__thread_id() * per, *YT = R + (size_t)k.G * k.T * k.Wp;
+        float *R = ws + wpsz + (size_t)cf__thread_id() * per, *YT = R + (size_t)k.G * k.T * k.Wp;
         CF__OMP(omp for schedule(static))
         for (q = 0; q < ng; q++)
             cf__blk_rows(&k, R, YT, q * k.G, (int)(rows - q * k.G < k.G ? rows - q * k.G : k.G));
@@ -9071,23 +9070,12 @@ static int cf__blk_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_f
     return g->k[2] == 3 && g->dil[2] == 1 && g->s[2] == 1 && out.c >= 32 && cf__has_avx512() &&
            wpsz + (size_t)cf__nthreads() * cf__blk_thread_floats(in, out, g) <= ws_floats;
 }
-static int cf__blk_fwd_applies(const cf__conv_call *c) {
+static int cf__blk_fwd_applies(const cf__conv_call *c) {   /* (after the direct kernel in the table) */
     return c->groups == 1 && cf__blk_fits(c->in, c->out, c->g, c->ws_floats);
 }
 static void cf__blk_fwd(const cf__conv_call *c) {
-    cf__blk_pack(c->ws, c->w, c->out.c, c->in.c, cf__kvol(c->g), 0);
-    cf__blk_run(c, c->x, c->y, c->in, c->out, c->g, c->b, 0, c->act, c->slope);
-}
-/* backward-data: the forward of dy (out's shape) into dx with the flipped kernel */
-static int cf__blk_bwd_applies(const cf__conv_call *c) {
-    cf_geom gt;
-    return c->groups == 1 && cf__flipped_geom(c->g, &gt) && cf__blk_fits(c->out, c->in, &gt, c->ws_floats);
-}
-static void cf__blk_bwd(const cf__conv_call *c) {
-    cf_geom gt;
-    cf__flipped_geom(c->g, &gt);
-    cf__blk_pack(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g), 1);
-    cf__blk_run(c, c->dy, c->dx, c->out, c->in, &gt, NULL, !c->dx_store, CF_ACT_LINEAR, 0.0f);
+    cf__blk_pack(c->ws, c->w, c->out.c, c->in.c, cf__kvol(c->g));
+    cf__blk_run(c->B, c->ws, c->x, c->y, c->in, c->out, c->g, c->b, c->act, c->slope);
 }
 #endif /* CF__AVX512 */
 
