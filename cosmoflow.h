@@ -8713,7 +8713,7 @@ static void cf__tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sg
    goes over the chunks, then the taps (kh, kw), then a chunk's channels: another order than
    the reference's (within the GEMM's rounding), the same in every run and thread count.
    Reference -> taps, ms, alternated (bin/onednn-peer --layer 249 --precision fp32, 2 threads,
-   the loaded AMD EPYC host, 2026-12-06): dilation 18 forward 602-811 -> 426-544, backward-
+   the AMD EPYC host under load): dilation 18 forward 602-811 -> 426-544, backward-
    weights 607-684 -> 414-437; dilation 6 level within the host's noise (a small program
    timing both in one process: forward 514 / 512, backward-weights 468 / 417, medians of 3). */
 static int cf__taps_shift(const cf__conv_call *c, int kw) { return kw * c->g->dil[2] - c->g->pb[2]; }
