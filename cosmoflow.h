@@ -818,7 +818,7 @@ CFDEF double cf_loss_softmax_ce(float *dz, const float *z, const float *labels, 
 
 /* ================================================================ G. inside (may change)
    What the tools and tests use to look inside a step. */
-/* The fast paths by kind: "direct", "tiles", "pointwise" (convolutions), "inside", "pairs"
+/* The fast paths by kind: "direct", "tiles", "pointwise", "taps", "blocked" (convolutions), "inside", "pairs"
    (pooling), "fusion", "recompute", "stores" (the memory plan), "bf16", or "all".  All are on, except in a
    CF_REFERENCE build, where none exists.  Returns CF_ERR for an unknown kind.  Not
    thread-safe; a network takes a change at its next forward. */
@@ -2027,6 +2027,8 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
      blocked    the forward of dense convolutions 3 wide (3x3, 3x3x3) with a stride of 1 along
                 the width, on AVX-512, with 32 output channels in the vector lanes, where the
                 direct kernel does not apply (many input channels, rows under 16)
+     taps       a 2-D stride-1 convolution with many input channels as one GEMM per tap, on x
+                or a copy of x shifted along the width, over the output rows the tap reaches
    Why each is faster, with its measurements, is in docs/performance.md.
    Every decision of which path runs, and of which tensors a path takes in 16 bits, is made
    here; section 13 holds the paths' code, which sections 1-12 reach only through this door
@@ -2035,13 +2037,13 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
    (declared); the tables of paths and the dispatchers; the storage forms of section 3's passes
    (rounded, stored, 16 bits); what the memory plan may store in 16 bits. */
 enum { CF__K_TILES, CF__K_POINTWISE, CF__K_DIRECT, CF__K_INSIDE, CF__K_PAIRS, CF__K_FUSION,
-       CF__K_RECOMPUTE, CF__K_BF16, CF__K_STORES, CF__K_BLOCKED, CF__NKINDS };
+       CF__K_RECOMPUTE, CF__K_BF16, CF__K_STORES, CF__K_BLOCKED, CF__K_TAPS, CF__NKINDS };
 static const char *cf__kind_names[CF__NKINDS] = {"tiles", "pointwise", "direct", "inside", "pairs", "fusion",
-                                                 "recompute", "bf16", "stores", "blocked"};
+                                                 "recompute", "bf16", "stores", "blocked", "taps"};
 #ifdef CF_REFERENCE
-static int cf__kind_on[CF__NKINDS] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+static int cf__kind_on[CF__NKINDS] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
 #else
-static int cf__kind_on[CF__NKINDS] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+static int cf__kind_on[CF__NKINDS] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 #endif
 
 CFDEF int cf_fast_path_set(const char *kind, int on) {
@@ -2056,7 +2058,7 @@ CFDEF int cf_fast_path_set(const char *kind, int on) {
         }
     return found ? CF_OK
                  : cf_fail("fast path kind '%s' is unknown (all, tiles, pointwise, direct, inside, pairs, fusion, "
-                           "recompute, bf16, stores, blocked)", kind);
+                           "recompute, bf16, stores, blocked, taps)", kind);
 }
 CFDEF int cf_fast_path_on(const char *kind) {
     int k;
@@ -2268,6 +2270,9 @@ static int cf__tiles_bww_applies(const cf__conv_call *c);
 static void cf__tiles_bww(const cf__conv_call *c);
 static int cf__tiles_bwd_applies(const cf__conv_call *c);
 static void cf__tiles_bwd(const cf__conv_call *c);
+static int cf__taps_applies(const cf__conv_call *c);
+static void cf__taps_fwd(const cf__conv_call *c);
+static void cf__taps_bww(const cf__conv_call *c);
 static int cf__pool_pairs_applies(const cf__pool_call *c);
 static void cf__pool_pairs_fwd(const cf__pool_call *c);
 static int cf__pool_inside_applies(const cf__pool_call *c);
@@ -2383,6 +2388,7 @@ static const cf__conv_path cf__conv_fwd_paths[] = {
 #endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_fwd, 0, 0, 0},
     {CF__K_TILES, cf__tiles_fwd_applies, cf__tiles_fwd, 0, 0, 0},
+    {CF__K_TAPS, cf__taps_applies, cf__taps_fwd, 0, 0, 0},
 #endif
     {-1, NULL, NULL, 0, 0, 0}};
 static const cf__conv_path cf__conv_bww_paths[] = {
@@ -2397,6 +2403,7 @@ static const cf__conv_path cf__conv_bww_paths[] = {
 #endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bww, 0, 0, 0},
     {CF__K_TILES, cf__tiles_bww_applies, cf__tiles_bww, 0, 0, 0},
+    {CF__K_TAPS, cf__taps_applies, cf__taps_bww, 0, 0, 0},
 #endif
     {-1, NULL, NULL, 0, 0, 0}};
 static const cf__conv_path cf__conv_bwd_paths[] = {
@@ -8704,6 +8711,135 @@ static void cf__tiles_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd
 }
 static void cf__tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_fp32, 0); }
 
+/* ---- a 2-D stride-1 convolution as one GEMM per tap (kind "taps"; DeepCAM's ASPP:
+   2048 -> 256 channels, 3x3 at dilation 6, 12 and 18 on 48x72).  Tap (kh, kw) adds
+   w[:, :, kh, kw] (OC, C) x x shifted by (kh dil - pb, kw dil - pb) to the output rows whose
+   input row lies inside: a GEMM with K = C that reads x itself (kw's shift 0 and the same
+   width) or a copy of x shifted along the width, zero where the shift leaves the row.  im2col
+   would write K = 9 C rows of which the padding's are zeros (at dilation 18 on 48 rows, a
+   quarter of the rows and a sixth of the columns), in tiles of 455 columns in the network's
+   workspace, each a GEMM that packs the weights again; the tiles path needs 5x that workspace.
+   Channels in chunks of Cc so the repacked weights and the shifted copies fit the workspace:
+   ws holds kvol x OC x Cc weights (or their gradients), then one copy per shifted kw.  The sum
+   goes over the chunks, then the taps (kh, kw), then a chunk's channels: another order than
+   the reference's (within the GEMM's rounding), the same in every run and thread count.
+   Reference -> taps, ms, alternated (bin/onednn-peer --layer 249 --precision fp32, 2 threads,
+   the AMD EPYC host under load): dilation 18 forward 602-811 -> 426-544, backward-
+   weights 607-684 -> 414-437; dilation 6 level within the host's noise (a small program
+   timing both in one process: forward 514 / 512, backward-weights 468 / 417, medians of 3). */
+static int cf__taps_shift(const cf__conv_call *c, int kw) { return kw * c->g->dil[2] - c->g->pb[2]; }
+/* the copies a chunk needs: kw's whose shift is not 0, or all when the widths differ */
+static int cf__taps_copies(const cf__conv_call *c) {
+    int kw, n = 0;
+    for (kw = 0; kw < c->g->k[2]; kw++) n += cf__taps_shift(c, kw) != 0 || c->in.w != c->out.w;
+    return n;
+}
+/* the chunk of channels that fits c's workspace (0: not even 16, or C if fewer) */
+static int cf__taps_chunk(const cf__conv_call *c) {
+    size_t per = (size_t)c->g->k[1] * c->g->k[2] * c->out.c + (size_t)cf__taps_copies(c) * c->in.h * c->out.w;
+    size_t cc = c->ws_floats / per;
+    if (cc >= (size_t)c->in.c) return c->in.c;
+    return cc >= 16 ? (int)(cc & ~(size_t)15) : 0;
+}
+static int cf__taps_applies(const cf__conv_call *c) {
+    const cf_geom *g = c->g;
+    return c->groups == 1 && c->in.d == 1 && c->out.d == 1 && g->k[0] == 1 && g->pb[0] == 0 && g->s[1] == 1 &&
+           g->s[2] == 1 && g->k[1] * g->k[2] > 1 && c->in.c >= 64 && cf__taps_chunk(c) > 0;
+}
+/* x's channels c0 .. c0 + n of one sample, shifted along the width into the copies (one a kw
+   that needs one, in.h rows of out.w each): xs[c][h][t] = x[c][h][t + shift], 0 outside */
+static void cf__taps_shifted(float *xs, const float *x, const cf__conv_call *c, int c0, int n) {
+    int H = c->in.h, W = c->in.w, OW = c->out.w, kw, j = 0;
+    for (kw = 0; kw < c->g->k[2]; kw++) {
+        int s = cf__taps_shift(c, kw), ch;
+        float *to = xs + (size_t)j * n * H * OW;
+        if (s == 0 && W == OW) continue;
+        j++;
+        CF__OMP(omp parallel for schedule(static))
+        for (ch = 0; ch < n * H; ch++) {   /* (channel, row) pairs */
+            const float *xr = x + ((size_t)c0 * H + ch) * W;
+            float *r = to + (size_t)ch * OW;
+            int lo = s < 0 ? -s : 0, hi = W - s < OW ? W - s : OW, t;
+            if (hi < lo) hi = lo;
+            for (t = 0; t < lo; t++) r[t] = 0.0f;
+            if (hi > lo) memcpy(r + lo, xr + lo + s, sizeof(float) * (size_t)(hi - lo));
+            for (t = hi; t < OW; t++) r[t] = 0.0f;
+        }
+    }
+}
+/* B operand of tap column kw in a chunk: x's channel c0 (row stride W) or its copy (stride OW) */
+static const float *cf__taps_src(const float *xs, const float *x, const cf__conv_call *c, int c0, int n, int kw,
+                                 int *width) {
+    int k, j = 0;
+    for (k = 0; k < kw; k++) j += cf__taps_shift(c, k) != 0 || c->in.w != c->out.w;
+    *width = c->out.w;
+    if (cf__taps_shift(c, kw) == 0 && c->in.w == c->out.w) {
+        *width = c->in.w;
+        return x + (size_t)c0 * c->in.h * c->in.w;
+    }
+    return xs + (size_t)j * n * c->in.h * c->out.w;
+}
+/* the output rows [*o0, *o1) whose tap row kh lies in the input; its first input row */
+static int cf__taps_rows(const cf__conv_call *c, int kh, int *o0, int *o1) {
+    int off = kh * c->g->dil[1] - c->g->pb[1];
+    *o0 = off < 0 ? -off : 0;
+    *o1 = c->in.h - off < c->out.h ? c->in.h - off : c->out.h;
+    return off;
+}
+/* wr[k][oc][ch] = w[oc][c0 + ch][k] for ch < n (back = 1: w[oc][c0 + ch][k] += wr[k][oc][ch]) */
+static void cf__taps_repack(float *wr, float *w, int OC, int C, int c0, int n, int kv, int back) {
+    int oc;
+    CF__OMP(omp parallel for schedule(static))
+    for (oc = 0; oc < OC; oc++) {
+        int ch, k;
+        for (ch = 0; ch < n; ch++) {
+            float *wc = w + ((size_t)oc * C + c0 + ch) * kv;
+            for (k = 0; k < kv; k++) {
+                float *r = wr + ((size_t)k * OC + oc) * n + ch;
+                if (back) wc[k] += *r;
+                else *r = wc[k];
+            }
+        }
+    }
+}
+/* forward: y = act(sum over taps + b); backward-weights with dw: dw += the taps' products */
+static void cf__taps_run(const cf__conv_call *c, cf__gemm_fn gemm, int bww) {
+    const cf_geom *g = c->g;
+    int KH = g->k[1], KW = g->k[2], kv = KH * KW, C = c->in.c, OC = c->out.c, Cc = cf__taps_chunk(c), bi, c0;
+    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in), OW = (size_t)c->out.w;
+    float *wr = c->ws, *xs = c->ws + (size_t)kv * OC * Cc;
+    for (bi = 0; bi < c->B; bi++) {
+        const float *x = c->x + bi * in_sz;
+        float *y = bww ? NULL : c->y + bi * (size_t)OC * P;
+        const float *dy = bww ? c->dy + bi * (size_t)OC * P : NULL;
+        if (!bww) memset(y, 0, sizeof(float) * OC * P);
+        for (c0 = 0; c0 < C; c0 += Cc) {
+            int n = C - c0 < Cc ? C - c0 : Cc, kh, kw;
+            if (bww) memset(wr, 0, sizeof(float) * kv * OC * n);
+            else
+                cf__taps_repack(wr, (float *)c->w, OC, C, c0, n, kv, 0);
+            cf__taps_shifted(xs, x, c, c0, n);
+            for (kh = 0; kh < KH; kh++) {
+                int o0, o1, off = cf__taps_rows(c, kh, &o0, &o1);
+                if (o1 <= o0) continue;
+                for (kw = 0; kw < KW; kw++) {
+                    int width;
+                    const float *src = cf__taps_src(xs, x, c, c0, n, kw, &width);
+                    int ld = c->in.h * width, N = (o1 - o0) * (int)OW;
+                    float *wk = wr + (size_t)(kh * KW + kw) * OC * n;
+                    src += (size_t)(o0 + off) * width;
+                    if (bww) gemm(0, 1, OC, n, N, dy + (size_t)o0 * OW, (int)P, src, ld, 1.0f, wk, n);
+                    else gemm(0, 0, OC, N, n, wk, n, src, ld, 1.0f, y + (size_t)o0 * OW, (int)P);
+                }
+            }
+            if (bww) cf__taps_repack(wr, c->dw, OC, C, c0, n, kv, 1);
+        }
+        if (!bww && (c->b || c->act != CF_ACT_LINEAR)) cf__bias_act_p(y, c->b, OC, P, P, c->act, c->slope, 0);
+    }
+}
+static void cf__taps_fwd(const cf__conv_call *c) { cf__taps_run(c, cf__sgemm_fp32, 0); }
+static void cf__taps_bww(const cf__conv_call *c) { cf__taps_run(c, cf__sgemm_fp32, 1); }
+
 /* ---- direct convolution (no im2col) for a stride of 1 along the width.  With few input
    channels im2col + GEMM is slow: CosmoFlow's first layer (4 -> 32 channels, K = 108) would
    write a 900 MB im2col matrix per sample that the BLAS then packs again, for a GEMM of only
@@ -10313,51 +10449,96 @@ static void cf__dw_rounded_fwd(const cf__conv_call *c) {
     for (pl = 0; pl < c->B * c->in.c; pl++) cf__dw_plane_rounded(c, pl, 1);
 }
 
-/* ---- depthwise forward, 3x3 taps with a stride of 1 along the width (kind "direct"; DeepCAM's
-   and Tiramisu's depthwise convolutions).  The reference adds each tap's run into the output
-   row, so every output goes through a load and a store per tap; here each output sums its 9
-   taps in a register, from three rows of its plane, which is first copied once, zero-padded,
-   into a buffer of the thread's.  The same products added in the same order (bias, then taps
-   (kh, kw)); a tap in the padding adds w * 0, which the reference skips: the same bits (but a
-   zero's sign, and where w is not finite).  2.1x the reference on DeepCAM's 728 x 48 x 72
-   planes (docs/performance.md). */
+/* ---- depthwise forward, 3x3 taps with a stride of 1 or 2 along the width (kind "direct";
+   DeepCAM's and Tiramisu's depthwise convolutions, DeepCAM's strided ones).  The reference adds
+   each tap's run into the output row, so every output goes through a load and a store per tap;
+   here each output sums its 9 taps in a register, from three rows of its plane, which is first
+   copied once, zero-padded, into a buffer of the thread's.  With a stride of 2 along the width
+   each padded row is kept as its even columns, then its odd ones, so that every tap reads a
+   contiguous run (padded column 2 t + kw dil is element t + kw dil / 2 of the half of its
+   parity) where the reference's x[2 t + off] is read as a gather.  The same products added in
+   the same order (bias, then taps (kh, kw)); a tap in the padding adds w * 0, which the
+   reference skips: the same bits (but a zero's sign, and where w is not finite).  2.1x the
+   reference on DeepCAM's 728 x 48 x 72 planes (docs/performance.md). */
 static int cf__dw3x3_applies(const cf__conv_call *c) {
     const cf_geom *g = c->g;
-    int a, ok = g->k[0] == 1 && g->k[1] == 3 && g->k[2] == 3 && g->s[2] == 1 && c->in.d == 1 && c->out.d == 1 &&
-            g->pb[0] == 0;
+    int a, ok = g->k[0] == 1 && g->k[1] == 3 && g->k[2] == 3 && (g->s[2] == 1 || g->s[2] == 2) && c->in.d == 1 &&
+            c->out.d == 1 && g->pb[0] == 0;
     for (a = 1; a < 3; a++) ok = ok && g->pb[a] >= 0 && g->pa[a] >= 0;
     return ok;
 }
-/* output row y (n values) from the padded rows r0, r1, r2 its taps read, the dilation d apart */
-static void cf__dw3x3_row(float *y, const float *r0, const float *r1, const float *r2, const float *w, float bias,
-                          int n, int d) {
+/* where padded column j of a padded row (Wp floats) is kept: j, or with a stride of 2 along the
+   width, the even columns first ((Wp + 1) / 2 of them), then the odd ones */
+static size_t cf__dw_col(int j, int s2, int Wp) {
+    return s2 == 2 ? (size_t)(j & 1) * ((Wp + 1) / 2) + (size_t)(j >> 1) : (size_t)j;
+}
+/* n values of row src (16 bits when half: widened) into padded row to from column j0: with a
+   stride of 2, src[t] to column j0 + t's half, as two loops of a stride of 2 */
+static void cf__dw_row_in(float *to, const float *src, int half, int n, int j0, int s2, int Wp) {
+    const cf_bf16 *h = (const cf_bf16 *)(const void *)src;
+    int t0, k;
+    if (s2 == 1) {
+        if (half) cf__widen_run(to + j0, h, (size_t)n);
+        else memcpy(to + j0, src, sizeof(float) * n);
+        return;
+    }
+    for (t0 = 0; t0 < 2 && t0 < n; t0++) {   /* t = t0 + 2 k: column j0 + t0 + 2 k */
+        float *r = to + cf__dw_col(j0 + t0, 2, Wp);
+        int m = (n - t0 + 1) / 2;
+        if (half)
+            for (k = 0; k < m; k++) { uint32_t u = (uint32_t)h[t0 + 2 * k] << 16; memcpy(r + k, &u, 4); }
+        else
+            for (k = 0; k < m; k++) r[k] = src[t0 + 2 * k];
+    }
+}
+/* the reverse for fp32 values: to[t] = padded row from's column j0 + t, t < n */
+static void cf__dw_row_out(float *to, const float *from, int n, int j0, int s2, int Wp) {
+    int t0, k;
+    if (s2 == 1) { memcpy(to, from + j0, sizeof(float) * n); return; }
+    for (t0 = 0; t0 < 2 && t0 < n; t0++) {
+        const float *r = from + cf__dw_col(j0 + t0, 2, Wp);
+        int m = (n - t0 + 1) / 2;
+        for (k = 0; k < m; k++) to[t0 + 2 * k] = r[k];
+    }
+}
+/* where the nine taps' runs of output row oh start in a padded plane (rows of Wp): element t
+   of run o[kh 3 + kw] is padded element (oh s1 + kh dil1, t s2 + kw dil2) */
+static void cf__dw3x3_taps(size_t *o, int Wp, int oh, const cf_geom *g) {
+    int kh, kw;
+    for (kh = 0; kh < 3; kh++)
+        for (kw = 0; kw < 3; kw++)
+            o[kh * 3 + kw] = (size_t)(oh * g->s[1] + kh * g->dil[1]) * Wp + cf__dw_col(kw * g->dil[2], g->s[2], Wp);
+}
+/* output row y (n values) from its nine taps' runs o in the padded plane pad */
+static void cf__dw3x3_row(float *y, const float *pad, const size_t *o, const float *w, float bias, int n) {
+    const float *p0 = pad + o[0], *p1 = pad + o[1], *p2 = pad + o[2], *p3 = pad + o[3], *p4 = pad + o[4],
+                *p5 = pad + o[5], *p6 = pad + o[6], *p7 = pad + o[7], *p8 = pad + o[8];
     int t;
     CF__OMP(omp simd)
     for (t = 0; t < n; t++) {
         float a = bias;
-        a += w[0] * r0[t]; a += w[1] * r0[t + d]; a += w[2] * r0[t + 2 * d];
-        a += w[3] * r1[t]; a += w[4] * r1[t + d]; a += w[5] * r1[t + 2 * d];
-        a += w[6] * r2[t]; a += w[7] * r2[t + d]; a += w[8] * r2[t + 2 * d];
+        a += w[0] * p0[t]; a += w[1] * p1[t]; a += w[2] * p2[t];
+        a += w[3] * p3[t]; a += w[4] * p4[t]; a += w[5] * p5[t];
+        a += w[6] * p6[t]; a += w[7] * p7[t]; a += w[8] * p8[t];
         y[t] = a;
     }
 }
 /* the padded plane: Hp = pb + H + pa rows of Wp = pb + W + pa floats, input row h at row pb + h,
-   column pb; output row oh's taps read padded rows oh s + kh dil, columns t + kw dil.  16-bit
+   column pb (stride 2 along the width: each row split by parity, cf__dw_col).  16-bit
    operands (section 9, halves: x_half, half): x widened as it is copied in, each output row
    computed into row (out.w floats) and rounded as it is stored in 16 bits: the same bits */
 static void cf__dw3x3_plane(float *yc, float *pad, float *row, int Wp, const float *xc, const float *wc, float bias,
                             const cf__conv_call *c) {
     const cf_geom *g = c->g;
-    int h, oh, dh = g->dil[1];
+    int h, oh;
     for (h = 0; h < c->in.h; h++)
-        if (c->x_half)
-            cf__widen_run(pad + (size_t)(h + g->pb[1]) * Wp + g->pb[2],
-                          (const cf_bf16 *)(const void *)xc + (size_t)h * c->in.w, (size_t)c->in.w);
-        else memcpy(pad + (size_t)(h + g->pb[1]) * Wp + g->pb[2], xc + (size_t)h * c->in.w, sizeof(float) * c->in.w);
+        cf__dw_row_in(pad + (size_t)(h + g->pb[1]) * Wp, cf__elt(xc, c->x_half, (size_t)h * c->in.w), c->x_half,
+                      c->in.w, g->pb[2], g->s[2], Wp);
     for (oh = 0; oh < c->out.h; oh++) {
-        const float *r0 = pad + (size_t)oh * g->s[1] * Wp;
+        size_t o[9];
         float *yr = c->half ? row : yc + (size_t)oh * c->out.w;
-        cf__dw3x3_row(yr, r0, r0 + (size_t)dh * Wp, r0 + (size_t)2 * dh * Wp, wc, bias, c->out.w, g->dil[2]);
+        cf__dw3x3_taps(o, Wp, oh, g);
+        cf__dw3x3_row(yr, pad, o, wc, bias, c->out.w);
         cf__act_floats(yr, (size_t)c->out.w, c->act, c->slope);
         if (c->half) cf__narrow_run((cf_bf16 *)(void *)yc + (size_t)oh * c->out.w, yr, (size_t)c->out.w);
     }
@@ -10405,13 +10586,17 @@ static void cf__dw3x3_fwd(const cf__conv_call *c) {
     }
 }
 
-/* Its backward, with a stride of 1 on the height too.  dx: input row ih gets, for kh = 2, 1, 0
-   (output rows oh = ih + pb - kh dil ascending, the reference's order) and kw = 0, 1, 2, the
-   products w[kh][kw] dy[oh][ih's column + pb - kw dil]: 9 products summed in a register onto
-   dx's value, from the plane of dy copied zero-padded (2 dil on each side); the same bits as
-   the reference.  dw: the 9 sums of dy times the padded input, in 9 vector accumulators over
-   the plane (the order of a vector sum: within 1e-6 of the sum of |terms|, as the rows path). */
-static int cf__dw3x3_bwd_applies(const cf__conv_call *c) { return cf__dw3x3_applies(c) && c->g->s[1] == 1; }
+/* Its backward.  dx with a stride of 1: input row ih gets, for kh = 2, 1, 0 (output rows
+   oh = ih + pb - kh dil ascending, the reference's order) and kw = 0, 1, 2, the products
+   w[kh][kw] dy[oh][ih's column + pb - kw dil]: 9 products summed in a register onto dx's value,
+   from the plane of dy copied zero-padded (2 dil on each side).  With a stride of 2: dx's plane
+   is copied into a padded plane laid out as x's (cf__dw_col), each tap's run of it gets
+   w dy[oh] added, in the reference's order (oh, kh, kw), the padding's terms dropped when the
+   inside is copied back.  Both the same bits as the reference.  dw: the 9 sums of dy times the
+   padded input, in 9 vector accumulators over the plane (the order of a vector sum: within 1e-6
+   of the sum of |terms|, as the rows path). */
+static int cf__dw3x3_bwd_applies(const cf__conv_call *c) { return cf__dw3x3_applies(c); }
+static int cf__dw3x3_gathers(const cf__conv_call *c) { return c->g->s[1] == 1 && c->g->s[2] == 1; }
 /* 16-bit operands (section 9, halves): dy (half) widened as it is copied into dq, a 16-bit dx
    (stored: its only writer) computed a row at a time into row and rounded as it is stored */
 static void cf__dw3x3_plane_dx(float *dxc, float *dq, float *row, int Wq, const float *dyc, const float *wc,
@@ -10419,10 +10604,8 @@ static void cf__dw3x3_plane_dx(float *dxc, float *dq, float *row, int Wq, const 
     const cf_geom *g = c->g;
     int oh, ih, iw, kh, dh = g->dil[1], d = g->dil[2];
     for (oh = 0; oh < c->out.h; oh++)
-        if (c->half)
-            cf__widen_run(dq + (size_t)(oh + 2 * dh) * Wq + 2 * d,
-                          (const cf_bf16 *)(const void *)dyc + (size_t)oh * c->out.w, (size_t)c->out.w);
-        else memcpy(dq + (size_t)(oh + 2 * dh) * Wq + 2 * d, dyc + (size_t)oh * c->out.w, sizeof(float) * c->out.w);
+        cf__dw_row_in(dq + (size_t)(oh + 2 * dh) * Wq, cf__elt(dyc, c->half, (size_t)oh * c->out.w), c->half,
+                      c->out.w, 2 * d, 1, Wq);
     for (ih = 0; ih < c->in.h; ih++) {
         const float *q[3];   /* q[kh][j]: dy[oh][j - 2 d] of kh's output row oh, shifted to ih's columns */
         float *xr = c->dx_half ? row : dxc + (size_t)ih * c->in.w;
@@ -10441,36 +10624,66 @@ static void cf__dw3x3_plane_dx(float *dxc, float *dq, float *row, int Wq, const 
     /* the plane is whole: rounded, still in cache */
     if (c->bf16 && !c->dx_half) cf__round_run(dxc, (size_t)c->in.h * c->in.w);
 }
+/* (a stride of 2: dp a padded plane of Wp x Hp, row a row of the wider of dy and dx) */
+static void cf__dw3x3_plane_dx_strided(float *dxc, float *dp, float *row, int Wp, int Hp, const float *dyc,
+                                       const float *wc, const cf__conv_call *c) {
+    const cf_geom *g = c->g;
+    int h, oh, k, t, W = c->in.w, s2 = g->s[2];
+    if (c->dx_store || c->dx_half) memset(dp, 0, sizeof(float) * Wp * Hp);
+    else
+        for (h = 0; h < c->in.h; h++)
+            cf__dw_row_in(dp + (size_t)(h + g->pb[1]) * Wp, dxc + (size_t)h * W, 0, W, g->pb[2], s2, Wp);
+    for (oh = 0; oh < c->out.h; oh++) {
+        const float *dy = c->half ? row : dyc + (size_t)oh * c->out.w;
+        size_t o[9];
+        if (c->half) cf__widen_run(row, (const cf_bf16 *)(const void *)dyc + (size_t)oh * c->out.w, (size_t)c->out.w);
+        cf__dw3x3_taps(o, Wp, oh, g);
+        for (k = 0; k < 9; k++) {
+            float *q = dp + o[k], wv = wc[k];
+            CF__OMP(omp simd)
+            for (t = 0; t < c->out.w; t++) q[t] += wv * dy[t];
+        }
+    }
+    for (h = 0; h < c->in.h; h++) {
+        float *xr = c->dx_half ? row : dxc + (size_t)h * W;
+        cf__dw_row_out(xr, dp + (size_t)(h + g->pb[1]) * Wp, W, g->pb[2], s2, Wp);
+        if (c->dx_half) cf__narrow_run((cf_bf16 *)(void *)dxc + (size_t)h * W, xr, (size_t)W);
+    }
+    if (c->bf16 && !c->dx_half) cf__round_run(dxc, (size_t)c->in.h * W);
+}
 /* (16 bits: x widened as it is copied into xq, each row of dy into row first) */
 static void cf__dw3x3_plane_dw(float *dwc, float *xq, float *row, int Wp, const float *xc, const float *dyc,
                                const cf__conv_call *c) {
     const cf_geom *g = c->g;
-    int h, oh, t, dh = g->dil[1], d = g->dil[2];
+    int h, oh, t;
     float a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0, a8 = 0;
     for (h = 0; h < c->in.h; h++)
-        if (c->x_half)
-            cf__widen_run(xq + (size_t)(h + g->pb[1]) * Wp + g->pb[2],
-                          (const cf_bf16 *)(const void *)xc + (size_t)h * c->in.w, (size_t)c->in.w);
-        else memcpy(xq + (size_t)(h + g->pb[1]) * Wp + g->pb[2], xc + (size_t)h * c->in.w, sizeof(float) * c->in.w);
+        cf__dw_row_in(xq + (size_t)(h + g->pb[1]) * Wp, cf__elt(xc, c->x_half, (size_t)h * c->in.w), c->x_half,
+                      c->in.w, g->pb[2], g->s[2], Wp);
     for (oh = 0; oh < c->out.h; oh++) {
-        const float *dy = c->half ? row : dyc + (size_t)oh * c->out.w, *r0 = xq + (size_t)oh * Wp,
-            *r1 = r0 + (size_t)dh * Wp, *r2 = r1 + (size_t)dh * Wp;
+        const float *dy = c->half ? row : dyc + (size_t)oh * c->out.w;
+        const float *r0, *r1, *r2, *r3, *r4, *r5, *r6, *r7, *r8;
+        size_t o[9];
         if (c->half) cf__widen_run(row, (const cf_bf16 *)(const void *)dyc + (size_t)oh * c->out.w, (size_t)c->out.w);
+        cf__dw3x3_taps(o, Wp, oh, g);
+        r0 = xq + o[0]; r1 = xq + o[1]; r2 = xq + o[2]; r3 = xq + o[3]; r4 = xq + o[4]; r5 = xq + o[5];
+        r6 = xq + o[6]; r7 = xq + o[7]; r8 = xq + o[8];
         CF__OMP(omp simd reduction(+:a0, a1, a2, a3, a4, a5, a6, a7, a8))
         for (t = 0; t < c->out.w; t++) {
-            a0 += dy[t] * r0[t]; a1 += dy[t] * r0[t + d]; a2 += dy[t] * r0[t + 2 * d];
-            a3 += dy[t] * r1[t]; a4 += dy[t] * r1[t + d]; a5 += dy[t] * r1[t + 2 * d];
-            a6 += dy[t] * r2[t]; a7 += dy[t] * r2[t + d]; a8 += dy[t] * r2[t + 2 * d];
+            a0 += dy[t] * r0[t]; a1 += dy[t] * r1[t]; a2 += dy[t] * r2[t];
+            a3 += dy[t] * r3[t]; a4 += dy[t] * r4[t]; a5 += dy[t] * r5[t];
+            a6 += dy[t] * r6[t]; a7 += dy[t] * r7[t]; a8 += dy[t] * r8[t];
         }
     }
     dwc[0] += a0; dwc[1] += a1; dwc[2] += a2; dwc[3] += a3; dwc[4] += a4; dwc[5] += a5; dwc[6] += a6; dwc[7] += a7;
     dwc[8] += a8;
 }
-/* a thread's floats: the padded planes of x and dy, a row of the wider of dy and dx */
+/* a thread's floats: the padded plane of x, the padded plane of dy (stride 1) or of dx (2), a
+   row of the wider of dy and dx */
 static size_t cf__dw3x3_bwd_floats(const cf__conv_call *c) {
     const cf_geom *g = c->g;
-    return (size_t)(g->pb[2] + c->in.w + g->pa[2]) * (g->pb[1] + c->in.h + g->pa[1]) +
-           (size_t)(c->out.w + 4 * g->dil[2]) * (c->out.h + 4 * g->dil[1]) +
+    size_t xp = (size_t)(g->pb[2] + c->in.w + g->pa[2]) * (g->pb[1] + c->in.h + g->pa[1]);
+    return xp + (cf__dw3x3_gathers(c) ? (size_t)(c->out.w + 4 * g->dil[2]) * (c->out.h + 4 * g->dil[1]) : xp) +
            (size_t)(c->in.w > c->out.w ? c->in.w : c->out.w);
 }
 static int cf__dw3x3_half_bwd_applies(const cf__conv_call *c) {
@@ -10480,15 +10693,22 @@ static int cf__dw3x3_half_bwd_applies(const cf__conv_call *c) {
 static void cf__dw3x3_bwd(const cf__conv_call *c) {
     const cf_geom *g = c->g;
     int Wp = g->pb[2] + c->in.w + g->pa[2], Hp = g->pb[1] + c->in.h + g->pa[1], Wq = c->out.w + 4 * g->dil[2],
-        Hq = c->out.h + 4 * g->dil[1];
+        Hq = c->out.h + 4 * g->dil[1], gathers = cf__dw3x3_gathers(c);
     size_t iv = cf__positions(c->in), ov = cf__positions(c->out), per = cf__dw3x3_bwd_floats(c);
     int nth = cf__nthreads(), halves = c->half || c->x_half || c->dx_half;
-    /* each thread's padded planes of x and dy (16 bits: the workspace's) */
+    /* each thread's padded planes of x and dy or dx (16 bits: the workspace's) */
     float *buf = halves ? c->ws : (float *)CF_MALLOC(sizeof(float) * per * nth);
-    if (!buf) { cf__dw_rows_bwd(c); return; }                      /* no room: the rows path (it stores dx too) */
+    if (!buf && gathers) { cf__dw_rows_bwd(c); return; }          /* no room: the rows path (it stores dx too) */
+    if (!buf) {   /* (a stride of 2 along the width: the reference, dx zeroed first when stored) */
+        if (c->dx && c->dx_store) cf__zero_floats(c->dx, (size_t)c->B * iv);
+        cf_ref_dwconv_backward(c->dx, c->dw, NULL, c->dy, c->x, c->w, c->B, c->in, c->out, g);
+        if (c->bf16 && c->dx) cf__round_run(c->dx, (size_t)c->B * iv);
+        return;
+    }
     CF__OMP(omp parallel num_threads(nth))
     {
-        float *xq = buf + per * cf__thread_id(), *dq = xq + (size_t)Wp * Hp, *row = dq + (size_t)Wq * Hq;
+        float *xq = buf + per * cf__thread_id(), *dq = xq + (size_t)Wp * Hp;
+        float *row = dq + (gathers ? (size_t)Wq * Hq : (size_t)Wp * Hp);
         int ch, bi;
         memset(xq, 0, sizeof(float) * per);   /* the padding stays zero: only the inside is copied */
         CF__OMP(omp for schedule(static))
@@ -10497,9 +10717,12 @@ static void cf__dw3x3_bwd(const cf__conv_call *c) {
                 size_t plane = (size_t)bi * c->in.c + ch;
                 cf__dw3x3_plane_dw(c->dw + (size_t)ch * 9, xq, row, Wp, cf__elt(c->x, c->x_half, plane * iv),
                                    cf__elt(c->dy, c->half, plane * ov), c);
-                if (c->dx)
+                if (c->dx && gathers)
                     cf__dw3x3_plane_dx(cf__elt(c->dx, c->dx_half, plane * iv), dq, row, Wq,
                                        cf__elt(c->dy, c->half, plane * ov), c->w + (size_t)ch * 9, c);
+                else if (c->dx)
+                    cf__dw3x3_plane_dx_strided(cf__elt(c->dx, c->dx_half, plane * iv), dq, row, Wp, Hp,
+                                               cf__elt(c->dy, c->half, plane * ov), c->w + (size_t)ch * 9, c);
             }
     }
     if (!halves) CF_FREE(buf);
