@@ -257,6 +257,7 @@ static const path_case path_cases[] = {
     {1, 5, 4, 5, 16, 20, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1},   /* rows of 16, 20 filters: the bf16 direct kernel's narrow blocks */
     {2, 3, 1, 5, 300, 6, {1, 3, 3}, {1, 1, 1}, {0, 1, 2}, {0, 1, 0}, 1},  /* 2-D rows of 300, uneven padding: tiles end mid-row */
     {1, 96, 1, 4, 300, 8, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1}, /* 96 channels: the bf16 direct kernel with R past 32 Ki uint32, its old limit */
+    {2, 140, 1, 32, 33, 134, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 2},  /* pointwise, 70 -> 67 channels a group, 1056 positions: the fp32 GEMM (AVX-512) */
 };
 static void setup_path_case(const path_case *pc, cf_shape *in, cf_shape *out, cf_geom *g) {
     int a;
@@ -447,6 +448,52 @@ static void test_bf16_gemm(void) {
     CHECK(rounded_same == 32, "the rounding bf16 GEMM stores the rounding of the same sums, bit for bit: %d of 32 cases", rounded_same);
 #else
     printf("skipped: the bf16 GEMM (not compiled in)\n");
+#endif
+}
+/* The fp32 GEMM of the pointwise convolutions (kind "gemm", AVX-512) against cf_sgemm, per
+   element relative to its sum |terms|: every transpose, beta 0 and 1, a K cut into parts
+   (partial C added in order) and chunks of equal length, N over one column block and not a
+   multiple of 32, M not a multiple of the register block's 14 rows; and the same bits on one
+   thread as on all (its promise: the sums' order follows from K alone). */
+static void test_gemm_f32(void) {
+#ifdef CF__AVX512
+    static const int shapes[][3] = {{13, 37, 17}, {15, 600, 5}, {29, 33, 729}, {300, 70, 16385 * 2}, {128, 401, 385}};
+    cf_rng r = cf_rng_seed(67);
+    int si, tA, tB, beta, cases = 0, one_thread_same = 0;
+    double worst = 0;
+    if (!cf__has_avx512()) { printf("skipped: the fp32 GEMM (the CPU lacks AVX-512)\n"); return; }
+    for (si = 0; si < 5; si++) for (tA = 0; tA < 2; tA++) for (tB = 0; tB < 2; tB++) for (beta = 0; beta < 2; beta++) {
+        int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], lda = tA ? M : K, ldb = tB ? K : N;
+        float *A = rnd((size_t)M * K, &r), *B = rnd((size_t)K * N, &r), *C0 = rnd((size_t)M * N, &r);
+        float *c1 = (float *)malloc((size_t)M * N * 4), *c2 = (float *)malloc((size_t)M * N * 4), *sc = absolute(C0, (size_t)M * N);
+        float *aA = absolute(A, (size_t)M * K), *aB = absolute(B, (size_t)K * N);
+        double e;
+        memcpy(c1, C0, (size_t)M * N * 4); memcpy(c2, C0, (size_t)M * N * 4);
+        cf__sgemm_avx512(tA, tB, M, N, K, A, lda, B, ldb, (float)beta, c1, N);
+        cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, (float)beta, c2, N);
+        cf_sgemm(tA, tB, M, N, K, 1.0f, aA, lda, aB, ldb, (float)beta, sc, N);
+        e = worst_rel_to(c1, c2, sc, (size_t)M * N);
+        if (e > worst) worst = e;
+        cases += e <= 1e-6;
+#ifdef _OPENMP
+        {
+            int nt = omp_get_max_threads();
+            memcpy(c2, C0, (size_t)M * N * 4);
+            omp_set_num_threads(1);
+            cf__sgemm_avx512(tA, tB, M, N, K, A, lda, B, ldb, (float)beta, c2, N);
+            omp_set_num_threads(nt);
+            one_thread_same += !memcmp(c1, c2, (size_t)M * N * 4);
+        }
+#else
+        one_thread_same++;
+#endif
+        if (e > 1e-6) printf("  fp32 GEMM %dx%dx%d tA %d tB %d beta %d: %.2g of sum |terms|\n", M, N, K, tA, tB, beta, e);
+        free(A); free(B); free(C0); free(c1); free(c2); free(sc); free(aA); free(aB);
+    }
+    CHECK(cases == 40, "the fp32 GEMM against cf_sgemm: %d of 40 cases within 1e-6 of sum |terms| (worst %.2g)", cases, worst);
+    CHECK(one_thread_same == 40, "the fp32 GEMM gives the same bits on one thread as on all: %d of 40 cases", one_thread_same);
+#else
+    printf("skipped: the fp32 GEMM (not compiled in)\n");
 #endif
 }
 /* The bf16 GEMM making op(B) from x as it packs it (cf__col_src) against the same GEMM on the
@@ -2314,6 +2361,7 @@ int main(int argc, char **argv) {
     test_conv_direct();
     test_fast_paths();
     test_bf16_conversion((uint64_t)1 << 24);
+    test_gemm_f32();
     test_bf16_gemm();
     test_bf16_gemm_col();
     test_bf16_paths();
