@@ -8903,48 +8903,35 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
 #endif /* CF__DIRECT */
 
 /* ---- the fp32 GEMM (kind "gemm"): C (M x N) = beta C + op(A) op(B), op(A) M x K, op(B) K x N,
-   beta 0 or 1, on AVX-512 FMA, chosen at run time where the CPU has AVX-512 (whatever kernels
-   the BLAS picked for it: an OpenBLAS that does not know the CPU runs its SSE kernels).  Used
-   for the pointwise convolutions' GEMMs (cf__pointwise_f32_applies says for which shapes).
-   The sum over K runs in chunks of at most CF__GEMM_F32_KC terms, all of one length (728 terms as
-   364 + 364); each chunk packs its part of op(B) once, in panels of 32 columns (Bp[panel][k][32]:
-   the micro-kernel reads a panel as one contiguous stretch), and each block of CF__GEMM_F32_MR rows
-   of op(A) as Ap[k][r] (one broadcast a row and term).  A task is a block of columns of C (at
-   most CF__GEMM_F32_NB) over all of C's rows, or over CF__GEMM_F32_MB of them when the columns give fewer
-   tasks than threads; the micro-kernel keeps a CF__GEMM_F32_MR x 32 block of C in registers while its
-   rows of op(A) (CF__GEMM_F32_MR x a chunk: 21 KB) stay in the L1 cache and the chunk's op(B) (at most
-   576 KB) in the L2 cache passes.  (When several column blocks would pack the same op(A), it is
-   packed whole beforehand, the threads sharing its rows.)  A long sum (K over CF__GEMM_F32_KPART: a
+   beta 0 or 1, on AVX-512 FMA, chosen at run time by the CPU and not by the BLAS's kernel set:
+   an OpenBLAS that does not know the CPU runs its SSE kernels, 1.5-3.8x slower on DeepCAM's
+   pointwise convolutions (docs/performance.md).  cf__pointwise_f32_applies says where it runs.
+   The sum over K runs in chunks of at most CF__F32_KC terms, all of one length (728 terms as
+   364 + 364).  Each chunk packs its part of op(B) once, in panels of 32 columns (Bp[panel][k][j]:
+   the micro-kernel reads a panel as one contiguous stretch), and blocks of CF__F32_MR rows of
+   op(A) as Ap[k][r] (one broadcast a row and term).  The micro-kernel keeps a CF__F32_MR x 32
+   block of C in 28 of the 32 registers: per term two loads of op(B), a broadcast and two FMAs a
+   row; its rows of op(A) (21 KB at most) stay in the L1 cache while the chunk's op(B) (576 KB
+   at most) passes from the L2 cache.  (14 x 32 measured at least as fast as 8 x 32.)
+   A task is a block of columns of C over all of C's rows (or over CF__F32_MB of them when the
+   columns give fewer tasks than threads); the columns are cut into at least CF__F32_TASKS
+   blocks a thread where blocks of 64 columns allow, which the threads take in turn.  When
+   several column blocks would pack the same op(A), it is packed whole beforehand (at most
+   CF__F32_A_ALL floats), the threads sharing its rows.  A long sum (K over CF__F32_KPART: a
    backward-weights sum over many positions) is cut into parts of equal length, each into its
    own partial C, the partials added in part order.  Every element of C is the same sum in the
    same order whatever the number of threads: the chunks and parts follow from K alone, and a
-   task's block changes which elements it computes, never how. */
+   task's block changes which elements it computes, never how (test_core checks the bits). */
 #ifdef CF__AVX512
-#define CF__GEMM_F32_TARGET __attribute__((target("avx512f")))
-#ifndef CF__GEMM_F32_MR
-#define CF__GEMM_F32_MR 14
-#endif
-#ifndef CF__GEMM_F32_MB
-#define CF__GEMM_F32_MB (9 * CF__GEMM_F32_MR)
-#endif
-#ifndef CF__GEMM_F32_NB
-#define CF__GEMM_F32_NB 384
-#endif
-#ifndef CF__GEMM_F32_KC
-#define CF__GEMM_F32_KC 384
-#endif
-#ifndef CF__GEMM_F32_TPT
-#define CF__GEMM_F32_TPT 4
-#endif
-#ifndef CF__GEMM_F32_MINW
-#define CF__GEMM_F32_MINW 64
-#endif
-#ifndef CF__GEMM_F32_AALL
-#define CF__GEMM_F32_AALL 4
-#endif
-#ifndef CF__GEMM_F32_KPART
-#define CF__GEMM_F32_KPART 16384
-#endif
+#define CF__F32_TARGET __attribute__((target("avx512f")))
+#define CF__F32_MR 14                     /* rows of the register block (x 32 columns) */
+#define CF__F32_MB (9 * CF__F32_MR)       /* rows of op(A) a task packs at a time */
+#define CF__F32_NB 384                    /* columns of a task, at most */
+#define CF__F32_KC 384                    /* terms of a chunk, at most */
+#define CF__F32_TASKS 4                   /* tasks a thread */
+#define CF__F32_A_ALL ((size_t)4 << 20)   /* floats of op(A) packed whole, at most (16 MB) */
+#define CF__F32_KPART 16384               /* terms of a part of a long sum, at most */
+/* the GEMM's arguments, cf_sgemm's (alpha = 1) */
 typedef struct {
     int tA, tB, M, N, K;
     const float *A;
@@ -8956,7 +8943,7 @@ typedef struct {
     int ldc;
 } cf__gemm_f32_call;
 /* 16 x 16 transpose of floats: lane j of r[i] goes to lane i of r[j] */
-CF__GEMM_F32_TARGET static void cf__gemm_f32_transpose16(__m512 r[16]) {
+CF__F32_TARGET static void cf__gemm_f32_transpose16(__m512 r[16]) {
     __m512 t[16];
     int i;
     for (i = 0; i < 16; i += 2) {
@@ -8982,8 +8969,8 @@ CF__GEMM_F32_TARGET static void cf__gemm_f32_transpose16(__m512 r[16]) {
 /* The transposing copy both packings need: rows 0 .. nr (at most 16) of X (ld apart), their
    elements 0 .. nk, to column r of D, element k of row r at D[k * dstride + r] (nr lanes a
    row of D; lanes past nr are zero when zero_pad, else not written) */
-CF__GEMM_F32_TARGET static void cf__gemm_f32_transpose_rows(float *D, int dstride, const float *X, size_t ld, int nr, int nk,
-                                                int zero_pad) {
+CF__F32_TARGET static void cf__gemm_f32_transpose_rows(float *D, int dstride, const float *X, size_t ld, int nr,
+                                                       int nk, int zero_pad) {
     int k, i;
     __mmask16 out = cf__lanes(zero_pad ? dstride : nr);
     for (k = 0; k < nk; k += 16) {
@@ -8994,20 +8981,20 @@ CF__GEMM_F32_TARGET static void cf__gemm_f32_transpose_rows(float *D, int dstrid
         for (i = 0; i < 16 && k + i < nk; i++) _mm512_mask_storeu_ps(D + (size_t)(k + i) * dstride, out, r[i]);
     }
 }
-/* Ap[k][r] = op(A)[m0 + r][k0 + k], a block of CF__GEMM_F32_MR rows (rows past M zero), kc terms */
-CF__GEMM_F32_TARGET static void cf__gemm_f32_pack_a(float *Ap, const cf__gemm_f32_call *g, int m0, int k0, int kc) {
-    int nr = g->M - m0 < CF__GEMM_F32_MR ? g->M - m0 : CF__GEMM_F32_MR, k;
+/* Ap[k][r] = op(A)[m0 + r][k0 + k], a block of CF__F32_MR rows (rows past M zero), kc terms */
+CF__F32_TARGET static void cf__gemm_f32_pack_a(float *Ap, const cf__gemm_f32_call *g, int m0, int k0, int kc) {
+    int nr = g->M - m0 < CF__F32_MR ? g->M - m0 : CF__F32_MR, k;
     if (g->tA) {   /* op(A)[m][k] = A[k][m]: a row of A holds the block's rows for one k */
         for (k = 0; k < kc; k++)
-            _mm512_mask_storeu_ps(Ap + (size_t)k * CF__GEMM_F32_MR, cf__lanes(CF__GEMM_F32_MR),
+            _mm512_mask_storeu_ps(Ap + (size_t)k * CF__F32_MR, cf__lanes(CF__F32_MR),
                                   _mm512_maskz_loadu_ps(cf__lanes(nr), g->A + (size_t)(k0 + k) * g->lda + m0));
         return;
     }
-    cf__gemm_f32_transpose_rows(Ap, CF__GEMM_F32_MR, g->A + (size_t)m0 * g->lda + k0, (size_t)g->lda, nr, kc, 1);
+    cf__gemm_f32_transpose_rows(Ap, CF__F32_MR, g->A + (size_t)m0 * g->lda + k0, (size_t)g->lda, nr, kc, 1);
 }
 /* Bp[panel][k][j] = op(B)[k0 + k][n0 + 32 panel + j], kc terms, nb columns (to a multiple of
    32, zeros past nb) */
-CF__GEMM_F32_TARGET static void cf__gemm_f32_pack_b(float *Bp, const cf__gemm_f32_call *g, int k0, int kc, int n0, int nb) {
+CF__F32_TARGET static void cf__gemm_f32_pack_b(float *Bp, const cf__gemm_f32_call *g, int k0, int kc, int n0, int nb) {
     int k, j;
     if (!g->tB) {
         for (k = 0; k < kc; k++) {
@@ -9025,35 +9012,31 @@ CF__GEMM_F32_TARGET static void cf__gemm_f32_pack_b(float *Bp, const cf__gemm_f3
         float *d = Bp + (size_t)(j / 32) * kc * 32 + (j & 31);
         int nr = nb - j < 16 ? (nb - j > 0 ? nb - j : 0) : 16;
         if (nr) cf__gemm_f32_transpose_rows(d, 32, g->B + (size_t)(n0 + j) * g->ldb + k0, (size_t)g->ldb, nr, kc, 0);
-        if (nr < 16)
-            for (k = 0; k < kc; k++) _mm512_mask_storeu_ps(d + (size_t)k * 32, (__mmask16)~cf__lanes(nr), _mm512_setzero_ps());
+        for (k = 0; k < kc && nr < 16; k++)
+            _mm512_mask_storeu_ps(d + (size_t)k * 32, (__mmask16)~cf__lanes(nr), _mm512_setzero_ps());
     }
 }
-/* the micro-kernel's rows, each accumulator named by a constant (an array indexed by a
+/* the micro-kernel's 14 rows, each accumulator named by a constant (an array indexed by a
    variable, GCC at -O2 keeps in memory: the bf16 GEMM's CF__ZERO8) */
-#if CF__GEMM_F32_MR == 14
-#define CF__GEMM_F32_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
-#else
-#define CF__GEMM_F32_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
-#endif
-/* C[0 .. nm][0 .. nn] = (beta ? C : 0) + Ap (kc x CF__GEMM_F32_MR) x Bp (kc x 32): per term two
+#define CF__F32_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
+/* C[0 .. nm][0 .. nn] = (beta ? C : 0) + Ap (kc x CF__F32_MR) x Bp (kc x 32): per term two
    loads of Bp, a broadcast of Ap a row, two FMAs a row; C read and written once */
-CF__GEMM_F32_TARGET static void cf__gemm_f32_kernel(int kc, const float *Ap, const float *Bp, float *C, int ldc, int nm, int nn,
-                                        int beta) {
-#define CF__GEMM_F32_DECL(r) __m512 c##r##a = _mm512_setzero_ps(), c##r##b = _mm512_setzero_ps();
-    CF__GEMM_F32_ROWS(CF__GEMM_F32_DECL)
-#undef CF__GEMM_F32_DECL
+CF__F32_TARGET static void cf__gemm_f32_kernel(int kc, const float *Ap, const float *Bp, float *C, int ldc, int nm,
+                                               int nn, int beta) {
+#define CF__F32_DECL(r) __m512 c##r##a = _mm512_setzero_ps(), c##r##b = _mm512_setzero_ps();
+    CF__F32_ROWS(CF__F32_DECL)
+#undef CF__F32_DECL
     __mmask16 k0 = cf__lanes(nn), k1 = cf__lanes(nn - 16);
     int k;
     for (k = 0; k < kc; k++) {
         __m512 b0 = _mm512_loadu_ps(Bp), b1 = _mm512_loadu_ps(Bp + 16), a;
-#define CF__GEMM_F32_FMA(r) a = _mm512_set1_ps(Ap[r]); c##r##a = _mm512_fmadd_ps(a, b0, c##r##a); \
+#define CF__F32_FMA(r) a = _mm512_set1_ps(Ap[r]); c##r##a = _mm512_fmadd_ps(a, b0, c##r##a); \
         c##r##b = _mm512_fmadd_ps(a, b1, c##r##b);
-        CF__GEMM_F32_ROWS(CF__GEMM_F32_FMA)
-#undef CF__GEMM_F32_FMA
-        Ap += CF__GEMM_F32_MR; Bp += 32;
+        CF__F32_ROWS(CF__F32_FMA)
+#undef CF__F32_FMA
+        Ap += CF__F32_MR; Bp += 32;
     }
-#define CF__GEMM_F32_ST(r) if (r < nm) {                                                                                   \
+#define CF__F32_ST(r) if (r < nm) {                                                                                   \
         float *c = C + (size_t)r * ldc;                                                                              \
         if (beta) {                                                                                                  \
             c##r##a = _mm512_add_ps(_mm512_maskz_loadu_ps(k0, c), c##r##a);                                          \
@@ -9061,8 +9044,8 @@ CF__GEMM_F32_TARGET static void cf__gemm_f32_kernel(int kc, const float *Ap, con
         }                                                                                                            \
         _mm512_mask_storeu_ps(c, k0, c##r##a);                                                                       \
         _mm512_mask_storeu_ps(c + 16, k1, c##r##b); }
-    CF__GEMM_F32_ROWS(CF__GEMM_F32_ST)
-#undef CF__GEMM_F32_ST
+    CF__F32_ROWS(CF__F32_ST)
+#undef CF__F32_ST
 }
 /* How a GEMM is cut into tasks for nth threads: the sum in parts of span terms (parts > 1:
    each into its own partial C), C's columns in nblocks blocks of width (a multiple of 32), its
@@ -9072,76 +9055,94 @@ typedef struct {
     int nth, parts, span, nblocks, width, rows, rblocks, tasks;
     size_t a_sz, b_sz;
 } cf__gemm_f32_cut;
-/* the parts follow from K alone; the columns are cut into more blocks until the tasks are a
-   multiple of the threads (or blocks of 32 columns), the rows into blocks when there are
-   still fewer tasks than threads */
+/* the parts follow from K alone; the columns are cut into more blocks until there are
+   CF__F32_TASKS tasks a thread, a multiple of the threads (or blocks of 64 columns), the rows
+   into blocks when there are still fewer tasks than threads */
 static void cf__gemm_f32_cut_up(cf__gemm_f32_cut *cut, const cf__gemm_f32_call *g) {
     int M = g->M, N = g->N, K = g->K;
     cut->nth = cf__nthreads();
-    cut->parts = K > CF__GEMM_F32_KPART ? (K + CF__GEMM_F32_KPART - 1) / CF__GEMM_F32_KPART : 1;
+    cut->parts = K > CF__F32_KPART ? (K + CF__F32_KPART - 1) / CF__F32_KPART : 1;
     cut->span = (K + cut->parts - 1) / cut->parts;
-    cut->nblocks = (N + CF__GEMM_F32_NB - 1) / CF__GEMM_F32_NB;
-    while ((cut->nblocks * cut->parts < CF__GEMM_F32_TPT * cut->nth || (cut->nblocks * cut->parts) % cut->nth) &&
-           cut->nblocks * CF__GEMM_F32_MINW < N)
+    cut->nblocks = (N + CF__F32_NB - 1) / CF__F32_NB;
+    while ((cut->nblocks * cut->parts < CF__F32_TASKS * cut->nth || (cut->nblocks * cut->parts) % cut->nth) &&
+           cut->nblocks * 64 < N)
         cut->nblocks++;
     cut->width = ((N + cut->nblocks - 1) / cut->nblocks + 31) / 32 * 32;
     cut->nblocks = (N + cut->width - 1) / cut->width;
-    cut->rows = cut->nblocks * cut->parts >= cut->nth ? M : CF__GEMM_F32_MB;
+    cut->rows = cut->nblocks * cut->parts >= cut->nth ? M : CF__F32_MB;
     cut->rblocks = (M + cut->rows - 1) / cut->rows;
     cut->tasks = cut->rblocks * cut->nblocks * cut->parts;
-    cut->a_sz = (size_t)CF__GEMM_F32_MB * CF__GEMM_F32_KC;
-    cut->b_sz = (size_t)CF__GEMM_F32_KC * cut->width;
+    cut->a_sz = (size_t)CF__F32_MB * CF__F32_KC;
+    cut->b_sz = (size_t)CF__F32_KC * cut->width;
 }
 /* a thread's buffers: Ap, Bp, a block of op(A) and a chunk of op(B); A_all, all of op(A)
-   packed beforehand (panels of CF__GEMM_F32_MR rows over all of K), or NULL */
+   packed beforehand (panels of CF__F32_MR rows over all of K), or NULL */
 typedef struct { float *Ap, *Bp; const float *A_all; } cf__gemm_f32_bufs;
 /* task t of the cut: its rows, columns and part of the sum, into C or (parts > 1) the part's
    partial C (M x N, beta 0) */
-static void cf__gemm_f32_task(const cf__gemm_f32_call *g, const cf__gemm_f32_cut *cut, int t, float *partial, const cf__gemm_f32_bufs *bufs) {
+static void cf__gemm_f32_task(const cf__gemm_f32_call *g, const cf__gemm_f32_cut *cut, int t, float *partial,
+                              const cf__gemm_f32_bufs *bufs) {
     int blocks = cut->rblocks * cut->nblocks, b = t % blocks, part = t / blocks, K = g->K;
     int m0 = b / cut->nblocks * cut->rows, n0 = b % cut->nblocks * cut->width;
     int mr = g->M - m0 < cut->rows ? g->M - m0 : cut->rows, nb = g->N - n0 < cut->width ? g->N - n0 : cut->width;
     int q0 = part * cut->span, q1 = K - q0 < cut->span ? K : q0 + cut->span;
-    int chunks = (q1 - q0 + CF__GEMM_F32_KC - 1) / CF__GEMM_F32_KC, step = (q1 - q0 + chunks - 1) / chunks, k0, mb, i, j;
+    int chunks = (q1 - q0 + CF__F32_KC - 1) / CF__F32_KC, step = (q1 - q0 + chunks - 1) / chunks, k0, mb, i, j;
     float *C = cut->parts == 1 ? g->C : partial + (size_t)g->M * g->N * part;
     int ldc = cut->parts == 1 ? g->ldc : g->N, beta = cut->parts == 1 && g->beta != 0.0f;
     for (k0 = q0; k0 < q1; k0 += step) {
         int kc = q1 - k0 < step ? q1 - k0 : step;
         cf__gemm_f32_pack_b(bufs->Bp, g, k0, kc, n0, nb);
-        for (mb = m0; mb < m0 + mr; mb += CF__GEMM_F32_MB) {
-            int mbr = m0 + mr - mb < CF__GEMM_F32_MB ? m0 + mr - mb : CF__GEMM_F32_MB;
-            for (i = 0; i < mbr && !bufs->A_all; i += CF__GEMM_F32_MR) cf__gemm_f32_pack_a(bufs->Ap + (size_t)i * kc, g, mb + i, k0, kc);
-            for (i = 0; i < mbr; i += CF__GEMM_F32_MR) {
-                const float *a = bufs->A_all ? bufs->A_all + (size_t)(mb + i) * K + (size_t)k0 * CF__GEMM_F32_MR
+        for (mb = m0; mb < m0 + mr; mb += CF__F32_MB) {
+            int mbr = m0 + mr - mb < CF__F32_MB ? m0 + mr - mb : CF__F32_MB;
+            for (i = 0; i < mbr && !bufs->A_all; i += CF__F32_MR)
+                cf__gemm_f32_pack_a(bufs->Ap + (size_t)i * kc, g, mb + i, k0, kc);
+            for (i = 0; i < mbr; i += CF__F32_MR) {   /* (the first chunk of a part: beta, then 1) */
+                const float *a = bufs->A_all ? bufs->A_all + (size_t)(mb + i) * K + (size_t)k0 * CF__F32_MR
                                              : bufs->Ap + (size_t)i * kc;
+                int nm = mbr - i < CF__F32_MR ? mbr - i : CF__F32_MR;
                 for (j = 0; j < nb; j += 32)
-                    cf__gemm_f32_kernel(kc, a, bufs->Bp + (size_t)j * kc, C + (size_t)(mb + i) * ldc + n0 + j, ldc,
-                                  mbr - i < CF__GEMM_F32_MR ? mbr - i : CF__GEMM_F32_MR, nb - j < 32 ? nb - j : 32, k0 > q0 || beta);
+                    cf__gemm_f32_kernel(kc, a, bufs->Bp + (size_t)j * kc, C + (size_t)(mb + i) * ldc + n0 + j, ldc, nm,
+                                        nb - j < 32 ? nb - j : 32, k0 > q0 || beta);
             }
         }
     }
 }
-/* all of op(A) packed once, panels of CF__GEMM_F32_MR rows over all of K, the threads sharing them */
-static float *cf__gemm_f32_pack_a_all(const cf__gemm_f32_call *g) {
-    int panels = (g->M + CF__GEMM_F32_MR - 1) / CF__GEMM_F32_MR, p;
-    float *A_all = (float *)CF_MALLOC(sizeof(float) * (size_t)panels * CF__GEMM_F32_MR * g->K);
-    if (!A_all) return NULL;
-    CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
-    for (p = 0; p < panels; p++) cf__gemm_f32_pack_a(A_all + (size_t)p * CF__GEMM_F32_MR * g->K, g, p * CF__GEMM_F32_MR, 0, g->K);
-    return A_all;
-}
-/* C = beta C + the parts' partial sums, added in part order */
-static void cf__gemm_f32_add_parts(const cf__gemm_f32_call *g, const float *partial, int parts) {
+/* row m of C = beta C + the parts' partial sums, added in part order */
+static void cf__gemm_f32_add_parts(const cf__gemm_f32_call *g, const float *partial, int parts, int m) {
     size_t MN = (size_t)g->M * g->N;
-    int m;
-    CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
-    for (m = 0; m < g->M; m++) {
-        float *c = g->C + (size_t)m * g->ldc;
-        int n, p;
-        for (n = 0; n < g->N; n++) {
-            float v = g->beta != 0.0f ? c[n] : 0.0f;
-            for (p = 0; p < parts; p++) v += partial[MN * p + (size_t)m * g->N + n];
-            c[n] = v;
+    float *c = g->C + (size_t)m * g->ldc;
+    int n, p;
+    for (n = 0; n < g->N; n++) {
+        float v = g->beta != 0.0f ? c[n] : 0.0f;
+        for (p = 0; p < parts; p++) v += partial[MN * p + (size_t)m * g->N + n];
+        c[n] = v;
+    }
+}
+/* p moved up to the next 64 bytes: a vector of the packed op(B) within one cache line */
+static float *cf__gemm_f32_aligned(float *p) { return p + (16 - (uintptr_t)p / sizeof(float) % 16) % 16; }
+/* The GEMM's steps in one parallel region (each region's start and end wait for every
+   thread): op(A) packed whole when A_all is given (panels of CF__F32_MR rows over all of K),
+   the tasks, the parts' partial sums added */
+static void cf__gemm_f32_run(const cf__gemm_f32_call *g, const cf__gemm_f32_cut *cut, float *buf, float *A_all,
+                             float *partial) {
+    int panels = (g->M + CF__F32_MR - 1) / CF__F32_MR;
+    CF__OMP(omp parallel num_threads(cut->nth))
+    {
+        cf__gemm_f32_bufs bufs;
+        int t;
+        bufs.Ap = cf__gemm_f32_aligned(buf) + (cut->a_sz + cut->b_sz) * cf__thread_id();
+        bufs.Bp = bufs.Ap + cut->a_sz;
+        bufs.A_all = A_all;
+        if (A_all) {
+            CF__OMP(omp for schedule(static))
+            for (t = 0; t < panels; t++)
+                cf__gemm_f32_pack_a(A_all + (size_t)t * CF__F32_MR * g->K, g, t * CF__F32_MR, 0, g->K);
+        }
+        CF__OMP(omp for schedule(dynamic, 1))
+        for (t = 0; t < cut->tasks; t++) cf__gemm_f32_task(g, cut, t, partial, &bufs);
+        if (partial) {
+            CF__OMP(omp for schedule(static))
+            for (t = 0; t < g->M; t++) cf__gemm_f32_add_parts(g, partial, cut->parts, t);
         }
     }
 }
@@ -9152,37 +9153,48 @@ static void cf__sgemm_avx512(int tA, int tB, int M, int N, int K, const float *A
     cf__gemm_f32_call g = {tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc};
     cf__gemm_f32_cut cut;
     float *buf, *partial = NULL, *A_all = NULL;
-    int t;
     if (M <= 0 || N <= 0 || K <= 0) { cf__sgemm_fp32(tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc); return; }
     cf__gemm_f32_cut_up(&cut, &g);
-    buf = (float *)CF_MALLOC(sizeof(float) * (cut.a_sz + cut.b_sz) * cut.nth);
+    buf = (float *)CF_MALLOC(sizeof(float) * ((cut.a_sz + cut.b_sz) * cut.nth + 16));
     if (buf && cut.parts > 1) partial = (float *)CF_MALLOC(sizeof(float) * (size_t)M * N * cut.parts);
     if (!buf || (cut.parts > 1 && !partial)) {
         CF_FREE(buf);
         cf__sgemm_fp32(tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    if (cut.rblocks == 1 && cut.nblocks > 1 && cut.parts == 1 && (size_t)M * K <= ((size_t)CF__GEMM_F32_AALL << 20))
-        A_all = cf__gemm_f32_pack_a_all(&g);
-    CF__OMP(omp parallel num_threads(cut.nth))
-    {
-        cf__gemm_f32_bufs bufs;
-        bufs.Ap = buf + (cut.a_sz + cut.b_sz) * cf__thread_id();
-        bufs.Bp = bufs.Ap + cut.a_sz;
-        bufs.A_all = A_all;
-        CF__OMP(omp for schedule(dynamic, 1))
-        for (t = 0; t < cut.tasks; t++) cf__gemm_f32_task(&g, &cut, t, partial, &bufs);
-    }
-    if (partial) cf__gemm_f32_add_parts(&g, partial, cut.parts);
+    if (cut.rblocks == 1 && cut.nblocks > 1 && cut.parts == 1 && (size_t)M * K <= CF__F32_A_ALL)
+        A_all = (float *)CF_MALLOC(sizeof(float) * (size_t)(M + CF__F32_MR - 1) / CF__F32_MR * CF__F32_MR * K);
+    cf__gemm_f32_run(&g, &cut, buf, A_all, partial);
     CF_FREE(buf);
     CF_FREE(partial);
     CF_FREE(A_all);
 }
-/* the pointwise convolutions' GEMMs on it: where the CPU has AVX-512 and the GEMMs are large
-   enough that it is at least as fast as the BLAS's AVX-512 kernels (docs/performance.md) */
+/* OpenBLAS's name for the kernel set it runs: a weak reference, NULL with another BLAS */
+#ifdef CF_USE_CBLAS
+#ifdef __cplusplus
+extern "C"
+#endif
+char *openblas_get_corename(void) __attribute__((weak));
+#endif
+/* whether the BLAS runs AVX-512 kernels: OpenBLAS's SkylakeX, Cooperlake or SapphireRapids
+   sets, or another BLAS (MKL, BLIS: their own detection); not OpenBLAS's SSE kernels (its
+   fallback for a CPU it does not know), its AVX2 sets, nor the naive sgemm */
+static int cf__blas_runs_avx512(void) {
+#ifdef CF_USE_CBLAS
+    const char *core = openblas_get_corename ? openblas_get_corename() : NULL;
+    return !core || !strcmp(core, "SkylakeX") || !strcmp(core, "Cooperlake") || !strcmp(core, "SapphireRapids");
+#else
+    return 0;
+#endif
+}
+/* The pointwise convolutions' GEMMs on it where the CPU has AVX-512 and the BLAS does not run
+   AVX-512 kernels: against OpenBLAS's AVX-512 kernels it measured 0.9-1.0x (the same kernel
+   speed, docs/performance.md), against its SSE kernels 1.5-3.8x.  Shapes: 64 or more
+   channels each way and 1024 positions (the GEMMs' tasks fill the threads). */
 static int cf__pointwise_f32_applies(const cf__conv_call *c) {
     int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups;
-    return cf__pointwise_applies(c) && cf__has_avx512() && Cg >= 64 && OCg >= 64 && cf__positions(c->out) >= 1024;
+    return cf__pointwise_applies(c) && cf__has_avx512() && !cf__blas_runs_avx512() && Cg >= 64 && OCg >= 64 &&
+           cf__positions(c->out) >= 1024;
 }
 static void cf__pointwise_f32_fwd(const cf__conv_call *c) { cf__pointwise_fwd_with(c, cf__sgemm_avx512, 0); }
 static void cf__pointwise_f32_bww(const cf__conv_call *c) { cf__pointwise_bww_with(c, cf__sgemm_avx512); }
@@ -9545,9 +9557,7 @@ static void cf__gemm_bf16_cut_up(cf__gemm_bf16_cut *cut, const cf__gemm_bf16_cal
     cut->nth = cf__nthreads();
     cut->span = (K2 + cut->parts - 1) / cut->parts;
     cut->nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB;
-    while ((cut->nblocks * cut->parts < CF__GEMM_F32_TPT * cut->nth || (cut->nblocks * cut->parts) % cut->nth) &&
-           cut->nblocks * CF__GEMM_F32_MINW < N)
-        cut->nblocks++;
+    while ((cut->nblocks * cut->parts) % cut->nth && cut->nblocks * 32 < N) cut->nblocks++;
     cut->width = ((N + cut->nblocks - 1) / cut->nblocks + 31) / 32 * 32;
     cut->nblocks = (N + cut->width - 1) / cut->width;
     cut->rows = cut->nblocks * cut->parts >= cut->nth ? M : CF__GEMM_MB;
