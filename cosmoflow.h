@@ -818,7 +818,7 @@ CFDEF double cf_loss_softmax_ce(float *dz, const float *z, const float *labels, 
 
 /* ================================================================ G. inside (may change)
    What the tools and tests use to look inside a step. */
-/* The fast paths by kind: "direct", "tiles", "pointwise", "taps", "blocked" (convolutions), "inside", "pairs"
+/* The fast paths by kind: "direct", "tiles", "pointwise", "taps", "blocked", "gemm" (convolutions), "inside", "pairs"
    (pooling), "fusion", "recompute", "stores" (the memory plan), "bf16", or "all".  All are on, except in a
    CF_REFERENCE build, where none exists.  Returns CF_ERR for an unknown kind.  Not
    thread-safe; a network takes a change at its next forward. */
@@ -2029,6 +2029,9 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
                 direct kernel does not apply (many input channels, rows under 16)
      taps       a 2-D stride-1 convolution with many input channels as one GEMM per tap, on x
                 or a copy of x shifted along the width, over the output rows the tap reaches
+     gemm       the pointwise convolutions' fp32 GEMMs on this header's own AVX-512 kernel
+                (chosen at run time by the CPU, not by the BLAS's kernel set), where they are
+                large enough; the same sums whatever the number of threads
    Why each is faster, with its measurements, is in docs/performance.md.
    Every decision of which path runs, and of which tensors a path takes in 16 bits, is made
    here; section 13 holds the paths' code, which sections 1-12 reach only through this door
@@ -2037,13 +2040,13 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
    (declared); the tables of paths and the dispatchers; the storage forms of section 3's passes
    (rounded, stored, 16 bits); what the memory plan may store in 16 bits. */
 enum { CF__K_TILES, CF__K_POINTWISE, CF__K_DIRECT, CF__K_INSIDE, CF__K_PAIRS, CF__K_FUSION,
-       CF__K_RECOMPUTE, CF__K_BF16, CF__K_STORES, CF__K_BLOCKED, CF__K_TAPS, CF__NKINDS };
+       CF__K_RECOMPUTE, CF__K_BF16, CF__K_STORES, CF__K_BLOCKED, CF__K_TAPS, CF__K_GEMM, CF__NKINDS };
 static const char *cf__kind_names[CF__NKINDS] = {"tiles", "pointwise", "direct", "inside", "pairs", "fusion",
-                                                 "recompute", "bf16", "stores", "blocked", "taps"};
+                                                 "recompute", "bf16", "stores", "blocked", "taps", "gemm"};
 #ifdef CF_REFERENCE
-static int cf__kind_on[CF__NKINDS] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+static int cf__kind_on[CF__NKINDS] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
 #else
-static int cf__kind_on[CF__NKINDS] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+static int cf__kind_on[CF__NKINDS] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 #endif
 
 CFDEF int cf_fast_path_set(const char *kind, int on) {
@@ -2058,7 +2061,7 @@ CFDEF int cf_fast_path_set(const char *kind, int on) {
         }
     return found ? CF_OK
                  : cf_fail("fast path kind '%s' is unknown (all, tiles, pointwise, direct, inside, pairs, fusion, "
-                           "recompute, bf16, stores, blocked, taps)", kind);
+                           "recompute, bf16, stores, blocked, taps, gemm)", kind);
 }
 CFDEF int cf_fast_path_on(const char *kind) {
     int k;
@@ -2290,6 +2293,12 @@ static int cf__dw_rows_applies(const cf__conv_call *c);
 static void cf__dw_rows_bwd(const cf__conv_call *c);
 static void cf__pool_fused_backward_run(const cf__pool_fused_call *f);
 #endif
+#ifdef CF__AVX512
+static int cf__pointwise_f32_applies(const cf__conv_call *c);
+static void cf__pointwise_f32_fwd(const cf__conv_call *c);
+static void cf__pointwise_f32_bww(const cf__conv_call *c);
+static void cf__pointwise_f32_bwd(const cf__conv_call *c);
+#endif
 #ifdef CF__DIRECT
 static int cf__direct_fwd_applies(const cf__conv_call *c);
 static void cf__direct_fwd_run(const cf__conv_call *c);
@@ -2385,6 +2394,7 @@ static const cf__conv_path cf__conv_fwd_paths[] = {
 #endif
 #ifdef CF__AVX512
     {CF__K_BLOCKED, cf__blk_fwd_applies, cf__blk_fwd, 0, 0, 0},
+    {CF__K_GEMM, cf__pointwise_f32_applies, cf__pointwise_f32_fwd, 0, 0, 0},
 #endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_fwd, 0, 0, 0},
     {CF__K_TILES, cf__tiles_fwd_applies, cf__tiles_fwd, 0, 0, 0},
@@ -2401,6 +2411,9 @@ static const cf__conv_path cf__conv_bww_paths[] = {
     {CF__K_BF16, cf__bf16_cols_applies, cf__bf16_cols_bww, 0, 0, 0},
     {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bww, 0, 0, 0},
 #endif
+#ifdef CF__AVX512
+    {CF__K_GEMM, cf__pointwise_f32_applies, cf__pointwise_f32_bww, 0, 0, 0},
+#endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bww, 0, 0, 0},
     {CF__K_TILES, cf__tiles_bww_applies, cf__tiles_bww, 0, 0, 0},
     {CF__K_TAPS, cf__taps_applies, cf__taps_bww, 0, 0, 0},
@@ -2414,6 +2427,9 @@ static const cf__conv_path cf__conv_bwd_paths[] = {
     {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run, 0, 1, 1},
     {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 1, 0, 1},
     {CF__K_BF16, cf__bf16_im2col_bwd_applies, cf__bf16_im2col_bwd, 0, 1, 0},
+#endif
+#ifdef CF__AVX512
+    {CF__K_GEMM, cf__pointwise_f32_applies, cf__pointwise_f32_bwd, 0, 0, 1},
 #endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd, 0, 0, 1},
 #ifdef CF__DIRECT
@@ -8424,9 +8440,10 @@ CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C)
    alternative for one operation, in section 4's tables: its kind, the condition under which
    it applies (written once, here) and its code.  One dispatcher per operation (section 4)
    runs the first enabled path whose condition holds, else the reference.  Contents:
-     pointwise, tiles, direct (AVX2 and AVX-512), bf16 (its GEMM, 16-bit tensors, the direct
-     kernel, the tiles, the im2col paths), pooling, depthwise, max pooling in pairs, the
-     transposed convolution's loops with another GEMM, the fused backward of act + max pool
+     pointwise, tiles, direct (AVX2 and AVX-512), the fp32 GEMM on AVX-512 (kind "gemm", for
+     the pointwise convolutions), bf16 (its GEMM, 16-bit tensors, the direct kernel, the tiles,
+     the im2col paths), pooling, depthwise, max pooling in pairs, the transposed convolution's
+     loops with another GEMM, the fused backward of act + max pool
    Why each path is faster, with its measurements, is in docs/performance.md.  CF_REFERENCE
    leaves every path out. */
 /* ---- what the paths share (with the registry of section 4): the bf16 GEMM's call, a bias and
@@ -9213,6 +9230,303 @@ static void cf__blk_fwd(const cf__conv_call *c) {
     cf__blk_pack(c->ws, c->w, c->out.c, c->in.c, cf__kvol(c->g));
     cf__blk_run(c->B, c->ws, c->x, c->y, c->in, c->out, c->g, c->b, c->act, c->slope);
 }
+/* ---- the fp32 GEMM (kind "gemm"): C (M x N) = beta C + op(A) op(B), op(A) M x K, op(B) K x N,
+   beta 0 or 1, on AVX-512 FMA, chosen at run time by the CPU and not by the BLAS's kernel set:
+   an OpenBLAS that does not know the CPU runs its SSE kernels, 1.5-3.8x slower on DeepCAM's
+   pointwise convolutions (docs/performance.md).  cf__pointwise_f32_applies says where it runs.
+   The sum over K runs in chunks of at most CF__F32_KC terms, all of one length (728 terms as
+   364 + 364).  Each chunk packs its part of op(B) once, in panels of 32 columns (Bp[panel][k][j]:
+   the micro-kernel reads a panel as one contiguous stretch), and blocks of CF__F32_MR rows of
+   op(A) as Ap[k][r] (one broadcast a row and term).  The micro-kernel keeps a CF__F32_MR x 32
+   block of C in 28 of the 32 registers: per term two loads of op(B), a broadcast and two FMAs a
+   row; its rows of op(A) (21 KB at most) stay in the L1 cache while the chunk's op(B) (576 KB
+   at most) passes from the L2 cache.  (14 x 32 measured at least as fast as 8 x 32.)
+   A task is a block of columns of C over all of C's rows (or over CF__F32_MB of them when the
+   columns give fewer tasks than threads); the columns are cut into at least CF__F32_TASKS
+   blocks a thread where blocks of 64 columns allow, which the threads take in turn.  When
+   several column blocks would pack the same op(A), it is packed whole beforehand (at most
+   CF__F32_A_ALL floats), the threads sharing its rows.  A long sum (K over CF__F32_KPART: a
+   backward-weights sum over many positions) is cut into parts of equal length, each into its
+   own partial C, the partials added in part order.  Every element of C is the same sum in the
+   same order whatever the number of threads: the chunks and parts follow from K alone, and a
+   task's block changes which elements it computes, never how (test_core checks the bits). */
+#ifdef CF__AVX512
+#define CF__F32_TARGET __attribute__((target("avx512f")))
+#define CF__F32_MR 14                     /* rows of the register block (x 32 columns) */
+#define CF__F32_MB (9 * CF__F32_MR)       /* rows of op(A) a task packs at a time */
+#define CF__F32_NB 384                    /* columns of a task, at most */
+#define CF__F32_KC 384                    /* terms of a chunk, at most */
+#define CF__F32_TASKS 4                   /* tasks a thread */
+#define CF__F32_A_ALL ((size_t)4 << 20)   /* floats of op(A) packed whole, at most (16 MB) */
+#define CF__F32_KPART 16384               /* terms of a part of a long sum, at most */
+/* the GEMM's arguments, cf_sgemm's (alpha = 1) */
+typedef struct {
+    int tA, tB, M, N, K;
+    const float *A;
+    int lda;
+    const float *B;
+    int ldb;
+    float beta;
+    float *C;
+    int ldc;
+} cf__gemm_f32_call;
+/* 16 x 16 transpose of floats: lane j of r[i] goes to lane i of r[j] */
+CF__F32_TARGET static void cf__gemm_f32_transpose16(__m512 r[16]) {
+    __m512 t[16];
+    int i;
+    for (i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (i = 0; i < 16; i += 4) {
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    }
+    for (i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88); t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+    }
+    for (i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+/* The transposing copy both packings need: rows 0 .. nr (at most 16) of X (ld apart), their
+   elements 0 .. nk, to column r of D, element k of row r at D[k * dstride + r] (nr lanes a
+   row of D; lanes past nr are zero when zero_pad, else not written) */
+CF__F32_TARGET static void cf__gemm_f32_transpose_rows(float *D, int dstride, const float *X, size_t ld, int nr,
+                                                       int nk, int zero_pad) {
+    int k, i;
+    __mmask16 out = cf__lanes(zero_pad ? dstride : nr);
+    for (k = 0; k < nk; k += 16) {
+        __m512 r[16];
+        for (i = 0; i < 16; i++)
+            r[i] = i < nr ? _mm512_maskz_loadu_ps(cf__lanes(nk - k), X + (size_t)i * ld + k) : _mm512_setzero_ps();
+        cf__gemm_f32_transpose16(r);
+        for (i = 0; i < 16 && k + i < nk; i++) _mm512_mask_storeu_ps(D + (size_t)(k + i) * dstride, out, r[i]);
+    }
+}
+/* Ap[k][r] = op(A)[m0 + r][k0 + k], a block of CF__F32_MR rows (rows past M zero), kc terms */
+CF__F32_TARGET static void cf__gemm_f32_pack_a(float *Ap, const cf__gemm_f32_call *g, int m0, int k0, int kc) {
+    int nr = g->M - m0 < CF__F32_MR ? g->M - m0 : CF__F32_MR, k;
+    if (g->tA) {   /* op(A)[m][k] = A[k][m]: a row of A holds the block's rows for one k */
+        for (k = 0; k < kc; k++)
+            _mm512_mask_storeu_ps(Ap + (size_t)k * CF__F32_MR, cf__lanes(CF__F32_MR),
+                                  _mm512_maskz_loadu_ps(cf__lanes(nr), g->A + (size_t)(k0 + k) * g->lda + m0));
+        return;
+    }
+    cf__gemm_f32_transpose_rows(Ap, CF__F32_MR, g->A + (size_t)m0 * g->lda + k0, (size_t)g->lda, nr, kc, 1);
+}
+/* Bp[panel][k][j] = op(B)[k0 + k][n0 + 32 panel + j], kc terms, nb columns (to a multiple of
+   32, zeros past nb) */
+CF__F32_TARGET static void cf__gemm_f32_pack_b(float *Bp, const cf__gemm_f32_call *g, int k0, int kc, int n0, int nb) {
+    int k, j;
+    if (!g->tB) {
+        for (k = 0; k < kc; k++) {
+            const float *b = g->B + (size_t)(k0 + k) * g->ldb + n0;
+            for (j = 0; j < nb; j += 16)
+                _mm512_storeu_ps(Bp + (size_t)(j / 32) * kc * 32 + (size_t)k * 32 + (j & 31),
+                                 _mm512_maskz_loadu_ps(cf__lanes(nb - j), b + j));
+        }
+        if ((nb + 15) / 16 % 2) for (k = 0; k < kc; k++)   /* (the last panel's upper half) */
+            _mm512_storeu_ps(Bp + (size_t)(nb / 32) * kc * 32 + (size_t)k * 32 + 16, _mm512_setzero_ps());
+        return;
+    }
+    /* op(B)[k][n] = B[n][k]: 16 rows of B at a time, transposed into the panel's lanes */
+    for (j = 0; j < (nb + 31) / 32 * 32; j += 16) {
+        float *d = Bp + (size_t)(j / 32) * kc * 32 + (j & 31);
+        int nr = nb - j < 16 ? (nb - j > 0 ? nb - j : 0) : 16;
+        if (nr) cf__gemm_f32_transpose_rows(d, 32, g->B + (size_t)(n0 + j) * g->ldb + k0, (size_t)g->ldb, nr, kc, 0);
+        for (k = 0; k < kc && nr < 16; k++)
+            _mm512_mask_storeu_ps(d + (size_t)k * 32, (__mmask16)~cf__lanes(nr), _mm512_setzero_ps());
+    }
+}
+/* the micro-kernel's 14 rows, each accumulator named by a constant (an array indexed by a
+   variable, GCC at -O2 keeps in memory: the bf16 GEMM's CF__ZERO8) */
+#define CF__F32_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
+/* C[0 .. nm][0 .. nn] = (beta ? C : 0) + Ap (kc x CF__F32_MR) x Bp (kc x 32): per term two
+   loads of Bp, a broadcast of Ap a row, two FMAs a row; C read and written once */
+CF__F32_TARGET static void cf__gemm_f32_kernel(int kc, const float *Ap, const float *Bp, float *C, int ldc, int nm,
+                                               int nn, int beta) {
+#define CF__F32_DECL(r) __m512 c##r##a = _mm512_setzero_ps(), c##r##b = _mm512_setzero_ps();
+    CF__F32_ROWS(CF__F32_DECL)
+#undef CF__F32_DECL
+    __mmask16 k0 = cf__lanes(nn), k1 = cf__lanes(nn - 16);
+    int k;
+    for (k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_loadu_ps(Bp), b1 = _mm512_loadu_ps(Bp + 16), a;
+#define CF__F32_FMA(r) a = _mm512_set1_ps(Ap[r]); c##r##a = _mm512_fmadd_ps(a, b0, c##r##a); \
+        c##r##b = _mm512_fmadd_ps(a, b1, c##r##b);
+        CF__F32_ROWS(CF__F32_FMA)
+#undef CF__F32_FMA
+        Ap += CF__F32_MR; Bp += 32;
+    }
+#define CF__F32_ST(r) if (r < nm) {                                                                                   \
+        float *c = C + (size_t)r * ldc;                                                                              \
+        if (beta) {                                                                                                  \
+            c##r##a = _mm512_add_ps(_mm512_maskz_loadu_ps(k0, c), c##r##a);                                          \
+            c##r##b = _mm512_add_ps(_mm512_maskz_loadu_ps(k1, c + 16), c##r##b);                                     \
+        }                                                                                                            \
+        _mm512_mask_storeu_ps(c, k0, c##r##a);                                                                       \
+        _mm512_mask_storeu_ps(c + 16, k1, c##r##b); }
+    CF__F32_ROWS(CF__F32_ST)
+#undef CF__F32_ST
+}
+/* How a GEMM is cut into tasks for nth threads: the sum in parts of span terms (parts > 1:
+   each into its own partial C), C's columns in nblocks blocks of width (a multiple of 32), its
+   rows in rblocks blocks of rows; tasks = rblocks x nblocks x parts.  A thread's buffers:
+   a_sz floats for a block of op(A), b_sz for a chunk of op(B). */
+typedef struct {
+    int nth, parts, span, nblocks, width, rows, rblocks, tasks;
+    size_t a_sz, b_sz;
+} cf__gemm_f32_cut;
+/* the parts follow from K alone; the columns are cut into more blocks until there are
+   CF__F32_TASKS tasks a thread, a multiple of the threads (or blocks of 64 columns), the rows
+   into blocks when there are still fewer tasks than threads */
+static void cf__gemm_f32_cut_up(cf__gemm_f32_cut *cut, const cf__gemm_f32_call *g) {
+    int M = g->M, N = g->N, K = g->K;
+    cut->nth = cf__nthreads();
+    cut->parts = K > CF__F32_KPART ? (K + CF__F32_KPART - 1) / CF__F32_KPART : 1;
+    cut->span = (K + cut->parts - 1) / cut->parts;
+    cut->nblocks = (N + CF__F32_NB - 1) / CF__F32_NB;
+    while ((cut->nblocks * cut->parts < CF__F32_TASKS * cut->nth || (cut->nblocks * cut->parts) % cut->nth) &&
+           cut->nblocks * 64 < N)
+        cut->nblocks++;
+    cut->width = ((N + cut->nblocks - 1) / cut->nblocks + 31) / 32 * 32;
+    cut->nblocks = (N + cut->width - 1) / cut->width;
+    cut->rows = cut->nblocks * cut->parts >= cut->nth ? M : CF__F32_MB;
+    cut->rblocks = (M + cut->rows - 1) / cut->rows;
+    cut->tasks = cut->rblocks * cut->nblocks * cut->parts;
+    cut->a_sz = (size_t)CF__F32_MB * CF__F32_KC;
+    cut->b_sz = (size_t)CF__F32_KC * cut->width;
+}
+/* a thread's buffers: Ap, Bp, a block of op(A) and a chunk of op(B); A_all, all of op(A)
+   packed beforehand (panels of CF__F32_MR rows over all of K), or NULL */
+typedef struct { float *Ap, *Bp; const float *A_all; } cf__gemm_f32_bufs;
+/* task t of the cut: its rows, columns and part of the sum, into C or (parts > 1) the part's
+   partial C (M x N, beta 0) */
+static void cf__gemm_f32_task(const cf__gemm_f32_call *g, const cf__gemm_f32_cut *cut, int t, float *partial,
+                              const cf__gemm_f32_bufs *bufs) {
+    int blocks = cut->rblocks * cut->nblocks, b = t % blocks, part = t / blocks, K = g->K;
+    int m0 = b / cut->nblocks * cut->rows, n0 = b % cut->nblocks * cut->width;
+    int mr = g->M - m0 < cut->rows ? g->M - m0 : cut->rows, nb = g->N - n0 < cut->width ? g->N - n0 : cut->width;
+    int q0 = part * cut->span, q1 = K - q0 < cut->span ? K : q0 + cut->span;
+    int chunks = (q1 - q0 + CF__F32_KC - 1) / CF__F32_KC, step = (q1 - q0 + chunks - 1) / chunks, k0, mb, i, j;
+    float *C = cut->parts == 1 ? g->C : partial + (size_t)g->M * g->N * part;
+    int ldc = cut->parts == 1 ? g->ldc : g->N, beta = cut->parts == 1 && g->beta != 0.0f;
+    for (k0 = q0; k0 < q1; k0 += step) {
+        int kc = q1 - k0 < step ? q1 - k0 : step;
+        cf__gemm_f32_pack_b(bufs->Bp, g, k0, kc, n0, nb);
+        for (mb = m0; mb < m0 + mr; mb += CF__F32_MB) {
+            int mbr = m0 + mr - mb < CF__F32_MB ? m0 + mr - mb : CF__F32_MB;
+            for (i = 0; i < mbr && !bufs->A_all; i += CF__F32_MR)
+                cf__gemm_f32_pack_a(bufs->Ap + (size_t)i * kc, g, mb + i, k0, kc);
+            for (i = 0; i < mbr; i += CF__F32_MR) {   /* (the first chunk of a part: beta, then 1) */
+                const float *a = bufs->A_all ? bufs->A_all + (size_t)(mb + i) * K + (size_t)k0 * CF__F32_MR
+                                             : bufs->Ap + (size_t)i * kc;
+                int nm = mbr - i < CF__F32_MR ? mbr - i : CF__F32_MR;
+                for (j = 0; j < nb; j += 32)
+                    cf__gemm_f32_kernel(kc, a, bufs->Bp + (size_t)j * kc, C + (size_t)(mb + i) * ldc + n0 + j, ldc, nm,
+                                        nb - j < 32 ? nb - j : 32, k0 > q0 || beta);
+            }
+        }
+    }
+}
+/* row m of C = beta C + the parts' partial sums, added in part order */
+static void cf__gemm_f32_add_parts(const cf__gemm_f32_call *g, const float *partial, int parts, int m) {
+    size_t MN = (size_t)g->M * g->N;
+    float *c = g->C + (size_t)m * g->ldc;
+    int n, p;
+    for (n = 0; n < g->N; n++) {
+        float v = g->beta != 0.0f ? c[n] : 0.0f;
+        for (p = 0; p < parts; p++) v += partial[MN * p + (size_t)m * g->N + n];
+        c[n] = v;
+    }
+}
+/* p moved up to the next 64 bytes: a vector of the packed op(B) within one cache line */
+static float *cf__gemm_f32_aligned(float *p) { return p + (16 - (uintptr_t)p / sizeof(float) % 16) % 16; }
+/* The GEMM's steps in one parallel region (each region's start and end wait for every
+   thread): op(A) packed whole when A_all is given (panels of CF__F32_MR rows over all of K),
+   the tasks, the parts' partial sums added */
+static void cf__gemm_f32_run(const cf__gemm_f32_call *g, const cf__gemm_f32_cut *cut, float *buf, float *A_all,
+                             float *partial) {
+    int panels = (g->M + CF__F32_MR - 1) / CF__F32_MR;
+    CF__OMP(omp parallel num_threads(cut->nth))
+    {
+        cf__gemm_f32_bufs bufs;
+        int t;
+        bufs.Ap = cf__gemm_f32_aligned(buf) + (cut->a_sz + cut->b_sz) * cf__thread_id();
+        bufs.Bp = bufs.Ap + cut->a_sz;
+        bufs.A_all = A_all;
+        if (A_all) {
+            CF__OMP(omp for schedule(static))
+            for (t = 0; t < panels; t++)
+                cf__gemm_f32_pack_a(A_all + (size_t)t * CF__F32_MR * g->K, g, t * CF__F32_MR, 0, g->K);
+        }
+        CF__OMP(omp for schedule(dynamic, 1))
+        for (t = 0; t < cut->tasks; t++) cf__gemm_f32_task(g, cut, t, partial, &bufs);
+        if (partial) {
+            CF__OMP(omp for schedule(static))
+            for (t = 0; t < g->M; t++) cf__gemm_f32_add_parts(g, partial, cut->parts, t);
+        }
+    }
+}
+/* The GEMM (a cf__gemm_fn).  Where its buffers cannot be had: cf_sgemm (the same sums to
+   rounding). */
+static void cf__sgemm_avx512(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                             float beta, float *C, int ldc) {
+    cf__gemm_f32_call g = {tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc};
+    cf__gemm_f32_cut cut;
+    float *buf, *partial = NULL, *A_all = NULL;
+    if (M <= 0 || N <= 0 || K <= 0) { cf__sgemm_fp32(tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc); return; }
+    cf__gemm_f32_cut_up(&cut, &g);
+    buf = (float *)CF_MALLOC(sizeof(float) * ((cut.a_sz + cut.b_sz) * cut.nth + 16));
+    if (buf && cut.parts > 1) partial = (float *)CF_MALLOC(sizeof(float) * (size_t)M * N * cut.parts);
+    if (!buf || (cut.parts > 1 && !partial)) {
+        CF_FREE(buf);
+        cf__sgemm_fp32(tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    if (cut.rblocks == 1 && cut.nblocks > 1 && cut.parts == 1 && (size_t)M * K <= CF__F32_A_ALL)
+        A_all = (float *)CF_MALLOC(sizeof(float) * (size_t)(M + CF__F32_MR - 1) / CF__F32_MR * CF__F32_MR * K);
+    cf__gemm_f32_run(&g, &cut, buf, A_all, partial);
+    CF_FREE(buf);
+    CF_FREE(partial);
+    CF_FREE(A_all);
+}
+/* OpenBLAS's name for the kernel set it runs: a weak reference, NULL with another BLAS */
+#ifdef CF_USE_CBLAS
+#ifdef __cplusplus
+extern "C"
+#endif
+char *openblas_get_corename(void) __attribute__((weak));
+#endif
+/* whether the BLAS runs AVX-512 kernels: OpenBLAS's SkylakeX, Cooperlake or SapphireRapids
+   sets, or another BLAS (MKL, BLIS: their own detection); not OpenBLAS's SSE kernels (its
+   fallback for a CPU it does not know), its AVX2 sets, nor the naive sgemm */
+static int cf__blas_runs_avx512(void) {
+#ifdef CF_USE_CBLAS
+    const char *core = openblas_get_corename ? openblas_get_corename() : NULL;
+    return !core || !strcmp(core, "SkylakeX") || !strcmp(core, "Cooperlake") || !strcmp(core, "SapphireRapids");
+#else
+    return 0;
+#endif
+}
+/* The pointwise convolutions' GEMMs on it where the CPU has AVX-512 and the BLAS does not run
+   AVX-512 kernels: against OpenBLAS's AVX-512 kernels it measured 0.9-1.0x (the same kernel
+   speed, docs/performance.md), against its SSE kernels 1.5-3.8x.  Shapes: 64 or more
+   channels each way and 1024 positions (the GEMMs' tasks fill the threads). */
+static int cf__pointwise_f32_applies(const cf__conv_call *c) {
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups;
+    return cf__pointwise_applies(c) && cf__has_avx512() && !cf__blas_runs_avx512() && Cg >= 64 && OCg >= 64 &&
+           cf__positions(c->out) >= 1024;
+}
+static void cf__pointwise_f32_fwd(const cf__conv_call *c) { cf__pointwise_fwd_with(c, cf__sgemm_avx512, 0); }
+static void cf__pointwise_f32_bww(const cf__conv_call *c) { cf__pointwise_bww_with(c, cf__sgemm_avx512); }
+static void cf__pointwise_f32_bwd(const cf__conv_call *c) { cf__pointwise_bwd_with(c, cf__sgemm_avx512); }
 #endif /* CF__AVX512 */
 
 /* ---- bf16 (kind "bf16"): the convolutions of a bf16 network (cf_net_set_precision) on the

@@ -314,6 +314,7 @@ static const path_case path_cases[] = {
     {1, 96, 1, 4, 300, 8, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1}, /* 96 channels: the bf16 direct kernel with R past 32 Ki uint32, its old limit; taps forward */
     {1, 6, 4, 5, 12, 40, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1},  /* rows of 12, 40 filters, 3 wide: blocked forward */
     {1, 64, 1, 6, 40, 8, {1, 3, 3}, {1, 1, 1}, {0, 2, 0}, {0, 0, 2}, 1},  /* 64 channels, 240 positions, uneven padding: taps backward-weights */
+    {2, 140, 1, 32, 33, 134, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 2},  /* pointwise, 70 -> 67 channels a group, 1056 positions: the fp32 GEMM (AVX-512) */
 };
 static void setup_path_case(const path_case *pc, cf_shape *in, cf_shape *out, cf_geom *g) {
     int a;
@@ -336,6 +337,19 @@ static void run_conv_op(int op, const path_case *pc, const float *x, const float
         if (fast) cf_conv_backward_data(o, dy, w, pc->B, in, out, &g, pc->groups, ws, wsf);
         else cf_ref_conv_backward_data(o, dy, w, pc->B, in, out, &g, pc->groups, ws, wsf);
     }
+}
+/* the same by path p itself, where the dispatcher does not pick it here (kind "gemm" beside a
+   BLAS that runs AVX-512 kernels); the bias gradient as the dispatcher adds it */
+static void run_conv_path(int op, const path_case *pc, const cf__conv_path *p, const float *x, const float *w, const float *b, const float *dy,
+                          float *o, float *db, float *ws, size_t wsf) {
+    cf_shape in, out; cf_geom g;
+    cf__conv_call c;
+    setup_path_case(pc, &in, &out, &g);
+    c = cf__conv_make(pc->B, in, out, &g, pc->groups, ws, wsf, 0);
+    if (op == CF_OP_FORWARD) { c.y = o; c.x = x; c.w = w; c.b = b; c.act = CF_ACT_TANH; }
+    else if (op == CF_OP_BACKWARD_WEIGHTS) { c.dw = o; c.dy = dy; c.x = x; cf__bias_grad(db, dy, pc->B, out.c, cf_shape_size(out) / out.c); }
+    else { c.dx = o; c.dy = dy; c.w = w; }
+    p->run(&c);
 }
 /* ---- bf16.  The conversion against its definition written another way: the two bf16
    neighbours of x by truncation, the nearer one by exact arithmetic in double, a tie to the
@@ -504,6 +518,52 @@ static void test_bf16_gemm(void) {
     CHECK(rounded_same == 32, "the rounding bf16 GEMM stores the rounding of the same sums, bit for bit: %d of 32 cases", rounded_same);
 #else
     printf("skipped: the bf16 GEMM (not compiled in)\n");
+#endif
+}
+/* The fp32 GEMM of the pointwise convolutions (kind "gemm", AVX-512) against cf_sgemm, per
+   element relative to its sum |terms|: every transpose, beta 0 and 1, a K cut into parts
+   (partial C added in order) and chunks of equal length, N over one column block and not a
+   multiple of 32, M not a multiple of the register block's 14 rows; and the same bits on one
+   thread as on all (its promise: the sums' order follows from K alone). */
+static void test_gemm_f32(void) {
+#ifdef CF__AVX512
+    static const int shapes[][3] = {{13, 37, 17}, {15, 600, 5}, {29, 33, 729}, {300, 70, 16385 * 2}, {128, 401, 385}};
+    cf_rng r = cf_rng_seed(67);
+    int si, tA, tB, beta, cases = 0, one_thread_same = 0;
+    double worst = 0;
+    if (!cf__has_avx512()) { printf("skipped: the fp32 GEMM (the CPU lacks AVX-512)\n"); return; }
+    for (si = 0; si < 5; si++) for (tA = 0; tA < 2; tA++) for (tB = 0; tB < 2; tB++) for (beta = 0; beta < 2; beta++) {
+        int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], lda = tA ? M : K, ldb = tB ? K : N;
+        float *A = rnd((size_t)M * K, &r), *B = rnd((size_t)K * N, &r), *C0 = rnd((size_t)M * N, &r);
+        float *c1 = (float *)malloc((size_t)M * N * 4), *c2 = (float *)malloc((size_t)M * N * 4), *sc = absolute(C0, (size_t)M * N);
+        float *aA = absolute(A, (size_t)M * K), *aB = absolute(B, (size_t)K * N);
+        double e;
+        memcpy(c1, C0, (size_t)M * N * 4); memcpy(c2, C0, (size_t)M * N * 4);
+        cf__sgemm_avx512(tA, tB, M, N, K, A, lda, B, ldb, (float)beta, c1, N);
+        cf_sgemm(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, (float)beta, c2, N);
+        cf_sgemm(tA, tB, M, N, K, 1.0f, aA, lda, aB, ldb, (float)beta, sc, N);
+        e = worst_rel_to(c1, c2, sc, (size_t)M * N);
+        if (e > worst) worst = e;
+        cases += e <= 1e-6;
+#ifdef _OPENMP
+        {
+            int nt = omp_get_max_threads();
+            memcpy(c2, C0, (size_t)M * N * 4);
+            omp_set_num_threads(1);
+            cf__sgemm_avx512(tA, tB, M, N, K, A, lda, B, ldb, (float)beta, c2, N);
+            omp_set_num_threads(nt);
+            one_thread_same += !memcmp(c1, c2, (size_t)M * N * 4);
+        }
+#else
+        one_thread_same++;
+#endif
+        if (e > 1e-6) printf("  fp32 GEMM %dx%dx%d tA %d tB %d beta %d: %.2g of sum |terms|\n", M, N, K, tA, tB, beta, e);
+        free(A); free(B); free(C0); free(c1); free(c2); free(sc); free(aA); free(aB);
+    }
+    CHECK(cases == 40, "the fp32 GEMM against cf_sgemm: %d of 40 cases within 1e-6 of sum |terms| (worst %.2g)", cases, worst);
+    CHECK(one_thread_same == 40, "the fp32 GEMM gives the same bits on one thread as on all: %d of 40 cases", one_thread_same);
+#else
+    printf("skipped: the fp32 GEMM (not compiled in)\n");
 #endif
 }
 /* The bf16 GEMM making op(B) from x as it packs it (cf__col_src) against the same GEMM on the
@@ -803,13 +863,18 @@ static void test_fast_paths(void) {
     for (op = 0; op < 3; op++) {
         const cf__conv_path *p;
         for (p = cf__conv_paths(op); p->kind >= 0; p++) {
-            int reached = 0;
+            int reached = 0, itself = 0;
             if (p->kind == CF__K_BF16) continue;   /* a bf16 network's: test_bf16_paths */
+#ifdef CF__AVX512
+            if (p->kind == CF__K_GEMM && !cf__has_avx512()) { printf("skipped: fast path 'gemm' (the CPU lacks AVX-512)\n"); continue; }
+            itself = p->kind == CF__K_GEMM && cf__blas_runs_avx512();   /* (then the BLAS's GEMMs are picked) */
+#endif
             for (ci = 0; ci < (int)(sizeof path_cases / sizeof path_cases[0]) && !reached; ci++) {
                 const path_case *pc = &path_cases[ci];
                 cf_shape in, out; cf_geom g;
                 setup_path_case(pc, &in, &out, &g);
-                if (strcmp(cf_conv_path(op, pc->B, in, out, &g, pc->groups, wsf), cf__kind_names[p->kind])) continue;
+                if (itself) { cf__conv_call c = cf__conv_make(pc->B, in, out, &g, pc->groups, ws, wsf, 0); if (!cf__pointwise_applies(&c) || pc->C / pc->groups < 64) continue; }
+                else if (strcmp(cf_conv_path(op, pc->B, in, out, &g, pc->groups, wsf), cf__kind_names[p->kind])) continue;
                 reached = 1;
                 {
                     size_t nx = pc->B * cf_shape_size(in), ny = pc->B * cf_shape_size(out), nw = (size_t)out.c * (in.c / pc->groups) * g.k[0] * g.k[1] * g.k[2];
@@ -820,7 +885,8 @@ static void test_fast_paths(void) {
                     float *sc = op == CF_OP_FORWARD ? (float *)calloc(no + 1, 4) : absolute(o1, no);
                     double e;
                     conv_sum_abs(op, pc, x, w, b, dy, sc, ws, wsf);
-                    run_conv_op(op, pc, x, w, b, dy, o1, db1, ws, wsf, 1);
+                    if (itself) run_conv_path(op, pc, p, x, w, b, dy, o1, db1, ws, wsf);
+                    else run_conv_op(op, pc, x, w, b, dy, o1, db1, ws, wsf, 1);
                     run_conv_op(op, pc, x, w, b, dy, o2, db2, ws, wsf, 0);
                     e = worst_rel_to(o1, o2, sc, no);
                     CHECK(e <= 1e-6 && (op != CF_OP_BACKWARD_WEIGHTS || check_relerr(db1, db2, out.c) < 1e-6),
@@ -2379,6 +2445,7 @@ int main(int argc, char **argv) {
     test_conv_blocked();
     test_fast_paths();
     test_bf16_conversion((uint64_t)1 << 24);
+    test_gemm_f32();
     test_bf16_gemm();
     test_bf16_gemm_col();
     test_bf16_paths();
