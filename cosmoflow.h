@@ -9230,6 +9230,8 @@ static void cf__blk_fwd(const cf__conv_call *c) {
     cf__blk_pack(c->ws, c->w, c->out.c, c->in.c, cf__kvol(c->g));
     cf__blk_run(c->B, c->ws, c->x, c->y, c->in, c->out, c->g, c->b, c->act, c->slope);
 }
+#endif /* CF__AVX512 */
+
 /* ---- the fp32 GEMM (kind "gemm"): C (M x N) = beta C + op(A) op(B), op(A) M x K, op(B) K x N,
    beta 0 or 1, on AVX-512 FMA, chosen at run time by the CPU and not by the BLAS's kernel set:
    an OpenBLAS that does not know the CPU runs its SSE kernels, 1.5-3.8x slower on DeepCAM's
