@@ -9755,7 +9755,8 @@ CF__BF16_TARGET CF__INLINE void cf__direct_row_bf16_narrow_f(const cf__direct_ro
     }
 }
 /* the four instances: wide or narrow rows, the dot step's dot or FMA form */
-CF__BF16_TARGET static void cf__direct_row_bf16(const cf__direct_row_bf16_call *d, size_t y0, const uint32_t *const *rp) {
+CF__BF16_TARGET static void cf__direct_row_bf16(const cf__direct_row_bf16_call *d, size_t y0,
+                                                const uint32_t *const *rp) {
     cf__direct_row_bf16_f(d, y0, rp, 0);
 }
 CF__BF16_TARGET static void cf__direct_row_bf16_fma(const cf__direct_row_bf16_call *d, size_t y0,
