@@ -8930,7 +8930,9 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
 /* ---- bf16 (kind "bf16"): the convolutions of a bf16 network (cf_net_set_precision) on the
    CPU's vdpbf16ps, which multiplies 16 pairs of bf16 by 16 pairs and adds both products of
    each pair to an fp32 lane: acc + a_odd b_odd + a_even b_even, the products exact (8-bit
-   mantissas), the additions rounded to nearest even.  Operands are bf16 values, held in fp32
+   mantissas), the additions rounded to nearest even; or on the same pairs widened to fp32 and
+   two FMAs, the same bits, where the CPU's vdpbf16ps is slower than its FMA (the dot step,
+   below).  Operands are bf16 values, held in fp32
    (the network rounds them, section 6) or in 16 bits (section 9, halves); the packing into
    pairs rounds with vcvtne2ps2bf16, which keeps a bf16 value as it is (and rounds the
    network's input, which the plan may hand over unrounded).  They are paired along the sum:
@@ -9066,7 +9068,7 @@ static void cf__bf16_rates(double *dot, double *fma) {
    sum over DeepCAM's 728 channels one chunk, so C is stored once instead of three times:
    10-15 % faster than chunks of 128 pairs on its pointwise GEMMs (docs/performance.md).  The
    micro-kernel keeps an 8 x 32 block of C in 16 registers: per pair q, two loads of Bp, eight
-   broadcasts of Ap, sixteen vdpbf16ps.  A long
+   broadcasts of Ap, sixteen vdpbf16ps (the FMA form: 16 broadcasts, 4 widenings, 32 FMAs).  A long
    K (a backward-weights sum over positions) is cut into parts of 4096 pairs that the threads
    take apart, each into its own partial C; the partials are added in part order, so the
    result does not depend on the number of threads.  Outside a parallel region the tasks are
@@ -9557,7 +9559,7 @@ static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const fl
    thread keeps the pair rows it built, slot (kd, ih mod NS) with NS = (KH - 1) dil + 1 (the
    KH rows of one kd are distinct mod NS), tagged with the (sample, id, ih) it holds.  Per tap
    pair the kernel does 2 loads, 8 broadcasts, 16 vdpbf16ps over 8 output channels x 32
-   positions. */
+   positions (the FMA form: 16 broadcasts of the widened kernel, 4 widenings, 32 FMAs). */
 typedef struct {
     uint32_t *rows;          /* [kd][slot][cp] pair rows of Wp */
     long *tag;               /* [kd][slot]: what the slot holds, or -1 */
