@@ -8958,14 +8958,15 @@ CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (c
    form widens the pairs to fp32 in registers (odd = word & 0xffff0000, even = word << 16) and
    does acc = fma(odd_a, odd_b, acc), then acc = fma(even_a, even_b, acc): the same bits
    wherever no operand, product or sum is a denormal (tests/test_core.c, test_bf16_forms); where
-   one is, the FMA form keeps it (IEEE) and vdpbf16ps flushes it.  (A bf16 network's values
-   come from fp32 sums of normal numbers; a denormal is below 1.2e-38.)  Why two: vdpbf16ps does
+   one is, the FMA form keeps it (IEEE) and vdpbf16ps flushes it (a denormal is below 2^-126,
+   1.2e-38: where a run meets one, the forms may part in that sum).  Why two: vdpbf16ps does
    32 multiply-adds an instruction, an FMA 16, but some CPUs issue vdpbf16ps at less than half
    the FMA's rate (an Intel Xeon: 63.2 against 87.9 GFLOP/s a core), where the FMA form is the
    faster.  The loaded operand (x) is widened once a vector, shared by all the output channels
    of a block; the broadcast operand (w, one weight or row value a channel) is kept widened in
    memory, two floats (odd, even) a pair, each broadcast straight into its FMA: per pair of a
-   block of 8 channels x 32 positions, 2 loads, 4 widening instructions, 32 FMAs. */
+   block of 8 channels x 32 positions, 2 loads, 16 broadcasts (load-port work), 4 widening
+   instructions, 32 FMAs; against 2 loads, 8 broadcasts, 16 vdpbf16ps. */
 typedef struct { __m512i p; __m512 odd, even; } cf__pairs_x;   /* 16 pair words, and widened (FMA form) */
 CF__BF16_TARGET CF__INLINE cf__pairs_x cf__pairs_x_of(__m512i p, int fma) {
     cf__pairs_x x;
