@@ -824,10 +824,11 @@ CFDEF double cf_loss_softmax_ce(float *dz, const float *z, const float *labels, 
    thread-safe; a network takes a change at its next forward. */
 CFDEF int cf_fast_path_set(const char *kind, int on);
 CFDEF int cf_fast_path_on(const char *kind);                /* 1 on, 0 off, -1 unknown */
-/* What a bf16 network's convolutions run on here: "vdpbf16ps (AVX512_BF16 ...)", "fp32 FMA of
-   the widened pairs (...)" (the CPU's vdpbf16ps slower than its FMA: then bf16 computes at
-   fp32's rate and saves memory only), or "the emulation (...)" with the reason (the CPU, the
-   build, the fast paths switched off).  Its first call may take the probe's 2 ms. */
+/* What a bf16 network's convolutions run on here: "vdpbf16ps (AVX512_BF16)", "fp32 FMA of the
+   widened pairs (...)" (the CPU's vdpbf16ps slower than its FMA: then bf16 computes at fp32's
+   rate and saves memory only), either with "; forced" when cf_bf16_form_set chose it, or "the
+   emulation (...)" with the reason (the CPU, the build, the fast paths switched off).  Its
+   first call may take the probe's 2 ms. */
 CFDEF const char *cf_bf16_kernels(void);
 /* The form of the bf16 kernels' multiply-adds (section 4, kind bf16): "dot" (vdpbf16ps),
    "fma" (the pairs widened to fp32, two FMAs) or "auto" (the default: the faster on this CPU,
@@ -2378,20 +2379,16 @@ static int cf__bf16_fma(void) {   /* (read once a kernel call: section 13) */
     return dot < fma;
 }
 #endif
+/* (the text names no measured rate: a tool's output does not change from run to run) */
 CFDEF const char *cf_bf16_kernels(void) {
 #if defined(CF__BF16)
-    static char b[200];
-    double dot, fma;
     if (!cf__kind_on[CF__K_BF16]) return "the emulation (the bf16 fast paths are off)";
     if (!cf__has_bf16()) return "the emulation (this CPU lacks AVX512_BF16)";
     if (cf__bf16_form_forced == CF__BF16_DOT) return "vdpbf16ps (AVX512_BF16; forced)";
     if (cf__bf16_form_forced == CF__BF16_FMA) return "fp32 FMA of the widened pairs (forced)";
-    cf__bf16_rates(&dot, &fma);
-    if (cf__bf16_fma())
-        snprintf(b, sizeof b, "fp32 FMA of the widened pairs (vdpbf16ps slower here: %.1f vs %.1f GFLOP/s a core): "
-                 "bf16 computes at fp32's rate here and saves memory only", dot, fma);
-    else snprintf(b, sizeof b, "vdpbf16ps (AVX512_BF16; %.1f GFLOP/s a core, fp32 FMA %.1f)", dot, fma);
-    return b;
+    return cf__bf16_fma() ? "fp32 FMA of the widened pairs (vdpbf16ps slower than FMA here: cf-bench --check-blas): "
+                            "bf16 computes at fp32's rate here and saves memory only"
+                          : "vdpbf16ps (AVX512_BF16)";
 #elif defined(CF_REFERENCE)
     return "the emulation (a CF_REFERENCE build)";
 #else
