@@ -824,9 +824,18 @@ CFDEF double cf_loss_softmax_ce(float *dz, const float *z, const float *labels, 
    thread-safe; a network takes a change at its next forward. */
 CFDEF int cf_fast_path_set(const char *kind, int on);
 CFDEF int cf_fast_path_on(const char *kind);                /* 1 on, 0 off, -1 unknown */
-/* What a bf16 network's convolutions run on here: "vdpbf16ps (AVX512_BF16)", or "the
-   emulation (...)" with the reason (the CPU, the build, the fast paths switched off) */
+/* What a bf16 network's convolutions run on here: "vdpbf16ps (AVX512_BF16)", "fp32 FMA of the
+   widened pairs (...)" (the CPU's vdpbf16ps slower than its FMA: then bf16 computes at fp32's
+   rate and saves memory only), either with "; forced" when cf_bf16_form_set chose it, or "the
+   emulation (...)" with the reason (the CPU, the build, the fast paths switched off).  Its
+   first call may take the probe's 2 ms. */
 CFDEF const char *cf_bf16_kernels(void);
+/* The form of the bf16 kernels' multiply-adds (section 4, kind bf16): "dot" (vdpbf16ps),
+   "fma" (the pairs widened to fp32, two FMAs) or "auto" (the default: the faster on this CPU,
+   measured once at first use).  Both give the same bits (denormals aside, docs/math.md), so a
+   run's results do not depend on the choice.  Returns CF_ERR for another word.  Not
+   thread-safe, as cf_fast_path_set. */
+CFDEF int cf_bf16_form_set(const char *form);
 /* Which path an operation takes for these shapes: "reference" or the fast path's kind; "?"
    with the reason for an op or shapes it cannot take.
    op: CF_OP_FORWARD, CF_OP_BACKWARD_WEIGHTS, CF_OP_BACKWARD_DATA. */
@@ -2020,8 +2029,13 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
      fusion     conv + max pool: the pool's backward writes the conv's gradient in place
      recompute  cheap outputs rebuilt in backward instead of kept (the last two are steps of
                 the memory plan, section 9)
-     bf16       a bf16 network's convolutions on the CPU's bf16 dot-product instruction (the
-                direct kernel and a GEMM), and its outputs rounded as they are stored
+     bf16       a bf16 network's convolutions on the CPU's bf16 instructions (the direct kernel
+                and a GEMM), and its outputs rounded as they are stored.  Their multiply-adds
+                take one of two forms (section 13, "the dot step"), the same bits: vdpbf16ps,
+                or the pairs widened to fp32 and two FMAs, for the CPUs whose vdpbf16ps runs
+                below their FMA's rate (an Intel Xeon: 63.2 against 87.9 GFLOP/s a core).  A
+                probe at first use (2 ms: both instructions in registers) picks the faster;
+                cf_bf16_form_set forces one; cf_bf16_kernels names the one in use
      stores     a gradient's first writer stores into it instead of adding to a block zeroed
                 before (a step of the memory plan, section 9)
      blocked    the forward of dense convolutions 3 wide (3x3, 3x3x3) with a stride of 1 along
@@ -2312,6 +2326,7 @@ static void cf__blk_fwd(const cf__conv_call *c);
 #endif
 #ifdef CF__BF16
 static int cf__has_bf16(void);
+static void cf__bf16_rates(double *dot, double *fma);
 CF__BF16_TARGET static void cf__round_floats_bf16(float *x, size_t n);
 static int cf__bf16_gemm_applies(const cf__conv_call *c);
 static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
@@ -2367,10 +2382,35 @@ static void cf__round_run(float *x, size_t n) {
     cf__round_floats(x, n);
 }
 
+/* the form of the bf16 kernels' multiply-adds: forced (cf_bf16_form_set) or the probe's, the
+   dot form unless the CPU's vdpbf16ps does fewer multiply-adds a second than its FMA */
+enum { CF__BF16_AUTO, CF__BF16_DOT, CF__BF16_FMA };
+static int cf__bf16_form_forced = CF__BF16_AUTO;
+CFDEF int cf_bf16_form_set(const char *form) {
+    int f = !strcmp(form, "auto") ? CF__BF16_AUTO : !strcmp(form, "dot") ? CF__BF16_DOT
+            : !strcmp(form, "fma") ? CF__BF16_FMA : -1;
+    if (f < 0) return cf_fail("bf16 form '%s' is unknown (dot, fma, auto)", form);
+    cf__bf16_form_forced = f;
+    return CF_OK;
+}
+#ifdef CF__BF16
+static int cf__bf16_fma(void) {   /* (read once a kernel call: section 13) */
+    double dot, fma;
+    if (cf__bf16_form_forced != CF__BF16_AUTO) return cf__bf16_form_forced == CF__BF16_FMA;
+    cf__bf16_rates(&dot, &fma);
+    return dot < fma;
+}
+#endif
+/* (the text names no measured rate: a tool's output does not change from run to run) */
 CFDEF const char *cf_bf16_kernels(void) {
 #if defined(CF__BF16)
     if (!cf__kind_on[CF__K_BF16]) return "the emulation (the bf16 fast paths are off)";
-    return cf__has_bf16() ? "vdpbf16ps (AVX512_BF16)" : "the emulation (this CPU lacks AVX512_BF16)";
+    if (!cf__has_bf16()) return "the emulation (this CPU lacks AVX512_BF16)";
+    if (cf__bf16_form_forced == CF__BF16_DOT) return "vdpbf16ps (AVX512_BF16; forced)";
+    if (cf__bf16_form_forced == CF__BF16_FMA) return "fp32 FMA of the widened pairs (forced)";
+    return cf__bf16_fma() ? "fp32 FMA of the widened pairs (vdpbf16ps slower than FMA here: cf-bench --check-blas): "
+                            "bf16 computes at fp32's rate here and saves memory only"
+                          : "vdpbf16ps (AVX512_BF16)";
 #elif defined(CF_REFERENCE)
     return "the emulation (a CF_REFERENCE build)";
 #else
@@ -9534,7 +9574,9 @@ static void cf__pointwise_f32_bwd(const cf__conv_call *c) { cf__pointwise_bwd_wi
 /* ---- bf16 (kind "bf16"): the convolutions of a bf16 network (cf_net_set_precision) on the
    CPU's vdpbf16ps, which multiplies 16 pairs of bf16 by 16 pairs and adds both products of
    each pair to an fp32 lane: acc + a_odd b_odd + a_even b_even, the products exact (8-bit
-   mantissas), the additions rounded to nearest even.  Operands are bf16 values, held in fp32
+   mantissas), the additions rounded to nearest even; or on the same pairs widened to fp32 and
+   two FMAs, the same bits, where the CPU's vdpbf16ps is slower than its FMA (the dot step,
+   below).  Operands are bf16 values, held in fp32
    (the network rounds them, section 6) or in 16 bits (section 9, halves); the packing into
    pairs rounds with vcvtne2ps2bf16, which keeps a bf16 value as it is (and rounds the
    network's input, which the plan may hand over unrounded).  They are paired along the sum:
@@ -9552,6 +9594,113 @@ CF__INLINE uint32_t cf__bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u;
 /* one vdpbf16ps pair of two bf16 values held in fp32: a in the low half, b in the high */
 CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (cf__bits(b) & 0xffff0000u); }
 
+/* ---- the dot step, in two forms, each kernel compiled in both (the form read once a call:
+   cf__bf16_fma, section 4).  A pair word holds the even element of a pair in its low 16 bits,
+   the odd in its high 16 bits.  The dot form is vdpbf16ps: per lane acc + a_odd b_odd, then
+   + a_even b_even (Intel SDM), each product exact and each addition rounded to nearest even,
+   with denormal inputs and results flushed to zero (DAZ, FTZ, whatever MXCSR says).  The FMA
+   form widens the pairs to fp32 in registers (odd = word & 0xffff0000, even = word << 16) and
+   does acc = fma(odd_a, odd_b, acc), then acc = fma(even_a, even_b, acc): the same bits
+   wherever no operand, product or sum is a denormal (tests/test_core.c, test_bf16_forms); where
+   one is, the FMA form keeps it (IEEE) and vdpbf16ps flushes it (a denormal is below 2^-126,
+   1.2e-38: where a run meets one, the forms may part in that sum).  Why two: vdpbf16ps does
+   32 multiply-adds an instruction, an FMA 16, but some CPUs issue vdpbf16ps at less than half
+   the FMA's rate (an Intel Xeon: 63.2 against 87.9 GFLOP/s a core), where the FMA form is the
+   faster.  The loaded operand (x) is widened once a vector, shared by all the output channels
+   of a block; the broadcast operand (w, one weight or row value a channel) is kept widened in
+   memory, two floats (odd, even) a pair, each broadcast straight into its FMA: per pair of a
+   block of 8 channels x 32 positions, 2 loads, 16 broadcasts (load-port work), 4 widening
+   instructions, 32 FMAs; against 2 loads, 8 broadcasts, 16 vdpbf16ps. */
+typedef struct { __m512i p; __m512 odd, even; } cf__pairs_x;   /* 16 pair words, and widened (FMA form) */
+CF__BF16_TARGET CF__INLINE cf__pairs_x cf__pairs_x_of(__m512i p, int fma) {
+    cf__pairs_x x;
+    x.p = p;
+    x.odd = x.even = _mm512_setzero_ps();
+    if (fma) {
+        x.odd = _mm512_castsi512_ps(_mm512_and_si512(p, _mm512_set1_epi32((int)0xffff0000u)));
+        x.even = _mm512_castsi512_ps(_mm512_slli_epi32(p, 16));
+    }
+    return x;
+}
+/* acc + the pairs of x times the pair w: w[0] a pair word (dot form) or w[0], w[1] its odd and
+   even halves widened (FMA form: cf__widen_pairs) */
+CF__BF16_TARGET CF__INLINE __m512 cf__dot_step(__m512 acc, const cf__pairs_x *x, const uint32_t *w, int fma) {
+    if (fma) {
+        float odd, even;
+        memcpy(&odd, w, 4); memcpy(&even, w + 1, 4);
+        return _mm512_fmadd_ps(x->even, _mm512_set1_ps(even), _mm512_fmadd_ps(x->odd, _mm512_set1_ps(odd), acc));
+    }
+    return _mm512_dpbf16_ps(acc, (__m512bh)x->p, (__m512bh)_mm512_set1_epi32((int)w[0]));
+}
+/* n pair words p widened for the FMA form: to[2i] = the odd half of p[i] as an fp32 word,
+   to[2i + 1] the even half */
+CF__BF16_TARGET static void cf__widen_pairs(uint32_t *to, const uint32_t *p, size_t n) {
+    const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0),
+        hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    size_t i;
+    for (i = 0; i < n; i += 16) {
+        int m = n - i < 16 ? (int)(n - i) : 16;
+        cf__pairs_x x = cf__pairs_x_of(_mm512_maskz_loadu_epi32(cf__lanes(m), p + i), 1);
+        __m512i o = _mm512_castps_si512(x.odd), e = _mm512_castps_si512(x.even);
+        _mm512_mask_storeu_epi32(to + 2 * i, cf__lanes(2 * m), _mm512_permutex2var_epi32(o, lo, e));
+        _mm512_mask_storeu_epi32(to + 2 * i + 16, cf__lanes(2 * m - 16), _mm512_permutex2var_epi32(o, hi, e));
+    }
+}
+/* The probe: the core's rates of vdpbf16ps and of fp32 FMA, GFLOP/s a core counting a
+   multiply-add as 2, as cf-bench --check-blas measures them (12 independent chains in
+   registers), here 5 rounds of each of about 0.15 ms, alternated, the best of each kept; once
+   a process, at the first call (about 2 ms; the loser of a race waits for the winner's). */
+#define CF__PROBE_CHAINS(op, x, n)                                                                                    \
+    __m512 a[12];                                                                                                     \
+    int i;                                                                                                            \
+    long k;                                                                                                           \
+    double t;                                                                                                         \
+    for (i = 0; i < 12; i++) a[i] = _mm512_setzero_ps();                                                              \
+    t = cf__seconds();                                                                                                \
+    for (k = 0; k < n; k++) { for (i = 0; i < 12; i++) a[i] = op; __asm__ volatile("" : "+v"(x)); }                   \
+    t = cf__seconds() - t;                                                                                            \
+    for (i = 1; i < 12; i++) a[0] = _mm512_add_ps(a[0], a[i]);                                                        \
+    cf__probe_sink = _mm512_reduce_add_ps(a[0]);
+static volatile float cf__probe_sink;
+static double cf__seconds(void) {
+#ifdef _OPENMP
+    return omp_get_wtime();
+#else
+    return (double)clock() / CLOCKS_PER_SEC;   /* (one thread: its processor time) */
+#endif
+}
+CF__BF16_TARGET static double cf__probe_fma(long n) {
+    __m512 x = _mm512_set1_ps(1.0001f), y = _mm512_set1_ps(0.999f);
+    CF__PROBE_CHAINS(_mm512_fmadd_ps(a[i], x, y), x, n)
+    return t > 0 ? 12.0 * n * 16 * 2 / t / 1e9 : 0.0;
+}
+CF__BF16_TARGET static double cf__probe_dot(long n) {
+    __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), y = (__m512bh)_mm512_set1_epi32(0x3c003c00);
+    CF__PROBE_CHAINS(_mm512_dpbf16_ps(a[i], x, y), x, n)
+    return t > 0 ? 12.0 * n * 32 * 2 / t / 1e9 : 0.0;
+}
+#undef CF__PROBE_CHAINS
+static double cf__bf16_rate[2];   /* vdpbf16ps, FMA */
+static int cf__bf16_probed;       /* 0, 1 while one thread measures, 2 */
+static void cf__bf16_rates(double *dot, double *fma) {
+    int zero = 0, r;
+    if (__atomic_load_n(&cf__bf16_probed, __ATOMIC_ACQUIRE) != 2) {
+        if (__atomic_compare_exchange_n(&cf__bf16_probed, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            double d = 0, f = 0;
+            cf__probe_fma(200000);   /* (the vector units woken up first) */
+            for (r = 0; r < 5; r++) {
+                double fr = cf__probe_fma(100000), dr = cf__probe_dot(100000);
+                if (fr > f) f = fr;
+                if (dr > d) d = dr;
+            }
+            cf__bf16_rate[0] = d; cf__bf16_rate[1] = f;
+            __atomic_store_n(&cf__bf16_probed, 2, __ATOMIC_RELEASE);
+        } else
+            while (__atomic_load_n(&cf__bf16_probed, __ATOMIC_ACQUIRE) != 2) {}
+    }
+    *dot = cf__bf16_rate[0]; *fma = cf__bf16_rate[1];
+}
+
 /* ---- the GEMM: C (M x N) = beta C + op(A) op(B), op(A) M x K, op(B) K x N, beta 0 or 1.
    K is taken in pairs, q = k / 2 (an odd K gets a zero).  A task is a block of up to 384
    columns of C and a part of the pairs; it runs through its part in chunks of at most 384
@@ -9564,7 +9713,7 @@ CF__INLINE uint32_t cf__pair(float a, float b) { return (cf__bits(a) >> 16) | (c
    sum over DeepCAM's 728 channels one chunk, so C is stored once instead of three times:
    10-15 % faster than chunks of 128 pairs on its pointwise GEMMs (docs/performance.md).  The
    micro-kernel keeps an 8 x 32 block of C in 16 registers: per pair q, two loads of Bp, eight
-   broadcasts of Ap, sixteen vdpbf16ps.  A long
+   broadcasts of Ap, sixteen vdpbf16ps (the FMA form: 16 broadcasts, 4 widenings, 32 FMAs).  A long
    K (a backward-weights sum over positions) is cut into parts of 4096 pairs that the threads
    take apart, each into its own partial C; the partials are added in part order, so the
    result does not depend on the number of threads.  Outside a parallel region the tasks are
@@ -9758,16 +9907,24 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, const cf__gemm_bf16_call *g
 /* C (M x nb) = beta C + the packed chunk's K2 pairs (Ap's rows a_stride apart), C, M, ldc,
    beta and rnd the block's (gemm: the rows of a task); rnd: C rounded to bf16 as it is stored
    (the last chunk of a sum whose result is a bf16 network's tensor); CF__GEMM_HALF_C: C is
-   stored in 16 bits (then rnd: a sum of one chunk) */
-CF__BF16_TARGET static void cf__gemm_bf16_block(const cf__gemm_bf16_call *gemm, int nb, int K2, const uint32_t *Ap,
-                                                int a_stride, const uint32_t *Bp) {
+   stored in 16 bits (then rnd: a sum of one chunk).  fma: the dot step's FMA form, each block
+   of 8 rows of Ap widened first into wa (K2 <= CF__GEMM_KC; 24 KB, in the L1 cache) and read
+   by all nb / 32 column blocks. */
+CF__BF16_TARGET CF__INLINE void cf__gemm_bf16_block_f(const cf__gemm_bf16_call *gemm, int nb, int K2,
+                                                      const uint32_t *Ap, int a_stride, const uint32_t *Bp, int fma) {
     float *C = gemm->C, beta = gemm->beta;
     int M = gemm->M, c_half = (gemm->halves & CF__GEMM_HALF_C) != 0, ldc = gemm->ldc, rnd = gemm->rnd, m0, n0, q, o;
+    uint32_t wa[8 * 2 * CF__GEMM_KC];   /* (the dot form: unused) */
+    CF_ASSERT(!fma || K2 <= CF__GEMM_KC);
     for (m0 = 0; m0 < M; m0 += 8) {
         int nm = M - m0 < 8 ? M - m0 : 8;
         const uint32_t *ar[8];
         /* the last block repeats a row, unstored */
         for (o = 0; o < 8; o++) ar[o] = Ap + (size_t)(m0 + (o < nm ? o : 0)) * a_stride;
+        for (o = 0; o < 8 && fma; o++) {
+            cf__widen_pairs(wa + (size_t)o * 2 * K2, ar[o], (size_t)K2);
+            ar[o] = wa + (size_t)o * 2 * K2;
+        }
         for (n0 = 0; n0 < nb; n0 += 32) {
             int nn = nb - n0 < 32 ? nb - n0 : 32;
             __mmask16 k0 = (__mmask16)(nn >= 16 ? 0xffff : (1u << nn) - 1),
@@ -9776,12 +9933,12 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(const cf__gemm_bf16_call *gemm, 
             CF__ZERO8(a)
             for (q = 0; q < K2; q++) {
                 const uint32_t *b = Bp + cf__bp(q, n0, K2);
-                __m512bh x0 = (__m512bh)_mm512_maskz_loadu_epi32(k0, b),
-                    x1 = (__m512bh)_mm512_maskz_loadu_epi32(k1, b + 16);
+                cf__pairs_x x0 = cf__pairs_x_of(_mm512_maskz_loadu_epi32(k0, b), fma),
+                    x1 = cf__pairs_x_of(_mm512_maskz_loadu_epi32(k1, b + 16), fma);
+                int t = fma ? 2 * q : q;
 #define CF__DP(o) {                                                                                                   \
-        __m512bh wb = (__m512bh)_mm512_set1_epi32((int)ar[o][q]);                                                     \
-        a[o][0] = _mm512_dpbf16_ps(a[o][0], x0, wb);                                                                  \
-        a[o][1] = _mm512_dpbf16_ps(a[o][1], x1, wb); }
+        a[o][0] = cf__dot_step(a[o][0], &x0, ar[o] + t, fma);                                                         \
+        a[o][1] = cf__dot_step(a[o][1], &x1, ar[o] + t, fma); }
                 CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
 #undef CF__DP
             }
@@ -9810,10 +9967,22 @@ CF__BF16_TARGET static void cf__gemm_bf16_block(const cf__gemm_bf16_call *gemm, 
         }
     }
 }
+CF__BF16_TARGET static void cf__gemm_bf16_block_dot(const cf__gemm_bf16_call *gemm, int nb, int K2, const uint32_t *Ap,
+                                                    int a_stride, const uint32_t *Bp) {
+    cf__gemm_bf16_block_f(gemm, nb, K2, Ap, a_stride, Bp, 0);
+}
+CF__BF16_TARGET static void cf__gemm_bf16_block_fma(const cf__gemm_bf16_call *gemm, int nb, int K2, const uint32_t *Ap,
+                                                    int a_stride, const uint32_t *Bp) {
+    cf__gemm_bf16_block_f(gemm, nb, K2, Ap, a_stride, Bp, 1);
+}
+static void cf__gemm_bf16_block(const cf__gemm_bf16_call *gemm, int nb, int K2, const uint32_t *Ap, int a_stride,
+                                const uint32_t *Bp, int fma) {
+    (fma ? cf__gemm_bf16_block_fma : cf__gemm_bf16_block_dot)(gemm, nb, K2, Ap, a_stride, Bp);
+}
 /* a thread's buffers for its tasks: Ap and Bp, its chunks of op(A) and op(B) (NULL when they
    could not be had); A_all, all of op(A) packed beforehand (or NULL); made, the rows of op(B)
-   made from x (cf__pack_b) */
-typedef struct { uint32_t *Ap, *Bp; const uint32_t *A_all; float *made; } cf__gemm_bf16_bufs;
+   made from x (cf__pack_b); and the form of the dot step (fma) */
+typedef struct { uint32_t *Ap, *Bp; const uint32_t *A_all; float *made; int fma; } cf__gemm_bf16_bufs;
 /* a task without buffers: cf_sgemm on the same operands, then C's columns rounded when rnd */
 static void cf__gemm_bf16_task_sgemm(const cf__gemm_bf16_call *task, int n0, int nb, int q0, int q1) {
     int k0 = 2 * q0, kn = (2 * q1 < task->K ? 2 * q1 : task->K) - k0, lda = task->lda, ldb = task->ldb, r;
@@ -9852,7 +10021,7 @@ static void cf__gemm_bf16_task(const cf__gemm_bf16_call *task, int n0, int nb, i
                 cf__pack_a(bufs->Ap, task->tA, task->tA ? task->A + m0 : cf__elt(task->A, ah, (size_t)m0 * task->lda),
                            ah, task->lda, rows.M, K, q, nq);
             CF_ASSERT(!ch || (q == q0 && q + nq == q1 && task->rnd));   /* (a 16-bit C: one chunk, rounded) */
-            cf__gemm_bf16_block(&rows, nb, nq, a, a_stride, bufs->Bp);
+            cf__gemm_bf16_block(&rows, nb, nq, a, a_stride, bufs->Bp, bufs->fma);
         }
     }
 }
@@ -9942,9 +10111,10 @@ static void cf__gemm_bf16_task_at(const cf__gemm_bf16_call *gemm, const cf__gemm
     }
     cf__gemm_bf16_task(&task, n0, nb, q0, q1, bufs);
 }
-/* the tasks shared out between the threads, each with its buffers in buf (NULL: none) */
+/* the tasks shared out between the threads, each with its buffers in buf (NULL: none); fma:
+   the dot step's form */
 static void cf__gemm_bf16_run_tasks(const cf__gemm_bf16_call *gemm, const cf__gemm_bf16_cut *cut, uint32_t *buf,
-                                    const uint32_t *A_all, float *partial) {
+                                    const uint32_t *A_all, float *partial, int fma) {
     int t;
     CF__OMP(omp parallel num_threads(cut->nth))
     {
@@ -9953,6 +10123,7 @@ static void cf__gemm_bf16_run_tasks(const cf__gemm_bf16_call *gemm, const cf__ge
         bufs.Bp = buf ? bufs.Ap + cut->a_sz : NULL;
         bufs.A_all = A_all;
         bufs.made = buf && gemm->col ? (float *)(void *)(bufs.Bp + cut->b_sz) : NULL;
+        bufs.fma = fma;
         CF__OMP(omp for schedule(dynamic, 1))
         for (t = 0; t < cut->tasks; t++) cf__gemm_bf16_task_at(gemm, cut, t, partial, &bufs);
     }
@@ -10005,7 +10176,7 @@ static int cf__sgemm_bf16_r(const cf__gemm_bf16_call *gemm, float *ws) {
     CF_ASSERT(!(gemm->halves & CF__GEMM_HALF_C) || (gemm->rnd && K2 <= CF__GEMM_KC && !partial));
     if (cut.rblocks == 1 && cut.nblocks > 1 && cut.parts == 1 && (size_t)gemm->M * K2 <= ((size_t)2 << 20))
         A_all = cf__gemm_bf16_pack_a_all(gemm, K2);
-    cf__gemm_bf16_run_tasks(gemm, &cut, buf, A_all, partial);
+    cf__gemm_bf16_run_tasks(gemm, &cut, buf, A_all, partial, cf__bf16_fma());
     if (!ws) CF_FREE(buf);
     CF_FREE(A_all);
     if (!partial) return 0;
@@ -10033,7 +10204,7 @@ static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const fl
    thread keeps the pair rows it built, slot (kd, ih mod NS) with NS = (KH - 1) dil + 1 (the
    KH rows of one kd are distinct mod NS), tagged with the (sample, id, ih) it holds.  Per tap
    pair the kernel does 2 loads, 8 broadcasts, 16 vdpbf16ps over 8 output channels x 32
-   positions. */
+   positions (the FMA form: 16 broadcasts of the widened kernel, 4 widenings, 32 FMAs). */
 typedef struct {
     uint32_t *rows;          /* [kd][slot][cp] pair rows of Wp */
     long *tag;               /* [kd][slot]: what the slot holds, or -1 */
@@ -10156,9 +10327,10 @@ typedef struct {
 } cf__direct_row_bf16_call;
 /* One output row (all OC channels, OW positions, from element y0 of y) from its T2 pair rows
    rp: blocks of 8 channels by 32 positions, 16 accumulators; each step loads 32 positions of
-   one pair row and multiplies them by one packed weight pair per channel. */
-CF__BF16_TARGET static void cf__direct_row_bf16(const cf__direct_row_bf16_call *d, size_t y0,
-                                                const uint32_t *const *rp) {
+   one pair row and multiplies them by one packed weight pair per channel.  fma: the dot step's
+   FMA form, w2 packed widened (two words a pair). */
+CF__BF16_TARGET CF__INLINE void cf__direct_row_bf16_f(const cf__direct_row_bf16_call *d, size_t y0,
+                                                      const uint32_t *const *rp, int fma) {
     float *y = d->y, slope = d->slope;
     size_t ystride = d->ystride;
     int half = d->half, T2 = d->T2, KW = d->KW, dil = d->dil, OC = d->OC, OW = d->OW, accumulate = d->accumulate,
@@ -10169,7 +10341,7 @@ CF__BF16_TARGET static void cf__direct_row_bf16(const cf__direct_row_bf16_call *
     for (oc0 = 0; oc0 < OC; oc0 += 8) {
         int no = OC - oc0 < 8 ? OC - oc0 : 8;
         const uint32_t *wo[8];
-        for (o = 0; o < 8; o++) wo[o] = w2 + (size_t)(oc0 + (o < no ? o : 0)) * K2;
+        for (o = 0; o < 8; o++) wo[o] = w2 + (size_t)(oc0 + (o < no ? o : 0)) * K2 * (1 + fma);
         for (w0 = 0; w0 < OW; w0 += 32) {
             __m512 a[8][2];
             int n = OW - w0 < 32 ? OW - w0 : 32;
@@ -10177,13 +10349,12 @@ CF__BF16_TARGET static void cf__direct_row_bf16(const cf__direct_row_bf16_call *
             for (q = 0; q < T2; q++) {
                 const uint32_t *r = rp[q] + w0;
                 for (kw = 0; kw < KW; kw++) {
-                    __m512bh x0 = (__m512bh)_mm512_loadu_si512(r + kw * dil),
-                        x1 = (__m512bh)_mm512_loadu_si512(r + kw * dil + 16);
-                    int t = q * KW + kw;
+                    cf__pairs_x x0 = cf__pairs_x_of(_mm512_loadu_si512(r + kw * dil), fma),
+                        x1 = cf__pairs_x_of(_mm512_loadu_si512(r + kw * dil + 16), fma);
+                    int t = (q * KW + kw) * (1 + fma);
 #define CF__DP(o) {                                                                                                   \
-        __m512bh wb = (__m512bh)_mm512_set1_epi32((int)wo[o][t]);                                                     \
-        a[o][0] = _mm512_dpbf16_ps(a[o][0], x0, wb);                                                                  \
-        a[o][1] = _mm512_dpbf16_ps(a[o][1], x1, wb); }
+        a[o][0] = cf__dot_step(a[o][0], &x0, wo[o] + t, fma);                                                         \
+        a[o][1] = cf__dot_step(a[o][1], &x1, wo[o] + t, fma); }
                     CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
 #undef CF__DP
                 }
@@ -10197,8 +10368,8 @@ CF__BF16_TARGET static void cf__direct_row_bf16(const cf__direct_row_bf16_call *
 }
 /* The same for rows of at most 16 positions (a 16^3 layer, where a 32-wide block would be half
    empty): blocks of 16 channels by 16 positions, still 16 accumulators, one load of R2 per step. */
-CF__BF16_TARGET static void cf__direct_row_bf16_narrow(const cf__direct_row_bf16_call *d, size_t y0,
-                                                       const uint32_t *const *rp) {
+CF__BF16_TARGET CF__INLINE void cf__direct_row_bf16_narrow_f(const cf__direct_row_bf16_call *d, size_t y0,
+                                                             const uint32_t *const *rp, int fma) {
     float *y = d->y, slope = d->slope;
     size_t ystride = d->ystride;
     int half = d->half, T2 = d->T2, KW = d->KW, dil = d->dil, OC = d->OC, OW = d->OW, accumulate = d->accumulate,
@@ -10210,13 +10381,16 @@ CF__BF16_TARGET static void cf__direct_row_bf16_narrow(const cf__direct_row_bf16
         int no = OC - oc0 < 16 ? OC - oc0 : 16;
         const uint32_t *wo[16];
         __m512 a[16];
-        for (o = 0; o < 16; o++) { wo[o] = w2 + (size_t)(oc0 + (o < no ? o : 0)) * K2; a[o] = _mm512_setzero_ps(); }
+        for (o = 0; o < 16; o++) {
+            wo[o] = w2 + (size_t)(oc0 + (o < no ? o : 0)) * K2 * (1 + fma);
+            a[o] = _mm512_setzero_ps();
+        }
         for (q = 0; q < T2; q++) {
             const uint32_t *r = rp[q];
             for (kw = 0; kw < KW; kw++) {
-                __m512bh x0 = (__m512bh)_mm512_loadu_si512(r + kw * dil);
-                int t = q * KW + kw;
-#define CF__DP(o) a[o] = _mm512_dpbf16_ps(a[o], x0, (__m512bh)_mm512_set1_epi32((int)wo[o][t]));
+                cf__pairs_x x0 = cf__pairs_x_of(_mm512_loadu_si512(r + kw * dil), fma);
+                int t = (q * KW + kw) * (1 + fma);
+#define CF__DP(o) a[o] = cf__dot_step(a[o], &x0, wo[o] + t, fma);
                 CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
                 CF__DP(8) CF__DP(9) CF__DP(10) CF__DP(11) CF__DP(12) CF__DP(13) CF__DP(14) CF__DP(15)
 #undef CF__DP
@@ -10227,10 +10401,27 @@ CF__BF16_TARGET static void cf__direct_row_bf16_narrow(const cf__direct_row_bf16
                                   accumulate, act, slope);
     }
 }
+/* the four instances: wide or narrow rows, the dot step's dot or FMA form */
+CF__BF16_TARGET static void cf__direct_row_bf16(const cf__direct_row_bf16_call *d, size_t y0,
+                                                const uint32_t *const *rp) {
+    cf__direct_row_bf16_f(d, y0, rp, 0);
+}
+CF__BF16_TARGET static void cf__direct_row_bf16_fma(const cf__direct_row_bf16_call *d, size_t y0,
+                                                    const uint32_t *const *rp) {
+    cf__direct_row_bf16_f(d, y0, rp, 1);
+}
+CF__BF16_TARGET static void cf__direct_row_bf16_narrow(const cf__direct_row_bf16_call *d, size_t y0,
+                                                       const uint32_t *const *rp) {
+    cf__direct_row_bf16_narrow_f(d, y0, rp, 0);
+}
+CF__BF16_TARGET static void cf__direct_row_bf16_narrow_fma(const cf__direct_row_bf16_call *d, size_t y0,
+                                                           const uint32_t *const *rp) {
+    cf__direct_row_bf16_narrow_f(d, y0, rp, 1);
+}
 /* the forward convolution f, y (+)= conv(x, w) as cf__direct_fwd, y stored rounded to bf16
-   unless added into (accumulate); w2 = the packed kernel; ws: one cf__pair_rows per thread;
-   f->half (y), f->x_half: stored in 16 bits */
-static void cf__direct_fwd_bf16(const cf__conv_call *f, const uint32_t *w2, uint32_t *ws, int accumulate) {
+   unless added into (accumulate); w2 = the packed kernel (fma: widened, the dot step's FMA
+   form); ws: one cf__pair_rows per thread; f->half (y), f->x_half: stored in 16 bits */
+static void cf__direct_fwd_bf16(const cf__conv_call *f, const uint32_t *w2, uint32_t *ws, int accumulate, int fma) {
     cf_shape in = f->in, out = f->out;
     const cf_geom *g = f->g;
     int T2 = (in.c + 1) / 2 * g->k[0] * g->k[1], KW = g->k[2], y_half = f->half, x_half = f->x_half;
@@ -10240,7 +10431,8 @@ static void cf__direct_fwd_bf16(const cf__conv_call *f, const uint32_t *w2, uint
     cf__direct_row_bf16_call d = {f->y, y_half, P, T2, KW, g->dil[2], w2, out.c, out.w, f->b, accumulate, f->act,
                                   f->slope};
     void (*row)(const cf__direct_row_bf16_call *, size_t, const uint32_t *const *) =
-        out.w <= 16 ? cf__direct_row_bf16_narrow : cf__direct_row_bf16;
+        out.w <= 16 ? (fma ? cf__direct_row_bf16_narrow_fma : cf__direct_row_bf16_narrow)
+                    : (fma ? cf__direct_row_bf16_fma : cf__direct_row_bf16);
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
         cf__pair_rows pr = cf__pair_rows_at(ws + (size_t)cf__thread_id() * rsz, in, g, Wp);
@@ -10282,10 +10474,22 @@ static int cf__bf16_direct_fwd_applies(const cf__conv_call *c) {
     return cf__bf16_gemm_applies(c) && c->groups == 1 && !cf__pointwise_applies(c) &&
            cf__bf16_direct_fits(c->in, c->out, c->g, c->ws_floats, CF__BF16_DIRECT_MAX_R);
 }
+/* f (+)= conv as cf__direct_fwd_bf16 with the kernel w2 packed in the workspace (n pair words),
+   in the dot step's form: the FMA form's widened kernel in a block of its own (twice w2's bytes,
+   which the workspace may not have; one path's room whatever the form, so that the form never
+   changes which path runs); where that block cannot be had, the dot form: the same bits */
+static void cf__direct_fwd_bf16_form(const cf__conv_call *f, const uint32_t *w2, size_t n, uint32_t *ws,
+                                     int accumulate) {
+    uint32_t *wf = cf__bf16_fma() ? (uint32_t *)CF_MALLOC(sizeof(uint32_t) * 2 * n) : NULL;
+    if (wf) cf__widen_pairs(wf, w2, n);
+    cf__direct_fwd_bf16(f, wf ? wf : w2, ws, accumulate, wf != NULL);
+    CF_FREE(wf);
+}
 static void cf__bf16_direct_fwd_run(const cf__conv_call *c) {
     uint32_t *w2 = (uint32_t *)c->ws;
+    size_t n = cf__w2_floats(c->in, c->g, c->out.c);
     cf__pack_kernel_bf16(w2, c->w, c->out.c, c->in.c, c->g->k[0] * c->g->k[1], c->g->k[2]);
-    cf__direct_fwd_bf16(c, w2, w2 + cf__w2_floats(c->in, c->g, c->out.c), 0);
+    cf__direct_fwd_bf16_form(c, w2, n, w2 + n, 0);
 }
 /* backward-data: dy convolved with the flipped kernel (flipped into ws, then packed after it) */
 static int cf__bf16_direct_bwd_applies(const cf__conv_call *c) {
@@ -10305,7 +10509,8 @@ static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
     f = cf__flipped_call(c, &gt);
     f.half = c->dx_half; f.x_half = c->half;
     /* dx_half: stored, not added */
-    cf__direct_fwd_bf16(&f, w2, w2 + cf__w2_floats(c->out, &gt, c->in.c), !c->dx_half && !c->dx_store);
+    cf__direct_fwd_bf16_form(&f, w2, cf__w2_floats(c->out, &gt, c->in.c), w2 + cf__w2_floats(c->out, &gt, c->in.c),
+                             !c->dx_half && !c->dx_store);
 }
 /* the GEMM paths (tiles, pointwise) with the bf16 GEMM */
 static int cf__bf16_pointwise_applies(const cf__conv_call *c) {
@@ -10507,7 +10712,7 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
     int K = c->in.c * cf__kvol(c->g), OC = c->out.c, nth = cf__nthreads();
     size_t P = cf__positions(c->out), tile = CF__BWW_TILE, per = cf__taps_bww_floats(c), i;
     long ntiles = (long)((P + tile - 1) / tile), t;
-    int z;
+    int z, fma = cf__bf16_fma();
     /* every thread's, should one not run */
     for (z = 0; z < nth; z++) memset(c->ws + per * z, 0, sizeof(float) * K * OC);
     CF__OMP(omp parallel num_threads(nth))
@@ -10523,7 +10728,7 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
             cf__pack_taps(Ap, cf__elt(c->x, c->x_half, bi * cf_shape_size(c->in)), c->x_half, c->in, c->out, c->g, p0,
                           n);
             cf__pack_b(Bp, &dwg, 0, (int)n / 2, 0, OC, NULL);
-            cf__gemm_bf16_block(&dwg, OC, (int)n / 2, Ap, (int)n / 2, Bp);
+            cf__gemm_bf16_block(&dwg, OC, (int)n / 2, Ap, (int)n / 2, Bp, fma);
         }
     }
     CF__OMP(omp parallel for schedule(static))

@@ -475,7 +475,7 @@ static void test_bf16_gemm(void) {
 #ifdef CF__BF16
     static const int shapes[][3] = {{13, 37, 16387}, {9, 600, 5}, {8, 32, 257}, {300, 70, 4097 * 2}};
     cf_rng r = cf_rng_seed(61);
-    int si, tA, tB, beta, cases = 0, one_thread_same = 0, rounded_same = 0;
+    int si, tA, tB, beta, cases = 0, one_thread_same = 0, rounded_same = 0, forms_same = 0;
     double worst = 0;
     if (!cf__has_bf16()) { printf("skipped: the bf16 GEMM (the CPU lacks AVX512_BF16)\n"); return; }
     for (si = 0; si < 4; si++) for (tA = 0; tA < 2; tA++) for (tB = 0; tB < 2; tB++) for (beta = 0; beta < 2; beta++) {
@@ -498,6 +498,16 @@ static void test_bf16_gemm(void) {
             for (i = 0; i < (size_t)M * N; i++) differ += c2[i] != round_bf16(c1[i]);
             rounded_same += !differ;
         }
+        {   /* each form of the dot step forced: the bits of the form the probe chose */
+            int f;
+            for (f = 0; f < 2; f++) {
+                memcpy(c2, C0, (size_t)M * N * 4);
+                cf_bf16_form_set(f ? "fma" : "dot");
+                cf__sgemm_bf16(tA, tB, M, N, K, A, lda, B, ldb, (float)beta, c2, N);
+                forms_same += !memcmp(c1, c2, (size_t)M * N * 4);
+            }
+            cf_bf16_form_set("auto");
+        }
 #ifdef _OPENMP
         {   /* the same bits on one thread: the parts' partial sums are added in part order */
             int nt = omp_get_max_threads();
@@ -516,6 +526,7 @@ static void test_bf16_gemm(void) {
     CHECK(cases == 32, "the bf16 GEMM against cf_sgemm on rounded operands: %d of 32 cases within 1e-6 of sum |terms| (worst %.2g)", cases, worst);
     CHECK(one_thread_same == 32, "the bf16 GEMM gives the same bits on one thread as on all: %d of 32 cases", one_thread_same);
     CHECK(rounded_same == 32, "the rounding bf16 GEMM stores the rounding of the same sums, bit for bit: %d of 32 cases", rounded_same);
+    CHECK(forms_same == 64, "the bf16 GEMM in the dot and the FMA form (%s chosen here): the same bits in %d of 2 x 32 cases", cf_bf16_kernels(), forms_same);
 #else
     printf("skipped: the bf16 GEMM (not compiled in)\n");
 #endif
@@ -626,6 +637,66 @@ static void test_bf16_gemm_col(void) {
     printf("skipped: the bf16 GEMM making im2col's rows (not compiled in)\n");
 #endif
 }
+/* The dot step's two forms (section 13): vdpbf16ps against the widened pairs' two FMAs (odd,
+   then even), bitwise, on chains of 64 steps of random bf16 operands whose products and sums
+   are all normal numbers (exponents within 2^+-20): 65536 lanes.  Then the denormal
+   difference the header states: a product below 2^-126 is kept by the FMA form and flushed
+   to zero by vdpbf16ps, and so is a denormal input. */
+#ifdef CF__BF16
+CF__BF16_TARGET static void forms_chain(float *acc, const uint32_t *x, const uint32_t *w, int n, int fma) {
+    __m512 a = _mm512_loadu_ps(acc);
+    int s;
+    for (s = 0; s < n; s++) {
+        cf__pairs_x v = cf__pairs_x_of(_mm512_loadu_si512(x + 16 * s), fma);
+        uint32_t wf[2] = {w[s] & 0xffff0000u, w[s] << 16};
+        a = cf__dot_step(a, &v, fma ? wf : w + s, fma);
+    }
+    _mm512_storeu_ps(acc, a);
+}
+static uint32_t normal_bf16(cf_rng *r) {   /* sign, exponent 2^-20 .. 2^20, 7 mantissa bits */
+    uint32_t u = (uint32_t)cf_rng_u64(r);
+    return (u & 0x8000u) | ((uint32_t)(127 - 20 + (int)((u >> 16) % 41)) << 7) | ((u >> 8) & 0x7fu);
+}
+#endif
+static void test_bf16_forms(void) {
+#ifdef CF__BF16
+    enum { STEPS = 64, CHAINS = 4096 };
+    cf_rng r = cf_rng_seed(71);
+    uint32_t *x = (uint32_t *)malloc(sizeof(uint32_t) * 16 * STEPS), w[STEPS];
+    float a0[16], a1[16];
+    long differ = 0, lanes = 0;
+    int ch, i;
+    if (!cf__has_bf16()) { printf("skipped: the dot step's forms (the CPU lacks AVX512_BF16)\n"); free(x); return; }
+    for (ch = 0; ch < CHAINS; ch++) {
+        for (i = 0; i < 16 * STEPS; i++) x[i] = normal_bf16(&r) | normal_bf16(&r) << 16;
+        for (i = 0; i < STEPS; i++) w[i] = normal_bf16(&r) | normal_bf16(&r) << 16;
+        for (i = 0; i < 16; i++) { uint32_t u = normal_bf16(&r) << 16 | (uint32_t)(cf_rng_u64(&r) & 0xffffu); memcpy(&a0[i], &u, 4); }
+        memcpy(a1, a0, sizeof a0);
+        forms_chain(a0, x, w, STEPS, 0);
+        forms_chain(a1, x, w, STEPS, 1);
+        for (i = 0; i < 16; i++) differ += memcmp(&a0[i], &a1[i], 4) != 0;
+        lanes += 16;
+    }
+    CHECK(!differ, "vdpbf16ps and the FMA form (odd pair, then even), %d steps on normal numbers: %ld of %ld lanes differ", STEPS, differ, lanes);
+    {   /* odd halves 2^-70 x 2^-70 = 2^-140, a denormal product; then a denormal input, 2^-132, x 2^100 */
+        uint32_t xs[16], ws[2] = {(uint32_t)(127 - 70) << 23, ((uint32_t)(127 + 100) << 23)};
+        float z[16], d0, d1, f0, f1;
+        for (i = 0; i < 16; i++) { xs[i] = (uint32_t)(127 - 70) << 23; z[i] = 0.0f; }
+        forms_chain(z, xs, ws, 1, 0); d0 = z[0];
+        for (i = 0; i < 16; i++) z[i] = 0.0f;
+        forms_chain(z, xs, ws, 1, 1); f0 = z[0];
+        for (i = 0; i < 16; i++) { xs[i] = 0x00020000u; z[i] = 0.0f; }   /* odd half: bf16 0x0002, 2^-132 */
+        forms_chain(z, xs, ws + 1, 1, 0); d1 = z[0];
+        for (i = 0; i < 16; i++) z[i] = 0.0f;
+        forms_chain(z, xs, ws + 1, 1, 1); f1 = z[0];
+        CHECK(d0 == 0.0f && f0 == ldexpf(1.0f, -140) && d1 == 0.0f && f1 == ldexpf(1.0f, -32),
+              "denormals: a product of 2^-140 is %g by vdpbf16ps, %g by the FMA form; 2^-132 x 2^100: %g and %g", d0, f0, d1, f1);
+    }
+    free(x);
+#else
+    printf("skipped: the dot step's forms (not compiled in)\n");
+#endif
+}
 static void test_bf16_paths(void) {
     static const char *ops[3] = {"forward", "backward-weights", "backward-data"};
     cf_rng r = cf_rng_seed(93);
@@ -653,6 +724,18 @@ static void test_bf16_paths(void) {
                 float *o1 = (float *)calloc(no + 1, 4), *o2 = (float *)calloc(no + 1, 4), *sc = (float *)calloc(no + 1, 4);
                 double e;
                 conv_op_p(op, pc, x, w, dy, o1, ws, wsf, 1);
+                {   /* the dot step's two forms forced: the same bits */
+                    int f, differ = 0;
+                    for (f = 0; f < 2; f++) {
+                        cf_bf16_form_set(f ? "fma" : "dot");
+                        memset(o2, 0, no * 4);
+                        conv_op_p(op, pc, x, w, dy, o2, ws, wsf, 1);
+                        differ += memcmp(o1, o2, no * 4) != 0;
+                    }
+                    cf_bf16_form_set("auto");
+                    memset(o2, 0, no * 4);
+                    CHECK(!differ, "bf16 path of conv %s (case %d): the dot and the FMA form give the same bits (%d differ)", ops[op], ci, differ);
+                }
                 conv_op_p(op, pc, x, w, dy, o2, ws, wsf, 0);
                 conv_op_p(op, pc, ax, aw, ady, sc, ws, wsf, 0);
                 if (op != CF_OP_BACKWARD_WEIGHTS) {   /* y, dx stored rounded: the rounding of a sum within 1e-6 of sum |terms| of the emulation's */
@@ -2446,6 +2529,7 @@ int main(int argc, char **argv) {
     test_fast_paths();
     test_bf16_conversion((uint64_t)1 << 24);
     test_gemm_f32();
+    test_bf16_forms();
     test_bf16_gemm();
     test_bf16_gemm_col();
     test_bf16_paths();

@@ -191,7 +191,14 @@ int main(void) {
     absorbed[3] = sweep(plane_cfg, "oom-plane.cfg", CF_BF16, bf16);
     /* the fallbacks were reached: the depthwise convolutions' (both nets' precisions), the bf16 GEMM's (where this CPU runs it) */
     CHECK(absorbed[2] > 0 && absorbed[3] > 0, "the depthwise convolutions' fallbacks were reached (%ld, %ld refusals absorbed)", absorbed[2], absorbed[3]);
-    CHECK(strncmp(cf_bf16_kernels(), "vdpbf16ps", 9) || absorbed[1] > 0, "the bf16 GEMM's fallbacks were reached (%ld refusals absorbed)", absorbed[1]);
+    CHECK(!strncmp(cf_bf16_kernels(), "the emulation", 13) || absorbed[1] > 0, "the bf16 GEMM's fallbacks were reached (%ld refusals absorbed)", absorbed[1]);
+    {   /* the dot step's FMA form: its widened kernel (the direct kernel's) refused falls back on the dot form, the same bits */
+        long fma;
+        cf_bf16_form_set("fma");
+        fma = sweep(cube_cfg, "oom-cube.cfg", CF_BF16, bf16);
+        cf_bf16_form_set("auto");
+        CHECK(!strncmp(cf_bf16_kernels(), "the emulation", 13) || fma > absorbed[1], "the FMA form's widened kernels refused and absorbed: %ld refusals absorbed, the dot form's %ld", fma, absorbed[1]);
+    }
     (void)absorbed[0];
     return check_summary();
 }

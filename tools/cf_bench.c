@@ -54,6 +54,7 @@ static void flag_table(options *o) {
         {"--no-direct", NULL, FLAG_SET, &o->no_direct, 1, 0, "no direct convolution kernels (fast path 'direct' off), to compare", NULL, NULL},
         {"--reference", NULL, FLAG_SET, &o->reference, 1, 0, "every operation through its reference (all fast paths off), to compare", NULL, NULL},
         PRECISION_FLAG(&o->precision),
+        BF16_FORM_FLAG,
         {"--alternate", NULL, FLAG_SET, &o->alternate, 1, 0, "also the same network in the other precision, its steps alternated with these in this process (each first every other time), each timed apart: "
          "a line 'alternated: fp32 F bf16 B samples/s ...' (medians; a host whose speed drifts slows both alike); peak_rss_mb is then both networks'", NULL, NULL},
         {"--allreduce", NULL, FLAG_SET, &o->allreduce, 1, 0, "also time the averaging of the gradient buffer, the library's way and the others (medians of 8; run under mpirun): last 'allreduce_ms A grad_mb G ranks P'", NULL, NULL},

@@ -31,6 +31,7 @@ static void flag_table(options *o) {
         {"--input-shape", "S", FLAG_SHAPE, &o->shape, 0, 0, "CxDxHxW, replaces the cfg's input size (default: the checkpoint's)", NULL, &o->has_shape},
         {"--batch", "B", FLAG_INT, &o->batch, 1, 65536, "samples per forward pass", NULL, NULL},
         PRECISION_FLAG(&o->precision),
+        BF16_FORM_FLAG,
         {"--pred", "FILE.npy", FLAG_STR, &o->pred, 0, 0, "predictions in sorted file order: float32 (N, outputs), or uint8 (N, H, W) class ids", NULL, NULL},
         {"--png", "DIR", FLAG_STR, &o->png, 0, 0, "CosmoFlow: scatter_<parameter>.png and input_slice.png; DeepCAM: mask_NNNN.png", NULL, NULL},
         {"--png-count", "K", FLAG_INT, &o->png_count, 0, 1 << 30, "DeepCAM: pictures of the first K samples", NULL, NULL},

@@ -74,6 +74,7 @@ static void flag_table(options *o) {
         {"--spatial", "K", FLAG_INT, &o->spatial, 1, 65536, "each sample split by depth across K ranks (groups of K consecutive ranks share samples, each rank reading and holding its slab; "
          "the groups run data parallelism; docs/mpi.md, 'A sample across ranks'); default 1", NULL, NULL},
         COMM_TIMEOUT_FLAG,
+        BF16_FORM_FLAG,
         {NULL, NULL, FLAG_STR, NULL, 0, 0, "The training step (the library's cf_train_config; defaults: the MLPerf references'):", NULL, NULL},
     };
     n_flags = (int)(sizeof f / sizeof f[0]);

@@ -101,6 +101,13 @@ TOOL_UNUSED static void parse_precision(const char *v, void *dst) {
 #define COMM_TIMEOUT_FLAG {"--comm-timeout", "S", FLAG_INT, &tool_comm_timeout, 0, 1e6, \
     "end this rank when an MPI operation gets no answer from its peers in S s (a node or link gone, a rank stopped; 0: wait for ever)", NULL, NULL}
 #define PRECISION_FLAG(dst) {"--precision", "P", FLAG_CALL, dst, 0, 0, "fp32 (default), or bf16: activations and their gradients rounded to bfloat16 (docs/math.md)", parse_precision, NULL}
+/* --bf16-form dot|fma|auto (cf-train, cf-eval, cf-bench): the form of the bf16 kernels'
+   multiply-adds (cf_bf16_form_set).  Both give the same bits, so it is no setting of a run. */
+TOOL_UNUSED static void parse_bf16_form(const char *v, void *dst) {
+    (void)dst;
+    if (cf_bf16_form_set(v)) die("--bf16-form %s: dot, fma or auto", v);
+}
+#define BF16_FORM_FLAG {"--bf16-form", "F", FLAG_CALL, NULL, 0, 0, "bf16's multiply-adds: dot (vdpbf16ps), fma (the pairs widened to fp32, two FMAs) or auto (default: the faster here, measured at start); the same bits either way (docs/performance.md)", parse_bf16_form, NULL}
 /* the precision as a run's first lines say it: bf16 names what its convolutions run on */
 TOOL_UNUSED static const char *precision_text(int precision) {
     static char b[160];
