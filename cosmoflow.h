@@ -818,7 +818,7 @@ CFDEF double cf_loss_softmax_ce(float *dz, const float *z, const float *labels, 
 
 /* ================================================================ G. inside (may change)
    What the tools and tests use to look inside a step. */
-/* The fast paths by kind: "direct", "tiles", "pointwise", "taps", "blocked", "gemm" (convolutions), "inside", "pairs"
+/* The fast paths by kind: "direct", "tiles", "pointwise", "taps", "gemm" (convolutions), "inside", "pairs"
    (pooling), "fusion", "recompute", "stores" (the memory plan), "bf16", or "all".  All are on, except in a
    CF_REFERENCE build, where none exists.  Returns CF_ERR for an unknown kind.  Not
    thread-safe; a network takes a change at its next forward. */
@@ -2038,9 +2038,6 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
                 cf_bf16_form_set forces one; cf_bf16_kernels names the one in use
      stores     a gradient's first writer stores into it instead of adding to a block zeroed
                 before (a step of the memory plan, section 9)
-     blocked    the forward of dense convolutions 3 wide (3x3, 3x3x3) with a stride of 1 along
-                the width, on AVX-512, with 32 output channels in the vector lanes, where the
-                direct kernel does not apply (many input channels, rows under 16)
      taps       a 2-D stride-1 convolution with many input channels as one GEMM per tap, on x
                 or a copy of x shifted along the width, over the output rows the tap reaches
      gemm       the pointwise convolutions' fp32 GEMMs on this header's own AVX-512 kernel
@@ -2054,13 +2051,13 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
    (declared); the tables of paths and the dispatchers; the storage forms of section 3's passes
    (rounded, stored, 16 bits); what the memory plan may store in 16 bits. */
 enum { CF__K_TILES, CF__K_POINTWISE, CF__K_DIRECT, CF__K_INSIDE, CF__K_PAIRS, CF__K_FUSION,
-       CF__K_RECOMPUTE, CF__K_BF16, CF__K_STORES, CF__K_BLOCKED, CF__K_TAPS, CF__K_GEMM, CF__NKINDS };
+       CF__K_RECOMPUTE, CF__K_BF16, CF__K_STORES, CF__K_TAPS, CF__K_GEMM, CF__NKINDS };
 static const char *cf__kind_names[CF__NKINDS] = {"tiles", "pointwise", "direct", "inside", "pairs", "fusion",
-                                                 "recompute", "bf16", "stores", "blocked", "taps", "gemm"};
+                                                 "recompute", "bf16", "stores", "taps", "gemm"};
 #ifdef CF_REFERENCE
-static int cf__kind_on[CF__NKINDS] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+static int cf__kind_on[CF__NKINDS] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
 #else
-static int cf__kind_on[CF__NKINDS] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+static int cf__kind_on[CF__NKINDS] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 #endif
 
 CFDEF int cf_fast_path_set(const char *kind, int on) {
@@ -2075,7 +2072,7 @@ CFDEF int cf_fast_path_set(const char *kind, int on) {
         }
     return found ? CF_OK
                  : cf_fail("fast path kind '%s' is unknown (all, tiles, pointwise, direct, inside, pairs, fusion, "
-                           "recompute, bf16, stores, blocked, taps, gemm)", kind);
+                           "recompute, bf16, stores, taps, gemm)", kind);
 }
 CFDEF int cf_fast_path_on(const char *kind) {
     int k;
@@ -2319,11 +2316,6 @@ static void cf__direct_fwd_run(const cf__conv_call *c);
 static int cf__direct_bwd_applies(const cf__conv_call *c);
 static void cf__direct_bwd_run(const cf__conv_call *c);
 #endif
-#ifdef CF__AVX512
-static int cf__has_avx512(void);
-static int cf__blk_fwd_applies(const cf__conv_call *c);
-static void cf__blk_fwd(const cf__conv_call *c);
-#endif
 #ifdef CF__BF16
 static int cf__has_bf16(void);
 static void cf__bf16_rates(double *dot, double *fma);
@@ -2433,7 +2425,6 @@ static const cf__conv_path cf__conv_fwd_paths[] = {
     {CF__K_DIRECT, cf__direct_fwd_applies, cf__direct_fwd_run, 0, 0, 0},
 #endif
 #ifdef CF__AVX512
-    {CF__K_BLOCKED, cf__blk_fwd_applies, cf__blk_fwd, 0, 0, 0},
     {CF__K_GEMM, cf__pointwise_f32_applies, cf__pointwise_f32_fwd, 0, 0, 0},
 #endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_fwd, 0, 0, 0},
@@ -9087,190 +9078,6 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
     cf__direct_fwd(&f, !c->dx_store);
 }
 #endif /* CF__DIRECT */
-
-/* ---- blocked (kind "blocked"): the forward of dense convolutions with kernels 3 wide (3x3,
-   3x3x3) and a stride of 1 along the width, on AVX-512, with 32 output channels in the lanes of
-   2 vectors, where the direct kernel does not apply: R past CF__DIRECT_FWD_MAX_R (many input
-   channels: CosmoFlow's 256 -> 512 at 8^3, DeepCAM's decoder 304 -> 256) or rows under 16.
-   Each group of output rows gathers its input rows into R as the direct kernel does
-   (cf__direct_rows); the kernel is packed once per call as wp (OC/32, T, 3, 32), T = C KD KH
-   tap rows.  A block of 32 output channels x 8 positions is summed in 16 registers over a chunk
-   of tap rows: per tap row 6 vector loads of weights and 10 broadcasts of inputs feed 48
-   multiply-adds.  Chunks of CF__BLK_ROWS tap rows keep their weights (18 KiB) in L1 while every
-   block of the group's rows takes them; a row's sums wait in YT (positions x 32 channels), then
-   are transposed by 16 x 16 into y's rows with the bias and activation.  Rows of fewer than 64
-   positions go in groups, so a chunk of weights serves 64 positions.  Each output is summed in
-   the direct kernel's order (tap rows, then the 3 taps), one multiply-add at a time: the direct
-   kernel's bits, on any number of threads.  Where the direct kernel applies it is as fast or
-   faster (docs/performance.md): there the door keeps it. */
-#ifdef CF__AVX512
-#define CF__BLK_TARGET __attribute__((target("avx512f")))
-#define CF__BLK_ROWS 48   /* tap rows a chunk: 48 x 3 x 32 floats of weights, 18 KiB */
-/* the call: x (B, C, D, H, W) into y (B, OC, OD, OH, OW), wp packed, rows of Wp floats in R,
-   OCB blocks of 32 channels, YT rows of OWp positions (OW rounded up to 16), G rows a group */
-typedef struct {
-    float *y; const float *x, *wp, *b;
-    cf_shape in, out; const cf_geom *g;
-    int T, OCB, OWp, G, act;
-    size_t Wp;
-    float slope;
-} cf__blk_call;
-static size_t cf__blk_wp(cf_shape out) { return ((size_t)out.w + 7) / 8 * 8 + 2; }
-static int cf__blk_group(cf_shape out) { int g = 64 / ((out.w + 7) / 8 * 8); return g < 1 ? 1 : g; }
-/* per thread: R and YT of a group */
-static size_t cf__blk_thread_floats(cf_shape in, cf_shape out, const cf_geom *g) {
-    size_t T = (size_t)in.c * g->k[0] * g->k[1], OCB = ((size_t)out.c + 31) / 32, OWp = ((size_t)out.w + 15) / 16 * 16;
-    return (size_t)cf__blk_group(out) * (T * cf__blk_wp(out) + OCB * OWp * 32);
-}
-/* wp[ob][t][kw][j] = w[ob 32 + j][t KW + kw] (0 past OC), the kernel of the convolution of C
-   channels into OC */
-static void cf__blk_pack(float *wp, const float *w, int OC, int C, int kvol) {
-    long ob_c, n = (long)((OC + 31) / 32) * C;
-    CF__OMP(omp parallel for schedule(static))
-    for (ob_c = 0; ob_c < n; ob_c++) {
-        int ob = (int)(ob_c / C), c = (int)(ob_c % C), j, k;
-        float *o = wp + (size_t)ob_c * kvol * 32;
-        for (k = 0; k < kvol; k++)
-            for (j = 0; j < 32; j++) {
-                int oc = ob * 32 + j;
-                o[(size_t)k * 32 + j] = oc >= OC ? 0.0f : w[((size_t)oc * C + c) * kvol + k];
-            }
-    }
-}
-/* one block: yt (8 positions x 32 channels) (+)= the sums over tc tap rows of R from r (the
-   block's first position), their weights from wk; first: the chunk is the first (yt unread) */
-CF__BLK_TARGET static void cf__blk_block(float *yt, const float *r, size_t Wp, const float *wk, int tc, int first) {
-    __m512 a0[8], a1[8];
-    int p, t;
-    for (p = 0; p < 8; p++) {
-        a0[p] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(yt + p * 32);
-        a1[p] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(yt + p * 32 + 16);
-    }
-    for (t = 0; t < tc; t++, r += Wp, wk += 96) {
-        __m512 u0 = _mm512_loadu_ps(wk), u1 = _mm512_loadu_ps(wk + 16), v0 = _mm512_loadu_ps(wk + 32);
-        __m512 v1 = _mm512_loadu_ps(wk + 48), z0 = _mm512_loadu_ps(wk + 64), z1 = _mm512_loadu_ps(wk + 80);
-        for (p = 0; p < 10; p++) {   /* input p feeds tap 0 of position p, 1 of p - 1, 2 of p - 2 */
-            __m512 xp = _mm512_set1_ps(r[p]);
-            if (p < 8) { a0[p] = _mm512_fmadd_ps(xp, u0, a0[p]); a1[p] = _mm512_fmadd_ps(xp, u1, a1[p]); }
-            if (p >= 1 && p < 9) {
-                a0[p - 1] = _mm512_fmadd_ps(xp, v0, a0[p - 1]); a1[p - 1] = _mm512_fmadd_ps(xp, v1, a1[p - 1]);
-            }
-            if (p >= 2) {
-                a0[p - 2] = _mm512_fmadd_ps(xp, z0, a0[p - 2]); a1[p - 2] = _mm512_fmadd_ps(xp, z1, a1[p - 2]);
-            }
-        }
-    }
-    for (p = 0; p < 8; p++) { _mm512_storeu_ps(yt + p * 32, a0[p]); _mm512_storeu_ps(yt + p * 32 + 16, a1[p]); }
-}
-/* v[i] (16 values of row i) becomes v[j] (value j of every row) */
-CF__BLK_TARGET static void cf__transpose16x16(__m512 v[16]) {
-    __m512 t[16], u[16];
-    int i;
-    for (i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
-    }
-    for (i = 0; i < 4; i++) {   /* u[4 i + e], 128-bit lane L: value 4 L + e of rows 4 i .. 4 i + 3 */
-        u[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-        u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-    }
-    for (i = 0; i < 4; i++) {   /* value e of lanes 0 and 2 (a), 1 and 3 (b) of all 16 rows */
-        __m512 a = _mm512_shuffle_f32x4(u[i], u[4 + i], 0x88), b = _mm512_shuffle_f32x4(u[i], u[4 + i], 0xdd);
-        __m512 c = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0x88), d = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0xdd);
-        v[i] = _mm512_shuffle_f32x4(a, c, 0x88);
-        v[8 + i] = _mm512_shuffle_f32x4(a, c, 0xdd);
-        v[4 + i] = _mm512_shuffle_f32x4(b, d, 0x88);
-        v[12 + i] = _mm512_shuffle_f32x4(b, d, 0xdd);
-    }
-}
-/* output row yr (rows of the channels ystride apart) from YT (OWp x 32 per block): y = act(sum + b) */
-CF__BLK_TARGET static void cf__blk_store(float *yr, size_t ystride, const float *YT, const cf__blk_call *k) {
-    int OC = k->out.c, OW = k->out.w, ob, h, w0, j;
-    for (ob = 0; ob < k->OCB; ob++)
-        for (h = 0; h < 32 && ob * 32 + h < OC; h += 16) {
-            int oc0 = ob * 32 + h, nc = OC - oc0 < 16 ? OC - oc0 : 16;
-            for (w0 = 0; w0 < OW; w0 += 16) {
-                __m512 v[16];
-                __mmask16 m = cf__lanes(OW - w0);
-                for (j = 0; j < 16; j++) v[j] = _mm512_loadu_ps(YT + ((size_t)ob * k->OWp + w0 + j) * 32 + h);
-                cf__transpose16x16(v);
-                for (j = 0; j < nc; j++) {
-                    float *o = yr + (size_t)(oc0 + j) * ystride + w0;
-                    __mmask16 pos;
-                    v[j] = _mm512_add_ps(v[j], _mm512_set1_ps(k->b ? k->b[oc0 + j] : 0.0f));
-                    pos = _mm512_cmp_ps_mask(v[j], _mm512_setzero_ps(), _CMP_GT_OQ);
-                    /* (relu and leaky as cf__act_f: v > 0 ? v : 0 or slope v) */
-                    if (k->act == CF_ACT_RELU) v[j] = _mm512_maskz_mov_ps(pos, v[j]);
-                    else if (k->act == CF_ACT_LEAKY)
-                        v[j] = _mm512_mask_mov_ps(_mm512_mul_ps(_mm512_set1_ps(k->slope), v[j]), pos, v[j]);
-                    _mm512_mask_storeu_ps(o, m, v[j]);
-                }
-            }
-        }
-    if (k->act != CF_ACT_LINEAR && k->act != CF_ACT_RELU && k->act != CF_ACT_LEAKY)
-        for (j = 0; j < OC; j++) cf__act_floats(yr + (size_t)j * ystride, (size_t)OW, k->act, k->slope);
-}
-/* the rows r0 .. r0 + nr - 1 (of B OD OH) with this thread's R and YT */
-static void cf__blk_rows(const cf__blk_call *k, float *R, float *YT, long r0, int nr) {
-    cf_shape in = k->in, out = k->out;
-    size_t Wp = k->Wp, P = cf__positions(out), rsz = (size_t)k->T * Wp, ysz = (size_t)k->OCB * k->OWp * 32;
-    int j, ob, t0, w0;
-    for (j = 0; j < nr; j++) {
-        long r = r0 + j;
-        int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
-        cf__direct_rows(R + j * rsz, Wp, k->x + (size_t)bi * cf_shape_size(in), in.c, in, k->g, od, oh);
-    }
-    for (ob = 0; ob < k->OCB; ob++)
-        for (t0 = 0; t0 < k->T; t0 += CF__BLK_ROWS) {
-            int tc = k->T - t0 < CF__BLK_ROWS ? k->T - t0 : CF__BLK_ROWS;
-            const float *wk = k->wp + ((size_t)ob * k->T + t0) * 96;
-            for (j = 0; j < nr; j++)
-                for (w0 = 0; w0 < out.w; w0 += 8)
-                    cf__blk_block(YT + j * ysz + ((size_t)ob * k->OWp + w0) * 32, R + j * rsz + (size_t)t0 * Wp + w0,
-                                  Wp, wk, tc, t0 == 0);
-        }
-    for (j = 0; j < nr; j++) {
-        long r = r0 + j;
-        int bi = (int)(r / ((long)out.d * out.h)), rw = (int)(r % ((long)out.d * out.h));
-        cf__blk_store(k->y + (size_t)bi * out.c * P + (size_t)rw * out.w, P, YT + j * ysz, k);
-    }
-}
-/* the convolution of B samples of x (in) into y (out), y = act(conv + b), with the packed kernel
-   at the front of ws, the threads taking groups of rows */
-static void cf__blk_run(int B, float *ws, const float *x, float *y, cf_shape in, cf_shape out, const cf_geom *g,
-                        const float *b, int act, float slope) {
-    cf__blk_call k;
-    size_t wpsz = ((size_t)out.c + 31) / 32 * 32 * in.c * cf__kvol(g), per = cf__blk_thread_floats(in, out, g);
-    long rows = (long)B * out.d * out.h, ng, q;
-    k.y = y; k.x = x; k.wp = ws; k.b = b; k.in = in; k.out = out; k.g = g;
-    k.T = in.c * g->k[0] * g->k[1]; k.OCB = (out.c + 31) / 32; k.OWp = (out.w + 15) / 16 * 16;
-    k.G = cf__blk_group(out); k.act = act; k.Wp = cf__blk_wp(out); k.slope = slope;
-    ng = (rows + k.G - 1) / k.G;
-    CF__OMP(omp parallel num_threads(cf__nthreads()))
-    {
-        float *R = ws + wpsz + (size_t)cf__thread_id() * per, *YT = R + (size_t)k.G * k.T * k.Wp;
-        CF__OMP(omp for schedule(static))
-        for (q = 0; q < ng; q++)
-            cf__blk_rows(&k, R, YT, q * k.G, (int)(rows - q * k.G < k.G ? rows - q * k.G : k.G));
-    }
-}
-/* whether it runs the convolution of in into out: 3 wide and dense along a width of stride 1,
-   at least 32 output channels, AVX-512, the packed kernel and the threads' buffers in ws */
-static int cf__blk_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats) {
-    size_t wpsz = ((size_t)out.c + 31) / 32 * 32 * in.c * cf__kvol(g);
-    return g->k[2] == 3 && g->dil[2] == 1 && g->s[2] == 1 && out.c >= 32 && cf__has_avx512() &&
-           wpsz + (size_t)cf__nthreads() * cf__blk_thread_floats(in, out, g) <= ws_floats;
-}
-static int cf__blk_fwd_applies(const cf__conv_call *c) {   /* (after the direct kernel in the table) */
-    return c->groups == 1 && cf__blk_fits(c->in, c->out, c->g, c->ws_floats);
-}
-static void cf__blk_fwd(const cf__conv_call *c) {
-    cf__blk_pack(c->ws, c->w, c->out.c, c->in.c, cf__kvol(c->g));
-    cf__blk_run(c->B, c->ws, c->x, c->y, c->in, c->out, c->g, c->b, c->act, c->slope);
-}
-#endif /* CF__AVX512 */
 
 /* ---- the fp32 GEMM (kind "gemm"): C (M x N) = beta C + op(A) op(B), op(A) M x K, op(B) K x N,
    beta 0 or 1, on AVX-512 FMA, chosen at run time by the CPU and not by the BLAS's kernel set:

@@ -227,70 +227,15 @@ static void test_conv_direct(void) {
             for (i = 0; i < ny; i++) if (y2[i] < 0) y2[i] *= 0.3f;
             CHECK(check_relerr(y1, y2, ny) < 1e-5, "direct conv forward + leaky vs direct loop: %s (err %g)", cases[ci].what, check_relerr(y1, y2, ny));
             cf_conv_backward(dx1, dw1, db1, dy, x, w, B, in, out, &g, 1, col, dcol, big);
-            cf_fast_path_set("direct", 0); cf_fast_path_set("blocked", 0);
+            cf_fast_path_set("direct", 0);
             cf_conv_forward_act(y2, x, w, b, B, in, out, &g, 1, col, big, CF_ACT_LEAKY, 0.3f);
             cf_conv_backward(dx2, dw2, db2, dy, x, w, B, in, out, &g, 1, col, dcol, big);
-            cf_fast_path_set("direct", 1); cf_fast_path_set("blocked", 1);
+            cf_fast_path_set("direct", 1);
             CHECK(check_relerr(y1, y2, ny) < 1e-5, "direct conv forward vs im2col + GEMM: %s", cases[ci].what);
             CHECK(check_relerr(dw1, dw2, nw) < 1e-5 && check_relerr(db1, db2, OC) < 1e-6,
                   "direct conv backward-weights (added to dw) vs im2col + GEMM: %s (err %g)", cases[ci].what, check_relerr(dw1, dw2, nw));
             CHECK(check_relerr(dx1, dx2, nx) < 1e-5, "direct conv backward-data (added to dx) vs GEMM: %s (err %g)", cases[ci].what, check_relerr(dx1, dx2, nx));
             free(x); free(w); free(b); free(dy); free(col); free(dcol); free(y1); free(y2); free(dw1); free(dw2); free(dx1); free(dx2); free(db1); free(db2);
-        }
-    }
-}
-
-/* The blocked forward (3-wide kernels, stride 1 along the width, at least 32 filters, AVX-512;
-   the door takes it where the direct kernel does not apply): forward + bias + activation
-   against the direct loop and against im2col + GEMM (blocked and direct off), and, with the
-   direct kernel switched off, bit for bit against it where its AVX-512 form runs (rows of 32 or
-   more: the same sums in the same order); on a partial block of filters (40), rows with a tail
-   of 8 and of 16 positions (20, 37), rows of 8 and 12 grouped across samples, 2-D, uneven
-   padding, dilation and stride on depth and height, each activation. */
-static void test_conv_blocked(void) {
-    static const struct { int B, C, D, H, W, OC, k[3], s[3], dil[3], pb[3], pa[3], act; const char *what; } cases[] = {
-        {2, 36, 5, 6, 37, 40, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, CF_ACT_LEAKY, "36 -> 40 channels, width 37"},
-        {2, 33, 3, 5, 8, 64, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, CF_ACT_RELU, "33 -> 64, rows of 8 in groups across samples"},
-        {1, 40, 4, 3, 12, 32, {3, 3, 3}, {1, 1, 1}, {1, 2, 1}, {1, 2, 1}, {1, 2, 1}, CF_ACT_TANH, "rows of 12, dilation 2 on height"},
-        {2, 34, 1, 9, 20, 48, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 0, 1}, {0, 2, 1}, CF_ACT_LINEAR, "2-D, width 20, padding 0 before 2 after"},
-        {1, 32, 7, 6, 33, 36, {3, 3, 3}, {2, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, CF_ACT_LEAKY, "stride 2 on depth, width 33"},
-        {1, 64, 4, 4, 64, 32, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, CF_ACT_RELU, "64 -> 32, rows of 64"},
-        {1, 340, 1, 3, 40, 32, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, CF_ACT_LEAKY, "340 channels: past the direct kernel's R"},
-    };
-    cf_rng r = cf_rng_seed(13);
-    int ci, a;
-#ifdef CF__AVX512
-    if (!cf__has_avx512())
-#endif
-    { printf("skipped: the blocked kernels (not compiled in, or no AVX-512 on this CPU)\n"); return; }
-    for (ci = 0; ci < (int)(sizeof cases / sizeof cases[0]); ci++) {
-        int B = cases[ci].B, C = cases[ci].C, OC = cases[ci].OC, act = cases[ci].act;
-        cf_shape in = {C, cases[ci].D, cases[ci].H, cases[ci].W}, out;
-        cf_geom g;
-        for (a = 0; a < 3; a++) { g.k[a] = cases[ci].k[a]; g.s[a] = cases[ci].s[a]; g.dil[a] = cases[ci].dil[a]; g.pb[a] = cases[ci].pb[a]; g.pa[a] = cases[ci].pa[a]; }
-        out.c = OC; out.d = cf_geom_out(&g, 0, in.d); out.h = cf_geom_out(&g, 1, in.h); out.w = cf_geom_out(&g, 2, in.w);
-        {
-            size_t nx = B * cf_shape_size(in), ny = B * cf_shape_size(out), nw = (size_t)OC * C * g.k[0] * g.k[1] * g.k[2], big = (size_t)8 << 20, i;
-            float *x = rnd(nx, &r), *w = rnd(nw, &r), *b = rnd(OC, &r), *ws = rnd(big, &r), *y1 = rnd(ny, &r), *y2 = rnd(ny, &r), *y3 = rnd(ny, &r);
-            const char *path = cf_conv_path(CF_OP_FORWARD, B, in, out, &g, 1, big);
-            int direct = !strcmp(path, "direct");
-            cf_fast_path_set("direct", 0);
-            CHECK(!strcmp(cf_conv_path(CF_OP_FORWARD, B, in, out, &g, 1, big), "blocked") && (direct || out.w < 16 || C >= 270),
-                  "blocked conv: %s takes the blocked forward (with direct off; on: %s)", cases[ci].what, path);
-            cf_conv_forward_act(y1, x, w, b, B, in, out, &g, 1, ws, big, act, 0.3f);
-            cf_fast_path_set("direct", 1);
-            conv_direct(y2, x, w, b, B, in, out, &g, 1);
-            for (i = 0; i < ny; i++) y2[i] = act == CF_ACT_LEAKY ? (y2[i] > 0 ? y2[i] : 0.3f * y2[i]) : act == CF_ACT_RELU ? (y2[i] > 0 ? y2[i] : 0) : act == CF_ACT_TANH ? tanhf(y2[i]) : y2[i];
-            CHECK(check_relerr(y1, y2, ny) < 1e-5, "blocked conv forward + activation vs direct loop: %s (err %g)", cases[ci].what, check_relerr(y1, y2, ny));
-            if (direct && out.w >= 32) {   /* the direct kernel's AVX-512 form: its bits */
-                cf_conv_forward_act(y3, x, w, b, B, in, out, &g, 1, ws, big, act, 0.3f);
-                CHECK(!memcmp(y1, y3, ny * 4), "blocked conv forward equals the direct kernel bit for bit: %s", cases[ci].what);
-            }
-            cf_fast_path_set("direct", 0); cf_fast_path_set("blocked", 0);
-            cf_conv_forward_act(y3, x, w, b, B, in, out, &g, 1, ws, big, act, 0.3f);
-            cf_fast_path_set("direct", 1); cf_fast_path_set("blocked", 1);
-            CHECK(check_relerr(y1, y3, ny) < 1e-5, "blocked conv forward vs im2col + GEMM: %s", cases[ci].what);
-            free(x); free(w); free(b); free(ws); free(y1); free(y2); free(y3);
         }
     }
 }
@@ -312,7 +257,6 @@ static const path_case path_cases[] = {
     {1, 5, 4, 5, 16, 20, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1},   /* rows of 16, 20 filters: the bf16 direct kernel's narrow blocks */
     {2, 3, 1, 5, 300, 6, {1, 3, 3}, {1, 1, 1}, {0, 1, 2}, {0, 1, 0}, 1},  /* 2-D rows of 300, uneven padding: tiles end mid-row */
     {1, 96, 1, 4, 300, 8, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1}, /* 96 channels: the bf16 direct kernel with R past 32 Ki uint32, its old limit; taps forward */
-    {1, 6, 4, 5, 12, 40, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1},  /* rows of 12, 40 filters, 3 wide: blocked forward */
     {1, 64, 1, 6, 40, 8, {1, 3, 3}, {1, 1, 1}, {0, 2, 0}, {0, 0, 2}, 1},  /* 64 channels, 240 positions, uneven padding: taps backward-weights */
     {2, 140, 1, 32, 33, 134, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 2},  /* pointwise, 70 -> 67 channels a group, 1056 positions: the fp32 GEMM (AVX-512) */
 };
@@ -2525,7 +2469,6 @@ int main(int argc, char **argv) {
     test_conv_oracle();
     test_conv_tiles();
     test_conv_direct();
-    test_conv_blocked();
     test_fast_paths();
     test_bf16_conversion((uint64_t)1 << 24);
     test_gemm_f32();
