@@ -431,8 +431,15 @@ static void setup(run *R, int argc, char **argv) {
     MLL_START("init_start", NULL);
     setup_model(R);
     setup_data(R);
-    if (R->first_step > R->steps)
-        die("%s: it stopped after step %d of epoch %d, but an epoch here has %d steps (another training set or global batch)", o->resume, R->first_step, R->first_epoch, R->steps);
+    if (R->first_step > R->steps && !o->override)
+        die("%s: it stopped after step %d of epoch %d, but an epoch here has %d steps (another training set or global batch; "
+            "--override starts that epoch afresh)", o->resume, R->first_step, R->first_epoch, R->steps);
+    if (R->first_step > R->steps) {   /* --override: the stopped epoch's position does not fit this epoch: it starts again */
+        if (R->rank == 0)
+            fprintf(stderr, "cf-train: %s stopped after step %d of epoch %d; an epoch here has %d steps: --override starts epoch %d afresh\n",
+                    o->resume, R->first_step, R->first_epoch, R->steps, R->first_epoch);
+        R->first_step = 0; R->first_sum = 0; R->first_skipped = 0;
+    }
     record_run(R);
     if (R->rank == 0 && o->spatial > 1)
         fprintf(stderr, "cf-train: %d ranks: %d group%s of %d, each sample split across a group (%d planes a rank)\n", R->size, R->groups,
