@@ -711,6 +711,8 @@ static void test_dwconv_paths(cf_rng *r) {
         {2, 1, 12, 18, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1},  /* stride 2, even sizes */
         {2, 1, 13, 17, {1, 3, 3}, {1, 2, 2}, {1, 2, 2}, {0, 2, 0}, {0, 1, 2}, 1},  /* stride 2, dilation 2, uneven padding */
         {2, 1, 12, 19, {1, 3, 3}, {1, 1, 2}, {1, 1, 1}, {0, 0, 1}, {0, 1, 0}, 1},  /* stride 2 on the width only */
+        {3, 1, 10, 37, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1},  /* rows of 3 vectors, 4 + 4 + 2 rows */
+        {2, 1, 7, 33, {1, 3, 3}, {1, 1, 1}, {1, 1, 2}, {0, 0, 2}, {0, 2, 2}, 1},   /* dilation 2 on the width, rows padded after */
         {2, 1, 9, 13, {1, 3, 3}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1},   /* stride 3: the reference */
     };
     int ci, fast_reached = 0, ref_kept = 0, B = 2;
@@ -762,6 +764,8 @@ static void test_dwconv_forward_paths(cf_rng *r) {
         {3, 1, 9, 13, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},   /* stride 2, DeepCAM's strided 3x3 */
         {2, 1, 12, 18, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},  /* stride 2, even sizes */
         {2, 1, 13, 17, {1, 3, 3}, {1, 2, 2}, {1, 2, 2}, {0, 2, 0}, {0, 1, 2}},  /* stride 2, dilation 2, uneven padding */
+        {3, 1, 10, 37, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},  /* rows of 3 vectors, 4 + 4 + 2 rows */
+        {2, 1, 7, 33, {1, 3, 3}, {1, 1, 1}, {1, 1, 2}, {0, 0, 2}, {0, 2, 2}},   /* dilation 2 on the width, rows padded after */
         {3, 1, 9, 13, {1, 3, 3}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},   /* stride 3 on the width: the reference */
     };
     int ci, v, fast_reached = 0, ref_kept = 0, B = 2;
