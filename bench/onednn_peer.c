@@ -208,7 +208,8 @@ static void ours_make(ours_conv *o, const peer_layer *p, int B, int precision) {
     if (cf_net_parse(&o->net, cfg, "the one-conv network", NULL) || cf_net_init(&o->net, 1) ||
         cf_net_set_precision(&o->net, precision))
         die("layer", "%d: %s", p->idx[0], cf_failure_reason());
-    if (memcmp(&o->net.layers[o->at].g, &l->g, sizeof l->g) || memcmp(&o->net.layers[o->at].out, &l->out, sizeof l->out))
+    if (memcmp(&o->net.layers[o->at].g, &l->g, sizeof l->g) ||
+        memcmp(&o->net.layers[o->at].out, &l->out, sizeof l->out))
         die("layer", "%d: the one-conv network's geometry differs from the layer's", p->idx[0]);
     cf_net_set_mode(&o->net, CF_MODE_TRAIN);
     o->x = floats(nx, "the input"); o->dy = floats(ny, "the output gradient");
