@@ -10796,11 +10796,10 @@ CF__DWV_TARGET CF__INLINE int cf__dwv_row3(__m512 *v, const float *p, int half, 
     if (LOAD(3)) { USE(1, 2) USE(2, 1) USE(3, 0) }                                                                   \
     if (LOAD(4)) { USE(2, 2) USE(3, 1) }                                                                             \
     if (LOAD(5)) { USE(3, 2) }
-/* acc += the three products of kernel row kh (w in wv) in order kw = 0, 1, 2, as the reference adds them */
+/* acc += the three products of kernel row kh (w in wv) in order kw = 0, 1, 2, as the reference
+   adds them, written as it writes them (a compiler that contracts its a += w x contracts these) */
 #define CF__DWV_ADD3(acc, kh) \
-    acc = _mm512_add_ps(acc, _mm512_mul_ps(wv[(kh) * 3], v[0]));     \
-    acc = _mm512_add_ps(acc, _mm512_mul_ps(wv[(kh) * 3 + 1], v[1])); \
-    acc = _mm512_add_ps(acc, _mm512_mul_ps(wv[(kh) * 3 + 2], v[2]));
+    acc += wv[(kh) * 3] * v[0]; acc += wv[(kh) * 3 + 1] * v[1]; acc += wv[(kh) * 3 + 2] * v[2];
 /* output rows oh0 .. oh0 + 3 of a plane into yr (rows of out.w; those past out.h not stored):
    bias, then the taps (kh, kw) in order; input row oh0 - pb + j serves output row r as kh = j - r */
 CF__DWV_TARGET CF__INLINE void cf__dwv_fwd_rows(float *yr, const float *xc, int xh, const float *wc, float bias,
