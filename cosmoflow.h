@@ -10771,7 +10771,7 @@ CF__INLINE __mmask16 cf__dwv_in(long at, long n) {
 CF__DWV_TARGET CF__INLINE __m512 cf__dwv_load(const float *r, long at, __mmask16 m, int half) {
     if (half) {
         __m256i h = _mm256_maskz_loadu_epi16(m, (const cf_bf16 *)(const void *)r + at);
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, h), 16));
     }
     return _mm512_maskz_loadu_ps(m, r + at);
 }
@@ -10852,6 +10852,14 @@ static void cf__dwv_fwd(const cf__conv_call *c) {
         }
     }
 }
+/* the sum of a vector's 16 lanes, in lane order */
+CF__DWV_TARGET CF__INLINE float cf__dwv_sum(__m512 v) {
+    float t[16], a = 0.0f;
+    int k;
+    _mm512_storeu_ps(t, v);
+    for (k = 0; k < 16; k++) a += t[k];
+    return a;
+}
 /* dw of a plane: dw[kh][kw] += sum over output rows oh and columns t of dy[oh][t] times x's
    element (oh - pb + kh, t - pb + kw dil), 9 vector sums; four rows of dy at once, each x row
    loaded once for them */
@@ -10882,9 +10890,9 @@ CF__DWV_TARGET CF__INLINE void cf__dwv_dw(float *dwc, const float *xc, int xh, c
 #undef CF__DWV_LOAD
 #undef CF__DWV_USE
         }
-    dwc[0] += _mm512_reduce_add_ps(s00); dwc[1] += _mm512_reduce_add_ps(s01); dwc[2] += _mm512_reduce_add_ps(s02);
-    dwc[3] += _mm512_reduce_add_ps(s10); dwc[4] += _mm512_reduce_add_ps(s11); dwc[5] += _mm512_reduce_add_ps(s12);
-    dwc[6] += _mm512_reduce_add_ps(s20); dwc[7] += _mm512_reduce_add_ps(s21); dwc[8] += _mm512_reduce_add_ps(s22);
+    dwc[0] += cf__dwv_sum(s00); dwc[1] += cf__dwv_sum(s01); dwc[2] += cf__dwv_sum(s02);
+    dwc[3] += cf__dwv_sum(s10); dwc[4] += cf__dwv_sum(s11); dwc[5] += cf__dwv_sum(s12);
+    dwc[6] += cf__dwv_sum(s20); dwc[7] += cf__dwv_sum(s21); dwc[8] += cf__dwv_sum(s22);
 }
 /* dx rows ih0 .. ih0 + 3 of a plane into xr (rows of in.w; those past in.h not stored): dx's
    value (0 when stored), then for kh = 2, 1, 0 (output row ih + pb - kh ascending) and kw = 0,
