@@ -10741,16 +10741,22 @@ static void cf__dw3x3_bwd(const cf__conv_call *c) {
 }
 
 /* ---- depthwise 3x3, stride 1, in AVX-512 registers (kind "direct"; DeepCAM's middle flow: 728
-   channels at 48 x 72, 49 of them a step, and its other stride-1 depthwise 3x3s).  No padded
+   channels at 48 x 72, 50 of them a step, and its other stride-1 depthwise 3x3s).  No padded
    copy: each tap's run is read from x's row itself by a masked load (the lanes in the padding
    read as 0), a 16-bit operand widened as it is loaded.  Four output rows at once: each of the
    6 input rows they read is loaded once (3 shifted vectors) for the up to 3 of the 4 rows that
    use it, the 9 weights in registers, 4 independent sums; the forward and the data gradient
    add the reference's products in its order (the same bits, but a zero's sign and a w that is
    not finite, as the kernel above), dw sums in 9 vector accumulators a plane.  The backward
-   takes dw and dx of a plane together (x, dy read from memory once).  Against the kernel above
-   on 728 x 48 x 72 (tests aside: a one-conv program timing both in turn, 2 threads, docs/
-   performance.md, "Depthwise 3x3 in registers"). */
+   takes dw and dx of a plane together (x, dy read from memory once).  The kernel above sums
+   each output in one chain of 9 dependent adds, 8 wide, its weights loaded again each step
+   (perf annotate), after copying the plane.  On 728 x 48 x 72, 2 threads, the two alternated
+   in one process (the AMD EPYC host of docs/performance.md, loaded by other tenants): fp32
+   forward 1.47-1.93x, backward (dw + dx) 1.40-1.77x; bf16 with y and dy in 16 bits 1.64-1.97x
+   and 1.25-1.92x.  bin/onednn-peer --model models/deepcam.cfg --layer 43, old and new binaries
+   alternated: oneDNN / ours, fp32 forward 0.67 -> 1.16, backward 0.71 -> 1.03; bf16 0.25 ->
+   0.73 and 0.49 -> 0.78 (docs/performance.md, "Depthwise 3x3, stride 1, in AVX-512
+   registers"). */
 #ifdef CF__AVX512
 #define CF__DWV_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
 static int cf__dwv_applies(const cf__conv_call *c) {
