@@ -10758,7 +10758,11 @@ static void cf__dw3x3_bwd(const cf__conv_call *c) {
    0.73 and 0.49 -> 0.78 (docs/performance.md, "Depthwise 3x3, stride 1, in AVX-512
    registers"). */
 #ifdef CF__AVX512
+#ifdef CF__BF16   /* (the bf16 conversion runs only where the CPU has it: cf__dwv_rnd) */
+#define CF__DWV_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#else
 #define CF__DWV_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
+#endif
 static int cf__dwv_applies(const cf__conv_call *c) {
     return cf__dw3x3_applies(c) && c->g->s[1] == 1 && c->g->s[2] == 1 && c->g->dil[1] == 1 && cf__has_avx512() &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
@@ -10792,6 +10796,29 @@ CF__DWV_TARGET CF__INLINE int cf__dwv_row3(__m512 *v, const float *p, int half, 
     v[2] = cf__dwv_load(r, at - 2 * step, m[2], half);
     return 1;
 }
+/* how a bf16 call's sums are stored, rounded as they are stored when the CPU converts to bf16
+   (cf__round_run's instruction, the same bits): 1 in fp32, 2 in 16 bits; 0: as they are (fp32,
+   or rounded by a pass after) */
+static int cf__dwv_rnd(const cf__conv_call *c, int half) {
+#ifdef CF__BF16
+    if (c->bf16 && cf__kind_on[CF__K_BF16] && cf__has_bf16()) return half ? 2 : 1;
+#endif
+    (void)c; (void)half;
+    return 0;
+}
+/* 16 sums v into lanes m of element i of p: as they are (rnd 0), rounded to bf16 (1), or rounded
+   and stored in 16 bits (2: p holds 16-bit values) */
+CF__DWV_TARGET CF__INLINE void cf__dwv_store(float *p, size_t i, __mmask16 m, __m512 v, int rnd) {
+#ifdef CF__BF16
+    if (rnd) {
+        __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
+        if (rnd == 2) { _mm256_mask_storeu_epi16((cf_bf16 *)(void *)p + i, m, h); return; }
+        v = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, h), 16));
+    }
+#endif
+    (void)rnd;
+    _mm512_mask_storeu_ps(p + i, m, v);
+}
 /* the six rows that four rows of a plane read (row j serves row r as kh = j - r, or 2 - (j - r)
    for dx), written out so that the sums stay in registers: LOAD(j) loads row j's three taps,
    USE(r, q) adds them to row r's sums, q = j - r */
@@ -10806,10 +10833,11 @@ CF__DWV_TARGET CF__INLINE int cf__dwv_row3(__m512 *v, const float *p, int half, 
    adds them, written as it writes them (a compiler that contracts its a += w x contracts these) */
 #define CF__DWV_ADD3(acc, kh) \
     acc += wv[(kh) * 3] * v[0]; acc += wv[(kh) * 3 + 1] * v[1]; acc += wv[(kh) * 3 + 2] * v[2];
-/* output rows oh0 .. oh0 + 3 of a plane into yr (rows of out.w; those past out.h not stored):
-   bias, then the taps (kh, kw) in order; input row oh0 - pb + j serves output row r as kh = j - r */
+/* output rows oh0 .. oh0 + 3 of a plane into yr (rows of out.w; those past out.h not stored;
+   stored as rnd says): bias, then the taps (kh, kw) in order; input row oh0 - pb + j serves
+   output row r as kh = j - r */
 CF__DWV_TARGET CF__INLINE void cf__dwv_fwd_rows(float *yr, const float *xc, int xh, const float *wc, float bias,
-                                                int oh0, const cf__conv_call *c) {
+                                                int oh0, int rnd, const cf__conv_call *c) {
     const cf_geom *g = c->g;
     int W = c->in.w, OW = c->out.w, nr = c->out.h - oh0 < 4 ? c->out.h - oh0 : 4, t0, k;
     long d = g->dil[2], pw = g->pb[2], i0 = (long)oh0 - g->pb[1];
@@ -10825,19 +10853,26 @@ CF__DWV_TARGET CF__INLINE void cf__dwv_fwd_rows(float *yr, const float *xc, int 
         CF__DWV_ROWS(CF__DWV_LOAD, CF__DWV_USE)
 #undef CF__DWV_LOAD
 #undef CF__DWV_USE
-        _mm512_mask_storeu_ps(yr + t0, cf__lanes(OW - t0), a0);
-        if (nr > 1) _mm512_mask_storeu_ps(yr + (size_t)OW + t0, cf__lanes(OW - t0), a1);
-        if (nr > 2) _mm512_mask_storeu_ps(yr + (size_t)2 * OW + t0, cf__lanes(OW - t0), a2);
-        if (nr > 3) _mm512_mask_storeu_ps(yr + (size_t)3 * OW + t0, cf__lanes(OW - t0), a3);
+        cf__dwv_store(yr, (size_t)t0, cf__lanes(OW - t0), a0, rnd);
+        if (nr > 1) cf__dwv_store(yr, (size_t)OW + t0, cf__lanes(OW - t0), a1, rnd);
+        if (nr > 2) cf__dwv_store(yr, (size_t)2 * OW + t0, cf__lanes(OW - t0), a2, rnd);
+        if (nr > 3) cf__dwv_store(yr, (size_t)3 * OW + t0, cf__lanes(OW - t0), a3, rnd);
     }
 }
 CF__DWV_TARGET static void cf__dwv_fwd_plane(float *yr, const float *xc, const float *wc, float bias, int oh0,
-                                             const cf__conv_call *c) {
-    if (c->x_half) cf__dwv_fwd_rows(yr, xc, 1, wc, bias, oh0, c);
-    else cf__dwv_fwd_rows(yr, xc, 0, wc, bias, oh0, c);
+                                             int rnd, const cf__conv_call *c) {
+    /* (each form its own copy: the stores' form known where they are compiled) */
+    if (c->x_half && rnd == 2) cf__dwv_fwd_rows(yr, xc, 1, wc, bias, oh0, 2, c);
+    else if (c->x_half && rnd == 1) cf__dwv_fwd_rows(yr, xc, 1, wc, bias, oh0, 1, c);
+    else if (c->x_half) cf__dwv_fwd_rows(yr, xc, 1, wc, bias, oh0, 0, c);
+    else if (rnd == 2) cf__dwv_fwd_rows(yr, xc, 0, wc, bias, oh0, 2, c);
+    else if (rnd == 1) cf__dwv_fwd_rows(yr, xc, 0, wc, bias, oh0, 1, c);
+    else cf__dwv_fwd_rows(yr, xc, 0, wc, bias, oh0, 0, c);
 }
 static void cf__dwv_fwd(const cf__conv_call *c) {
-    int planes = c->B * c->in.c, halves = c->half || c->x_half || c->dx_half;
+    /* (an activation: applied, then rounded, by passes over the rows in cache) */
+    int planes = c->B * c->in.c, halves = c->half || c->x_half || c->dx_half,
+        rnd = c->act == CF_ACT_LINEAR ? cf__dwv_rnd(c, c->half) : 0;
     size_t iv = cf__positions(c->in), ov = cf__positions(c->out), per = cf__dwv_floats(c);
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
@@ -10850,7 +10885,9 @@ static void cf__dwv_fwd(const cf__conv_call *c) {
             for (oh0 = 0; oh0 < c->out.h; oh0 += 4) {
                 size_t n = (size_t)(c->out.h - oh0 < 4 ? c->out.h - oh0 : 4) * c->out.w;
                 float *yr = c->half ? buf : c->y + (size_t)pl * ov + (size_t)oh0 * c->out.w;
-                cf__dwv_fwd_plane(yr, xc, c->w + (size_t)ch * 9, c->b ? c->b[ch] : 0.0f, oh0, c);
+                if (rnd == 2) yr = cf__elt(c->y, 1, (size_t)pl * ov + (size_t)oh0 * c->out.w);
+                cf__dwv_fwd_plane(yr, xc, c->w + (size_t)ch * 9, c->b ? c->b[ch] : 0.0f, oh0, rnd, c);
+                if (rnd) continue;
                 cf__act_floats(yr, n, c->act, c->slope);   /* then rounded, the rows in cache */
                 if (c->half) cf__narrow_run((cf_bf16 *)(void *)c->y + (size_t)pl * ov + (size_t)oh0 * c->out.w, yr, n);
                 else if (c->bf16) cf__round_run(yr, n);
@@ -10905,7 +10942,7 @@ CF__DWV_TARGET CF__INLINE void cf__dwv_dw(float *dwc, const float *xc, int xh, c
    1, 2 the product w[kh][kw] dy[oh][ih's column + pb - kw dil]; output row ih0 + pb - 2 + j
    serves dx row r as kh = 2 - (j - r) */
 CF__DWV_TARGET CF__INLINE void cf__dwv_dx_rows(float *xr, const float *dyc, int dyh, const float *wc, int ih0,
-                                               int store, const cf__conv_call *c) {
+                                               int store, int rnd, const cf__conv_call *c) {
     const cf_geom *g = c->g;
     int W = c->in.w, OW = c->out.w, nr = c->in.h - ih0 < 4 ? c->in.h - ih0 : 4, t0, k;
     long d = g->dil[2], pw = g->pb[2], o0 = (long)ih0 + g->pb[1] - 2;
@@ -10927,16 +10964,16 @@ CF__DWV_TARGET CF__INLINE void cf__dwv_dx_rows(float *xr, const float *dyc, int 
         CF__DWV_ROWS(CF__DWV_LOAD, CF__DWV_USE)
 #undef CF__DWV_LOAD
 #undef CF__DWV_USE
-        _mm512_mask_storeu_ps(xr + t0, mi, a0);
-        if (nr > 1) _mm512_mask_storeu_ps(xr + (size_t)W + t0, mi, a1);
-        if (nr > 2) _mm512_mask_storeu_ps(xr + (size_t)2 * W + t0, mi, a2);
-        if (nr > 3) _mm512_mask_storeu_ps(xr + (size_t)3 * W + t0, mi, a3);
+        cf__dwv_store(xr, (size_t)t0, mi, a0, rnd);
+        if (nr > 1) cf__dwv_store(xr, (size_t)W + t0, mi, a1, rnd);
+        if (nr > 2) cf__dwv_store(xr, (size_t)2 * W + t0, mi, a2, rnd);
+        if (nr > 3) cf__dwv_store(xr, (size_t)3 * W + t0, mi, a3, rnd);
     }
 }
 /* a plane's dw and dx; buf: 4 rows of the thread's (a 16-bit dx is made there) */
 CF__DWV_TARGET static void cf__dwv_bwd_plane(float *dwc, float *dxc, float *buf, const float *xc, const float *dyc,
                                              const float *wc, const cf__conv_call *c) {
-    int ih0, store = c->dx_store || c->dx_half;
+    int ih0, store = c->dx_store || c->dx_half, rnd = cf__dwv_rnd(c, c->dx_half);
     if (c->x_half && c->half) cf__dwv_dw(dwc, xc, 1, dyc, 1, c);
     else if (c->x_half) cf__dwv_dw(dwc, xc, 1, dyc, 0, c);
     else if (c->half) cf__dwv_dw(dwc, xc, 0, dyc, 1, c);
@@ -10945,8 +10982,14 @@ CF__DWV_TARGET static void cf__dwv_bwd_plane(float *dwc, float *dxc, float *buf,
     for (ih0 = 0; ih0 < c->in.h; ih0 += 4) {
         size_t n = (size_t)(c->in.h - ih0 < 4 ? c->in.h - ih0 : 4) * c->in.w;
         float *xr = c->dx_half ? buf : dxc + (size_t)ih0 * c->in.w;
-        if (c->half) cf__dwv_dx_rows(xr, dyc, 1, wc, ih0, store, c);
-        else cf__dwv_dx_rows(xr, dyc, 0, wc, ih0, store, c);
+        if (rnd == 2) xr = cf__elt(dxc, 1, (size_t)ih0 * c->in.w);
+        if (c->half && rnd == 2) cf__dwv_dx_rows(xr, dyc, 1, wc, ih0, store, 2, c);
+        else if (c->half && rnd == 1) cf__dwv_dx_rows(xr, dyc, 1, wc, ih0, store, 1, c);
+        else if (c->half) cf__dwv_dx_rows(xr, dyc, 1, wc, ih0, store, 0, c);
+        else if (rnd == 2) cf__dwv_dx_rows(xr, dyc, 0, wc, ih0, store, 2, c);
+        else if (rnd == 1) cf__dwv_dx_rows(xr, dyc, 0, wc, ih0, store, 1, c);
+        else cf__dwv_dx_rows(xr, dyc, 0, wc, ih0, store, 0, c);
+        if (rnd) continue;
         if (c->dx_half) cf__narrow_run((cf_bf16 *)(void *)dxc + (size_t)ih0 * c->in.w, xr, n);
         else if (c->bf16) cf__round_run(xr, n);   /* rounded, the rows in cache */
     }
