@@ -10748,15 +10748,16 @@ static void cf__dw3x3_bwd(const cf__conv_call *c) {
    use it, the 9 weights in registers, 4 independent sums; the forward and the data gradient
    add the reference's products in its order (the same bits, but a zero's sign and a w that is
    not finite, as the kernel above), dw sums in 9 vector accumulators a plane.  The backward
-   takes dw and dx of a plane together (x, dy read from memory once).  The kernel above sums
-   each output in one chain of 9 dependent adds, 8 wide, its weights loaded again each step
-   (perf annotate), after copying the plane.  On 728 x 48 x 72, 2 threads, the two alternated
-   in one process (the AMD EPYC host of docs/performance.md, loaded by other tenants): fp32
-   forward 1.47-1.93x, backward (dw + dx) 1.40-1.77x; bf16 with y and dy in 16 bits 1.64-1.97x
-   and 1.25-1.92x.  bin/onednn-peer --model models/deepcam.cfg --layer 43, old and new binaries
-   alternated: oneDNN / ours, fp32 forward 0.67 -> 1.16, backward 0.71 -> 1.03; bf16 0.25 ->
-   0.73 and 0.49 -> 0.78 (docs/performance.md, "Depthwise 3x3, stride 1, in AVX-512
-   registers"). */
+   takes dw and dx of a plane together (x, dy read from memory once).  A bf16 call's y and dx
+   are rounded as they are stored.  The kernel above sums each output in one chain of 9
+   dependent adds, 8 wide, its weights loaded again each step (perf annotate), after copying
+   the plane.  On 728 x 48 x 72, 2 threads, the two alternated in one process (the AMD EPYC
+   host of docs/performance.md, loaded by other tenants): fp32 forward 1.47-1.93x, backward
+   (dw + dx) 1.40-1.77x; bf16 with y and dy in 16 bits 1.64-1.97x and 1.25-1.92x, and 1.16-1.45x
+   more with the rounding as stored.  bin/onednn-peer --model models/deepcam.cfg --layer 43,
+   old and new kernels alternated: oneDNN / ours, fp32 forward 0.66 -> 1.13, backward 0.70 ->
+   1.04; bf16 0.32 -> 0.89 and 0.45 -> 1.01 (docs/performance.md, "Depthwise 3x3, stride 1, in
+   AVX-512 registers"). */
 #ifdef CF__AVX512
 #ifdef CF__BF16   /* (the bf16 conversion runs only where the CPU has it: cf__dwv_rnd) */
 #define CF__DWV_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
