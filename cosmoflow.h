@@ -2316,6 +2316,13 @@ static void cf__direct_fwd_run(const cf__conv_call *c);
 static int cf__direct_bwd_applies(const cf__conv_call *c);
 static void cf__direct_bwd_run(const cf__conv_call *c);
 #endif
+#ifdef CF__AVX512
+static int cf__has_avx512(void);
+static int cf__dwv_half_applies(const cf__conv_call *c);
+static int cf__dwv_applies(const cf__conv_call *c);
+static void cf__dwv_fwd(const cf__conv_call *c);
+static void cf__dwv_bwd(const cf__conv_call *c);
+#endif
 #ifdef CF__BF16
 static int cf__has_bf16(void);
 static void cf__bf16_rates(double *dot, double *fma);
@@ -2485,6 +2492,10 @@ static const cf__pool_path cf__pool_bwd_paths[] = {
     {-1, NULL, NULL, 0}};
 static const cf__conv_path cf__dwconv_fwd_paths[] = {
 #ifndef CF_REFERENCE
+#ifdef CF__AVX512
+    {CF__K_DIRECT, cf__dwv_half_applies, cf__dwv_fwd, 1, 2, 0},
+    {CF__K_DIRECT, cf__dwv_applies, cf__dwv_fwd, 1, 0, 0},
+#endif
     {CF__K_DIRECT, cf__dw3x3_half_applies, cf__dw3x3_fwd, 1, 2, 0},
     {CF__K_DIRECT, cf__dw3x3_applies, cf__dw3x3_fwd, 1, 0, 0},
     {CF__K_BF16, cf__dw_rounded_applies, cf__dw_rounded_fwd, 1, 0, 0},
@@ -2492,6 +2503,10 @@ static const cf__conv_path cf__dwconv_fwd_paths[] = {
     {-1, NULL, NULL, 0, 0, 0}};
 static const cf__conv_path cf__dwconv_bwd_paths[] = {   /* both halves at once: dw and dx */
 #ifndef CF_REFERENCE
+#ifdef CF__AVX512
+    {CF__K_DIRECT, cf__dwv_half_applies, cf__dwv_bwd, 1, 2, 1},
+    {CF__K_DIRECT, cf__dwv_applies, cf__dwv_bwd, 1, 0, 1},
+#endif
     {CF__K_DIRECT, cf__dw3x3_half_bwd_applies, cf__dw3x3_bwd, 1, 2, 1},
     {CF__K_DIRECT, cf__dw3x3_bwd_applies, cf__dw3x3_bwd, 1, 0, 1},
     {CF__K_DIRECT, cf__dw_rows_applies, cf__dw_rows_bwd, 1, 0, 1},
@@ -11055,6 +11070,280 @@ static void cf__dw3x3_bwd(const cf__conv_call *c) {
     }
     if (!halves) CF_FREE(buf);
 }
+
+/* ---- depthwise 3x3, stride 1, in AVX-512 registers (kind "direct"; DeepCAM's middle flow: 728
+   channels at 48 x 72, 50 of them a step, and its other stride-1 depthwise 3x3s).  No padded
+   copy: each tap's run is read from x's row itself by a masked load (the lanes in the padding
+   read as 0), a 16-bit operand widened as it is loaded.  Four output rows at once: each of the
+   6 input rows they read is loaded once (3 shifted vectors) for the up to 3 of the 4 rows that
+   use it, the 9 weights in registers, 4 independent sums; the forward and the data gradient
+   add the reference's products in its order (the same bits, but a zero's sign and a w that is
+   not finite, as the kernel above), dw sums in 9 vector accumulators a plane.  The backward
+   takes dw and dx of a plane together (x, dy read from memory once).  A bf16 call's y and dx
+   are rounded as they are stored.  The kernel above sums each output in one chain of 9
+   dependent adds, 8 wide, its weights loaded again each step (perf annotate), after copying
+   the plane.  On 728 x 48 x 72, 2 threads, the two alternated in one process (the AMD EPYC
+   host of docs/performance.md, loaded by other tenants): fp32 forward 1.47-1.93x, backward
+   (dw + dx) 1.40-1.77x; bf16 with y and dy in 16 bits 1.64-1.97x and 1.25-1.92x, and 1.16-1.45x
+   more with the rounding as stored.  bin/onednn-peer --model models/deepcam.cfg --layer 43,
+   old and new kernels alternated: oneDNN / ours, fp32 forward 0.66 -> 1.13, backward 0.70 ->
+   1.04; bf16 0.32 -> 0.89 and 0.45 -> 1.01 (docs/performance.md, "Depthwise 3x3, stride 1, in
+   AVX-512 registers"). */
+#ifdef CF__AVX512
+#ifdef CF__BF16   /* (the bf16 conversion runs only where the CPU has it: cf__dwv_rnd) */
+#define CF__DWV_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#else
+#define CF__DWV_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
+#endif
+static int cf__dwv_applies(const cf__conv_call *c) {
+    return cf__dw3x3_applies(c) && c->g->s[1] == 1 && c->g->s[2] == 1 && c->g->dil[1] == 1 && cf__has_avx512() &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+}
+/* a thread's floats: 4 rows of the wider of x and y (a 16-bit output, dx, is made there) */
+static size_t cf__dwv_floats(const cf__conv_call *c) { return (size_t)4 * (c->in.w > c->out.w ? c->in.w : c->out.w); }
+static int cf__dwv_half_applies(const cf__conv_call *c) {
+    return (c->half || c->x_half || c->dx_half) && cf__dwv_applies(c) && c->bf16 && !c->x_raw &&
+           (size_t)cf__nthreads() * cf__dwv_floats(c) <= c->ws_floats;
+}
+/* lanes j of a vector whose element at + j of a row of n lies in the row */
+CF__INLINE __mmask16 cf__dwv_in(long at, long n) {
+    return (__mmask16)(cf__lanes((int)(n - at)) & ~cf__lanes((int)-at));
+}
+/* 16 values of row r from element at, the lanes outside m 0 (half: 16-bit values, widened) */
+CF__DWV_TARGET CF__INLINE __m512 cf__dwv_load(const float *r, long at, __mmask16 m, int half) {
+    if (half) {
+        __m256i h = _mm256_maskz_loadu_epi16(m, (const cf_bf16 *)(const void *)r + at);
+        return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, h), 16));
+    }
+    return _mm512_maskz_loadu_ps(m, r + at);
+}
+/* the three taps' vectors v[kw] = row i of plane p (rows of n, half: 16 bits) from element
+   at - kw step, m[kw] its lanes in the row; 0 when row i is outside the plane's h rows */
+CF__DWV_TARGET CF__INLINE int cf__dwv_row3(__m512 *v, const float *p, int half, long i, int h, long n, long at,
+                                           long step, const __mmask16 *m) {
+    const float *r;
+    if (i < 0 || i >= h) return 0;
+    r = cf__elt(p, half, (size_t)i * n);
+    v[0] = cf__dwv_load(r, at, m[0], half); v[1] = cf__dwv_load(r, at - step, m[1], half);
+    v[2] = cf__dwv_load(r, at - 2 * step, m[2], half);
+    return 1;
+}
+/* how a bf16 call's sums are stored, rounded as they are stored when the CPU converts to bf16
+   (cf__round_run's instruction, the same bits): 1 in fp32, 2 in 16 bits; 0: as they are (fp32,
+   or rounded by a pass after) */
+static int cf__dwv_rnd(const cf__conv_call *c, int half) {
+#ifdef CF__BF16
+    if (c->bf16 && cf__kind_on[CF__K_BF16] && cf__has_bf16()) return half ? 2 : 1;
+#endif
+    (void)c; (void)half;
+    return 0;
+}
+/* 16 sums v into lanes m of element i of p: as they are (rnd 0), rounded to bf16 (1), or rounded
+   and stored in 16 bits (2: p holds 16-bit values) */
+CF__DWV_TARGET CF__INLINE void cf__dwv_store(float *p, size_t i, __mmask16 m, __m512 v, int rnd) {
+#ifdef CF__BF16
+    if (rnd) {
+        __m256i h = (__m256i)_mm512_cvtneps_pbh(v);
+        if (rnd == 2) { _mm256_mask_storeu_epi16((cf_bf16 *)(void *)p + i, m, h); return; }
+        v = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, h), 16));
+    }
+#endif
+    (void)rnd;
+    _mm512_mask_storeu_ps(p + i, m, v);
+}
+/* the six rows that four rows of a plane read (row j serves row r as kh = j - r, or 2 - (j - r)
+   for dx), written out so that the sums stay in registers: LOAD(j) loads row j's three taps,
+   USE(r, q) adds them to row r's sums, q = j - r */
+#define CF__DWV_ROWS(LOAD, USE)                                                                                       \
+    if (LOAD(0)) { USE(0, 0) }                                                                                       \
+    if (LOAD(1)) { USE(0, 1) USE(1, 0) }                                                                             \
+    if (LOAD(2)) { USE(0, 2) USE(1, 1) USE(2, 0) }                                                                   \
+    if (LOAD(3)) { USE(1, 2) USE(2, 1) USE(3, 0) }                                                                   \
+    if (LOAD(4)) { USE(2, 2) USE(3, 1) }                                                                             \
+    if (LOAD(5)) { USE(3, 2) }
+/* acc += the three products of kernel row kh (w in wv) in order kw = 0, 1, 2, as the reference
+   adds them, written as it writes them (a compiler that contracts its a += w x contracts these) */
+#define CF__DWV_ADD3(acc, kh) \
+    acc += wv[(kh) * 3] * v[0]; acc += wv[(kh) * 3 + 1] * v[1]; acc += wv[(kh) * 3 + 2] * v[2];
+/* output rows oh0 .. oh0 + 3 of a plane into yr (rows of out.w; those past out.h not stored;
+   stored as rnd says): bias, then the taps (kh, kw) in order; input row oh0 - pb + j serves
+   output row r as kh = j - r */
+CF__DWV_TARGET CF__INLINE void cf__dwv_fwd_rows(float *yr, const float *xc, int xh, const float *wc, float bias,
+                                                int oh0, int rnd, const cf__conv_call *c) {
+    const cf_geom *g = c->g;
+    int W = c->in.w, OW = c->out.w, nr = c->out.h - oh0 < 4 ? c->out.h - oh0 : 4, t0, k;
+    long d = g->dil[2], pw = g->pb[2], i0 = (long)oh0 - g->pb[1];
+    __m512 wv[9];
+    for (k = 0; k < 9; k++) wv[k] = _mm512_set1_ps(wc[k]);
+    for (t0 = 0; t0 < OW; t0 += 16) {
+        __m512 a0 = _mm512_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0, v[3];
+        long at = t0 - pw;   /* (tap kw reads from at + kw d) */
+        __mmask16 m[3];
+        m[0] = cf__dwv_in(at, W); m[1] = cf__dwv_in(at + d, W); m[2] = cf__dwv_in(at + 2 * d, W);
+#define CF__DWV_LOAD(j) cf__dwv_row3(v, xc, xh, i0 + (j), c->in.h, W, at, -d, m)
+#define CF__DWV_USE(r, q) CF__DWV_ADD3(a##r, q)
+        CF__DWV_ROWS(CF__DWV_LOAD, CF__DWV_USE)
+#undef CF__DWV_LOAD
+#undef CF__DWV_USE
+        cf__dwv_store(yr, (size_t)t0, cf__lanes(OW - t0), a0, rnd);
+        if (nr > 1) cf__dwv_store(yr, (size_t)OW + t0, cf__lanes(OW - t0), a1, rnd);
+        if (nr > 2) cf__dwv_store(yr, (size_t)2 * OW + t0, cf__lanes(OW - t0), a2, rnd);
+        if (nr > 3) cf__dwv_store(yr, (size_t)3 * OW + t0, cf__lanes(OW - t0), a3, rnd);
+    }
+}
+CF__DWV_TARGET static void cf__dwv_fwd_plane(float *yr, const float *xc, const float *wc, float bias, int oh0,
+                                             int rnd, const cf__conv_call *c) {
+    /* (each form its own copy: the stores' form known where they are compiled) */
+    if (c->x_half && rnd == 2) cf__dwv_fwd_rows(yr, xc, 1, wc, bias, oh0, 2, c);
+    else if (c->x_half && rnd == 1) cf__dwv_fwd_rows(yr, xc, 1, wc, bias, oh0, 1, c);
+    else if (c->x_half) cf__dwv_fwd_rows(yr, xc, 1, wc, bias, oh0, 0, c);
+    else if (rnd == 2) cf__dwv_fwd_rows(yr, xc, 0, wc, bias, oh0, 2, c);
+    else if (rnd == 1) cf__dwv_fwd_rows(yr, xc, 0, wc, bias, oh0, 1, c);
+    else cf__dwv_fwd_rows(yr, xc, 0, wc, bias, oh0, 0, c);
+}
+static void cf__dwv_fwd(const cf__conv_call *c) {
+    /* (an activation: applied, then rounded, by passes over the rows in cache) */
+    int planes = c->B * c->in.c, halves = c->half || c->x_half || c->dx_half,
+        rnd = c->act == CF_ACT_LINEAR ? cf__dwv_rnd(c, c->half) : 0;
+    size_t iv = cf__positions(c->in), ov = cf__positions(c->out), per = cf__dwv_floats(c);
+    CF__OMP(omp parallel num_threads(cf__nthreads()))
+    {
+        float *buf = halves ? c->ws + per * cf__thread_id() : NULL;   /* 16 bits: rows made here, then stored */
+        int pl, oh0;
+        CF__OMP(omp for schedule(static))
+        for (pl = 0; pl < planes; pl++) {   /* plane pl: sample pl / C, channel pl % C */
+            int ch = pl % c->in.c;
+            const float *xc = cf__elt(c->x, c->x_half, (size_t)pl * iv);
+            for (oh0 = 0; oh0 < c->out.h; oh0 += 4) {
+                size_t n = (size_t)(c->out.h - oh0 < 4 ? c->out.h - oh0 : 4) * c->out.w;
+                float *yr = c->half ? buf : c->y + (size_t)pl * ov + (size_t)oh0 * c->out.w;
+                if (rnd == 2) yr = cf__elt(c->y, 1, (size_t)pl * ov + (size_t)oh0 * c->out.w);
+                cf__dwv_fwd_plane(yr, xc, c->w + (size_t)ch * 9, c->b ? c->b[ch] : 0.0f, oh0, rnd, c);
+                if (rnd) continue;
+                cf__act_floats(yr, n, c->act, c->slope);   /* then rounded, the rows in cache */
+                if (c->half) cf__narrow_run((cf_bf16 *)(void *)c->y + (size_t)pl * ov + (size_t)oh0 * c->out.w, yr, n);
+                else if (c->bf16) cf__round_run(yr, n);
+            }
+        }
+    }
+}
+/* the sum of a vector's 16 lanes, in lane order */
+CF__DWV_TARGET CF__INLINE float cf__dwv_sum(__m512 v) {
+    float t[16], a = 0.0f;
+    int k;
+    _mm512_storeu_ps(t, v);
+    for (k = 0; k < 16; k++) a += t[k];
+    return a;
+}
+/* dw of a plane: dw[kh][kw] += sum over output rows oh and columns t of dy[oh][t] times x's
+   element (oh - pb + kh, t - pb + kw dil), 9 vector sums; four rows of dy at once, each x row
+   loaded once for them */
+CF__DWV_TARGET CF__INLINE void cf__dwv_dw(float *dwc, const float *xc, int xh, const float *dyc, int dyh,
+                                          const cf__conv_call *c) {
+    const cf_geom *g = c->g;
+    int W = c->in.w, OW = c->out.w, OH = c->out.h, oh0, t0;
+    long d = g->dil[2], pw = g->pb[2];
+    __m512 s00 = _mm512_setzero_ps(), s01 = s00, s02 = s00, s10 = s00, s11 = s00, s12 = s00, s20 = s00, s21 = s00,
+           s22 = s00;
+    for (oh0 = 0; oh0 < OH; oh0 += 4)
+        for (t0 = 0; t0 < OW; t0 += 16) {
+            __m512 e0, e1, e2, e3, v[3];
+            __mmask16 m[3], mo = cf__lanes(OW - t0);
+            long at = t0 - pw, i0 = (long)oh0 - g->pb[1];
+            m[0] = cf__dwv_in(at, W); m[1] = cf__dwv_in(at + d, W); m[2] = cf__dwv_in(at + 2 * d, W);
+            /* (rows past the plane: no lanes, 0) */
+            e0 = cf__dwv_load(cf__elt(dyc, dyh, (size_t)oh0 * OW), t0, mo, dyh);
+            e1 = cf__dwv_load(cf__elt(dyc, dyh, (size_t)(oh0 + 1) * OW), t0, oh0 + 1 < OH ? mo : 0, dyh);
+            e2 = cf__dwv_load(cf__elt(dyc, dyh, (size_t)(oh0 + 2) * OW), t0, oh0 + 2 < OH ? mo : 0, dyh);
+            e3 = cf__dwv_load(cf__elt(dyc, dyh, (size_t)(oh0 + 3) * OW), t0, oh0 + 3 < OH ? mo : 0, dyh);
+#define CF__DWV_LOAD(j) cf__dwv_row3(v, xc, xh, i0 + (j), c->in.h, W, at, -d, m)
+#define CF__DWV_USE(r, q)                          \
+    s##q##0 = _mm512_fmadd_ps(e##r, v[0], s##q##0); \
+    s##q##1 = _mm512_fmadd_ps(e##r, v[1], s##q##1); \
+    s##q##2 = _mm512_fmadd_ps(e##r, v[2], s##q##2);
+            CF__DWV_ROWS(CF__DWV_LOAD, CF__DWV_USE)
+#undef CF__DWV_LOAD
+#undef CF__DWV_USE
+        }
+    dwc[0] += cf__dwv_sum(s00); dwc[1] += cf__dwv_sum(s01); dwc[2] += cf__dwv_sum(s02);
+    dwc[3] += cf__dwv_sum(s10); dwc[4] += cf__dwv_sum(s11); dwc[5] += cf__dwv_sum(s12);
+    dwc[6] += cf__dwv_sum(s20); dwc[7] += cf__dwv_sum(s21); dwc[8] += cf__dwv_sum(s22);
+}
+/* dx rows ih0 .. ih0 + 3 of a plane into xr (rows of in.w; those past in.h not stored): dx's
+   value (0 when stored), then for kh = 2, 1, 0 (output row ih + pb - kh ascending) and kw = 0,
+   1, 2 the product w[kh][kw] dy[oh][ih's column + pb - kw dil]; output row ih0 + pb - 2 + j
+   serves dx row r as kh = 2 - (j - r) */
+CF__DWV_TARGET CF__INLINE void cf__dwv_dx_rows(float *xr, const float *dyc, int dyh, const float *wc, int ih0,
+                                               int store, int rnd, const cf__conv_call *c) {
+    const cf_geom *g = c->g;
+    int W = c->in.w, OW = c->out.w, nr = c->in.h - ih0 < 4 ? c->in.h - ih0 : 4, t0, k;
+    long d = g->dil[2], pw = g->pb[2], o0 = (long)ih0 + g->pb[1] - 2;
+    __m512 wv[9];
+    for (k = 0; k < 9; k++) wv[k] = _mm512_set1_ps(wc[k]);
+    for (t0 = 0; t0 < W; t0 += 16) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, v[3];
+        __mmask16 m[3], mi = cf__lanes(W - t0);
+        long at = t0 + pw;   /* (tap kw reads dy from at - kw d) */
+        m[0] = cf__dwv_in(at, OW); m[1] = cf__dwv_in(at - d, OW); m[2] = cf__dwv_in(at - 2 * d, OW);
+        if (!store) {
+            a0 = _mm512_maskz_loadu_ps(mi, xr + t0);
+            if (nr > 1) a1 = _mm512_maskz_loadu_ps(mi, xr + (size_t)W + t0);
+            if (nr > 2) a2 = _mm512_maskz_loadu_ps(mi, xr + (size_t)2 * W + t0);
+            if (nr > 3) a3 = _mm512_maskz_loadu_ps(mi, xr + (size_t)3 * W + t0);
+        }
+#define CF__DWV_LOAD(j) cf__dwv_row3(v, dyc, dyh, o0 + (j), c->out.h, OW, at, d, m)
+#define CF__DWV_USE(r, q) CF__DWV_ADD3(a##r, 2 - (q))
+        CF__DWV_ROWS(CF__DWV_LOAD, CF__DWV_USE)
+#undef CF__DWV_LOAD
+#undef CF__DWV_USE
+        cf__dwv_store(xr, (size_t)t0, mi, a0, rnd);
+        if (nr > 1) cf__dwv_store(xr, (size_t)W + t0, mi, a1, rnd);
+        if (nr > 2) cf__dwv_store(xr, (size_t)2 * W + t0, mi, a2, rnd);
+        if (nr > 3) cf__dwv_store(xr, (size_t)3 * W + t0, mi, a3, rnd);
+    }
+}
+/* a plane's dw and dx; buf: 4 rows of the thread's (a 16-bit dx is made there) */
+CF__DWV_TARGET static void cf__dwv_bwd_plane(float *dwc, float *dxc, float *buf, const float *xc, const float *dyc,
+                                             const float *wc, const cf__conv_call *c) {
+    int ih0, store = c->dx_store || c->dx_half, rnd = cf__dwv_rnd(c, c->dx_half);
+    if (c->x_half && c->half) cf__dwv_dw(dwc, xc, 1, dyc, 1, c);
+    else if (c->x_half) cf__dwv_dw(dwc, xc, 1, dyc, 0, c);
+    else if (c->half) cf__dwv_dw(dwc, xc, 0, dyc, 1, c);
+    else cf__dwv_dw(dwc, xc, 0, dyc, 0, c);
+    if (!dxc) return;
+    for (ih0 = 0; ih0 < c->in.h; ih0 += 4) {
+        size_t n = (size_t)(c->in.h - ih0 < 4 ? c->in.h - ih0 : 4) * c->in.w;
+        float *xr = c->dx_half ? buf : dxc + (size_t)ih0 * c->in.w;
+        if (rnd == 2) xr = cf__elt(dxc, 1, (size_t)ih0 * c->in.w);
+        if (c->half && rnd == 2) cf__dwv_dx_rows(xr, dyc, 1, wc, ih0, store, 2, c);
+        else if (c->half && rnd == 1) cf__dwv_dx_rows(xr, dyc, 1, wc, ih0, store, 1, c);
+        else if (c->half) cf__dwv_dx_rows(xr, dyc, 1, wc, ih0, store, 0, c);
+        else if (rnd == 2) cf__dwv_dx_rows(xr, dyc, 0, wc, ih0, store, 2, c);
+        else if (rnd == 1) cf__dwv_dx_rows(xr, dyc, 0, wc, ih0, store, 1, c);
+        else cf__dwv_dx_rows(xr, dyc, 0, wc, ih0, store, 0, c);
+        if (rnd) continue;
+        if (c->dx_half) cf__narrow_run((cf_bf16 *)(void *)dxc + (size_t)ih0 * c->in.w, xr, n);
+        else if (c->bf16) cf__round_run(xr, n);   /* rounded, the rows in cache */
+    }
+}
+static void cf__dwv_bwd(const cf__conv_call *c) {
+    int halves = c->half || c->x_half || c->dx_half;
+    size_t iv = cf__positions(c->in), ov = cf__positions(c->out), per = cf__dwv_floats(c);
+    CF__OMP(omp parallel num_threads(cf__nthreads()))
+    {
+        float *buf = halves ? c->ws + per * cf__thread_id() : NULL;
+        int ch, bi;
+        CF__OMP(omp for schedule(static))
+        for (ch = 0; ch < c->in.c; ch++)   /* a channel's dw and dx belong to one thread */
+            for (bi = 0; bi < c->B; bi++) {
+                size_t plane = (size_t)bi * c->in.c + ch;
+                cf__dwv_bwd_plane(c->dw + (size_t)ch * 9, c->dx ? cf__elt(c->dx, c->dx_half, plane * iv) : NULL, buf,
+                                  cf__elt(c->x, c->x_half, plane * iv), cf__elt(c->dy, c->half, plane * ov),
+                                  c->w + (size_t)ch * 9, c);
+            }
+    }
+}
+#endif /* CF__AVX512 */
 
 /* ---- max pooling with disjoint 2x2 windows on height and width and 1 or 2 on depth (k = s,
    dilation 1, inside the input): CosmoFlow's 2x2x2 pools and 2-D 2x2 ones.  Each output row

@@ -7,6 +7,9 @@
      ours    a one-conv network in cfg text, "[net] input=<the layer's input> loss=mse" and that
              [conv] (activation linear), in training mode, with cf_net_set_input_grad where the
              real network computes backward-data (every layer but one reading the network input);
+             in bf16, a depthwise conv whose output and its gradient the network stores in 16 bits
+             (its one reader a pointwise conv) sits between two pointwise convs with identity
+             weights, so that the plan stores them so here too (the "ours layer" line);
              a repetition is cf_net_forward + cf_net_backward, the conv's forward, backward-weights
              and backward-data timed by cf_net_set_layer_hook, as cf-bench --layers times them;
      oneDNN  forward_training, backward_data and backward_weights primitives (convolution_direct),
@@ -91,6 +94,7 @@ typedef struct {
     int bwd_data;        /* the training step computes its input gradient */
     int n, *idx;         /* the layers it stands for */
     const char *net_path[NDIR];   /* the path each op takes inside the whole network (batch B) */
+    int half_out;        /* the network stores its output and their gradient in 16 bits (bf16) */
 } peer_layer;
 static int same_layer(const peer_layer *p, const cf_layer *l, int bwd_data) {
     const cf_layer *a = &p->l;
@@ -139,6 +143,7 @@ static peer_layer *list_layers(const char *model, int B, int precision, int only
             p[n].l = *l; p[n].bwd_data = bd; p[n].idx = (int *)calloc(net.n_layers, sizeof(int));
             if (!p[n].idx) die(model, "out of memory");
             for (j = 0; j < NDIR; j++) p[n].net_path[j] = cf_net_path(&net, i, j);
+            p[n].half_out = cf_net_stored_bits(&net, i, 0) == 16 && cf_net_stored_bits(&net, i, 1) == 16;
             j = n++;
         }
         p[j].idx[p[j].n++] = i;
@@ -150,13 +155,14 @@ static peer_layer *list_layers(const char *model, int B, int precision, int only
 }
 
 /* ---- ours: the layer alone in a one-conv network */
-typedef struct { double t[NDIR], start; int split; } layer_clock;
+typedef struct { double t[NDIR], start; int split, at; } layer_clock;   /* at: the layer timed */
 /* the layer hook: phase 0/1 around the forward, 2/3 around the backward, 4 between a
    convolution's backward-weights and backward-data (a depthwise one has none) */
 static void time_layer(cf_net *net, int layer, int phase, void *ctx) {
     layer_clock *c = (layer_clock *)ctx;
     double t = now_s();
-    (void)net; (void)layer;
+    (void)net;
+    if (layer != c->at) return;   /* (the identity layers around it, below) */
     if (phase == 0 || phase == 2) { c->start = t; c->split = 0; }
     else if (phase == 1) c->t[FWD] = t - c->start;
     else if (phase == 4) { c->t[BWW] = t - c->start; c->start = t; c->split = 1; }
@@ -165,6 +171,7 @@ static void time_layer(cf_net *net, int layer, int phase, void *ctx) {
 typedef struct {
     cf_net net;
     layer_clock clock;
+    int at;               /* the layer in the network (1 after an identity layer) */
     float *x, *dy, *dx;   /* input, output gradient (the loss's), input gradient (or NULL) */
 } ours_conv;
 static void axes_text(const int *v, int d2, char *b, size_t n) {
@@ -173,7 +180,7 @@ static void axes_text(const int *v, int d2, char *b, size_t n) {
 }
 static void ours_make(ours_conv *o, const peer_layer *p, int B, int precision) {
     const cf_layer *l = &p->l;
-    char cfg[1024], in[64], k[32], s[32], dl[32], pad[64];
+    char cfg[1024], in[64], k[32], s[32], dl[32], pad[64], one[128] = "";
     int d2 = is2d(l), a;
     size_t nx = (size_t)B * cf_shape_size(l->in), ny = (size_t)B * cf_shape_size(l->out);
     memset(o, 0, sizeof *o);
@@ -185,22 +192,36 @@ static void ours_make(ours_conv *o, const peer_layer *p, int B, int precision) {
     pad[0] = 0;
     for (a = d2 ? 1 : 0; a < 3; a++)
         snprintf(pad + strlen(pad), sizeof pad - strlen(pad), "%s%d,%d", pad[0] ? "," : "", l->g.pb[a], l->g.pa[a]);
-    snprintf(cfg, sizeof cfg, "[net]\ninput=%s\nloss=mse\n[conv]\nfilters=%d\nsize=%s\nstride=%s\ndilation=%s\npad=%s\n"
-             "groups=%d\nbias=%d\nactivation=linear\n", in, l->out.c, k, s, dl, pad, l->groups, l->has_bias);
+    /* Where the network stores the layer's output and its gradient in 16 bits (a bf16
+       depthwise conv whose one reader is a pointwise conv, its input from a layer), the layer
+       reads the output of a pointwise conv with the identity as its weights, and another
+       reads its output, so that the plan stores them as the network does: the network's
+       output is the layer's, its input and output gradient the layer's, bit for bit (products
+       with 1 and 0; the values are bf16's), and the hook times the layer alone. */
+    if (precision == CF_BF16 && p->half_out && l->depthwise && p->bwd_data) {
+        snprintf(one, sizeof one, "[conv]\nfilters=%d\nsize=1\nbias=0\nactivation=linear\n", l->out.c);
+        o->at = 1;
+    }
+    snprintf(cfg, sizeof cfg, "[net]\ninput=%s\nloss=mse\n%s[conv]\nfilters=%d\nsize=%s\nstride=%s\ndilation=%s\n"
+             "pad=%s\ngroups=%d\nbias=%d\nactivation=linear\n%s", in, one, l->out.c, k, s, dl, pad, l->groups,
+             l->has_bias, one);
     if (cf_net_parse(&o->net, cfg, "the one-conv network", NULL) || cf_net_init(&o->net, 1) ||
         cf_net_set_precision(&o->net, precision))
         die("layer", "%d: %s", p->idx[0], cf_failure_reason());
-    if (memcmp(&o->net.layers[0].g, &l->g, sizeof l->g) || memcmp(&o->net.layers[0].out, &l->out, sizeof l->out))
+    if (memcmp(&o->net.layers[o->at].g, &l->g, sizeof l->g) ||
+        memcmp(&o->net.layers[o->at].out, &l->out, sizeof l->out))
         die("layer", "%d: the one-conv network's geometry differs from the layer's", p->idx[0]);
     cf_net_set_mode(&o->net, CF_MODE_TRAIN);
     o->x = floats(nx, "the input"); o->dy = floats(ny, "the output gradient");
     if (p->bwd_data) { o->dx = floats(nx, "the input gradient"); cf_net_set_input_grad(&o->net, o->dx); }
+    o->clock.at = o->at;
     cf_net_set_layer_hook(&o->net, time_layer, &o->clock);
 }
 /* random input, weights, bias and output gradient; bf16: rounded to bf16 values */
 static void ours_fill(ours_conv *o, int B, int precision) {
-    const cf_layer *l = &o->net.layers[0];
+    const cf_layer *l = &o->net.layers[o->at];
     size_t nx = (size_t)B * cf_shape_size(l->in), ny = (size_t)B * cf_shape_size(l->out), i;
+    int k;
     float *w = o->net.params + l->w_off, scale = (float)(1 / sqrt((double)l->w_n / l->out.c));
     cf_rng r = cf_rng_seed(20 + (uint64_t)l->out.c);
     for (i = 0; i < nx; i++) o->x[i] = 2 * cf_rng_uniform(&r) - 1;
@@ -210,11 +231,18 @@ static void ours_fill(ours_conv *o, int B, int precision) {
     if (precision == CF_BF16) {
         cf_bf16_round(o->x, nx); cf_bf16_round(o->dy, ny); cf_bf16_round(w, l->w_n);
     }
+    for (k = 0; k < o->net.n_layers; k += 2)
+        if (k != o->at) {   /* the identity layers */
+            const cf_layer *q = &o->net.layers[k];
+            float *v = o->net.params + q->w_off;
+            memset(v, 0, q->w_n * sizeof(float));
+            for (i = 0; i < (size_t)q->out.c; i++) v[i * q->in.c + i] = 1;
+        }
 }
 /* one step: forward and backward, the output copied to y_copy between them when not NULL;
    the gradients start from zero (untimed) */
 static void ours_run(ours_conv *o, int B, int idx, float *y_copy) {
-    const cf_layer *l = &o->net.layers[0];
+    const cf_layer *l = &o->net.layers[o->at];
     const float *y;
     cf_net_zero_grad(&o->net);
     if (o->dx) memset(o->dx, 0, (size_t)B * cf_shape_size(l->in) * sizeof(float));
@@ -323,9 +351,9 @@ static void dn_make(dn_conv *c, const peer_layer *p, int B, int bf16, ours_conv 
     size_t ny = (size_t)B * cf_shape_size(l->out);
     memset(c, 0, sizeof *c);
     dn_shapes_make(&s, l, B, dt);
-    ux = dn_mem(c, &s.u_src, o->x); uw = dn_mem(c, &s.u_w, o->net.params + o->net.layers[0].w_off);
+    ux = dn_mem(c, &s.u_src, o->x); uw = dn_mem(c, &s.u_w, o->net.params + o->net.layers[o->at].w_off);
     udy = dn_mem(c, &s.u_dst, o->dy);
-    if (bmd) ub = dn_mem(c, &s.u_b, o->net.params + o->net.layers[0].b_off);
+    if (bmd) ub = dn_mem(c, &s.u_b, o->net.params + o->net.layers[o->at].b_off);
     DN(dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_training, dnnl_convolution_direct, &s.src, &s.w, bmd,
                                                   &s.dst, s.strides, s.dil, s.pl, s.pr), "oneDNN forward");
     DN(dnnl_primitive_desc_create(&f->pd, &d, NULL, engine, NULL), "oneDNN forward");
@@ -403,7 +431,7 @@ typedef struct {
     char impl[NDIR][40];            /* oneDNN's implementation */
 } result;
 static void check(ours_conv *o, dn_conv *c, const peer_layer *p, int B, const float *y, double bound, result *r) {
-    const cf_layer *l = &o->net.layers[0];
+    const cf_layer *l = &o->net.layers[o->at];
     const float *g = o->net.grads;
     int d;
     dn_result(arg_mem(&c->op[FWD], DNNL_ARG_DST), &c->s.u_dst, c->y);
@@ -444,6 +472,10 @@ static void measure(const peer_layer *p, int B, int precision, int reps, result 
     dn_run(&c, t);
     check(&o, &c, p, B, y, bound, r);
     free(y);
+    if (o.at)
+        printf("ours layer %d: between two identity pointwise convs, its output and their gradient stored in %d "
+               "and %d bits, as in the network\n", p->idx[0], cf_net_stored_bits(&o.net, o.at, 0),
+               cf_net_stored_bits(&o.net, o.at, 1));
     printf("check %s layer %d: max relative error fwd %.1e, bwd-w %.1e, bwd-d ", cf_precision_name(precision),
            p->idx[0], r->err[FWD], r->err[BWW]);
     if (r->err[BWD] < 0) printf("- (none)"); else printf("%.1e", r->err[BWD]);
@@ -463,7 +495,7 @@ static void measure(const peer_layer *p, int B, int precision, int reps, result 
         int has = d != BWD || (p->bwd_data && !dw);
         r->ours[d] = has ? 1e3 * median(to + d * reps, reps) : -1;
         r->dnn[d] = has ? 1e3 * median(tn + d * reps, reps) : -1;
-        r->path[d] = cf_net_path(&o.net, 0, d);
+        r->path[d] = cf_net_path(&o.net, o.at, d);
         snprintf(r->impl[d], sizeof r->impl[d], "%s", impl_of(&c.op[d]));
     }
     free(to);

@@ -798,6 +798,8 @@ static void test_dwconv_paths(cf_rng *r) {
         {2, 1, 12, 18, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1},  /* stride 2, even sizes */
         {2, 1, 13, 17, {1, 3, 3}, {1, 2, 2}, {1, 2, 2}, {0, 2, 0}, {0, 1, 2}, 1},  /* stride 2, dilation 2, uneven padding */
         {2, 1, 12, 19, {1, 3, 3}, {1, 1, 2}, {1, 1, 1}, {0, 0, 1}, {0, 1, 0}, 1},  /* stride 2 on the width only */
+        {3, 1, 10, 37, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1},  /* rows of 3 vectors, 4 + 4 + 2 rows */
+        {2, 1, 7, 33, {1, 3, 3}, {1, 1, 1}, {1, 1, 2}, {0, 0, 2}, {0, 2, 2}, 1},   /* dilation 2 on the width, rows padded after */
         {2, 1, 9, 13, {1, 3, 3}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1},   /* stride 3: the reference */
     };
     int ci, fast_reached = 0, ref_kept = 0, B = 2;
@@ -837,7 +839,7 @@ static void test_dwconv_paths(cf_rng *r) {
 }
 /* depthwise forward: its path against the reference, bit for bit (the same products added in
    the same order): without a bias, with one (the order of the sum shows), and as a bf16
-   network calls it (a bias, an activation, the output rounded) */
+   network calls it (a bias, an activation or none, the output rounded) */
 static void test_dwconv_forward_paths(cf_rng *r) {
     static const struct { int C, D, H, W, k[3], s[3], dil[3], pb[3], pa[3]; } dcs[] = {
         {3, 1, 9, 13, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},   /* DeepCAM's 3x3 */
@@ -849,11 +851,13 @@ static void test_dwconv_forward_paths(cf_rng *r) {
         {3, 1, 9, 13, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},   /* stride 2, DeepCAM's strided 3x3 */
         {2, 1, 12, 18, {1, 3, 3}, {1, 2, 2}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},  /* stride 2, even sizes */
         {2, 1, 13, 17, {1, 3, 3}, {1, 2, 2}, {1, 2, 2}, {0, 2, 0}, {0, 1, 2}},  /* stride 2, dilation 2, uneven padding */
+        {3, 1, 10, 37, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},  /* rows of 3 vectors, 4 + 4 + 2 rows */
+        {2, 1, 7, 33, {1, 3, 3}, {1, 1, 1}, {1, 1, 2}, {0, 0, 2}, {0, 2, 2}},   /* dilation 2 on the width, rows padded after */
         {3, 1, 9, 13, {1, 3, 3}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},   /* stride 3 on the width: the reference */
     };
     int ci, v, fast_reached = 0, ref_kept = 0, B = 2;
     for (ci = 0; ci < (int)(sizeof dcs / sizeof dcs[0]); ci++)
-        for (v = 0; v < 3; v++) {
+        for (v = 0; v < 4; v++) {
             cf_shape in = {dcs[ci].C, dcs[ci].D, dcs[ci].H, dcs[ci].W}, out;
             cf_geom g;
             size_t nx, ny;
@@ -863,11 +867,12 @@ static void test_dwconv_forward_paths(cf_rng *r) {
             nx = B * cf_shape_size(in); ny = B * cf_shape_size(out);
             x = rnd(nx, r); w = rnd((size_t)in.c * cf__kvol(&g), r); b = rnd(in.c, r); y1 = rnd(ny, r); y2 = rnd(ny, r);
             path = cf__dwconv_path(CF_OP_FORWARD, B, in, out, &g);
-            if (v == 2) {   /* as a bf16 network: relu, rounded */
+            if (v >= 2) {   /* as a bf16 network: relu (or none: rounded as stored), rounded */
+                int act = v == 2 ? CF_ACT_RELU : CF_ACT_LINEAR;
                 cf__conv_call c = cf__conv_make(B, in, out, &g, in.c, NULL, 0, 1);
-                c.y = y1; c.x = x; c.w = w; c.b = b; c.act = CF_ACT_RELU; c.slope = 0.0f;
+                c.y = y1; c.x = x; c.w = w; c.b = b; c.act = act; c.slope = 0.0f;
                 cf__dwconv_forward_p(&c, 0);
-                cf__dwconv_forward_ref(y2, x, w, b, B, in, out, &g, CF_ACT_RELU, 0.0f);   /* the reference, then rounded */
+                cf__dwconv_forward_ref(y2, x, w, b, B, in, out, &g, act, 0.0f);   /* the reference, then rounded */
                 cf_bf16_round(y2, ny);
             } else {
                 cf_dwconv_forward(y1, x, w, v ? b : NULL, B, in, out, &g);
@@ -876,7 +881,7 @@ static void test_dwconv_forward_paths(cf_rng *r) {
             if (dcs[ci].D == 1 && dcs[ci].s[2] <= 2 && dcs[ci].pb[0] == 0) fast_reached |= strcmp(path, "reference") != 0;
             else ref_kept = !strcmp(path, "reference");
             CHECK(!memcmp(y1, y2, ny * 4), "depthwise forward case %d%s (path %s) vs its reference: bit for bit", ci,
-                  v == 2 ? ", bias, relu and bf16" : v ? ", bias" : "", path);
+                  v == 3 ? ", bias and bf16" : v == 2 ? ", bias, relu and bf16" : v ? ", bias" : "", path);
             free(x); free(w); free(b); free(y1); free(y2);
         }
     CHECK(fast_reached && ref_kept, "the depthwise forward's fast path is reached, and 3-D or a stride of 3 on the width keeps the reference");

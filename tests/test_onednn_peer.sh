@@ -3,8 +3,9 @@
 # small layers of every kind it maps to oneDNN (3-D; 2-D with stride, padding before and after
 # unequal, dilation, groups, depthwise, pointwise, two identical layers merged), oneDNN's and
 # ours' outputs and gradients agree within the bound in fp32 and bf16, and the last line has its
-# form; an input changed on one side is reported as a disagreement with a non-zero exit; a
-# --layer that is not a convolution is refused.  Without the peer: skipped.
+# form (a bf16 depthwise conv with its output in 16 bits, as the network stores it, too); an
+# input changed on one side is reported as a disagreement with a non-zero exit; a --layer that
+# is not a convolution is refused.  Without the peer: skipped.
 # Last line "N passed, M failed".
 cd "$(dirname "$0")/.." || exit 1
 pass=0; fail=0
@@ -61,6 +62,14 @@ run "cosmoflow-small.cfg layer 0 (reads the input: no backward-data)" 1 --model 
 run "a 2-D network: stride 2, depthwise twice, dilated and grouped with unequal padding, pointwise" 8 --model "$T/tiny.cfg" --batch 3
 if grep -q '^1 .* x2 conv 16->16 3x3 @10x12 dw' "$T/out.txt"; then ok "the two identical depthwise layers timed once, counted twice"
 else bad "the identical depthwise layers 1 and 2 are not one row x2:"; grep -E '^[0-9]+ ' "$T/out.txt"; fi
+# a bf16 depthwise conv whose one reader is a pointwise conv: the network stores its output and
+# their gradient in 16 bits, and the peer times it between two identity pointwise convs so
+printf '[net]\ninput=8x10x37\nloss=mse\n[conv]\nfilters=8\nsize=1\n[conv]\nfilters=8\nsize=3\npad=1\ngroups=8\n' > "$T/sep.cfg"
+printf 'bias=0\n[conv]\nfilters=8\nsize=1\nbias=0\n' >> "$T/sep.cfg"
+run "a separable conv's depthwise half in bf16" 1 --model "$T/sep.cfg" --layer 1 --batch 2 --precision bf16
+if grep -q '^ours layer 1: between two identity pointwise convs, its output and their gradient stored in 16 and 16 bits' \
+    "$T/out.txt"; then ok "its output and their gradient stored in 16 bits, as in the network"
+else bad "the depthwise layer's storage: $(grep -e '^ours' -e '^check' "$T/out.txt")"; fi
 # the sabotage: ours' input changed after oneDNN's copy was made
 if ONEDNN_PEER_SABOTAGE=1 OMP_NUM_THREADS=2 bin/onednn-peer --reps 1 --model "$T/tiny.cfg" --layer 0 --precision fp32 > "$T/out.txt" 2> "$T/err.txt"; then
     bad "a changed input is not reported: $(grep '^check' "$T/out.txt")"
