@@ -38,7 +38,9 @@ static const char *cube_cfg =   /* direct-kernel widths; conv + max pool pairs f
 static const char *plane_cfg =   /* segmentation: LAMB, softmax cross-entropy */
     "[net]\ninput=4x16x40\nloss=softmax_ce\n"
     "[conv]\nfilters=8\nsize=3\npad=same\n[batchnorm]\nactivation=relu\n"
-    "[conv]\nfilters=8\nsize=3\npad=1\ngroups=8\n[conv]\nfilters=8\nsize=1\n[batchnorm]\nactivation=relu\n"
+    /* (the depthwise conv dilated: the kernel that takes a buffer of its own, whose refusal the
+       sweep must see absorbed; the stride-1 vector kernel, cf__dwv_*, takes none) */
+    "[conv]\nfilters=8\nsize=3\ndilation=2\npad=2\ngroups=8\n[conv]\nfilters=8\nsize=1\n[batchnorm]\nactivation=relu\n"
     "[conv]\nfilters=8\nsize=3\ndilation=2\npad=2\nactivation=relu\n[add]\nlayers=-1,-2\n"
     "[conv]\nfilters=8\nsize=3\nstride=2\npad=1\n[route]\nlayers=-1\n"
     "[deconv]\nfilters=8\nsize=3\nstride=2\npad=1\noutput_padding=1\n[route]\nlayers=-1,-5\n"
