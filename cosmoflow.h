@@ -2306,9 +2306,17 @@ static void cf__pool_fused_backward_run(const cf__pool_fused_call *f);
 #endif
 #ifdef CF__AVX512
 static int cf__pointwise_f32_applies(const cf__conv_call *c);
+static int cf__pointwise_f32_bww_applies(const cf__conv_call *c);
+static int cf__pointwise_f32_bwd_applies(const cf__conv_call *c);
 static void cf__pointwise_f32_fwd(const cf__conv_call *c);
 static void cf__pointwise_f32_bww(const cf__conv_call *c);
 static void cf__pointwise_f32_bwd(const cf__conv_call *c);
+static int cf__cols_f32_fwd_applies(const cf__conv_call *c);
+static int cf__cols_f32_bww_applies(const cf__conv_call *c);
+static int cf__cols_f32_bwd_applies(const cf__conv_call *c);
+static void cf__cols_f32_fwd(const cf__conv_call *c);
+static void cf__cols_f32_bww(const cf__conv_call *c);
+static void cf__cols_f32_bwd(const cf__conv_call *c);
 #endif
 #ifdef CF__DIRECT
 static int cf__direct_fwd_applies(const cf__conv_call *c);
@@ -2358,6 +2366,8 @@ static void cf__bf16_im2col_bww(const cf__conv_call *c);
 static int cf__bf16_pw_half_bwd_applies(const cf__conv_call *c);
 static void cf__bf16_pw_half_bwd(const cf__conv_call *c);
 static void cf__bf16_pointwise_bwd(const cf__conv_call *c);
+static int cf__bf16_cols_bwd_applies(const cf__conv_call *c);
+static void cf__bf16_cols_bwd(const cf__conv_call *c);
 static int cf__bf16_direct_bwd_applies(const cf__conv_call *c);
 static void cf__bf16_direct_bwd_run(const cf__conv_call *c);
 static int cf__bf16_tiles_bwd_applies(const cf__conv_call *c);
@@ -2433,6 +2443,7 @@ static const cf__conv_path cf__conv_fwd_paths[] = {
 #endif
 #ifdef CF__AVX512
     {CF__K_GEMM, cf__pointwise_f32_applies, cf__pointwise_f32_fwd, 0, 0, 0},
+    {CF__K_GEMM, cf__cols_f32_fwd_applies, cf__cols_f32_fwd, 0, 0, 0},
 #endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_fwd, 0, 0, 0},
     {CF__K_TILES, cf__tiles_fwd_applies, cf__tiles_fwd, 0, 0, 0},
@@ -2450,7 +2461,8 @@ static const cf__conv_path cf__conv_bww_paths[] = {
     {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bww, 0, 0, 0},
 #endif
 #ifdef CF__AVX512
-    {CF__K_GEMM, cf__pointwise_f32_applies, cf__pointwise_f32_bww, 0, 0, 0},
+    {CF__K_GEMM, cf__pointwise_f32_bww_applies, cf__pointwise_f32_bww, 0, 0, 0},
+    {CF__K_GEMM, cf__cols_f32_bww_applies, cf__cols_f32_bww, 0, 0, 0},
 #endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bww, 0, 0, 0},
     {CF__K_TILES, cf__tiles_bww_applies, cf__tiles_bww, 0, 0, 0},
@@ -2462,12 +2474,14 @@ static const cf__conv_path cf__conv_bwd_paths[] = {
 #ifdef CF__BF16
     {CF__K_BF16, cf__bf16_pw_half_bwd_applies, cf__bf16_pw_half_bwd, 1, 2, 1},
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd, 1, 0, 1},
+    {CF__K_BF16, cf__bf16_cols_bwd_applies, cf__bf16_cols_bwd, 1, 0, 1},
     {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run, 0, 1, 1},
     {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 1, 0, 1},
     {CF__K_BF16, cf__bf16_im2col_bwd_applies, cf__bf16_im2col_bwd, 0, 1, 0},
 #endif
 #ifdef CF__AVX512
-    {CF__K_GEMM, cf__pointwise_f32_applies, cf__pointwise_f32_bwd, 0, 0, 1},
+    {CF__K_GEMM, cf__pointwise_f32_bwd_applies, cf__pointwise_f32_bwd, 0, 0, 1},
+    {CF__K_GEMM, cf__cols_f32_bwd_applies, cf__cols_f32_bwd, 0, 0, 1},
 #endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd, 0, 0, 1},
 #ifdef CF__DIRECT
@@ -8599,6 +8613,11 @@ static void cf__pointwise_bwd(const cf__conv_call *c) { cf__pointwise_bwd_with(c
    would read its im2col matrix from memory and, with few filters, split badly between
    threads.  Only groups = 1, and only with at least 2 tiles per thread. */
 static size_t cf__gemm_bf16_thread_floats(void);
+/* the fp32 GEMM of the tiles and taps paths: the BLAS, or where the BLAS runs no AVX-512
+   kernels (OpenBLAS's SSE fallback, its AVX2 sets) and the CPU has AVX-512, this section's own
+   (kind gemm, when on; defined with it, below) */
+static void cf__sgemm_tiles(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                            float beta, float *C, int ldc);
 #define CF__TILE_FLOATS ((size_t)1 << 20)   /* forward: K x tile about 4 MiB, at least 1024 columns */
 #define CF__BWW_TILE 256                    /* backward-weights: columns per tile */
 
@@ -8661,7 +8680,7 @@ static void cf__tiles_fwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd
     int bi;
     for (bi = 0; bi < c->B; bi++) cf__conv_tiles(c, bi, 0.0f, gemm, rnd, gws);
 }
-static void cf__tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_fp32, 0); }
+static void cf__tiles_fwd(const cf__conv_call *c) { cf__tiles_fwd_with(c, cf__sgemm_tiles, 0); }
 
 /* Backward-weights:  dw (OC, K) += dy (OC, P) x im2col(x)^T (P, K).  Thread 0 adds into dw,
    the others into zeroed copies after their tiles in ws, summed into dw in thread order at the
@@ -8717,7 +8736,7 @@ static void cf__tiles_bww_with(const cf__conv_call *c, cf__gemm_fn gemm) {
         cf__conv_bww_tiles(c->dw, cf__elt(c->dy, c->half, (size_t)bi * cf_shape_size(c->out)), c->half,
                            c->x + (size_t)bi * cf_shape_size(c->in), c->in, c->out, c->g, c->ws, gemm, gws);
 }
-static void cf__tiles_bww(const cf__conv_call *c) { cf__tiles_bww_with(c, cf__sgemm_fp32); }
+static void cf__tiles_bww(const cf__conv_call *c) { cf__tiles_bww_with(c, cf__sgemm_tiles); }
 
 /* Backward-data of a stride-1 convolution as a forward convolution: dx is the convolution of
    dy with the kernel flipped on every axis and its two channel axes swapped, w' (C, OC, KD,
@@ -8772,7 +8791,7 @@ static void cf__tiles_bwd_with(const cf__conv_call *c, cf__gemm_fn gemm, int rnd
     f = cf__flipped_call(c, &gt);
     for (bi = 0; bi < c->B; bi++) cf__conv_tiles(&f, bi, c->dx_store ? 0.0f : 1.0f, gemm, rnd, NULL);
 }
-static void cf__tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_fp32, 0); }
+static void cf__tiles_bwd(const cf__conv_call *c) { cf__tiles_bwd_with(c, cf__sgemm_tiles, 0); }
 
 /* ---- a 2-D stride-1 convolution as one GEMM per tap (kind "taps"; DeepCAM's ASPP:
    2048 -> 256 channels, 3x3 at dilation 6, 12 and 18 on 48x72).  Tap (kh, kw) adds
@@ -8900,8 +8919,8 @@ static void cf__taps_run(const cf__conv_call *c, cf__gemm_fn gemm, int bww) {
         if (!bww && (c->b || c->act != CF_ACT_LINEAR)) cf__bias_act_p(y, c->b, OC, P, P, c->act, c->slope, 0);
     }
 }
-static void cf__taps_fwd(const cf__conv_call *c) { cf__taps_run(c, cf__sgemm_fp32, 0); }
-static void cf__taps_bww(const cf__conv_call *c) { cf__taps_run(c, cf__sgemm_fp32, 1); }
+static void cf__taps_fwd(const cf__conv_call *c) { cf__taps_run(c, cf__sgemm_tiles, 0); }
+static void cf__taps_bww(const cf__conv_call *c) { cf__taps_run(c, cf__sgemm_tiles, 1); }
 
 /* ---- direct convolution (no im2col) for a stride of 1 along the width.  With few input
    channels im2col + GEMM is slow: CosmoFlow's first layer (4 -> 32 channels, K = 108) would
@@ -9095,25 +9114,27 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
 #endif /* CF__DIRECT */
 
 /* ---- the fp32 GEMM (kind "gemm"): C (M x N) = beta C + op(A) op(B), op(A) M x K, op(B) K x N,
-   beta 0 or 1, on AVX-512 FMA, chosen at run time by the CPU and not by the BLAS's kernel set:
-   an OpenBLAS that does not know the CPU runs its SSE kernels, 1.5-3.8x slower on DeepCAM's
-   pointwise convolutions (docs/performance.md).  cf__pointwise_f32_applies says where it runs.
-   The sum over K runs in chunks of at most CF__F32_KC terms, all of one length (728 terms as
-   364 + 364).  Each chunk packs its part of op(B) once, in panels of 32 columns (Bp[panel][k][j]:
-   the micro-kernel reads a panel as one contiguous stretch), and blocks of CF__F32_MR rows of
-   op(A) as Ap[k][r] (one broadcast a row and term).  The micro-kernel keeps a CF__F32_MR x 32
-   block of C in 28 of the 32 registers: per term two loads of op(B), a broadcast and two FMAs a
-   row; its rows of op(A) (21 KB at most) stay in the L1 cache while the chunk's op(B) (576 KB
-   at most) passes from the L2 cache.  (14 x 32 measured at least as fast as 8 x 32.)
-   A task is a block of columns of C over all of C's rows (or over CF__F32_MB of them when the
-   columns give fewer tasks than threads); the columns are cut into at least CF__F32_TASKS
-   blocks a thread where blocks of 64 columns allow, which the threads take in turn.  When
-   several column blocks would pack the same op(A), it is packed whole beforehand (at most
-   CF__F32_A_ALL floats), the threads sharing its rows.  A long sum (K over CF__F32_KPART: a
-   backward-weights sum over many positions) is cut into parts of equal length, each into its
-   own partial C, the partials added in part order.  Every element of C is the same sum in the
-   same order whatever the number of threads: the chunks and parts follow from K alone, and a
-   task's block changes which elements it computes, never how (test_core checks the bits). */
+   beta 0 or 1, on AVX-512 FMA, chosen at run time by the CPU and not by the BLAS's kernel set: an
+   OpenBLAS that does not know the CPU runs its SSE kernels, 1.5-3.8x slower on DeepCAM's pointwise
+   convolutions (docs/performance.md).  It runs the pointwise convolutions and, with op(B) made
+   from x as it is packed (a col source, as the bf16 GEMM's), the dense ones without an im2col
+   buffer; its applies functions, after it, say where.  A forward's bias and activation are applied
+   as the sum's last chunk is stored (out).  The sum over K runs in chunks of at most CF__F32_KC
+   terms, all of one length (728 terms as 364 + 364).  Each chunk packs its part of op(B) once, in
+   panels of 32 columns (Bp[panel][k][j]: the micro-kernel reads a panel as one contiguous
+   stretch), and blocks of CF__F32_MR rows of op(A) as Ap[k][r] (one broadcast a row and term).
+   The micro-kernel keeps a CF__F32_MR x 32 block of C in 28 of the 32 registers: per term two
+   loads of op(B), a broadcast and two FMAs a row; its rows of op(A) (21 KB at most) stay in the L1
+   cache while the chunk's op(B) (576 KB at most) passes from the L2 cache.  (14 x 32 measured at
+   least as fast as 8 x 32.) A task is a block of columns of C over all of C's rows (or over
+   CF__F32_MB of them when the columns give fewer tasks than threads); the columns are cut into at
+   least CF__F32_TASKS blocks a thread where blocks of 64 columns allow, which the threads take in
+   turn.  When several column blocks would pack the same op(A), it is packed whole beforehand (at
+   most CF__F32_A_ALL floats), the threads sharing its rows.  A long sum (K over CF__F32_KPART: a
+   backward-weights sum over many positions) is cut into parts of equal length, each into its own
+   partial C, the partials added in part order.  Every element of C is the same sum in the same
+   order whatever the number of threads: the chunks and parts follow from K alone, and a task's
+   block changes which elements it computes, never how (test_core checks the bits). */
 #ifdef CF__AVX512
 #define CF__F32_TARGET __attribute__((target("avx512f")))
 #define CF__F32_MR 14                     /* rows of the register block (x 32 columns) */
@@ -9123,7 +9144,9 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
 #define CF__F32_TASKS 4                   /* tasks a thread */
 #define CF__F32_A_ALL ((size_t)4 << 20)   /* floats of op(A) packed whole, at most (16 MB) */
 #define CF__F32_KPART 16384               /* terms of a part of a long sum, at most */
-/* the GEMM's arguments, cf_sgemm's (alpha = 1) */
+/* a forward convolution's bias (per row of C, or NULL) and activation, applied as C is stored */
+typedef struct { const float *b; int act; float slope; } cf__gemm_f32_out;
+/* the GEMM's arguments, cf_sgemm's (alpha = 1), then its own two */
 typedef struct {
     int tA, tB, M, N, K;
     const float *A;
@@ -9133,7 +9156,25 @@ typedef struct {
     float beta;
     float *C;
     int ldc;
+    const cf__col_src *col;   /* op(B) = im2col(col->x) (tB: its transpose), made as packed; NULL: B */
+    const cf__gemm_f32_out *out;   /* NULL, or C = act(sum + b[row]) as it is stored (beta 0) */
 } cf__gemm_f32_call;
+/* cf__act_f on 16 lanes (the fp32 GEMM's and the bf16 kernels'): linear, relu and leaky as
+   vector operations (max returns its second operand for a NaN, as relu's test v > 0 gives 0;
+   a compare with NaN is false, as leaky's), others lane by lane */
+CF__F32_TARGET static __m512 cf__act16(__m512 z, int act, float slope) {
+    float v[16];
+    int j;
+    if (act == CF_ACT_LINEAR) return z;
+    if (act == CF_ACT_RELU) return _mm512_max_ps(z, _mm512_setzero_ps());
+    if (act == CF_ACT_LEAKY)
+        return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_GT_OQ),
+                                    _mm512_mul_ps(z, _mm512_set1_ps(slope)), z);
+    _mm512_storeu_ps(v, z);
+    for (j = 0; j < 16; j++) v[j] = cf__act_f(v[j], act, slope);
+    return _mm512_loadu_ps(v);
+}
+
 /* 16 x 16 transpose of floats: lane j of r[i] goes to lane i of r[j] */
 CF__F32_TARGET static void cf__gemm_f32_transpose16(__m512 r[16]) {
     __m512 t[16];
@@ -9185,12 +9226,21 @@ CF__F32_TARGET static void cf__gemm_f32_pack_a(float *Ap, const cf__gemm_f32_cal
     cf__gemm_f32_transpose_rows(Ap, CF__F32_MR, g->A + (size_t)m0 * g->lda + k0, (size_t)g->lda, nr, kc, 1);
 }
 /* Bp[panel][k][j] = op(B)[k0 + k][n0 + 32 panel + j], kc terms, nb columns (to a multiple of
-   32, zeros past nb) */
-CF__F32_TARGET static void cf__gemm_f32_pack_b(float *Bp, const cf__gemm_f32_call *g, int k0, int kc, int n0, int nb) {
-    int k, j;
+   32, zeros past nb).  With a col source, the rows of im2col(x) are made first into made
+   (16 x CF__F32_KC floats): row k0 + k over columns n0 .. n0 + nb (not transposed), or rows
+   n0 + j .. n0 + j + 16 over positions k0 .. k0 + kc (transposed). */
+CF__F32_TARGET static void cf__gemm_f32_pack_b(float *Bp, const cf__gemm_f32_call *g, int k0, int kc, int n0, int nb,
+                                               float *made) {
+    const cf__col_src *col = g->col;
+    int k, j, i;
     if (!g->tB) {
         for (k = 0; k < kc; k++) {
             const float *b = g->B + (size_t)(k0 + k) * g->ldb + n0;
+            if (col) {
+                cf__im2col_row(made, col->x, k0 + k, col->in, col->out, col->g, (size_t)n0, (size_t)nb);
+                b = made;
+            } else if (k + 2 < kc)
+                cf__prefetch_floats(b + (size_t)2 * g->ldb, (size_t)nb, 0);   /* (the row after next, fetched ahead) */
             for (j = 0; j < nb; j += 16)
                 _mm512_storeu_ps(Bp + (size_t)(j / 32) * kc * 32 + (size_t)k * 32 + (j & 31),
                                  _mm512_maskz_loadu_ps(cf__lanes(nb - j), b + j));
@@ -9203,7 +9253,12 @@ CF__F32_TARGET static void cf__gemm_f32_pack_b(float *Bp, const cf__gemm_f32_cal
     for (j = 0; j < (nb + 31) / 32 * 32; j += 16) {
         float *d = Bp + (size_t)(j / 32) * kc * 32 + (j & 31);
         int nr = nb - j < 16 ? (nb - j > 0 ? nb - j : 0) : 16;
-        if (nr) cf__gemm_f32_transpose_rows(d, 32, g->B + (size_t)(n0 + j) * g->ldb + k0, (size_t)g->ldb, nr, kc, 0);
+        for (i = 0; i < nr && col; i++)
+            cf__im2col_row(made + (size_t)i * CF__F32_KC, col->x, n0 + j + i, col->in, col->out, col->g, (size_t)k0,
+                           (size_t)kc);
+        if (nr && col) cf__gemm_f32_transpose_rows(d, 32, made, CF__F32_KC, nr, kc, 0);
+        else if (nr)
+            cf__gemm_f32_transpose_rows(d, 32, g->B + (size_t)(n0 + j) * g->ldb + k0, (size_t)g->ldb, nr, kc, 0);
         for (k = 0; k < kc && nr < 16; k++)
             _mm512_mask_storeu_ps(d + (size_t)k * 32, (__mmask16)~cf__lanes(nr), _mm512_setzero_ps());
     }
@@ -9212,9 +9267,10 @@ CF__F32_TARGET static void cf__gemm_f32_pack_b(float *Bp, const cf__gemm_f32_cal
    variable, GCC at -O2 keeps in memory: the bf16 GEMM's CF__ZERO8) */
 #define CF__F32_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
 /* C[0 .. nm][0 .. nn] = (beta ? C : 0) + Ap (kc x CF__F32_MR) x Bp (kc x 32): per term two
-   loads of Bp, a broadcast of Ap a row, two FMAs a row; C read and written once */
+   loads of Bp, a broadcast of Ap a row, two FMAs a row; C read and written once (out: the
+   bias of row r at out->b[r] and the activation applied as it is stored) */
 CF__F32_TARGET static void cf__gemm_f32_kernel(int kc, const float *Ap, const float *Bp, float *C, int ldc, int nm,
-                                               int nn, int beta) {
+                                               int nn, int beta, const cf__gemm_f32_out *out) {
 #define CF__F32_DECL(r) __m512 c##r##a = _mm512_setzero_ps(), c##r##b = _mm512_setzero_ps();
     CF__F32_ROWS(CF__F32_DECL)
 #undef CF__F32_DECL
@@ -9234,6 +9290,11 @@ CF__F32_TARGET static void cf__gemm_f32_kernel(int kc, const float *Ap, const fl
             c##r##a = _mm512_add_ps(_mm512_maskz_loadu_ps(k0, c), c##r##a);                                          \
             c##r##b = _mm512_add_ps(_mm512_maskz_loadu_ps(k1, c + 16), c##r##b);                                     \
         }                                                                                                            \
+        if (out) {                                                                                                   \
+            __m512 bias = _mm512_set1_ps(out->b ? out->b[r] : 0.0f);                                                 \
+            c##r##a = cf__act16(_mm512_add_ps(c##r##a, bias), out->act, out->slope);                                 \
+            c##r##b = cf__act16(_mm512_add_ps(c##r##b, bias), out->act, out->slope);                                 \
+        }                                                                                                            \
         _mm512_mask_storeu_ps(c, k0, c##r##a);                                                                       \
         _mm512_mask_storeu_ps(c + 16, k1, c##r##b); }
     CF__F32_ROWS(CF__F32_ST)
@@ -9242,10 +9303,11 @@ CF__F32_TARGET static void cf__gemm_f32_kernel(int kc, const float *Ap, const fl
 /* How a GEMM is cut into tasks for nth threads: the sum in parts of span terms (parts > 1:
    each into its own partial C), C's columns in nblocks blocks of width (a multiple of 32), its
    rows in rblocks blocks of rows; tasks = rblocks x nblocks x parts.  A thread's buffers:
-   a_sz floats for a block of op(A), b_sz for a chunk of op(B). */
+   a_sz floats for a block of op(A), b_sz for a chunk of op(B), made_sz for made rows (a col
+   source's). */
 typedef struct {
     int nth, parts, span, nblocks, width, rows, rblocks, tasks;
-    size_t a_sz, b_sz;
+    size_t a_sz, b_sz, made_sz;
 } cf__gemm_f32_cut;
 /* the parts follow from K alone; the columns are cut into more blocks until there are
    CF__F32_TASKS tasks a thread, a multiple of the threads (or blocks of 64 columns), the rows
@@ -9266,10 +9328,11 @@ static void cf__gemm_f32_cut_up(cf__gemm_f32_cut *cut, const cf__gemm_f32_call *
     cut->tasks = cut->rblocks * cut->nblocks * cut->parts;
     cut->a_sz = (size_t)CF__F32_MB * CF__F32_KC;
     cut->b_sz = (size_t)CF__F32_KC * cut->width;
+    cut->made_sz = g->col ? (size_t)16 * CF__F32_KC : 0;
 }
 /* a thread's buffers: Ap, Bp, a block of op(A) and a chunk of op(B); A_all, all of op(A)
    packed beforehand (panels of CF__F32_MR rows over all of K), or NULL */
-typedef struct { float *Ap, *Bp; const float *A_all; } cf__gemm_f32_bufs;
+typedef struct { float *Ap, *Bp, *made; const float *A_all; } cf__gemm_f32_bufs;
 /* task t of the cut: its rows, columns and part of the sum, into C or (parts > 1) the part's
    partial C (M x N, beta 0) */
 static void cf__gemm_f32_task(const cf__gemm_f32_call *g, const cf__gemm_f32_cut *cut, int t, float *partial,
@@ -9283,7 +9346,7 @@ static void cf__gemm_f32_task(const cf__gemm_f32_call *g, const cf__gemm_f32_cut
     int ldc = cut->parts == 1 ? g->ldc : g->N, beta = cut->parts == 1 && g->beta != 0.0f;
     for (k0 = q0; k0 < q1; k0 += step) {
         int kc = q1 - k0 < step ? q1 - k0 : step;
-        cf__gemm_f32_pack_b(bufs->Bp, g, k0, kc, n0, nb);
+        cf__gemm_f32_pack_b(bufs->Bp, g, k0, kc, n0, nb, bufs->made);
         for (mb = m0; mb < m0 + mr; mb += CF__F32_MB) {
             int mbr = m0 + mr - mb < CF__F32_MB ? m0 + mr - mb : CF__F32_MB;
             for (i = 0; i < mbr && !bufs->A_all; i += CF__F32_MR)
@@ -9292,14 +9355,20 @@ static void cf__gemm_f32_task(const cf__gemm_f32_call *g, const cf__gemm_f32_cut
                 const float *a = bufs->A_all ? bufs->A_all + (size_t)(mb + i) * K + (size_t)k0 * CF__F32_MR
                                              : bufs->Ap + (size_t)i * kc;
                 int nm = mbr - i < CF__F32_MR ? mbr - i : CF__F32_MR;
+                cf__gemm_f32_out out, *last = NULL;   /* (the bias and act with the sum's last chunk) */
+                if (g->out && cut->parts == 1 && k0 + kc == q1) {
+                    out = *g->out;
+                    out.b = out.b ? out.b + mb + i : NULL;
+                    last = &out;
+                }
                 for (j = 0; j < nb; j += 32)
                     cf__gemm_f32_kernel(kc, a, bufs->Bp + (size_t)j * kc, C + (size_t)(mb + i) * ldc + n0 + j, ldc, nm,
-                                        nb - j < 32 ? nb - j : 32, k0 > q0 || beta);
+                                        nb - j < 32 ? nb - j : 32, k0 > q0 || beta, last);
             }
         }
     }
 }
-/* row m of C = beta C + the parts' partial sums, added in part order */
+/* row m of C = beta C + the parts' partial sums, added in part order (out: then the bias and act) */
 static void cf__gemm_f32_add_parts(const cf__gemm_f32_call *g, const float *partial, int parts, int m) {
     size_t MN = (size_t)g->M * g->N;
     float *c = g->C + (size_t)m * g->ldc;
@@ -9307,7 +9376,7 @@ static void cf__gemm_f32_add_parts(const cf__gemm_f32_call *g, const float *part
     for (n = 0; n < g->N; n++) {
         float v = g->beta != 0.0f ? c[n] : 0.0f;
         for (p = 0; p < parts; p++) v += partial[MN * p + (size_t)m * g->N + n];
-        c[n] = v;
+        c[n] = g->out ? cf__act_f(v + (g->out->b ? g->out->b[m] : 0.0f), g->out->act, g->out->slope) : v;
     }
 }
 /* p moved up to the next 64 bytes: a vector of the packed op(B) within one cache line */
@@ -9322,8 +9391,9 @@ static void cf__gemm_f32_run(const cf__gemm_f32_call *g, const cf__gemm_f32_cut 
     {
         cf__gemm_f32_bufs bufs;
         int t;
-        bufs.Ap = cf__gemm_f32_aligned(buf) + (cut->a_sz + cut->b_sz) * cf__thread_id();
+        bufs.Ap = cf__gemm_f32_aligned(buf) + (cut->a_sz + cut->b_sz + cut->made_sz) * cf__thread_id();
         bufs.Bp = bufs.Ap + cut->a_sz;
+        bufs.made = bufs.Bp + cut->b_sz;
         bufs.A_all = A_all;
         if (A_all) {
             CF__OMP(omp for schedule(static))
@@ -9338,28 +9408,31 @@ static void cf__gemm_f32_run(const cf__gemm_f32_call *g, const cf__gemm_f32_cut 
         }
     }
 }
+/* The GEMM g; 1 (and C untouched) where its buffers cannot be had */
+static int cf__gemm_f32_r(const cf__gemm_f32_call *g) {
+    cf__gemm_f32_cut cut;
+    float *buf, *partial = NULL, *A_all = NULL;
+    cf__gemm_f32_cut_up(&cut, g);
+    buf = (float *)CF_MALLOC(sizeof(float) * ((cut.a_sz + cut.b_sz + cut.made_sz) * cut.nth + 16));
+    if (buf && cut.parts > 1) partial = (float *)CF_MALLOC(sizeof(float) * (size_t)g->M * g->N * cut.parts);
+    if (!buf || (cut.parts > 1 && !partial)) {
+        CF_FREE(buf);
+        return 1;
+    }
+    if (cut.rblocks == 1 && cut.nblocks > 1 && cut.parts == 1 && (size_t)g->M * g->K <= CF__F32_A_ALL)
+        A_all = (float *)CF_MALLOC(sizeof(float) * (size_t)(g->M + CF__F32_MR - 1) / CF__F32_MR * CF__F32_MR * g->K);
+    cf__gemm_f32_run(g, &cut, buf, A_all, partial);
+    CF_FREE(buf);
+    CF_FREE(partial);
+    CF_FREE(A_all);
+    return 0;
+}
 /* The GEMM (a cf__gemm_fn).  Where its buffers cannot be had: cf_sgemm (the same sums to
    rounding). */
 static void cf__sgemm_avx512(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                              float beta, float *C, int ldc) {
-    cf__gemm_f32_call g = {tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc};
-    cf__gemm_f32_cut cut;
-    float *buf, *partial = NULL, *A_all = NULL;
-    if (M <= 0 || N <= 0 || K <= 0) { cf__sgemm_fp32(tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc); return; }
-    cf__gemm_f32_cut_up(&cut, &g);
-    buf = (float *)CF_MALLOC(sizeof(float) * ((cut.a_sz + cut.b_sz) * cut.nth + 16));
-    if (buf && cut.parts > 1) partial = (float *)CF_MALLOC(sizeof(float) * (size_t)M * N * cut.parts);
-    if (!buf || (cut.parts > 1 && !partial)) {
-        CF_FREE(buf);
-        cf__sgemm_fp32(tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-    if (cut.rblocks == 1 && cut.nblocks > 1 && cut.parts == 1 && (size_t)M * K <= CF__F32_A_ALL)
-        A_all = (float *)CF_MALLOC(sizeof(float) * (size_t)(M + CF__F32_MR - 1) / CF__F32_MR * CF__F32_MR * K);
-    cf__gemm_f32_run(&g, &cut, buf, A_all, partial);
-    CF_FREE(buf);
-    CF_FREE(partial);
-    CF_FREE(A_all);
+    cf__gemm_f32_call g = {tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL, NULL};
+    if (M <= 0 || N <= 0 || K <= 0 || cf__gemm_f32_r(&g)) cf__sgemm_fp32(tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 /* OpenBLAS's name for the kernel set it runs: a weak reference, NULL with another BLAS */
 #ifdef CF_USE_CBLAS
@@ -9379,19 +9452,130 @@ static int cf__blas_runs_avx512(void) {
     return 0;
 #endif
 }
-/* The pointwise convolutions' GEMMs on it where the CPU has AVX-512 and the BLAS does not run
-   AVX-512 kernels: against OpenBLAS's AVX-512 kernels it measured 0.9-1.0x (the same kernel
-   speed, docs/performance.md), against its SSE kernels 1.5-3.8x.  Shapes: 64 or more
-   channels each way and 1024 positions (the GEMMs' tasks fill the threads). */
+/* The pointwise convolutions' GEMMs on it where the CPU has AVX-512, with 64 or more channels
+   each way and 1024 positions (the GEMMs' tasks fill the threads).  Against OpenBLAS's SSE
+   kernels 1.5-3.8x a layer; against its AVX-512 kernels (docs/performance.md): the forward
+   1.0-1.7x, the backward-weights where a sample's sum is long (more than CF__F32_KPART
+   positions: 1.1-2.9x; shorter, 0.8-1.0x), the backward-data where the sum is short (128
+   output channels or fewer: 1.5x; else 0.9-1.1x). */
 static int cf__pointwise_f32_applies(const cf__conv_call *c) {
     int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups;
-    return cf__pointwise_applies(c) && cf__has_avx512() && !cf__blas_runs_avx512() && Cg >= 64 && OCg >= 64 &&
-           cf__positions(c->out) >= 1024;
+    return cf__pointwise_applies(c) && cf__has_avx512() && Cg >= 64 && OCg >= 64 && cf__positions(c->out) >= 1024;
 }
-static void cf__pointwise_f32_fwd(const cf__conv_call *c) { cf__pointwise_fwd_with(c, cf__sgemm_avx512, 0); }
+static int cf__pointwise_f32_bww_applies(const cf__conv_call *c) {
+    return cf__pointwise_f32_applies(c) && (!cf__blas_runs_avx512() || cf__positions(c->out) > CF__F32_KPART);
+}
+static int cf__pointwise_f32_bwd_applies(const cf__conv_call *c) {
+    return cf__pointwise_f32_applies(c) && (!cf__blas_runs_avx512() || c->out.c / c->groups <= 128);
+}
+/* (the forward with the bias and act as the GEMM stores y; cf_sgemm and a pass where its
+   buffers cannot be had) */
+static void cf__pointwise_f32_fwd(const cf__conv_call *c) {
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, bi, gi;
+    size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
+    for (bi = 0; bi < c->B; bi++)
+        for (gi = 0; gi < c->groups; gi++) {
+            const float *w = c->w + (size_t)gi * OCg * Cg, *x = c->x + bi * in_sz + (size_t)gi * Cg * P;
+            float *y = c->y + ((size_t)bi * c->out.c + (size_t)gi * OCg) * P;
+            cf__gemm_f32_out out = {c->b ? c->b + (size_t)gi * OCg : NULL, c->act, c->slope};
+            cf__gemm_f32_call g = {0, 0, OCg, (int)P, Cg, w, Cg, x, (int)P, 0.0f, y, (int)P, NULL, &out};
+            if (!cf__gemm_f32_r(&g)) continue;
+            cf__sgemm_fp32(0, 0, OCg, (int)P, Cg, w, Cg, x, (int)P, 0.0f, y, (int)P);
+            cf__bias_act_p(y, out.b, OCg, P, P, c->act, c->slope, 0);
+        }
+}
 static void cf__pointwise_f32_bww(const cf__conv_call *c) { cf__pointwise_bww_with(c, cf__sgemm_avx512); }
 static void cf__pointwise_f32_bwd(const cf__conv_call *c) { cf__pointwise_bwd_with(c, cf__sgemm_avx512); }
+static void cf__sgemm_tiles(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                            float beta, float *C, int ldc) {
+    int ours = cf__kind_on[CF__K_GEMM] && cf__has_avx512() && !cf__blas_runs_avx512();
+    (ours ? cf__sgemm_avx512 : cf__sgemm_fp32)(tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+/* The dense convolutions (groups 1, not pointwise) on the same GEMM with op(B) made from x as
+   it is packed (the bf16 kind's cols, in fp32): no im2col buffer and no second packing by a
+   BLAS.  Forward, per sample: y (OC, P) = w (OC, K) x im2col(x) (K, P), then bias and act;
+   backward-weights: dw (OC, K) += dy (OC, P) x im2col(x)^T (P, K); backward-data of a
+   stride-1 convolution: the forward of dy with the flipped kernel (cf__flipped_call), added
+   into dx or stored.  Where the GEMM's buffers cannot be had, the rest of the batch by the
+   reference. */
+static int cf__cols_f32_applies(const cf__conv_call *c) {
+    return c->groups == 1 && !cf__pointwise_applies(c) && cf__has_avx512();
+}
+/* (a dilated 2-D convolution that kind taps takes: it skips the taps that read padding,
+   where this GEMM multiplies zeros; taps measured 1.0-1.3x faster on DeepCAM's ASPP) */
+static int cf__cols_f32_not_taps(const cf__conv_call *c) {
+    int dilated = c->g->dil[0] > 1 || c->g->dil[1] > 1 || c->g->dil[2] > 1;
+    return !(dilated && cf__taps_applies(c));
+}
+static int cf__cols_f32_fwd_applies(const cf__conv_call *c) {
+    return cf__cols_f32_applies(c) && cf__cols_f32_not_taps(c) && c->out.c >= 64 && c->in.c * cf__kvol(c->g) >= 64;
+}
+static int cf__cols_f32_bww_applies(const cf__conv_call *c) {
+    return cf__cols_f32_applies(c) && cf__cols_f32_not_taps(c) && c->out.c >= 128 &&
+           c->in.c * cf__kvol(c->g) >= 256;
+}
+/* y = (beta ? y : 0) + conv(x, w) for the samples of f (out: the bias and act as stored); the
+   first sample the GEMM could not take, or B */
+static int cf__cols_f32_sums(const cf__conv_call *f, float beta, const cf__gemm_f32_out *out) {
+    int K = f->in.c * cf__kvol(f->g), bi;
+    size_t P = cf__positions(f->out);
+    for (bi = 0; bi < f->B; bi++) {
+        cf__col_src col = {f->x + (size_t)bi * cf_shape_size(f->in), f->in, f->out, f->g};
+        cf__gemm_f32_call yg = {0, 0, f->out.c, (int)P, K, f->w, K, NULL, 0, beta,
+                                f->y + (size_t)bi * cf_shape_size(f->out), (int)P, &col, out};
+        if (cf__gemm_f32_r(&yg)) return bi;
+    }
+    return f->B;
+}
+static void cf__cols_f32_fwd(const cf__conv_call *c) {
+    cf__gemm_f32_out out = {c->b, c->act, c->slope};
+    int done = cf__cols_f32_sums(c, 0.0f, &out);
+    size_t out_sz = cf_shape_size(c->out), in_sz = cf_shape_size(c->in);
+    if (done == c->B) return;
+    cf_ref_conv_forward(c->y + done * out_sz, c->x + done * in_sz, c->w, c->b, c->B - done, c->in, c->out, c->g, 1,
+                        c->ws, c->ws_floats);
+    cf_act_forward(c->y + done * out_sz, (c->B - done) * out_sz, c->act, c->slope);
+}
+static void cf__cols_f32_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
+    int K = c->in.c * cf__kvol(c->g), bi;
+    size_t P = cf__positions(c->out), out_sz = cf_shape_size(c->out), in_sz = cf_shape_size(c->in);
+    for (bi = 0; bi < c->B; bi++) {
+        cf__col_src col = {c->x + bi * in_sz, c->in, c->out, c->g};
+        cf__gemm_f32_call dwg = {0, 1, c->out.c, K, (int)P, c->dy + bi * out_sz, (int)P, NULL, 0, 1.0f, c->dw, K, &col,
+                                 NULL};
+        if (cf__gemm_f32_r(&dwg)) {
+            cf_ref_conv_backward_weights(c->dw, NULL, c->dy + bi * out_sz, c->x + bi * in_sz, c->B - bi, c->in,
+                                         c->out, c->g, 1, c->ws, c->ws_floats);
+            return;
+        }
+    }
+}
+static int cf__cols_f32_bwd_applies(const cf__conv_call *c) {
+    cf_geom gt;
+    return cf__cols_f32_applies(c) && cf__flipped_geom(c->g, &gt) && cf__flipped_floats(c) < c->ws_floats &&
+           (c->in.c >= 128 || (c->in.c >= 64 && c->in.d == 1)) && c->out.c * cf__kvol(c->g) >= 64;
+}
+static void cf__cols_f32_bwd(const cf__conv_call *c) {
+    cf_geom gt;
+    cf__conv_call f;
+    int done;
+    size_t in_sz = cf_shape_size(c->in), out_sz = cf_shape_size(c->out);
+    cf__flipped_geom(c->g, &gt);
+    cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
+    f = cf__flipped_call(c, &gt);
+    done = cf__cols_f32_sums(&f, c->dx_store ? 0.0f : 1.0f, NULL);
+    if (done == c->B) return;
+    if (c->dx_store) memset(c->dx + done * in_sz, 0, sizeof(float) * (c->B - done) * in_sz);
+    cf_ref_conv_backward_data(c->dx + done * in_sz, c->dy + done * out_sz, c->w, c->B - done, c->in, c->out, c->g, 1,
+                              c->ws, c->ws_floats);
+}
 #endif /* CF__AVX512 */
+#if !defined(CF__AVX512) && !defined(CF_REFERENCE)
+static void cf__sgemm_tiles(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                            float beta, float *C, int ldc) {
+    cf__sgemm_fp32(tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+#endif
 
 /* ---- bf16 (kind "bf16"): the convolutions of a bf16 network (cf_net_set_precision) on the
    CPU's vdpbf16ps, which multiplies 16 pairs of bf16 by 16 pairs and adds both products of
@@ -10107,21 +10291,6 @@ CF__BF16_TARGET static void cf__round_floats_bf16(float *x, size_t n) {
     size_t i;
     for (i = 0; i < n; i += 16) cf__round16_bf16_at(x + i, n - i < 16 ? (int)(n - i) : 16);
 }
-/* cf__act_f on 16 lanes: linear, relu and leaky as vector operations (max returns its second
-   operand for a NaN, as relu's test v > 0 gives 0; a compare with NaN is false, as leaky's),
-   others lane by lane */
-CF__BF16_TARGET static __m512 cf__act16(__m512 z, int act, float slope) {
-    float v[16];
-    int j;
-    if (act == CF_ACT_LINEAR) return z;
-    if (act == CF_ACT_RELU) return _mm512_max_ps(z, _mm512_setzero_ps());
-    if (act == CF_ACT_LEAKY)
-        return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_GT_OQ),
-                                    _mm512_mul_ps(z, _mm512_set1_ps(slope)), z);
-    _mm512_storeu_ps(v, z);
-    for (j = 0; j < 16; j++) v[j] = cf__act_f(v[j], act, slope);
-    return _mm512_loadu_ps(v);
-}
 /* n (<= 16) sums z of one output row's block into element i of y: added to what is there
    (backward-data), or + bias, the activation, rounded to bf16 (half: stored in 16 bits) */
 CF__BF16_TARGET static void cf__direct_store_bf16(float *y, int half, size_t i, __m512 z, int n, float bias,
@@ -10649,6 +10818,38 @@ static void cf__bf16_cols_bww(const cf__conv_call *c) {   /* db: the dispatcher'
         if (cf__sgemm_bf16_r(&dwg, NULL)) {   /* no room: this sample on, by tiles */
             cf__im2col_backward_weights(c->dw, dy, x, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats,
                                         cf__sgemm_bf16);
+            return;
+        }
+    }
+}
+/* backward-data of a stride-1 convolution: the forward of dy with the flipped kernel
+   (cf__flipped_call) on the GEMM with op(B) made from dy, dx rounded as it is stored (added
+   into dx or stored); dy and dx in 32 bits.  Against the direct kernel on DeepCAM's ASPP and
+   decoder: 1.0-1.25x (docs/performance.md).  Where the GEMM's buffers cannot be had, the
+   reference for the rest of the batch. */
+static int cf__bf16_cols_bwd_applies(const cf__conv_call *c) {
+    cf_geom gt;
+    return cf__bf16_cols_applies(c) && !c->half && !c->dx_half && cf__flipped_geom(c->g, &gt) &&
+           cf__flipped_floats(c) < c->ws_floats && (c->in.c >= 128 || (c->in.c >= 64 && c->in.d == 1));
+}
+static void cf__bf16_cols_bwd(const cf__conv_call *c) {
+    cf_geom gt;
+    cf__conv_call f;
+    int K = c->out.c * cf__kvol(c->g), bi;
+    size_t P = cf__positions(c->in);
+    cf__flipped_geom(c->g, &gt);
+    cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
+    f = cf__flipped_call(c, &gt);
+    for (bi = 0; bi < c->B; bi++) {
+        cf__col_src col = {f.x + (size_t)bi * cf_shape_size(f.in), f.in, f.out, f.g};
+        cf__gemm_bf16_call g = {0, 0, f.out.c, (int)P, K, f.w, K, NULL, 0, c->dx_store ? 0.0f : 1.0f,
+                                f.y + (size_t)bi * cf_shape_size(f.out), (int)P, 1, &col, 0};
+        if (cf__sgemm_bf16_r(&g, NULL)) {   /* no room: this sample on, by the reference (then rounded) */
+            size_t in_sz = cf_shape_size(c->in);
+            if (c->dx_store) memset(c->dx + bi * in_sz, 0, sizeof(float) * (c->B - bi) * in_sz);
+            cf_ref_conv_backward_data(c->dx + bi * in_sz, c->dy + bi * cf_shape_size(c->out), c->w, c->B - bi, c->in,
+                                      c->out, c->g, 1, c->ws, c->ws_floats);
+            cf_bf16_round(c->dx + bi * in_sz, (c->B - bi) * in_sz);
             return;
         }
     }

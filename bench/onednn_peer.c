@@ -587,7 +587,7 @@ static int print_last_line(const char *model, int B, int precision, const char *
 
 static void usage(void) {
     printf("usage: onednn-peer --model M.cfg [--batch B] [--precision fp32|bf16|both] [--reps N] [--threads T]\n"
-           "                   [--layer I]\n"
+           "                   [--layer I] [--off KIND]\n"
            "Every [conv] layer of M timed forward, backward-weights and backward-data (where the training step\n"
            "computes it) in oneDNN and in cosmoflow.h, alternated in this process after an untimed run that\n"
            "checks both agree; medians of N; ratio = oneDNN ms / ours ms (above 1: ours faster).\n"
@@ -597,6 +597,7 @@ static void usage(void) {
            "  --reps N            timed repetitions after the check run (default 5)\n"
            "  --threads T         OpenMP and OpenBLAS threads (default 0: as the environment sets)\n"
            "  --layer I           only layer I (a [conv]), for quick checks\n"
+           "  --off KIND          our fast paths of that kind off (cf_fast_path_set; repeatable), to time another path\n"
            "Last line per precision: 'onednn: <model> b<B> <precision> <OpenBLAS kernels>: conv layers x<R>\n"
            "(oneDNN time / ours), worst layer x<W> (<layer index> <direction>)'; the kernels are OpenBLAS's\n"
            "openblas_get_corename(), or naive-sgemm in a build without CF_USE_CBLAS.\n");
@@ -634,6 +635,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--reps")) { reps = whole(a, val, 1, 100000); i++; }
         else if (!strcmp(a, "--threads")) { threads = whole(a, val, 0, 1024); i++; }
         else if (!strcmp(a, "--layer")) { only = whole(a, val, 0, 1 << 20); i++; }
+        else if (!strcmp(a, "--off")) {
+            if (!val || cf_fast_path_set(val, 0)) die(a, "'%s' is not a kind of fast path (cf_fast_path_set)", val ? val : "");
+            i++;
+        }
         else if (!strcmp(a, "--precision")) {
             if (!val || (strcmp(val, "fp32") && strcmp(val, "bf16") && strcmp(val, "both")))
                 die(a, "fp32, bf16 or both");

@@ -259,6 +259,10 @@ static const path_case path_cases[] = {
     {1, 96, 1, 4, 300, 8, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1}, /* 96 channels: the bf16 direct kernel with R past 32 Ki uint32, its old limit; taps forward */
     {1, 64, 1, 6, 40, 8, {1, 3, 3}, {1, 1, 1}, {0, 2, 0}, {0, 0, 2}, 1},  /* 64 channels, 240 positions, uneven padding: taps backward-weights */
     {2, 140, 1, 32, 33, 134, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 2},  /* pointwise, 70 -> 67 channels a group, 1056 positions: the fp32 GEMM (AVX-512) */
+    {1, 64, 1, 128, 130, 64, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 1},  /* pointwise, 16640 positions: the fp32 GEMM's backward-weights in parts */
+    {2, 8, 1, 20, 21, 64, {1, 3, 3}, {1, 2, 2}, {0, 1, 1}, {0, 1, 1}, 1},     /* stride 2, 64 filters: the fp32 GEMM on made rows, forward */
+    {1, 32, 1, 9, 10, 128, {1, 3, 3}, {1, 1, 1}, {0, 1, 0}, {0, 1, 2}, 1},   /* 128 filters, K = 288, uneven padding: its backward-weights */
+    {1, 64, 1, 7, 9, 16, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1},     /* 64 channels in: its backward-data (the flipped kernel) */
 };
 static void setup_path_case(const path_case *pc, cf_shape *in, cf_shape *out, cf_geom *g) {
     int a;
@@ -281,19 +285,6 @@ static void run_conv_op(int op, const path_case *pc, const float *x, const float
         if (fast) cf_conv_backward_data(o, dy, w, pc->B, in, out, &g, pc->groups, ws, wsf);
         else cf_ref_conv_backward_data(o, dy, w, pc->B, in, out, &g, pc->groups, ws, wsf);
     }
-}
-/* the same by path p itself, where the dispatcher does not pick it here (kind "gemm" beside a
-   BLAS that runs AVX-512 kernels); the bias gradient as the dispatcher adds it */
-static void run_conv_path(int op, const path_case *pc, const cf__conv_path *p, const float *x, const float *w, const float *b, const float *dy,
-                          float *o, float *db, float *ws, size_t wsf) {
-    cf_shape in, out; cf_geom g;
-    cf__conv_call c;
-    setup_path_case(pc, &in, &out, &g);
-    c = cf__conv_make(pc->B, in, out, &g, pc->groups, ws, wsf, 0);
-    if (op == CF_OP_FORWARD) { c.y = o; c.x = x; c.w = w; c.b = b; c.act = CF_ACT_TANH; }
-    else if (op == CF_OP_BACKWARD_WEIGHTS) { c.dw = o; c.dy = dy; c.x = x; cf__bias_grad(db, dy, pc->B, out.c, cf_shape_size(out) / out.c); }
-    else { c.dx = o; c.dy = dy; c.w = w; }
-    p->run(&c);
 }
 /* ---- bf16.  The conversion against its definition written another way: the two bf16
    neighbours of x by truncation, the nearer one by exact arithmetic in double, a tie to the
@@ -895,18 +886,18 @@ static void test_fast_paths(void) {
     for (op = 0; op < 3; op++) {
         const cf__conv_path *p;
         for (p = cf__conv_paths(op); p->kind >= 0; p++) {
-            int reached = 0, itself = 0;
+            int reached = 0;
             if (p->kind == CF__K_BF16) continue;   /* a bf16 network's: test_bf16_paths */
 #ifdef CF__AVX512
             if (p->kind == CF__K_GEMM && !cf__has_avx512()) { printf("skipped: fast path 'gemm' (the CPU lacks AVX-512)\n"); continue; }
-            itself = p->kind == CF__K_GEMM && cf__blas_runs_avx512();   /* (then the BLAS's GEMMs are picked) */
 #endif
             for (ci = 0; ci < (int)(sizeof path_cases / sizeof path_cases[0]) && !reached; ci++) {
                 const path_case *pc = &path_cases[ci];
                 cf_shape in, out; cf_geom g;
+                cf__conv_call c;
                 setup_path_case(pc, &in, &out, &g);
-                if (itself) { cf__conv_call c = cf__conv_make(pc->B, in, out, &g, pc->groups, ws, wsf, 0); if (!cf__pointwise_applies(&c) || pc->C / pc->groups < 64) continue; }
-                else if (strcmp(cf_conv_path(op, pc->B, in, out, &g, pc->groups, wsf), cf__kind_names[p->kind])) continue;
+                c = cf__conv_make(pc->B, in, out, &g, pc->groups, ws, wsf, 0);
+                if (cf__conv_pick(cf__conv_paths(op), &c) != p) continue;   /* (the case the dispatcher gives this path) */
                 reached = 1;
                 {
                     size_t nx = pc->B * cf_shape_size(in), ny = pc->B * cf_shape_size(out), nw = (size_t)out.c * (in.c / pc->groups) * g.k[0] * g.k[1] * g.k[2];
@@ -917,8 +908,7 @@ static void test_fast_paths(void) {
                     float *sc = op == CF_OP_FORWARD ? (float *)calloc(no + 1, 4) : absolute(o1, no);
                     double e;
                     conv_sum_abs(op, pc, x, w, b, dy, sc, ws, wsf);
-                    if (itself) run_conv_path(op, pc, p, x, w, b, dy, o1, db1, ws, wsf);
-                    else run_conv_op(op, pc, x, w, b, dy, o1, db1, ws, wsf, 1);
+                    run_conv_op(op, pc, x, w, b, dy, o1, db1, ws, wsf, 1);
                     run_conv_op(op, pc, x, w, b, dy, o2, db2, ws, wsf, 0);
                     e = worst_rel_to(o1, o2, sc, no);
                     CHECK(e <= 1e-6 && (op != CF_OP_BACKWARD_WEIGHTS || check_relerr(db1, db2, out.c) < 1e-6),
@@ -934,7 +924,8 @@ static void test_fast_paths(void) {
                     free(x); free(w); free(b); free(dy); free(o1); free(o2); free(db1); free(db2);
                 }
             }
-            CHECK(reached, "conv %s: some test geometry reaches the fast path '%s'", ops[op], cf__kind_names[p->kind]);
+            CHECK(reached, "conv %s: some test geometry reaches the fast path '%s' (entry %d of its table)", ops[op],
+                  cf__kind_names[p->kind], (int)(p - cf__conv_paths(op)));
         }
     }
     {   /* pooling: each path (and the reference itself) bit for bit against cf_ref_pool_* */
