@@ -2317,6 +2317,10 @@ static int cf__cols_f32_bwd_applies(const cf__conv_call *c);
 static void cf__cols_f32_fwd(const cf__conv_call *c);
 static void cf__cols_f32_bww(const cf__conv_call *c);
 static void cf__cols_f32_bwd(const cf__conv_call *c);
+static int cf__im2col_f32_applies(const cf__conv_call *c);
+static void cf__im2col_f32_fwd(const cf__conv_call *c);
+static void cf__im2col_f32_bww(const cf__conv_call *c);
+static void cf__im2col_f32_bwd(const cf__conv_call *c);
 #endif
 #ifdef CF__DIRECT
 static int cf__direct_fwd_applies(const cf__conv_call *c);
@@ -2448,6 +2452,9 @@ static const cf__conv_path cf__conv_fwd_paths[] = {
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_fwd, 0, 0, 0},
     {CF__K_TILES, cf__tiles_fwd_applies, cf__tiles_fwd, 0, 0, 0},
     {CF__K_TAPS, cf__taps_applies, cf__taps_fwd, 0, 0, 0},
+#ifdef CF__AVX512
+    {CF__K_GEMM, cf__im2col_f32_applies, cf__im2col_f32_fwd, 0, 0, 0},
+#endif
 #endif
     {-1, NULL, NULL, 0, 0, 0}};
 static const cf__conv_path cf__conv_bww_paths[] = {
@@ -2467,6 +2474,9 @@ static const cf__conv_path cf__conv_bww_paths[] = {
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bww, 0, 0, 0},
     {CF__K_TILES, cf__tiles_bww_applies, cf__tiles_bww, 0, 0, 0},
     {CF__K_TAPS, cf__taps_applies, cf__taps_bww, 0, 0, 0},
+#ifdef CF__AVX512
+    {CF__K_GEMM, cf__im2col_f32_applies, cf__im2col_f32_bww, 0, 0, 0},
+#endif
 #endif
     {-1, NULL, NULL, 0, 0, 0}};
 static const cf__conv_path cf__conv_bwd_paths[] = {
@@ -2488,6 +2498,9 @@ static const cf__conv_path cf__conv_bwd_paths[] = {
     {CF__K_DIRECT, cf__direct_bwd_applies, cf__direct_bwd_run, 0, 0, 1},
 #endif
     {CF__K_TILES, cf__tiles_bwd_applies, cf__tiles_bwd, 0, 0, 1},
+#ifdef CF__AVX512
+    {CF__K_GEMM, cf__im2col_f32_applies, cf__im2col_f32_bwd, 0, 0, 0},
+#endif
 #endif
     {-1, NULL, NULL, 0, 0, 0}};
 static const cf__pool_path cf__pool_fwd_paths[] = {
@@ -9444,23 +9457,29 @@ char *openblas_get_corename(void) __attribute__((weak));
 /* whether the BLAS runs AVX-512 kernels: OpenBLAS's SkylakeX, Cooperlake or SapphireRapids
    sets, or another BLAS (MKL, BLIS: their own detection); not OpenBLAS's SSE kernels (its
    fallback for a CPU it does not know), its AVX2 sets, nor the naive sgemm */
+static int cf__blas_avx512_as = -1;   /* (test_core: 0 or 1 answers for the BLAS; -1 asks it) */
 static int cf__blas_runs_avx512(void) {
+    if (cf__blas_avx512_as >= 0) return cf__blas_avx512_as;
 #ifdef CF_USE_CBLAS
-    const char *core = openblas_get_corename ? openblas_get_corename() : NULL;
-    return !core || !strcmp(core, "SkylakeX") || !strcmp(core, "Cooperlake") || !strcmp(core, "SapphireRapids");
+    {
+        const char *core = openblas_get_corename ? openblas_get_corename() : NULL;
+        return !core || !strcmp(core, "SkylakeX") || !strcmp(core, "Cooperlake") || !strcmp(core, "SapphireRapids");
+    }
 #else
     return 0;
 #endif
 }
 /* The pointwise convolutions' GEMMs on it where the CPU has AVX-512, with 64 or more channels
-   each way and 1024 positions (the GEMMs' tasks fill the threads).  Against OpenBLAS's SSE
+   each way (16 where the BLAS runs no AVX-512 kernels) and 1024 positions (the GEMMs' tasks
+   fill the threads).  Against OpenBLAS's SSE
    kernels 1.5-3.8x a layer; against its AVX-512 kernels (docs/performance.md): the forward
    1.0-1.7x, the backward-weights where a sample's sum is long (more than CF__F32_KPART
    positions: 1.1-2.9x; shorter, 0.8-1.0x), the backward-data where the sum is short (128
    output channels or fewer: 1.5x; else 0.9-1.1x). */
 static int cf__pointwise_f32_applies(const cf__conv_call *c) {
-    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups;
-    return cf__pointwise_applies(c) && cf__has_avx512() && Cg >= 64 && OCg >= 64 && cf__positions(c->out) >= 1024;
+    int Cg = c->in.c / c->groups, OCg = c->out.c / c->groups, big = Cg >= 64 && OCg >= 64;
+    if (!cf__pointwise_applies(c) || !cf__has_avx512() || cf__positions(c->out) < 1024) return 0;
+    return big || (!cf__blas_runs_avx512() && Cg >= 16 && OCg >= 16);   /* (16: beside the BLAS's SSE kernels) */
 }
 static int cf__pointwise_f32_bww_applies(const cf__conv_call *c) {
     return cf__pointwise_f32_applies(c) && (!cf__blas_runs_avx512() || cf__positions(c->out) > CF__F32_KPART);
@@ -9568,6 +9587,26 @@ static void cf__cols_f32_bwd(const cf__conv_call *c) {
     if (c->dx_store) memset(c->dx + done * in_sz, 0, sizeof(float) * (c->B - done) * in_sz);
     cf_ref_conv_backward_data(c->dx + done * in_sz, c->dy + done * out_sz, c->w, c->B - done, c->in, c->out, c->g, 1,
                               c->ws, c->ws_floats);
+}
+/* Where the BLAS runs no AVX-512 kernels, what no other path takes: the reference's im2col
+   loops (section 3) with this GEMM in place of the BLAS's (under OpenBLAS's SSE fallback its
+   strided and small convolutions ran at a quarter of oneDNN's speed, docs/performance.md) */
+static int cf__im2col_f32_applies(const cf__conv_call *c) {
+    size_t col_row = (size_t)(c->in.c / c->groups) * cf__kvol(c->g);   /* (the reference's least workspace) */
+    return cf__has_avx512() && !cf__blas_runs_avx512() && c->ws_floats >= col_row;
+}
+static void cf__im2col_f32_fwd(const cf__conv_call *c) {
+    cf__im2col_forward(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats,
+                       cf__sgemm_avx512);
+    cf_act_forward(c->y, (size_t)c->B * cf_shape_size(c->out), c->act, c->slope);
+}
+static void cf__im2col_f32_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
+    cf__im2col_backward_weights(c->dw, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats,
+                                cf__sgemm_avx512);
+}
+static void cf__im2col_f32_bwd(const cf__conv_call *c) {
+    cf__im2col_backward_data(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats,
+                             cf__sgemm_avx512);
 }
 #endif /* CF__AVX512 */
 #if !defined(CF__AVX512) && !defined(CF_REFERENCE)
