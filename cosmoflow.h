@@ -2383,6 +2383,14 @@ CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c);
 #endif
 static int cf__band_rows(cf_shape in, const cf_geom *g, size_t tile);
 static void cf__deconv_forward_with(const cf__conv_call *c, cf__gemm_fn gemm);
+#ifndef CF_REFERENCE
+/* the fp32 GEMM of the tiles and taps paths and the transposed convolution: the BLAS, or where
+   the BLAS runs no AVX-512 kernels (OpenBLAS's SSE fallback, its AVX2 sets) and the CPU has
+   AVX-512, section 13's own (kind gemm, when on: cf__gemm_ours) */
+static int cf__gemm_ours(void);
+static void cf__sgemm_tiles(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                            float beta, float *C, int ldc);
+#endif
 static void cf__deconv_backward_with(const cf__conv_call *c, float *db, cf__gemm_fn gemm, cf__gemm_fn gemm_dx);
 /* the network's workspace (section 5 holds the network's private part) */
 static size_t cf__net_ws_floats(const cf_net *net);
@@ -2738,6 +2746,8 @@ CFDEF void cf_dwconv_backward(float *dx, float *dw, float *db, const float *dy, 
     cf__dwconv_backward_p(&c, db, 0, 0);
 }
 
+/* the transposed convolution's GEMM: the bf16 one for a bf16 network on AVX512_BF16, kind
+   gemm's where the BLAS runs no AVX-512 kernels (cf__gemm_ours), else the BLAS */
 static cf__gemm_fn cf__deconv_gemm(int bf16) {
 #ifdef CF__BF16
     cf__conv_call c;
@@ -2746,10 +2756,18 @@ static cf__gemm_fn cf__deconv_gemm(int bf16) {
     if (cf__kind_on[CF__K_BF16] && cf__bf16_gemm_applies(&c)) return cf__sgemm_bf16;
 #endif
     (void)bf16;
+#ifndef CF_REFERENCE
+    if (cf__gemm_ours()) return cf__sgemm_tiles;
+#endif
     return cf__sgemm_fp32;
 }
 static const char *cf__deconv_path(int bf16) {
-    return cf__deconv_gemm(bf16) == cf__sgemm_fp32 ? "reference" : cf__kind_names[CF__K_BF16];
+    cf__gemm_fn gemm = cf__deconv_gemm(bf16);
+    if (gemm == cf__sgemm_fp32) return "reference";
+#ifndef CF_REFERENCE
+    if (gemm == cf__sgemm_tiles) return cf__kind_names[CF__K_GEMM];
+#endif
+    return cf__kind_names[CF__K_BF16];
 }
 /* a transposed convolution as a convolution call (in: its input, out: its output; half: y in
    the forward, dy in the backward, stored in 16 bits), its operands set by the caller */
@@ -8626,11 +8644,6 @@ static void cf__pointwise_bwd(const cf__conv_call *c) { cf__pointwise_bwd_with(c
    would read its im2col matrix from memory and, with few filters, split badly between
    threads.  Only groups = 1, and only with at least 2 tiles per thread. */
 static size_t cf__gemm_bf16_thread_floats(void);
-/* the fp32 GEMM of the tiles and taps paths: the BLAS, or where the BLAS runs no AVX-512
-   kernels (OpenBLAS's SSE fallback, its AVX2 sets) and the CPU has AVX-512, this section's own
-   (kind gemm, when on; defined with it, below) */
-static void cf__sgemm_tiles(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
-                            float beta, float *C, int ldc);
 #define CF__TILE_FLOATS ((size_t)1 << 20)   /* forward: K x tile about 4 MiB, at least 1024 columns */
 #define CF__BWW_TILE 256                    /* backward-weights: columns per tile */
 
@@ -9505,10 +9518,12 @@ static void cf__pointwise_f32_fwd(const cf__conv_call *c) {
 }
 static void cf__pointwise_f32_bww(const cf__conv_call *c) { cf__pointwise_bww_with(c, cf__sgemm_avx512); }
 static void cf__pointwise_f32_bwd(const cf__conv_call *c) { cf__pointwise_bwd_with(c, cf__sgemm_avx512); }
+/* whether the GEMMs that would go to the BLAS go to this one: kind gemm on, the CPU has
+   AVX-512 and the BLAS runs none */
+static int cf__gemm_ours(void) { return cf__kind_on[CF__K_GEMM] && cf__has_avx512() && !cf__blas_runs_avx512(); }
 static void cf__sgemm_tiles(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                             float beta, float *C, int ldc) {
-    int ours = cf__kind_on[CF__K_GEMM] && cf__has_avx512() && !cf__blas_runs_avx512();
-    (ours ? cf__sgemm_avx512 : cf__sgemm_fp32)(tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    (cf__gemm_ours() ? cf__sgemm_avx512 : cf__sgemm_fp32)(tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 /* The dense convolutions (groups 1, not pointwise) on the same GEMM with op(B) made from x as
    it is packed (the bf16 kind's cols, in fp32): no im2col buffer and no second packing by a
@@ -9610,6 +9625,7 @@ static void cf__im2col_f32_bwd(const cf__conv_call *c) {
 }
 #endif /* CF__AVX512 */
 #if !defined(CF__AVX512) && !defined(CF_REFERENCE)
+static int cf__gemm_ours(void) { return 0; }
 static void cf__sgemm_tiles(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                             float beta, float *C, int ldc) {
     cf__sgemm_fp32(tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc);

@@ -700,15 +700,16 @@ static void test_bf16_paths(void) {
    bf16 GEMM) against the same reference with cf_sgemm on the same rounded operands: forward,
    and backward's dx and dw, within 1e-6 of sum |terms|.  The geometries are path_cases' with
    groups 1, read the other way: the convolution's output is the transposed one's input. */
-static void test_bf16_deconv(void) {
-#ifdef CF__BF16
+#ifdef CF__AVX512
+/* the transposed convolution with gemm (bf16: a bf16 network's call) against the reference
+   with cf_sgemm, on rounded operands */
+static void check_deconv_gemm(const char *what, cf__gemm_fn gemm, int bf16) {
     static const int cases[] = {0, 2, 4, 5};
     cf_rng r = cf_rng_seed(97);
     size_t wsf = (size_t)1 << 22;
     float *ws = (float *)malloc(wsf * 4);
     double worst = 0;
     int ci, good = 0;
-    if (!cf__has_bf16()) { printf("skipped: the transposed convolution's bf16 GEMM (the CPU lacks AVX512_BF16)\n"); free(ws); return; }
     for (ci = 0; ci < 4; ci++) {
         const path_case *pc = &path_cases[cases[ci]];
         cf_shape out, in; cf_geom g;   /* out: the transposed convolution's output (the path case's input) */
@@ -721,18 +722,18 @@ static void test_bf16_deconv(void) {
         n[0] = ny; n[1] = nx; n[2] = nw;
         x = rounded(nx, &r); w = rounded(nw, &r); dy = rounded(ny, &r);
         ax = absolute(x, nx); aw = absolute(w, nw); ady = absolute(dy, ny);
-        for (k = 0; k < 3; k++) for (t = 0; t < 3; t++) o[k][t] = (float *)calloc(n[t] + 1, 4);   /* [bf16, fp32, |terms|][y, dx, dw] */
+        for (k = 0; k < 3; k++) for (t = 0; t < 3; t++) o[k][t] = (float *)calloc(n[t] + 1, 4);   /* [gemm, reference, |terms|][y, dx, dw] */
         {
-            cf__conv_call dc = cf__deconv_make(pc->B, in, out, &g, ws, wsf, 1, 0);
+            cf__conv_call dc = cf__deconv_make(pc->B, in, out, &g, ws, wsf, bf16, 0);
             dc.y = o[0][0]; dc.x = x; dc.w = w;
-            cf__deconv_forward_with(&dc, cf__sgemm_bf16);
+            cf__deconv_forward_with(&dc, gemm);
         }
         cf_deconv_forward(o[1][0], x, w, NULL, pc->B, in, out, &g, ws, wsf);
         cf_deconv_forward(o[2][0], ax, aw, NULL, pc->B, in, out, &g, ws, wsf);
         {
-            cf__conv_call dc = cf__deconv_make(pc->B, in, out, &g, ws, wsf, 1, 0);
+            cf__conv_call dc = cf__deconv_make(pc->B, in, out, &g, ws, wsf, bf16, 0);
             dc.dx = o[0][1]; dc.dw = o[0][2]; dc.dy = dy; dc.x = x; dc.w = w;
-            cf__deconv_backward_with(&dc, NULL, cf__sgemm_bf16, cf__sgemm_bf16);
+            cf__deconv_backward_with(&dc, NULL, gemm, gemm);
         }
         cf_deconv_backward(o[1][1], o[1][2], NULL, dy, x, w, pc->B, in, out, &g, ws, wsf);
         cf_deconv_backward(o[2][1], o[2][2], NULL, ady, ax, aw, pc->B, in, out, &g, ws, wsf);
@@ -742,10 +743,23 @@ static void test_bf16_deconv(void) {
         for (k = 0; k < 3; k++) for (t = 0; t < 3; t++) free(o[k][t]);
         free(x); free(w); free(dy); free(ax); free(aw); free(ady);
     }
-    CHECK(good == 4, "the transposed convolution with the bf16 GEMM against cf_sgemm on rounded operands: %d of 4 geometries within 1e-6 of sum |terms| (worst %.2g)", good, worst);
+    CHECK(good == 4, "the transposed convolution with %s against cf_sgemm on rounded operands: %d of 4 geometries within 1e-6 of sum |terms| (worst %.2g)", what, good, worst);
     free(ws);
+}
+#endif
+static void test_bf16_deconv(void) {
+#ifdef CF__BF16
+    if (!cf__has_bf16()) printf("skipped: the transposed convolution's bf16 GEMM (the CPU lacks AVX512_BF16)\n");
+    else check_deconv_gemm("the bf16 GEMM", cf__sgemm_bf16, 1);
 #else
     printf("skipped: the transposed convolution's bf16 GEMM (not compiled in)\n");
+#endif
+#ifdef CF__AVX512
+    if (!cf__has_avx512()) { printf("skipped: the transposed convolution on kind gemm's GEMM (the CPU lacks AVX-512)\n"); return; }
+    cf__blas_avx512_as = 0;   /* (the door's choice where the BLAS runs no AVX-512 kernels) */
+    CHECK(!strcmp(cf__deconv_path(0), "gemm"), "the transposed convolution beside a BLAS without AVX-512 kernels: path %s", cf__deconv_path(0));
+    cf__blas_avx512_as = -1;
+    check_deconv_gemm("kind gemm's fp32 GEMM", cf__sgemm_avx512, 0);
 #endif
 }
 
