@@ -8531,8 +8531,9 @@ CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C)
    alternative for one operation, in section 4's tables: its kind, the condition under which
    it applies (written once, here) and its code.  One dispatcher per operation (section 4)
    runs the first enabled path whose condition holds, else the reference.  Contents:
-     pointwise, tiles, direct (AVX2 and AVX-512), the fp32 GEMM on AVX-512 (kind "gemm", for
-     the pointwise convolutions), bf16 (its GEMM, 16-bit tensors, the direct kernel, the tiles,
+     pointwise, tiles, direct (AVX2 and AVX-512), the fp32 GEMM on AVX-512 (kind "gemm": the
+     pointwise convolutions, the dense ones on rows of im2col made as packed, and every fp32
+     GEMM where the BLAS runs no AVX-512 kernels), bf16 (its GEMM, 16-bit tensors, the direct kernel, the tiles,
      the im2col paths), pooling, depthwise, max pooling in pairs, the transposed convolution's
      loops with another GEMM, the fused backward of act + max pool
    Why each path is faster, with its measurements, is in docs/performance.md.  CF_REFERENCE
