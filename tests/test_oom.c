@@ -6,7 +6,10 @@
    allocation granted computed (its losses, its gradients and its weights).  In fp32 the
    fallbacks sum in another order: the depthwise backward's rows path, with OpenMP's vector
    sums, moves the second step's gradients by 4.5e-4 and the weights by 1.1e-5 (relative L2;
-   batch norm over two samples of a small map amplifies).  In bf16 the GEMM's fallback is the emulation
+   batch norm over two samples of a small map amplifies); in a build without a BLAS, where kind
+   gemm's GEMM takes the BLAS's GEMMs and falls back to cf_sgemm's double sums when its
+   buffers are refused, by up to 1.6e-3 and 5.8e-4 on the plane net (a 1e-7 difference in one
+   GEMM's sums, amplified as above).  In bf16 the GEMM's fallback is the emulation
    (cf_sgemm on the same rounded operands): on the plane net the emulation itself moves the
    gradients by 0.044 and the weights by 9e-4 (relative L2) from the bf16 kernels' after two
    steps, a rounding flipped in the first feeding the second; hence looser bounds there.  The
@@ -184,7 +187,7 @@ done:
 }
 
 int main(void) {
-    bounds fp32 = {1e-5, 1e-3, 1e-4}, bf16 = {1e-4, 0.1, 5e-3};
+    bounds fp32 = {1e-5, 3e-3, 1e-3}, bf16 = {1e-4, 0.1, 5e-3};
     long absorbed[4];
     cols_fallback();
     absorbed[0] = sweep(cube_cfg, "oom-cube.cfg", CF_FP32, fp32);   /* (its paths take no buffer of their own: none absorbed) */
