@@ -1378,8 +1378,8 @@ static void cf__bias_grad(float *db, const float *dy, int B, int OC, size_t P) {
        backward-weights  dw[g] (OCg, K) += dy[g] (OCg, P) x col^T (P, K),      db += sum_P dy
        backward-data     dcol (K, P)    = w[g]^T (K, OCg) x dy[g] (OCg, P),    dx += col2im(dcol)
    over tiles of as many positions as the workspace holds (docs/math.md, "Convolution").
-   Each loop takes the GEMM as a function: the references pass cf_sgemm (cf__sgemm_fp32), the
-   bf16 paths of section 13 the bf16 GEMM. */
+   The loops call cf_sgemm (cf__sgemm_fp32); section 13 has the same loops with another GEMM
+   (its bf16 GEMM, its own fp32 one). */
 /* a GEMM as an argument: C (M, N) = op(A) op(B) + beta C, op(X) = X^T when tX */
 typedef void (*cf__gemm_fn)(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                             float beta, float *C, int ldc);
@@ -1389,8 +1389,7 @@ static void cf__sgemm_fp32(int tA, int tB, int M, int N, int K, const float *A, 
 }
 /* y = w col + b, tile by tile (no activation: the caller's) */
 static void cf__im2col_forward(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
-                               cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats,
-                               cf__gemm_fn gemm) {
+                               cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
     for (bi = 0; bi < B; bi++) {
@@ -1399,8 +1398,8 @@ static void cf__im2col_forward(float *y, const float *x, const float *w, const f
             size_t n = P - p0 < tile ? P - p0 : tile;
             for (gi = 0; gi < groups; gi++) {
                 cf__im2col(ws, x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, Cg, in, out, g, p0, n);
-                gemm(0, 0, OCg, (int)n, K, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f,
-                     yb + (size_t)gi * OCg * P + p0, (int)P);
+                cf__sgemm_fp32(0, 0, OCg, (int)n, K, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f,
+                               yb + (size_t)gi * OCg * P + p0, (int)P);
             }
             cf__bias_act(yb + p0, b, out.c, n, P, CF_ACT_LINEAR, 0.0f);
         }
@@ -1408,7 +1407,7 @@ static void cf__im2col_forward(float *y, const float *x, const float *w, const f
 }
 /* dw += dy col^T (db: the caller's) */
 static void cf__im2col_backward_weights(float *dw, const float *dy, const float *x, int B, cf_shape in, cf_shape out,
-                                        const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
+                                        const cf_geom *g, int groups, float *ws, size_t ws_floats) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
     for (bi = 0; bi < B; bi++)
@@ -1418,13 +1417,14 @@ static void cf__im2col_backward_weights(float *dw, const float *dy, const float 
             for (p0 = 0; p0 < P; p0 += tile) {   /* col is recomputed here, not kept from forward */
                 size_t n = P - p0 < tile ? P - p0 : tile;
                 cf__im2col(ws, xg, Cg, in, out, g, p0, n);
-                gemm(0, 1, OCg, K, (int)n, dyg + p0, (int)P, ws, (int)n, 1.0f, dw + (size_t)gi * OCg * K, K);
+                cf__sgemm_fp32(0, 1, OCg, K, (int)n, dyg + p0, (int)P, ws, (int)n, 1.0f, dw + (size_t)gi * OCg * K,
+                               K);
             }
         }
 }
 /* dx += col2im(w^T dy) */
 static void cf__im2col_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in, cf_shape out,
-                                     const cf_geom *g, int groups, float *ws, size_t ws_floats, cf__gemm_fn gemm) {
+                                     const cf_geom *g, int groups, float *ws, size_t ws_floats) {
     int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
     size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
     for (bi = 0; bi < B; bi++)
@@ -1433,7 +1433,7 @@ static void cf__im2col_backward_data(float *dx, const float *dy, const float *w,
             const float *dyg = dy + (size_t)bi * out.c * P + (size_t)gi * OCg * P, *wg = w + (size_t)gi * OCg * K;
             for (p0 = 0; p0 < P; p0 += tile) {
                 size_t n = P - p0 < tile ? P - p0 : tile;
-                gemm(1, 0, K, (int)n, OCg, wg, K, dyg + p0, (int)P, 0.0f, ws, (int)n);
+                cf__sgemm_fp32(1, 0, K, (int)n, OCg, wg, K, dyg + p0, (int)P, 0.0f, ws, (int)n);
                 cf__col2im(dxg, ws, Cg, in, out, g, p0, n);
             }
         }
@@ -1443,7 +1443,7 @@ CFDEF void cf_ref_conv_forward(float *y, const float *x, const float *w, const f
                                float *ws, size_t ws_floats) {
     CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws &&
               ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
-    cf__im2col_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
+    cf__im2col_forward(y, x, w, b, B, in, out, g, groups, ws, ws_floats);
 }
 CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, const float *x,
                                         int B, cf_shape in, cf_shape out, const cf_geom *g,
@@ -1451,14 +1451,14 @@ CFDEF void cf_ref_conv_backward_weights(float *dw, float *db, const float *dy, c
     CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws &&
               ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
     if (db) cf__bias_grad(db, dy, B, out.c, (size_t)out.d * out.h * out.w);
-    cf__im2col_backward_weights(dw, dy, x, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
+    cf__im2col_backward_weights(dw, dy, x, B, in, out, g, groups, ws, ws_floats);
 }
 CFDEF void cf_ref_conv_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
                                      cf_shape out, const cf_geom *g, int groups, float *ws,
                                      size_t ws_floats) {
     CF_ASSERT(cf__shapes_ok(B, in, out, g, groups) && ws &&
               ws_floats >= (size_t)(in.c / groups * g->k[0] * g->k[1] * g->k[2]));
-    cf__im2col_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats, cf__sgemm_fp32);
+    cf__im2col_backward_data(dx, dy, w, B, in, out, g, groups, ws, ws_floats);
 }
 
 /* ---- pooling, the definition: every window's taps with a bounds test.  Max: the first
@@ -8597,6 +8597,65 @@ static int cf__thread_id(void) {
 }
 static size_t cf__positions(cf_shape s) { return (size_t)s.d * s.h * s.w; }
 
+#ifdef CF__AVX512   /* (its callers: the bf16 paths, kind gemm's) */
+/* ---- section 3's im2col loops (cf_ref_conv_*) with another GEMM as an argument: the bf16
+   paths pass the bf16 GEMM, kind gemm beside a BLAS without AVX-512 kernels its own.  The
+   same loops, so the same sums as the reference's but for the GEMM's. */
+/* y = w col + b, tile by tile (no activation: the caller's) */
+static void cf__im2col_gemm_forward(float *y, const float *x, const float *w, const float *b, int B, cf_shape in,
+                                    cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats,
+                                    cf__gemm_fn gemm) {
+    int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
+    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
+    for (bi = 0; bi < B; bi++) {
+        float *yb = y + (size_t)bi * out.c * P;
+        for (p0 = 0; p0 < P; p0 += tile) {
+            size_t n = P - p0 < tile ? P - p0 : tile;
+            for (gi = 0; gi < groups; gi++) {
+                cf__im2col(ws, x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w, Cg, in, out, g, p0, n);
+                gemm(0, 0, OCg, (int)n, K, w + (size_t)gi * OCg * K, K, ws, (int)n, 0.0f,
+                     yb + (size_t)gi * OCg * P + p0, (int)P);
+            }
+            cf__bias_act(yb + p0, b, out.c, n, P, CF_ACT_LINEAR, 0.0f);
+        }
+    }
+}
+/* dw += dy col^T (db: the caller's) */
+static void cf__im2col_gemm_backward_weights(float *dw, const float *dy, const float *x, int B, cf_shape in,
+                                             cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats,
+                                             cf__gemm_fn gemm) {
+    int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
+    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
+    for (bi = 0; bi < B; bi++)
+        for (gi = 0; gi < groups; gi++) {
+            const float *xg = x + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
+            const float *dyg = dy + (size_t)bi * out.c * P + (size_t)gi * OCg * P;
+            for (p0 = 0; p0 < P; p0 += tile) {   /* col is recomputed here, not kept from forward */
+                size_t n = P - p0 < tile ? P - p0 : tile;
+                cf__im2col(ws, xg, Cg, in, out, g, p0, n);
+                gemm(0, 1, OCg, K, (int)n, dyg + p0, (int)P, ws, (int)n, 1.0f, dw + (size_t)gi * OCg * K, K);
+            }
+        }
+}
+/* dx += col2im(w^T dy) */
+static void cf__im2col_gemm_backward_data(float *dx, const float *dy, const float *w, int B, cf_shape in,
+                                          cf_shape out, const cf_geom *g, int groups, float *ws, size_t ws_floats,
+                                          cf__gemm_fn gemm) {
+    int Cg = in.c / groups, OCg = out.c / groups, K = Cg * g->k[0] * g->k[1] * g->k[2], bi, gi;
+    size_t P = (size_t)out.d * out.h * out.w, in_sz = cf_shape_size(in), tile = cf__tile((size_t)K, P, ws_floats), p0;
+    for (bi = 0; bi < B; bi++)
+        for (gi = 0; gi < groups; gi++) {
+            float *dxg = dx + bi * in_sz + (size_t)gi * Cg * in.d * in.h * in.w;
+            const float *dyg = dy + (size_t)bi * out.c * P + (size_t)gi * OCg * P, *wg = w + (size_t)gi * OCg * K;
+            for (p0 = 0; p0 < P; p0 += tile) {
+                size_t n = P - p0 < tile ? P - p0 : tile;
+                gemm(1, 0, K, (int)n, OCg, wg, K, dyg + p0, (int)P, 0.0f, ws, (int)n);
+                cf__col2im(dxg, ws, Cg, in, out, g, p0, n);
+            }
+        }
+}
+#endif
+
 /* ---- pointwise: a 1x1x1 kernel, stride 1, no padding, where im2col(x) is x itself.
    Per sample and group: y (OCg, P) = w (OCg, Cg) x x (Cg, P); dw (OCg, Cg) += dy (OCg, P) x
    x^T (P, Cg); dx (Cg, P) += w^T (Cg, OCg) x dy (OCg, P). */
@@ -9612,16 +9671,18 @@ static int cf__im2col_f32_applies(const cf__conv_call *c) {
     return cf__has_avx512() && !cf__blas_runs_avx512() && c->ws_floats >= col_row;
 }
 static void cf__im2col_f32_fwd(const cf__conv_call *c) {
-    cf__im2col_forward(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats,
+    cf__im2col_gemm_forward(c->y, c->x, c->w, c->b, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats,
                        cf__sgemm_avx512);
     cf_act_forward(c->y, (size_t)c->B * cf_shape_size(c->out), c->act, c->slope);
 }
 static void cf__im2col_f32_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
-    cf__im2col_backward_weights(c->dw, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats,
+    cf__im2col_gemm_backward_weights(c->dw, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws,
+                                     c->ws_floats,
                                 cf__sgemm_avx512);
 }
 static void cf__im2col_f32_bwd(const cf__conv_call *c) {
-    cf__im2col_backward_data(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats,
+    cf__im2col_gemm_backward_data(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws,
+                                  c->ws_floats,
                              cf__sgemm_avx512);
 }
 #endif /* CF__AVX512 */
@@ -10785,19 +10846,20 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
         for (th = 0; th < nth; th++) c->dw[i] += c->ws[per * th + k * OC + oc];
     }
 }
-/* what the tiles leave (few positions, groups): section 3's im2col loops with the bf16 GEMM.
+/* what the tiles leave (few positions, groups): the im2col loops with the bf16 GEMM.
    The forward's activation and rounding follow the loop over samples [bi, B) (the loop adds
    the bias; elementwise, the bits of applying them tile by tile); db is the dispatcher's. */
 static void cf__bf16_im2col_fwd_from(const cf__conv_call *c, int bi) {
     size_t P = cf__positions(c->out);
     float *y = c->y + (size_t)bi * cf_shape_size(c->out);
-    cf__im2col_forward(y, c->x + (size_t)bi * cf_shape_size(c->in), c->w, c->b, c->B - bi, c->in, c->out, c->g,
+    cf__im2col_gemm_forward(y, c->x + (size_t)bi * cf_shape_size(c->in), c->w, c->b, c->B - bi, c->in, c->out, c->g,
                        c->groups, c->ws, c->ws_floats, cf__sgemm_bf16);
     cf__bias_act_p(y, NULL, (c->B - bi) * c->out.c, P, P, c->act, c->slope, 1);
 }
 static void cf__bf16_im2col_fwd(const cf__conv_call *c) { cf__bf16_im2col_fwd_from(c, 0); }
 static void cf__bf16_im2col_bww(const cf__conv_call *c) {
-    cf__im2col_backward_weights(c->dw, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats,
+    cf__im2col_gemm_backward_weights(c->dw, c->dy, c->x, c->B, c->in, c->out, c->g, c->groups, c->ws,
+                                     c->ws_floats,
                                 cf__sgemm_bf16);
 }
 static int cf__bf16_im2col_bwd_applies(const cf__conv_call *c) {
@@ -10826,7 +10888,8 @@ static void cf__bf16_im2col_bwd_half(const cf__conv_call *c) {
 }
 static void cf__bf16_im2col_bwd(const cf__conv_call *c) {
     if (c->half) cf__bf16_im2col_bwd_half(c);
-    else cf__im2col_backward_data(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws, c->ws_floats,
+    else cf__im2col_gemm_backward_data(c->dx, c->dy, c->w, c->B, c->in, c->out, c->g, c->groups, c->ws,
+                                  c->ws_floats,
                                   cf__sgemm_bf16);
 }
 /* The same GEMMs over all of a sample's positions at once, im2col's buffer never written: the
@@ -10872,7 +10935,7 @@ static void cf__bf16_cols_bww(const cf__conv_call *c) {   /* db: the dispatcher'
         cf__col_src col = {x, c->in, c->out, c->g};
         cf__gemm_bf16_call dwg = {0, 1, c->out.c, K, (int)P, dy, (int)P, NULL, 0, 1.0f, c->dw, K, 0, &col, 0};
         if (cf__sgemm_bf16_r(&dwg, NULL)) {   /* no room: this sample on, by tiles */
-            cf__im2col_backward_weights(c->dw, dy, x, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats,
+            cf__im2col_gemm_backward_weights(c->dw, dy, x, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats,
                                         cf__sgemm_bf16);
             return;
         }

@@ -87,8 +87,10 @@ public_ops="cf_sgemm cf_sgemm_naive cf_ref_conv_forward cf_ref_conv_backward_wei
     cf_conv_forward_act cf_conv_backward_weights cf_conv_backward cf_bn_forward cf_bn_backward cf_deconv_backward"
 #     the GEMMs of type cf__gemm_fn, shaped as BLAS's sgemm is
 gemms="cf__sgemm_fp32 cf__sgemm_bf16 cf__sgemm_bf16_rounded cf__sgemm_avx512 cf__sgemm_tiles"
-#     section 3's private loops, plain as the references that call them (tests/reference_signatures.sh)
-ref_loops="cf__im2col_forward cf__im2col_backward_weights cf__im2col_backward_data cf__bn_apply
+#     section 3's private loops, plain as the references that call them (tests/reference_signatures.sh), and section
+#     13's copies with a GEMM argument
+ref_loops="cf__im2col_forward cf__im2col_backward_weights cf__im2col_backward_data cf__im2col_gemm_forward
+    cf__im2col_gemm_backward_weights cf__im2col_gemm_backward_data cf__bn_apply
     cf__bn_act_backward cf__bn_stats cf__bn_sync_dsums cf__bn_channel"
 allowed=" $(echo $public_ops $gemms $ref_loops) "
 many=$(awk '
