@@ -2317,6 +2317,8 @@ static int cf__cols_f32_bwd_applies(const cf__conv_call *c);
 static void cf__cols_f32_fwd(const cf__conv_call *c);
 static void cf__cols_f32_bww(const cf__conv_call *c);
 static void cf__cols_f32_bwd(const cf__conv_call *c);
+static int cf__rows_f32_bww_applies(const cf__conv_call *c);
+static void cf__rows_f32_bww(const cf__conv_call *c);
 static int cf__im2col_f32_applies(const cf__conv_call *c);
 static void cf__im2col_f32_fwd(const cf__conv_call *c);
 static void cf__im2col_f32_bww(const cf__conv_call *c);
@@ -2360,6 +2362,8 @@ static void cf__bf16_im2col_fwd(const cf__conv_call *c);
 static int cf__bf16_pw_half_applies(const cf__conv_call *c);
 static void cf__bf16_pw_half_bww(const cf__conv_call *c);
 static void cf__bf16_pointwise_bww(const cf__conv_call *c);
+static int cf__bf16_rows_bww_applies(const cf__conv_call *c);
+static void cf__bf16_rows_bww(const cf__conv_call *c);
 static int cf__bf16_taps_bww_applies(const cf__conv_call *c);
 static void cf__bf16_taps_bww(const cf__conv_call *c);
 static int cf__bf16_tiles_bww_applies(const cf__conv_call *c);
@@ -2470,12 +2474,14 @@ static const cf__conv_path cf__conv_bww_paths[] = {
 #ifdef CF__BF16
     {CF__K_BF16, cf__bf16_pw_half_applies, cf__bf16_pw_half_bww, 0, 2, 0},
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww, 0, 0, 0},
+    {CF__K_BF16, cf__bf16_rows_bww_applies, cf__bf16_rows_bww, 0, 1, 0},
     {CF__K_BF16, cf__bf16_taps_bww_applies, cf__bf16_taps_bww, 0, 1, 0},
     {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww, 0, 1, 0},
     {CF__K_BF16, cf__bf16_cols_applies, cf__bf16_cols_bww, 0, 0, 0},
     {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_bww, 0, 0, 0},
 #endif
 #ifdef CF__AVX512
+    {CF__K_DIRECT, cf__rows_f32_bww_applies, cf__rows_f32_bww, 0, 0, 0},
     {CF__K_GEMM, cf__pointwise_f32_bww_applies, cf__pointwise_f32_bww, 0, 0, 0},
     {CF__K_GEMM, cf__cols_f32_bww_applies, cf__cols_f32_bww, 0, 0, 0},
 #endif
@@ -9663,6 +9669,161 @@ static void cf__cols_f32_bwd(const cf__conv_call *c) {
     cf_ref_conv_backward_data(c->dx + done * in_sz, c->dy + done * out_sz, c->w, c->B - done, c->in, c->out, c->g, 1,
                               c->ws, c->ws_floats);
 }
+/* ---- backward-weights on rows of positions, stride 1 along the width (kind direct in fp32,
+   kind bf16 on bf16 operands): dw[oc][c][kd][kh][kw] += sum over output positions p of
+   dy[oc][p] x[c][p's tap (kd, kh, kw)].  Along an output row the taps of one (c, kd, kh) read
+   one input row, shifted by kw dil - pb: a vector of dy's row times the input row's vector
+   read kw dil elements further along adds 16 (fp32) or 32 (bf16: vdpbf16ps on pairs of
+   neighbouring positions) of the sum's products.  No im2col, no packing, no transposition:
+   the taps path packs 108 rows of im2col for every 256 positions of CosmoFlow's first conv,
+   as much work as its GEMM does.  A work item is a band of output rows of one plane od of one
+   sample: its dy rows (OC a row) and the input rows its taps read (C x KD x (band + (KH - 1))
+   rows, zeros in the padding) copied (bf16: rounded) into the thread's buffers, each row to a
+   multiple of 32 positions (zeros past its end); then for each block of 8 filters (its dy
+   rows, 8 x band x OWp values, read from the L2 cache) and each tap row (c, kd, kh), 8 x 3
+   accumulators (3 taps kw at a time) summed over the band's positions, reduced lane by lane
+   and added into the thread's dw.  The taps kd that put a plane in the padding are skipped.
+   As the taps path, each thread sums its items (dealt statically) into its own dw, added into
+   dw in thread order at the end.  Where: rows of 64 positions or more (a band of rows of 32
+   sums too few positions between reductions: CosmoFlow's 32^3 conv in bf16 ran 0.8-0.9x the
+   taps path), no dilation (taps skips the rows that read padding: DeepCAM's ASPP in bf16 ran
+   0.8-0.9x it); docs/performance.md has the figures. */
+#define CF__ROWS_BAND_POSITIONS 4096   /* a band's positions, at least (OWp x band) */
+/* (each accumulator named by a constant: indexed by a variable, GCC keeps a[][] in memory) */
+#define CF__ROWS_ZERO(a) {                                                                                            \
+        a[0][0] = a[1][0] = a[2][0] = a[3][0] = a[4][0] = a[5][0] = a[6][0] = a[7][0] = _mm512_setzero_ps();          \
+        a[0][1] = a[1][1] = a[2][1] = a[3][1] = a[4][1] = a[5][1] = a[6][1] = a[7][1] = _mm512_setzero_ps();          \
+        a[0][2] = a[1][2] = a[2][2] = a[3][2] = a[4][2] = a[5][2] = a[6][2] = a[7][2] = _mm512_setzero_ps(); }
+/* the 8 x 3 accumulators' lanes summed into dw0[o K + j] for the block's filters o < no and taps j < nk */
+#define CF__ROWS_DW(o, j) if (o < no && j < nk) dw0[(size_t)o * K + j] += _mm512_reduce_add_ps(a[o][j]);
+#define CF__ROWS_DW3(o) CF__ROWS_DW(o, 0) CF__ROWS_DW(o, 1) CF__ROWS_DW(o, 2)
+#define CF__ROWS_FLUSH(at) {                                                                                          \
+        float *dw0 = (at);                                                                                            \
+        CF__ROWS_DW3(0) CF__ROWS_DW3(1) CF__ROWS_DW3(2) CF__ROWS_DW3(3)                                               \
+        CF__ROWS_DW3(4) CF__ROWS_DW3(5) CF__ROWS_DW3(6) CF__ROWS_DW3(7) }
+/* a band's rows and buffers for values of esize bytes (4: fp32, 2: bf16) */
+typedef struct { int OWp, band, XR, XW; size_t dy_floats, per; } cf__rows_bww_shape;
+static cf__rows_bww_shape cf__rows_bww_shape_of(const cf__conv_call *c, int esize) {
+    cf__rows_bww_shape s;
+    const cf_geom *g = c->g;
+    s.OWp = (c->out.w + 31) / 32 * 32;
+    s.band = (CF__ROWS_BAND_POSITIONS + s.OWp - 1) / s.OWp;
+    if (s.band > c->out.h) s.band = c->out.h;
+    s.XR = (s.band - 1) * g->s[1] + g->k[1];   /* input rows a band's taps read (no dilation) */
+    s.XW = (s.OWp + (g->k[2] + 2) / 3 * 3 - 1 + 31) / 32 * 32;   /* an input row's values: 3 taps a block */
+    s.dy_floats = (size_t)c->out.c * s.band * s.OWp * esize / 4;
+    s.per = (size_t)c->out.c * c->in.c * cf__kvol(g) + 16 + s.dy_floats +
+            (size_t)c->in.c * g->k[0] * s.XR * s.XW * esize / 4;   /* floats: dw, the band's dy rows and x rows */
+    return s;
+}
+static int cf__rows_bww_fits(const cf__conv_call *c, int esize) {
+    const cf_geom *g = c->g;
+    int dilated = g->dil[0] > 1 || g->dil[1] > 1 || g->dil[2] > 1;
+    return c->groups == 1 && g->s[2] == 1 && c->out.w >= 64 && !dilated && !cf__pointwise_applies(c) &&
+           (size_t)cf__nthreads() * cf__rows_bww_shape_of(c, esize).per <= c->ws_floats;
+}
+/* one item into dwt: sample bi, plane od, output rows oh0 .. oh0 + nb; dyb, xb the thread's
+   buffers; fma: the bf16 dot step's form */
+typedef void (*cf__rows_bww_item_fn)(float *dwt, void *dyb, void *xb, const cf__conv_call *c,
+                                     const cf__rows_bww_shape *s, int bi, int od, int oh0, int nb, int fma);
+static void cf__rows_bww_run(const cf__conv_call *c, int esize, cf__rows_bww_item_fn item, int fma) {
+    cf__rows_bww_shape s = cf__rows_bww_shape_of(c, esize);
+    int K = c->in.c * cf__kvol(c->g), OC = c->out.c, nth = cf__nthreads(), z;
+    int bands = (c->out.h + s.band - 1) / s.band;
+    long items = (long)c->B * c->out.d * bands, t;
+    size_t i;
+    for (z = 0; z < nth; z++) memset(c->ws + s.per * z, 0, sizeof(float) * K * OC);   /* every thread's */
+    CF__OMP(omp parallel num_threads(nth))
+    {
+        float *dwt = c->ws + s.per * cf__thread_id(), *dyb = cf__gemm_f32_aligned(dwt + (size_t)K * OC);
+        CF__OMP(omp for schedule(static))
+        for (t = 0; t < items; t++) {
+            int bi = (int)(t / ((long)c->out.d * bands)), od = (int)(t / bands % c->out.d);
+            int oh0 = (int)(t % bands) * s.band, nb = c->out.h - oh0 < s.band ? c->out.h - oh0 : s.band;
+            item(dwt, dyb, dyb + s.dy_floats, c, &s, bi, od, oh0, nb, fma);
+        }
+    }
+    CF__OMP(omp parallel for schedule(static))
+    for (i = 0; i < (size_t)OC * K; i++) {   /* dw += each thread's, in thread order */
+        int th;
+        for (th = 0; th < nth; th++) c->dw[i] += c->ws[s.per * th + i];
+    }
+}
+/* fp32: one band's dy rows (dyb[oc][r], OWp floats) and input rows (xb[c][kd][r], XW floats,
+   element e the input's w = e - pb, zeros outside the input) */
+static void cf__rows_f32_fill(float *dyb, float *xb, const cf__conv_call *c, const cf__rows_bww_shape *s, int bi,
+                              int od, int oh0, int nb) {
+    const cf_geom *g = c->g;
+    int W = c->in.w, OW = c->out.w, pb = g->pb[2], ch, r, kd;
+    size_t P = cf__positions(c->out), Pin = cf__positions(c->in);
+    for (ch = 0; ch < c->out.c; ch++)
+        for (r = 0; r < nb; r++) {
+            float *d = dyb + ((size_t)ch * s->band + r) * s->OWp;
+            size_t at = ((size_t)bi * c->out.c + ch) * P + ((size_t)od * c->out.h + oh0 + r) * OW;
+            memcpy(d, c->dy + at, sizeof(float) * OW);
+            memset(d + OW, 0, sizeof(float) * (s->OWp - OW));
+        }
+    for (ch = 0; ch < c->in.c; ch++)
+        for (kd = 0; kd < g->k[0]; kd++)
+            for (r = 0; r < s->XR; r++) {
+                int id = od * g->s[0] - g->pb[0] + kd, ih = oh0 * g->s[1] - g->pb[1] + r;
+                float *d = xb + (((size_t)ch * g->k[0] + kd) * s->XR + r) * s->XW;
+                memset(d, 0, sizeof(float) * s->XW);
+                if (id >= 0 && id < c->in.d && ih >= 0 && ih < c->in.h)
+                    memcpy(d + pb, c->x + ((size_t)bi * c->in.c + ch) * Pin + ((size_t)id * c->in.h + ih) * W,
+                           sizeof(float) * W);
+            }
+}
+/* the band's sums into dwt (OC x K) for the filters oc0 .. oc0 + 8 and tap row tr = (ch, kd,
+   kh): per 16 positions 3 loads of x (taps kw0 .. kw0 + 2, read past KW into the row's slack
+   where KW is not a multiple of 3, unstored), 8 of dy, 24 FMAs */
+CF__F32_TARGET static void cf__rows_f32_block(float *dwt, const float *dyb, const float *xb, const cf__conv_call *c,
+                                              const cf__rows_bww_shape *s, int nb, int oc0, int tr) {
+    int KW = c->g->k[2], K = c->in.c * cf__kvol(c->g), no = c->out.c - oc0 < 8 ? c->out.c - oc0 : 8;
+    int kh = tr % c->g->k[1], kdc = tr / c->g->k[1], kw0, r, p, o;   /* kdc = ch KD + kd: xb's block of rows */
+    for (kw0 = 0; kw0 < KW; kw0 += 3) {
+        int nk = KW - kw0 < 3 ? KW - kw0 : 3;
+        __m512 a[8][3];
+        CF__ROWS_ZERO(a)
+        for (r = 0; r < nb; r++) {
+            const float *xr = xb + ((size_t)kdc * s->XR + (size_t)r * c->g->s[1] + kh) * s->XW + kw0, *d[8];
+            for (o = 0; o < 8; o++)   /* the block's dy rows r (the last block repeats a row, unstored) */
+                d[o] = dyb + ((size_t)(oc0 + (o < no ? o : 0)) * s->band + r) * s->OWp;
+            for (p = 0; p < s->OWp; p += 16) {
+                __m512 x0 = _mm512_loadu_ps(xr + p), x1 = _mm512_loadu_ps(xr + p + 1), x2 = _mm512_loadu_ps(xr + p + 2);
+#define CF__FV(o) {                                                                                                   \
+        __m512 y = _mm512_loadu_ps(d[o] + p);                                                                         \
+        a[o][0] = _mm512_fmadd_ps(y, x0, a[o][0]);                                                                    \
+        a[o][1] = _mm512_fmadd_ps(y, x1, a[o][1]);                                                                    \
+        a[o][2] = _mm512_fmadd_ps(y, x2, a[o][2]); }
+                CF__FV(0) CF__FV(1) CF__FV(2) CF__FV(3) CF__FV(4) CF__FV(5) CF__FV(6) CF__FV(7)
+#undef CF__FV
+            }
+        }
+        CF__ROWS_FLUSH(dwt + (size_t)oc0 * K + (size_t)tr * KW + kw0)
+    }
+}
+static void cf__rows_f32_item(float *dwt, void *dyb, void *xb, const cf__conv_call *c, const cf__rows_bww_shape *s,
+                              int bi, int od, int oh0, int nb, int fma) {
+    int oc0, tr, T = c->in.c * c->g->k[0] * c->g->k[1];
+    (void)fma;
+    cf__rows_f32_fill((float *)dyb, (float *)xb, c, s, bi, od, oh0, nb);
+    for (oc0 = 0; oc0 < c->out.c; oc0 += 8)
+        for (tr = 0; tr < T; tr++) {
+            int id = od * c->g->s[0] - c->g->pb[0] + tr / c->g->k[1] % c->g->k[0];
+            if (id >= 0 && id < c->in.d)   /* (else its rows all zeros) */
+                cf__rows_f32_block(dwt, (const float *)dyb, (const float *)xb, c, s, nb, oc0, tr);
+        }
+}
+/* fp32 with at most 32 input channels: with more, the GEMM's sums reuse each packed value for
+   more of them (DeepCAM's decoder, 256 channels: this kernel 0.78x the fp32 GEMM; CosmoFlow's
+   first conv, 4 channels: 1.2x the tiles path) */
+static int cf__rows_f32_bww_applies(const cf__conv_call *c) {
+    return cf__has_avx512() && c->in.c <= 32 && cf__rows_bww_fits(c, 4);
+}
+static void cf__rows_f32_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
+    cf__rows_bww_run(c, 4, cf__rows_f32_item, 0);
+}
 /* Where the BLAS runs no AVX-512 kernels, what no other path takes: the reference's im2col
    loops (section 3) with this GEMM in place of the BLAS's (under OpenBLAS's SSE fallback its
    strided and small convolutions ran at a quarter of oneDNN's speed, docs/performance.md) */
@@ -10845,6 +11006,95 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
         int th;
         for (th = 0; th < nth; th++) c->dw[i] += c->ws[per * th + k * OC + oc];
     }
+}
+/* The rows backward-weights (above, with the fp32 kernel) on bf16 operands: held in 16 bits, a
+   32-bit word of a row holds two neighbouring positions, and vdpbf16ps of a word of dy's row
+   and a word of x's row read kw elements further along adds two of the sum's products. */
+static int cf__bf16_rows_bww_applies(const cf__conv_call *c) {
+    return cf__bf16_gemm_applies(c) && cf__rows_bww_fits(c, 2);
+}
+/* acc + the products of the pairs of a and b, lane by lane: the dot step with both operands
+   loaded (cf__dot_step's two forms, odd halves first) */
+CF__BF16_TARGET CF__INLINE __m512 cf__dot_vv(__m512 acc, const cf__pairs_x *a, const cf__pairs_x *b, int fma) {
+    if (fma) return _mm512_fmadd_ps(a->even, b->even, _mm512_fmadd_ps(a->odd, b->odd, acc));
+    return _mm512_dpbf16_ps(acc, (__m512bh)a->p, (__m512bh)b->p);
+}
+/* cf__rows_f32_fill rounded to bf16: dyb[oc][r] OWp / 2 pair words, xb[c][kd][r] XW 16-bit
+   values (x, dy may be stored in 16 bits, x not yet rounded: x_raw) */
+CF__BF16_TARGET static void cf__rows_bf16_fill(uint32_t *dyb, uint16_t *xb, const cf__conv_call *c,
+                                               const cf__rows_bww_shape *s, int bi, int od, int oh0, int nb) {
+    const cf_geom *g = c->g;
+    int OW = c->out.w, W = c->in.w, pb = g->pb[2], ch, r, t, kd;
+    size_t P = cf__positions(c->out), Pin = cf__positions(c->in);
+    for (ch = 0; ch < c->out.c; ch++)
+        for (r = 0; r < nb; r++) {
+            size_t at = ((size_t)bi * c->out.c + ch) * P + ((size_t)od * c->out.h + oh0 + r) * OW;
+            uint32_t *d = dyb + ((size_t)ch * s->band + r) * (s->OWp / 2);
+            for (t = 0; t < s->OWp; t += 32)
+                _mm512_storeu_si512(d + t / 2, c->half ? cf__pairs16_within_half((const cf_bf16 *)(const void *)c->dy
+                                                                                     + at + t, 0, OW - t)
+                                                       : cf__pairs16_within(c->dy + at + t, 0, OW - t));
+        }
+    for (ch = 0; ch < c->in.c; ch++)
+        for (kd = 0; kd < g->k[0]; kd++)
+            for (r = 0; r < s->XR; r++) {
+                int id = od * g->s[0] - g->pb[0] + kd, ih = oh0 * g->s[1] - g->pb[1] + r;
+                uint16_t *d = xb + (((size_t)ch * g->k[0] + kd) * s->XR + r) * s->XW;
+                size_t at = ((size_t)bi * c->in.c + ch) * Pin + ((size_t)id * c->in.h + ih) * W;
+                for (t = 0; t < s->XW; t += 32) {   /* values t .. t + 31: the input's w = t - pb .. */
+                    __m512i v = _mm512_setzero_si512();
+                    if (id >= 0 && id < c->in.d && ih >= 0 && ih < c->in.h)
+                        v = c->x_half ? cf__pairs16_within_half((const cf_bf16 *)(const void *)c->x + at + t - pb,
+                                                                pb - t, W + pb - t)
+                                      : cf__pairs16_within(c->x + at + t - pb, pb - t, W + pb - t);
+                    _mm512_storeu_si512(d + t, v);
+                }
+            }
+}
+/* cf__rows_f32_block on the pairs: per 32 positions 3 loads of x, 8 of dy, 24 dot steps */
+CF__BF16_TARGET CF__INLINE void cf__rows_bf16_block(float *dwt, const uint32_t *dyb, const uint16_t *xb,
+                                                    const cf__conv_call *c, const cf__rows_bww_shape *s, int nb,
+                                                    int oc0, int tr, int fma) {
+    int KW = c->g->k[2], K = c->in.c * cf__kvol(c->g), no = c->out.c - oc0 < 8 ? c->out.c - oc0 : 8;
+    int kh = tr % c->g->k[1], kdc = tr / c->g->k[1], kw0, r, p, o;   /* kdc = ch KD + kd: xb's block of rows */
+    for (kw0 = 0; kw0 < KW; kw0 += 3) {
+        int nk = KW - kw0 < 3 ? KW - kw0 : 3;
+        __m512 a[8][3];
+        CF__ROWS_ZERO(a)
+        for (r = 0; r < nb; r++) {
+            const uint16_t *xr = xb + ((size_t)kdc * s->XR + (size_t)r * c->g->s[1] + kh) * s->XW + kw0;
+            const uint32_t *d[8];   /* the block's dy rows r (the last block repeats a row, unstored) */
+            for (o = 0; o < 8; o++) d[o] = dyb + ((size_t)(oc0 + (o < no ? o : 0)) * s->band + r) * (s->OWp / 2);
+            for (p = 0; p < s->OWp; p += 32) {
+                cf__pairs_x x0 = cf__pairs_x_of(_mm512_loadu_si512(xr + p), fma),
+                    x1 = cf__pairs_x_of(_mm512_loadu_si512(xr + p + 1), fma),
+                    x2 = cf__pairs_x_of(_mm512_loadu_si512(xr + p + 2), fma);
+#define CF__DV(o) {                                                                                                   \
+        cf__pairs_x y = cf__pairs_x_of(_mm512_loadu_si512(d[o] + p / 2), fma);                                        \
+        a[o][0] = cf__dot_vv(a[o][0], &y, &x0, fma);                                                                  \
+        a[o][1] = cf__dot_vv(a[o][1], &y, &x1, fma);                                                                  \
+        a[o][2] = cf__dot_vv(a[o][2], &y, &x2, fma); }
+                CF__DV(0) CF__DV(1) CF__DV(2) CF__DV(3) CF__DV(4) CF__DV(5) CF__DV(6) CF__DV(7)
+#undef CF__DV
+            }
+        }
+        CF__ROWS_FLUSH(dwt + (size_t)oc0 * K + (size_t)tr * KW + kw0)
+    }
+}
+CF__BF16_TARGET static void cf__rows_bf16_item(float *dwt, void *dyb, void *xb, const cf__conv_call *c,
+                                               const cf__rows_bww_shape *s, int bi, int od, int oh0, int nb, int fma) {
+    int oc0, tr, T = c->in.c * c->g->k[0] * c->g->k[1];
+    cf__rows_bf16_fill((uint32_t *)dyb, (uint16_t *)xb, c, s, bi, od, oh0, nb);
+    for (oc0 = 0; oc0 < c->out.c; oc0 += 8)
+        for (tr = 0; tr < T; tr++) {
+            int id = od * c->g->s[0] - c->g->pb[0] + tr / c->g->k[1] % c->g->k[0];
+            if (id < 0 || id >= c->in.d) continue;   /* (its rows all zeros) */
+            if (fma) cf__rows_bf16_block(dwt, (const uint32_t *)dyb, (const uint16_t *)xb, c, s, nb, oc0, tr, 1);
+            else cf__rows_bf16_block(dwt, (const uint32_t *)dyb, (const uint16_t *)xb, c, s, nb, oc0, tr, 0);
+        }
+}
+static void cf__bf16_rows_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
+    cf__rows_bww_run(c, 2, cf__rows_bf16_item, cf__bf16_fma());
 }
 /* what the tiles leave (few positions, groups): the im2col loops with the bf16 GEMM.
    The forward's activation and rounding follow the loop over samples [bi, B) (the loop adds

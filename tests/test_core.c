@@ -696,6 +696,66 @@ static void test_bf16_paths(void) {
     free(ws);
 }
 
+/* The bf16 backward-weights on rows of positions (its own test: the path cases' rows are
+   narrower than 64 or 2-D): on a 3-D case with 10 filters (a block of 8 and one repeating a
+   filter) and rows of 70 (a band's rows padded to 96), against the emulation within 1e-6 of
+   sum |terms|; x and dy stored in 16 bits give the bits of fp32 storage; an input not yet
+   rounded (x_raw) gives the bits of its rounding; both forms of the dot step the same bits. */
+static void test_bf16_rows(void) {
+#ifdef CF__BF16
+    const path_case pc = {2, 3, 4, 5, 70, 10, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1};
+    cf_rng r = cf_rng_seed(71);
+    size_t wsf = (size_t)1 << 22, nx, ny, nw, i;
+    cf_shape in, out; cf_geom g;
+    cf__conv_call c;
+    float *ws, *x, *xraw, *dy, *dw[5], *sc, *ax, *ady;
+    cf_bf16 *x16, *dy16;
+    int k, same_half, same_raw, same_form, reached;
+    double e;
+    if (!cf__has_bf16()) { printf("skipped: the bf16 rows backward-weights (the CPU lacks AVX512_BF16)\n"); return; }
+    setup_path_case(&pc, &in, &out, &g);
+    nx = pc.B * cf_shape_size(in); ny = pc.B * cf_shape_size(out); nw = (size_t)out.c * in.c * cf__kvol(&g);
+    ws = rnd(wsf, &r); xraw = rnd(nx, &r); dy = rounded(ny, &r);
+    x = (float *)malloc(nx * 4); memcpy(x, xraw, nx * 4); cf_bf16_round(x, nx);
+    x16 = (cf_bf16 *)malloc(nx * 2); dy16 = (cf_bf16 *)malloc(ny * 2);
+    for (i = 0; i < nx; i++) x16[i] = cf_bf16_from_f32(x[i]);
+    for (i = 0; i < ny; i++) dy16[i] = cf_bf16_from_f32(dy[i]);
+    for (k = 0; k < 5; k++) dw[k] = (float *)calloc(nw, 4);
+    c = cf__conv_make(pc.B, in, out, &g, 1, ws, wsf, 1);
+    c.x = x; c.dy = dy; c.dw = dw[0];
+    reached = cf__conv_pick(cf__conv_bww_paths, &c) && cf__conv_pick(cf__conv_bww_paths, &c)->run == cf__bf16_rows_bww;
+    CHECK(reached, "the bf16 rows backward-weights: the dispatcher gives it rows of 70, 3-D");
+    cf__bf16_rows_bww(&c);
+    c.x = (const float *)(const void *)x16; c.x_half = 1; c.dy = (const float *)(const void *)dy16; c.half = 1; c.dw = dw[1];
+    cf__bf16_rows_bww(&c);
+    c.x = xraw; c.x_half = 0; c.x_raw = 1; c.dy = dy; c.half = 0; c.dw = dw[2];
+    cf__bf16_rows_bww(&c);
+    c.x = x; c.x_raw = 0;
+    for (k = 3; k < 5; k++) {   /* the two forms forced */
+        cf_bf16_form_set(k == 3 ? "dot" : "fma");
+        c.dw = dw[k];
+        cf__bf16_rows_bww(&c);
+    }
+    cf_bf16_form_set("auto");
+    same_half = !memcmp(dw[0], dw[1], nw * 4); same_raw = !memcmp(dw[0], dw[2], nw * 4);
+    same_form = !memcmp(dw[0], dw[3], nw * 4) && !memcmp(dw[0], dw[4], nw * 4);
+    CHECK(same_half && same_raw && same_form, "the bf16 rows backward-weights: 16-bit x and dy %s, an unrounded input %s, the dot and FMA forms %s",
+          same_half ? "the same bits" : "DIFFER", same_raw ? "the same bits" : "DIFFERS", same_form ? "the same bits" : "DIFFER");
+    /* against the emulation (the reference on the same rounded operands) */
+    memset(dw[1], 0, nw * 4);
+    sc = (float *)calloc(nw, 4); ax = absolute(x, nx); ady = absolute(dy, ny);
+    cf_ref_conv_backward_weights(dw[1], NULL, dy, x, pc.B, in, out, &g, 1, ws, wsf);
+    cf_ref_conv_backward_weights(sc, NULL, ady, ax, pc.B, in, out, &g, 1, ws, wsf);
+    e = worst_rel_to(dw[0], dw[1], sc, nw);
+    CHECK(e <= 1e-6, "the bf16 rows backward-weights against the emulation: %.2g of sum |terms| (bound 1e-6)", e);
+    printf("  bf16 rows backward-weights against the emulation: %.2g of sum |terms|\n", e);
+    free(ws); free(x); free(xraw); free(dy); free(x16); free(dy16); free(sc); free(ax); free(ady);
+    for (k = 0; k < 5; k++) free(dw[k]);
+#else
+    printf("skipped: the bf16 rows backward-weights (no bf16 kernels in this build)\n");
+#endif
+}
+
 /* The transposed convolution's bf16 GEMM (it has no path table: its reference runs with the
    bf16 GEMM) against the same reference with cf_sgemm on the same rounded operands: forward,
    and backward's dx and dw, within 1e-6 of sum |terms|.  The geometries are path_cases' with
@@ -2496,6 +2556,7 @@ int main(int argc, char **argv) {
     test_bf16_gemm();
     test_bf16_gemm_col();
     test_bf16_paths();
+    test_bf16_rows();
     test_bf16_deconv();
     test_layer_oracles();
     test_gradcheck_conv();
