@@ -8552,12 +8552,16 @@ CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C)
    those of the im2col buffer: the same bits without the buffer (K x P floats, which the
    references make in tiles of the workspace). */
 typedef struct { const float *x; cf_shape in, out; const cf_geom *g; } cf__col_src;
-/* One GEMM of the bf16 kernels: C (M x N) = beta C + op(A) op(B), op(A) M x K, op(B) K x N,
-   cf_sgemm's arguments in cf_sgemm's order (alpha = 1, beta 0 or 1), then what the bf16 GEMM
-   adds: rnd, C stored rounded to bf16; col, op(B) made from x as it is packed (B and ldb
-   unused; NULL: op(B) read from B); halves, which of A, B and C are stored in 16 bits
-   (CF__GEMM_HALF_*).  A task of the GEMM (cf__gemm_bf16_task) is the same struct with A and
-   C moved to the task's first row and M its rows. */
+/* a forward convolution's bias (per row of C, or NULL) and activation, applied as C is stored */
+typedef struct { const float *b; int act; float slope; } cf__gemm_out;
+/* One call of section 13's GEMMs, the bf16 one and the fp32 one (kind gemm): C (M x N) = beta
+   C + op(A) op(B), op(A) M x K, op(B) K x N, cf_sgemm's arguments in cf_sgemm's order (alpha
+   = 1, beta 0 or 1), then what they add.  Both: col, op(B) made from x as it is packed (B and
+   ldb unused; NULL: op(B) read from B).  The bf16 GEMM: rnd, C stored rounded to bf16;
+   halves, which of A, B and C are stored in 16 bits (CF__GEMM_HALF_*).  The fp32 GEMM: out,
+   NULL or C = act(sum + b[row]) as it is stored (beta 0).  A GEMM leaves the other's fields
+   zero.  A task of the bf16 GEMM (cf__gemm_bf16_task) is the same struct with A and C moved
+   to the task's first row and M its rows. */
 typedef struct {
     int tA, tB, M, N, K;
     const float *A;
@@ -8570,10 +8574,11 @@ typedef struct {
     int rnd;
     const cf__col_src *col;
     int halves;
-} cf__gemm_bf16_call;
+    const cf__gemm_out *out;
+} cf__gemm_call;
 /* the bf16 GEMM on operands stored in 16 bits (CF__GEMM_HALF_*) or not yet rounded, with its
    buffers in gws (one thread's: cf__gemm_bf16_thread_floats; the threads': cf__gemm_bf16_ws_floats) */
-static void cf__gemm_halves(const cf__gemm_bf16_call *gemm, float *gws);
+static void cf__gemm_halves(const cf__gemm_call *gemm, float *gws);
 #ifndef CF_REFERENCE
 /* cf__bias_act with each row then rounded to bf16 while in cache (rnd: a bf16 network's output) */
 static void cf__bias_act_p(float *y, const float *b, int rows, size_t n, size_t stride, int act, float slope, int rnd) {
@@ -8748,8 +8753,8 @@ static void cf__conv_tiles(const cf__conv_call *f, int bi, float beta, cf__gemm_
             size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
             cf__im2col(col, x, in.c, in, out, g, p0, n);   /* its own parallel loop stays inactive in here */
             if (gws) {
-                cf__gemm_bf16_call yg = {0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, cf__elt(y, y_half, p0),
-                                         (int)P, y_half, NULL, y_half ? CF__GEMM_HALF_C : 0};
+                cf__gemm_call yg = {0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, cf__elt(y, y_half, p0),
+                                    (int)P, y_half, NULL, y_half ? CF__GEMM_HALF_C : 0, NULL};
                 cf__gemm_halves(&yg, gws + (size_t)cf__thread_id() * cf__gemm_bf16_thread_floats());
             } else gemm(0, 0, out.c, (int)n, K, w, K, col, (int)n, beta, y + p0, (int)P);
             if (!y_half && (b || act != CF_ACT_LINEAR || rnd)) cf__bias_act_p(y + p0, b, out.c, n, P, act, slope, rnd);
@@ -8799,8 +8804,8 @@ static void cf__conv_bww_tiles(float *dw, const float *dy, int dy_half, const fl
             size_t p0 = (size_t)t * tile, n = P - p0 < tile ? P - p0 : tile;
             cf__im2col(col, x, in.c, in, out, g, p0, n);
             if (gws) {
-                cf__gemm_bf16_call dwg = {0, 1, out.c, K, (int)n, cf__elt(dy, dy_half, p0), (int)P, col, (int)n, 1.0f,
-                                          a, K, 0, NULL, dy_half ? CF__GEMM_HALF_A : 0};
+                cf__gemm_call dwg = {0, 1, out.c, K, (int)n, cf__elt(dy, dy_half, p0), (int)P, col, (int)n, 1.0f,
+                                     a, K, 0, NULL, dy_half ? CF__GEMM_HALF_A : 0, NULL};
                 cf__gemm_halves(&dwg, gws + (size_t)me * cf__gemm_bf16_thread_floats());
             } else gemm(0, 1, out.c, K, (int)n, dy + p0, (int)P, col, (int)n, 1.0f, a, K);
         }
@@ -9236,21 +9241,6 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
 #define CF__F32_TASKS 4                   /* tasks a thread */
 #define CF__F32_A_ALL ((size_t)4 << 20)   /* floats of op(A) packed whole, at most (16 MB) */
 #define CF__F32_KPART 16384               /* terms of a part of a long sum, at most */
-/* a forward convolution's bias (per row of C, or NULL) and activation, applied as C is stored */
-typedef struct { const float *b; int act; float slope; } cf__gemm_f32_out;
-/* the GEMM's arguments, cf_sgemm's (alpha = 1), then its own two */
-typedef struct {
-    int tA, tB, M, N, K;
-    const float *A;
-    int lda;
-    const float *B;
-    int ldb;
-    float beta;
-    float *C;
-    int ldc;
-    const cf__col_src *col;   /* op(B) = im2col(col->x) (tB: its transpose), made as packed; NULL: B */
-    const cf__gemm_f32_out *out;   /* NULL, or C = act(sum + b[row]) as it is stored (beta 0) */
-} cf__gemm_f32_call;
 /* cf__act_f on 16 lanes (the fp32 GEMM's and the bf16 kernels'): linear, relu and leaky as
    vector operations (max returns its second operand for a NaN, as relu's test v > 0 gives 0;
    a compare with NaN is false, as leaky's), others lane by lane */
@@ -9307,7 +9297,7 @@ CF__F32_TARGET static void cf__gemm_f32_transpose_rows(float *D, int dstride, co
     }
 }
 /* Ap[k][r] = op(A)[m0 + r][k0 + k], a block of CF__F32_MR rows (rows past M zero), kc terms */
-CF__F32_TARGET static void cf__gemm_f32_pack_a(float *Ap, const cf__gemm_f32_call *g, int m0, int k0, int kc) {
+CF__F32_TARGET static void cf__gemm_f32_pack_a(float *Ap, const cf__gemm_call *g, int m0, int k0, int kc) {
     int nr = g->M - m0 < CF__F32_MR ? g->M - m0 : CF__F32_MR, k;
     if (g->tA) {   /* op(A)[m][k] = A[k][m]: a row of A holds the block's rows for one k */
         for (k = 0; k < kc; k++)
@@ -9321,7 +9311,7 @@ CF__F32_TARGET static void cf__gemm_f32_pack_a(float *Ap, const cf__gemm_f32_cal
    32, zeros past nb).  With a col source, the rows of im2col(x) are made first into made
    (16 x CF__F32_KC floats): row k0 + k over columns n0 .. n0 + nb (not transposed), or rows
    n0 + j .. n0 + j + 16 over positions k0 .. k0 + kc (transposed). */
-CF__F32_TARGET static void cf__gemm_f32_pack_b(float *Bp, const cf__gemm_f32_call *g, int k0, int kc, int n0, int nb,
+CF__F32_TARGET static void cf__gemm_f32_pack_b(float *Bp, const cf__gemm_call *g, int k0, int kc, int n0, int nb,
                                                float *made) {
     const cf__col_src *col = g->col;
     int k, j, i;
@@ -9362,7 +9352,7 @@ CF__F32_TARGET static void cf__gemm_f32_pack_b(float *Bp, const cf__gemm_f32_cal
    loads of Bp, a broadcast of Ap a row, two FMAs a row; C read and written once (out: the
    bias of row r at out->b[r] and the activation applied as it is stored) */
 CF__F32_TARGET static void cf__gemm_f32_kernel(int kc, const float *Ap, const float *Bp, float *C, int ldc, int nm,
-                                               int nn, int beta, const cf__gemm_f32_out *out) {
+                                               int nn, int beta, const cf__gemm_out *out) {
 #define CF__F32_DECL(r) __m512 c##r##a = _mm512_setzero_ps(), c##r##b = _mm512_setzero_ps();
     CF__F32_ROWS(CF__F32_DECL)
 #undef CF__F32_DECL
@@ -9404,7 +9394,7 @@ typedef struct {
 /* the parts follow from K alone; the columns are cut into more blocks until there are
    CF__F32_TASKS tasks a thread, a multiple of the threads (or blocks of 64 columns), the rows
    into blocks when there are still fewer tasks than threads */
-static void cf__gemm_f32_cut_up(cf__gemm_f32_cut *cut, const cf__gemm_f32_call *g) {
+static void cf__gemm_f32_cut_up(cf__gemm_f32_cut *cut, const cf__gemm_call *g) {
     int M = g->M, N = g->N, K = g->K;
     cut->nth = cf__nthreads();
     cut->parts = K > CF__F32_KPART ? (K + CF__F32_KPART - 1) / CF__F32_KPART : 1;
@@ -9427,7 +9417,7 @@ static void cf__gemm_f32_cut_up(cf__gemm_f32_cut *cut, const cf__gemm_f32_call *
 typedef struct { float *Ap, *Bp, *made; const float *A_all; } cf__gemm_f32_bufs;
 /* task t of the cut: its rows, columns and part of the sum, into C or (parts > 1) the part's
    partial C (M x N, beta 0) */
-static void cf__gemm_f32_task(const cf__gemm_f32_call *g, const cf__gemm_f32_cut *cut, int t, float *partial,
+static void cf__gemm_f32_task(const cf__gemm_call *g, const cf__gemm_f32_cut *cut, int t, float *partial,
                               const cf__gemm_f32_bufs *bufs) {
     int blocks = cut->rblocks * cut->nblocks, b = t % blocks, part = t / blocks, K = g->K;
     int m0 = b / cut->nblocks * cut->rows, n0 = b % cut->nblocks * cut->width;
@@ -9447,7 +9437,7 @@ static void cf__gemm_f32_task(const cf__gemm_f32_call *g, const cf__gemm_f32_cut
                 const float *a = bufs->A_all ? bufs->A_all + (size_t)(mb + i) * K + (size_t)k0 * CF__F32_MR
                                              : bufs->Ap + (size_t)i * kc;
                 int nm = mbr - i < CF__F32_MR ? mbr - i : CF__F32_MR;
-                cf__gemm_f32_out out, *last = NULL;   /* (the bias and act with the sum's last chunk) */
+                cf__gemm_out out, *last = NULL;   /* (the bias and act with the sum's last chunk) */
                 if (g->out && cut->parts == 1 && k0 + kc == q1) {
                     out = *g->out;
                     out.b = out.b ? out.b + mb + i : NULL;
@@ -9461,7 +9451,7 @@ static void cf__gemm_f32_task(const cf__gemm_f32_call *g, const cf__gemm_f32_cut
     }
 }
 /* row m of C = beta C + the parts' partial sums, added in part order (out: then the bias and act) */
-static void cf__gemm_f32_add_parts(const cf__gemm_f32_call *g, const float *partial, int parts, int m) {
+static void cf__gemm_f32_add_parts(const cf__gemm_call *g, const float *partial, int parts, int m) {
     size_t MN = (size_t)g->M * g->N;
     float *c = g->C + (size_t)m * g->ldc;
     int n, p;
@@ -9476,7 +9466,7 @@ static float *cf__gemm_f32_aligned(float *p) { return p + (16 - (uintptr_t)p / s
 /* The GEMM's steps in one parallel region (each region's start and end wait for every
    thread): op(A) packed whole when A_all is given (panels of CF__F32_MR rows over all of K),
    the tasks, the parts' partial sums added */
-static void cf__gemm_f32_run(const cf__gemm_f32_call *g, const cf__gemm_f32_cut *cut, float *buf, float *A_all,
+static void cf__gemm_f32_run(const cf__gemm_call *g, const cf__gemm_f32_cut *cut, float *buf, float *A_all,
                              float *partial) {
     int panels = (g->M + CF__F32_MR - 1) / CF__F32_MR;
     CF__OMP(omp parallel num_threads(cut->nth))
@@ -9501,9 +9491,10 @@ static void cf__gemm_f32_run(const cf__gemm_f32_call *g, const cf__gemm_f32_cut 
     }
 }
 /* The GEMM g; 1 (and C untouched) where its buffers cannot be had */
-static int cf__gemm_f32_r(const cf__gemm_f32_call *g) {
+static int cf__gemm_f32_r(const cf__gemm_call *g) {
     cf__gemm_f32_cut cut;
     float *buf, *partial = NULL, *A_all = NULL;
+    CF_ASSERT(!g->rnd && !g->halves);   /* (the bf16 GEMM's fields) */
     cf__gemm_f32_cut_up(&cut, g);
     buf = (float *)CF_MALLOC(sizeof(float) * ((cut.a_sz + cut.b_sz + cut.made_sz) * cut.nth + 16));
     if (buf && cut.parts > 1) partial = (float *)CF_MALLOC(sizeof(float) * (size_t)g->M * g->N * cut.parts);
@@ -9523,7 +9514,7 @@ static int cf__gemm_f32_r(const cf__gemm_f32_call *g) {
    rounding). */
 static void cf__sgemm_avx512(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                              float beta, float *C, int ldc) {
-    cf__gemm_f32_call g = {tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, NULL, NULL};
+    cf__gemm_call g = {tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, NULL, 0, NULL};
     if (M <= 0 || N <= 0 || K <= 0 || cf__gemm_f32_r(&g)) cf__sgemm_fp32(tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 /* OpenBLAS's name for the kernel set it runs: a weak reference, NULL with another BLAS */
@@ -9575,8 +9566,8 @@ static void cf__pointwise_f32_fwd(const cf__conv_call *c) {
         for (gi = 0; gi < c->groups; gi++) {
             const float *w = c->w + (size_t)gi * OCg * Cg, *x = c->x + bi * in_sz + (size_t)gi * Cg * P;
             float *y = c->y + ((size_t)bi * c->out.c + (size_t)gi * OCg) * P;
-            cf__gemm_f32_out out = {c->b ? c->b + (size_t)gi * OCg : NULL, c->act, c->slope};
-            cf__gemm_f32_call g = {0, 0, OCg, (int)P, Cg, w, Cg, x, (int)P, 0.0f, y, (int)P, NULL, &out};
+            cf__gemm_out out = {c->b ? c->b + (size_t)gi * OCg : NULL, c->act, c->slope};
+            cf__gemm_call g = {0, 0, OCg, (int)P, Cg, w, Cg, x, (int)P, 0.0f, y, (int)P, 0, NULL, 0, &out};
             if (!cf__gemm_f32_r(&g)) continue;
             cf__sgemm_fp32(0, 0, OCg, (int)P, Cg, w, Cg, x, (int)P, 0.0f, y, (int)P);
             cf__bias_act_p(y, out.b, OCg, P, P, c->act, c->slope, 0);
@@ -9616,19 +9607,19 @@ static int cf__cols_f32_bww_applies(const cf__conv_call *c) {
 }
 /* y = (beta ? y : 0) + conv(x, w) for the samples of f (out: the bias and act as stored); the
    first sample the GEMM could not take, or B */
-static int cf__cols_f32_sums(const cf__conv_call *f, float beta, const cf__gemm_f32_out *out) {
+static int cf__cols_f32_sums(const cf__conv_call *f, float beta, const cf__gemm_out *out) {
     int K = f->in.c * cf__kvol(f->g), bi;
     size_t P = cf__positions(f->out);
     for (bi = 0; bi < f->B; bi++) {
         cf__col_src col = {f->x + (size_t)bi * cf_shape_size(f->in), f->in, f->out, f->g};
-        cf__gemm_f32_call yg = {0, 0, f->out.c, (int)P, K, f->w, K, NULL, 0, beta,
-                                f->y + (size_t)bi * cf_shape_size(f->out), (int)P, &col, out};
+        cf__gemm_call yg = {0, 0, f->out.c, (int)P, K, f->w, K, NULL, 0, beta,
+                            f->y + (size_t)bi * cf_shape_size(f->out), (int)P, 0, &col, 0, out};
         if (cf__gemm_f32_r(&yg)) return bi;
     }
     return f->B;
 }
 static void cf__cols_f32_fwd(const cf__conv_call *c) {
-    cf__gemm_f32_out out = {c->b, c->act, c->slope};
+    cf__gemm_out out = {c->b, c->act, c->slope};
     int done = cf__cols_f32_sums(c, 0.0f, &out);
     size_t out_sz = cf_shape_size(c->out), in_sz = cf_shape_size(c->in);
     if (done == c->B) return;
@@ -9641,8 +9632,8 @@ static void cf__cols_f32_bww(const cf__conv_call *c) {   /* db: the dispatcher's
     size_t P = cf__positions(c->out), out_sz = cf_shape_size(c->out), in_sz = cf_shape_size(c->in);
     for (bi = 0; bi < c->B; bi++) {
         cf__col_src col = {c->x + bi * in_sz, c->in, c->out, c->g};
-        cf__gemm_f32_call dwg = {0, 1, c->out.c, K, (int)P, c->dy + bi * out_sz, (int)P, NULL, 0, 1.0f, c->dw, K, &col,
-                                 NULL};
+        cf__gemm_call dwg = {0, 1, c->out.c, K, (int)P, c->dy + bi * out_sz, (int)P, NULL, 0, 1.0f, c->dw, K, 0, &col,
+                             0, NULL};
         if (cf__gemm_f32_r(&dwg)) {
             cf_ref_conv_backward_weights(c->dw, NULL, c->dy + bi * out_sz, c->x + bi * in_sz, c->B - bi, c->in,
                                          c->out, c->g, 1, c->ws, c->ws_floats);
@@ -10126,7 +10117,7 @@ CF__INLINE size_t cf__bp(int q, int j, int nq) { return (size_t)(j & ~31) * nq +
 /* Bp[q - q0][j], nq pairs from q0, columns n0 .. n0 + nb of the GEMM's op(B): B read from
    memory (CF__GEMM_HALF_B: stored in 16 bits), or B = im2col(col->x) (not transposed, or
    transposed: op(B) = col^T), its rows made into the buffer made (16 x CF__COL_ROW floats) */
-CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, const cf__gemm_bf16_call *gemm, int q0, int nq, int n0, int nb,
+CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, const cf__gemm_call *gemm, int q0, int nq, int n0, int nb,
                                        float *made) {
     const float *B = gemm->B;
     const cf__col_src *col = gemm->col;
@@ -10194,7 +10185,7 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, const cf__gemm_bf16_call *g
    stored in 16 bits (then rnd: a sum of one chunk).  fma: the dot step's FMA form, each block
    of 8 rows of Ap widened first into wa (K2 <= CF__GEMM_KC; 24 KB, in the L1 cache) and read
    by all nb / 32 column blocks. */
-CF__BF16_TARGET CF__INLINE void cf__gemm_bf16_block_f(const cf__gemm_bf16_call *gemm, int nb, int K2,
+CF__BF16_TARGET CF__INLINE void cf__gemm_bf16_block_f(const cf__gemm_call *gemm, int nb, int K2,
                                                       const uint32_t *Ap, int a_stride, const uint32_t *Bp, int fma) {
     float *C = gemm->C, beta = gemm->beta;
     int M = gemm->M, c_half = (gemm->halves & CF__GEMM_HALF_C) != 0, ldc = gemm->ldc, rnd = gemm->rnd, m0, n0, q, o;
@@ -10251,15 +10242,15 @@ CF__BF16_TARGET CF__INLINE void cf__gemm_bf16_block_f(const cf__gemm_bf16_call *
         }
     }
 }
-CF__BF16_TARGET static void cf__gemm_bf16_block_dot(const cf__gemm_bf16_call *gemm, int nb, int K2, const uint32_t *Ap,
+CF__BF16_TARGET static void cf__gemm_bf16_block_dot(const cf__gemm_call *gemm, int nb, int K2, const uint32_t *Ap,
                                                     int a_stride, const uint32_t *Bp) {
     cf__gemm_bf16_block_f(gemm, nb, K2, Ap, a_stride, Bp, 0);
 }
-CF__BF16_TARGET static void cf__gemm_bf16_block_fma(const cf__gemm_bf16_call *gemm, int nb, int K2, const uint32_t *Ap,
+CF__BF16_TARGET static void cf__gemm_bf16_block_fma(const cf__gemm_call *gemm, int nb, int K2, const uint32_t *Ap,
                                                     int a_stride, const uint32_t *Bp) {
     cf__gemm_bf16_block_f(gemm, nb, K2, Ap, a_stride, Bp, 1);
 }
-static void cf__gemm_bf16_block(const cf__gemm_bf16_call *gemm, int nb, int K2, const uint32_t *Ap, int a_stride,
+static void cf__gemm_bf16_block(const cf__gemm_call *gemm, int nb, int K2, const uint32_t *Ap, int a_stride,
                                 const uint32_t *Bp, int fma) {
     (fma ? cf__gemm_bf16_block_fma : cf__gemm_bf16_block_dot)(gemm, nb, K2, Ap, a_stride, Bp);
 }
@@ -10268,7 +10259,7 @@ static void cf__gemm_bf16_block(const cf__gemm_bf16_call *gemm, int nb, int K2, 
    made from x (cf__pack_b); and the form of the dot step (fma) */
 typedef struct { uint32_t *Ap, *Bp; const uint32_t *A_all; float *made; int fma; } cf__gemm_bf16_bufs;
 /* a task without buffers: cf_sgemm on the same operands, then C's columns rounded when rnd */
-static void cf__gemm_bf16_task_sgemm(const cf__gemm_bf16_call *task, int n0, int nb, int q0, int q1) {
+static void cf__gemm_bf16_task_sgemm(const cf__gemm_call *task, int n0, int nb, int q0, int q1) {
     int k0 = 2 * q0, kn = (2 * q1 < task->K ? 2 * q1 : task->K) - k0, lda = task->lda, ldb = task->ldb, r;
     const float *A = task->tA ? task->A + (size_t)k0 * lda : task->A + k0;
     const float *B = task->tB ? task->B + (size_t)n0 * ldb + k0 : task->B + (size_t)k0 * ldb + n0;
@@ -10282,7 +10273,7 @@ static void cf__gemm_bf16_task_sgemm(const cf__gemm_bf16_call *task, int n0, int
    task's rows, K2 pairs each).  col: op(B) made from x (cf__pack_b; then the buffers are
    there).  halves: which of A, B and C are stored in 16 bits (CF__GEMM_HALF_*; then the buffers
    are there, and a 16-bit C's sum is one chunk). */
-static void cf__gemm_bf16_task(const cf__gemm_bf16_call *task, int n0, int nb, int q0, int q1,
+static void cf__gemm_bf16_task(const cf__gemm_call *task, int n0, int nb, int q0, int q1,
                                const cf__gemm_bf16_bufs *bufs) {
     int K = task->K, K2 = (K + 1) / 2, chunks = (q1 - q0 + CF__GEMM_KC - 1) / CF__GEMM_KC, step, q, m0;
     int ah = (task->halves & CF__GEMM_HALF_A) != 0, ch = (task->halves & CF__GEMM_HALF_C) != 0;
@@ -10293,7 +10284,7 @@ static void cf__gemm_bf16_task(const cf__gemm_bf16_call *task, int n0, int nb, i
         int nq = q1 - q < step ? q1 - q : step;
         cf__pack_b(bufs->Bp, task, q, nq, n0, nb, bufs->made);
         for (m0 = 0; m0 < task->M; m0 += CF__GEMM_MB) {
-            cf__gemm_bf16_call rows = *task;   /* the block's rows of C */
+            cf__gemm_call rows = *task;   /* the block's rows of C */
             /* their chunk of op(A), rows a_stride apart */
             const uint32_t *a = bufs->A_all ? bufs->A_all + (size_t)m0 * K2 + q : bufs->Ap;
             int a_stride = bufs->A_all ? K2 : nq;
@@ -10334,7 +10325,7 @@ static int cf__gemm_bf16_parts(int K2, int nblocks) {
 }
 /* the rest of the cut, cut->parts set: the columns cut into more blocks until the tasks are a
    multiple of the threads, or blocks of 32 columns */
-static void cf__gemm_bf16_cut_up(cf__gemm_bf16_cut *cut, const cf__gemm_bf16_call *gemm) {
+static void cf__gemm_bf16_cut_up(cf__gemm_bf16_cut *cut, const cf__gemm_call *gemm) {
     int K2 = (gemm->K + 1) / 2, M = gemm->M, N = gemm->N;
     size_t ka = (size_t)(K2 < CF__GEMM_KC ? K2 : CF__GEMM_KC);   /* a chunk's pairs, at most */
     cut->nth = cf__nthreads();
@@ -10351,7 +10342,7 @@ static void cf__gemm_bf16_cut_up(cf__gemm_bf16_cut *cut, const cf__gemm_bf16_cal
     cut->per = cut->a_sz + cut->b_sz + (gemm->col ? (size_t)16 * CF__COL_ROW : 0);
 }
 /* C = beta C when the sum is empty (bf16 values stay; beta 0: C is not read, as BLAS) */
-static void cf__gemm_bf16_empty(const cf__gemm_bf16_call *gemm) {
+static void cf__gemm_bf16_empty(const cf__gemm_call *gemm) {
     int r, j;
     for (r = 0; r < gemm->M; r++)
         for (j = 0; j < gemm->N; j++) {
@@ -10361,7 +10352,7 @@ static void cf__gemm_bf16_empty(const cf__gemm_bf16_call *gemm) {
 }
 /* all of op(A) packed once (M rows of K2 pairs), the threads sharing its rows; NULL when there
    is no room for it (then each task packs its own) */
-static uint32_t *cf__gemm_bf16_pack_a_all(const cf__gemm_bf16_call *gemm, int K2) {
+static uint32_t *cf__gemm_bf16_pack_a_all(const cf__gemm_call *gemm, int K2) {
     uint32_t *A_all = (uint32_t *)CF_MALLOC(sizeof(uint32_t) * (size_t)gemm->M * K2);
     int ah = gemm->halves & CF__GEMM_HALF_A, t;
     if (!A_all) return NULL;
@@ -10375,13 +10366,13 @@ static uint32_t *cf__gemm_bf16_pack_a_all(const cf__gemm_bf16_call *gemm, int K2
 }
 /* task t of the cut: its rows, columns and part of the sum; a part of several goes into its
    own partial C (M x N, beta 0, not rounded, in fp32) */
-static void cf__gemm_bf16_task_at(const cf__gemm_bf16_call *gemm, const cf__gemm_bf16_cut *cut, int t, float *partial,
+static void cf__gemm_bf16_task_at(const cf__gemm_call *gemm, const cf__gemm_bf16_cut *cut, int t, float *partial,
                                   const cf__gemm_bf16_bufs *bufs) {
     int blocks = cut->rblocks * cut->nblocks, b = t % blocks, part = t / blocks;
     int m0 = b / cut->nblocks * cut->rows, n0 = b % cut->nblocks * cut->width, q0 = part * cut->span,
         K2 = (gemm->K + 1) / 2;
     int nb = gemm->N - n0 < cut->width ? gemm->N - n0 : cut->width, q1 = K2 - q0 < cut->span ? K2 : q0 + cut->span;
-    cf__gemm_bf16_call task = *gemm;
+    cf__gemm_call task = *gemm;
     task.M = gemm->M - m0 < cut->rows ? gemm->M - m0 : cut->rows;
     /* its rows of op(A) */
     task.A = gemm->tA ? gemm->A + m0 : cf__elt(gemm->A, gemm->halves & CF__GEMM_HALF_A, (size_t)m0 * gemm->lda);
@@ -10397,7 +10388,7 @@ static void cf__gemm_bf16_task_at(const cf__gemm_bf16_call *gemm, const cf__gemm
 }
 /* the tasks shared out between the threads, each with its buffers in buf (NULL: none); fma:
    the dot step's form */
-static void cf__gemm_bf16_run_tasks(const cf__gemm_bf16_call *gemm, const cf__gemm_bf16_cut *cut, uint32_t *buf,
+static void cf__gemm_bf16_run_tasks(const cf__gemm_call *gemm, const cf__gemm_bf16_cut *cut, uint32_t *buf,
                                     const uint32_t *A_all, float *partial, int fma) {
     int t;
     CF__OMP(omp parallel num_threads(cut->nth))
@@ -10413,7 +10404,7 @@ static void cf__gemm_bf16_run_tasks(const cf__gemm_bf16_call *gemm, const cf__ge
     }
 }
 /* C = beta C + the parts' partial sums, added in part order, rounded to bf16 when rnd */
-static void cf__gemm_bf16_add_parts(const cf__gemm_bf16_call *gemm, const float *partial, int parts) {
+static void cf__gemm_bf16_add_parts(const cf__gemm_call *gemm, const float *partial, int parts) {
     size_t MN = (size_t)gemm->M * gemm->N;
     int t;
     CF__OMP(omp parallel for num_threads(cf__nthreads()) schedule(static))
@@ -10428,7 +10419,7 @@ static void cf__gemm_bf16_add_parts(const cf__gemm_bf16_call *gemm, const float 
         }
     }
 }
-/* The GEMM on bf16 values (cf__gemm_bf16_call).  A task is a block of columns of C (at most
+/* The GEMM on bf16 values (cf__gemm_call).  A task is a block of columns of C (at most
    CF__GEMM_NB, in panels of 32) and a part of the sum, over all of C's rows, or over
    CF__GEMM_MB of them when columns and parts alone give fewer tasks than threads.  The tasks
    are made a multiple of the threads, so that none waits at the end: a sum in parts over one
@@ -10443,11 +10434,12 @@ static void cf__gemm_bf16_add_parts(const cf__gemm_bf16_call *gemm, const float 
    A 16-bit C needs rnd and K <= 2 CF__GEMM_KC: a sum of one chunk.  ws: the threads' buffers
    (cf__gemm_bf16_ws_floats), or NULL: allocated here.  Returns -1, C untouched, when the
    threads' buffers cannot be had for col or halves (0 when done). */
-static int cf__sgemm_bf16_r(const cf__gemm_bf16_call *gemm, float *ws) {
+static int cf__sgemm_bf16_r(const cf__gemm_call *gemm, float *ws) {
     int K2 = (gemm->K + 1) / 2;
     cf__gemm_bf16_cut cut;
     float *partial = NULL;
     uint32_t *A_all = NULL, *buf;
+    CF_ASSERT(!gemm->out);   /* (the fp32 GEMM's field) */
     if (gemm->M <= 0 || gemm->N <= 0) return 0;
     if (gemm->K <= 0) { cf__gemm_bf16_empty(gemm); return 0; }
     cut.parts = cf__gemm_bf16_parts(K2, (gemm->N + CF__GEMM_NB - 1) / CF__GEMM_NB);
@@ -10470,13 +10462,13 @@ static int cf__sgemm_bf16_r(const cf__gemm_bf16_call *gemm, float *ws) {
 }
 static void cf__sgemm_bf16(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                            float beta, float *C, int ldc) {
-    cf__gemm_bf16_call gemm = {tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, NULL, 0};
+    cf__gemm_call gemm = {tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, NULL, 0, NULL};
     cf__sgemm_bf16_r(&gemm, NULL);
 }
 /* the same, C stored rounded to bf16: the sum as cf__sgemm_bf16's, rounded once */
 static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const float *A, int lda, const float *B,
                                    int ldb, float beta, float *C, int ldc) {
-    cf__gemm_bf16_call gemm = {tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, 1, NULL, 0};
+    cf__gemm_call gemm = {tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, 1, NULL, 0, NULL};
     cf__sgemm_bf16_r(&gemm, NULL);
 }
 
@@ -10824,9 +10816,9 @@ static void cf__bf16_pw_half_fwd_blocks(const cf__conv_call *c) {
         for (gi = 0; gi < c->groups; gi++)
             for (p0 = 0; p0 < P; p0 += cols) {
                 size_t n = P - p0 < cols ? P - p0 : cols, at = ((size_t)bi * c->out.c + (size_t)gi * OCg) * P + p0;
-                cf__gemm_bf16_call yg = {0, 0, OCg, (int)n, Cg, c->w + (size_t)gi * OCg * Cg, Cg,
-                                         cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P + p0), (int)P, 0.0f,
-                                         block, (int)n, 0, NULL, c->x_half ? CF__GEMM_HALF_B : 0};
+                cf__gemm_call yg = {0, 0, OCg, (int)n, Cg, c->w + (size_t)gi * OCg * Cg, Cg,
+                                    cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P + p0), (int)P, 0.0f,
+                                    block, (int)n, 0, NULL, c->x_half ? CF__GEMM_HALF_B : 0, NULL};
                 cf__sgemm_bf16_r(&yg, c->ws);
                 cf__bias_act_p(block, c->b ? c->b + (size_t)gi * OCg : NULL, OCg, n, n, c->act, c->slope, 0);
                 CF__OMP(omp parallel for schedule(static))
@@ -10845,10 +10837,10 @@ static void cf__bf16_pw_half_fwd(const cf__conv_call *c) {
     if (c->half && !cf__bf16_pw_y16(c)) { cf__bf16_pw_half_fwd_blocks(c); return; }
     for (bi = 0; bi < c->B; bi++) {
         for (gi = 0; gi < c->groups; gi++) {
-            cf__gemm_bf16_call yg = {0, 0, OCg, (int)P, Cg, c->w + (size_t)gi * OCg * Cg, Cg,
-                                     cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P), (int)P, 0.0f,
-                                     cf__elt(c->y, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P,
-                                         bare, NULL, h};
+            cf__gemm_call yg = {0, 0, OCg, (int)P, Cg, c->w + (size_t)gi * OCg * Cg, Cg,
+                                cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P), (int)P, 0.0f,
+                                cf__elt(c->y, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P,
+                                         bare, NULL, h, NULL};
             cf__sgemm_bf16_r(&yg, c->ws);
         }
         if (!c->half) cf__bias_act_p(c->y + (size_t)bi * c->out.c * P, c->b, c->out.c, P, P, c->act, c->slope, !bare);
@@ -10860,10 +10852,10 @@ static void cf__bf16_pw_half_bww(const cf__conv_call *c) {
     size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
     for (bi = 0; bi < c->B; bi++)
         for (gi = 0; gi < c->groups; gi++) {
-            cf__gemm_bf16_call dwg = {0, 1, OCg, Cg, (int)P,
-                                      cf__elt(c->dy, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P,
-                                      cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P), (int)P, 1.0f,
-                                      c->dw + (size_t)gi * OCg * Cg, Cg, 0, NULL, h};
+            cf__gemm_call dwg = {0, 1, OCg, Cg, (int)P,
+                                 cf__elt(c->dy, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P,
+                                 cf__elt(c->x, c->x_half, bi * in_sz + (size_t)gi * Cg * P), (int)P, 1.0f,
+                                 c->dw + (size_t)gi * OCg * Cg, Cg, 0, NULL, h, NULL};
             cf__sgemm_bf16_r(&dwg, c->ws);
         }
 }
@@ -10873,11 +10865,11 @@ static void cf__bf16_pw_half_bwd(const cf__conv_call *c) {   /* (a 16-bit dx is 
     size_t P = cf__positions(c->out), in_sz = cf_shape_size(c->in);
     for (bi = 0; bi < c->B; bi++)
         for (gi = 0; gi < c->groups; gi++) {
-            cf__gemm_bf16_call dxg = {1, 0, Cg, (int)P, OCg, c->w + (size_t)gi * OCg * Cg, Cg,
-                                      cf__elt(c->dy, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P,
-                                      c->dx_store || c->dx_half ? 0.0f : 1.0f,
+            cf__gemm_call dxg = {1, 0, Cg, (int)P, OCg, c->w + (size_t)gi * OCg * Cg, Cg,
+                                 cf__elt(c->dy, c->half, ((size_t)bi * c->out.c + (size_t)gi * OCg) * P), (int)P,
+                                 c->dx_store || c->dx_half ? 0.0f : 1.0f,
                                           cf__elt(c->dx, c->dx_half, bi * in_sz + (size_t)gi * Cg * P), (int)P,
-                                      1, NULL, h};
+                                 1, NULL, h, NULL};
             cf__sgemm_bf16_r(&dxg, c->ws);
         }
 }
@@ -10992,8 +10984,8 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
         for (t = 0; t < c->B * ntiles; t++) {
             size_t bi = (size_t)(t / ntiles), p0 = (size_t)(t % ntiles) * tile, n = P - p0 < tile ? P - p0 : tile;
             const float *dy = cf__elt(c->dy, c->half, bi * cf_shape_size(c->out) + p0);
-            cf__gemm_bf16_call dwg = {0, 1, K, OC, (int)n, NULL, 0, dy, (int)P, 1.0f, dwt, OC, 0, NULL,
-                                      c->half ? CF__GEMM_HALF_B : 0};
+            cf__gemm_call dwg = {0, 1, K, OC, (int)n, NULL, 0, dy, (int)P, 1.0f, dwt, OC, 0, NULL,
+                                 c->half ? CF__GEMM_HALF_B : 0, NULL};
             cf__pack_taps(Ap, cf__elt(c->x, c->x_half, bi * cf_shape_size(c->in)), c->x_half, c->in, c->out, c->g, p0,
                           n);
             cf__pack_b(Bp, &dwg, 0, (int)n / 2, 0, OC, NULL);
@@ -11128,9 +11120,9 @@ static void cf__bf16_im2col_bwd_half(const cf__conv_call *c) {
         for (p0 = 0; p0 < P; p0 += n) {
             const cf_bf16 *dys = (const cf_bf16 *)(const void *)c->dy + (size_t)s * OCg * P + p0;
             size_t cols = P - p0 < tile ? P - p0 : tile;   /* the tile's positions */
-            cf__gemm_bf16_call colg = {1, 0, K, (int)cols, OCg, c->w + (size_t)(s % c->groups) * OCg * K, K,
-                                       (const float *)(const void *)dys, (int)P, 0.0f, c->ws, (int)cols, 0, NULL,
-                                       CF__GEMM_HALF_B};
+            cf__gemm_call colg = {1, 0, K, (int)cols, OCg, c->w + (size_t)(s % c->groups) * OCg * K, K,
+                                  (const float *)(const void *)dys, (int)P, 0.0f, c->ws, (int)cols, 0, NULL,
+                                  CF__GEMM_HALF_B, NULL};
             n = cols;
             cf__gemm_halves(&colg, c->ws + K * tile);
             cf__col2im(c->dx + (size_t)s * Cg * cf__positions(c->in), c->ws, Cg, c->in, c->out, c->g, p0, n);
@@ -11162,7 +11154,7 @@ static void cf__bf16_cols_fwd(const cf__conv_call *c) {
         const float *x = c->x + (size_t)bi * cf_shape_size(c->in);
         float *y = cf__elt(c->y, c->half, (size_t)bi * cf_shape_size(c->out));
         cf__col_src col = {x, c->in, c->out, c->g};
-        cf__gemm_bf16_call yg = {0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, 0, &col, 0};
+        cf__gemm_call yg = {0, 0, c->out.c, (int)P, K, c->w, K, NULL, 0, 0.0f, y, (int)P, 0, &col, 0, NULL};
         if (c->half || c->x_raw) {   /* (its buffers in the workspace: it runs) */
             yg.rnd = c->half;
             yg.halves = c->half ? CF__GEMM_HALF_C : 0;
@@ -11183,7 +11175,7 @@ static void cf__bf16_cols_bww(const cf__conv_call *c) {   /* db: the dispatcher'
     for (bi = 0; bi < c->B; bi++) {
         const float *x = c->x + (size_t)bi * cf_shape_size(c->in), *dy = c->dy + (size_t)bi * cf_shape_size(c->out);
         cf__col_src col = {x, c->in, c->out, c->g};
-        cf__gemm_bf16_call dwg = {0, 1, c->out.c, K, (int)P, dy, (int)P, NULL, 0, 1.0f, c->dw, K, 0, &col, 0};
+        cf__gemm_call dwg = {0, 1, c->out.c, K, (int)P, dy, (int)P, NULL, 0, 1.0f, c->dw, K, 0, &col, 0, NULL};
         if (cf__sgemm_bf16_r(&dwg, NULL)) {   /* no room: this sample on, by tiles */
             cf__im2col_gemm_backward_weights(c->dw, dy, x, c->B - bi, c->in, c->out, c->g, 1, c->ws, c->ws_floats,
                                         cf__sgemm_bf16);
@@ -11211,8 +11203,8 @@ static void cf__bf16_cols_bwd(const cf__conv_call *c) {
     f = cf__flipped_call(c, &gt);
     for (bi = 0; bi < c->B; bi++) {
         cf__col_src col = {f.x + (size_t)bi * cf_shape_size(f.in), f.in, f.out, f.g};
-        cf__gemm_bf16_call g = {0, 0, f.out.c, (int)P, K, f.w, K, NULL, 0, c->dx_store ? 0.0f : 1.0f,
-                                f.y + (size_t)bi * cf_shape_size(f.out), (int)P, 1, &col, 0};
+        cf__gemm_call g = {0, 0, f.out.c, (int)P, K, f.w, K, NULL, 0, c->dx_store ? 0.0f : 1.0f,
+                           f.y + (size_t)bi * cf_shape_size(f.out), (int)P, 1, &col, 0, NULL};
         if (cf__sgemm_bf16_r(&g, NULL)) {   /* no room: this sample on, by the reference (then rounded) */
             size_t in_sz = cf_shape_size(c->in);
             if (c->dx_store) memset(c->dx + bi * in_sz, 0, sizeof(float) * (c->B - bi) * in_sz);
@@ -12012,7 +12004,7 @@ CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
    dx may be stored in 16 bits (x_half, dx_half; section 9, halves): then the bf16 GEMM packs x
    from 16 bits and stores dx in 16 bits, rounded (a sum of one chunk: out.c k^3 <= 2
    CF__GEMM_KC), its buffers in gws (the workspace's second half), the same sums. */
-static void cf__gemm_halves(const cf__gemm_bf16_call *gemm, float *gws) {
+static void cf__gemm_halves(const cf__gemm_call *gemm, float *gws) {
 #ifdef CF__BF16
     int rc = cf__sgemm_bf16_r(gemm, gws);
     CF_ASSERT(rc == 0);   /* (gws has the room: the plan checked, cf__deconv_takes_halves) */
@@ -12115,8 +12107,8 @@ static void cf__deconv_forward_with(const cf__conv_call *c, cf__gemm_fn gemm) {
             }
             bg.pb[1] = g->pb[1] + lo;
             if (x_half) {
-                cf__gemm_bf16_call colg = {1, 0, K, (int)n, in.c, w, K, cf__elt(xb, 1, p0), (int)P, 0.0f, col, (int)n,
-                                           0, NULL, CF__GEMM_HALF_B};
+                cf__gemm_call colg = {1, 0, K, (int)n, in.c, w, K, cf__elt(xb, 1, p0), (int)P, 0.0f, col, (int)n,
+                                      0, NULL, CF__GEMM_HALF_B, NULL};
                 cf__gemm_halves(&colg, col + ws_floats);
             } else gemm(1, 0, K, (int)n, in.c, w, K, xb + p0, (int)P, 0.0f, col, (int)n);
             cf__col2im(to, col, out.c, bs, in, &bg, p0, n);
@@ -12162,13 +12154,14 @@ static void cf__deconv_backward_with(const cf__conv_call *c, float *db, cf__gemm
                 cf__im2col(col, band, out.c, bs, in, &bg, p0, n);
             } else cf__im2col(col, dyb, out.c, out, in, g, p0, n);
             if (x_half) {
-                cf__gemm_bf16_call dwg = {0, 1, in.c, K, (int)n, cf__elt(xb, 1, p0), (int)P, col, (int)n, 1.0f, dw, K,
-                                          0, NULL, CF__GEMM_HALF_A};
+                cf__gemm_call dwg = {0, 1, in.c, K, (int)n, cf__elt(xb, 1, p0), (int)P, col, (int)n, 1.0f, dw, K,
+                                     0, NULL, CF__GEMM_HALF_A, NULL};
                 cf__gemm_halves(&dwg, col + ws_floats);
             } else gemm(0, 1, in.c, K, (int)n, xb + p0, (int)P, col, (int)n, 1.0f, dw, K);
             if (dx && dx_half) {   /* (stored: its only writer) */
-                cf__gemm_bf16_call dxg = {0, 0, in.c, (int)n, K, w, K, col, (int)n, 0.0f,
-                                          cf__elt(dx, 1, (size_t)bi * in.c * P + p0), (int)P, 1, NULL, CF__GEMM_HALF_C};
+                cf__gemm_call dxg = {0, 0, in.c, (int)n, K, w, K, col, (int)n, 0.0f,
+                                     cf__elt(dx, 1, (size_t)bi * in.c * P + p0), (int)P, 1, NULL, CF__GEMM_HALF_C,
+                                     NULL};
                 cf__gemm_halves(&dxg, col + ws_floats);
             } else if (dx)
                 gemm_dx(0, 0, in.c, (int)n, K, w, K, col, (int)n, store ? 0.0f : 1.0f, dx + (size_t)bi * in.c * P + p0,

@@ -542,14 +542,14 @@ static void test_bf16_gemm_col(void) {
             cf__im2col(col, x, C, in, out, &g, 0, (size_t)P);   /* sample 0's col */
             cf__sgemm_bf16(0, 0, OC, P, K, w, K, col, P, 0.0f, o1, P);
             {
-                cf__gemm_bf16_call made = {0, 0, OC, P, K, w, K, NULL, 0, 0.0f, o2, P, 0, &src, 0};
+                cf__gemm_call made = {0, 0, OC, P, K, w, K, NULL, 0, 0.0f, o2, P, 0, &src, 0, NULL};
                 ok &= !cf__sgemm_bf16_r(&made, NULL);
             }
             ok &= !memcmp(o1, o2, (size_t)OC * P * 4);
             memcpy(o1, dw0, nw * 4); memcpy(o2, dw0, nw * 4);
             cf__sgemm_bf16(0, 1, OC, K, P, dy, P, col, P, 1.0f, o1, K);
             {
-                cf__gemm_bf16_call made = {0, 1, OC, K, P, dy, P, NULL, 0, 1.0f, o2, K, 0, &src, 0};
+                cf__gemm_call made = {0, 1, OC, K, P, dy, P, NULL, 0, 1.0f, o2, K, 0, &src, 0, NULL};
                 ok &= !cf__sgemm_bf16_r(&made, NULL);
             }
             ok &= !memcmp(o1, o2, nw * 4);
