@@ -8539,9 +8539,10 @@ CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C)
    runs the first enabled path whose condition holds, else the reference.  Contents:
      pointwise, tiles, direct (AVX2 and AVX-512), the fp32 GEMM on AVX-512 (kind "gemm": the
      pointwise convolutions, the dense ones on rows of im2col made as packed, and every fp32
-     GEMM where the BLAS runs no AVX-512 kernels), bf16 (its GEMM, 16-bit tensors, the direct kernel, the tiles,
-     the im2col paths), pooling, depthwise, max pooling in pairs, the transposed convolution's
-     loops with another GEMM, the fused backward of act + max pool
+     GEMM where the BLAS runs no AVX-512 kernels), the backward-weights on rows of positions
+     (fp32 and bf16), bf16 (its GEMM, 16-bit tensors, the direct kernel, the tiles, the im2col
+     paths), pooling, depthwise, max pooling in pairs, the transposed convolution's loops with
+     another GEMM, the fused backward of act + max pool
    Why each path is faster, with its measurements, is in docs/performance.md.  CF_REFERENCE
    leaves every path out. */
 /* ---- what the paths share (with the registry of section 4): the bf16 GEMM's call, a bias and
