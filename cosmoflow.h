@@ -9761,14 +9761,16 @@ static void cf__rows_f32_fill(float *dyb, float *xb, const cf__conv_call *c, con
                 int id = od * g->s[0] - g->pb[0] + kd, ih = oh0 * g->s[1] - g->pb[1] + r;
                 float *d = xb + (((size_t)ch * g->k[0] + kd) * s->XR + r) * s->XW;
                 memset(d, 0, sizeof(float) * s->XW);
-                if (id >= 0 && id < c->in.d && ih >= 0 && ih < c->in.h)
+                if (id >= 0 && id < c->in.d && ih >= 0 && ih < c->in.h)   /* (what the row holds of it) */
                     memcpy(d + pb, c->x + ((size_t)bi * c->in.c + ch) * Pin + ((size_t)id * c->in.h + ih) * W,
-                           sizeof(float) * W);
+                           sizeof(float) * (W < s->XW - pb ? W : s->XW - pb));
             }
 }
 /* the band's sums into dwt (OC x K) for the filters oc0 .. oc0 + 8 and tap row tr = (ch, kd,
    kh): per 16 positions 3 loads of x (taps kw0 .. kw0 + 2, read past KW into the row's slack
-   where KW is not a multiple of 3, unstored), 8 of dy, 24 FMAs */
+   where KW is not a multiple of 3, unstored), 8 of dy, 24 FMAs; the lanes past the row's OW
+   positions masked off (their dy is zero, but 0 x an infinite x would be NaN where the
+   reference adds nothing) */
 CF__F32_TARGET static void cf__rows_f32_block(float *dwt, const float *dyb, const float *xb, const cf__conv_call *c,
                                               const cf__rows_bww_shape *s, int nb, int oc0, int tr) {
     int KW = c->g->k[2], K = c->in.c * cf__kvol(c->g), no = c->out.c - oc0 < 8 ? c->out.c - oc0 : 8;
@@ -9781,13 +9783,14 @@ CF__F32_TARGET static void cf__rows_f32_block(float *dwt, const float *dyb, cons
             const float *xr = xb + ((size_t)kdc * s->XR + (size_t)r * c->g->s[1] + kh) * s->XW + kw0, *d[8];
             for (o = 0; o < 8; o++)   /* the block's dy rows r (the last block repeats a row, unstored) */
                 d[o] = dyb + ((size_t)(oc0 + (o < no ? o : 0)) * s->band + r) * s->OWp;
-            for (p = 0; p < s->OWp; p += 16) {
+            for (p = 0; p < c->out.w; p += 16) {
                 __m512 x0 = _mm512_loadu_ps(xr + p), x1 = _mm512_loadu_ps(xr + p + 1), x2 = _mm512_loadu_ps(xr + p + 2);
+                __mmask16 m = cf__lanes(c->out.w - p);
 #define CF__FV(o) {                                                                                                   \
         __m512 y = _mm512_loadu_ps(d[o] + p);                                                                         \
-        a[o][0] = _mm512_fmadd_ps(y, x0, a[o][0]);                                                                    \
-        a[o][1] = _mm512_fmadd_ps(y, x1, a[o][1]);                                                                    \
-        a[o][2] = _mm512_fmadd_ps(y, x2, a[o][2]); }
+        a[o][0] = _mm512_mask3_fmadd_ps(y, x0, a[o][0], m);                                                           \
+        a[o][1] = _mm512_mask3_fmadd_ps(y, x1, a[o][1], m);                                                           \
+        a[o][2] = _mm512_mask3_fmadd_ps(y, x2, a[o][2], m); }
                 CF__FV(0) CF__FV(1) CF__FV(2) CF__FV(3) CF__FV(4) CF__FV(5) CF__FV(6) CF__FV(7)
 #undef CF__FV
             }
@@ -11003,14 +11006,15 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
 /* The rows backward-weights (above, with the fp32 kernel) on bf16 operands: held in 16 bits, a
    32-bit word of a row holds two neighbouring positions, and vdpbf16ps of a word of dy's row
    and a word of x's row read kw elements further along adds two of the sum's products. */
-static int cf__bf16_rows_bww_applies(const cf__conv_call *c) {
-    return cf__bf16_gemm_applies(c) && cf__rows_bww_fits(c, 2);
+static int cf__bf16_rows_bww_applies(const cf__conv_call *c) {   /* (even rows: no pair holds a padded position) */
+    return cf__bf16_gemm_applies(c) && c->out.w % 2 == 0 && cf__rows_bww_fits(c, 2);
 }
-/* acc + the products of the pairs of a and b, lane by lane: the dot step with both operands
-   loaded (cf__dot_step's two forms, odd halves first) */
-CF__BF16_TARGET CF__INLINE __m512 cf__dot_vv(__m512 acc, const cf__pairs_x *a, const cf__pairs_x *b, int fma) {
-    if (fma) return _mm512_fmadd_ps(a->even, b->even, _mm512_fmadd_ps(a->odd, b->odd, acc));
-    return _mm512_dpbf16_ps(acc, (__m512bh)a->p, (__m512bh)b->p);
+/* acc + the products of the pairs of a and b in the lanes m, lane by lane: the dot step with
+   both operands loaded (cf__dot_step's two forms, odd halves first) */
+CF__BF16_TARGET CF__INLINE __m512 cf__dot_vv(__m512 acc, const cf__pairs_x *a, const cf__pairs_x *b, __mmask16 m,
+                                             int fma) {
+    if (fma) return _mm512_mask3_fmadd_ps(a->even, b->even, _mm512_mask3_fmadd_ps(a->odd, b->odd, acc, m), m);
+    return _mm512_mask_dpbf16_ps(acc, m, (__m512bh)a->p, (__m512bh)b->p);
 }
 /* cf__rows_f32_fill rounded to bf16: dyb[oc][r] OWp / 2 pair words, xb[c][kd][r] XW 16-bit
    values (x, dy may be stored in 16 bits, x not yet rounded: x_raw) */
@@ -11044,7 +11048,8 @@ CF__BF16_TARGET static void cf__rows_bf16_fill(uint32_t *dyb, uint16_t *xb, cons
                 }
             }
 }
-/* cf__rows_f32_block on the pairs: per 32 positions 3 loads of x, 8 of dy, 24 dot steps */
+/* cf__rows_f32_block on the pairs: per 32 positions 3 loads of x, 8 of dy, 24 dot steps (the
+   pairs past the row's positions masked off) */
 CF__BF16_TARGET CF__INLINE void cf__rows_bf16_block(float *dwt, const uint32_t *dyb, const uint16_t *xb,
                                                     const cf__conv_call *c, const cf__rows_bww_shape *s, int nb,
                                                     int oc0, int tr, int fma) {
@@ -11058,15 +11063,16 @@ CF__BF16_TARGET CF__INLINE void cf__rows_bf16_block(float *dwt, const uint32_t *
             const uint16_t *xr = xb + ((size_t)kdc * s->XR + (size_t)r * c->g->s[1] + kh) * s->XW + kw0;
             const uint32_t *d[8];   /* the block's dy rows r (the last block repeats a row, unstored) */
             for (o = 0; o < 8; o++) d[o] = dyb + ((size_t)(oc0 + (o < no ? o : 0)) * s->band + r) * (s->OWp / 2);
-            for (p = 0; p < s->OWp; p += 32) {
+            for (p = 0; p < c->out.w; p += 32) {
                 cf__pairs_x x0 = cf__pairs_x_of(_mm512_loadu_si512(xr + p), fma),
                     x1 = cf__pairs_x_of(_mm512_loadu_si512(xr + p + 1), fma),
                     x2 = cf__pairs_x_of(_mm512_loadu_si512(xr + p + 2), fma);
+                __mmask16 m = cf__lanes((c->out.w - p) / 2);
 #define CF__DV(o) {                                                                                                   \
         cf__pairs_x y = cf__pairs_x_of(_mm512_loadu_si512(d[o] + p / 2), fma);                                        \
-        a[o][0] = cf__dot_vv(a[o][0], &y, &x0, fma);                                                                  \
-        a[o][1] = cf__dot_vv(a[o][1], &y, &x1, fma);                                                                  \
-        a[o][2] = cf__dot_vv(a[o][2], &y, &x2, fma); }
+        a[o][0] = cf__dot_vv(a[o][0], &y, &x0, m, fma);                                                               \
+        a[o][1] = cf__dot_vv(a[o][1], &y, &x1, m, fma);                                                               \
+        a[o][2] = cf__dot_vv(a[o][2], &y, &x2, m, fma); }
                 CF__DV(0) CF__DV(1) CF__DV(2) CF__DV(3) CF__DV(4) CF__DV(5) CF__DV(6) CF__DV(7)
 #undef CF__DV
             }

@@ -756,6 +756,45 @@ static void test_bf16_rows(void) {
 #endif
 }
 
+/* The rows backward-weights past a row's end (fp32, and bf16 where the CPU has it): the lanes
+   of positions past the row are masked off, so an infinite input that only those lanes' taps
+   read adds nothing, as in the reference (a row of 70 outputs, x[69] infinite: dw[0] = 69) */
+static void test_rows_past_the_row(void) {
+#ifdef CF__AVX512
+    cf_shape in = {1, 1, 1, 71}, out = {1, 1, 1, 70};
+    cf_geom g;
+    size_t wsf = (size_t)1 << 20;
+    float *ws = (float *)calloc(wsf, sizeof(float)), x[71], dy[70], dw[3], ref[3];
+    int i, bf, reached = 0;
+    memset(&g, 0, sizeof g);
+    g.k[0] = g.k[1] = 1; g.k[2] = 3; g.s[0] = g.s[1] = g.s[2] = 1; g.dil[0] = g.dil[1] = g.dil[2] = 1; g.pb[2] = 1;
+    for (i = 0; i < 71; i++) x[i] = i == 69 ? INFINITY : 1.0f;
+    for (i = 0; i < 70; i++) dy[i] = 1.0f;
+    memset(ref, 0, sizeof ref);
+    cf_ref_conv_backward_weights(ref, NULL, dy, x, 1, in, out, &g, 1, ws, wsf);
+    for (bf = 0; bf < 2; bf++) {
+        cf__conv_call c = cf__conv_make(1, in, out, &g, 1, ws, wsf, bf);
+        const cf__conv_path *p = cf__conv_pick(cf__conv_bww_paths, &c);
+        if (!p || (p->run != cf__rows_f32_bww
+#ifdef CF__BF16
+                   && p->run != cf__bf16_rows_bww
+#endif
+                   )) continue;
+        reached++;
+        memset(dw, 0, sizeof dw);
+        c.x = x; c.dy = dy; c.dw = dw;
+        p->run(&c);
+        CHECK(dw[0] == 69.0f && ref[0] == 69.0f && isinf(dw[1]) && isinf(dw[2]),
+              "the rows backward-weights (%s) past the row's end: dw %g %g %g, the reference %g %g %g", bf ? "bf16" : "fp32",
+              dw[0], dw[1], dw[2], ref[0], ref[1], ref[2]);
+    }
+    CHECK(reached >= (cf__has_avx512() ? 1 : 0), "the rows backward-weights reached on a row of 70 (%d)", reached);
+    free(ws);
+#else
+    printf("skipped: the rows backward-weights (no AVX-512 kernels in this build)\n");
+#endif
+}
+
 /* The transposed convolution's bf16 GEMM (it has no path table: its reference runs with the
    bf16 GEMM) against the same reference with cf_sgemm on the same rounded operands: forward,
    and backward's dx and dw, within 1e-6 of sum |terms|.  The geometries are path_cases' with
@@ -2557,6 +2596,7 @@ int main(int argc, char **argv) {
     test_bf16_gemm_col();
     test_bf16_paths();
     test_bf16_rows();
+    test_rows_past_the_row();
     test_bf16_deconv();
     test_layer_oracles();
     test_gradcheck_conv();
