@@ -2258,9 +2258,14 @@ typedef struct {
     int half;
 } cf__pool_path;
 
-/* the first enabled path that applies (a table ends with kind -1), or NULL: the reference */
+/* the first enabled path that applies (a table ends with kind -1), or NULL: the reference.
+   The paths assume the output the geometry gives; a C caller's other output (section 3
+   takes any) goes to the reference. */
 static const cf__conv_path *cf__conv_pick(const cf__conv_path *p, const cf__conv_call *c) {
     int half = c->half || c->x_half || c->dx_half || c->x_raw;
+    if (c->out.d != cf_geom_out(c->g, 0, c->in.d) || c->out.h != cf_geom_out(c->g, 1, c->in.h) ||
+        c->out.w != cf_geom_out(c->g, 2, c->in.w))
+        return NULL;
     for (; p->kind >= 0; p++) if (cf__kind_on[p->kind] && (p->half || !half) && p->applies(c)) return p;
     return NULL;
 }
