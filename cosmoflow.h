@@ -2317,6 +2317,7 @@ static void cf__pointwise_f32_fwd(const cf__conv_call *c);
 static void cf__pointwise_f32_bww(const cf__conv_call *c);
 static void cf__pointwise_f32_bwd(const cf__conv_call *c);
 static int cf__cols_f32_fwd_applies(const cf__conv_call *c);
+static int cf__cols_f32_few_applies(const cf__conv_call *c);
 static int cf__cols_f32_bww_applies(const cf__conv_call *c);
 static int cf__cols_f32_bwd_applies(const cf__conv_call *c);
 static void cf__cols_f32_fwd(const cf__conv_call *c);
@@ -2458,6 +2459,9 @@ static const cf__conv_path cf__conv_fwd_paths[] = {
     {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 1, 1, 0},
     {CF__K_BF16, cf__bf16_cols_fwd_applies, cf__bf16_cols_fwd, 1, 1, 0},
     {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_fwd, 1, 0, 0},
+#endif
+#ifdef CF__AVX512
+    {CF__K_GEMM, cf__cols_f32_few_applies, cf__cols_f32_fwd, 0, 0, 0},
 #endif
 #ifdef CF__DIRECT
     {CF__K_DIRECT, cf__direct_fwd_applies, cf__direct_fwd_run, 0, 0, 0},
@@ -9263,6 +9267,46 @@ CF__F32_TARGET static __m512 cf__act16(__m512 z, int act, float slope) {
     return _mm512_loadu_ps(v);
 }
 
+/* d[t] = s[2 t], t < n: pairs of vectors, their even lanes kept (one permute); the loads read
+   no element past s[2 (n - 1)] */
+CF__F32_TARGET static void cf__even_lanes(float *d, const float *s, int n) {
+    const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    int t;
+    for (t = 0; t < n; t += 16) {
+        int m = n - t < 16 ? n - t : 16;   /* outputs now; they read 2 m - 1 elements */
+        __m512 a = _mm512_maskz_loadu_ps(cf__lanes(2 * m - 1), s + 2 * t);
+        __m512 b = _mm512_maskz_loadu_ps(cf__lanes(2 * m - 17), s + 2 * t + 16);
+        _mm512_mask_storeu_ps(d + t, cf__lanes(m), _mm512_permutex2var_ps(a, even, b));
+    }
+}
+/* cf__im2col_row (section 3) for the GEMMs' made rows, the same values: a stride of 2 along
+   the width copied by cf__even_lanes where the reference reads element by element (DeepCAM's
+   strided convolutions spent as long making rows as multiplying them); other strides by
+   cf__im2col_row.  (Its segments and in-bounds range are section 3's, as they are there.) */
+CF__F32_TARGET static void cf__made_row(float *dst, const float *x, int r, cf_shape in, cf_shape out, const cf_geom *g,
+                                        size_t p0, size_t n) {
+    int KD = g->k[0], KH = g->k[1], KW = g->k[2];
+    int kw = r % KW, kh = (r / KW) % KH, kd = (r / (KW * KH)) % KD, c = r / (KW * KH * KD);
+    int offw = kw * g->dil[2] - g->pb[2];
+    const float *xc = x + (size_t)c * in.d * in.h * in.w;
+    size_t j = 0;
+    cf__seg sg;
+    if (g->s[2] != 2) {
+        cf__im2col_row(dst, x, r, in, out, g, p0, n);
+        return;
+    }
+    while (j < n && cf__next_seg(&sg, p0 + j, n - j, out)) {
+        int id = sg.od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = sg.oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+        float *d = dst + j;
+        int lo = 0, hi = 0;
+        if (id >= 0 && id < in.d && ih >= 0 && ih < in.h) cf__row_range(sg.ow0, sg.len, 2, offw, in.w, &lo, &hi);
+        memset(d, 0, sizeof(float) * lo);
+        if (hi > lo)
+            cf__even_lanes(d + lo, xc + ((size_t)id * in.h + ih) * in.w + offw + (size_t)(sg.ow0 + lo) * 2, hi - lo);
+        memset(d + hi, 0, sizeof(float) * (sg.len - hi));
+        j += sg.len;
+    }
+}
 /* 16 x 16 transpose of floats: lane j of r[i] goes to lane i of r[j] */
 CF__F32_TARGET static void cf__gemm_f32_transpose16(__m512 r[16]) {
     __m512 t[16];
@@ -9325,7 +9369,7 @@ CF__F32_TARGET static void cf__gemm_f32_pack_b(float *Bp, const cf__gemm_call *g
         for (k = 0; k < kc; k++) {
             const float *b = g->B + (size_t)(k0 + k) * g->ldb + n0;
             if (col) {
-                cf__im2col_row(made, col->x, k0 + k, col->in, col->out, col->g, (size_t)n0, (size_t)nb);
+                cf__made_row(made, col->x, k0 + k, col->in, col->out, col->g, (size_t)n0, (size_t)nb);
                 b = made;
             } else if (k + 2 < kc)
                 cf__prefetch_floats(b + (size_t)2 * g->ldb, (size_t)nb, 0);   /* (the row after next, fetched ahead) */
@@ -9342,7 +9386,7 @@ CF__F32_TARGET static void cf__gemm_f32_pack_b(float *Bp, const cf__gemm_call *g
         float *d = Bp + (size_t)(j / 32) * kc * 32 + (j & 31);
         int nr = nb - j < 16 ? (nb - j > 0 ? nb - j : 0) : 16;
         for (i = 0; i < nr && col; i++)
-            cf__im2col_row(made + (size_t)i * CF__F32_KC, col->x, n0 + j + i, col->in, col->out, col->g, (size_t)k0,
+            cf__made_row(made + (size_t)i * CF__F32_KC, col->x, n0 + j + i, col->in, col->out, col->g, (size_t)k0,
                            (size_t)kc);
         if (nr && col) cf__gemm_f32_transpose_rows(d, 32, made, CF__F32_KC, nr, kc, 0);
         else if (nr)
@@ -9355,10 +9399,11 @@ CF__F32_TARGET static void cf__gemm_f32_pack_b(float *Bp, const cf__gemm_call *g
    variable, GCC at -O2 keeps in memory: the bf16 GEMM's CF__ZERO8) */
 #define CF__F32_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
 /* C[0 .. nm][0 .. nn] = (beta ? C : 0) + Ap (kc x CF__F32_MR) x Bp (kc x 32): per term two
-   loads of Bp, a broadcast of Ap a row, two FMAs a row; C read and written once (out: the
-   bias of row r at out->b[r] and the activation applied as it is stored) */
-CF__F32_TARGET static void cf__gemm_f32_kernel(int kc, const float *Ap, const float *Bp, float *C, int ldc, int nm,
-                                               int nn, int beta, const cf__gemm_out *out) {
+   loads of Bp, a broadcast of Ap a row, two FMAs a row, for the first `rows` rows (a constant
+   where it is inlined: the rows past it cost nothing); C read and written once (out: the bias
+   of row r at out->b[r] and the activation applied as it is stored) */
+CF__F32_TARGET CF__INLINE void cf__gemm_f32_rows(const int rows, int kc, const float *Ap, const float *Bp, float *C,
+                                                 int ldc, int nm, int nn, int beta, const cf__gemm_out *out) {
 #define CF__F32_DECL(r) __m512 c##r##a = _mm512_setzero_ps(), c##r##b = _mm512_setzero_ps();
     CF__F32_ROWS(CF__F32_DECL)
 #undef CF__F32_DECL
@@ -9366,8 +9411,8 @@ CF__F32_TARGET static void cf__gemm_f32_kernel(int kc, const float *Ap, const fl
     int k;
     for (k = 0; k < kc; k++) {
         __m512 b0 = _mm512_loadu_ps(Bp), b1 = _mm512_loadu_ps(Bp + 16), a;
-#define CF__F32_FMA(r) a = _mm512_set1_ps(Ap[r]); c##r##a = _mm512_fmadd_ps(a, b0, c##r##a); \
-        c##r##b = _mm512_fmadd_ps(a, b1, c##r##b);
+#define CF__F32_FMA(r) if (r < rows) { a = _mm512_set1_ps(Ap[r]); c##r##a = _mm512_fmadd_ps(a, b0, c##r##a); \
+        c##r##b = _mm512_fmadd_ps(a, b1, c##r##b); }
         CF__F32_ROWS(CF__F32_FMA)
 #undef CF__F32_FMA
         Ap += CF__F32_MR; Bp += 32;
@@ -9387,6 +9432,14 @@ CF__F32_TARGET static void cf__gemm_f32_kernel(int kc, const float *Ap, const fl
         _mm512_mask_storeu_ps(c + 16, k1, c##r##b); }
     CF__F32_ROWS(CF__F32_ST)
 #undef CF__F32_ST
+}
+/* the block's nm rows in a kernel of 4, 8 or CF__F32_MR rows (M = 128: 9 blocks of 14 and one
+   of 4 rows, where a 14-row kernel would spend 140 rows' work) */
+CF__F32_TARGET static void cf__gemm_f32_kernel(int kc, const float *Ap, const float *Bp, float *C, int ldc, int nm,
+                                               int nn, int beta, const cf__gemm_out *out) {
+    if (nm <= 4) cf__gemm_f32_rows(4, kc, Ap, Bp, C, ldc, nm, nn, beta, out);
+    else if (nm <= 8) cf__gemm_f32_rows(8, kc, Ap, Bp, C, ldc, nm, nn, beta, out);
+    else cf__gemm_f32_rows(CF__F32_MR, kc, Ap, Bp, C, ldc, nm, nn, beta, out);
 }
 /* How a GEMM is cut into tasks for nth threads: the sum in parts of span terms (parts > 1:
    each into its own partial C), C's columns in nblocks blocks of width (a multiple of 32), its
@@ -9605,11 +9658,20 @@ static int cf__cols_f32_not_taps(const cf__conv_call *c) {
     return !(dilated && cf__taps_applies(c));
 }
 static int cf__cols_f32_fwd_applies(const cf__conv_call *c) {
-    return cf__cols_f32_applies(c) && cf__cols_f32_not_taps(c) && c->out.c >= 64 && c->in.c * cf__kvol(c->g) >= 64;
+    return cf__cols_f32_applies(c) && cf__cols_f32_not_taps(c) && c->out.c >= 32 && c->in.c * cf__kvol(c->g) >= 64;
 }
+/* before the direct kernel where the input has at most 8 channels (a network's first layer:
+   the direct kernel loads a row per channel and tap and does little with each; CosmoFlow's
+   4 -> 32 at 128^3 measured 0.65-0.69x oneDNN here against the direct kernel's 0.44-0.58) */
+static int cf__cols_f32_few_applies(const cf__conv_call *c) {
+    return c->in.c <= 8 && cf__cols_f32_fwd_applies(c);
+}
+/* (a stride of 2 along the width: made rows read it by vectors, where the tiles' im2col reads
+   element by element; DeepCAM's 16 -> 32 entry layer) */
 static int cf__cols_f32_bww_applies(const cf__conv_call *c) {
-    return cf__cols_f32_applies(c) && cf__cols_f32_not_taps(c) && c->out.c >= 128 &&
-           c->in.c * cf__kvol(c->g) >= 256;
+    int K = c->in.c * cf__kvol(c->g);
+    return cf__cols_f32_applies(c) && cf__cols_f32_not_taps(c) &&
+           ((c->out.c >= 128 && K >= 256) || (c->g->s[2] == 2 && c->out.c >= 32 && K >= 144));
 }
 /* y = (beta ? y : 0) + conv(x, w) for the samples of f (out: the bias and act as stored); the
    first sample the GEMM could not take, or B */
@@ -10143,10 +10205,10 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, const cf__gemm_call *gemm, 
             continue;
         }
         if (col) {   /* rows k, k + 1 of im2col(x), made here */
-            cf__im2col_row(made, col->x, k, col->in, col->out, col->g, (size_t)n0, (size_t)nb);
+            cf__made_row(made, col->x, k, col->in, col->out, col->g, (size_t)n0, (size_t)nb);
             if (k + 1 < K) {
                 b1 = made + CF__COL_ROW;
-                cf__im2col_row(made + CF__COL_ROW, col->x, k + 1, col->in, col->out, col->g, (size_t)n0, (size_t)nb);
+                cf__made_row(made + CF__COL_ROW, col->x, k + 1, col->in, col->out, col->g, (size_t)n0, (size_t)nb);
             }
         } else {
             b0 = B + (size_t)k * ldb + n0; b1 = k + 1 < K ? b0 + ldb : NULL;
@@ -10163,7 +10225,7 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, const cf__gemm_call *gemm, 
     else for (j = 0; j < nb; j += 16) {   /* op(B)[k][n] = B[n][k]: 16 rows of B give 16 pairs each, transposed */
         int kn = K - 2 * q0 < 2 * nq ? K - 2 * q0 : 2 * nq;   /* the chunk's values in a row */
         for (i = 0; i < 16 && j + i < nb && col; i++)    /* rows n0 + j + i of im2col(x), the chunk's positions */
-            cf__im2col_row(made + (size_t)i * CF__COL_ROW, col->x, n0 + j + i, col->in, col->out, col->g,
+            cf__made_row(made + (size_t)i * CF__COL_ROW, col->x, n0 + j + i, col->in, col->out, col->g,
                            (size_t)2 * q0, (size_t)kn);
         for (q = 0; q < nq; q += 16) {
             int k = 2 * (q0 + q);

@@ -469,16 +469,18 @@ static void test_bf16_gemm(void) {
 /* The fp32 GEMM of the pointwise convolutions (kind "gemm", AVX-512) against cf_sgemm, per
    element relative to its sum |terms|: every transpose, beta 0 and 1, a K cut into parts
    (partial C added in order) and chunks of equal length, N over one column block and not a
-   multiple of 32, M not a multiple of the register block's 14 rows; and the same bits on one
+   multiple of 32, M not a multiple of the register block's 14 rows (the last block in each
+   of the kernels of 4, 8 and 14 rows, full and not); and the same bits on one
    thread as on all (its promise: the sums' order follows from K alone). */
 static void test_gemm_f32(void) {
 #ifdef CF__AVX512
-    static const int shapes[][3] = {{13, 37, 17}, {15, 600, 5}, {29, 33, 729}, {300, 70, 16385 * 2}, {128, 401, 385}};
+    static const int shapes[][3] = {{13, 37, 17}, {15, 600, 5}, {29, 33, 729}, {300, 70, 16385 * 2}, {128, 401, 385},
+                                    {18, 70, 40}, {22, 45, 385}};   /* (last blocks of 1, 2, 4, 6, 8, 13 rows) */
     cf_rng r = cf_rng_seed(67);
     int si, tA, tB, beta, cases = 0, one_thread_same = 0;
     double worst = 0;
     if (!cf__has_avx512()) { printf("skipped: the fp32 GEMM (the CPU lacks AVX-512)\n"); return; }
-    for (si = 0; si < 5; si++) for (tA = 0; tA < 2; tA++) for (tB = 0; tB < 2; tB++) for (beta = 0; beta < 2; beta++) {
+    for (si = 0; si < 7; si++) for (tA = 0; tA < 2; tA++) for (tB = 0; tB < 2; tB++) for (beta = 0; beta < 2; beta++) {
         int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], lda = tA ? M : K, ldb = tB ? K : N;
         float *A = rnd((size_t)M * K, &r), *B = rnd((size_t)K * N, &r), *C0 = rnd((size_t)M * N, &r);
         float *c1 = (float *)malloc((size_t)M * N * 4), *c2 = (float *)malloc((size_t)M * N * 4), *sc = absolute(C0, (size_t)M * N);
@@ -506,10 +508,61 @@ static void test_gemm_f32(void) {
         if (e > 1e-6) printf("  fp32 GEMM %dx%dx%d tA %d tB %d beta %d: %.2g of sum |terms|\n", M, N, K, tA, tB, beta, e);
         free(A); free(B); free(C0); free(c1); free(c2); free(sc); free(aA); free(aB);
     }
-    CHECK(cases == 40, "the fp32 GEMM against cf_sgemm: %d of 40 cases within 1e-6 of sum |terms| (worst %.2g)", cases, worst);
-    CHECK(one_thread_same == 40, "the fp32 GEMM gives the same bits on one thread as on all: %d of 40 cases", one_thread_same);
+    CHECK(cases == 56, "the fp32 GEMM against cf_sgemm: %d of 56 cases within 1e-6 of sum |terms| (worst %.2g)", cases, worst);
+    CHECK(one_thread_same == 56, "the fp32 GEMM gives the same bits on one thread as on all: %d of 56 cases", one_thread_same);
 #else
     printf("skipped: the fp32 GEMM (not compiled in)\n");
+#endif
+}
+/* The GEMMs' made rows (cf__made_row: a stride of 2 along the width by vectors) against section
+   3's cf__im2col_row, bit for bit, zeros included: every row of random geometries (strides 1-3,
+   padding 0-2 each side, dilation 1-2, odd widths) over runs of positions that start and end
+   inside output rows; an input element of NaN past each row, which no row may read. */
+static void test_made_rows(void) {
+#ifdef CF__AVX512
+    cf_rng r = cf_rng_seed(71);
+    int t, rows_same = 0, rows = 0, strided = 0;
+    if (!cf__has_avx512()) { printf("skipped: the made rows (the CPU lacks AVX-512)\n"); return; }
+    for (t = 0; t < 60; t++) {
+        cf_geom g;
+        cf_shape in, out;
+        int a, k;
+        size_t p0, n, i, nx;
+        float *x, *m1, *m2;
+        memset(&g, 0, sizeof g);
+        in.c = 1 + (int)(cf_rng_uniform(&r) * 3); in.d = t % 2 ? 1 : 2 + t % 3;
+        in.h = 3 + (int)(cf_rng_uniform(&r) * 5); in.w = 5 + (int)(cf_rng_uniform(&r) * 60);
+        for (a = 0; a < 3; a++) {
+            int len = a == 0 ? in.d : a == 1 ? in.h : in.w;
+            g.k[a] = a == 0 && in.d == 1 ? 1 : 1 + (int)(cf_rng_uniform(&r) * 3);
+            g.s[a] = a == 2 ? (t % 4 == 3 ? 1 + t % 3 : 2) : 1 + (int)(cf_rng_uniform(&r) * 2);
+            g.dil[a] = 1 + (int)(cf_rng_uniform(&r) * 2);
+            g.pb[a] = a == 0 && in.d == 1 ? 0 : (int)(cf_rng_uniform(&r) * 3);
+            g.pa[a] = a == 0 && in.d == 1 ? 0 : (int)(cf_rng_uniform(&r) * 3);
+            if (cf_geom_out(&g, a, len) < 1) g.pa[a] += g.dil[a] * (g.k[a] - 1);
+        }
+        out.c = 1; out.d = cf_geom_out(&g, 0, in.d); out.h = cf_geom_out(&g, 1, in.h); out.w = cf_geom_out(&g, 2, in.w);
+        nx = cf_shape_size(in);
+        x = rnd(nx + 64, &r);
+        for (i = nx; i < nx + 64; i++) x[i] = NAN;
+        p0 = (size_t)(cf_rng_uniform(&r) * (out.w > 1 ? out.w - 1 : 1));
+        n = cf__positions(out) - p0 - (size_t)(cf_rng_uniform(&r) * (out.w > 1 ? out.w - 1 : 1)) % (cf__positions(out) - p0);
+        m1 = (float *)malloc(n * 4); m2 = (float *)malloc(n * 4);
+        strided += g.s[2] == 2;
+        for (k = 0; k < in.c * g.k[0] * g.k[1] * g.k[2]; k++) {
+            memset(m1, 0xff, n * 4); memset(m2, 0x7f, n * 4);   /* (different garbage: every element must be written) */
+            cf__made_row(m1, x, k, in, out, &g, p0, n);
+            cf__im2col_row(m2, x, k, in, out, &g, p0, n);
+            rows++;
+            rows_same += !memcmp(m1, m2, n * 4);
+        }
+        free(x); free(m1); free(m2);
+    }
+    CHECK(rows > 0 && rows_same == rows && strided >= 40,
+          "the made rows equal cf__im2col_row's, bit for bit: %d of %d rows (%d of 60 geometries with a stride of 2)",
+          rows_same, rows, strided);
+#else
+    printf("skipped: the made rows (no AVX-512 kernels in this build)\n");
 #endif
 }
 /* The bf16 GEMM making op(B) from x as it packs it (cf__col_src) against the same GEMM on the
@@ -2621,6 +2674,7 @@ int main(int argc, char **argv) {
     test_bf16_paths();
     test_bf16_rows();
     test_rows_past_the_row();
+    test_made_rows();
     test_bf16_deconv();
     test_layer_oracles();
     test_gradcheck_conv();
