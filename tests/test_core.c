@@ -1018,6 +1018,31 @@ static void test_dwconv_paths(cf_rng *r) {
     }
     CHECK(fast_reached && ref_kept, "the depthwise backward's fast path is reached, and a stride of 3 on the width keeps the reference");
 }
+/* A bf16 network's depthwise forward (bias, relu or none) with x, y or both stored in 16 bits,
+   against the same call on fp32 storage of the same rounded x: the number of the three forms
+   that give the same bits */
+static int dwconv_halves_same(cf_shape in, cf_shape out, const cf_geom *g, int B, const float *x, const float *w,
+                              const float *b, int relu, cf_rng *r) {
+    size_t nx = B * cf_shape_size(in), ny = B * cf_shape_size(out), i, wsf = (size_t)1 << 20;
+    float *xr = (float *)malloc(nx * 4), *y0 = (float *)malloc(ny * 4), *y1 = (float *)malloc(ny * 4), *ws = rnd(wsf, r);
+    cf_bf16 *xh = (cf_bf16 *)malloc(nx * 2), *yh = (cf_bf16 *)malloc(ny * 2);
+    int h, same = 0;
+    memcpy(xr, x, nx * 4);
+    cf_bf16_round(xr, nx);
+    for (i = 0; i < nx; i++) xh[i] = cf_bf16_from_f32(xr[i]);
+    for (h = 0; h < 4; h++) {   /* h: CF__HALF_OUT (1) and CF__HALF_IN (2) bits; 0 the fp32 storage */
+        cf__conv_call c = cf__conv_make(B, in, out, g, in.c, ws, wsf, 1);
+        c.x = h & CF__HALF_IN ? (const float *)(const void *)xh : xr;
+        c.y = h & CF__HALF_OUT ? (float *)(void *)yh : h ? y1 : y0;
+        c.w = w; c.b = b; c.act = relu ? CF_ACT_RELU : CF_ACT_LINEAR; c.slope = 0.0f;
+        cf__dwconv_forward_p(&c, h);
+        if (!h) continue;
+        if (h & CF__HALF_OUT) for (i = 0; i < ny; i++) y1[i] = cf_f32_from_bf16(yh[i]);
+        same += !memcmp(y0, y1, ny * 4);
+    }
+    free(xr); free(y0); free(y1); free(ws); free(xh); free(yh);
+    return same;
+}
 /* depthwise forward: its path against the reference, bit for bit (the same products added in
    the same order): without a bias, with one (the order of the sum shows), and as a bf16
    network calls it (a bias, an activation or none, the output rounded) */
@@ -1036,7 +1061,7 @@ static void test_dwconv_forward_paths(cf_rng *r) {
         {2, 1, 7, 33, {1, 3, 3}, {1, 1, 1}, {1, 1, 2}, {0, 0, 2}, {0, 2, 2}},   /* dilation 2 on the width, rows padded after */
         {3, 1, 9, 13, {1, 3, 3}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}},   /* stride 3 on the width: the reference */
     };
-    int ci, v, fast_reached = 0, ref_kept = 0, B = 2;
+    int ci, v, fast_reached = 0, ref_kept = 0, B = 2, halves_cases = 0;
     for (ci = 0; ci < (int)(sizeof dcs / sizeof dcs[0]); ci++)
         for (v = 0; v < 4; v++) {
             cf_shape in = {dcs[ci].C, dcs[ci].D, dcs[ci].H, dcs[ci].W}, out;
@@ -1063,8 +1088,11 @@ static void test_dwconv_forward_paths(cf_rng *r) {
             else ref_kept = !strcmp(path, "reference");
             CHECK(!memcmp(y1, y2, ny * 4), "depthwise forward case %d%s (path %s) vs its reference: bit for bit", ci,
                   v == 3 ? ", bias and bf16" : v == 2 ? ", bias, relu and bf16" : v ? ", bias" : "", path);
+            if (v >= 2 && dcs[ci].D == 1 && dcs[ci].s[2] <= 2 && dcs[ci].pb[0] == 0) halves_cases += dwconv_halves_same(in, out, &g, B, x, w, b, v == 2, r);
             free(x); free(w); free(b); free(y1); free(y2);
         }
+    CHECK(halves_cases == 3 * 2 * 9, "depthwise forward with x, y or both in 16 bits (a bf16 network's plan): as on fp32 storage, bit for bit, "
+          "in %d of 54 cases", halves_cases);
     CHECK(fast_reached && ref_kept, "the depthwise forward's fast path is reached, and 3-D or a stride of 3 on the width keeps the reference");
 }
 static void test_fast_paths(void) {
