@@ -2340,8 +2340,6 @@ static void cf__direct_bwd_run(const cf__conv_call *c);
 static int cf__has_avx512(void);
 static int cf__dwv_half_applies(const cf__conv_call *c);
 static int cf__dwv_applies(const cf__conv_call *c);
-static int cf__dwv_fwd_applies(const cf__conv_call *c);
-static int cf__dwv_half_fwd_applies(const cf__conv_call *c);
 static void cf__dwv_fwd(const cf__conv_call *c);
 static void cf__dwv_bwd(const cf__conv_call *c);
 #endif
@@ -2545,8 +2543,8 @@ static const cf__pool_path cf__pool_bwd_paths[] = {
 static const cf__conv_path cf__dwconv_fwd_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__AVX512
-    {CF__K_DIRECT, cf__dwv_half_fwd_applies, cf__dwv_fwd, 1, 2, 0},
-    {CF__K_DIRECT, cf__dwv_fwd_applies, cf__dwv_fwd, 1, 0, 0},
+    {CF__K_DIRECT, cf__dwv_half_applies, cf__dwv_fwd, 1, 2, 0},
+    {CF__K_DIRECT, cf__dwv_applies, cf__dwv_fwd, 1, 0, 0},
 #endif
     {CF__K_DIRECT, cf__dw3x3_half_applies, cf__dw3x3_fwd, 1, 2, 0},
     {CF__K_DIRECT, cf__dw3x3_applies, cf__dw3x3_fwd, 1, 0, 0},
@@ -9159,8 +9157,6 @@ CF__DIRECT_FWD_ROW(cf__direct_fwd_row16, cf__v16, 16, CF__DIRECT_OB512, CF__CONT
 static int cf__has_avx512(void) { return __builtin_cpu_supports("avx512f") ? 1 : 0; }
 /* the mask of a vector's first n lanes (none when n <= 0, all when n >= 16) */
 CF__INLINE __mmask16 cf__lanes(int n) { return (__mmask16)(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1u); }
-/* (of 32 lanes: 16-bit elements in a vector) */
-CF__INLINE __mmask32 cf__lanes32(int n) { return (__mmask32)(n >= 32 ? 0xffffffffu : n <= 0 ? 0u : (1u << n) - 1u); }
 #endif
 
 /* floats of one row of R: the output row rounded up to 32, plus the kernel's reach */
@@ -10123,6 +10119,7 @@ CF__BF16_TARGET static __m512i cf__pairs16_rows(const float *a, const float *b, 
 /* ---- tensors the memory plan stores in 16 bits (section 9, "halves"): element i of such a
    tensor is ((const cf_bf16 *)base)[i], the upper half of the fp32 word the kernels compute
    with.  Loaded by widening (a shift), stored by keeping the upper half (exact on bf16 values). */
+CF__INLINE __mmask32 cf__lanes32(int n) { return (__mmask32)(n >= 32 ? 0xffffffffu : n <= 0 ? 0u : (1u << n) - 1u); }
 /* lanes k of 16 16-bit elements at p, each in the low half of a 32-bit lane (0 elsewhere) */
 CF__BF16_TARGET static __m512i cf__widen_half(const cf_bf16 *p, __mmask16 k) {
     return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, p));
@@ -11858,82 +11855,6 @@ CF__DWV_TARGET static void cf__dwv_fwd_plane(float *yr, const float *xc, const f
     else if (rnd == 1) cf__dwv_fwd_rows(yr, xc, 0, wc, bias, oh0, 1, c);
     else cf__dwv_fwd_rows(yr, xc, 0, wc, bias, oh0, 0, c);
 }
-/* ---- the forward with a stride of 2 on both axes, x in 16 bits (DeepCAM's strided depthwise
-   3x3s after a batch norm): four output rows read nine input rows, row j serving output row r
-   as kh = j - 2 r; 16 outputs of a row read the 33 elements from at = 2 t0 - pb on, tap kw's
-   vector the elements at + 2 t + kw: the low and high halves of one vector's 32-bit words (a
-   word holds two neighbouring 16-bit elements; no permute).  The same products in the same
-   order as the stride-1 kernel, so the same bits as the reference (but a zero's sign). */
-/* the three taps' vectors of 16-bit row i of plane p (rows of n) for 16 outputs with a stride
-   of 2, the elements at + 2 t + kw (0 outside the row); 0 when row i is outside h */
-CF__DWV_TARGET CF__INLINE int cf__dwv2_row3(__m512 *v, const float *p, long i, int h, long n, long at) {
-    const cf_bf16 *e;
-    __m512i w0, w2;   /* word t: element at + 2 t in its low half, at + 2 t + 1 in its high half */
-    if (i < 0 || i >= h) return 0;
-    e = (const cf_bf16 *)(const void *)p + (size_t)i * n;
-    w0 = _mm512_maskz_loadu_epi16(cf__lanes32((int)(n - at)) & ~cf__lanes32((int)-at), e + at);
-    w2 = _mm512_maskz_loadu_epi16(cf__lanes32((int)(n - at - 2)) & ~cf__lanes32((int)(-at - 2)), e + at + 2);
-    v[0] = _mm512_castsi512_ps(_mm512_slli_epi32(w0, 16));
-    v[1] = _mm512_castsi512_ps(_mm512_and_si512(w0, _mm512_set1_epi32((int)0xffff0000u)));
-    v[2] = _mm512_castsi512_ps(_mm512_slli_epi32(w2, 16));
-    return 1;
-}
-/* the nine rows that four output rows read with a stride of 2 (row j serves row r as kh =
-   j - 2 r), as CF__DWV_ROWS */
-#define CF__DWV2_ROWS(LOAD, USE)                                                                                      \
-    if (LOAD(0)) { USE(0, 0) }                                                                                       \
-    if (LOAD(1)) { USE(0, 1) }                                                                                       \
-    if (LOAD(2)) { USE(0, 2) USE(1, 0) }                                                                             \
-    if (LOAD(3)) { USE(1, 1) }                                                                                       \
-    if (LOAD(4)) { USE(1, 2) USE(2, 0) }                                                                             \
-    if (LOAD(5)) { USE(2, 1) }                                                                                       \
-    if (LOAD(6)) { USE(2, 2) USE(3, 0) }                                                                             \
-    if (LOAD(7)) { USE(3, 1) }                                                                                       \
-    if (LOAD(8)) { USE(3, 2) }
-/* output rows oh0 .. oh0 + 3 of a plane with a stride of 2, as cf__dwv_fwd_rows */
-CF__DWV_TARGET CF__INLINE void cf__dwv2_fwd_rows(float *yr, const float *xc, const float *wc, float bias, int oh0,
-                                                 int rnd, const cf__conv_call *c) {
-    const cf_geom *g = c->g;
-    int W = c->in.w, OW = c->out.w, nr = c->out.h - oh0 < 4 ? c->out.h - oh0 : 4, t0, k;
-    long i0 = 2L * oh0 - g->pb[1];
-    __m512 wv[9];
-    for (k = 0; k < 9; k++) wv[k] = _mm512_set1_ps(wc[k]);
-    for (t0 = 0; t0 < OW; t0 += 16) {
-        __m512 a0 = _mm512_set1_ps(bias), a1 = a0, a2 = a0, a3 = a0, v[3];
-        long at = 2L * t0 - g->pb[2];
-#define CF__DWV_LOAD(j) cf__dwv2_row3(v, xc, i0 + (j), c->in.h, W, at)
-#define CF__DWV_USE(r, q) CF__DWV_ADD3(a##r, q)
-        CF__DWV2_ROWS(CF__DWV_LOAD, CF__DWV_USE)
-#undef CF__DWV_LOAD
-#undef CF__DWV_USE
-        cf__dwv_store(yr, (size_t)t0, cf__lanes(OW - t0), a0, rnd);
-        if (nr > 1) cf__dwv_store(yr, (size_t)OW + t0, cf__lanes(OW - t0), a1, rnd);
-        if (nr > 2) cf__dwv_store(yr, (size_t)2 * OW + t0, cf__lanes(OW - t0), a2, rnd);
-        if (nr > 3) cf__dwv_store(yr, (size_t)3 * OW + t0, cf__lanes(OW - t0), a3, rnd);
-    }
-}
-/* (x in 16 bits: cf__dwv_fwd_applies) */
-CF__DWV_TARGET static void cf__dwv2_fwd_plane(float *yr, const float *xc, const float *wc, float bias, int oh0,
-                                              int rnd, const cf__conv_call *c) {
-    if (rnd == 2) cf__dwv2_fwd_rows(yr, xc, wc, bias, oh0, 2, c);
-    else if (rnd == 1) cf__dwv2_fwd_rows(yr, xc, wc, bias, oh0, 1, c);
-    else cf__dwv2_fwd_rows(yr, xc, wc, bias, oh0, 0, c);
-}
-/* the forward's: stride 1 (cf__dwv_applies), or 2 on both axes without dilation where x is
-   stored in 16 bits (a bf16 network's depthwise conv after a batch norm).  On 2 threads of the
-   AMD EPYC of docs/performance.md, x and y in 16 bits: 728 x 96 x 144 1.05-1.18 ms against the
-   padded copy's (cf__dw3x3_fwd) 2.81-2.94, 128 x 384 x 576 4.46-4.78 against 4.77-6.14; with
-   32-bit x it was 0.8-1.0x the padded copy, which keeps those. */
-static int cf__dwv_fwd_applies(const cf__conv_call *c) {
-    const cf_geom *g = c->g;
-    int s2 = g->s[1] == 2 && g->s[2] == 2 && g->dil[1] == 1 && g->dil[2] == 1 && c->x_half;
-    return cf__dwv_applies(c) || (s2 && cf__dw3x3_applies(c) && cf__has_avx512() &&
-                                  __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"));
-}
-static int cf__dwv_half_fwd_applies(const cf__conv_call *c) {
-    return (c->half || c->x_half || c->dx_half) && cf__dwv_fwd_applies(c) && c->bf16 && !c->x_raw &&
-           (size_t)cf__nthreads() * cf__dwv_floats(c) <= c->ws_floats;
-}
 static void cf__dwv_fwd(const cf__conv_call *c) {
     /* (an activation: applied, then rounded, by passes over the rows in cache) */
     int planes = c->B * c->in.c, halves = c->half || c->x_half || c->dx_half,
@@ -11951,8 +11872,7 @@ static void cf__dwv_fwd(const cf__conv_call *c) {
                 size_t n = (size_t)(c->out.h - oh0 < 4 ? c->out.h - oh0 : 4) * c->out.w;
                 float *yr = c->half ? buf : c->y + (size_t)pl * ov + (size_t)oh0 * c->out.w;
                 if (rnd == 2) yr = cf__elt(c->y, 1, (size_t)pl * ov + (size_t)oh0 * c->out.w);
-                (c->g->s[2] == 2 ? cf__dwv2_fwd_plane : cf__dwv_fwd_plane)(yr, xc, c->w + (size_t)ch * 9,
-                                                                         c->b ? c->b[ch] : 0.0f, oh0, rnd, c);
+                cf__dwv_fwd_plane(yr, xc, c->w + (size_t)ch * 9, c->b ? c->b[ch] : 0.0f, oh0, rnd, c);
                 if (rnd) continue;
                 cf__act_floats(yr, n, c->act, c->slope);   /* then rounded, the rows in cache */
                 if (c->half) cf__narrow_run((cf_bf16 *)(void *)c->y + (size_t)pl * ov + (size_t)oh0 * c->out.w, yr, n);
