@@ -2323,6 +2323,8 @@ static int cf__cols_f32_bwd_applies(const cf__conv_call *c);
 static void cf__cols_f32_fwd(const cf__conv_call *c);
 static void cf__cols_f32_bww(const cf__conv_call *c);
 static void cf__cols_f32_bwd(const cf__conv_call *c);
+static int cf__strided_pw_applies(const cf__conv_call *c);
+static void cf__strided_pw_bwd(const cf__conv_call *c);
 static int cf__rows_f32_bww_applies(const cf__conv_call *c);
 static void cf__rows_f32_bww(const cf__conv_call *c);
 static int cf__im2col_f32_applies(const cf__conv_call *c);
@@ -2514,6 +2516,7 @@ static const cf__conv_path cf__conv_bwd_paths[] = {
 #endif
 #ifdef CF__AVX512
     {CF__K_GEMM, cf__pointwise_f32_bwd_applies, cf__pointwise_f32_bwd, 0, 0, 1},
+    {CF__K_GEMM, cf__strided_pw_applies, cf__strided_pw_bwd, 0, 0, 1},
     {CF__K_GEMM, cf__cols_f32_bwd_applies, cf__cols_f32_bwd, 0, 0, 1},
 #endif
     {CF__K_POINTWISE, cf__pointwise_applies, cf__pointwise_bwd, 0, 0, 1},
@@ -9729,6 +9732,70 @@ static void cf__cols_f32_bwd(const cf__conv_call *c) {
     if (c->dx_store) memset(c->dx + done * in_sz, 0, sizeof(float) * (c->B - done) * in_sz);
     cf_ref_conv_backward_data(c->dx + done * in_sz, c->dy + done * out_sz, c->w, c->B - done, c->in, c->out, c->g, 1,
                               c->ws, c->ws_floats);
+}
+/* ---- backward-data of a strided pointwise convolution (kind gemm; DeepCAM's 1x1 convolutions
+   of stride 2 on its residual branches): dx is w^T dy at the positions the convolution reads,
+   x[c][od s0][oh s1][ow s2], and zero elsewhere.  Per band of output rows, the GEMM writes
+   w^T dy (C x the band's positions) into the workspace, then each dx row the band reads is
+   written once: its values every s2-th element, zeros between (dx not stored: the values added
+   there).  The rows no output reads are zeroed first (dx stored).  The reference runs a GEMM
+   of the same sums into its im2col tiles and adds them back by col2im into a dx zeroed by the
+   dispatcher: two passes over dx, element by element. */
+static int cf__strided_pw_applies(const cf__conv_call *c) {
+    int a;
+    for (a = 0; a < 3; a++) if (c->g->k[a] != 1 || c->g->pb[a] || c->g->pa[a]) return 0;
+    return c->groups == 1 && !cf__pointwise_applies(c) && cf__has_avx512() &&
+           (size_t)c->in.c * c->out.w <= c->ws_floats;
+}
+/* dx row (id, ih) of channel c read by no output: zeroed */
+static int cf__strided_pw_unread(const cf__conv_call *c, int id, int ih) {
+    const cf_geom *g = c->g;
+    return id % g->s[0] || ih % g->s[1] || id / g->s[0] >= c->out.d || ih / g->s[1] >= c->out.h;
+}
+/* output rows r0 .. r0 + nr of a sample (v: C x nr out.w values) into its dx */
+static void cf__strided_pw_rows(const cf__conv_call *c, float *dx, const float *v, int r0, int nr) {
+    const cf_geom *g = c->g;
+    int ch;
+    size_t n = (size_t)nr * c->out.w;
+    CF__OMP(omp parallel for schedule(static))
+    for (ch = 0; ch < c->in.c; ch++) {
+        int r, ow;
+        for (r = r0; r < r0 + nr; r++) {
+            int od = r / c->out.h, oh = r % c->out.h;
+            size_t row = (size_t)od * g->s[0] * c->in.h + (size_t)oh * g->s[1];   /* (the input row it reads) */
+            float *d = dx + (size_t)ch * cf__positions(c->in) + row * c->in.w;
+            const float *s = v + (size_t)ch * n + (size_t)(r - r0) * c->out.w;
+            if (c->dx_store) memset(d, 0, sizeof(float) * c->in.w);
+            for (ow = 0; ow < c->out.w; ow++) d[(size_t)ow * g->s[2]] += s[ow];
+        }
+    }
+}
+static void cf__strided_pw_bwd(const cf__conv_call *c) {
+    int C = c->in.c, rows = c->out.d * c->out.h, band = (int)(c->ws_floats / ((size_t)C * c->out.w)), bi, r0, ch;
+    size_t P = cf__positions(c->out);
+    if (band > rows) band = rows;
+    for (bi = 0; bi < c->B; bi++) {
+        float *dx = c->dx + (size_t)bi * cf_shape_size(c->in);
+        const float *dy = c->dy + (size_t)bi * cf_shape_size(c->out);
+        if (c->dx_store) {
+            CF__OMP(omp parallel for schedule(static))
+            for (ch = 0; ch < C; ch++) {
+                int id, ih;
+                for (id = 0; id < c->in.d; id++)
+                    for (ih = 0; ih < c->in.h; ih++)
+                        if (cf__strided_pw_unread(c, id, ih))
+                            memset(dx + (size_t)ch * cf__positions(c->in) + ((size_t)id * c->in.h + ih) * c->in.w, 0,
+                                   sizeof(float) * c->in.w);
+            }
+        }
+        for (r0 = 0; r0 < rows; r0 += band) {   /* ws (C x n) = w^T dy over the band's n positions */
+            int nr = rows - r0 < band ? rows - r0 : band, n = nr * c->out.w;
+            const float *b = dy + (size_t)r0 * c->out.w;
+            cf__gemm_call g = {1, 0, C, n, c->out.c, c->w, C, b, (int)P, 0.0f, c->ws, n, 0, NULL, 0, NULL};
+            if (cf__gemm_f32_r(&g)) cf__sgemm_fp32(1, 0, C, n, c->out.c, c->w, C, b, (int)P, 0.0f, c->ws, n);
+            cf__strided_pw_rows(c, dx, c->ws, r0, nr);
+        }
+    }
 }
 /* ---- backward-weights on rows of positions, stride 1 along the width (kind direct in fp32,
    kind bf16 on bf16 operands): dw[oc][c][kd][kh][kw] += sum over output positions p of

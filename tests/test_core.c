@@ -263,6 +263,8 @@ static const path_case path_cases[] = {
     {2, 8, 1, 20, 21, 64, {1, 3, 3}, {1, 2, 2}, {0, 1, 1}, {0, 1, 1}, 1},     /* stride 2, 64 filters: the fp32 GEMM on made rows, forward */
     {1, 32, 1, 9, 10, 128, {1, 3, 3}, {1, 1, 1}, {0, 1, 0}, {0, 1, 2}, 1},   /* 128 filters, K = 288, uneven padding: its backward-weights */
     {1, 64, 1, 7, 9, 16, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1},     /* 64 channels in: its backward-data (the flipped kernel) */
+    {2, 6, 5, 9, 11, 5, {1, 1, 1}, {2, 2, 2}, {0, 0, 0}, {0, 0, 0}, 1},      /* a strided 1x1, 3-D, odd sizes: the strided pointwise backward-data */
+    {1, 4, 1, 10, 13, 3, {1, 1, 1}, {1, 3, 2}, {0, 0, 0}, {0, 0, 0}, 1},     /* strides 3 and 2: rows past the last one read */
 };
 static void setup_path_case(const path_case *pc, cf_shape *in, cf_shape *out, cf_geom *g) {
     int a;
@@ -1138,6 +1140,19 @@ static void test_fast_paths(void) {
                     e = worst_rel_to(o1, o2, sc, no);
                     CHECK(e <= 1e-6 && (op != CF_OP_BACKWARD_WEIGHTS || check_relerr(db1, db2, out.c) < 1e-6),
                           "fast path '%s' of conv %s vs cf_ref_conv (case %d): %.2g of sum |terms| (bound 1e-6)", cf__kind_names[p->kind], ops[op], ci, e);
+                    if (op == CF_OP_BACKWARD_DATA) {   /* dx stored (its first writer in a network): NaN there before, never read */
+                        float *o3 = (float *)malloc(no * 4), *o4 = (float *)calloc(no, 4);
+                        cf__conv_call st = cf__conv_make(pc->B, in, out, &g, pc->groups, ws, wsf, 0);
+                        size_t k;
+                        for (k = 0; k < no; k++) o3[k] = NAN;
+                        st.dx = o3; st.dy = dy; st.w = w;
+                        cf__conv_backward_data_p(&st, 0, 1);
+                        cf_ref_conv_backward_data(o4, dy, w, pc->B, in, out, &g, pc->groups, ws, wsf);
+                        e = worst_rel_to(o3, o4, sc, no);
+                        CHECK(e <= 1e-6, "fast path '%s' of conv backward-data, dx stored, vs cf_ref_conv (case %d): %.2g of sum |terms|",
+                              cf__kind_names[p->kind], ci, e);
+                        free(o3); free(o4);
+                    }
                     free(sc);
                     cf_fast_path_set("all", 0);   /* every path off: the dispatcher gives the reference's bits */
                     memcpy(o1, o2, no * 4);
