@@ -9771,9 +9771,9 @@ static void cf__strided_pw_rows(const cf__conv_call *c, float *dx, const float *
     }
 }
 static void cf__strided_pw_bwd(const cf__conv_call *c) {
-    int C = c->in.c, rows = c->out.d * c->out.h, band = (int)(c->ws_floats / ((size_t)C * c->out.w)), bi, r0, ch;
-    size_t P = cf__positions(c->out);
-    if (band > rows) band = rows;
+    int C = c->in.c, rows = c->out.d * c->out.h, band, bi, r0, ch;
+    size_t P = cf__positions(c->out), fit = c->ws_floats / ((size_t)C * c->out.w);   /* (output rows the ws holds) */
+    band = fit < (size_t)rows ? (int)fit : rows;
     for (bi = 0; bi < c->B; bi++) {
         float *dx = c->dx + (size_t)bi * cf_shape_size(c->in);
         const float *dy = c->dy + (size_t)bi * cf_shape_size(c->out);
