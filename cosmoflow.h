@@ -9438,8 +9438,8 @@ CF__F32_TARGET CF__INLINE void cf__gemm_f32_rows(const int rows, int kc, const f
     CF__F32_ROWS(CF__F32_ST)
 #undef CF__F32_ST
 }
-/* the block's nm rows in a kernel of 4, 8 or CF__F32_MR rows (M = 128: 9 blocks of 14 and one
-   of 4 rows, where a 14-row kernel would spend 140 rows' work) */
+/* the block's nm rows in a kernel of 4, 8 or CF__F32_MR rows (M = 128: 9 blocks of 14, then its
+   last 2 rows in the 4-row kernel, where a 14-row one would spend 140 rows' work) */
 CF__F32_TARGET static void cf__gemm_f32_kernel(int kc, const float *Ap, const float *Bp, float *C, int ldc, int nm,
                                                int nn, int beta, const cf__gemm_out *out) {
     if (nm <= 4) cf__gemm_f32_rows(4, kc, Ap, Bp, C, ldc, nm, nn, beta, out);
