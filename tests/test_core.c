@@ -522,6 +522,7 @@ static void test_gemm_f32(void) {
     printf("skipped: the fp32 GEMM (not compiled in)\n");
 #endif
 }
+#ifdef CF__AVX512
 /* n floats between two pages that no access may touch (a read past either end faults); *base
    and *len for guarded_free */
 static float *guarded_floats(size_t n, char **base, size_t *len) {
@@ -538,6 +539,7 @@ static void guarded_free(char *base, size_t len) {
     mprotect(base, len, PROT_READ | PROT_WRITE);
     free(base);
 }
+#endif
 /* The GEMMs' made rows (cf__made_row: a stride of 2 along the width by vectors) against section
    3's cf__im2col_row, bit for bit, zeros included: every row of random geometries (strides 1-3,
    padding 0-2 each side, dilation 1-2, odd widths) over runs of positions that start and end
