@@ -10630,9 +10630,10 @@ static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const fl
 
 /* ---- the direct kernel in bf16: as cf__direct_fwd, with the input channels paired.  A pair
    row (cp, id, ih) holds (x[2cp][id][ih][w], x[2cp+1][id][ih][w]) at w + pb (zeros for a
-   missing channel and in the padding); the kernel is packed the same way, w2[oc][cp][kd][kh][kw]
-   = (w[oc][2cp][kd][kh][kw], w[oc][2cp+1][kd][kh][kw]).  Output row (od, oh) reads, for tap
-   (kd, kh), input row (id, ih); the next output row reads mostly the same input rows, so each
+   missing channel and in the padding); the kernel is packed the same way, in blocks of NB
+   output channels, w2[oc / NB][cp][kd][kh][kw][oc % NB] = (w[oc][2cp][kd][kh][kw],
+   w[oc][2cp+1][kd][kh][kw]).  Output row (od, oh) reads, for tap (kd, kh), input row (id,
+   ih); the next output row reads mostly the same input rows, so each
    thread keeps the pair rows it built, slot (kd, ih mod NS) with NS = (KH - 1) dil + 1 (the
    KH rows of one kd are distinct mod NS), tagged with the (sample, id, ih) it holds.  Per tap
    pair the kernel does 2 loads, 8 broadcasts, 16 vdpbf16ps over 8 output channels x 32
@@ -10698,13 +10699,22 @@ static void cf__pair_rows_for(cf__pair_rows *pr, size_t Wp, const float *x, int 
         }
     }
 }
-/* w (OC, C, KDKH, KW) as pairs of input channels: w2 (OC, ceil(C/2), KDKH, KW) */
-static void cf__pack_kernel_bf16(uint32_t *w2, const float *w, int OC, int C, int KDKH, int KW) {
-    int C2 = (C + 1) / 2, oc, cp, k, kw;
-    for (oc = 0; oc < OC; oc++) for (cp = 0; cp < C2; cp++) for (k = 0; k < KDKH; k++) for (kw = 0; kw < KW; kw++) {
+/* w (OC, C, KDKH, KW) as pairs of input channels, in blocks of NB output channels (the row
+   kernel's: 8 wide, 16 narrow): w2 (ceil(OC/NB), ceil(C/2), KDKH, KW, NB), zeros past OC.  A
+   tap's NB pair words lie together, so the kernel reaches a block's channels from one pointer
+   at fixed offsets: one address a step for the NB broadcasts, where NB pointers, each stepped,
+   spilled to the stack at every pair row (cosmoflow.cfg's 32 -> 64 conv forward 78-85 ->
+   76-78 ms, docs/performance.md, "bf16"). */
+static size_t cf__w2_words(int OC, int C, int KDKH, int KW) {   /* (for NB of 8 or 16) */
+    return (size_t)(OC + 15) / 16 * 16 * ((C + 1) / 2) * KDKH * KW;
+}
+static int cf__w2_block(cf_shape out) { return out.w <= 16 ? 16 : 8; }   /* the row kernel's NB for output out */
+static void cf__pack_kernel_bf16(uint32_t *w2, const float *w, int OC, int C, int KDKH, int KW, int NB) {
+    int C2 = (C + 1) / 2, OCp = (OC + NB - 1) / NB * NB, oc, cp, k, kw;
+    for (oc = 0; oc < OCp; oc++) for (cp = 0; cp < C2; cp++) for (k = 0; k < KDKH; k++) for (kw = 0; kw < KW; kw++) {
         const float *r = w + (((size_t)oc * C + 2 * cp) * KDKH + k) * KW + kw;
-        w2[(((size_t)oc * C2 + cp) * KDKH + k) * KW + kw] = cf__pair(r[0],
-                                                                     2 * cp + 1 < C ? r[(size_t)KDKH * KW] : 0.0f);
+        w2[((((size_t)(oc / NB) * C2 + cp) * KDKH + k) * KW + kw) * NB + oc % NB] =
+            oc < OC ? cf__pair(r[0], 2 * cp + 1 < C ? r[(size_t)KDKH * KW] : 0.0f) : 0;
     }
 }
 /* x[0 .. n) (n <= 16) rounded in place, as cf__round16_bf16 */
@@ -10757,8 +10767,7 @@ CF__BF16_TARGET CF__INLINE void cf__direct_row_bf16_f(const cf__direct_row_bf16_
     int K2 = T2 * KW, oc0, w0, q, kw, o, j;
     for (oc0 = 0; oc0 < OC; oc0 += 8) {
         int no = OC - oc0 < 8 ? OC - oc0 : 8;
-        const uint32_t *wo[8];
-        for (o = 0; o < 8; o++) wo[o] = w2 + (size_t)(oc0 + (o < no ? o : 0)) * K2 * (1 + fma);
+        const uint32_t *wb = w2 + (size_t)oc0 * K2 * (1 + fma);   /* the block's taps, 8 channels each */
         for (w0 = 0; w0 < OW; w0 += 32) {
             __m512 a[8][2];
             int n = OW - w0 < 32 ? OW - w0 : 32;
@@ -10768,10 +10777,10 @@ CF__BF16_TARGET CF__INLINE void cf__direct_row_bf16_f(const cf__direct_row_bf16_
                 for (kw = 0; kw < KW; kw++) {
                     cf__pairs_x x0 = cf__pairs_x_of(_mm512_loadu_si512(r + kw * dil), fma),
                         x1 = cf__pairs_x_of(_mm512_loadu_si512(r + kw * dil + 16), fma);
-                    int t = (q * KW + kw) * (1 + fma);
+                    const uint32_t *wt = wb + (size_t)(q * KW + kw) * 8 * (1 + fma);
 #define CF__DP(o) {                                                                                                   \
-        a[o][0] = cf__dot_step(a[o][0], &x0, wo[o] + t, fma);                                                         \
-        a[o][1] = cf__dot_step(a[o][1], &x1, wo[o] + t, fma); }
+        a[o][0] = cf__dot_step(a[o][0], &x0, wt + (o) * (1 + fma), fma);                                              \
+        a[o][1] = cf__dot_step(a[o][1], &x1, wt + (o) * (1 + fma), fma); }
                     CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
 #undef CF__DP
                 }
@@ -10796,18 +10805,15 @@ CF__BF16_TARGET CF__INLINE void cf__direct_row_bf16_narrow_f(const cf__direct_ro
     int K2 = T2 * KW, oc0, q, kw, o;
     for (oc0 = 0; oc0 < OC; oc0 += 16) {
         int no = OC - oc0 < 16 ? OC - oc0 : 16;
-        const uint32_t *wo[16];
+        const uint32_t *wb = w2 + (size_t)oc0 * K2 * (1 + fma);   /* the block's taps, 16 channels each */
         __m512 a[16];
-        for (o = 0; o < 16; o++) {
-            wo[o] = w2 + (size_t)(oc0 + (o < no ? o : 0)) * K2 * (1 + fma);
-            a[o] = _mm512_setzero_ps();
-        }
+        for (o = 0; o < 16; o++) a[o] = _mm512_setzero_ps();
         for (q = 0; q < T2; q++) {
             const uint32_t *r = rp[q];
             for (kw = 0; kw < KW; kw++) {
                 cf__pairs_x x0 = cf__pairs_x_of(_mm512_loadu_si512(r + kw * dil), fma);
-                int t = (q * KW + kw) * (1 + fma);
-#define CF__DP(o) a[o] = cf__dot_step(a[o], &x0, wo[o] + t, fma);
+                const uint32_t *wt = wb + (size_t)(q * KW + kw) * 16 * (1 + fma);
+#define CF__DP(o) a[o] = cf__dot_step(a[o], &x0, wt + (o) * (1 + fma), fma);
                 CF__DP(0) CF__DP(1) CF__DP(2) CF__DP(3) CF__DP(4) CF__DP(5) CF__DP(6) CF__DP(7)
                 CF__DP(8) CF__DP(9) CF__DP(10) CF__DP(11) CF__DP(12) CF__DP(13) CF__DP(14) CF__DP(15)
 #undef CF__DP
@@ -10848,7 +10854,7 @@ static void cf__direct_fwd_bf16(const cf__conv_call *f, const uint32_t *w2, uint
     cf__direct_row_bf16_call d = {f->y, y_half, P, T2, KW, g->dil[2], w2, out.c, out.w, f->b, accumulate, f->act,
                                   f->slope};
     void (*row)(const cf__direct_row_bf16_call *, size_t, const uint32_t *const *) =
-        out.w <= 16 ? (fma ? cf__direct_row_bf16_narrow_fma : cf__direct_row_bf16_narrow)
+        cf__w2_block(out) == 16 ? (fma ? cf__direct_row_bf16_narrow_fma : cf__direct_row_bf16_narrow)
                     : (fma ? cf__direct_row_bf16_fma : cf__direct_row_bf16);
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
@@ -10874,7 +10880,7 @@ static int cf__bf16_gemm_applies(const cf__conv_call *c) { return c->bf16 && cf_
 /* the packed kernel (OC x ceil(C/2) x KD KH x KW uint32, in 64-byte parts) at the front of ws,
    then one cf__pair_rows per thread */
 static size_t cf__w2_floats(cf_shape in, const cf_geom *g, int OC) {
-    return cf__r16((size_t)OC * ((in.c + 1) / 2) * g->k[0] * g->k[1] * g->k[2]);
+    return cf__r16(cf__w2_words(OC, in.c, g->k[0] * g->k[1], g->k[2]));
 }
 /* The bf16 kernel's forward takes an R of up to CF__BF16_DIRECT_MAX_R uint32 (4 MiB), far
    past the fp32 kernel's limit: with few filters the alternative, im2col + the bf16 GEMM, has
@@ -10905,7 +10911,7 @@ static void cf__direct_fwd_bf16_form(const cf__conv_call *f, const uint32_t *w2,
 static void cf__bf16_direct_fwd_run(const cf__conv_call *c) {
     uint32_t *w2 = (uint32_t *)c->ws;
     size_t n = cf__w2_floats(c->in, c->g, c->out.c);
-    cf__pack_kernel_bf16(w2, c->w, c->out.c, c->in.c, c->g->k[0] * c->g->k[1], c->g->k[2]);
+    cf__pack_kernel_bf16(w2, c->w, c->out.c, c->in.c, c->g->k[0] * c->g->k[1], c->g->k[2], cf__w2_block(c->out));
     cf__direct_fwd_bf16_form(c, w2, n, w2 + n, 0);
 }
 /* backward-data: dy convolved with the flipped kernel (flipped into ws, then packed after it) */
@@ -10922,7 +10928,7 @@ static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
     uint32_t *w2 = (uint32_t *)(c->ws + wsz);
     cf__flipped_geom(c->g, &gt);
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
-    cf__pack_kernel_bf16(w2, c->ws, c->in.c, c->out.c, gt.k[0] * gt.k[1], gt.k[2]);
+    cf__pack_kernel_bf16(w2, c->ws, c->in.c, c->out.c, gt.k[0] * gt.k[1], gt.k[2], cf__w2_block(c->in));
     f = cf__flipped_call(c, &gt);
     f.half = c->dx_half; f.x_half = c->half;
     /* dx_half: stored, not added */
