@@ -10633,9 +10633,9 @@ static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const fl
    missing channel and in the padding); the kernel is packed the same way, in blocks of NB
    output channels, w2[oc / NB][cp][kd][kh][kw][oc % NB] = (w[oc][2cp][kd][kh][kw],
    w[oc][2cp+1][kd][kh][kw]).  Output row (od, oh) reads, for tap (kd, kh), input row (id,
-   ih); the next output row reads mostly the same input rows, so each
-   thread keeps the pair rows it built, slot (kd, ih mod NS) with NS = (KH - 1) dil + 1 (the
-   KH rows of one kd are distinct mod NS), tagged with the (sample, id, ih) it holds.  Per tap
+   ih); the next output row reads mostly the same input rows, so each thread keeps the pair
+   rows it built in slots (id mod ND, ih mod NS), tagged with the (sample, id, ih) each holds
+   (cf__pair_ring).  Per tap
    pair the kernel does 2 loads, 8 broadcasts, 16 vdpbf16ps over 8 output channels x 32
    positions (the FMA form: 16 broadcasts of the widened kernel, 4 widenings, 32 FMAs). */
 typedef struct {
@@ -10643,17 +10643,34 @@ typedef struct {
     long *tag;               /* [kd][slot]: what the slot holds, or -1 */
     uint32_t *zero;          /* a row of zeros: taps in the padding */
     const uint32_t **rp;     /* the rows one output row reads, [cp][kd][kh] as the kernel */
+    int nd, ns;              /* slots: nd planes of ns rows (cf__pair_ring) */
 } cf__pair_rows;
 static size_t cf__r16(size_t n) { return (n + 15) / 16 * 16; }   /* 64-byte parts */
+/* The slots: ND = (KD - 1) dil + 1 planes, the KD planes one output plane reads being distinct
+   mod ND, of NS rows.  NS = (KH - 1) dil + 1 (the KH rows one output row reads, distinct mod
+   NS): a 3-D convolution builds each pair row KD times, once for each output plane that reads
+   it.  NS = in.h (whole planes: the next output plane reads KD - 1 of the same planes) builds
+   it once a thread, where the workspace has room for every thread's slots and they are at
+   most CF__PAIR_PLANES words a thread (2 MiB: cosmoflow.cfg's convs at 64^3 and below).  Its
+   32 -> 64 conv spent a fifth of its time building pair rows (2 channels' rows a plane apart,
+   read from memory): forward 75-79 -> 71-72 ms, backward-data 82-84 -> 73-75 (docs/performance.md, "bf16"). */
+#define CF__PAIR_PLANES ((size_t)1 << 19)
+static int cf__pair_nd(const cf_geom *g) { return (g->k[0] - 1) * g->dil[0] + 1; }
 static int cf__pair_slots(const cf_geom *g) { return (g->k[1] - 1) * g->dil[1] + 1; }
-/* uint32 of one thread's cf__pair_rows for input in, output rows of Wp */
-static size_t cf__pair_rows_size(cf_shape in, const cf_geom *g, size_t Wp) {
-    size_t slots = (size_t)g->k[0] * cf__pair_slots(g), C2 = ((size_t)in.c + 1) / 2;
+/* uint32 of one thread's cf__pair_rows for input in, output rows of Wp, slots of ns rows */
+static size_t cf__pair_rows_size(cf_shape in, const cf_geom *g, size_t Wp, int ns) {
+    size_t slots = (size_t)cf__pair_nd(g) * ns, C2 = ((size_t)in.c + 1) / 2;
     return cf__r16(slots * C2 * Wp) + cf__r16(Wp) + cf__r16(2 * slots) + cf__r16(2 * C2 * g->k[0] * g->k[1]);
 }
-static cf__pair_rows cf__pair_rows_at(uint32_t *ws, cf_shape in, const cf_geom *g, size_t Wp) {
+/* NS for a workspace of room uint32 */
+static int cf__pair_ring(cf_shape in, const cf_geom *g, size_t Wp, size_t room) {
+    size_t planes = cf__pair_rows_size(in, g, Wp, in.h);
+    return g->k[0] > 1 && planes <= CF__PAIR_PLANES && planes * cf__nthreads() <= room ? in.h : cf__pair_slots(g);
+}
+static cf__pair_rows cf__pair_rows_at(uint32_t *ws, cf_shape in, const cf_geom *g, size_t Wp, int ns) {
     cf__pair_rows pr;
-    size_t slots = (size_t)g->k[0] * cf__pair_slots(g), C2 = ((size_t)in.c + 1) / 2, k;
+    size_t slots = (size_t)cf__pair_nd(g) * ns, C2 = ((size_t)in.c + 1) / 2, k;
+    pr.nd = cf__pair_nd(g); pr.ns = ns;
     pr.rows = ws; ws += cf__r16(slots * C2 * Wp);
     pr.zero = ws; ws += cf__r16(Wp);
     pr.tag = (long *)(void *)ws; ws += cf__r16(2 * slots);
@@ -10680,11 +10697,12 @@ CF__BF16_TARGET static void cf__pair_row(uint32_t *r, size_t Wp, const float *x,
 /* pr->rp for output row (od, oh) of sample bi (x), building the pair rows not in the cache */
 static void cf__pair_rows_for(cf__pair_rows *pr, size_t Wp, const float *x, int half, int bi, int C, cf_shape in,
                               const cf_geom *g, int od, int oh) {
-    int KD = g->k[0], KH = g->k[1], NS = cf__pair_slots(g), C2 = (C + 1) / 2, kd, kh, cp;
+    int KD = g->k[0], KH = g->k[1], C2 = (C + 1) / 2, kd, kh, cp;
     for (kd = 0; kd < KD; kd++) {
         int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
         for (kh = 0; kh < KH; kh++) {
-            int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1], slot = kd * NS + (ih >= 0 ? ih % NS : 0);
+            int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1],
+                slot = (id >= 0 ? id % pr->nd : 0) * pr->ns + (ih >= 0 ? ih % pr->ns : 0);
             long key = ((long)bi * in.d + id) * in.h + ih;
             if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) {
                 for (cp = 0; cp < C2; cp++) pr->rp[(cp * KD + kd) * KH + kh] = pr->zero;
@@ -10847,9 +10865,10 @@ CF__BF16_TARGET static void cf__direct_row_bf16_narrow_fma(const cf__direct_row_
 static void cf__direct_fwd_bf16(const cf__conv_call *f, const uint32_t *w2, uint32_t *ws, int accumulate, int fma) {
     cf_shape in = f->in, out = f->out;
     const cf_geom *g = f->g;
-    int T2 = (in.c + 1) / 2 * g->k[0] * g->k[1], KW = g->k[2], y_half = f->half, x_half = f->x_half;
-    size_t Wp = cf__direct_wp(out, g), rsz = cf__pair_rows_size(in, g, Wp), P = cf__positions(out),
-        in_sz = cf_shape_size(in);
+    int T2 = (in.c + 1) / 2 * g->k[0] * g->k[1], KW = g->k[2], y_half = f->half, x_half = f->x_half, ns;
+    size_t Wp = cf__direct_wp(out, g), P = cf__positions(out), in_sz = cf_shape_size(in), rsz;
+    ns = cf__pair_ring(in, g, Wp, (size_t)((const uint32_t *)(const void *)(f->ws + f->ws_floats) - ws));
+    rsz = cf__pair_rows_size(in, g, Wp, ns);
     long rows = (long)f->B * out.d * out.h, r;
     cf__direct_row_bf16_call d = {f->y, y_half, P, T2, KW, g->dil[2], w2, out.c, out.w, f->b, accumulate, f->act,
                                   f->slope};
@@ -10858,7 +10877,7 @@ static void cf__direct_fwd_bf16(const cf__conv_call *f, const uint32_t *w2, uint
                     : (fma ? cf__direct_row_bf16_fma : cf__direct_row_bf16);
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
-        cf__pair_rows pr = cf__pair_rows_at(ws + (size_t)cf__thread_id() * rsz, in, g, Wp);
+        cf__pair_rows pr = cf__pair_rows_at(ws + (size_t)cf__thread_id() * rsz, in, g, Wp, ns);
         CF__OMP(omp for schedule(static))
         for (r = 0; r < rows; r++) {
             int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
@@ -10890,7 +10909,7 @@ static size_t cf__w2_floats(cf_shape in, const cf_geom *g, int OC) {
    6 (R 1.4 Mi) 25 % slower, so it stays with im2col.  Backward-data passes no limit. */
 #define CF__BF16_DIRECT_MAX_R ((size_t)1 << 20)
 static int cf__bf16_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, size_t max_r) {
-    size_t w2 = cf__w2_floats(in, g, out.c), rsz = cf__pair_rows_size(in, g, cf__direct_wp(out, g));
+    size_t w2 = cf__w2_floats(in, g, out.c), rsz = cf__pair_rows_size(in, g, cf__direct_wp(out, g), cf__pair_slots(g));
     return g->s[2] == 1 && out.w >= 16 && rsz <= max_r && w2 + (size_t)cf__nthreads() * rsz <= ws_floats;
 }
 static int cf__bf16_direct_fwd_applies(const cf__conv_call *c) {
@@ -11351,12 +11370,14 @@ static void cf__bf16_cols_bww(const cf__conv_call *c) {   /* db: the dispatcher'
 /* backward-data of a stride-1 convolution: the forward of dy with the flipped kernel
    (cf__flipped_call) on the GEMM with op(B) made from dy, dx rounded as it is stored (added
    into dx or stored); dy and dx in 32 bits.  Against the direct kernel on DeepCAM's ASPP and
-   decoder: 1.0-1.25x (docs/performance.md).  Where the GEMM's buffers cannot be had, the
-   reference for the rest of the batch. */
+   decoder: 1.0-1.25x (docs/performance.md); in 3-D the direct kernel, building each pair row
+   once (cf__pair_ring), where it fits: cosmoflow.cfg's 128 -> 256 at 16^3 20-21 ms against
+   28-29.  Where the GEMM's buffers cannot be had, the reference for the rest of the batch. */
 static int cf__bf16_cols_bwd_applies(const cf__conv_call *c) {
     cf_geom gt;
     return cf__bf16_cols_applies(c) && !c->half && !c->dx_half && cf__flipped_geom(c->g, &gt) &&
-           cf__flipped_floats(c) < c->ws_floats && (c->in.c >= 128 || (c->in.c >= 64 && c->in.d == 1));
+           cf__flipped_floats(c) < c->ws_floats && (c->in.c >= 128 || (c->in.c >= 64 && c->in.d == 1)) &&
+           (c->in.d == 1 || !cf__bf16_direct_bwd_applies(c));
 }
 static void cf__bf16_cols_bwd(const cf__conv_call *c) {
     cf_geom gt;
