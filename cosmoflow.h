@@ -2386,6 +2386,8 @@ static int cf__bf16_cols_bwd_applies(const cf__conv_call *c);
 static void cf__bf16_cols_bwd(const cf__conv_call *c);
 static int cf__bf16_direct_bwd_applies(const cf__conv_call *c);
 static void cf__bf16_direct_bwd_run(const cf__conv_call *c);
+static int cf__bf16_strided_pw_applies(const cf__conv_call *c);
+static void cf__bf16_strided_pw_bwd(const cf__conv_call *c);
 static int cf__bf16_tiles_bwd_applies(const cf__conv_call *c);
 static void cf__bf16_tiles_bwd(const cf__conv_call *c);
 static int cf__bf16_im2col_bwd_applies(const cf__conv_call *c);
@@ -2509,6 +2511,7 @@ static const cf__conv_path cf__conv_bwd_paths[] = {
 #ifdef CF__BF16
     {CF__K_BF16, cf__bf16_pw_half_bwd_applies, cf__bf16_pw_half_bwd, 1, 2, 1},
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd, 1, 0, 1},
+    {CF__K_BF16, cf__bf16_strided_pw_applies, cf__bf16_strided_pw_bwd, 1, 1, 1},
     {CF__K_BF16, cf__bf16_cols_bwd_applies, cf__bf16_cols_bwd, 1, 0, 1},
     {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run, 0, 1, 1},
     {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 1, 0, 1},
@@ -9741,19 +9744,23 @@ static void cf__cols_f32_bwd(const cf__conv_call *c) {
    there).  The rows no output reads are zeroed first (dx stored).  The reference runs a GEMM
    of the same sums into its im2col tiles and adds them back by col2im into a dx zeroed by the
    dispatcher: two passes over dx, element by element. */
-static int cf__strided_pw_applies(const cf__conv_call *c) {
+static int cf__strided_pw_geom(const cf__conv_call *c) {   /* a 1x1 of stride above 1, no padding, no groups */
     int a;
     for (a = 0; a < 3; a++) if (c->g->k[a] != 1 || c->g->pb[a] || c->g->pa[a]) return 0;
-    return c->groups == 1 && !cf__pointwise_applies(c) && cf__has_avx512() &&
-           (size_t)c->in.c * c->out.w <= c->ws_floats;
+    return c->groups == 1 && !cf__pointwise_applies(c);
+}
+static int cf__strided_pw_applies(const cf__conv_call *c) {
+    return cf__strided_pw_geom(c) && cf__has_avx512() && (size_t)c->in.c * c->out.w <= c->ws_floats;
 }
 /* dx row (id, ih) of channel c read by no output: zeroed */
 static int cf__strided_pw_unread(const cf__conv_call *c, int id, int ih) {
     const cf_geom *g = c->g;
     return id % g->s[0] || ih % g->s[1] || id / g->s[0] >= c->out.d || ih / g->s[1] >= c->out.h;
 }
-/* output rows r0 .. r0 + nr of a sample (v: C x nr out.w values) into its dx */
-static void cf__strided_pw_rows(const cf__conv_call *c, float *dx, const float *v, int r0, int nr) {
+/* output rows r0 .. r0 + nr of a sample (v: C x nr out.w values) into its dx; round: each dx
+   row written rounded to bf16 (after the add, as the bf16 GEMM rounds C) */
+static void cf__strided_pw_rows(const cf__conv_call *c, float *dx, const float *v, int r0, int nr,
+                                void (*round)(float *, size_t)) {
     const cf_geom *g = c->g;
     int ch;
     size_t n = (size_t)nr * c->out.w;
@@ -9767,33 +9774,37 @@ static void cf__strided_pw_rows(const cf__conv_call *c, float *dx, const float *
             const float *s = v + (size_t)ch * n + (size_t)(r - r0) * c->out.w;
             if (c->dx_store) memset(d, 0, sizeof(float) * c->in.w);
             for (ow = 0; ow < c->out.w; ow++) d[(size_t)ow * g->s[2]] += s[ow];
+            if (round) round(d, (size_t)c->in.w);
         }
     }
 }
+/* dx's rows no output reads, zeroed (dx stored) */
+static void cf__strided_pw_zero(const cf__conv_call *c, float *dx) {
+    int ch;
+    CF__OMP(omp parallel for schedule(static))
+    for (ch = 0; ch < c->in.c; ch++) {
+        int id, ih;
+        for (id = 0; id < c->in.d; id++)
+            for (ih = 0; ih < c->in.h; ih++)
+                if (cf__strided_pw_unread(c, id, ih))
+                    memset(dx + (size_t)ch * cf__positions(c->in) + ((size_t)id * c->in.h + ih) * c->in.w, 0,
+                           sizeof(float) * c->in.w);
+    }
+}
 static void cf__strided_pw_bwd(const cf__conv_call *c) {
-    int C = c->in.c, rows = c->out.d * c->out.h, band, bi, r0, ch;
+    int C = c->in.c, rows = c->out.d * c->out.h, band, bi, r0;
     size_t P = cf__positions(c->out), fit = c->ws_floats / ((size_t)C * c->out.w);   /* (output rows the ws holds) */
     band = fit < (size_t)rows ? (int)fit : rows;
     for (bi = 0; bi < c->B; bi++) {
         float *dx = c->dx + (size_t)bi * cf_shape_size(c->in);
         const float *dy = c->dy + (size_t)bi * cf_shape_size(c->out);
-        if (c->dx_store) {
-            CF__OMP(omp parallel for schedule(static))
-            for (ch = 0; ch < C; ch++) {
-                int id, ih;
-                for (id = 0; id < c->in.d; id++)
-                    for (ih = 0; ih < c->in.h; ih++)
-                        if (cf__strided_pw_unread(c, id, ih))
-                            memset(dx + (size_t)ch * cf__positions(c->in) + ((size_t)id * c->in.h + ih) * c->in.w, 0,
-                                   sizeof(float) * c->in.w);
-            }
-        }
+        if (c->dx_store) cf__strided_pw_zero(c, dx);
         for (r0 = 0; r0 < rows; r0 += band) {   /* ws (C x n) = w^T dy over the band's n positions */
             int nr = rows - r0 < band ? rows - r0 : band, n = nr * c->out.w;
             const float *b = dy + (size_t)r0 * c->out.w;
             cf__gemm_call g = {1, 0, C, n, c->out.c, c->w, C, b, (int)P, 0.0f, c->ws, n, 0, NULL, 0, NULL};
             if (cf__gemm_f32_r(&g)) cf__sgemm_fp32(1, 0, C, n, c->out.c, c->w, C, b, (int)P, 0.0f, c->ws, n);
-            cf__strided_pw_rows(c, dx, c->ws, r0, nr);
+            cf__strided_pw_rows(c, dx, c->ws, r0, nr, NULL);
         }
     }
 }
@@ -11053,6 +11064,35 @@ static void cf__bf16_pw_half_bwd(const cf__conv_call *c) {   /* (a 16-bit dx is 
                                  1, NULL, h, NULL};
             cf__sgemm_bf16_r(&dxg, c->ws);
         }
+}
+/* Backward-data of a strided 1x1 convolution in bf16: cf__strided_pw_bwd with the bf16 GEMM
+   (dy read as stored, in 16 bits or 32), each dx row rounded as it is written.  DeepCAM's
+   residual branches (64 -> 128, 128 -> 256 and 256 -> 728 at stride 2) ran im2col's loop:
+   the GEMM into tiles, col2im into a dx the dispatcher zeroed, then rounded in a pass of its
+   own (docs/performance.md, "bf16").  The GEMM's buffers first in ws, then a band of output
+   rows. */
+static int cf__bf16_strided_pw_applies(const cf__conv_call *c) {
+    return cf__bf16_gemm_applies(c) && !c->dx_half && cf__strided_pw_geom(c) &&
+           cf__gemm_bf16_ws_floats() + (size_t)c->in.c * c->out.w <= c->ws_floats;
+}
+static void cf__bf16_strided_pw_bwd(const cf__conv_call *c) {
+    int C = c->in.c, rows = c->out.d * c->out.h, band, bi, r0, h = c->half ? CF__GEMM_HALF_B : 0;
+    size_t P = cf__positions(c->out), gws = cf__gemm_bf16_ws_floats(),
+        fit = (c->ws_floats - gws) / ((size_t)C * c->out.w);   /* (output rows the ws holds) */
+    float *v = c->ws + gws;
+    band = fit < (size_t)rows ? (int)fit : rows;
+    for (bi = 0; bi < c->B; bi++) {
+        float *dx = c->dx + (size_t)bi * cf_shape_size(c->in);
+        if (c->dx_store) cf__strided_pw_zero(c, dx);
+        for (r0 = 0; r0 < rows; r0 += band) {   /* v (C x n) = w^T dy over the band's n positions, fp32 sums */
+            int nr = rows - r0 < band ? rows - r0 : band, n = nr * c->out.w;
+            cf__gemm_call g = {1, 0, C, n, c->out.c, c->w, C,
+                               cf__elt(c->dy, c->half, (size_t)bi * cf_shape_size(c->out) + (size_t)r0 * c->out.w),
+                               (int)P, 0.0f, v, n, 0, NULL, h, NULL};
+            cf__sgemm_bf16_r(&g, c->ws);
+            cf__strided_pw_rows(c, dx, v, r0, nr, cf__round_floats_bf16);
+        }
+    }
 }
 /* The tiles, the whole-sample GEMM (cols) and im2col's backward-data on operands stored in 16
    bits or an input not yet rounded (section 9, halves), the same sums: a forward's y when it

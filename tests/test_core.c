@@ -839,6 +839,58 @@ static void test_bf16_rows(void) {
 #endif
 }
 
+/* The bf16 strided 1x1 backward-data (cf__bf16_strided_pw_bwd) on the path cases' two strided
+   1x1 geometries (3-D strides 2, 3, 2 with planes, rows and a column no output reads; 2-D odd
+   sizes): dx stored over NaN gives the bits of the sums added into zeros (every row it writes
+   whole, every row nobody reads zeroed), a dy stored in 16 bits the bits of a dy in 32, each
+   output a bf16 value; the dispatcher gives it both geometries.  (test_bf16_paths holds it to
+   the emulation.) */
+static void test_bf16_strided_pw(void) {
+#ifdef CF__BF16
+    static const path_case cases[] = {{2, 6, 5, 10, 12, 5, {1, 1, 1}, {2, 3, 2}, {0, 0, 0}, {0, 0, 0}, 1},
+                                      {1, 4, 1, 9, 13, 3, {1, 1, 1}, {1, 2, 2}, {0, 0, 0}, {0, 0, 0}, 1}};
+    cf_rng r = cf_rng_seed(72);
+    size_t wsf = (size_t)1 << 22;
+    float *ws = (float *)calloc(wsf, sizeof(float));
+    int ci;
+    if (!cf__has_bf16()) { printf("skipped: the bf16 strided 1x1 backward-data (the CPU lacks AVX512_BF16)\n"); free(ws); return; }
+    for (ci = 0; ci < 2; ci++) {
+        const path_case *pc = &cases[ci];
+        cf_shape in, out; cf_geom g;
+        cf__conv_call c;
+        size_t nx, ny, nw, i, not_bf16 = 0;
+        float *w, *dy, *dx[3];
+        cf_bf16 *dy16;
+        int k, reached;
+        setup_path_case(pc, &in, &out, &g);
+        nx = pc->B * cf_shape_size(in); ny = pc->B * cf_shape_size(out); nw = (size_t)out.c * in.c;
+        w = rounded(nw, &r); dy = rounded(ny, &r);
+        dy16 = (cf_bf16 *)malloc(ny * 2);
+        for (i = 0; i < ny; i++) dy16[i] = cf_bf16_from_f32(dy[i]);
+        for (k = 0; k < 3; k++) dx[k] = (float *)calloc(nx + 1, 4);
+        for (i = 0; i < nx; i++) dx[1][i] = dx[2][i] = NAN;
+        c = cf__conv_make(pc->B, in, out, &g, 1, ws, wsf, 1);
+        c.w = w; c.dy = dy; c.dx = dx[0];
+        reached = cf__conv_pick(cf__conv_bwd_paths, &c) && cf__conv_pick(cf__conv_bwd_paths, &c)->run == cf__bf16_strided_pw_bwd;
+        cf__bf16_strided_pw_bwd(&c);
+        c.dx = dx[1]; c.dx_store = 1;
+        cf__bf16_strided_pw_bwd(&c);
+        c.dx = dx[2]; c.dy = (const float *)(const void *)dy16; c.half = 1;
+        cf__bf16_strided_pw_bwd(&c);
+        for (i = 0; i < nx; i++) not_bf16 += dx[0][i] != cf_f32_from_bf16(cf_bf16_from_f32(dx[0][i]));
+        CHECK(reached && !memcmp(dx[0], dx[1], nx * 4) && !memcmp(dx[0], dx[2], nx * 4) && !not_bf16,
+              "the bf16 strided 1x1 backward-data, case %d: the dispatcher's (%s), dx stored over NaN %s, 16-bit dy %s, %zu outputs not bf16 values",
+              ci, reached ? "yes" : "NO", !memcmp(dx[0], dx[1], nx * 4) ? "the same bits" : "DIFFERS",
+              !memcmp(dx[0], dx[2], nx * 4) ? "the same bits" : "DIFFERS", not_bf16);
+        free(w); free(dy); free(dy16);
+        for (k = 0; k < 3; k++) free(dx[k]);
+    }
+    free(ws);
+#else
+    printf("skipped: the bf16 strided 1x1 backward-data (no bf16 kernels in this build)\n");
+#endif
+}
+
 /* The rows backward-weights past a row's end (fp32, and bf16 where the CPU has it): the lanes
    of positions past the row are masked off, so an infinite input that only those lanes' taps
    read adds nothing, as in the reference (a row of 70 outputs, x[69] infinite: dw[0] = 69) */
@@ -2745,6 +2797,7 @@ int main(int argc, char **argv) {
     test_bf16_gemm_col();
     test_bf16_paths();
     test_bf16_rows();
+    test_bf16_strided_pw();
     test_rows_past_the_row();
     test_made_rows();
     test_bf16_deconv();
