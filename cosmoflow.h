@@ -11410,14 +11410,15 @@ static void cf__bf16_cols_bww(const cf__conv_call *c) {   /* db: the dispatcher'
 /* backward-data of a stride-1 convolution: the forward of dy with the flipped kernel
    (cf__flipped_call) on the GEMM with op(B) made from dy, dx rounded as it is stored (added
    into dx or stored); dy and dx in 32 bits.  Against the direct kernel on DeepCAM's ASPP and
-   decoder: 1.0-1.25x (docs/performance.md); in 3-D the direct kernel, building each pair row
-   once (cf__pair_ring), where it fits: cosmoflow.cfg's 128 -> 256 at 16^3 20-21 ms against
-   28-29.  Where the GEMM's buffers cannot be had, the reference for the rest of the batch. */
+   decoder: 1.0-1.25x (docs/performance.md).  2-D only: in 3-D the direct kernel, building each
+   pair row once (cf__pair_ring), beats it at cosmoflow.cfg's 128 -> 256 at 16^3 (20-21 ms
+   against 28-29), and the tiles at its 256 -> 512 at 8^3, where the direct kernel does not fit
+   (15.4-17.4 against 19.0-20.8).  Where the GEMM's buffers cannot be had, the reference for
+   the rest of the batch. */
 static int cf__bf16_cols_bwd_applies(const cf__conv_call *c) {
     cf_geom gt;
     return cf__bf16_cols_applies(c) && !c->half && !c->dx_half && cf__flipped_geom(c->g, &gt) &&
-           cf__flipped_floats(c) < c->ws_floats && (c->in.c >= 128 || (c->in.c >= 64 && c->in.d == 1)) &&
-           (c->in.d == 1 || !cf__bf16_direct_bwd_applies(c));
+           cf__flipped_floats(c) < c->ws_floats && c->in.c >= 64 && c->in.d == 1;
 }
 static void cf__bf16_cols_bwd(const cf__conv_call *c) {
     cf_geom gt;
