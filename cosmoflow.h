@@ -10650,8 +10650,8 @@ static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const fl
    pair the kernel does 2 loads, 8 broadcasts, 16 vdpbf16ps over 8 output channels x 32
    positions (the FMA form: 16 broadcasts of the widened kernel, 4 widenings, 32 FMAs). */
 typedef struct {
-    uint32_t *rows;          /* [kd][slot][cp] pair rows of Wp */
-    long *tag;               /* [kd][slot]: what the slot holds, or -1 */
+    uint32_t *rows;          /* [slot][cp] pair rows of Wp, slot (id mod nd, ih mod ns) */
+    long *tag;               /* [slot]: the (sample, id, ih) it holds, or -1 */
     uint32_t *zero;          /* a row of zeros: taps in the padding */
     const uint32_t **rp;     /* the rows one output row reads, [cp][kd][kh] as the kernel */
     int nd, ns;              /* slots: nd planes of ns rows (cf__pair_ring) */
