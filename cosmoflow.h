@@ -2344,6 +2344,10 @@ static int cf__dwv_half_applies(const cf__conv_call *c);
 static int cf__dwv_applies(const cf__conv_call *c);
 static void cf__dwv_fwd(const cf__conv_call *c);
 static void cf__dwv_bwd(const cf__conv_call *c);
+static int cf__dws_half_applies(const cf__conv_call *c);
+static int cf__dws_applies(const cf__conv_call *c);
+static void cf__dws_fwd(const cf__conv_call *c);
+static void cf__dws_bwd(const cf__conv_call *c);
 #endif
 #ifdef CF__BF16
 static int cf__has_bf16(void);
@@ -2551,6 +2555,8 @@ static const cf__conv_path cf__dwconv_fwd_paths[] = {
 #ifdef CF__AVX512
     {CF__K_DIRECT, cf__dwv_half_applies, cf__dwv_fwd, 1, 2, 0},
     {CF__K_DIRECT, cf__dwv_applies, cf__dwv_fwd, 1, 0, 0},
+    {CF__K_DIRECT, cf__dws_half_applies, cf__dws_fwd, 1, 2, 0},
+    {CF__K_DIRECT, cf__dws_applies, cf__dws_fwd, 1, 0, 0},
 #endif
     {CF__K_DIRECT, cf__dw3x3_half_applies, cf__dw3x3_fwd, 1, 2, 0},
     {CF__K_DIRECT, cf__dw3x3_applies, cf__dw3x3_fwd, 1, 0, 0},
@@ -2562,6 +2568,8 @@ static const cf__conv_path cf__dwconv_bwd_paths[] = {   /* both halves at once: 
 #ifdef CF__AVX512
     {CF__K_DIRECT, cf__dwv_half_applies, cf__dwv_bwd, 1, 2, 1},
     {CF__K_DIRECT, cf__dwv_applies, cf__dwv_bwd, 1, 0, 1},
+    {CF__K_DIRECT, cf__dws_half_applies, cf__dws_bwd, 1, 2, 1},
+    {CF__K_DIRECT, cf__dws_applies, cf__dws_bwd, 1, 0, 1},
 #endif
     {CF__K_DIRECT, cf__dw3x3_half_bwd_applies, cf__dw3x3_bwd, 1, 2, 1},
     {CF__K_DIRECT, cf__dw3x3_bwd_applies, cf__dw3x3_bwd, 1, 0, 1},
@@ -12127,6 +12135,213 @@ static void cf__dwv_bwd(const cf__conv_call *c) {
             for (bi = 0; bi < c->B; bi++) {
                 size_t plane = (size_t)bi * c->in.c + ch;
                 cf__dwv_bwd_plane(c->dw + (size_t)ch * 9, c->dx ? cf__elt(c->dx, c->dx_half, plane * iv) : NULL, buf,
+                                  cf__elt(c->x, c->x_half, plane * iv), cf__elt(c->dy, c->half, plane * ov),
+                                  c->w + (size_t)ch * 9, c);
+            }
+    }
+}
+
+/* ---- depthwise 3x3 of stride 2 and padding 1 in AVX-512 registers (kind "direct"; DeepCAM's
+   three strided depthwise convolutions, 128 to 728 channels at 384x576 to 96x144).  The
+   padded-plane kernel above copies each plane of x, and of dx, into a plane split by column
+   parity element by element, and dx back the same way: on 128 planes of 384x576 those copies
+   took most of its time (perf annotate).  Here 32 values of a row are two loads, and two
+   permutes give their even and odd columns: output column t reads input columns 2 t - 1 + kw,
+   so tap kw = 1 reads the even ones, kw = 2 the odd ones, kw = 0 the odd ones a lane later
+   (the previous block's last odd column first; 0 at the row's start, the padding).  Forward:
+   each output row from its three input rows, the bias then the taps (kh, kw) in the
+   reference's order.  dw: 9 vector sums over the plane, as the kernels above.  dx: each row
+   computed once, from dx's value (0 when stored), its even columns the products of kw = 1,
+   its odd ones those of kw = 0 then 2, for the output rows that read it in the reference's
+   order (an odd row ih: kh = 2 of output row (ih - 1) / 2, then kh = 0 of (ih + 1) / 2; an
+   even one kh = 1 of ih / 2); the two halves interleaved by two permutes and stored.  Outputs
+   rounded as stored in a bf16 call.  The same bits as the reference, but a zero's sign (a lane
+   past the output row adds w x 0).  The input rows of the next output row are fetched ahead:
+   on 128 x 384 x 576 it was memory-bound without it (backward 12.9 -> 10.1 ms, in one process).
+   Against the padded-plane kernel, 2 threads, best of 15 in one process, fp32 (bf16 with y, dy
+   and dx in 16 bits alike): 128 x 384 x 576 forward 7.5 -> 6.7 ms, backward 18.8 -> 11.3;
+   256 x 192 x 288 4.5 -> 2.7 and 9.2 -> 4.9; 728 x 96 x 144 4.0 -> 2.2 and 9.0 -> 4.8. */
+static int cf__dws_applies(const cf__conv_call *c) {
+    const cf_geom *g = c->g;
+    return cf__dw3x3_applies(c) && g->s[1] == 2 && g->s[2] == 2 && g->dil[1] == 1 && g->dil[2] == 1 &&
+           g->pb[1] == 1 && g->pb[2] == 1 && cf__has_avx512() && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+}
+/* 16-bit operands: a row of the thread's in the workspace (where a 16-bit dx is made when the
+   CPU cannot round as it stores) */
+static int cf__dws_half_applies(const cf__conv_call *c) {
+    return (c->half || c->x_half || c->dx_half) && cf__dws_applies(c) && c->bf16 && !c->x_raw &&
+           (size_t)cf__nthreads() * c->in.w <= c->ws_floats;
+}
+/* the even columns (ev[j] = r[at + 2 j]) and the odd ones (od[j] = r[at + 2 j + 1]) of 32
+   values of row r (n long; half: 16 bits) from element at, those past the row 0 */
+CF__DWV_TARGET CF__INLINE void cf__dws_split(__m512 *ev, __m512 *od, const float *r, long at, long n, int half) {
+    const __m512i e = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0),
+        o = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    __m512 lo = cf__dwv_load(r, at, cf__dwv_in(at, n), half),
+           hi = cf__dwv_load(r, at + 16, cf__dwv_in(at + 16, n), half);
+    *ev = _mm512_permutex2var_ps(lo, e, hi);
+    *od = _mm512_permutex2var_ps(lo, o, hi);
+}
+/* od a lane later, prev's last lane first: tap kw = 0's columns */
+CF__DWV_TARGET CF__INLINE __m512 cf__dws_later(__m512 od, __m512 prev) {
+    return _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(od), _mm512_castps_si512(prev), 15));
+}
+/* output row oh of a plane into yr (out.w values, stored as rnd says): the bias, then the taps
+   (kh, kw) in the reference's order */
+CF__DWV_TARGET CF__INLINE void cf__dws_fwd_row(float *yr, const float *xc, int xh, const float *wc, float bias, int oh,
+                                               int rnd, const cf__conv_call *c) {
+    int W = c->in.w, H = c->in.h, OW = c->out.w, t0;
+    long ih = 2L * oh - 1;
+    const float *r0 = ih >= 0 ? cf__elt(xc, xh, (size_t)ih * W) : NULL,
+                *r1 = ih + 1 < H ? cf__elt(xc, xh, (size_t)(ih + 1) * W) : NULL,
+                *r2 = ih + 2 < H ? cf__elt(xc, xh, (size_t)(ih + 2) * W) : NULL;
+    __m512 w00 = _mm512_set1_ps(wc[0]), w01 = _mm512_set1_ps(wc[1]), w02 = _mm512_set1_ps(wc[2]),
+           w10 = _mm512_set1_ps(wc[3]), w11 = _mm512_set1_ps(wc[4]), w12 = _mm512_set1_ps(wc[5]),
+           w20 = _mm512_set1_ps(wc[6]), w21 = _mm512_set1_ps(wc[7]), w22 = _mm512_set1_ps(wc[8]);
+    __m512 p0 = _mm512_setzero_ps(), p1 = p0, p2 = p0;   /* each row's odd columns of the block before */
+    if (ih + 4 < H)   /* the two rows the next output row reads first, fetched ahead */
+        cf__prefetch_floats(cf__elt(xc, xh, (size_t)(ih + 3) * W), (size_t)(xh ? W : 2 * W), 0);
+    for (t0 = 0; t0 < OW; t0 += 16) {
+        __m512 a = _mm512_set1_ps(bias), ev, od;
+#define CF__DWS_ROW(kh)                                                                                               \
+        if (r##kh) {                                                                                                  \
+            cf__dws_split(&ev, &od, r##kh, 2L * t0, W, xh);                                                           \
+            a += w##kh##0 * cf__dws_later(od, p##kh); a += w##kh##1 * ev; a += w##kh##2 * od;                         \
+            p##kh = od;                                                                                               \
+        }
+        CF__DWS_ROW(0) CF__DWS_ROW(1) CF__DWS_ROW(2)
+#undef CF__DWS_ROW
+        cf__dwv_store(yr, (size_t)t0, cf__lanes(OW - t0), a, rnd);
+    }
+}
+CF__DWV_TARGET static void cf__dws_fwd_plane(float *yp, float *buf, const float *xc, const float *wc, float bias,
+                                             int rnd, const cf__conv_call *c) {
+    int oh, OW = c->out.w;
+    for (oh = 0; oh < c->out.h; oh++) {
+        float *yr = rnd == 2 ? cf__elt(yp, 1, (size_t)oh * OW) : c->half ? buf : yp + (size_t)oh * OW;
+        if (c->x_half) cf__dws_fwd_row(yr, xc, 1, wc, bias, oh, rnd, c);
+        else cf__dws_fwd_row(yr, xc, 0, wc, bias, oh, rnd, c);
+        if (rnd) continue;
+        cf__act_floats(yr, (size_t)OW, c->act, c->slope);   /* then rounded, the row in cache */
+        if (c->half) cf__narrow_run((cf_bf16 *)(void *)yp + (size_t)oh * OW, yr, (size_t)OW);
+        else if (c->bf16) cf__round_run(yr, (size_t)OW);
+    }
+}
+static void cf__dws_fwd(const cf__conv_call *c) {
+    /* (an activation: applied, then rounded, by passes over the rows in cache) */
+    int planes = c->B * c->in.c, halves = c->half || c->x_half || c->dx_half,
+        rnd = c->act == CF_ACT_LINEAR ? cf__dwv_rnd(c, c->half) : 0;
+    size_t iv = cf__positions(c->in), ov = cf__positions(c->out);
+    CF__OMP(omp parallel num_threads(cf__nthreads()))
+    {
+        float *buf = halves ? c->ws + (size_t)c->in.w * cf__thread_id() : NULL;   /* 16 bits: a row made here */
+        int pl;
+        CF__OMP(omp for schedule(static))
+        for (pl = 0; pl < planes; pl++) {   /* plane pl: sample pl / C, channel pl % C */
+            int ch = pl % c->in.c;
+            cf__dws_fwd_plane(cf__elt(c->y, c->half, (size_t)pl * ov), buf, cf__elt(c->x, c->x_half, (size_t)pl * iv),
+                              c->w + (size_t)ch * 9, c->b ? c->b[ch] : 0.0f, rnd, c);
+        }
+    }
+}
+/* dw of a plane: dw[kh][kw] += the sum over output rows oh and columns t of dy[oh][t] times
+   x[2 oh - 1 + kh][2 t - 1 + kw], in 9 vector sums (the lanes past the output row: 0, x too) */
+CF__DWV_TARGET CF__INLINE void cf__dws_dw(float *dwc, const float *xc, int xh, const float *dyc, int dyh,
+                                          const cf__conv_call *c) {
+    int W = c->in.w, H = c->in.h, OW = c->out.w, OH = c->out.h, oh, t0;
+    __m512 s00 = _mm512_setzero_ps(), s01 = s00, s02 = s00, s10 = s00, s11 = s00, s12 = s00, s20 = s00, s21 = s00,
+           s22 = s00;
+    for (oh = 0; oh < OH; oh++) {
+        const float *dyr = cf__elt(dyc, dyh, (size_t)oh * OW), *r0 = NULL, *r1 = NULL, *r2 = NULL;
+        __m512 p0 = _mm512_setzero_ps(), p1 = p0, p2 = p0;   /* each row's odd columns of the block before */
+        long ih = 2L * oh - 1;
+        if (ih >= 0) r0 = cf__elt(xc, xh, (size_t)ih * W);
+        if (ih + 1 < H) r1 = cf__elt(xc, xh, (size_t)(ih + 1) * W);
+        if (ih + 2 < H) r2 = cf__elt(xc, xh, (size_t)(ih + 2) * W);
+        if (ih + 4 < H)   /* the two rows the next output row reads first, fetched ahead */
+            cf__prefetch_floats(cf__elt(xc, xh, (size_t)(ih + 3) * W), (size_t)(xh ? W : 2 * W), 0);
+        for (t0 = 0; t0 < OW; t0 += 16) {
+            __mmask16 mo = cf__lanes(OW - t0);
+            __m512 e = cf__dwv_load(dyr, t0, mo, dyh), ev, od;
+#define CF__DWS_ROW(kh)                                                                                               \
+            if (r##kh) {                                                                                              \
+                cf__dws_split(&ev, &od, r##kh, 2L * t0, W, xh);                                                       \
+                s##kh##0 = _mm512_fmadd_ps(e, _mm512_maskz_mov_ps(mo, cf__dws_later(od, p##kh)), s##kh##0);           \
+                s##kh##1 = _mm512_fmadd_ps(e, _mm512_maskz_mov_ps(mo, ev), s##kh##1);                                 \
+                s##kh##2 = _mm512_fmadd_ps(e, _mm512_maskz_mov_ps(mo, od), s##kh##2);                                 \
+                p##kh = od;                                                                                           \
+            }
+            CF__DWS_ROW(0) CF__DWS_ROW(1) CF__DWS_ROW(2)
+#undef CF__DWS_ROW
+        }
+    }
+    dwc[0] += cf__dwv_sum(s00); dwc[1] += cf__dwv_sum(s01); dwc[2] += cf__dwv_sum(s02);
+    dwc[3] += cf__dwv_sum(s10); dwc[4] += cf__dwv_sum(s11); dwc[5] += cf__dwv_sum(s12);
+    dwc[6] += cf__dwv_sum(s20); dwc[7] += cf__dwv_sum(s21); dwc[8] += cf__dwv_sum(s22);
+}
+/* dx row ih of a plane into xr (in.w values, stored as rnd says): dx's value (0 when stored),
+   then the products of the output rows that read the row, in the reference's order */
+CF__DWV_TARGET CF__INLINE void cf__dws_dx_row(float *xr, const float *dyc, int dyh, const float *wc, int ih,
+                                              int store, int rnd, const cf__conv_call *c) {
+    const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0),
+        hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    int W = c->in.w, OW = c->out.w, OH = c->out.h, n = 0, k, t0, oh[2], kh[2];
+    const float *dyr[2];
+    __m512 w0[2], w1[2], w2[2];
+    if (ih % 2 && (ih - 1) / 2 < OH) { oh[n] = (ih - 1) / 2; kh[n++] = 2; }
+    if (ih % 2 && (ih + 1) / 2 < OH) { oh[n] = (ih + 1) / 2; kh[n++] = 0; }
+    if (ih % 2 == 0 && ih / 2 < OH) { oh[n] = ih / 2; kh[n++] = 1; }
+    for (k = 0; k < n; k++) {
+        dyr[k] = cf__elt(dyc, dyh, (size_t)oh[k] * OW);
+        w0[k] = _mm512_set1_ps(wc[kh[k] * 3]); w1[k] = _mm512_set1_ps(wc[kh[k] * 3 + 1]);
+        w2[k] = _mm512_set1_ps(wc[kh[k] * 3 + 2]);
+    }
+    for (t0 = 0; 2 * t0 < W; t0 += 16) {
+        __m512 ev = _mm512_setzero_ps(), od = ev;   /* dx's even and odd columns from 2 t0 */
+        if (!store) cf__dws_split(&ev, &od, xr, 2L * t0, W, 0);
+        for (k = 0; k < n; k++) {
+            __m512 d = cf__dwv_load(dyr[k], t0, cf__dwv_in(t0, OW), dyh),
+                   dn = cf__dwv_load(dyr[k], t0 + 1, cf__dwv_in(t0 + 1, OW), dyh);
+            ev += w1[k] * d;
+            od += w0[k] * dn;
+            od += w2[k] * d;
+        }
+        cf__dwv_store(xr, (size_t)2 * t0, cf__dwv_in(2L * t0, W), _mm512_permutex2var_ps(ev, lo, od), rnd);
+        cf__dwv_store(xr, (size_t)2 * t0 + 16, cf__dwv_in(2L * t0 + 16, W), _mm512_permutex2var_ps(ev, hi, od), rnd);
+    }
+}
+/* a plane's dw and dx; buf: a row of the thread's (a 16-bit dx is made there) */
+CF__DWV_TARGET static void cf__dws_bwd_plane(float *dwc, float *dxc, float *buf, const float *xc, const float *dyc,
+                                             const float *wc, const cf__conv_call *c) {
+    int ih, W = c->in.w, store = c->dx_store || c->dx_half, rnd = cf__dwv_rnd(c, c->dx_half);
+    /* (each form its own copy: the loads' form known where they are compiled) */
+    if (c->x_half && c->half) cf__dws_dw(dwc, xc, 1, dyc, 1, c);
+    else if (c->x_half) cf__dws_dw(dwc, xc, 1, dyc, 0, c);
+    else if (c->half) cf__dws_dw(dwc, xc, 0, dyc, 1, c);
+    else cf__dws_dw(dwc, xc, 0, dyc, 0, c);
+    if (!dxc) return;
+    for (ih = 0; ih < c->in.h; ih++) {
+        float *xr = rnd == 2 ? cf__elt(dxc, 1, (size_t)ih * W) : c->dx_half ? buf : dxc + (size_t)ih * W;
+        if (c->half) cf__dws_dx_row(xr, dyc, 1, wc, ih, store, rnd, c);
+        else cf__dws_dx_row(xr, dyc, 0, wc, ih, store, rnd, c);
+        if (rnd) continue;
+        if (c->dx_half) cf__narrow_run((cf_bf16 *)(void *)dxc + (size_t)ih * W, xr, (size_t)W);
+        else if (c->bf16) cf__round_run(xr, (size_t)W);   /* rounded, the row in cache */
+    }
+}
+static void cf__dws_bwd(const cf__conv_call *c) {
+    int halves = c->half || c->x_half || c->dx_half;
+    size_t iv = cf__positions(c->in), ov = cf__positions(c->out);
+    CF__OMP(omp parallel num_threads(cf__nthreads()))
+    {
+        float *buf = halves ? c->ws + (size_t)c->in.w * cf__thread_id() : NULL;
+        int ch, bi;
+        CF__OMP(omp for schedule(static))
+        for (ch = 0; ch < c->in.c; ch++)   /* a channel's dw and dx belong to one thread */
+            for (bi = 0; bi < c->B; bi++) {
+                size_t plane = (size_t)bi * c->in.c + ch;
+                cf__dws_bwd_plane(c->dw + (size_t)ch * 9, c->dx ? cf__elt(c->dx, c->dx_half, plane * iv) : NULL, buf,
                                   cf__elt(c->x, c->x_half, plane * iv), cf__elt(c->dy, c->half, plane * ov),
                                   c->w + (size_t)ch * 9, c);
             }

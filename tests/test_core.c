@@ -1044,6 +1044,81 @@ static void case_geom(cf_geom *g, cf_shape in, cf_shape *out, const int k[3], co
     *out = in;
     out->d = cf_geom_out(g, 0, in.d); out->h = cf_geom_out(g, 1, in.h); out->w = cf_geom_out(g, 2, in.w);
 }
+/* The depthwise kernels of stride 2 read and write rows by masked vectors: with x, y, dy and dx
+   each ending against a page no access may touch (a read or write past an end faults), the
+   same bits as on the heap (DeepCAM's geometry, odd and even widths) */
+static void test_dws_guarded(cf_rng *r) {
+#ifdef CF__AVX512
+    static const int hw[2][2] = {{9, 13}, {12, 18}};
+    int ci, same = 0;
+    for (ci = 0; ci < 2; ci++) {
+        static const int k[3] = {1, 3, 3}, st[3] = {1, 2, 2}, pb[3] = {0, 1, 1};
+        cf_shape in = {3, 1, hw[ci][0], hw[ci][1]}, out;
+        cf_geom g;
+        size_t nx, ny, lx, ly, ldy, ldx, i;
+        char *bx = NULL, *by = NULL, *bdy = NULL, *bdx = NULL;
+        int dw_near = 1;
+        float *x, *y, *dy, *dx, *w, *y1, *dx1, *dw = (float *)calloc(27, 4), *dw1 = (float *)calloc(27, 4);
+        case_geom(&g, in, &out, k, st, NULL, pb, pb);
+        nx = cf_shape_size(in); ny = cf_shape_size(out);
+        x = guarded_floats(nx, &bx, &lx); y = guarded_floats(ny, &by, &ly);
+        dy = guarded_floats(ny, &bdy, &ldy); dx = guarded_floats(nx, &bdx, &ldx);
+        if (!x || !y || !dy || !dx) { CHECK(0, "guarded buffers for the stride-2 depthwise kernels"); return; }
+        w = rnd(27, r); y1 = (float *)malloc(ny * 4); dx1 = (float *)malloc(nx * 4);
+        fill(x, nx, r, -1, 1); fill(dy, ny, r, -1, 1); memset(dx, 0, nx * 4); memset(dx1, 0, nx * 4);
+        cf_dwconv_forward(y, x, w, NULL, 1, in, out, &g);
+        cf_dwconv_backward(dx, dw, NULL, dy, x, w, 1, in, out, &g);
+        cf_ref_dwconv_forward(y1, x, w, NULL, 1, in, out, &g);
+        cf_ref_dwconv_backward(dx1, dw1, NULL, dy, x, w, 1, in, out, &g);
+        for (i = 0; i < 27; i++) dw_near = dw_near && fabsf(dw[i] - dw1[i]) <= 1e-5f * (1 + fabsf(dw1[i]));
+        same += !strcmp(cf__dwconv_path(CF_OP_FORWARD, 1, in, out, &g), "direct") && !memcmp(y, y1, ny * 4) &&
+                !memcmp(dx, dx1, nx * 4) && dw_near;
+        guarded_free(bx, lx); guarded_free(by, ly); guarded_free(bdy, ldy); guarded_free(bdx, ldx);
+        free(w); free(y1); free(dx1); free(dw); free(dw1);
+    }
+    CHECK(same == 2, "the stride-2 depthwise kernels with x, y, dy, dx against guard pages: the reference's bits in %d of 2 "
+          "geometries", same);
+#else
+    (void)r;
+    printf("skipped: the stride-2 depthwise kernels against guard pages (no AVX-512 kernels in this build)\n");
+#endif
+}
+/* A bf16 network's depthwise backward with dy, x, dx or several of them stored in 16 bits
+   (CF__HALF_OUT, CF__HALF_IN, CF__HALF_DIN), against the same call on fp32 storage of the same
+   values, dx stored: the number of the seven forms that give the same bits of dx and dw.  0
+   when the plan would not store them so (no path takes them, or not with the same sums). */
+static int dwconv_bwd_halves_same(cf_shape in, cf_shape out, const cf_geom *g, int B, const float *x, const float *w,
+                                  const float *dy, cf_rng *r) {
+    size_t nx = B * cf_shape_size(in), ny = B * cf_shape_size(out), nw = (size_t)in.c * cf__kvol(g), i;
+    size_t wsf = (size_t)1 << 20;
+    float *xr = (float *)malloc(nx * 4), *dyr = (float *)malloc(ny * 4), *dx0 = rnd(nx, r), *dx1 = rnd(nx, r);
+    float *dw0 = (float *)malloc(nw * 4), *dw1 = (float *)malloc(nw * 4), *ws = rnd(wsf, r);
+    cf_bf16 *xh = (cf_bf16 *)malloc(nx * 2), *dyh = (cf_bf16 *)malloc(ny * 2), *dxh = (cf_bf16 *)malloc(nx * 2);
+    cf__conv_call all = cf__conv_make(B, in, out, g, in.c, ws, wsf, 1);
+    int h, same = 0;
+    cf__conv_halves(&all, CF__HALF_ALL);
+    if (!cf__same_sums(cf__dwconv_bwd_paths, &all)) h = 8;   /* (the plan keeps them in fp32) */
+    else h = 0;
+    memcpy(xr, x, nx * 4); cf_bf16_round(xr, nx);
+    memcpy(dyr, dy, ny * 4); cf_bf16_round(dyr, ny);
+    for (i = 0; i < nx; i++) xh[i] = cf_bf16_from_f32(xr[i]);
+    for (i = 0; i < ny; i++) dyh[i] = cf_bf16_from_f32(dyr[i]);
+    for (; h < 8; h++) {   /* h 0: the fp32 storage */
+        cf__conv_call c = cf__conv_make(B, in, out, g, in.c, ws, wsf, 1);
+        float *dw = h ? dw1 : dw0;
+        memset(dw, 0, nw * 4);
+        c.x = h & CF__HALF_IN ? (const float *)(const void *)xh : xr;
+        c.dy = h & CF__HALF_OUT ? (const float *)(const void *)dyh : dyr;
+        c.dx = h & CF__HALF_DIN ? (float *)(void *)dxh : h ? dx1 : dx0;
+        c.dw = dw; c.w = w;
+        cf__dwconv_backward_p(&c, NULL, h, 1);
+        if (!h) continue;
+        if (h & CF__HALF_DIN) for (i = 0; i < nx; i++) dx1[i] = cf_f32_from_bf16(dxh[i]);
+        same += !memcmp(dx0, dx1, nx * 4) && !memcmp(dw0, dw1, nw * 4);
+    }
+    free(xr); free(dyr); free(dx0); free(dx1); free(dw0); free(dw1); free(ws); free(xh); free(dyh); free(dxh);
+    return same;
+}
 /* depthwise backward: its path against cf_ref_dwconv_backward.  dx and db add the same
    products in the same order (bit for bit); each dw is a sum the path takes in vector order,
    within 1e-6 of its sum |terms| (the reference run on absolute values).  dx NULL skips dx.
@@ -1065,7 +1140,7 @@ static void test_dwconv_paths(cf_rng *r) {
         {2, 1, 7, 33, {1, 3, 3}, {1, 1, 1}, {1, 1, 2}, {0, 0, 2}, {0, 2, 2}, 1},   /* dilation 2 on the width, rows padded after */
         {2, 1, 9, 13, {1, 3, 3}, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1},   /* stride 3: the reference */
     };
-    int ci, fast_reached = 0, ref_kept = 0, B = 2;
+    int ci, fast_reached = 0, ref_kept = 0, B = 2, halves_cases = 0, halves_same = 0;
     for (ci = 0; ci < (int)(sizeof dcs / sizeof dcs[0]); ci++) {
         cf_shape in = {dcs[ci].C, dcs[ci].D, dcs[ci].H, dcs[ci].W}, out;
         cf_geom g;
@@ -1094,11 +1169,22 @@ static void test_dwconv_paths(cf_rng *r) {
                 cf_ref_dwconv_backward(dx2, dw2, NULL, dy, x, w, B, in, out, &g);
                 cf_bf16_round(dx2, nx);
                 CHECK(!memcmp(dx1, dx2, nx * 4), "depthwise backward case %d (path %s), bf16: dx rounded as stored, bit for bit", ci, path);
+                if (dcs[ci].D == 1) {   /* and with kind bf16 off: no rounding as stored, a 16-bit dx made in a row first */
+                    int same = dwconv_bwd_halves_same(in, out, &g, B, x, w, dy, r);
+                    cf_fast_path_set("bf16", 0);
+                    same += dwconv_bwd_halves_same(in, out, &g, B, x, w, dy, r);
+                    cf_fast_path_set("bf16", 1);
+                    halves_cases += same > 0; halves_same += same;
+                }
             }
             free(x); free(w); free(dy); free(dx1); free(dx2); free(dw1); free(dw2); free(db1); free(db2); free(ax); free(ady); free(adw);
         }
     }
     CHECK(fast_reached && ref_kept, "the depthwise backward's fast path is reached, and a stride of 3 on the width keeps the reference");
+    /* (the cases a 16-bit path takes: the 2-D ones with dx but the rows path's (stride 2 on the height alone) and stride 3) */
+    CHECK(halves_cases == 11 && halves_same == 14 * halves_cases, "depthwise backward with dy, x, dx or several in 16 bits (a bf16 "
+          "network's plan), kind bf16 on and off: as on fp32 storage, dx and dw bit for bit, in %d of %d forms (%d cases)",
+          halves_same, 14 * halves_cases, halves_cases);
 }
 /* A bf16 network's depthwise forward (bias, relu or none) with x, y or both stored in 16 bits,
    against the same call on fp32 storage of the same rounded x: the number of the three forms
@@ -1284,6 +1370,7 @@ static void test_fast_paths(void) {
         CHECK(ok, "every pooling fast path is reached by a test case");
     }
     test_dwconv_paths(&r);
+    test_dws_guarded(&r);
     test_dwconv_forward_paths(&r);
     free(ws);
 }
