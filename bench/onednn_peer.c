@@ -9,7 +9,9 @@
              real network computes backward-data (every layer but one reading the network input);
              in bf16, a depthwise conv whose output and its gradient the network stores in 16 bits
              (its one reader a pointwise conv) sits between two pointwise convs with identity
-             weights, so that the plan stores them so here too (the "ours layer" line);
+             weights, so that the plan stores them so here too (the "ours layer" line), and a
+             conv whose input and its gradient the network stores in 16 bits (a depthwise
+             conv's output) reads an identity depthwise conv's, after an identity pointwise one;
              a repetition is cf_net_forward + cf_net_backward, the conv's forward, backward-weights
              and backward-data timed by cf_net_set_layer_hook, as cf-bench --layers times them;
      oneDNN  forward_training, backward_data and backward_weights primitives (convolution_direct),
@@ -95,6 +97,7 @@ typedef struct {
     int n, *idx;         /* the layers it stands for */
     const char *net_path[NDIR];   /* the path each op takes inside the whole network (batch B) */
     int half_out;        /* the network stores its output and their gradient in 16 bits (bf16) */
+    int half_in;         /* ... its input and the gradient over it, a depthwise conv's output (bf16) */
 } peer_layer;
 static int same_layer(const peer_layer *p, const cf_layer *l, int bwd_data) {
     const cf_layer *a = &p->l;
@@ -102,6 +105,10 @@ static int same_layer(const peer_layer *p, const cf_layer *l, int bwd_data) {
            !memcmp(&a->out, &l->out, sizeof l->out) &&
            !memcmp(&a->g, &l->g, sizeof l->g) && a->groups == l->groups && a->has_bias == l->has_bias &&
            a->depthwise == l->depthwise;
+}
+/* the network stores layer i's output and the gradient over it in 16 bits */
+static int stored_half(const cf_net *net, int i) {
+    return i >= 0 && cf_net_stored_bits(net, i, 0) == 16 && cf_net_stored_bits(net, i, 1) == 16;
 }
 static int is2d(const cf_layer *l) { return l->in.d == 1; }
 /* "conv 32->64 3x3x3 @64^3" (+ " s2" stride, " d2" dilation, " g4" groups, " dw" depthwise, " bias") */
@@ -138,12 +145,15 @@ static peer_layer *list_layers(const char *model, int B, int precision, int only
         const cf_layer *l = &net.layers[i];
         int bd = l->src[0] >= 0;
         if (l->type != CF_L_CONV || (only >= 0 && i != only)) continue;
-        for (j = 0; j < n && !same_layer(&p[j], l, bd); j++) {}
+        int hi = l->src[0] >= 0 && net.layers[l->src[0]].depthwise && stored_half(&net, l->src[0]);
+        for (j = 0; j < n && !(same_layer(&p[j], l, bd) && p[j].half_out == stored_half(&net, i) &&
+                               p[j].half_in == hi); j++) {}
         if (j == n) {
             p[n].l = *l; p[n].bwd_data = bd; p[n].idx = (int *)calloc(net.n_layers, sizeof(int));
             if (!p[n].idx) die(model, "out of memory");
             for (j = 0; j < NDIR; j++) p[n].net_path[j] = cf_net_path(&net, i, j);
-            p[n].half_out = cf_net_stored_bits(&net, i, 0) == 16 && cf_net_stored_bits(&net, i, 1) == 16;
+            p[n].half_out = stored_half(&net, i);
+            p[n].half_in = hi;
             j = n++;
         }
         p[j].idx[p[j].n++] = i;
@@ -171,7 +181,7 @@ static void time_layer(cf_net *net, int layer, int phase, void *ctx) {
 typedef struct {
     cf_net net;
     layer_clock clock;
-    int at;               /* the layer in the network (1 after an identity layer) */
+    int at;               /* the layer in the network (after the identity layers before it) */
     float *x, *dy, *dx;   /* input, output gradient (the loss's), input gradient (or NULL) */
 } ours_conv;
 static void axes_text(const int *v, int d2, char *b, size_t n) {
@@ -180,7 +190,7 @@ static void axes_text(const int *v, int d2, char *b, size_t n) {
 }
 static void ours_make(ours_conv *o, const peer_layer *p, int B, int precision) {
     const cf_layer *l = &p->l;
-    char cfg[1024], in[64], k[32], s[32], dl[32], pad[64], one[128] = "";
+    char cfg[1024], in[64], k[32], s[32], dl[32], pad[64], one[128] = "", before[256] = "";
     int d2 = is2d(l), a;
     size_t nx = (size_t)B * cf_shape_size(l->in), ny = (size_t)B * cf_shape_size(l->out);
     memset(o, 0, sizeof *o);
@@ -200,10 +210,22 @@ static void ours_make(ours_conv *o, const peer_layer *p, int B, int precision) {
        with 1 and 0; the values are bf16's), and the hook times the layer alone. */
     if (precision == CF_BF16 && p->half_out && l->depthwise && p->bwd_data) {
         snprintf(one, sizeof one, "[conv]\nfilters=%d\nsize=1\nbias=0\nactivation=linear\n", l->out.c);
+        snprintf(before, sizeof before, "%s", one);
         o->at = 1;
     }
+    /* Where the network stores the layer's input and the gradient over it in 16 bits (a conv
+       after a depthwise conv that stores its output so), the layer reads the output of a
+       depthwise 3x3 conv with the identity as its weights (the centre tap 1), itself after an
+       identity pointwise conv (a depthwise conv reading the network's input stores its output
+       in fp32): the plan stores the layer's input and dx as the network does. */
+    if (precision == CF_BF16 && p->half_in && !l->depthwise && p->bwd_data) {
+        snprintf(before, sizeof before, "[conv]\nfilters=%d\nsize=1\nbias=0\nactivation=linear\n"
+                 "[conv]\nfilters=%d\nsize=3\npad=1\ngroups=%d\nbias=0\nactivation=linear\n", l->in.c, l->in.c,
+                 l->in.c);
+        o->at = 2;
+    }
     snprintf(cfg, sizeof cfg, "[net]\ninput=%s\nloss=mse\n%s[conv]\nfilters=%d\nsize=%s\nstride=%s\ndilation=%s\n"
-             "pad=%s\ngroups=%d\nbias=%d\nactivation=linear\n%s", in, one, l->out.c, k, s, dl, pad, l->groups,
+             "pad=%s\ngroups=%d\nbias=%d\nactivation=linear\n%s", in, before, l->out.c, k, s, dl, pad, l->groups,
              l->has_bias, one);
     if (cf_net_parse(&o->net, cfg, "the one-conv network", NULL) || cf_net_init(&o->net, 1) ||
         cf_net_set_precision(&o->net, precision))
@@ -231,12 +253,15 @@ static void ours_fill(ours_conv *o, int B, int precision) {
     if (precision == CF_BF16) {
         cf_bf16_round(o->x, nx); cf_bf16_round(o->dy, ny); cf_bf16_round(w, l->w_n);
     }
-    for (k = 0; k < o->net.n_layers; k += 2)
-        if (k != o->at) {   /* the identity layers */
+    for (k = 0; k < o->net.n_layers; k++)
+        if (k != o->at) {   /* the identity layers: pointwise, or depthwise 3x3 (the centre tap) */
             const cf_layer *q = &o->net.layers[k];
             float *v = o->net.params + q->w_off;
             memset(v, 0, q->w_n * sizeof(float));
-            for (i = 0; i < (size_t)q->out.c; i++) v[i * q->in.c + i] = 1;
+            for (i = 0; i < (size_t)q->out.c; i++) {
+                if (q->depthwise) v[i * 9 + 4] = 1;
+                else v[i * q->in.c + i] = 1;
+            }
         }
 }
 /* one step: forward and backward, the output copied to y_copy between them when not NULL;
@@ -472,10 +497,14 @@ static void measure(const peer_layer *p, int B, int precision, int reps, result 
     dn_run(&c, t);
     check(&o, &c, p, B, y, bound, r);
     free(y);
-    if (o.at)
+    if (o.at == 1)
         printf("ours layer %d: between two identity pointwise convs, its output and their gradient stored in %d "
                "and %d bits, as in the network\n", p->idx[0], cf_net_stored_bits(&o.net, o.at, 0),
                cf_net_stored_bits(&o.net, o.at, 1));
+    if (o.at == 2)
+        printf("ours layer %d: after an identity depthwise conv, its input and the gradient over it stored in %d and "
+               "%d bits, as in the network\n", p->idx[0], cf_net_stored_bits(&o.net, 1, 0),
+               cf_net_stored_bits(&o.net, 1, 1));
     printf("check %s layer %d: max relative error fwd %.1e, bwd-w %.1e, bwd-d ", cf_precision_name(precision),
            p->idx[0], r->err[FWD], r->err[BWW]);
     if (r->err[BWD] < 0) printf("- (none)"); else printf("%.1e", r->err[BWD]);

@@ -70,6 +70,12 @@ run "a separable conv's depthwise half in bf16" 1 --model "$T/sep.cfg" --layer 1
 if grep -q '^ours layer 1: between two identity pointwise convs, its output and their gradient stored in 16 and 16 bits' \
     "$T/out.txt"; then ok "its output and their gradient stored in 16 bits, as in the network"
 else bad "the depthwise layer's storage: $(grep -e '^ours' -e '^check' "$T/out.txt")"; fi
+# the pointwise conv after it reads that output in 16 bits and writes its gradient so: the peer
+# times it after an identity depthwise conv (itself after an identity pointwise conv)
+run "a separable conv's pointwise half in bf16" 1 --model "$T/sep.cfg" --layer 2 --batch 2 --precision bf16
+if grep -q '^ours layer 2: after an identity depthwise conv, its input and the gradient over it stored in 16 and 16 bits' \
+    "$T/out.txt"; then ok "its input and the gradient over it stored in 16 bits, as in the network"
+else bad "the pointwise layer's input storage: $(grep -e '^ours' -e '^check' "$T/out.txt")"; fi
 # the sabotage: ours' input changed after oneDNN's copy was made
 if ONEDNN_PEER_SABOTAGE=1 OMP_NUM_THREADS=2 bin/onednn-peer --reps 1 --model "$T/tiny.cfg" --layer 0 --precision fp32 > "$T/out.txt" 2> "$T/err.txt"; then
     bad "a changed input is not reported: $(grep '^check' "$T/out.txt")"
