@@ -12123,23 +12123,28 @@ CF__DWV_TARGET static void cf__dwv_bwd_plane(float *dwc, float *dxc, float *buf,
         else if (c->bf16) cf__round_run(xr, n);   /* rounded, the rows in cache */
     }
 }
-static void cf__dwv_bwd(const cf__conv_call *c) {
+/* a backward's planes shared out by channel (a channel's dw and dx belong to one thread), each
+   thread with per floats of the workspace when the call has 16-bit operands (else none) */
+typedef void (*cf__dw_plane_bwd_fn)(float *dwc, float *dxc, float *buf, const float *xc, const float *dyc,
+                                    const float *wc, const cf__conv_call *c);
+static void cf__dw_planes_bwd(const cf__conv_call *c, size_t per, cf__dw_plane_bwd_fn plane_bwd) {
     int halves = c->half || c->x_half || c->dx_half;
-    size_t iv = cf__positions(c->in), ov = cf__positions(c->out), per = cf__dwv_floats(c);
+    size_t iv = cf__positions(c->in), ov = cf__positions(c->out);
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
         float *buf = halves ? c->ws + per * cf__thread_id() : NULL;
         int ch, bi;
         CF__OMP(omp for schedule(static))
-        for (ch = 0; ch < c->in.c; ch++)   /* a channel's dw and dx belong to one thread */
+        for (ch = 0; ch < c->in.c; ch++)
             for (bi = 0; bi < c->B; bi++) {
                 size_t plane = (size_t)bi * c->in.c + ch;
-                cf__dwv_bwd_plane(c->dw + (size_t)ch * 9, c->dx ? cf__elt(c->dx, c->dx_half, plane * iv) : NULL, buf,
-                                  cf__elt(c->x, c->x_half, plane * iv), cf__elt(c->dy, c->half, plane * ov),
-                                  c->w + (size_t)ch * 9, c);
+                plane_bwd(c->dw + (size_t)ch * 9, c->dx ? cf__elt(c->dx, c->dx_half, plane * iv) : NULL, buf,
+                          cf__elt(c->x, c->x_half, plane * iv), cf__elt(c->dy, c->half, plane * ov),
+                          c->w + (size_t)ch * 9, c);
             }
     }
 }
+static void cf__dwv_bwd(const cf__conv_call *c) { cf__dw_planes_bwd(c, cf__dwv_floats(c), cf__dwv_bwd_plane); }
 
 /* ---- depthwise 3x3 of stride 2 and padding 1 in AVX-512 registers (kind "direct"; DeepCAM's
    three strided depthwise convolutions, 128 to 728 channels at 384x576 to 96x144).  The
@@ -12155,8 +12160,9 @@ static void cf__dwv_bwd(const cf__conv_call *c) {
    its odd ones those of kw = 0 then 2, for the output rows that read it in the reference's
    order (an odd row ih: kh = 2 of output row (ih - 1) / 2, then kh = 0 of (ih + 1) / 2; an
    even one kh = 1 of ih / 2); the two halves interleaved by two permutes and stored.  Outputs
-   rounded as stored in a bf16 call.  The same bits as the reference, but a zero's sign (a lane
-   past the output row adds w x 0).  The input rows of the next output row are fetched ahead:
+   rounded as stored in a bf16 call.  The same bits as the reference, but a zero's sign and a w
+   that is not finite (a tap in the padding adds w x 0 where the reference adds nothing; dw's
+   lanes past the output row are zeroed).  The input rows of the next output row are fetched ahead:
    on 128 x 384 x 576 it was memory-bound without it (backward 12.9 -> 10.1 ms, in one process).
    Against the padded-plane kernel, 2 threads, best of 15 in one process, fp32 (bf16 with y, dy
    and dx in 16 bits alike): 128 x 384 x 576 forward 7.5 -> 6.7 ms, backward 18.8 -> 11.3;
@@ -12330,23 +12336,7 @@ CF__DWV_TARGET static void cf__dws_bwd_plane(float *dwc, float *dxc, float *buf,
         else if (c->bf16) cf__round_run(xr, (size_t)W);   /* rounded, the row in cache */
     }
 }
-static void cf__dws_bwd(const cf__conv_call *c) {
-    int halves = c->half || c->x_half || c->dx_half;
-    size_t iv = cf__positions(c->in), ov = cf__positions(c->out);
-    CF__OMP(omp parallel num_threads(cf__nthreads()))
-    {
-        float *buf = halves ? c->ws + (size_t)c->in.w * cf__thread_id() : NULL;
-        int ch, bi;
-        CF__OMP(omp for schedule(static))
-        for (ch = 0; ch < c->in.c; ch++)   /* a channel's dw and dx belong to one thread */
-            for (bi = 0; bi < c->B; bi++) {
-                size_t plane = (size_t)bi * c->in.c + ch;
-                cf__dws_bwd_plane(c->dw + (size_t)ch * 9, c->dx ? cf__elt(c->dx, c->dx_half, plane * iv) : NULL, buf,
-                                  cf__elt(c->x, c->x_half, plane * iv), cf__elt(c->dy, c->half, plane * ov),
-                                  c->w + (size_t)ch * 9, c);
-            }
-    }
-}
+static void cf__dws_bwd(const cf__conv_call *c) { cf__dw_planes_bwd(c, (size_t)c->in.w, cf__dws_bwd_plane); }
 #endif /* CF__AVX512 */
 
 /* ---- max pooling with disjoint 2x2 windows on height and width and 1 or 2 on depth (k = s,
