@@ -9799,22 +9799,36 @@ static void cf__strided_pw_zero(const cf__conv_call *c, float *dx) {
                            sizeof(float) * c->in.w);
     }
 }
-static void cf__strided_pw_bwd(const cf__conv_call *c) {
-    int C = c->in.c, rows = c->out.d * c->out.h, band, bi, r0;
-    size_t P = cf__positions(c->out), fit = c->ws_floats / ((size_t)C * c->out.w);   /* (output rows the ws holds) */
+/* The band loop of both precisions' paths: per sample, dx's unread rows zeroed (dx stored),
+   then per band of output rows v (C x n fp32 sums, v_floats at most) = w^T dy over the band's
+   n positions (dy read as stored: 16 bits when c->half) by gemm, whose buffers are ws's first
+   (the bf16 GEMM's), added into dx by cf__strided_pw_rows (round: each dx row rounded) */
+typedef void (*cf__strided_pw_gemm)(const cf__gemm_call *g, float *gws);
+static void cf__strided_pw_bands(const cf__conv_call *c, float *v, size_t v_floats, cf__strided_pw_gemm gemm,
+                                 void (*round)(float *, size_t)) {
+    int C = c->in.c, rows = c->out.d * c->out.h, band, bi, r0, h = c->half ? CF__GEMM_HALF_B : 0;
+    size_t P = cf__positions(c->out), fit = v_floats / ((size_t)C * c->out.w);   /* (output rows v holds) */
     band = fit < (size_t)rows ? (int)fit : rows;
     for (bi = 0; bi < c->B; bi++) {
         float *dx = c->dx + (size_t)bi * cf_shape_size(c->in);
-        const float *dy = c->dy + (size_t)bi * cf_shape_size(c->out);
         if (c->dx_store) cf__strided_pw_zero(c, dx);
-        for (r0 = 0; r0 < rows; r0 += band) {   /* ws (C x n) = w^T dy over the band's n positions */
+        for (r0 = 0; r0 < rows; r0 += band) {
             int nr = rows - r0 < band ? rows - r0 : band, n = nr * c->out.w;
-            const float *b = dy + (size_t)r0 * c->out.w;
-            cf__gemm_call g = {1, 0, C, n, c->out.c, c->w, C, b, (int)P, 0.0f, c->ws, n, 0, NULL, 0, NULL};
-            if (cf__gemm_f32_r(&g)) cf__sgemm_fp32(1, 0, C, n, c->out.c, c->w, C, b, (int)P, 0.0f, c->ws, n);
-            cf__strided_pw_rows(c, dx, c->ws, r0, nr, NULL);
+            cf__gemm_call g = {1, 0, C, n, c->out.c, c->w, C,
+                               cf__elt(c->dy, c->half, (size_t)bi * cf_shape_size(c->out) + (size_t)r0 * c->out.w),
+                               (int)P, 0.0f, v, n, 0, NULL, h, NULL};
+            gemm(&g, c->ws);
+            cf__strided_pw_rows(c, dx, v, r0, nr, round);
         }
     }
+}
+/* the fp32 GEMM, or the BLAS where it cannot run */
+static void cf__strided_pw_gemm_f32(const cf__gemm_call *g, float *gws) {
+    (void)gws;
+    if (cf__gemm_f32_r(g)) cf__sgemm_fp32(1, 0, g->M, g->N, g->K, g->A, g->lda, g->B, g->ldb, 0.0f, g->C, g->ldc);
+}
+static void cf__strided_pw_bwd(const cf__conv_call *c) {
+    cf__strided_pw_bands(c, c->ws, c->ws_floats, cf__strided_pw_gemm_f32, NULL);
 }
 /* ---- backward-weights on rows of positions, stride 1 along the width (kind direct in fp32,
    kind bf16 on bf16 operands): dw[oc][c][kd][kh][kw] += sum over output positions p of
@@ -11073,7 +11087,7 @@ static void cf__bf16_pw_half_bwd(const cf__conv_call *c) {   /* (a 16-bit dx is 
             cf__sgemm_bf16_r(&dxg, c->ws);
         }
 }
-/* Backward-data of a strided 1x1 convolution in bf16: cf__strided_pw_bwd with the bf16 GEMM
+/* Backward-data of a strided 1x1 convolution in bf16: cf__strided_pw_bands with the bf16 GEMM
    (dy read as stored, in 16 bits or 32), each dx row rounded as it is written.  DeepCAM's
    residual branches (64 -> 128, 128 -> 256 and 256 -> 728 at stride 2) ran im2col's loop:
    the GEMM into tiles, col2im into a dx the dispatcher zeroed, then rounded in a pass of its
@@ -11083,24 +11097,10 @@ static int cf__bf16_strided_pw_applies(const cf__conv_call *c) {
     return cf__bf16_gemm_applies(c) && !c->dx_half && cf__strided_pw_geom(c) &&
            cf__gemm_bf16_ws_floats() + (size_t)c->in.c * c->out.w <= c->ws_floats;
 }
+static void cf__strided_pw_gemm_bf16(const cf__gemm_call *g, float *gws) { cf__sgemm_bf16_r(g, gws); }
 static void cf__bf16_strided_pw_bwd(const cf__conv_call *c) {
-    int C = c->in.c, rows = c->out.d * c->out.h, band, bi, r0, h = c->half ? CF__GEMM_HALF_B : 0;
-    size_t P = cf__positions(c->out), gws = cf__gemm_bf16_ws_floats(),
-        fit = (c->ws_floats - gws) / ((size_t)C * c->out.w);   /* (output rows the ws holds) */
-    float *v = c->ws + gws;
-    band = fit < (size_t)rows ? (int)fit : rows;
-    for (bi = 0; bi < c->B; bi++) {
-        float *dx = c->dx + (size_t)bi * cf_shape_size(c->in);
-        if (c->dx_store) cf__strided_pw_zero(c, dx);
-        for (r0 = 0; r0 < rows; r0 += band) {   /* v (C x n) = w^T dy over the band's n positions, fp32 sums */
-            int nr = rows - r0 < band ? rows - r0 : band, n = nr * c->out.w;
-            cf__gemm_call g = {1, 0, C, n, c->out.c, c->w, C,
-                               cf__elt(c->dy, c->half, (size_t)bi * cf_shape_size(c->out) + (size_t)r0 * c->out.w),
-                               (int)P, 0.0f, v, n, 0, NULL, h, NULL};
-            cf__sgemm_bf16_r(&g, c->ws);
-            cf__strided_pw_rows(c, dx, v, r0, nr, cf__round_floats_bf16);
-        }
-    }
+    size_t gws = cf__gemm_bf16_ws_floats();
+    cf__strided_pw_bands(c, c->ws + gws, c->ws_floats - gws, cf__strided_pw_gemm_bf16, cf__round_floats_bf16);
 }
 /* The tiles, the whole-sample GEMM (cols) and im2col's backward-data on operands stored in 16
    bits or an input not yet rounded (section 9, halves), the same sums: a forward's y when it
