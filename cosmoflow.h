@@ -9466,15 +9466,29 @@ typedef struct {
     int nth, parts, span, nblocks, width, rows, rblocks, tasks;
     size_t a_sz, b_sz, made_sz;
 } cf__gemm_f32_cut;
+/* The widest block of columns of a GEMM (both section 13's, fp32 and bf16) whose chunks of the
+   sum are at most chunk long: nb, or, where op(B) is read from memory (not made from x, not
+   transposed), as wide as a thread's buffer for op(B) holds (chunk x width <= room), at most
+   4 nb.  A short sum over a large image (a pointwise conv of 64 or 128 channels at 384x576)
+   then reads each row of B and writes each row of C in runs of 1536 values rather than 384
+   (the hardware's prefetchers follow a longer run): its bf16 forward (16-bit x and y) 13.5-15.3
+   -> 11.6-12.2 ms, fp32 24.1-25.3 -> 23.0-23.9 (docs/performance.md, "bf16"). */
+static int cf__gemm_widest(const cf__gemm_call *g, size_t chunk, size_t room, int nb) {
+    size_t width = chunk ? room / chunk / 32 * 32 : (size_t)nb;
+    if (g->col || g->tB || width < (size_t)nb) return nb;
+    return width > (size_t)4 * nb ? 4 * nb : (int)width;
+}
 /* the parts follow from K alone; the columns are cut into more blocks until there are
    CF__F32_TASKS tasks a thread, a multiple of the threads (or blocks of 64 columns), the rows
    into blocks when there are still fewer tasks than threads */
 static void cf__gemm_f32_cut_up(cf__gemm_f32_cut *cut, const cf__gemm_call *g) {
-    int M = g->M, N = g->N, K = g->K;
+    int M = g->M, N = g->N, K = g->K, kc, widest;   /* kc: a chunk's terms, at most */
     cut->nth = cf__nthreads();
     cut->parts = K > CF__F32_KPART ? (K + CF__F32_KPART - 1) / CF__F32_KPART : 1;
     cut->span = (K + cut->parts - 1) / cut->parts;
-    cut->nblocks = (N + CF__F32_NB - 1) / CF__F32_NB;
+    kc = K < CF__F32_KC ? K : CF__F32_KC;
+    widest = cf__gemm_widest(g, (size_t)kc, (size_t)CF__F32_KC * CF__F32_NB, CF__F32_NB);
+    cut->nblocks = (N + widest - 1) / widest;
     while ((cut->nblocks * cut->parts < CF__F32_TASKS * cut->nth || (cut->nblocks * cut->parts) % cut->nth) &&
            cut->nblocks * 64 < N)
         cut->nblocks++;
@@ -9484,7 +9498,7 @@ static void cf__gemm_f32_cut_up(cf__gemm_f32_cut *cut, const cf__gemm_call *g) {
     cut->rblocks = (M + cut->rows - 1) / cut->rows;
     cut->tasks = cut->rblocks * cut->nblocks * cut->parts;
     cut->a_sz = (size_t)CF__F32_MB * CF__F32_KC;
-    cut->b_sz = (size_t)CF__F32_KC * cut->width;
+    cut->b_sz = (size_t)kc * cut->width;
     cut->made_sz = g->col ? (size_t)16 * CF__F32_KC : 0;
 }
 /* a thread's buffers: Ap, Bp, a block of op(A) and a chunk of op(B); A_all, all of op(A)
@@ -10094,7 +10108,11 @@ CF__BF16_TARGET CF__INLINE __m512 cf__dot_step(__m512 acc, const cf__pairs_x *x,
         memcpy(&odd, w, 4); memcpy(&even, w + 1, 4);
         return _mm512_fmadd_ps(x->even, _mm512_set1_ps(even), _mm512_fmadd_ps(x->odd, _mm512_set1_ps(odd), acc));
     }
-    return _mm512_dpbf16_ps(acc, (__m512bh)x->p, (__m512bh)_mm512_set1_epi32((int)w[0]));
+    {
+        uint32_t pair;   /* (w may be a 16-bit tensor's two values: cf__gemm_bf16_a_where) */
+        memcpy(&pair, w, 4);
+        return _mm512_dpbf16_ps(acc, (__m512bh)x->p, (__m512bh)_mm512_set1_epi32((int)pair));
+    }
 }
 /* n pair words p widened for the FMA form: to[2i] = the odd half of p[i] as an fp32 word,
    to[2i + 1] the even half */
@@ -10408,7 +10426,11 @@ CF__BF16_TARGET CF__INLINE void cf__gemm_bf16_block_f(const cf__gemm_call *gemm,
             }
             /* the block's valid rows, each accumulator named by a constant: indexed by a
                variable here, GCC kept a[][] in memory and stored all 16 at every step of q */
-#define CF__ST(o) if (o < nm && c_half) {                                                                        \
+#define CF__ST(o) if (o < nm && c_half && beta == 0.0f) {   /* both halves rounded by one vcvtne2ps2bf16 */     \
+                cf_bf16 *h = (cf_bf16 *)(void *)C + (size_t)(m0 + o) * ldc + n0;                                \
+                _mm512_mask_storeu_epi16(h, ((__mmask32)k1 << 16) | k0,                                          \
+                                         (__m512i)_mm512_cvtne2ps_pbh(a[o][1], a[o][0]));                         \
+            } else if (o < nm && c_half) {                                                                        \
                 cf_bf16 *h = (cf_bf16 *)(void *)C + (size_t)(m0 + o) * ldc + n0;                                \
                 if (beta != 0.0f) {                                                                              \
                     a[o][0] = _mm512_add_ps(a[o][0], cf__load_half(h, k0));                                      \
@@ -10455,6 +10477,18 @@ static void cf__gemm_bf16_task_sgemm(const cf__gemm_call *task, int n0, int nb, 
     cf_sgemm(task->tA, task->tB, task->M, nb, kn, 1.0f, A, lda, B, ldb, task->beta, task->C + n0, task->ldc);
     for (r = 0; r < task->M && task->rnd; r++) cf__round_run(task->C + (size_t)r * task->ldc + n0, (size_t)nb);
 }
+/* An A stored in 16 bits and not transposed holds op(A)'s pairs as adjacent values, a 32-bit
+   word each: rows m0 .. of a chunk of pairs q .. q + nq read where they lie (lda / 2 words
+   apart), not packed, when lda and A's address are even and the chunk holds no lone last
+   value (an odd K's, which the packing pairs with a zero).  A 1x1 backward-weights with dy in
+   16 bits (DeepCAM's before a batch norm), 64 -> 128 channels at 384x576: 18.7-19.5 -> 14.5-14.8
+   ms in the network (docs/performance.md, "bf16").  NULL where it does not apply. */
+static const uint32_t *cf__gemm_bf16_a_where(const cf__gemm_call *task, int m0, int q, int nq) {
+    const cf_bf16 *A = (const cf_bf16 *)(const void *)task->A;
+    if (!(task->halves & CF__GEMM_HALF_A) || task->tA || task->lda % 2 || 2 * (q + nq) > task->K || (uintptr_t)A % 4)
+        return NULL;
+    return (const uint32_t *)(const void *)(A + (size_t)m0 * task->lda) + q;
+}
 /* one task: C[:, n0 .. n0 + nb] = beta C + the sum over pairs q0 .. q1 (the task's A and C start
    at its first row, M its rows), rounded to bf16 when rnd; without buffers cf_sgemm, the same
    operands.  Each chunk of op(B) is packed once and read by every block of CF__GEMM_MB rows in
@@ -10474,14 +10508,15 @@ static void cf__gemm_bf16_task(const cf__gemm_call *task, int n0, int nb, int q0
         cf__pack_b(bufs->Bp, task, q, nq, n0, nb, bufs->made);
         for (m0 = 0; m0 < task->M; m0 += CF__GEMM_MB) {
             cf__gemm_call rows = *task;   /* the block's rows of C */
-            /* their chunk of op(A), rows a_stride apart */
-            const uint32_t *a = bufs->A_all ? bufs->A_all + (size_t)m0 * K2 + q : bufs->Ap;
-            int a_stride = bufs->A_all ? K2 : nq;
+            /* their chunk of op(A), rows a_stride apart: packed before, where it lies, or packed here */
+            const uint32_t *where = bufs->A_all ? NULL : cf__gemm_bf16_a_where(task, m0, q, nq);
+            const uint32_t *a = bufs->A_all ? bufs->A_all + (size_t)m0 * K2 + q : where ? where : bufs->Ap;
+            int a_stride = bufs->A_all ? K2 : where ? task->lda / 2 : nq;
             rows.M = task->M - m0 < CF__GEMM_MB ? task->M - m0 : CF__GEMM_MB;
             rows.C = cf__elt(task->C, ch, (size_t)m0 * task->ldc + n0);
             rows.beta = q == q0 ? task->beta : 1.0f;
             rows.rnd = task->rnd && q + nq == q1;
-            if (!bufs->A_all)
+            if (!bufs->A_all && !where)
                 cf__pack_a(bufs->Ap, task->tA, task->tA ? task->A + m0 : cf__elt(task->A, ah, (size_t)m0 * task->lda),
                            ah, task->lda, rows.M, K, q, nq);
             CF_ASSERT(!ch || (q == q0 && q + nq == q1 && task->rnd));   /* (a 16-bit C: one chunk, rounded) */
@@ -10517,9 +10552,10 @@ static int cf__gemm_bf16_parts(int K2, int nblocks) {
 static void cf__gemm_bf16_cut_up(cf__gemm_bf16_cut *cut, const cf__gemm_call *gemm) {
     int K2 = (gemm->K + 1) / 2, M = gemm->M, N = gemm->N;
     size_t ka = (size_t)(K2 < CF__GEMM_KC ? K2 : CF__GEMM_KC);   /* a chunk's pairs, at most */
+    int widest = cf__gemm_widest(gemm, ka, (size_t)CF__GEMM_KC * CF__GEMM_NB, CF__GEMM_NB);
     cut->nth = cf__nthreads();
     cut->span = (K2 + cut->parts - 1) / cut->parts;
-    cut->nblocks = (N + CF__GEMM_NB - 1) / CF__GEMM_NB;
+    cut->nblocks = (N + widest - 1) / widest;
     while ((cut->nblocks * cut->parts) % cut->nth && cut->nblocks * 32 < N) cut->nblocks++;
     cut->width = ((N + cut->nblocks - 1) / cut->nblocks + 31) / 32 * 32;
     cut->nblocks = (N + cut->width - 1) / cut->width;
@@ -10609,7 +10645,7 @@ static void cf__gemm_bf16_add_parts(const cf__gemm_call *gemm, const float *part
     }
 }
 /* The GEMM on bf16 values (cf__gemm_call).  A task is a block of columns of C (at most
-   CF__GEMM_NB, in panels of 32) and a part of the sum, over all of C's rows, or over
+   cf__gemm_widest's, in panels of 32) and a part of the sum, over all of C's rows, or over
    CF__GEMM_MB of them when columns and parts alone give fewer tasks than threads.  The tasks
    are made a multiple of the threads, so that none waits at the end: a sum in parts over one
    column block gets an even number of parts (a long backward-weights sum over few channels:

@@ -411,17 +411,18 @@ static void conv_op_p(int op, const path_case *pc, const float *x, const float *
 }
 /* The bf16 GEMM against cf_sgemm on the same rounded operands, per element relative to its
    sum |terms|: every transpose, beta 0 and 1, a K cut into parts (partial C added in order)
-   and chunks, an odd K, N over one column block, M not a multiple of 8 and over one row block;
-   and the same bits on one thread as on all.  Its rounding form (a bf16 network's outputs)
+   and chunks, an odd K, N over one column block, M not a multiple of 8 and over one row block,
+   a short sum's wide column blocks (K 64: 1536 columns, 1492 in the last); and the same bits on
+   one thread as on all.  Its rounding form (a bf16 network's outputs)
    must store exactly the rounding of the same sums. */
 static void test_bf16_gemm(void) {
 #ifdef CF__BF16
-    static const int shapes[][3] = {{13, 37, 16387}, {9, 600, 5}, {8, 32, 257}, {300, 70, 4097 * 2}};
+    static const int shapes[][3] = {{13, 37, 16387}, {9, 600, 5}, {8, 32, 257}, {300, 70, 4097 * 2}, {16, 6100, 64}};
     cf_rng r = cf_rng_seed(61);
     int si, tA, tB, beta, cases = 0, one_thread_same = 0, rounded_same = 0, forms_same = 0;
     double worst = 0;
     if (!cf__has_bf16()) { printf("skipped: the bf16 GEMM (the CPU lacks AVX512_BF16)\n"); return; }
-    for (si = 0; si < 4; si++) for (tA = 0; tA < 2; tA++) for (tB = 0; tB < 2; tB++) for (beta = 0; beta < 2; beta++) {
+    for (si = 0; si < 5; si++) for (tA = 0; tA < 2; tA++) for (tB = 0; tB < 2; tB++) for (beta = 0; beta < 2; beta++) {
         int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], lda = tA ? M : K, ldb = tB ? K : N;
         float *A = rounded((size_t)M * K, &r), *B = rounded((size_t)K * N, &r), *C0 = rnd((size_t)M * N, &r);
         float *c1 = (float *)malloc((size_t)M * N * 4), *c2 = (float *)malloc((size_t)M * N * 4), *sc = absolute(C0, (size_t)M * N);
@@ -466,10 +467,32 @@ static void test_bf16_gemm(void) {
         if (e > 1e-6) printf("  bf16 GEMM %dx%dx%d tA %d tB %d beta %d: %.2g of sum |terms|\n", M, N, K, tA, tB, beta, e);
         free(A); free(B); free(C0); free(c1); free(c2); free(sc); free(aA); free(aB);
     }
-    CHECK(cases == 32, "the bf16 GEMM against cf_sgemm on rounded operands: %d of 32 cases within 1e-6 of sum |terms| (worst %.2g)", cases, worst);
-    CHECK(one_thread_same == 32, "the bf16 GEMM gives the same bits on one thread as on all: %d of 32 cases", one_thread_same);
-    CHECK(rounded_same == 32, "the rounding bf16 GEMM stores the rounding of the same sums, bit for bit: %d of 32 cases", rounded_same);
-    CHECK(forms_same == 64, "the bf16 GEMM in the dot and the FMA form (%s chosen here): the same bits in %d of 2 x 32 cases", cf_bf16_kernels(), forms_same);
+    {   /* A in 16 bits (dy in a backward-weights), read where it lies when its pairs are words: the bits of A in
+           32; K even and odd (a lone last value), lda even and odd, A at an even and an odd value */
+        int k, l, off, same16 = 0, M = 13, N = 70;
+        for (k = 0; k < 2; k++) for (l = 0; l < 2; l++) for (off = 0; off < 2; off++) {
+            int K = k ? 8257 : 8256, lda = K + l;
+            float *A = rounded((size_t)M * lda, &r), *B = rounded((size_t)K * N, &r);
+            float *c1 = (float *)malloc((size_t)M * N * 4), *c2 = (float *)malloc((size_t)M * N * 4);
+            cf_bf16 *A16 = (cf_bf16 *)malloc(((size_t)M * lda + 2) * 2);
+            size_t i;
+            for (i = 0; i < (size_t)M * lda + 2; i++) A16[i] = 0x7fc0;   /* NaN past each row's K values: no pair reads them */
+            for (i = 0; i < (size_t)M * lda; i++) if ((int)(i % lda) < K) A16[i + off] = cf_bf16_from_f32(A[i]);
+            {
+                cf__gemm_call g32 = {0, 0, M, N, K, A, lda, B, N, 0.0f, c1, N, 0, NULL, 0, NULL};
+                cf__gemm_call g16 = {0, 0, M, N, K, (const float *)(const void *)(A16 + off), lda, B, N, 0.0f, c2, N, 0, NULL,
+                                     CF__GEMM_HALF_A, NULL};
+                same16 += !cf__sgemm_bf16_r(&g32, NULL) && !cf__sgemm_bf16_r(&g16, NULL) && !memcmp(c1, c2, (size_t)M * N * 4);
+            }
+            free(A); free(B); free(c1); free(c2); free(A16);
+        }
+        CHECK(same16 == 8, "the bf16 GEMM on a 16-bit A (K 8256 and 8257, lda even and odd, A at an even and an odd value): the bits of "
+              "A in 32 in %d of 8 cases", same16);
+    }
+    CHECK(cases == 40, "the bf16 GEMM against cf_sgemm on rounded operands: %d of 40 cases within 1e-6 of sum |terms| (worst %.2g)", cases, worst);
+    CHECK(one_thread_same == 40, "the bf16 GEMM gives the same bits on one thread as on all: %d of 40 cases", one_thread_same);
+    CHECK(rounded_same == 40, "the rounding bf16 GEMM stores the rounding of the same sums, bit for bit: %d of 40 cases", rounded_same);
+    CHECK(forms_same == 80, "the bf16 GEMM in the dot and the FMA form (%s chosen here): the same bits in %d of 2 x 40 cases", cf_bf16_kernels(), forms_same);
 #else
     printf("skipped: the bf16 GEMM (not compiled in)\n");
 #endif
@@ -477,18 +500,18 @@ static void test_bf16_gemm(void) {
 /* The fp32 GEMM of the pointwise convolutions (kind "gemm", AVX-512) against cf_sgemm, per
    element relative to its sum |terms|: every transpose, beta 0 and 1, a K cut into parts
    (partial C added in order) and chunks of equal length, N over one column block and not a
-   multiple of 32, M not a multiple of the register block's 14 rows (the last block in each
+   multiple of 32, a short sum's wide column blocks (K 64: 1248 and 1376 columns), M not a multiple of the register block's 14 rows (the last block in each
    of the kernels of 4, 8 and 14 rows, full and not); and the same bits on one
    thread as on all (its promise: the sums' order follows from K alone). */
 static void test_gemm_f32(void) {
 #ifdef CF__AVX512
     static const int shapes[][3] = {{13, 37, 17}, {15, 600, 5}, {29, 33, 729}, {300, 70, 16385 * 2}, {128, 401, 385},
-                                    {18, 70, 40}, {22, 45, 385}};   /* (last blocks of 1, 2, 4, 6, 8, 13 rows) */
+                                    {18, 70, 40}, {22, 45, 385}, {16, 12300, 64}};   /* (last blocks of 1, 2, 4, 6, 8, 13 rows) */
     cf_rng r = cf_rng_seed(67);
     int si, tA, tB, beta, cases = 0, one_thread_same = 0;
     double worst = 0;
     if (!cf__has_avx512()) { printf("skipped: the fp32 GEMM (the CPU lacks AVX-512)\n"); return; }
-    for (si = 0; si < 7; si++) for (tA = 0; tA < 2; tA++) for (tB = 0; tB < 2; tB++) for (beta = 0; beta < 2; beta++) {
+    for (si = 0; si < 8; si++) for (tA = 0; tA < 2; tA++) for (tB = 0; tB < 2; tB++) for (beta = 0; beta < 2; beta++) {
         int M = shapes[si][0], N = shapes[si][1], K = shapes[si][2], lda = tA ? M : K, ldb = tB ? K : N;
         float *A = rnd((size_t)M * K, &r), *B = rnd((size_t)K * N, &r), *C0 = rnd((size_t)M * N, &r);
         float *c1 = (float *)malloc((size_t)M * N * 4), *c2 = (float *)malloc((size_t)M * N * 4), *sc = absolute(C0, (size_t)M * N);
@@ -516,8 +539,8 @@ static void test_gemm_f32(void) {
         if (e > 1e-6) printf("  fp32 GEMM %dx%dx%d tA %d tB %d beta %d: %.2g of sum |terms|\n", M, N, K, tA, tB, beta, e);
         free(A); free(B); free(C0); free(c1); free(c2); free(sc); free(aA); free(aB);
     }
-    CHECK(cases == 56, "the fp32 GEMM against cf_sgemm: %d of 56 cases within 1e-6 of sum |terms| (worst %.2g)", cases, worst);
-    CHECK(one_thread_same == 56, "the fp32 GEMM gives the same bits on one thread as on all: %d of 56 cases", one_thread_same);
+    CHECK(cases == 64, "the fp32 GEMM against cf_sgemm: %d of 64 cases within 1e-6 of sum |terms| (worst %.2g)", cases, worst);
+    CHECK(one_thread_same == 64, "the fp32 GEMM gives the same bits on one thread as on all: %d of 64 cases", one_thread_same);
 #else
     printf("skipped: the fp32 GEMM (not compiled in)\n");
 #endif
