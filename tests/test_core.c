@@ -478,16 +478,23 @@ static void test_bf16_gemm(void) {
             size_t i;
             for (i = 0; i < (size_t)M * lda + 2; i++) A16[i] = 0x7fc0;   /* NaN past each row's K values: no pair reads them */
             for (i = 0; i < (size_t)M * lda; i++) if ((int)(i % lda) < K) A16[i + off] = cf_bf16_from_f32(A[i]);
-            {
+            {   /* (each form of the dot step: the FMA form widens the pairs where they lie) */
                 cf__gemm_call g32 = {0, 0, M, N, K, A, lda, B, N, 0.0f, c1, N, 0, NULL, 0, NULL};
                 cf__gemm_call g16 = {0, 0, M, N, K, (const float *)(const void *)(A16 + off), lda, B, N, 0.0f, c2, N, 0, NULL,
                                      CF__GEMM_HALF_A, NULL};
-                same16 += !cf__sgemm_bf16_r(&g32, NULL) && !cf__sgemm_bf16_r(&g16, NULL) && !memcmp(c1, c2, (size_t)M * N * 4);
+                int f, same = !cf__sgemm_bf16_r(&g32, NULL);
+                for (f = 0; f < 2; f++) {
+                    cf_bf16_form_set(f ? "fma" : "dot");
+                    memset(c2, 0, (size_t)M * N * 4);
+                    same &= !cf__sgemm_bf16_r(&g16, NULL) && !memcmp(c1, c2, (size_t)M * N * 4);
+                }
+                cf_bf16_form_set("auto");
+                same16 += same;
             }
             free(A); free(B); free(c1); free(c2); free(A16);
         }
-        CHECK(same16 == 8, "the bf16 GEMM on a 16-bit A (K 8256 and 8257, lda even and odd, A at an even and an odd value): the bits of "
-              "A in 32 in %d of 8 cases", same16);
+        CHECK(same16 == 8, "the bf16 GEMM on a 16-bit A (K 8256 and 8257, lda even and odd, A at an even and an odd value; the dot and "
+              "FMA forms): the bits of A in 32 in %d of 8 cases", same16);
     }
     CHECK(cases == 40, "the bf16 GEMM against cf_sgemm on rounded operands: %d of 40 cases within 1e-6 of sum |terms| (worst %.2g)", cases, worst);
     CHECK(one_thread_same == 40, "the bf16 GEMM gives the same bits on one thread as on all: %d of 40 cases", one_thread_same);

@@ -3,7 +3,8 @@
 # small layers of every kind it maps to oneDNN (3-D; 2-D with stride, padding before and after
 # unequal, dilation, groups, depthwise, pointwise, two identical layers merged), oneDNN's and
 # ours' outputs and gradients agree within the bound in fp32 and bf16, and the last line has its
-# form (a bf16 depthwise conv with its output in 16 bits, as the network stores it, too); an
+# form (a bf16 depthwise conv with its output in 16 bits, as the network stores it, too, and a
+# conv before a batch norm, timed with one after it); an
 # input changed on one side is reported as a disagreement with a non-zero exit; a --layer that
 # is not a convolution is refused.  Without the peer: skipped.
 # Last line "N passed, M failed".
@@ -76,6 +77,17 @@ run "a separable conv's pointwise half in bf16" 1 --model "$T/sep.cfg" --layer 2
 if grep -q '^ours layer 2: after an identity depthwise conv, its input and the gradient over it stored in 16 and 16 bits' \
     "$T/out.txt"; then ok "its input and the gradient over it stored in 16 bits, as in the network"
 else bad "the pointwise layer's input storage: $(grep -e '^ours' -e '^check' "$T/out.txt")"; fi
+# a bf16 conv whose one reader is a batch norm: the network stores its output and their gradient
+# in 16 bits, and the peer times it with a batch norm after it (checked without: the loss reads the conv)
+printf '[net]\ninput=8x10x37\nloss=mse\n[conv]\nfilters=8\nsize=1\n[conv]\nfilters=16\nsize=1\nbias=0\n' > "$T/bn.cfg"
+printf '[batchnorm]\nactivation=relu\n[conv]\nfilters=8\nsize=1\n' >> "$T/bn.cfg"
+run "a conv before a batch norm in bf16" 1 --model "$T/bn.cfg" --layer 1 --batch 2 --precision bf16
+if grep -q '^ours layer 1: timed with a batch norm after it, its output and their gradient stored in 16 and 16 bits, as in' \
+    "$T/out.txt" && grep -q '^1 .* bf16 ' "$T/out.txt"; then ok "its output and their gradient stored in 16 bits, as in the network"
+else bad "the conv before a batch norm: $(grep -e '^ours' -e '^check' -e '^1 ' "$T/out.txt")"; fi
+run "the same in fp32: no batch norm after it" 1 --model "$T/bn.cfg" --layer 1 --batch 2 --precision fp32
+if grep -q '^ours layer 1: timed with a batch norm' "$T/out.txt"; then bad "fp32 timed with a batch norm: $(grep '^ours' "$T/out.txt")"
+else ok "fp32: the conv alone"; fi
 # the sabotage: ours' input changed after oneDNN's copy was made
 if ONEDNN_PEER_SABOTAGE=1 OMP_NUM_THREADS=2 bin/onednn-peer --reps 1 --model "$T/tiny.cfg" --layer 0 --precision fp32 > "$T/out.txt" 2> "$T/err.txt"; then
     bad "a changed input is not reported: $(grep '^check' "$T/out.txt")"
