@@ -11961,6 +11961,16 @@ CF__DWV_TARGET CF__INLINE int cf__dwv_row3(__m512 *v, const float *p, int half, 
     v[2] = cf__dwv_load(r, at - 2 * step, m[2], half);
     return 1;
 }
+/* Whether the kernels fetch the next four rows' new input rows (and dy's, for dw) ahead, at each
+   column: where a plane of x is 48 KB or more as stored (DeepCAM's fp32 planes from 96x144 on,
+   its 16-bit ones from 192x288 on), which waited on those loads (`perf annotate`: a third of
+   the forward's samples on two 16-bit loads).  The kernels with and without, in one process:
+   forward, 16-bit x and y, 256x192x288 4.0 -> 3.0 ms, fp32 5.8 -> 4.8; backward 6.5 -> 5.4 and
+   8.8 -> 8.2.  Smaller planes sit in the L2 cache, where the fetches cost (fp32 48x72 forward
+   0.43-0.49 -> 0.48-0.58, 16-bit 96x144 backward 3.6-3.8 -> 3.8) (docs/performance.md). */
+static int cf__dwv_ahead(const cf__conv_call *c, int half) {
+    return cf__positions(c->in) * (half ? 2 : 4) >= (size_t)48 * 1024;
+}
 /* how a bf16 call's sums are stored, rounded as they are stored when the CPU converts to bf16
    (cf__round_run's instruction, the same bits): 1 in fp32, 2 in 16 bits; 0: as they are (fp32,
    or rounded by a pass after) */
@@ -12004,7 +12014,7 @@ CF__DWV_TARGET CF__INLINE void cf__dwv_store(float *p, size_t i, __mmask16 m, __
 CF__DWV_TARGET CF__INLINE void cf__dwv_fwd_rows(float *yr, const float *xc, int xh, const float *wc, float bias,
                                                 int oh0, int rnd, const cf__conv_call *c) {
     const cf_geom *g = c->g;
-    int W = c->in.w, OW = c->out.w, nr = c->out.h - oh0 < 4 ? c->out.h - oh0 : 4, t0, k;
+    int W = c->in.w, OW = c->out.w, nr = c->out.h - oh0 < 4 ? c->out.h - oh0 : 4, t0, k, ahead = cf__dwv_ahead(c, xh);
     long d = g->dil[2], pw = g->pb[2], i0 = (long)oh0 - g->pb[1];
     __m512 wv[9];
     for (k = 0; k < 9; k++) wv[k] = _mm512_set1_ps(wc[k]);
@@ -12013,10 +12023,8 @@ CF__DWV_TARGET CF__INLINE void cf__dwv_fwd_rows(float *yr, const float *xc, int 
         long at = t0 - pw;   /* (tap kw reads from at + kw d) */
         __mmask16 m[3];
         m[0] = cf__dwv_in(at, W); m[1] = cf__dwv_in(at + d, W); m[2] = cf__dwv_in(at + 2 * d, W);
-        /* the four input rows the next four output rows read and these do not, fetched ahead at
-           this column, in rows of 128 or more (DeepCAM's at 96x144 and larger; 16-bit 256x192x288
-           4.0 -> 3.0 ms, fp32 5.8 -> 4.8; at 48x72 fp32 0.43-0.49 -> 0.48-0.58, so not there) */
-        for (k = 6; k < 10 && W >= 128 && at >= 0; k++)
+        /* the four input rows the next four output rows read and these do not, fetched ahead */
+        for (k = 6; k < 10 && at >= 0 && ahead; k++)
             if (i0 + k < c->in.h) CF__PREFETCH(cf__elt(xc, xh, (size_t)(i0 + k) * W + (size_t)at), 0);
 #define CF__DWV_LOAD(j) cf__dwv_row3(v, xc, xh, i0 + (j), c->in.h, W, at, -d, m)
 #define CF__DWV_USE(r, q) CF__DWV_ADD3(a##r, q)
@@ -12079,7 +12087,7 @@ CF__DWV_TARGET CF__INLINE float cf__dwv_sum(__m512 v) {
 CF__DWV_TARGET CF__INLINE void cf__dwv_dw(float *dwc, const float *xc, int xh, const float *dyc, int dyh,
                                           const cf__conv_call *c) {
     const cf_geom *g = c->g;
-    int W = c->in.w, OW = c->out.w, OH = c->out.h, oh0, t0;
+    int W = c->in.w, OW = c->out.w, OH = c->out.h, oh0, t0, k, ahead = cf__dwv_ahead(c, xh);
     long d = g->dil[2], pw = g->pb[2];
     __m512 s00 = _mm512_setzero_ps(), s01 = s00, s02 = s00, s10 = s00, s11 = s00, s12 = s00, s20 = s00, s21 = s00,
            s22 = s00;
@@ -12089,6 +12097,10 @@ CF__DWV_TARGET CF__INLINE void cf__dwv_dw(float *dwc, const float *xc, int xh, c
             __mmask16 m[3], mo = cf__lanes(OW - t0);
             long at = t0 - pw, i0 = (long)oh0 - g->pb[1];
             m[0] = cf__dwv_in(at, W); m[1] = cf__dwv_in(at + d, W); m[2] = cf__dwv_in(at + 2 * d, W);
+            for (k = 0; k < 4 && at >= 0 && ahead; k++) {   /* the next four rows' new ones */
+                if (i0 + 6 + k < c->in.h) CF__PREFETCH(cf__elt(xc, xh, (size_t)(i0 + 6 + k) * W + (size_t)at), 0);
+                if (oh0 + 4 + k < OH) CF__PREFETCH(cf__elt(dyc, dyh, (size_t)(oh0 + 4 + k) * OW + (size_t)t0), 0);
+            }
             /* (rows past the plane: no lanes, 0) */
             e0 = cf__dwv_load(cf__elt(dyc, dyh, (size_t)oh0 * OW), t0, mo, dyh);
             e1 = cf__dwv_load(cf__elt(dyc, dyh, (size_t)(oh0 + 1) * OW), t0, oh0 + 1 < OH ? mo : 0, dyh);
