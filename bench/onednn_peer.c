@@ -492,6 +492,13 @@ static void check(ours_conv *o, dn_conv *c, const peer_layer *p, int B, const fl
     r->agree = 1;
     for (d = 0; d < NDIR; d++) if (!(r->err[d] <= bound) && r->err[d] != -1) r->agree = 0;
 }
+/* "ours layer I: <what> stored in B0 and B1 bits, as in the network" (B0, B1: layer i's output and
+   its gradient in the one-conv network; the network stores both in 16 bits) */
+static void storage_line(int idx, const char *what, const cf_net *net, int i) {
+    int b0 = cf_net_stored_bits(net, i, 0), b1 = cf_net_stored_bits(net, i, 1);
+    printf("ours layer %d: %s stored in %d and %d bits, %s\n", idx, what, b0, b1,
+           b0 == 16 && b1 == 16 ? "as in the network" : "NOT as in the network (16 and 16 bits)");
+}
 static void measure(const peer_layer *p, int B, int precision, int reps, result *r) {
     ours_conv o;
     dn_conv c;
@@ -512,13 +519,10 @@ static void measure(const peer_layer *p, int B, int precision, int reps, result 
     dn_run(&c, t);
     check(&o, &c, p, B, y, bound, r);
     free(y);
-    if (o.at) {   /* layer 1's output: the layer's own (at 1), or its input (at 2, the identity depthwise conv's) */
-        int b0 = cf_net_stored_bits(&o.net, 1, 0), b1 = cf_net_stored_bits(&o.net, 1, 1);
-        printf("ours layer %d: %s stored in %d and %d bits, %s\n", p->idx[0],
-               o.at == 1 ? "between two identity pointwise convs, its output and their gradient"
-                         : "after an identity depthwise conv, its input and the gradient over it",
-               b0, b1, b0 == 16 && b1 == 16 ? "as in the network" : "NOT as in the network (16 and 16 bits)");
-    }
+    if (o.at)   /* layer 1's output: the layer's own (at 1), or its input (at 2, the identity depthwise conv's) */
+        storage_line(p->idx[0], o.at == 1 ? "between two identity pointwise convs, its output and their gradient"
+                                          : "after an identity depthwise conv, its input and the gradient over it",
+                     &o.net, 1);
     printf("check %s layer %d: max relative error fwd %.1e, bwd-w %.1e, bwd-d ", cf_precision_name(precision),
            p->idx[0], r->err[FWD], r->err[BWW]);
     if (r->err[BWD] < 0) printf("- (none)"); else printf("%.1e", r->err[BWD]);
@@ -529,18 +533,16 @@ static void measure(const peer_layer *p, int B, int precision, int reps, result 
            network (its output the loss's) cannot, so the timed network has a batch norm after
            the conv.  The check above ran the same sums on fp32 storage: test_core holds the
            16-bit forms to the same bits ("halves before batch norms"). */
-        int b0 = 0, b1 = 0, form;
-        for (form = 1; form <= 2 && !(b0 == 16 && b1 == 16); form++) {
+        int form;
+        for (form = 1; form <= 2 && (form == 1 || !stored_half(&o.net, o.at)); form++) {
             /* (a pointwise conv reading the network's input, not yet rounded, stores y in
                fp32: then an identity pointwise conv before it) */
             ours_free(&o);
             ours_make(&o, p, B, precision, form);
             ours_fill(&o, B, precision);
             ours_run(&o, B, p->idx[0], NULL);
-            b0 = cf_net_stored_bits(&o.net, o.at, 0); b1 = cf_net_stored_bits(&o.net, o.at, 1);
         }
-        printf("ours layer %d: timed with a batch norm after it, its output and their gradient stored in %d and %d "
-               "bits, %s\n", p->idx[0], b0, b1, b0 == 16 && b1 == 16 ? "as in the network" : "NOT as in the network (16 and 16 bits)");
+        storage_line(p->idx[0], "timed with a batch norm after it, its output and their gradient", &o.net, o.at);
     }
     fflush(stdout);
     for (i = 0; i < reps; i++)   /* ours first in even repetitions, oneDNN first in odd ones */
