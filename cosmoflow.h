@@ -9084,6 +9084,7 @@ static void cf__direct_rows(float *R, size_t Wp, const float *x, int C, cf_shape
 /* What the direct kernel's output rows share: rows of y ystride apart, R's T rows of Wp floats,
    KW taps along the width dil apart, the kernel w (OC, T KW), OW positions a row, the bias b
    (may be NULL), accumulate, the activation. */
+#define CF__DIRECT_PART 128   /* terms of the direct kernel's sum summed apart, then added (below) */
 typedef struct {
     size_t ystride, Wp;
     int T, KW, dil;
@@ -9095,7 +9096,12 @@ typedef struct {
 } cf__direct_row_call;
 /* One output row:  y[oc][w] (+)= sum over t < T, kw < KW of w[oc][t KW + kw] R[t][w + kw dil]
    for oc < OC, w < OW (R readable up to OW rounded up to 32, plus (KW-1) dil).  accumulate =
-   0: y = act(sum + b[oc]); 1: y += sum.  Written once, with its two helpers, for a vector type
+   0: y = act(sum + b[oc]); 1: y += sum.  The sum runs in parts of CF__DIRECT_PART / KW tap rows,
+   each summed in registers and added to the parts before it: one running sum of 4096 terms (a
+   backward-data of 64 channels and 4x4x4 taps) had 5x the rounding error of the reference's
+   GEMM and failed the 2018 CosmoFlow's gradients against PyTorch on an AVX2 CPU
+   (tests/torch_2018.py); in parts, the reference's error, for 3-7 % of the time (AVX2, one
+   thread).  Written once, with its two helpers, for a vector type
    VT of VW floats and instantiated twice below (one body, because the two instances must stay
    the same code). */
 #define CF__DIRECT_FWD_ROW(NAME, VT, VW, OB, ATTR)                                                                    \
@@ -9128,23 +9134,30 @@ ATTR static void NAME(float *y, const float *R, const cf__direct_row_call *d) { 
     int T = d->T, KW = d->KW, dil = d->dil, OC = d->OC, OW = d->OW, accumulate = d->accumulate, act = d->act;         \
     const float *w = d->w, *b = d->b;                                                                                 \
     float slope = d->slope;                                                                                           \
-    int K = T * KW, oc0, w0, t, kw, o, j;                                                                             \
+    int K = T * KW, tp = KW < CF__DIRECT_PART ? CF__DIRECT_PART / KW : 1, oc0, w0, t0, t, kw, o, j;                  \
     float out[OB][2 * VW];                                                                                            \
     const float *wo[OB];                                                                                              \
     for (oc0 = 0; oc0 < OC; oc0 += OB) {                                                                              \
         int no = OC - oc0 < OB ? OC - oc0 : OB;   /* the last block may have fewer channels: rows repeat, unstored */ \
         for (o = 0; o < OB; o++) wo[o] = w + (size_t)(oc0 + (o < no ? o : 0)) * K;                                    \
         for (w0 = 0; w0 < OW; w0 += 2 * VW) {                                                                         \
-            VT a[OB][2];                                                                                              \
-            memset(a, 0, sizeof a);                                                                                   \
-            for (t = 0; t < T; t++) {                                                                                 \
-                const float *r = R + (size_t)t * Wp + w0;                                                             \
-                for (kw = 0; kw < KW; kw++) NAME##_tap(a, wo, t * KW + kw, r + kw * dil);                             \
+            VT a[OB][2], s[OB][2], zero = {0};   /* a: one part's sum; s: the parts' */                             \
+            for (t0 = 0; t0 < T; t0 += tp) {                                                                          \
+                int t1 = T - t0 < tp ? T : t0 + tp;                                                                   \
+                for (o = 0; o < OB; o++) a[o][0] = a[o][1] = zero;                                                    \
+                for (t = t0; t < t1; t++) {                                                                           \
+                    const float *r = R + (size_t)t * Wp + w0;                                                         \
+                    for (kw = 0; kw < KW; kw++) NAME##_tap(a, wo, t * KW + kw, r + kw * dil);                         \
+                }                                                                                                     \
+                for (o = 0; o < OB; o++) {                                                                            \
+                    s[o][0] = t0 ? s[o][0] + a[o][0] : a[o][0];                                                       \
+                    s[o][1] = t0 ? s[o][1] + a[o][1] : a[o][1];                                                       \
+                }                                                                                                     \
             }                                                                                                         \
             for (o = 0; o < no; o++) {   /* the block's valid part (the last block may pass OW) */                    \
                 float *CF__RESTRICT yr = y + (size_t)(oc0 + o) * ystride + w0, bo = b ? b[oc0 + o] : 0.0f;            \
                 int n = OW - w0 < 2 * VW ? OW - w0 : 2 * VW;                                                          \
-                memcpy(out[o], a[o], sizeof out[o]);                                                                  \
+                memcpy(out[o], s[o], sizeof out[o]);                                                                  \
                 if (n == 2 * VW) { NAME##_block(yr, out[o], bo, accumulate, act, slope); continue; }                  \
                 if (accumulate) for (j = 0; j < n; j++) yr[j] += out[o][j];                                           \
                 else for (j = 0; j < n; j++) yr[j] = cf__act_f(out[o][j] + bo, act, slope);                           \

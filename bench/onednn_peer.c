@@ -379,6 +379,24 @@ static void dn_shapes_make(dn_shapes *s, const cf_layer *l, int B, dnnl_data_typ
                                                                     : (d2 ? dnnl_oihw : dnnl_oidhw)), "oneDNN weights");
     s->u_b = s->b;
 }
+/* whether this oneDNN has a bf16 convolution on this CPU: it has none without AVX-512 (oneDNN
+   2.6 answers "unimplemented" for a bf16 forward there); a small 3x3 conv asked for */
+static int dn_has_bf16(void) {
+    dnnl_dims_t src = {1, 16, 8, 8}, w = {16, 16, 3, 3}, one = {1, 1}, zero = {0, 0}, pad = {1, 1};
+    dnnl_memory_desc_t s, wd, d;
+    dnnl_convolution_desc_t cd;
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t st;
+    DN(dnnl_memory_desc_init_by_tag(&s, 4, src, dnnl_bf16, dnnl_format_tag_any), "oneDNN src");
+    DN(dnnl_memory_desc_init_by_tag(&d, 4, src, dnnl_bf16, dnnl_format_tag_any), "oneDNN dst");
+    DN(dnnl_memory_desc_init_by_tag(&wd, 4, w, dnnl_bf16, dnnl_format_tag_any), "oneDNN weights");
+    DN(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct, &s, &wd, NULL,
+                                                  &d, one, zero, pad, pad), "oneDNN forward");
+    st = dnnl_primitive_desc_create(&pd, &cd, NULL, engine, NULL);
+    if (st == dnnl_success) dnnl_primitive_desc_destroy(pd);
+    else if (st != dnnl_unimplemented) die("oneDNN forward", "a bf16 3x3 conv: %s", dnnl_status2str(st));
+    return st == dnnl_success;
+}
 /* the three primitives on ours' buffers: x, w, b, dy as given (plain fp32), reordered in */
 static void dn_make(dn_conv *c, const peer_layer *p, int B, int bf16, ours_conv *o) {
     const cf_layer *l = &p->l;
@@ -664,7 +682,9 @@ static void usage(void) {
            "  --off KIND          our fast paths of that kind off (cf_fast_path_set; repeatable), to time another path\n"
            "Last line per precision: 'onednn: <model> b<B> <precision> <OpenBLAS kernels>: conv layers x<R>\n"
            "(oneDNN time / ours), worst layer x<W> (<layer index> <direction>)'; the kernels are OpenBLAS's\n"
-           "openblas_get_corename(), or naive-sgemm in a build without CF_USE_CBLAS.\n");
+           "openblas_get_corename(), or naive-sgemm in a build without CF_USE_CBLAS.  Where oneDNN has no bf16\n"
+           "convolution (a CPU without AVX-512), bf16's last line says 'not timed, oneDNN has no bf16 convolution\n"
+           "on this CPU'.\n");
 }
 static int whole(const char *flag, const char *v, int lo, int hi) {
     char *end;
@@ -744,6 +764,13 @@ int main(int argc, char **argv) {
         peer_layer *p;
         result *r;
         if (strcmp(prec, "both") && strcmp(prec, cf_precision_name(precision))) continue;
+        if (precision == CF_BF16 && !dn_has_bf16()) {   /* nothing to time ours against */
+            printf("\nbf16: oneDNN %d.%d.%d has no bf16 convolution on this CPU (effective ISA %s): not timed\n",
+                   v->major, v->minor, v->patch, dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa()));
+            printf("onednn: %s b%d bf16 %s: not timed, oneDNN has no bf16 convolution on this CPU\n",
+                   strrchr(model, '/') ? strrchr(model, '/') + 1 : model, B, kernels);
+            continue;
+        }
         p = list_layers(model, B, precision, only, &n);
         for (j = 0; j < n; j++) mult += p[j].n;
         printf("\n%s: %d conv layers, %d distinct (identical layers timed once, counted n times)\n",
