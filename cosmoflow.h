@@ -2444,7 +2444,9 @@ static int cf__bf16_fma(void) {   /* (read once a kernel call: section 13) */
 CFDEF const char *cf_bf16_kernels(void) {
 #if defined(CF__BF16)
     if (!cf__kind_on[CF__K_BF16]) return "the emulation (the bf16 fast paths are off)";
-    if (!cf__has_bf16()) return "the emulation (this CPU lacks AVX512_BF16)";
+    if (!cf__has_bf16())   /* (0.92-0.97x fp32's step on an AMD Zen 3, docs/performance.md) */
+        return "the emulation (this CPU lacks AVX512_BF16): fp32's kernels on bf16 values, "
+               "which saves memory, not time";
     if (cf__bf16_form_forced == CF__BF16_DOT) return "vdpbf16ps (AVX512_BF16; forced)";
     if (cf__bf16_form_forced == CF__BF16_FMA) return "fp32 FMA of the widened pairs (forced)";
     return cf__bf16_fma() ? "fp32 FMA of the widened pairs (vdpbf16ps slower than FMA here: cf-bench --check-blas): "
