@@ -9083,10 +9083,10 @@ static void cf__direct_rows(float *R, size_t Wp, const float *x, int C, cf_shape
     }
 }
 
+#define CF__DIRECT_PART 128   /* terms of the direct kernel's sum summed apart, then added (below) */
 /* What the direct kernel's output rows share: rows of y ystride apart, R's T rows of Wp floats,
    KW taps along the width dil apart, the kernel w (OC, T KW), OW positions a row, the bias b
    (may be NULL), accumulate, the activation. */
-#define CF__DIRECT_PART 128   /* terms of the direct kernel's sum summed apart, then added (below) */
 typedef struct {
     size_t ystride, Wp;
     int T, KW, dil;
@@ -9103,9 +9103,8 @@ typedef struct {
    backward-data of 64 channels and 4x4x4 taps) had 5x the rounding error of the reference's
    GEMM and failed the 2018 CosmoFlow's gradients against PyTorch on an AVX2 CPU
    (tests/torch_2018.py); in parts, the reference's error, for 3-7 % of the time (AVX2, one
-   thread).  Written once, with its two helpers, for a vector type
-   VT of VW floats and instantiated twice below (one body, because the two instances must stay
-   the same code). */
+   thread).  Written once, with its two helpers, for a vector type VT of VW floats and
+   instantiated twice below (one body, because the two instances must stay the same code). */
 #define CF__DIRECT_FWD_ROW(NAME, VT, VW, OB, ATTR)                                                                    \
 /* a whole block of 2 VW outputs v into row yr: loops of a constant length with act fixed, which                      \
    the compiler turns into vector code, cf__act_f inlined in each */                                                  \

@@ -63,6 +63,8 @@ static void die(const char *where, const char *fmt, ...) {
 #define DN(call, where) do { dnnl_status_t st_ = (call); \
     if (st_ != dnnl_success) die(where, "%s: %s", #call, dnnl_status2str(st_)); } while (0)
 
+/* the file name of a path: the model's name in the last lines */
+static const char *base_name(const char *path) { return strrchr(path, '/') ? strrchr(path, '/') + 1 : path; }
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -644,7 +646,6 @@ static int print_last_line(const char *model, int B, int precision, const char *
                            const result *r, int n) {
     double so = 0, sn = 0, worst = INFINITY;
     int i, d, wl = -1, wd = 0, wdw = 0, bad = 0;
-    const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
     for (i = 0; i < n; i++) {
         if (!r[i].agree) {
             if (!bad++) printf("left out of the sums below, oneDNN and ours disagree beyond the bound: layer");
@@ -660,7 +661,7 @@ static int print_last_line(const char *model, int B, int precision, const char *
         }
     }
     if (bad) printf("\n");
-    printf("onednn: %s b%d %s %s: conv layers x%.2f (oneDNN time / ours), worst layer x%.2f (%d %s)\n", base, B,
+    printf("onednn: %s b%d %s %s: conv layers x%.2f (oneDNN time / ours), worst layer x%.2f (%d %s)\n", base_name(model), B,
            cf_precision_name(precision), kernels, so > 0 ? sn / so : 0, wl >= 0 ? worst : 0, wl,
            wd == BWW && wdw ? "bwd-w+d" : dir_name[wd]);
     fflush(stdout);
@@ -767,8 +768,8 @@ int main(int argc, char **argv) {
         if (precision == CF_BF16 && !dn_has_bf16()) {   /* nothing to time ours against */
             printf("\nbf16: oneDNN %d.%d.%d has no bf16 convolution on this CPU (effective ISA %s): not timed\n",
                    v->major, v->minor, v->patch, dnnl_cpu_isa2str(dnnl_get_effective_cpu_isa()));
-            printf("onednn: %s b%d bf16 %s: not timed, oneDNN has no bf16 convolution on this CPU\n",
-                   strrchr(model, '/') ? strrchr(model, '/') + 1 : model, B, kernels);
+            printf("onednn: %s b%d bf16 %s: not timed, oneDNN has no bf16 convolution on this CPU\n", base_name(model), B,
+                   kernels);
             continue;
         }
         p = list_layers(model, B, precision, only, &n);

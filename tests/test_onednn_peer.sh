@@ -70,7 +70,7 @@ if OMP_NUM_THREADS=2 bin/onednn-peer --reps 1 --model models/cosmoflow-small.cfg
     bf16=0; both=fp32; per=1
     echo "skipped: the oneDNN peer's bf16 checks (oneDNN has no bf16 convolution on this CPU: no AVX-512)"
 fi
-run "cosmoflow-small.cfg layer 2 (3-D, backward-data)" $((per * 1)) --model models/cosmoflow-small.cfg --layer 2 --batch 2 --precision $both
+run "cosmoflow-small.cfg layer 2 (3-D, backward-data)" $per --model models/cosmoflow-small.cfg --layer 2 --batch 2 --precision $both
 run "cosmoflow-small.cfg layer 0 (reads the input: no backward-data)" 1 --model models/cosmoflow-small.cfg --layer 0 --precision fp32
 run "a 2-D network: stride 2, depthwise twice, dilated and grouped with unequal padding, pointwise" $((per * 4)) --model "$T/tiny.cfg" --batch 3 --precision $both
 if grep -q '^1 .* x2 conv 16->16 3x3 @10x12 dw' "$T/out.txt"; then ok "the two identical depthwise layers timed once, counted twice"

@@ -191,15 +191,14 @@ def bf16_errors(out, loss, grads, ref):
     errs = [rel_l2(grads[k], r) for k, r in g64.items()]
     return np.array([abs(loss - loss64) / abs(loss64), rel_l2(out, out64), float(np.median(errs))])
 ck, bin_ = os.path.join(tmp, "w-bin.cfck"), os.path.join(here, "..", "bin")
-refs["train x2"] = reference("train", torch.float64, x2)
-for mode, inputs in (("eval", (("x", x),)), ("train", (("x", x), ("x2", x2)))):
+for mode, inputs in (("eval", (("x", x, refs["eval"]),)),
+                     ("train", (("x", x, refs["train"]), ("x2", x2, reference("train", torch.float64, x2))))):
     ours, peer = np.zeros(3), np.zeros(3)   # each error summed over the inputs
-    for xname, xin in inputs:
-        rk = mode if xname == "x" else mode + " " + xname
+    for xname, xin, ref in inputs:
         dump = dump_for(bin_, ck, mode, xname, "bf16")
         ours += bf16_errors(np.load(os.path.join(dump, "output.npy")), float(open(os.path.join(dump, "loss.txt")).read()),
-                            {k: np.load(os.path.join(dump, "grad", name(k, tensors[k][0], tensors[k][1]))) for k in refs[rk][2]}, refs[rk])
-        peer += bf16_errors(*reference_bf16(mode, xin), refs[rk])
+                            {k: np.load(os.path.join(dump, "grad", name(k, tensors[k][0], tensors[k][1]))) for k in ref[2]}, ref)
+        peer += bf16_errors(*reference_bf16(mode, xin), ref)
     for what, e, p, bound in zip(("loss", "output_(relative_L2)", "gradients_median_(relative_L2)"), ours, peer, (2e-3, 2e-2, 0.1)):
         tol = bound if mode == "eval" else 1.5 * p
         check(e <= tol, "bf16, %s-mode batch norm: %s %.3g (PyTorch bf16 autocast %.3g; at most %.3g)%s" % (
