@@ -9191,16 +9191,51 @@ CF__INLINE __mmask16 cf__lanes(int n) { return (__mmask16)(n >= 16 ? 0xffffu : n
 static size_t cf__direct_wp(cf_shape out, const cf_geom *g) {
     return ((size_t)out.w + 31) / 32 * 32 + (size_t)(g->k[2] - 1) * g->dil[2];
 }
+/* OpenBLAS's name for the kernel set it runs: a weak reference, NULL with another BLAS */
+#ifdef CF_USE_CBLAS
+#ifdef __cplusplus
+extern "C"
+#endif
+char *openblas_get_corename(void) __attribute__((weak));
+#endif
+/* whether the BLAS runs vector kernels of AVX2 or wider: OpenBLAS's Haswell and Zen sets, its
+   AVX-512 ones, or another BLAS (MKL, BLIS: their own detection); not OpenBLAS's SSE kernels
+   (its fallback for a CPU it does not know) nor the naive sgemm */
+static int cf__blas_runs_avx2(void) {
+#ifdef CF_USE_CBLAS
+    const char *core = openblas_get_corename ? openblas_get_corename() : NULL;
+    return !core || !strcmp(core, "Haswell") || !strcmp(core, "Zen") || !strcmp(core, "SkylakeX") ||
+           !strcmp(core, "Cooperlake") || !strcmp(core, "SapphireRapids");
+#else
+    return 0;
+#endif
+}
 /* Whether the direct kernel can run a convolution of in into out: stride 1 along the width,
-   rows of 16 or more, one R per thread in ws, and R at most max_r floats.  The forward pass
-   passes CF__DIRECT_FWD_MAX_R, 64 Ki floats: with many input channels R outgrows the L2 cache
-   while im2col + GEMM has a long K and the BLAS its best shape.  Backward-data passes no
-   limit: there the alternative is GEMM + col2im, which is slower.  (The bf16 kernel has its
-   own limit, CF__BF16_DIRECT_MAX_R.) */
+   rows of 16 or more, one R per thread in ws; and whether the door gives it the convolution
+   rather than im2col + GEMM (kinds tiles and taps, the BLAS), which depends on the CPU:
+   - with AVX-512 (the 16-lane form): a backward-data always (its alternative there is the
+     GEMM of kind gemm or GEMM + col2im, both slower), a forward where R is at most
+     CF__DIRECT_FWD_MAX_R floats (64 Ki: with many input channels R outgrows the L2 cache while
+     the GEMM gets a long K);
+   - with AVX2 only (the 8-lane form, 4 output channels a block): beside a BLAS that runs AVX2
+     kernels, only for 8 input channels or fewer (a short K, where the GEMM is poor); beside
+     OpenBLAS's SSE kernels, always.  On an AMD EPYC (Zen 3) with OpenBLAS's Zen kernels the
+     GEMM (kind tiles, or the reference's) ran DeepCAM's dense backward-data 1.2-2.0x faster
+     than the direct kernel, and CosmoFlow's step at batch 1 1.1-1.2x faster, its layers level
+     (docs/performance.md, "The door there"); with the SSE kernels the direct kernel was
+     2.8-3.4x the GEMM.
+   in: the convolution's input (dy for a backward-data, its flipped geometry g); fwd: 1 for a
+   forward.  (The bf16 kernel has its own limit, CF__BF16_DIRECT_MAX_R.) */
 #define CF__DIRECT_FWD_MAX_R 65536
-static int cf__direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, size_t max_r) {
+static int cf__direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, int fwd) {
     size_t rsz = (size_t)in.c * g->k[0] * g->k[1] * cf__direct_wp(out, g);
-    return g->s[2] == 1 && out.w >= 16 && rsz <= max_r && (size_t)cf__nthreads() * rsz <= ws_floats;
+    int door = !cf__blas_runs_avx2() || in.c <= 8;
+#ifdef CF__AVX512
+    if (cf__has_avx512()) door = !fwd || rsz <= CF__DIRECT_FWD_MAX_R;
+#else
+    (void)fwd;
+#endif
+    return g->s[2] == 1 && out.w >= 16 && door && (size_t)cf__nthreads() * rsz <= ws_floats;
 }
 /* the forward convolution f, y (B, OC, OD, OH, OW) (+)= conv(x, w) with w (OC, C, KD, KH, KW)
    (accumulate: added into y): rows shared out between the threads, each with its own R in f's
@@ -9229,8 +9264,7 @@ static void cf__direct_fwd(const cf__conv_call *f, int accumulate) {
     }
 }
 static int cf__direct_fwd_applies(const cf__conv_call *c) {
-    return c->groups == 1 && !cf__pointwise_applies(c) && cf__direct_fits(c->in, c->out, c->g, c->ws_floats,
-                                                                          CF__DIRECT_FWD_MAX_R);
+    return c->groups == 1 && !cf__pointwise_applies(c) && cf__direct_fits(c->in, c->out, c->g, c->ws_floats, 1);
 }
 static void cf__direct_fwd_run(const cf__conv_call *c) { cf__direct_fwd(c, 0); }
 /* backward-data: the forward of dy (out's shape) into dx with the flipped kernel, as above */
@@ -9238,7 +9272,7 @@ static int cf__direct_bwd_applies(const cf__conv_call *c) {
     cf_geom gt;
     size_t wsz = cf__flipped_floats(c);
     return c->groups == 1 && cf__flipped_geom(c->g, &gt) && wsz < c->ws_floats &&
-           cf__direct_fits(c->out, c->in, &gt, c->ws_floats - wsz, (size_t)-1);
+           cf__direct_fits(c->out, c->in, &gt, c->ws_floats - wsz, 0);
 }
 static void cf__direct_bwd_run(const cf__conv_call *c) {
     cf_geom gt;
@@ -9620,13 +9654,6 @@ static void cf__sgemm_avx512(int tA, int tB, int M, int N, int K, const float *A
     cf__gemm_call g = {tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, NULL, 0, NULL};
     if (M <= 0 || N <= 0 || K <= 0 || cf__gemm_f32_r(&g)) cf__sgemm_fp32(tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
-/* OpenBLAS's name for the kernel set it runs: a weak reference, NULL with another BLAS */
-#ifdef CF_USE_CBLAS
-#ifdef __cplusplus
-extern "C"
-#endif
-char *openblas_get_corename(void) __attribute__((weak));
-#endif
 /* whether the BLAS runs AVX-512 kernels: OpenBLAS's SkylakeX, Cooperlake or SapphireRapids
    sets, or another BLAS (MKL, BLIS: their own detection); not OpenBLAS's SSE kernels (its
    fallback for a CPU it does not know), its AVX2 sets, nor the naive sgemm */
