@@ -9213,13 +9213,14 @@ static int cf__blas_runs_avx2(void) {
 /* Whether the direct kernel can run a convolution of in into out: stride 1 along the width,
    rows of 16 or more, one R per thread in ws; and whether the door gives it the convolution
    rather than im2col + GEMM (kinds tiles and taps, the BLAS), which depends on the CPU:
-   - with AVX-512 (the 16-lane form): a backward-data always (its alternative there is the
-     GEMM of kind gemm or GEMM + col2im, both slower), a forward where R is at most
+   - with AVX-512 (the 16-lane form): a backward-data always (GEMM + col2im is slower; kind
+     gemm, tried before it, takes those with many channels), a forward where R is at most
      CF__DIRECT_FWD_MAX_R floats (64 Ki: with many input channels R outgrows the L2 cache while
      the GEMM gets a long K);
    - with AVX2 only (the 8-lane form, 4 output channels a block): beside a BLAS that runs AVX2
-     kernels, only for 8 input channels or fewer (a short K, where the GEMM is poor); beside
-     OpenBLAS's SSE kernels, always.  On an AMD EPYC (Zen 3) with OpenBLAS's Zen kernels the
+     kernels, only for 16 input channels or fewer (a short K, where the GEMM is poor: the
+     2018 CosmoFlow's 16 -> 32 at 55^3 forward, direct 164-184 ms against the GEMM's 176-192);
+     beside OpenBLAS's SSE kernels, always.  On an AMD EPYC (Zen 3) with OpenBLAS's Zen kernels the
      GEMM (kind tiles, or the reference's) ran DeepCAM's dense backward-data 1.2-2.0x faster
      than the direct kernel, and CosmoFlow's step at batch 1 1.1-1.2x faster, its layers level
      (docs/performance.md, "The door there"); with the SSE kernels the direct kernel was
@@ -9229,7 +9230,7 @@ static int cf__blas_runs_avx2(void) {
 #define CF__DIRECT_FWD_MAX_R 65536
 static int cf__direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, int fwd) {
     size_t rsz = (size_t)in.c * g->k[0] * g->k[1] * cf__direct_wp(out, g);
-    int door = !cf__blas_runs_avx2() || in.c <= 8;
+    int door = !cf__blas_runs_avx2() || in.c <= 16;
 #ifdef CF__AVX512
     if (cf__has_avx512()) door = !fwd || rsz <= CF__DIRECT_FWD_MAX_R;
 #else
