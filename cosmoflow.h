@@ -2444,7 +2444,7 @@ static int cf__bf16_fma(void) {   /* (read once a kernel call: section 13) */
 CFDEF const char *cf_bf16_kernels(void) {
 #if defined(CF__BF16)
     if (!cf__kind_on[CF__K_BF16]) return "the emulation (the bf16 fast paths are off)";
-    if (!cf__has_bf16())   /* (0.92-0.97x fp32's step on an AMD Zen 3, docs/performance.md) */
+    if (!cf__has_bf16())   /* (0.84-0.97x fp32's step on an AMD Zen 3, docs/performance.md) */
         return "the emulation (this CPU lacks AVX512_BF16): fp32's kernels on bf16 values, "
                "which saves memory, not time";
     if (cf__bf16_form_forced == CF__BF16_DOT) return "vdpbf16ps (AVX512_BF16; forced)";
@@ -9198,17 +9198,29 @@ extern "C"
 #endif
 char *openblas_get_corename(void) __attribute__((weak));
 #endif
-/* whether the BLAS runs vector kernels of AVX2 or wider: OpenBLAS's Haswell and Zen sets, its
-   AVX-512 ones, or another BLAS (MKL, BLIS: their own detection); not OpenBLAS's SSE kernels
-   (its fallback for a CPU it does not know) nor the naive sgemm */
-static int cf__blas_runs_avx2(void) {
+/* whether the BLAS runs AVX-512 kernels: OpenBLAS's SkylakeX, Cooperlake or SapphireRapids
+   sets, or another BLAS (MKL, BLIS: their own detection); not OpenBLAS's SSE kernels (its
+   fallback for a CPU it does not know), its AVX2 sets, nor the naive sgemm */
+static int cf__blas_avx512_as = -1;   /* (test_core: 0 or 1 answers for the BLAS; -1 asks it) */
+static int cf__blas_runs_avx512(void) {
+    if (cf__blas_avx512_as >= 0) return cf__blas_avx512_as;
 #ifdef CF_USE_CBLAS
-    const char *core = openblas_get_corename ? openblas_get_corename() : NULL;
-    return !core || !strcmp(core, "Haswell") || !strcmp(core, "Zen") || !strcmp(core, "SkylakeX") ||
-           !strcmp(core, "Cooperlake") || !strcmp(core, "SapphireRapids");
+    {
+        const char *core = openblas_get_corename ? openblas_get_corename() : NULL;
+        return !core || !strcmp(core, "SkylakeX") || !strcmp(core, "Cooperlake") || !strcmp(core, "SapphireRapids");
+    }
 #else
     return 0;
 #endif
+}
+/* whether the BLAS runs vector kernels of AVX2 or wider: those, or OpenBLAS's Haswell and Zen
+   sets; not its SSE kernels nor the naive sgemm */
+static int cf__blas_runs_avx2(void) {
+#ifdef CF_USE_CBLAS
+    const char *core = openblas_get_corename ? openblas_get_corename() : NULL;
+    if (core && (!strcmp(core, "Haswell") || !strcmp(core, "Zen"))) return 1;
+#endif
+    return cf__blas_runs_avx512();
 }
 /* Whether the direct kernel can run a convolution of in into out: stride 1 along the width,
    rows of 16 or more, one R per thread in ws; and whether the door gives it the convolution
@@ -9654,21 +9666,6 @@ static void cf__sgemm_avx512(int tA, int tB, int M, int N, int K, const float *A
                              float beta, float *C, int ldc) {
     cf__gemm_call g = {tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc, 0, NULL, 0, NULL};
     if (M <= 0 || N <= 0 || K <= 0 || cf__gemm_f32_r(&g)) cf__sgemm_fp32(tA, tB, M, N, K, A, lda, B, ldb, beta, C, ldc);
-}
-/* whether the BLAS runs AVX-512 kernels: OpenBLAS's SkylakeX, Cooperlake or SapphireRapids
-   sets, or another BLAS (MKL, BLIS: their own detection); not OpenBLAS's SSE kernels (its
-   fallback for a CPU it does not know), its AVX2 sets, nor the naive sgemm */
-static int cf__blas_avx512_as = -1;   /* (test_core: 0 or 1 answers for the BLAS; -1 asks it) */
-static int cf__blas_runs_avx512(void) {
-    if (cf__blas_avx512_as >= 0) return cf__blas_avx512_as;
-#ifdef CF_USE_CBLAS
-    {
-        const char *core = openblas_get_corename ? openblas_get_corename() : NULL;
-        return !core || !strcmp(core, "SkylakeX") || !strcmp(core, "Cooperlake") || !strcmp(core, "SapphireRapids");
-    }
-#else
-    return 0;
-#endif
 }
 /* The pointwise convolutions' GEMMs on it where the CPU has AVX-512, with 64 or more channels
    each way (16 where the BLAS runs no AVX-512 kernels) and 1024 positions (the GEMMs' tasks
