@@ -110,7 +110,7 @@ TOOL_UNUSED static void parse_bf16_form(const char *v, void *dst) {
 #define BF16_FORM_FLAG {"--bf16-form", "F", FLAG_CALL, NULL, 0, 0, "bf16's multiply-adds: dot (vdpbf16ps), fma (the pairs widened to fp32, two FMAs) or auto (default: the faster here, measured at start); the same bits either way (docs/performance.md)", parse_bf16_form, NULL}
 /* the precision as a run's first lines say it: bf16 names what its convolutions run on */
 TOOL_UNUSED static const char *precision_text(int precision) {
-    static char b[160];
+    static char b[256];   /* (cf_bf16_kernels' longest text: 142 characters) */
     if (precision != CF_BF16) return "precision fp32";
     snprintf(b, sizeof b, "precision bf16 on %s", cf_bf16_kernels());
     return b;
