@@ -399,6 +399,36 @@ static int dn_has_bf16(void) {
     else if (st != dnnl_unimplemented) die("oneDNN forward", "a bf16 3x3 conv: %s", dnnl_status2str(st));
     return st == dnnl_success;
 }
+/* oneDNN 2.6.3's AMX backward-weights (jit:avx512_core_amx_bf16) of a 2-D 3x3 conv of stride
+   and dilation 1 gave gradients off by a relative 1.4 and corrupted the heap (an abort or a
+   segfault a few calls later) on an Intel Xeon with AMX (2026-12-07: DeepCAM's layers 2, 267 and
+   269; its stride-2 and dilated 3x3s and CosmoFlow's 3-D ones agreed).  Such a layer's
+   backward-weights takes oneDNN's next implementation, with a line saying so. */
+static int amx_bwd_w_broken(const cf_layer *l) {
+    return is2d(l) && l->groups == 1 && l->g.k[1] == 3 && l->g.k[2] == 3 && l->g.s[1] == 1 && l->g.s[2] == 1 &&
+           l->g.dil[1] == 1 && l->g.dil[2] == 1;
+}
+static dnnl_primitive_desc_t bwd_w_pd(const dnnl_convolution_desc_t *d, const_dnnl_primitive_desc_t hint,
+                                      const cf_layer *l, int idx) {
+    dnnl_primitive_desc_iterator_t it;
+    dnnl_primitive_desc_t pd = NULL;
+    const char *first = NULL;
+    DN(dnnl_primitive_desc_iterator_create(&it, d, NULL, engine, hint), "oneDNN backward-weights");
+    do {
+        const char *s = NULL;
+        if (pd) dnnl_primitive_desc_destroy(pd);
+        pd = dnnl_primitive_desc_iterator_fetch(it);
+        if (!pd) die("oneDNN backward-weights", "no implementation");
+        DN(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s), "oneDNN backward-weights");
+        if (!strstr(s, "amx") || !amx_bwd_w_broken(l)) break;
+        if (!first) first = s;
+    } while (dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+    if (first)
+        printf("oneDNN layer %d: backward-weights on its next implementation, not %s (oneDNN 2.6.3's AMX "
+               "backward-weights of a 2-D 3x3: wrong gradients and a corrupted heap, bench/onednn_peer.c)\n", idx, first);
+    dnnl_primitive_desc_iterator_destroy(it);
+    return pd;
+}
 /* the three primitives on ours' buffers: x, w, b, dy as given (plain fp32), reordered in */
 static void dn_make(dn_conv *c, const peer_layer *p, int B, int bf16, ours_conv *o) {
     const cf_layer *l = &p->l;
@@ -424,7 +454,7 @@ static void dn_make(dn_conv *c, const peer_layer *p, int B, int bf16, ours_conv 
     /* the weight and bias gradients in fp32, as ours keeps them */
     DN(dnnl_dilated_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &s.src, &s.dw, bmd, &s.dst,
                                                            s.strides, s.dil, s.pl, s.pr), "oneDNN backward-weights");
-    DN(dnnl_primitive_desc_create(&bw->pd, &d, NULL, engine, f->pd), "oneDNN backward-weights");
+    bw->pd = bwd_w_pd(&d, f->pd, l, p->idx[0]);
     dn_input(c, bw, dnnl_query_src_md, DNNL_ARG_SRC, ux, &src);
     dn_input(c, bw, dnnl_query_diff_dst_md, DNNL_ARG_DIFF_DST, udy, &ddst);
     dn_output(c, bw, dnnl_query_diff_weights_md, 0, DNNL_ARG_DIFF_WEIGHTS);
