@@ -826,15 +826,18 @@ CFDEF int cf_fast_path_set(const char *kind, int on);
 CFDEF int cf_fast_path_on(const char *kind);                /* 1 on, 0 off, -1 unknown */
 /* What a bf16 network's convolutions run on here: "vdpbf16ps (AVX512_BF16)", "fp32 FMA of the
    widened pairs (...)" (the CPU's vdpbf16ps slower than its FMA: then bf16 computes at fp32's
-   rate and saves memory only), either with "; forced" when cf_bf16_form_set chose it, or "the
-   emulation (...)" with the reason (the CPU, the build, the fast paths switched off).  Its
-   first call may take the probe's 2 ms. */
+   rate and saves memory only), "AMX tiles (AMX-BF16) in the GEMM, ... elsewhere", each with
+   "; forced" when cf_bf16_form_set chose it, or "the emulation (...)" with the reason (the CPU,
+   the build, the fast paths switched off).  Its first call may take the probe's 2 ms. */
 CFDEF const char *cf_bf16_kernels(void);
 /* The form of the bf16 kernels' multiply-adds (section 4, kind bf16): "dot" (vdpbf16ps),
-   "fma" (the pairs widened to fp32, two FMAs) or "auto" (the default: the faster on this CPU,
-   measured once at first use).  Both give the same bits (denormals aside, docs/math.md), so a
-   run's results do not depend on the choice.  Returns CF_ERR for another word.  Not
-   thread-safe, as cf_fast_path_set. */
+   "fma" (the pairs widened to fp32, two FMAs), "amx" (the bf16 GEMM on AMX tiles, the other
+   kernels in the faster of the two) or "auto" (the default: "amx" where the CPU and Linux give
+   the tiles, else the faster of dot and fma, measured once at first use).  dot and fma give the
+   same bits (denormals aside, docs/math.md), so such a run does not depend on the choice; the
+   tiles add in an order of their own, held to the same bound against the emulation (a run on
+   them differs in the last bits).  Returns CF_ERR for another word, or "amx" without the tiles.
+   Not thread-safe, as cf_fast_path_set. */
 CFDEF int cf_bf16_form_set(const char *form);
 /* Which path an operation takes for these shapes: "reference" or the fast path's kind; "?"
    with the reason for an op or shapes it cannot take.
@@ -2094,6 +2097,11 @@ CFDEF int cf_fast_path_on(const char *kind) {
 #define CF__BF16 1
 #define CF__BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 #endif
+/* the bf16 GEMM's AMX form: Linux (the tiles' state is granted by arch_prctl), GCC 11 or Clang 12 on */
+#if defined(CF__BF16) && defined(__linux__) && (defined(__clang__) ? __clang_major__ >= 12 : __GNUC__ >= 11)
+#define CF__AMX 1
+#define CF__AMX_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,amx-tile,amx-bf16")))
+#endif
 /* halves: which of a convolution's operands are stored in 16 bits, CF__HALF_OUT y (forward)
    or dy (backward), CF__HALF_IN x, CF__HALF_DIN dx; CF__RAW_IN: x is the network's input, not
    yet rounded (its readers round it as they read it, section 9) */
@@ -2423,22 +2431,53 @@ static void cf__round_run(float *x, size_t n) {
 
 /* the form of the bf16 kernels' multiply-adds: forced (cf_bf16_form_set) or the probe's, the
    dot form unless the CPU's vdpbf16ps does fewer multiply-adds a second than its FMA */
-enum { CF__BF16_AUTO, CF__BF16_DOT, CF__BF16_FMA };
+enum { CF__BF16_AUTO, CF__BF16_DOT, CF__BF16_FMA, CF__BF16_AMX };
 static int cf__bf16_form_forced = CF__BF16_AUTO;
+static int cf__has_amx(void);
 CFDEF int cf_bf16_form_set(const char *form) {
     int f = !strcmp(form, "auto") ? CF__BF16_AUTO : !strcmp(form, "dot") ? CF__BF16_DOT
-            : !strcmp(form, "fma") ? CF__BF16_FMA : -1;
-    if (f < 0) return cf_fail("bf16 form '%s' is unknown (dot, fma, auto)", form);
+            : !strcmp(form, "fma") ? CF__BF16_FMA : !strcmp(form, "amx") ? CF__BF16_AMX : -1;
+    if (f < 0) return cf_fail("bf16 form '%s' is unknown (dot, fma, amx, auto)", form);
+    if (f == CF__BF16_AMX && !cf__has_amx())
+        return cf_fail("bf16 form amx: %s",
+                       "this CPU, system or build has no AMX tiles (AMX-BF16, Linux, GCC 11 or Clang 12)");
     cf__bf16_form_forced = f;
     return CF_OK;
 }
+#ifdef CF__AMX
+#include <cpuid.h>
+/* AMX-TILE and AMX-BF16 (CPUID 7.0 EDX bits 24, 22), and Linux's grant of the tiles' state to
+   this process (arch_prctl(ARCH_REQ_XCOMP_PERM 0x1023, XFEATURE_XTILEDATA 18), syscall 158,
+   made here without <sys/syscall.h>); asked once (two threads asking at once ask twice: the
+   same answer) */
+static int cf__has_amx(void) {
+    static volatile int known = -1;
+    unsigned a, b, c, d;
+    long r = -1;
+    if (known >= 0) return known;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1) && (d >> 22 & 1))
+        __asm__ volatile("syscall" : "=a"(r) : "0"(158L), "D"(0x1023L), "S"(18L) : "rcx", "r11", "memory");
+    known = r == 0;
+    return known;
+}
+#else
+static int cf__has_amx(void) { return 0; }
+#endif
 #ifdef CF__BF16
 static int cf__bf16_fma(void) {   /* (read once a kernel call: section 13) */
     double dot, fma;
-    if (cf__bf16_form_forced != CF__BF16_AUTO) return cf__bf16_form_forced == CF__BF16_FMA;
+    if (cf__bf16_form_forced == CF__BF16_DOT || cf__bf16_form_forced == CF__BF16_FMA)
+        return cf__bf16_form_forced == CF__BF16_FMA;
     cf__bf16_rates(&dot, &fma);
     return dot < fma;
 }
+/* whether the bf16 GEMM runs on the AMX tiles: forced, or auto where the CPU has them */
+static int cf__bf16_amx_on(void) {
+    int f = cf__bf16_form_forced;
+    return f == CF__BF16_AMX || (f == CF__BF16_AUTO && cf__has_amx());
+}
+/* the bf16 GEMM's form: 2 the AMX tiles, else cf__bf16_fma's */
+static int cf__bf16_gemm_form(void) { return cf__bf16_amx_on() ? 2 : cf__bf16_fma(); }
 #endif
 /* (the text names no measured rate: a tool's output does not change from run to run) */
 CFDEF const char *cf_bf16_kernels(void) {
@@ -2449,6 +2488,13 @@ CFDEF const char *cf_bf16_kernels(void) {
                "which saves memory, not time";
     if (cf__bf16_form_forced == CF__BF16_DOT) return "vdpbf16ps (AVX512_BF16; forced)";
     if (cf__bf16_form_forced == CF__BF16_FMA) return "fp32 FMA of the widened pairs (forced)";
+    if (cf__bf16_form_forced == CF__BF16_AMX)
+        return cf__bf16_fma() ? "AMX tiles in the GEMM, fp32 FMA of the widened pairs elsewhere (forced)"
+                              : "AMX tiles in the GEMM, vdpbf16ps elsewhere (forced)";
+    if (cf__has_amx())
+        return cf__bf16_fma() ? "AMX tiles (AMX-BF16) in the GEMM, fp32 FMA of the widened pairs elsewhere (vdpbf16ps "
+                                "slower than FMA here: cf-bench --check-blas)"
+                              : "AMX tiles (AMX-BF16) in the GEMM, vdpbf16ps (AVX512_BF16) elsewhere";
     return cf__bf16_fma() ? "fp32 FMA of the widened pairs (vdpbf16ps slower than FMA here: cf-bench --check-blas): "
                             "bf16 computes at fp32's rate here and saves memory only"
                           : "vdpbf16ps (AVX512_BF16)";
@@ -10425,6 +10471,32 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, const cf__gemm_call *gemm, 
 #define CF__ZERO8(a) {                                                                                                \
         a[0][0] = a[0][1] = a[1][0] = a[1][1] = a[2][0] = a[2][1] = a[3][0] = a[3][1] = _mm512_setzero_ps();          \
         a[4][0] = a[4][1] = a[5][0] = a[5][1] = a[6][0] = a[6][1] = a[7][0] = a[7][1] = _mm512_setzero_ps(); }
+/* row r of a block of C, columns n0 .. (k0, k1: the valid lanes of its two vectors of sums a0,
+   a1): C = beta C + the sums, rounded to bf16 when rnd, stored in 16 bits when CF__GEMM_HALF_C */
+CF__BF16_TARGET CF__INLINE void cf__gemm_bf16_store_row(const cf__gemm_call *gemm, int r, int n0, __mmask16 k0,
+                                                        __mmask16 k1, __m512 a0, __m512 a1) {
+    float beta = gemm->beta;
+    if (gemm->halves & CF__GEMM_HALF_C) {
+        cf_bf16 *h = (cf_bf16 *)(void *)gemm->C + (size_t)r * gemm->ldc + n0;
+        if (beta == 0.0f) {   /* both halves rounded by one vcvtne2ps2bf16 */
+            _mm512_mask_storeu_epi16(h, ((__mmask32)k1 << 16) | k0, (__m512i)_mm512_cvtne2ps_pbh(a1, a0));
+            return;
+        }
+        a0 = _mm512_add_ps(a0, cf__load_half(h, k0));
+        a1 = _mm512_add_ps(a1, cf__load_half(h + 16, k1));
+        cf__store_half(h, k0, cf__round16_bf16(a0));
+        cf__store_half(h + 16, k1, cf__round16_bf16(a1));
+    } else {
+        float *c = gemm->C + (size_t)r * gemm->ldc + n0;
+        if (beta != 0.0f) {
+            a0 = _mm512_add_ps(a0, _mm512_maskz_loadu_ps(k0, c));
+            a1 = _mm512_add_ps(a1, _mm512_maskz_loadu_ps(k1, c + 16));
+        }
+        if (gemm->rnd) { a0 = cf__round16_bf16(a0); a1 = cf__round16_bf16(a1); }
+        _mm512_mask_storeu_ps(c, k0, a0);
+        _mm512_mask_storeu_ps(c + 16, k1, a1);
+    }
+}
 /* C (M x nb) = beta C + the packed chunk's K2 pairs (Ap's rows a_stride apart), C, M, ldc,
    beta and rnd the block's (gemm: the rows of a task); rnd: C rounded to bf16 as it is stored
    (the last chunk of a sum whose result is a bf16 network's tensor); CF__GEMM_HALF_C: C is
@@ -10433,8 +10505,7 @@ CF__BF16_TARGET static void cf__pack_b(uint32_t *Bp, const cf__gemm_call *gemm, 
    by all nb / 32 column blocks. */
 CF__BF16_TARGET CF__INLINE void cf__gemm_bf16_block_f(const cf__gemm_call *gemm, int nb, int K2,
                                                       const uint32_t *Ap, int a_stride, const uint32_t *Bp, int fma) {
-    float *C = gemm->C, beta = gemm->beta;
-    int M = gemm->M, c_half = (gemm->halves & CF__GEMM_HALF_C) != 0, ldc = gemm->ldc, rnd = gemm->rnd, m0, n0, q, o;
+    int M = gemm->M, m0, n0, q, o;
     uint32_t wa[8 * 2 * CF__GEMM_KC];   /* (the dot form: unused) */
     CF_ASSERT(!fma || K2 <= CF__GEMM_KC);
     for (m0 = 0; m0 < M; m0 += 8) {
@@ -10465,28 +10536,7 @@ CF__BF16_TARGET CF__INLINE void cf__gemm_bf16_block_f(const cf__gemm_call *gemm,
             }
             /* the block's valid rows, each accumulator named by a constant: indexed by a
                variable here, GCC kept a[][] in memory and stored all 16 at every step of q */
-#define CF__ST(o) if (o < nm && c_half && beta == 0.0f) {   /* both halves rounded by one vcvtne2ps2bf16 */     \
-                cf_bf16 *h = (cf_bf16 *)(void *)C + (size_t)(m0 + o) * ldc + n0;                                \
-                _mm512_mask_storeu_epi16(h, ((__mmask32)k1 << 16) | k0,                                          \
-                                         (__m512i)_mm512_cvtne2ps_pbh(a[o][1], a[o][0]));                         \
-            } else if (o < nm && c_half) {                                                                        \
-                cf_bf16 *h = (cf_bf16 *)(void *)C + (size_t)(m0 + o) * ldc + n0;                                \
-                if (beta != 0.0f) {                                                                              \
-                    a[o][0] = _mm512_add_ps(a[o][0], cf__load_half(h, k0));                                      \
-                    a[o][1] = _mm512_add_ps(a[o][1], cf__load_half(h + 16, k1));                                 \
-                }                                                                                                \
-                cf__store_half(h, k0, cf__round16_bf16(a[o][0]));                                                \
-                cf__store_half(h + 16, k1, cf__round16_bf16(a[o][1]));                                           \
-            } else if (o < nm) {                                                                                 \
-                float *c = C + (size_t)(m0 + o) * ldc + n0;                                                      \
-                if (beta != 0.0f) {                                                                              \
-                    a[o][0] = _mm512_add_ps(a[o][0], _mm512_maskz_loadu_ps(k0, c));                              \
-                    a[o][1] = _mm512_add_ps(a[o][1], _mm512_maskz_loadu_ps(k1, c + 16));                         \
-                }                                                                                                \
-                if (rnd) { a[o][0] = cf__round16_bf16(a[o][0]); a[o][1] = cf__round16_bf16(a[o][1]); }            \
-                _mm512_mask_storeu_ps(c, k0, a[o][0]);                                                            \
-                _mm512_mask_storeu_ps(c + 16, k1, a[o][1]);                                                       \
-            }
+#define CF__ST(o) if (o < nm) cf__gemm_bf16_store_row(gemm, m0 + o, n0, k0, k1, a[o][0], a[o][1]);
             CF__ST(0) CF__ST(1) CF__ST(2) CF__ST(3) CF__ST(4) CF__ST(5) CF__ST(6) CF__ST(7)
 #undef CF__ST
         }
@@ -10500,14 +10550,83 @@ CF__BF16_TARGET static void cf__gemm_bf16_block_fma(const cf__gemm_call *gemm, i
                                                     int a_stride, const uint32_t *Bp) {
     cf__gemm_bf16_block_f(gemm, nb, K2, Ap, a_stride, Bp, 1);
 }
+#ifdef CF__AMX
+/* ---- the block on AMX tiles (--bf16-form amx): each 32 x 32 block of C in four tiles of 16 x
+   16 fp32 sums (tiles 0-3), a step of 16 pairs taking two tiles of Ap (4, 5: 16 rows x 16 pair
+   words, Ap's own layout, rows a_stride words apart) and two of Bp (6, 7: 16 pairs x 16 columns,
+   the halves of Bp's panel of 32 columns, 128 bytes a pair) into four tdpbf16ps of 16 x 16 x 32
+   multiply-adds each.  The order of the additions inside a tdpbf16ps is the hardware's and not
+   vdpbf16ps's (odd then even, pair by pair: 30-55 % of the sums the same bits, docs/math.md): this form
+   is held to a bound, not to the dot form's bits (tests/test_core.c).  Rows of a block past M, or
+   a chunk's last pairs short of a step, are copied into a zeroed tile first (a zero pair adds
+   nothing); the sums go through a buffer to cf__gemm_bf16_store_row. */
+typedef struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } cf__amx_config;
+/* the 16 x 16 words of a tile from rows lda words apart, nr rows and nc words each, zeros after */
+static const uint32_t *cf__amx_padded(uint32_t *to, const uint32_t *from, size_t lda, int nr, int nc, int width) {
+    int r;
+    memset(to, 0, sizeof(uint32_t) * 16 * (size_t)width);
+    for (r = 0; r < nr; r++) memcpy(to + (size_t)r * width, from + r * lda, sizeof(uint32_t) * (size_t)nc);
+    return to;
+}
+CF__AMX_TARGET static void cf__gemm_bf16_block_amx(const cf__gemm_call *gemm, int nb, int K2, const uint32_t *Ap,
+                                                   int a_stride, const uint32_t *Bp) {
+    cf__amx_config cfg;
+    float sums[32 * 32];
+    uint32_t pa[2][16 * 16], pb[16 * 32];
+    int m0, n0, q, t, o;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (t = 0; t < 8; t++) { cfg.rows[t] = 16; cfg.colsb[t] = 64; }
+    _tile_loadconfig(&cfg);
+    for (m0 = 0; m0 < gemm->M; m0 += 32) {
+        int nm = gemm->M - m0 < 32 ? gemm->M - m0 : 32;
+        for (n0 = 0; n0 < nb; n0 += 32) {
+            int nn = nb - n0 < 32 ? nb - n0 : 32;
+            __mmask16 k0 = (__mmask16)(nn >= 16 ? 0xffff : (1u << nn) - 1),
+                k1 = (__mmask16)(nn >= 32 ? 0xffff : nn > 16 ? (1u << (nn - 16)) - 1 : 0);
+            _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+            for (q = 0; q < K2; q += 16) {
+                int nq = K2 - q < 16 ? K2 - q : 16;
+                const uint32_t *a0 = Ap + (size_t)m0 * a_stride + q, *a1 = a0 + (size_t)16 * a_stride,
+                               *b = Bp + cf__bp(q, n0, K2);
+                if (nq < 16 || nm < 16) a0 = cf__amx_padded(pa[0], a0, (size_t)a_stride, nm < 16 ? nm : 16, nq, 16);
+                if (nm > 16 && (nq < 16 || nm < 32)) a1 = cf__amx_padded(pa[1], a1, (size_t)a_stride, nm - 16, nq, 16);
+                if (nq < 16) b = cf__amx_padded(pb, b, 32, nq, 32, 32);
+                _tile_loadd(4, a0, 4 * (nq < 16 || nm < 16 ? 16 : a_stride));
+                _tile_loadd(6, b, 128);
+                _tile_loadd(7, b + 16, 128);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 4, 7);
+                if (nm > 16) {
+                    _tile_loadd(5, a1, 4 * (nq < 16 || nm < 32 ? 16 : a_stride));
+                    _tile_dpbf16ps(2, 5, 6);
+                    _tile_dpbf16ps(3, 5, 7);
+                }
+            }
+            _tile_stored(0, sums, 128);
+            _tile_stored(1, sums + 16, 128);
+            _tile_stored(2, sums + 16 * 32, 128);
+            _tile_stored(3, sums + 16 * 32 + 16, 128);
+            for (o = 0; o < nm; o++)
+                cf__gemm_bf16_store_row(gemm, m0 + o, n0, k0, k1, _mm512_loadu_ps(sums + o * 32),
+                                        _mm512_loadu_ps(sums + o * 32 + 16));
+        }
+    }
+    _tile_release();
+}
+#endif
+/* form: 0 the dot step's dot form, 1 its FMA form, 2 the AMX tiles */
 static void cf__gemm_bf16_block(const cf__gemm_call *gemm, int nb, int K2, const uint32_t *Ap, int a_stride,
-                                const uint32_t *Bp, int fma) {
-    (fma ? cf__gemm_bf16_block_fma : cf__gemm_bf16_block_dot)(gemm, nb, K2, Ap, a_stride, Bp);
+                                const uint32_t *Bp, int form) {
+#ifdef CF__AMX
+    if (form == 2) { cf__gemm_bf16_block_amx(gemm, nb, K2, Ap, a_stride, Bp); return; }
+#endif
+    (form ? cf__gemm_bf16_block_fma : cf__gemm_bf16_block_dot)(gemm, nb, K2, Ap, a_stride, Bp);
 }
 /* a thread's buffers for its tasks: Ap and Bp, its chunks of op(A) and op(B) (NULL when they
    could not be had); A_all, all of op(A) packed beforehand (or NULL); made, the rows of op(B)
-   made from x (cf__pack_b); and the form of the dot step (fma) */
-typedef struct { uint32_t *Ap, *Bp; const uint32_t *A_all; float *made; int fma; } cf__gemm_bf16_bufs;
+   made from x (cf__pack_b); and the block's form (cf__gemm_bf16_block) */
+typedef struct { uint32_t *Ap, *Bp; const uint32_t *A_all; float *made; int form; } cf__gemm_bf16_bufs;
 /* a task without buffers: cf_sgemm on the same operands, then C's columns rounded when rnd */
 static void cf__gemm_bf16_task_sgemm(const cf__gemm_call *task, int n0, int nb, int q0, int q1) {
     int k0 = 2 * q0, kn = (2 * q1 < task->K ? 2 * q1 : task->K) - k0, lda = task->lda, ldb = task->ldb, r;
@@ -10559,7 +10678,7 @@ static void cf__gemm_bf16_task(const cf__gemm_call *task, int n0, int nb, int q0
                 cf__pack_a(bufs->Ap, task->tA, task->tA ? task->A + m0 : cf__elt(task->A, ah, (size_t)m0 * task->lda),
                            ah, task->lda, rows.M, K, q, nq);
             CF_ASSERT(!ch || (q == q0 && q + nq == q1 && task->rnd));   /* (a 16-bit C: one chunk, rounded) */
-            cf__gemm_bf16_block(&rows, nb, nq, a, a_stride, bufs->Bp, bufs->fma);
+            cf__gemm_bf16_block(&rows, nb, nq, a, a_stride, bufs->Bp, bufs->form);
         }
     }
 }
@@ -10650,10 +10769,10 @@ static void cf__gemm_bf16_task_at(const cf__gemm_call *gemm, const cf__gemm_bf16
     }
     cf__gemm_bf16_task(&task, n0, nb, q0, q1, bufs);
 }
-/* the tasks shared out between the threads, each with its buffers in buf (NULL: none); fma:
-   the dot step's form */
+/* the tasks shared out between the threads, each with its buffers in buf (NULL: none); form:
+   the block's form (cf__gemm_bf16_block) */
 static void cf__gemm_bf16_run_tasks(const cf__gemm_call *gemm, const cf__gemm_bf16_cut *cut, uint32_t *buf,
-                                    const uint32_t *A_all, float *partial, int fma) {
+                                    const uint32_t *A_all, float *partial, int form) {
     int t;
     CF__OMP(omp parallel num_threads(cut->nth))
     {
@@ -10662,7 +10781,7 @@ static void cf__gemm_bf16_run_tasks(const cf__gemm_call *gemm, const cf__gemm_bf
         bufs.Bp = buf ? bufs.Ap + cut->a_sz : NULL;
         bufs.A_all = A_all;
         bufs.made = buf && gemm->col ? (float *)(void *)(bufs.Bp + cut->b_sz) : NULL;
-        bufs.fma = fma;
+        bufs.form = form;
         CF__OMP(omp for schedule(dynamic, 1))
         for (t = 0; t < cut->tasks; t++) cf__gemm_bf16_task_at(gemm, cut, t, partial, &bufs);
     }
@@ -10716,7 +10835,7 @@ static int cf__sgemm_bf16_r(const cf__gemm_call *gemm, float *ws) {
     CF_ASSERT(!(gemm->halves & CF__GEMM_HALF_C) || (gemm->rnd && K2 <= CF__GEMM_KC && !partial));
     if (cut.rblocks == 1 && cut.nblocks > 1 && cut.parts == 1 && (size_t)gemm->M * K2 <= ((size_t)2 << 20))
         A_all = cf__gemm_bf16_pack_a_all(gemm, K2);
-    cf__gemm_bf16_run_tasks(gemm, &cut, buf, A_all, partial, cf__bf16_fma());
+    cf__gemm_bf16_run_tasks(gemm, &cut, buf, A_all, partial, cf__bf16_gemm_form());
     if (!ws) CF_FREE(buf);
     CF_FREE(A_all);
     if (!partial) return 0;
@@ -11020,9 +11139,17 @@ static int cf__bf16_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, siz
     size_t w2 = cf__w2_floats(in, g, out.c), rsz = cf__pair_rows_size(in, g, cf__direct_wp(out, g), cf__pair_slots(g));
     return g->s[2] == 1 && out.w >= 16 && rsz <= max_r && w2 + (size_t)cf__nthreads() * rsz <= ws_floats;
 }
+/* Where the bf16 GEMM runs on AMX tiles (cf__bf16_amx_on), the GEMM paths take a forward of 64
+   input channels or more and a backward-data of 256 output channels or more from the direct
+   kernel (Intel Xeon with AMX, 2 threads, bin/onednn-peer --precision bf16, the two doors in one
+   hour: DeepCAM's 304 -> 256 3x3 at 192x288 forward 237 -> 115 ms; cosmoflow.cfg's 64 -> 128 at
+   32^3 forward 44 -> 33, 128 -> 256 at 16^3 forward 27 -> 16 and backward-data 28 -> 20; behind
+   these lines the direct kernel was level or ahead: 4 -> 32 forward 52 against 101, the 64 ->
+   128 backward-data 47 against 55) */
+static int cf__bf16_direct_amx_ok(int channels_in, int limit) { return !cf__bf16_amx_on() || channels_in < limit; }
 static int cf__bf16_direct_fwd_applies(const cf__conv_call *c) {
-    return cf__bf16_gemm_applies(c) && c->groups == 1 && !cf__pointwise_applies(c) &&
-           cf__bf16_direct_fits(c->in, c->out, c->g, c->ws_floats, CF__BF16_DIRECT_MAX_R);
+    return cf__bf16_gemm_applies(c) && cf__bf16_direct_amx_ok(c->in.c, 64) && c->groups == 1 &&
+           !cf__pointwise_applies(c) && cf__bf16_direct_fits(c->in, c->out, c->g, c->ws_floats, CF__BF16_DIRECT_MAX_R);
 }
 /* f (+)= conv as cf__direct_fwd_bf16 with the kernel w2 packed in the workspace (n pair words),
    in the dot step's form: the FMA form's widened kernel in a block of its own (twice w2's bytes,
@@ -11045,7 +11172,8 @@ static void cf__bf16_direct_fwd_run(const cf__conv_call *c) {
 static int cf__bf16_direct_bwd_applies(const cf__conv_call *c) {
     cf_geom gt;
     size_t wsz = cf__flipped_floats(c);
-    return cf__bf16_gemm_applies(c) && c->groups == 1 && cf__flipped_geom(c->g, &gt) && wsz < c->ws_floats &&
+    return cf__bf16_gemm_applies(c) && cf__bf16_direct_amx_ok(c->out.c, 256) && c->groups == 1 &&
+           cf__flipped_geom(c->g, &gt) && wsz < c->ws_floats &&
            cf__bf16_direct_fits(c->out, c->in, &gt, c->ws_floats - wsz, (size_t)-1);
 }
 static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
@@ -11277,7 +11405,7 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
     int K = c->in.c * cf__kvol(c->g), OC = c->out.c, nth = cf__nthreads();
     size_t P = cf__positions(c->out), tile = CF__BWW_TILE, per = cf__taps_bww_floats(c), i;
     long ntiles = (long)((P + tile - 1) / tile), t;
-    int z, fma = cf__bf16_fma();
+    int z, form = cf__bf16_gemm_form();
     /* every thread's, should one not run */
     for (z = 0; z < nth; z++) memset(c->ws + per * z, 0, sizeof(float) * K * OC);
     CF__OMP(omp parallel num_threads(nth))
@@ -11293,7 +11421,7 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
             cf__pack_taps(Ap, cf__elt(c->x, c->x_half, bi * cf_shape_size(c->in)), c->x_half, c->in, c->out, c->g, p0,
                           n);
             cf__pack_b(Bp, &dwg, 0, (int)n / 2, 0, OC, NULL);
-            cf__gemm_bf16_block(&dwg, OC, (int)n / 2, Ap, (int)n / 2, Bp, fma);
+            cf__gemm_bf16_block(&dwg, OC, (int)n / 2, Ap, (int)n / 2, Bp, form);
         }
     }
     CF__OMP(omp parallel for schedule(static))
@@ -11306,8 +11434,11 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
 /* The rows backward-weights (above, with the fp32 kernel) on bf16 operands: held in 16 bits, a
    32-bit word of a row holds two neighbouring positions, and vdpbf16ps of a word of dy's row
    and a word of x's row read kw elements further along adds two of the sum's products. */
+/* Not where the GEMM runs on AMX tiles: there the taps' path (the GEMM's block) was 1.4-4x faster on
+   every layer measured (Intel Xeon with AMX, bin/onednn-peer --precision bf16: cosmoflow.cfg's 4 -> 32
+   at 128^3 94 -> 65 ms, 32 -> 64 at 64^3 130 -> 45; DeepCAM's 304 -> 256 at 192x288 318 -> 81). */
 static int cf__bf16_rows_bww_applies(const cf__conv_call *c) {   /* (even rows: no pair holds a padded position) */
-    return cf__bf16_gemm_applies(c) && c->out.w % 2 == 0 && cf__rows_bww_fits(c, 2);
+    return cf__bf16_gemm_applies(c) && !cf__bf16_amx_on() && c->out.w % 2 == 0 && cf__rows_bww_fits(c, 2);
 }
 /* acc + the products of the pairs of a and b in the lanes m, lane by lane: the dot step with
    both operands loaded (cf__dot_step's two forms, odd halves first) */
@@ -12492,11 +12623,11 @@ static void cf__pool_pairs_fwd(const cf__pool_call *c) {
 static int cf__pool_pairs_half_applies(const cf__pool_call *c) {
     return c->half && cf__has_bf16() && cf__pool_pairs_applies(c);
 }
-CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
+/* one plane (the threads' loop outside: Clang outlines a parallel loop's body into a function
+   without the target attribute, where AVX-512 values do not compile) */
+CF__BF16_TARGET static void cf__pool_pairs_half_plane(const cf__pool_call *c, int plane) {
     cf_shape in = c->in, out = c->out;
-    int plane;
-    CF__OMP(omp parallel for schedule(static))
-    for (plane = 0; plane < c->B * in.c; plane++) {
+    {
         const float *xp = cf__elt(c->x, 1, (size_t)plane * in.d * in.h * in.w), *rows[4];
         int od, oh, ow, q, nr;
         for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
@@ -12519,6 +12650,11 @@ CF__BF16_TARGET static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
             }
         }
     }
+}
+static void cf__pool_pairs_half_fwd(const cf__pool_call *c) {
+    int plane;
+    CF__OMP(omp parallel for schedule(static))
+    for (plane = 0; plane < c->B * c->in.c; plane++) cf__pool_pairs_half_plane(c, plane);
 }
 #endif
 #endif /* !CF_REFERENCE */

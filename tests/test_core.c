@@ -442,15 +442,19 @@ static void test_bf16_gemm(void) {
             for (i = 0; i < (size_t)M * N; i++) differ += c2[i] != round_bf16(c1[i]);
             rounded_same += !differ;
         }
-        {   /* each form of the dot step forced: the bits of the form the probe chose */
-            int f;
-            for (f = 0; f < 2; f++) {
-                memcpy(c2, C0, (size_t)M * N * 4);
-                cf_bf16_form_set(f ? "fma" : "dot");
-                cf__sgemm_bf16(tA, tB, M, N, K, A, lda, B, ldb, (float)beta, c2, N);
-                forms_same += !memcmp(c1, c2, (size_t)M * N * 4);
-            }
+        {   /* the dot step's two forms forced: the same bits, and those of auto where the CPU has no
+               AMX tiles (where it has, auto's GEMM is the tiles', c1, held to the bound above) */
+            float *cd = (float *)malloc((size_t)M * N * 4);
+            memcpy(cd, C0, (size_t)M * N * 4);
+            cf_bf16_form_set("dot");
+            cf__sgemm_bf16(tA, tB, M, N, K, A, lda, B, ldb, (float)beta, cd, N);
+            memcpy(c2, C0, (size_t)M * N * 4);
+            cf_bf16_form_set("fma");
+            cf__sgemm_bf16(tA, tB, M, N, K, A, lda, B, ldb, (float)beta, c2, N);
             cf_bf16_form_set("auto");
+            forms_same += !memcmp(cd, c2, (size_t)M * N * 4);
+            forms_same += cf__has_amx() || !memcmp(c1, cd, (size_t)M * N * 4);
+            free(cd);
         }
 #ifdef _OPENMP
         {   /* the same bits on one thread: the parts' partial sums are added in part order */
@@ -482,11 +486,12 @@ static void test_bf16_gemm(void) {
                 cf__gemm_call g32 = {0, 0, M, N, K, A, lda, B, N, 0.0f, c1, N, 0, NULL, 0, NULL};
                 cf__gemm_call g16 = {0, 0, M, N, K, (const float *)(const void *)(A16 + off), lda, B, N, 0.0f, c2, N, 0, NULL,
                                      CF__GEMM_HALF_A, NULL};
-                int f, same = !cf__sgemm_bf16_r(&g32, NULL);
-                for (f = 0; f < 2; f++) {
-                    cf_bf16_form_set(f ? "fma" : "dot");
+                int f, same = 1;
+                for (f = 0; f < 2 + cf__has_amx(); f++) {   /* (each under the same form) */
+                    cf_bf16_form_set(f == 2 ? "amx" : f ? "fma" : "dot");
+                    memset(c1, 0, (size_t)M * N * 4);
                     memset(c2, 0, (size_t)M * N * 4);
-                    same &= !cf__sgemm_bf16_r(&g16, NULL) && !memcmp(c1, c2, (size_t)M * N * 4);
+                    same &= !cf__sgemm_bf16_r(&g32, NULL) && !cf__sgemm_bf16_r(&g16, NULL) && !memcmp(c1, c2, (size_t)M * N * 4);
                 }
                 cf_bf16_form_set("auto");
                 same16 += same;
@@ -494,12 +499,16 @@ static void test_bf16_gemm(void) {
             free(A); free(B); free(c1); free(c2); free(A16);
         }
         CHECK(same16 == 8, "the bf16 GEMM on a 16-bit A (K 8256 and 8257, lda even and odd, A at an even and an odd value; the dot and "
-              "FMA forms): the bits of A in 32 in %d of 8 cases", same16);
+              "FMA forms, and AMX's tiles where the CPU has them): the bits of A in 32 in %d of 8 cases", same16);
     }
     CHECK(cases == 40, "the bf16 GEMM against cf_sgemm on rounded operands: %d of 40 cases within 1e-6 of sum |terms| (worst %.2g)", cases, worst);
     CHECK(one_thread_same == 40, "the bf16 GEMM gives the same bits on one thread as on all: %d of 40 cases", one_thread_same);
     CHECK(rounded_same == 40, "the rounding bf16 GEMM stores the rounding of the same sums, bit for bit: %d of 40 cases", rounded_same);
-    CHECK(forms_same == 80, "the bf16 GEMM in the dot and the FMA form (%s chosen here): the same bits in %d of 2 x 40 cases", cf_bf16_kernels(), forms_same);
+    CHECK(forms_same == 80, "the bf16 GEMM in the dot and the FMA form, and auto where the CPU has no AMX tiles (%s chosen here): "
+          "the same bits in %d of 2 x 40 cases", cf_bf16_kernels(), forms_same);
+    CHECK((cf_bf16_form_set("amx") == CF_OK) == cf__has_amx(), "--bf16-form amx taken where the CPU has AMX tiles (%d), refused elsewhere",
+          cf__has_amx());
+    cf_bf16_form_set("auto");
 #else
     printf("skipped: the bf16 GEMM (not compiled in)\n");
 #endif
@@ -772,16 +781,19 @@ static void test_bf16_paths(void) {
                 float *o1 = (float *)calloc(no + 1, 4), *o2 = (float *)calloc(no + 1, 4), *sc = (float *)calloc(no + 1, 4);
                 double e;
                 conv_op_p(op, pc, x, w, dy, o1, ws, wsf, 1);
-                {   /* the dot step's two forms forced: the same bits */
-                    int f, differ = 0;
-                    for (f = 0; f < 2; f++) {
-                        cf_bf16_form_set(f ? "fma" : "dot");
-                        memset(o2, 0, no * 4);
-                        conv_op_p(op, pc, x, w, dy, o2, ws, wsf, 1);
-                        differ += memcmp(o1, o2, no * 4) != 0;
-                    }
-                    cf_bf16_form_set("auto");
+                {   /* the dot step's two forms forced: the same bits, and auto's where the CPU has no AMX
+                       tiles (where it has, o1 is their GEMM's: held to the bounds below) */
+                    float *od = (float *)calloc(no + 1, 4);
+                    int differ;
+                    cf_bf16_form_set("dot");
+                    conv_op_p(op, pc, x, w, dy, od, ws, wsf, 1);
+                    cf_bf16_form_set("fma");
                     memset(o2, 0, no * 4);
+                    conv_op_p(op, pc, x, w, dy, o2, ws, wsf, 1);
+                    cf_bf16_form_set("auto");
+                    differ = (memcmp(od, o2, no * 4) != 0) + (!cf__has_amx() && memcmp(od, o1, no * 4) != 0);
+                    memset(o2, 0, no * 4);
+                    free(od);
                     CHECK(!differ, "bf16 path of conv %s (case %d): the dot and the FMA form give the same bits (%d differ)", ops[op], ci, differ);
                 }
                 conv_op_p(op, pc, x, w, dy, o2, ws, wsf, 0);
@@ -836,6 +848,7 @@ static void test_bf16_rows(void) {
     for (k = 0; k < 5; k++) dw[k] = (float *)calloc(nw, 4);
     c = cf__conv_make(pc.B, in, out, &g, 1, ws, wsf, 1);
     c.x = x; c.dy = dy; c.dw = dw[0];
+    cf_bf16_form_set("dot");   /* (where the GEMM runs on AMX tiles, the door gives this path no convolution) */
     reached = cf__conv_pick(cf__conv_bww_paths, &c) && cf__conv_pick(cf__conv_bww_paths, &c)->run == cf__bf16_rows_bww;
     CHECK(reached, "the bf16 rows backward-weights: the dispatcher gives it rows of 70, 3-D");
     cf__bf16_rows_bww(&c);

@@ -107,7 +107,7 @@ TOOL_UNUSED static void parse_bf16_form(const char *v, void *dst) {
     (void)dst;
     if (cf_bf16_form_set(v)) die("--bf16-form %s: dot, fma or auto", v);
 }
-#define BF16_FORM_FLAG {"--bf16-form", "F", FLAG_CALL, NULL, 0, 0, "bf16's multiply-adds: dot (vdpbf16ps), fma (the pairs widened to fp32, two FMAs) or auto (default: the faster here, measured at start); the same bits either way (docs/performance.md)", parse_bf16_form, NULL}
+#define BF16_FORM_FLAG {"--bf16-form", "F", FLAG_CALL, NULL, 0, 0, "bf16's multiply-adds: dot (vdpbf16ps), fma (the pairs widened to fp32, two FMAs), amx (the GEMM on AMX tiles) or auto (default: amx where the CPU has it, else the faster of dot and fma, measured at start); dot and fma give the same bits (docs/performance.md)", parse_bf16_form, NULL}
 /* the precision as a run's first lines say it: bf16 names what its convolutions run on */
 TOOL_UNUSED static const char *precision_text(int precision) {
     static char b[256];   /* (cf_bf16_kernels' longest text: 142 characters) */
