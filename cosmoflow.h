@@ -9274,7 +9274,9 @@ static int cf__blas_runs_avx2(void) {
    - with AVX-512 (the 16-lane form): a backward-data always (GEMM + col2im is slower; kind
      gemm, tried before it, takes those with many channels), a forward where R is at most
      CF__DIRECT_FWD_MAX_R floats (64 Ki: with many input channels R outgrows the L2 cache while
-     the GEMM gets a long K);
+     the GEMM gets a long K) and the output rows are 32 or longer (shorter ones run the 8-lane
+     form: on an Intel Xeon, cosmoflow.cfg's 128 -> 256 at 16^3 forward took 48 ms there
+     against the GEMM's 26, the 2018 CosmoFlow's 32 -> 64 k4 to 27^3 38 against 25);
    - with AVX2 only (the 8-lane form, 4 output channels a block): beside a BLAS that runs AVX2
      kernels, only for 16 input channels or fewer (a short K, where the GEMM is poor: the
      2018 CosmoFlow's 16 -> 32 at 55^3 forward, direct 164-184 ms against the GEMM's 176-192);
@@ -9290,7 +9292,7 @@ static int cf__direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t w
     size_t rsz = (size_t)in.c * g->k[0] * g->k[1] * cf__direct_wp(out, g);
     int door = !cf__blas_runs_avx2() || in.c <= 16;
 #ifdef CF__AVX512
-    if (cf__has_avx512()) door = !fwd || rsz <= CF__DIRECT_FWD_MAX_R;
+    if (cf__has_avx512()) door = !fwd || (rsz <= CF__DIRECT_FWD_MAX_R && out.w >= 32);
 #else
     (void)fwd;
 #endif
