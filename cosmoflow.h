@@ -8611,8 +8611,8 @@ CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C)
      pointwise, tiles, direct (AVX2 and AVX-512), the fp32 GEMM on AVX-512 (kind "gemm": the
      pointwise convolutions, the dense ones on rows of im2col made as packed, and every fp32
      GEMM where the BLAS runs no AVX-512 kernels), the backward-weights on rows of positions
-     (fp32 and bf16), bf16 (its GEMM, 16-bit tensors, the direct kernel, the tiles, the im2col
-     paths), pooling, depthwise, max pooling in pairs, the transposed convolution's loops with
+     (fp32 and bf16), bf16 (its GEMM, in vdpbf16ps, FMA or AMX tiles, 16-bit tensors, the
+     direct kernel, the tiles, the im2col paths), pooling, depthwise, max pooling in pairs, the transposed convolution's loops with
      another GEMM, the fused backward of act + max pool
    Why each path is faster, with its measurements, is in docs/performance.md.  CF_REFERENCE
    leaves every path out. */
