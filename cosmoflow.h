@@ -8612,8 +8612,8 @@ CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C)
      pointwise convolutions, the dense ones on rows of im2col made as packed, and every fp32
      GEMM where the BLAS runs no AVX-512 kernels), the backward-weights on rows of positions
      (fp32 and bf16), bf16 (its GEMM, in vdpbf16ps, FMA or AMX tiles, 16-bit tensors, the
-     direct kernel, the tiles, the im2col paths), pooling, depthwise, max pooling in pairs, the transposed convolution's loops with
-     another GEMM, the fused backward of act + max pool
+     direct kernel, the tiles, the im2col paths), pooling, depthwise, max pooling in pairs,
+     the transposed convolution's loops with another GEMM, the fused backward of act + max pool
    Why each path is faster, with its measurements, is in docs/performance.md.  CF_REFERENCE
    leaves every path out. */
 /* ---- what the paths share (with the registry of section 4): the bf16 GEMM's call, a bias and
@@ -10558,12 +10558,13 @@ CF__BF16_TARGET static void cf__gemm_bf16_block_fma(const cf__gemm_call *gemm, i
    words, Ap's own layout, rows a_stride words apart) and two of Bp (6, 7: 16 pairs x 16 columns,
    the halves of Bp's panel of 32 columns, 128 bytes a pair) into four tdpbf16ps of 16 x 16 x 32
    multiply-adds each.  The order of the additions inside a tdpbf16ps is the hardware's and not
-   vdpbf16ps's (odd then even, pair by pair: 30-55 % of the sums the same bits, docs/math.md): this form
-   is held to a bound, not to the dot form's bits (tests/test_core.c).  Rows of a block past M, or
-   a chunk's last pairs short of a step, are copied into a zeroed tile first (a zero pair adds
-   nothing); the sums go through a buffer to cf__gemm_bf16_store_row. */
+   vdpbf16ps's (odd then even, pair by pair: 30-55 % of the sums the same bits, docs/math.md):
+   this form is held to a bound, not to the dot form's bits (tests/test_core.c).  Rows of a
+   block past M, or a chunk's last pairs short of a step, are copied into a zeroed tile first
+   (a zero pair adds nothing); the sums go through a buffer to cf__gemm_bf16_store_row.  The
+   columns of a panel past nb are read (within the panel) and their sums never stored. */
 typedef struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } cf__amx_config;
-/* the 16 x 16 words of a tile from rows lda words apart, nr rows and nc words each, zeros after */
+/* a tile's 16 rows of width words from rows lda words apart: nr rows of nc words, zeros after */
 static const uint32_t *cf__amx_padded(uint32_t *to, const uint32_t *from, size_t lda, int nr, int nc, int width) {
     int r;
     memset(to, 0, sizeof(uint32_t) * 16 * (size_t)width);
