@@ -6,7 +6,9 @@
 # environment's, and OpenBLAS's AVX-512 ones where they compute correctly); the peer once.
 # Each of our steps' rates is also printed as a percentage of the machine's peak for its
 # precision: THREADS x the per-core fp32 FMA or bf16 vdpbf16ps rate (cf-bench --check-blas's
-# probe).  make bench runs it last; alone: sh bench/bf16.sh.
+# probe); where the bf16 GEMM runs on AMX tiles (the "bf16:" line names them), bf16 % stays
+# against vdpbf16ps's rate, not the tiles', and can pass 100 %.  make bench runs it last; alone:
+# sh bench/bf16.sh.
 # BF16_WORKLOADS chooses the workloads (model|input shape|batch|timed steps).
 cd "$(dirname "$0")/.." || exit 1
 REPS=${REPS:-3}; THREADS=${THREADS:-2}
