@@ -12630,27 +12630,25 @@ static int cf__pool_pairs_half_applies(const cf__pool_call *c) {
    without the target attribute, where AVX-512 values do not compile) */
 CF__BF16_TARGET static void cf__pool_pairs_half_plane(const cf__pool_call *c, int plane) {
     cf_shape in = c->in, out = c->out;
-    {
-        const float *xp = cf__elt(c->x, 1, (size_t)plane * in.d * in.h * in.w), *rows[4];
-        int od, oh, ow, q, nr;
-        for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
-            float *yr = cf__elt(c->y, c->y_half,
-                                (size_t)plane * cf__positions(out) + ((size_t)od * out.h + oh) * out.w);
-            nr = cf__pool_rows(rows, xp, 1, od, oh, c->g->k[0], in);
-            cf__pool_rows_ahead(rows, 1, nr, oh, in, out, 0);
-            for (ow = 0; ow < out.w; ow += 16) {
-                __m512 best = _mm512_set1_ps(-INFINITY);
-                for (q = 0; q < nr; q++) {
-                    __m512i v = cf__pairs16_half((const cf_bf16 *)(const void *)rows[q] + 2 * ow, 2 * (out.w - ow));
-                    __m512 a = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)),
-                        b = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)));
-                    /* best = a > best ? a : best */
-                    best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(a, best, _CMP_GT_OQ), a);
-                    best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(b, best, _CMP_GT_OQ), b);
-                }
-                if (c->y_half) cf__store_half((cf_bf16 *)(void *)yr + ow, cf__lanes(out.w - ow), best);
-                else _mm512_mask_storeu_ps(yr + ow, cf__lanes(out.w - ow), best);
+    const float *xp = cf__elt(c->x, 1, (size_t)plane * in.d * in.h * in.w), *rows[4];
+    int od, oh, ow, q, nr;
+    for (od = 0; od < out.d; od++) for (oh = 0; oh < out.h; oh++) {
+        float *yr = cf__elt(c->y, c->y_half,
+                            (size_t)plane * cf__positions(out) + ((size_t)od * out.h + oh) * out.w);
+        nr = cf__pool_rows(rows, xp, 1, od, oh, c->g->k[0], in);
+        cf__pool_rows_ahead(rows, 1, nr, oh, in, out, 0);
+        for (ow = 0; ow < out.w; ow += 16) {
+            __m512 best = _mm512_set1_ps(-INFINITY);
+            for (q = 0; q < nr; q++) {
+                __m512i v = cf__pairs16_half((const cf_bf16 *)(const void *)rows[q] + 2 * ow, 2 * (out.w - ow));
+                __m512 a = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)),
+                    b = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)));
+                /* best = a > best ? a : best */
+                best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(a, best, _CMP_GT_OQ), a);
+                best = _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(b, best, _CMP_GT_OQ), b);
             }
+            if (c->y_half) cf__store_half((cf_bf16 *)(void *)yr + ow, cf__lanes(out.w - ow), best);
+            else _mm512_mask_storeu_ps(yr + ow, cf__lanes(out.w - ow), best);
         }
     }
 }
