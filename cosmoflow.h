@@ -2370,6 +2370,12 @@ static size_t cf__gemm_bf16_ws_floats(void);
 static int cf__gemm_bf16_one_chunk(size_t K);
 static int cf__bf16_direct_fwd_applies(const cf__conv_call *c);
 static void cf__bf16_direct_fwd_run(const cf__conv_call *c);
+#ifdef CF__AMX
+static int cf__bf16_amx_fwd_applies(const cf__conv_call *c);
+static void cf__bf16_amx_fwd_run(const cf__conv_call *c);
+static int cf__bf16_amx_bwd_applies(const cf__conv_call *c);
+static void cf__bf16_amx_bwd_run(const cf__conv_call *c);
+#endif
 static int cf__bf16_pw_half_fwd_applies(const cf__conv_call *c);
 static void cf__bf16_pw_half_fwd(const cf__conv_call *c);
 static int cf__bf16_pointwise_applies(const cf__conv_call *c);
@@ -2509,6 +2515,9 @@ CFDEF const char *cf_bf16_kernels(void) {
 static const cf__conv_path cf__conv_fwd_paths[] = {
 #ifndef CF_REFERENCE
 #ifdef CF__BF16
+#ifdef CF__AMX
+    {CF__K_BF16, cf__bf16_amx_fwd_applies, cf__bf16_amx_fwd_run, 1, 1, 0},
+#endif
     {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run, 1, 1, 0},
     {CF__K_BF16, cf__bf16_pw_half_fwd_applies, cf__bf16_pw_half_fwd, 1, 2, 0},
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_fwd, 1, 0, 0},
@@ -2565,6 +2574,9 @@ static const cf__conv_path cf__conv_bwd_paths[] = {
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bwd, 1, 0, 1},
     {CF__K_BF16, cf__bf16_strided_pw_applies, cf__bf16_strided_pw_bwd, 1, 1, 1},
     {CF__K_BF16, cf__bf16_cols_bwd_applies, cf__bf16_cols_bwd, 1, 0, 1},
+#ifdef CF__AMX
+    {CF__K_BF16, cf__bf16_amx_bwd_applies, cf__bf16_amx_bwd_run, 0, 1, 1},
+#endif
     {CF__K_BF16, cf__bf16_direct_bwd_applies, cf__bf16_direct_bwd_run, 0, 1, 1},
     {CF__K_BF16, cf__bf16_tiles_bwd_applies, cf__bf16_tiles_bwd, 1, 0, 1},
     {CF__K_BF16, cf__bf16_im2col_bwd_applies, cf__bf16_im2col_bwd, 0, 1, 0},
@@ -10564,6 +10576,13 @@ CF__BF16_TARGET static void cf__gemm_bf16_block_fma(const cf__gemm_call *gemm, i
    (a zero pair adds nothing); the sums go through a buffer to cf__gemm_bf16_store_row.  The
    columns of a panel past nb are read (within the panel) and their sums never stored. */
 typedef struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } cf__amx_config;
+/* the eight tiles 16 rows of 64 bytes, for this thread (a constant in memory: GCC 12 dropped the
+   stores into a configuration built on the stack, not seeing that ldtilecfg reads them) */
+CF__AMX_TARGET static void cf__amx_tiles_on(void) {
+    static const cf__amx_config cfg = {1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};
+    _tile_loadconfig(&cfg);
+}
+CF__AMX_TARGET static void cf__amx_tiles_off(void) { _tile_release(); }
 /* a tile's 16 rows of width words from rows lda words apart: nr rows of nc words, zeros after */
 static const uint32_t *cf__amx_padded(uint32_t *to, const uint32_t *from, size_t lda, int nr, int nc, int width) {
     int r;
@@ -10573,14 +10592,10 @@ static const uint32_t *cf__amx_padded(uint32_t *to, const uint32_t *from, size_t
 }
 CF__AMX_TARGET static void cf__gemm_bf16_block_amx(const cf__gemm_call *gemm, int nb, int K2, const uint32_t *Ap,
                                                    int a_stride, const uint32_t *Bp) {
-    cf__amx_config cfg;
     float sums[32 * 32];
     uint32_t pa[2][16 * 16], pb[16 * 32];
-    int m0, n0, q, t, o;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (t = 0; t < 8; t++) { cfg.rows[t] = 16; cfg.colsb[t] = 64; }
-    _tile_loadconfig(&cfg);
+    int m0, n0, q, o;
+    cf__amx_tiles_on();
     for (m0 = 0; m0 < gemm->M; m0 += 32) {
         int nm = gemm->M - m0 < 32 ? gemm->M - m0 : 32;
         for (n0 = 0; n0 < nb; n0 += 32) {
@@ -10615,7 +10630,7 @@ CF__AMX_TARGET static void cf__gemm_bf16_block_amx(const cf__gemm_call *gemm, in
                                         _mm512_loadu_ps(sums + o * 32 + 16));
         }
     }
-    _tile_release();
+    cf__amx_tiles_off();
 }
 #endif
 /* form: 0 the dot step's dot form, 1 its FMA form, 2 the AMX tiles */
@@ -10874,6 +10889,7 @@ typedef struct {
     uint32_t *zero;          /* a row of zeros: taps in the padding */
     const uint32_t **rp;     /* the rows one output row reads, [cp][kd][kh] as the kernel */
     int nd, ns;              /* slots: nd planes of ns rows (cf__pair_ring) */
+    int c2;                  /* pair rows a slot: ceil(C/2), or more (zeros after) for the tiles */
 } cf__pair_rows;
 static size_t cf__r16(size_t n) { return (n + 15) / 16 * 16; }   /* 64-byte parts */
 /* The slots: ND = (KD - 1) dil + 1 planes, the KD planes one output plane reads being distinct
@@ -10887,25 +10903,26 @@ static size_t cf__r16(size_t n) { return (n + 15) / 16 * 16; }   /* 64-byte part
 #define CF__PAIR_PLANES ((size_t)1 << 19)
 static int cf__pair_nd(const cf_geom *g) { return (g->k[0] - 1) * g->dil[0] + 1; }
 static int cf__pair_slots(const cf_geom *g) { return (g->k[1] - 1) * g->dil[1] + 1; }
-/* uint32 of one thread's cf__pair_rows for input in, output rows of Wp, slots of ns rows */
-static size_t cf__pair_rows_size(cf_shape in, const cf_geom *g, size_t Wp, int ns) {
+/* uint32 of one thread's cf__pair_rows for input in, output rows of Wp, slots of ns rows of c2 pairs */
+static size_t cf__pair_rows_size(cf_shape in, const cf_geom *g, size_t Wp, int ns, int c2) {
     size_t slots = (size_t)cf__pair_nd(g) * ns, C2 = ((size_t)in.c + 1) / 2;
-    return cf__r16(slots * C2 * Wp) + cf__r16(Wp) + cf__r16(2 * slots) + cf__r16(2 * C2 * g->k[0] * g->k[1]);
+    return cf__r16(slots * c2 * Wp) + cf__r16(Wp) + cf__r16(2 * slots) + cf__r16(2 * C2 * g->k[0] * g->k[1]);
 }
 /* NS for a workspace of room uint32 */
-static int cf__pair_ring(cf_shape in, const cf_geom *g, size_t Wp, size_t room) {
-    size_t planes = cf__pair_rows_size(in, g, Wp, in.h);
+static int cf__pair_ring(cf_shape in, const cf_geom *g, size_t Wp, size_t room, int c2) {
+    size_t planes = cf__pair_rows_size(in, g, Wp, in.h, c2);
     return g->k[0] > 1 && planes <= CF__PAIR_PLANES && planes * cf__nthreads() <= room ? in.h : cf__pair_slots(g);
 }
-static cf__pair_rows cf__pair_rows_at(uint32_t *ws, cf_shape in, const cf_geom *g, size_t Wp, int ns) {
+static cf__pair_rows cf__pair_rows_at(uint32_t *ws, cf_shape in, const cf_geom *g, size_t Wp, int ns, int c2) {
     cf__pair_rows pr;
-    size_t slots = (size_t)cf__pair_nd(g) * ns, C2 = ((size_t)in.c + 1) / 2, k;
-    pr.nd = cf__pair_nd(g); pr.ns = ns;
-    pr.rows = ws; ws += cf__r16(slots * C2 * Wp);
+    size_t slots = (size_t)cf__pair_nd(g) * ns, k;
+    pr.nd = cf__pair_nd(g); pr.ns = ns; pr.c2 = c2;
+    pr.rows = ws; ws += cf__r16(slots * c2 * Wp);
     pr.zero = ws; ws += cf__r16(Wp);
     pr.tag = (long *)(void *)ws; ws += cf__r16(2 * slots);
     pr.rp = (const uint32_t **)(void *)ws;
     memset(pr.zero, 0, Wp * sizeof(uint32_t));
+    if (c2 > (in.c + 1) / 2) memset(pr.rows, 0, slots * c2 * Wp * sizeof(uint32_t));   /* the pairs past C: zeros */
     for (k = 0; k < slots; k++) pr.tag[k] = -1;
     return pr;
 }
@@ -10940,10 +10957,11 @@ static void cf__pair_rows_for(cf__pair_rows *pr, size_t Wp, const float *x, int 
             }
             if (pr->tag[slot] != key) {
                 for (cp = 0; cp < C2; cp++)
-                    cf__pair_row(pr->rows + ((size_t)slot * C2 + cp) * Wp, Wp, x, half, C, in, g->pb[2], cp, id, ih);
+                    cf__pair_row(pr->rows + ((size_t)slot * pr->c2 + cp) * Wp, Wp, x, half, C, in, g->pb[2], cp, id,
+                                 ih);
                 pr->tag[slot] = key;
             }
-            for (cp = 0; cp < C2; cp++) pr->rp[(cp * KD + kd) * KH + kh] = pr->rows + ((size_t)slot * C2 + cp) * Wp;
+            for (cp = 0; cp < C2; cp++) pr->rp[(cp * KD + kd) * KH + kh] = pr->rows + ((size_t)slot * pr->c2 + cp) * Wp;
         }
     }
 }
@@ -11095,10 +11113,10 @@ CF__BF16_TARGET static void cf__direct_row_bf16_narrow_fma(const cf__direct_row_
 static void cf__direct_fwd_bf16(const cf__conv_call *f, const uint32_t *w2, uint32_t *ws, int accumulate, int fma) {
     cf_shape in = f->in, out = f->out;
     const cf_geom *g = f->g;
-    int T2 = (in.c + 1) / 2 * g->k[0] * g->k[1], KW = g->k[2], y_half = f->half, x_half = f->x_half, ns;
+    int C2 = (in.c + 1) / 2, T2 = C2 * g->k[0] * g->k[1], KW = g->k[2], y_half = f->half, x_half = f->x_half, ns;
     size_t Wp = cf__direct_wp(out, g), P = cf__positions(out), in_sz = cf_shape_size(in), rsz;
-    ns = cf__pair_ring(in, g, Wp, (size_t)((const uint32_t *)(const void *)(f->ws + f->ws_floats) - ws));
-    rsz = cf__pair_rows_size(in, g, Wp, ns);
+    ns = cf__pair_ring(in, g, Wp, (size_t)((const uint32_t *)(const void *)(f->ws + f->ws_floats) - ws), C2);
+    rsz = cf__pair_rows_size(in, g, Wp, ns, C2);
     long rows = (long)f->B * out.d * out.h, r;
     cf__direct_row_bf16_call d = {f->y, y_half, P, T2, KW, g->dil[2], w2, out.c, out.w, f->b, accumulate, f->act,
                                   f->slope};
@@ -11107,7 +11125,7 @@ static void cf__direct_fwd_bf16(const cf__conv_call *f, const uint32_t *w2, uint
                     : (fma ? cf__direct_row_bf16_fma : cf__direct_row_bf16);
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
-        cf__pair_rows pr = cf__pair_rows_at(ws + (size_t)cf__thread_id() * rsz, in, g, Wp, ns);
+        cf__pair_rows pr = cf__pair_rows_at(ws + (size_t)cf__thread_id() * rsz, in, g, Wp, ns, C2);
         CF__OMP(omp for schedule(static))
         for (r = 0; r < rows; r++) {
             int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
@@ -11139,7 +11157,8 @@ static size_t cf__w2_floats(cf_shape in, const cf_geom *g, int OC) {
    6 (R 1.4 Mi) 25 % slower, so it stays with im2col.  Backward-data passes no limit. */
 #define CF__BF16_DIRECT_MAX_R ((size_t)1 << 20)
 static int cf__bf16_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, size_t max_r) {
-    size_t w2 = cf__w2_floats(in, g, out.c), rsz = cf__pair_rows_size(in, g, cf__direct_wp(out, g), cf__pair_slots(g));
+    size_t w2 = cf__w2_floats(in, g, out.c),
+           rsz = cf__pair_rows_size(in, g, cf__direct_wp(out, g), cf__pair_slots(g), (in.c + 1) / 2);
     return g->s[2] == 1 && out.w >= 16 && rsz <= max_r && w2 + (size_t)cf__nthreads() * rsz <= ws_floats;
 }
 /* Where the bf16 GEMM runs on AMX tiles (cf__bf16_amx_on), the GEMM paths take a forward of 64
@@ -11193,6 +11212,162 @@ static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
     cf__direct_fwd_bf16_form(&f, w2, cf__w2_floats(c->out, &gt, c->in.c), w2 + cf__w2_floats(c->out, &gt, c->in.c),
                              !c->dx_half && !c->dx_store);
 }
+#ifdef CF__AMX
+/* ---- the direct kernel on AMX tiles, where the bf16 GEMM runs on them (cf__bf16_amx_on).  The
+   bf16 direct kernel's pair rows, each slot holding 16 pair rows a chunk of 32 input channels
+   (zeros past C), are read by tile loads: for tap (kd, kh, kw), chunk ch and 16 positions from
+   w0, op(B) is 16 pair rows Wp words apart from word w0 + kw dil (tile 6; the next 16
+   positions, tile 7).  The kernel is packed so that the same tap and chunk for 16 output
+   channels is one tile of op(A), 16 rows of 16 pair words (tiles 4, 5 for two blocks of 16
+   channels): wa[oc / 16][tap][ch][oc % 16][pair % 16], zeros past OC and C.  A block of 32
+   channels x 32 positions sums in tiles 0-3 over every tap and chunk, four tdpbf16ps a step,
+   and is stored as the other direct kernels' blocks (cf__direct_store_bf16: the bias, the
+   activation, the rounding; or added into y).  Taps in the padding are skipped: they add
+   zeros.  The sums are in the tiles' order, held to the bound as the GEMM's tiles are. */
+static int cf__amx_chunks(int C) { return (C + 31) / 32; }
+static size_t cf__wa_words(int OC, int C, int taps) {
+    return cf__r16((size_t)(OC + 15) / 16 * 256 * cf__amx_chunks(C) * taps);
+}
+static void cf__pack_kernel_amx(uint32_t *wa, const float *w, int OC, int C, int taps) {
+    int nch = cf__amx_chunks(C), OCp = (OC + 15) / 16 * 16, oc, t, cp;
+    for (oc = 0; oc < OCp; oc++)
+        for (t = 0; t < taps; t++)
+            for (cp = 0; cp < 16 * nch; cp++) {
+                size_t at = ((size_t)oc * C + 2 * cp) * taps + t;   /* w[oc][2 cp][t] */
+                wa[(((size_t)(oc / 16) * taps + t) * nch + cp / 16) * 256 + (oc % 16) * 16 + cp % 16] =
+                    oc < OC && 2 * cp < C ? cf__pair(w[at], 2 * cp + 1 < C ? w[at + taps] : 0.0f) : 0;
+            }
+}
+/* what the rows share: y (half: 16 bits), its channel planes ystride apart; the packed kernel wa
+   (OC channels, T = KD KH taps of pair rows, KW along the width dil apart, nch chunks); OW
+   positions a row; pair rows Wp words long; the bias b (may be NULL), accumulate, the activation */
+typedef struct {
+    float *y;
+    int half;
+    size_t ystride;
+    const uint32_t *wa;
+    int OC, T, KW, dil, nch, OW;
+    size_t Wp;
+    const float *b;
+    int accumulate, act;
+    float slope;
+} cf__direct_amx_call;
+/* the sums of one block: 32 channels from oc0 (no valid) x 32 positions from w0 (n valid), rp[t]
+   the first pair row of tap t (zero: in the padding) */
+CF__AMX_TARGET static void cf__direct_block_amx(const cf__direct_amx_call *d, const uint32_t *const *rp,
+                                                const uint32_t *zero, int oc0, int no, int w0, int n, float *sums) {
+    size_t bstride = d->Wp * sizeof(uint32_t), astep = (size_t)d->T * d->KW * d->nch * 256;   /* 16 channels' taps */
+    const uint32_t *wb = d->wa + (size_t)(oc0 / 16) * astep;
+    int t, kw, ch;
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    for (t = 0; t < d->T; t++) {
+        if (rp[t] == zero) continue;
+        for (kw = 0; kw < d->KW; kw++)
+            for (ch = 0; ch < d->nch; ch++) {
+                const uint32_t *b = rp[t] + (size_t)ch * 16 * d->Wp + w0 + kw * d->dil,
+                               *a = wb + ((size_t)(t * d->KW + kw) * d->nch + ch) * 256;
+                _tile_loadd(4, a, 64);
+                _tile_loadd(6, b, bstride);
+                _tile_dpbf16ps(0, 4, 6);
+                if (n > 16) { _tile_loadd(7, b + 16, bstride); _tile_dpbf16ps(1, 4, 7); }
+                if (no > 16) {
+                    _tile_loadd(5, a + astep, 64);
+                    _tile_dpbf16ps(2, 5, 6);
+                    if (n > 16) _tile_dpbf16ps(3, 5, 7);
+                }
+            }
+    }
+    _tile_stored(0, sums, 128);
+    _tile_stored(1, sums + 16, 128);
+    _tile_stored(2, sums + 16 * 32, 128);
+    _tile_stored(3, sums + 16 * 32 + 16, 128);
+}
+/* one output row (all OC channels, OW positions, from element y0 of y) from the pair rows rp */
+CF__AMX_TARGET static void cf__direct_row_amx(const cf__direct_amx_call *d, size_t y0, const uint32_t *const *rp,
+                                              const uint32_t *zero) {
+    float sums[32 * 32];
+    int oc0, w0, o, j;
+    for (oc0 = 0; oc0 < d->OC; oc0 += 32) {
+        int no = d->OC - oc0 < 32 ? d->OC - oc0 : 32;
+        for (w0 = 0; w0 < d->OW; w0 += 32) {
+            int n = d->OW - w0 < 32 ? d->OW - w0 : 32;
+            cf__direct_block_amx(d, rp, zero, oc0, no, w0, n, sums);
+            for (o = 0; o < no; o++)
+                for (j = 0; j < 2 && 16 * j < n; j++)
+                    cf__direct_store_bf16(d->y, d->half, y0 + (size_t)(oc0 + o) * d->ystride + w0 + 16 * j,
+                                          _mm512_loadu_ps(sums + o * 32 + 16 * j), n - 16 * j,
+                                          d->b ? d->b[oc0 + o] : 0.0f, d->accumulate, d->act, d->slope);
+        }
+    }
+}
+/* y (+)= conv(x, w) as cf__direct_fwd_bf16, on the tiles: wa the packed kernel, ws one
+   cf__pair_rows per thread (16 pair rows a chunk) */
+static void cf__direct_fwd_amx(const cf__conv_call *f, const uint32_t *wa, uint32_t *ws, int accumulate) {
+    cf_shape in = f->in, out = f->out;
+    const cf_geom *g = f->g;
+    int c2 = 16 * cf__amx_chunks(in.c), x_half = f->x_half, ns;
+    size_t Wp = cf__direct_wp(out, g), P = cf__positions(out), in_sz = cf_shape_size(in), rsz;
+    long rows = (long)f->B * out.d * out.h, r;
+    cf__direct_amx_call d = {f->y, f->half, P, wa, out.c, g->k[0] * g->k[1], g->k[2], g->dil[2], cf__amx_chunks(in.c),
+                             out.w, Wp, f->b, accumulate, f->act, f->slope};
+    ns = cf__pair_ring(in, g, Wp, (size_t)((const uint32_t *)(const void *)(f->ws + f->ws_floats) - ws), c2);
+    rsz = cf__pair_rows_size(in, g, Wp, ns, c2);
+    CF__OMP(omp parallel num_threads(cf__nthreads()))
+    {
+        cf__pair_rows pr = cf__pair_rows_at(ws + (size_t)cf__thread_id() * rsz, in, g, Wp, ns, c2);
+        cf__amx_tiles_on();
+        CF__OMP(omp for schedule(static))
+        for (r = 0; r < rows; r++) {
+            int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
+            cf__pair_rows_for(&pr, Wp, cf__elt(f->x, x_half, (size_t)bi * in_sz), x_half, bi, in.c, in, g, od, oh);
+            cf__direct_row_amx(&d, (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, pr.rp, pr.zero);
+        }
+        cf__amx_tiles_off();
+    }
+}
+/* Where the kernel goes: rows along the width of stride 1 (a tile's positions are consecutive
+   words); 16 input channels or more (fewer leave most of a tile's pairs zero: cosmoflow.cfg's
+   4 -> 32 forward 103 ms, against 53 for the direct kernel); a packed kernel of at most
+   CF__AMX_DIRECT_MAX_W words, which each row reads again (above it, from memory: cosmoflow.cfg's
+   256 -> 512 at 8^3 forward 14.7 ms, 8.3 by the GEMM; DeepCAM's ASPP 2048 -> 256 backward-data
+   46 against 35); the packed kernel and every thread's pair rows in the workspace.  Measured on
+   an Intel Xeon with AMX, 2 threads, bin/onednn-peer --precision bf16 (docs/performance.md). */
+#define CF__AMX_DIRECT_MAX_W ((size_t)1 << 19)
+static int cf__amx_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats) {
+    size_t wa = cf__wa_words(out.c, in.c, cf__kvol(g)),
+           rsz = cf__pair_rows_size(in, g, cf__direct_wp(out, g), cf__pair_slots(g), 16 * cf__amx_chunks(in.c));
+    return g->s[2] == 1 && in.c >= 16 && wa <= CF__AMX_DIRECT_MAX_W && wa + (size_t)cf__nthreads() * rsz <= ws_floats;
+}
+static int cf__bf16_amx_fwd_applies(const cf__conv_call *c) {
+    return cf__bf16_gemm_applies(c) && cf__bf16_amx_on() && c->groups == 1 && !cf__pointwise_applies(c) &&
+           cf__amx_direct_fits(c->in, c->out, c->g, c->ws_floats);
+}
+static void cf__bf16_amx_fwd_run(const cf__conv_call *c) {
+    uint32_t *wa = (uint32_t *)(void *)c->ws;
+    cf__pack_kernel_amx(wa, c->w, c->out.c, c->in.c, cf__kvol(c->g));
+    cf__direct_fwd_amx(c, wa, wa + cf__wa_words(c->out.c, c->in.c, cf__kvol(c->g)), 0);
+}
+/* backward-data: dy convolved with the flipped kernel, as cf__bf16_direct_bwd_run */
+static int cf__bf16_amx_bwd_applies(const cf__conv_call *c) {
+    cf_geom gt;
+    size_t wsz = cf__flipped_floats(c);
+    return cf__bf16_gemm_applies(c) && cf__bf16_amx_on() && c->groups == 1 && cf__flipped_geom(c->g, &gt) &&
+           wsz < c->ws_floats && cf__amx_direct_fits(c->out, c->in, &gt, c->ws_floats - wsz);
+}
+static void cf__bf16_amx_bwd_run(const cf__conv_call *c) {
+    cf_geom gt;
+    cf__conv_call f;
+    size_t wsz = cf__flipped_floats(c);
+    uint32_t *wa = (uint32_t *)(void *)(c->ws + wsz);
+    cf__flipped_geom(c->g, &gt);
+    cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
+    cf__pack_kernel_amx(wa, c->ws, c->in.c, c->out.c, cf__kvol(&gt));
+    f = cf__flipped_call(c, &gt);
+    f.half = c->dx_half; f.x_half = c->half;
+    /* dx_half: stored, not added */
+    cf__direct_fwd_amx(&f, wa, wa + cf__wa_words(c->in.c, c->out.c, cf__kvol(&gt)), !c->dx_half && !c->dx_store);
+}
+#endif
 /* the GEMM paths (tiles, pointwise) with the bf16 GEMM */
 static int cf__bf16_pointwise_applies(const cf__conv_call *c) {
     return cf__bf16_gemm_applies(c) && cf__pointwise_applies(c);

@@ -249,33 +249,37 @@ static void test_conv_direct(void) {
    function on the same data.  Convolutions within 1e-5 of each tensor's largest value (the sums run in
    another order), pooling bit for bit.  With every fast path off the dispatchers must give
    the references' bits. */
-typedef struct { int B, C, D, H, W, OC, k[3], s[3], pb[3], pa[3], groups; } path_case;
+typedef struct { int B, C, D, H, W, OC, k[3], s[3], pb[3], pa[3], groups, dil; } path_case;
 static const path_case path_cases[] = {
-    {2, 3, 6, 7, 37, 5, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1},     /* direct forward and backward-data */
-    {2, 4, 5, 6, 7, 6, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 2},      /* pointwise, groups 2 */
-    {1, 40, 16, 16, 32, 3, {3, 3, 3}, {1, 1, 2}, {1, 1, 1}, {1, 1, 1}, 1},  /* stride 2 on width, K = 1080: tiles forward */
-    {2, 3, 4, 7, 9, 6, {3, 3, 3}, {1, 2, 1}, {1, 1, 1}, {1, 1, 0}, 3},      /* groups 3, stride 2: the reference */
-    {1, 2, 32, 16, 12, 40, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1},  /* rows of 12, 40 filters: tiles backward-data */
-    {1, 3, 8, 10, 37, 4, {3, 3, 3}, {1, 1, 1}, {0, 1, 1}, {2, 1, 1}, 1},    /* tiles backward-weights, uneven padding */
-    {1, 5, 4, 5, 16, 20, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1},   /* rows of 16, 20 filters: the bf16 direct kernel's narrow blocks */
-    {2, 3, 1, 5, 300, 6, {1, 3, 3}, {1, 1, 1}, {0, 1, 2}, {0, 1, 0}, 1},  /* 2-D rows of 300, uneven padding: tiles end mid-row */
-    {1, 96, 1, 4, 300, 8, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1}, /* 96 channels: the bf16 direct kernel with R past 32 Ki uint32, its old limit; taps forward */
-    {1, 64, 1, 6, 40, 8, {1, 3, 3}, {1, 1, 1}, {0, 2, 0}, {0, 0, 2}, 1},  /* 64 channels, 240 positions, uneven padding: taps backward-weights */
-    {2, 140, 1, 32, 33, 134, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 2},  /* pointwise, 70 -> 67 channels a group, 1056 positions: the fp32 GEMM (AVX-512) */
-    {1, 64, 1, 128, 130, 64, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 1},  /* pointwise, 16640 positions: the fp32 GEMM's backward-weights in parts */
-    {2, 8, 1, 20, 21, 64, {1, 3, 3}, {1, 2, 2}, {0, 1, 1}, {0, 1, 1}, 1},     /* stride 2, 64 filters: the fp32 GEMM on made rows, forward */
-    {1, 32, 1, 9, 10, 128, {1, 3, 3}, {1, 1, 1}, {0, 1, 0}, {0, 1, 2}, 1},   /* 128 filters, K = 288, uneven padding: its backward-weights */
-    {1, 64, 1, 7, 9, 16, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1},     /* 64 channels in: its backward-data (the flipped kernel) */
-    {2, 6, 5, 10, 12, 5, {1, 1, 1}, {2, 3, 2}, {0, 0, 0}, {0, 0, 0}, 1},     /* a strided 1x1, 3-D, strides 2, 3, 2, an even width: planes,
+    {2, 3, 6, 7, 37, 5, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, 1},     /* direct forward and backward-data */
+    {2, 4, 5, 6, 7, 6, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 2, 1},      /* pointwise, groups 2 */
+    {1, 40, 16, 16, 32, 3, {3, 3, 3}, {1, 1, 2}, {1, 1, 1}, {1, 1, 1}, 1, 1},  /* stride 2 on width, K = 1080: tiles forward */
+    {2, 3, 4, 7, 9, 6, {3, 3, 3}, {1, 2, 1}, {1, 1, 1}, {1, 1, 0}, 3, 1},      /* groups 3, stride 2: the reference */
+    {1, 2, 32, 16, 12, 40, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, 1},  /* rows of 12, 40 filters: tiles backward-data */
+    {1, 3, 8, 10, 37, 4, {3, 3, 3}, {1, 1, 1}, {0, 1, 1}, {2, 1, 1}, 1, 1},    /* tiles backward-weights, uneven padding */
+    {1, 5, 4, 5, 16, 20, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, 1},   /* rows of 16, 20 filters: the bf16 direct kernel's narrow blocks */
+    {2, 3, 1, 5, 300, 6, {1, 3, 3}, {1, 1, 1}, {0, 1, 2}, {0, 1, 0}, 1, 1},  /* 2-D rows of 300, uneven padding: tiles end mid-row */
+    {1, 96, 1, 4, 300, 8, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1, 1}, /* 96 channels: the bf16 direct kernel with R past 32 Ki uint32, its old limit; taps forward */
+    {1, 64, 1, 6, 40, 8, {1, 3, 3}, {1, 1, 1}, {0, 2, 0}, {0, 0, 2}, 1, 1},  /* 64 channels, 240 positions, uneven padding: taps backward-weights */
+    {2, 140, 1, 32, 33, 134, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 2, 1},  /* pointwise, 70 -> 67 channels a group, 1056 positions: the fp32 GEMM (AVX-512) */
+    {1, 64, 1, 128, 130, 64, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, 1, 1},  /* pointwise, 16640 positions: the fp32 GEMM's backward-weights in parts */
+    {2, 8, 1, 20, 21, 64, {1, 3, 3}, {1, 2, 2}, {0, 1, 1}, {0, 1, 1}, 1, 1},     /* stride 2, 64 filters: the fp32 GEMM on made rows, forward */
+    {1, 32, 1, 9, 10, 128, {1, 3, 3}, {1, 1, 1}, {0, 1, 0}, {0, 1, 2}, 1, 1},   /* 128 filters, K = 288, uneven padding: its backward-weights */
+    {1, 64, 1, 7, 9, 16, {1, 3, 3}, {1, 1, 1}, {0, 1, 1}, {0, 1, 1}, 1, 1},     /* 64 channels in: its backward-data (the flipped kernel) */
+    {2, 6, 5, 10, 12, 5, {1, 1, 1}, {2, 3, 2}, {0, 0, 0}, {0, 0, 0}, 1, 1},     /* a strided 1x1, 3-D, strides 2, 3, 2, an even width: planes,
                                                                                 rows and a last column that no output reads (the strided
                                                                                 pointwise backward-data) */
-    {1, 4, 1, 9, 13, 3, {1, 1, 1}, {1, 2, 2}, {0, 0, 0}, {0, 0, 0}, 1},      /* a strided 1x1, 2-D, odd sizes */
-    {1, 16, 1, 12, 21, 32, {1, 3, 3}, {1, 2, 2}, {0, 1, 1}, {0, 1, 1}, 1},  /* stride 2, 32 filters, K = 144: the GEMM on made rows (both rules) */
+    {1, 4, 1, 9, 13, 3, {1, 1, 1}, {1, 2, 2}, {0, 0, 0}, {0, 0, 0}, 1, 1},      /* a strided 1x1, 2-D, odd sizes */
+    {1, 16, 1, 12, 21, 32, {1, 3, 3}, {1, 2, 2}, {0, 1, 1}, {0, 1, 1}, 1, 1},  /* stride 2, 32 filters, K = 144: the GEMM on made rows (both rules) */
+    {1, 33, 4, 5, 21, 37, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, 1},   /* 33 channels (2 chunks of 32), 37 filters, rows of 21:
+                                                                               the bf16 direct kernel on AMX tiles, forward and backward-data */
+    {1, 20, 7, 9, 40, 18, {3, 3, 3}, {2, 1, 1}, {2, 2, 2}, {2, 1, 1}, 1, 2}, /* dilation 2, stride 2 on depth: the tiles' forward */
+    {2, 24, 1, 6, 70, 16, {1, 3, 3}, {1, 1, 1}, {0, 2, 2}, {0, 2, 2}, 1, 2}, /* 2-D, dilation 2, rows of 70, 2 samples: the tiles' both */
 };
 static void setup_path_case(const path_case *pc, cf_shape *in, cf_shape *out, cf_geom *g) {
     int a;
     in->c = pc->C; in->d = pc->D; in->h = pc->H; in->w = pc->W;
-    for (a = 0; a < 3; a++) { g->k[a] = pc->k[a]; g->s[a] = pc->s[a]; g->dil[a] = 1; g->pb[a] = pc->pb[a]; g->pa[a] = pc->pa[a]; }
+    for (a = 0; a < 3; a++) { g->k[a] = pc->k[a]; g->s[a] = pc->s[a]; g->dil[a] = pc->dil; g->pb[a] = pc->pb[a]; g->pa[a] = pc->pa[a]; }
     out->c = pc->OC; out->d = cf_geom_out(g, 0, in->d); out->h = cf_geom_out(g, 1, in->h); out->w = cf_geom_out(g, 2, in->w);
 }
 /* one conv op of case pc through the dispatcher (fast = 1) or the reference; outputs into o */
@@ -759,7 +763,7 @@ static void test_bf16_paths(void) {
     cf_rng r = cf_rng_seed(93);
     size_t wsf = (size_t)1 << 22;
     float *ws = rnd(wsf, &r);
-    int op, ci, reached[3] = {0, 0, 0};
+    int op, ci, reached[3] = {0, 0, 0}, amx[3] = {0, 0, 0};
     double worst = 0;
 #ifndef CF__BF16
     printf("skipped: the bf16 paths (not compiled in: they need an x86-64 build with AVX2 and FMA, -march=x86-64-v3 or newer, by GCC or Clang, as the direct kernels do)\n"); free(ws); return;
@@ -773,6 +777,13 @@ static void test_bf16_paths(void) {
             setup_path_case(pc, &in, &out, &g);
             if (strcmp(cf__conv_path_p(op, pc->B, in, out, &g, pc->groups, wsf, 1), "bf16")) continue;
             reached[op]++;
+#ifdef CF__AMX
+            {
+                cf__conv_call cc = cf__conv_make(pc->B, in, out, &g, pc->groups, NULL, wsf, 1);
+                void (*run)(const cf__conv_call *) = cf__conv_pick(cf__conv_paths(op), &cc)->run;
+                amx[op] += run == cf__bf16_amx_fwd_run || run == cf__bf16_amx_bwd_run;
+            }
+#endif
             {
                 size_t nx = pc->B * cf_shape_size(in), ny = pc->B * cf_shape_size(out), nw = (size_t)out.c * (in.c / pc->groups) * g.k[0] * g.k[1] * g.k[2];
                 size_t no = op == CF_OP_FORWARD ? ny : op == CF_OP_BACKWARD_WEIGHTS ? nw : nx;
@@ -817,6 +828,9 @@ static void test_bf16_paths(void) {
             }
         }
     for (op = 0; op < 3; op++) CHECK(reached[op] >= 2, "conv %s: the bf16 paths reached by %d test geometries", ops[op], reached[op]);
+    if (cf__has_amx())
+        CHECK(amx[0] >= 3 && amx[2] >= 2, "the bf16 direct kernel on AMX tiles reached by %d forward and %d backward-data test geometries", amx[0], amx[2]);
+    else printf("skipped: the bf16 direct kernel on AMX tiles (no AMX tiles here)\n");
     printf("  bf16 paths against the emulation: worst %.2g of sum |terms|\n", worst);
     free(ws);
 }
@@ -828,7 +842,7 @@ static void test_bf16_paths(void) {
    rounded (x_raw) gives the bits of its rounding; both forms of the dot step the same bits. */
 static void test_bf16_rows(void) {
 #ifdef CF__BF16
-    const path_case pc = {2, 3, 4, 5, 70, 10, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1};
+    const path_case pc = {2, 3, 4, 5, 70, 10, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, 1};
     cf_rng r = cf_rng_seed(71);
     size_t wsf = (size_t)1 << 22, nx, ny, nw, i;
     cf_shape in, out; cf_geom g;
@@ -890,8 +904,8 @@ static void test_bf16_rows(void) {
    the emulation.) */
 static void test_bf16_strided_pw(void) {
 #ifdef CF__BF16
-    static const path_case cases[] = {{2, 6, 5, 10, 12, 5, {1, 1, 1}, {2, 3, 2}, {0, 0, 0}, {0, 0, 0}, 1},
-                                      {1, 4, 1, 9, 13, 3, {1, 1, 1}, {1, 2, 2}, {0, 0, 0}, {0, 0, 0}, 1}};
+    static const path_case cases[] = {{2, 6, 5, 10, 12, 5, {1, 1, 1}, {2, 3, 2}, {0, 0, 0}, {0, 0, 0}, 1, 1},
+                                      {1, 4, 1, 9, 13, 3, {1, 1, 1}, {1, 2, 2}, {0, 0, 0}, {0, 0, 0}, 1, 1}};
     cf_rng r = cf_rng_seed(72);
     size_t wsf = (size_t)1 << 22;
     float *ws = (float *)calloc(wsf, sizeof(float));
