@@ -2390,6 +2390,10 @@ static void cf__bf16_pw_half_bww(const cf__conv_call *c);
 static void cf__bf16_pointwise_bww(const cf__conv_call *c);
 static int cf__bf16_rows_bww_applies(const cf__conv_call *c);
 static void cf__bf16_rows_bww(const cf__conv_call *c);
+#ifdef CF__AMX
+static int cf__bf16_rows_amx_applies(const cf__conv_call *c);
+static void cf__bf16_rows_amx(const cf__conv_call *c);
+#endif
 static int cf__bf16_taps_bww_applies(const cf__conv_call *c);
 static void cf__bf16_taps_bww(const cf__conv_call *c);
 static int cf__bf16_tiles_bww_applies(const cf__conv_call *c);
@@ -2548,6 +2552,9 @@ static const cf__conv_path cf__conv_bww_paths[] = {
 #ifdef CF__BF16
     {CF__K_BF16, cf__bf16_pw_half_applies, cf__bf16_pw_half_bww, 0, 2, 0},
     {CF__K_BF16, cf__bf16_pointwise_applies, cf__bf16_pointwise_bww, 0, 0, 0},
+#ifdef CF__AMX
+    {CF__K_BF16, cf__bf16_rows_amx_applies, cf__bf16_rows_amx, 0, 1, 0},
+#endif
     {CF__K_BF16, cf__bf16_rows_bww_applies, cf__bf16_rows_bww, 0, 1, 0},
     {CF__K_BF16, cf__bf16_taps_bww_applies, cf__bf16_taps_bww, 0, 1, 0},
     {CF__K_BF16, cf__bf16_tiles_bww_applies, cf__bf16_tiles_bww, 0, 1, 0},
@@ -9977,18 +9984,22 @@ static void cf__strided_pw_bwd(const cf__conv_call *c) {
         CF__ROWS_DW3(4) CF__ROWS_DW3(5) CF__ROWS_DW3(6) CF__ROWS_DW3(7) }
 /* a band's rows and buffers for values of esize bytes (4: fp32, 2: bf16) */
 typedef struct { int OWp, band, XR, XW; size_t dy_floats, per; } cf__rows_bww_shape;
-static cf__rows_bww_shape cf__rows_bww_shape_of(const cf__conv_call *c, int esize) {
+/* (bands of band rows: at most out.h) */
+static cf__rows_bww_shape cf__rows_bww_shape_band(const cf__conv_call *c, int esize, int band) {
     cf__rows_bww_shape s;
     const cf_geom *g = c->g;
     s.OWp = (c->out.w + 31) / 32 * 32;
-    s.band = (CF__ROWS_BAND_POSITIONS + s.OWp - 1) / s.OWp;
-    if (s.band > c->out.h) s.band = c->out.h;
+    s.band = band < c->out.h ? band : c->out.h;
     s.XR = (s.band - 1) * g->s[1] + g->k[1];   /* input rows a band's taps read (no dilation) */
     s.XW = (s.OWp + (g->k[2] + 2) / 3 * 3 - 1 + 31) / 32 * 32;   /* an input row's values: 3 taps a block */
     s.dy_floats = (size_t)c->out.c * s.band * s.OWp * esize / 4;
     s.per = (size_t)c->out.c * c->in.c * cf__kvol(g) + 16 + s.dy_floats +
             (size_t)c->in.c * g->k[0] * s.XR * s.XW * esize / 4;   /* floats: dw, the band's dy rows and x rows */
     return s;
+}
+static cf__rows_bww_shape cf__rows_bww_shape_of(const cf__conv_call *c, int esize) {
+    int OWp = (c->out.w + 31) / 32 * 32;
+    return cf__rows_bww_shape_band(c, esize, (CF__ROWS_BAND_POSITIONS + OWp - 1) / OWp);
 }
 static int cf__rows_bww_fits(const cf__conv_call *c, int esize) {
     const cf_geom *g = c->g;
@@ -11612,8 +11623,9 @@ static void cf__bf16_taps_bww(const cf__conv_call *c) {   /* db: the dispatcher'
 /* The rows backward-weights (above, with the fp32 kernel) on bf16 operands: held in 16 bits, a
    32-bit word of a row holds two neighbouring positions, and vdpbf16ps of a word of dy's row
    and a word of x's row read kw elements further along adds two of the sum's products. */
-/* Not where the GEMM runs on AMX tiles: there the taps' path (the GEMM's block) was 1.4-4x faster on
-   every layer measured (Intel Xeon with AMX, bin/onednn-peer --precision bf16: cosmoflow.cfg's 4 -> 32
+/* Not where the GEMM runs on AMX tiles (there the rows go to the tiles, cf__bf16_rows_amx, or to
+   the taps' path): the taps' path (the GEMM's block) was 1.4-4x faster than these rows on every
+   layer measured (Intel Xeon with AMX, bin/onednn-peer --precision bf16: cosmoflow.cfg's 4 -> 32
    at 128^3 94 -> 65 ms, 32 -> 64 at 64^3 130 -> 45; DeepCAM's 304 -> 256 at 192x288 318 -> 81). */
 static int cf__bf16_rows_bww_applies(const cf__conv_call *c) {   /* (even rows: no pair holds a padded position) */
     return cf__bf16_gemm_applies(c) && !cf__bf16_amx_on() && c->out.w % 2 == 0 && cf__rows_bww_fits(c, 2);
@@ -11704,6 +11716,128 @@ CF__BF16_TARGET static void cf__rows_bf16_item(float *dwt, void *dyb, void *xb, 
 static void cf__bf16_rows_bww(const cf__conv_call *c) {   /* db: the dispatcher's */
     cf__rows_bww_run(c, 2, cf__rows_bf16_item, cf__bf16_fma());
 }
+#ifdef CF__AMX
+/* ---- backward-weights on AMX tiles, on the rows path's band buffers (cf__rows_bf16_fill).  A
+   32-bit word of an input row xb holds two neighbouring positions, so 32 positions from any
+   element are a tile row: op(A) is 16 channels' rows of the band for taps (kd, kh), read kw
+   elements further along (rows a channel's KD XR XW values apart); op(B) is dy's pairs of
+   positions transposed, dyT[r][pair][OC] (made from dyb, 16 x 16 words at a time); the sums
+   dw^T[c][oc] of one tap for 32 channels x 32 filters sit in tiles 0-3 while a band's rows
+   pass, four tdpbf16ps per 32 positions, loaded from and stored back to the thread's sums,
+   laid out [tap][c / 16][oc / 16][16 x 16] and added into dw in thread order at the end.
+   Where: the rows path's conditions but for the width, channels and filters multiples of 16
+   (tiles of 16 rows, no tails), every thread's sums and buffers in the workspace. */
+static size_t cf__rows_amx_per(const cf__rows_bww_shape *s) { return s->per + s->dy_floats; }
+#define CF__AMX_BAND_BYTES ((size_t)3 << 19)
+static cf__rows_bww_shape cf__rows_amx_shape(const cf__conv_call *c) {
+    cf__rows_bww_shape s = cf__rows_bww_shape_of(c, 2);
+    while (s.band > 1 && 4 * (2 * s.dy_floats + (size_t)c->in.c * c->g->k[0] * s.XR * s.XW / 2) > CF__AMX_BAND_BYTES)
+        s = cf__rows_bww_shape_band(c, 2, s.band - 1);
+    return s;
+}
+static int cf__bf16_rows_amx_applies(const cf__conv_call *c) {
+    const cf_geom *g = c->g;
+    cf__rows_bww_shape s;
+    if (!cf__bf16_gemm_applies(c) || !cf__bf16_amx_on() || c->groups != 1 || g->s[2] != 1 || g->dil[0] > 1 ||
+        g->dil[1] > 1 || g->dil[2] > 1 || cf__pointwise_applies(c) || c->in.c % 16 || c->out.c % 16)
+        return 0;
+    s = cf__rows_amx_shape(c);
+    return s.band * (s.OWp / 32) >= 16 && (size_t)cf__nthreads() * cf__rows_amx_per(&s) <= c->ws_floats;
+}
+/* dyT[r][j][oc] = dyb[oc][r][j] for the band's nb rows of OWp / 2 pairs and OC filters */
+CF__BF16_TARGET static void cf__rows_amx_transpose(uint32_t *dyT, const uint32_t *dyb, int OC,
+                                                   const cf__rows_bww_shape *s, int nb) {
+    int J = s->OWp / 2, r, j, oc, i;
+    for (r = 0; r < nb; r++)
+        for (oc = 0; oc < OC; oc += 16)
+            for (j = 0; j < J; j += 16) {
+                __m512i v[16];
+                for (i = 0; i < 16; i++) v[i] = _mm512_loadu_si512(dyb + ((size_t)(oc + i) * s->band + r) * J + j);
+                cf__transpose16(v);
+                for (i = 0; i < 16; i++) _mm512_storeu_si512(dyT + ((size_t)r * J + j + i) * OC + oc, v[i]);
+            }
+}
+/* the sums of tap t = (kd, kh, kw) for 32 channels from c0 and 32 filters from oc0 (16 each at
+   the end) over the band's nb rows, in acc */
+CF__AMX_TARGET static void cf__rows_amx_block(float *acc, const uint32_t *dyT, const uint16_t *xb,
+                                              const cf__conv_call *c, const cf__rows_bww_shape *s, int nb, int t,
+                                              int c0, int oc0) {
+    const cf_geom *g = c->g;
+    int KD = g->k[0], KH = g->k[1], KW = g->k[2], kd = t / (KH * KW), kh = t / KW % KH, kw = t % KW;
+    int J = s->OWp / 2, OC = c->out.c, nc = c->in.c - c0 < 32 ? 16 : 32, no = OC - oc0 < 32 ? 16 : 32, r, p;
+    size_t cs = (size_t)KD * s->XR * s->XW, blocks = (size_t)OC / 16;   /* (values between channels' rows) */
+    float *s00 = acc + (((size_t)t * (c->in.c / 16) + c0 / 16) * blocks + oc0 / 16) * 256, *s01 = s00 + 256,
+          *s10 = s00 + blocks * 256, *s11 = s10 + 256;
+    _tile_loadd(0, s00, 64);
+    if (no > 16) _tile_loadd(1, s01, 64);
+    if (nc > 16) _tile_loadd(2, s10, 64);
+    if (nc > 16 && no > 16) _tile_loadd(3, s11, 64);
+    for (r = 0; r < nb; r++) {
+        const uint16_t *xr = xb + (((size_t)c0 * KD + kd) * s->XR + (size_t)r * g->s[1] + kh) * s->XW + kw;
+        const uint32_t *dr = dyT + (size_t)r * J * OC + oc0;
+        for (p = 0; p < c->out.w; p += 32) {
+            _tile_loadd(4, xr + p, cs * 2);
+            _tile_loadd(6, dr + (size_t)(p / 2) * OC, OC * 4);
+            _tile_dpbf16ps(0, 4, 6);
+            if (no > 16) { _tile_loadd(7, dr + (size_t)(p / 2) * OC + 16, OC * 4); _tile_dpbf16ps(1, 4, 7); }
+            if (nc > 16) {
+                _tile_loadd(5, xr + p + 16 * cs, cs * 2);
+                _tile_dpbf16ps(2, 5, 6);
+                if (no > 16) _tile_dpbf16ps(3, 5, 7);
+            }
+        }
+    }
+    _tile_stored(0, s00, 64);
+    if (no > 16) _tile_stored(1, s01, 64);
+    if (nc > 16) _tile_stored(2, s10, 64);
+    if (nc > 16 && no > 16) _tile_stored(3, s11, 64);
+}
+/* one band into the thread's sums acc: its buffers dyb, xb, then dyT */
+CF__BF16_TARGET static void cf__rows_amx_item(float *acc, uint32_t *dyb, uint16_t *xb, uint32_t *dyT,
+                                              const cf__conv_call *c, const cf__rows_bww_shape *s, int bi, int od,
+                                              int oh0, int nb) {
+    const cf_geom *g = c->g;
+    int t, c0, oc0;
+    cf__rows_bf16_fill(dyb, xb, c, s, bi, od, oh0, nb);
+    cf__rows_amx_transpose(dyT, dyb, c->out.c, s, nb);
+    for (t = 0; t < cf__kvol(g); t++) {
+        int id = od * g->s[0] - g->pb[0] + t / (g->k[1] * g->k[2]);
+        if (id < 0 || id >= c->in.d) continue;   /* (its rows all zeros) */
+        for (c0 = 0; c0 < c->in.c; c0 += 32)
+            for (oc0 = 0; oc0 < c->out.c; oc0 += 32)
+                cf__rows_amx_block(acc, dyT, xb, c, s, nb, t, c0, oc0);
+    }
+}
+static void cf__bf16_rows_amx(const cf__conv_call *c) {   /* db: the dispatcher's */
+    cf__rows_bww_shape s = cf__rows_amx_shape(c);
+    int C = c->in.c, OC = c->out.c, kvol = cf__kvol(c->g), nth = cf__nthreads(), z;
+    int bands = (c->out.h + s.band - 1) / s.band;
+    size_t per = cf__rows_amx_per(&s), K = (size_t)C * kvol, i;
+    long items = (long)c->B * c->out.d * bands, t;
+    for (z = 0; z < nth; z++) memset(c->ws + per * z, 0, sizeof(float) * K * OC);   /* every thread's */
+    CF__OMP(omp parallel num_threads(nth))
+    {
+        float *acc = c->ws + per * cf__thread_id(), *dyb = cf__gemm_f32_aligned(acc + K * OC);
+        uint16_t *xb = (uint16_t *)(void *)(dyb + s.dy_floats);
+        uint32_t *dyT = (uint32_t *)(void *)(xb + (size_t)C * c->g->k[0] * s.XR * s.XW);
+        cf__amx_tiles_on();
+        CF__OMP(omp for schedule(static))
+        for (t = 0; t < items; t++) {
+            int bi = (int)(t / ((long)c->out.d * bands)), od = (int)(t / bands % c->out.d);
+            int oh0 = (int)(t % bands) * s.band, nb = c->out.h - oh0 < s.band ? c->out.h - oh0 : s.band;
+            cf__rows_amx_item(acc, (uint32_t *)(void *)dyb, xb, dyT, c, &s, bi, od, oh0, nb);
+        }
+        cf__amx_tiles_off();
+    }
+    CF__OMP(omp parallel for schedule(static))
+    for (i = 0; i < (size_t)OC * K; i++) {   /* dw[oc][c][t] += each thread's sums, in thread order */
+        size_t oc = i / K, ch = i % K / kvol, tap = i % kvol,
+               at = ((tap * (C / 16) + ch / 16) * (OC / 16) + oc / 16) * 256 + ch % 16 * 16 + oc % 16;
+        int th;
+        for (th = 0; th < nth; th++) c->dw[i] += c->ws[per * th + at];
+    }
+}
+#endif
 /* what the tiles leave (few positions, groups): the im2col loops with the bf16 GEMM.
    The forward's activation and rounding follow the loop over samples [bi, B) (the loop adds
    the bias; elementwise, the bits of applying them tile by tile); db is the dispatcher's. */

@@ -275,6 +275,9 @@ static const path_case path_cases[] = {
                                                                                the bf16 direct kernel on AMX tiles, forward and backward-data */
     {1, 20, 7, 9, 40, 18, {3, 3, 3}, {2, 1, 1}, {2, 2, 2}, {2, 1, 1}, 1, 2}, /* dilation 2, stride 2 on depth: the tiles' forward */
     {2, 24, 1, 6, 70, 16, {1, 3, 3}, {1, 1, 1}, {0, 2, 2}, {0, 2, 2}, 1, 2}, /* 2-D, dilation 2, rows of 70, 2 samples: the tiles' both */
+    {1, 48, 3, 18, 40, 32, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, 1}, /* 48 channels (32 + 16), 32 filters: the tiles'
+                                                                                backward-weights on rows */
+    {2, 16, 1, 20, 70, 48, {1, 3, 3}, {1, 2, 1}, {0, 1, 1}, {0, 1, 1}, 1, 1}, /* 2-D, stride 2 on height, 48 filters (32 + 16): the same */
 };
 static void setup_path_case(const path_case *pc, cf_shape *in, cf_shape *out, cf_geom *g) {
     int a;
@@ -781,7 +784,7 @@ static void test_bf16_paths(void) {
             {
                 cf__conv_call cc = cf__conv_make(pc->B, in, out, &g, pc->groups, NULL, wsf, 1);
                 void (*run)(const cf__conv_call *) = cf__conv_pick(cf__conv_paths(op), &cc)->run;
-                amx[op] += run == cf__bf16_amx_fwd_run || run == cf__bf16_amx_bwd_run;
+                amx[op] += run == cf__bf16_amx_fwd_run || run == cf__bf16_amx_bwd_run || run == cf__bf16_rows_amx;
             }
 #endif
             {
@@ -829,8 +832,9 @@ static void test_bf16_paths(void) {
         }
     for (op = 0; op < 3; op++) CHECK(reached[op] >= 2, "conv %s: the bf16 paths reached by %d test geometries", ops[op], reached[op]);
     if (cf__has_amx())
-        CHECK(amx[0] >= 3 && amx[2] >= 2, "the bf16 direct kernel on AMX tiles reached by %d forward and %d backward-data test geometries", amx[0], amx[2]);
-    else printf("skipped: the bf16 direct kernel on AMX tiles (no AMX tiles here)\n");
+        CHECK(amx[0] >= 3 && amx[1] >= 2 && amx[2] >= 2, "the bf16 kernels on AMX tiles reached by %d forward, %d backward-weights and %d backward-data test geometries",
+              amx[0], amx[1], amx[2]);
+    else printf("skipped: the bf16 kernels on AMX tiles (no AMX tiles here)\n");
     printf("  bf16 paths against the emulation: worst %.2g of sum |terms|\n", worst);
     free(ws);
 }
