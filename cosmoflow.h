@@ -2499,12 +2499,14 @@ CFDEF const char *cf_bf16_kernels(void) {
     if (cf__bf16_form_forced == CF__BF16_DOT) return "vdpbf16ps (AVX512_BF16; forced)";
     if (cf__bf16_form_forced == CF__BF16_FMA) return "fp32 FMA of the widened pairs (forced)";
     if (cf__bf16_form_forced == CF__BF16_AMX)
-        return cf__bf16_fma() ? "AMX tiles in the GEMM, fp32 FMA of the widened pairs elsewhere (forced)"
-                              : "AMX tiles in the GEMM, vdpbf16ps elsewhere (forced)";
+        return cf__bf16_fma() ? "AMX tiles in the GEMM and the convolutions, fp32 FMA of the widened pairs elsewhere "
+                                "(forced)"
+                              : "AMX tiles in the GEMM and the convolutions, vdpbf16ps elsewhere (forced)";
     if (cf__has_amx())
-        return cf__bf16_fma() ? "AMX tiles (AMX-BF16) in the GEMM, fp32 FMA of the widened pairs elsewhere (vdpbf16ps "
-                                "slower than FMA here: cf-bench --check-blas)"
-                              : "AMX tiles (AMX-BF16) in the GEMM, vdpbf16ps (AVX512_BF16) elsewhere";
+        return cf__bf16_fma() ? "AMX tiles (AMX-BF16) in the GEMM and the convolutions, fp32 FMA of the widened pairs "
+                                "elsewhere (vdpbf16ps slower than FMA here: cf-bench --check-blas)"
+                              : "AMX tiles (AMX-BF16) in the GEMM and the convolutions, vdpbf16ps (AVX512_BF16) "
+                                "elsewhere";
     return cf__bf16_fma() ? "fp32 FMA of the widened pairs (vdpbf16ps slower than FMA here: cf-bench --check-blas): "
                             "bf16 computes at fp32's rate here and saves memory only"
                           : "vdpbf16ps (AVX512_BF16)";
@@ -11172,8 +11174,9 @@ static int cf__bf16_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, siz
            rsz = cf__pair_rows_size(in, g, cf__direct_wp(out, g), cf__pair_slots(g), (in.c + 1) / 2);
     return g->s[2] == 1 && out.w >= 16 && rsz <= max_r && w2 + (size_t)cf__nthreads() * rsz <= ws_floats;
 }
-/* Where the bf16 GEMM runs on AMX tiles (cf__bf16_amx_on), the GEMM paths take a forward of 64
-   input channels or more and a backward-data of 256 output channels or more from the direct
+/* Where the bf16 GEMM runs on AMX tiles (cf__bf16_amx_on) and the tiles' own direct kernel
+   does not apply (below, cf__bf16_amx_fwd_applies), the GEMM paths take a forward of 64 input
+   channels or more and a backward-data of 256 output channels or more from this direct
    kernel (Intel Xeon with AMX, 2 threads, bin/onednn-peer --precision bf16, the two doors in one
    hour: DeepCAM's 304 -> 256 3x3 at 192x288 forward 237 -> 115 ms; cosmoflow.cfg's 64 -> 128 at
    32^3 forward 44 -> 33, 128 -> 256 at 16^3 forward 27 -> 16 and backward-data 28 -> 20; behind
@@ -11725,9 +11728,22 @@ static void cf__bf16_rows_bww(const cf__conv_call *c) {   /* db: the dispatcher'
    dw^T[c][oc] of one tap for 32 channels x 32 filters sit in tiles 0-3 while a band's rows
    pass, four tdpbf16ps per 32 positions, loaded from and stored back to the thread's sums,
    laid out [tap][c / 16][oc / 16][16 x 16] and added into dw in thread order at the end.
-   Where: the rows path's conditions but for the width, channels and filters multiples of 16
-   (tiles of 16 rows, no tails), every thread's sums and buffers in the workspace. */
-static size_t cf__rows_amx_per(const cf__rows_bww_shape *s) { return s->per + s->dy_floats; }
+   Where: the rows path's conditions but for the width, filters a multiple of 16, channels a
+   multiple of 16 or few: C KD <= 16 (cosmoflow.cfg's first conv, 4 x 3), where the taps kd fold
+   into a tile's rows (xb's rows (c, kd) of one r lie XR XW values apart: row c KD + kd of op(A),
+   the rows past C KD read beyond xb, into sums never stored), the tiles' taps are (kh, kw) and
+   the sums [tap][0][oc / 16][(c, kd) x 16]; every thread's sums and buffers in the workspace. */
+static int cf__rows_amx_fold(const cf__conv_call *c) { return c->in.c % 16 && c->in.c * c->g->k[0] <= 16; }
+/* floats of a thread's sums: dw's, or (folded) 16 rows (c, kd) a tap (kh, kw) */
+static size_t cf__rows_amx_acc(const cf__conv_call *c) {
+    return cf__rows_amx_fold(c) ? (size_t)c->g->k[1] * c->g->k[2] * c->out.c * 16
+                                : (size_t)c->in.c * cf__kvol(c->g) * c->out.c;
+}
+/* a thread's floats: the rows path's (its dw: the sums), dyT, 16 rows of x's slack (the fold's reads) */
+static size_t cf__rows_amx_per(const cf__conv_call *c, const cf__rows_bww_shape *s) {
+    return s->per - (size_t)c->in.c * cf__kvol(c->g) * c->out.c + cf__rows_amx_acc(c) + s->dy_floats +
+           (size_t)16 * s->XR * s->XW / 2;
+}
 #define CF__AMX_BAND_BYTES ((size_t)3 << 19)
 static cf__rows_bww_shape cf__rows_amx_shape(const cf__conv_call *c) {
     cf__rows_bww_shape s = cf__rows_bww_shape_of(c, 2);
@@ -11739,10 +11755,11 @@ static int cf__bf16_rows_amx_applies(const cf__conv_call *c) {
     const cf_geom *g = c->g;
     cf__rows_bww_shape s;
     if (!cf__bf16_gemm_applies(c) || !cf__bf16_amx_on() || c->groups != 1 || g->s[2] != 1 || g->dil[0] > 1 ||
-        g->dil[1] > 1 || g->dil[2] > 1 || cf__pointwise_applies(c) || c->in.c % 16 || c->out.c % 16)
+        g->dil[1] > 1 || g->dil[2] > 1 || cf__pointwise_applies(c) || (c->in.c % 16 && !cf__rows_amx_fold(c)) ||
+        c->out.c % 16)
         return 0;
     s = cf__rows_amx_shape(c);
-    return s.band * (s.OWp / 32) >= 16 && (size_t)cf__nthreads() * cf__rows_amx_per(&s) <= c->ws_floats;
+    return s.band * (s.OWp / 32) >= 16 && (size_t)cf__nthreads() * cf__rows_amx_per(c, &s) <= c->ws_floats;
 }
 /* dyT[r][j][oc] = dyb[oc][r][j] for the band's nb rows of OWp / 2 pairs and OC filters */
 CF__BF16_TARGET static void cf__rows_amx_transpose(uint32_t *dyT, const uint32_t *dyb, int OC,
@@ -11757,16 +11774,18 @@ CF__BF16_TARGET static void cf__rows_amx_transpose(uint32_t *dyT, const uint32_t
                 for (i = 0; i < 16; i++) _mm512_storeu_si512(dyT + ((size_t)r * J + j + i) * OC + oc, v[i]);
             }
 }
-/* the sums of tap t = (kd, kh, kw) for 32 channels from c0 and 32 filters from oc0 (16 each at
-   the end) over the band's nb rows, in acc */
+/* the sums of tap t = (kd, kh, kw) (folded: (kh, kw)) for 32 channels from c0 (folded: the rows
+   (c, kd)) and 32 filters from oc0 (16 each at the end) over the band's nb rows, in acc */
 CF__AMX_TARGET static void cf__rows_amx_block(float *acc, const uint32_t *dyT, const uint16_t *xb,
                                               const cf__conv_call *c, const cf__rows_bww_shape *s, int nb, int t,
                                               int c0, int oc0) {
     const cf_geom *g = c->g;
-    int KD = g->k[0], KH = g->k[1], KW = g->k[2], kd = t / (KH * KW), kh = t / KW % KH, kw = t % KW;
-    int J = s->OWp / 2, OC = c->out.c, nc = c->in.c - c0 < 32 ? 16 : 32, no = OC - oc0 < 32 ? 16 : 32, r, p;
-    size_t cs = (size_t)KD * s->XR * s->XW, blocks = (size_t)OC / 16;   /* (values between channels' rows) */
-    float *s00 = acc + (((size_t)t * (c->in.c / 16) + c0 / 16) * blocks + oc0 / 16) * 256, *s01 = s00 + 256,
+    int fold = cf__rows_amx_fold(c), KD = g->k[0], KH = g->k[1], KW = g->k[2], kh = t / KW % KH, kw = t % KW;
+    int kd = fold ? 0 : t / (KH * KW), J = s->OWp / 2, OC = c->out.c, r, p;
+    int nc = fold || c->in.c - c0 < 32 ? 16 : 32, no = OC - oc0 < 32 ? 16 : 32;
+    /* values between op(A)'s rows: channels' rows, or (folded) rows (c, kd) */
+    size_t cs = (size_t)(fold ? 1 : KD) * s->XR * s->XW, blocks = (size_t)OC / 16, cblocks = fold ? 1 : c->in.c / 16;
+    float *s00 = acc + (((size_t)t * cblocks + c0 / 16) * blocks + oc0 / 16) * 256, *s01 = s00 + 256,
           *s10 = s00 + blocks * 256, *s11 = s10 + 256;
     _tile_loadd(0, s00, 64);
     if (no > 16) _tile_loadd(1, s01, 64);
@@ -11800,9 +11819,9 @@ CF__BF16_TARGET static void cf__rows_amx_item(float *acc, uint32_t *dyb, uint16_
     int t, c0, oc0;
     cf__rows_bf16_fill(dyb, xb, c, s, bi, od, oh0, nb);
     cf__rows_amx_transpose(dyT, dyb, c->out.c, s, nb);
-    for (t = 0; t < cf__kvol(g); t++) {
+    for (t = 0; t < (cf__rows_amx_fold(c) ? g->k[1] * g->k[2] : cf__kvol(g)); t++) {
         int id = od * g->s[0] - g->pb[0] + t / (g->k[1] * g->k[2]);
-        if (id < 0 || id >= c->in.d) continue;   /* (its rows all zeros) */
+        if (!cf__rows_amx_fold(c) && (id < 0 || id >= c->in.d)) continue;   /* (its rows all zeros) */
         for (c0 = 0; c0 < c->in.c; c0 += 32)
             for (oc0 = 0; oc0 < c->out.c; oc0 += 32)
                 cf__rows_amx_block(acc, dyT, xb, c, s, nb, t, c0, oc0);
@@ -11812,12 +11831,12 @@ static void cf__bf16_rows_amx(const cf__conv_call *c) {   /* db: the dispatcher'
     cf__rows_bww_shape s = cf__rows_amx_shape(c);
     int C = c->in.c, OC = c->out.c, kvol = cf__kvol(c->g), nth = cf__nthreads(), z;
     int bands = (c->out.h + s.band - 1) / s.band;
-    size_t per = cf__rows_amx_per(&s), K = (size_t)C * kvol, i;
+    size_t per = cf__rows_amx_per(c, &s), K = (size_t)C * kvol, na = cf__rows_amx_acc(c), i;
     long items = (long)c->B * c->out.d * bands, t;
-    for (z = 0; z < nth; z++) memset(c->ws + per * z, 0, sizeof(float) * K * OC);   /* every thread's */
+    for (z = 0; z < nth; z++) memset(c->ws + per * z, 0, sizeof(float) * na);   /* every thread's */
     CF__OMP(omp parallel num_threads(nth))
     {
-        float *acc = c->ws + per * cf__thread_id(), *dyb = cf__gemm_f32_aligned(acc + K * OC);
+        float *acc = c->ws + per * cf__thread_id(), *dyb = cf__gemm_f32_aligned(acc + na);
         uint16_t *xb = (uint16_t *)(void *)(dyb + s.dy_floats);
         uint32_t *dyT = (uint32_t *)(void *)(xb + (size_t)C * c->g->k[0] * s.XR * s.XW);
         cf__amx_tiles_on();
@@ -11831,8 +11850,10 @@ static void cf__bf16_rows_amx(const cf__conv_call *c) {   /* db: the dispatcher'
     }
     CF__OMP(omp parallel for schedule(static))
     for (i = 0; i < (size_t)OC * K; i++) {   /* dw[oc][c][t] += each thread's sums, in thread order */
-        size_t oc = i / K, ch = i % K / kvol, tap = i % kvol,
+        size_t oc = i / K, ch = i % K / kvol, tap = i % kvol, kd = tap / (kvol / c->g->k[0]),
                at = ((tap * (C / 16) + ch / 16) * (OC / 16) + oc / 16) * 256 + ch % 16 * 16 + oc % 16;
+        if (cf__rows_amx_fold(c))   /* (tap (kh, kw), row (c, kd)) */
+            at = ((tap % (kvol / c->g->k[0])) * (OC / 16) + oc / 16) * 256 + (ch * c->g->k[0] + kd) * 16 + oc % 16;
         int th;
         for (th = 0; th < nth; th++) c->dw[i] += c->ws[per * th + at];
     }

@@ -181,8 +181,8 @@ $TR --precision bf16 --out "$T/bfull.cfck" --epochs 4 > /dev/null 2>&1 && $TR --
 # two FMAs; auto: the probe's choice) give the same bits, so a run does not depend on the
 # probe's timing: cosmoflow-small.cfg at 32^3 (the direct kernel's rows of 32 and of 16, the
 # GEMMs) and deepcam-small.cfg at 64x96 (the 16-bit tensors' GEMMs), 2 epochs, the same weights
-# exported; the first line names the form.  On a CPU with AMX tiles auto's GEMM is theirs, with
-# sums of its own: there auto's run need only end
+# exported; the first line names the form.  On a CPU with AMX tiles auto's GEMM and convolutions are
+# theirs, with sums of their own: there auto's run need only end
 $B/cf-synth cosmo --out "$T/f32t" --samples 8 --size 32 --seed 1 --spread 0.5 > /dev/null &&
     $B/cf-synth cosmo --out "$T/f32v" --samples 2 --size 32 --seed 2 --spread 0.5 > /dev/null &&
     $B/cf-synth climate --out "$T/fcl" --samples 4 --height 64 --width 96 --seed 1 > /dev/null || bad "bf16 forms: the data"
@@ -199,7 +199,7 @@ for m in "models/cosmoflow-small.cfg 4x32x32x32 $T/f32t $T/f32v 4" "models/deepc
         "dot:"*"precision bf16 on vdpbf16ps (AVX512_BF16; forced)"|"fma:"*"precision bf16 on fp32 FMA of the widened pairs (forced)") ok ;;
         "auto:"*"precision bf16 on vdpbf16ps (AVX512_BF16)") ok ;;
         "auto:"*"precision bf16 on fp32 FMA of the widened pairs (vdpbf16ps slower than FMA here: "*"saves memory only") ok ;;
-        "auto:"*"precision bf16 on AMX tiles (AMX-BF16) in the GEMM, "*" elsewhere"*) amx=1; ok ;;
+        "auto:"*"precision bf16 on AMX tiles (AMX-BF16) in the GEMM and the convolutions, "*" elsewhere"*) amx=1; ok ;;
         *"precision bf16 on the emulation ("*) ok ;;   # (a CPU or build without the bf16 kernels: the same run thrice)
         *) bad "bf16 forms: --bf16-form $form's first line: $(head -1 "$T/form.txt")" ;;
         esac
