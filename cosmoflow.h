@@ -11207,7 +11207,7 @@ static void cf__bf16_direct_fwd_run(const cf__conv_call *c) {
 /* backward-data: dy convolved with the flipped kernel (flipped into ws, then packed after it) */
 static int cf__bf16_direct_bwd_applies(const cf__conv_call *c) {
     cf_geom gt;
-    size_t wsz = cf__flipped_floats(c);
+    size_t wsz = cf__r16(cf__flipped_floats(c));   /* (64-byte parts: the pair rows hold longs) */
     return cf__bf16_gemm_applies(c) && cf__bf16_direct_amx_ok(c->out.c, 256) && c->groups == 1 &&
            cf__flipped_geom(c->g, &gt) && wsz < c->ws_floats &&
            cf__bf16_direct_fits(c->out, c->in, &gt, c->ws_floats - wsz, (size_t)-1);
@@ -11215,7 +11215,7 @@ static int cf__bf16_direct_bwd_applies(const cf__conv_call *c) {
 static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
     cf_geom gt;
     cf__conv_call f;
-    size_t wsz = cf__flipped_floats(c);
+    size_t wsz = cf__r16(cf__flipped_floats(c));
     uint32_t *w2 = (uint32_t *)(c->ws + wsz);
     cf__flipped_geom(c->g, &gt);
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
@@ -11364,14 +11364,14 @@ static void cf__bf16_amx_fwd_run(const cf__conv_call *c) {
 /* backward-data: dy convolved with the flipped kernel, as cf__bf16_direct_bwd_run */
 static int cf__bf16_amx_bwd_applies(const cf__conv_call *c) {
     cf_geom gt;
-    size_t wsz = cf__flipped_floats(c);
+    size_t wsz = cf__r16(cf__flipped_floats(c));
     return cf__bf16_gemm_applies(c) && cf__bf16_amx_on() && c->groups == 1 && cf__flipped_geom(c->g, &gt) &&
            wsz < c->ws_floats && cf__amx_direct_fits(c->out, c->in, &gt, c->ws_floats - wsz);
 }
 static void cf__bf16_amx_bwd_run(const cf__conv_call *c) {
     cf_geom gt;
     cf__conv_call f;
-    size_t wsz = cf__flipped_floats(c);
+    size_t wsz = cf__r16(cf__flipped_floats(c));
     uint32_t *wa = (uint32_t *)(void *)(c->ws + wsz);
     cf__flipped_geom(c->g, &gt);
     cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
@@ -11850,10 +11850,10 @@ static void cf__bf16_rows_amx(const cf__conv_call *c) {   /* db: the dispatcher'
     }
     CF__OMP(omp parallel for schedule(static))
     for (i = 0; i < (size_t)OC * K; i++) {   /* dw[oc][c][t] += each thread's sums, in thread order */
-        size_t oc = i / K, ch = i % K / kvol, tap = i % kvol, kd = tap / (kvol / c->g->k[0]),
-               at = ((tap * (C / 16) + ch / 16) * (OC / 16) + oc / 16) * 256 + ch % 16 * 16 + oc % 16;
-        if (cf__rows_amx_fold(c))   /* (tap (kh, kw), row (c, kd)) */
-            at = ((tap % (kvol / c->g->k[0])) * (OC / 16) + oc / 16) * 256 + (ch * c->g->k[0] + kd) * 16 + oc % 16;
+        size_t oc = i / K, ch = i % K / kvol, tap = i % kvol, khw = kvol / c->g->k[0],
+               at = cf__rows_amx_fold(c)   /* (folded: tap (kh, kw), row (c, kd)) */
+                        ? ((tap % khw) * (OC / 16) + oc / 16) * 256 + (ch * c->g->k[0] + tap / khw) * 16 + oc % 16
+                        : ((tap * (C / 16) + ch / 16) * (OC / 16) + oc / 16) * 256 + ch % 16 * 16 + oc % 16;
         int th;
         for (th = 0; th < nth; th++) c->dw[i] += c->ws[per * th + at];
     }
