@@ -11212,19 +11212,25 @@ static int cf__bf16_direct_bwd_applies(const cf__conv_call *c) {
            cf__flipped_geom(c->g, &gt) && wsz < c->ws_floats &&
            cf__bf16_direct_fits(c->out, c->in, &gt, c->ws_floats - wsz, (size_t)-1);
 }
+/* c's backward-data as a forward call of the direct kernels (the kernel flipped into c->ws, gt
+   its geometry), on dy and dx as the plan stores them; dx is added to unless stored
+   (dx_half, dx_store) */
+static cf__conv_call cf__bf16_flipped_call(const cf__conv_call *c, cf_geom *gt) {
+    cf__conv_call f;
+    cf__flipped_geom(c->g, gt);
+    cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
+    f = cf__flipped_call(c, gt);
+    f.half = c->dx_half; f.x_half = c->half;
+    return f;
+}
+static int cf__bf16_dx_added(const cf__conv_call *c) { return !c->dx_half && !c->dx_store; }
 static void cf__bf16_direct_bwd_run(const cf__conv_call *c) {
     cf_geom gt;
-    cf__conv_call f;
-    size_t wsz = cf__r16(cf__flipped_floats(c));
-    uint32_t *w2 = (uint32_t *)(c->ws + wsz);
-    cf__flipped_geom(c->g, &gt);
-    cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
-    cf__pack_kernel_bf16(w2, c->ws, c->in.c, c->out.c, gt.k[0] * gt.k[1], gt.k[2], cf__w2_block(c->in));
-    f = cf__flipped_call(c, &gt);
-    f.half = c->dx_half; f.x_half = c->half;
-    /* dx_half: stored, not added */
-    cf__direct_fwd_bf16_form(&f, w2, cf__w2_floats(c->out, &gt, c->in.c), w2 + cf__w2_floats(c->out, &gt, c->in.c),
-                             !c->dx_half && !c->dx_store);
+    cf__conv_call f = cf__bf16_flipped_call(c, &gt);
+    uint32_t *w2 = (uint32_t *)(c->ws + cf__r16(cf__flipped_floats(c)));
+    size_t n = cf__w2_floats(c->out, &gt, c->in.c);
+    cf__pack_kernel_bf16(w2, f.w, c->in.c, c->out.c, gt.k[0] * gt.k[1], gt.k[2], cf__w2_block(c->in));
+    cf__direct_fwd_bf16_form(&f, w2, n, w2 + n, cf__bf16_dx_added(c));
 }
 #ifdef CF__AMX
 /* ---- the direct kernel on AMX tiles, where the bf16 GEMM runs on them (cf__bf16_amx_on).  The
@@ -11370,16 +11376,10 @@ static int cf__bf16_amx_bwd_applies(const cf__conv_call *c) {
 }
 static void cf__bf16_amx_bwd_run(const cf__conv_call *c) {
     cf_geom gt;
-    cf__conv_call f;
-    size_t wsz = cf__r16(cf__flipped_floats(c));
-    uint32_t *wa = (uint32_t *)(void *)(c->ws + wsz);
-    cf__flipped_geom(c->g, &gt);
-    cf__flip_kernel(c->ws, c->w, c->in.c, c->out.c, cf__kvol(c->g));
-    cf__pack_kernel_amx(wa, c->ws, c->in.c, c->out.c, cf__kvol(&gt));
-    f = cf__flipped_call(c, &gt);
-    f.half = c->dx_half; f.x_half = c->half;
-    /* dx_half: stored, not added */
-    cf__direct_fwd_amx(&f, wa, wa + cf__wa_words(c->in.c, c->out.c, cf__kvol(&gt)), !c->dx_half && !c->dx_store);
+    cf__conv_call f = cf__bf16_flipped_call(c, &gt);
+    uint32_t *wa = (uint32_t *)(void *)(c->ws + cf__r16(cf__flipped_floats(c)));
+    cf__pack_kernel_amx(wa, f.w, c->in.c, c->out.c, cf__kvol(&gt));
+    cf__direct_fwd_amx(&f, wa, wa + cf__wa_words(c->in.c, c->out.c, cf__kvol(&gt)), cf__bf16_dx_added(c));
 }
 #endif
 /* the GEMM paths (tiles, pointwise) with the bf16 GEMM */
@@ -11829,7 +11829,7 @@ CF__BF16_TARGET static void cf__rows_amx_item(float *acc, uint32_t *dyb, uint16_
 }
 static void cf__bf16_rows_amx(const cf__conv_call *c) {   /* db: the dispatcher's */
     cf__rows_bww_shape s = cf__rows_amx_shape(c);
-    int C = c->in.c, OC = c->out.c, kvol = cf__kvol(c->g), nth = cf__nthreads(), z;
+    int C = c->in.c, OC = c->out.c, kvol = cf__kvol(c->g), nth = cf__nthreads(), fold = cf__rows_amx_fold(c), z;
     int bands = (c->out.h + s.band - 1) / s.band;
     size_t per = cf__rows_amx_per(c, &s), K = (size_t)C * kvol, na = cf__rows_amx_acc(c), i;
     long items = (long)c->B * c->out.d * bands, t;
@@ -11851,7 +11851,7 @@ static void cf__bf16_rows_amx(const cf__conv_call *c) {   /* db: the dispatcher'
     CF__OMP(omp parallel for schedule(static))
     for (i = 0; i < (size_t)OC * K; i++) {   /* dw[oc][c][t] += each thread's sums, in thread order */
         size_t oc = i / K, ch = i % K / kvol, tap = i % kvol, khw = kvol / c->g->k[0],
-               at = cf__rows_amx_fold(c)   /* (folded: tap (kh, kw), row (c, kd)) */
+               at = fold   /* (folded: tap (kh, kw), row (c, kd)) */
                         ? ((tap % khw) * (OC / 16) + oc / 16) * 256 + (ch * c->g->k[0] + tap / khw) * 16 + oc % 16
                         : ((tap * (C / 16) + ch / 16) * (OC / 16) + oc / 16) * 256 + ch % 16 * 16 + oc % 16;
         int th;
