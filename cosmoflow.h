@@ -2026,7 +2026,7 @@ CFDEF double cf_iou_sample(const int *pred, const float *label, size_t n, int K)
                 whole, each with its own im2col tile and a single-threaded sgemm
      pointwise  a 1x1 convolution as GEMMs on x and dx themselves (im2col would copy them)
      direct     stride-1 convolutions without im2col: vector kernels over output rows; the
-                depthwise backward over contiguous rows
+                depthwise backward over contiguous rows; the bias gradient's sums in vectors
      inside     pooling windows that never leave the input: no bounds tests
      pairs      max pooling with disjoint 2x2(x2) windows, read as pairs from 2 or 4 rows
      fusion     conv + max pool: the pool's backward writes the conv's gradient in place
@@ -2209,9 +2209,15 @@ static double cf__sum8_half(const cf_bf16 *h, size_t n) {
     for (j = 0; j < 8; j++) t += s[j];
     return t;
 }
-/* cf__bias_grad of a dy stored in fp32 or (half) in 16 bits */
+#ifdef CF__DIRECT
+static void cf__bias_grad_v(float *db, const float *dy, int half, int B, int OC, size_t P);   /* (section 13) */
+#endif
+/* cf__bias_grad of a dy stored in fp32 or (half) in 16 bits; in vectors (kind direct), the same bits */
 static void cf__bias_grad_p(float *db, const float *dy, int half, int B, int OC, size_t P) {
     int bi, oc;
+#ifdef CF__DIRECT
+    if (cf__kind_on[CF__K_DIRECT]) { cf__bias_grad_v(db, dy, half, B, OC, P); return; }
+#endif
     if (!half) { cf__bias_grad(db, dy, B, OC, P); return; }
     for (bi = 0; bi < B; bi++) {
         CF__OMP(omp parallel for schedule(static))
@@ -2375,6 +2381,8 @@ static int cf__bf16_amx_fwd_applies(const cf__conv_call *c);
 static void cf__bf16_amx_fwd_run(const cf__conv_call *c);
 static int cf__bf16_amx_bwd_applies(const cf__conv_call *c);
 static void cf__bf16_amx_bwd_run(const cf__conv_call *c);
+static int cf__bf16_fold_fwd_applies(const cf__conv_call *c);
+static void cf__bf16_fold_fwd_run(const cf__conv_call *c);
 #endif
 static int cf__bf16_pw_half_fwd_applies(const cf__conv_call *c);
 static void cf__bf16_pw_half_fwd(const cf__conv_call *c);
@@ -2523,6 +2531,7 @@ static const cf__conv_path cf__conv_fwd_paths[] = {
 #ifdef CF__BF16
 #ifdef CF__AMX
     {CF__K_BF16, cf__bf16_amx_fwd_applies, cf__bf16_amx_fwd_run, 1, 1, 0},
+    {CF__K_BF16, cf__bf16_fold_fwd_applies, cf__bf16_fold_fwd_run, 1, 1, 0},
 #endif
     {CF__K_BF16, cf__bf16_direct_fwd_applies, cf__bf16_direct_fwd_run, 1, 1, 0},
     {CF__K_BF16, cf__bf16_pw_half_fwd_applies, cf__bf16_pw_half_fwd, 1, 2, 0},
@@ -8634,7 +8643,8 @@ CFDEF int cf_climate_stats(const char *dir, float *minval, float *maxval, int C)
      GEMM where the BLAS runs no AVX-512 kernels), the backward-weights on rows of positions
      (fp32 and bf16), bf16 (its GEMM, in vdpbf16ps, FMA or AMX tiles, 16-bit tensors, the
      direct kernel, the tiles, the im2col paths), pooling, depthwise, max pooling in pairs,
-     the transposed convolution's loops with another GEMM, the fused backward of act + max pool
+     the transposed convolution's loops with another GEMM, the fused backward of act + max pool,
+     the bias gradient's sums
    Why each path is faster, with its measurements, is in docs/performance.md.  CF_REFERENCE
    leaves every path out. */
 /* ---- what the paths share (with the registry of section 4): the bf16 GEMM's call, a bias and
@@ -9130,6 +9140,66 @@ static void cf__taps_bww(const cf__conv_call *c) { cf__taps_run(c, cf__sgemm_til
 #define CF__CONTRACT __attribute__((optimize("fp-contract=fast")))   /* GCC's ISO C mode does not */
 #endif
 typedef float cf__v8 __attribute__((vector_size(32)));
+#include <immintrin.h>   /* (the bias gradient's sums: AVX2's conversions to double) */
+
+/* ---- the bias gradient in vectors: cf__sum8's eight partial sums (value p of a channel into
+   sum p mod 8, in double, in order of p) as the lanes of two 4-double vectors, four channels
+   at a time (one channel's additions wait on each other: four chains in flight).  The same
+   additions in the same order: the same bits as cf__bias_grad_p.  30 channels of 128^3
+   positions, 2 threads on an Intel Xeon: dy in fp32 16-17 -> 10-11 ms, in 16 bits 33-35 -> 9
+   (the loops convert and add one value at a time; cosmoflow.cfg's first conv's backward-weights
+   62 -> 37 ms in bf16, docs/performance.md). */
+/* 4 values of x from element i, in double */
+static __m256d cf__load4_d(const float *x, int half, size_t i) {
+    if (half) {   /* (a bf16 is a float's top half) */
+        __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)((const cf_bf16 *)(const void *)x + i));
+        return _mm256_cvtps_pd(_mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(b), 16)));
+    }
+    return _mm256_cvtps_pd(_mm_loadu_ps(x + i));
+}
+static float cf__elt_value(const float *x, int half, size_t i) {
+    return half ? cf_f32_from_bf16(((const cf_bf16 *)(const void *)x)[i]) : x[i];
+}
+/* cf__sum8's end: the eight sums so far (lo, hi), values p .. n of x from element from, their total */
+static double cf__sum8_end(__m256d lo, __m256d hi, const float *x, int half, size_t from, size_t p, size_t n) {
+    double s[8], t = 0.0;
+    int j;
+    _mm256_storeu_pd(s, lo); _mm256_storeu_pd(s + 4, hi);
+    for (; p < n; p++) s[p % 8] += cf__elt_value(x, half, from + p);
+    for (j = 0; j < 8; j++) t += s[j];
+    return t;
+}
+/* sums[k] = cf__sum8 of the n values of x from element at + k stride, k < nk <= 4 (the lanes
+   past nk read the last channel again) */
+static void cf__sum8_4(double *sums, const float *x, int half, size_t at, size_t stride, int nk, size_t n) {
+    __m256d l0 = _mm256_setzero_pd(), l1 = l0, l2 = l0, l3 = l0;   /* sums 0-3 */
+    __m256d h0 = l0, h1 = l0, h2 = l0, h3 = l0;                       /* sums 4-7 */
+    size_t f0 = at, f1 = at + (size_t)(nk > 1) * stride, f2 = at + (size_t)(nk > 2 ? 2 : nk - 1) * stride,
+           f3 = at + (size_t)(nk - 1) * stride, p;
+    for (p = 0; p + 8 <= n; p += 8) {   /* (named accumulators: in an array GCC kept them in memory) */
+#define CF__ADD4(a, at) a = _mm256_add_pd(a, cf__load4_d(x, half, at))
+        CF__ADD4(l0, f0 + p); CF__ADD4(h0, f0 + p + 4); CF__ADD4(l1, f1 + p); CF__ADD4(h1, f1 + p + 4);
+        CF__ADD4(l2, f2 + p); CF__ADD4(h2, f2 + p + 4); CF__ADD4(l3, f3 + p); CF__ADD4(h3, f3 + p + 4);
+#undef CF__ADD4
+    }
+    sums[0] = cf__sum8_end(l0, h0, x, half, f0, p, n);
+    if (nk > 1) sums[1] = cf__sum8_end(l1, h1, x, half, f1, p, n);
+    if (nk > 2) sums[2] = cf__sum8_end(l2, h2, x, half, f2, p, n);
+    if (nk > 3) sums[3] = cf__sum8_end(l3, h3, x, half, f3, p, n);
+}
+/* cf__bias_grad_p's db += the sums over positions of dy (B, OC, P; half: stored in 16 bits) */
+static void cf__bias_grad_v(float *db, const float *dy, int half, int B, int OC, size_t P) {
+    int bi, o4;
+    for (bi = 0; bi < B; bi++) {
+        CF__OMP(omp parallel for schedule(static))
+        for (o4 = 0; o4 < OC; o4 += 4) {
+            double sums[4];
+            int k, nk = OC - o4 < 4 ? OC - o4 : 4;
+            cf__sum8_4(sums, dy, half, ((size_t)bi * OC + o4) * P, P, nk, P);
+            for (k = 0; k < nk; k++) db[o4 + k] += (float)sums[k];
+        }
+    }
+}
 
 /* the input row that tap row t = (c, kd, kh) of output row (od, oh) reads, or NULL in the padding */
 static const float *cf__direct_src(const float *x, cf_shape in, const cf_geom *g, int od, int oh, int t) {
@@ -11380,6 +11450,96 @@ static void cf__bf16_amx_bwd_run(const cf__conv_call *c) {
     uint32_t *wa = (uint32_t *)(void *)(c->ws + cf__r16(cf__flipped_floats(c)));
     cf__pack_kernel_amx(wa, f.w, c->in.c, c->out.c, cf__kvol(&gt));
     cf__direct_fwd_amx(&f, wa, wa + cf__wa_words(c->in.c, c->out.c, cf__kvol(&gt)), cf__bf16_dx_added(c));
+}
+/* ---- few input channels on the tiles (cosmoflow.cfg's 4 -> 32 conv).  With fewer than 16
+   input channels a chunk's 16 pairs would be mostly zeros, so here a tile's pairs are (channel
+   pair, tap) instead: pair p = (cp, kd, kh, kw) of an output row, for 16 positions from w, is
+   the pair row (cp, kd, kh) from word w + kw dil.  Those rows are copied into X, 16 pair rows
+   a step (zeros past the C2 KD KH KW pairs), XW positions at a time, and X is read as
+   cf__direct_row_amx reads a tap's pair rows: T steps of one tap and one chunk, the kernel
+   packed to match, wf[oc / 16][step][oc % 16][p % 16].  cosmoflow.cfg's first conv: 54 pairs
+   in 4 steps of 16, where a chunk of channels would take 27 steps of 2 pairs.  The copy is
+   an im2col of one row's chunk, in the L1 cache (X: 8 KiB a step). */
+#define CF__FOLD_XW 128
+#define CF__FOLD_MAX_STEPS 32
+static int cf__fold_steps(const cf__conv_call *c) { return (((c->in.c + 1) / 2) * cf__kvol(c->g) + 15) / 16; }
+static size_t cf__fold_x_words(const cf__conv_call *c) { return (size_t)cf__fold_steps(c) * 16 * CF__FOLD_XW; }
+static size_t cf__wf_words(const cf__conv_call *c) {
+    return cf__r16((size_t)(c->out.c + 15) / 16 * 256 * cf__fold_steps(c));
+}
+static void cf__pack_kernel_folded(uint32_t *wf, const cf__conv_call *c) {
+    int C = c->in.c, taps = cf__kvol(c->g), K2 = (C + 1) / 2 * taps, steps = cf__fold_steps(c), oc, p;
+    for (oc = 0; oc < (c->out.c + 15) / 16 * 16; oc++)
+        for (p = 0; p < 16 * steps; p++) {
+            int cp = p / taps, t = p % taps;
+            size_t at = ((size_t)oc * C + 2 * cp) * taps + t;   /* w[oc][2 cp][t] */
+            wf[((size_t)(oc / 16) * steps + p / 16) * 256 + (oc % 16) * 16 + p % 16] =
+                oc < c->out.c && p < K2 ? cf__pair(c->w[at], 2 * cp + 1 < C ? c->w[at + taps] : 0.0f) : 0;
+        }
+}
+/* X for positions w0 .. of the row whose pair rows are rp (nw words copied a row) */
+CF__BF16_TARGET static void cf__fold_x(uint32_t *X, const uint32_t *const *rp, int K2, int KW, int dil, int w0,
+                                       int nw) {
+    int p, i;
+    for (p = 0; p < K2; p++) {   /* (64 bytes at a time: memcpy took 3 times as long, cosmoflow.cfg's first conv) */
+        const uint32_t *from = rp[p / KW] + w0 + p % KW * dil;
+        uint32_t *to = X + (size_t)p * CF__FOLD_XW;
+        for (i = 0; i < nw; i += 16)
+            _mm512_storeu_si512((void *)(to + i), _mm512_loadu_si512((const void *)(from + i)));
+    }
+}
+static void cf__fold_fwd_amx(const cf__conv_call *f, const uint32_t *wf, uint32_t *ws) {
+    cf_shape in = f->in, out = f->out;
+    const cf_geom *g = f->g;
+    int C2 = (in.c + 1) / 2, K2 = C2 * cf__kvol(g), steps = cf__fold_steps(f), ns;
+    size_t Wp = cf__direct_wp(out, g), OWp = (size_t)(out.w + 31) / 32 * 32, P = cf__positions(out),
+           in_sz = cf_shape_size(in), xw = cf__fold_x_words(f), rsz;
+    long rows = (long)f->B * out.d * out.h, r;
+    cf__direct_amx_call d = {f->y, f->half, P, wf, out.c, steps, 1, 1, 1, 0, CF__FOLD_XW, f->b, 0, f->act, f->slope};
+    ns = cf__pair_ring(in, g, Wp, (size_t)((const uint32_t *)(const void *)(f->ws + f->ws_floats) - ws) -
+                                      (size_t)cf__nthreads() * xw, C2);
+    rsz = cf__pair_rows_size(in, g, Wp, ns, C2) + xw;
+    CF__OMP(omp parallel num_threads(cf__nthreads()))
+    {
+        uint32_t *X = ws + (size_t)cf__thread_id() * rsz;
+        const uint32_t *xp[CF__FOLD_MAX_STEPS];
+        cf__direct_amx_call dt = d;   /* (the thread's: its OW changes with the chunk) */
+        cf__pair_rows pr = cf__pair_rows_at(X + xw, in, g, Wp, ns, C2);
+        int s;
+        memset(X, 0, sizeof(uint32_t) * xw);   /* (the pairs past K2 stay zeros) */
+        for (s = 0; s < steps; s++) xp[s] = X + (size_t)s * 16 * CF__FOLD_XW;
+        cf__amx_tiles_on();
+        CF__OMP(omp for schedule(static))
+        for (r = 0; r < rows; r++) {
+            int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h), w0;
+            size_t y0 = (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w;
+            cf__pair_rows_for(&pr, Wp, cf__elt(f->x, f->x_half, (size_t)bi * in_sz), f->x_half, bi, in.c, in, g, od,
+                              oh);
+            for (w0 = 0; w0 < out.w; w0 += CF__FOLD_XW) {
+                cf__fold_x(X, pr.rp, K2, g->k[2], g->dil[2], w0,
+                           (int)(OWp - (size_t)w0 < CF__FOLD_XW ? OWp - (size_t)w0 : CF__FOLD_XW));
+                dt.OW = out.w - w0 < CF__FOLD_XW ? out.w - w0 : CF__FOLD_XW;
+                cf__direct_row_amx(&dt, y0 + (size_t)w0, xp, NULL);
+            }
+        }
+        cf__amx_tiles_off();
+    }
+}
+/* Where it goes: fewer than 16 input channels (16 or more: the kernel above), rows of stride 1,
+   at most CF__FOLD_MAX_STEPS steps (X 256 KiB a thread) */
+static int cf__bf16_fold_fwd_applies(const cf__conv_call *c) {
+    size_t need;
+    if (!cf__bf16_gemm_applies(c) || !cf__bf16_amx_on() || c->groups != 1 || cf__pointwise_applies(c) ||
+        c->in.c >= 16 || c->g->s[2] != 1 || cf__fold_steps(c) > CF__FOLD_MAX_STEPS)
+        return 0;
+    need = cf__wf_words(c) + (size_t)cf__nthreads() * (cf__fold_x_words(c) +
+           cf__pair_rows_size(c->in, c->g, cf__direct_wp(c->out, c->g), cf__pair_slots(c->g), (c->in.c + 1) / 2));
+    return need <= c->ws_floats;
+}
+static void cf__bf16_fold_fwd_run(const cf__conv_call *c) {
+    uint32_t *wf = (uint32_t *)(void *)c->ws;
+    cf__pack_kernel_folded(wf, c);
+    cf__fold_fwd_amx(c, wf, wf + cf__wf_words(c));
 }
 #endif
 /* the GEMM paths (tiles, pointwise) with the bf16 GEMM */

@@ -12,6 +12,9 @@
              weights, so that the plan stores them so here too (the "ours layer" line), and a
              conv whose input and its gradient the network stores in 16 bits (a depthwise
              conv's output) reads an identity depthwise conv's, after an identity pointwise one;
+             a conv the network fuses with the max pool after it (CosmoFlow's: its output stored
+             in 16 bits, the pool's backward writing the gradient there) and one whose one reader
+             is a batch norm are timed with that layer after them (the hook times the conv alone);
              a repetition is cf_net_forward + cf_net_backward, the conv's forward, backward-weights
              and backward-data timed by cf_net_set_layer_hook, as cf-bench --layers times them;
      oneDNN  forward_training, backward_data and backward_weights primitives (convolution_direct),
@@ -100,6 +103,7 @@ typedef struct {
     const char *net_path[NDIR];   /* the path each op takes inside the whole network (batch B) */
     int half_out;        /* the network stores its output and their gradient in 16 bits (bf16) */
     int half_in;         /* ... its input and the gradient over it, a depthwise conv's output (bf16) */
+    int pool[3];         /* the max pool the network fuses with it (its window; zeros: none) */
 } peer_layer;
 static int same_layer(const peer_layer *p, const cf_layer *l, int bwd_data) {
     const cf_layer *a = &p->l;
@@ -113,6 +117,19 @@ static int stored_half(const cf_net *net, int i) {
     return i >= 0 && cf_net_stored_bits(net, i, 0) == 16 && cf_net_stored_bits(net, i, 1) == 16;
 }
 static int is2d(const cf_layer *l) { return l->in.d == 1; }
+/* the window of the max pool the network fuses with conv i (its one reader, the gradient over
+   the conv's output living in that output: cf_net_stored_bits 0) into k; 0 for none */
+static int fused_pool(const cf_net *net, int i, int *k) {
+    int j, a;
+    memset(k, 0, 3 * sizeof *k);
+    if (cf_net_stored_bits(net, i, 1) != 0) return 0;
+    for (j = i + 1; j < net->n_layers; j++)
+        if (net->layers[j].type == CF_L_MAXPOOL && net->layers[j].src[0] == i) {
+            for (a = 0; a < 3; a++) k[a] = net->layers[j].g.k[a];
+            return 1;
+        }
+    return 0;
+}
 /* "conv 32->64 3x3x3 @64^3" (+ " s2" stride, " d2" dilation, " g4" groups, " dw" depthwise, " bias") */
 static void layer_text(const cf_layer *l, char *b, size_t n) {
     const cf_geom *g = &l->g;
@@ -147,15 +164,17 @@ static peer_layer *list_layers(const char *model, int B, int precision, int only
         const cf_layer *l = &net.layers[i];
         int bd = l->src[0] >= 0;
         if (l->type != CF_L_CONV || (only >= 0 && i != only)) continue;
-        int hi = l->src[0] >= 0 && net.layers[l->src[0]].depthwise && stored_half(&net, l->src[0]);
+        int hi = l->src[0] >= 0 && net.layers[l->src[0]].depthwise && stored_half(&net, l->src[0]), pool[3];
+        fused_pool(&net, i, pool);
         for (j = 0; j < n && !(same_layer(&p[j], l, bd) && p[j].half_out == stored_half(&net, i) &&
-                               p[j].half_in == hi); j++) {}
+                               p[j].half_in == hi && !memcmp(p[j].pool, pool, sizeof pool)); j++) {}
         if (j == n) {
             p[n].l = *l; p[n].bwd_data = bd; p[n].idx = (int *)calloc(net.n_layers, sizeof(int));
             if (!p[n].idx) die(model, "out of memory");
             for (j = 0; j < NDIR; j++) p[n].net_path[j] = cf_net_path(&net, i, j);
             p[n].half_out = stored_half(&net, i);
             p[n].half_in = hi;
+            memcpy(p[n].pool, pool, sizeof pool);
             j = n++;
         }
         p[j].idx[p[j].n++] = i;
@@ -190,10 +209,12 @@ static void axes_text(const int *v, int d2, char *b, size_t n) {
     if (d2) snprintf(b, n, "%dx%d", v[1], v[2]);
     else snprintf(b, n, "%dx%dx%d", v[0], v[1], v[2]);
 }
-/* bn_after: a batch norm reads the layer's output (the timed network of a conv the network
-   stores so, measure); 2: and the layer reads an identity pointwise conv's output where
-   nothing else is before it */
-static void ours_make(ours_conv *o, const peer_layer *p, int B, int precision, int bn_after) {
+/* after (the timed networks of a conv whose output the network stores in 16 bits, measure):
+   AFTER_BN, a batch norm reads the layer's output; AFTER_BN_ONE, and the layer reads an
+   identity pointwise conv's output where nothing else is before it; AFTER_POOL, the max pool
+   the network fuses with it reads it */
+enum { AFTER_NONE, AFTER_BN, AFTER_BN_ONE, AFTER_POOL };
+static void ours_make(ours_conv *o, const peer_layer *p, int B, int precision, int after) {
     const cf_layer *l = &p->l;
     char cfg[1024], in[64], k[32], s[32], dl[32], pad[64], one[128] = "", before[256] = "";
     int d2 = is2d(l), a;
@@ -229,8 +250,13 @@ static void ours_make(ours_conv *o, const peer_layer *p, int B, int precision, i
                  l->in.c);
         o->at = 2;
     }
-    if (bn_after) snprintf(one, sizeof one, "[batchnorm]\n");
-    if (bn_after == 2 && !before[0]) {
+    if (after == AFTER_BN || after == AFTER_BN_ONE) snprintf(one, sizeof one, "[batchnorm]\n");
+    if (after == AFTER_POOL) {
+        char pk[32];
+        axes_text(p->pool, d2, pk, sizeof pk);
+        snprintf(one, sizeof one, "[maxpool]\nsize=%s\nstride=%s\n", pk, pk);
+    }
+    if (after == AFTER_BN_ONE && !before[0]) {
         snprintf(before, sizeof before, "[conv]\nfilters=%d\nsize=1\nbias=0\nactivation=linear\n", l->in.c);
         o->at = 1;
     }
@@ -558,7 +584,7 @@ static void measure(const peer_layer *p, int B, int precision, int reps, result 
     float *y;
     if (!to) die("layer", "out of memory");
     memset(r, 0, sizeof *r);
-    ours_make(&o, p, B, precision, 0);
+    ours_make(&o, p, B, precision, AFTER_NONE);
     ours_fill(&o, B, precision);
     dn_make(&c, p, B, precision == CF_BF16, &o);
     /* tests/test_onednn_peer.sh's sabotage: ours' input no longer oneDNN's, so the check must fail */
@@ -584,7 +610,7 @@ static void measure(const peer_layer *p, int B, int precision, int reps, result 
            the conv.  The check above ran the same sums on fp32 storage: test_core holds the
            16-bit forms to the same bits ("halves before batch norms"). */
         int form;
-        for (form = 1; form <= 2 && (form == 1 || !stored_half(&o.net, o.at)); form++) {
+        for (form = AFTER_BN; form <= AFTER_BN_ONE && (form == AFTER_BN || !stored_half(&o.net, o.at)); form++) {
             /* (a pointwise conv reading the network's input, not yet rounded, stores y in
                fp32: then an identity pointwise conv before it) */
             ours_free(&o);
@@ -593,6 +619,21 @@ static void measure(const peer_layer *p, int B, int precision, int reps, result 
             ours_run(&o, B, p->idx[0], NULL);
         }
         storage_line(p->idx[0], "timed with a batch norm after it, its output and their gradient", &o.net, o.at);
+    }
+    if (precision == CF_BF16 && p->pool[0]) {
+        /* A conv the network fuses with the max pool after it (CosmoFlow's five): the network
+           stores its output in 16 bits, and the pool's backward writes the gradient over it
+           there; the timed network has that pool after the conv (the hook times the conv
+           alone), the check above the same sums on fp32 storage. */
+        int b0;
+        ours_free(&o);
+        ours_make(&o, p, B, precision, AFTER_POOL);
+        ours_fill(&o, B, precision);
+        ours_run(&o, B, p->idx[0], NULL);
+        b0 = cf_net_stored_bits(&o.net, o.at, 0);
+        printf("ours layer %d: timed with its max pool after it, its output stored in %d bits, %s\n", p->idx[0], b0,
+               b0 == 16 && cf_net_stored_bits(&o.net, o.at, 1) == 0 ? "the gradient in it, as in the network"
+                                                                  : "NOT as in the network (16 bits, the gradient in it)");
     }
     fflush(stdout);
     for (i = 0; i < reps; i++)   /* ours first in even repetitions, oneDNN first in odd ones */

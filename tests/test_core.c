@@ -786,7 +786,8 @@ static void test_bf16_paths(void) {
             {
                 cf__conv_call cc = cf__conv_make(pc->B, in, out, &g, pc->groups, NULL, wsf, 1);
                 void (*run)(const cf__conv_call *) = cf__conv_pick(cf__conv_paths(op), &cc)->run;
-                amx[op] += run == cf__bf16_amx_fwd_run || run == cf__bf16_amx_bwd_run || run == cf__bf16_rows_amx;
+                amx[op] += run == cf__bf16_amx_fwd_run || run == cf__bf16_fold_fwd_run || run == cf__bf16_amx_bwd_run ||
+                           run == cf__bf16_rows_amx;
             }
 #endif
             {
@@ -1330,6 +1331,38 @@ static void test_dwconv_forward_paths(cf_rng *r) {
    an element.  As one running sum its rounding error was 5x the reference GEMM's (rms 1.0e-6 of
    dx's rms against a double-precision sum here) and failed the 2018 CosmoFlow's gradients
    against PyTorch on an AVX2 CPU; summed in parts (CF__DIRECT_PART), 2.1e-7.  Held to 4e-7. */
+/* The bias gradient's sums in vectors (kind direct, cf__bias_grad_v) against the plain loops
+   (cf__bias_grad, cf__sum8_half): the same additions in the same order, so the same bits, dy
+   in fp32 and in 16 bits; channels not a multiple of 4, positions not of 8, two samples. */
+static void test_bias_grad_bits(void) {
+    static const int shapes[][2] = {{30, 1003}, {3, 7}, {5, 64}, {1, 1}, {8, 4099}};
+    cf_rng r = cf_rng_seed(61);
+    int si, half, same = 0, n = 0;
+#ifndef CF__DIRECT
+    printf("skipped: the bias gradient in vectors (not compiled in: an x86-64-v3 build)\n");
+    return;
+#endif
+    for (si = 0; si < 5; si++)
+        for (half = 0; half < 2; half++) {
+            int OC = shapes[si][0], B = 2, k;
+            size_t P = (size_t)shapes[si][1], ny = (size_t)B * OC * P, i;
+            float *dy = rnd(ny, &r), db[2][32];
+            cf_bf16 *h = (cf_bf16 *)malloc(ny * sizeof *h);
+            for (i = 0; i < ny; i++) h[i] = cf_bf16_from_f32(dy[i] * (float)(1 + i % 5));
+            for (k = 0; k < 2; k++) {
+                int j;
+                for (j = 0; j < 32; j++) db[k][j] = 0.125f * j;
+                cf_fast_path_set("direct", k);
+                cf__bias_grad_p(db[k], half ? (const float *)(const void *)h : dy, half, B, OC, P);
+            }
+            cf_fast_path_set("direct", 1);
+            same += !memcmp(db[0], db[1], sizeof db[0]);
+            n++;
+            free(dy); free(h);
+        }
+    CHECK(same == n, "the bias gradient in vectors gives the plain loops' bits (fp32 and 16-bit dy): %d of %d shapes",
+          same, n);
+}
 static void test_direct_long_sums(void) {
     cf_rng r = cf_rng_seed(47);
     cf_shape in = {4, 20, 20, 20}, out = {64, 17, 17, 17};
@@ -2980,6 +3013,7 @@ int main(int argc, char **argv) {
     test_conv_direct();
     test_fast_paths();
     test_direct_long_sums();
+    test_bias_grad_bits();
     test_bf16_conversion((uint64_t)1 << 24);
     test_gemm_f32();
     test_bf16_forms();
