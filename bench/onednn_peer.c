@@ -14,7 +14,9 @@
              conv's output) reads an identity depthwise conv's, after an identity pointwise one;
              a conv the network fuses with the max pool after it (CosmoFlow's: its output stored
              in 16 bits, the pool's backward writing the gradient there) and one whose one reader
-             is a batch norm are timed with that layer after them (the hook times the conv alone);
+             is a batch norm are timed with that layer after them, and one that reads a max pool's
+             output the network stores in 16 bits (with the gradient over it) after a max pool of
+             an identity pointwise conv (the hook times the conv alone);
              a repetition is cf_net_forward + cf_net_backward, the conv's forward, backward-weights
              and backward-data timed by cf_net_set_layer_hook, as cf-bench --layers times them;
      oneDNN  forward_training, backward_data and backward_weights primitives (convolution_direct),
@@ -104,6 +106,9 @@ typedef struct {
     int half_out;        /* the network stores its output and their gradient in 16 bits (bf16) */
     int half_in;         /* ... its input and the gradient over it, a depthwise conv's output (bf16) */
     int pool[3];         /* the max pool the network fuses with it (its window; zeros: none) */
+    int out_bits;        /* ... and the bits the network stores its output in (cf_net_stored_bits) */
+    int pool_in[3];      /* the max pool whose output it reads, both stored in 16 bits (window; zeros: none) */
+    cf_shape pool_src;   /* ... that pool's input */
 } peer_layer;
 static int same_layer(const peer_layer *p, const cf_layer *l, int bwd_data) {
     const cf_layer *a = &p->l;
@@ -112,11 +117,26 @@ static int same_layer(const peer_layer *p, const cf_layer *l, int bwd_data) {
            !memcmp(&a->g, &l->g, sizeof l->g) && a->groups == l->groups && a->has_bias == l->has_bias &&
            a->depthwise == l->depthwise;
 }
+/* the window of the max pool whose output conv i reads, the network storing that output and the
+   gradient over it in 16 bits, into k, its input's shape into src; 0 for none */
+static int pool_read(const cf_net *net, int i, int *k, cf_shape *src);
 /* the network stores layer i's output and the gradient over it in 16 bits */
 static int stored_half(const cf_net *net, int i) {
     return i >= 0 && cf_net_stored_bits(net, i, 0) == 16 && cf_net_stored_bits(net, i, 1) == 16;
 }
 static int is2d(const cf_layer *l) { return l->in.d == 1; }
+static int pool_read(const cf_net *net, int i, int *k, cf_shape *src) {
+    int j = net->layers[i].src[0], a;
+    memset(k, 0, 3 * sizeof *k);
+    memset(src, 0, sizeof *src);
+    if (j < 0 || net->layers[j].type != CF_L_MAXPOOL || !stored_half(net, j)) return 0;
+    for (a = 0; a < 3; a++) {
+        k[a] = net->layers[j].g.k[a];
+        if (net->layers[j].g.s[a] != k[a] || net->layers[j].g.pb[a] || net->layers[j].g.pa[a]) return 0;
+    }
+    *src = net->layers[j].in;
+    return 1;
+}
 /* the window of the max pool the network fuses with conv i (its one reader, the gradient over
    the conv's output living in that output: cf_net_stored_bits 0) into k; 0 for none */
 static int fused_pool(const cf_net *net, int i, int *k) {
@@ -164,10 +184,13 @@ static peer_layer *list_layers(const char *model, int B, int precision, int only
         const cf_layer *l = &net.layers[i];
         int bd = l->src[0] >= 0;
         if (l->type != CF_L_CONV || (only >= 0 && i != only)) continue;
-        int hi = l->src[0] >= 0 && net.layers[l->src[0]].depthwise && stored_half(&net, l->src[0]), pool[3];
+        int hi = l->src[0] >= 0 && net.layers[l->src[0]].depthwise && stored_half(&net, l->src[0]), pool[3], pin[3];
+        cf_shape psrc;
         fused_pool(&net, i, pool);
+        pool_read(&net, i, pin, &psrc);
         for (j = 0; j < n && !(same_layer(&p[j], l, bd) && p[j].half_out == stored_half(&net, i) &&
-                               p[j].half_in == hi && !memcmp(p[j].pool, pool, sizeof pool)); j++) {}
+                               p[j].half_in == hi && !memcmp(p[j].pool, pool, sizeof pool) &&
+                               !memcmp(p[j].pool_in, pin, sizeof pin)); j++) {}
         if (j == n) {
             p[n].l = *l; p[n].bwd_data = bd; p[n].idx = (int *)calloc(net.n_layers, sizeof(int));
             if (!p[n].idx) die(model, "out of memory");
@@ -175,6 +198,9 @@ static peer_layer *list_layers(const char *model, int B, int precision, int only
             p[n].half_out = stored_half(&net, i);
             p[n].half_in = hi;
             memcpy(p[n].pool, pool, sizeof pool);
+            p[n].out_bits = cf_net_stored_bits(&net, i, 0);
+            memcpy(p[n].pool_in, pin, sizeof pin);
+            p[n].pool_src = psrc;
             j = n++;
         }
         p[j].idx[p[j].n++] = i;
@@ -212,18 +238,21 @@ static void axes_text(const int *v, int d2, char *b, size_t n) {
 /* after (the timed networks of a conv whose output the network stores in 16 bits, measure):
    AFTER_BN, a batch norm reads the layer's output; AFTER_BN_ONE, and the layer reads an
    identity pointwise conv's output where nothing else is before it; AFTER_POOL, the max pool
-   the network fuses with it reads it */
+   the network fuses with it reads it.  pool_before: the layer reads the output of a max pool
+   (the network's window) fused with an identity pointwise conv, both stored in 16 bits as the
+   network stores the max pool it reads (the timed network's input then the pool's input). */
 enum { AFTER_NONE, AFTER_BN, AFTER_BN_ONE, AFTER_POOL };
-static void ours_make(ours_conv *o, const peer_layer *p, int B, int precision, int after) {
+static void ours_make(ours_conv *o, const peer_layer *p, int B, int precision, int after, int pool_before) {
     const cf_layer *l = &p->l;
     char cfg[1024], in[64], k[32], s[32], dl[32], pad[64], one[128] = "", before[256] = "";
     int d2 = is2d(l), a;
-    size_t nx = (size_t)B * cf_shape_size(l->in), ny = (size_t)B * cf_shape_size(l->out);
+    cf_shape x_in = pool_before ? p->pool_src : l->in;   /* the timed network's input */
+    size_t nx = (size_t)B * cf_shape_size(x_in), ny = (size_t)B * cf_shape_size(l->out);
     memset(o, 0, sizeof *o);
     if (d2 && (l->g.k[0] != 1 || l->g.pb[0] || l->g.pa[0]))
         die("layer", "%d: a 3-D kernel on an input of depth 1 is not compared here", p->idx[0]);
-    if (d2) snprintf(in, sizeof in, "%dx%dx%d", l->in.c, l->in.h, l->in.w);
-    else snprintf(in, sizeof in, "%dx%dx%dx%d", l->in.c, l->in.d, l->in.h, l->in.w);
+    if (d2) snprintf(in, sizeof in, "%dx%dx%d", x_in.c, x_in.h, x_in.w);
+    else snprintf(in, sizeof in, "%dx%dx%dx%d", x_in.c, x_in.d, x_in.h, x_in.w);
     axes_text(l->g.k, d2, k, sizeof k); axes_text(l->g.s, d2, s, sizeof s); axes_text(l->g.dil, d2, dl, sizeof dl);
     pad[0] = 0;
     for (a = d2 ? 1 : 0; a < 3; a++)
@@ -256,6 +285,13 @@ static void ours_make(ours_conv *o, const peer_layer *p, int B, int precision, i
         axes_text(p->pool, d2, pk, sizeof pk);
         snprintf(one, sizeof one, "[maxpool]\nsize=%s\nstride=%s\n", pk, pk);
     }
+    if (pool_before) {
+        char pk[32];
+        axes_text(p->pool_in, d2, pk, sizeof pk);
+        snprintf(before, sizeof before, "[conv]\nfilters=%d\nsize=1\nbias=0\nactivation=linear\n"
+                 "[maxpool]\nsize=%s\nstride=%s\n", l->in.c, pk, pk);
+        o->at = 2;
+    }
     if (after == AFTER_BN_ONE && !before[0]) {
         snprintf(before, sizeof before, "[conv]\nfilters=%d\nsize=1\nbias=0\nactivation=linear\n", l->in.c);
         o->at = 1;
@@ -271,14 +307,18 @@ static void ours_make(ours_conv *o, const peer_layer *p, int B, int precision, i
         die("layer", "%d: the one-conv network's geometry differs from the layer's", p->idx[0]);
     cf_net_set_mode(&o->net, CF_MODE_TRAIN);
     o->x = floats(nx, "the input"); o->dy = floats(ny, "the output gradient");
-    if (p->bwd_data) { o->dx = floats(nx, "the input gradient"); cf_net_set_input_grad(&o->net, o->dx); }
+    /* (after a pool the layer's input gradient is the network's own: the network input's is not asked for) */
+    if (p->bwd_data && !pool_before) {
+        o->dx = floats(nx, "the input gradient");
+        cf_net_set_input_grad(&o->net, o->dx);
+    }
     o->clock.at = o->at;
     cf_net_set_layer_hook(&o->net, time_layer, &o->clock);
 }
 /* random input, weights, bias and output gradient; bf16: rounded to bf16 values */
 static void ours_fill(ours_conv *o, int B, int precision) {
     const cf_layer *l = &o->net.layers[o->at];
-    size_t nx = (size_t)B * cf_shape_size(l->in), ny = (size_t)B * cf_shape_size(l->out), i;
+    size_t nx = (size_t)B * cf_shape_size(o->net.layers[0].in), ny = (size_t)B * cf_shape_size(l->out), i;
     int k;
     float *w = o->net.params + l->w_off, scale = (float)(1 / sqrt((double)l->w_n / l->out.c));
     cf_rng r = cf_rng_seed(20 + (uint64_t)l->out.c);
@@ -584,7 +624,7 @@ static void measure(const peer_layer *p, int B, int precision, int reps, result 
     float *y;
     if (!to) die("layer", "out of memory");
     memset(r, 0, sizeof *r);
-    ours_make(&o, p, B, precision, AFTER_NONE);
+    ours_make(&o, p, B, precision, AFTER_NONE, 0);
     ours_fill(&o, B, precision);
     dn_make(&c, p, B, precision == CF_BF16, &o);
     /* tests/test_onednn_peer.sh's sabotage: ours' input no longer oneDNN's, so the check must fail */
@@ -614,26 +654,33 @@ static void measure(const peer_layer *p, int B, int precision, int reps, result 
             /* (a pointwise conv reading the network's input, not yet rounded, stores y in
                fp32: then an identity pointwise conv before it) */
             ours_free(&o);
-            ours_make(&o, p, B, precision, form);
+            ours_make(&o, p, B, precision, form, 0);
             ours_fill(&o, B, precision);
             ours_run(&o, B, p->idx[0], NULL);
         }
         storage_line(p->idx[0], "timed with a batch norm after it, its output and their gradient", &o.net, o.at);
     }
-    if (precision == CF_BF16 && p->pool[0]) {
+    if (precision == CF_BF16 && (p->pool[0] || p->pool_in[0]) && !p->half_out && !p->half_in) {
         /* A conv the network fuses with the max pool after it (CosmoFlow's five): the network
            stores its output in 16 bits, and the pool's backward writes the gradient over it
-           there; the timed network has that pool after the conv (the hook times the conv
-           alone), the check above the same sums on fp32 storage. */
+           there; one that reads a max pool's output (CosmoFlow's last four) reads it and writes
+           the gradient over it in 16 bits.  The timed network has those pools around the conv
+           (the hook times the conv alone), the check above the same sums on fp32 storage. */
         int b0;
         ours_free(&o);
-        ours_make(&o, p, B, precision, AFTER_POOL);
+        ours_make(&o, p, B, precision, p->pool[0] ? AFTER_POOL : AFTER_NONE, p->pool_in[0] != 0);
         ours_fill(&o, B, precision);
         ours_run(&o, B, p->idx[0], NULL);
         b0 = cf_net_stored_bits(&o.net, o.at, 0);
-        printf("ours layer %d: timed with its max pool after it, its output stored in %d bits, %s\n", p->idx[0], b0,
-               b0 == 16 && cf_net_stored_bits(&o.net, o.at, 1) == 0 ? "the gradient in it, as in the network"
-                                                                  : "NOT as in the network (16 bits, the gradient in it)");
+        if (p->pool[0] && b0 == p->out_bits && cf_net_stored_bits(&o.net, o.at, 1) == 0)
+            printf("ours layer %d: timed with its max pool after it, its output stored in %d bits, the gradient in it, "
+                   "as in the network\n", p->idx[0], b0);
+        else if (p->pool[0])
+            printf("ours layer %d: timed with its max pool after it, its output stored in %d bits, NOT as in the network "
+                   "(%d bits, the gradient in it)\n", p->idx[0], b0, p->out_bits);
+        if (p->pool_in[0])
+            storage_line(p->idx[0], "timed after a max pool (of an identity pointwise conv), its input and the "
+                         "gradient over it", &o.net, o.at - 1);
     }
     fflush(stdout);
     for (i = 0; i < reps; i++)   /* ours first in even repetitions, oneDNN first in odd ones */

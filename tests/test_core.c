@@ -280,6 +280,8 @@ static const path_case path_cases[] = {
     {2, 16, 1, 20, 70, 48, {1, 3, 3}, {1, 2, 1}, {0, 1, 1}, {0, 1, 1}, 1, 1}, /* 2-D, stride 2 on height, 48 filters (32 + 16): the same */
     {1, 4, 6, 9, 40, 32, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, 1},   /* 4 channels x 3 taps kd folded into the tiles' rows */
     {2, 6, 1, 17, 64, 16, {1, 3, 3}, {1, 1, 1}, {0, 1, 0}, {0, 1, 2}, 1, 1},  /* 6 channels, 2-D, uneven padding: the same */
+    {2, 24, 4, 7, 12, 40, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, 1},  /* rows of 12, 7 a plane, 40 filters: the tiles'
+                                                                               direct kernel two rows a block, the last alone */
 };
 static void setup_path_case(const path_case *pc, cf_shape *in, cf_shape *out, cf_geom *g) {
     int a;

@@ -4,8 +4,8 @@
 # unequal, dilation, groups, depthwise, pointwise, two identical layers merged), oneDNN's and
 # ours' outputs and gradients agree within the bound in fp32 and bf16, and the last line has its
 # form (a bf16 depthwise conv with its output in 16 bits, as the network stores it, too, and a
-# conv before a batch norm, timed with one after it, and a conv before the max pool fused with
-# it, timed with that pool after it); an
+# conv before a batch norm, timed with one after it, a conv before the max pool fused with it,
+# timed with that pool after it, and one after a max pool, timed after one); an
 # input changed on one side is reported as a disagreement with a non-zero exit; a --layer that
 # is not a convolution is refused.  Without the peer: skipped; on a CPU where oneDNN has no bf16
 # convolution (no AVX-512), the bf16 last line says so and the bf16 checks are skipped.
@@ -103,11 +103,17 @@ if [ "$bf16" = 1 ]; then
     # its output in 16 bits, the gradient over it written there by the pool; timed with that pool
     printf '[net]\ninput=3x6x8x20\nloss=mse\n[conv]\nfilters=16\nsize=3\npad=same\n[maxpool]\nsize=2\nstride=2\n' \
         > "$T/pool.cfg"
-    printf '[conv]\nfilters=4\nsize=1\n' >> "$T/pool.cfg"
+    printf '[conv]\nfilters=16\nsize=3\npad=same\n[maxpool]\nsize=2\nstride=2\n[conv]\nfilters=4\nsize=1\n' >> "$T/pool.cfg"
     run "a conv before its fused max pool in bf16" 1 --model "$T/pool.cfg" --layer 0 --precision bf16
     if grep -q '^ours layer 0: timed with its max pool after it, its output stored in 16 bits, the gradient in it, as in the network' \
         "$T/out.txt"; then ok "its output stored in 16 bits, the gradient in it, as in the network"
     else bad "the conv before a max pool: $(grep -e '^ours' -e '^check' "$T/out.txt")"; fi
+    # the conv after that pool reads its output and writes the gradient over it in 16 bits: timed
+    # after a max pool of an identity pointwise conv
+    run "a conv after a max pool in bf16" 1 --model "$T/pool.cfg" --layer 2 --precision bf16
+    if grep -q '^ours layer 2: timed after a max pool (of an identity pointwise conv), its input and the gradient over it stored in 16 and 16 bits, as in the network' \
+        "$T/out.txt"; then ok "its input and the gradient over it stored in 16 bits, as in the network"
+    else bad "the conv after a max pool: $(grep -e '^ours' -e '^check' "$T/out.txt")"; fi
 fi
 run "the same in fp32: no batch norm after it" 1 --model "$T/bn.cfg" --layer 1 --batch 2 --precision fp32
 if grep -q '^ours layer 1: timed with a batch norm' "$T/out.txt"; then bad "fp32 timed with a batch norm: $(grep '^ours' "$T/out.txt")"
