@@ -11318,15 +11318,29 @@ static int cf__amx_chunks(int C) { return (C + 31) / 32; }
 static size_t cf__wa_words(int OC, int C, int taps) {
     return cf__r16((size_t)(OC + 15) / 16 * 256 * cf__amx_chunks(C) * taps);
 }
-static void cf__pack_kernel_amx(uint32_t *wa, const float *w, int OC, int C, int taps) {
-    int nch = cf__amx_chunks(C), OCp = (OC + 15) / 16 * 16, oc, t, cp;
-    for (oc = 0; oc < OCp; oc++)
-        for (t = 0; t < taps; t++)
-            for (cp = 0; cp < 16 * nch; cp++) {
-                size_t at = ((size_t)oc * C + 2 * cp) * taps + t;   /* w[oc][2 cp][t] */
-                wa[(((size_t)(oc / 16) * taps + t) * nch + cp / 16) * 256 + (oc % 16) * 16 + cp % 16] =
-                    oc < OC && 2 * cp < C ? cf__pair(w[at], 2 * cp + 1 < C ? w[at + taps] : 0.0f) : 0;
-            }
+/* (flip: w is the kernel of the convolution whose backward-data this one is, w[C][OC][taps]
+   with its taps reversed: cf__flip_kernel's kernel read where it lies, never made).  Written in
+   wa's order, a tile of 16 x 16 pair words at a time (in w's order, cosmoflow.cfg's 256 -> 512
+   kernel took 3.5 ms, its stores each a cache line apart) */
+static void cf__pack_kernel_amx(uint32_t *wa, const float *w, int OC, int C, int taps, int flip) {
+    int nch = cf__amx_chunks(C), nob = (OC + 15) / 16, ob;
+    size_t o_step = flip ? (size_t)taps : (size_t)C * taps, c_step = flip ? (size_t)OC * taps : (size_t)taps;
+    CF__OMP(omp parallel for schedule(static) if((size_t)OC * C * taps > 65536))
+    for (ob = 0; ob < nob; ob++) {
+        int t, ch, o, o8, p;
+        for (ch = 0; ch < nch; ch++)
+            for (o8 = 0; o8 < 16; o8 += 8)   /* (8 filters' part of w, 27 KiB for 3^3 taps: in the L1 cache) */
+                for (t = 0; t < taps; t++) {
+                    uint32_t *tile = wa + (((size_t)ob * taps + t) * nch + ch) * 256;
+                    for (o = o8; o < o8 + 8; o++)
+                        for (p = 0; p < 16; p++) {
+                            int oc = 16 * ob + o, c = 2 * (16 * ch + p);   /* w[oc][c][t], or w[c][oc][taps - 1 - t] */
+                            size_t at = (size_t)oc * o_step + (size_t)c * c_step + (size_t)(flip ? taps - 1 - t : t);
+                            tile[o * 16 + p] =
+                                oc < OC && c < C ? cf__pair(w[at], c + 1 < C ? w[at + c_step] : 0.0f) : 0;
+                        }
+                }
+    }
 }
 /* what the rows share: y (half: 16 bits), its channel planes ystride apart; the packed kernel wa
    (OC channels, T = KD KH taps of pair rows, KW along the width dil apart, nch chunks); OW
@@ -11375,14 +11389,16 @@ CF__AMX_TARGET static void cf__direct_block_amx(const cf__direct_amx_call *d, co
     _tile_stored(2, sums + 16 * 32, 128);
     _tile_stored(3, sums + 16 * 32 + 16, 128);
 }
-/* one output row (all OC channels, OW positions, from element y0 of y) from the pair rows rp;
-   or two rows of at most 16 positions, the second from element y1 (pair rows rp1: not NULL) */
+/* one output row (channels oc_from .. oc_to, OW positions, from element y0 of y) from the pair
+   rows rp; or two rows of at most 16 positions, the second from element y1 (pair rows rp1: not
+   NULL) */
 CF__AMX_TARGET static void cf__direct_row_amx(const cf__direct_amx_call *d, size_t y0, const uint32_t *const *rp,
-                                              size_t y1, const uint32_t *const *rp1, const uint32_t *zero) {
+                                              size_t y1, const uint32_t *const *rp1, const uint32_t *zero,
+                                              int oc_from, int oc_to) {
     float sums[32 * 32];
     int oc0, w0, o, j, wide = rp1 ? 16 : 32;
-    for (oc0 = 0; oc0 < d->OC; oc0 += 32) {
-        int no = d->OC - oc0 < 32 ? d->OC - oc0 : 32;
+    for (oc0 = oc_from; oc0 < oc_to; oc0 += 32) {
+        int no = oc_to - oc0 < 32 ? oc_to - oc0 : 32;
         for (w0 = 0; w0 < d->OW; w0 += wide) {
             int n = d->OW - w0 < wide ? d->OW - w0 : wide;
             cf__direct_block_amx(d, rp, rp1, zero, oc0, no, w0, n, sums);
@@ -11407,8 +11423,79 @@ CF__AMX_TARGET static void cf__direct_row_amx(const cf__direct_amx_call *d, size
 static int cf__amx_two_rows(cf_shape in, cf_shape out, const cf_geom *g, int ns) {
     return out.w <= 16 && out.h >= 2 && ns == in.h && g->k[0] * g->k[1] <= CF__AMX_TWO_T;
 }
+/* ---- a sample at a time: where the packed kernel is large (more than CF__AMX_SAMPLE_W words;
+   row by row, each row would read it again: cosmoflow.cfg's 256 -> 512 at 8^3, 7 MiB) and one
+   sample's pair rows are few (at most CF__AMX_SAMPLE_R words), the threads build every pair row
+   of the sample first, then each takes blocks of 32 output channels whole, every row of the
+   sample for each: a block's part of the kernel is read from memory once and then from the
+   cache.  The rows, blocks and sums are the row-by-row kernel's (the same bits). */
+#define CF__AMX_SAMPLE_W ((size_t)1 << 18)
+#define CF__AMX_SAMPLE_R ((size_t)1 << 21)
+static size_t cf__amx_sample_words(cf_shape in, cf_shape out, const cf_geom *g) {
+    size_t Wp = cf__direct_wp(out, g);
+    return cf__r16((size_t)in.d * in.h * 16 * cf__amx_chunks(in.c) * Wp) + cf__r16(Wp);
+}
+static int cf__amx_by_sample(cf_shape in, cf_shape out, const cf_geom *g, size_t room) {
+    size_t rows = cf__amx_sample_words(in, out, g);
+    return cf__wa_words(out.c, in.c, cf__kvol(g)) > CF__AMX_SAMPLE_W && rows <= CF__AMX_SAMPLE_R && rows <= room &&
+           g->k[0] * g->k[1] <= CF__AMX_TWO_T;
+}
+/* rp[kd KH + kh]: the pair rows output row (od, oh) reads (rows: the sample's, c2 a row) */
+static void cf__amx_sample_rp(const uint32_t **rp, const uint32_t *rows, const uint32_t *zero, int c2, size_t Wp,
+                              cf_shape in, const cf_geom *g, int od, int oh) {
+    int kd, kh;
+    for (kd = 0; kd < g->k[0]; kd++)
+        for (kh = 0; kh < g->k[1]; kh++) {
+            int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+            rp[kd * g->k[1] + kh] = id < 0 || id >= in.d || ih < 0 || ih >= in.h
+                                        ? zero : rows + ((size_t)id * in.h + ih) * c2 * Wp;
+        }
+}
+/* every pair row of sample x (c2 a row, zeros past C's) into rows */
+static void cf__amx_sample_rows(uint32_t *rows, const float *x, int half, cf_shape in, const cf_geom *g, int c2,
+                                size_t Wp) {
+    long q;
+    int C2 = (in.c + 1) / 2;
+    CF__OMP(omp parallel for schedule(static))
+    for (q = 0; q < (long)in.d * in.h; q++) {
+        uint32_t *r = rows + (size_t)q * c2 * Wp;
+        int cp;
+        for (cp = 0; cp < C2; cp++)
+            cf__pair_row(r + (size_t)cp * Wp, Wp, x, half, in.c, in, g->pb[2], cp, (int)(q / in.h), (int)(q % in.h));
+        memset(r + (size_t)C2 * Wp, 0, sizeof(uint32_t) * (size_t)(c2 - C2) * Wp);
+    }
+}
+static void cf__direct_fwd_amx_sample(const cf__conv_call *f, const cf__direct_amx_call *d, uint32_t *ws) {
+    cf_shape in = f->in, out = f->out;
+    int c2 = 16 * cf__amx_chunks(in.c), nob = (out.c + 31) / 32, bi, hh;
+    int two = out.w <= 16 && out.h >= 2;   /* (as cf__amx_two_rows) */
+    size_t Wp = cf__direct_wp(out, f->g), P = cf__positions(out);
+    uint32_t *zero = ws + cf__amx_sample_words(in, out, f->g) - cf__r16(Wp);
+    long units, k;
+    hh = two ? (out.h + 1) / 2 : out.h;
+    units = (long)out.d * hh;
+    memset(zero, 0, sizeof(uint32_t) * Wp);
+    for (bi = 0; bi < f->B; bi++) {
+        cf__amx_sample_rows(ws, cf__elt(f->x, f->x_half, (size_t)bi * cf_shape_size(in)), f->x_half, in, f->g, c2, Wp);
+        CF__OMP(omp parallel num_threads(cf__nthreads()))
+        {
+            const uint32_t *rp0[CF__AMX_TWO_T], *rp1[CF__AMX_TWO_T];
+            cf__amx_tiles_on();
+            CF__OMP(omp for schedule(static))
+            for (k = 0; k < nob * units; k++) {   /* a thread's blocks of channels whole: k / units */
+                int ob = (int)(k / units), od = (int)(k % units / hh), oh = (int)(k % units % hh) * (two ? 2 : 1);
+                int pair = two && oh + 1 < out.h, oc1 = 32 * ob + 32 < out.c ? 32 * ob + 32 : out.c;
+                size_t y0 = (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w;
+                cf__amx_sample_rp(rp0, ws, zero, c2, Wp, in, f->g, od, oh);
+                if (pair) cf__amx_sample_rp(rp1, ws, zero, c2, Wp, in, f->g, od, oh + 1);
+                cf__direct_row_amx(d, y0, rp0, y0 + (size_t)out.w, pair ? rp1 : NULL, zero, 32 * ob, oc1);
+            }
+            cf__amx_tiles_off();
+        }
+    }
+}
 /* y (+)= conv(x, w) as cf__direct_fwd_bf16, on the tiles: wa the packed kernel, ws one
-   cf__pair_rows per thread (16 pair rows a chunk) */
+   cf__pair_rows per thread (16 pair rows a chunk), or a sample's (cf__amx_by_sample) */
 static void cf__direct_fwd_amx(const cf__conv_call *f, const uint32_t *wa, uint32_t *ws, int accumulate) {
     cf_shape in = f->in, out = f->out;
     const cf_geom *g = f->g;
@@ -11417,7 +11504,9 @@ static void cf__direct_fwd_amx(const cf__conv_call *f, const uint32_t *wa, uint3
     long units, r;
     cf__direct_amx_call d = {f->y, f->half, P, wa, out.c, g->k[0] * g->k[1], g->k[2], g->dil[2], cf__amx_chunks(in.c),
                              out.w, Wp, f->b, accumulate, f->act, f->slope};
-    ns = cf__pair_ring(in, g, Wp, (size_t)((const uint32_t *)(const void *)(f->ws + f->ws_floats) - ws), c2);
+    size_t room = (size_t)((const uint32_t *)(const void *)(f->ws + f->ws_floats) - ws);
+    if (cf__amx_by_sample(in, out, g, room)) { cf__direct_fwd_amx_sample(f, &d, ws); return; }
+    ns = cf__pair_ring(in, g, Wp, room, c2);
     rsz = cf__pair_rows_size(in, g, Wp, ns, c2);
     two = cf__amx_two_rows(in, out, g, ns);
     hh = two ? (out.h + 1) / 2 : out.h;   /* units a plane: rows, or pairs of rows */
@@ -11433,10 +11522,10 @@ static void cf__direct_fwd_amx(const cf__conv_call *f, const uint32_t *wa, uint3
             const float *xs = cf__elt(f->x, x_half, (size_t)bi * in_sz);
             size_t y0 = (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w;
             cf__pair_rows_for(&pr, Wp, xs, x_half, bi, in.c, in, g, od, oh);
-            if (!two || oh + 1 == out.h) { cf__direct_row_amx(&d, y0, pr.rp, 0, NULL, pr.zero); continue; }
+            if (!two || oh + 1 == out.h) { cf__direct_row_amx(&d, y0, pr.rp, 0, NULL, pr.zero, 0, out.c); continue; }
             memcpy(rp0, pr.rp, sizeof *rp0 * (size_t)d.T);   /* (row oh's: the next call sets row oh + 1's) */
             cf__pair_rows_for(&pr, Wp, xs, x_half, bi, in.c, in, g, od, oh + 1);
-            cf__direct_row_amx(&d, y0, rp0, y0 + (size_t)out.w, pr.rp, pr.zero);
+            cf__direct_row_amx(&d, y0, rp0, y0 + (size_t)out.w, pr.rp, pr.zero, 0, out.c);
         }
         cf__amx_tiles_off();
     }
@@ -11452,7 +11541,9 @@ static void cf__direct_fwd_amx(const cf__conv_call *f, const uint32_t *wa, uint3
 static int cf__amx_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats) {
     size_t wa = cf__wa_words(out.c, in.c, cf__kvol(g)),
            rsz = cf__pair_rows_size(in, g, cf__direct_wp(out, g), cf__pair_slots(g), 16 * cf__amx_chunks(in.c));
-    return g->s[2] == 1 && in.c >= 16 && wa <= CF__AMX_DIRECT_MAX_W && wa + (size_t)cf__nthreads() * rsz <= ws_floats;
+    if (g->s[2] != 1 || in.c < 16 || wa >= ws_floats) return 0;
+    if (cf__amx_by_sample(in, out, g, ws_floats - wa)) return 1;   /* (a sample at a time: any kernel) */
+    return wa <= CF__AMX_DIRECT_MAX_W && wa + (size_t)cf__nthreads() * rsz <= ws_floats;
 }
 static int cf__bf16_amx_fwd_applies(const cf__conv_call *c) {
     return cf__bf16_gemm_applies(c) && cf__bf16_amx_on() && c->groups == 1 && !cf__pointwise_applies(c) &&
@@ -11460,21 +11551,25 @@ static int cf__bf16_amx_fwd_applies(const cf__conv_call *c) {
 }
 static void cf__bf16_amx_fwd_run(const cf__conv_call *c) {
     uint32_t *wa = (uint32_t *)(void *)c->ws;
-    cf__pack_kernel_amx(wa, c->w, c->out.c, c->in.c, cf__kvol(c->g));
+    cf__pack_kernel_amx(wa, c->w, c->out.c, c->in.c, cf__kvol(c->g), 0);
     cf__direct_fwd_amx(c, wa, wa + cf__wa_words(c->out.c, c->in.c, cf__kvol(c->g)), 0);
 }
-/* backward-data: dy convolved with the flipped kernel, as cf__bf16_direct_bwd_run */
+/* backward-data: dy convolved with the flipped kernel, as cf__bf16_direct_bwd_run, the flipped
+   kernel packed from c's as it lies (not made in the workspace first) */
 static int cf__bf16_amx_bwd_applies(const cf__conv_call *c) {
     cf_geom gt;
-    size_t wsz = cf__r16(cf__flipped_floats(c));
     return cf__bf16_gemm_applies(c) && cf__bf16_amx_on() && c->groups == 1 && cf__flipped_geom(c->g, &gt) &&
-           wsz < c->ws_floats && cf__amx_direct_fits(c->out, c->in, &gt, c->ws_floats - wsz);
+           cf__amx_direct_fits(c->out, c->in, &gt, c->ws_floats);
 }
 static void cf__bf16_amx_bwd_run(const cf__conv_call *c) {
     cf_geom gt;
-    cf__conv_call f = cf__bf16_flipped_call(c, &gt);
-    uint32_t *wa = (uint32_t *)(void *)(c->ws + cf__r16(cf__flipped_floats(c)));
-    cf__pack_kernel_amx(wa, f.w, c->in.c, c->out.c, cf__kvol(&gt));
+    cf__conv_call f;
+    uint32_t *wa = (uint32_t *)(void *)c->ws;
+    cf__flipped_geom(c->g, &gt);
+    f = cf__flipped_call(c, &gt);
+    f.w = c->w; f.ws = c->ws; f.ws_floats = c->ws_floats;   /* (the flipped kernel is never made) */
+    f.half = c->dx_half; f.x_half = c->half;
+    cf__pack_kernel_amx(wa, c->w, c->in.c, c->out.c, cf__kvol(&gt), 1);
     cf__direct_fwd_amx(&f, wa, wa + cf__wa_words(c->in.c, c->out.c, cf__kvol(&gt)), cf__bf16_dx_added(c));
 }
 /* ---- few input channels on the tiles (cosmoflow.cfg's 4 -> 32 conv).  With fewer than 16
@@ -11545,7 +11640,7 @@ static void cf__fold_fwd_amx(const cf__conv_call *f, const uint32_t *wf, uint32_
                 cf__fold_x(X, pr.rp, K2, g->k[2], g->dil[2], w0,
                            (int)(OWp - (size_t)w0 < CF__FOLD_XW ? OWp - (size_t)w0 : CF__FOLD_XW));
                 dt.OW = out.w - w0 < CF__FOLD_XW ? out.w - w0 : CF__FOLD_XW;
-                cf__direct_row_amx(&dt, y0 + (size_t)w0, xp, 0, NULL, NULL);
+                cf__direct_row_amx(&dt, y0 + (size_t)w0, xp, 0, NULL, NULL, 0, out.c);
             }
         }
         cf__amx_tiles_off();

@@ -282,6 +282,8 @@ static const path_case path_cases[] = {
     {2, 6, 1, 17, 64, 16, {1, 3, 3}, {1, 1, 1}, {0, 1, 0}, {0, 1, 2}, 1, 1},  /* 6 channels, 2-D, uneven padding: the same */
     {2, 24, 4, 7, 12, 40, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, 1},  /* rows of 12, 7 a plane, 40 filters: the tiles'
                                                                                direct kernel two rows a block, the last alone */
+    {2, 96, 3, 5, 6, 208, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, 1}, /* a packed kernel past 2^18 words, 2 samples of
+                                                                               few rows: the tiles' kernel a sample at a time */
 };
 static void setup_path_case(const path_case *pc, cf_shape *in, cf_shape *out, cf_geom *g) {
     int a;
