@@ -11532,11 +11532,13 @@ static void cf__direct_fwd_amx(const cf__conv_call *f, const uint32_t *wa, uint3
 }
 /* Where the kernel goes: rows along the width of stride 1 (a tile's positions are consecutive
    words); 16 input channels or more (fewer leave most of a tile's pairs zero: cosmoflow.cfg's
-   4 -> 32 forward 103 ms, against 53 for the direct kernel); a packed kernel of at most
-   CF__AMX_DIRECT_MAX_W words, which each row reads again (above it, from memory: cosmoflow.cfg's
-   256 -> 512 at 8^3 forward 14.7 ms, 8.3 by the GEMM; DeepCAM's ASPP 2048 -> 256 backward-data
-   46 against 35); the packed kernel and every thread's pair rows in the workspace.  Measured on
-   an Intel Xeon with AMX, 2 threads, bin/onednn-peer --precision bf16 (docs/performance.md). */
+   4 -> 32 forward 103 ms, against 53 for the direct kernel; they go to cf__bf16_fold_fwd,
+   below); a sample at a time where cf__amx_by_sample says so, else a packed kernel of at most
+   CF__AMX_DIRECT_MAX_W words, which each row reads again (above it, from memory: DeepCAM's
+   ASPP 2048 -> 256 backward-data 46 ms against 35; cosmoflow.cfg's 256 -> 512 at 8^3 forward
+   14.7 against 8.3 by the GEMM, 7.8-8.0 a sample at a time); the packed kernel and every
+   thread's pair rows (or the sample's) in the workspace.  Measured on an Intel Xeon with AMX,
+   2 threads, bin/onednn-peer --precision bf16 (docs/performance.md). */
 #define CF__AMX_DIRECT_MAX_W ((size_t)1 << 19)
 static int cf__amx_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats) {
     size_t wa = cf__wa_words(out.c, in.c, cf__kvol(g)),
