@@ -11468,7 +11468,7 @@ static void cf__amx_sample_rows(uint32_t *rows, const float *x, int half, cf_sha
 static void cf__direct_fwd_amx_sample(const cf__conv_call *f, const cf__direct_amx_call *d, uint32_t *ws) {
     cf_shape in = f->in, out = f->out;
     int c2 = 16 * cf__amx_chunks(in.c), nob = (out.c + 31) / 32, bi, hh;
-    int two = out.w <= 16 && out.h >= 2;   /* (as cf__amx_two_rows) */
+    int two = cf__amx_two_rows(in, out, f->g, in.h);   /* (a sample's pair rows hold its whole planes) */
     size_t Wp = cf__direct_wp(out, f->g), P = cf__positions(out);
     uint32_t *zero = ws + cf__amx_sample_words(in, out, f->g) - cf__r16(Wp);
     long units, k;
