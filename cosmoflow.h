@@ -9174,8 +9174,9 @@ static double cf__sum8_end(__m256d lo, __m256d hi, const float *x, int half, siz
 static void cf__sum8_4(double *sums, const float *x, int half, size_t at, size_t stride, int nk, size_t n) {
     __m256d l0 = _mm256_setzero_pd(), l1 = l0, l2 = l0, l3 = l0;   /* sums 0-3 */
     __m256d h0 = l0, h1 = l0, h2 = l0, h3 = l0;                       /* sums 4-7 */
-    size_t f0 = at, f1 = at + (size_t)(nk > 1) * stride, f2 = at + (size_t)(nk > 2 ? 2 : nk - 1) * stride,
-           f3 = at + (size_t)(nk - 1) * stride, p;
+#define CF__CHANNEL(k) (at + (size_t)((k) < nk ? (k) : nk - 1) * stride)   /* channel k's first value */
+    size_t f0 = CF__CHANNEL(0), f1 = CF__CHANNEL(1), f2 = CF__CHANNEL(2), f3 = CF__CHANNEL(3), p;
+#undef CF__CHANNEL
     for (p = 0; p + 8 <= n; p += 8) {   /* (named accumulators: in an array GCC kept them in memory) */
 #define CF__ADD4(a, at) a = _mm256_add_pd(a, cf__load4_d(x, half, at))
         CF__ADD4(l0, f0 + p); CF__ADD4(h0, f0 + p + 4); CF__ADD4(l1, f1 + p); CF__ADD4(h1, f1 + p + 4);
