@@ -11358,62 +11358,112 @@ typedef struct {
     int accumulate, act;
     float slope;
 } cf__direct_amx_call;
-/* the sums of one block: 32 channels from oc0 (no valid) x 32 positions from w0 (n valid), rp[t]
-   the first pair row of tap t (zero: in the padding); or, where rp1 is not NULL, x 16
-   positions from w0 of two rows (n valid in each), rp and rp1's, the second row's in tiles 1
-   and 3 (sums' columns 16-31) */
+/* a block of the sums: 32 channels from oc0 (no valid) x 32 positions from w0 (n valid), over
+   the steps s0 .. s1 of the T KW nch (step s: tap t, kw, chunk ch, s = (t KW + kw) nch + ch),
+   added to the sums given (load) or from zeros */
+typedef struct { int oc0, no, w0, n, s0, s1, load; } cf__amx_block;
+/* block b's sums into sums (32 x 32), rp[t] the first pair row of tap t (zero: in the padding);
+   or, where rp1 is not NULL, x 16 positions from w0 of two rows (n valid in each), rp and rp1's,
+   the second row's in tiles 1 and 3 (sums' columns 16-31) */
 CF__AMX_TARGET static void cf__direct_block_amx(const cf__direct_amx_call *d, const uint32_t *const *rp,
-                                                const uint32_t *const *rp1, const uint32_t *zero, int oc0, int no,
-                                                int w0, int n, float *sums) {
+                                                const uint32_t *const *rp1, const uint32_t *zero,
+                                                const cf__amx_block *b, float *sums) {
     size_t bstride = d->Wp * sizeof(uint32_t), astep = (size_t)d->T * d->KW * d->nch * 256;   /* 16 channels' taps */
-    const uint32_t *wb = d->wa + (size_t)(oc0 / 16) * astep;
-    int t, kw, ch;
-    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
-    for (t = 0; t < d->T; t++) {
-        int on0 = rp[t] != zero, on1 = rp1 ? rp1[t] != zero : on0 && n > 16;   /* (a row in the padding adds zeros) */
+    const uint32_t *wb = d->wa + (size_t)(b->oc0 / 16) * astep;
+    int s;
+    if (b->load) {
+        _tile_loadd(0, sums, 128);
+        _tile_loadd(1, sums + 16, 128);
+        _tile_loadd(2, sums + 16 * 32, 128);
+        _tile_loadd(3, sums + 16 * 32 + 16, 128);
+    } else {
+        _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    }
+    for (s = b->s0; s < b->s1; s++) {
+        int t = s / (d->KW * d->nch), kw = s / d->nch % d->KW, ch = s % d->nch;
+        int on0 = rp[t] != zero, on1 = rp1 ? rp1[t] != zero : on0 && b->n > 16;   /* (a row in the padding: zeros) */
+        size_t at = (size_t)ch * 16 * d->Wp + (size_t)b->w0 + (size_t)kw * d->dil;
+        const uint32_t *a = wb + (size_t)s * 256;
         if (!on0 && !on1) continue;
-        for (kw = 0; kw < d->KW; kw++)
-            for (ch = 0; ch < d->nch; ch++) {
-                size_t at = (size_t)ch * 16 * d->Wp + (size_t)w0 + (size_t)kw * d->dil;
-                const uint32_t *a = wb + ((size_t)(t * d->KW + kw) * d->nch + ch) * 256;
-                _tile_loadd(4, a, 64);
-                if (on0) { _tile_loadd(6, rp[t] + at, bstride); _tile_dpbf16ps(0, 4, 6); }
-                if (on1) { _tile_loadd(7, rp1 ? rp1[t] + at : rp[t] + at + 16, bstride); _tile_dpbf16ps(1, 4, 7); }
-                if (no > 16) {
-                    _tile_loadd(5, a + astep, 64);
-                    if (on0) _tile_dpbf16ps(2, 5, 6);
-                    if (on1) _tile_dpbf16ps(3, 5, 7);
-                }
-            }
+        _tile_loadd(4, a, 64);
+        if (on0) { _tile_loadd(6, rp[t] + at, bstride); _tile_dpbf16ps(0, 4, 6); }
+        if (on1) { _tile_loadd(7, rp1 ? rp1[t] + at : rp[t] + at + 16, bstride); _tile_dpbf16ps(1, 4, 7); }
+        if (b->no > 16) {
+            _tile_loadd(5, a + astep, 64);
+            if (on0) _tile_dpbf16ps(2, 5, 6);
+            if (on1) _tile_dpbf16ps(3, 5, 7);
+        }
     }
     _tile_stored(0, sums, 128);
     _tile_stored(1, sums + 16, 128);
     _tile_stored(2, sums + 16 * 32, 128);
     _tile_stored(3, sums + 16 * 32 + 16, 128);
 }
-/* one output row (channels oc_from .. oc_to, OW positions, from element y0 of y) from the pair
-   rows rp; or two rows of at most 16 positions, the second from element y1 (pair rows rp1: not
-   NULL) */
-CF__AMX_TARGET static void cf__direct_row_amx(const cf__direct_amx_call *d, size_t y0, const uint32_t *const *rp,
-                                              size_t y1, const uint32_t *const *rp1, const uint32_t *zero,
-                                              int oc_from, int oc_to) {
-    float sums[32 * 32] __attribute__((aligned(64)));   /* (tile stores: rows within a line) */
-    int oc0, w0, o, j, wide = rp1 ? 16 : 32;
-    for (oc0 = oc_from; oc0 < oc_to; oc0 += 32) {
-        int no = oc_to - oc0 < 32 ? oc_to - oc0 : 32;
-        for (w0 = 0; w0 < d->OW; w0 += wide) {
-            int n = d->OW - w0 < wide ? d->OW - w0 : wide;
-            cf__direct_block_amx(d, rp, rp1, zero, oc0, no, w0, n, sums);
-            for (o = 0; o < no; o++)
-                for (j = 0; j < 2; j++) {
-                    size_t at = rp1 ? (j ? y1 : y0) + (size_t)w0 : y0 + (size_t)w0 + 16 * j;
-                    int m = rp1 ? n : n - 16 * j;   /* (the sums' columns 16 j ..) */
-                    if (m > 0)
-                        cf__direct_store_bf16(d->y, d->half, at + (size_t)(oc0 + o) * d->ystride,
-                                              _mm512_loadu_ps(sums + o * 32 + 16 * j), m,
-                                              d->b ? d->b[oc0 + o] : 0.0f, d->accumulate, d->act, d->slope);
-                }
+/* block b's sums into y: the row from element y0; or (two) two rows, from y0 and y1 */
+CF__AMX_TARGET static void cf__direct_store_amx(const cf__direct_amx_call *d, const float *sums, size_t y0, size_t y1,
+                                                int two, const cf__amx_block *b) {
+    int o, j;
+    for (o = 0; o < b->no; o++)
+        for (j = 0; j < 2; j++) {
+            size_t at = two ? (j ? y1 : y0) + (size_t)b->w0 : y0 + (size_t)b->w0 + 16 * j;
+            int m = two ? b->n : b->n - 16 * j;   /* (the sums' columns 16 j ..) */
+            if (m > 0)
+                cf__direct_store_bf16(d->y, d->half, at + (size_t)(b->oc0 + o) * d->ystride,
+                                      _mm512_loadu_ps(sums + o * 32 + 16 * j), m, d->b ? d->b[b->oc0 + o] : 0.0f,
+                                      d->accumulate, d->act, d->slope);
         }
+}
+/* ---- Units in groups, the steps in slices.  A block's kernel (its steps x 2 KiB: 54 KiB for
+   cosmoflow.cfg's 32 -> 64) does not stay in the L1 cache beside the pair rows, so each of the
+   block's tile loads would come from the L2 cache, which cannot feed a tdpbf16ps a tile load.
+   Here the steps are cut into slices of CF__AMX_SLICE (18 KiB of the kernel), and a slice is
+   applied to every block of a group of units before the next slice, the blocks' sums kept in
+   acc between slices (stored and loaded again as they are: the same sums in the same order as
+   one pass over all the steps).  A unit is an output row, or two rows of at most 16 positions
+   (cf__amx_two_rows); a group at most CF__AMX_GROUP_BLOCKS blocks.  A scratch program on the
+   Xeon, the 32 -> 64's blocks: 12.3 -> 9.1 ns a tdpbf16ps (groups of 4 to 16 rows alike). */
+#define CF__AMX_SLICE 9
+#define CF__AMX_GROUP_BLOCKS 16
+#define CF__AMX_GROUP_PTRS 256   /* (pair row pointers of a group: its rows x T) */
+typedef struct { size_t y0, y1; const uint32_t *const *rp0, *const *rp1; } cf__amx_unit;   /* (rp1 NULL: one row) */
+static int cf__amx_steps(const cf__direct_amx_call *d) { return d->T * d->KW * d->nch; }
+static int cf__amx_unit_blocks(const cf__direct_amx_call *d, int two) { return two ? 1 : (d->OW + 31) / 32; }
+/* floats of a thread's acc: the blocks of a group, or of one wide row */
+static size_t cf__amx_acc_floats(int OW) {
+    int nb = (OW + 31) / 32;
+    return (size_t)(nb > CF__AMX_GROUP_BLOCKS ? nb : CF__AMX_GROUP_BLOCKS) * 1024;
+}
+/* units a group: its blocks at most CF__AMX_GROUP_BLOCKS (one unit at least), its pair rows at
+   most CF__AMX_GROUP_PTRS, at most left */
+static int cf__amx_group_units(const cf__direct_amx_call *d, int two, long left) {
+    int G = CF__AMX_GROUP_BLOCKS / cf__amx_unit_blocks(d, two);
+    if (two) return 1;   /* (pairs of rows in groups, sliced: 10 % slower, cosmoflow.cfg's 128 -> 256 and 256 -> 512) */
+    if (G * d->T > CF__AMX_GROUP_PTRS) G = CF__AMX_GROUP_PTRS / d->T;
+    if (G > left) G = (int)left;
+    return G > 1 ? G : 1;
+}
+/* the nu units u (two: of two rows each), channels oc_from .. oc_to; acc: their blocks' sums (one
+   slice: each block stored as it is made, its sums in acc's first 1024 floats) */
+CF__AMX_TARGET static void cf__direct_units_amx(const cf__direct_amx_call *d, const cf__amx_unit *u, int nu, int two,
+                                                const uint32_t *zero, int oc_from, int oc_to, float *acc) {
+    int nb = cf__amx_unit_blocks(d, two), wide = two ? 16 : 32, S = cf__amx_steps(d), oc0, s0, i, w;
+    int slice = nu * nb > 1 ? CF__AMX_SLICE : S, one = slice >= S;   /* (one block: none to share a slice with) */
+    for (oc0 = oc_from; oc0 < oc_to; oc0 += 32) {
+        cf__amx_block b = {oc0, oc_to - oc0 < 32 ? oc_to - oc0 : 32, 0, 0, 0, 0, 0};
+        for (s0 = 0; s0 < S; s0 += slice)
+            for (i = 0; i < nu; i++)
+                for (w = 0; w < nb; w++) {
+                    float *sums = one ? acc : acc + ((size_t)i * nb + w) * 1024;
+                    b.w0 = wide * w; b.n = d->OW - b.w0 < wide ? d->OW - b.w0 : wide;
+                    b.s0 = s0; b.s1 = s0 + slice < S ? s0 + slice : S; b.load = s0 > 0;
+                    cf__direct_block_amx(d, u[i].rp0, u[i].rp1, zero, &b, sums);
+                    if (one) cf__direct_store_amx(d, sums, u[i].y0, u[i].y1, u[i].rp1 != NULL, &b);
+                }
+        for (i = 0; i < nu && !one; i++)
+            for (w = 0; w < nb; w++) {
+                b.w0 = wide * w; b.n = d->OW - b.w0 < wide ? d->OW - b.w0 : wide;
+                cf__direct_store_amx(d, acc + ((size_t)i * nb + w) * 1024, u[i].y0, u[i].y1, u[i].rp1 != NULL, &b);
+            }
     }
 }
 /* Rows of at most 16 positions go two at a time, a block's two tiles of positions one row's
@@ -11439,7 +11489,8 @@ static size_t cf__amx_sample_words(cf_shape in, cf_shape out, const cf_geom *g) 
 }
 static int cf__amx_by_sample(cf_shape in, cf_shape out, const cf_geom *g, size_t room) {
     size_t rows = cf__amx_sample_words(in, out, g);
-    return cf__wa_words(out.c, in.c, cf__kvol(g)) > CF__AMX_SAMPLE_W && rows <= CF__AMX_SAMPLE_R && rows <= room &&
+    return cf__wa_words(out.c, in.c, cf__kvol(g)) > CF__AMX_SAMPLE_W && rows <= CF__AMX_SAMPLE_R &&
+           rows + (size_t)cf__nthreads() * cf__amx_acc_floats(out.w) <= room &&
            g->k[0] * g->k[1] <= CF__AMX_TWO_T;
 }
 /* rp[kd KH + kh]: the pair rows output row (od, oh) reads (rows: the sample's, c2 a row) */
@@ -11469,65 +11520,98 @@ static void cf__amx_sample_rows(uint32_t *rows, const float *x, int half, cf_sha
 }
 static void cf__direct_fwd_amx_sample(const cf__conv_call *f, const cf__direct_amx_call *d, uint32_t *ws) {
     cf_shape in = f->in, out = f->out;
-    int c2 = 16 * cf__amx_chunks(in.c), nob = (out.c + 31) / 32, bi, hh;
+    int c2 = 16 * cf__amx_chunks(in.c), nob = (out.c + 31) / 32, bi, hh, G;
     int two = cf__amx_two_rows(in, out, f->g, in.h);   /* (a sample's pair rows hold its whole planes) */
-    size_t Wp = cf__direct_wp(out, f->g), P = cf__positions(out);
-    uint32_t *zero = ws + cf__amx_sample_words(in, out, f->g) - cf__r16(Wp);
-    long units, k;
+    size_t Wp = cf__direct_wp(out, f->g), P = cf__positions(out), rows = cf__amx_sample_words(in, out, f->g);
+    uint32_t *zero = ws + rows - cf__r16(Wp);
+    long units, ng, k;
     hh = two ? (out.h + 1) / 2 : out.h;
     units = (long)out.d * hh;
+    G = cf__amx_group_units(d, two, units);
+    ng = (units + G - 1) / G;
+    G = (int)((units + ng - 1) / ng);   /* (groups of even size) */
     memset(zero, 0, sizeof(uint32_t) * Wp);
     for (bi = 0; bi < f->B; bi++) {
         cf__amx_sample_rows(ws, cf__elt(f->x, f->x_half, (size_t)bi * cf_shape_size(in)), f->x_half, in, f->g, c2, Wp);
         CF__OMP(omp parallel num_threads(cf__nthreads()))
         {
-            const uint32_t *rp0[CF__AMX_TWO_T], *rp1[CF__AMX_TWO_T];
+            const uint32_t *rps[CF__AMX_GROUP_PTRS];
+            cf__amx_unit u[CF__AMX_GROUP_BLOCKS];
+            float *acc = (float *)(void *)(ws + rows) + (size_t)cf__thread_id() * cf__amx_acc_floats(out.w);
             cf__amx_tiles_on();
             CF__OMP(omp for schedule(static))
-            for (k = 0; k < nob * units; k++) {   /* a thread's blocks of channels whole: k / units */
-                int ob = (int)(k / units), od = (int)(k % units / hh), oh = (int)(k % units % hh) * (two ? 2 : 1);
-                int pair = two && oh + 1 < out.h, oc1 = 32 * ob + 32 < out.c ? 32 * ob + 32 : out.c;
-                size_t y0 = (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w;
-                cf__amx_sample_rp(rp0, ws, zero, c2, Wp, in, f->g, od, oh);
-                if (pair) cf__amx_sample_rp(rp1, ws, zero, c2, Wp, in, f->g, od, oh + 1);
-                cf__direct_row_amx(d, y0, rp0, y0 + (size_t)out.w, pair ? rp1 : NULL, zero, 32 * ob, oc1);
+            for (k = 0; k < nob * ng; k++) {   /* a thread's blocks of channels whole: k / ng */
+                int ob = (int)(k / ng), nu = units - k % ng * G < G ? (int)(units - k % ng * G) : G, i;
+                for (i = 0; i < nu; i++) {
+                    long q = k % ng * G + i;
+                    int od = (int)(q / hh), oh = (int)(q % hh) * (two ? 2 : 1);
+                    const uint32_t **r0 = rps + (size_t)(two ? 2 * i : i) * d->T;
+                    u[i].y0 = (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w;
+                    u[i].y1 = u[i].y0 + (size_t)out.w;
+                    cf__amx_sample_rp(r0, ws, zero, c2, Wp, in, f->g, od, oh);
+                    u[i].rp0 = r0;
+                    u[i].rp1 = NULL;
+                    if (two && oh + 1 < out.h) {
+                        cf__amx_sample_rp(r0 + d->T, ws, zero, c2, Wp, in, f->g, od, oh + 1);
+                        u[i].rp1 = r0 + d->T;
+                    }
+                }
+                cf__direct_units_amx(d, u, nu, two, zero, 32 * ob, 32 * ob + 32 < out.c ? 32 * ob + 32 : out.c, acc);
             }
             cf__amx_tiles_off();
         }
     }
 }
 /* y (+)= conv(x, w) as cf__direct_fwd_bf16, on the tiles: wa the packed kernel, ws one
-   cf__pair_rows per thread (16 pair rows a chunk), or a sample's (cf__amx_by_sample) */
+   cf__pair_rows per thread (16 pair rows a chunk) and its group's sums, or a sample's
+   (cf__amx_by_sample).  Groups of several units where the pair rows hold whole planes (every
+   row of a group's there at once). */
 static void cf__direct_fwd_amx(const cf__conv_call *f, const uint32_t *wa, uint32_t *ws, int accumulate) {
     cf_shape in = f->in, out = f->out;
     const cf_geom *g = f->g;
-    int c2 = 16 * cf__amx_chunks(in.c), x_half = f->x_half, ns, two, hh;
-    size_t Wp = cf__direct_wp(out, g), P = cf__positions(out), in_sz = cf_shape_size(in), rsz;
-    long units, r;
+    int c2 = 16 * cf__amx_chunks(in.c), x_half = f->x_half, nth = cf__nthreads(), ns, two, hh, G, copy;
+    size_t Wp = cf__direct_wp(out, g), P = cf__positions(out), in_sz = cf_shape_size(in), rsz,
+           acc_sz = cf__amx_acc_floats(out.w);
+    long ng, groups, r;
     cf__direct_amx_call d = {f->y, f->half, P, wa, out.c, g->k[0] * g->k[1], g->k[2], g->dil[2], cf__amx_chunks(in.c),
                              out.w, Wp, f->b, accumulate, f->act, f->slope};
     size_t room = (size_t)((const uint32_t *)(const void *)(f->ws + f->ws_floats) - ws);
     if (cf__amx_by_sample(in, out, g, room)) { cf__direct_fwd_amx_sample(f, &d, ws); return; }
-    ns = cf__pair_ring(in, g, Wp, room, c2);
-    rsz = cf__pair_rows_size(in, g, Wp, ns, c2);
+    ns = cf__pair_ring(in, g, Wp, room - (size_t)nth * acc_sz, c2);
+    rsz = cf__pair_rows_size(in, g, Wp, ns, c2) + acc_sz;   /* (a thread's: its pair rows, its sums) */
     two = cf__amx_two_rows(in, out, g, ns);
-    hh = two ? (out.h + 1) / 2 : out.h;   /* units a plane: rows, or pairs of rows */
-    units = (long)f->B * out.d * hh;
-    CF__OMP(omp parallel num_threads(cf__nthreads()))
+    hh = two ? (out.h + 1) / 2 : out.h;   /* units a plane */
+    G = ns == in.h ? cf__amx_group_units(&d, two, hh) : 1;
+    ng = (hh + G - 1) / G;
+    G = (int)((hh + ng - 1) / ng);   /* (groups of even size) */
+    copy = G > 1 || two;   /* (each cf__pair_rows_for sets pr.rp: kept in rps where a group has more rows) */
+    groups = (long)f->B * out.d * ng;
+    CF__OMP(omp parallel num_threads(nth))
     {
         cf__pair_rows pr = cf__pair_rows_at(ws + (size_t)cf__thread_id() * rsz, in, g, Wp, ns, c2);
-        const uint32_t *rp0[CF__AMX_TWO_T];
+        float *acc = (float *)(void *)(ws + (size_t)cf__thread_id() * rsz + rsz - acc_sz);
+        const uint32_t *rps[CF__AMX_GROUP_PTRS];
+        cf__amx_unit u[CF__AMX_GROUP_BLOCKS];
         cf__amx_tiles_on();
         CF__OMP(omp for schedule(static))
-        for (r = 0; r < units; r++) {
-            int bi = (int)(r / ((long)out.d * hh)), od = (int)(r / hh % out.d), oh = (int)(r % hh) * (two ? 2 : 1);
+        for (r = 0; r < groups; r++) {
+            int bi = (int)(r / ((long)out.d * ng)), od = (int)(r / ng % out.d), q0 = (int)(r % ng) * G, i, j;
+            int nu = hh - q0 < G ? hh - q0 : G;
             const float *xs = cf__elt(f->x, x_half, (size_t)bi * in_sz);
-            size_t y0 = (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w;
-            cf__pair_rows_for(&pr, Wp, xs, x_half, bi, in.c, in, g, od, oh);
-            if (!two || oh + 1 == out.h) { cf__direct_row_amx(&d, y0, pr.rp, 0, NULL, pr.zero, 0, out.c); continue; }
-            memcpy(rp0, pr.rp, sizeof *rp0 * (size_t)d.T);   /* (row oh's: the next call sets row oh + 1's) */
-            cf__pair_rows_for(&pr, Wp, xs, x_half, bi, in.c, in, g, od, oh + 1);
-            cf__direct_row_amx(&d, y0, rp0, y0 + (size_t)out.w, pr.rp, pr.zero, 0, out.c);
+            for (i = 0; i < nu; i++) {
+                int oh = (q0 + i) * (two ? 2 : 1);
+                u[i].y0 = (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w;
+                u[i].y1 = u[i].y0 + (size_t)out.w;
+                u[i].rp1 = NULL;
+                for (j = 0; j < (two && oh + 1 < out.h ? 2 : 1); j++) {
+                    const uint32_t **to = rps + (size_t)(two ? 2 * i + j : i) * d.T;
+                    cf__pair_rows_for(&pr, Wp, xs, x_half, bi, in.c, in, g, od, oh + j);
+                    if (copy) memcpy(to, pr.rp, sizeof *to * (size_t)d.T);
+                    if (j) u[i].rp1 = to;
+                    else u[i].rp0 = copy ? to : pr.rp;
+                }
+            }
+            cf__direct_units_amx(&d, u, nu, two, pr.zero, 0, out.c, acc);
         }
         cf__amx_tiles_off();
     }
@@ -11547,6 +11631,7 @@ static int cf__amx_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size
            rsz = cf__pair_rows_size(in, g, cf__direct_wp(out, g), cf__pair_slots(g), 16 * cf__amx_chunks(in.c));
     if (g->s[2] != 1 || in.c < 16 || wa >= ws_floats) return 0;
     if (cf__amx_by_sample(in, out, g, ws_floats - wa)) return 1;   /* (a sample at a time: any kernel) */
+    rsz += cf__amx_acc_floats(out.w);                                /* (a thread's sums, cf__direct_units_amx) */
     return wa <= CF__AMX_DIRECT_MAX_W && wa + (size_t)cf__nthreads() * rsz <= ws_floats;
 }
 /* The workspace the tiles read, from its first cache line: a tile's 64-byte rows each within
@@ -11634,6 +11719,8 @@ static void cf__fold_fwd_amx(const cf__conv_call *f, const uint32_t *wf, uint32_
     {
         uint32_t *X = ws + (size_t)cf__thread_id() * rsz;
         const uint32_t *xp[CF__FOLD_MAX_STEPS];
+        float acc[CF__FOLD_XW / 32 * 1024] __attribute__((aligned(64)));   /* (the row's blocks' sums: 16 KiB) */
+        cf__amx_unit u = {0, 0, xp, NULL};
         cf__direct_amx_call dt = d;   /* (the thread's: its OW changes with the chunk) */
         cf__pair_rows pr = cf__pair_rows_at(X + xw, in, g, Wp, ns, C2);
         int s;
@@ -11650,7 +11737,8 @@ static void cf__fold_fwd_amx(const cf__conv_call *f, const uint32_t *wf, uint32_
                 cf__fold_x(X, pr.rp, K2, g->k[2], g->dil[2], w0,
                            (int)(OWp - (size_t)w0 < CF__FOLD_XW ? OWp - (size_t)w0 : CF__FOLD_XW));
                 dt.OW = out.w - w0 < CF__FOLD_XW ? out.w - w0 : CF__FOLD_XW;
-                cf__direct_row_amx(&dt, y0 + (size_t)w0, xp, 0, NULL, NULL, 0, out.c);
+                u.y0 = y0 + (size_t)w0;
+                cf__direct_units_amx(&dt, &u, 1, 0, NULL, 0, out.c, acc);
             }
         }
         cf__amx_tiles_off();

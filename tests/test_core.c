@@ -284,6 +284,9 @@ static const path_case path_cases[] = {
                                                                                direct kernel two rows a block, the last alone */
     {2, 96, 3, 5, 6, 208, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, 1}, /* a packed kernel past 2^18 words, 2 samples of
                                                                                few rows: the tiles' kernel a sample at a time */
+    {2, 32, 3, 19, 40, 20, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 1, 1}, /* rows of 40 (2 blocks), 19 a plane, 20 filters, 2
+                                                                               samples: the tiles' kernel on groups of 7, 7 and 5
+                                                                               rows, 27 steps in slices of 9 */
 };
 static void setup_path_case(const path_case *pc, cf_shape *in, cf_shape *out, cf_geom *g) {
     int a;
