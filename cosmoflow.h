@@ -11436,8 +11436,9 @@ static size_t cf__amx_acc_floats(int OW) {
 /* units a group: its blocks at most CF__AMX_GROUP_BLOCKS (one unit at least), its pair rows at
    most CF__AMX_GROUP_PTRS, at most left */
 static int cf__amx_group_units(const cf__direct_amx_call *d, int two, long left) {
-    int G = CF__AMX_GROUP_BLOCKS / cf__amx_unit_blocks(d, two);
+    int G;
     if (two) return 1;   /* (pairs of rows in groups, sliced: 10 % slower, cosmoflow.cfg's 128 -> 256 and 256 -> 512) */
+    G = CF__AMX_GROUP_BLOCKS / cf__amx_unit_blocks(d, 0);
     if (G * d->T > CF__AMX_GROUP_PTRS) G = CF__AMX_GROUP_PTRS / d->T;
     if (G > left) G = (int)left;
     return G > 1 ? G : 1;
@@ -11672,7 +11673,7 @@ static void cf__bf16_amx_bwd_run(const cf__conv_call *c) {
    pair, tap) instead: pair p = (cp, kd, kh, kw) of an output row, for 16 positions from w, is
    the pair row (cp, kd, kh) from word w + kw dil.  Those rows are copied into X, 16 pair rows
    a step (zeros past the C2 KD KH KW pairs), XW positions at a time, and X is read as
-   cf__direct_row_amx reads a tap's pair rows: T steps of one tap and one chunk, the kernel
+   cf__direct_units_amx reads a tap's pair rows: T steps of one tap and one chunk, the kernel
    packed to match, wf[oc / 16][step][oc % 16][p % 16].  cosmoflow.cfg's first conv: 54 pairs
    in 4 steps of 16, where a chunk of channels would take 27 steps of 2 pairs.  The copy is
    an im2col of one row's chunk, in the L1 cache (X: 8 KiB a step). */
