@@ -2088,8 +2088,8 @@ static void test_halves_tiles_band(void) {
         "[net]\ninput=4x600x800\nloss=mse\n"
         "[conv]\nfilters=8\nsize=3\nstride=2\npad=1\nbias=0\n[batchnorm]\nactivation=relu\n"                    /* 0, 1 */
         "[gap]\n[flatten]\n[dense]\noutputs=3\n",
-        "[net]\ninput=4x20x30\nloss=mse\n[conv]\nfilters=4\nsize=1\nbias=0\n"                                   /* 0 */
-        "[deconv]\nfilters=8\nsize=1\nstride=2\n[batchnorm]\n[gap]\n[flatten]\n[dense]\noutputs=3\n"};   /* 1, 2 */
+        ("[net]\ninput=4x20x30\nloss=mse\n[conv]\nfilters=4\nsize=1\nbias=0\n"                                  /* 0 */
+         "[deconv]\nfilters=8\nsize=1\nstride=2\n[batchnorm]\n[gap]\n[flatten]\n[dense]\noutputs=3\n")};   /* 1, 2 */
     static const int expect[3][7] = {{0, 1, 3, 0, 0, 3, 0}, {3, 0, 0, 0, 0, 0, 0}, {0, 3, 0, 0, 0, 0, 0}};   /* 1: the output in 16 bits, 3: and its gradient */
     static const char *what[3] = {"transposed conv", "tiles", "transposed conv, rows no tap reaches"};
     int k, i, B;
