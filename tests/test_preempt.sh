@@ -17,7 +17,11 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 export OMP_NUM_THREADS=1
 $B/cf-synth cosmo --out "$T/tr" --samples 16 --size 32 --seed 1 --format npy > /dev/null &&
 $B/cf-synth cosmo --out "$T/va" --samples 4 --size 32 --seed 2 > /dev/null || { bad "data"; echo "$pass passed, $fail failed"; exit 1; }
-A="--model $(pwd)/models/cosmoflow-small.cfg --batch 2 --train $T/tr --val $T/va --no-progress --seed 3 --epochs 3"
+A0="--model $(pwd)/models/cosmoflow-small.cfg --batch 2 --train $T/tr --val $T/va --no-progress --seed 3"
+A="$A0 --epochs 3"
+# (the stopped runs: 10 epochs, so that the signal sent a moment into epoch 2 lands long before
+# the run ends; with 3, bf16 on AMX tiles, about 50 ms an epoch on 2 ranks, sometimes ended first)
+P="$A0 --epochs 10"
 . tools/mpi.sh
 mpi_launcher $B/cf-train   # MPIRUN: this build's launcher, or empty
 # preempt NAME SIGNAL LAUNCHER... -- FLAGS: the uninterrupted run, the run stopped by SIGNAL a
@@ -26,15 +30,15 @@ preempt() {
     name=$1; sig=$2; shift 2
     L=""; while [ "$1" != -- ]; do L="$L $1"; shift; done; shift
     rm -f "$T"/u.cfck* "$T"/s.cfck*
-    timeout 300 $L $B/cf-train $A "$@" --out "$T/u.cfck" > /dev/null 2>&1 || { bad "$name: the uninterrupted run"; return; }
-    timeout 300 $L $B/cf-train $A "$@" --out "$T/s.cfck" > "$T/s.out" 2> "$T/s.err" &
+    timeout 300 $L $B/cf-train $P "$@" --out "$T/u.cfck" > /dev/null 2>&1 || { bad "$name: the uninterrupted run"; return; }
+    timeout 300 $L $B/cf-train $P "$@" --out "$T/s.cfck" > "$T/s.out" 2> "$T/s.err" &
     p=$!; i=0
     while ! grep -q '^epoch 1 ' "$T/s.out" && [ $i -lt 3000 ]; do sleep 0.01; i=$((i + 1)); done
-    sleep 0.1
+    sleep 0.05
     pkill -$sig -f "^$B/cf-train .*$T/s.cfck"   # the ranks, not the launcher
     wait $p; rc=$?
     at=$(grep -o 'stopped after [^;]*' "$T/s.err")
-    timeout 300 $L $B/cf-train $A "$@" --resume "$T/s.cfck" --out "$T/s.cfck" > "$T/r.out" 2>&1
+    timeout 300 $L $B/cf-train $P "$@" --resume "$T/s.cfck" --out "$T/s.cfck" > "$T/r.out" 2>&1
     if [ $rc = 143 ] && [ -n "$at" ] && cmp -s "$T/u.cfck" "$T/s.cfck" && [ ! -e "$T/s.cfck.lock" ]; then ok "$name: SIG$sig $at (status 143); resumed: the uninterrupted run's bytes"
     else bad "$name: status $rc, '$at', resume: $(tail -2 "$T/r.out"); $(cmp "$T/u.cfck" "$T/s.cfck" 2>&1)"; fi
 }
