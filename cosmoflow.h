@@ -11434,14 +11434,21 @@ static size_t cf__amx_acc_floats(int OW) {
     return (size_t)(nb > CF__AMX_GROUP_BLOCKS ? nb : CF__AMX_GROUP_BLOCKS) * 1024;
 }
 /* units a group: its blocks at most CF__AMX_GROUP_BLOCKS (one unit at least), its pair rows at
-   most CF__AMX_GROUP_PTRS, at most left */
+   most CF__AMX_GROUP_PTRS; the left units cut into groups of even size */
 static int cf__amx_group_units(const cf__direct_amx_call *d, int two, long left) {
     int G;
+    long groups;
     if (two) return 1;   /* (pairs of rows in groups, sliced: 10 % slower, cosmoflow.cfg's 128 -> 256 and 256 -> 512) */
     G = CF__AMX_GROUP_BLOCKS / cf__amx_unit_blocks(d, 0);
     if (G * d->T > CF__AMX_GROUP_PTRS) G = CF__AMX_GROUP_PTRS / d->T;
-    if (G > left) G = (int)left;
-    return G > 1 ? G : 1;
+    if (G < 1) G = 1;
+    groups = (left + G - 1) / G;
+    return (int)((left + groups - 1) / groups);
+}
+/* block b's positions: the w-th block of wide positions of a row of OW */
+static void cf__amx_block_at(cf__amx_block *b, int OW, int w, int wide) {
+    b->w0 = wide * w;
+    b->n = OW - b->w0 < wide ? OW - b->w0 : wide;
 }
 /* the nu units u (two: of two rows each), channels oc_from .. oc_to; acc: their blocks' sums (one
    slice: each block stored as it is made, its sums in acc's first 1024 floats) */
@@ -11455,14 +11462,14 @@ CF__AMX_TARGET static void cf__direct_units_amx(const cf__direct_amx_call *d, co
             for (i = 0; i < nu; i++)
                 for (w = 0; w < nb; w++) {
                     float *sums = one ? acc : acc + ((size_t)i * nb + w) * 1024;
-                    b.w0 = wide * w; b.n = d->OW - b.w0 < wide ? d->OW - b.w0 : wide;
+                    cf__amx_block_at(&b, d->OW, w, wide);
                     b.s0 = s0; b.s1 = s0 + slice < S ? s0 + slice : S; b.load = s0 > 0;
                     cf__direct_block_amx(d, u[i].rp0, u[i].rp1, zero, &b, sums);
                     if (one) cf__direct_store_amx(d, sums, u[i].y0, u[i].y1, u[i].rp1 != NULL, &b);
                 }
         for (i = 0; i < nu && !one; i++)
             for (w = 0; w < nb; w++) {
-                b.w0 = wide * w; b.n = d->OW - b.w0 < wide ? d->OW - b.w0 : wide;
+                cf__amx_block_at(&b, d->OW, w, wide);
                 cf__direct_store_amx(d, acc + ((size_t)i * nb + w) * 1024, u[i].y0, u[i].y1, u[i].rp1 != NULL, &b);
             }
     }
@@ -11530,7 +11537,6 @@ static void cf__direct_fwd_amx_sample(const cf__conv_call *f, const cf__direct_a
     units = (long)out.d * hh;
     G = cf__amx_group_units(d, two, units);
     ng = (units + G - 1) / G;
-    G = (int)((units + ng - 1) / ng);   /* (groups of even size) */
     memset(zero, 0, sizeof(uint32_t) * Wp);
     for (bi = 0; bi < f->B; bi++) {
         cf__amx_sample_rows(ws, cf__elt(f->x, f->x_half, (size_t)bi * cf_shape_size(in)), f->x_half, in, f->g, c2, Wp);
@@ -11584,7 +11590,6 @@ static void cf__direct_fwd_amx(const cf__conv_call *f, const uint32_t *wa, uint3
     hh = two ? (out.h + 1) / 2 : out.h;   /* units a plane */
     G = ns == in.h ? cf__amx_group_units(&d, two, hh) : 1;
     ng = (hh + G - 1) / G;
-    G = (int)((hh + ng - 1) / ng);   /* (groups of even size) */
     copy = G > 1 || two;   /* (each cf__pair_rows_for sets pr.rp: kept in rps where a group has more rows) */
     groups = (long)f->B * out.d * ng;
     CF__OMP(omp parallel num_threads(nth))
@@ -12209,7 +12214,7 @@ CF__BF16_TARGET static void cf__rows_amx_item(float *acc, uint32_t *dyb, uint16_
 }
 static void cf__bf16_rows_amx(const cf__conv_call *c) {   /* db: the dispatcher's */
     cf__rows_bww_shape s = cf__rows_amx_shape(c);
-    int C = c->in.c, OC = c->out.c, kvol = cf__kvol(c->g), nth = cf__nthreads(), fold = cf__rows_amx_fold(c), z;
+    int C = c->in.c, OC = c->out.c, kvol = cf__kvol(c->g), nth = cf__nthreads(), fold = cf__rows_amx_fold(c), ob;
     int bands = (c->out.h + s.band - 1) / s.band;
     size_t per = cf__rows_amx_per(c, &s), na = cf__rows_amx_acc(c);
     long items = (long)c->B * c->out.d * bands, t;
@@ -12232,15 +12237,15 @@ static void cf__bf16_rows_amx(const cf__conv_call *c) {   /* db: the dispatcher'
        sums of one (c, t) a line (an element at a time, its place computed by four divisions:
        cosmoflow.cfg's 128 -> 256, 3.5 MiB of sums, 4 ms; this way 1) */
     CF__OMP(omp parallel for schedule(static))
-    for (z = 0; z < OC / 16; z++) {
+    for (ob = 0; ob < OC / 16; ob++) {
         int ch, tap, o, th, khw = kvol / c->g->k[0];
         for (ch = 0; ch < C; ch++)
             for (tap = 0; tap < kvol; tap++) {
                 size_t at = fold   /* (folded: tap (kh, kw), row (c, kd)) */
-                    ? ((size_t)(tap % khw) * (OC / 16) + z) * 256 + (size_t)(ch * c->g->k[0] + tap / khw) * 16
-                    : (((size_t)tap * (C / 16) + ch / 16) * (OC / 16) + z) * 256 + (size_t)(ch % 16) * 16;
+                    ? ((size_t)(tap % khw) * (OC / 16) + ob) * 256 + (size_t)(ch * c->g->k[0] + tap / khw) * 16
+                    : (((size_t)tap * (C / 16) + ch / 16) * (OC / 16) + ob) * 256 + (size_t)(ch % 16) * 16;
                 for (o = 0; o < 16; o++) {
-                    float *d = c->dw + ((size_t)(16 * z + o) * C + ch) * kvol + tap;
+                    float *d = c->dw + ((size_t)(16 * ob + o) * C + ch) * kvol + tap;
                     for (th = 0; th < nth; th++) *d += c->ws[per * th + at + o];
                 }
             }
