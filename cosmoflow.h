@@ -9222,9 +9222,11 @@ static void cf__direct_rows(float *R, size_t Wp, const float *x, int C, cf_shape
 }
 
 #define CF__DIRECT_PART 128   /* terms of the direct kernel's sum summed apart, then added (below) */
+#define CF__DIRECT_OB_MOST 8  /* output channels a block of the direct kernel, at most (its two forms: 4, 8) */
 /* What the direct kernel's output rows share: rows of y ystride apart, R's T rows of Wp floats,
-   KW taps along the width dil apart, the kernel w (OC, T KW), OW positions a row, the bias b
-   (may be NULL), accumulate, the activation. */
+   KW taps along the width dil apart, the kernel w (OC, T KW) as cf__direct_pack lays it out in
+   blocks of OB output channels, OW positions a row, the bias b (may be NULL), accumulate, the
+   activation. */
 typedef struct {
     size_t ystride, Wp;
     int T, KW, dil;
@@ -9262,11 +9264,11 @@ ATTR static void NAME##_block(float *CF__RESTRICT yr, float *v, float bo, int ac
 }                                                                                                                     \
 /* one tap (column k of the blocks' kernel rows wo) for OB output rows: 2 vector loads of the                         \
    inputs at r, OB broadcasts, 2 OB multiply-adds into a */                                                           \
-ATTR static void NAME##_tap(VT a[OB][2], const float **wo, int k, const float *r) {                                   \
+ATTR static void NAME##_tap(VT a[OB][2], const float *CF__RESTRICT wk, const float *r) {                             \
     VT x0, x1;                                                                                                        \
     int o;                                                                                                            \
     memcpy(&x0, r, sizeof x0); memcpy(&x1, r + VW, sizeof x1);                                                        \
-    for (o = 0; o < OB; o++) { float q = wo[o][k]; a[o][0] += q * x0; a[o][1] += q * x1; }                            \
+    for (o = 0; o < OB; o++) { float q = wk[o]; a[o][0] += q * x0; a[o][1] += q * x1; }                               \
 }                                                                                                                     \
 ATTR static void NAME(float *y, const float *R, const cf__direct_row_call *d) {                                       \
     size_t ystride = d->ystride, Wp = d->Wp;                                                                          \
@@ -9275,10 +9277,9 @@ ATTR static void NAME(float *y, const float *R, const cf__direct_row_call *d) { 
     float slope = d->slope;                                                                                           \
     int K = T * KW, tp = KW < CF__DIRECT_PART ? CF__DIRECT_PART / KW : 1, oc0, w0, t0, t, kw, o, j;                  \
     float out[OB][2 * VW];                                                                                            \
-    const float *wo[OB];                                                                                              \
     for (oc0 = 0; oc0 < OC; oc0 += OB) {                                                                              \
-        int no = OC - oc0 < OB ? OC - oc0 : OB;   /* the last block may have fewer channels: rows repeat, unstored */ \
-        for (o = 0; o < OB; o++) wo[o] = w + (size_t)(oc0 + (o < no ? o : 0)) * K;                                    \
+        int no = OC - oc0 < OB ? OC - oc0 : OB;   /* the last block may have fewer channels: zeros, unstored */       \
+        const float *wb = w + (size_t)oc0 * K;   /* the block's kernel, (K, OB) */                                    \
         for (w0 = 0; w0 < OW; w0 += 2 * VW) {                                                                         \
             VT a[OB][2], s[OB][2], zero = {0};   /* a: one part's sum; s: the parts' */                             \
             for (t0 = 0; t0 < T; t0 += tp) {                                                                          \
@@ -9286,7 +9287,8 @@ ATTR static void NAME(float *y, const float *R, const cf__direct_row_call *d) { 
                 for (o = 0; o < OB; o++) a[o][0] = a[o][1] = zero;                                                    \
                 for (t = t0; t < t1; t++) {                                                                           \
                     const float *r = R + (size_t)t * Wp + w0;                                                         \
-                    for (kw = 0; kw < KW; kw++) NAME##_tap(a, wo, t * KW + kw, r + kw * dil);                         \
+                    const float *wk = wb + (size_t)t * KW * OB;                                                       \
+                    for (kw = 0; kw < KW; kw++) NAME##_tap(a, wk + kw * OB, r + kw * dil);                            \
                 }                                                                                                     \
                 for (o = 0; o < OB; o++) {                                                                            \
                     s[o][0] = t0 ? s[o][0] + a[o][0] : a[o][0];                                                       \
@@ -9313,6 +9315,9 @@ typedef float cf__v16 __attribute__((vector_size(64)));
 #ifndef CF__DIRECT_OB512
 #define CF__DIRECT_OB512 8   /* output channels a block: 16 accumulators of the 32 registers */
 #endif
+#if CF__DIRECT_OB512 > CF__DIRECT_OB_MOST
+#error "CF__DIRECT_OB512 must be at most CF__DIRECT_OB_MOST (cf__direct_packed's blocks)"
+#endif
 #if defined(__clang__)
 #define CF__CONTRACT512 __attribute__((target("avx512f")))
 #else
@@ -9328,6 +9333,22 @@ CF__INLINE __mmask16 cf__lanes(int n) { return (__mmask16)(n >= 16 ? 0xffffu : n
 /* floats of one row of R: the output row rounded up to 32, plus the kernel's reach */
 static size_t cf__direct_wp(cf_shape out, const cf_geom *g) {
     return ((size_t)out.w + 31) / 32 * 32 + (size_t)(g->k[2] - 1) * g->dil[2];
+}
+/* floats of the kernel packed for the direct kernel (cf__direct_pack): OC rounded up to
+   CF__DIRECT_OB_MOST, times K */
+static size_t cf__direct_packed(cf_shape in, cf_shape out, const cf_geom *g) {
+    return ((size_t)out.c + CF__DIRECT_OB_MOST - 1) / CF__DIRECT_OB_MOST * CF__DIRECT_OB_MOST * in.c * cf__kvol(g);
+}
+/* wp: the kernel w (OC, K) in blocks of ob output channels, each block (K, ob): tap k's ob
+   weights side by side, so that the direct kernel reads one stream of them (from OB rows of w,
+   OB streams and pointers: 32 -> 64 at 64^3 forward 134-147 -> 115-118 ms on an Intel Xeon);
+   zeros past OC */
+static void cf__direct_pack(float *wp, const float *w, int OC, int K, int ob) {
+    int oc0, k, o;
+    for (oc0 = 0; oc0 < OC; oc0 += ob)
+        for (k = 0; k < K; k++)
+            for (o = 0; o < ob; o++)
+                wp[(size_t)oc0 * K + (size_t)k * ob + o] = oc0 + o < OC ? w[(size_t)(oc0 + o) * K + k] : 0.0f;
 }
 /* OpenBLAS's name for the kernel set it runs: a weak reference, NULL with another BLAS */
 #ifdef CF_USE_CBLAS
@@ -9361,8 +9382,9 @@ static int cf__blas_runs_avx2(void) {
     return cf__blas_runs_avx512();
 }
 /* Whether the direct kernel can run a convolution of in into out: stride 1 along the width,
-   rows of 16 or more, one R per thread in ws; and whether the door gives it the convolution
-   rather than im2col + GEMM (kinds tiles and taps, the BLAS), which depends on the CPU:
+   rows of 16 or more, one R per thread and the packed kernel in ws; and whether the door gives
+   it the convolution rather than im2col + GEMM (kinds tiles and taps, the BLAS), which depends
+   on the CPU:
    - with AVX-512 (the 16-lane form): a backward-data always (GEMM + col2im is slower; kind
      gemm, tried before it, takes those with many channels), a forward where R is at most
      CF__DIRECT_FWD_MAX_R floats (64 Ki: with many input channels R outgrows the L2 cache while
@@ -9388,7 +9410,8 @@ static int cf__direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t w
 #else
     (void)fwd;
 #endif
-    return g->s[2] == 1 && out.w >= 16 && door && (size_t)cf__nthreads() * rsz <= ws_floats;
+    return g->s[2] == 1 && out.w >= 16 && door &&
+           (size_t)cf__nthreads() * rsz + cf__direct_packed(in, out, g) <= ws_floats;
 }
 /* the forward convolution f, y (B, OC, OD, OH, OW) (+)= conv(x, w) with w (OC, C, KD, KH, KW)
    (accumulate: added into y): rows shared out between the threads, each with its own R in f's
@@ -9402,9 +9425,13 @@ static void cf__direct_fwd(const cf__conv_call *f, int accumulate) {
     long rows = (long)f->B * out.d * out.h, r;
     cf__direct_row_call d = {P, Wp, T, KW, g->dil[2], f->w, out.c, out.w, f->b, accumulate, f->act, f->slope};
     void (*row)(float *, const float *, const cf__direct_row_call *) = cf__direct_fwd_row8;
+    int ob = 4;   /* the 8-lane form's output channels a block */
+    float *wp = f->ws + (size_t)cf__nthreads() * rsz;
 #ifdef CF__AVX512
-    if (out.w >= 32 && cf__has_avx512()) row = cf__direct_fwd_row16;
+    if (out.w >= 32 && cf__has_avx512()) { row = cf__direct_fwd_row16; ob = CF__DIRECT_OB512; }
 #endif
+    cf__direct_pack(wp, f->w, out.c, T * KW, ob);
+    d.w = wp;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
         float *R = f->ws + (size_t)cf__thread_id() * rsz;
@@ -9461,6 +9488,11 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
    block changes which elements it computes, never how (test_core checks the bits). */
 #ifdef CF__AVX512
 #define CF__F32_TARGET __attribute__((target("avx512f")))
+/* v is wanted in a register: an empty statement that takes and gives it there.  Without it GCC
+   folds a load used by several multiply-adds into each of them (the rows backward-weights read
+   each dy vector 3 times, 27 loads for 24 multiply-adds: 32 -> 64 at 64^3 176 -> 126-131 ms on
+   an Intel Xeon); the bits are the same. */
+#define CF__IN_REGISTER(v) __asm__("" : "+v"(v))
 #define CF__F32_MR 14                     /* rows of the register block (x 32 columns) */
 #define CF__F32_MB (9 * CF__F32_MR)       /* rows of op(A) a task packs at a time */
 #define CF__F32_NB 384                    /* columns of a task, at most */
@@ -10155,6 +10187,7 @@ CF__F32_TARGET static void cf__rows_f32_block(float *dwt, const float *dyb, cons
                 __mmask16 m = cf__lanes(c->out.w - p);
 #define CF__FV(o) {                                                                                                   \
         __m512 y = _mm512_loadu_ps(d[o] + p);                                                                         \
+        CF__IN_REGISTER(y);                                                                                           \
         a[o][0] = _mm512_mask3_fmadd_ps(y, x0, a[o][0], m);                                                           \
         a[o][1] = _mm512_mask3_fmadd_ps(y, x1, a[o][1], m);                                                           \
         a[o][2] = _mm512_mask3_fmadd_ps(y, x2, a[o][2], m); }
