@@ -9222,6 +9222,9 @@ static void cf__direct_rows(float *R, size_t Wp, const float *x, int C, cf_shape
 }
 
 #define CF__DIRECT_PART 128   /* terms of the direct kernel's sum summed apart, then added (below) */
+#ifndef CF__DIRECT_GROUP
+#define CF__DIRECT_GROUP 8
+#endif
 #define CF__DIRECT_OB_MOST 8  /* output channels a block of the direct kernel, at most (its two forms: 4, 8) */
 /* What the direct kernel's output rows share: rows of y ystride apart, R's T rows of Wp floats,
    KW taps along the width dil apart, the kernel w (OC, T KW) as cf__direct_pack lays it out in
@@ -9275,33 +9278,40 @@ ATTR static void NAME(float *y, const float *R, const cf__direct_row_call *d) { 
     int T = d->T, KW = d->KW, dil = d->dil, OC = d->OC, OW = d->OW, accumulate = d->accumulate, act = d->act;         \
     const float *w = d->w, *b = d->b;                                                                                 \
     float slope = d->slope;                                                                                           \
-    int K = T * KW, tp = KW < CF__DIRECT_PART ? CF__DIRECT_PART / KW : 1, oc0, w0, t0, t, kw, o, j;                  \
+    int K = T * KW, tp = KW < CF__DIRECT_PART ? CF__DIRECT_PART / KW : 1, G = CF__DIRECT_GROUP * OB;                  \
+    int g0, oc0, w0, t0, t, kw, o, j;                                                                                 \
     float out[OB][2 * VW];                                                                                            \
-    for (oc0 = 0; oc0 < OC; oc0 += OB) {                                                                              \
-        int no = OC - oc0 < OB ? OC - oc0 : OB;   /* the last block may have fewer channels: zeros, unstored */       \
-        const float *wb = w + (size_t)oc0 * K;   /* the block's kernel, (K, OB) */                                    \
+    VT s[CF__DIRECT_GROUP][OB][2];   /* the group's blocks' sums of the parts so far */                               \
+    for (g0 = 0; g0 < OC; g0 += G) {                                                                                  \
+        int g1 = OC - g0 < G ? OC : g0 + G;                                                                           \
         for (w0 = 0; w0 < OW; w0 += 2 * VW) {                                                                         \
-            VT a[OB][2], s[OB][2], zero = {0};   /* a: one part's sum; s: the parts' */                             \
             for (t0 = 0; t0 < T; t0 += tp) {                                                                          \
                 int t1 = T - t0 < tp ? T : t0 + tp;                                                                   \
-                for (o = 0; o < OB; o++) a[o][0] = a[o][1] = zero;                                                    \
-                for (t = t0; t < t1; t++) {                                                                           \
-                    const float *r = R + (size_t)t * Wp + w0;                                                         \
-                    const float *wk = wb + (size_t)t * KW * OB;                                                       \
-                    for (kw = 0; kw < KW; kw++) NAME##_tap(a, wk + kw * OB, r + kw * dil);                            \
-                }                                                                                                     \
-                for (o = 0; o < OB; o++) {                                                                            \
-                    s[o][0] = t0 ? s[o][0] + a[o][0] : a[o][0];                                                       \
-                    s[o][1] = t0 ? s[o][1] + a[o][1] : a[o][1];                                                       \
+                for (oc0 = g0; oc0 < g1; oc0 += OB) {                                                                 \
+                    const float *wb = w + (size_t)oc0 * K;   /* the block's kernel, (K, OB) */                        \
+                    VT a[OB][2], zero = {0}, (*sb)[2] = s[(oc0 - g0) / OB];   /* a: one part's sum */                 \
+                    for (o = 0; o < OB; o++) a[o][0] = a[o][1] = zero;                                                \
+                    for (t = t0; t < t1; t++) {                                                                       \
+                        const float *r = R + (size_t)t * Wp + w0;                                                     \
+                        const float *wk = wb + (size_t)t * KW * OB;                                                   \
+                        for (kw = 0; kw < KW; kw++) NAME##_tap(a, wk + kw * OB, r + kw * dil);                        \
+                    }                                                                                                 \
+                    for (o = 0; o < OB; o++) {                                                                        \
+                        sb[o][0] = t0 ? sb[o][0] + a[o][0] : a[o][0];                                                 \
+                        sb[o][1] = t0 ? sb[o][1] + a[o][1] : a[o][1];                                                 \
+                    }                                                                                                 \
                 }                                                                                                     \
             }                                                                                                         \
-            for (o = 0; o < no; o++) {   /* the block's valid part (the last block may pass OW) */                    \
-                float *CF__RESTRICT yr = y + (size_t)(oc0 + o) * ystride + w0, bo = b ? b[oc0 + o] : 0.0f;            \
-                int n = OW - w0 < 2 * VW ? OW - w0 : 2 * VW;                                                          \
-                memcpy(out[o], s[o], sizeof out[o]);                                                                  \
-                if (n == 2 * VW) { NAME##_block(yr, out[o], bo, accumulate, act, slope); continue; }                  \
-                if (accumulate) for (j = 0; j < n; j++) yr[j] += out[o][j];                                           \
-                else for (j = 0; j < n; j++) yr[j] = cf__act_f(out[o][j] + bo, act, slope);                           \
+            for (oc0 = g0; oc0 < g1; oc0 += OB) {                                                                     \
+                int no = OC - oc0 < OB ? OC - oc0 : OB;   /* the last block may have fewer channels: zeros, unstored */\
+                for (o = 0; o < no; o++) {   /* the block's valid part (the last block may pass OW) */                \
+                    float *CF__RESTRICT yr = y + (size_t)(oc0 + o) * ystride + w0, bo = b ? b[oc0 + o] : 0.0f;        \
+                    int n = OW - w0 < 2 * VW ? OW - w0 : 2 * VW;                                                      \
+                    memcpy(out[o], s[(oc0 - g0) / OB][o], sizeof out[o]);                                             \
+                    if (n == 2 * VW) { NAME##_block(yr, out[o], bo, accumulate, act, slope); continue; }              \
+                    if (accumulate) for (j = 0; j < n; j++) yr[j] += out[o][j];                                       \
+                    else for (j = 0; j < n; j++) yr[j] = cf__act_f(out[o][j] + bo, act, slope);                       \
+                }                                                                                                     \
             }                                                                                                         \
         }                                                                                                             \
     }                                                                                                                 \
@@ -9528,6 +9538,31 @@ CF__F32_TARGET static void cf__even_lanes(float *d, const float *s, int n) {
         _mm512_mask_storeu_ps(d + t, cf__lanes(m), _mm512_permutex2var_ps(a, even, b));
     }
 }
+/* cf__im2col_row's values for a stride of 1 along the width (x's channel xc, taps kd, kh and
+   the width's offset offw = kw dil - pb): each output row's segment copied 16 values at a time
+   by masked loads (the lanes outside the input row read nothing and give zeros), the segments
+   followed by counters, where the reference finds each by three divisions and copies it by
+   memcpy (cosmoflow.cfg's 16^3 convs spent a quarter of their time there, segments of 16
+   values) */
+CF__F32_TARGET static void cf__made_row_s1(float *dst, const float *xc, int kd, int kh, int offw, cf_shape in,
+                                           cf_shape out, const cf_geom *g, size_t p0, size_t n) {
+    int ow0 = (int)(p0 % out.w), oh = (int)(p0 / out.w % out.h), od = (int)(p0 / ((size_t)out.w * out.h)), t;
+    size_t j = 0;
+    while (j < n) {
+        int len = out.w - ow0 < (long)(n - j) ? out.w - ow0 : (int)(n - j);
+        int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+        int inside = id >= 0 && id < in.d && ih >= 0 && ih < in.h;
+        const float *src = xc + ((size_t)(inside ? id : 0) * in.h + (inside ? ih : 0)) * in.w + offw;
+        for (t = 0; t < len; t += 16) {   /* output positions q = ow0 + t + i read input src[q] */
+            int q = ow0 + t, lo = -offw - q, hi = in.w - offw - q;   /* lanes i in [lo, hi) inside the row */
+            __mmask16 m = inside ? (__mmask16)(cf__lanes(hi) & ~cf__lanes(lo) & cf__lanes(len - t)) : 0;
+            _mm512_mask_storeu_ps(dst + j + t, cf__lanes(len - t), _mm512_maskz_loadu_ps(m, src + q));
+        }
+        j += len;
+        ow0 = 0;
+        if (++oh == out.h) { oh = 0; od++; }
+    }
+}
 /* cf__im2col_row (section 3) for the GEMMs' made rows, the same values: a stride of 2 along
    the width copied by cf__even_lanes where the reference reads element by element (DeepCAM's
    strided convolutions spent as long making rows as multiplying them); other strides by
@@ -9540,6 +9575,10 @@ CF__F32_TARGET static void cf__made_row(float *dst, const float *x, int r, cf_sh
     const float *xc = x + (size_t)c * in.d * in.h * in.w;
     size_t j = 0;
     cf__seg sg;
+    if (g->s[2] == 1) {
+        cf__made_row_s1(dst, xc, kd, kh, offw, in, out, g, p0, n);
+        return;
+    }
     if (g->s[2] != 2) {
         cf__im2col_row(dst, x, r, in, out, g, p0, n);
         return;
