@@ -2331,7 +2331,6 @@ static void cf__pointwise_f32_fwd(const cf__conv_call *c);
 static void cf__pointwise_f32_bww(const cf__conv_call *c);
 static void cf__pointwise_f32_bwd(const cf__conv_call *c);
 static int cf__cols_f32_fwd_applies(const cf__conv_call *c);
-static int cf__cols_f32_few_applies(const cf__conv_call *c);
 static int cf__cols_f32_bww_applies(const cf__conv_call *c);
 static int cf__cols_f32_bwd_applies(const cf__conv_call *c);
 static void cf__cols_f32_fwd(const cf__conv_call *c);
@@ -2539,9 +2538,6 @@ static const cf__conv_path cf__conv_fwd_paths[] = {
     {CF__K_BF16, cf__bf16_tiles_fwd_applies, cf__bf16_tiles_fwd, 1, 1, 0},
     {CF__K_BF16, cf__bf16_cols_fwd_applies, cf__bf16_cols_fwd, 1, 1, 0},
     {CF__K_BF16, cf__bf16_gemm_applies, cf__bf16_im2col_fwd, 1, 0, 0},
-#endif
-#ifdef CF__AVX512
-    {CF__K_GEMM, cf__cols_f32_few_applies, cf__cols_f32_fwd, 0, 0, 0},
 #endif
 #ifdef CF__DIRECT
     {CF__K_DIRECT, cf__direct_fwd_applies, cf__direct_fwd_run, 0, 0, 0},
@@ -9940,12 +9936,6 @@ static int cf__cols_f32_not_taps(const cf__conv_call *c) {
 }
 static int cf__cols_f32_fwd_applies(const cf__conv_call *c) {
     return cf__cols_f32_applies(c) && cf__cols_f32_not_taps(c) && c->out.c >= 32 && c->in.c * cf__kvol(c->g) >= 64;
-}
-/* before the direct kernel where the input has at most 8 channels (a network's first layer:
-   the direct kernel loads a row per channel and tap and does little with each; CosmoFlow's
-   4 -> 32 at 128^3 measured 0.65-0.69x oneDNN here against the direct kernel's 0.44-0.58) */
-static int cf__cols_f32_few_applies(const cf__conv_call *c) {
-    return c->in.c <= 8 && cf__cols_f32_fwd_applies(c);
 }
 /* (a stride of 2 along the width: made rows read it by vectors, where the tiles' im2col reads
    element by element; DeepCAM's 16 -> 32 entry layer) */
