@@ -9504,6 +9504,7 @@ static void cf__direct_bwd_run(const cf__conv_call *c) {
 #define CF__F32_NB 384                    /* columns of a task, at most */
 #define CF__F32_KC 384                    /* terms of a chunk, at most */
 #define CF__F32_TASKS 4                   /* tasks a thread */
+#define CF__F32_A_BIG ((size_t)1 << 20)   /* floats of op(A) past which a thread takes one task (below) */
 #define CF__F32_A_ALL ((size_t)4 << 20)   /* floats of op(A) packed whole, at most (16 MB) */
 #define CF__F32_KPART 16384               /* terms of a part of a long sum, at most */
 /* cf__act_f on 16 lanes (the fp32 GEMM's and the bf16 kernels'): linear, relu and leaky as
@@ -9748,16 +9749,20 @@ static int cf__gemm_widest(const cf__gemm_call *g, size_t chunk, size_t room, in
 }
 /* the parts follow from K alone; the columns are cut into more blocks until there are
    CF__F32_TASKS tasks a thread, a multiple of the threads (or blocks of 64 columns), the rows
-   into blocks when there are still fewer tasks than threads */
+   into blocks when there are still fewer tasks than threads.  Where op(A) has more than
+   CF__F32_A_BIG floats (4 MiB, past the L2 cache), one task a thread: every task streams all
+   of op(A) from memory (cosmoflow.cfg's 256 -> 512 at 8^3 forward, op(A) 512 x 6912, 4 tasks
+   a thread of 64 columns: 16.5 ms, one task a thread 14.7, on an Intel Xeon). */
 static void cf__gemm_f32_cut_up(cf__gemm_f32_cut *cut, const cf__gemm_call *g) {
     int M = g->M, N = g->N, K = g->K, kc, widest;   /* kc: a chunk's terms, at most */
+    int per = (size_t)M * K > CF__F32_A_BIG ? 1 : CF__F32_TASKS;   /* tasks a thread */
     cut->nth = cf__nthreads();
     cut->parts = K > CF__F32_KPART ? (K + CF__F32_KPART - 1) / CF__F32_KPART : 1;
     cut->span = (K + cut->parts - 1) / cut->parts;
     kc = K < CF__F32_KC ? K : CF__F32_KC;
     widest = cf__gemm_widest(g, (size_t)kc, (size_t)CF__F32_KC * CF__F32_NB, CF__F32_NB);
     cut->nblocks = (N + widest - 1) / widest;
-    while ((cut->nblocks * cut->parts < CF__F32_TASKS * cut->nth || (cut->nblocks * cut->parts) % cut->nth) &&
+    while ((cut->nblocks * cut->parts < per * cut->nth || (cut->nblocks * cut->parts) % cut->nth) &&
            cut->nblocks * 64 < N)
         cut->nblocks++;
     cut->width = ((N + cut->nblocks - 1) / cut->nblocks + 31) / 32 * 32;
@@ -9980,10 +9985,14 @@ static void cf__cols_f32_bww(const cf__conv_call *c) {   /* db: the dispatcher's
         }
     }
 }
+/* (not for fewer than 1024 positions: the flipped forward's sums are long (OC kvol terms) and
+   its columns few, where the reference's GEMM (w^T dy, OC terms) and col2im took cosmoflow.cfg's
+   256 -> 512 at 8^3 in 15.2-15.3 ms against 19.1-19.5 here; at 16^3 this path is the faster) */
 static int cf__cols_f32_bwd_applies(const cf__conv_call *c) {
     cf_geom gt;
     return cf__cols_f32_applies(c) && cf__flipped_geom(c->g, &gt) && cf__flipped_floats(c) < c->ws_floats &&
-           (c->in.c >= 128 || (c->in.c >= 64 && c->in.d == 1)) && c->out.c * cf__kvol(c->g) >= 64;
+           (c->in.c >= 128 || (c->in.c >= 64 && c->in.d == 1)) && c->out.c * cf__kvol(c->g) >= 64 &&
+           cf__positions(c->in) >= 1024;
 }
 static void cf__cols_f32_bwd(const cf__conv_call *c) {
     cf_geom gt;
