@@ -9218,9 +9218,7 @@ static void cf__direct_rows(float *R, size_t Wp, const float *x, int C, cf_shape
 }
 
 #define CF__DIRECT_PART 128   /* terms of the direct kernel's sum summed apart, then added (below) */
-#ifndef CF__DIRECT_GROUP
-#define CF__DIRECT_GROUP 8
-#endif
+#define CF__DIRECT_GROUP 8     /* blocks of output channels a part of the tap rows serves while in L1 (below) */
 #define CF__DIRECT_OB_MOST 8  /* output channels a block of the direct kernel, at most (its two forms: 4, 8) */
 /* What the direct kernel's output rows share: rows of y ystride apart, R's T rows of Wp floats,
    KW taps along the width dil apart, the kernel w (OC, T KW) as cf__direct_pack lays it out in
@@ -9242,7 +9240,11 @@ typedef struct {
    backward-data of 64 channels and 4x4x4 taps) had 5x the rounding error of the reference's
    GEMM and failed the 2018 CosmoFlow's gradients against PyTorch on an AVX2 CPU
    (tests/torch_2018.py); in parts, the reference's error, for 3-7 % of the time (AVX2, one
-   thread).  Written once, with its two helpers, for a vector type VT of VW floats and
+   thread).  A part's tap rows serve a group of CF__DIRECT_GROUP blocks of OB channels before
+   the next part (its rows of R stay in the L1 cache), each block's sum of the parts so far kept
+   in s: the same sums in the same order as block by block (32 -> 64 at 64^3 backward-data on
+   an Intel Xeon 0.77-0.78 -> 0.84-0.89 of oneDNN).  Written once, with its two helpers, for a
+   vector type VT of VW floats and
    instantiated twice below (one body, because the two instances must stay the same code). */
 #define CF__DIRECT_FWD_ROW(NAME, VT, VW, OB, ATTR)                                                                    \
 /* a whole block of 2 VW outputs v into row yr: loops of a constant length with act fixed, which                      \
@@ -9261,7 +9263,7 @@ ATTR static void NAME##_block(float *CF__RESTRICT yr, float *v, float bo, int ac
     default: for (j = 0; j < 2 * VW; j++) yr[j] = cf__act_f(v[j], act, slope);                                        \
     }                                                                                                                 \
 }                                                                                                                     \
-/* one tap (column k of the blocks' kernel rows wo) for OB output rows: 2 vector loads of the                         \
+/* one tap (its OB weights at wk, one a channel) for OB output rows: 2 vector loads of the                            \
    inputs at r, OB broadcasts, 2 OB multiply-adds into a */                                                           \
 ATTR static void NAME##_tap(VT a[OB][2], const float *CF__RESTRICT wk, const float *r) {                             \
     VT x0, x1;                                                                                                        \
@@ -9987,7 +9989,7 @@ static void cf__cols_f32_bww(const cf__conv_call *c) {   /* db: the dispatcher's
 }
 /* (not for fewer than 1024 positions: the flipped forward's sums are long (OC kvol terms) and
    its columns few, where the reference's GEMM (w^T dy, OC terms) and col2im took cosmoflow.cfg's
-   256 -> 512 at 8^3 in 15.2-15.3 ms against 19.1-19.5 here; at 16^3 this path is the faster) */
+   256 -> 512 at 8^3 in 15.2-15.5 ms against 19.1-19.5 here; at 16^3 this path is the faster) */
 static int cf__cols_f32_bwd_applies(const cf__conv_call *c) {
     cf_geom gt;
     return cf__cols_f32_applies(c) && cf__flipped_geom(c->g, &gt) && cf__flipped_floats(c) < c->ws_floats &&
