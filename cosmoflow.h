@@ -9537,61 +9537,52 @@ CF__F32_TARGET static void cf__even_lanes(float *d, const float *s, int n) {
         _mm512_mask_storeu_ps(d + t, cf__lanes(m), _mm512_permutex2var_ps(a, even, b));
     }
 }
-/* cf__im2col_row's values for a stride of 1 along the width (x's channel xc, taps kd, kh and
-   the width's offset offw = kw dil - pb): each output row's segment copied 16 values at a time
-   by masked loads (the lanes outside the input row read nothing and give zeros), the segments
-   followed by counters, where the reference finds each by three divisions and copies it by
-   memcpy (cosmoflow.cfg's 16^3 convs spent a quarter of their time there, segments of 16
-   values) */
-CF__F32_TARGET static void cf__made_row_s1(float *dst, const float *xc, int kd, int kh, int offw, cf_shape in,
-                                           cf_shape out, const cf_geom *g, size_t p0, size_t n) {
-    int ow0 = (int)(p0 % out.w), oh = (int)(p0 / out.w % out.h), od = (int)(p0 / ((size_t)out.w * out.h)), t;
-    size_t j = 0;
-    while (j < n) {
-        int len = out.w - ow0 < (long)(n - j) ? out.w - ow0 : (int)(n - j);
-        int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
-        int inside = id >= 0 && id < in.d && ih >= 0 && ih < in.h;
-        const float *src = xc + ((size_t)(inside ? id : 0) * in.h + (inside ? ih : 0)) * in.w + offw;
-        for (t = 0; t < len; t += 16) {   /* output positions q = ow0 + t + i read input src[q] */
-            int q = ow0 + t, lo = -offw - q, hi = in.w - offw - q;   /* lanes i in [lo, hi) inside the row */
-            __mmask16 m = inside ? (__mmask16)(cf__lanes(hi) & ~cf__lanes(lo) & cf__lanes(len - t)) : 0;
-            _mm512_mask_storeu_ps(dst + j + t, cf__lanes(len - t), _mm512_maskz_loadu_ps(m, src + q));
-        }
-        j += len;
-        ow0 = 0;
-        if (++oh == out.h) { oh = 0; od++; }
+/* One output row's segment of a made row, len positions from ow0 into d: the input row src
+   (NULL: the tap reads padding there) at the width's offset offw = kw dil - pb, W values long.
+   Stride 1: 16 values at a time by masked loads (the lanes outside the input row read nothing
+   and give zeros), where section 3 copies by memcpy (at 16^3 a segment is 16 values). */
+CF__F32_TARGET static void cf__made_seg_s1(float *d, const float *src, int ow0, int len, int offw, int W) {
+    int t;
+    for (t = 0; t < len; t += 16) {   /* output positions q = ow0 + t + i read input src[q + offw] */
+        int q = ow0 + t, lo = -offw - q, hi = W - offw - q;   /* lanes i in [lo, hi) inside the row */
+        __mmask16 m = src ? (__mmask16)(cf__lanes(hi) & ~cf__lanes(lo) & cf__lanes(len - t)) : 0;
+        _mm512_mask_storeu_ps(d + t, cf__lanes(len - t), _mm512_maskz_loadu_ps(m, src ? src + offw + q : d));
     }
 }
-/* cf__im2col_row (section 3) for the GEMMs' made rows, the same values: a stride of 2 along
-   the width copied by cf__even_lanes where the reference reads element by element (DeepCAM's
-   strided convolutions spent as long making rows as multiplying them); other strides by
-   cf__im2col_row.  (Its segments and in-bounds range are section 3's, as they are there.) */
+/* stride 2: the in-bounds run by cf__even_lanes, zeros either side */
+CF__F32_TARGET static void cf__made_seg_s2(float *d, const float *src, int ow0, int len, int offw, int W) {
+    int lo = 0, hi = 0;
+    if (src) cf__row_range(ow0, len, 2, offw, W, &lo, &hi);
+    memset(d, 0, sizeof(float) * lo);
+    if (hi > lo) cf__even_lanes(d + lo, src + offw + (size_t)(ow0 + lo) * 2, hi - lo);
+    memset(d + hi, 0, sizeof(float) * (len - hi));
+}
+/* cf__im2col_row (section 3) for the GEMMs' made rows, the same values: a stride of 1 or 2
+   along the width copied by vectors (cf__made_seg_s1, cf__made_seg_s2) where the reference
+   copies by memcpy or reads element by element (DeepCAM's strided convolutions spent as long
+   making rows as multiplying them; cosmoflow.cfg's 16^3 convs a quarter of their time), the
+   output rows' segments followed by counters where the reference finds each by three
+   divisions; other strides by cf__im2col_row.  (The in-bounds range is section 3's.) */
 CF__F32_TARGET static void cf__made_row(float *dst, const float *x, int r, cf_shape in, cf_shape out, const cf_geom *g,
                                         size_t p0, size_t n) {
     int KD = g->k[0], KH = g->k[1], KW = g->k[2];
     int kw = r % KW, kh = (r / KW) % KH, kd = (r / (KW * KH)) % KD, c = r / (KW * KH * KD);
     int offw = kw * g->dil[2] - g->pb[2];
+    int ow0 = (int)(p0 % out.w), oh = (int)(p0 / out.w % out.h), od = (int)(p0 / ((size_t)out.w * out.h));
     const float *xc = x + (size_t)c * in.d * in.h * in.w;
     size_t j = 0;
-    cf__seg sg;
-    if (g->s[2] == 1) {
-        cf__made_row_s1(dst, xc, kd, kh, offw, in, out, g, p0, n);
-        return;
-    }
-    if (g->s[2] != 2) {
+    if (g->s[2] != 1 && g->s[2] != 2) {
         cf__im2col_row(dst, x, r, in, out, g, p0, n);
         return;
     }
-    while (j < n && cf__next_seg(&sg, p0 + j, n - j, out)) {
-        int id = sg.od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = sg.oh * g->s[1] - g->pb[1] + kh * g->dil[1];
-        float *d = dst + j;
-        int lo = 0, hi = 0;
-        if (id >= 0 && id < in.d && ih >= 0 && ih < in.h) cf__row_range(sg.ow0, sg.len, 2, offw, in.w, &lo, &hi);
-        memset(d, 0, sizeof(float) * lo);
-        if (hi > lo)
-            cf__even_lanes(d + lo, xc + ((size_t)id * in.h + ih) * in.w + offw + (size_t)(sg.ow0 + lo) * 2, hi - lo);
-        memset(d + hi, 0, sizeof(float) * (sg.len - hi));
-        j += sg.len;
+    while (j < n) {
+        int len = out.w - ow0 < (long)(n - j) ? out.w - ow0 : (int)(n - j);
+        int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
+        const float *src = id >= 0 && id < in.d && ih >= 0 && ih < in.h ? xc + ((size_t)id * in.h + ih) * in.w : NULL;
+        (g->s[2] == 1 ? cf__made_seg_s1 : cf__made_seg_s2)(dst + j, src, ow0, len, offw, in.w);
+        j += len;
+        ow0 = 0;
+        if (++oh == out.h) { oh = 0; od++; }
     }
 }
 /* 16 x 16 transpose of floats: lane j of r[i] goes to lane i of r[j] */
