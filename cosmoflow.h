@@ -9198,34 +9198,109 @@ static void cf__bias_grad_v(float *db, const float *dy, int half, int B, int OC,
     }
 }
 
-/* the input row that tap row t = (c, kd, kh) of output row (od, oh) reads, or NULL in the padding */
-static const float *cf__direct_src(const float *x, cf_shape in, const cf_geom *g, int od, int oh, int t) {
-    int kh = t % g->k[1], kd = t / g->k[1] % g->k[0], c = t / (g->k[1] * g->k[0]);
-    int id = od * g->s[0] - g->pb[0] + kd * g->dil[0], ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1];
-    return id >= 0 && id < in.d && ih >= 0 && ih < in.h ? x + (((size_t)c * in.d + id) * in.h + ih) * in.w : NULL;
+/* ---- the rows the direct kernels read (fp32 and bf16), kept from one output row to the next.
+   Output row (od, oh) reads, for tap (kd, kh), input row (id, ih) of each channel; the next
+   output row reads mostly the same input rows, so each thread keeps the rows it built in slots
+   (id mod ND, ih mod NS), tagged with the (sample, id, ih) each holds, and hands the kernel a
+   pointer a row.  A row is Wp 32-bit words, the input row from word pb on and zeros either
+   side: one channel's floats (the fp32 kernel: cf__float_row) or two channels' bf16 values in
+   each word (the bf16 kernels' pair rows: cf__pair_row).  The slots: ND = (KD - 1) dil + 1
+   planes, the KD planes one output plane reads being distinct mod ND, of NS rows.  NS =
+   (KH - 1) dil + 1 (the KH rows one output row reads, distinct mod NS): a 3-D convolution
+   builds each row KD times, once for each output plane that reads it.  NS = in.h (whole
+   planes: the next output plane reads KD - 1 of the same planes) builds it once a thread,
+   where the workspace has room for every thread's slots and they are at most CF__RING_PLANES
+   words a thread (2 MiB: cosmoflow.cfg's convs at 64^3 and below).  Its 32 -> 64 conv spent a
+   fifth of its bf16 time building pair rows (2 channels' rows a plane apart, read from
+   memory): forward 75-79 -> 71-72 ms, backward-data 82-84 -> 73-75; the fp32 kernel, which
+   built every row it read for every output row, forward 123-126 -> 114-117 and backward-data
+   132-135 -> 119-120 (Intel Xeon; docs/performance.md, "bf16" and "fp32"). */
+typedef struct {
+    uint32_t *rows;          /* [slot][c] rows of Wp, slot (id mod nd, ih mod ns) */
+    long *tag;               /* [slot]: the (sample, id, ih) it holds, or -1 */
+    uint32_t *zero;          /* a row of zeros: taps in the padding */
+    const uint32_t **rp;     /* the rows one output row reads, [c][kd][kh] as the kernels */
+    size_t Wp;               /* words a row */
+    int nd, ns;              /* slots: nd planes of ns rows (cf__ring_ns) */
+    int n, c2;               /* rows built a slot (channels, or pairs of them); rows a slot, c2 >= n (zeros past n) */
+} cf__ring;
+/* row c (a channel, or a pair of them) of input row (id, ih) of sample x (C channels, half:
+   stored in 16 bits) into r, Wp words, from word pb on: cf__float_row or cf__pair_row */
+typedef void (*cf__row_builder)(uint32_t *r, size_t Wp, const float *x, int half, int C, cf_shape in, int pb, int c,
+                                int id, int ih);
+#define CF__RING_PLANES ((size_t)1 << 19)
+static size_t cf__r16(size_t n) { return (n + 15) / 16 * 16; }   /* 64-byte parts */
+/* p moved up to the next 64 bytes (at most 15 floats): a vector of the packed op(B), a row of a
+   tile or of the ring, within one cache line */
+static float *cf__line_aligned(float *p) { return p + (16 - (uintptr_t)p / sizeof(float) % 16) % 16; }
+static int cf__ring_nd(const cf_geom *g) { return (g->k[0] - 1) * g->dil[0] + 1; }
+static int cf__ring_slots(const cf_geom *g) { return (g->k[1] - 1) * g->dil[1] + 1; }
+/* uint32 of one thread's ring for input in, rows of Wp, slots of ns rows of c2 (n built) */
+static size_t cf__ring_size(const cf_geom *g, size_t Wp, int ns, int n, int c2) {
+    size_t slots = (size_t)cf__ring_nd(g) * ns;
+    return cf__r16(slots * c2 * Wp) + cf__r16(Wp) + cf__r16(2 * slots) + cf__r16((size_t)2 * n * g->k[0] * g->k[1]);
 }
-/* R (T = C*KD*KH rows of Wp floats): row t = (c, kd, kh) holds the input row that output row
-   (od, oh) reads through taps (kd, kh) of channel c, shifted right by the width's padding
-   and zero elsewhere; a row outside the input is all zeros.  x: (C, D, H, W), one sample. */
-static void cf__direct_rows(float *R, size_t Wp, const float *x, int C, cf_shape in, const cf_geom *g, int od, int oh) {
-    int t;
-    for (t = 0; t < C * g->k[0] * g->k[1]; t++) {
-        const float *src = cf__direct_src(x, in, g, od, oh, t);
-        float *r = R + (size_t)t * Wp;
-        memset(r, 0, Wp * sizeof(float));
-        if (src) memcpy(r + g->pb[2], src, (size_t)in.w * sizeof(float));
+/* NS for a workspace of room uint32 */
+static int cf__ring_ns(cf_shape in, const cf_geom *g, size_t Wp, size_t room, int n, int c2) {
+    size_t planes = cf__ring_size(g, Wp, in.h, n, c2);
+    return g->k[0] > 1 && planes <= CF__RING_PLANES && planes * cf__nthreads() <= room ? in.h : cf__ring_slots(g);
+}
+static cf__ring cf__ring_at(uint32_t *ws, const cf_geom *g, size_t Wp, int ns, int n, int c2) {
+    cf__ring pr;
+    size_t slots = (size_t)cf__ring_nd(g) * ns, k;
+    pr.Wp = Wp; pr.nd = cf__ring_nd(g); pr.ns = ns; pr.n = n; pr.c2 = c2;
+    pr.rows = ws; ws += cf__r16(slots * c2 * Wp);
+    pr.zero = ws; ws += cf__r16(Wp);
+    pr.tag = (long *)(void *)ws; ws += cf__r16(2 * slots);
+    pr.rp = (const uint32_t **)(void *)ws;
+    memset(pr.zero, 0, Wp * sizeof(uint32_t));
+    if (c2 > n) memset(pr.rows, 0, slots * c2 * Wp * sizeof(uint32_t));   /* the rows past n: zeros */
+    for (k = 0; k < slots; k++) pr.tag[k] = -1;
+    return pr;
+}
+/* pr->rp for output row (od, oh) of sample bi (x, C channels), building the rows not in the ring */
+static void cf__ring_for(cf__ring *pr, const float *x, int half, int bi, int C, cf_shape in, const cf_geom *g,
+                         int od, int oh, cf__row_builder build) {
+    size_t Wp = pr->Wp;
+    int KD = g->k[0], KH = g->k[1], n = pr->n, kd, kh, c;
+    for (kd = 0; kd < KD; kd++) {
+        int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
+        for (kh = 0; kh < KH; kh++) {
+            int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1],
+                slot = (id >= 0 ? id % pr->nd : 0) * pr->ns + (ih >= 0 ? ih % pr->ns : 0);
+            long key = ((long)bi * in.d + id) * in.h + ih;
+            if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) {
+                for (c = 0; c < n; c++) pr->rp[(c * KD + kd) * KH + kh] = pr->zero;
+                continue;
+            }
+            if (pr->tag[slot] != key) {
+                for (c = 0; c < n; c++)
+                    build(pr->rows + ((size_t)slot * pr->c2 + c) * Wp, Wp, x, half, C, in, g->pb[2], c, id, ih);
+                pr->tag[slot] = key;
+            }
+            for (c = 0; c < n; c++) pr->rp[(c * KD + kd) * KH + kh] = pr->rows + ((size_t)slot * pr->c2 + c) * Wp;
+        }
     }
+}
+/* the fp32 kernel's row: channel c's input row (id, ih) of x (fp32: half 0) as floats at pb,
+   zeros either side (C: the pair rows' argument) */
+static void cf__float_row(uint32_t *r, size_t Wp, const float *x, int half, int C, cf_shape in, int pb, int c, int id,
+                          int ih) {
+    (void)half; (void)C;
+    memset(r, 0, (size_t)pb * sizeof *r);
+    memcpy(r + pb, x + (((size_t)c * in.d + id) * in.h + ih) * in.w, (size_t)in.w * sizeof(float));
+    memset(r + pb + in.w, 0, (Wp - pb - (size_t)in.w) * sizeof *r);
 }
 
 #define CF__DIRECT_PART 128   /* terms of the direct kernel's sum summed apart, then added (below) */
 #define CF__DIRECT_GROUP 8     /* blocks of output channels a part of the tap rows serves while in L1 (below) */
 #define CF__DIRECT_OB_MOST 8  /* output channels a block of the direct kernel, at most (its two forms: 4, 8) */
-/* What the direct kernel's output rows share: rows of y ystride apart, R's T rows of Wp floats,
-   KW taps along the width dil apart, the kernel w (OC, T KW) as cf__direct_pack lays it out in
-   blocks of OB output channels, OW positions a row, the bias b (may be NULL), accumulate, the
-   activation. */
+/* What the direct kernel's output rows share: rows of y ystride apart, T tap rows (the ring's,
+   cf__float_row's floats), KW taps along the width dil apart, the kernel w (OC, T KW) as
+   cf__direct_pack lays it out in blocks of OB output channels, OW positions a row, the bias b
+   (may be NULL), accumulate, the activation. */
 typedef struct {
-    size_t ystride, Wp;
+    size_t ystride;
     int T, KW, dil;
     const float *w;
     int OC, OW;
@@ -9234,18 +9309,18 @@ typedef struct {
     float slope;
 } cf__direct_row_call;
 /* One output row:  y[oc][w] (+)= sum over t < T, kw < KW of w[oc][t KW + kw] R[t][w + kw dil]
-   for oc < OC, w < OW (R readable up to OW rounded up to 32, plus (KW-1) dil).  accumulate =
-   0: y = act(sum + b[oc]); 1: y += sum.  The sum runs in parts of CF__DIRECT_PART / KW tap rows,
-   each summed in registers and added to the parts before it: one running sum of 4096 terms (a
-   backward-data of 64 channels and 4x4x4 taps) had 5x the rounding error of the reference's
-   GEMM and failed the 2018 CosmoFlow's gradients against PyTorch on an AVX2 CPU
-   (tests/torch_2018.py); in parts, the reference's error, for 3-7 % of the time (AVX2, one
-   thread).  A part's tap rows serve a group of CF__DIRECT_GROUP blocks of OB channels before
-   the next part (its rows of R stay in the L1 cache), each block's sum of the parts so far kept
-   in s: the same sums in the same order as block by block (32 -> 64 at 64^3 backward-data on
-   an Intel Xeon 0.77-0.78 -> 0.84-0.89 of oneDNN).  Written once, with its two helpers, for a
-   vector type VT of VW floats and
-   instantiated twice below (one body, because the two instances must stay the same code). */
+   for oc < OC, w < OW, tap row R[t] at rp[t] (readable up to OW rounded up to 32, plus (KW-1)
+   dil).  accumulate = 0: y = act(sum + b[oc]); 1: y += sum.  The sum runs in parts of
+   CF__DIRECT_PART / KW tap rows, each summed in registers and added to the parts before it:
+   one running sum of 4096 terms (a backward-data of 64 channels and 4x4x4 taps) had 5x the
+   rounding error of the reference's GEMM and failed the 2018 CosmoFlow's gradients against
+   PyTorch on an AVX2 CPU (tests/torch_2018.py); in parts, the reference's error, for 3-7 % of
+   the time (AVX2, one thread).  A part's tap rows serve a group of CF__DIRECT_GROUP blocks of OB
+   channels before the next part (its rows stay in the L1 cache), each block's sum of the parts
+   so far kept in s: the same sums in the same order as block by block (32 -> 64 at 64^3
+   backward-data on an Intel Xeon 0.77-0.78 -> 0.84-0.89 of oneDNN).  Written once, with its two
+   helpers, for a vector type VT of VW floats and instantiated twice below (one body, because
+   the two instances must stay the same code). */
 #define CF__DIRECT_FWD_ROW(NAME, VT, VW, OB, ATTR)                                                                    \
 /* a whole block of 2 VW outputs v into row yr: loops of a constant length with act fixed, which                      \
    the compiler turns into vector code, cf__act_f inlined in each */                                                  \
@@ -9265,14 +9340,14 @@ ATTR static void NAME##_block(float *CF__RESTRICT yr, float *v, float bo, int ac
 }                                                                                                                     \
 /* one tap (its OB weights at wk, one a channel) for OB output rows: 2 vector loads of the                            \
    inputs at r, OB broadcasts, 2 OB multiply-adds into a */                                                           \
-ATTR static void NAME##_tap(VT a[OB][2], const float *CF__RESTRICT wk, const float *r) {                             \
+ATTR static void NAME##_tap(VT a[OB][2], const float *CF__RESTRICT wk, const uint32_t *r) {                           \
     VT x0, x1;                                                                                                        \
     int o;                                                                                                            \
     memcpy(&x0, r, sizeof x0); memcpy(&x1, r + VW, sizeof x1);                                                        \
     for (o = 0; o < OB; o++) { float q = wk[o]; a[o][0] += q * x0; a[o][1] += q * x1; }                               \
 }                                                                                                                     \
-ATTR static void NAME(float *y, const float *R, const cf__direct_row_call *d) {                                       \
-    size_t ystride = d->ystride, Wp = d->Wp;                                                                          \
+ATTR static void NAME(float *y, const uint32_t *const *rp, const cf__direct_row_call *d) {                            \
+    size_t ystride = d->ystride;                                                                                      \
     int T = d->T, KW = d->KW, dil = d->dil, OC = d->OC, OW = d->OW, accumulate = d->accumulate, act = d->act;         \
     const float *w = d->w, *b = d->b;                                                                                 \
     float slope = d->slope;                                                                                           \
@@ -9290,7 +9365,7 @@ ATTR static void NAME(float *y, const float *R, const cf__direct_row_call *d) { 
                     VT a[OB][2], zero = {0}, (*sb)[2] = s[(oc0 - g0) / OB];   /* a: one part's sum */                 \
                     for (o = 0; o < OB; o++) a[o][0] = a[o][1] = zero;                                                \
                     for (t = t0; t < t1; t++) {                                                                       \
-                        const float *r = R + (size_t)t * Wp + w0;                                                     \
+                        const uint32_t *r = rp[t] + w0;                                                               \
                         const float *wk = wb + (size_t)t * KW * OB;                                                   \
                         for (kw = 0; kw < KW; kw++) NAME##_tap(a, wk + kw * OB, r + kw * dil);                        \
                     }                                                                                                 \
@@ -9390,7 +9465,8 @@ static int cf__blas_runs_avx2(void) {
     return cf__blas_runs_avx512();
 }
 /* Whether the direct kernel can run a convolution of in into out: stride 1 along the width,
-   rows of 16 or more, one R per thread and the packed kernel in ws; and whether the door gives
+   rows of 16 or more, one ring per thread (its least, cf__ring_slots) and the packed kernel in
+   ws; and whether the door gives
    it the convolution rather than im2col + GEMM (kinds tiles and taps, the BLAS), which depends
    on the CPU:
    - with AVX-512 (the 16-lane form): a backward-data always (GEMM + col2im is slower; kind
@@ -9411,30 +9487,33 @@ static int cf__blas_runs_avx2(void) {
    forward.  (The bf16 kernel has its own limit, CF__BF16_DIRECT_MAX_R.) */
 #define CF__DIRECT_FWD_MAX_R 65536
 static int cf__direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, int fwd) {
-    size_t rsz = (size_t)in.c * g->k[0] * g->k[1] * cf__direct_wp(out, g);
+    size_t Wp = cf__direct_wp(out, g), rsz = (size_t)in.c * g->k[0] * g->k[1] * Wp,   /* (the rows a row reads) */
+           ring = cf__ring_size(g, Wp, cf__ring_slots(g), in.c, in.c);
     int door = !cf__blas_runs_avx2() || in.c <= 16;
 #ifdef CF__AVX512
     if (cf__has_avx512()) door = !fwd || (rsz <= CF__DIRECT_FWD_MAX_R && out.w >= 32);
 #else
-    (void)fwd;
+    (void)fwd; (void)rsz;
 #endif
     return g->s[2] == 1 && out.w >= 16 && door &&
-           (size_t)cf__nthreads() * rsz + cf__direct_packed(in, out, g) <= ws_floats;
+           16 + (size_t)cf__nthreads() * ring + cf__direct_packed(in, out, g) <= ws_floats;
 }
 /* the forward convolution f, y (B, OC, OD, OH, OW) (+)= conv(x, w) with w (OC, C, KD, KH, KW)
-   (accumulate: added into y): rows shared out between the threads, each with its own R in f's
-   workspace.  Only where cf__direct_fits says it applies. */
+   (accumulate: added into y): rows shared out between the threads, in f's workspace the packed
+   kernel, then each thread's ring (on a cache line).  Only where cf__direct_fits says it applies. */
 static void cf__direct_fwd(const cf__conv_call *f, int accumulate) {
     cf_shape in = f->in, out = f->out;
     const cf_geom *g = f->g;
-    int T = in.c * g->k[0] * g->k[1], KW = g->k[2];
-    size_t Wp = cf__direct_wp(out, g), rsz = (size_t)T * Wp;
+    int T = in.c * g->k[0] * g->k[1], KW = g->k[2], ns;
+    size_t Wp = cf__direct_wp(out, g), packed = cf__direct_packed(in, out, g), rsz;
     size_t P = cf__positions(out), in_sz = cf_shape_size(in);
     long rows = (long)f->B * out.d * out.h, r;
-    cf__direct_row_call d = {P, Wp, T, KW, g->dil[2], f->w, out.c, out.w, f->b, accumulate, f->act, f->slope};
-    void (*row)(float *, const float *, const cf__direct_row_call *) = cf__direct_fwd_row8;
+    cf__direct_row_call d = {P, T, KW, g->dil[2], f->w, out.c, out.w, f->b, accumulate, f->act, f->slope};
+    void (*row)(float *, const uint32_t *const *, const cf__direct_row_call *) = cf__direct_fwd_row8;
     int ob = 4;   /* the 8-lane form's output channels a block */
-    float *wp = f->ws + (size_t)cf__nthreads() * rsz;
+    float *wp = f->ws, *rings = cf__line_aligned(f->ws + packed);
+    ns = cf__ring_ns(in, g, Wp, f->ws_floats - packed - 16, in.c, in.c);
+    rsz = cf__ring_size(g, Wp, ns, in.c, in.c);
 #ifdef CF__AVX512
     if (out.w >= 32 && cf__has_avx512()) { row = cf__direct_fwd_row16; ob = CF__DIRECT_OB512; }
 #endif
@@ -9442,12 +9521,12 @@ static void cf__direct_fwd(const cf__conv_call *f, int accumulate) {
     d.w = wp;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
-        float *R = f->ws + (size_t)cf__thread_id() * rsz;
+        cf__ring pr = cf__ring_at((uint32_t *)(void *)(rings + (size_t)cf__thread_id() * rsz), g, Wp, ns, in.c, in.c);
         CF__OMP(omp for schedule(static))
         for (r = 0; r < rows; r++) {
             int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
-            cf__direct_rows(R, Wp, f->x + (size_t)bi * in_sz, in.c, in, g, od, oh);
-            row(f->y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, R, &d);
+            cf__ring_for(&pr, f->x + (size_t)bi * in_sz, 0, bi, in.c, in, g, od, oh, cf__float_row);
+            row(f->y + (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w, pr.rp, &d);
         }
     }
 }
@@ -9816,9 +9895,6 @@ static void cf__gemm_f32_add_parts(const cf__gemm_call *g, const float *partial,
         c[n] = g->out ? cf__act_f(v + (g->out->b ? g->out->b[m] : 0.0f), g->out->act, g->out->slope) : v;
     }
 }
-/* p moved up to the next 64 bytes (at most 15 floats): a vector of the packed op(B), or a row
-   of a tile, within one cache line */
-static float *cf__line_aligned(float *p) { return p + (16 - (uintptr_t)p / sizeof(float) % 16) % 16; }
 /* The GEMM's steps in one parallel region (each region's start and end wait for every
    thread): op(A) packed whole when A_all is given (panels of CF__F32_MR rows over all of K),
    the tasks, the parts' partial sums added */
@@ -11024,57 +11100,11 @@ static void cf__sgemm_bf16_rounded(int tA, int tB, int M, int N, int K, const fl
 
 /* ---- the direct kernel in bf16: as cf__direct_fwd, with the input channels paired.  A pair
    row (cp, id, ih) holds (x[2cp][id][ih][w], x[2cp+1][id][ih][w]) at w + pb (zeros for a
-   missing channel and in the padding); the kernel is packed the same way, in blocks of NB
-   output channels, w2[oc / NB][cp][kd][kh][kw][oc % NB] = (w[oc][2cp][kd][kh][kw],
-   w[oc][2cp+1][kd][kh][kw]).  Output row (od, oh) reads, for tap (kd, kh), input row (id,
-   ih); the next output row reads mostly the same input rows, so each thread keeps the pair
-   rows it built in slots (id mod ND, ih mod NS), tagged with the (sample, id, ih) each holds
-   (cf__pair_ring).  Per tap
-   pair the kernel does 2 loads, 8 broadcasts, 16 vdpbf16ps over 8 output channels x 32
-   positions (the FMA form: 16 broadcasts of the widened kernel, 4 widenings, 32 FMAs). */
-typedef struct {
-    uint32_t *rows;          /* [slot][cp] pair rows of Wp, slot (id mod nd, ih mod ns) */
-    long *tag;               /* [slot]: the (sample, id, ih) it holds, or -1 */
-    uint32_t *zero;          /* a row of zeros: taps in the padding */
-    const uint32_t **rp;     /* the rows one output row reads, [cp][kd][kh] as the kernel */
-    int nd, ns;              /* slots: nd planes of ns rows (cf__pair_ring) */
-    int c2;                  /* pair rows a slot: ceil(C/2), or more (zeros after) for the tiles */
-} cf__pair_rows;
-static size_t cf__r16(size_t n) { return (n + 15) / 16 * 16; }   /* 64-byte parts */
-/* The slots: ND = (KD - 1) dil + 1 planes, the KD planes one output plane reads being distinct
-   mod ND, of NS rows.  NS = (KH - 1) dil + 1 (the KH rows one output row reads, distinct mod
-   NS): a 3-D convolution builds each pair row KD times, once for each output plane that reads
-   it.  NS = in.h (whole planes: the next output plane reads KD - 1 of the same planes) builds
-   it once a thread, where the workspace has room for every thread's slots and they are at
-   most CF__PAIR_PLANES words a thread (2 MiB: cosmoflow.cfg's convs at 64^3 and below).  Its
-   32 -> 64 conv spent a fifth of its time building pair rows (2 channels' rows a plane apart,
-   read from memory): forward 75-79 -> 71-72 ms, backward-data 82-84 -> 73-75 (docs/performance.md, "bf16"). */
-#define CF__PAIR_PLANES ((size_t)1 << 19)
-static int cf__pair_nd(const cf_geom *g) { return (g->k[0] - 1) * g->dil[0] + 1; }
-static int cf__pair_slots(const cf_geom *g) { return (g->k[1] - 1) * g->dil[1] + 1; }
-/* uint32 of one thread's cf__pair_rows for input in, output rows of Wp, slots of ns rows of c2 pairs */
-static size_t cf__pair_rows_size(cf_shape in, const cf_geom *g, size_t Wp, int ns, int c2) {
-    size_t slots = (size_t)cf__pair_nd(g) * ns, C2 = ((size_t)in.c + 1) / 2;
-    return cf__r16(slots * c2 * Wp) + cf__r16(Wp) + cf__r16(2 * slots) + cf__r16(2 * C2 * g->k[0] * g->k[1]);
-}
-/* NS for a workspace of room uint32 */
-static int cf__pair_ring(cf_shape in, const cf_geom *g, size_t Wp, size_t room, int c2) {
-    size_t planes = cf__pair_rows_size(in, g, Wp, in.h, c2);
-    return g->k[0] > 1 && planes <= CF__PAIR_PLANES && planes * cf__nthreads() <= room ? in.h : cf__pair_slots(g);
-}
-static cf__pair_rows cf__pair_rows_at(uint32_t *ws, cf_shape in, const cf_geom *g, size_t Wp, int ns, int c2) {
-    cf__pair_rows pr;
-    size_t slots = (size_t)cf__pair_nd(g) * ns, k;
-    pr.nd = cf__pair_nd(g); pr.ns = ns; pr.c2 = c2;
-    pr.rows = ws; ws += cf__r16(slots * c2 * Wp);
-    pr.zero = ws; ws += cf__r16(Wp);
-    pr.tag = (long *)(void *)ws; ws += cf__r16(2 * slots);
-    pr.rp = (const uint32_t **)(void *)ws;
-    memset(pr.zero, 0, Wp * sizeof(uint32_t));
-    if (c2 > (in.c + 1) / 2) memset(pr.rows, 0, slots * c2 * Wp * sizeof(uint32_t));   /* the pairs past C: zeros */
-    for (k = 0; k < slots; k++) pr.tag[k] = -1;
-    return pr;
-}
+   missing channel and in the padding), kept in the direct kernels' ring (cf__ring); the kernel
+   is packed the same way, in blocks of NB output channels, w2[oc / NB][cp][kd][kh][kw][oc % NB]
+   = (w[oc][2cp][kd][kh][kw], w[oc][2cp+1][kd][kh][kw]).  Per tap pair the kernel does 2 loads,
+   8 broadcasts, 16 vdpbf16ps over 8 output channels x 32 positions (the FMA form: 16
+   broadcasts of the widened kernel, 4 widenings, 32 FMAs). */
 /* pair row (cp, id, ih) of sample x (half: stored in 16 bits) into r */
 CF__BF16_TARGET static void cf__pair_row(uint32_t *r, size_t Wp, const float *x, int half, int C, cf_shape in, int pb,
                                          int cp, int id, int ih) {
@@ -11089,30 +11119,6 @@ CF__BF16_TARGET static void cf__pair_row(uint32_t *r, size_t Wp, const float *x,
                                  half ? cf__pairs16_rows_half((const cf_bf16 *)(const void *)a + w,
                                                               b ? (const cf_bf16 *)(const void *)b + w : NULL, in.w - w)
                                  : cf__pairs16_rows(a + w, b ? b + w : NULL, in.w - w));
-}
-/* pr->rp for output row (od, oh) of sample bi (x), building the pair rows not in the cache */
-static void cf__pair_rows_for(cf__pair_rows *pr, size_t Wp, const float *x, int half, int bi, int C, cf_shape in,
-                              const cf_geom *g, int od, int oh) {
-    int KD = g->k[0], KH = g->k[1], C2 = (C + 1) / 2, kd, kh, cp;
-    for (kd = 0; kd < KD; kd++) {
-        int id = od * g->s[0] - g->pb[0] + kd * g->dil[0];
-        for (kh = 0; kh < KH; kh++) {
-            int ih = oh * g->s[1] - g->pb[1] + kh * g->dil[1],
-                slot = (id >= 0 ? id % pr->nd : 0) * pr->ns + (ih >= 0 ? ih % pr->ns : 0);
-            long key = ((long)bi * in.d + id) * in.h + ih;
-            if (id < 0 || id >= in.d || ih < 0 || ih >= in.h) {
-                for (cp = 0; cp < C2; cp++) pr->rp[(cp * KD + kd) * KH + kh] = pr->zero;
-                continue;
-            }
-            if (pr->tag[slot] != key) {
-                for (cp = 0; cp < C2; cp++)
-                    cf__pair_row(pr->rows + ((size_t)slot * pr->c2 + cp) * Wp, Wp, x, half, C, in, g->pb[2], cp, id,
-                                 ih);
-                pr->tag[slot] = key;
-            }
-            for (cp = 0; cp < C2; cp++) pr->rp[(cp * KD + kd) * KH + kh] = pr->rows + ((size_t)slot * pr->c2 + cp) * Wp;
-        }
-    }
 }
 /* w (OC, C, KDKH, KW) as pairs of input channels, in blocks of NB output channels (the row
    kernel's: 8 wide, 16 narrow): w2 (ceil(OC/NB), ceil(C/2), KDKH, KW, NB), zeros past OC.  A
@@ -11258,14 +11264,14 @@ CF__BF16_TARGET static void cf__direct_row_bf16_narrow_fma(const cf__direct_row_
 }
 /* the forward convolution f, y (+)= conv(x, w) as cf__direct_fwd, y stored rounded to bf16
    unless added into (accumulate); w2 = the packed kernel (fma: widened, the dot step's FMA
-   form); ws: one cf__pair_rows per thread; f->half (y), f->x_half: stored in 16 bits */
+   form); ws: one cf__ring per thread; f->half (y), f->x_half: stored in 16 bits */
 static void cf__direct_fwd_bf16(const cf__conv_call *f, const uint32_t *w2, uint32_t *ws, int accumulate, int fma) {
     cf_shape in = f->in, out = f->out;
     const cf_geom *g = f->g;
     int C2 = (in.c + 1) / 2, T2 = C2 * g->k[0] * g->k[1], KW = g->k[2], y_half = f->half, x_half = f->x_half, ns;
     size_t Wp = cf__direct_wp(out, g), P = cf__positions(out), in_sz = cf_shape_size(in), rsz;
-    ns = cf__pair_ring(in, g, Wp, (size_t)((const uint32_t *)(const void *)(f->ws + f->ws_floats) - ws), C2);
-    rsz = cf__pair_rows_size(in, g, Wp, ns, C2);
+    ns = cf__ring_ns(in, g, Wp, (size_t)((const uint32_t *)(const void *)(f->ws + f->ws_floats) - ws), C2, C2);
+    rsz = cf__ring_size(g, Wp, ns, C2, C2);
     long rows = (long)f->B * out.d * out.h, r;
     cf__direct_row_bf16_call d = {f->y, y_half, P, T2, KW, g->dil[2], w2, out.c, out.w, f->b, accumulate, f->act,
                                   f->slope};
@@ -11274,11 +11280,11 @@ static void cf__direct_fwd_bf16(const cf__conv_call *f, const uint32_t *w2, uint
                     : (fma ? cf__direct_row_bf16_fma : cf__direct_row_bf16);
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
-        cf__pair_rows pr = cf__pair_rows_at(ws + (size_t)cf__thread_id() * rsz, in, g, Wp, ns, C2);
+        cf__ring pr = cf__ring_at(ws + (size_t)cf__thread_id() * rsz, g, Wp, ns, C2, C2);
         CF__OMP(omp for schedule(static))
         for (r = 0; r < rows; r++) {
             int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h);
-            cf__pair_rows_for(&pr, Wp, cf__elt(f->x, x_half, (size_t)bi * in_sz), x_half, bi, in.c, in, g, od, oh);
+            cf__ring_for(&pr, cf__elt(f->x, x_half, (size_t)bi * in_sz), x_half, bi, in.c, in, g, od, oh, cf__pair_row);
             /* the next row's outputs (same sample) fetched for writing, as the pools' rows */
             if (r + 1 < rows && (r + 1) % ((long)out.d * out.h)) {
                 size_t yn = (size_t)bi * out.c * P + ((size_t)od * out.h + oh + 1) * out.w;
@@ -11294,7 +11300,7 @@ static void cf__direct_fwd_bf16(const cf__conv_call *f, const uint32_t *w2, uint
 /* every bf16 path's first condition: the operands are bf16 values and the CPU has the instructions */
 static int cf__bf16_gemm_applies(const cf__conv_call *c) { return c->bf16 && cf__has_bf16(); }
 /* the packed kernel (OC x ceil(C/2) x KD KH x KW uint32, in 64-byte parts) at the front of ws,
-   then one cf__pair_rows per thread */
+   then one cf__ring per thread */
 static size_t cf__w2_floats(cf_shape in, const cf_geom *g, int OC) {
     return cf__r16(cf__w2_words(OC, in.c, g->k[0] * g->k[1], g->k[2]));
 }
@@ -11307,7 +11313,7 @@ static size_t cf__w2_floats(cf_shape in, const cf_geom *g, int OC) {
 #define CF__BF16_DIRECT_MAX_R ((size_t)1 << 20)
 static int cf__bf16_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats, size_t max_r) {
     size_t w2 = cf__w2_floats(in, g, out.c),
-           rsz = cf__pair_rows_size(in, g, cf__direct_wp(out, g), cf__pair_slots(g), (in.c + 1) / 2);
+           rsz = cf__ring_size(g, cf__direct_wp(out, g), cf__ring_slots(g), (in.c + 1) / 2, (in.c + 1) / 2);
     return g->s[2] == 1 && out.w >= 16 && rsz <= max_r && w2 + (size_t)cf__nthreads() * rsz <= ws_floats;
 }
 /* Where the bf16 GEMM runs on AMX tiles (cf__bf16_amx_on) and the tiles' own direct kernel
@@ -11541,7 +11547,7 @@ CF__AMX_TARGET static void cf__direct_units_amx(const cf__direct_amx_call *d, co
 /* Rows of at most 16 positions go two at a time, a block's two tiles of positions one row's
    each (one row left half of each block's tiles empty: cosmoflow.cfg's 128 -> 256 at 16^3
    forward 10.6 -> 5.8 ms, backward-data 11.7 -> 7.8), where each thread's pair rows hold whole
-   planes (cf__pair_ring), so that both rows' are there at once, and a row reads at most
+   planes (cf__ring_ns), so that both rows' are there at once, and a row reads at most
    CF__AMX_TWO_T rows of taps */
 #define CF__AMX_TWO_T 64
 static int cf__amx_two_rows(cf_shape in, cf_shape out, const cf_geom *g, int ns) {
@@ -11634,7 +11640,7 @@ static void cf__direct_fwd_amx_sample(const cf__conv_call *f, const cf__direct_a
     }
 }
 /* y (+)= conv(x, w) as cf__direct_fwd_bf16, on the tiles: wa the packed kernel, ws one
-   cf__pair_rows per thread (16 pair rows a chunk) and its group's sums, or a sample's
+   cf__ring per thread (16 pair rows a chunk) and its group's sums, or a sample's
    (cf__amx_by_sample).  Groups of several units where the pair rows hold whole planes (every
    row of a group's there at once). */
 static void cf__direct_fwd_amx(const cf__conv_call *f, const uint32_t *wa, uint32_t *ws, int accumulate) {
@@ -11648,17 +11654,17 @@ static void cf__direct_fwd_amx(const cf__conv_call *f, const uint32_t *wa, uint3
                              out.w, Wp, f->b, accumulate, f->act, f->slope};
     size_t room = (size_t)((const uint32_t *)(const void *)(f->ws + f->ws_floats) - ws);
     if (cf__amx_by_sample(in, out, g, room)) { cf__direct_fwd_amx_sample(f, &d, ws); return; }
-    ns = cf__pair_ring(in, g, Wp, room - (size_t)nth * acc_sz, c2);
-    rsz = cf__pair_rows_size(in, g, Wp, ns, c2) + acc_sz;   /* (a thread's: its pair rows, its sums) */
+    ns = cf__ring_ns(in, g, Wp, room - (size_t)nth * acc_sz, (in.c + 1) / 2, c2);
+    rsz = cf__ring_size(g, Wp, ns, (in.c + 1) / 2, c2) + acc_sz;   /* (a thread's: its pair rows, its sums) */
     two = cf__amx_two_rows(in, out, g, ns);
     hh = two ? (out.h + 1) / 2 : out.h;   /* units a plane */
     G = ns == in.h ? cf__amx_group_units(&d, two, hh) : 1;
     ng = (hh + G - 1) / G;
-    copy = G > 1 || two;   /* (each cf__pair_rows_for sets pr.rp: kept in rps where a group has more rows) */
+    copy = G > 1 || two;   /* (each cf__ring_for sets pr.rp: kept in rps where a group has more rows) */
     groups = (long)f->B * out.d * ng;
     CF__OMP(omp parallel num_threads(nth))
     {
-        cf__pair_rows pr = cf__pair_rows_at(ws + (size_t)cf__thread_id() * rsz, in, g, Wp, ns, c2);
+        cf__ring pr = cf__ring_at(ws + (size_t)cf__thread_id() * rsz, g, Wp, ns, (in.c + 1) / 2, c2);
         float *acc = (float *)(void *)(ws + (size_t)cf__thread_id() * rsz + rsz - acc_sz);
         const uint32_t *rps[CF__AMX_GROUP_PTRS];
         cf__amx_unit u[CF__AMX_GROUP_BLOCKS];
@@ -11675,7 +11681,7 @@ static void cf__direct_fwd_amx(const cf__conv_call *f, const uint32_t *wa, uint3
                 u[i].rp1 = NULL;
                 for (j = 0; j < (two && oh + 1 < out.h ? 2 : 1); j++) {
                     const uint32_t **to = rps + (size_t)(two ? 2 * i + j : i) * d.T;
-                    cf__pair_rows_for(&pr, Wp, xs, x_half, bi, in.c, in, g, od, oh + j);
+                    cf__ring_for(&pr, xs, x_half, bi, in.c, in, g, od, oh + j, cf__pair_row);
                     if (copy) memcpy(to, pr.rp, sizeof *to * (size_t)d.T);
                     if (j) u[i].rp1 = to;
                     else u[i].rp0 = copy ? to : pr.rp;
@@ -11698,7 +11704,7 @@ static void cf__direct_fwd_amx(const cf__conv_call *f, const uint32_t *wa, uint3
 #define CF__AMX_DIRECT_MAX_W ((size_t)1 << 19)
 static int cf__amx_direct_fits(cf_shape in, cf_shape out, const cf_geom *g, size_t ws_floats) {
     size_t wa = cf__wa_words(out.c, in.c, cf__kvol(g)),
-           rsz = cf__pair_rows_size(in, g, cf__direct_wp(out, g), cf__pair_slots(g), 16 * cf__amx_chunks(in.c));
+           rsz = cf__ring_size(g, cf__direct_wp(out, g), cf__ring_slots(g), (in.c + 1) / 2, 16 * cf__amx_chunks(in.c));
     if (g->s[2] != 1 || in.c < 16 || wa >= ws_floats) return 0;
     if (cf__amx_by_sample(in, out, g, ws_floats - wa)) return 1;   /* (a sample at a time: any kernel) */
     rsz += cf__amx_acc_floats(out.w);                                /* (a thread's sums, cf__direct_units_amx) */
@@ -11782,9 +11788,9 @@ static void cf__fold_fwd_amx(const cf__conv_call *f, const uint32_t *wf, uint32_
            in_sz = cf_shape_size(in), xw = cf__fold_x_words(f), rsz;
     long rows = (long)f->B * out.d * out.h, r;
     cf__direct_amx_call d = {f->y, f->half, P, wf, out.c, steps, 1, 1, 1, 0, CF__FOLD_XW, f->b, 0, f->act, f->slope};
-    ns = cf__pair_ring(in, g, Wp, (size_t)((const uint32_t *)(const void *)(f->ws + f->ws_floats) - ws) -
-                                      (size_t)cf__nthreads() * xw, C2);
-    rsz = cf__pair_rows_size(in, g, Wp, ns, C2) + xw;
+    ns = cf__ring_ns(in, g, Wp, (size_t)((const uint32_t *)(const void *)(f->ws + f->ws_floats) - ws) -
+                                      (size_t)cf__nthreads() * xw, C2, C2);
+    rsz = cf__ring_size(g, Wp, ns, C2, C2) + xw;
     CF__OMP(omp parallel num_threads(cf__nthreads()))
     {
         uint32_t *X = ws + (size_t)cf__thread_id() * rsz;
@@ -11792,7 +11798,7 @@ static void cf__fold_fwd_amx(const cf__conv_call *f, const uint32_t *wf, uint32_
         float acc[CF__FOLD_XW / 32 * 1024] __attribute__((aligned(64)));   /* (the row's blocks' sums: 16 KiB) */
         cf__amx_unit u = {0, 0, xp, NULL};
         cf__direct_amx_call dt = d;   /* (the thread's: its OW changes with the chunk) */
-        cf__pair_rows pr = cf__pair_rows_at(X + xw, in, g, Wp, ns, C2);
+        cf__ring pr = cf__ring_at(X + xw, g, Wp, ns, C2, C2);
         int s;
         memset(X, 0, sizeof(uint32_t) * xw);   /* (the pairs past K2 stay zeros) */
         for (s = 0; s < steps; s++) xp[s] = X + (size_t)s * 16 * CF__FOLD_XW;
@@ -11801,8 +11807,8 @@ static void cf__fold_fwd_amx(const cf__conv_call *f, const uint32_t *wf, uint32_
         for (r = 0; r < rows; r++) {
             int bi = (int)(r / ((long)out.d * out.h)), od = (int)(r / out.h % out.d), oh = (int)(r % out.h), w0;
             size_t y0 = (size_t)bi * out.c * P + ((size_t)od * out.h + oh) * out.w;
-            cf__pair_rows_for(&pr, Wp, cf__elt(f->x, f->x_half, (size_t)bi * in_sz), f->x_half, bi, in.c, in, g, od,
-                              oh);
+            cf__ring_for(&pr, cf__elt(f->x, f->x_half, (size_t)bi * in_sz), f->x_half, bi, in.c, in, g, od, oh,
+                         cf__pair_row);
             for (w0 = 0; w0 < out.w; w0 += CF__FOLD_XW) {
                 cf__fold_x(X, pr.rp, K2, g->k[2], g->dil[2], w0,
                            (int)(OWp - (size_t)w0 < CF__FOLD_XW ? OWp - (size_t)w0 : CF__FOLD_XW));
@@ -11822,7 +11828,8 @@ static int cf__bf16_fold_fwd_applies(const cf__conv_call *c) {
         c->in.c >= 16 || c->g->s[2] != 1 || cf__fold_steps(c) > CF__FOLD_MAX_STEPS)
         return 0;
     need = cf__wf_words(c) + (size_t)cf__nthreads() * (cf__fold_x_words(c) +
-           cf__pair_rows_size(c->in, c->g, cf__direct_wp(c->out, c->g), cf__pair_slots(c->g), (c->in.c + 1) / 2));
+           cf__ring_size(c->g, cf__direct_wp(c->out, c->g), cf__ring_slots(c->g), (c->in.c + 1) / 2,
+                                       (c->in.c + 1) / 2));
     return need <= cf__amx_ws_floats(c);
 }
 static void cf__bf16_fold_fwd_run(const cf__conv_call *c) {
@@ -12415,7 +12422,7 @@ static void cf__bf16_cols_bww(const cf__conv_call *c) {   /* db: the dispatcher'
    (cf__flipped_call) on the GEMM with op(B) made from dy, dx rounded as it is stored (added
    into dx or stored); dy and dx in 32 bits.  Against the direct kernel on DeepCAM's ASPP and
    decoder: 1.0-1.25x (docs/performance.md).  2-D only: in 3-D the direct kernel, building each
-   pair row once (cf__pair_ring), beats it at cosmoflow.cfg's 128 -> 256 at 16^3 (20-21 ms
+   pair row once (cf__ring_ns), beats it at cosmoflow.cfg's 128 -> 256 at 16^3 (20-21 ms
    against 28-29), and the tiles at its 256 -> 512 at 8^3, where the direct kernel does not fit
    (15.4-17.4 against 19.0-20.8).  Where the GEMM's buffers cannot be had, the reference for
    the rest of the batch. */

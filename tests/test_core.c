@@ -237,6 +237,22 @@ static void test_conv_direct(void) {
             CHECK(check_relerr(dw1, dw2, nw) < 1e-5 && check_relerr(db1, db2, OC) < 1e-6,
                   "direct conv backward-weights (added to dw) vs im2col + GEMM: %s (err %g)", cases[ci].what, check_relerr(dw1, dw2, nw));
             CHECK(check_relerr(dx1, dx2, nx) < 1e-5, "direct conv backward-data (added to dx) vs GEMM: %s (err %g)", cases[ci].what, check_relerr(dx1, dx2, nx));
+#ifdef CF__DIRECT
+            {   /* the kernel's rows in its ring (cf__ring): whole planes where the workspace has room (3-D), the
+                   least ring where it has only that (rows cf__ring_slots a plane): the same bits */
+                size_t Wp = cf__direct_wp(out, &g),
+                       least = 16 + cf__direct_packed(in, out, &g) + (size_t)cf__nthreads() * cf__ring_size(&g, Wp, cf__ring_slots(&g), C, C);
+                float *ws = rnd(least, &r), *y3 = rnd(ny, &r);
+                cf__conv_call call = cf__conv_make(B, in, out, &g, 1, col, big, 0);
+                int planes = cf__ring_ns(in, &g, Wp, big, C, C) == in.h, slots = cf__ring_ns(in, &g, Wp, least - 16 - cf__direct_packed(in, out, &g), C, C) == cf__ring_slots(&g);
+                call.x = x; call.w = w; call.b = b; call.act = CF_ACT_LEAKY; call.slope = 0.3f;
+                call.y = y2; cf__direct_fwd(&call, 0);
+                call.y = y3; call.ws = ws; call.ws_floats = least; cf__direct_fwd(&call, 0);
+                CHECK(slots && planes == (g.k[0] > 1) && !memcmp(y2, y3, ny * sizeof(float)),
+                      "direct conv forward with its rows in whole planes (%d) and in the least ring: the same bits: %s", planes, cases[ci].what);
+                free(ws); free(y3);
+            }
+#endif
             free(x); free(w); free(b); free(dy); free(col); free(dcol); free(y1); free(y2); free(dw1); free(dw2); free(dx1); free(dx2); free(db1); free(db2);
         }
     }
