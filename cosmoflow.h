@@ -9235,7 +9235,7 @@ static size_t cf__r16(size_t n) { return (n + 15) / 16 * 16; }   /* 64-byte part
 static float *cf__line_aligned(float *p) { return p + (16 - (uintptr_t)p / sizeof(float) % 16) % 16; }
 static int cf__ring_nd(const cf_geom *g) { return (g->k[0] - 1) * g->dil[0] + 1; }
 static int cf__ring_slots(const cf_geom *g) { return (g->k[1] - 1) * g->dil[1] + 1; }
-/* uint32 of one thread's ring for input in, rows of Wp, slots of ns rows of c2 (n built) */
+/* uint32 of one thread's ring: rows of Wp, slots of ns rows of c2 each (n of them built) */
 static size_t cf__ring_size(const cf_geom *g, size_t Wp, int ns, int n, int c2) {
     size_t slots = (size_t)cf__ring_nd(g) * ns;
     return cf__r16(slots * c2 * Wp) + cf__r16(Wp) + cf__r16(2 * slots) + cf__r16((size_t)2 * n * g->k[0] * g->k[1]);
@@ -9245,6 +9245,7 @@ static int cf__ring_ns(cf_shape in, const cf_geom *g, size_t Wp, size_t room, in
     size_t planes = cf__ring_size(g, Wp, in.h, n, c2);
     return g->k[0] > 1 && planes <= CF__RING_PLANES && planes * cf__nthreads() <= room ? in.h : cf__ring_slots(g);
 }
+/* the ring in ws (cf__ring_size uint32): its rows, a row of zeros, the tags (no row held yet), the pointers */
 static cf__ring cf__ring_at(uint32_t *ws, const cf_geom *g, size_t Wp, int ns, int n, int c2) {
     cf__ring pr;
     size_t slots = (size_t)cf__ring_nd(g) * ns, k;
@@ -9339,7 +9340,7 @@ ATTR static void NAME##_block(float *CF__RESTRICT yr, float *v, float bo, int ac
     }                                                                                                                 \
 }                                                                                                                     \
 /* one tap (its OB weights at wk, one a channel) for OB output rows: 2 vector loads of the                            \
-   inputs at r, OB broadcasts, 2 OB multiply-adds into a */                                                           \
+   inputs at r (the ring's words, the floats' bits), OB broadcasts, 2 OB multiply-adds into a */                      \
 ATTR static void NAME##_tap(VT a[OB][2], const float *CF__RESTRICT wk, const uint32_t *r) {                           \
     VT x0, x1;                                                                                                        \
     int o;                                                                                                            \
@@ -9466,9 +9467,8 @@ static int cf__blas_runs_avx2(void) {
 }
 /* Whether the direct kernel can run a convolution of in into out: stride 1 along the width,
    rows of 16 or more, one ring per thread (its least, cf__ring_slots) and the packed kernel in
-   ws; and whether the door gives
-   it the convolution rather than im2col + GEMM (kinds tiles and taps, the BLAS), which depends
-   on the CPU:
+   ws; and whether the door gives it the convolution rather than im2col + GEMM (kinds tiles and
+   taps, the BLAS), which depends on the CPU:
    - with AVX-512 (the 16-lane form): a backward-data always (GEMM + col2im is slower; kind
      gemm, tried before it, takes those with many channels), a forward where R is at most
      CF__DIRECT_FWD_MAX_R floats (64 Ki: with many input channels R outgrows the L2 cache while
